@@ -1,0 +1,176 @@
+# ctrain — top-level build.
+#
+#   make            libctrain-core.a, libctrain.{a,so}, the ctrain CLI, the SPANK plugin
+#   make demo       install missing Debian packages, build, train 5 epochs on Fashion-MNIST
+#   make test       build, then run every TAP test under t/ with prove
+#   make install    PREFIX=/usr/local DESTDIR= (plugin goes to SLURM's plugin directory)
+#
+# Sources are found by folder: every .c in a core folder goes into libctrain-core (no MPI, CUDA,
+# BLAS or PMIx: the SPANK plugin links it inside srun and slurmstepd); every .c in a library
+# folder goes into libctrain on top of it.
+
+CC       ?= cc
+PREFIX   ?= /usr/local
+DESTDIR  ?=
+BUILD    ?= build
+V        ?= 0
+
+# Hardening as Debian builds packages; the plugin runs inside slurmstepd as root.
+HARDEN_CFLAGS  := -fstack-protector-strong -D_FORTIFY_SOURCE=2 -fno-strict-overflow
+HARDEN_LDFLAGS := -Wl,-z,relro -Wl,-z,now -Wl,--as-needed
+
+OPT      ?= -O2
+WARN     := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wstrict-prototypes
+CFLAGS   ?= $(OPT) -g
+ALL_CFLAGS = $(CFLAGS) -std=gnu11 -fPIC $(WARN) $(HARDEN_CFLAGS) -Iinclude -I. -MMD -MP $(EXTRA_CFLAGS)
+ALL_LDFLAGS = $(LDFLAGS) $(HARDEN_LDFLAGS) $(EXTRA_LDFLAGS)
+
+# Dependencies, through pkg-config where Debian ships a .pc file.
+PKG_CORE   := hwloc libcjson
+PKG_LIB    := $(PKG_CORE) pmix zlib openblas ompi-c
+CORE_CFLAGS := $(shell pkg-config --cflags $(PKG_CORE) 2>/dev/null)
+CORE_LIBS   := $(shell pkg-config --libs $(PKG_CORE) 2>/dev/null) -lm
+LIB_CFLAGS  := $(shell pkg-config --cflags $(PKG_LIB) 2>/dev/null)
+LIB_LIBS    := $(shell pkg-config --libs $(PKG_LIB) 2>/dev/null) -lpthread -lm
+TEST_LIBS   := $(shell pkg-config --libs cmocka 2>/dev/null)
+
+# CUDA is compiled when the toolkit is present; `make CUDA=0` turns it off.
+CUDA_HOME ?= /usr/local/cuda
+NVCC      ?= $(shell command -v nvcc 2>/dev/null || { test -x $(CUDA_HOME)/bin/nvcc && echo $(CUDA_HOME)/bin/nvcc; })
+ifeq ($(origin CUDA),undefined)
+  CUDA := $(if $(NVCC),1,0)
+endif
+
+CORE_DIRS := engine/util engine/registry engine/connector engine/bind envs
+LIB_DIRS  := engine/nn engine/data engine/accelerators engine/precision engine/strategies \
+             engine/launchers engine/checkpoint_io engine/loops engine/trainer pmix
+
+CORE_SRC  := $(sort $(foreach d,$(CORE_DIRS),$(wildcard $(d)/*.c)))
+LIB_SRC   := $(sort $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
+CLI_SRC   := $(sort $(wildcard engine/cli/*.c))
+SPANK_SRC := $(sort $(wildcard spank/*.c))
+TEST_SRC  := $(sort $(wildcard t/unit/test_*.c))
+TOOL_SRC  := $(sort $(wildcard t/tools/*.c))
+
+CU_SRC :=
+ifeq ($(CUDA),1)
+  CU_SRC      := $(sort $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cu)))
+  LIB_CFLAGS  += -DCT_HAVE_CUDA=1 -I$(CUDA_HOME)/include
+  LIB_LIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lnccl -lcudart
+  NVCCFLAGS   ?= -O3 -std=c++17 -Xcompiler -fPIC -Iinclude -I. -arch=native
+endif
+
+CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o)
+CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
+SPANK_OBJ := $(SPANK_SRC:%.c=$(BUILD)/obj/%.o)
+TEST_BIN  := $(TEST_SRC:t/unit/%.c=$(BUILD)/t/%)
+TOOL_BIN  := $(TOOL_SRC:t/tools/%.c=$(BUILD)/t/%)
+
+CORE_A   := $(BUILD)/libctrain-core.a
+LIB_A    := $(BUILD)/libctrain.a
+LIB_SO   := $(BUILD)/libctrain.so
+CLI      := $(BUILD)/ctrain
+SPANK_SO := $(BUILD)/ctrain.so
+
+Q := $(if $(filter 1,$(V)),,@)
+
+.PHONY: all lib cli spank tests demo test install uninstall clean check-layering
+all: lib cli spank tests
+
+lib: $(CORE_A) $(LIB_A) $(LIB_SO)
+cli: $(if $(CLI_SRC),$(CLI))
+spank: $(if $(SPANK_SRC),$(SPANK_SO))
+tests: $(TEST_BIN) $(TOOL_BIN)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@$(if $(filter 1,$(V)),,echo "  CC      $<")
+	$(Q)$(CC) $(ALL_CFLAGS) $(if $(filter $(CORE_SRC) $(SPANK_SRC),$<),$(CORE_CFLAGS),$(LIB_CFLAGS)) -c $< -o $@
+
+$(BUILD)/obj/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	@echo "  NVCC    $<"
+	$(Q)$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(CORE_A): $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(LIB_A): $(CORE_OBJ) $(LIB_OBJ)
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(LIB_SO): $(CORE_OBJ) $(LIB_OBJ)
+	@echo "  LD      $@"
+	$(Q)$(CC) -shared -Wl,-soname,libctrain.so.0 $(ALL_LDFLAGS) -o $@ $^ $(LIB_LIBS) $(CORE_LIBS)
+
+$(CLI): $(CLI_OBJ) $(LIB_A)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(CLI_OBJ) $(LIB_A) $(LIB_LIBS) $(CORE_LIBS)
+
+# The plugin links only libctrain-core, hwloc and cJSON, and exports only the spank symbols.
+$(SPANK_SO): $(SPANK_OBJ) $(CORE_A) spank/ctrain.map
+	@echo "  LD      $@"
+	$(Q)$(CC) -shared $(ALL_LDFLAGS) -Wl,--version-script=spank/ctrain.map -o $@ $(SPANK_OBJ) $(CORE_A) $(CORE_LIBS)
+
+$(BUILD)/t/%: t/unit/%.c $(LIB_A)
+	@mkdir -p $(dir $@)
+	@echo "  TEST    $@"
+	$(Q)$(CC) $(ALL_CFLAGS) $(LIB_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(LIB_A) $(TEST_LIBS) $(LIB_LIBS) $(CORE_LIBS)
+
+$(BUILD)/t/%: t/tools/%.c $(LIB_A)
+	@mkdir -p $(dir $@)
+	@echo "  TOOL    $@"
+	$(Q)$(CC) $(ALL_CFLAGS) $(LIB_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(LIB_A) $(LIB_LIBS) $(CORE_LIBS)
+
+demo:
+	scripts/install-deps
+	$(MAKE) all
+	$(CLI) fit --max-epochs 5 --default-root-dir runs/demo
+
+test: all
+	prove -r t/
+
+check-layering:
+	t/layering.t
+
+# --- install -----------------------------------------------------------------------------------
+LIBDIR      ?= $(PREFIX)/lib
+BINDIR      ?= $(PREFIX)/bin
+INCLUDEDIR  ?= $(PREFIX)/include
+MANDIR      ?= $(PREFIX)/share/man
+SYSCONFDIR  ?= /etc
+SLURM_PLUGINDIR ?= $(shell pkg-config --variable=libdir slurm 2>/dev/null | sed 's|$$|/slurm|;s|^/slurm$$||')
+ifeq ($(SLURM_PLUGINDIR),)
+  SLURM_PLUGINDIR := /usr/lib/$(shell $(CC) -print-multiarch)/slurm-wlm
+endif
+
+install: all
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR)/ctrain
+	install -m 755 $(CLI) $(DESTDIR)$(BINDIR)/ctrain
+	install -m 644 $(LIB_A) $(CORE_A) $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(LIB_SO) $(DESTDIR)$(LIBDIR)/libctrain.so.0
+	ln -sf libctrain.so.0 $(DESTDIR)$(LIBDIR)/libctrain.so
+	install -m 644 include/ctrain/*.h $(DESTDIR)$(INCLUDEDIR)/ctrain/
+	if [ -f $(SPANK_SO) ]; then \
+	  install -d $(DESTDIR)$(SLURM_PLUGINDIR) $(DESTDIR)$(SYSCONFDIR)/slurm/plugstack.conf.d; \
+	  install -m 755 $(SPANK_SO) $(DESTDIR)$(SLURM_PLUGINDIR)/ctrain.so; \
+	  sed 's|@PLUGINDIR@|$(SLURM_PLUGINDIR)|' scripts/plugstack.conf.d/ctrain.conf \
+	    > $(DESTDIR)$(SYSCONFDIR)/slurm/plugstack.conf.d/ctrain.conf; \
+	fi
+	if [ -f spank/ctrain-spank.8 ]; then \
+	  install -d $(DESTDIR)$(MANDIR)/man8 && install -m 644 spank/ctrain-spank.8 $(DESTDIR)$(MANDIR)/man8/; \
+	fi
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/ctrain $(DESTDIR)$(LIBDIR)/libctrain.a $(DESTDIR)$(LIBDIR)/libctrain-core.a \
+	      $(DESTDIR)$(LIBDIR)/libctrain.so $(DESTDIR)$(LIBDIR)/libctrain.so.0 $(DESTDIR)$(SLURM_PLUGINDIR)/ctrain.so \
+	      $(DESTDIR)$(SYSCONFDIR)/slurm/plugstack.conf.d/ctrain.conf $(DESTDIR)$(MANDIR)/man8/ctrain-spank.8
+	rm -rf $(DESTDIR)$(INCLUDEDIR)/ctrain
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD)/obj $(BUILD)/t -name '*.d' 2>/dev/null)

@@ -1,0 +1,92 @@
+/* Error codes and messages; see include/ctrain/error.h. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ctrain/error.h"
+
+void ct_error_clear(ct_error *err)
+{
+    if (!err)
+        return;
+    err->code = 0;
+    err->id[0] = '\0';
+    err->msg[0] = '\0';
+    err->hint[0] = '\0';
+}
+
+int ct_error_set(ct_error *err, int code, const char *id, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!err)
+        return code;
+    err->code = code;
+    snprintf(err->id, sizeof(err->id), "%s", id ? id : "");
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+    va_end(ap);
+    err->hint[0] = '\0';
+    return code;
+}
+
+int ct_error_hint(ct_error *err, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!err)
+        return 0;
+    va_start(ap, fmt);
+    vsnprintf(err->hint, sizeof(err->hint), fmt, ap);
+    va_end(ap);
+    return err->code;
+}
+
+int ct_error_prefix(ct_error *err, const char *fmt, ...)
+{
+    char prefix[512];
+    char old[sizeof(err->msg)];
+    va_list ap;
+
+    if (!err)
+        return 0;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof(prefix), fmt, ap);
+    va_end(ap);
+    memcpy(old, err->msg, sizeof(old));
+    snprintf(err->msg, sizeof(err->msg), "%s%s", prefix, old);
+    return err->code;
+}
+
+const char *ct_error_code_name(int code)
+{
+    switch (code) {
+    case CT_OK:        return "success";
+    case CT_EINVAL:    return "invalid argument";
+    case CT_ECONFLICT: return "conflicting settings";
+    case CT_ENOTAVAIL: return "not available";
+    case CT_ENOENT:    return "not found";
+    case CT_EIO:       return "I/O error";
+    case CT_EFORMAT:   return "bad file format";
+    case CT_ENOMEM:    return "out of memory";
+    case CT_ECOMM:     return "communication failure";
+    case CT_ETIMEOUT:  return "timed out";
+    case CT_EINTR:     return "interrupted";
+    case CT_EINTERNAL: return "internal error";
+    }
+    return "unknown error";
+}
+
+int ct_error_exit_status(int code)
+{
+    if (code == CT_EINVAL || code == CT_ECONFLICT || code == CT_ENOTAVAIL)
+        return 2;
+    return code == CT_OK ? 0 : 1;
+}
+
+void ct_error_print(FILE *stream, const ct_error *err)
+{
+    fprintf(stream, "ctrain: error: %s\n", err->msg[0] ? err->msg : ct_error_code_name(err->code));
+    if (err->hint[0])
+        fprintf(stream, "ctrain: hint: %s\n", err->hint);
+}

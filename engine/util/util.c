@@ -1,0 +1,111 @@
+/* String and number helpers; see include/ctrain/util.h. */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ctrain/error.h"
+#include "ctrain/util.h"
+
+int ct_parse_long(const char *s, long min, long max, long *out)
+{
+    char *end = NULL;
+    long v;
+
+    if (!s || !*s)
+        return CT_EINVAL;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno || !end || *end != '\0' || v < min || v > max)
+        return CT_EINVAL;
+    *out = v;
+    return 0;
+}
+
+int ct_parse_double(const char *s, double *out)
+{
+    char *end = NULL;
+    double v;
+
+    if (!s || !*s)
+        return CT_EINVAL;
+    errno = 0;
+    v = strtod(s, &end);
+    if (errno || !end || *end != '\0' || !isfinite(v))
+        return CT_EINVAL;
+    *out = v;
+    return 0;
+}
+
+int ct_str_distance(const char *a, const char *b)
+{
+    /* Two-row Levenshtein on at most 63 characters: names, not prose. */
+    int prev[64], cur[64];
+    size_t la = strnlen(a, 63), lb = strnlen(b, 63);
+
+    for (size_t j = 0; j <= lb; j++)
+        prev[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        cur[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
+            int del = prev[j] + 1, ins = cur[j - 1] + 1;
+            int best = sub < del ? sub : del;
+            cur[j] = best < ins ? best : ins;
+        }
+        memcpy(prev, cur, sizeof(int) * (lb + 1));
+    }
+    return prev[lb] > 255 ? 255 : prev[lb];
+}
+
+const char *ct_str_closest(const char *word, const char *const *cands)
+{
+    const char *best = NULL;
+    int best_d = INT_MAX;
+    size_t len = strlen(word);
+    /* Suggest only what a typo could explain: at most a third of the word, at least 1, at most 3. */
+    int limit = (int)(len / 3);
+
+    if (limit < 1)
+        limit = 1;
+    if (limit > 3)
+        limit = 3;
+    for (; cands && *cands; cands++) {
+        int d = ct_str_distance(word, *cands);
+        if (d < best_d) {
+            best_d = d;
+            best = *cands;
+        }
+    }
+    return best_d <= limit ? best : NULL;
+}
+
+int ct_str_copy(char *dst, size_t size, const char *src)
+{
+    size_t n = strlen(src);
+
+    if (n >= size) {
+        if (size) {
+            memcpy(dst, src, size - 1);
+            dst[size - 1] = '\0';
+        }
+        return -1;
+    }
+    memcpy(dst, src, n + 1);
+    return 0;
+}
+
+char *ct_strdup(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+double ct_time_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}

@@ -1,0 +1,48 @@
+/* ctrain — Checkpoint IO: how named tensors and metadata reach disk.
+ *
+ * The Strategy decides who writes (rank 0 under DDP) and calls this; the format (safetensors) lives
+ * behind these function pointers. Writes are atomic: temp file in the same directory, fsync,
+ * rename, fsync the directory — a kill at any moment leaves the previous file loadable.
+ */
+#ifndef CTRAIN_CHECKPOINT_IO_H
+#define CTRAIN_CHECKPOINT_IO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ctrain/error.h"
+
+#define CT_CKPT_MAX_TENSORS 64
+#define CT_CKPT_MAX_META    64
+#define CT_CKPT_MAX_SHAPE   4
+
+typedef struct ct_ckpt_tensor {
+    char name[64];
+    int dtype;                     /* enum ct_dtype */
+    int ndim;
+    int64_t shape[CT_CKPT_MAX_SHAPE];
+    void *data;                    /* save: caller's; load: caller-provided buffer to fill */
+    size_t nbytes;
+} ct_ckpt_tensor;
+
+typedef struct ct_ckpt_meta {
+    char key[64];
+    char value[1024];
+} ct_ckpt_meta;
+
+typedef struct ct_ckpt {
+    int n_tensors;
+    ct_ckpt_tensor tensors[CT_CKPT_MAX_TENSORS];
+    int n_meta;
+    ct_ckpt_meta meta[CT_CKPT_MAX_META];
+} ct_ckpt;
+
+struct ct_checkpoint_io_ops {
+    const char *name;  /* "safetensors" */
+    int (*save)(const char *path, const ct_ckpt *ckpt, ct_error *err);
+    /* Load into the buffers already in ckpt->tensors (names, dtypes and shapes must match exactly:
+     * a checkpoint for another model shape is CT_EFORMAT naming the tensor); metadata is filled. */
+    int (*load)(const char *path, ct_ckpt *ckpt, ct_error *err);
+};
+
+#endif

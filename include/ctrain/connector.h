@@ -1,0 +1,98 @@
+/* ctrain — the connector: the user's flags become a training plan.
+ *
+ * Three parts, each a function you can read on its own (engine/connector/):
+ *   1. validate  — check the flags against each other (conflicts, duplicates, malformed values)
+ *                  and fix the final flags (flags override CTRAIN_* environment defaults);
+ *   2. choose    — accelerator, strategy, precision, cluster environment and devices;
+ *   3. create    — lazily, when first asked: the strategy, handed its accelerator, precision,
+ *                  checkpoint IO, cluster environment, launcher and devices.
+ * Every conflict is an error with a hint (ct_error.id is the catalogue id); never a fallback.
+ * Parts 1 and 2 are in libctrain-core: the SPANK plugin runs them inside srun.
+ */
+#ifndef CTRAIN_CONNECTOR_H
+#define CTRAIN_CONNECTOR_H
+
+#include "ctrain/environment.h"
+#include "ctrain/error.h"
+#include "ctrain/strategy.h"
+
+#define CT_MAX_DEVICES 256
+
+/* Flags as the user typed them; NULL means "not given". */
+typedef struct ct_connector_flags {
+    const char *accelerator;
+    const char *strategy;
+    const char *devices;
+    const char *num_nodes;
+    const char *precision;
+    const char *cluster_env;
+    int deterministic;
+} ct_connector_flags;
+
+/* Where a resolved value came from. */
+enum ct_source {
+    CT_SOURCE_DEFAULT = 0, /* built-in default */
+    CT_SOURCE_FLAG,        /* --flag */
+    CT_SOURCE_ENV,         /* CTRAIN_* variable (set by the SPANK plugin or the user) */
+    CT_SOURCE_AUTO,        /* chosen by an auto rule */
+    CT_SOURCE_CLUSTER      /* taken from the detected cluster environment */
+};
+
+enum ct_plan_field {
+    CT_PLAN_ACCELERATOR = 0,
+    CT_PLAN_STRATEGY,
+    CT_PLAN_LAUNCHER,
+    CT_PLAN_PRECISION,
+    CT_PLAN_CLUSTER_ENV,
+    CT_PLAN_DEVICES,
+    CT_PLAN_NUM_NODES,
+    CT_PLAN_NFIELDS
+};
+
+typedef struct ct_plan {
+    char accelerator[32];
+    char strategy[64];        /* canonical registry name */
+    char strategy_options[128]; /* "key=value,..." of a registered variant */
+    char launcher[32];
+    char precision[32];       /* canonical name, e.g. "32-true" */
+    char cluster_env[32];
+    char checkpoint_io[32];
+    int devices[CT_MAX_DEVICES]; /* device ids on this node */
+    int n_devices;
+    int num_nodes;
+    int world_size;
+    int deterministic;
+    enum ct_source source[CT_PLAN_NFIELDS];
+    char source_detail[CT_PLAN_NFIELDS][64]; /* e.g. "--strategy", "CTRAIN_STRATEGY", "devices > 1" */
+    ct_env_info env;          /* the cluster environment as read */
+    char notices[4][256];     /* non-fatal notes for the user (e.g. legacy precision names) */
+    int n_notices;
+} ct_plan;
+
+/* What the connector may ask the world. NULL members mean: the process environment and the
+ * accelerators registered in this process. The SPANK plugin passes the job's environment and
+ * leaves cuda availability unknown (-1) on login nodes. */
+typedef struct ct_connector_context {
+    ct_getenv_fn getenv_fn;
+    void *getenv_ctx;
+    int cuda_available;   /* -1: ask the registered accelerator; 0/1: given */
+    int cuda_device_count;
+    int cpu_count;        /* 0: ask the system */
+} ct_connector_context;
+
+typedef struct ct_connector ct_connector;
+
+/* Parts 1 and 2. On error *out is NULL and err names the flags involved. */
+int ct_connector_create(const ct_connector_flags *flags, const ct_connector_context *ctx,
+                        ct_connector **out, ct_error *err);
+const ct_plan *ct_connector_plan(const ct_connector *c);
+/* Part 3, lazily: the first call creates the strategy, later calls return the same one.
+ * Fails with CT_ENOTAVAIL when the implementation is not registered in this process. */
+ct_strategy *ct_connector_strategy(ct_connector *c, ct_error *err);
+void ct_connector_free(ct_connector *c);
+
+/* The plan as a JSON object (malloc'd string), with "sources". */
+char *ct_plan_to_json(const ct_plan *plan);
+const char *ct_source_name(enum ct_source s);
+
+#endif

@@ -1,0 +1,61 @@
+/* ctrain — cluster environments: who am I, how many are we, where is rank 0.
+ *
+ * One implementation per launcher family (envs/<name>.c; pmix in pmix/). Each reads variables
+ * through a ct_getenv_fn so the same code serves the process environment, test fixtures and the
+ * SPANK plugin (which reads the step's job environment). No training logic here.
+ */
+#ifndef CTRAIN_ENVIRONMENT_H
+#define CTRAIN_ENVIRONMENT_H
+
+#include <stddef.h>
+
+#include "ctrain/error.h"
+
+/* Returns the value of name or NULL. ctx is passed through. */
+typedef const char *(*ct_getenv_fn)(const char *name, void *ctx);
+
+/* getenv(3) adapter. */
+const char *ct_getenv_process(const char *name, void *ctx);
+
+enum ct_env_field {
+    CT_ENV_WORLD_SIZE = 0,
+    CT_ENV_GLOBAL_RANK,
+    CT_ENV_LOCAL_RANK,
+    CT_ENV_NODE_RANK,
+    CT_ENV_NUM_NODES,
+    CT_ENV_LOCAL_WORLD_SIZE,
+    CT_ENV_MAIN_ADDRESS,
+    CT_ENV_MAIN_PORT,
+    CT_ENV_JOB_ID,
+    CT_ENV_NFIELDS
+};
+
+typedef struct ct_env_info {
+    char name[32];                   /* "slurm", "torchelastic", ... */
+    int creates_processes_externally; /* 1: processes were started by srun/mpirun/torchrun/jsrun */
+    int world_size;
+    int global_rank;
+    int local_rank;
+    int node_rank;
+    int num_nodes;
+    int local_world_size;
+    int equal_tasks_per_node;        /* 1 when every node runs local_world_size tasks */
+    char main_address[256];
+    int main_port;
+    char job_id[64];
+    char source[CT_ENV_NFIELDS][96]; /* which variable(s) decided each field, e.g. "SLURM_PROCID" */
+} ct_env_info;
+
+struct ct_env_ops {
+    const char *name;
+    const char *description;
+    int auto_detect;  /* 0: only when chosen with --cluster-env NAME (kubeflow) */
+    /* 1 when the variables of this environment are present. */
+    int (*detect)(ct_getenv_fn get, void *ctx);
+    /* Fill info from the variables; malformed values are CT_EINVAL naming the variable. */
+    int (*read)(ct_getenv_fn get, void *ctx, ct_env_info *info, ct_error *err);
+    /* Check --devices (per node) and --num-nodes against what the environment provides. */
+    int (*validate)(const ct_env_info *info, int devices, int num_nodes, ct_error *err);
+};
+
+#endif

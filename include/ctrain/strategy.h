@@ -1,0 +1,79 @@
+/* ctrain — the Strategy: how training is distributed.
+ *
+ * The Trainer and loops call the Strategy directly for everything about ranks, which rank writes
+ * checkpoints, model setup and collectives. A Strategy owns its parts — accelerator, precision,
+ * cluster environment, checkpoint IO and launcher — which the connector hands it when it creates
+ * it (ct_connector_strategy). The Strategy never calls upward (trainer, loops, connector).
+ *
+ * Gradient synchronisation contract: parameters live in one contiguous fp32 array and gradients
+ * in another with the same layout, parameter tensors in forward order. Backward runs from the
+ * last tensor to the first and calls ct_strategy_grad_ready() as each tensor's gradient is final;
+ * a DDP strategy starts a bucket's non-blocking allreduce as soon as the bucket is complete, and
+ * ct_strategy_grad_sync() waits for the rest and averages. single_device does nothing there.
+ */
+#ifndef CTRAIN_STRATEGY_H
+#define CTRAIN_STRATEGY_H
+
+#include <stddef.h>
+
+#include "ctrain/checkpoint_io.h"
+#include "ctrain/error.h"
+#include "ctrain/precision.h"
+
+typedef struct ct_strategy ct_strategy;
+
+/* --- what the Trainer asks ------------------------------------------------------------------ */
+const char *ct_strategy_name(const ct_strategy *s);
+const char *ct_strategy_accelerator_name(const ct_strategy *s);
+const char *ct_strategy_launcher_name(const ct_strategy *s);
+const char *ct_strategy_env_name(const ct_strategy *s);
+const struct ct_precision_ops *ct_strategy_precision(const ct_strategy *s);
+int ct_strategy_world_size(const ct_strategy *s);
+int ct_strategy_global_rank(const ct_strategy *s);
+int ct_strategy_local_rank(const ct_strategy *s);
+int ct_strategy_node_rank(const ct_strategy *s);
+int ct_strategy_num_nodes(const ct_strategy *s);
+int ct_strategy_is_global_zero(const ct_strategy *s);
+/* Device id this rank computes on (cpu: 0). */
+int ct_strategy_device(const ct_strategy *s);
+/* Strategy option by name (e.g. "bucket_mb"), or NULL. */
+const char *ct_strategy_option(const ct_strategy *s, const char *key);
+
+/* --- launching ------------------------------------------------------------------------------ */
+/* Body run on every rank. result/result_size: a buffer the body may fill; rank 0's copy comes
+ * back to the caller of ct_strategy_launch (through a pipe for the fork launcher). */
+typedef int (*ct_rank_fn)(ct_strategy *s, void *arg, void *result, size_t result_size, ct_error *err);
+
+/* Run fn on every rank through the strategy's launcher. Returns fn's rank-0 status (external),
+ * or the supervisor's verdict (subprocess, fork): 0 when every rank succeeded. With the subprocess
+ * launcher the supervisor (the process that called this) never runs fn itself: *is_supervisor=1. */
+int ct_strategy_launch(ct_strategy *s, ct_rank_fn fn, void *arg, void *result, size_t result_size,
+                       int *is_supervisor, ct_error *err);
+
+/* --- lifecycle, inside a rank ----------------------------------------------------------------- */
+/* Join the process group (DDP: MPI over the PMIx-provided world) and select the device. */
+int ct_strategy_setup_environment(ct_strategy *s, ct_error *err);
+/* Hand over the model: params[n] (rank 0's values are broadcast to all), grads[n] (same layout). */
+int ct_strategy_setup_model(ct_strategy *s, float *params, float *grads, size_t n, ct_error *err);
+/* Backward finished the gradient of grads[offset .. offset+count). */
+int ct_strategy_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_error *err);
+/* Wait for every gradient to be averaged across ranks. Call before the optimizer step. */
+int ct_strategy_grad_sync(ct_strategy *s, ct_error *err);
+/* Seconds spent waiting inside grad_sync since setup (exposed communication time). */
+double ct_strategy_exposed_comm_seconds(const ct_strategy *s);
+
+/* --- collectives (every rank calls them in the same order) ------------------------------------ */
+int ct_strategy_barrier(ct_strategy *s, ct_error *err);
+int ct_strategy_broadcast(ct_strategy *s, void *buf, size_t bytes, int root, ct_error *err);
+/* In-place sum over ranks. */
+int ct_strategy_reduce_sum(ct_strategy *s, double *values, int n, ct_error *err);
+
+/* --- checkpoints: rank 0 writes, every rank waits; every rank loads ---------------------------- */
+int ct_strategy_save_checkpoint(ct_strategy *s, const char *path, const ct_ckpt *ckpt, ct_error *err);
+int ct_strategy_load_checkpoint(ct_strategy *s, const char *path, ct_ckpt *ckpt, ct_error *err);
+
+/* Leave the process group; the strategy stays allocated. */
+void ct_strategy_teardown(ct_strategy *s);
+void ct_strategy_free(ct_strategy *s);
+
+#endif

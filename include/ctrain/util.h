@@ -1,0 +1,29 @@
+/* ctrain — small string and number helpers shared by every module (libctrain-core). */
+#ifndef CTRAIN_UTIL_H
+#define CTRAIN_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Strict decimal parsing: the whole string must be a number in [min, max].
+ * Return 0, or CT_EINVAL (no message: callers name the input themselves). */
+int ct_parse_long(const char *s, long min, long max, long *out);
+int ct_parse_double(const char *s, double *out);
+
+/* The candidate closest to word by edit distance, or NULL when none is close enough to suggest
+ * (used for "did you mean" hints). cands is NULL-terminated. */
+const char *ct_str_closest(const char *word, const char *const *cands);
+
+/* Levenshtein distance, capped at 255. */
+int ct_str_distance(const char *a, const char *b);
+
+/* snprintf into a fixed buffer that reports truncation as -1. */
+int ct_str_copy(char *dst, size_t size, const char *src);
+
+/* Duplicate or abort-free NULL on OOM. */
+char *ct_strdup(const char *s);
+
+/* Monotonic clock in seconds. */
+double ct_time_now(void);
+
+#endif
