@@ -20,7 +20,7 @@ HARDEN_CFLAGS  := -fstack-protector-strong -D_FORTIFY_SOURCE=2 -fno-strict-overf
 HARDEN_LDFLAGS := -Wl,-z,relro -Wl,-z,now -Wl,--as-needed
 
 OPT      ?= -O2
-WARN     := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wstrict-prototypes
+WARN     := -Wall -Wextra -Werror -Wno-unused-parameter -Wno-format-truncation -Wshadow -Wstrict-prototypes
 CFLAGS   ?= $(OPT) -g
 ALL_CFLAGS = $(CFLAGS) -std=gnu11 -fPIC $(WARN) $(HARDEN_CFLAGS) -Iinclude -I. -MMD -MP $(EXTRA_CFLAGS)
 ALL_LDFLAGS = $(LDFLAGS) $(HARDEN_LDFLAGS) $(EXTRA_LDFLAGS)
