@@ -1,0 +1,42 @@
+/* ctrain — Launchers: how the processes of a run come to exist.
+ *
+ * Separate from strategies: one DDP strategy runs under every launcher.
+ *   external   — processes already started by srun / mpirun / jsrun / torchrun: run the body here.
+ *   subprocess — this process becomes supervisor and PMIx server and fork+execs nprocs copies of
+ *                its own command line (/proc/self/exe with /proc/self/cmdline) as ranks 0..n-1.
+ *   fork       — (ddp_fork, alias ddp_spawn) forks nprocs workers at the call; each runs the body;
+ *                rank 0's result buffer comes back to the caller through a pipe.
+ * Supervisors forward SIGINT, SIGTERM and SIGUSR1 to every rank; when a rank dies or exits
+ * non-zero the others are ended within kill_grace_s, the failing rank and how it failed are
+ * reported in err, and launch returns non-zero. No orphans. Rank 0's output passes as is, the
+ * others' lines are prefixed "[rank N] " (or dropped with quiet_others).
+ */
+#ifndef CTRAIN_LAUNCHER_H
+#define CTRAIN_LAUNCHER_H
+
+#include <stddef.h>
+
+#include "ctrain/error.h"
+
+typedef struct ct_launch_spec {
+    int nprocs;           /* ranks to create on this node */
+    int quiet_others;     /* 1: drop the output of ranks other than 0 */
+    double kill_grace_s;  /* after a failure, SIGTERM then SIGKILL the rest within this (<= 10) */
+} ct_launch_spec;
+
+/* The work of one rank. result: a buffer of result_size bytes the body may fill. */
+typedef int (*ct_launch_body)(void *arg, void *result, size_t result_size, ct_error *err);
+
+struct ct_launcher_ops {
+    const char *name;
+    /* Create the ranks and run body in each (external: in this process, once).
+     * *is_supervisor = 1 when this process only supervised (it ran no body). */
+    int (*launch)(const ct_launch_spec *spec, ct_launch_body body, void *arg,
+                  void *result, size_t result_size, int *is_supervisor, ct_error *err);
+};
+
+/* Set in every rank a ctrain launcher created, so the child knows it is a rank (and which). */
+#define CT_LAUNCHER_ENV_RANK  "CTRAIN_LAUNCHER_RANK"
+#define CT_LAUNCHER_ENV_NPROC "CTRAIN_LAUNCHER_NPROCS"
+
+#endif
