@@ -1,0 +1,48 @@
+/* ctrain — command-line entry: dispatch to one function per subcommand (engine/cli/cmd_*.c). */
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/cli/commands.h"
+
+#define CT_VERSION "0.1.0"
+
+struct ct_command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+};
+
+/* One line per subcommand, in the order `ctrain --help` lists them. */
+static const struct ct_command commands[] = {
+    { NULL, NULL, NULL }
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: ctrain <command> [flags]   (ctrain <command> --help for its flags)\n\ncommands:\n");
+    for (const struct ct_command *c = commands; c->name; c++)
+        fprintf(out, "  %-10s %s\n", c->name, c->summary);
+    fprintf(out, "\n  --help     this text\n  --version  print the version\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("ctrain %s\n", CT_VERSION);
+        return 0;
+    }
+    for (const struct ct_command *c = commands; c->name; c++)
+        if (!strcmp(argv[1], c->name))
+            return c->run(argc - 1, argv + 1);
+    fprintf(stderr, "ctrain: error: unknown command '%s'\nctrain: hint: run 'ctrain --help' for the list\n",
+            argv[1]);
+    return 2;
+}
