@@ -27,7 +27,7 @@ struct range {
 /* One bracket group: its ranges and how many numbers they hold. */
 struct group {
     struct range *ranges;
-    size_t nranges;
+    size_t nranges, cap;
     size_t size;
 };
 
@@ -173,11 +173,13 @@ static int parse_group(const char *expr, size_t *i, struct group *g, ct_error *e
         }
         if (r.hi - r.lo >= CT_HOSTLIST_MAX_HOSTS || g->size + (r.hi - r.lo + 1) > CT_HOSTLIST_MAX_HOSTS)
             return malformed(err, expr, at, "range holds more hosts than a hostlist may (4194304)");
-        if (g->nranges % 16 == 0) {
-            struct range *p = realloc(g->ranges, (g->nranges + 16) * sizeof(*p));
+        if (g->nranges == g->cap) { /* geometric growth: 100k ranges in one bracket stay linear */
+            size_t cap = g->cap ? g->cap * 2 : 16;
+            struct range *p = realloc(g->ranges, cap * sizeof(*p));
             if (!p)
                 return ct_error_set(err, CT_ENOMEM, "out-of-memory", "out of memory parsing a hostlist");
             g->ranges = p;
+            g->cap = cap;
         }
         g->ranges[g->nranges++] = r;
         g->size += r.hi - r.lo + 1;

@@ -32,7 +32,7 @@ static int read_rankfile(const char *path, ct_hostlist **out, ct_error *err)
         ct_hostlist_free(hl);
         if (f)
             fclose(f);
-        ct_error_set(err, CT_ENOENT, "env-rankfile", "LSB_DJOB_RANKFILE='%s' cannot be read", path);
+        ct_error_set(err, CT_EINVAL, "env-rankfile", "LSB_DJOB_RANKFILE='%s' cannot be read", path);
         return ct_error_hint(err, "LSF writes this file for every job; run inside the job, or unset the variable");
     }
     while (!rc && fgets(line, sizeof(line), f)) {
@@ -44,7 +44,7 @@ static int read_rankfile(const char *path, ct_hostlist **out, ct_error *err)
     }
     fclose(f);
     if (!rc && !ct_hostlist_count(hl)) {
-        ct_error_set(err, CT_EFORMAT, "env-rankfile", "LSB_DJOB_RANKFILE='%s' lists no compute host (only %d line(s); "
+        ct_error_set(err, CT_EINVAL, "env-rankfile", "LSB_DJOB_RANKFILE='%s' lists no compute host (only %d line(s); "
                      "the first is the launch node)", path, lineno);
         rc = ct_error_hint(err, "LSF writes one line per slot after the launch node; check the job's allocation");
     }
@@ -70,7 +70,7 @@ static int lay_out(const ct_hostlist *slots, ct_env_info *info, const char *path
         goto out;
     }
     if (ct_hostlist_count(slots) < (size_t)info->world_size) {
-        ct_error_set(err, CT_EFORMAT, "env-rankfile", "LSB_DJOB_RANKFILE='%s' has %zu compute slot(s) but "
+        ct_error_set(err, CT_EINVAL, "env-rankfile", "LSB_DJOB_RANKFILE='%s' has %zu compute slot(s) but "
                      "JSM_NAMESPACE_SIZE is %d", path, ct_hostlist_count(slots), info->world_size);
         rc = ct_error_hint(err, "the rank file and jsrun's namespace come from one job; check jsrun's -n/-a flags");
         goto out;

@@ -83,7 +83,7 @@ static int read_tasks_per_node(ct_getenv_fn get, void *ctx, ct_env_info *info, c
     for (int i = 1; i < n; i++)
         if (counts[i] != counts[0])
             info->equal_tasks_per_node = 0;
-    ct_env_source(info, CT_ENV_LOCAL_WORLD_SIZE, "%s[SLURM_NODEID]", which);
+    ct_env_source(info, CT_ENV_LOCAL_WORLD_SIZE, "%s (%s) at SLURM_NODEID", which, v);
     free(counts);
     return 0;
 }

@@ -170,13 +170,14 @@ static void test_push_find(void **state)
 }
 
 /* 100k hosts: one range, and 100k single-number ranges (every other number) compressed and
- * expanded again. The time is printed; the limit only catches a quadratic algorithm. */
+ * expanded again. The time is printed (about 0.02 s and 0.05 s on a 2-core VM); the 10 s limit
+ * only catches a quadratic algorithm, even under valgrind. */
 static void test_100k(void **state)
 {
     ct_hostlist *hl = NULL, *back = NULL;
     ct_error err;
     char *out = NULL;
-    double t0 = ct_time_now(), t1, t2;
+    double t0 = ct_time_now(), t1, t2, t3;
 
     (void)state;
     assert_int_equal(ct_hostlist_expand("n[000001-100000]", &hl, &err), 0);
@@ -197,10 +198,10 @@ static void test_100k(void **state)
     assert_int_equal(ct_hostlist_expand(out, &back, &err), 0);
     assert_int_equal(ct_hostlist_count(back), 100000);
     assert_string_equal(ct_hostlist_get(back, 99999), "gpu199998");
-    printf("# 100k hosts: expand one range %.3f s; compress + expand 100k ranges %.3f s\n", t1 - t0,
-           ct_time_now() - t2);
-    assert_true(t1 - t0 < 1.0);
-    assert_true(ct_time_now() - t2 < 1.0);
+    t3 = ct_time_now();
+    printf("# 100k hosts: expand one range %.3f s; compress + expand 100k ranges %.3f s\n", t1 - t0, t3 - t2);
+    assert_true(t1 - t0 < 10.0);
+    assert_true(t3 - t2 < 10.0);
     free(out);
     ct_hostlist_free(hl);
     ct_hostlist_free(back);
