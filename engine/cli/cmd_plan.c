@@ -13,7 +13,7 @@
 
 static const char *const plan_flags[] = {
     "--accelerator", "--strategy", "--devices", "--num-nodes", "--precision", "--cluster-env",
-    "--deterministic", "--list", "--help", NULL
+    "--deterministic", "--list", "--errors", "--help", NULL
 };
 
 static void plan_usage(FILE *out)
@@ -32,6 +32,7 @@ static void plan_usage(FILE *out)
         "  --deterministic      reproducible results (recorded in the plan)\n"
         "  --list               print the registries: accelerators, strategies, precisions, cluster\n"
         "                       environments, checkpoint IO, launchers\n"
+        "  --errors             print the error catalogue: every misconfiguration ctrain reports, by id\n"
         "  --help               this text\n\n"
         "Exit status: 0 resolved, 2 misconfiguration (message and hint on stderr).\n");
 }
@@ -97,6 +98,13 @@ int ct_cmd_plan(int argc, char **argv)
 
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             plan_usage(stdout);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--errors")) {
+            int n;
+            const ct_catalogue_entry *cat = ct_connector_catalogue(&n);
+            for (int k = 0; k < n; k++)
+                printf("%-36s %-40s %s\n", cat[k].id, cat[k].inputs, cat[k].summary);
             return 0;
         }
         if (!strcmp(argv[i], "--list")) {

@@ -5,5 +5,6 @@
 #include "engine/strategies/strategy_impl.h"
 
 extern const struct ct_strategy_ops ct_strategy_single_device;
+extern const struct ct_strategy_ops ct_strategy_ddp;
 
 #endif
