@@ -1,12 +1,17 @@
 /* local: no cluster launcher. Either one process, or a rank of ctrain's own launcher, which sets
- * CTRAIN_LAUNCHER_RANK and CTRAIN_LAUNCHER_NPROCS in every process it creates
- * (include/ctrain/launcher.h). Always detected: it is the last in the order.
+ * CTRAIN_LAUNCHER_RANK and CTRAIN_LAUNCHER_NPROCS in every process it creates. Always detected:
+ * it is the last in the order.
  */
 #include <stdio.h>
 
 #include "ctrain/envs.h"
-#include "ctrain/launcher.h"
 #include "envs/envs_impl.h"
+
+/* The names include/ctrain/launcher.h defines as CT_LAUNCHER_ENV_RANK / _NPROC; envs/ may not
+ * include the launchers' header (same layer, t/90-layering.t), so t/unit/test_envs.c checks
+ * that these stay equal to them. */
+#define CT_LAUNCHER_ENV_RANK  "CTRAIN_LAUNCHER_RANK"
+#define CT_LAUNCHER_ENV_NPROC "CTRAIN_LAUNCHER_NPROCS"
 
 static int local_detect(ct_getenv_fn get, void *ctx)
 {

@@ -6,6 +6,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "ctrain/engine.h"
 #include "ctrain/envs.h"
 #include "ctrain/error.h"
 #include "ctrain/util.h"
@@ -246,6 +247,8 @@ int ct_cmd_env(int argc, char **argv)
     rc = parse_args(argc, argv, &a);
     if (rc)
         return rc < 0 ? 0 : rc;
+    /* libctrain's start-up registers the environments outside libctrain-core (pmix). */
+    ct_engine_init();
     ct_error_clear(&err);
     ct_error_clear(&verr);
     memset(&info, 0, sizeof(info));

@@ -14,6 +14,7 @@
 
 #include "ctrain/envs.h"
 #include "ctrain/error.h"
+#include "ctrain/launcher.h"
 
 static const char *vars_get(const char *name, void *ctx)
 {
@@ -326,7 +327,7 @@ static void test_malformed_env(void **state)
 
 static void test_local(void **state)
 {
-    const char *launched[] = { "CTRAIN_LAUNCHER_RANK=2", "CTRAIN_LAUNCHER_NPROCS=4", NULL };
+    const char *launched[] = { CT_LAUNCHER_ENV_RANK "=2", CT_LAUNCHER_ENV_NPROC "=4", NULL };
     const char *alone[] = { NULL };
     const struct ct_env_ops *ops = ct_env_lookup("local");
     ct_env_info info;
