@@ -71,21 +71,27 @@ static int bad_value(const char *flag, const char *value, const char *what)
     return 2;
 }
 
-/* --devices N or --devices 0,1,... (a list counts its entries). */
+/* --devices N or --devices 0,1,... (a list counts its entries; each must be a number). */
 static int parse_devices(const char *v, int *out)
 {
     long n;
 
     if (v && strchr(v, ',')) {
-        int count = 1;
-        for (const char *p = v; *p; p++) {
-            if (*p == ',')
-                count++;
-            else if (*p < '0' || *p > '9')
+        int count = 0, digits = 0;
+        for (const char *p = v;; p++) {
+            if (*p >= '0' && *p <= '9') {
+                digits++;
+                continue;
+            }
+            if ((*p != ',' && *p != '\0') || !digits)
                 return -1;
+            count++;
+            digits = 0;
+            if (!*p)
+                break;
         }
         *out = count;
-        return 0;
+        return count <= 256 ? 0 : -1;
     }
     if (!v || ct_parse_long(v, 1, 256, &n))
         return -1;
@@ -97,32 +103,46 @@ static int parse_args(int argc, char **argv, struct env_args *a)
 {
     memset(a, 0, sizeof(*a));
     for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        char name[32];
+        const char *arg = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL, *eq = strchr(arg, '=');
+        int inline_val = 0;
         long n;
+
+        /* --flag=value as well as --flag value. */
+        if (!strncmp(arg, "--", 2) && eq && (size_t)(eq - arg) < sizeof(name)) {
+            memcpy(name, arg, (size_t)(eq - arg));
+            name[eq - arg] = '\0';
+            arg = name;
+            val = eq + 1;
+            inline_val = 1;
+        }
 
         if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
             fputs(usage_text, stdout);
             return -1;
         } else if (!strcmp(arg, "--json")) {
+            if (inline_val)
+                return bad_value(arg, val, "allowed: --json takes no value");
             a->json = 1;
         } else if (!strcmp(arg, "--cluster-env")) {
-            if (!val)
-                return bad_value(arg, "", "a name");
-            a->cluster_env = argv[++i];
+            if (!val || !*val)
+                return bad_value(arg, "", "an environment name");
+            a->cluster_env = val;
+            i += !inline_val;
         } else if (!strcmp(arg, "--devices")) {
             if (parse_devices(val, &a->devices))
                 return bad_value(arg, val, "a count of devices per node (1-256) or a list like 0,1");
-            i++;
+            i += !inline_val;
         } else if (!strcmp(arg, "--num-nodes")) {
             if (!val || ct_parse_long(val, 1, 1000000, &n))
                 return bad_value(arg, val, "a number of nodes (1-1000000)");
             a->num_nodes = (int)n;
-            i++;
+            i += !inline_val;
         } else if (!strcmp(arg, "--main-port")) {
             if (!val || ct_parse_long(val, 1, 65535, &n))
                 return bad_value(arg, val, "a TCP port (1-65535)");
             a->main_port = (int)n;
-            i++;
+            i += !inline_val;
         } else {
             const char *guess = ct_str_closest(arg, env_flags);
             fprintf(stderr, "ctrain: error: env: unknown flag '%s'\n", arg);
