@@ -444,7 +444,7 @@ int ct_pmix_get(ct_pmix_client *c, int rank, const char *key, void *buf, size_t 
     pmix_proc_t p;
     pmix_value_t *val = NULL;
     pmix_info_t info;
-    int tmo = 30;    /* data missing after a collecting fence: do not wait forever */
+    bool yes = true;
     pmix_status_t rc;
     int ret = 0;
 
@@ -455,7 +455,9 @@ int ct_pmix_get(ct_pmix_client *c, int rank, const char *key, void *buf, size_t 
         return ct_error_set(err, CT_EINVAL, "pmix-rank", "PMIx get of key '%s' from rank %d: "
                             "the job has ranks 0..%d", key, rank, c->size - 1);
     PMIX_LOAD_PROCID(&p, c->me.nspace, (pmix_rank_t)rank);
-    PMIX_INFO_LOAD(&info, PMIX_TIMEOUT, &tmo, PMIX_INT);
+    /* Read what the collecting fence brought: a key nobody put is "not found" at once, instead
+     * of a request to the server that waits for it to appear (mpirun's server does). */
+    PMIX_INFO_LOAD(&info, PMIX_OPTIONAL, &yes, PMIX_BOOL);
     rc = PMIx_Get(&p, key, &info, 1, &val);
     PMIX_INFO_DESTRUCT(&info);
     if (rc == PMIX_ERR_NOT_FOUND || rc == PMIX_ERR_TIMEOUT || (rc == PMIX_SUCCESS && !val))

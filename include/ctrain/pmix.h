@@ -53,7 +53,8 @@ int ct_pmix_commit(ct_pmix_client *c, ct_error *err);
  * timeout_s <= 0 waits forever; when it expires: CT_ETIMEOUT, and the client refuses further
  * exchanges (some ranks may still be inside the fence). */
 int ct_pmix_fence(ct_pmix_client *c, double timeout_s, ct_error *err);
-/* Copy what rank put under key into buf (cap bytes); *len = its size. Not found: CT_ENOENT;
+/* Copy what rank put under key, as the last fence collected it, into buf (cap bytes); *len = its
+ * size. Never waits on the server. Not found: CT_ENOENT;
  * larger than cap: CT_EINVAL with *len set to the size needed. */
 int ct_pmix_get(ct_pmix_client *c, int rank, const char *key, void *buf, size_t cap, size_t *len,
                 ct_error *err);

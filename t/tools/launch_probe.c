@@ -1,0 +1,218 @@
+/* Test helper: drives ctrain's launchers directly.
+ *
+ *   launch_probe LAUNCHER MODE NPROCS [ARGS]     LAUNCHER: subprocess | fork | external
+ *
+ * MODE (what each rank's body does):
+ *   mpi             MPI_Init, allreduce of the ranks, check the sum, MPI_Finalize
+ *   exec PROG ARGS  replace the rank by PROG (e.g. mpi_allreduce: MPI without mpirun)
+ *   kv              PMIx client before MPI_Init, put/commit/fence/get of every rank's value,
+ *                   allreduce, MPI_Finalize, client finalize
+ *   kvtimeout       rank 0 never reaches the fence; the others' 2 s fence times out
+ *   hang DIR        MPI_Init, write DIR/rank.N.pid, sleep 120 s (the test kills a rank)
+ *   exit R CODE     rank R exits with CODE at once, the others sleep 120 s
+ *   result          nothing but rank 0 returning a result buffer
+ * The calling process prints "probe: result: ..." (rank 0's result, fork launcher) and
+ * "probe: ok", or the launcher's error; its exit status is ct_error_exit_status of the error.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <mpi.h>
+
+#include "ctrain/launcher.h"
+#include "ctrain/pmix.h"
+
+struct probe {
+    const char *mode;
+    int argc;
+    char **argv;   /* after NPROCS */
+};
+
+static int rank_env(void)
+{
+    const char *r = getenv(CT_LAUNCHER_ENV_RANK);
+    return r ? atoi(r) : -1;
+}
+
+static int body_mpi(void *result, size_t size, ct_error *err)
+{
+    int rank, n;
+    long mine, sum = -1;
+
+    if (MPI_Init(NULL, NULL) != MPI_SUCCESS)
+        return ct_error_set(err, CT_ECOMM, "probe-mpi", "MPI_Init failed");
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    mine = rank;
+    MPI_Allreduce(&mine, &sum, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Finalize();
+    if (sum != (long)n * (n - 1) / 2)
+        return ct_error_set(err, CT_ECOMM, "probe-sum", "rank %d of %d: allreduce sum %ld", rank,
+                            n, sum);
+    printf("allreduce ok rank %d of %d sum %ld\n", rank, n, sum);
+    if (result)
+        snprintf(result, size, "rank %d of %d sum %ld pid %ld", rank, n, sum, (long)getpid());
+    return 0;
+}
+
+static int kv_exchange(ct_pmix_client *c, ct_error *err)
+{
+    int r = ct_pmix_client_rank(c), n = ct_pmix_client_size(c);
+    char val[64], got[64];
+    size_t len;
+    int rc;
+
+    snprintf(val, sizeof(val), "value-from-rank-%d", r);
+    if ((rc = ct_pmix_put(c, "ctrain.probe", val, strlen(val) + 1, err)) ||
+        (rc = ct_pmix_commit(c, err)) || (rc = ct_pmix_fence(c, 20, err)))
+        return rc;
+    for (int j = 0; j < n; j++) {
+        if ((rc = ct_pmix_get(c, j, "ctrain.probe", got, sizeof(got), &len, err)))
+            return rc;
+        snprintf(val, sizeof(val), "value-from-rank-%d", j);
+        if (strcmp(got, val))
+            return ct_error_set(err, CT_ECOMM, "probe-kv", "rank %d read '%s' from rank %d", r,
+                                got, j);
+    }
+    rc = ct_pmix_get(c, 0, "ctrain.absent", got, sizeof(got), &len, err);
+    if (rc != CT_ENOENT)
+        return ct_error_set(err, CT_EINTERNAL, "probe-kv", "absent key gave %d", rc);
+    ct_error_clear(err);
+    return 0;
+}
+
+static int body_kv(void *result, size_t size, ct_error *err)
+{
+    ct_pmix_client *c;
+    int rc = ct_pmix_client_init(&c, err);
+
+    if (rc)
+        return rc;
+    printf("layout rank %d size %d local %d/%d node %d/%d equal %d host %s rank0 %s nspace %s\n",
+           ct_pmix_client_rank(c), ct_pmix_client_size(c), ct_pmix_client_local_rank(c),
+           ct_pmix_client_local_size(c), ct_pmix_client_node_rank(c),
+           ct_pmix_client_num_nodes(c), ct_pmix_client_equal_per_node(c),
+           ct_pmix_client_hostname(c), ct_pmix_client_rank0_host(c), ct_pmix_client_nspace(c));
+    fflush(stdout);
+    /* PMIx first, then MPI on the same connection (PMIx_Init is reference-counted). */
+    rc = body_mpi(NULL, 0, err);
+    if (rc == 0)
+        rc = kv_exchange(c, err);
+    if (rc == 0)
+        printf("kv ok rank %d of %d\n", ct_pmix_client_rank(c), ct_pmix_client_size(c));
+    if (rc == 0 && result)
+        snprintf(result, size, "kv ok size %d", ct_pmix_client_size(c));
+    ct_pmix_client_finalize(c);
+    return rc;
+}
+
+static int body_kvtimeout(ct_error *err)
+{
+    ct_pmix_client *c;
+    int rc = ct_pmix_client_init(&c, err);
+
+    if (rc)
+        return rc;
+    if (ct_pmix_client_rank(c) == 0) {
+        sleep(120);
+        ct_pmix_client_finalize(c);
+        return 0;
+    }
+    rc = ct_pmix_fence(c, 2, err);
+    ct_pmix_client_finalize(c);
+    return rc;
+}
+
+static int body_hang(const char *dir, ct_error *err)
+{
+    char path[4096];
+    FILE *f;
+
+    if (MPI_Init(NULL, NULL) != MPI_SUCCESS)
+        return ct_error_set(err, CT_ECOMM, "probe-mpi", "MPI_Init failed");
+    snprintf(path, sizeof(path), "%s/rank.%d.pid", dir, rank_env());
+    f = fopen(path, "w");
+    if (!f)
+        return ct_error_set(err, CT_EIO, "probe-pid", "cannot write %s", path);
+    fprintf(f, "%ld\n", (long)getpid());
+    fclose(f);
+    sleep(120);
+    MPI_Finalize();
+    return 0;
+}
+
+static int body(void *arg, void *result, size_t size, ct_error *err)
+{
+    const struct probe *p = arg;
+
+    if (!strcmp(p->mode, "mpi"))
+        return body_mpi(result, size, err);
+    if (!strcmp(p->mode, "kv"))
+        return body_kv(result, size, err);
+    if (!strcmp(p->mode, "kvtimeout"))
+        return body_kvtimeout(err);
+    if (!strcmp(p->mode, "hang") && p->argc >= 1)
+        return body_hang(p->argv[0], err);
+    if (!strcmp(p->mode, "exit") && p->argc >= 2) {
+        if (rank_env() == atoi(p->argv[0])) {
+            fflush(NULL);
+            _exit(atoi(p->argv[1]));
+        }
+        sleep(120);
+        return 0;
+    }
+    if (!strcmp(p->mode, "exec") && p->argc >= 1) {
+        execv(p->argv[0], p->argv);
+        return ct_error_set(err, CT_ENOENT, "probe-exec", "cannot execute %s", p->argv[0]);
+    }
+    if (!strcmp(p->mode, "result")) {
+        snprintf(result, size, "result from rank %d", rank_env());
+        return 0;
+    }
+    return ct_error_set(err, CT_EINVAL, "probe-mode", "unknown mode '%s' or missing arguments",
+                        p->mode);
+}
+
+int main(int argc, char **argv)
+{
+    const struct ct_launcher_ops *ops = NULL;
+    struct probe p;
+    ct_launch_spec spec = { .kill_grace_s = 5 };
+    char result[256] = "";
+    int is_sup = 0, rc;
+    ct_error err;
+
+    if (argc < 4) {
+        fprintf(stderr, "usage: launch_probe subprocess|fork|external MODE NPROCS [ARGS]\n");
+        return 2;
+    }
+    if (!strcmp(argv[1], "subprocess"))
+        ops = &ct_launcher_subprocess;
+    else if (!strcmp(argv[1], "fork"))
+        ops = &ct_launcher_fork;
+    else if (!strcmp(argv[1], "external"))
+        ops = &ct_launcher_external;
+    if (!ops) {
+        fprintf(stderr, "launch_probe: unknown launcher '%s'\n", argv[1]);
+        return 2;
+    }
+    p.mode = argv[2];
+    spec.nprocs = atoi(argv[3]);
+    spec.quiet_others = getenv("PROBE_QUIET") != NULL;
+    p.argc = argc - 4;
+    p.argv = argv + 4;
+    ct_error_clear(&err);
+    rc = ops->launch(&spec, body, &p, result, sizeof(result), &is_sup, &err);
+    if (rc) {
+        ct_error_print(stderr, &err);
+        return ct_error_exit_status(rc);
+    }
+    if (!is_sup && rank_env() < 0 && result[0])
+        printf("probe: result: %s\n", result);
+    if (is_sup || rank_env() < 0)
+        printf("probe: ok\n");
+    return 0;
+}
