@@ -8,8 +8,10 @@
  *   kv              PMIx client before MPI_Init, put/commit/fence/get of every rank's value,
  *                   allreduce, MPI_Finalize, client finalize
  *   kvtimeout       rank 0 never reaches the fence; the others' 2 s fence times out
- *   hang DIR        MPI_Init, write DIR/rank.N.pid, sleep 120 s (the test kills a rank)
+ *   hang DIR        MPI_Init, write DIR/rank.N.pid, sleep 120 s (the test kills a rank);
+ *                   with PROBE_IGNORE_TERM set the ranks ignore SIGTERM
  *   exit R CODE     rank R exits with CODE at once, the others sleep 120 s
+ *   usr1 DIR        write DIR/rank.N.pid, wait for SIGUSR1 (60 s at most), write DIR/rank.N.usr1
  *   result          nothing but rank 0 returning a result buffer
  * The calling process prints "probe: result: ..." (rank 0's result, fork launcher) and
  * "probe: ok", or the launcher's error; its exit status is ct_error_exit_status of the error.
@@ -18,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <mpi.h>
@@ -126,19 +129,48 @@ static int body_kvtimeout(ct_error *err)
     return rc;
 }
 
-static int body_hang(const char *dir, ct_error *err)
+static int write_file(const char *dir, const char *ext, ct_error *err)
 {
     char path[4096];
     FILE *f;
 
-    if (MPI_Init(NULL, NULL) != MPI_SUCCESS)
-        return ct_error_set(err, CT_ECOMM, "probe-mpi", "MPI_Init failed");
-    snprintf(path, sizeof(path), "%s/rank.%d.pid", dir, rank_env());
+    snprintf(path, sizeof(path), "%s/rank.%d.%s", dir, rank_env(), ext);
     f = fopen(path, "w");
     if (!f)
-        return ct_error_set(err, CT_EIO, "probe-pid", "cannot write %s", path);
+        return ct_error_set(err, CT_EIO, "probe-file", "cannot write %s", path);
     fprintf(f, "%ld\n", (long)getpid());
     fclose(f);
+    return 0;
+}
+
+/* SIGUSR1 is the preemption warning: a rank notes it and ends cleanly. */
+static int body_usr1(const char *dir, ct_error *err)
+{
+    sigset_t set;
+    struct timespec tmo = { .tv_sec = 60 };
+    int rc;
+
+    sigemptyset(&set);
+    sigaddset(&set, SIGUSR1);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    if ((rc = write_file(dir, "pid", err)))
+        return rc;
+    if (sigtimedwait(&set, NULL, &tmo) != SIGUSR1)
+        return ct_error_set(err, CT_ETIMEOUT, "probe-usr1", "rank %d: no SIGUSR1 in 60 s",
+                            rank_env());
+    return write_file(dir, "usr1", err);
+}
+
+static int body_hang(const char *dir, ct_error *err)
+{
+    int rc;
+
+    if (getenv("PROBE_IGNORE_TERM"))
+        signal(SIGTERM, SIG_IGN);   /* the supervisor must escalate to SIGKILL */
+    if (MPI_Init(NULL, NULL) != MPI_SUCCESS)
+        return ct_error_set(err, CT_ECOMM, "probe-mpi", "MPI_Init failed");
+    if ((rc = write_file(dir, "pid", err)))
+        return rc;
     sleep(120);
     MPI_Finalize();
     return 0;
@@ -154,6 +186,8 @@ static int body(void *arg, void *result, size_t size, ct_error *err)
         return body_kv(result, size, err);
     if (!strcmp(p->mode, "kvtimeout"))
         return body_kvtimeout(err);
+    if (!strcmp(p->mode, "usr1") && p->argc >= 1)
+        return body_usr1(p->argv[0], err);
     if (!strcmp(p->mode, "hang") && p->argc >= 1)
         return body_hang(p->argv[0], err);
     if (!strcmp(p->mode, "exit") && p->argc >= 2) {
