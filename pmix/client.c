@@ -24,6 +24,7 @@ struct ct_pmix_client {
     char rank0_host[256];
     char job_id[PMIX_MAX_NSLEN + 1];
     int broken;              /* a fence timed out: the exchange is no longer in step */
+    int shared;              /* the process's shared client: finalized at exit only */
     /* fence completion, signalled from the PMIx progress thread */
     pthread_mutex_t lock;
     pthread_cond_t cond;
@@ -482,9 +483,40 @@ int ct_pmix_get(ct_pmix_client *c, int rank, const char *key, void *buf, size_t 
     return ret;
 }
 
+static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
+static ct_pmix_client *shared_client;
+
+static void shared_at_exit(void)
+{
+    ct_pmix_client *c = shared_client;
+
+    shared_client = NULL;
+    if (c) {
+        c->shared = 0;
+        ct_pmix_client_finalize(c);
+    }
+}
+
+int ct_pmix_client_shared(ct_pmix_client **out, ct_error *err)
+{
+    int rc = 0;
+
+    pthread_mutex_lock(&shared_lock);
+    if (!shared_client) {
+        rc = ct_pmix_client_init(&shared_client, err);
+        if (rc == 0) {
+            shared_client->shared = 1;
+            atexit(shared_at_exit);
+        }
+    }
+    *out = shared_client;
+    pthread_mutex_unlock(&shared_lock);
+    return rc;
+}
+
 void ct_pmix_client_finalize(ct_pmix_client *c)
 {
-    if (!c)
+    if (!c || c->shared)
         return;
     PMIx_Finalize(NULL, 0);
     /* A fence abandoned by a timeout may still hold the lock's address: keep it alive. */

@@ -3,7 +3,7 @@
 # launchers) and under Open MPI's mpirun; the client initialised before MPI_Init shares the
 # connection with Open MPI. A missing server and a fence timeout are clear errors.
 . "$(dirname "$0")/lib/launch.sh"
-echo "1..8"
+echo "1..10"
 
 "$B/launch_probe" subprocess kv 4 >"$tmp/out" 2>"$tmp/err"
 rc=$?
@@ -28,6 +28,24 @@ if command -v mpirun >/dev/null 2>&1; then
         [ "$(grep -c 'layout rank \([01]\) size 2 local \1/2 node 0/1' "$tmp/out")" -eq 2 ]
     ok $? "mpirun -np 2: layout and exchange through Open MPI's PMIx server" ||
         diag "$tmp/out" "$tmp/err"
+else
+    n=$((n + 1)); echo "not ok $n - mpirun not found (scripts/install-deps installs openmpi-bin)"
+fi
+
+"$B/launch_probe" subprocess env 3 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 0 ] && [ "$(grep -c 'env pmix world 3 rank \([0-2]\) local \1/3 node 0/1 equal 1 main [^:]*:0 job ctrain\.[0-9]* ext 1' "$tmp/out")" -eq 3 ] &&
+    [ "$(grep -c 'allreduce ok' "$tmp/out")" -eq 3 ]
+ok $? "pmix cluster environment: layout from our server, then MPI_Init on the same connection" ||
+    diag "$tmp/out" "$tmp/err"
+
+if command -v mpirun >/dev/null 2>&1; then
+    timeout 60 mpirun $root --oversubscribe -np 2 "$B/launch_probe" external env 2 \
+        >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 0 ] && [ "$(grep -c 'env pmix world 2 rank \([01]\) local \1/2 node 0/1' "$tmp/out")" -eq 2 ] &&
+        [ "$(grep -c 'allreduce ok' "$tmp/out")" -eq 2 ]
+    ok $? "pmix cluster environment under mpirun -np 2" || diag "$tmp/out" "$tmp/err"
 else
     n=$((n + 1)); echo "not ok $n - mpirun not found (scripts/install-deps installs openmpi-bin)"
 fi

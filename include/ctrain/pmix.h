@@ -31,6 +31,13 @@ int ct_pmix_client_present(ct_getenv_fn get, void *ctx);
  * No server: CT_ENOTAVAIL with a hint; a server that refuses: CT_ECOMM. */
 int ct_pmix_client_init(ct_pmix_client **out, ct_error *err);
 
+/* The process's shared client: connected by the first call, kept until exit, when an atexit
+ * handler finalizes it (after the program's MPI_Finalize). Code that may run before MPI_Init
+ * (the pmix cluster environment) uses this one: once PMIx is fully finalized it cannot be
+ * initialised again in the process (Open MPI's MPI_Init then fails "getting local rank failed").
+ * ct_pmix_client_finalize on it does nothing. */
+int ct_pmix_client_shared(ct_pmix_client **out, ct_error *err);
+
 /* Layout of the job, read at init. */
 int ct_pmix_client_rank(const ct_pmix_client *c);        /* 0 .. size-1 */
 int ct_pmix_client_size(const ct_pmix_client *c);        /* processes in the job (PMIX_JOB_SIZE) */
@@ -59,7 +66,18 @@ int ct_pmix_fence(ct_pmix_client *c, double timeout_s, ct_error *err);
 int ct_pmix_get(ct_pmix_client *c, int rank, const char *key, void *buf, size_t cap, size_t *len,
                 ct_error *err);
 
-/* Disconnect (PMIx_Finalize) and free. NULL is fine. */
+/* Disconnect (PMIx_Finalize) and free. NULL and the shared client are fine (no-op). */
 void ct_pmix_client_finalize(ct_pmix_client *c);
+
+/* --- the "pmix" cluster environment (pmix/environment.c) -------------------------------------
+ * Detected from PMIX_RANK/PMIX_NAMESPACE/PMIX_SERVER_URI*; reads the layout from the server
+ * through the shared client. Standalone (ranks of ctrain's launcher, prun) it fills every field;
+ * called to enrich slurm, lsf or mpi (info->name is theirs) it overwrites only what the server
+ * knows exactly: ranks, sizes, node rank and count, rank 0's host. */
+extern const struct ct_env_ops ct_env_pmix_ops;
+
+/* Register ct_env_pmix_ops with the environment registry (ct_env_register); libctrain calls it at
+ * start-up. Returns ct_env_register's code. */
+int ct_pmix_env_register(void);
 
 #endif

@@ -13,6 +13,8 @@
  *   exit R CODE     rank R exits with CODE at once, the others sleep 120 s
  *   usr1 DIR        write DIR/rank.N.pid, wait for SIGUSR1 (60 s at most), write DIR/rank.N.usr1
  *   result          nothing but rank 0 returning a result buffer
+ *   env             the "pmix" cluster environment's detect/read/validate, then MPI (the shared
+ *                   client stays connected under MPI_Init)
  * The calling process prints "probe: result: ..." (rank 0's result, fork launcher) and
  * "probe: ok", or the launcher's error; its exit status is ct_error_exit_status of the error.
  */
@@ -176,6 +178,33 @@ static int body_hang(const char *dir, ct_error *err)
     return 0;
 }
 
+static const char *process_getenv(const char *name, void *ctx)
+{
+    return getenv(name);
+}
+
+static int body_env(ct_error *err)
+{
+    ct_env_info info;
+    int rc;
+
+    memset(&info, 0, sizeof(info));
+    if (!ct_env_pmix_ops.detect(process_getenv, NULL))
+        return ct_error_set(err, CT_ENOTAVAIL, "probe-env", "pmix environment not detected");
+    if ((rc = ct_env_pmix_ops.read(process_getenv, NULL, &info, err)) ||
+        (rc = ct_env_pmix_ops.validate(&info, info.local_world_size, 1, err)))
+        return rc;
+    printf("env %s world %d rank %d local %d/%d node %d/%d equal %d main %s:%d job %s ext %d\n",
+           info.name, info.world_size, info.global_rank, info.local_rank, info.local_world_size,
+           info.node_rank, info.num_nodes, info.equal_tasks_per_node, info.main_address,
+           info.main_port, info.job_id, info.creates_processes_externally);
+    rc = ct_env_pmix_ops.validate(&info, info.local_world_size + 1, 0, err);
+    if (rc != CT_ECONFLICT)
+        return ct_error_set(err, CT_EINTERNAL, "probe-env", "--devices mismatch not refused");
+    ct_error_clear(err);
+    return body_mpi(NULL, 0, err);
+}
+
 static int body(void *arg, void *result, size_t size, ct_error *err)
 {
     const struct probe *p = arg;
@@ -202,6 +231,8 @@ static int body(void *arg, void *result, size_t size, ct_error *err)
         execv(p->argv[0], p->argv);
         return ct_error_set(err, CT_ENOENT, "probe-exec", "cannot execute %s", p->argv[0]);
     }
+    if (!strcmp(p->mode, "env"))
+        return body_env(err);
     if (!strcmp(p->mode, "result")) {
         snprintf(result, size, "result from rank %d", rank_env());
         return 0;
