@@ -3,7 +3,7 @@
 # job within 10 s with a message naming the rank and how it failed; the supervisor forwards
 # SIGTERM and SIGUSR1; no rank, server process or server directory is left behind.
 . "$(dirname "$0")/lib/launch.sh"
-echo "1..17"
+echo "1..18"
 
 # start LAUNCHER MODE N ARGS...: run the probe in the background; P = its pid
 start() {
@@ -97,6 +97,13 @@ for l in subprocess fork; do
     [ $rc -eq 0 ] && [ "$(ls "$d" | grep -c '\.usr1$')" -eq 3 ]
     ok $? "$l: SIGUSR1 forwarded to all 3 ranks, the job ends with 0" || diag "$tmp/err"
 done
+
+# A caller that ignores SIGCHLD (the kernel would reap the ranks) still learns how they ended.
+PROBE_IGNORE_CHLD=1 start fork exit 3 1 3
+wait $P
+rc=$?
+[ $rc -ne 0 ] && grep -q '^ctrain: error: rank 1 exited with status 3' "$tmp/err"
+ok $? "with SIGCHLD ignored by the caller the exit status is still reported" || diag "$tmp/err"
 
 no_server_dirs
 ok $? "no PMIx server directory left in TMPDIR"

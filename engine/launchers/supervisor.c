@@ -26,6 +26,8 @@
 #define LINE_MAX_BYTES 4096
 #define DEFAULT_GRACE_S 5.0
 #define MAX_GRACE_S 10.0
+/* Wait status recorded for a rank another waitpid of the process collected. */
+#define STATUS_LOST (-1)
 
 /* What a rank sends on its report pipe, then result_len bytes. */
 struct report_hdr {
@@ -66,7 +68,9 @@ struct sv {
     int failed;        /* first failing rank, -1 */
     double kill_at;    /* SIGKILL the rest at this time; 0: not ending */
     int killed;
-    int forwarded;     /* last signal forwarded, 0 */
+    int stopped_by;    /* SIGINT or SIGTERM received (forwarded unless from the terminal), 0 */
+    int from_terminal; /* stopped_by came from the terminal, which signalled the ranks itself */
+    struct sigaction old_chld;
 };
 
 static int write_all(int fd, const void *buf, size_t len)
@@ -214,8 +218,14 @@ static void reap(struct sv *sv)
 
     for (int r = 0; r < sv->n; r++) {
         struct rank *rk = &sv->ranks[r];
-        if (!rk->running || waitpid(rk->pid, &st, WNOHANG) != rk->pid)
+        pid_t got;
+        if (!rk->running)
             continue;
+        got = waitpid(rk->pid, &st, WNOHANG);
+        if (got == 0 || (got < 0 && errno != ECHILD))
+            continue;
+        if (got < 0)
+            st = STATUS_LOST;   /* someone else reaped it: we cannot say it succeeded */
         rk->running = 0;
         rk->status = st;
         sv->running--;
@@ -243,12 +253,15 @@ static void handle_signals(struct sv *sv)
             continue;   /* reap() runs after every wake-up */
         /* From the terminal (SI_KERNEL) the whole process group, ranks included, got it already. */
         if (si.ssi_code == SI_KERNEL && sig == SIGINT) {
-            sv->forwarded = sig;
+            sv->stopped_by = sig;
+            sv->from_terminal = 1;
             continue;
         }
         signal_running(sv, sig);
-        if (sig != SIGUSR1)
-            sv->forwarded = sig;
+        if (sig != SIGUSR1) {
+            sv->stopped_by = sig;
+            sv->from_terminal = 0;
+        }
     }
 }
 
@@ -425,18 +438,21 @@ static int describe_failure(const struct sv *sv, ct_error *err)
     const struct rank *rk = &sv->ranks[sv->failed];
     const struct report_hdr *h = rank_report(rk);
     int st = rk->status;
-    int code = sv->forwarded == SIGINT || sv->forwarded == SIGTERM ? CT_EINTR : CT_ECOMM;
-    char how[128], sig[32], after[64] = "";
+    int code = sv->stopped_by ? CT_EINTR : CT_ECOMM;
+    char how[128], sig[32], after[96] = "";
 
-    if (sv->forwarded)
-        snprintf(after, sizeof(after), " after ctrain forwarded %s",
-                 sig_name(sv->forwarded, sig, sizeof(sig)));
+    if (sv->stopped_by)
+        snprintf(after, sizeof(after), sv->from_terminal ? " after %s from the terminal" :
+                 " after ctrain forwarded %s", sig_name(sv->stopped_by, sig, sizeof(sig)));
     if (h && h->rc != 0) {
         ct_error_set(err, h->rc, h->err.id, "rank %d of %d failed%s: %s", sv->failed, sv->n, after,
                      h->err.msg[0] ? h->err.msg : ct_error_code_name(h->rc));
         return h->err.hint[0] ? ct_error_hint(err, "%s", h->err.hint) : err->code;
     }
-    if (WIFSIGNALED(st))
+    if (st == STATUS_LOST)
+        snprintf(how, sizeof(how), "ended, but its exit status was collected elsewhere in this "
+                 "process");
+    else if (WIFSIGNALED(st))
         snprintf(how, sizeof(how), "was killed by signal %s", sig_name(WTERMSIG(st), sig, sizeof(sig)));
     else
         snprintf(how, sizeof(how), "exited with status %d", WEXITSTATUS(st));
@@ -509,6 +525,10 @@ static int block_signals(struct sv *sv, ct_error *err)
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGUSR1);
+    /* With SIGCHLD ignored the kernel would reap the ranks before we learn how they ended. */
+    struct sigaction dfl = { .sa_handler = SIG_DFL };
+    sigemptyset(&dfl.sa_mask);
+    sigaction(SIGCHLD, &dfl, &sv->old_chld);
     if (sigprocmask(SIG_BLOCK, &set, &sv->old_mask) != 0)
         return ct_error_set(err, CT_EINTERNAL, "launch-signals", "sigprocmask: %s", strerror(errno));
     sv->sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
@@ -559,6 +579,7 @@ out:
         if (sv.sfd >= 0)
             handle_signals(&sv);
         sigprocmask(SIG_SETMASK, &sv.old_mask, NULL);
+        sigaction(SIGCHLD, &sv.old_chld, NULL);
     }
     sv_free(&sv);
     return rc;

@@ -269,6 +269,8 @@ int main(int argc, char **argv)
     spec.quiet_others = getenv("PROBE_QUIET") != NULL;
     p.argc = argc - 4;
     p.argv = argv + 4;
+    if (getenv("PROBE_IGNORE_CHLD"))
+        signal(SIGCHLD, SIG_IGN);   /* a caller that ignores SIGCHLD must not hide the ranks' ends */
     ct_error_clear(&err);
     rc = ops->launch(&spec, body, &p, result, sizeof(result), &is_sup, &err);
     if (rc) {
