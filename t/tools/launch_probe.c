@@ -15,6 +15,8 @@
  *   result          nothing but rank 0 returning a result buffer
  *   env             the "pmix" cluster environment's detect/read/validate, then MPI (the shared
  *                   client stays connected under MPI_Init)
+ *   detect          ct_pmix_env_register, then the registry's detection (pmix alone, or
+ *                   enriching slurm / mpi), then MPI
  * The calling process prints "probe: result: ..." (rank 0's result, fork launcher) and
  * "probe: ok", or the launcher's error; its exit status is ct_error_exit_status of the error.
  */
@@ -27,6 +29,7 @@
 
 #include <mpi.h>
 
+#include "ctrain/envs.h"
 #include "ctrain/launcher.h"
 #include "ctrain/pmix.h"
 
@@ -205,6 +208,22 @@ static int body_env(ct_error *err)
     return body_mpi(NULL, 0, err);
 }
 
+static int body_detect(ct_error *err)
+{
+    const struct ct_env_ops *ops;
+    ct_env_info info;
+    int rc;
+
+    if ((rc = ct_pmix_env_register()) ||
+        (rc = ct_env_detect(process_getenv, NULL, NULL, &ops, &info, err)))
+        return rc;
+    printf("detect %s enriched_by %s world %d rank %d local %d/%d node %d/%d main %s\n", info.name,
+           info.enriched_by[0] ? info.enriched_by : "-", info.world_size, info.global_rank,
+           info.local_rank, info.local_world_size, info.node_rank, info.num_nodes,
+           info.main_address);
+    return body_mpi(NULL, 0, err);
+}
+
 static int body(void *arg, void *result, size_t size, ct_error *err)
 {
     const struct probe *p = arg;
@@ -231,6 +250,8 @@ static int body(void *arg, void *result, size_t size, ct_error *err)
         execv(p->argv[0], p->argv);
         return ct_error_set(err, CT_ENOENT, "probe-exec", "cannot execute %s", p->argv[0]);
     }
+    if (!strcmp(p->mode, "detect"))
+        return body_detect(err);
     if (!strcmp(p->mode, "env"))
         return body_env(err);
     if (!strcmp(p->mode, "result")) {
