@@ -12,8 +12,14 @@ start() {
     pids="$pids $P"
 }
 
-# children: pids of the probe's children (ranks and the PMIx server process)
-children() { ps -o pid= --ppid "$P" | tr -d ' ' | tr '\n' ' '; }
+# children: pids of the probe's children (ranks and the PMIx server process), from /proc
+# (field 4 of /proc/PID/stat, after the command name in parentheses, is the parent's pid)
+children() {
+    for s in /proc/[0-9]*/stat; do
+        pp=$(sed 's/^.*) [A-Za-z] \([0-9]*\) .*$/\1/' "$s" 2>/dev/null)
+        [ "$pp" = "$P" ] && { p=${s#/proc/}; echo "${p%/stat}"; }
+    done | tr '\n' ' '
+}
 
 # kill_one LAUNCHER SIGNAL_TO_RANK RANK
 kill_one() {
@@ -38,8 +44,8 @@ kill_one() {
     ok $? "$1: every rank gone within 10 s (${took} s)"
     grep -q "^ctrain: error: rank $2 was killed by signal SIGKILL" "$tmp/err"
     ok $? "$1: the message names rank $2 and SIGKILL" || diag "$tmp/err"
-    all_gone $kids
-    ok $? "$1: no process left behind (ranks and server: $kids)"
+    [ "$(echo $kids | wc -w)" -eq 5 ] && all_gone $kids
+    ok $? "$1: no process left behind (4 ranks and the server: $kids)"
 }
 
 kill_one subprocess 2
