@@ -39,6 +39,7 @@ struct ct_pmix_server {
     int ctl_fd;               /* write end of the control pipe; closing it stops the server */
     int nprocs;
     char tmpdir[4096];
+    char shmdir[4096];        /* Open MPI's shared-memory files, "" when /dev/shm is not usable */
     char nspace[PMIX_MAX_NSLEN + 1];
     char ***env;              /* env[rank] = NULL-terminated "NAME=VALUE" strings */
 };
@@ -280,8 +281,7 @@ static void report_error(int fd, const char *what, pmix_status_t rc)
         write_str(fd, msg);
 }
 
-/* Register rank r as a client and send its environment: setup_fork's PMIX_* plus what makes
- * Open MPI 4.1 take its layout from PMIx instead of starting as a singleton. */
+/* Register rank r as a client and send its environment (setup_fork's PMIX_* variables). */
 static pmix_status_t send_rank_env(int fd, const char *nspace, int r)
 {
     pmix_proc_t proc;
@@ -289,7 +289,6 @@ static pmix_status_t send_rank_env(int fd, const char *nspace, int r)
     struct op_wait w;
     pmix_status_t rc;
     uint32_t count = 0;
-    static const char *const extra[] = { "OMPI_MCA_ess=pmi", "OMPI_MCA_schizo=^orte", NULL };
 
     PMIX_LOAD_PROCID(&proc, nspace, (pmix_rank_t)r);
     rc = PMIx_server_setup_fork(&proc, &env);
@@ -299,14 +298,10 @@ static pmix_status_t send_rank_env(int fd, const char *nspace, int r)
     rc = op_wait(&w, PMIx_server_register_client(&proc, geteuid(), getegid(), NULL, op_done, &w));
     for (size_t i = 0; env && env[i]; i++)
         count++;
-    count += 2;
     if (rc == PMIX_SUCCESS && write_all(fd, &count, sizeof(count)) != 0)
         rc = PMIX_ERR_UNREACH;
     for (size_t i = 0; rc == PMIX_SUCCESS && env && env[i]; i++)
         if (write_str(fd, env[i]) != 0)
-            rc = PMIX_ERR_UNREACH;
-    for (int i = 0; rc == PMIX_SUCCESS && extra[i]; i++)
-        if (write_str(fd, extra[i]) != 0)
             rc = PMIX_ERR_UNREACH;
     for (size_t i = 0; env && env[i]; i++)
         free(env[i]);
@@ -430,6 +425,36 @@ static int read_string(int fd, char **out, double deadline)
     return 0;
 }
 
+#define OMPI_VARS_MAX 4
+
+static int add_var(char ***slot, const char *name, const char *value)
+{
+    size_t len = strlen(name) + strlen(value) + 2;
+
+    if (!(**slot = malloc(len)))
+        return CT_ENOMEM;
+    snprintf(**slot, len, "%s=%s", name, value);
+    (*slot)++;
+    return 0;
+}
+
+/* What Open MPI 4.1 needs besides PMIx's variables: ess=pmi and schizo=^orte make it take its
+ * layout from our server instead of starting as a singleton. Its session directory and
+ * shared-memory files go into our directories (unless the user chose others), so that ranks
+ * killed before MPI_Finalize leave nothing in /tmp and /dev/shm once the launch is over. */
+static int add_ompi_vars(const ct_pmix_server *s, char **slot)
+{
+    int rc = add_var(&slot, "OMPI_MCA_ess", "pmi");
+
+    if (rc == 0)
+        rc = add_var(&slot, "OMPI_MCA_schizo", "^orte");
+    if (rc == 0 && !getenv("OMPI_MCA_orte_tmpdir_base"))
+        rc = add_var(&slot, "OMPI_MCA_orte_tmpdir_base", s->tmpdir);
+    if (rc == 0 && s->shmdir[0] && !getenv("OMPI_MCA_btl_vader_backing_directory"))
+        rc = add_var(&slot, "OMPI_MCA_btl_vader_backing_directory", s->shmdir);
+    return rc;
+}
+
 static int read_report(ct_pmix_server *s, int fd, ct_error *err)
 {
     double deadline = ct_time_now() + START_TIMEOUT_S;
@@ -450,10 +475,12 @@ static int read_report(ct_pmix_server *s, int fd, ct_error *err)
         rc = read_full(fd, &count, sizeof(count), deadline);
         if (rc == 0 && count > 4096)
             rc = CT_EFORMAT;
-        if (rc == 0 && !(s->env[r] = calloc((size_t)count + 1, sizeof(char *))))
+        if (rc == 0 && !(s->env[r] = calloc((size_t)count + OMPI_VARS_MAX + 1, sizeof(char *))))
             rc = CT_ENOMEM;
         for (uint32_t i = 0; rc == 0 && i < count; i++)
             rc = read_string(fd, &s->env[r][i], deadline);
+        if (rc == 0)
+            rc = add_ompi_vars(s, s->env[r] + count);
     }
     if (rc == CT_ETIMEOUT)
         return ct_error_set(err, CT_ETIMEOUT, "pmix-server-start", "the PMIx server for %d ranks "
@@ -478,8 +505,14 @@ static int make_tmpdir(ct_pmix_server *s, ct_error *err)
         s->tmpdir[0] = '\0';
         return ct_error_hint(err, "set TMPDIR to a writable directory");
     }
+    /* Shared memory stays on tmpfs (speed); without a usable /dev/shm Open MPI keeps its default. */
+    snprintf(s->shmdir, sizeof(s->shmdir), "/dev/shm/ctrain-ompi.XXXXXX");
+    if (!mkdtemp(s->shmdir))
+        s->shmdir[0] = '\0';
     return 0;
 }
+
+static int launches;
 
 int ct_pmix_server_start(int nprocs, ct_pmix_server **out, ct_error *err)
 {
@@ -500,7 +533,8 @@ int ct_pmix_server_start(int nprocs, ct_pmix_server **out, ct_error *err)
     s->nprocs = nprocs;
     s->pid = -1;
     s->ctl_fd = -1;
-    snprintf(s->nspace, sizeof(s->nspace), "ctrain.%ld", (long)parent);
+    /* Unique per launch: Open MPI derives its job id from the namespace. */
+    snprintf(s->nspace, sizeof(s->nspace), "ctrain.%ld.%d", (long)parent, launches++);
     rc = make_tmpdir(s, err);
     if (rc)
         goto fail;
@@ -666,6 +700,8 @@ void ct_pmix_server_stop(ct_pmix_server *s)
     }
     if (s->tmpdir[0])
         nftw(s->tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    if (s->shmdir[0])
+        nftw(s->shmdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     for (int r = 0; s->env && r < s->nprocs; r++)
         ct_pmix_server_env_free(s->env[r]);
     free(s->env);

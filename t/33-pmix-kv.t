@@ -34,7 +34,7 @@ fi
 
 "$B/launch_probe" subprocess env 3 >"$tmp/out" 2>"$tmp/err"
 rc=$?
-[ $rc -eq 0 ] && [ "$(grep -c 'env pmix world 3 rank \([0-2]\) local \1/3 node 0/1 equal 1 main [^:]*:0 job ctrain\.[0-9]* ext 1' "$tmp/out")" -eq 3 ] &&
+[ $rc -eq 0 ] && [ "$(grep -c 'env pmix world 3 rank \([0-2]\) local \1/3 node 0/1 equal 1 main [^:]*:0 job ctrain\.[0-9.]* ext 1' "$tmp/out")" -eq 3 ] &&
     [ "$(grep -c 'allreduce ok' "$tmp/out")" -eq 3 ]
 ok $? "pmix cluster environment: layout from our server, then MPI_Init on the same connection" ||
     diag "$tmp/out" "$tmp/err"

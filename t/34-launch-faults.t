@@ -3,7 +3,7 @@
 # job within 10 s with a message naming the rank and how it failed; the supervisor forwards
 # SIGTERM and SIGUSR1; no rank, server process or server directory is left behind.
 . "$(dirname "$0")/lib/launch.sh"
-echo "1..18"
+echo "1..20"
 
 # start LAUNCHER MODE N ARGS...: run the probe in the background; P = its pid
 start() {
@@ -27,12 +27,14 @@ kill_one() {
     mkdir -p "$d"
     start "$1" hang 4 "$d"
     if ! wait_files "$d" 4 30; then
-        for i in 1 2 3 4; do ok 1 "$1: 4 ranks did not start (no pid files)"; done
+        for i in 1 2 3 4 5; do ok 1 "$1: 4 ranks did not start (no pid files)"; done
         diag "$tmp/out" "$tmp/err"
         return
     fi
     kids=$(children)
     pids="$pids $kids"
+    dirs=$(cat "$d/ompi-dirs" 2>/dev/null)
+    shm_used=$(ls "${dirs%% *}" 2>/dev/null | grep -c vader)
     t0=$(now)
     kill -KILL "$(cat "$d/rank.$2.pid")"
     wait $P
@@ -46,6 +48,8 @@ kill_one() {
     ok $? "$1: the message names rank $2 and SIGKILL" || diag "$tmp/err"
     [ "$(echo $kids | wc -w)" -eq 5 ] && all_gone $kids
     ok $? "$1: no process left behind (4 ranks and the server: $kids)"
+    [ "$shm_used" -gt 0 ] && [ -n "$dirs" ] && all_removed $dirs
+    ok $? "$1: Open MPI's shared-memory files ($shm_used) and session directory removed ($dirs)"
 }
 
 kill_one subprocess 2

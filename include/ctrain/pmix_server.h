@@ -8,7 +8,10 @@
  * each rank (plus OMPI_MCA_ess=pmi, OMPI_MCA_schizo=^orte so Open MPI uses it). Its fence gathers
  * every rank's contribution and returns it (PMIX_COLLECT_DATA).
  *
- * The server's files live in a private temporary directory removed by ct_pmix_server_stop.
+ * The server's files live in a private $TMPDIR/ctrain-pmix.XXXXXX, where the ranks' Open MPI
+ * session directory goes too (OMPI_MCA_orte_tmpdir_base), and Open MPI's shared-memory files in
+ * /dev/shm/ctrain-ompi.XXXXXX (OMPI_MCA_btl_vader_backing_directory) — unless those variables are
+ * set already. ct_pmix_server_stop removes both, so ranks killed before MPI_Finalize leave nothing.
  * The server process dies with its parent (PR_SET_PDEATHSIG) and when the parent closes its end
  * of the control pipe.
  */
@@ -40,7 +43,7 @@ void ct_pmix_server_env_free(char **env);
 
 /* Pid of the server process (the supervisor watches it: a server that dies ends the job). */
 pid_t ct_pmix_server_pid(const ct_pmix_server *s);
-/* The namespace of the job, e.g. "ctrain.12345". */
+/* The namespace of the job, "ctrain.<pid>.<launch number>", unique per launch. */
 const char *ct_pmix_server_nspace(const ct_pmix_server *s);
 
 /* Mark the server process as reaped by the caller (it waited for the pid itself). */

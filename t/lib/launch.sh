@@ -47,6 +47,12 @@ all_gone() {
     return 0
 }
 
+# all_removed PATH...: none of them exists any more
+all_removed() {
+    for x in "$@"; do [ -e "$x" ] && return 1; done
+    return 0
+}
+
 # no_server_dirs: the launchers removed their PMIx server directories
 no_server_dirs() {
     [ -z "$(ls "$TMPDIR" | grep '^ctrain-pmix\.')" ]

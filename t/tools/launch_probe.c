@@ -8,7 +8,8 @@
  *   kv              PMIx client before MPI_Init, put/commit/fence/get of every rank's value,
  *                   allreduce, MPI_Finalize, client finalize
  *   kvtimeout       rank 0 never reaches the fence; the others' 2 s fence times out
- *   hang DIR        MPI_Init, write DIR/rank.N.pid, sleep 120 s (the test kills a rank);
+ *   hang DIR        MPI_Init, write DIR/rank.N.pid (rank 0: Open MPI's shared-memory and
+ *                   session directories in DIR/ompi-dirs), sleep 120 s (the test kills a rank);
  *                   with PROBE_IGNORE_TERM set the ranks ignore SIGTERM
  *   exit R CODE     rank R exits with CODE at once, the others sleep 120 s
  *   usr1 DIR        write DIR/rank.N.pid, wait for SIGUSR1 (60 s at most), write DIR/rank.N.usr1
@@ -176,6 +177,18 @@ static int body_hang(const char *dir, ct_error *err)
         return ct_error_set(err, CT_ECOMM, "probe-mpi", "MPI_Init failed");
     if ((rc = write_file(dir, "pid", err)))
         return rc;
+    if (rank_env() == 0) {
+        /* Where Open MPI keeps its files: the test checks they are gone after the kill. */
+        char path[4096];
+        FILE *f;
+        snprintf(path, sizeof(path), "%s/ompi-dirs", dir);
+        if ((f = fopen(path, "w"))) {
+            const char *a = getenv("OMPI_MCA_btl_vader_backing_directory");
+            const char *b = getenv("OMPI_MCA_orte_tmpdir_base");
+            fprintf(f, "%s %s\n", a ? a : "", b ? b : "");
+            fclose(f);
+        }
+    }
     sleep(120);
     MPI_Finalize();
     return 0;
@@ -294,6 +307,11 @@ int main(int argc, char **argv)
         signal(SIGCHLD, SIG_IGN);   /* a caller that ignores SIGCHLD must not hide the ranks' ends */
     ct_error_clear(&err);
     rc = ops->launch(&spec, body, &p, result, sizeof(result), &is_sup, &err);
+    /* PROBE_TWICE: a second launch from the same process (fit, then test). */
+    if (rc == 0 && getenv("PROBE_TWICE") && rank_env() < 0) {
+        printf("probe: first launch: %s\n", result);
+        rc = ops->launch(&spec, body, &p, result, sizeof(result), &is_sup, &err);
+    }
     if (rc) {
         ct_error_print(stderr, &err);
         return ct_error_exit_status(rc);
