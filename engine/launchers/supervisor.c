@@ -71,6 +71,8 @@ struct sv {
     int stopped_by;    /* SIGINT or SIGTERM received (forwarded unless from the terminal), 0 */
     int from_terminal; /* stopped_by came from the terminal, which signalled the ranks itself */
     struct sigaction old_chld;
+    struct pollfd *pfd;  /* the signalfd, then up to 3 descriptors per rank */
+    int *who;          /* for pfd[i]: rank * 3 + (0 stdout, 1 stderr, 2 report) */
 };
 
 static int write_all(int fd, const void *buf, size_t len)
@@ -366,14 +368,13 @@ static int poll_timeout_ms(const struct sv *sv)
 
 static void watch(struct sv *sv)
 {
-    size_t cap = 1 + 3 * (size_t)sv->n;
-    struct pollfd *pfd = calloc(cap, sizeof(*pfd));
-    int *who = calloc(cap, sizeof(int));   /* rank*3 + (0 out, 1 err, 2 report) */
+    struct pollfd *pfd = sv->pfd;
+    int *who = sv->who;
 
     while (sv->running > 0) {
         size_t np = 1;
         pfd[0] = (struct pollfd){ .fd = sv->sfd, .events = POLLIN };
-        for (int r = 0; pfd && who && r < sv->n; r++) {
+        for (int r = 0; r < sv->n; r++) {
             struct rank *rk = &sv->ranks[r];
             int fds[3] = { rk->out[0].fd, rk->out[1].fd, rk->rep_fd };
             for (int k = 0; k < 3; k++)
@@ -382,11 +383,9 @@ static void watch(struct sv *sv)
                     who[np++] = r * 3 + k;
                 }
         }
-        if (!pfd || !who)   /* out of memory: still supervise, without output */
-            np = 0;
-        if (np ? poll(pfd, np, poll_timeout_ms(sv)) < 0 : (usleep(100000), 0))
-            if (errno != EINTR)
-                break;
+        /* Never leave with ranks running: on a poll failure wait a little and go on. */
+        if (poll(pfd, np, poll_timeout_ms(sv)) < 0 && errno != EINTR)
+            usleep(100000);
         handle_signals(sv);
         reap(sv);
         for (size_t i = 1; i < np; i++) {
@@ -404,8 +403,6 @@ static void watch(struct sv *sv)
             sv->killed = 1;
         }
     }
-    free(pfd);
-    free(who);
 }
 
 /* After the last rank: what is still in the pipes, then close (a grandchild may hold them). */
@@ -502,7 +499,9 @@ static int sv_init(struct sv *sv, const ct_launch_spec *spec, size_t result_size
         return ct_error_set(err, CT_EINVAL, "launch-nprocs", "cannot launch %d processes: the "
                             "count must be 1..4096", sv->n);
     sv->ranks = calloc((size_t)sv->n, sizeof(*sv->ranks));
-    if (!sv->ranks)
+    sv->pfd = calloc(1 + 3 * (size_t)sv->n, sizeof(*sv->pfd));
+    sv->who = calloc(1 + 3 * (size_t)sv->n, sizeof(*sv->who));
+    if (!sv->ranks || !sv->pfd || !sv->who)
         return ct_error_set(err, CT_ENOMEM, "oom", "out of memory for %d ranks", sv->n);
     for (int r = 0; r < sv->n; r++) {
         struct rank *rk = &sv->ranks[r];
@@ -542,6 +541,8 @@ static void sv_free(struct sv *sv)
     for (int r = 0; sv->ranks && r < sv->n; r++)
         free(sv->ranks[r].rep);
     free(sv->ranks);
+    free(sv->pfd);
+    free(sv->who);
     if (sv->sfd >= 0)
         close(sv->sfd);
 }

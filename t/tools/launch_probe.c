@@ -89,6 +89,16 @@ static int kv_exchange(ct_pmix_client *c, ct_error *err)
     rc = ct_pmix_get(c, 0, "ctrain.absent", got, sizeof(got), &len, err);
     if (rc != CT_ENOENT)
         return ct_error_set(err, CT_EINTERNAL, "probe-kv", "absent key gave %d", rc);
+    snprintf(val, sizeof(val), "value-from-rank-%d", n - 1);
+    rc = ct_pmix_get(c, n - 1, "ctrain.probe", got, 4, &len, err);
+    if (rc != CT_EINVAL || len != strlen(val) + 1)
+        return ct_error_set(err, CT_EINTERNAL, "probe-kv", "small buffer gave %d, len %zu", rc, len);
+    rc = ct_pmix_get(c, n, "ctrain.probe", got, sizeof(got), &len, err);
+    if (rc != CT_EINVAL)
+        return ct_error_set(err, CT_EINTERNAL, "probe-kv", "rank %d (out of range) gave %d", n, rc);
+    rc = ct_pmix_put(c, "", "x", 1, err);
+    if (rc != CT_EINVAL)
+        return ct_error_set(err, CT_EINTERNAL, "probe-kv", "empty key gave %d", rc);
     ct_error_clear(err);
     return 0;
 }
