@@ -45,7 +45,7 @@ static const char *const uri_vars[] = {
     "PMIX_SERVER_URI2", "PMIX_SERVER_URI", NULL
 };
 
-int ct_pmix_client_present(ct_getenv_fn get, void *ctx)
+int ct_pmix_client_present(const char *(*get)(const char *name, void *ctx), void *ctx)
 {
     if (!get("PMIX_RANK", ctx) || !get("PMIX_NAMESPACE", ctx))
         return 0;

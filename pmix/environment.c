@@ -10,8 +10,10 @@
 #include <string.h>
 
 #include "ctrain/environment.h"
+#include "ctrain/envs.h"
 #include "ctrain/pmix.h"
 #include "ctrain/util.h"
+#include "pmix/environment.h"
 
 static void source(ct_env_info *info, enum ct_env_field f, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -140,3 +142,8 @@ const struct ct_env_ops ct_env_pmix_ops = {
     .read = pmix_read,
     .validate = pmix_validate,
 };
+
+int ct_pmix_env_register(void)
+{
+    return ct_env_register(&ct_env_pmix_ops);
+}

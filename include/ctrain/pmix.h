@@ -15,7 +15,6 @@
 
 #include <stddef.h>
 
-#include "ctrain/environment.h"
 #include "ctrain/error.h"
 
 typedef struct ct_pmix_client ct_pmix_client;
@@ -24,8 +23,9 @@ typedef struct ct_pmix_client ct_pmix_client;
 #define CT_PMIX_KEY_MAX 255
 
 /* 1 when the variables a PMIx server gives its clients are present (PMIX_RANK, PMIX_NAMESPACE and
- * one of PMIX_SERVER_URI41/4/3/21/2/PMIX_SERVER_URI). Reads through get, so it works on fixtures. */
-int ct_pmix_client_present(ct_getenv_fn get, void *ctx);
+ * one of PMIX_SERVER_URI41/4/3/21/2/PMIX_SERVER_URI). Reads through get (a ct_getenv_fn of
+ * ctrain/environment.h), so it works on fixtures. */
+int ct_pmix_client_present(const char *(*get)(const char *name, void *ctx), void *ctx);
 
 /* Connect to the PMIx server named by the environment and read the job's layout.
  * No server: CT_ENOTAVAIL with a hint; a server that refuses: CT_ECOMM. */
@@ -68,16 +68,5 @@ int ct_pmix_get(ct_pmix_client *c, int rank, const char *key, void *buf, size_t 
 
 /* Disconnect (PMIx_Finalize) and free. NULL and the shared client are fine (no-op). */
 void ct_pmix_client_finalize(ct_pmix_client *c);
-
-/* --- the "pmix" cluster environment (pmix/environment.c) -------------------------------------
- * Detected from PMIX_RANK/PMIX_NAMESPACE/PMIX_SERVER_URI*; reads the layout from the server
- * through the shared client. Standalone (ranks of ctrain's launcher, prun) it fills every field;
- * called to enrich slurm, lsf or mpi (info->name is theirs) it overwrites only what the server
- * knows exactly: ranks, sizes, node rank and count, rank 0's host. */
-extern const struct ct_env_ops ct_env_pmix_ops;
-
-/* Register ct_env_pmix_ops with the environment registry (ct_env_register); libctrain calls it at
- * start-up. Returns ct_env_register's code. */
-int ct_pmix_env_register(void);
 
 #endif

@@ -33,6 +33,7 @@
 #include "ctrain/envs.h"
 #include "ctrain/launcher.h"
 #include "ctrain/pmix.h"
+#include "pmix/environment.h"
 
 struct probe {
     const char *mode;

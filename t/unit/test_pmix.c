@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "ctrain/pmix.h"
+#include "pmix/environment.h"
 #include "ctrain/pmix_server.h"
 
 /* A fixture: NULL-terminated NAME, VALUE pairs. */
