@@ -5,6 +5,8 @@
 #include "engine/accelerators/accelerators.h"
 #include "engine/precision/precisions.h"
 #include "engine/strategies/strategies.h"
+#include "ctrain/launcher.h"
+#include "pmix/environment.h"
 
 void ct_engine_init(void)
 {
@@ -19,4 +21,8 @@ void ct_engine_init(void)
     /* ddp_fork is ddp with another launcher; variants (ddp_no_overlap, ...) run ddp with their options. */
     ct_registry_set_ops(CT_REG_STRATEGY, "ddp", &ct_strategy_ddp);
     ct_registry_set_ops(CT_REG_STRATEGY, "ddp_fork", &ct_strategy_ddp);
+    ct_registry_set_ops(CT_REG_LAUNCHER, "external", &ct_launcher_external);
+    ct_registry_set_ops(CT_REG_LAUNCHER, "subprocess", &ct_launcher_subprocess);
+    ct_registry_set_ops(CT_REG_LAUNCHER, "fork", &ct_launcher_fork);
+    ct_pmix_env_register();
 }
