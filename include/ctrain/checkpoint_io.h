@@ -45,4 +45,8 @@ struct ct_checkpoint_io_ops {
     int (*load)(const char *path, ct_ckpt *ckpt, ct_error *err);
 };
 
+/* The safetensors implementation (engine/checkpoint_io/safetensors.c). Tensors in the file that
+ * the caller did not ask for are ignored (e.g. optimizer state when only weights are loaded). */
+extern const struct ct_checkpoint_io_ops ct_checkpoint_io_safetensors;
+
 #endif
