@@ -22,7 +22,7 @@
 #include <cjson/cJSON.h>
 
 #include "ctrain/checkpoint_io.h"
-#include "ctrain/precision.h"
+#include "ctrain/dtype.h"
 
 #define HEADER_MAX ((uint64_t)100 << 20) /* safetensors' own limit */
 
@@ -192,6 +192,14 @@ static int st_save(const char *path, const ct_ckpt *ckpt, ct_error *err)
         ct_error_hint(err, "check that the directory exists and is writable");
         free(header);
         return rc;
+    }
+    /* mkstemp creates 0600; a checkpoint gets the permissions of any file the user creates. */
+    {
+        mode_t mask = umask(0);
+
+        umask(mask);
+        if (fchmod(fd, 0666 & ~mask))
+            goto io_fail;
     }
     for (int i = 0; i < 8; i++)
         len8[i] = (unsigned char)((uint64_t)hlen >> (8 * i));

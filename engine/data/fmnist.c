@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "ctrain/data.h"
-#include "ctrain/nn.h"
+#include "ctrain/rng.h"
 
 #define SPLIT_SEED 0x5eedf00dULL  /* fixed: the validation set does not move with --seed */
 

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "ctrain/data.h"
-#include "ctrain/nn.h"
+#include "ctrain/rng.h"
 
 int ct_sampler_init(ct_sampler *s, size_t n, int batch, int rank, int world, int shuffle,
                     uint64_t seed, ct_error *err)

@@ -70,7 +70,7 @@ int ct_epoch_loop_run(ct_run *run, ct_error *err)
     while ((size_t)st->step_in_epoch < steps) {
         const uint32_t *idx;
         int count;
-        double loss, t0, sps;
+        double loss, t0, sps, shown;
 
         if (run->opt.max_steps >= 0 && st->global_step >= run->opt.max_steps)
             break;
@@ -87,18 +87,19 @@ int ct_epoch_loop_run(ct_run *run, ct_error *err)
         st->step_in_epoch++;
         st->global_step++;
         sps = run->train_samples / run->train_seconds;
+        shown = loss_sum / loss_n;
         if (st->global_step % run->opt.log_every_n_steps == 0) {
             double now = ct_time_now(), mean;
 
             if ((rc = reduce_loss(run, loss_sum, loss_n, &mean, err)))
                 return rc;
             sps = interval_samples / (now - interval_start);
-            st->last_train_loss = mean;
+            st->last_train_loss = shown = mean;
             ct_logger_row(run, mean, NAN, NAN, ct_optim_get_config(run->optim)->lr, sps);
             loss_sum = loss_n = interval_samples = 0;
             interval_start = now;
         }
-        ct_progress_step(run, steps, total, loss_n > 0 ? loss_sum / loss_n : loss, sps);
+        ct_progress_step(run, steps, total, shown, sps);
         if (run->opt.checkpoint_every_n_steps > 0 && st->global_step % run->opt.checkpoint_every_n_steps == 0 &&
             (size_t)st->step_in_epoch < steps) {
             char path[1100];

@@ -6,6 +6,34 @@
 
 #include "ctrain/nn.h"
 
+/* The element-wise passes are cloned for AVX-512 and AVX2 with a run-time pick (glibc ifunc), and
+ * take restrict pointers so the compiler vectorises them without alias checks. */
+#define CT_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+CT_SIMD_CLONES
+static void bias_relu(float *restrict y, const float *restrict b, int batch, int out)
+{
+    for (int i = 0; i < batch; i++) {
+        float *restrict row = y + (size_t)i * out;
+
+        for (int j = 0; j < out; j++) {
+            float v = row[j] + b[j];
+            row[j] = v > 0.0f ? v : 0.0f;
+        }
+    }
+}
+
+CT_SIMD_CLONES
+static void bias_add(float *restrict y, const float *restrict b, int batch, int out)
+{
+    for (int i = 0; i < batch; i++) {
+        float *restrict row = y + (size_t)i * out;
+
+        for (int j = 0; j < out; j++)
+            row[j] += b[j];
+    }
+}
+
 void ct_linear_forward(const float *x, const float *w, const float *b, float *y,
                        int batch, int in, int out, int relu)
 {
@@ -13,26 +41,18 @@ void ct_linear_forward(const float *x, const float *w, const float *b, float *y,
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, out, in,
                 1.0f, x, in, w, in, 0.0f, y, out);
     /* Bias and ReLU in the same pass over y, while it is still in cache. */
-    for (int i = 0; i < batch; i++) {
-        float *row = y + (size_t)i * out;
-
-        if (relu) {
-            for (int j = 0; j < out; j++) {
-                float v = row[j] + b[j];
-                row[j] = v > 0.0f ? v : 0.0f;
-            }
-        } else {
-            for (int j = 0; j < out; j++)
-                row[j] += b[j];
-        }
-    }
+    if (relu)
+        bias_relu(y, b, batch, out);
+    else
+        bias_add(y, b, batch, out);
 }
 
-static void column_sums(const float *dy, float *db, int batch, int out)
+CT_SIMD_CLONES
+static void column_sums(const float *restrict dy, float *restrict db, int batch, int out)
 {
     memset(db, 0, sizeof(float) * (size_t)out);
     for (int i = 0; i < batch; i++) {
-        const float *row = dy + (size_t)i * out;
+        const float *restrict row = dy + (size_t)i * out;
 
         for (int j = 0; j < out; j++)
             db[j] += row[j];
@@ -52,7 +72,8 @@ void ct_linear_backward(const float *x, const float *w, const float *dy, float *
                     1.0f, dy, out, w, in, 0.0f, dx, in);
 }
 
-void ct_relu_backward(const float *y, float *dy, size_t n)
+CT_SIMD_CLONES
+void ct_relu_backward(const float *restrict y, float *restrict dy, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;

@@ -81,6 +81,11 @@ void ct_optim_free(ct_optim *o)
 
 /* torch.optim.AdamW: p *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
  * p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps). */
+/* Cloned for AVX-512 and AVX2 with a run-time pick (glibc ifunc): the update is memory-bound
+ * element-wise work over every parameter, a third of a step when left scalar. */
+#define CT_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+CT_SIMD_CLONES
 static void adamw_step(ct_optim *o, float *p, const float *g)
 {
     const ct_optim_config *c = &o->cfg;
@@ -102,6 +107,7 @@ static void adamw_step(ct_optim *o, float *p, const float *g)
 
 /* torch.optim.SGD (dampening 0, not Nesterov): g += wd p; buf = mu buf + g (buf = g at the first
  * step, which a zero buffer gives too); p -= lr buf. */
+CT_SIMD_CLONES
 static void sgd_step(ct_optim *o, float *p, const float *g)
 {
     const ct_optim_config *c = &o->cfg;

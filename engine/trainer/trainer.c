@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 
 #include "ctrain/data.h"
+#include "ctrain/engine.h"
 #include "ctrain/nn.h"
 #include "ctrain/trainer.h"
 #include "ctrain/util.h"
@@ -372,8 +373,6 @@ static int run_fit(struct rank_state *rs, const ct_trainer_config *cfg, ct_train
     snprintf(res->best_checkpoint, sizeof(res->best_checkpoint), "%s", exists ? best : "");
     snprintf(res->last_checkpoint, sizeof(res->last_checkpoint), "%s/last.safetensors", cfg->default_root_dir);
     snprintf(res->summary_path, sizeof(res->summary_path), "%s/summary.json", cfg->default_root_dir);
-    ct_progress_line(run, "ctrain: test_loss %.4f test_acc %.4f (%s)", res->test_loss, res->test_acc,
-                     exists ? best : "final weights");
     rc = run->is_zero ? write_summary(cfg, run->strategy, res, run, err) : 0;
     return zero_only_status(run, rc, err);
 }
@@ -482,6 +481,7 @@ static int launch(const ct_trainer_config *cfg, enum mode mode, ct_connector *co
     result_init(res);
     if ((rc = ct_trainer_config_check(cfg, err)))
         return rc;
+    ct_engine_init();
     if (!(s = ct_connector_strategy(conn, err)))
         return err && err->code ? err->code : CT_EINTERNAL;
     return ct_strategy_launch(s, rank_body, &ba, res, sizeof(*res), &is_supervisor, err);

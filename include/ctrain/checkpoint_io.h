@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ctrain/dtype.h"
 #include "ctrain/error.h"
 
 #define CT_CKPT_MAX_TENSORS 64

@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "ctrain/checkpoint_io.h"
-#include "ctrain/precision.h"
+#include "ctrain/dtype.h"
 
 static char dir[] = "/tmp/ctrain-test-ckpt-XXXXXX";
 static char path[256];

@@ -1,6 +1,6 @@
-/* xoshiro256** seeded by splitmix64; see include/ctrain/nn.h.
+/* xoshiro256** seeded by splitmix64; see include/ctrain/rng.h.
  * Reference: https://prng.di.unimi.it/ (public domain reference code by Blackman & Vigna). */
-#include "ctrain/nn.h"
+#include "ctrain/rng.h"
 
 uint64_t ct_splitmix64(uint64_t *x)
 {
