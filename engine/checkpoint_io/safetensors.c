@@ -11,6 +11,7 @@
  * rename over the target, fsync the directory. */
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <libgen.h>
 #include <math.h>
 #include <stdio.h>
@@ -170,6 +171,21 @@ static int fsync_dir(const char *path)
     return rc;
 }
 
+/* Temp files a killed writer left beside path (PATH.tmp.XXXXXX): never a valid checkpoint, so
+ * they go before the next save. One writer per path (rank 0) is the rule. */
+static void remove_stale_temps(const char *path)
+{
+    char pattern[4200];
+    glob_t g;
+
+    if (snprintf(pattern, sizeof(pattern), "%s.tmp.??????", path) >= (int)sizeof(pattern))
+        return;
+    if (glob(pattern, GLOB_NOSORT | GLOB_NOESCAPE, NULL, &g) == 0)
+        for (size_t i = 0; i < g.gl_pathc; i++)
+            unlink(g.gl_pathv[i]);
+    globfree(&g);
+}
+
 static int st_save(const char *path, const ct_ckpt *ckpt, ct_error *err)
 {
     char tmp[4200];
@@ -185,6 +201,7 @@ static int st_save(const char *path, const ct_ckpt *ckpt, ct_error *err)
         free(header);
         return ct_error_set(err, CT_EINVAL, "ckpt-path", "checkpoint path too long: %s", path);
     }
+    remove_stale_temps(path);
     fd = mkstemp(tmp);
     if (fd < 0) {
         rc = ct_error_set(err, CT_EIO, "ckpt-write", "%s: cannot create a temporary file beside it: %s",

@@ -85,8 +85,8 @@ void ct_progress_step(ct_run *run, size_t steps_per_epoch, long total_steps, dou
         int width = 24, filled = (int)((double)width * (double)st->step_in_epoch / (double)steps_per_epoch);
         char bar[32];
 
-        /* Redraw at most 10 times a second, and always at the end of an epoch. */
-        if (now - last_draw < 0.1 && (size_t)st->step_in_epoch != steps_per_epoch)
+        /* Redraw at most 10 times a second, and always at the end of an epoch or of the fit. */
+        if (now - last_draw < 0.1 && (size_t)st->step_in_epoch != steps_per_epoch && left > 0)
             return;
         last_draw = now;
         for (int i = 0; i < width; i++)
