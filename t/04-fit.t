@@ -12,9 +12,9 @@ ok() { n=$((n + 1)); echo "ok $n - $1"; }
 nok() { n=$((n + 1)); echo "not ok $n - $1"; [ -n "$2" ] && sed 's/^/# /' "$2"; }
 check() { if eval "$1"; then ok "$2"; else nok "$2" "$3"; fi; }
 
-echo "1..23"
+echo "1..24"
 if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
-    for i in $(seq 1 23); do echo "ok $i # SKIP dataset-fashion-mnist not installed (scripts/install-deps)"; done
+    for i in $(seq 1 24); do echo "ok $i # SKIP dataset-fashion-mnist not installed (scripts/install-deps)"; done
     exit 0
 fi
 # 6000 training images (5500 train / 500 val) and 1000 test images: real data, seconds per run.
@@ -42,16 +42,30 @@ check "grep -q \"test_acc $(printf %.4f "$acc")\" \"$T/test.out\"" "ctrain test 
 "$CTRAIN" validate --data "$T/data" --default-root-dir "$T/a" --ckpt-path last >"$T/val.out" 2>&1
 check 'grep -q "val_acc 0\.[0-9]* .*500 samples" "$T/val.out"' "ctrain validate --ckpt-path last evaluates 500 samples" "$T/val.out"
 
-# 9-11: interrupted at step 60 (inside epoch 2 of 43 steps), resumed to 3 epochs == uninterrupted.
-"$CTRAIN" fit $COMMON --max-epochs 3 --default-root-dir "$T/full" >"$T/full.out" 2>&1
-"$CTRAIN" fit $COMMON --max-epochs 3 --max-steps 60 --default-root-dir "$T/res" >"$T/res1.out" 2>&1
+# 9-11: stopped at step 60 (inside epoch 2 of 43 steps), resumed to 3 epochs == uninterrupted
+# (constant lr: with the cosine schedule the curve spans each invocation's --max-steps).
+"$CTRAIN" fit $COMMON --lr-schedule constant --max-epochs 3 --default-root-dir "$T/full" >"$T/full.out" 2>&1
+"$CTRAIN" fit $COMMON --lr-schedule constant --max-epochs 3 --max-steps 60 --default-root-dir "$T/res" >"$T/res1.out" 2>&1
 check 'grep -q "\"steps\":[[:space:]]*60" "$T/res/summary.json"' "the interrupted run stopped at step 60" "$T/res1.out"
-"$CTRAIN" fit $COMMON --max-epochs 3 --ckpt-path last --default-root-dir "$T/res" >"$T/res2.out" 2>&1
+"$CTRAIN" fit $COMMON --lr-schedule constant --max-epochs 3 --ckpt-path last --default-root-dir "$T/res" >"$T/res2.out" 2>&1
 check '[ $? -eq 0 ] && grep -q "\"steps\":[[:space:]]*129" "$T/res/summary.json"' "resumed from last to the end (129 steps)" "$T/res2.out"
 "$B/t/st_compare" "$T/full/last.safetensors" "$T/res/last.safetensors" >"$T/cmp.out" 2>&1
 check '[ $? -eq 0 ]' "resumed weights and optimizer state equal the uninterrupted run's bit for bit" "$T/cmp.out"
 
-# 12-15: damaged and foreign checkpoints.
+# 12: killed (kill -9) at a random early step while checkpointing every 3 steps, resumed with the
+# same flags (the cosine schedule): equal to the uninterrupted run bit for bit.
+"$CTRAIN" fit $COMMON --max-epochs 3 --default-root-dir "$T/cfull" >"$T/cfull.out" 2>&1
+"$CTRAIN" fit $COMMON --max-epochs 3 --checkpoint-every-n-steps 3 --default-root-dir "$T/kill" >"$T/kill.out" 2>&1 &
+pid=$!
+while [ ! -f "$T/kill/last.safetensors" ] && kill -0 $pid 2>/dev/null; do sleep 0.005; done
+kill -9 $pid 2>/dev/null
+wait $pid 2>/dev/null
+at=$(grep -a -o '"global_step":"[0-9]*"' "$T/kill/last.safetensors" | tr -dc 0-9)
+"$CTRAIN" fit $COMMON --max-epochs 3 --checkpoint-every-n-steps 3 --ckpt-path last --default-root-dir "$T/kill" >"$T/kill2.out" 2>&1
+"$B/t/st_compare" "$T/cfull/last.safetensors" "$T/kill/last.safetensors" >"$T/cmp2.out" 2>&1
+check '[ $? -eq 0 ] && [ "$at" -lt 129 ]' "killed at step $at, resumed: bit for bit equal to the uninterrupted run" "$T/cmp2.out"
+
+# 13-16: damaged and foreign checkpoints.
 "$CTRAIN" test --data "$T/data" --hidden 64 --ckpt-path "$T/a/last.safetensors" >"$T/e1.out" 2>&1
 check '[ $? -eq 1 ] && grep -q "checkpoint is for model mlp 784-512-256-10, this run builds mlp 784-64-10" "$T/e1.out" && grep -q "hint: use the --hidden" "$T/e1.out"' \
     "a checkpoint of another model shape: clear error with a hint" "$T/e1.out"
@@ -69,14 +83,14 @@ check '[ $? -eq 1 ] && grep -q "bad.safetensors: the header is not a JSON object
 check '[ $? -eq 1 ] && grep -q "checkpoint has adamw optimizer state, this run uses sgd" "$T/e4.out"' \
     "resuming with another optimizer: clear error" "$T/e4.out"
 
-# 16-17: missing checkpoint, missing data.
+# 17-18: missing checkpoint, missing data.
 "$CTRAIN" fit $COMMON --ckpt-path last --default-root-dir "$T/empty" >"$T/e5.out" 2>&1
 check '[ $? -eq 1 ] && grep -q "empty/last.safetensors: No such file" "$T/e5.out"' "--ckpt-path last without a checkpoint: error" "$T/e5.out"
 "$CTRAIN" fit --data "$T/nowhere" --default-root-dir "$T/y" >"$T/e6.out" 2>&1
 check '[ $? -eq 1 ] && grep -q "nowhere/train-images-idx3-ubyte.gz: No such file" "$T/e6.out" && grep -q "hint:.*dataset-fashion-mnist" "$T/e6.out"' \
     "missing data: error naming the file, with a hint" "$T/e6.out"
 
-# 18-20: flags.
+# 19-21: flags.
 "$CTRAIN" fit --max-epoch 2 >"$T/f1.out" 2>&1
 check '[ $? -eq 2 ] && grep -q "unknown flag .--max-epoch." "$T/f1.out" && grep -q "did you mean --max-epochs" "$T/f1.out"' \
     "unknown flag: exit 2, did you mean" "$T/f1.out"
@@ -85,7 +99,7 @@ check '[ $? -eq 2 ] && grep -q -- "--hidden .512,x. is not" "$T/f2.out"' "malfor
 "$CTRAIN" fit --batch-size >"$T/f3.out" 2>&1
 check '[ $? -eq 2 ] && grep -q -- "--batch-size needs a value" "$T/f3.out"' "flag without its value: exit 2" "$T/f3.out"
 
-# 21-22: --help documents every flag; progress modes.
+# 22-23: --help documents every flag; progress modes.
 "$CTRAIN" fit --help >"$T/help.out" 2>&1
 check 'for f in max-epochs max-steps batch-size lr optimizer hidden seed deterministic default-root-dir ckpt-path log-every-n-steps progress data val-fraction accelerator strategy devices num-nodes precision cluster-env; do grep -q -- "--$f" "$T/help.out" || exit 1; done' \
     "fit --help documents every flag" "$T/help.out"
@@ -93,11 +107,11 @@ check 'for f in max-epochs max-steps batch-size lr optimizer hidden seed determi
 check '[ $(grep -c "^ctrain: epoch 1/5 step [12]0/43 .*loss .*samples/s ETA" "$T/plain.out") -eq 2 ]' \
     "--progress plain: a line every --log-every-n-steps" "$T/plain.out"
 
-# 23: a live bar on a TTY (script(1) gives the run a pseudo-terminal).
+# 24: a live bar on a TTY (script(1) gives the run a pseudo-terminal).
 if command -v script >/dev/null 2>&1; then
     script -qec "$CTRAIN fit --data $T/data --max-steps 30 --default-root-dir $T/bar" /dev/null >"$T/bar.out" 2>&1
     check 'grep -q "Epoch 1/5 \[#*\.*\] [0-9]*/43 loss [0-9.]* [0-9]* samples/s ETA" "$T/bar.out" && tr "\r" "\n" <"$T/bar.out" | grep -q "^Epoch 1/5 \[#*\.*\] 30/43"' \
         "--progress auto on a TTY: a live bar redrawn in place" "$T/bar.out"
 else
-    echo "ok 23 # SKIP script(1) not installed"
+    echo "ok 24 # SKIP script(1) not installed"
 fi

@@ -22,7 +22,9 @@ static const struct flag flags[] = {
     { "--max-epochs", F_INT, 1, 1000000, "N", "epochs to train (default 5)" },
     { "--max-steps", F_LONG, -1, LONG_MAX, "N", "stop after N optimizer steps in all (default -1: no limit)" },
     { "--batch-size", F_INT, 1, 65536, "N", "samples per step on each rank (default 128)" },
-    { "--lr", F_DOUBLE, 0, 0, "X", "learning rate (default 1e-3)" },
+    { "--lr", F_DOUBLE, 0, 0, "X", "peak learning rate (default 1e-3)" },
+    { "--lr-schedule", F_SPECIAL, 0, 0, "NAME",
+      "cosine (default: from --lr down to 0 over the fit, by global step) or constant" },
     { "--optimizer", F_SPECIAL, 0, 0, "NAME", "adamw (default) or sgd" },
     { "--weight-decay", F_DOUBLE, 0, 0, "X", "adamw: decoupled, default 0.01; sgd: L2, default 0" },
     { "--momentum", F_DOUBLE, 0, 0, "X", "sgd momentum (default 0.9)" },
@@ -56,6 +58,7 @@ static const char *const connector_help[][3] = {
 
 static const char *const progress_names[] = { "auto", "bar", "plain", "off", NULL };
 static const char *const optimizer_names[] = { "adamw", "sgd", NULL };
+static const char *const schedule_names[] = { "cosine", "constant", NULL };
 
 void ct_trainer_flags_usage(const char *cmd, FILE *out)
 {
@@ -184,6 +187,10 @@ static int apply(const struct flag *f, const char *value, ct_trainer_config *cfg
         if ((i = parse_choice(f, value, optimizer_names, err)) < 0)
             return i;
         snprintf(cfg->optimizer, sizeof(cfg->optimizer), "%s", optimizer_names[i]);
+    } else if (!strcmp(f->name, "--lr-schedule")) {
+        if ((i = parse_choice(f, value, schedule_names, err)) < 0)
+            return i;
+        snprintf(cfg->lr_schedule, sizeof(cfg->lr_schedule), "%s", schedule_names[i]);
     } else if (!strcmp(f->name, "--progress")) {
         if ((i = parse_choice(f, value, progress_names, err)) < 0)
             return i;

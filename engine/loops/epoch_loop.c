@@ -35,14 +35,21 @@ int ct_training_step(ct_run *run, const uint32_t *idx, int count, double *loss, 
     return 0;
 }
 
-/* Steps the whole fit will take (for the ETA), given the epochs and max_steps. */
-static long total_steps(const ct_run *run, size_t steps_per_epoch)
+long ct_fit_total_steps(const ct_loop_options *o, size_t steps_per_epoch)
 {
-    long total = (long)steps_per_epoch * run->opt.max_epochs;
+    long total = (long)steps_per_epoch * o->max_epochs;
 
-    if (run->opt.max_steps >= 0 && run->opt.max_steps < total)
-        total = run->opt.max_steps;
+    if (o->max_steps >= 0 && o->max_steps < total)
+        total = o->max_steps;
     return total;
+}
+
+/* A function of the global step alone, so a resumed run continues the same curve. */
+double ct_lr_at(const ct_loop_options *o, int64_t step, long total_steps)
+{
+    if (o->lr_schedule == CT_LR_CONSTANT || total_steps <= 0)
+        return o->lr;
+    return o->lr * 0.5 * (1.0 + cos(M_PI * (double)step / (double)total_steps));
 }
 
 /* Mean training loss over the ranks since the last log line (a collective: every rank logs at the
@@ -66,7 +73,7 @@ int ct_epoch_loop_run(ct_run *run, ct_error *err)
 
     ct_sampler_set_epoch(&run->train_sampler, st->epoch);
     steps = ct_sampler_steps(&run->train_sampler);
-    total = total_steps(run, steps);
+    total = ct_fit_total_steps(&run->opt, steps);
     while ((size_t)st->step_in_epoch < steps) {
         const uint32_t *idx;
         int count;
@@ -75,6 +82,7 @@ int ct_epoch_loop_run(ct_run *run, ct_error *err)
         if (run->opt.max_steps >= 0 && st->global_step >= run->opt.max_steps)
             break;
         count = ct_sampler_batch(&run->train_sampler, (size_t)st->step_in_epoch, &idx);
+        ct_optim_set_lr(run->optim, ct_lr_at(&run->opt, st->global_step, total));
         t0 = ct_time_now();
         if ((rc = ct_training_step(run, idx, count, &loss, err)))
             return rc;

@@ -22,11 +22,18 @@ enum ct_progress_mode {
     CT_PROGRESS_OFF
 };
 
+enum ct_lr_schedule {
+    CT_LR_COSINE = 0,  /* lr * (1 + cos(pi * step / total_steps)) / 2: from lr down to 0 at the end */
+    CT_LR_CONSTANT
+};
+
 /* What the loops need to know from the user's flags (the Trainer maps its config onto this). */
 typedef struct ct_loop_options {
     int max_epochs;
     long max_steps;            /* -1: no limit */
     int batch_size;            /* per rank */
+    double lr;                 /* peak learning rate */
+    enum ct_lr_schedule lr_schedule;
     int log_every_n_steps;
     int checkpoint_every_n_steps; /* 0: checkpoint at epoch ends (and when fit stops) only */
     enum ct_progress_mode progress;
@@ -75,6 +82,10 @@ typedef struct ct_run {
 int ct_fit_loop_run(ct_run *run, ct_error *err);
 
 /* --- the training epoch loop and step (engine/loops/epoch_loop.c) -------------------------- */
+/* The learning rate of optimizer step `step` (from 0) of a fit of total_steps steps. */
+double ct_lr_at(const ct_loop_options *o, int64_t step, long total_steps);
+/* Steps the whole fit takes: max_epochs epochs of steps_per_epoch, capped by max_steps. */
+long ct_fit_total_steps(const ct_loop_options *o, size_t steps_per_epoch);
 /* Train the rest of epoch run->st.epoch; returns 0 at the epoch end or when max_steps is reached. */
 int ct_epoch_loop_run(ct_run *run, ct_error *err);
 /* One optimizer step on a batch of count samples: forward, backward (gradients announced to the

@@ -132,6 +132,7 @@ void ct_optim_step(ct_optim *o, float *params, const float *grads)
 }
 
 const ct_optim_config *ct_optim_get_config(const ct_optim *o) { return &o->cfg; }
+void ct_optim_set_lr(ct_optim *o, double lr) { o->cfg.lr = lr; }
 int64_t ct_optim_steps(const ct_optim *o) { return o->steps; }
 void ct_optim_set_steps(ct_optim *o, int64_t steps) { o->steps = steps; }
 int ct_optim_num_states(const ct_optim *o) { return o->n_states; }

@@ -35,6 +35,7 @@ void ct_trainer_config_default(ct_trainer_config *cfg)
     cfg->batch_size = 128;
     cfg->lr = 1e-3;
     snprintf(cfg->optimizer, sizeof(cfg->optimizer), "adamw");
+    snprintf(cfg->lr_schedule, sizeof(cfg->lr_schedule), "cosine");
     cfg->weight_decay = -1;
     cfg->momentum = 0.9;
     cfg->hidden[0] = 512;
@@ -65,6 +66,10 @@ int ct_trainer_config_check(const ct_trainer_config *cfg, ct_error *err)
     if (ct_optim_parse_kind(cfg->optimizer, &kind)) {
         ct_error_set(err, CT_EINVAL, "trainer-optimizer", "--optimizer '%s' is not an optimizer", cfg->optimizer);
         return ct_error_hint(err, "use --optimizer adamw or --optimizer sgd");
+    }
+    if (strcmp(cfg->lr_schedule, "cosine") && strcmp(cfg->lr_schedule, "constant")) {
+        ct_error_set(err, CT_EINVAL, "trainer-lr-schedule", "--lr-schedule '%s' is not a schedule", cfg->lr_schedule);
+        return ct_error_hint(err, "use --lr-schedule cosine or --lr-schedule constant");
     }
     if (cfg->n_hidden < 0 || cfg->n_hidden > CT_TRAINER_MAX_HIDDEN)
         return ct_error_set(err, CT_EINVAL, "trainer-hidden", "--hidden: at most %d hidden layers",
@@ -161,6 +166,7 @@ static void flags_json(const ct_trainer_config *cfg, char *buf, size_t size)
     cJSON_AddNumberToObject(o, "max_steps", (double)cfg->max_steps);
     cJSON_AddNumberToObject(o, "batch_size", cfg->batch_size);
     cJSON_AddNumberToObject(o, "lr", cfg->lr);
+    cJSON_AddStringToObject(o, "lr_schedule", cfg->lr_schedule);
     cJSON_AddStringToObject(o, "optimizer", cfg->optimizer);
     cJSON_AddNumberToObject(o, "weight_decay", cfg->weight_decay);
     cJSON_AddNumberToObject(o, "momentum", cfg->momentum);
@@ -238,6 +244,8 @@ static void fill_options(ct_run *run, const ct_trainer_config *cfg)
     o->max_epochs = cfg->max_epochs;
     o->max_steps = cfg->max_steps;
     o->batch_size = cfg->batch_size;
+    o->lr = cfg->lr;
+    o->lr_schedule = strcmp(cfg->lr_schedule, "constant") ? CT_LR_COSINE : CT_LR_CONSTANT;
     o->log_every_n_steps = cfg->log_every_n_steps;
     o->checkpoint_every_n_steps = cfg->checkpoint_every_n_steps;
     o->seed = cfg->seed;

@@ -108,6 +108,8 @@ void ct_optim_free(ct_optim *o);
 /* One update of params[n] from grads[n] with the PyTorch semantics of torch.optim.AdamW / SGD. */
 void ct_optim_step(ct_optim *o, float *params, const float *grads);
 const ct_optim_config *ct_optim_get_config(const ct_optim *o);
+/* The learning rate of the next steps (a schedule sets it before each step). */
+void ct_optim_set_lr(ct_optim *o, double lr);
 /* Updates done so far (AdamW's bias correction depends on it). */
 int64_t ct_optim_steps(const ct_optim *o);
 void ct_optim_set_steps(ct_optim *o, int64_t steps);

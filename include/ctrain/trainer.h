@@ -36,7 +36,8 @@ typedef struct ct_trainer_config {
     int max_epochs;                 /* --max-epochs, default 5 */
     long max_steps;                 /* --max-steps, default -1 (no limit) */
     int batch_size;                 /* --batch-size, per rank, default 128 */
-    double lr;                      /* --lr, default 1e-3 */
+    double lr;                      /* --lr, default 1e-3: the peak of the schedule */
+    char lr_schedule[16];           /* --lr-schedule cosine|constant, default cosine (to 0 at the end) */
     char optimizer[16];             /* --optimizer adamw|sgd, default adamw */
     double weight_decay;            /* --weight-decay, default -1: adamw 0.01, sgd 0 */
     double momentum;                /* --momentum (sgd), default 0.9 */
