@@ -258,6 +258,7 @@ static void test_sampler_eval(void **state)
     assert_int_equal(a.per_rank + b.per_rank, 5); /* no padding: each sample counted once */
     assert_int_equal(a.order[2], 4);
     assert_int_equal(b.order[1], 3);
+    ct_sampler_free(&b);
     assert_int_equal(ct_sampler_init(&b, 5, 2, 2, 2, 0, 0, &err), CT_EINVAL);
     ct_sampler_free(&a);
 }
