@@ -65,6 +65,41 @@ static int check_header(gzFile f, const char *path, int ndim, uint32_t *dims, si
     return 0;
 }
 
+/* The data, in a buffer that grows with what the file really holds: a 20-byte file announcing
+ * 4 GB fails as truncated instead of allocating 4 GB first. */
+static int read_data(gzFile f, const char *path, size_t total, uint8_t **out, ct_error *err)
+{
+    size_t cap = total < ((size_t)64 << 20) ? total : ((size_t)64 << 20), got = 0;
+    uint8_t *buf = malloc(cap);
+    int rc;
+
+    while (buf) {
+        size_t want = (cap < total ? cap : total) - got;
+
+        if ((rc = read_exact(f, path, buf + got, want, "the data", err))) {
+            if (err && err->id[0] && !strcmp(err->id, "idx-truncated"))
+                ct_error_set(err, CT_EFORMAT, "idx-truncated",
+                             "%s: truncated: the header announces %zu data bytes, the file holds fewer", path, total);
+            free(buf);
+            return rc;
+        }
+        got += want;
+        if (got == total) {
+            *out = buf;
+            return 0;
+        }
+        cap = cap * 2 < total ? cap * 2 : total;
+        {
+            uint8_t *grown = realloc(buf, cap);
+
+            if (!grown)
+                free(buf);
+            buf = grown;
+        }
+    }
+    return ct_error_set(err, CT_ENOMEM, "", "%s: out of memory for %zu bytes", path, total);
+}
+
 int ct_idx_read_u8(const char *path, int ndim, uint32_t *dims, uint8_t **data, ct_error *err)
 {
     struct stat st;
@@ -84,12 +119,7 @@ int ct_idx_read_u8(const char *path, int ndim, uint32_t *dims, uint8_t **data, c
     rc = check_header(f, path, ndim, dims, &total, err);
     if (rc)
         goto fail;
-    buf = malloc(total);
-    if (!buf) {
-        rc = ct_error_set(err, CT_ENOMEM, "", "%s: out of memory for %zu bytes", path, total);
-        goto fail;
-    }
-    if ((rc = read_exact(f, path, buf, total, "the data", err)))
+    if ((rc = read_data(f, path, total, &buf, err)))
         goto fail;
     if (gzread(f, &extra, 1) != 0) {
         rc = ct_error_set(err, CT_EFORMAT, "idx-trailing",

@@ -183,6 +183,21 @@ static void test_cut_gzip_stream(void **state)
     assert_non_null(strstr(err.msg, "t10k-images-idx3-ubyte.gz"));
 }
 
+/* A tiny file announcing 4 GB of data: truncated, found without allocating 4 GB first. */
+static void test_huge_header(void **state)
+{
+    uint32_t idims[3] = { 1u << 24, 16, 16 }, got[3];
+    char path[512];
+    uint8_t *data;
+    ct_error err;
+
+    write_idx("huge-idx3-ubyte.gz", 3, 3, idims, 10, 0);
+    snprintf(path, sizeof(path), "%s/huge-idx3-ubyte.gz", dir);
+    assert_int_equal(ct_idx_read_u8(path, 3, got, &data, &err), CT_EFORMAT);
+    assert_non_null(strstr(err.msg, "truncated"));
+    assert_null(data);
+}
+
 static void test_real_split(void **state)
 {
     ct_dataset train, val, again, again_val;
@@ -275,6 +290,7 @@ int main(void)
         cmocka_unit_test(test_wrong_dims),
         cmocka_unit_test(test_bad_label),
         cmocka_unit_test(test_cut_gzip_stream),
+        cmocka_unit_test(test_huge_header),
         cmocka_unit_test(test_real_split),
         cmocka_unit_test(test_sampler_shards),
         cmocka_unit_test(test_sampler_eval),
