@@ -18,6 +18,7 @@ static const struct ct_command commands[] = {
     { "validate", ct_cmd_validate, "evaluate a checkpoint on the validation split" },
     { "test", ct_cmd_test, "evaluate a checkpoint on the Fashion-MNIST test set" },
     { "plan", ct_cmd_plan, "resolve flags into a training plan (JSON) without training" },
+    { "env", ct_cmd_env, "show the cluster environment: ranks, nodes, rank 0's address and port" },
     { NULL, NULL, NULL }
 };
 
