@@ -2,6 +2,7 @@
  * Lives at the top of the layering because it names every part below. */
 #include "ctrain/checkpoint_io.h"
 #include "ctrain/engine.h"
+#include "ctrain/launcher.h"
 #include "ctrain/registry.h"
 #include "engine/accelerators/accelerators.h"
 #include "engine/precision/precisions.h"
@@ -21,4 +22,7 @@ void ct_engine_init(void)
     ct_registry_set_ops(CT_REG_STRATEGY, "ddp", &ct_strategy_ddp);
     ct_registry_set_ops(CT_REG_STRATEGY, "ddp_fork", &ct_strategy_ddp);
     ct_registry_set_ops(CT_REG_CHECKPOINT_IO, "safetensors", &ct_checkpoint_io_safetensors);
+    ct_registry_set_ops(CT_REG_LAUNCHER, "external", &ct_launcher_external);
+    ct_registry_set_ops(CT_REG_LAUNCHER, "subprocess", &ct_launcher_subprocess);
+    ct_registry_set_ops(CT_REG_LAUNCHER, "fork", &ct_launcher_fork);
 }
