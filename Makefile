@@ -152,27 +152,40 @@ check-asan:
 	  prove -r t/
 
 # fuzz: libFuzzer targets t/fuzz/fuzz_<name>.c built with clang against libctrain compiled with
-# the fuzzer's coverage; each runs FUZZ_SECONDS on its seed corpus t/fuzz/corpus/<name>/.
+# the fuzzer's coverage; each runs FUZZ_SECONDS on its seed corpus t/fuzz/corpus/<name>/ (new inputs
+# go to build-fuzz/corpus/<name>/, a crash to build-fuzz/crash-<name>-*, with the dictionary
+# t/fuzz/<name>.dict when there is one). A finding stops make with the fuzzer's report.
 FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= $(patsubst t/fuzz/fuzz_%.c,%,$(sort $(wildcard t/fuzz/fuzz_*.c)))
 FUZZ_BUILD   := build-fuzz
-FUZZ_SRC     := $(sort $(wildcard t/fuzz/fuzz_*.c))
-FUZZ_BIN     := $(FUZZ_SRC:t/fuzz/%.c=$(FUZZ_BUILD)/%)
-FUZZ_FLAGS   := -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer
+FUZZ_BIN     := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
+# clang knows not every gcc warning the build names (-Wno-format-truncation).
+FUZZ_FLAGS   := -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer \
+                -fno-sanitize-recover=undefined -Wno-unknown-warning-option
 
 fuzz-build:
-	$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang OPT=-O1 EXTRA_CFLAGS="$(FUZZ_FLAGS)" lib
-	$(MAKE) $(FUZZ_BIN)
+	$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang CUDA=0 OPT=-O1 EXTRA_CFLAGS="$(FUZZ_FLAGS)" lib
+	$(MAKE) CUDA=0 $(FUZZ_BIN)
 
-$(FUZZ_BUILD)/fuzz_%: t/fuzz/fuzz_%.c $(FUZZ_BUILD)/libctrain.a
-	clang -O1 -g -std=gnu11 -Iinclude -I. $(LIB_CFLAGS) -fsanitize=fuzzer,address,undefined -o $@ $< \
-	  $(FUZZ_BUILD)/libctrain.a $(LIB_LIBS) $(CORE_LIBS)
+$(FUZZ_BUILD)/fuzz_%: t/fuzz/fuzz_%.c t/fuzz/fuzz_env.h $(FUZZ_BUILD)/libctrain.a
+	@echo "  FUZZ    $@"
+	$(Q)clang -O1 -g -std=gnu11 -Wall -Wextra -Werror -Iinclude -I. $(LIB_CFLAGS) -fsanitize=fuzzer,address,undefined \
+	  -fno-sanitize-recover=undefined -o $@ $< $(FUZZ_BUILD)/libctrain.a $(LIB_LIBS) $(CORE_LIBS)
 
 fuzz: fuzz-build
-	@for t in $(FUZZ_BIN); do \
-	  name=$${t##*/fuzz_}; mkdir -p $(FUZZ_BUILD)/corpus/$$name; \
+	@for name in $(FUZZ_TARGETS); do \
+	  mkdir -p $(FUZZ_BUILD)/corpus/$$name; \
+	  dict=; [ -f t/fuzz/$$name.dict ] && dict=-dict=t/fuzz/$$name.dict; \
 	  echo "== $$name ($(FUZZ_SECONDS)s)"; \
-	  $$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $(FUZZ_BUILD)/corpus/$$name t/fuzz/corpus/$$name \
-	    2>&1 | grep -E 'stat::number_of_executed_units|ERROR|SUMMARY|Done' || exit 1; \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  $(FUZZ_BUILD)/fuzz_$$name -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $$dict \
+	    -artifact_prefix=$(FUZZ_BUILD)/crash-$$name- $(FUZZ_BUILD)/corpus/$$name t/fuzz/corpus/$$name \
+	    >$(FUZZ_BUILD)/$$name.log 2>&1; rc=$$?; \
+	  grep -E '^#[0-9]+.*DONE|stat::number_of_executed_units|stat::average_exec_per_sec' $(FUZZ_BUILD)/$$name.log; \
+	  if [ $$rc -ne 0 ]; then \
+	    grep -A40 -E '^==[0-9]+==|runtime error|deadly signal' $(FUZZ_BUILD)/$$name.log | head -60; \
+	    echo "fuzz: $$name found a problem (exit $$rc); log $(FUZZ_BUILD)/$$name.log"; exit 1; \
+	  fi; \
 	done
 
 # --- install -----------------------------------------------------------------------------------

@@ -106,7 +106,10 @@ static int push_n(ct_hostlist *hl, const char *host, size_t len, ct_error *err)
 int ct_hostlist_push(ct_hostlist *hl, const char *host, ct_error *err)
 {
     if (!*host || strpbrk(host, "[],"))
-        return ct_error_set(err, CT_EINVAL, "hostlist-malformed", "'%s' is not a single host name", host);
+    {
+        ct_error_set(err, CT_EINVAL, "hostlist-malformed", "'%s' is not a single host name", host);
+        return ct_error_hint(err, "a host name is not empty and holds no '[', ']' or ','");
+    }
     return push_n(hl, host, strlen(host), err);
 }
 
@@ -209,17 +212,22 @@ static int parse_pattern(const char *expr, size_t *i, struct pattern *p, ct_erro
         char c = expr[*i];
         if (c == '\0' || c == ',' || c == ' ' || c == '\t' || c == '\n')
             break;
-        if (c == ']')
+        if (c == ']') {
+            free_pattern(p);
             return malformed(err, expr, *i, "']' without '['");
+        }
         if (c != '[') {
             p->lit_len[p->ngroups]++;
             (*i)++;
             continue;
         }
-        if (p->ngroups == 64)
+        if (p->ngroups == 64) {
+            free_pattern(p);
             return malformed(err, expr, *i, "more than 64 bracket groups in one name");
+        }
         if ((rc = parse_group(expr, i, &p->groups[p->ngroups], err))) {
             free(p->groups[p->ngroups].ranges);
+            free_pattern(p); /* and the groups before it */
             return rc;
         }
         p->ngroups++;

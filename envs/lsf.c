@@ -41,6 +41,12 @@ static int read_rankfile(const char *path, ct_hostlist **out, ct_error *err)
         if (!n || lineno++ == 0) /* blank, or the launch node */
             continue;
         rc = ct_hostlist_push(hl, line, err);
+        if (rc == CT_EINVAL) {
+            ct_error_set(err, CT_EINVAL, "env-rankfile", "LSB_DJOB_RANKFILE='%s' line %d: '%s' is not a host name",
+                         path, lineno, line);
+            ct_error_hint(err, "LSF writes one host name per line (no '[', ']' or ','); check that the variable "
+                               "names the job's rank file");
+        }
     }
     fclose(f);
     if (!rc && !ct_hostlist_count(hl)) {

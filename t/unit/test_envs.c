@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -325,6 +326,29 @@ static void test_malformed_env(void **state)
     assert_non_null(strstr(err.msg, "MASTER_PORT"));
 }
 
+/* A rank file line that is no host name (found by t/fuzz/fuzz_env.c): an env-rankfile error
+ * naming the file and line, with a hint. */
+static void test_lsf_bad_rankfile(void **state)
+{
+    char path[] = "/tmp/ctrain-test-rankfile.XXXXXX", var[64];
+    const char *vars[] = { "LSB_JOBID=7", var, "JSM_NAMESPACE_SIZE=2", "JSM_NAMESPACE_RANK=0",
+                           "JSM_NAMESPACE_LOCAL_RANK=0", NULL };
+    ct_env_info info;
+    ct_error err;
+    int fd = mkstemp(path);
+
+    (void)state;
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "batch1\nh01\nh[02]\n", 17), 17);
+    close(fd);
+    snprintf(var, sizeof(var), "LSB_DJOB_RANKFILE=%s", path);
+    assert_int_equal(detect(vars, NULL, &info, &err), CT_EINVAL);
+    assert_string_equal(err.id, "env-rankfile");
+    assert_non_null(strstr(err.msg, "line 3: 'h[02]'"));
+    assert_true(err.hint[0] != '\0');
+    unlink(path);
+}
+
 static void test_local(void **state)
 {
     const char *launched[] = { CT_LAUNCHER_ENV_RANK "=2", CT_LAUNCHER_ENV_NPROC "=4", NULL };
@@ -356,6 +380,7 @@ int main(void)
         cmocka_unit_test(test_forced),       cmocka_unit_test(test_port_rule),
         cmocka_unit_test(test_tasks_per_node), cmocka_unit_test(test_validate),
         cmocka_unit_test(test_malformed_env), cmocka_unit_test(test_local),
+        cmocka_unit_test(test_lsf_bad_rankfile),
         cmocka_unit_test(test_registry),
     };
 
