@@ -351,6 +351,10 @@ int ct_hostlist_expand(const char *expr, ct_hostlist **out, ct_error *err)
             }
         }
     }
+    if (!hl->count) { /* only blanks: as empty as "" */
+        rc = malformed(err, expr, 0, "no host name");
+        goto fail;
+    }
     *out = hl;
     return 0;
 fail:

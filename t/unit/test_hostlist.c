@@ -92,6 +92,10 @@ static void test_malformed(void **state)
     expect_malformed("n[1-3][1-2+", "unexpected character");
     expect_malformed("n[1-3]x]", "']' without '['");
     expect_malformed("a[1]b[2]c[3", "never closed");
+    /* Blanks only expanded to an empty list that compress wrote as "", which expand refuses
+     * (found by t/fuzz/fuzz_hostlist.c's round trip). */
+    expect_malformed(" ", "no host name");
+    expect_malformed("\t\n", "no host name");
 }
 
 static void test_empty(void **state)
