@@ -2,7 +2,7 @@
 # Every process a test starts is recorded in $pids and killed by pid on exit, even on failure.
 
 T=$(cd "$(dirname "$0")" && pwd)
-B="$T/../build/t"
+B="$T/../${CTRAIN_BUILD:-build}/t"
 n=0
 pids=""
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ctrain-test.XXXXXX")
