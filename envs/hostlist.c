@@ -73,11 +73,22 @@ long ct_hostlist_find(const ct_hostlist *hl, const char *name)
     return -1;
 }
 
+/* Most bytes of host names one list may hold: the host limit alone let a few kB of long names
+ * with a large range ask for gigabytes (inside srun and slurmstepd); 64 MiB is 4M names of 16. */
+#define HOSTLIST_MAX_BYTES ((size_t)64 << 20)
+
 static int push_n(ct_hostlist *hl, const char *host, size_t len, ct_error *err)
 {
-    if (hl->count >= CT_HOSTLIST_MAX_HOSTS)
-        return ct_error_set(err, CT_EINVAL, "hostlist-too-long", "a hostlist may hold at most %u hosts",
-                            CT_HOSTLIST_MAX_HOSTS);
+    if (hl->count >= CT_HOSTLIST_MAX_HOSTS) {
+        ct_error_set(err, CT_EINVAL, "hostlist-too-long", "a hostlist may hold at most %u hosts",
+                     CT_HOSTLIST_MAX_HOSTS);
+        return ct_error_hint(err, "check the ranges in brackets for a typo (an extra digit)");
+    }
+    if (hl->used + len + 1 > HOSTLIST_MAX_BYTES) {
+        ct_error_set(err, CT_EINVAL, "hostlist-too-long", "a hostlist may hold at most %zu MiB of host names",
+                     HOSTLIST_MAX_BYTES >> 20);
+        return ct_error_hint(err, "check the ranges in brackets for a typo (an extra digit)");
+    }
     if (hl->used + len + 1 > hl->cap) {
         size_t cap = hl->cap ? hl->cap * 2 : 256;
         char *p;

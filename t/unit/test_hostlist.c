@@ -98,6 +98,25 @@ static void test_malformed(void **state)
     expect_malformed("\t\n", "no host name");
 }
 
+/* 1M names of 105 characters are within the host limit but over 64 MiB of names: refused before
+ * the buffer grows to gigabytes (found by t/fuzz/fuzz_connector.c, malloc(2 GiB) in srun). */
+static void test_too_many_bytes(void **state)
+{
+    char expr[160];
+    ct_hostlist *hl = NULL;
+    ct_error err;
+
+    (void)state;
+    snprintf(expr, sizeof(expr), "%.*s[000000-999999]", 99, "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz"
+             "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz");
+    ct_error_clear(&err);
+    assert_int_equal(ct_hostlist_expand(expr, &hl, &err), CT_EINVAL);
+    assert_null(hl);
+    assert_string_equal(err.id, "hostlist-too-long");
+    assert_non_null(strstr(err.msg, "64 MiB"));
+    assert_true(err.hint[0] != '\0');
+}
+
 static void test_empty(void **state)
 {
     ct_hostlist *hl = NULL;
@@ -221,7 +240,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_expand_forms), cmocka_unit_test(test_malformed), cmocka_unit_test(test_empty),
         cmocka_unit_test(test_compress),     cmocka_unit_test(test_round_trip), cmocka_unit_test(test_push_find),
-        cmocka_unit_test(test_100k),
+        cmocka_unit_test(test_100k), cmocka_unit_test(test_too_many_bytes),
     };
 
     cmocka_set_message_output(CM_OUTPUT_TAP);
