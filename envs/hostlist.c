@@ -197,11 +197,12 @@ static int parse_group(const char *expr, size_t *i, struct group *g, ct_error *e
     }
 }
 
-/* Split the name at expr[*i] (up to a top-level ',' or the end) into literals and groups. */
+/* Split the name at expr[*i] (up to a top-level ',' or the end) into literals and groups.
+ * On error nothing stays allocated. */
 static int parse_pattern(const char *expr, size_t *i, struct pattern *p, ct_error *err)
 {
     size_t start = *i;
-    int rc;
+    int rc = 0;
 
     memset(p, 0, sizeof(*p));
     p->lit[0] = expr + *i;
@@ -209,25 +210,31 @@ static int parse_pattern(const char *expr, size_t *i, struct pattern *p, ct_erro
         char c = expr[*i];
         if (c == '\0' || c == ',' || c == ' ' || c == '\t' || c == '\n')
             break;
-        if (c == ']')
-            return malformed(err, expr, *i, "']' without '['");
+        if (c == ']') {
+            rc = malformed(err, expr, *i, "']' without '['");
+            break;
+        }
         if (c != '[') {
             p->lit_len[p->ngroups]++;
             (*i)++;
             continue;
         }
-        if (p->ngroups == 64)
-            return malformed(err, expr, *i, "more than 64 bracket groups in one name");
+        if (p->ngroups == 64) {
+            rc = malformed(err, expr, *i, "more than 64 bracket groups in one name");
+            break;
+        }
         if ((rc = parse_group(expr, i, &p->groups[p->ngroups], err))) {
             free(p->groups[p->ngroups].ranges);
-            return rc;
+            break;
         }
         p->ngroups++;
         p->lit[p->ngroups] = expr + *i;
     }
-    if (*i == start)
-        return malformed(err, expr, *i, "empty host name");
-    return 0;
+    if (!rc && *i == start)
+        rc = malformed(err, expr, *i, "empty host name");
+    if (rc)
+        free_pattern(p);
+    return rc;
 }
 
 /* Hosts a pattern stands for, or 0 when more than the limit. */
@@ -342,6 +349,11 @@ int ct_hostlist_expand(const char *expr, ct_hostlist **out, ct_error *err)
                 goto fail;
             }
         }
+    }
+    if (!hl->count) {
+        ct_error_set(err, CT_EINVAL, "hostlist-malformed", "malformed hostlist '%s': no host name in it", expr);
+        rc = ct_error_hint(err, HOSTLIST_HINT);
+        goto fail;
     }
     *out = hl;
     return 0;

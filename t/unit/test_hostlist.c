@@ -87,6 +87,7 @@ static void test_malformed(void **state)
     expect_malformed("n[0-99999999]", "more hosts");
     expect_malformed("a[0-9999]b[0-9999]", "more hosts");
     expect_malformed("n[1234567890123456789]", "at most 18 digits");
+    expect_malformed(" ", "no host name");
 }
 
 static void test_empty(void **state)
