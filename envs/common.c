@@ -255,7 +255,7 @@ int ct_env_require_equal_tasks(const ct_env_info *info, const char *why, ct_erro
                               "torchrun --nproc-per-node=N)");
 }
 
-int ct_env_check_ranges(const ct_env_info *info, ct_error *err)
+static int check_ranges(const ct_env_info *info, ct_error *err)
 {
     if (info->world_size < 1 || info->global_rank < 0 || info->global_rank >= info->world_size)
         return ct_error_set(err, CT_EINVAL, "env-inconsistent", "%s: rank %d is outside the world size %d (%s, %s)",
@@ -275,6 +275,16 @@ int ct_env_check_ranges(const ct_env_info *info, ct_error *err)
                             info->name, info->local_world_size, info->world_size,
                             info->source[CT_ENV_LOCAL_WORLD_SIZE], info->source[CT_ENV_WORLD_SIZE]);
     return 0;
+}
+
+int ct_env_check_ranges(const ct_env_info *info, ct_error *err)
+{
+    int rc = check_ranges(info, err);
+
+    if (rc)
+        ct_error_hint(err, "the launcher's variables contradict each other: were some inherited from another job "
+                           "or set by hand? (env | grep -E 'SLURM_|RANK|SIZE')");
+    return rc;
 }
 
 int ct_env_validate_common(const ct_env_info *info, int devices, int num_nodes, const char *devices_hint,
