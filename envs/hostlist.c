@@ -16,6 +16,7 @@ struct ct_hostlist {
     size_t count, off_cap;
 };
 
+#define CT_HOSTLIST_MAX_TEXT "1048576" /* CT_HOSTLIST_MAX_HOSTS, for messages */
 #define HOSTLIST_HINT "SLURM hostlists look like n[001-004,007], gpu-[1-2]-ib or r[1-2]n[1-4],login1"
 
 /* One range of a bracket group: lo..hi printed with at least width digits. */
@@ -172,7 +173,7 @@ static int parse_group(const char *expr, size_t *i, struct group *g, ct_error *e
             r.hi = hi;
         }
         if (r.hi - r.lo >= CT_HOSTLIST_MAX_HOSTS || g->size + (r.hi - r.lo + 1) > CT_HOSTLIST_MAX_HOSTS)
-            return malformed(err, expr, at, "range holds more hosts than a hostlist may (4194304)");
+            return malformed(err, expr, at, "range holds more hosts than a hostlist may (" CT_HOSTLIST_MAX_TEXT ")");
         if (g->nranges == g->cap) { /* geometric growth: 100k ranges in one bracket stay linear */
             size_t cap = g->cap ? g->cap * 2 : 16;
             struct range *p = realloc(g->ranges, cap * sizeof(*p));
@@ -335,7 +336,7 @@ int ct_hostlist_expand(const char *expr, ct_hostlist **out, ct_error *err)
         total = pattern_size(&p);
         if (!total || hl->count + total > CT_HOSTLIST_MAX_HOSTS) {
             free_pattern(&p);
-            rc = malformed(err, expr, i - 1, "expands to more hosts than a hostlist may (4194304)");
+            rc = malformed(err, expr, i - 1, "expands to more hosts than a hostlist may (" CT_HOSTLIST_MAX_TEXT ")");
             goto fail;
         }
         rc = expand_pattern(hl, &p, total, err);
