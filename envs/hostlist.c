@@ -16,6 +16,7 @@ struct ct_hostlist {
     size_t count, off_cap;
 };
 
+#define CT_HOSTLIST_MAX_TEXT "1048576" /* CT_HOSTLIST_MAX_HOSTS, for messages */
 #define HOSTLIST_HINT "SLURM hostlists look like n[001-004,007], gpu-[1-2]-ib or r[1-2]n[1-4],login1"
 
 /* One range of a bracket group: lo..hi printed with at least width digits. */
@@ -172,7 +173,7 @@ static int parse_group(const char *expr, size_t *i, struct group *g, ct_error *e
             r.hi = hi;
         }
         if (r.hi - r.lo >= CT_HOSTLIST_MAX_HOSTS || g->size + (r.hi - r.lo + 1) > CT_HOSTLIST_MAX_HOSTS)
-            return malformed(err, expr, at, "range holds more hosts than a hostlist may (4194304)");
+            return malformed(err, expr, at, "range holds more hosts than a hostlist may (" CT_HOSTLIST_MAX_TEXT ")");
         if (g->nranges == g->cap) { /* geometric growth: 100k ranges in one bracket stay linear */
             size_t cap = g->cap ? g->cap * 2 : 16;
             struct range *p = realloc(g->ranges, cap * sizeof(*p));
@@ -197,11 +198,12 @@ static int parse_group(const char *expr, size_t *i, struct group *g, ct_error *e
     }
 }
 
-/* Split the name at expr[*i] (up to a top-level ',' or the end) into literals and groups. */
+/* Split the name at expr[*i] (up to a top-level ',' or the end) into literals and groups.
+ * On error nothing stays allocated. */
 static int parse_pattern(const char *expr, size_t *i, struct pattern *p, ct_error *err)
 {
     size_t start = *i;
-    int rc;
+    int rc = 0;
 
     memset(p, 0, sizeof(*p));
     p->lit[0] = expr + *i;
@@ -209,25 +211,31 @@ static int parse_pattern(const char *expr, size_t *i, struct pattern *p, ct_erro
         char c = expr[*i];
         if (c == '\0' || c == ',' || c == ' ' || c == '\t' || c == '\n')
             break;
-        if (c == ']')
-            return malformed(err, expr, *i, "']' without '['");
+        if (c == ']') {
+            rc = malformed(err, expr, *i, "']' without '['");
+            break;
+        }
         if (c != '[') {
             p->lit_len[p->ngroups]++;
             (*i)++;
             continue;
         }
-        if (p->ngroups == 64)
-            return malformed(err, expr, *i, "more than 64 bracket groups in one name");
+        if (p->ngroups == 64) {
+            rc = malformed(err, expr, *i, "more than 64 bracket groups in one name");
+            break;
+        }
         if ((rc = parse_group(expr, i, &p->groups[p->ngroups], err))) {
             free(p->groups[p->ngroups].ranges);
-            return rc;
+            break;
         }
         p->ngroups++;
         p->lit[p->ngroups] = expr + *i;
     }
-    if (*i == start)
-        return malformed(err, expr, *i, "empty host name");
-    return 0;
+    if (!rc && *i == start)
+        rc = malformed(err, expr, *i, "empty host name");
+    if (rc)
+        free_pattern(p);
+    return rc;
 }
 
 /* Hosts a pattern stands for, or 0 when more than the limit. */
@@ -328,7 +336,7 @@ int ct_hostlist_expand(const char *expr, ct_hostlist **out, ct_error *err)
         total = pattern_size(&p);
         if (!total || hl->count + total > CT_HOSTLIST_MAX_HOSTS) {
             free_pattern(&p);
-            rc = malformed(err, expr, i - 1, "expands to more hosts than a hostlist may (4194304)");
+            rc = malformed(err, expr, i - 1, "expands to more hosts than a hostlist may (" CT_HOSTLIST_MAX_TEXT ")");
             goto fail;
         }
         rc = expand_pattern(hl, &p, total, err);
@@ -342,6 +350,11 @@ int ct_hostlist_expand(const char *expr, ct_hostlist **out, ct_error *err)
                 goto fail;
             }
         }
+    }
+    if (!hl->count) {
+        ct_error_set(err, CT_EINVAL, "hostlist-malformed", "malformed hostlist '%s': no host name in it", expr);
+        rc = ct_error_hint(err, HOSTLIST_HINT);
+        goto fail;
     }
     *out = hl;
     return 0;

@@ -1,2 +1,2 @@
 #!/bin/sh
-exec "$(dirname "$0")/../build/t/test_hostlist"
+exec "$(dirname "$0")/../${CTRAIN_BUILD:-build}/t/test_hostlist"

@@ -15,7 +15,7 @@ use File::Basename qw(dirname);
 use JSON::PP;
 
 chdir(dirname($0) . "/..") or die "cd: $!";
-my $ctrain = "build/ctrain";
+my $ctrain = ($ENV{CTRAIN_BUILD} // "build") . "/ctrain";
 
 # Split a case line into tokens, keeping "double quoted" tokens whole.
 sub tokens {

@@ -12,7 +12,7 @@ use JSON::PP;
 
 chdir(dirname($0) . "/..") or die "cd: $!";
 my $root = abs_path(".");
-my $ctrain = "$root/build/ctrain";
+my $ctrain = "$root/" . ($ENV{CTRAIN_BUILD} // "build") . "/ctrain";
 
 sub skip_all {
     print "1..0 # SKIP $_[0]\n";

@@ -15,7 +15,7 @@ for b in slurmctld slurmd srun munged; do
         exit 0
     fi
 done
-[ -x build/t/mpi_hello ] || { echo "Bail out! build/t/mpi_hello is not built (run make)"; exit 1; }
+[ -x "${CTRAIN_BUILD:-build}/t/mpi_hello" ] || { echo "Bail out! ${CTRAIN_BUILD:-build}/t/mpi_hello is not built (run make)"; exit 1; }
 
 dir=$(mktemp -d /tmp/ctrain-slurm.XXXXXX) || exit 1
 trap '"$root/scripts/slurm-cluster" stop "$dir"; rm -rf "$dir"' EXIT
@@ -52,7 +52,7 @@ timeout 60 srun -N2 -n4 --mpi=pmix sh -c 'echo "$SLURMD_NODENAME $SLURM_PROCID"'
 [ "$(sort "$dir/host.out" | tr '\n' ' ')" = "n1 0 n1 1 n2 2 n2 3 " ]
 ok $? "srun -N2 -n4 --mpi=pmix: ranks 0,1 on n1 and 2,3 on n2" "$dir/host.out"
 
-timeout 120 srun -N2 -n4 --mpi=pmix build/t/mpi_hello >"$dir/mpi.out" 2>&1
+timeout 120 srun -N2 -n4 --mpi=pmix "${CTRAIN_BUILD:-build}/t/mpi_hello" >"$dir/mpi.out" 2>&1
 st=$?
 [ "$st" -eq 0 ] && [ "$(grep -c ' of 4 on .* sum 6$' "$dir/mpi.out")" -eq 4 ]
 ok $? "Open MPI across the emulated nodes: 4 ranks, allreduce right (exit $st)" "$dir/mpi.out"
