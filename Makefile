@@ -21,6 +21,9 @@ HARDEN_LDFLAGS := -Wl,-z,relro -Wl,-z,now -Wl,--as-needed
 
 OPT      ?= -O2
 WARN     := -Wall -Wextra -Werror -Wno-unused-parameter -Wno-format-truncation -Wshadow -Wstrict-prototypes
+ifneq ($(findstring clang,$(CC)),)
+  WARN += -Wno-unknown-warning-option
+endif
 CFLAGS   ?= $(OPT) -g
 ALL_CFLAGS = $(CFLAGS) -std=gnu11 -fPIC $(WARN) $(HARDEN_CFLAGS) -Iinclude -I. -MMD -MP $(EXTRA_CFLAGS)
 ALL_LDFLAGS = $(LDFLAGS) $(HARDEN_LDFLAGS) $(EXTRA_LDFLAGS)
