@@ -157,7 +157,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_BUILD   := build-fuzz
 FUZZ_SRC     := $(sort $(wildcard t/fuzz/fuzz_*.c))
 FUZZ_BIN     := $(FUZZ_SRC:t/fuzz/%.c=$(FUZZ_BUILD)/%)
-FUZZ_FLAGS   := -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer
+FUZZ_FLAGS   := -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -Wno-unknown-warning-option
 
 fuzz-build:
 	$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang OPT=-O1 EXTRA_CFLAGS="$(FUZZ_FLAGS)" lib
