@@ -36,6 +36,12 @@ static int st_open(const char *path, struct st *s)
     return s->hdr ? 0 : (fprintf(stderr, "st_compare: %s: bad header\n", path), -1);
 }
 
+static void st_close(struct st *s)
+{
+    cJSON_Delete(s->hdr);
+    free(s->buf);
+}
+
 static long off(const cJSON *t, int i)
 {
     return (long)cJSON_GetArrayItem(cJSON_GetObjectItem(t, "data_offsets"), i)->valuedouble;
@@ -58,18 +64,27 @@ int main(int argc, char **argv)
         if (!strcmp(ta->string, "__metadata__") || strncmp(ta->string, prefix, strlen(prefix)))
             continue;
         tb = cJSON_GetObjectItem(b.hdr, ta->string);
-        if (!tb)
-            return printf("tensor %s missing in %s\n", ta->string, argv[2]), 1;
+        if (!tb) {
+            printf("tensor %s missing in %s\n", ta->string, argv[2]);
+            compared = -1;
+            break;
+        }
         sa = cJSON_PrintUnformatted(cJSON_GetObjectItem(ta, "shape"));
         sb = cJSON_PrintUnformatted(cJSON_GetObjectItem(tb, "shape"));
         same = !strcmp(sa, sb) && off(ta, 1) - off(ta, 0) == off(tb, 1) - off(tb, 0) &&
                !memcmp(a.data + off(ta, 0), b.data + off(tb, 0), (size_t)(off(ta, 1) - off(ta, 0)));
         free(sa);
         free(sb);
-        if (!same)
-            return printf("tensor %s differs\n", ta->string), 1;
+        if (!same) {
+            printf("tensor %s differs\n", ta->string);
+            compared = -1;
+            break;
+        }
         compared++;
     }
-    printf("%d tensors identical\n", compared);
-    return compared ? 0 : 1;
+    st_close(&a);
+    st_close(&b);
+    if (compared > 0)
+        printf("%d tensors identical\n", compared);
+    return compared > 0 ? 0 : 1;
 }
