@@ -89,6 +89,23 @@ void ct_trainer_flags_usage(const char *cmd, FILE *out)
                  "Exit status: 0 success, 1 failure (files, I/O, a rank), 2 bad flags or configuration.\n");
 }
 
+void ct_trainer_flags_summary(FILE *out)
+{
+    fprintf(out, "\nfit, validate and test flags (ctrain fit --help has the details):\n");
+    for (const struct flag *f = flags; f->name; f++) {
+        char left[64];
+
+        snprintf(left, sizeof(left), "%s%s%s", f->name, f->metavar ? " " : "", f->metavar ? f->metavar : "");
+        fprintf(out, "  %-34s %s\n", left, f->help);
+    }
+    for (int i = 0; connector_help[i][0]; i++) {
+        char left[64];
+
+        snprintf(left, sizeof(left), "%s %s", connector_help[i][0], connector_help[i][1]);
+        fprintf(out, "  %-34s %s\n", left, connector_help[i][2]);
+    }
+}
+
 static int unknown_flag(const char *name, ct_error *err)
 {
     const char *names[64];
