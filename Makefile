@@ -25,6 +25,9 @@ ifneq ($(findstring clang,$(CC)),)
   WARN += -Wno-unknown-warning-option
 endif
 CFLAGS   ?= $(OPT) -g
+# The training step's element-wise loops (bias+ReLU, optimizer updates): vectorised, and sqrtf
+# without errno so it vectorises; engine/nn also clones its hot loops per ISA (target_clones).
+NN_CFLAGS ?= -O3 -fno-math-errno
 ALL_CFLAGS = $(CFLAGS) -std=gnu11 -fPIC $(WARN) $(HARDEN_CFLAGS) -Iinclude -I. -MMD -MP $(EXTRA_CFLAGS)
 ALL_LDFLAGS = $(LDFLAGS) $(HARDEN_LDFLAGS) $(EXTRA_LDFLAGS)
 
@@ -89,7 +92,7 @@ tests: $(TEST_BIN) $(TOOL_BIN)
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@$(if $(filter 1,$(V)),,echo "  CC      $<")
-	$(Q)$(CC) $(ALL_CFLAGS) $(if $(filter $(CORE_SRC) $(SPANK_SRC),$<),$(CORE_CFLAGS),$(LIB_CFLAGS)) -c $< -o $@
+	$(Q)$(CC) $(ALL_CFLAGS) $(if $(filter $(CORE_SRC) $(SPANK_SRC),$<),$(CORE_CFLAGS),$(LIB_CFLAGS)) $(if $(filter engine/nn/%,$<),$(NN_CFLAGS)) -c $< -o $@
 
 $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
@@ -157,7 +160,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_BUILD   := build-fuzz
 FUZZ_SRC     := $(sort $(wildcard t/fuzz/fuzz_*.c))
 FUZZ_BIN     := $(FUZZ_SRC:t/fuzz/%.c=$(FUZZ_BUILD)/%)
-FUZZ_FLAGS   := -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer
+FUZZ_FLAGS   := -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -Wno-unknown-warning-option
 
 fuzz-build:
 	$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang OPT=-O1 EXTRA_CFLAGS="$(FUZZ_FLAGS)" lib
