@@ -21,6 +21,9 @@ HARDEN_LDFLAGS := -Wl,-z,relro -Wl,-z,now -Wl,--as-needed
 
 OPT      ?= -O2
 WARN     := -Wall -Wextra -Werror -Wno-unused-parameter -Wno-format-truncation -Wshadow -Wstrict-prototypes
+ifneq ($(findstring clang,$(CC)),)
+  WARN += -Wno-unknown-warning-option
+endif
 CFLAGS   ?= $(OPT) -g
 # The training step's element-wise loops (bias+ReLU, optimizer updates): vectorised, and sqrtf
 # without errno so it vectorises; engine/nn also clones its hot loops per ISA (target_clones).

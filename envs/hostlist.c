@@ -16,6 +16,7 @@ struct ct_hostlist {
     size_t count, off_cap;
 };
 
+#define CT_HOSTLIST_MAX_TEXT "1048576" /* CT_HOSTLIST_MAX_HOSTS, for messages */
 #define HOSTLIST_HINT "SLURM hostlists look like n[001-004,007], gpu-[1-2]-ib or r[1-2]n[1-4],login1"
 
 /* One range of a bracket group: lo..hi printed with at least width digits. */
@@ -74,7 +75,7 @@ long ct_hostlist_find(const ct_hostlist *hl, const char *name)
 }
 
 /* Most bytes of host names one list may hold: the host limit alone let a few kB of long names
- * with a large range ask for gigabytes (inside srun and slurmstepd); 64 MiB is 4M names of 16. */
+ * with a large range ask for a gigabyte (inside srun and slurmstepd); 64 MiB is 1M names of 64. */
 #define HOSTLIST_MAX_BYTES ((size_t)64 << 20)
 
 static int push_n(ct_hostlist *hl, const char *host, size_t len, ct_error *err)
@@ -186,7 +187,7 @@ static int parse_group(const char *expr, size_t *i, struct group *g, ct_error *e
             r.hi = hi;
         }
         if (r.hi - r.lo >= CT_HOSTLIST_MAX_HOSTS || g->size + (r.hi - r.lo + 1) > CT_HOSTLIST_MAX_HOSTS)
-            return malformed(err, expr, at, "range holds more hosts than a hostlist may (4194304)");
+            return malformed(err, expr, at, "range holds more hosts than a hostlist may (" CT_HOSTLIST_MAX_TEXT ")");
         if (g->nranges == g->cap) { /* geometric growth: 100k ranges in one bracket stay linear */
             size_t cap = g->cap ? g->cap * 2 : 16;
             struct range *p = realloc(g->ranges, cap * sizeof(*p));
@@ -211,11 +212,12 @@ static int parse_group(const char *expr, size_t *i, struct group *g, ct_error *e
     }
 }
 
-/* Split the name at expr[*i] (up to a top-level ',' or the end) into literals and groups. */
+/* Split the name at expr[*i] (up to a top-level ',' or the end) into literals and groups.
+ * On error nothing stays allocated. */
 static int parse_pattern(const char *expr, size_t *i, struct pattern *p, ct_error *err)
 {
     size_t start = *i;
-    int rc;
+    int rc = 0;
 
     memset(p, 0, sizeof(*p));
     p->lit[0] = expr + *i;
@@ -224,8 +226,8 @@ static int parse_pattern(const char *expr, size_t *i, struct pattern *p, ct_erro
         if (c == '\0' || c == ',' || c == ' ' || c == '\t' || c == '\n')
             break;
         if (c == ']') {
-            free_pattern(p);
-            return malformed(err, expr, *i, "']' without '['");
+            rc = malformed(err, expr, *i, "']' without '['");
+            break;
         }
         if (c != '[') {
             p->lit_len[p->ngroups]++;
@@ -233,20 +235,21 @@ static int parse_pattern(const char *expr, size_t *i, struct pattern *p, ct_erro
             continue;
         }
         if (p->ngroups == 64) {
-            free_pattern(p);
-            return malformed(err, expr, *i, "more than 64 bracket groups in one name");
+            rc = malformed(err, expr, *i, "more than 64 bracket groups in one name");
+            break;
         }
         if ((rc = parse_group(expr, i, &p->groups[p->ngroups], err))) {
             free(p->groups[p->ngroups].ranges);
-            free_pattern(p); /* and the groups before it */
-            return rc;
+            break;
         }
         p->ngroups++;
         p->lit[p->ngroups] = expr + *i;
     }
-    if (*i == start)
-        return malformed(err, expr, *i, "empty host name");
-    return 0;
+    if (!rc && *i == start)
+        rc = malformed(err, expr, *i, "empty host name");
+    if (rc)
+        free_pattern(p);
+    return rc;
 }
 
 /* Hosts a pattern stands for, or 0 when more than the limit. */
@@ -347,7 +350,7 @@ int ct_hostlist_expand(const char *expr, ct_hostlist **out, ct_error *err)
         total = pattern_size(&p);
         if (!total || hl->count + total > CT_HOSTLIST_MAX_HOSTS) {
             free_pattern(&p);
-            rc = malformed(err, expr, i - 1, "expands to more hosts than a hostlist may (4194304)");
+            rc = malformed(err, expr, i - 1, "expands to more hosts than a hostlist may (" CT_HOSTLIST_MAX_TEXT ")");
             goto fail;
         }
         rc = expand_pattern(hl, &p, total, err);
@@ -362,8 +365,9 @@ int ct_hostlist_expand(const char *expr, ct_hostlist **out, ct_error *err)
             }
         }
     }
-    if (!hl->count) { /* only blanks: as empty as "" */
-        rc = malformed(err, expr, 0, "no host name");
+    if (!hl->count) {
+        ct_error_set(err, CT_EINVAL, "hostlist-malformed", "malformed hostlist '%s': no host name in it", expr);
+        rc = ct_error_hint(err, HOSTLIST_HINT);
         goto fail;
     }
     *out = hl;

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "engine/cli/commands.h"
+#include "engine/cli/trainer_flags.h"
 
 #define CT_VERSION "0.1.0"
 
@@ -27,6 +28,7 @@ static void usage(FILE *out)
     fprintf(out, "usage: ctrain <command> [flags]   (ctrain <command> --help for its flags)\n\ncommands:\n");
     for (const struct ct_command *c = commands; c->name; c++)
         fprintf(out, "  %-10s %s\n", c->name, c->summary);
+    ct_trainer_flags_summary(out);
     fprintf(out, "\n  --help     this text\n  --version  print the version\n");
 }
 

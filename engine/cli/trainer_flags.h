@@ -12,5 +12,7 @@
 int ct_trainer_flags_parse(int argc, char **argv, ct_trainer_config *cfg, ct_connector_flags *cf, int *help,
                            ct_error *err);
 void ct_trainer_flags_usage(const char *cmd, FILE *out);
+/* One line per flag of fit/validate/test, for `ctrain --help`. */
+void ct_trainer_flags_summary(FILE *out);
 
 #endif

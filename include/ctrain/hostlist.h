@@ -16,8 +16,9 @@
 
 #include "ctrain/error.h"
 
-/* Most hosts one expression may expand to (a typo like n[1-99999999] is an error, not an OOM). */
-#define CT_HOSTLIST_MAX_HOSTS (4u * 1024u * 1024u)
+/* Most hosts one expression may expand to: ten times the largest machines (~100k nodes); a typo
+ * like n[1-99999999] is an error, not an OOM. */
+#define CT_HOSTLIST_MAX_HOSTS (1024u * 1024u)
 
 typedef struct ct_hostlist ct_hostlist;
 

@@ -36,55 +36,55 @@ static int st_open(const char *path, struct st *s)
     return s->hdr ? 0 : (fprintf(stderr, "st_compare: %s: bad header\n", path), -1);
 }
 
-static long off(const cJSON *t, int i)
-{
-    return (long)cJSON_GetArrayItem(cJSON_GetObjectItem(t, "data_offsets"), i)->valuedouble;
-}
-
-/* Compare the tensors of a and b whose names start with prefix; the exit status of main. */
-static int compare(struct st *a, struct st *b, const char *bname, const char *prefix)
-{
-    const cJSON *ta;
-    int compared = 0;
-
-    cJSON_ArrayForEach(ta, a->hdr) {
-        const cJSON *tb;
-        char *sa, *sb;
-        int same;
-
-        if (!strcmp(ta->string, "__metadata__") || strncmp(ta->string, prefix, strlen(prefix)))
-            continue;
-        tb = cJSON_GetObjectItem(b->hdr, ta->string);
-        if (!tb)
-            return printf("tensor %s missing in %s\n", ta->string, bname), 1;
-        sa = cJSON_PrintUnformatted(cJSON_GetObjectItem(ta, "shape"));
-        sb = cJSON_PrintUnformatted(cJSON_GetObjectItem(tb, "shape"));
-        same = !strcmp(sa, sb) && off(ta, 1) - off(ta, 0) == off(tb, 1) - off(tb, 0) &&
-               !memcmp(a->data + off(ta, 0), b->data + off(tb, 0), (size_t)(off(ta, 1) - off(ta, 0)));
-        free(sa);
-        free(sb);
-        if (!same)
-            return printf("tensor %s differs\n", ta->string), 1;
-        compared++;
-    }
-    printf("%d tensors identical\n", compared);
-    return compared ? 0 : 1;
-}
-
 static void st_close(struct st *s)
 {
     cJSON_Delete(s->hdr);
     free(s->buf);
 }
 
+static long off(const cJSON *t, int i)
+{
+    return (long)cJSON_GetArrayItem(cJSON_GetObjectItem(t, "data_offsets"), i)->valuedouble;
+}
+
 int main(int argc, char **argv)
 {
-    struct st a = { 0 }, b = { 0 };
-    int rc = 2;
+    struct st a, b;
+    const cJSON *ta;
+    const char *prefix = argc > 3 ? argv[3] : "";
+    int compared = 0;
 
-    if (argc >= 3 && !st_open(argv[1], &a) && !st_open(argv[2], &b))
-        rc = compare(&a, &b, argv[2], argc > 3 ? argv[3] : "");
+    if (argc < 3 || st_open(argv[1], &a) || st_open(argv[2], &b))
+        return 2;
+    cJSON_ArrayForEach(ta, a.hdr) {
+        const cJSON *tb;
+        char *sa, *sb;
+        int same;
+
+        if (!strcmp(ta->string, "__metadata__") || strncmp(ta->string, prefix, strlen(prefix)))
+            continue;
+        tb = cJSON_GetObjectItem(b.hdr, ta->string);
+        if (!tb) {
+            printf("tensor %s missing in %s\n", ta->string, argv[2]);
+            compared = -1;
+            break;
+        }
+        sa = cJSON_PrintUnformatted(cJSON_GetObjectItem(ta, "shape"));
+        sb = cJSON_PrintUnformatted(cJSON_GetObjectItem(tb, "shape"));
+        same = !strcmp(sa, sb) && off(ta, 1) - off(ta, 0) == off(tb, 1) - off(tb, 0) &&
+               !memcmp(a.data + off(ta, 0), b.data + off(tb, 0), (size_t)(off(ta, 1) - off(ta, 0)));
+        free(sa);
+        free(sb);
+        if (!same) {
+            printf("tensor %s differs\n", ta->string);
+            compared = -1;
+            break;
+        }
+        compared++;
+    }
     st_close(&a);
     st_close(&b);
-    return rc;
+    if (compared > 0)
+        printf("%d tensors identical\n", compared);
+    return compared > 0 ? 0 : 1;
 }

@@ -84,6 +84,12 @@ static void test_malformed(void **state)
     expect_malformed("n1,,n2", "empty host name");
     expect_malformed(",n1", "empty host name");
     expect_malformed("n1,", "trailing ','");
+    {
+        char limit[32];
+        snprintf(limit, sizeof(limit), "(%u)", CT_HOSTLIST_MAX_HOSTS);
+        expect_malformed("n[0-99999999]", limit);
+        expect_malformed("n[1-1048577]", "more hosts");
+    }
     expect_malformed("n[0-99999999]", "more hosts");
     expect_malformed("a[0-9999]b[0-9999]", "more hosts");
     expect_malformed("n[1234567890123456789]", "at most 18 digits");
