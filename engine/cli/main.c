@@ -14,6 +14,7 @@ struct ct_command {
 
 /* One line per subcommand, in the order `ctrain --help` lists them. */
 static const struct ct_command commands[] = {
+    { "plan", ct_cmd_plan, "resolve flags into a training plan (JSON) without training" },
     { "bind", ct_cmd_bind, "print the cores, GPUs and NIC each task of a node gets (the SPANK plan)" },
     { NULL, NULL, NULL }
 };

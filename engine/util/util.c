@@ -109,3 +109,24 @@ double ct_time_now(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
+
+const char *ct_options_get(const char *options, const char *key, char *buf, size_t size)
+{
+    size_t klen = strlen(key);
+    const char *p = options;
+
+    while (p && *p) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len > klen && !strncmp(p, key, klen) && p[klen] == '=') {
+            size_t vlen = len - klen - 1;
+            if (vlen >= size)
+                vlen = size - 1;
+            memcpy(buf, p + klen + 1, vlen);
+            buf[vlen] = '\0';
+            return buf;
+        }
+        p = end ? end + 1 : NULL;
+    }
+    return NULL;
+}

@@ -11,6 +11,9 @@
 
 #include "ctrain/error.h"
 
+/* Most devices one node may use (ids and process counts). */
+#define CT_MAX_DEVICES 256
+
 typedef struct ct_memstats {
     size_t used_bytes;   /* device memory in use by this process (cpu: resident set size) */
     size_t total_bytes;  /* device capacity (cpu: physical memory) */

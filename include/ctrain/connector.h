@@ -12,11 +12,10 @@
 #ifndef CTRAIN_CONNECTOR_H
 #define CTRAIN_CONNECTOR_H
 
+#include "ctrain/accelerator.h"
 #include "ctrain/environment.h"
 #include "ctrain/error.h"
 #include "ctrain/strategy.h"
-
-#define CT_MAX_DEVICES 256
 
 /* Flags as the user typed them; NULL means "not given". */
 typedef struct ct_connector_flags {
@@ -69,18 +68,30 @@ typedef struct ct_plan {
     int n_notices;
 } ct_plan;
 
-/* What the connector may ask the world. NULL members mean: the process environment and the
- * accelerators registered in this process. The SPANK plugin passes the job's environment and
- * leaves cuda availability unknown (-1) on login nodes. */
+/* Whether CUDA is there, for the auto rules. */
+enum ct_cuda_probe {
+    CT_CUDA_ASK = 0,   /* ask the cuda accelerator registered in this process */
+    CT_CUDA_UNKNOWN,   /* cannot know here (the SPANK plugin on a login node): resolve on the node */
+    CT_CUDA_ABSENT,
+    CT_CUDA_PRESENT    /* with cuda_device_count devices */
+};
+
+/* What the connector may ask the world. A zeroed context (or NULL) means: the process environment
+ * and the accelerators registered in this process. The SPANK plugin passes the job's environment
+ * and CT_CUDA_UNKNOWN. */
 typedef struct ct_connector_context {
-    ct_getenv_fn getenv_fn;
+    ct_getenv_fn getenv_fn;  /* NULL: getenv(3) */
     void *getenv_ctx;
-    int cuda_available;   /* -1: ask the registered accelerator; 0/1: given */
+    enum ct_cuda_probe cuda;
     int cuda_device_count;
-    int cpu_count;        /* 0: ask the system */
+    int cpu_count;           /* 0: ask the system */
 } ct_connector_context;
 
 typedef struct ct_connector ct_connector;
+
+/* Store a connector flag ("--strategy", value) into flags, refusing a flag given twice
+ * (catalogue id flag-duplicate). Returns 1 when flag is not a connector flag, 0 when stored. */
+int ct_connector_flags_set(ct_connector_flags *flags, const char *flag, const char *value, ct_error *err);
 
 /* Parts 1 and 2. On error *out is NULL and err names the flags involved. */
 int ct_connector_create(const ct_connector_flags *flags, const ct_connector_context *ctx,
@@ -90,6 +101,14 @@ const ct_plan *ct_connector_plan(const ct_connector *c);
  * Fails with CT_ENOTAVAIL when the implementation is not registered in this process. */
 ct_strategy *ct_connector_strategy(ct_connector *c, ct_error *err);
 void ct_connector_free(ct_connector *c);
+
+/* The error catalogue: every misconfiguration the connector reports, by stable id. */
+typedef struct ct_catalogue_entry {
+    const char *id;
+    const char *inputs;   /* the flags / variables involved */
+    const char *summary;
+} ct_catalogue_entry;
+const ct_catalogue_entry *ct_connector_catalogue(int *n);
 
 /* The plan as a JSON object (malloc'd string), with "sources". */
 char *ct_plan_to_json(const ct_plan *plan);

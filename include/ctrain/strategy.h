@@ -50,6 +50,9 @@ typedef int (*ct_rank_fn)(ct_strategy *s, void *arg, void *result, size_t result
 int ct_strategy_launch(ct_strategy *s, ct_rank_fn fn, void *arg, void *result, size_t result_size,
                        int *is_supervisor, ct_error *err);
 
+/* Drop the output of ranks other than 0 (otherwise prefixed "[rank N] "). Before launch. */
+void ct_strategy_set_quiet_others(ct_strategy *s, int quiet);
+
 /* --- lifecycle, inside a rank ----------------------------------------------------------------- */
 /* Join the process group (DDP: MPI over the PMIx-provided world) and select the device. */
 int ct_strategy_setup_environment(ct_strategy *s, ct_error *err);
@@ -72,8 +75,7 @@ int ct_strategy_reduce_sum(ct_strategy *s, double *values, int n, ct_error *err)
 int ct_strategy_save_checkpoint(ct_strategy *s, const char *path, const ct_ckpt *ckpt, ct_error *err);
 int ct_strategy_load_checkpoint(ct_strategy *s, const char *path, ct_ckpt *ckpt, ct_error *err);
 
-/* Leave the process group; the strategy stays allocated. */
+/* Leave the process group. The strategy belongs to its connector: ct_connector_free frees it. */
 void ct_strategy_teardown(ct_strategy *s);
-void ct_strategy_free(ct_strategy *s);
 
 #endif

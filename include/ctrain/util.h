@@ -23,6 +23,9 @@ int ct_str_copy(char *dst, size_t size, const char *src);
 /* Duplicate or abort-free NULL on OOM. */
 char *ct_strdup(const char *s);
 
+/* Value of key in a "k=v,k=v" options string, copied into buf; NULL when absent. */
+const char *ct_options_get(const char *options, const char *key, char *buf, size_t size);
+
 /* Monotonic clock in seconds. */
 double ct_time_now(void);
 

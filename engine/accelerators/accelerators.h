@@ -1,0 +1,9 @@
+/* The accelerators libctrain implements; registered by name in ct_engine_init(). */
+#ifndef CTRAIN_ACCELERATORS_H
+#define CTRAIN_ACCELERATORS_H
+
+#include "ctrain/accelerator.h"
+
+extern const struct ct_accelerator_ops ct_accelerator_cpu;
+
+#endif

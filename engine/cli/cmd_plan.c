@@ -1,0 +1,151 @@
+/* ctrain plan — resolve the flags through the connector without training; print the plan as JSON.
+ * A misconfiguration exits 2 with the connector's message on stderr; nothing is started. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctrain/connector.h"
+#include "ctrain/engine.h"
+#include "ctrain/envs.h"
+#include "ctrain/registry.h"
+#include "ctrain/util.h"
+#include "engine/cli/commands.h"
+
+static const char *const plan_flags[] = {
+    "--accelerator", "--strategy", "--devices", "--num-nodes", "--precision", "--cluster-env",
+    "--deterministic", "--list", "--errors", "--help", NULL
+};
+
+static void plan_usage(FILE *out)
+{
+    fprintf(out,
+        "usage: ctrain plan [flags]\n"
+        "Resolve accelerator, strategy, precision, cluster environment and devices as `ctrain fit` would,\n"
+        "print the plan as JSON (with where each value came from), and exit. Nothing is started.\n\n"
+        "  --accelerator NAME   cpu, cuda (alias gpu) or auto (default: $CTRAIN_ACCELERATOR, else auto)\n"
+        "  --strategy NAME[:k=v,...]  single_device, ddp, ddp_fork (alias ddp_spawn), registered variants,\n"
+        "                       or auto (default: $CTRAIN_STRATEGY, else auto); options e.g. ddp:bucket_mb=2\n"
+        "  --devices SPEC       auto, N, -1 (all), or ids \"0,1\" / \"1,\" (cuda)\n"
+        "  --num-nodes N        nodes in the run (default: the cluster environment's, else 1)\n"
+        "  --precision P        32-true, bf16-mixed, 16-mixed, ... (default: $CTRAIN_PRECISION, else 32-true)\n"
+        "  --cluster-env NAME   auto or an environment name (ctrain plan --list)\n"
+        "  --deterministic      reproducible results (recorded in the plan)\n"
+        "  --list               print the registries: accelerators, strategies, precisions, cluster\n"
+        "                       environments, checkpoint IO, launchers\n"
+        "  --errors             print the error catalogue: every misconfiguration ctrain reports, by id\n"
+        "  --help               this text\n\n"
+        "Exit status: 0 resolved, 2 misconfiguration (message and hint on stderr).\n");
+}
+
+static void list_kind(enum ct_registry_kind kind)
+{
+    char accel[64];
+
+    printf("%ss:\n", ct_registry_kind_name(kind));
+    for (int i = 0; i < ct_registry_count(kind); i++) {
+        const ct_registry_entry *e = ct_registry_at(kind, i);
+        printf("  %-18s", e->name);
+        if (kind != CT_REG_ACCELERATOR && kind != CT_REG_LAUNCHER && kind != CT_REG_CHECKPOINT_IO)
+            printf(" [%s]", e->legacy_of ? "legacy" : ct_registry_accel_list(e->accelerators, accel, sizeof(accel)));
+        for (int a = 0; a < 4 && e->aliases[a]; a++)
+            printf(" (alias %s)", e->aliases[a]);
+        if (e->options)
+            printf(" {%s}", e->options);
+        printf("  %s\n", e->description);
+    }
+}
+
+static void list_registries(void)
+{
+    list_kind(CT_REG_ACCELERATOR);
+    list_kind(CT_REG_STRATEGY);
+    list_kind(CT_REG_PRECISION);
+    printf("cluster environments (detection order):\n");
+    for (int i = 0; i < ct_env_count(); i++) {
+        const struct ct_env_ops *e = ct_env_at(i);
+        printf("  %-18s%s  %s\n", e->name, e->auto_detect ? "" : " [explicit only]", e->description);
+    }
+    list_kind(CT_REG_CHECKPOINT_IO);
+    list_kind(CT_REG_LAUNCHER);
+}
+
+static int unknown_flag(const char *arg)
+{
+    const char *guess = ct_str_closest(arg, plan_flags);
+
+    fprintf(stderr, "ctrain: error: plan: unknown flag '%s'\n", arg);
+    if (guess)
+        fprintf(stderr, "ctrain: hint: did you mean %s? (ctrain plan --help)\n", guess);
+    else
+        fprintf(stderr, "ctrain: hint: ctrain plan --help lists the flags\n");
+    return 2;
+}
+
+int ct_cmd_plan(int argc, char **argv)
+{
+    ct_connector_flags flags = { 0 };
+    ct_connector *conn = NULL;
+    ct_error err;
+    char *json;
+    int list = 0;
+
+    ct_error_clear(&err);
+    ct_engine_init();
+    for (int i = 1; i < argc; i++) {
+        char name[64];
+        const char *value = NULL, *eq = strchr(argv[i], '=');
+        int rc;
+
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            plan_usage(stdout);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--errors")) {
+            int n;
+            const ct_catalogue_entry *cat = ct_connector_catalogue(&n);
+            for (int k = 0; k < n; k++)
+                printf("%-36s %-40s %s\n", cat[k].id, cat[k].inputs, cat[k].summary);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--list")) {
+            list = 1;
+            continue;
+        }
+        if (!strcmp(argv[i], "--deterministic")) {
+            flags.deterministic = 1;
+            continue;
+        }
+        snprintf(name, sizeof(name), "%.*s", eq ? (int)(eq - argv[i]) : (int)strlen(argv[i]), argv[i]);
+        if (eq)
+            value = eq + 1;
+        else if (i + 1 < argc)
+            value = argv[++i];
+        rc = ct_connector_flags_set(&flags, name, value ? value : "", &err);
+        if (rc == 1)
+            return unknown_flag(name);
+        if (rc == 0 && !value) {
+            ct_error_set(&err, CT_EINVAL, "flag-missing-value", "%s needs a value", name);
+            ct_error_hint(&err, "write %s VALUE or %s=VALUE", name, name);
+            rc = CT_EINVAL;
+        }
+        if (rc) {
+            ct_error_print(stderr, &err);
+            return ct_error_exit_status(rc);
+        }
+    }
+    if (list) {
+        list_registries();
+        return 0;
+    }
+    if (ct_connector_create(&flags, NULL, &conn, &err)) {
+        ct_error_print(stderr, &err);
+        return ct_error_exit_status(err.code);
+    }
+    for (int i = 0; i < ct_connector_plan(conn)->n_notices; i++)
+        fprintf(stderr, "ctrain: notice: %s\n", ct_connector_plan(conn)->notices[i]);
+    json = ct_plan_to_json(ct_connector_plan(conn));
+    printf("%s\n", json);
+    free(json);
+    ct_connector_free(conn);
+    return 0;
+}

@@ -1,0 +1,306 @@
+/* Connector, part 2: choose the cluster environment, accelerator, devices, nodes, strategy,
+ * precision and launcher from the final flags — the "auto" rules of the README's table.
+ *
+ * Each choice is one function; each records where its value came from. A rule that cannot be
+ * satisfied is an error with a hint, never a quiet switch to something else.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ctrain/accelerator.h"
+#include "ctrain/envs.h"
+#include "engine/connector/connector_internal.h"
+
+static void set_source(ct_plan *plan, enum ct_plan_field f, enum ct_source src, const char *detail)
+{
+    plan->source[f] = src;
+    snprintf(plan->source_detail[f], sizeof(plan->source_detail[f]), "%s", detail);
+}
+
+static void keep_source(ct_plan *plan, const ct_final_flags *ff, enum ct_plan_field f)
+{
+    set_source(plan, f, ff->source[f], ff->source_detail[f]);
+}
+
+static int choose_environment(const ct_final_flags *ff, const ct_connector_context *ctx, ct_plan *plan,
+                              ct_error *err)
+{
+    const struct ct_env_ops *ops = NULL;
+    int rc;
+
+    rc = ct_env_detect(ctx->getenv_fn, ctx->getenv_ctx, ff->cluster_env, &ops, &plan->env, err);
+    if (rc)
+        return rc;
+    snprintf(plan->cluster_env, sizeof(plan->cluster_env), "%s", ops->name);
+    if (ff->cluster_env && strcmp(ff->cluster_env, "auto"))
+        keep_source(plan, ff, CT_PLAN_CLUSTER_ENV);
+    else
+        set_source(plan, CT_PLAN_CLUSTER_ENV, CT_SOURCE_AUTO, "detected from the environment variables");
+    return 0;
+}
+
+/* 1, 0, or -1 when unknown (the SPANK plugin on a login node). */
+static int cuda_available(const ct_connector_context *ctx, char *why, size_t size)
+{
+    const ct_registry_entry *cuda = ct_registry_find(CT_REG_ACCELERATOR, "cuda");
+    const struct ct_accelerator_ops *ops = cuda ? cuda->ops : NULL;
+
+    snprintf(why, size, "no CUDA driver or device");
+    if (ctx->cuda == CT_CUDA_UNKNOWN)
+        return -1;
+    if (ctx->cuda != CT_CUDA_ASK)
+        return ctx->cuda == CT_CUDA_PRESENT;
+    if (!ops) {
+        snprintf(why, size, "this build of ctrain has no CUDA support (built without the CUDA toolkit)");
+        return 0;
+    }
+    return ops->is_available(why, size);
+}
+
+static int cuda_device_count(const ct_connector_context *ctx)
+{
+    const ct_registry_entry *cuda = ct_registry_find(CT_REG_ACCELERATOR, "cuda");
+    const struct ct_accelerator_ops *ops = cuda ? cuda->ops : NULL;
+
+    if (ctx->cuda != CT_CUDA_ASK)
+        return ctx->cuda == CT_CUDA_PRESENT ? ctx->cuda_device_count : 0;
+    return ops ? ops->device_count() : 0;
+}
+
+static int choose_accelerator(const ct_final_flags *ff, const ct_connector_context *ctx, ct_plan *plan,
+                              ct_error *err)
+{
+    char why[160];
+    int avail = cuda_available(ctx, why, sizeof(why));
+
+    if (ff->accelerator) {
+        snprintf(plan->accelerator, sizeof(plan->accelerator), "%s", ff->accelerator->name);
+        keep_source(plan, ff, CT_PLAN_ACCELERATOR);
+        if (!strcmp(plan->accelerator, "cuda") && avail == 0) {
+            ct_error_set(err, CT_ENOTAVAIL, "accelerator-not-available",
+                         "%s cuda: CUDA is not available on this machine (%s)",
+                         plan->source_detail[CT_PLAN_ACCELERATOR], why);
+            return ct_error_hint(err, "run on a GPU node (srun --gres=gpu:N), or use --accelerator cpu");
+        }
+        return 0;
+    }
+    if (avail < 0) {
+        /* Resolved where the tasks run; the plugin cannot see the compute node's GPUs. */
+        snprintf(plan->accelerator, sizeof(plan->accelerator), "auto");
+        set_source(plan, CT_PLAN_ACCELERATOR, CT_SOURCE_AUTO, "resolved on the compute node");
+        return 0;
+    }
+    snprintf(plan->accelerator, sizeof(plan->accelerator), "%s", avail ? "cuda" : "cpu");
+    set_source(plan, CT_PLAN_ACCELERATOR, CT_SOURCE_AUTO, avail ? "cuda is available" : "cuda is not available");
+    return 0;
+}
+
+static int cpu_count(const ct_connector_context *ctx)
+{
+    long n = ctx->cpu_count > 0 ? ctx->cpu_count : sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static int devices_beyond(const char *id, const ct_plan *plan, int asked, int have, ct_error *err)
+{
+    ct_error_set(err, CT_ENOTAVAIL, id, "--devices asks for %s%d but this node has %d %s device%s", 
+                 !strcmp(id, "devices-out-of-range") ? "device id " : "", asked, have, plan->accelerator,
+                 have == 1 ? "" : "s");
+    return ct_error_hint(err, "use --devices %d or fewer%s", have,
+                         !strcmp(id, "devices-out-of-range") ? " (ids count from 0 within CUDA_VISIBLE_DEVICES)"
+                                                             : "");
+}
+
+/* How many local processes (cpu) or which device ids (cuda) this node uses. */
+static int choose_devices(const ct_final_flags *ff, const ct_connector_context *ctx, ct_plan *plan,
+                          ct_error *err)
+{
+    int is_cuda = !strcmp(plan->accelerator, "cuda");
+    int have = is_cuda ? cuda_device_count(ctx) : cpu_count(ctx);
+    int external = plan->env.creates_processes_externally;
+    int n = 0;
+
+    keep_source(plan, ff, CT_PLAN_DEVICES);
+    switch (ff->devices_kind) {
+    case CT_DEVICES_AUTO:
+        n = external ? plan->env.local_world_size : (is_cuda ? have : 1);
+        set_source(plan, CT_PLAN_DEVICES, CT_SOURCE_AUTO,
+                   external ? "tasks on this node" : (is_cuda ? "all visible GPUs" : "one process"));
+        break;
+    case CT_DEVICES_ALL:
+        n = have;
+        break;
+    case CT_DEVICES_COUNT:
+        n = ff->devices_count;
+        if (is_cuda && !external && n > have)
+            return devices_beyond("devices-too-many", plan, n, have, err);
+        break;
+    case CT_DEVICES_LIST:
+        n = ff->n_device_ids;
+        for (int i = 0; i < n; i++) {
+            if (is_cuda && ff->device_ids[i] >= have)
+                return devices_beyond("devices-out-of-range", plan, ff->device_ids[i], have, err);
+            plan->devices[i] = ff->device_ids[i];
+        }
+        break;
+    }
+    if (n < 1)
+        n = 1;
+    if (ff->devices_kind != CT_DEVICES_LIST)
+        for (int i = 0; i < n && i < CT_MAX_DEVICES; i++)
+            plan->devices[i] = i;
+    plan->n_devices = n > CT_MAX_DEVICES ? CT_MAX_DEVICES : n;
+    return 0;
+}
+
+static int choose_num_nodes(const ct_final_flags *ff, ct_plan *plan, ct_error *err)
+{
+    if (ff->num_nodes) {
+        plan->num_nodes = ff->num_nodes;
+        keep_source(plan, ff, CT_PLAN_NUM_NODES);
+    } else if (plan->env.creates_processes_externally) {
+        plan->num_nodes = plan->env.num_nodes;
+        set_source(plan, CT_PLAN_NUM_NODES, CT_SOURCE_CLUSTER, plan->env.source[CT_ENV_NUM_NODES]);
+    } else {
+        plan->num_nodes = 1;
+        set_source(plan, CT_PLAN_NUM_NODES, CT_SOURCE_DEFAULT, "one node");
+    }
+    if (plan->num_nodes > 1 && !plan->env.creates_processes_externally) {
+        ct_error_set(err, CT_ECONFLICT, "multinode-without-launcher",
+                     "--num-nodes %d needs processes on %d nodes, but nothing started them (cluster environment: %s)",
+                     plan->num_nodes, plan->num_nodes, plan->cluster_env);
+        return ct_error_hint(err, "run under srun -N %d (or mpirun/torchrun on every node); ctrain's own launcher "
+                                  "starts processes on this node only", plan->num_nodes);
+    }
+    return 0;
+}
+
+static int choose_world(const ct_final_flags *ff, ct_plan *plan, ct_error *err)
+{
+    const struct ct_env_ops *ops = ct_env_lookup(plan->cluster_env);
+    int devices = ff->devices_kind == CT_DEVICES_AUTO ? 0 : plan->n_devices;
+
+    if (plan->env.creates_processes_externally && ops && ops->validate) {
+        int rc = ops->validate(&plan->env, devices, ff->num_nodes, err);
+        if (rc)
+            return rc;
+        plan->world_size = plan->env.world_size;
+        return 0;
+    }
+    plan->world_size = plan->n_devices * plan->num_nodes;
+    return 0;
+}
+
+static int choose_strategy(const ct_final_flags *ff, ct_plan *plan, ct_error *err)
+{
+    if (!ff->strategy) {
+        const char *name = plan->world_size > 1 ? "ddp" : "single_device";
+        const ct_registry_entry *e = ct_registry_find(CT_REG_STRATEGY, name);
+        snprintf(plan->strategy, sizeof(plan->strategy), "%s", name);
+        snprintf(plan->strategy_options, sizeof(plan->strategy_options), "%s", e->options ? e->options : "");
+        set_source(plan, CT_PLAN_STRATEGY, CT_SOURCE_AUTO,
+                   plan->world_size > 1 ? (plan->num_nodes > 1 ? "num_nodes > 1" : "world size > 1")
+                                        : "one device");
+        return 0;
+    }
+    snprintf(plan->strategy, sizeof(plan->strategy), "%s", ff->strategy->name);
+    snprintf(plan->strategy_options, sizeof(plan->strategy_options), "%s", ff->strategy_options);
+    keep_source(plan, ff, CT_PLAN_STRATEGY);
+    if (!strcmp(plan->strategy, "single_device") && plan->world_size > 1) {
+        ct_error_set(err, CT_ECONFLICT, "strategy-single-device-many",
+                     "%s single_device runs one process, but %d processes are in this run (%s)",
+                     plan->source_detail[CT_PLAN_STRATEGY], plan->world_size,
+                     plan->env.creates_processes_externally ? plan->cluster_env : "--devices");
+        return ct_error_hint(err, "use --strategy ddp, or start a single task (srun -n 1, --devices 1)");
+    }
+    return 0;
+}
+
+/* With the accelerator known, the strategy and precision must both run on it. */
+static int check_support(const ct_final_flags *ff, ct_plan *plan, ct_error *err)
+{
+    unsigned bit = ct_registry_accel_bit(plan->accelerator);
+    const ct_registry_entry *st = ct_registry_find(CT_REG_STRATEGY, plan->strategy);
+    const ct_registry_entry *pr = ff->precision ? ff->precision : ct_registry_find(CT_REG_PRECISION, "32-true");
+    char list[128];
+
+    snprintf(plan->precision, sizeof(plan->precision), "%s", pr->name);
+    if (ff->precision)
+        keep_source(plan, ff, CT_PLAN_PRECISION);
+    else
+        set_source(plan, CT_PLAN_PRECISION, CT_SOURCE_DEFAULT, "32-true");
+    if (!bit)
+        return 0; /* accelerator resolved on the compute node */
+    if (!(st->accelerators & bit)) {
+        ct_error_set(err, CT_ECONFLICT, "strategy-unsupported-accelerator",
+                     "strategy %s does not run on accelerator %s (%s)", st->name, plan->accelerator,
+                     plan->source_detail[CT_PLAN_ACCELERATOR]);
+        return ct_error_hint(err, "%s runs on: %s; choose it with --accelerator, or another strategy", st->name,
+                             ct_registry_accel_list(st->accelerators, list, sizeof(list)));
+    }
+    if (!(pr->accelerators & bit)) {
+        ct_error_set(err, CT_ECONFLICT, "precision-unsupported-accelerator",
+                     "precision %s is not supported on accelerator %s (%s)", pr->name, plan->accelerator,
+                     plan->source_detail[CT_PLAN_ACCELERATOR]);
+        return ct_error_hint(err, "%s runs on: %s; on %s use --precision 32-true", pr->name,
+                             ct_registry_accel_list(pr->accelerators, list, sizeof(list)), plan->accelerator);
+    }
+    return 0;
+}
+
+static int choose_launcher(ct_plan *plan, ct_error *err)
+{
+    const ct_registry_entry *st = ct_registry_find(CT_REG_STRATEGY, plan->strategy);
+    int external = plan->env.creates_processes_externally;
+    const char *name = "external", *why = "one process";
+
+    if (st->launch == CT_LAUNCH_FORK) {
+        if (external && plan->env.world_size > 1) {
+            ct_error_set(err, CT_ECONFLICT, "strategy-fork-external",
+                         "--strategy %s forks workers, but %s already started %d processes", plan->strategy,
+                         plan->cluster_env, plan->env.world_size);
+            return ct_error_hint(err, "use --strategy ddp under %s, or run one task and let %s fork",
+                                 plan->cluster_env, plan->strategy);
+        }
+        name = "fork";
+        why = "strategy forks its workers";
+    } else if (st->launch == CT_LAUNCH_PROCESSES) {
+        if (external) {
+            why = "processes started by the cluster environment";
+        } else if (plan->n_devices > 1) {
+            name = "subprocess";
+            why = "more than one device on this node";
+        }
+    }
+    snprintf(plan->launcher, sizeof(plan->launcher), "%s", name);
+    set_source(plan, CT_PLAN_LAUNCHER, CT_SOURCE_AUTO, why);
+    return 0;
+}
+
+int ct_connector_choose(const ct_final_flags *ff, const ct_connector_context *ctx, ct_plan *plan,
+                        ct_error *err)
+{
+    int rc;
+
+    memset(plan, 0, sizeof(*plan));
+    plan->deterministic = ff->deterministic;
+    snprintf(plan->checkpoint_io, sizeof(plan->checkpoint_io), "safetensors");
+    for (int i = 0; i < ff->n_notices; i++)
+        snprintf(plan->notices[plan->n_notices++], sizeof(plan->notices[0]), "%s", ff->notices[i]);
+    if ((rc = choose_environment(ff, ctx, plan, err)))
+        return rc;
+    if ((rc = choose_accelerator(ff, ctx, plan, err)))
+        return rc;
+    if ((rc = choose_devices(ff, ctx, plan, err)))
+        return rc;
+    if ((rc = choose_num_nodes(ff, plan, err)))
+        return rc;
+    if ((rc = choose_world(ff, plan, err)))
+        return rc;
+    if ((rc = choose_strategy(ff, plan, err)))
+        return rc;
+    if ((rc = check_support(ff, plan, err)))
+        return rc;
+    return choose_launcher(plan, err);
+}

@@ -1,0 +1,73 @@
+/* Connector, part 3: create the strategy and hand it its parts — accelerator, precision, cluster
+ * environment, checkpoint IO, launcher and devices. Called lazily, the first time the Trainer asks.
+ *
+ * The implementations are the ops libctrain attached to the registry entries at start-up
+ * (ct_engine_init). A process that linked only libctrain-core (the SPANK plugin) never gets here.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctrain/envs.h"
+#include "engine/connector/connector_internal.h"
+#include "engine/strategies/strategy_impl.h"
+
+static int part_ops(enum ct_registry_kind kind, const char *name, const void **ops, ct_error *err)
+{
+    const ct_registry_entry *e = ct_registry_find(kind, name);
+
+    /* A registered variant (ddp_no_overlap) runs its base's implementation with its own options. */
+    if (e && !e->ops && e->base)
+        e = ct_registry_find(kind, e->base);
+    *ops = e ? e->ops : NULL;
+    if (*ops)
+        return 0;
+    ct_error_set(err, CT_ENOTAVAIL, "implementation-missing", "%s '%s' has no implementation in this process",
+                 ct_registry_kind_name(kind), name);
+    return ct_error_hint(err, "link libctrain and call ct_engine_init() before creating the strategy");
+}
+
+int ct_connector_create_strategy(const ct_plan *plan, ct_strategy **out, ct_error *err)
+{
+    const void *ops[CT_REG_NKINDS];
+    ct_strategy *s = NULL;
+    int rc;
+
+    *out = NULL;
+    if ((rc = part_ops(CT_REG_STRATEGY, plan->strategy, &ops[CT_REG_STRATEGY], err)) ||
+        (rc = part_ops(CT_REG_ACCELERATOR, plan->accelerator, &ops[CT_REG_ACCELERATOR], err)) ||
+        (rc = part_ops(CT_REG_PRECISION, plan->precision, &ops[CT_REG_PRECISION], err)) ||
+        (rc = part_ops(CT_REG_CHECKPOINT_IO, plan->checkpoint_io, &ops[CT_REG_CHECKPOINT_IO], err)) ||
+        (rc = part_ops(CT_REG_LAUNCHER, plan->launcher, &ops[CT_REG_LAUNCHER], err)))
+        return rc;
+    s = calloc(1, sizeof(*s));
+    if (!s)
+        return ct_error_set(err, CT_ENOMEM, NULL, "out of memory creating strategy %s", plan->strategy);
+    s->ops = ops[CT_REG_STRATEGY];
+    s->accelerator = ops[CT_REG_ACCELERATOR];
+    s->precision = ops[CT_REG_PRECISION];
+    s->checkpoint_io = ops[CT_REG_CHECKPOINT_IO];
+    s->launcher = ops[CT_REG_LAUNCHER];
+    s->env = ct_env_lookup(plan->cluster_env);
+    snprintf(s->name, sizeof(s->name), "%s", plan->strategy);
+    snprintf(s->options, sizeof(s->options), "%s", plan->strategy_options);
+    snprintf(s->accelerator_name, sizeof(s->accelerator_name), "%s", plan->accelerator);
+    snprintf(s->launcher_name, sizeof(s->launcher_name), "%s", plan->launcher);
+    snprintf(s->env_name, sizeof(s->env_name), "%s", plan->cluster_env);
+    memcpy(s->devices, plan->devices, sizeof(s->devices));
+    s->n_devices = plan->n_devices;
+    s->env_info = plan->env;
+    s->world_size = plan->world_size;
+    s->global_rank = plan->env.creates_processes_externally ? plan->env.global_rank : 0;
+    s->local_rank = plan->env.creates_processes_externally ? plan->env.local_rank : 0;
+    s->node_rank = plan->env.creates_processes_externally ? plan->env.node_rank : 0;
+    s->num_nodes = plan->num_nodes;
+    s->device = plan->devices[s->local_rank < plan->n_devices ? s->local_rank : 0];
+    rc = s->ops->init ? s->ops->init(s, err) : 0;
+    if (rc) {
+        free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}

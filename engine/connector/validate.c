@@ -1,0 +1,440 @@
+/* Connector, part 1: check every flag on its own and against the others, and fix the final flags.
+ *
+ * Names are resolved against the registries; a name from the wrong registry (`--accelerator ddp`)
+ * is its own error. Flags override the CTRAIN_* defaults the SPANK plugin sets; nothing here looks
+ * at the cluster environment or the hardware (that is part 2).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "ctrain/util.h"
+#include "engine/connector/connector_internal.h"
+
+/* One of the three name flags, with where its value came from. */
+struct name_input {
+    enum ct_registry_kind kind;
+    const char *flag;        /* "--accelerator" */
+    const char *env_var;     /* "CTRAIN_ACCELERATOR" */
+    const char *value;       /* the text to resolve, NULL when neither is set */
+    int from_env;            /* 1: value came from env_var */
+};
+
+static const char *input_name(const struct name_input *in)
+{
+    return in->from_env ? in->env_var : in->flag;
+}
+
+static const char *flag_of_kind(enum ct_registry_kind kind)
+{
+    switch (kind) {
+    case CT_REG_ACCELERATOR: return "--accelerator";
+    case CT_REG_STRATEGY:    return "--strategy";
+    case CT_REG_PRECISION:   return "--precision";
+    default:                 return "?";
+    }
+}
+
+static void known_names(enum ct_registry_kind kind, char *buf, size_t size)
+{
+    const char *const *names = ct_registry_names(kind);
+    size_t used = 0;
+
+    buf[0] = '\0';
+    for (; names && *names && used < size; names++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%s", used ? ", " : "", *names);
+}
+
+/* A name that is not in its registry: empty, from another registry, or a typo. */
+static int name_error(const struct name_input *in, ct_error *err)
+{
+    static const enum ct_registry_kind others[] = { CT_REG_ACCELERATOR, CT_REG_STRATEGY, CT_REG_PRECISION };
+    const char *kind = ct_registry_kind_name(in->kind);
+    char id[48], names[512];
+    const char *guess;
+
+    known_names(in->kind, names, sizeof(names));
+    if (!in->value[0]) {
+        snprintf(id, sizeof(id), "%s-empty", kind);
+        ct_error_set(err, CT_EINVAL, id, "%s is empty", input_name(in));
+        return ct_error_hint(err, "give a %s name (%s%s), or leave %s out", kind, names,
+                             in->kind == CT_REG_PRECISION ? "" : ", auto", input_name(in));
+    }
+    for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++) {
+        if (others[i] == in->kind || !ct_registry_find(others[i], in->value))
+            continue;
+        snprintf(id, sizeof(id), "%s-is-%s", kind, ct_registry_kind_name(others[i]));
+        ct_error_set(err, CT_EINVAL, id, "%s '%s' is a %s, not a %s", input_name(in), in->value,
+                     ct_registry_kind_name(others[i]), kind);
+        return ct_error_hint(err, "use %s %s%s (%ss: %s)", flag_of_kind(others[i]), in->value,
+                             in->from_env ? " instead of the environment variable" : "", kind, names);
+    }
+    snprintf(id, sizeof(id), "%s-unknown", kind);
+    ct_error_set(err, CT_EINVAL, id, "%s '%s' is not a known %s", input_name(in), in->value, kind);
+    guess = ct_str_closest(in->value, ct_registry_names(in->kind));
+    if (guess)
+        return ct_error_hint(err, "did you mean '%s'? %ss: %s (ctrain plan --list)", guess, kind, names);
+    return ct_error_hint(err, "%ss: %s (ctrain plan --list)", kind, names);
+}
+
+/* Flag wins over the CTRAIN_* default; both absent means auto. */
+static void take_input(struct name_input *in, const char *flag_value, const ct_connector_context *ctx)
+{
+    in->value = flag_value;
+    in->from_env = 0;
+    if (!in->value) {
+        in->value = ct_connector_getenv(ctx, in->env_var);
+        in->from_env = in->value != NULL;
+    }
+}
+
+static void note_source(ct_final_flags *ff, enum ct_plan_field f, const struct name_input *in)
+{
+    ff->source[f] = in->from_env ? CT_SOURCE_ENV : CT_SOURCE_FLAG;
+    snprintf(ff->source_detail[f], sizeof(ff->source_detail[f]), "%s", input_name(in));
+}
+
+static void add_notice(ct_final_flags *ff, const char *text)
+{
+    if (ff->n_notices < 4)
+        snprintf(ff->notices[ff->n_notices++], sizeof(ff->notices[0]), "%s", text);
+}
+
+/* "auto" or a registered name; sets *out (NULL for auto). */
+static int resolve_name(struct name_input *in, int allow_auto, const ct_registry_entry **out, ct_error *err)
+{
+    *out = NULL;
+    if (!in->value || (allow_auto && !strcmp(in->value, "auto")))
+        return 0;
+    *out = ct_registry_find(in->kind, in->value);
+    return *out ? 0 : name_error(in, err);
+}
+
+/* --- strategy options: "ddp:bucket_mb=2,overlap=0" ------------------------------------------- */
+
+struct option_spec {
+    const char *key;
+    double min, max;
+    int integer;
+};
+
+static const struct option_spec option_specs[] = {
+    { "bucket_mb", 0.001, 1024.0, 0 },
+    { "overlap", 0, 1, 1 },
+};
+
+static const struct option_spec *find_option(const char *key)
+{
+    for (size_t i = 0; i < sizeof(option_specs) / sizeof(option_specs[0]); i++)
+        if (!strcmp(option_specs[i].key, key))
+            return &option_specs[i];
+    return NULL;
+}
+
+static int check_option(const ct_registry_entry *st, const char *input, const char *item, ct_error *err)
+{
+    char key[64], buf[64];
+    const char *eq = strchr(item, '=');
+    const struct option_spec *spec;
+    double v;
+
+    if (!eq || eq == item || (size_t)(eq - item) >= sizeof(key)) {
+        ct_error_set(err, CT_EINVAL, "strategy-option-malformed", "%s: strategy option '%s' is not key=value",
+                     input, item);
+        return ct_error_hint(err, "write %s:key=value[,key=value] (options of %s: %s)", st->name, st->name,
+                             st->options ? st->options : "none");
+    }
+    memcpy(key, item, (size_t)(eq - item));
+    key[eq - item] = '\0';
+    spec = find_option(key);
+    if (!spec || !st->options || !ct_options_get(st->options, key, buf, sizeof(buf))) {
+        ct_error_set(err, CT_EINVAL, "strategy-option-unknown", "%s: strategy '%s' has no option '%s'", input,
+                     st->name, key);
+        return ct_error_hint(err, "options of %s: %s", st->name, st->options ? st->options : "none");
+    }
+    if (ct_parse_double(eq + 1, &v) || v < spec->min || v > spec->max || (spec->integer && v != (long)v)) {
+        ct_error_set(err, CT_EINVAL, "strategy-option-value", "%s: option %s=%s is out of range", input, key,
+                     eq + 1);
+        return ct_error_hint(err, "%s takes %s from %g to %g", key, spec->integer ? "an integer" : "a number",
+                             spec->min, spec->max);
+    }
+    return 0;
+}
+
+/* Defaults of the entry, each overridden by the user's value for the same key. */
+static void merge_options(const ct_registry_entry *st, const char *user, char *out, size_t size)
+{
+    char defaults[128], item[128], val[64];
+    size_t used = 0;
+
+    snprintf(defaults, sizeof(defaults), "%s", st->options ? st->options : "");
+    out[0] = '\0';
+    for (char *save = NULL, *tok = strtok_r(defaults, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(tok, '=');
+        if (!eq)
+            continue;
+        *eq = '\0';
+        if (user && ct_options_get(user, tok, val, sizeof(val)))
+            snprintf(item, sizeof(item), "%s=%s", tok, val);
+        else
+            snprintf(item, sizeof(item), "%s=%s", tok, eq + 1);
+        used += (size_t)snprintf(out + used, used < size ? size - used : 0, "%s%s", used ? "," : "", item);
+    }
+}
+
+static int split_strategy(struct name_input *in, char *name, size_t size, const char **options)
+{
+    const char *colon = in->value ? strchr(in->value, ':') : NULL;
+
+    *options = NULL;
+    if (!colon)
+        return 0;
+    if ((size_t)(colon - in->value) >= size)
+        return -1;
+    memcpy(name, in->value, (size_t)(colon - in->value));
+    name[colon - in->value] = '\0';
+    *options = colon + 1;
+    in->value = name;
+    return 0;
+}
+
+static int validate_strategy(const ct_connector_flags *f, const ct_connector_context *ctx, ct_final_flags *ff,
+                             ct_error *err)
+{
+    struct name_input in = { CT_REG_STRATEGY, "--strategy", "CTRAIN_STRATEGY", NULL, 0 };
+    char name[64], copy[128];
+    const char *options;
+    int rc;
+
+    take_input(&in, f->strategy, ctx);
+    if (split_strategy(&in, name, sizeof(name), &options))
+        return name_error(&in, err);
+    if ((rc = resolve_name(&in, 1, &ff->strategy, err)))
+        return rc;
+    if (in.value)
+        note_source(ff, CT_PLAN_STRATEGY, &in);
+    if (options && !ff->strategy) {
+        ct_error_set(err, CT_EINVAL, "strategy-option-without-strategy", "%s: options '%s' given to strategy auto",
+                     input_name(&in), options);
+        return ct_error_hint(err, "name the strategy, e.g. ddp:%s", options);
+    }
+    if (!ff->strategy)
+        return 0;
+    if (options) {
+        snprintf(copy, sizeof(copy), "%s", options);
+        for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+            if ((rc = check_option(ff->strategy, input_name(&in), tok, err)))
+                return rc;
+        if (!*options)
+            return check_option(ff->strategy, input_name(&in), "", err);
+    }
+    merge_options(ff->strategy, options, ff->strategy_options, sizeof(ff->strategy_options));
+    return 0;
+}
+
+static int validate_precision(const ct_connector_flags *f, const ct_connector_context *ctx, ct_final_flags *ff,
+                              ct_error *err)
+{
+    struct name_input in = { CT_REG_PRECISION, "--precision", "CTRAIN_PRECISION", NULL, 0 };
+    char note[256];
+    int rc;
+
+    take_input(&in, f->precision, ctx);
+    if ((rc = resolve_name(&in, 0, &ff->precision, err)))
+        return rc;
+    if (!ff->precision)
+        return 0;
+    note_source(ff, CT_PLAN_PRECISION, &in);
+    if (ff->precision->legacy_of) {
+        snprintf(note, sizeof(note), "%s '%s' is the legacy name of '%s'; ctrain uses '%s'", input_name(&in),
+                 ff->precision->name, ff->precision->legacy_of, ff->precision->legacy_of);
+        add_notice(ff, note);
+        ff->precision = ct_registry_find(CT_REG_PRECISION, ff->precision->legacy_of);
+    }
+    if (!ff->precision->accelerators) {
+        ct_error_set(err, CT_ENOTAVAIL, "precision-not-implemented",
+                     "%s '%s' is not implemented by ctrain's engine on any accelerator", input_name(&in),
+                     ff->precision->name);
+        return ct_error_hint(err, "use --precision 32-true (any accelerator), or bf16-mixed / 16-mixed on cuda");
+    }
+    return 0;
+}
+
+/* --- devices: auto, N, -1, "0,1", "1," --------------------------------------------------------- */
+
+static int devices_error(const char *id, const char *value, const char *why, ct_error *err)
+{
+    ct_error_set(err, CT_EINVAL, id, "--devices '%s': %s", value, why);
+    return ct_error_hint(err, "use --devices auto, a count N >= 1, -1 for all, or a list of device ids "
+                              "like 0,1 (a single id as a list: 1,)");
+}
+
+static int parse_device_list(const char *value, ct_final_flags *ff, ct_error *err)
+{
+    const char *p = value;
+    long id;
+
+    ff->devices_kind = CT_DEVICES_LIST;
+    ff->n_device_ids = 0;
+    while (*p) {
+        char item[32];
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == 0 || len >= sizeof(item))
+            return devices_error("devices-list-malformed", value, "empty or overlong entry in the list", err);
+        memcpy(item, p, len);
+        item[len] = '\0';
+        if (ct_parse_long(item, -1000000, 1000000, &id))
+            return devices_error("devices-not-number", value, "list entries must be device ids", err);
+        if (id < 0)
+            return devices_error("devices-negative", value, "device ids cannot be negative", err);
+        if (id >= CT_MAX_DEVICES)
+            return devices_error("devices-out-of-range", value, "device id beyond what any node has", err);
+        for (int i = 0; i < ff->n_device_ids; i++)
+            if (ff->device_ids[i] == id)
+                return devices_error("devices-duplicate", value, "a device id appears twice", err);
+        ff->device_ids[ff->n_device_ids++] = (int)id;
+        if (!end)
+            break;
+        p = end + 1;  /* a trailing comma ends the list: "1," is device 1 */
+    }
+    return 0;
+}
+
+static int validate_devices(const ct_connector_flags *f, ct_final_flags *ff, ct_error *err)
+{
+    long n;
+
+    ff->devices_kind = CT_DEVICES_AUTO;
+    if (!f->devices)
+        return 0;
+    ff->source[CT_PLAN_DEVICES] = CT_SOURCE_FLAG;
+    snprintf(ff->source_detail[CT_PLAN_DEVICES], sizeof(ff->source_detail[0]), "--devices");
+    if (!f->devices[0])
+        return devices_error("devices-empty", f->devices, "empty value", err);
+    if (!strcmp(f->devices, "auto"))
+        return 0;
+    if (strchr(f->devices, ','))
+        return parse_device_list(f->devices, ff, err);
+    if (ct_parse_long(f->devices, -1000000000L, 1000000000L, &n))
+        return devices_error("devices-not-number", f->devices, "not a number", err);
+    if (n == 0)
+        return devices_error("devices-zero", f->devices, "zero devices would train nothing", err);
+    if (n == -1) {
+        ff->devices_kind = CT_DEVICES_ALL;
+        return 0;
+    }
+    if (n < -1)
+        return devices_error("devices-negative", f->devices, "only -1 (all devices) may be negative", err);
+    if (n > CT_MAX_DEVICES)
+        return devices_error("devices-too-many", f->devices, "more devices than any node has", err);
+    ff->devices_kind = CT_DEVICES_COUNT;
+    ff->devices_count = (int)n;
+    return 0;
+}
+
+static int validate_num_nodes(const ct_connector_flags *f, ct_final_flags *ff, ct_error *err)
+{
+    long n;
+
+    ff->num_nodes = 0;
+    if (!f->num_nodes)
+        return 0;
+    ff->source[CT_PLAN_NUM_NODES] = CT_SOURCE_FLAG;
+    snprintf(ff->source_detail[CT_PLAN_NUM_NODES], sizeof(ff->source_detail[0]), "--num-nodes");
+    if (ct_parse_long(f->num_nodes, -1000000000L, 1000000000L, &n)) {
+        ct_error_set(err, CT_EINVAL, "num-nodes-not-number", "--num-nodes '%s' is not a number", f->num_nodes);
+        return ct_error_hint(err, "give the number of nodes, e.g. --num-nodes 2 (the srun -N value)");
+    }
+    if (n <= 0 || n > 1000000) {
+        ct_error_set(err, CT_EINVAL, "num-nodes-nonpositive", "--num-nodes %ld is out of range", n);
+        return ct_error_hint(err, "--num-nodes counts nodes: 1 or more (default: what the cluster says, else 1)");
+    }
+    ff->num_nodes = (int)n;
+    return 0;
+}
+
+/* --- the flags against each other -------------------------------------------------------------- */
+
+static int requested_devices(const ct_final_flags *ff)
+{
+    if (ff->devices_kind == CT_DEVICES_COUNT)
+        return ff->devices_count;
+    if (ff->devices_kind == CT_DEVICES_LIST)
+        return ff->n_device_ids;
+    return 0;
+}
+
+static int cross_check(ct_final_flags *ff, ct_error *err)
+{
+    char list[128];
+    const char *st = ff->strategy ? ff->strategy->name : NULL;
+    unsigned accel = ff->accelerator ? ct_registry_accel_bit(ff->accelerator->name) : 0;
+
+    if (st && !strcmp(st, "single_device") && requested_devices(ff) > 1) {
+        ct_error_set(err, CT_ECONFLICT, "strategy-single-device-many",
+                     "--strategy single_device runs one process on one device, but --devices asks for %d",
+                     requested_devices(ff));
+        return ct_error_hint(err, "use --strategy ddp to train on %d devices, or --devices 1",
+                             requested_devices(ff));
+    }
+    if (st && !strcmp(st, "single_device") && ff->num_nodes > 1) {
+        ct_error_set(err, CT_ECONFLICT, "strategy-single-device-multinode",
+                     "--strategy single_device cannot span --num-nodes %d", ff->num_nodes);
+        return ct_error_hint(err, "use --strategy ddp for several nodes, or --num-nodes 1");
+    }
+    if (ff->strategy && ff->strategy->launch == CT_LAUNCH_FORK && ff->num_nodes > 1) {
+        ct_error_set(err, CT_ECONFLICT, "strategy-fork-multinode",
+                     "--strategy %s forks workers on this node only, but --num-nodes is %d", st, ff->num_nodes);
+        return ct_error_hint(err, "use --strategy ddp under srun -N %d (or mpirun) for several nodes",
+                             ff->num_nodes);
+    }
+    if (accel == CT_ACCEL_CPU && ff->devices_kind == CT_DEVICES_LIST) {
+        ct_error_set(err, CT_EINVAL, "devices-list-on-cpu",
+                     "--accelerator cpu takes a process count in --devices, not a list of ids");
+        return ct_error_hint(err, "use --devices %d for %d processes", ff->n_device_ids, ff->n_device_ids);
+    }
+    if (accel && ff->strategy && !(ff->strategy->accelerators & accel)) {
+        ct_error_set(err, CT_ECONFLICT, "strategy-unsupported-accelerator",
+                     "--strategy %s does not run on --accelerator %s", st, ff->accelerator->name);
+        return ct_error_hint(err, "%s runs on: %s; pick one of those or another strategy (ctrain plan --list)", st,
+                             ct_registry_accel_list(ff->strategy->accelerators, list, sizeof(list)));
+    }
+    if (accel && ff->precision && !(ff->precision->accelerators & accel)) {
+        ct_error_set(err, CT_ECONFLICT, "precision-unsupported-accelerator",
+                     "--precision %s is not supported on --accelerator %s", ff->precision->name,
+                     ff->accelerator->name);
+        return ct_error_hint(err, "%s runs on: %s; on %s use --precision 32-true", ff->precision->name,
+                             ct_registry_accel_list(ff->precision->accelerators, list, sizeof(list)),
+                             ff->accelerator->name);
+    }
+    return 0;
+}
+
+int ct_connector_validate(const ct_connector_flags *f, const ct_connector_context *ctx, ct_final_flags *ff,
+                          ct_error *err)
+{
+    struct name_input accel = { CT_REG_ACCELERATOR, "--accelerator", "CTRAIN_ACCELERATOR", NULL, 0 };
+    int rc;
+
+    memset(ff, 0, sizeof(*ff));
+    ff->deterministic = f->deterministic;
+    ff->cluster_env = f->cluster_env;
+    if (f->cluster_env) {
+        ff->source[CT_PLAN_CLUSTER_ENV] = CT_SOURCE_FLAG;
+        snprintf(ff->source_detail[CT_PLAN_CLUSTER_ENV], sizeof(ff->source_detail[0]), "--cluster-env");
+    }
+    take_input(&accel, f->accelerator, ctx);
+    if ((rc = resolve_name(&accel, 1, &ff->accelerator, err)))
+        return rc;
+    if (ff->accelerator)
+        note_source(ff, CT_PLAN_ACCELERATOR, &accel);
+    if ((rc = validate_strategy(f, ctx, ff, err)))
+        return rc;
+    if ((rc = validate_precision(f, ctx, ff, err)))
+        return rc;
+    if ((rc = validate_devices(f, ff, err)))
+        return rc;
+    if ((rc = validate_num_nodes(f, ff, err)))
+        return rc;
+    return cross_check(ff, err);
+}

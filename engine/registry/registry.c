@@ -1,0 +1,181 @@
+/* Registries of names: what the connector may resolve to, and what libctrain implements.
+ * Adding a strategy, precision, accelerator, checkpoint IO or launcher starts with a row here. */
+#include <stdio.h>
+#include <string.h>
+
+#include "ctrain/error.h"
+#include "ctrain/registry.h"
+
+static ct_registry_entry accelerators[] = {
+    { .name = "cpu", .description = "the host CPU; --devices N runs N processes on this node",
+      .accelerators = CT_ACCEL_CPU },
+    { .name = "cuda", .aliases = { "gpu", NULL },
+      .description = "NVIDIA GPUs through CUDA, one process per GPU", .accelerators = CT_ACCEL_CUDA },
+};
+
+static ct_registry_entry strategies[] = {
+    { .name = "single_device", .description = "one process on one device, no communication",
+      .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA, .launch = CT_LAUNCH_SINGLE },
+    { .name = "ddp", .description = "distributed data parallel: one process per device, gradients averaged by "
+      "bucketed non-blocking allreduce overlapping backward",
+      .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA, .options = "bucket_mb=1,overlap=1",
+      .launch = CT_LAUNCH_PROCESSES },
+    { .name = "ddp_fork", .aliases = { "ddp_spawn", NULL },
+      .description = "ddp whose workers are forked from the calling program at fit (library use)",
+      .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA, .options = "bucket_mb=1,overlap=1",
+      .launch = CT_LAUNCH_FORK },
+    { .name = "ddp_no_overlap", .description = "ddp variant: one allreduce per bucket after backward "
+      "finishes (to measure what overlap buys)", .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA,
+      .base = "ddp", .options = "bucket_mb=1,overlap=0", .launch = CT_LAUNCH_PROCESSES },
+    { .name = "ddp_nccl", .description = "ddp that must run on GPUs: refuses cpu instead of falling back",
+      .accelerators = CT_ACCEL_CUDA, .base = "ddp", .options = "bucket_mb=1,overlap=1",
+      .launch = CT_LAUNCH_PROCESSES },
+    { .name = "ddp_large_buckets", .description = "ddp variant with PyTorch's 25 MB buckets",
+      .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA, .base = "ddp", .options = "bucket_mb=25,overlap=1",
+      .launch = CT_LAUNCH_PROCESSES },
+};
+
+/* Supported masks say what ctrain's engine really computes in; names known but unsupported are
+ * rejected by the connector with the list of what works, never switched silently. */
+static ct_registry_entry precisions[] = {
+    { .name = "32-true", .description = "fp32 weights and math", .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA },
+    { .name = "bf16-mixed", .description = "bf16 GEMM inputs, fp32 master weights and accumulation",
+      .accelerators = CT_ACCEL_CUDA },
+    { .name = "16-mixed", .description = "fp16 GEMM inputs with dynamic loss scaling, fp32 master weights",
+      .accelerators = CT_ACCEL_CUDA },
+    { .name = "64-true", .description = "fp64 weights and math (not implemented by ctrain's engine)",
+      .accelerators = 0 },
+    { .name = "bf16-true", .description = "bf16 weights and math (not implemented by ctrain's engine)",
+      .accelerators = 0 },
+    { .name = "16-true", .description = "fp16 weights and math (not implemented by ctrain's engine)",
+      .accelerators = 0 },
+    { .name = "32", .description = "legacy name of 32-true", .legacy_of = "32-true" },
+    { .name = "64", .description = "legacy name of 64-true", .legacy_of = "64-true" },
+    { .name = "16", .description = "legacy name of 16-mixed", .legacy_of = "16-mixed" },
+    { .name = "bf16", .description = "legacy name of bf16-mixed", .legacy_of = "bf16-mixed" },
+};
+
+static ct_registry_entry checkpoint_ios[] = {
+    { .name = "safetensors", .description = "safetensors files written atomically (tmp, fsync, rename)",
+      .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA },
+};
+
+static ct_registry_entry launchers[] = {
+    { .name = "external", .description = "processes started by srun, mpirun, jsrun or torchrun: nothing to launch",
+      .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA },
+    { .name = "subprocess", .description = "ctrain supervises and hosts a PMIx server; fork+exec N copies of "
+      "the command line", .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA },
+    { .name = "fork", .description = "fork N workers from the calling program; rank 0's result returns to it",
+      .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA },
+};
+
+struct table {
+    const char *kind_name;
+    ct_registry_entry *entries;
+    int n;
+};
+
+#define N_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static struct table tables[CT_REG_NKINDS] = {
+    [CT_REG_ACCELERATOR]   = { "accelerator", accelerators, N_OF(accelerators) },
+    [CT_REG_STRATEGY]      = { "strategy", strategies, N_OF(strategies) },
+    [CT_REG_PRECISION]     = { "precision", precisions, N_OF(precisions) },
+    [CT_REG_CHECKPOINT_IO] = { "checkpoint_io", checkpoint_ios, N_OF(checkpoint_ios) },
+    [CT_REG_LAUNCHER]      = { "launcher", launchers, N_OF(launchers) },
+};
+
+/* Names and aliases of every kind, NULL-terminated, built on first use. */
+static const char *name_lists[CT_REG_NKINDS][64];
+
+const char *ct_registry_kind_name(enum ct_registry_kind kind)
+{
+    return (unsigned)kind < CT_REG_NKINDS ? tables[kind].kind_name : "?";
+}
+
+int ct_registry_count(enum ct_registry_kind kind)
+{
+    return (unsigned)kind < CT_REG_NKINDS ? tables[kind].n : 0;
+}
+
+const ct_registry_entry *ct_registry_at(enum ct_registry_kind kind, int i)
+{
+    if ((unsigned)kind >= CT_REG_NKINDS || i < 0 || i >= tables[kind].n)
+        return NULL;
+    return &tables[kind].entries[i];
+}
+
+const ct_registry_entry *ct_registry_find(enum ct_registry_kind kind, const char *name)
+{
+    if ((unsigned)kind >= CT_REG_NKINDS || !name)
+        return NULL;
+    for (int i = 0; i < tables[kind].n; i++) {
+        const ct_registry_entry *e = &tables[kind].entries[i];
+        if (!strcmp(e->name, name))
+            return e;
+        for (int a = 0; a < 4 && e->aliases[a]; a++)
+            if (!strcmp(e->aliases[a], name))
+                return e;
+    }
+    return NULL;
+}
+
+const char *const *ct_registry_names(enum ct_registry_kind kind)
+{
+    const char **list;
+    int n = 0;
+
+    if ((unsigned)kind >= CT_REG_NKINDS)
+        return NULL;
+    list = name_lists[kind];
+    if (list[0])
+        return list;
+    for (int i = 0; i < tables[kind].n && n < 62; i++) {
+        const ct_registry_entry *e = &tables[kind].entries[i];
+        list[n++] = e->name;
+        for (int a = 0; a < 4 && e->aliases[a] && n < 62; a++)
+            list[n++] = e->aliases[a];
+    }
+    list[n] = NULL;
+    return list;
+}
+
+int ct_registry_set_ops(enum ct_registry_kind kind, const char *name, const void *ops)
+{
+    if ((unsigned)kind >= CT_REG_NKINDS)
+        return CT_EINVAL;
+    for (int i = 0; i < tables[kind].n; i++) {
+        if (!strcmp(tables[kind].entries[i].name, name)) {
+            tables[kind].entries[i].ops = ops;
+            return 0;
+        }
+    }
+    return CT_EINVAL;
+}
+
+unsigned ct_registry_accel_bit(const char *accelerator)
+{
+    if (!accelerator)
+        return 0;
+    if (!strcmp(accelerator, "cpu"))
+        return CT_ACCEL_CPU;
+    if (!strcmp(accelerator, "cuda"))
+        return CT_ACCEL_CUDA;
+    return 0;
+}
+
+const char *ct_registry_accel_list(unsigned mask, char *buf, int size)
+{
+    int used = 0;
+
+    buf[0] = '\0';
+    for (int i = 0; i < tables[CT_REG_ACCELERATOR].n; i++) {
+        const ct_registry_entry *e = &tables[CT_REG_ACCELERATOR].entries[i];
+        if (!(mask & e->accelerators) || used >= size)
+            continue;
+        used += snprintf(buf + used, (size_t)(size - used), "%s%s", used ? ", " : "", e->name);
+    }
+    if (!buf[0])
+        snprintf(buf, (size_t)size, "none");
+    return buf;
+}

@@ -1,0 +1,127 @@
+/* The Strategy's public functions (include/ctrain/strategy.h): dispatch to the implementation's
+ * ops, and the parts every strategy shares — launching through its launcher, and checkpoints
+ * (rank 0 writes through checkpoint IO, every rank learns whether it worked). */
+#include <stdio.h>
+#include <string.h>
+
+#include "ctrain/util.h"
+
+#include "engine/strategies/strategy_impl.h"
+
+const char *ct_strategy_name(const ct_strategy *s) { return s->name; }
+const char *ct_strategy_accelerator_name(const ct_strategy *s) { return s->accelerator_name; }
+const char *ct_strategy_launcher_name(const ct_strategy *s) { return s->launcher_name; }
+const char *ct_strategy_env_name(const ct_strategy *s) { return s->env_name; }
+const struct ct_precision_ops *ct_strategy_precision(const ct_strategy *s) { return s->precision; }
+int ct_strategy_world_size(const ct_strategy *s) { return s->world_size; }
+int ct_strategy_global_rank(const ct_strategy *s) { return s->global_rank; }
+int ct_strategy_local_rank(const ct_strategy *s) { return s->local_rank; }
+int ct_strategy_node_rank(const ct_strategy *s) { return s->node_rank; }
+int ct_strategy_num_nodes(const ct_strategy *s) { return s->num_nodes; }
+int ct_strategy_is_global_zero(const ct_strategy *s) { return s->global_rank == 0; }
+int ct_strategy_device(const ct_strategy *s) { return s->device; }
+double ct_strategy_exposed_comm_seconds(const ct_strategy *s) { return s->exposed_comm_s; }
+
+const char *ct_strategy_option(const ct_strategy *s, const char *key)
+{
+    static __thread char buf[64];
+    return ct_options_get(s->options, key, buf, sizeof(buf));
+}
+
+void ct_strategy_set_quiet_others(ct_strategy *s, int quiet)
+{
+    s->quiet_others = quiet;
+}
+
+struct launch_ctx {
+    ct_strategy *s;
+    ct_rank_fn fn;
+    void *arg;
+};
+
+static int launch_body(void *arg, void *result, size_t result_size, ct_error *err)
+{
+    struct launch_ctx *lc = arg;
+    return lc->fn(lc->s, lc->arg, result, result_size, err);
+}
+
+int ct_strategy_launch(ct_strategy *s, ct_rank_fn fn, void *arg, void *result, size_t result_size,
+                       int *is_supervisor, ct_error *err)
+{
+    struct launch_ctx lc = { s, fn, arg };
+    ct_launch_spec spec = { .nprocs = s->n_devices, .quiet_others = s->quiet_others, .kill_grace_s = 10.0 };
+
+    *is_supervisor = 0;
+    return s->launcher->launch(&spec, launch_body, &lc, result, result_size, is_supervisor, err);
+}
+
+int ct_strategy_setup_environment(ct_strategy *s, ct_error *err)
+{
+    return s->ops->setup_environment(s, err);
+}
+
+int ct_strategy_setup_model(ct_strategy *s, float *params, float *grads, size_t n, ct_error *err)
+{
+    return s->ops->setup_model(s, params, grads, n, err);
+}
+
+int ct_strategy_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_error *err)
+{
+    return s->ops->grad_ready ? s->ops->grad_ready(s, offset, count, err) : 0;
+}
+
+int ct_strategy_grad_sync(ct_strategy *s, ct_error *err)
+{
+    return s->ops->grad_sync ? s->ops->grad_sync(s, err) : 0;
+}
+
+int ct_strategy_barrier(ct_strategy *s, ct_error *err)
+{
+    return s->ops->barrier ? s->ops->barrier(s, err) : 0;
+}
+
+int ct_strategy_broadcast(ct_strategy *s, void *buf, size_t bytes, int root, ct_error *err)
+{
+    return s->ops->broadcast ? s->ops->broadcast(s, buf, bytes, root, err) : 0;
+}
+
+int ct_strategy_reduce_sum(ct_strategy *s, double *values, int n, ct_error *err)
+{
+    return s->ops->reduce_sum ? s->ops->reduce_sum(s, values, n, err) : 0;
+}
+
+int ct_strategy_save_checkpoint(ct_strategy *s, const char *path, const ct_ckpt *ckpt, ct_error *err)
+{
+    ct_error local;
+    int status = 0, rc;
+
+    ct_error_clear(&local);
+    if (s->global_rank == 0)
+        status = s->checkpoint_io->save(path, ckpt, &local);
+    if (s->world_size > 1) {
+        /* Every rank learns rank 0's verdict, so a failed save stops all of them alike. */
+        rc = ct_strategy_broadcast(s, &status, sizeof(status), 0, err);
+        if (rc)
+            return rc;
+    }
+    if (status == 0)
+        return 0;
+    if (s->global_rank == 0) {
+        if (err)
+            *err = local;
+        return status;
+    }
+    ct_error_set(err, status, "checkpoint-save", "rank 0 failed to write checkpoint %s", path);
+    return ct_error_hint(err, "see rank 0's message");
+}
+
+int ct_strategy_load_checkpoint(ct_strategy *s, const char *path, ct_ckpt *ckpt, ct_error *err)
+{
+    return s->checkpoint_io->load(path, ckpt, err);
+}
+
+void ct_strategy_teardown(ct_strategy *s)
+{
+    if (s->ops->teardown)
+        s->ops->teardown(s);
+}

@@ -1,0 +1,57 @@
+/* What a strategy implementation sees: struct ct_strategy and the ops it registers.
+ * The connector (part 3) allocates a ct_strategy and hands it its parts; the public functions in
+ * engine/strategies/strategy.c dispatch to ops. Trainer and loops use include/ctrain/strategy.h only. */
+#ifndef CTRAIN_STRATEGY_IMPL_H
+#define CTRAIN_STRATEGY_IMPL_H
+
+#include "ctrain/accelerator.h"
+#include "ctrain/checkpoint_io.h"
+#include "ctrain/environment.h"
+#include "ctrain/launcher.h"
+#include "ctrain/precision.h"
+#include "ctrain/strategy.h"
+
+struct ct_strategy_ops {
+    const char *name;
+    /* Parse options, allocate impl. Called once by the connector. */
+    int (*init)(ct_strategy *s, ct_error *err);
+    int (*setup_environment)(ct_strategy *s, ct_error *err);
+    int (*setup_model)(ct_strategy *s, float *params, float *grads, size_t n, ct_error *err);
+    int (*grad_ready)(ct_strategy *s, size_t offset, size_t count, ct_error *err);
+    int (*grad_sync)(ct_strategy *s, ct_error *err);
+    int (*barrier)(ct_strategy *s, ct_error *err);
+    int (*broadcast)(ct_strategy *s, void *buf, size_t bytes, int root, ct_error *err);
+    int (*reduce_sum)(ct_strategy *s, double *values, int n, ct_error *err);
+    void (*teardown)(ct_strategy *s);
+    void (*destroy)(ct_strategy *s);
+};
+
+struct ct_strategy {
+    const struct ct_strategy_ops *ops;
+    const struct ct_accelerator_ops *accelerator;
+    const struct ct_precision_ops *precision;
+    const struct ct_env_ops *env;
+    const struct ct_checkpoint_io_ops *checkpoint_io;
+    const struct ct_launcher_ops *launcher;
+    /* What the connector resolved for this strategy. */
+    char name[64];
+    char options[128];     /* "key=value,..." */
+    char accelerator_name[32];
+    char launcher_name[32];
+    char env_name[32];
+    int devices[CT_MAX_DEVICES]; /* device ids on this node */
+    int n_devices;
+    ct_env_info env_info;  /* the cluster environment as the connector read it */
+    /* Rank layout: from the plan at creation, confirmed by setup_environment inside the rank. */
+    int world_size;
+    int global_rank;
+    int local_rank;
+    int node_rank;
+    int num_nodes;
+    int device;
+    double exposed_comm_s; /* time spent waiting in grad_sync */
+    int quiet_others;      /* launcher drops the output of ranks other than 0 */
+    void *impl;            /* the implementation's state */
+};
+
+#endif

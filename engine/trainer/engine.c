@@ -1,0 +1,22 @@
+/* libctrain start-up: every implementation registers under its name in libctrain-core's registries.
+ * Lives at the top of the layering because it names every part below. */
+#include "ctrain/engine.h"
+#include "ctrain/registry.h"
+#include "engine/accelerators/accelerators.h"
+#include "engine/precision/precisions.h"
+#include "engine/strategies/strategies.h"
+
+void ct_engine_init(void)
+{
+    static int done;
+
+    if (done)
+        return;
+    done = 1;
+    ct_registry_set_ops(CT_REG_ACCELERATOR, "cpu", &ct_accelerator_cpu);
+    ct_registry_set_ops(CT_REG_PRECISION, "32-true", &ct_precision_32_true);
+    ct_registry_set_ops(CT_REG_STRATEGY, "single_device", &ct_strategy_single_device);
+    /* ddp_fork is ddp with another launcher; variants (ddp_no_overlap, ...) run ddp with their options. */
+    ct_registry_set_ops(CT_REG_STRATEGY, "ddp", &ct_strategy_ddp);
+    ct_registry_set_ops(CT_REG_STRATEGY, "ddp_fork", &ct_strategy_ddp);
+}

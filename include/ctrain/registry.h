@@ -1,0 +1,59 @@
+/* ctrain — name-keyed registries of the pluggable parts.
+ *
+ * libctrain-core holds the names: each entry has aliases, a one-line description and the
+ * accelerators it supports, so the connector can validate and resolve flags inside srun (the
+ * SPANK plugin) where no implementation is linked. libctrain fills each entry's `ops` with its
+ * struct of function pointers at start-up (ct_engine_init in include/ctrain/engine.h).
+ * Cluster environments have their own registry in include/ctrain/envs.h.
+ */
+#ifndef CTRAIN_REGISTRY_H
+#define CTRAIN_REGISTRY_H
+
+enum ct_registry_kind {
+    CT_REG_ACCELERATOR = 0,
+    CT_REG_STRATEGY,
+    CT_REG_PRECISION,
+    CT_REG_CHECKPOINT_IO,
+    CT_REG_LAUNCHER,
+    CT_REG_NKINDS
+};
+
+/* Accelerator bits for ct_registry_entry.accelerators. */
+#define CT_ACCEL_CPU  0x1u
+#define CT_ACCEL_CUDA 0x2u
+
+/* How a strategy's processes come to exist. */
+enum ct_launch_policy {
+    CT_LAUNCH_SINGLE = 0,   /* one process, this one (single_device) */
+    CT_LAUNCH_PROCESSES,    /* external when srun/mpirun/torchrun started us, else subprocess */
+    CT_LAUNCH_FORK          /* fork workers from the calling process */
+};
+
+typedef struct ct_registry_entry {
+    const char *name;
+    const char *aliases[4];    /* NULL-terminated */
+    const char *description;
+    unsigned accelerators;     /* CT_ACCEL_* this entry supports; 0: name known, not supported */
+    /* strategies only */
+    const char *base;          /* registered variant of this strategy, or NULL */
+    const char *options;       /* default options "key=value,..." */
+    enum ct_launch_policy launch;
+    /* precisions only */
+    const char *legacy_of;     /* for legacy names ("16"): the canonical name, with a notice */
+    const void *ops;           /* implementation, set by ct_registry_set_ops(); NULL in core-only code */
+} ct_registry_entry;
+
+const char *ct_registry_kind_name(enum ct_registry_kind kind);
+int ct_registry_count(enum ct_registry_kind kind);
+const ct_registry_entry *ct_registry_at(enum ct_registry_kind kind, int i);
+/* Find by name or alias (exact). NULL when unknown. */
+const ct_registry_entry *ct_registry_find(enum ct_registry_kind kind, const char *name);
+/* NULL-terminated list of names and aliases (static storage), for "did you mean". */
+const char *const *ct_registry_names(enum ct_registry_kind kind);
+/* Attach an implementation to a registered name. Returns 0, or CT_EINVAL for an unknown name. */
+int ct_registry_set_ops(enum ct_registry_kind kind, const char *name, const void *ops);
+/* "cpu, cuda" for a CT_ACCEL_* mask, into buf. */
+const char *ct_registry_accel_list(unsigned mask, char *buf, int size);
+unsigned ct_registry_accel_bit(const char *accelerator);
+
+#endif

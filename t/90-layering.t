@@ -1,0 +1,82 @@
+#!/usr/bin/perl
+# One-way layering: Trainer -> loops -> connector -> strategy -> {accelerator, precision, cluster
+# environment, checkpoint IO, launcher}. Reads every #include "..." in engine/, envs/, pmix/ and
+# include/ctrain/ and fails on an include that goes up, or sideways between modules of one level.
+use strict;
+use warnings;
+use File::Find;
+use File::Basename qw(dirname);
+
+chdir(dirname($0) . "/..") or die "cd: $!";
+
+# Higher levels may include lower ones; a module may include itself.
+my %level = (
+    util => 0,
+    registry => 1, nn => 1, data => 1, pmix => 1, bind => 1,
+    accelerators => 2, precision => 2, envs => 2, checkpoint_io => 2, launchers => 2,
+    strategies => 3,
+    connector => 4,
+    loops => 5,
+    trainer => 6,
+    cli => 7,
+);
+
+# Public headers belong to the module that implements them.
+my %public = (
+    'error.h' => 'util', 'util.h' => 'util', 'rankvars.h' => 'util',
+    'registry.h' => 'registry', 'bind.h' => 'bind', 'nn.h' => 'nn', 'data.h' => 'data',
+    'pmix.h' => 'pmix', 'pmix_server.h' => 'pmix',
+    'accelerator.h' => 'accelerators', 'precision.h' => 'precision',
+    'environment.h' => 'envs', 'envs.h' => 'envs', 'hostlist.h' => 'envs',
+    'checkpoint_io.h' => 'checkpoint_io', 'launcher.h' => 'launchers',
+    'strategy.h' => 'strategies', 'connector.h' => 'connector',
+    'loops.h' => 'loops', 'trainer.h' => 'trainer', 'engine.h' => 'trainer',
+);
+
+# Files whose module is not their folder's: the pmix cluster environment is an environment
+# that happens to live beside the PMIx client it uses.
+my %file_module = ('pmix/environment.c' => 'envs', 'pmix/environment.h' => 'envs');
+
+sub module_of {
+    my ($path) = @_;
+    return $file_module{$path} if exists $file_module{$path};
+    return $public{$1} // "UNKNOWN:$path" if $path =~ m{^include/ctrain/([^/]+)$};
+    return $1 if $path =~ m{^engine/([^/]+)/};
+    return 'envs' if $path =~ m{^envs/};
+    return 'pmix' if $path =~ m{^pmix/};
+    return "UNKNOWN:$path";
+}
+
+my @files;
+find(sub { push @files, $File::Find::name if /\.(c|h|cu)$/ }, grep { -d } qw(engine envs pmix include/ctrain));
+@files = sort @files;
+
+my @bad;
+my $edges = 0;
+for my $file (@files) {
+    my $from = module_of($file);
+    open(my $fh, '<', $file) or die "$file: $!";
+    while (my $line = <$fh>) {
+        next unless $line =~ /^\s*#\s*include\s+"([^"]+)"/;
+        my $inc = $1;
+        my $target = $inc =~ m{^ctrain/} ? "include/$inc" : $inc;
+        my $to = module_of($target);
+        $edges++;
+        if ($from =~ /^UNKNOWN/ || $to =~ /^UNKNOWN/) {
+            push @bad, "$file:$.: includes $inc — module unknown to the layering table ($from -> $to)";
+        } elsif ($from ne $to && $level{$to} >= $level{$from}) {
+            my $kind = $level{$to} == $level{$from} ? 'sideways' : 'upward';
+            push @bad, "$file:$.: $kind include of $inc ($from, level $level{$from} -> $to, level $level{$to})";
+        }
+    }
+    close $fh;
+}
+
+print "1..2\n";
+print(($edges > 20 ? "ok" : "not ok") . " 1 - read $edges includes in " . scalar(@files) . " files\n");
+if (@bad) {
+    print "not ok 2 - layering holds\n";
+    print "# $_\n" for @bad;
+} else {
+    print "ok 2 - layering holds: nothing includes upward or sideways\n";
+}

@@ -1,0 +1,269 @@
+/* The connector: every catalogue entry has a case that triggers it, and every row of the README's
+ * auto table resolves as documented. Cases run through the public API with fixture environments. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ctrain/connector.h"
+#include "ctrain/engine.h"
+
+/* A fixture environment: "NAME=value" strings. */
+static const char *fixture_getenv(const char *name, void *ctx)
+{
+    const char *const *vars = ctx;
+    size_t len = strlen(name);
+
+    for (; vars && *vars; vars++)
+        if (!strncmp(*vars, name, len) && (*vars)[len] == '=')
+            return *vars + len + 1;
+    return NULL;
+}
+
+struct error_case {
+    const char *id;                /* expected catalogue id */
+    const char *flags[8];          /* flag, value, flag, value, ... */
+    const char *env[12];
+    enum ct_cuda_probe cuda;
+    int cuda_count;
+    const char *mentions;          /* text the message must contain (the input named) */
+};
+
+#define SLURM_2x2 "SLURM_JOB_ID=4242", "SLURM_STEP_ID=0", "SLURM_NTASKS=4", "SLURM_PROCID=1", \
+    "SLURM_LOCALID=1", "SLURM_NODEID=0", "SLURM_NNODES=2", "SLURM_TASKS_PER_NODE=2(x2)", \
+    "SLURM_STEP_NODELIST=n[1-2]", "SLURM_NODELIST=n[1-2]"
+
+static const struct error_case error_cases[] = {
+    { "flag-duplicate", { "--strategy", "ddp", "--strategy", "single_device" }, {0}, 0, 0, "--strategy" },
+    { "accelerator-empty", { "--accelerator", "" }, {0}, 0, 0, "--accelerator" },
+    { "accelerator-unknown", { "--accelerator", "cdua" }, {0}, 0, 0, "cuda" },
+    { "accelerator-unknown", { 0 }, { "CTRAIN_ACCELERATOR=tpu" }, 0, 0, "CTRAIN_ACCELERATOR" },
+    { "accelerator-is-strategy", { "--accelerator", "ddp" }, {0}, 0, 0, "--strategy ddp" },
+    { "accelerator-is-precision", { "--accelerator", "bf16-mixed" }, {0}, 0, 0, "--precision" },
+    { "accelerator-not-available", { "--accelerator", "cuda" }, {0}, CT_CUDA_ABSENT, 0, "cpu" },
+    { "accelerator-not-available", { "--accelerator", "gpu" }, {0}, CT_CUDA_ASK, 0, "CUDA" },
+    { "strategy-empty", { "--strategy", "" }, {0}, 0, 0, "--strategy" },
+    { "strategy-unknown", { "--strategy", "dpp" }, {0}, 0, 0, "ddp" },
+    { "strategy-unknown", { 0 }, { "CTRAIN_STRATEGY=fsdp" }, 0, 0, "CTRAIN_STRATEGY" },
+    { "strategy-is-accelerator", { "--strategy", "cuda" }, {0}, 0, 0, "--accelerator cuda" },
+    { "strategy-is-precision", { "--strategy", "16-mixed" }, {0}, 0, 0, "--precision" },
+    { "strategy-option-malformed", { "--strategy", "ddp:bucket_mb" }, {0}, 0, 0, "key=value" },
+    { "strategy-option-malformed", { "--strategy", "ddp:" }, {0}, 0, 0, "key=value" },
+    { "strategy-option-unknown", { "--strategy", "ddp:buckets=2" }, {0}, 0, 0, "buckets" },
+    { "strategy-option-unknown", { "--strategy", "single_device:overlap=1" }, {0}, 0, 0, "overlap" },
+    { "strategy-option-value", { "--strategy", "ddp:bucket_mb=abc" }, {0}, 0, 0, "bucket_mb" },
+    { "strategy-option-value", { "--strategy", "ddp:overlap=2" }, {0}, 0, 0, "overlap" },
+    { "strategy-option-without-strategy", { "--strategy", "auto:bucket_mb=2" }, {0}, 0, 0, "auto" },
+    { "strategy-unsupported-accelerator", { "--strategy", "ddp_nccl", "--accelerator", "cpu" }, {0}, 0, 0, "cpu" },
+    { "strategy-unsupported-accelerator", { "--strategy", "ddp_nccl" }, {0}, CT_CUDA_ABSENT, 0, "cuda" },
+    { "strategy-single-device-many", { "--strategy", "single_device", "--devices", "2" }, {0}, 0, 0, "ddp" },
+    { "strategy-single-device-many", { "--strategy", "single_device" }, { SLURM_2x2 }, 0, 0, "slurm" },
+    { "strategy-single-device-multinode", { "--strategy", "single_device", "--num-nodes", "2" }, {0}, 0, 0,
+      "--num-nodes" },
+    { "strategy-fork-multinode", { "--strategy", "ddp_spawn", "--num-nodes", "2" }, {0}, 0, 0, "srun" },
+    { "strategy-fork-external", { "--strategy", "ddp_fork" }, { SLURM_2x2 }, 0, 0, "--strategy ddp" },
+    { "precision-empty", { "--precision", "" }, {0}, 0, 0, "--precision" },
+    { "precision-unknown", { "--precision", "32-tru" }, {0}, 0, 0, "32-true" },
+    { "precision-unknown", { 0 }, { "CTRAIN_PRECISION=fp8" }, 0, 0, "CTRAIN_PRECISION" },
+    { "precision-is-accelerator", { "--precision", "cuda" }, {0}, 0, 0, "--accelerator" },
+    { "precision-is-strategy", { "--precision", "ddp" }, {0}, 0, 0, "--strategy" },
+    { "precision-not-implemented", { "--precision", "64-true" }, {0}, 0, 0, "32-true" },
+    { "precision-not-implemented", { "--precision", "64" }, {0}, 0, 0, "64-true" },
+    { "precision-unsupported-accelerator", { "--precision", "16-mixed", "--accelerator", "cpu" }, {0}, 0, 0,
+      "32-true" },
+    { "precision-unsupported-accelerator", { "--precision", "16-mixed" }, {0}, CT_CUDA_ABSENT, 0, "cpu" },
+    { "devices-empty", { "--devices", "" }, {0}, 0, 0, "--devices" },
+    { "devices-zero", { "--devices", "0" }, {0}, 0, 0, "--devices '0'" },
+    { "devices-negative", { "--devices", "-2" }, {0}, 0, 0, "-1" },
+    { "devices-negative", { "--devices", "0,-1" }, {0}, 0, 0, "negative" },
+    { "devices-not-number", { "--devices", "two" }, {0}, 0, 0, "'two'" },
+    { "devices-not-number", { "--devices", "1.5" }, {0}, 0, 0, "'1.5'" },
+    { "devices-not-number", { "--devices", "0,a" }, {0}, 0, 0, "'0,a'" },
+    { "devices-list-malformed", { "--devices", "0,,1" }, {0}, 0, 0, "'0,,1'" },
+    { "devices-duplicate", { "--devices", "0,0" }, {0}, 0, 0, "twice" },
+    { "devices-out-of-range", { "--devices", "0,3", "--accelerator", "cuda" }, {0}, CT_CUDA_PRESENT, 2, "id 3" },
+    { "devices-too-many", { "--devices", "4", "--accelerator", "cuda" }, {0}, CT_CUDA_PRESENT, 2, "2 cuda" },
+    { "devices-too-many", { "--devices", "100000" }, {0}, 0, 0, "--devices" },
+    { "devices-list-on-cpu", { "--devices", "0,1", "--accelerator", "cpu" }, {0}, 0, 0, "--devices 2" },
+    { "num-nodes-not-number", { "--num-nodes", "two" }, {0}, 0, 0, "--num-nodes" },
+    { "num-nodes-nonpositive", { "--num-nodes", "0" }, {0}, 0, 0, "--num-nodes" },
+    { "num-nodes-nonpositive", { "--num-nodes", "-3" }, {0}, 0, 0, "--num-nodes" },
+    { "multinode-without-launcher", { "--num-nodes", "2", "--strategy", "ddp" }, {0}, 0, 0, "srun -N 2" },
+};
+
+static int run_flags(const char *const *fv, const char *const *env, enum ct_cuda_probe cuda, int cuda_count,
+                     ct_connector **conn, ct_error *err)
+{
+    ct_connector_flags flags = { 0 };
+    ct_connector_context ctx = { fixture_getenv, (void *)env, cuda, cuda_count, 2 };
+    int rc;
+
+    for (int i = 0; i < 8 && fv[i]; i += 2) {
+        rc = ct_connector_flags_set(&flags, fv[i], fv[i + 1], err);
+        if (rc)
+            return rc;
+    }
+    return ct_connector_create(&flags, &ctx, conn, err);
+}
+
+static void test_error_catalogue(void **state)
+{
+    for (size_t i = 0; i < sizeof(error_cases) / sizeof(error_cases[0]); i++) {
+        const struct error_case *c = &error_cases[i];
+        ct_connector *conn = NULL;
+        ct_error err;
+        int rc;
+
+        ct_error_clear(&err);
+        rc = run_flags(c->flags, c->env, c->cuda, c->cuda_count, &conn, &err);
+        int named = strstr(err.msg, c->mentions) || strstr(err.hint, c->mentions);
+        if (rc == 0 || strcmp(err.id, c->id) || !named || !err.hint[0]) {
+            print_error("case %zu (%s): rc=%d id='%s' msg='%s' hint='%s'\n", i, c->id, rc, err.id, err.msg,
+                        err.hint);
+            ct_connector_free(conn);
+            fail();
+        }
+        assert_true(rc < 0);
+        assert_null(conn);
+    }
+}
+
+/* Every id in the catalogue is exercised above (flag-missing-value and implementation-missing have
+ * their own tests: the CLI and a connector without registered implementations). */
+static void test_catalogue_covered(void **state)
+{
+    int n;
+    const ct_catalogue_entry *cat = ct_connector_catalogue(&n);
+
+    assert_true(n >= 40);
+    for (int i = 0; i < n; i++) {
+        int found = !strcmp(cat[i].id, "flag-missing-value") || !strcmp(cat[i].id, "implementation-missing");
+        for (size_t j = 0; !found && j < sizeof(error_cases) / sizeof(error_cases[0]); j++)
+            found = !strcmp(error_cases[j].id, cat[i].id);
+        if (!found) {
+            print_error("catalogue entry '%s' has no test case\n", cat[i].id);
+            fail();
+        }
+    }
+}
+
+struct auto_case {
+    const char *row;
+    const char *flags[8];
+    const char *env[12];
+    enum ct_cuda_probe cuda;
+    int cuda_count;
+    const char *accelerator, *strategy, *launcher, *precision;
+    int n_devices, num_nodes, world_size;
+};
+
+/* The README's auto table, row by row. */
+static const struct auto_case auto_cases[] = {
+    { "no flags on a cpu machine", { 0 }, {0}, CT_CUDA_ABSENT, 0, "cpu", "single_device", "external", "32-true",
+      1, 1, 1 },
+    { "accelerator auto with cuda", { 0 }, {0}, CT_CUDA_PRESENT, 4, "cuda", "ddp", "subprocess", "32-true", 4, 1, 4 },
+    { "devices > 1 -> ddp", { "--devices", "2" }, {0}, CT_CUDA_ABSENT, 0, "cpu", "ddp", "subprocess", "32-true",
+      2, 1, 2 },
+    { "devices -1 on cpu -> all cores", { "--devices", "-1", "--accelerator", "cpu" }, {0}, 0, 0, "cpu", "ddp",
+      "subprocess", "32-true", 2, 1, 2 },
+    { "one device -> single_device", { "--devices", "1" }, {0}, CT_CUDA_ABSENT, 0, "cpu", "single_device",
+      "external", "32-true", 1, 1, 1 },
+    { "cuda ids list", { "--devices", "1,", "--accelerator", "cuda" }, {0}, CT_CUDA_PRESENT, 2, "cuda",
+      "single_device", "external", "32-true", 1, 1, 1 },
+    { "num_nodes > 1 under slurm -> ddp, external", { "--num-nodes", "2" }, { SLURM_2x2 }, CT_CUDA_ABSENT, 0,
+      "cpu", "ddp", "external", "32-true", 2, 2, 4 },
+    { "slurm tasks decide devices and nodes", { 0 }, { SLURM_2x2 }, CT_CUDA_ABSENT, 0, "cpu", "ddp", "external",
+      "32-true", 2, 2, 4 },
+    { "ddp_spawn alias -> fork launcher", { "--strategy", "ddp_spawn", "--devices", "2" }, {0}, CT_CUDA_ABSENT, 0,
+      "cpu", "ddp_fork", "fork", "32-true", 2, 1, 2 },
+    { "ddp with one device -> no launcher", { "--strategy", "ddp" }, {0}, CT_CUDA_ABSENT, 0, "cpu", "ddp",
+      "external", "32-true", 1, 1, 1 },
+    { "CTRAIN_STRATEGY default", { "--devices", "2" }, { "CTRAIN_STRATEGY=ddp_no_overlap" }, CT_CUDA_ABSENT, 0,
+      "cpu", "ddp_no_overlap", "subprocess", "32-true", 2, 1, 2 },
+    { "flag overrides CTRAIN_PRECISION", { "--precision", "32-true" }, { "CTRAIN_PRECISION=16-mixed" },
+      CT_CUDA_ABSENT, 0, "cpu", "single_device", "external", "32-true", 1, 1, 1 },
+    { "legacy precision 32 -> 32-true", { "--precision", "32" }, {0}, CT_CUDA_ABSENT, 0, "cpu", "single_device",
+      "external", "32-true", 1, 1, 1 },
+    { "bf16-mixed on cuda", { "--precision", "bf16-mixed" }, {0}, CT_CUDA_PRESENT, 1, "cuda", "single_device",
+      "external", "bf16-mixed", 1, 1, 1 },
+    { "accelerator unknown in srun (plugin) stays auto", { "--strategy", "ddp" }, {0}, CT_CUDA_UNKNOWN, 0, "auto",
+      "ddp", "external", "32-true", 1, 1, 1 },
+};
+
+static void test_auto_table(void **state)
+{
+    for (size_t i = 0; i < sizeof(auto_cases) / sizeof(auto_cases[0]); i++) {
+        const struct auto_case *c = &auto_cases[i];
+        ct_connector *conn = NULL;
+        const ct_plan *p;
+        ct_error err;
+
+        ct_error_clear(&err);
+        if (run_flags(c->flags, c->env, c->cuda, c->cuda_count, &conn, &err)) {
+            print_error("row '%s': %s (%s)\n", c->row, err.msg, err.id);
+            fail();
+        }
+        p = ct_connector_plan(conn);
+        if (strcmp(p->accelerator, c->accelerator) || strcmp(p->strategy, c->strategy) ||
+            strcmp(p->launcher, c->launcher) || strcmp(p->precision, c->precision) ||
+            p->n_devices != c->n_devices || p->num_nodes != c->num_nodes || p->world_size != c->world_size) {
+            print_error("row '%s': got %s/%s/%s/%s devices=%d nodes=%d world=%d\n", c->row, p->accelerator,
+                        p->strategy, p->launcher, p->precision, p->n_devices, p->num_nodes, p->world_size);
+            ct_connector_free(conn);
+            fail();
+        }
+        ct_connector_free(conn);
+    }
+}
+
+/* A name known to the registry but with no implementation linked: part 3 says so. */
+static void test_implementation_missing(void **state)
+{
+    const char *flags[8] = { "--accelerator", "cpu" };
+    const char *env[1] = { NULL };
+    ct_connector *conn = NULL;
+    ct_error err;
+
+    ct_error_clear(&err);
+    assert_int_equal(run_flags(flags, env, CT_CUDA_ABSENT, 0, &conn, &err), 0);
+    assert_null(ct_connector_strategy(conn, &err));
+    assert_string_equal(err.id, "implementation-missing");
+    ct_connector_free(conn);
+    ct_engine_init();
+}
+
+static void test_sources_and_json(void **state)
+{
+    const char *flags[8] = { "--devices", "2" };
+    const char *env[] = { "CTRAIN_STRATEGY=ddp", NULL };
+    ct_connector *conn = NULL;
+    ct_error err;
+    char *json;
+
+    assert_int_equal(run_flags(flags, env, CT_CUDA_ABSENT, 0, &conn, &err), 0);
+    json = ct_plan_to_json(ct_connector_plan(conn));
+    assert_non_null(strstr(json, "\"strategy\":\t\"ddp\""));
+    assert_non_null(strstr(json, "CTRAIN_STRATEGY"));
+    assert_non_null(strstr(json, "\"world_size\":\t2"));
+    free(json);
+    ct_connector_free(conn);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_implementation_missing),
+        cmocka_unit_test(test_error_catalogue),
+        cmocka_unit_test(test_catalogue_covered),
+        cmocka_unit_test(test_auto_table),
+        cmocka_unit_test(test_sources_and_json),
+    };
+
+    cmocka_set_message_output(CM_OUTPUT_TAP);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
