@@ -3,11 +3,12 @@
  *   allowed_strategies=A,B     the strategies users may choose
  *   bind=closest|none          the site default for --ctrain-bind
  *   topology=FILE              an hwloc XML to load on the nodes instead of discovering
- *   port_base=N                base of MASTER_PORT (1024-65535)
+ *   port_base=N                base of MASTER_PORT (1024-49152; the envs/ rule adds job and step)
  *   verbose                    log what the plugin decides at info level */
 #include <string.h>
 #include <unistd.h>
 
+#include "ctrain/envs.h"
 #include "ctrain/error.h"
 #include "ctrain/util.h"
 #include "spank/plugin.h"
@@ -83,8 +84,10 @@ static int parse_one(const char *arg, struct ct_spank_args *a, ct_error *err)
             return bad_arg(err, arg, "file not readable on this node",
                            "write it with 'lstopo --of xml --whole-io FILE' and install it on every node");
     } else if (!strcmp(key, "port_base")) {
-        if (ct_parse_long(val, 1024, 65535, &n) != 0)
-            return bad_arg(err, arg, "not a port number from 1024 to 65535", "e.g. port_base=29500");
+        /* envs/ derives up to CT_ENV_PORT_SPAN ports from it: the last must stay a port. */
+        if (ct_parse_long(val, 1024, 65535 - (CT_ENV_PORT_SPAN - 1), &n) != 0)
+            return bad_arg(err, arg, "not a port base from 1024 to 49152 (ports base..base+16383 are used)",
+                           "e.g. port_base=15000");
         a->port_base = n;
     } else {
         return unknown_arg(err, arg, key);

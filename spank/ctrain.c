@@ -58,15 +58,16 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
     memset(&ct_spank, 0, sizeof(ct_spank));
     if (ctx != S_CTX_LOCAL && ctx != S_CTX_REMOTE && ctx != S_CTX_ALLOCATOR)
         return 0;
+    /* Options first: with an optional plugin disabled below, srun must still accept them. */
+    if (ct_spank_options_register(sp, &err) != 0) {
+        ct_spank_report(&err);
+        ct_spank.disabled = 1;
+        goto fail;
+    }
     if (ct_spank_args_parse(ac, av, &err) != 0) {
         ct_spank_report(&err);
         ct_spank_error("plugin disabled for this job because of the plugstack.conf argument above "
                        "(a 'required' plugin fails the job; an 'optional' one lets it run without ctrain)");
-        ct_spank.disabled = 1;
-        goto fail;
-    }
-    if (ct_spank_options_register(sp, &err) != 0) {
-        ct_spank_report(&err);
         ct_spank.disabled = 1;
         goto fail;
     }

@@ -35,6 +35,30 @@ static void layout_add(struct layout_env *l, const char *name, uint32_t value)
     l->n++;
 }
 
+/* The connector names its flags as ctrain's CLI spells them; srun users typed --ctrain-NAME. */
+static void srun_names(char *text, size_t size)
+{
+    static const char *const flags[] = { "--strategy", "--accelerator", "--precision", NULL };
+    char out[2048];
+    size_t o = 0;
+
+    for (const char *p = text; *p && o + 1 < sizeof(out);) {
+        const char *hit = NULL;
+
+        for (int i = 0; flags[i] && !hit; i++)
+            if (!strncmp(p, flags[i], strlen(flags[i])))
+                hit = flags[i];
+        if (hit && o + strlen(hit) + 8 < sizeof(out)) {
+            o += (size_t)snprintf(out + o, sizeof(out) - o, "--ctrain-%s", hit + 2);
+            p += strlen(hit);
+        } else {
+            out[o++] = *p++;
+        }
+    }
+    out[o] = '\0';
+    snprintf(text, size, "%s", out);
+}
+
 static int check_flags(struct layout_env *layout, ct_error *err)
 {
     ct_connector_flags flags = { 0 };
@@ -51,8 +75,11 @@ static int check_flags(struct layout_env *layout, ct_error *err)
     ctx.getenv_fn = layout_getenv;
     ctx.getenv_ctx = layout;
     ctx.cuda = CT_CUDA_UNKNOWN; /* srun may run on a login node: the nodes decide */
-    if ((rv = ct_connector_create(&flags, &ctx, &c, err)) != 0)
-        return ct_error_prefix(err, "%s", "");
+    if ((rv = ct_connector_create(&flags, &ctx, &c, err)) != 0) {
+        srun_names(err->msg, sizeof(err->msg));
+        srun_names(err->hint, sizeof(err->hint));
+        return rv;
+    }
     plan = ct_connector_plan(c);
     for (int i = 0; i < plan->n_notices; i++)
         ct_spank_info("%s", plan->notices[i]);

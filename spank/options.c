@@ -16,7 +16,7 @@ static struct spank_option options[] = {
       "ctrain: training strategy of this step (ddp, ...); every task gets RANK, LOCAL_RANK, WORLD_SIZE, "
       "MASTER_ADDR, MASTER_PORT and CTRAIN_STRATEGY", 1, OPT_STRATEGY, option_cb },
     { "ctrain-accelerator", "NAME",
-      "ctrain: accelerator (cpu, gpu, auto) as CTRAIN_ACCELERATOR; checked with the strategy before launch",
+      "ctrain: accelerator (cpu, cuda or gpu, auto) as CTRAIN_ACCELERATOR; checked with the strategy before launch",
       1, OPT_ACCELERATOR, option_cb },
     { "ctrain-precision", "P",
       "ctrain: precision (32-true, bf16-mixed, ...) as CTRAIN_PRECISION; checked before launch", 1, OPT_PRECISION,

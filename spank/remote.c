@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <slurm/slurm.h>
+
 #include "ctrain/bind.h"
 #include "ctrain/environment.h"
 #include "ctrain/error.h"

@@ -171,9 +171,13 @@ int ct_topology_load(const char *xml_path, ct_topology **out, ct_error *err)
         goto fail;
     }
     if (hwloc_topology_load(t->hw) != 0) {
-        rv = ct_error_set(err, CT_EFORMAT, "topology-format", "loading the topology %s%s failed: %s",
-                          xml_path ? "file " : "of this machine", xml_path ? xml_path : "", strerror(errno));
-        ct_error_hint(err, "check the file with 'lstopo --input FILE'");
+        if (xml_path)
+            rv = ct_error_set(err, CT_EFORMAT, "topology-format", "topology file '%s' is not a valid hwloc XML file",
+                              xml_path);
+        else
+            rv = ct_error_set(err, CT_EIO, "topology-discovery", "discovering this machine's topology failed: %s",
+                              strerror(errno));
+        ct_error_hint(err, "check it with 'lstopo --input FILE'; write one with 'lstopo --of xml --whole-io FILE'");
         goto fail;
     }
     find_gpus(t);
