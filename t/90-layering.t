@@ -23,7 +23,7 @@ my %level = (
 
 # Public headers belong to the module that implements them.
 my %public = (
-    'error.h' => 'util', 'util.h' => 'util', 'rankvars.h' => 'util',
+    'error.h' => 'util', 'util.h' => 'util', 'rankvars.h' => 'util', 'rng.h' => 'util', 'dtype.h' => 'util',
     'registry.h' => 'registry', 'bind.h' => 'bind', 'nn.h' => 'nn', 'data.h' => 'data',
     'pmix.h' => 'pmix', 'pmix_server.h' => 'pmix',
     'accelerator.h' => 'accelerators', 'precision.h' => 'precision',

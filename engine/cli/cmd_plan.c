@@ -37,11 +37,11 @@ static void plan_usage(FILE *out)
         "Exit status: 0 resolved, 2 misconfiguration (message and hint on stderr).\n");
 }
 
-static void list_kind(enum ct_registry_kind kind)
+static void list_kind(enum ct_registry_kind kind, const char *title)
 {
     char accel[64];
 
-    printf("%ss:\n", ct_registry_kind_name(kind));
+    printf("%s:\n", title);
     for (int i = 0; i < ct_registry_count(kind); i++) {
         const ct_registry_entry *e = ct_registry_at(kind, i);
         printf("  %-18s", e->name);
@@ -57,16 +57,16 @@ static void list_kind(enum ct_registry_kind kind)
 
 static void list_registries(void)
 {
-    list_kind(CT_REG_ACCELERATOR);
-    list_kind(CT_REG_STRATEGY);
-    list_kind(CT_REG_PRECISION);
+    list_kind(CT_REG_ACCELERATOR, "accelerators");
+    list_kind(CT_REG_STRATEGY, "strategies");
+    list_kind(CT_REG_PRECISION, "precisions");
     printf("cluster environments (detection order):\n");
     for (int i = 0; i < ct_env_count(); i++) {
         const struct ct_env_ops *e = ct_env_at(i);
         printf("  %-18s%s  %s\n", e->name, e->auto_detect ? "" : " [explicit only]", e->description);
     }
-    list_kind(CT_REG_CHECKPOINT_IO);
-    list_kind(CT_REG_LAUNCHER);
+    list_kind(CT_REG_CHECKPOINT_IO, "checkpoint IO");
+    list_kind(CT_REG_LAUNCHER, "launchers");
 }
 
 static int unknown_flag(const char *arg)

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "engine/cli/commands.h"
+#include "engine/cli/trainer_flags.h"
 
 #define CT_VERSION "0.1.0"
 
@@ -14,7 +15,11 @@ struct ct_command {
 
 /* One line per subcommand, in the order `ctrain --help` lists them. */
 static const struct ct_command commands[] = {
+    { "fit", ct_cmd_fit, "train an MLP on Fashion-MNIST, validate, checkpoint, then test the best" },
+    { "validate", ct_cmd_validate, "evaluate a checkpoint on the validation split" },
+    { "test", ct_cmd_test, "evaluate a checkpoint on the Fashion-MNIST test set" },
     { "plan", ct_cmd_plan, "resolve flags into a training plan (JSON) without training" },
+    { "env", ct_cmd_env, "show the cluster environment: ranks, nodes, rank 0's address and port" },
     { "bind", ct_cmd_bind, "print the cores, GPUs and NIC each task of a node gets (the SPANK plan)" },
     { NULL, NULL, NULL }
 };
@@ -24,6 +29,7 @@ static void usage(FILE *out)
     fprintf(out, "usage: ctrain <command> [flags]   (ctrain <command> --help for its flags)\n\ncommands:\n");
     for (const struct ct_command *c = commands; c->name; c++)
         fprintf(out, "  %-10s %s\n", c->name, c->summary);
+    ct_trainer_flags_summary(out);
     fprintf(out, "\n  --help     this text\n  --version  print the version\n");
 }
 

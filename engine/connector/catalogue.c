@@ -41,6 +41,15 @@ static const ct_catalogue_entry catalogue[] = {
     { "num-nodes-not-number", "--num-nodes", "not a number" },
     { "num-nodes-nonpositive", "--num-nodes", "zero or negative" },
     { "multinode-without-launcher", "--num-nodes", "several nodes but nothing started processes on them" },
+    { "env-unknown", "--cluster-env", "unknown cluster environment (did you mean ...)" },
+    { "env-absent", "--cluster-env", "a cluster environment forced but not present" },
+    { "env-devices-mismatch", "--devices, srun/torchrun/mpirun", "--devices differs from the tasks started on this node" },
+    { "env-num-nodes-mismatch", "--num-nodes, srun/torchrun/mpirun", "--num-nodes differs from the nodes in the job" },
+    { "env-world-size-mismatch", "--devices, --num-nodes, WORLD_SIZE", "devices x nodes is not the launcher's world size" },
+    { "env-unequal-tasks", "--devices, SLURM_TASKS_PER_NODE", "different task counts per node where equal ones are needed" },
+    { "env-variable-malformed", "SLURM_*, RANK, OMPI_*, ...", "a launcher variable that is not a number / list" },
+    { "env-inconsistent", "SLURM_PROCID, RANK, ...", "launcher variables that contradict each other" },
+    { "hostlist-malformed", "SLURM_STEP_NODELIST, SLURM_NODELIST", "a node list SLURM could not have written" },
     { "implementation-missing", "--strategy, --accelerator, ...", "a registered name with no implementation linked" },
 };
 

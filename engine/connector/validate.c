@@ -44,6 +44,21 @@ static void known_names(enum ct_registry_kind kind, char *buf, size_t size)
         used += (size_t)snprintf(buf + used, size - used, "%s%s", used ? ", " : "", *names);
 }
 
+static const char *plural(enum ct_registry_kind kind)
+{
+    switch (kind) {
+    case CT_REG_ACCELERATOR: return "accelerators";
+    case CT_REG_STRATEGY:    return "strategies";
+    case CT_REG_PRECISION:   return "precisions";
+    default:                 return "names";
+    }
+}
+
+static const char *article(const char *noun)
+{
+    return strchr("aeiou", noun[0]) ? "an" : "a";
+}
+
 /* A name that is not in its registry: empty, from another registry, or a typo. */
 static int name_error(const struct name_input *in, ct_error *err)
 {
@@ -63,17 +78,17 @@ static int name_error(const struct name_input *in, ct_error *err)
         if (others[i] == in->kind || !ct_registry_find(others[i], in->value))
             continue;
         snprintf(id, sizeof(id), "%s-is-%s", kind, ct_registry_kind_name(others[i]));
-        ct_error_set(err, CT_EINVAL, id, "%s '%s' is a %s, not a %s", input_name(in), in->value,
-                     ct_registry_kind_name(others[i]), kind);
-        return ct_error_hint(err, "use %s %s%s (%ss: %s)", flag_of_kind(others[i]), in->value,
-                             in->from_env ? " instead of the environment variable" : "", kind, names);
+        ct_error_set(err, CT_EINVAL, id, "%s '%s' is %s %s, not %s %s", input_name(in), in->value,
+                     article(ct_registry_kind_name(others[i])), ct_registry_kind_name(others[i]), article(kind), kind);
+        return ct_error_hint(err, "use %s %s%s (%s: %s)", flag_of_kind(others[i]), in->value,
+                             in->from_env ? " instead of the environment variable" : "", plural(in->kind), names);
     }
     snprintf(id, sizeof(id), "%s-unknown", kind);
-    ct_error_set(err, CT_EINVAL, id, "%s '%s' is not a known %s", input_name(in), in->value, kind);
+    ct_error_set(err, CT_EINVAL, id, "%s '%s' is not %s known %s", input_name(in), in->value, "a", kind);
     guess = ct_str_closest(in->value, ct_registry_names(in->kind));
     if (guess)
-        return ct_error_hint(err, "did you mean '%s'? %ss: %s (ctrain plan --list)", guess, kind, names);
-    return ct_error_hint(err, "%ss: %s (ctrain plan --list)", kind, names);
+        return ct_error_hint(err, "did you mean '%s'? %s: %s (ctrain plan --list)", guess, plural(in->kind), names);
+    return ct_error_hint(err, "%s: %s (ctrain plan --list)", plural(in->kind), names);
 }
 
 /* Flag wins over the CTRAIN_* default; both absent means auto. */

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ctrain/dtype.h"
 #include "ctrain/error.h"
 
 #define CT_CKPT_MAX_TENSORS 64
@@ -44,5 +45,9 @@ struct ct_checkpoint_io_ops {
      * a checkpoint for another model shape is CT_EFORMAT naming the tensor); metadata is filled. */
     int (*load)(const char *path, ct_ckpt *ckpt, ct_error *err);
 };
+
+/* The safetensors implementation (engine/checkpoint_io/safetensors.c). Tensors in the file that
+ * the caller did not ask for are ignored (e.g. optimizer state when only weights are loaded). */
+extern const struct ct_checkpoint_io_ops ct_checkpoint_io_safetensors;
 
 #endif

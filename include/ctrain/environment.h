@@ -44,6 +44,7 @@ typedef struct ct_env_info {
     int main_port;
     char job_id[64];
     char source[CT_ENV_NFIELDS][96]; /* which variable(s) decided each field, e.g. "SLURM_PROCID" */
+    char enriched_by[32];            /* "pmix" when PMIx refined this environment's fields, else "" */
 } ct_env_info;
 
 struct ct_env_ops {
@@ -52,9 +53,12 @@ struct ct_env_ops {
     int auto_detect;  /* 0: only when chosen with --cluster-env NAME (kubeflow) */
     /* 1 when the variables of this environment are present. */
     int (*detect)(ct_getenv_fn get, void *ctx);
-    /* Fill info from the variables; malformed values are CT_EINVAL naming the variable. */
+    /* Fill info from the variables; malformed values are CT_EINVAL naming the variable.
+     * An enriching environment (pmix, see envs.h) is called on an info its base filled and
+     * overwrites only the fields it knows, with their source. */
     int (*read)(ct_getenv_fn get, void *ctx, ct_env_info *info, ct_error *err);
-    /* Check --devices (per node) and --num-nodes against what the environment provides. */
+    /* Check --devices (per node) and --num-nodes against what the environment provides;
+     * 0 means the flag was not given. Mismatches are CT_ECONFLICT with a hint. */
     int (*validate)(const ct_env_info *info, int devices, int num_nodes, ct_error *err);
 };
 

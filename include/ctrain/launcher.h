@@ -35,6 +35,11 @@ struct ct_launcher_ops {
                   void *result, size_t result_size, int *is_supervisor, ct_error *err);
 };
 
+/* The launchers (engine/launchers/<name>.c). */
+extern const struct ct_launcher_ops ct_launcher_external;
+extern const struct ct_launcher_ops ct_launcher_subprocess;
+extern const struct ct_launcher_ops ct_launcher_fork;
+
 /* Set in every rank a ctrain launcher created, so the child knows it is a rank (and which). */
 #define CT_LAUNCHER_ENV_RANK  "CTRAIN_LAUNCHER_RANK"
 #define CT_LAUNCHER_ENV_NPROC "CTRAIN_LAUNCHER_NPROCS"

@@ -6,14 +6,8 @@
 #ifndef CTRAIN_PRECISION_H
 #define CTRAIN_PRECISION_H
 
+#include "ctrain/dtype.h"
 #include "ctrain/error.h"
-
-enum ct_dtype {
-    CT_DTYPE_F32 = 0,
-    CT_DTYPE_F64,
-    CT_DTYPE_BF16,
-    CT_DTYPE_F16
-};
 
 struct ct_precision_ops {
     const char *name;          /* canonical name, e.g. "bf16-mixed" */

@@ -1,0 +1,430 @@
+/* Checkpoint IO in the safetensors format (https://github.com/huggingface/safetensors):
+ *   8 bytes   little-endian uint64 N, the header length
+ *   N bytes   JSON: {"__metadata__": {str: str}, "<tensor>": {"dtype": "F32", "shape": [..],
+ *             "data_offsets": [begin, end]}, ...}, padded with spaces to a multiple of 8
+ *   the data  tensors back to back; offsets are relative to the end of the header.
+ * Files written here load in Python with safetensors.torch.load_file.
+ *
+ * Loading trusts nothing: header length against the file size, JSON shape, dtype names, shape
+ * products against data_offsets, offsets against the data size — every failure is CT_EFORMAT
+ * naming the file and the tensor. Writes are atomic: temp file in the same directory, fsync,
+ * rename over the target, fsync the directory. */
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "ctrain/util.h"
+#include "ctrain/checkpoint_io.h"
+#include "ctrain/dtype.h"
+
+#define HEADER_MAX ((uint64_t)100 << 20) /* safetensors' own limit */
+
+static const struct {
+    const char *name;
+    int dtype;
+    size_t size;
+} dtypes[] = {
+    { "F32", CT_DTYPE_F32, 4 },
+    { "F64", CT_DTYPE_F64, 8 },
+    { "BF16", CT_DTYPE_BF16, 2 },
+    { "F16", CT_DTYPE_F16, 2 },
+};
+
+static const char *dtype_name(int dtype)
+{
+    for (size_t i = 0; i < sizeof(dtypes) / sizeof(dtypes[0]); i++)
+        if (dtypes[i].dtype == dtype)
+            return dtypes[i].name;
+    return NULL;
+}
+
+static size_t dtype_size(int dtype)
+{
+    for (size_t i = 0; i < sizeof(dtypes) / sizeof(dtypes[0]); i++)
+        if (dtypes[i].dtype == dtype)
+            return dtypes[i].size;
+    return 0;
+}
+
+static int dtype_from_name(const char *name)
+{
+    for (size_t i = 0; i < sizeof(dtypes) / sizeof(dtypes[0]); i++)
+        if (!strcmp(dtypes[i].name, name))
+            return dtypes[i].dtype;
+    return -1;
+}
+
+static size_t shape_numel(const ct_ckpt_tensor *t)
+{
+    size_t n = 1;
+
+    for (int d = 0; d < t->ndim; d++)
+        n *= (size_t)t->shape[d];
+    return n;
+}
+
+static void shape_str(const int64_t *shape, int ndim, char *buf, size_t size)
+{
+    size_t used = (size_t)snprintf(buf, size, "[");
+
+    for (int d = 0; d < ndim && used < size; d++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    if (used < size)
+        snprintf(buf + used, size - used, "]");
+}
+
+/* --- save ------------------------------------------------------------------------------------ */
+
+/* The JSON header, padded with spaces to a multiple of 8 (so the data is aligned). */
+static char *build_header(const char *path, const ct_ckpt *ckpt, size_t *len, ct_error *err)
+{
+    cJSON *root = cJSON_CreateObject(), *meta = NULL;
+    uint64_t off = 0;
+    char *json = NULL, *padded = NULL;
+    size_t n;
+
+    if (!root)
+        goto oom;
+    if (ckpt->n_meta > 0) {
+        if (!(meta = cJSON_AddObjectToObject(root, "__metadata__")))
+            goto oom;
+        for (int i = 0; i < ckpt->n_meta; i++)
+            if (!cJSON_AddStringToObject(meta, ckpt->meta[i].key, ckpt->meta[i].value))
+                goto oom;
+    }
+    for (int i = 0; i < ckpt->n_tensors; i++) {
+        const ct_ckpt_tensor *t = &ckpt->tensors[i];
+        const char *dn = dtype_name(t->dtype);
+        cJSON *obj, *shape, *offs;
+
+        if (!dn || t->ndim < 0 || t->ndim > CT_CKPT_MAX_SHAPE || shape_numel(t) * dtype_size(t->dtype) != t->nbytes) {
+            cJSON_Delete(root);
+            return ct_error_set(err, CT_EINTERNAL, "ckpt-tensor", "%s: tensor %s: dtype/shape/nbytes disagree",
+                                path, t->name), NULL;
+        }
+        if (!(obj = cJSON_AddObjectToObject(root, t->name)) || !cJSON_AddStringToObject(obj, "dtype", dn) ||
+            !(shape = cJSON_AddArrayToObject(obj, "shape")) || !(offs = cJSON_AddArrayToObject(obj, "data_offsets")))
+            goto oom;
+        for (int d = 0; d < t->ndim; d++)
+            cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->shape[d]));
+        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
+        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)(off + t->nbytes)));
+        off += t->nbytes;
+    }
+    if (!(json = cJSON_PrintUnformatted(root)))
+        goto oom;
+    n = strlen(json);
+    *len = (n + 7) / 8 * 8;
+    if (!(padded = malloc(*len)))
+        goto oom;
+    memcpy(padded, json, n);
+    memset(padded + n, ' ', *len - n);
+    free(json);
+    cJSON_Delete(root);
+    return padded;
+oom:
+    free(json);
+    cJSON_Delete(root);
+    ct_error_set(err, CT_ENOMEM, "", "%s: out of memory building the header", path);
+    return NULL;
+}
+
+static int fsync_dir(const char *path)
+{
+    char *copy = strdup(path);
+    int fd, rc = -1;
+
+    if (!copy)
+        return -1;
+    fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        rc = fsync(fd);
+        close(fd);
+    }
+    free(copy);
+    return rc;
+}
+
+/* Temp files a killed writer left beside path (PATH.tmp.XXXXXX): never a valid checkpoint, so
+ * they go before the next save. One writer per path (rank 0) is the rule. */
+static void remove_stale_temps(const char *path)
+{
+    char pattern[4200];
+    glob_t g;
+
+    if (snprintf(pattern, sizeof(pattern), "%s.tmp.??????", path) >= (int)sizeof(pattern))
+        return;
+    if (glob(pattern, GLOB_NOSORT | GLOB_NOESCAPE, NULL, &g) == 0)
+        for (size_t i = 0; i < g.gl_pathc; i++)
+            unlink(g.gl_pathv[i]);
+    globfree(&g);
+}
+
+static int st_save(const char *path, const ct_ckpt *ckpt, ct_error *err)
+{
+    char tmp[4200];
+    unsigned char len8[8];
+    size_t hlen = 0;
+    char *header = build_header(path, ckpt, &hlen, err);
+    int fd, rc = 0;
+
+    if (!header)
+        return err ? err->code : CT_ENOMEM;
+    /* Same directory as the target, so rename() is atomic (same file system). */
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path) >= (int)sizeof(tmp)) {
+        free(header);
+        return ct_error_set(err, CT_EINVAL, "ckpt-path", "checkpoint path too long: %s", path);
+    }
+    remove_stale_temps(path);
+    fd = mkstemp(tmp);
+    if (fd < 0) {
+        rc = ct_error_set(err, CT_EIO, "ckpt-write", "%s: cannot create a temporary file beside it: %s",
+                          path, strerror(errno));
+        ct_error_hint(err, "check that the directory exists and is writable");
+        free(header);
+        return rc;
+    }
+    /* mkstemp creates 0600; a checkpoint gets the permissions of any file the user creates. */
+    {
+        mode_t mask = umask(0);
+
+        umask(mask);
+        if (fchmod(fd, 0666 & ~mask))
+            goto io_fail;
+    }
+    for (int i = 0; i < 8; i++)
+        len8[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
+    if (ct_write_all(fd, len8, 8) || ct_write_all(fd, header, hlen))
+        goto io_fail;
+    for (int i = 0; i < ckpt->n_tensors; i++)
+        if (ct_write_all(fd, ckpt->tensors[i].data, ckpt->tensors[i].nbytes))
+            goto io_fail;
+    if (fsync(fd))
+        goto io_fail;
+    if (close(fd)) {
+        fd = -1;
+        goto io_fail;
+    }
+    fd = -1;
+    if (rename(tmp, path))
+        goto io_fail;
+    free(header);
+    if (fsync_dir(path))
+        return ct_error_set(err, CT_EIO, "ckpt-write", "%s: written, but syncing its directory failed: %s",
+                            path, strerror(errno));
+    return 0;
+io_fail:
+    rc = ct_error_set(err, CT_EIO, "ckpt-write", "%s: writing the checkpoint failed: %s", path, strerror(errno));
+    ct_error_hint(err, "check free space and permissions; the previous checkpoint is untouched");
+    if (fd >= 0)
+        close(fd);
+    unlink(tmp);
+    free(header);
+    return rc;
+}
+
+/* --- load ------------------------------------------------------------------------------------ */
+
+static int read_at(int fd, void *buf, size_t n, off_t off)
+{
+    char *p = buf;
+
+    while (n > 0) {
+        ssize_t r = pread(fd, p, n, off);
+
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        p += r;
+        n -= (size_t)r;
+        off += r;
+    }
+    return 0;
+}
+
+/* A JSON number that is a non-negative integer below 2^53 (exact in a double). */
+static int json_uint(const cJSON *j, uint64_t *out)
+{
+    if (!cJSON_IsNumber(j) || !(j->valuedouble >= 0.0) || j->valuedouble > 9007199254740992.0 ||
+        floor(j->valuedouble) != j->valuedouble)
+        return -1;
+    *out = (uint64_t)j->valuedouble;
+    return 0;
+}
+
+/* Validate one header entry; fill dtype, shape and the data range. */
+static int parse_entry(const char *path, const cJSON *e, uint64_t data_size, ct_ckpt_tensor *t,
+                       uint64_t *begin, uint64_t *end, ct_error *err)
+{
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
+    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
+    const cJSON *offs = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
+    const cJSON *d;
+    uint64_t numel = 1, v;
+    size_t esize;
+
+    if (!cJSON_IsObject(e) || !cJSON_IsString(dt) || !cJSON_IsArray(shape) || !cJSON_IsArray(offs) ||
+        cJSON_GetArraySize(offs) != 2)
+        return ct_error_set(err, CT_EFORMAT, "ckpt-corrupt",
+                            "%s: tensor %s: header entry lacks dtype, shape or data_offsets", path, e->string);
+    t->dtype = dtype_from_name(dt->valuestring);
+    esize = dtype_size(t->dtype);
+    if (t->dtype < 0 || !esize)
+        return ct_error_set(err, CT_EFORMAT, "ckpt-dtype", "%s: tensor %s: unsupported dtype %s", path,
+                            e->string, dt->valuestring);
+    if (cJSON_GetArraySize(shape) > CT_CKPT_MAX_SHAPE)
+        return ct_error_set(err, CT_EFORMAT, "ckpt-shape", "%s: tensor %s: %d dimensions (at most %d)", path,
+                            e->string, cJSON_GetArraySize(shape), CT_CKPT_MAX_SHAPE);
+    t->ndim = 0;
+    cJSON_ArrayForEach(d, shape) {
+        if (json_uint(d, &v) || v > ((uint64_t)1 << 40) || (v && numel > UINT64_MAX / v))
+            return ct_error_set(err, CT_EFORMAT, "ckpt-shape", "%s: tensor %s: bad shape entry", path, e->string);
+        t->shape[t->ndim++] = (int64_t)v;
+        numel *= v;
+    }
+    if (json_uint(cJSON_GetArrayItem(offs, 0), begin) || json_uint(cJSON_GetArrayItem(offs, 1), end) ||
+        *begin > *end || *end > data_size)
+        return ct_error_set(err, CT_EFORMAT, "ckpt-offsets",
+                            "%s: tensor %s: data_offsets outside the %llu data bytes (truncated file?)", path,
+                            e->string, (unsigned long long)data_size);
+    if (numel > UINT64_MAX / esize || *end - *begin != numel * esize)
+        return ct_error_set(err, CT_EFORMAT, "ckpt-offsets",
+                            "%s: tensor %s: %llu data bytes do not hold its shape", path, e->string,
+                            (unsigned long long)(*end - *begin));
+    t->nbytes = (size_t)(numel * esize);
+    return 0;
+}
+
+static int read_metadata(const char *path, const cJSON *meta, ct_ckpt *ckpt, ct_error *err)
+{
+    const cJSON *kv;
+
+    ckpt->n_meta = 0;
+    if (!meta)
+        return 0;
+    if (!cJSON_IsObject(meta))
+        return ct_error_set(err, CT_EFORMAT, "ckpt-corrupt", "%s: __metadata__ is not an object", path);
+    cJSON_ArrayForEach(kv, meta) {
+        ct_ckpt_meta *m;
+
+        if (!cJSON_IsString(kv))
+            return ct_error_set(err, CT_EFORMAT, "ckpt-corrupt", "%s: __metadata__ value of %s is not a string",
+                                path, kv->string);
+        if (ckpt->n_meta == CT_CKPT_MAX_META || strlen(kv->string) >= sizeof(m->key) ||
+            strlen(kv->valuestring) >= sizeof(m->value))
+            return ct_error_set(err, CT_EFORMAT, "ckpt-meta", "%s: __metadata__ entry %s is too large", path,
+                                kv->string);
+        m = &ckpt->meta[ckpt->n_meta++];
+        snprintf(m->key, sizeof(m->key), "%s", kv->string);
+        snprintf(m->value, sizeof(m->value), "%s", kv->valuestring);
+    }
+    return 0;
+}
+
+/* Every entry valid; every tensor the caller asked for present with its dtype and shape; data read. */
+static int load_tensors(const char *path, int fd, const cJSON *root, uint64_t data_start, uint64_t data_size,
+                        ct_ckpt *ckpt, ct_error *err)
+{
+    const cJSON *e;
+    ct_ckpt_tensor got;
+    uint64_t begin, end;
+    int rc;
+
+    cJSON_ArrayForEach(e, root) {
+        if (strcmp(e->string, "__metadata__") &&
+            (rc = parse_entry(path, e, data_size, &got, &begin, &end, err)))
+            return rc;
+    }
+    for (int i = 0; i < ckpt->n_tensors; i++) {
+        ct_ckpt_tensor *want = &ckpt->tensors[i];
+        char ws[96], gs[96];
+
+        e = cJSON_GetObjectItemCaseSensitive(root, want->name);
+        if (!e) {
+            ct_error_set(err, CT_EFORMAT, "ckpt-missing", "%s: has no tensor %s", path, want->name);
+            return ct_error_hint(err, "the checkpoint was written for another model or optimizer "
+                                      "(compare --hidden and --optimizer with the run that wrote it)");
+        }
+        parse_entry(path, e, data_size, &got, &begin, &end, err);
+        shape_str(want->shape, want->ndim, ws, sizeof(ws));
+        shape_str(got.shape, got.ndim, gs, sizeof(gs));
+        if (got.dtype != want->dtype || strcmp(ws, gs)) {
+            ct_error_set(err, CT_EFORMAT, "ckpt-shape", "%s: tensor %s is %s %s, the model expects %s %s", path,
+                         want->name, dtype_name(got.dtype), gs, dtype_name(want->dtype), ws);
+            return ct_error_hint(err, "the checkpoint was written for another model shape: use the --hidden "
+                                      "of the run that wrote it");
+        }
+        if (got.nbytes != want->nbytes)
+            return ct_error_set(err, CT_EINTERNAL, "ckpt-tensor", "%s: tensor %s: buffer of %zu bytes for %zu",
+                                path, want->name, want->nbytes, got.nbytes);
+        if (read_at(fd, want->data, want->nbytes, (off_t)(data_start + begin)))
+            return ct_error_set(err, CT_EFORMAT, "ckpt-truncated", "%s: tensor %s: cannot read its data: %s",
+                                path, want->name, errno ? strerror(errno) : "file too short");
+    }
+    return 0;
+}
+
+static int st_load(const char *path, ct_ckpt *ckpt, ct_error *err)
+{
+    unsigned char len8[8];
+    uint64_t hlen = 0;
+    struct stat st;
+    char *header = NULL;
+    cJSON *root = NULL;
+    int fd, rc;
+
+    memset(&st, 0, sizeof(st));
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        rc = ct_error_set(err, errno == ENOENT ? CT_ENOENT : CT_EIO, "ckpt-open", "%s: %s", path,
+                          strerror(errno));
+        return rc;
+    }
+    if (fstat(fd, &st) || st.st_size < 8 || read_at(fd, len8, 8, 0)) {
+        rc = ct_error_set(err, CT_EFORMAT, "ckpt-truncated", "%s: not a safetensors file (%lld bytes, "
+                          "shorter than its 8-byte header length)", path, (long long)st.st_size);
+        goto out;
+    }
+    for (int i = 0; i < 8; i++)
+        hlen |= (uint64_t)len8[i] << (8 * i);
+    if (hlen < 2 || hlen > HEADER_MAX || hlen > (uint64_t)st.st_size - 8) {
+        rc = ct_error_set(err, CT_EFORMAT, "ckpt-header", "%s: header length %llu is impossible for a file of "
+                          "%lld bytes (truncated or not a safetensors file)", path, (unsigned long long)hlen,
+                          (long long)st.st_size);
+        goto out;
+    }
+    if (!(header = malloc(hlen)) || read_at(fd, header, hlen, 8)) {
+        rc = ct_error_set(err, CT_EIO, "ckpt-read", "%s: cannot read its header", path);
+        goto out;
+    }
+    root = cJSON_ParseWithLength(header, hlen);
+    if (!cJSON_IsObject(root)) {
+        rc = ct_error_set(err, CT_EFORMAT, "ckpt-header", "%s: the header is not a JSON object (corrupt file)",
+                          path);
+        goto out;
+    }
+    if ((rc = read_metadata(path, cJSON_GetObjectItemCaseSensitive(root, "__metadata__"), ckpt, err)))
+        goto out;
+    rc = load_tensors(path, fd, root, 8 + hlen, (uint64_t)st.st_size - 8 - hlen, ckpt, err);
+out:
+    cJSON_Delete(root);
+    free(header);
+    close(fd);
+    return rc;
+}
+
+const struct ct_checkpoint_io_ops ct_checkpoint_io_safetensors = {
+    .name = "safetensors",
+    .save = st_save,
+    .load = st_load,
+};

@@ -1,0 +1,75 @@
+/* ctrain fit | validate | test — the Trainer from the command line. The connector resolves the
+ * accelerator/strategy/precision flags; the Trainer runs the ranks through the strategy. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ctrain/connector.h"
+#include "ctrain/engine.h"
+#include "ctrain/trainer.h"
+#include "engine/cli/commands.h"
+#include "engine/cli/trainer_flags.h"
+
+enum which { FIT, VALIDATE, TEST };
+
+static void report(enum which w, const ct_trainer_result *r)
+{
+    if (!r->filled)
+        return; /* a supervisor: rank 0 reported */
+    if (w == FIT) {
+        printf("ctrain: fit done: %d epochs, %ld steps, world size %d, %.0f samples/s\n", r->epochs, r->steps,
+               r->world_size, r->train_samples_per_sec);
+        printf("ctrain: val_acc %.4f (best %.4f), test_acc %.4f, test_loss %.4f\n", r->val_acc, r->best_val_acc,
+               r->test_acc, r->test_loss);
+        printf("ctrain: checkpoints %s, %s; summary %s\n", r->last_checkpoint,
+               r->best_checkpoint[0] ? r->best_checkpoint : "(no best)", r->summary_path);
+    } else if (w == VALIDATE) {
+        printf("ctrain: val_acc %.4f val_loss %.4f (%ld samples, %s)\n", r->val_acc, r->val_loss, r->eval_samples,
+               r->best_checkpoint);
+    } else {
+        printf("ctrain: test_acc %.4f test_loss %.4f (%ld samples, %s)\n", r->test_acc, r->test_loss,
+               r->eval_samples, r->best_checkpoint);
+    }
+    fflush(stdout);
+}
+
+static int run(enum which w, int argc, char **argv)
+{
+    ct_trainer_config cfg;
+    ct_connector_flags cf;
+    ct_connector *conn = NULL;
+    ct_trainer_result res;
+    ct_error err;
+    int help = 0, rc;
+
+    ct_error_clear(&err);
+    if ((rc = ct_trainer_flags_parse(argc, argv, &cfg, &cf, &help, &err))) {
+        ct_error_prefix(&err, "%s: ", argv[0]);
+        ct_error_print(stderr, &err);
+        return ct_error_exit_status(rc);
+    }
+    if (help) {
+        ct_trainer_flags_usage(argv[0], stdout);
+        return 0;
+    }
+    ct_engine_init();
+    if ((rc = ct_connector_create(&cf, NULL, &conn, &err))) {
+        ct_error_print(stderr, &err);
+        return ct_error_exit_status(rc);
+    }
+    for (int i = 0; i < ct_connector_plan(conn)->n_notices; i++)
+        fprintf(stderr, "ctrain: notice: %s\n", ct_connector_plan(conn)->notices[i]);
+    rc = w == FIT ? ct_trainer_fit(&cfg, conn, &res, &err)
+       : w == VALIDATE ? ct_trainer_validate(&cfg, conn, &res, &err)
+                       : ct_trainer_test(&cfg, conn, &res, &err);
+    if (rc)
+        ct_error_print(stderr, &err);
+    else
+        report(w, &res);
+    ct_connector_free(conn);
+    return rc ? ct_error_exit_status(rc) : 0;
+}
+
+int ct_cmd_fit(int argc, char **argv) { return run(FIT, argc, argv); }
+int ct_cmd_validate(int argc, char **argv) { return run(VALIDATE, argc, argv); }
+int ct_cmd_test(int argc, char **argv) { return run(TEST, argc, argv); }

@@ -1,0 +1,280 @@
+/* The flags of ctrain fit / validate / test (see trainer_flags.h). The accelerator/strategy/
+ * precision flags go to the connector untouched; the rest fill a ct_trainer_config. */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctrain/data.h"
+#include "ctrain/util.h"
+#include "engine/cli/trainer_flags.h"
+
+enum kind { F_INT, F_LONG, F_DOUBLE, F_STRING, F_SWITCH, F_SPECIAL };
+
+struct flag {
+    const char *name;
+    enum kind kind;
+    long min, max;       /* F_INT / F_LONG */
+    const char *metavar;
+    const char *help;
+};
+
+static const struct flag flags[] = {
+    { "--max-epochs", F_INT, 1, 1000000, "N", "epochs to train (default 5)" },
+    { "--max-steps", F_LONG, -1, LONG_MAX, "N", "stop after N optimizer steps in all (default -1: no limit)" },
+    { "--batch-size", F_INT, 1, 65536, "N", "samples per step on each rank (default 128)" },
+    { "--lr", F_DOUBLE, 0, 0, "X", "peak learning rate (default 1e-3)" },
+    { "--lr-schedule", F_SPECIAL, 0, 0, "NAME",
+      "cosine (default: from --lr down to 0 over the fit, by global step) or constant" },
+    { "--optimizer", F_SPECIAL, 0, 0, "NAME", "adamw (default) or sgd" },
+    { "--weight-decay", F_DOUBLE, 0, 0, "X", "adamw: decoupled, default 0.01; sgd: L2, default 0" },
+    { "--momentum", F_DOUBLE, 0, 0, "X", "sgd momentum (default 0.9)" },
+    { "--hidden", F_SPECIAL, 0, 0, "W,W,...", "hidden layer widths (default 512,256; 'none': no hidden layer)" },
+    { "--seed", F_LONG, 0, LONG_MAX, "N", "seed of initialisation and shuffling (default 42)" },
+    { "--deterministic", F_SWITCH, 0, 0, NULL,
+      "reproducible bit for bit (same world size and BLAS threads); recorded in the plan" },
+    { "--default-root-dir", F_STRING, 0, 0, "DIR",
+      "where metrics.csv, checkpoints and summary.json go (default runs)" },
+    { "--ckpt-path", F_STRING, 0, 0, "last|best|FILE",
+      "fit: resume from it; validate/test: the weights to evaluate (default best)" },
+    { "--log-every-n-steps", F_INT, 1, INT_MAX, "N", "metrics.csv row and plain progress line every N steps (default 50)" },
+    { "--checkpoint-every-n-steps", F_INT, 0, INT_MAX, "N",
+      "also write last.safetensors every N steps (default 0: at epoch ends only)" },
+    { "--progress", F_SPECIAL, 0, 0, "MODE",
+      "auto (default: bar on a TTY, plain lines otherwise), bar, plain or off" },
+    { "--data", F_STRING, 0, 0, "DIR", "Fashion-MNIST directory (default " CT_FMNIST_DEFAULT_DIR ")" },
+    { "--val-fraction", F_DOUBLE, 0, 0, "X", "share of the training set held out for validation (default 1/12)" },
+    { NULL, 0, 0, 0, NULL, NULL }
+};
+
+static const char *const connector_help[][3] = {
+    { "--accelerator", "NAME", "cpu, cuda or auto (ctrain plan --help has the rules)" },
+    { "--strategy", "NAME", "single_device, ddp, ddp_fork, ... or auto" },
+    { "--devices", "SPEC", "auto, N, -1 or a list of ids" },
+    { "--num-nodes", "N", "nodes in the run" },
+    { "--precision", "P", "32-true (the cpu engine computes in fp32)" },
+    { "--cluster-env", "NAME", "auto or a cluster environment name (ctrain plan --list)" },
+    { NULL, NULL, NULL }
+};
+
+static const char *const progress_names[] = { "auto", "bar", "plain", "off", NULL };
+static const char *const optimizer_names[] = { "adamw", "sgd", NULL };
+static const char *const schedule_names[] = { "cosine", "constant", NULL };
+
+void ct_trainer_flags_usage(const char *cmd, FILE *out)
+{
+    fprintf(out, "usage: ctrain %s [flags]\n", cmd);
+    if (!strcmp(cmd, "fit"))
+        fprintf(out, "Train an MLP on Fashion-MNIST, validating and checkpointing after every epoch, then test\n"
+                     "the best checkpoint on the official test set.\n");
+    else if (!strcmp(cmd, "validate"))
+        fprintf(out, "Evaluate a checkpoint (--ckpt-path, default best) on the validation split.\n");
+    else
+        fprintf(out, "Evaluate a checkpoint (--ckpt-path, default best) on the official test set.\n");
+    fprintf(out, "\nTrainer flags (--flag VALUE or --flag=VALUE):\n");
+    for (const struct flag *f = flags; f->name; f++) {
+        char left[64];
+
+        snprintf(left, sizeof(left), "%s%s%s", f->name, f->metavar ? " " : "", f->metavar ? f->metavar : "");
+        fprintf(out, "  %-34s %s\n", left, f->help);
+    }
+    fprintf(out, "\nAccelerator, strategy and precision (resolved by the connector, as `ctrain plan` shows):\n");
+    for (int i = 0; connector_help[i][0]; i++) {
+        char left[64];
+
+        snprintf(left, sizeof(left), "%s %s", connector_help[i][0], connector_help[i][1]);
+        fprintf(out, "  %-34s %s\n", left, connector_help[i][2]);
+    }
+    fprintf(out, "\n  %-34s %s\n", "--help", "this text");
+    fprintf(out, "\nOutputs in --default-root-dir: metrics.csv, last.safetensors, best.safetensors, summary.json.\n"
+                 "Exit status: 0 success, 1 failure (files, I/O, a rank), 2 bad flags or configuration.\n");
+}
+
+void ct_trainer_flags_summary(FILE *out)
+{
+    fprintf(out, "\nfit, validate and test flags (ctrain fit --help has the details):\n");
+    for (const struct flag *f = flags; f->name; f++) {
+        char left[64];
+
+        snprintf(left, sizeof(left), "%s%s%s", f->name, f->metavar ? " " : "", f->metavar ? f->metavar : "");
+        fprintf(out, "  %-34s %s\n", left, f->help);
+    }
+    for (int i = 0; connector_help[i][0]; i++) {
+        char left[64];
+
+        snprintf(left, sizeof(left), "%s %s", connector_help[i][0], connector_help[i][1]);
+        fprintf(out, "  %-34s %s\n", left, connector_help[i][2]);
+    }
+}
+
+static int unknown_flag(const char *name, ct_error *err)
+{
+    const char *names[64];
+    const char *guess;
+    int n = 0;
+
+    for (const struct flag *f = flags; f->name; f++)
+        names[n++] = f->name;
+    for (int i = 0; connector_help[i][0]; i++)
+        names[n++] = connector_help[i][0];
+    names[n++] = "--help";
+    names[n] = NULL;
+    guess = ct_str_closest(name, names);
+    ct_error_set(err, CT_EINVAL, "flag-unknown", "unknown flag '%s'", name);
+    if (guess)
+        return ct_error_hint(err, "did you mean %s?", guess);
+    return ct_error_hint(err, "the --help of this command lists the flags");
+}
+
+static int bad_value(const struct flag *f, const char *value, const char *what, ct_error *err)
+{
+    ct_error_set(err, CT_EINVAL, "flag-value", "%s '%s' is not %s", f->name, value, what);
+    return ct_error_hint(err, "%s %s: %s", f->name, f->metavar, f->help);
+}
+
+static int parse_choice(const struct flag *f, const char *value, const char *const *names, ct_error *err)
+{
+    const char *guess;
+
+    for (int i = 0; names[i]; i++)
+        if (!strcmp(value, names[i]))
+            return i;
+    ct_error_set(err, CT_EINVAL, "flag-value", "%s '%s' is not one of the choices", f->name, value);
+    guess = ct_str_closest(value, names);
+    if (guess)
+        ct_error_hint(err, "did you mean %s %s?", f->name, guess);
+    else
+        ct_error_hint(err, "%s %s: %s", f->name, f->metavar, f->help);
+    return CT_EINVAL;
+}
+
+static int parse_hidden(const struct flag *f, const char *value, ct_trainer_config *cfg, ct_error *err)
+{
+    char buf[256], *save = NULL, *tok;
+    int n = 0;
+
+    if (!strcmp(value, "none")) {
+        cfg->n_hidden = 0;
+        return 0;
+    }
+    if (snprintf(buf, sizeof(buf), "%s", value) >= (int)sizeof(buf) || !*value || value[strlen(value) - 1] == ',')
+        return bad_value(f, value, "a list of widths like 512,256", err);
+    for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        long w;
+
+        if (n == CT_TRAINER_MAX_HIDDEN)
+            return bad_value(f, value, "a list of at most 15 widths", err);
+        if (ct_parse_long(tok, 1, 65536, &w))
+            return bad_value(f, value, "a list of widths in [1, 65536] like 512,256", err);
+        cfg->hidden[n++] = (int)w;
+    }
+    cfg->n_hidden = n;
+    return 0;
+}
+
+static int apply(const struct flag *f, const char *value, ct_trainer_config *cfg, ct_error *err)
+{
+    long l;
+    double d;
+    int i;
+    char range[96];
+
+    snprintf(range, sizeof(range), "an integer in [%ld, %ld]", f->min, f->max);
+    if ((f->kind == F_INT || f->kind == F_LONG) && ct_parse_long(value, f->min, f->max, &l))
+        return bad_value(f, value, range, err);
+    if (f->kind == F_DOUBLE && (ct_parse_double(value, &d) || d < 0))
+        return bad_value(f, value, "a non-negative number", err);
+    if (!strcmp(f->name, "--max-epochs")) cfg->max_epochs = (int)l;
+    else if (!strcmp(f->name, "--max-steps")) cfg->max_steps = l;
+    else if (!strcmp(f->name, "--batch-size")) cfg->batch_size = (int)l;
+    else if (!strcmp(f->name, "--seed")) cfg->seed = (uint64_t)l;
+    else if (!strcmp(f->name, "--log-every-n-steps")) cfg->log_every_n_steps = (int)l;
+    else if (!strcmp(f->name, "--checkpoint-every-n-steps")) cfg->checkpoint_every_n_steps = (int)l;
+    else if (!strcmp(f->name, "--lr")) {
+        if (!(d > 0))
+            return bad_value(f, value, "a positive number", err);
+        cfg->lr = d;
+    } else if (!strcmp(f->name, "--weight-decay")) cfg->weight_decay = d;
+    else if (!strcmp(f->name, "--momentum")) cfg->momentum = d;
+    else if (!strcmp(f->name, "--val-fraction")) {
+        if (d >= 1)
+            return bad_value(f, value, "a fraction in [0, 1)", err);
+        cfg->val_fraction = d;
+    } else if (!strcmp(f->name, "--hidden")) return parse_hidden(f, value, cfg, err);
+    else if (!strcmp(f->name, "--optimizer")) {
+        if ((i = parse_choice(f, value, optimizer_names, err)) < 0)
+            return i;
+        snprintf(cfg->optimizer, sizeof(cfg->optimizer), "%s", optimizer_names[i]);
+    } else if (!strcmp(f->name, "--lr-schedule")) {
+        if ((i = parse_choice(f, value, schedule_names, err)) < 0)
+            return i;
+        snprintf(cfg->lr_schedule, sizeof(cfg->lr_schedule), "%s", schedule_names[i]);
+    } else if (!strcmp(f->name, "--progress")) {
+        if ((i = parse_choice(f, value, progress_names, err)) < 0)
+            return i;
+        cfg->progress = (enum ct_trainer_progress)i;
+    } else {
+        char *dst = !strcmp(f->name, "--default-root-dir") ? cfg->default_root_dir
+                    : !strcmp(f->name, "--ckpt-path")      ? cfg->ckpt_path
+                                                           : cfg->data_dir;
+
+        if (!*value)
+            return bad_value(f, value, "a path", err);
+        if (ct_str_copy(dst, CT_TRAINER_PATH_MAX, value))
+            return bad_value(f, value, "a path shorter than 1024 bytes", err);
+    }
+    return 0;
+}
+
+int ct_trainer_flags_parse(int argc, char **argv, ct_trainer_config *cfg, ct_connector_flags *cf, int *help,
+                           ct_error *err)
+{
+    ct_trainer_config_default(cfg);
+    memset(cf, 0, sizeof(*cf));
+    *help = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i], *eq = strchr(arg, '='), *value = NULL;
+        const struct flag *f = NULL;
+        char name[64];
+        int rc;
+
+        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+            *help = 1;
+            return 0;
+        }
+        if (strncmp(arg, "--", 2)) {
+            ct_error_set(err, CT_EINVAL, "flag-positional", "unexpected argument '%s'", arg);
+            return ct_error_hint(err, "every setting is a --flag; see --help");
+        }
+        snprintf(name, sizeof(name), "%.*s", eq ? (int)(eq - arg) : (int)strlen(arg), arg);
+        for (const struct flag *g = flags; g->name; g++)
+            if (!strcmp(g->name, name))
+                f = g;
+        if (f && f->kind == F_SWITCH) {
+            if (eq) {
+                ct_error_set(err, CT_EINVAL, "flag-value", "%s takes no value (got '%s')", name, eq + 1);
+                return ct_error_hint(err, "write %s alone", name);
+            }
+            cfg->deterministic = 1;
+            cf->deterministic = 1;
+            continue;
+        }
+        if (eq)
+            value = eq + 1;
+        else if (i + 1 < argc && (f || strncmp(argv[i + 1], "--", 2)))
+            value = argv[++i];
+        if (!f) {
+            rc = ct_connector_flags_set(cf, name, value ? value : "", err);
+            if (rc == 1)
+                return unknown_flag(name, err);
+            if (rc)
+                return rc;
+        }
+        if (!value) {
+            ct_error_set(err, CT_EINVAL, "flag-missing-value", "%s needs a value", name);
+            return ct_error_hint(err, "write %s VALUE or %s=VALUE", name, name);
+        }
+        if (f && (rc = apply(f, value, cfg, err)))
+            return rc;
+    }
+    return ct_trainer_config_check(cfg, err);
+}

@@ -1,0 +1,15 @@
+/* The external launcher: srun, mpirun, jsrun or torchrun already started every process; each
+ * runs the body once, here. See include/ctrain/launcher.h. */
+#include "ctrain/launcher.h"
+
+static int external_launch(const ct_launch_spec *spec, ct_launch_body body, void *arg,
+                           void *result, size_t result_size, int *is_supervisor, ct_error *err)
+{
+    *is_supervisor = 0;
+    return body(arg, result, result_size, err);
+}
+
+const struct ct_launcher_ops ct_launcher_external = {
+    .name = "external",
+    .launch = external_launch,
+};

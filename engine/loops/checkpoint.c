@@ -1,0 +1,190 @@
+/* The run's state as a checkpoint: weights and optimizer state as tensors, counters, the PRNG and
+ * the flags in __metadata__. The strategy decides who writes (rank 0) and every rank loads. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctrain/util.h"
+#include "engine/loops/loops.h"
+
+#define CKPT_FORMAT "ctrain-checkpoint-1"
+
+static void add_tensor(ct_ckpt *c, const char *name, float *data, int ndim, const int64_t *shape, size_t numel)
+{
+    ct_ckpt_tensor *t = &c->tensors[c->n_tensors++];
+
+    snprintf(t->name, sizeof(t->name), "%s", name);
+    t->dtype = CT_DTYPE_F32;
+    t->ndim = ndim;
+    for (int d = 0; d < ndim; d++)
+        t->shape[d] = shape[d];
+    t->data = data;
+    t->nbytes = numel * sizeof(float);
+}
+
+static void add_meta(ct_ckpt *c, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void add_meta(ct_ckpt *c, const char *key, const char *fmt, ...)
+{
+    ct_ckpt_meta *m = &c->meta[c->n_meta++];
+    va_list ap;
+
+    snprintf(m->key, sizeof(m->key), "%s", key);
+    va_start(ap, fmt);
+    vsnprintf(m->value, sizeof(m->value), fmt, ap);
+    va_end(ap);
+}
+
+static const char *meta_get(const ct_ckpt *c, const char *key)
+{
+    for (int i = 0; i < c->n_meta; i++)
+        if (!strcmp(c->meta[i].key, key))
+            return c->meta[i].value;
+    return NULL;
+}
+
+/* The tensors of the run: the model's, then (unless weights_only) the optimizer's whole arrays. */
+static void describe_tensors(ct_run *run, ct_ckpt *c, int weights_only)
+{
+    int64_t n = (int64_t)ct_mlp_num_params(run->model);
+
+    for (int i = 0; i < ct_mlp_num_tensors(run->model); i++) {
+        const ct_tensor *t = ct_mlp_tensor(run->model, i);
+
+        add_tensor(c, t->name, t->data, t->ndim, t->shape, t->numel);
+    }
+    if (weights_only)
+        return;
+    for (int i = 0; i < ct_optim_num_states(run->optim); i++) {
+        char name[64];
+
+        snprintf(name, sizeof(name), "optimizer.%s", ct_optim_state_name(run->optim, i));
+        add_tensor(c, name, ct_optim_state(run->optim, i), 1, &n, (size_t)n);
+    }
+}
+
+int ct_run_save_checkpoint(ct_run *run, const char *path, ct_error *err)
+{
+    ct_ckpt *c = calloc(1, sizeof(*c));
+    const ct_optim_config *oc = ct_optim_get_config(run->optim);
+    char model[256];
+    int rc;
+
+    if (!c)
+        return ct_error_set(err, CT_ENOMEM, "", "out of memory saving %s", path);
+    describe_tensors(run, c, 0);
+    ct_mlp_describe(run->model, model, sizeof(model));
+    add_meta(c, "format", CKPT_FORMAT);
+    add_meta(c, "model", "mlp %s", model);
+    add_meta(c, "optimizer", "%s", ct_optim_kind_name(oc->kind));
+    add_meta(c, "optimizer_steps", "%" PRId64, ct_optim_steps(run->optim));
+    add_meta(c, "epoch", "%" PRId64, run->st.epoch);
+    add_meta(c, "step_in_epoch", "%" PRId64, run->st.step_in_epoch);
+    add_meta(c, "global_step", "%" PRId64, run->st.global_step);
+    add_meta(c, "best_val_acc", "%.17g", run->st.best_val_acc);
+    add_meta(c, "val_acc", "%.17g", run->st.last_val_acc);
+    add_meta(c, "val_loss", "%.17g", run->st.last_val_loss);
+    add_meta(c, "world_size", "%d", run->world);
+    add_meta(c, "batch_size", "%d", run->opt.batch_size);
+    add_meta(c, "seed", "%" PRIu64, run->opt.seed);
+    add_meta(c, "rng", "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64, run->rng.s[0], run->rng.s[1],
+             run->rng.s[2], run->rng.s[3]);
+    add_meta(c, "flags", "%s", run->opt.flags_json);
+    rc = ct_strategy_save_checkpoint(run->strategy, path, c, err);
+    free(c);
+    return rc;
+}
+
+static int need_int(const char *path, const ct_ckpt *c, const char *key, int64_t *out, ct_error *err)
+{
+    const char *v = meta_get(c, key);
+    long n;
+
+    if (!v || ct_parse_long(v, 0, INT64_MAX, &n))
+        return ct_error_set(err, CT_EFORMAT, "ckpt-meta", "%s: metadata %s is %s%s%s", path, key,
+                            v ? "'" : "missing", v ? v : "", v ? "', not a count" : "");
+    *out = n;
+    return 0;
+}
+
+/* The metadata checks that give a clear message before any tensor is compared. */
+static int check_header(ct_run *run, const char *path, const ct_ckpt *c, int weights_only, ct_error *err)
+{
+    const char *fmt = meta_get(c, "format"), *model = meta_get(c, "model"), *opt = meta_get(c, "optimizer");
+    const char *mine = ct_optim_kind_name(ct_optim_get_config(run->optim)->kind);
+    char want[256], desc[256];
+
+    ct_mlp_describe(run->model, desc, sizeof(desc));
+    snprintf(want, sizeof(want), "mlp %s", desc);
+    if (!fmt || strcmp(fmt, CKPT_FORMAT)) {
+        ct_error_set(err, CT_EFORMAT, "ckpt-format", "%s: not a ctrain checkpoint (metadata format is %s)", path,
+                     fmt ? fmt : "missing");
+        return ct_error_hint(err, "pass a last.safetensors or best.safetensors written by ctrain fit");
+    }
+    if (!model || strcmp(model, want)) {
+        ct_error_set(err, CT_EFORMAT, "ckpt-model", "%s: checkpoint is for model %s, this run builds %s", path,
+                     model ? model : "(missing)", want);
+        return ct_error_hint(err, "use the --hidden of the run that wrote it");
+    }
+    if (!weights_only && (!opt || strcmp(opt, mine))) {
+        ct_error_set(err, CT_EFORMAT, "ckpt-optimizer", "%s: checkpoint has %s optimizer state, this run uses %s",
+                     path, opt ? opt : "no", mine);
+        return ct_error_hint(err, "resume with --optimizer %s", opt ? opt : "of the run that wrote it");
+    }
+    return 0;
+}
+
+static int restore_counters(ct_run *run, const char *path, const ct_ckpt *c, ct_error *err)
+{
+    ct_progress_state *st = &run->st;
+    int64_t opt_steps, world, batch;
+    const char *rng = meta_get(c, "rng"), *best = meta_get(c, "best_val_acc");
+    int rc;
+
+    if ((rc = need_int(path, c, "epoch", &st->epoch, err)) ||
+        (rc = need_int(path, c, "step_in_epoch", &st->step_in_epoch, err)) ||
+        (rc = need_int(path, c, "global_step", &st->global_step, err)) ||
+        (rc = need_int(path, c, "optimizer_steps", &opt_steps, err)) ||
+        (rc = need_int(path, c, "world_size", &world, err)) || (rc = need_int(path, c, "batch_size", &batch, err)))
+        return rc;
+    /* Inside an epoch the sample order depends on the shards and the batch: another world size or
+     * batch size cannot continue that epoch exactly. At an epoch boundary both may change. */
+    if (st->step_in_epoch > 0 && (world != run->world || batch != run->opt.batch_size)) {
+        ct_error_set(err, CT_ECONFLICT, "ckpt-resume-layout",
+                     "%s: stopped inside epoch %" PRId64 " with %" PRId64 " ranks x batch %" PRId64
+                     "; this run has %d x %d", path, st->epoch + 1, world, batch, run->world, run->opt.batch_size);
+        return ct_error_hint(err, "resume with the same world size and --batch-size");
+    }
+    if (!rng || strlen(rng) != 64 ||
+        sscanf(rng, "%16" SCNx64 "%16" SCNx64 "%16" SCNx64 "%16" SCNx64, &run->rng.s[0], &run->rng.s[1],
+               &run->rng.s[2], &run->rng.s[3]) != 4)
+        return ct_error_set(err, CT_EFORMAT, "ckpt-meta", "%s: metadata rng is missing or malformed", path);
+    if (!best || ct_parse_double(best, &st->best_val_acc))
+        st->best_val_acc = -1;
+    ct_optim_set_steps(run->optim, opt_steps);
+    return 0;
+}
+
+int ct_run_load_checkpoint(ct_run *run, const char *path, int weights_only, ct_error *err)
+{
+    ct_ckpt *c = calloc(1, sizeof(*c));
+    int rc;
+
+    if (!c)
+        return ct_error_set(err, CT_ENOMEM, "", "out of memory loading %s", path);
+    /* First pass, no tensors: the header is validated and the metadata read, so a checkpoint of
+     * another model gets a message about the model rather than about one tensor. */
+    if ((rc = ct_strategy_load_checkpoint(run->strategy, path, c, err)) ||
+        (rc = check_header(run, path, c, weights_only, err)))
+        goto out;
+    describe_tensors(run, c, weights_only);
+    if ((rc = ct_strategy_load_checkpoint(run->strategy, path, c, err)))
+        goto out;
+    if (!weights_only)
+        rc = restore_counters(run, path, c, err);
+out:
+    free(c);
+    return rc;
+}

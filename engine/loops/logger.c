@@ -1,0 +1,123 @@
+/* metrics.csv and the progress display (global zero only). */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <errno.h>
+
+#include "ctrain/util.h"
+#include "engine/loops/loops.h"
+
+int ct_logger_open(ct_run *run, int append, ct_error *err)
+{
+    char path[1100];
+    long size;
+
+    if (!run->is_zero)
+        return 0;
+    snprintf(path, sizeof(path), "%s/metrics.csv", run->opt.root_dir);
+    run->metrics = fopen(path, append ? "a" : "w");
+    if (!run->metrics)
+        return ct_error_set(err, CT_EIO, "metrics-open", "%s: cannot open for writing: %s", path, strerror(errno));
+    fseek(run->metrics, 0, SEEK_END);
+    size = ftell(run->metrics);
+    if (size <= 0)
+        fprintf(run->metrics, "step,epoch,train_loss,val_loss,val_acc,lr,samples_per_sec\n");
+    fflush(run->metrics);
+    return 0;
+}
+
+void ct_logger_close(ct_run *run)
+{
+    if (run->metrics)
+        fclose(run->metrics);
+    run->metrics = NULL;
+}
+
+static void field(FILE *f, double v, const char *fmt)
+{
+    fputc(',', f);
+    if (!isnan(v))
+        fprintf(f, fmt, v);
+}
+
+void ct_logger_row(ct_run *run, double train_loss, double val_loss, double val_acc, double lr,
+                   double samples_per_sec)
+{
+    FILE *f = run->metrics;
+
+    if (!f)
+        return;
+    /* epoch: 1-based, the epoch the step belongs to. */
+    fprintf(f, "%lld,%lld", (long long)run->st.global_step,
+            (long long)(run->st.step_in_epoch ? run->st.epoch + 1 : run->st.epoch));
+    field(f, train_loss, "%.6f");
+    field(f, val_loss, "%.6f");
+    field(f, val_acc, "%.6f");
+    field(f, lr, "%g");
+    field(f, samples_per_sec, "%.1f");
+    fputc('\n', f);
+    fflush(f);
+}
+
+static void format_eta(double seconds, char *buf, size_t size)
+{
+    long s = isfinite(seconds) && seconds > 0 ? (long)(seconds + 0.5) : 0;
+
+    snprintf(buf, size, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+}
+
+void ct_progress_step(ct_run *run, size_t steps_per_epoch, long total_steps, double loss,
+                      double samples_per_sec)
+{
+    static double last_draw;
+    const ct_progress_state *st = &run->st;
+    double now = ct_time_now();
+    /* ETA from this process's own step times (a resumed run starts measuring afresh). */
+    double per_step = run->train_seconds / (double)(run->steps_this_run ? run->steps_this_run : 1);
+    long left = total_steps - (long)st->global_step;
+    char eta[32];
+
+    if (!run->is_zero || (!run->use_bar && !run->use_plain))
+        return;
+    format_eta(per_step * (double)(left > 0 ? left : 0), eta, sizeof(eta));
+    if (run->use_bar) {
+        int width = 24, filled = (int)((double)width * (double)st->step_in_epoch / (double)steps_per_epoch);
+        char bar[32];
+
+        /* Redraw at most 10 times a second, and always at the end of an epoch or of the fit. */
+        if (now - last_draw < 0.1 && (size_t)st->step_in_epoch != steps_per_epoch && left > 0)
+            return;
+        last_draw = now;
+        for (int i = 0; i < width; i++)
+            bar[i] = i < filled ? '#' : '.';
+        bar[width] = '\0';
+        printf("\rEpoch %lld/%d [%s] %lld/%zu loss %.4f %.0f samples/s ETA %s\033[K",
+               (long long)st->epoch + 1, run->opt.max_epochs, bar, (long long)st->step_in_epoch, steps_per_epoch,
+               loss, samples_per_sec, eta);
+        fflush(stdout);
+        run->bar_active = 1;
+    } else if (st->global_step % run->opt.log_every_n_steps == 0) {
+        printf("ctrain: epoch %lld/%d step %lld/%zu (global %lld) loss %.4f %.0f samples/s ETA %s\n",
+               (long long)st->epoch + 1, run->opt.max_epochs, (long long)st->step_in_epoch, steps_per_epoch,
+               (long long)st->global_step, loss, samples_per_sec, eta);
+        fflush(stdout);
+    }
+}
+
+void ct_progress_line(ct_run *run, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!run->is_zero || (!run->use_bar && !run->use_plain))
+        return;
+    if (run->bar_active) {
+        putchar('\n');
+        run->bar_active = 0;
+    }
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    putchar('\n');
+    fflush(stdout);
+}

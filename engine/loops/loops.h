@@ -1,0 +1,117 @@
+/* ctrain — the loops: fit loop -> epoch loop -> training step; the evaluation loop.
+ *
+ * Internal to libctrain. The Trainer (engine/trainer) builds a ct_run and hands it to the loops;
+ * the loops call the Strategy directly (gradients, collectives, checkpoints) and never include the
+ * Trainer. Every rank runs the same loops; only the global-zero rank writes files and prints.
+ */
+#ifndef CTRAIN_LOOPS_H
+#define CTRAIN_LOOPS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ctrain/data.h"
+#include "ctrain/error.h"
+#include "ctrain/nn.h"
+#include "ctrain/strategy.h"
+
+enum ct_progress_mode {
+    CT_PROGRESS_AUTO = 0, /* bar when stdout is a TTY, plain lines otherwise */
+    CT_PROGRESS_BAR,
+    CT_PROGRESS_PLAIN,
+    CT_PROGRESS_OFF
+};
+
+enum ct_lr_schedule {
+    CT_LR_COSINE = 0,  /* lr * (1 + cos(pi * step / total_steps)) / 2: from lr down to 0 at the end */
+    CT_LR_CONSTANT
+};
+
+/* What the loops need to know from the user's flags (the Trainer maps its config onto this). */
+typedef struct ct_loop_options {
+    int max_epochs;
+    long max_steps;            /* -1: no limit */
+    int batch_size;            /* per rank */
+    double lr;                 /* peak learning rate */
+    enum ct_lr_schedule lr_schedule;
+    int log_every_n_steps;
+    int checkpoint_every_n_steps; /* 0: checkpoint at epoch ends (and when fit stops) only */
+    enum ct_progress_mode progress;
+    uint64_t seed;
+    char root_dir[1024];
+    char flags_json[1024];     /* the run's flags, stored in checkpoint metadata */
+} ct_loop_options;
+
+/* Training counters: everything a checkpoint needs to resume exactly. */
+typedef struct ct_progress_state {
+    int64_t epoch;             /* the epoch being (or about to be) trained, from 0 */
+    int64_t step_in_epoch;     /* optimizer steps already done in that epoch */
+    int64_t global_step;       /* optimizer steps since the start of training */
+    double best_val_acc;       /* -1: none yet */
+    double last_val_acc, last_val_loss;
+    double last_train_loss;
+} ct_progress_state;
+
+typedef struct ct_run {
+    ct_strategy *strategy;
+    int rank, world, is_zero;
+    ct_loop_options opt;
+    ct_mlp *model;
+    ct_optim *optim;
+    ct_rng rng;                /* the run's PRNG (initialisation); saved in checkpoints */
+    const ct_dataset *train, *val;
+    ct_sampler train_sampler;
+    /* One batch, allocated once for the largest batch (training or evaluation). */
+    float *batch_x;
+    uint8_t *batch_y;
+    int eval_batch;
+    ct_progress_state st;
+    /* Measurements of this process's run. */
+    double train_seconds;      /* inside training steps only */
+    double train_samples;      /* samples trained by all ranks (this run) */
+    int64_t steps_this_run;
+    double start_time;
+    FILE *metrics;             /* metrics.csv, global zero only */
+    int bar_active;            /* a progress bar line is on screen */
+    int use_bar, use_plain;
+    ct_error step_err;         /* filled by the grad-ready callback */
+} ct_run;
+
+/* --- the fit loop (engine/loops/fit_loop.c) --------------------------------------------------- */
+/* Train from run->st until max_epochs or max_steps, validating and checkpointing at each epoch end. */
+int ct_fit_loop_run(ct_run *run, ct_error *err);
+
+/* --- the training epoch loop and step (engine/loops/epoch_loop.c) -------------------------- */
+/* The learning rate of optimizer step `step` (from 0) of a fit of total_steps steps. */
+double ct_lr_at(const ct_loop_options *o, int64_t step, long total_steps);
+/* Steps the whole fit takes: max_epochs epochs of steps_per_epoch, capped by max_steps. */
+long ct_fit_total_steps(const ct_loop_options *o, size_t steps_per_epoch);
+/* Train the rest of epoch run->st.epoch; returns 0 at the epoch end or when max_steps is reached. */
+int ct_epoch_loop_run(ct_run *run, ct_error *err);
+/* One optimizer step on a batch of count samples: forward, backward (gradients announced to the
+ * strategy as they are ready), grad_sync, update. *loss gets the batch's mean loss. */
+int ct_training_step(ct_run *run, const uint32_t *idx, int count, double *loss, ct_error *err);
+
+/* --- the evaluation loop (engine/loops/eval_loop.c) ------------------------------------------- */
+/* Mean loss and accuracy over the whole of d, sharded over the ranks and reduced. */
+int ct_eval_loop_run(ct_run *run, const ct_dataset *d, double *loss, double *acc, ct_error *err);
+
+/* --- checkpoints (engine/loops/checkpoint.c) -------------------------------------------------- */
+/* Save the run's weights, optimizer state and counters through the strategy (rank 0 writes). */
+int ct_run_save_checkpoint(ct_run *run, const char *path, ct_error *err);
+/* Load a checkpoint into the run. weights_only: skip optimizer state and counters (validate/test). */
+int ct_run_load_checkpoint(ct_run *run, const char *path, int weights_only, ct_error *err);
+
+/* --- logging and progress (engine/loops/logger.c) --------------------------------------------- */
+int ct_logger_open(ct_run *run, int append, ct_error *err);
+void ct_logger_close(ct_run *run);
+/* One metrics.csv row; NaN fields are left empty. */
+void ct_logger_row(ct_run *run, double train_loss, double val_loss, double val_acc, double lr,
+                   double samples_per_sec);
+/* Progress after a step (bar or periodic plain line). */
+void ct_progress_step(ct_run *run, size_t steps_per_epoch, long total_steps, double loss,
+                      double samples_per_sec);
+/* A line of its own (ends a bar line first). Global zero only; nothing with --progress off. */
+void ct_progress_line(ct_run *run, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

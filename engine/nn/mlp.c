@@ -1,0 +1,174 @@
+/* The MLP: Linear(+ReLU) layers over one contiguous parameter array; see include/ctrain/nn.h. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctrain/nn.h"
+
+struct ct_mlp {
+    int n_layers;
+    int dims[CT_MLP_MAX_LAYERS + 1];
+    int max_batch;
+    size_t n_params;
+    float *params;
+    float *grads;
+    ct_tensor tensors[2 * CT_MLP_MAX_LAYERS];
+    /* acts[l]: output of layer l, [max_batch, dims[l+1]] (ReLU applied for hidden layers; the last
+     * holds logits, then softmax probabilities, then dlogits). dacts[l]: gradient of acts[l]. */
+    float *acts[CT_MLP_MAX_LAYERS];
+    float *dacts[CT_MLP_MAX_LAYERS];
+    const float *input;
+    const uint8_t *labels;
+    int batch;
+};
+
+static float *weights(const ct_mlp *m, int l) { return m->tensors[2 * l].data; }
+static float *bias(const ct_mlp *m, int l) { return m->tensors[2 * l + 1].data; }
+static float *grad_of(const ct_mlp *m, int t) { return m->grads + m->tensors[t].offset; }
+
+static void describe_tensor(ct_mlp *m, int t, int layer, int is_bias, size_t offset)
+{
+    ct_tensor *ts = &m->tensors[t];
+    int in = m->dims[layer], out = m->dims[layer + 1];
+
+    snprintf(ts->name, sizeof(ts->name), "layers.%d.%s", layer, is_bias ? "bias" : "weight");
+    ts->ndim = is_bias ? 1 : 2;
+    ts->shape[0] = out;
+    ts->shape[1] = is_bias ? 0 : in;
+    ts->numel = is_bias ? (size_t)out : (size_t)out * in;
+    ts->offset = offset;
+    ts->data = m->params + offset;
+}
+
+int ct_mlp_create(const int *dims, int n_dims, int max_batch, ct_mlp **out, ct_error *err)
+{
+    ct_mlp *m;
+    size_t off = 0;
+
+    *out = NULL;
+    if (n_dims < 2 || n_dims - 1 > CT_MLP_MAX_LAYERS)
+        return ct_error_set(err, CT_EINVAL, "mlp-layers", "an MLP needs 1 to %d layers, got %d",
+                            CT_MLP_MAX_LAYERS, n_dims - 1);
+    for (int i = 0; i < n_dims; i++)
+        if (dims[i] <= 0 || dims[i] > (1 << 20))
+            return ct_error_set(err, CT_EINVAL, "mlp-width", "layer width %d is out of range [1, %d]",
+                                dims[i], 1 << 20);
+    if (max_batch <= 0)
+        return ct_error_set(err, CT_EINVAL, "mlp-batch", "batch size %d must be positive", max_batch);
+    m = calloc(1, sizeof(*m));
+    if (!m)
+        return ct_error_set(err, CT_ENOMEM, "", "out of memory creating the model");
+    m->n_layers = n_dims - 1;
+    m->max_batch = max_batch;
+    memcpy(m->dims, dims, sizeof(int) * (size_t)n_dims);
+    for (int l = 0; l < m->n_layers; l++)
+        m->n_params += (size_t)dims[l] * dims[l + 1] + (size_t)dims[l + 1];
+    m->params = calloc(m->n_params, sizeof(float));
+    m->grads = calloc(m->n_params, sizeof(float));
+    for (int l = 0; l < m->n_layers; l++) {
+        size_t n = (size_t)max_batch * dims[l + 1];
+
+        m->acts[l] = malloc(n * sizeof(float));
+        m->dacts[l] = malloc(n * sizeof(float));
+        if (!m->acts[l] || !m->dacts[l]) {
+            ct_mlp_free(m);
+            return ct_error_set(err, CT_ENOMEM, "", "out of memory for activations");
+        }
+    }
+    if (!m->params || !m->grads) {
+        ct_mlp_free(m);
+        return ct_error_set(err, CT_ENOMEM, "", "out of memory for %zu parameters", m->n_params);
+    }
+    for (int l = 0; l < m->n_layers; l++) {
+        describe_tensor(m, 2 * l, l, 0, off);
+        off += m->tensors[2 * l].numel;
+        describe_tensor(m, 2 * l + 1, l, 1, off);
+        off += m->tensors[2 * l + 1].numel;
+    }
+    *out = m;
+    return 0;
+}
+
+void ct_mlp_free(ct_mlp *m)
+{
+    if (!m)
+        return;
+    for (int l = 0; l < m->n_layers; l++) {
+        free(m->acts[l]);
+        free(m->dacts[l]);
+    }
+    free(m->params);
+    free(m->grads);
+    free(m);
+}
+
+void ct_mlp_init(ct_mlp *m, ct_rng *r)
+{
+    for (int t = 0; t < 2 * m->n_layers; t++) {
+        ct_tensor *ts = &m->tensors[t];
+        /* kaiming_uniform(a=sqrt(5)) for W and the bias rule both give +-1/sqrt(fan_in). */
+        double bound = 1.0 / sqrt((double)m->dims[t / 2]);
+
+        for (size_t i = 0; i < ts->numel; i++)
+            ts->data[i] = (float)((2.0 * ct_rng_uniform(r) - 1.0) * bound);
+    }
+}
+
+size_t ct_mlp_num_params(const ct_mlp *m) { return m->n_params; }
+float *ct_mlp_params(ct_mlp *m) { return m->params; }
+float *ct_mlp_grads(ct_mlp *m) { return m->grads; }
+int ct_mlp_num_layers(const ct_mlp *m) { return m->n_layers; }
+int ct_mlp_num_tensors(const ct_mlp *m) { return 2 * m->n_layers; }
+const ct_tensor *ct_mlp_tensor(const ct_mlp *m, int i) { return &m->tensors[i]; }
+
+void ct_mlp_describe(const ct_mlp *m, char *buf, size_t size)
+{
+    size_t used = 0;
+
+    buf[0] = '\0';
+    for (int i = 0; i <= m->n_layers && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%d", i ? "-" : "", m->dims[i]);
+}
+
+double ct_mlp_forward(ct_mlp *m, const float *x, const uint8_t *labels, int batch, int *correct)
+{
+    const float *in = x;
+    int last = m->n_layers - 1;
+
+    m->input = x;
+    m->labels = labels;
+    m->batch = batch;
+    for (int l = 0; l < m->n_layers; l++) {
+        ct_linear_forward(in, weights(m, l), bias(m, l), m->acts[l], batch, m->dims[l],
+                          m->dims[l + 1], l != last);
+        in = m->acts[l];
+    }
+    return ct_softmax_xent_forward(m->acts[last], labels, m->acts[last], batch,
+                                   m->dims[m->n_layers], correct);
+}
+
+int ct_mlp_backward(ct_mlp *m, int grad_scale_batch, ct_grad_ready_fn ready, void *ctx)
+{
+    int last = m->n_layers - 1;
+    float *dy = m->acts[last]; /* softmax probabilities become dlogits in place */
+
+    ct_softmax_xent_backward(dy, m->labels, m->batch, m->dims[m->n_layers], grad_scale_batch);
+    for (int l = last; l >= 0; l--) {
+        const float *x = l ? m->acts[l - 1] : m->input;
+        float *dx = l ? m->dacts[l - 1] : NULL; /* the input needs no gradient */
+        const ct_tensor *w = &m->tensors[2 * l], *b = &m->tensors[2 * l + 1];
+        int rc;
+
+        ct_linear_backward(x, w->data, dy, grad_of(m, 2 * l), grad_of(m, 2 * l + 1), dx,
+                           m->batch, m->dims[l], m->dims[l + 1]);
+        /* Bias is the later tensor in forward order: announce it first. */
+        if (ready && ((rc = ready(ctx, b->offset, b->numel)) || (rc = ready(ctx, w->offset, w->numel))))
+            return rc;
+        if (dx) {
+            ct_relu_backward(m->acts[l - 1], dx, (size_t)m->batch * m->dims[l]);
+            dy = dx;
+        }
+    }
+    return 0;
+}

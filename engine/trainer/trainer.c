@@ -1,0 +1,511 @@
+/* The Trainer: builds a run from the config and the strategy, runs it on every rank through the
+ * strategy's launcher, and reports rank 0's result. See include/ctrain/trainer.h. */
+#include <cblas.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "ctrain/data.h"
+#include "ctrain/engine.h"
+#include "ctrain/nn.h"
+#include "ctrain/trainer.h"
+#include "ctrain/util.h"
+#include "engine/loops/loops.h"
+
+#define EVAL_BATCH 1000
+
+enum mode { MODE_FIT, MODE_VALIDATE, MODE_TEST };
+
+struct body_arg {
+    const ct_trainer_config *cfg;
+    enum mode mode;
+};
+
+void ct_trainer_config_default(ct_trainer_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->max_epochs = 5;
+    cfg->max_steps = -1;
+    cfg->batch_size = 128;
+    cfg->lr = 1e-3;
+    snprintf(cfg->optimizer, sizeof(cfg->optimizer), "adamw");
+    snprintf(cfg->lr_schedule, sizeof(cfg->lr_schedule), "cosine");
+    cfg->weight_decay = -1;
+    cfg->momentum = 0.9;
+    cfg->hidden[0] = 512;
+    cfg->hidden[1] = 256;
+    cfg->n_hidden = 2;
+    cfg->seed = 42;
+    snprintf(cfg->default_root_dir, sizeof(cfg->default_root_dir), "runs");
+    cfg->log_every_n_steps = 50;
+    cfg->progress = CT_TRAINER_PROGRESS_AUTO;
+    cfg->val_fraction = 1.0 / 12.0;
+}
+
+int ct_trainer_config_check(const ct_trainer_config *cfg, ct_error *err)
+{
+    enum ct_optim_kind kind;
+
+    if (cfg->max_epochs < 1)
+        return ct_error_set(err, CT_EINVAL, "trainer-max-epochs", "--max-epochs %d must be at least 1",
+                            cfg->max_epochs);
+    if (cfg->max_steps < -1)
+        return ct_error_set(err, CT_EINVAL, "trainer-max-steps", "--max-steps %ld must be -1 (no limit) or >= 0",
+                            cfg->max_steps);
+    if (cfg->batch_size < 1 || cfg->batch_size > 65536)
+        return ct_error_set(err, CT_EINVAL, "trainer-batch-size", "--batch-size %d is outside [1, 65536]",
+                            cfg->batch_size);
+    if (!(cfg->lr > 0) || !isfinite(cfg->lr))
+        return ct_error_set(err, CT_EINVAL, "trainer-lr", "--lr %g must be a positive number", cfg->lr);
+    if (ct_optim_parse_kind(cfg->optimizer, &kind)) {
+        ct_error_set(err, CT_EINVAL, "trainer-optimizer", "--optimizer '%s' is not an optimizer", cfg->optimizer);
+        return ct_error_hint(err, "use --optimizer adamw or --optimizer sgd");
+    }
+    if (strcmp(cfg->lr_schedule, "cosine") && strcmp(cfg->lr_schedule, "constant")) {
+        ct_error_set(err, CT_EINVAL, "trainer-lr-schedule", "--lr-schedule '%s' is not a schedule", cfg->lr_schedule);
+        return ct_error_hint(err, "use --lr-schedule cosine or --lr-schedule constant");
+    }
+    if (cfg->n_hidden < 0 || cfg->n_hidden > CT_TRAINER_MAX_HIDDEN)
+        return ct_error_set(err, CT_EINVAL, "trainer-hidden", "--hidden: at most %d hidden layers",
+                            CT_TRAINER_MAX_HIDDEN);
+    for (int i = 0; i < cfg->n_hidden; i++)
+        if (cfg->hidden[i] < 1 || cfg->hidden[i] > 65536)
+            return ct_error_set(err, CT_EINVAL, "trainer-hidden", "--hidden: width %d is outside [1, 65536]",
+                                cfg->hidden[i]);
+    if (cfg->log_every_n_steps < 1)
+        return ct_error_set(err, CT_EINVAL, "trainer-log-every", "--log-every-n-steps %d must be at least 1",
+                            cfg->log_every_n_steps);
+    if (cfg->checkpoint_every_n_steps < 0)
+        return ct_error_set(err, CT_EINVAL, "trainer-ckpt-every", "--checkpoint-every-n-steps %d must be >= 0",
+                            cfg->checkpoint_every_n_steps);
+    if (!(cfg->val_fraction >= 0 && cfg->val_fraction < 1))
+        return ct_error_set(err, CT_EINVAL, "trainer-val-fraction", "--val-fraction %g is outside [0, 1)",
+                            cfg->val_fraction);
+    if (!cfg->default_root_dir[0])
+        return ct_error_set(err, CT_EINVAL, "trainer-root-dir", "--default-root-dir must not be empty");
+    return 0;
+}
+
+/* "last" / "best" name files in the root directory; anything else is a path. */
+static void resolve_ckpt(const ct_trainer_config *cfg, const char *given, char *out, size_t size)
+{
+    if (!strcmp(given, "last") || !strcmp(given, "best"))
+        snprintf(out, size, "%s/%s.safetensors", cfg->default_root_dir, given);
+    else
+        snprintf(out, size, "%s", given);
+}
+
+static int mkdir_p(const char *dir, ct_error *err)
+{
+    char path[CT_TRAINER_PATH_MAX];
+
+    snprintf(path, sizeof(path), "%s", dir);
+    for (char *p = path + 1;; p++) {
+        char c = *p;
+
+        if (c != '/' && c != '\0')
+            continue;
+        *p = '\0';
+        if (mkdir(path, 0777) && errno != EEXIST) {
+            ct_error_set(err, CT_EIO, "trainer-root-dir", "--default-root-dir %s: cannot create %s: %s", dir, path,
+                         strerror(errno));
+            return ct_error_hint(err, "choose a writable directory");
+        }
+        *p = c;
+        if (c == '\0')
+            break;
+    }
+    return 0;
+}
+
+/* The engine computes in fp32 on the CPU; anything else must not run quietly as fp32. */
+static int check_plan(ct_strategy *s, ct_error *err)
+{
+    const struct ct_precision_ops *p = ct_strategy_precision(s);
+    const char *acc = ct_strategy_accelerator_name(s);
+
+    if (acc && strcmp(acc, "cpu")) {
+        ct_error_set(err, CT_ENOTAVAIL, "trainer-accelerator",
+                     "--accelerator %s: the training engine of this build runs on cpu only", acc);
+        return ct_error_hint(err, "use --accelerator cpu");
+    }
+    if (p && (p->param_dtype != CT_DTYPE_F32 || p->gemm_dtype != CT_DTYPE_F32)) {
+        ct_error_set(err, CT_ENOTAVAIL, "trainer-precision",
+                     "--precision %s: the cpu engine computes in fp32 only", p->name);
+        return ct_error_hint(err, "use --precision 32-true");
+    }
+    return 0;
+}
+
+/* One BLAS team per rank: share the cores among the ranks of a node, unless the user chose. */
+static void set_blas_threads(ct_strategy *s)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int nodes = ct_strategy_num_nodes(s) > 0 ? ct_strategy_num_nodes(s) : 1;
+    int per_node = (ct_strategy_world_size(s) + nodes - 1) / nodes;
+    long threads;
+
+    if (getenv("OPENBLAS_NUM_THREADS") || getenv("OMP_NUM_THREADS"))
+        return;
+    threads = cpus / (per_node > 0 ? per_node : 1);
+    openblas_set_num_threads(threads > 0 ? (int)threads : 1);
+}
+
+static void flags_json(const ct_trainer_config *cfg, char *buf, size_t size)
+{
+    cJSON *o = cJSON_CreateObject(), *h = cJSON_AddArrayToObject(o, "hidden");
+    char *s;
+
+    cJSON_AddNumberToObject(o, "max_epochs", cfg->max_epochs);
+    cJSON_AddNumberToObject(o, "max_steps", (double)cfg->max_steps);
+    cJSON_AddNumberToObject(o, "batch_size", cfg->batch_size);
+    cJSON_AddNumberToObject(o, "lr", cfg->lr);
+    cJSON_AddStringToObject(o, "lr_schedule", cfg->lr_schedule);
+    cJSON_AddStringToObject(o, "optimizer", cfg->optimizer);
+    cJSON_AddNumberToObject(o, "weight_decay", cfg->weight_decay);
+    cJSON_AddNumberToObject(o, "momentum", cfg->momentum);
+    for (int i = 0; i < cfg->n_hidden; i++)
+        cJSON_AddItemToArray(h, cJSON_CreateNumber(cfg->hidden[i]));
+    cJSON_AddNumberToObject(o, "seed", (double)cfg->seed);
+    cJSON_AddBoolToObject(o, "deterministic", cfg->deterministic);
+    cJSON_AddNumberToObject(o, "val_fraction", cfg->val_fraction);
+    s = cJSON_PrintUnformatted(o);
+    snprintf(buf, size, "%s", s ? s : "{}");
+    free(s);
+    cJSON_Delete(o);
+}
+
+/* Everything one rank owns. */
+struct rank_state {
+    ct_run run;
+    ct_dataset train, val, test;
+    ct_mlp *model;
+    ct_optim *optim;
+};
+
+static void rank_state_free(struct rank_state *rs)
+{
+    ct_logger_close(&rs->run);
+    ct_sampler_free(&rs->run.train_sampler);
+    free(rs->run.batch_x);
+    free(rs->run.batch_y);
+    ct_mlp_free(rs->model);
+    ct_optim_free(rs->optim);
+    ct_dataset_free(&rs->train);
+    ct_dataset_free(&rs->val);
+    ct_dataset_free(&rs->test);
+}
+
+static int build_model(struct rank_state *rs, const ct_trainer_config *cfg, ct_error *err)
+{
+    int dims[CT_TRAINER_MAX_HIDDEN + 2], n = 0;
+    int max_batch = cfg->batch_size > EVAL_BATCH ? cfg->batch_size : EVAL_BATCH;
+    ct_optim_config oc;
+    enum ct_optim_kind kind;
+    int rc;
+
+    dims[n++] = 784;
+    for (int i = 0; i < cfg->n_hidden; i++)
+        dims[n++] = cfg->hidden[i];
+    dims[n++] = 10;
+    ct_optim_parse_kind(cfg->optimizer, &kind);
+    ct_optim_config_default(&oc, kind);
+    oc.lr = cfg->lr;
+    if (cfg->weight_decay >= 0)
+        oc.weight_decay = cfg->weight_decay;
+    if (kind == CT_OPTIM_SGD)
+        oc.momentum = cfg->momentum;
+    if ((rc = ct_mlp_create(dims, n, max_batch, &rs->model, err)) ||
+        (rc = ct_optim_create(&oc, ct_mlp_num_params(rs->model), &rs->optim, err)))
+        return rc;
+    rs->run.batch_x = malloc(sizeof(float) * 784 * (size_t)max_batch);
+    rs->run.batch_y = malloc((size_t)max_batch);
+    if (!rs->run.batch_x || !rs->run.batch_y)
+        return ct_error_set(err, CT_ENOMEM, "", "out of memory for a batch of %d", max_batch);
+    rs->run.eval_batch = EVAL_BATCH;
+    rs->run.model = rs->model;
+    rs->run.optim = rs->optim;
+    /* Initialise from the seed; rank 0's values win anyway (setup_model broadcasts them). */
+    ct_rng_seed(&rs->run.rng, cfg->seed);
+    ct_mlp_init(rs->model, &rs->run.rng);
+    return 0;
+}
+
+static void fill_options(ct_run *run, const ct_trainer_config *cfg)
+{
+    ct_loop_options *o = &run->opt;
+
+    o->max_epochs = cfg->max_epochs;
+    o->max_steps = cfg->max_steps;
+    o->batch_size = cfg->batch_size;
+    o->lr = cfg->lr;
+    o->lr_schedule = strcmp(cfg->lr_schedule, "constant") ? CT_LR_COSINE : CT_LR_CONSTANT;
+    o->log_every_n_steps = cfg->log_every_n_steps;
+    o->checkpoint_every_n_steps = cfg->checkpoint_every_n_steps;
+    o->seed = cfg->seed;
+    snprintf(o->root_dir, sizeof(o->root_dir), "%s", cfg->default_root_dir);
+    flags_json(cfg, o->flags_json, sizeof(o->flags_json));
+    switch (cfg->progress) {
+    case CT_TRAINER_PROGRESS_BAR:   run->use_bar = 1; break;
+    case CT_TRAINER_PROGRESS_PLAIN: run->use_plain = 1; break;
+    case CT_TRAINER_PROGRESS_OFF:   break;
+    default:
+        if (isatty(STDOUT_FILENO))
+            run->use_bar = 1;
+        else
+            run->use_plain = 1;
+    }
+    run->st.best_val_acc = -1;
+    run->st.last_val_acc = run->st.last_val_loss = run->st.last_train_loss = NAN;
+}
+
+/* A step only rank 0 performs (creating files): its status is broadcast so every rank stops
+ * together instead of the others waiting forever in the next collective. */
+static int zero_only_status(ct_run *run, int rc, ct_error *err)
+{
+    int status = rc;
+    ct_error bcast_err;
+
+    if (ct_strategy_broadcast(run->strategy, &status, sizeof(status), 0, &bcast_err))
+        return *err = bcast_err, bcast_err.code;
+    if (status && !run->is_zero)
+        return ct_error_set(err, status, "trainer-rank0", "rank 0 failed to prepare the output directory");
+    return status;
+}
+
+static int write_summary(const ct_trainer_config *cfg, ct_strategy *s, const ct_trainer_result *res,
+                         const ct_run *run, ct_error *err)
+{
+    char path[CT_TRAINER_PATH_MAX + 32], tmp[CT_TRAINER_PATH_MAX + 48], model[256];
+    cJSON *o = cJSON_CreateObject();
+    char *text;
+    FILE *f;
+    int ok;
+
+    ct_mlp_describe(run->model, model, sizeof(model));
+    cJSON_AddNumberToObject(o, "epochs", res->epochs);
+    cJSON_AddNumberToObject(o, "steps", (double)res->steps);
+    cJSON_AddNumberToObject(o, "world_size", res->world_size);
+    cJSON_AddNumberToObject(o, "train_samples_per_sec", isfinite(res->train_samples_per_sec) ? res->train_samples_per_sec : 0);
+#define NUM_OR_NULL(key, v) (isfinite(v) ? cJSON_AddNumberToObject(o, key, v) : cJSON_AddNullToObject(o, key))
+    NUM_OR_NULL("train_loss", res->train_loss);
+    NUM_OR_NULL("val_loss", res->val_loss);
+    NUM_OR_NULL("val_acc", res->val_acc);
+    NUM_OR_NULL("best_val_acc", res->best_val_acc);
+    NUM_OR_NULL("test_loss", res->test_loss);
+    NUM_OR_NULL("test_acc", res->test_acc);
+#undef NUM_OR_NULL
+    cJSON_AddStringToObject(o, "best_checkpoint", res->best_checkpoint);
+    cJSON_AddStringToObject(o, "last_checkpoint", res->last_checkpoint);
+    cJSON_AddStringToObject(o, "model", model);
+    cJSON_AddStringToObject(o, "optimizer", cfg->optimizer);
+    cJSON_AddNumberToObject(o, "batch_size", cfg->batch_size);
+    cJSON_AddNumberToObject(o, "lr", cfg->lr);
+    cJSON_AddNumberToObject(o, "seed", (double)cfg->seed);
+    cJSON_AddStringToObject(o, "strategy", ct_strategy_name(s) ? ct_strategy_name(s) : "");
+    cJSON_AddStringToObject(o, "accelerator", ct_strategy_accelerator_name(s) ? ct_strategy_accelerator_name(s) : "");
+    if (ct_strategy_precision(s))
+        cJSON_AddStringToObject(o, "precision", ct_strategy_precision(s)->name);
+    cJSON_AddNumberToObject(o, "train_seconds", run->train_seconds);
+    cJSON_AddNumberToObject(o, "wall_seconds", ct_time_now() - run->start_time);
+    text = cJSON_Print(o);
+    cJSON_Delete(o);
+    snprintf(path, sizeof(path), "%s/summary.json", cfg->default_root_dir);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    f = fopen(tmp, "w");
+    ok = f && text && fprintf(f, "%s\n", text) > 0;
+    ok = f && !fclose(f) && ok && !rename(tmp, path);
+    free(text);
+    if (!ok)
+        return ct_error_set(err, CT_EIO, "trainer-summary", "%s: cannot write: %s", path, strerror(errno));
+    return 0;
+}
+
+static int file_exists_on_zero(ct_run *run, const char *path, int *exists, ct_error *err)
+{
+    *exists = run->is_zero ? access(path, R_OK) == 0 : 0;
+    return ct_strategy_broadcast(run->strategy, exists, sizeof(*exists), 0, err);
+}
+
+static int run_fit(struct rank_state *rs, const ct_trainer_config *cfg, ct_trainer_result *res, ct_error *err)
+{
+    ct_run *run = &rs->run;
+    char resume[CT_TRAINER_PATH_MAX + 32], best[CT_TRAINER_PATH_MAX + 32];
+    int rc, exists = 0;
+
+    run->train = &rs->train;
+    run->val = &rs->val;
+    if (cfg->ckpt_path[0]) {
+        resolve_ckpt(cfg, cfg->ckpt_path, resume, sizeof(resume));
+        if ((rc = ct_run_load_checkpoint(run, resume, 0, err))) {
+            if (rc == CT_ENOENT)
+                ct_error_hint(err, "--ckpt-path %s: no such checkpoint; start without --ckpt-path, or pass "
+                                   "the --default-root-dir of the run to resume", cfg->ckpt_path);
+            return rc;
+        }
+        ct_progress_line(run, "ctrain: resumed from %s at epoch %lld, step %lld", resume,
+                         (long long)run->st.epoch + 1, (long long)run->st.global_step);
+    }
+    rc = run->is_zero ? mkdir_p(cfg->default_root_dir, err) : 0;
+    if (!rc)
+        rc = ct_logger_open(run, cfg->ckpt_path[0] != '\0', err);
+    if ((rc = zero_only_status(run, rc, err)))
+        return rc;
+    if ((rc = ct_sampler_init(&run->train_sampler, rs->train.n, cfg->batch_size, run->rank, run->world, 1,
+                              cfg->seed, err)))
+        return rc;
+    if ((rc = ct_fit_loop_run(run, err)))
+        return rc;
+
+    /* Test the best checkpoint (the current weights when fit trained nothing and none exists). */
+    snprintf(best, sizeof(best), "%s/best.safetensors", cfg->default_root_dir);
+    if ((rc = file_exists_on_zero(run, best, &exists, err)))
+        return rc;
+    if (exists && (rc = ct_run_load_checkpoint(run, best, 1, err)))
+        return rc;
+    if ((rc = ct_eval_loop_run(run, &rs->test, &res->test_loss, &res->test_acc, err)))
+        return rc;
+    res->epochs = (int)run->st.epoch;
+    res->steps = (long)run->st.global_step;
+    res->train_samples_per_sec = run->train_seconds > 0 ? run->train_samples / run->train_seconds : NAN;
+    res->train_loss = run->st.last_train_loss;
+    res->val_loss = run->st.last_val_loss;
+    res->val_acc = run->st.last_val_acc;
+    res->best_val_acc = run->st.best_val_acc >= 0 ? run->st.best_val_acc : NAN;
+    snprintf(res->best_checkpoint, sizeof(res->best_checkpoint), "%s", exists ? best : "");
+    snprintf(res->last_checkpoint, sizeof(res->last_checkpoint), "%s/last.safetensors", cfg->default_root_dir);
+    snprintf(res->summary_path, sizeof(res->summary_path), "%s/summary.json", cfg->default_root_dir);
+    rc = run->is_zero ? write_summary(cfg, run->strategy, res, run, err) : 0;
+    return zero_only_status(run, rc, err);
+}
+
+static int run_eval(struct rank_state *rs, const ct_trainer_config *cfg, enum mode mode, ct_trainer_result *res,
+                    ct_error *err)
+{
+    ct_run *run = &rs->run;
+    const ct_dataset *d = mode == MODE_TEST ? &rs->test : &rs->val;
+    char path[CT_TRAINER_PATH_MAX + 32];
+    double loss, acc;
+    int rc;
+
+    resolve_ckpt(cfg, cfg->ckpt_path[0] ? cfg->ckpt_path : "best", path, sizeof(path));
+    if ((rc = ct_run_load_checkpoint(run, path, 1, err))) {
+        if (rc == CT_ENOENT)
+            ct_error_hint(err, "run 'ctrain fit --default-root-dir %s' first, or pass --ckpt-path FILE",
+                          cfg->default_root_dir);
+        return rc;
+    }
+    if (d->n == 0)
+        return ct_error_set(err, CT_EINVAL, "trainer-no-val", "validate: --val-fraction 0 leaves no validation set");
+    if ((rc = ct_eval_loop_run(run, d, &loss, &acc, err)))
+        return rc;
+    if (mode == MODE_TEST) {
+        res->test_loss = loss;
+        res->test_acc = acc;
+    } else {
+        res->val_loss = loss;
+        res->val_acc = acc;
+    }
+    res->eval_samples = (long)d->n;
+    snprintf(res->best_checkpoint, sizeof(res->best_checkpoint), "%s", path);
+    return 0;
+}
+
+static int load_data(struct rank_state *rs, const ct_trainer_config *cfg, enum mode mode, ct_error *err)
+{
+    const char *dir = cfg->data_dir[0] ? cfg->data_dir : NULL;
+    int rc;
+
+    if (mode != MODE_TEST && (rc = ct_fmnist_load_fit(dir, cfg->val_fraction, &rs->train, &rs->val, err)))
+        return rc;
+    if (mode != MODE_VALIDATE && (rc = ct_fmnist_load_test(dir, &rs->test, err)))
+        return rc;
+    if (mode == MODE_FIT && rs->train.n < (size_t)rs->run.world)
+        return ct_error_set(err, CT_EINVAL, "trainer-val-fraction",
+                            "--val-fraction %g leaves %zu training samples for %d ranks", cfg->val_fraction,
+                            rs->train.n, rs->run.world);
+    return 0;
+}
+
+static void result_init(ct_trainer_result *res)
+{
+    memset(res, 0, sizeof(*res));
+    res->train_samples_per_sec = res->train_loss = res->val_loss = res->val_acc = NAN;
+    res->best_val_acc = res->test_loss = res->test_acc = NAN;
+}
+
+static int rank_body(ct_strategy *s, void *arg, void *result, size_t result_size, ct_error *err)
+{
+    const struct body_arg *ba = arg;
+    const ct_trainer_config *cfg = ba->cfg;
+    struct rank_state rs;
+    ct_trainer_result res;
+    int rc;
+
+    memset(&rs, 0, sizeof(rs));
+    result_init(&res);
+    rs.run.start_time = ct_time_now();
+    if ((rc = ct_strategy_setup_environment(s, err)))
+        return rc;
+    rs.run.strategy = s;
+    rs.run.rank = ct_strategy_global_rank(s);
+    rs.run.world = ct_strategy_world_size(s);
+    rs.run.is_zero = ct_strategy_is_global_zero(s);
+    res.world_size = rs.run.world;
+    fill_options(&rs.run, cfg);
+    if ((rc = check_plan(s, err)))
+        goto out;
+    set_blas_threads(s);
+    if ((rc = load_data(&rs, cfg, ba->mode, err)) || (rc = build_model(&rs, cfg, err)))
+        goto out;
+    if ((rc = ct_strategy_setup_model(s, ct_mlp_params(rs.model), ct_mlp_grads(rs.model),
+                                      ct_mlp_num_params(rs.model), err)))
+        goto out;
+    rc = ba->mode == MODE_FIT ? run_fit(&rs, cfg, &res, err) : run_eval(&rs, cfg, ba->mode, &res, err);
+    if (!rc && rs.run.is_zero && result && result_size >= sizeof(res)) {
+        res.filled = 1;
+        memcpy(result, &res, sizeof(res));
+    }
+out:
+    ct_logger_close(&rs.run);
+    ct_strategy_teardown(s);
+    rank_state_free(&rs);
+    return rc;
+}
+
+static int launch(const ct_trainer_config *cfg, enum mode mode, ct_connector *conn, ct_trainer_result *res,
+                  ct_error *err)
+{
+    struct body_arg ba = { cfg, mode };
+    ct_strategy *s;
+    int is_supervisor = 0, rc;
+
+    result_init(res);
+    if ((rc = ct_trainer_config_check(cfg, err)))
+        return rc;
+    ct_engine_init();
+    if (!(s = ct_connector_strategy(conn, err)))
+        return err && err->code ? err->code : CT_EINTERNAL;
+    return ct_strategy_launch(s, rank_body, &ba, res, sizeof(*res), &is_supervisor, err);
+}
+
+int ct_trainer_fit(const ct_trainer_config *cfg, ct_connector *conn, ct_trainer_result *res, ct_error *err)
+{
+    return launch(cfg, MODE_FIT, conn, res, err);
+}
+
+int ct_trainer_validate(const ct_trainer_config *cfg, ct_connector *conn, ct_trainer_result *res, ct_error *err)
+{
+    return launch(cfg, MODE_VALIDATE, conn, res, err);
+}
+
+int ct_trainer_test(const ct_trainer_config *cfg, ct_connector *conn, ct_trainer_result *res, ct_error *err)
+{
+    return launch(cfg, MODE_TEST, conn, res, err);
+}

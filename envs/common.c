@@ -1,0 +1,311 @@
+/* Helpers the environments share, and the rules of include/ctrain/envs.h (ports, SLURM step
+ * context, tasks per node). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "ctrain/envs.h"
+#include "ctrain/util.h"
+#include "envs/envs_impl.h"
+
+const char *ct_getenv_process(const char *name, void *ctx)
+{
+    (void)ctx;
+    return getenv(name);
+}
+
+int ct_envvar_has(ct_getenv_fn get, void *ctx, const char *name)
+{
+    const char *v = get(name, ctx);
+    return v && *v;
+}
+
+const char *ct_envvar_first(ct_getenv_fn get, void *ctx, const char *const *names, const char **which)
+{
+    for (; *names; names++) {
+        const char *v = get(*names, ctx);
+        if (v && *v) {
+            if (which)
+                *which = *names;
+            return v;
+        }
+    }
+    return NULL;
+}
+
+int ct_envvar_int(ct_getenv_fn get, void *ctx, const char *name, long min, long max, int *out, ct_error *err)
+{
+    const char *v = get(name, ctx);
+    long n;
+
+    if (!v || !*v) {
+        ct_error_set(err, CT_EINVAL, "env-variable-missing", "%s is not set", name);
+        return ct_error_hint(err, "the launcher sets it in every process it starts; run under that launcher, or "
+                                  "choose another environment with --cluster-env");
+    }
+    if (ct_parse_long(v, min, max, &n)) {
+        ct_error_set(err, CT_EINVAL, "env-variable-malformed", "%s='%s' is not a whole number in %ld..%ld", name, v,
+                     min, max);
+        return ct_error_hint(err, "unset or fix %s; launchers set it to a plain decimal number", name);
+    }
+    *out = (int)n;
+    return 0;
+}
+
+void ct_env_info_init(ct_env_info *info, const char *name, int external)
+{
+    memset(info, 0, sizeof(*info));
+    snprintf(info->name, sizeof(info->name), "%s", name);
+    info->creates_processes_externally = external;
+    info->world_size = 1;
+    info->num_nodes = 1;
+    info->local_world_size = 1;
+    info->equal_tasks_per_node = 1;
+}
+
+void ct_env_source(ct_env_info *info, enum ct_env_field f, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(info->source[f], sizeof(info->source[f]), fmt, ap);
+    va_end(ap);
+}
+
+int ct_env_master_addr(ct_getenv_fn get, void *ctx, ct_env_info *info)
+{
+    const char *v = get("MASTER_ADDR", ctx);
+
+    if (!v || !*v)
+        return 0;
+    snprintf(info->main_address, sizeof(info->main_address), "%s", v);
+    ct_env_source(info, CT_ENV_MAIN_ADDRESS, "MASTER_ADDR");
+    return 1;
+}
+
+int ct_env_master_port(ct_getenv_fn get, void *ctx, ct_env_info *info, ct_error *err)
+{
+    int port, rc;
+
+    if (!ct_envvar_has(get, ctx, "MASTER_PORT"))
+        return 0;
+    if ((rc = ct_envvar_int(get, ctx, "MASTER_PORT", 1, 65535, &port, err)))
+        return rc;
+    info->main_port = port;
+    ct_env_source(info, CT_ENV_MAIN_PORT, "MASTER_PORT");
+    return 1;
+}
+
+int ct_env_port_for_step(unsigned long job_id, unsigned long step_id, int port_base)
+{
+    if (port_base < 1024 || port_base > 65535 - (CT_ENV_PORT_SPAN - 1))
+        return CT_EINVAL;
+    return port_base + (int)(job_id % 1024) * 16 + (int)(step_id % 16);
+}
+
+int ct_env_port_rule(ct_getenv_fn get, void *ctx, ct_env_info *info, const char *job_id, unsigned long step_id,
+                     const char *step_source, ct_error *err)
+{
+    unsigned long id = 0;
+    int rc = ct_env_master_port(get, ctx, info, err);
+
+    if (rc)
+        return rc < 0 ? rc : 0;
+    /* Job ids are decimal under SLURM and LSF; anything else is hashed (FNV-1a) so it still
+     * spreads over the range. */
+    if (job_id && *job_id) {
+        char *end = NULL;
+        id = strtoul(job_id, &end, 10);
+        if (!end || *end) {
+            id = 2166136261u;
+            for (const char *p = job_id; *p; p++)
+                id = (id ^ (unsigned char)*p) * 16777619u;
+        }
+    }
+    info->main_port = ct_env_port_for_step(id, step_id, CT_ENV_PORT_BASE_DEFAULT);
+    ct_env_source(info, CT_ENV_MAIN_PORT, "%s + %s: %d + (job mod 1024) * 16 + (step mod 16)",
+                  info->source[CT_ENV_JOB_ID][0] ? info->source[CT_ENV_JOB_ID] : "job id", step_source,
+                  CT_ENV_PORT_BASE_DEFAULT);
+    return 0;
+}
+
+int ct_env_free_port(int *port, ct_error *err)
+{
+    struct sockaddr_in a;
+    socklen_t len = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    if (fd < 0)
+        return ct_error_set(err, CT_EIO, "free-port", "cannot open a socket to find a free port: %s", strerror(errno));
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    a.sin_port = 0;
+    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) || getsockname(fd, (struct sockaddr *)&a, &len)) {
+        int e = errno;
+        close(fd);
+        return ct_error_set(err, CT_EIO, "free-port", "cannot bind a socket to find a free port: %s", strerror(e));
+    }
+    *port = ntohs(a.sin_port);
+    close(fd);
+    return 0;
+}
+
+/* SLURM marks its special steps with these ids (slurm.h: SLURM_BATCH_SCRIPT, SLURM_EXTERN_CONT,
+ * SLURM_INTERACTIVE_STEP); they appear in SLURM_STEP_ID as numbers. */
+#define SLURM_STEP_BATCH       4294967294UL
+#define SLURM_STEP_EXTERN      4294967292UL
+#define SLURM_STEP_INTERACTIVE 4294967290UL
+
+enum ct_slurm_context ct_env_slurm_context(ct_getenv_fn get, void *ctx)
+{
+    static const char *const job[] = { "SLURM_JOB_ID", "SLURM_JOBID", NULL };
+    static const char *const step[] = { "SLURM_STEP_ID", "SLURM_STEPID", NULL };
+    const char *v;
+    unsigned long id;
+    char *end = NULL;
+
+    if (!ct_envvar_first(get, ctx, job, NULL))
+        return CT_SLURM_NONE;
+    /* The job's name says nothing (people name jobs "bash"); the step does. */
+    v = ct_envvar_first(get, ctx, step, NULL);
+    if (!v || !strcmp(v, "batch"))
+        return CT_SLURM_ALLOCATION;
+    if (!strcmp(v, "extern") || !strcmp(v, "interactive"))
+        return CT_SLURM_INTERACTIVE;
+    id = strtoul(v, &end, 10);
+    if (end && !*end) {
+        if (id == SLURM_STEP_BATCH)
+            return CT_SLURM_ALLOCATION;
+        if (id == SLURM_STEP_EXTERN || id == SLURM_STEP_INTERACTIVE)
+            return CT_SLURM_INTERACTIVE;
+    }
+    if (ct_envvar_has(get, ctx, "SLURM_PTY_PORT"))
+        return CT_SLURM_INTERACTIVE;
+    return CT_SLURM_STEP;
+}
+
+int ct_env_tasks_per_node_parse(const char *var, const char *value, int **counts, int *n, ct_error *err)
+{
+    int *out = NULL, len = 0, cap = 0;
+    const char *p = value;
+
+    *counts = NULL;
+    *n = 0;
+    if (!value || !*value)
+        goto bad;
+    while (*p) {
+        char *end;
+        long c = strtol(p, &end, 10), rep = 1;
+
+        if (end == p || c < 1 || c > 1000000)
+            goto bad;
+        p = end;
+        if (*p == '(') {
+            if (p[1] != 'x')
+                goto bad;
+            rep = strtol(p + 2, &end, 10);
+            if (end == p + 2 || *end != ')' || rep < 1 || rep > 10000000)
+                goto bad;
+            p = end + 1;
+        }
+        if (len + rep > 10000000)
+            goto bad;
+        if (len + rep > cap) {
+            int *q;
+            cap = (int)(len + rep) * 2;
+            if (!(q = realloc(out, (size_t)cap * sizeof(int)))) {
+                free(out);
+                return ct_error_set(err, CT_ENOMEM, "out-of-memory", "out of memory reading %s", var);
+            }
+            out = q;
+        }
+        for (long i = 0; i < rep; i++)
+            out[len++] = (int)c;
+        if (*p == ',' && p[1])
+            p++;
+        else if (*p)
+            goto bad;
+    }
+    *counts = out;
+    *n = len;
+    return 0;
+bad:
+    free(out);
+    ct_error_set(err, CT_EINVAL, "env-variable-malformed", "%s='%s' is not a list of task counts", var,
+                 value ? value : "");
+    return ct_error_hint(err, "SLURM writes it as counts with repeats, e.g. 2(x3),1 for three nodes with 2 tasks "
+                              "and one with 1");
+}
+
+int ct_env_require_equal_tasks(const ct_env_info *info, const char *why, ct_error *err)
+{
+    if (info->equal_tasks_per_node)
+        return 0;
+    ct_error_set(err, CT_ECONFLICT, "env-unequal-tasks", "%s needs the same number of processes on every node, but "
+                 "the %s environment runs different numbers per node (%s)", why, info->name,
+                 info->source[CT_ENV_LOCAL_WORLD_SIZE]);
+    return ct_error_hint(err, "start the same number of tasks on every node (srun --ntasks-per-node=N, "
+                              "torchrun --nproc-per-node=N)");
+}
+
+static int check_ranges(const ct_env_info *info, ct_error *err)
+{
+    if (info->world_size < 1 || info->global_rank < 0 || info->global_rank >= info->world_size)
+        return ct_error_set(err, CT_EINVAL, "env-inconsistent", "%s: rank %d is outside the world size %d (%s, %s)",
+                            info->name, info->global_rank, info->world_size, info->source[CT_ENV_GLOBAL_RANK],
+                            info->source[CT_ENV_WORLD_SIZE]);
+    if (info->num_nodes >= 1 && (info->node_rank < -1 || info->node_rank >= info->num_nodes))
+        return ct_error_set(err, CT_EINVAL, "env-inconsistent", "%s: node rank %d is outside the %d node(s) (%s, %s)",
+                            info->name, info->node_rank, info->num_nodes, info->source[CT_ENV_NODE_RANK],
+                            info->source[CT_ENV_NUM_NODES]);
+    if (info->local_world_size < 1 || info->local_rank < 0 || info->local_rank >= info->local_world_size)
+        return ct_error_set(err, CT_EINVAL, "env-inconsistent",
+                            "%s: local rank %d is outside the %d process(es) on this node (%s, %s)", info->name,
+                            info->local_rank, info->local_world_size, info->source[CT_ENV_LOCAL_RANK],
+                            info->source[CT_ENV_LOCAL_WORLD_SIZE]);
+    if (info->local_world_size > info->world_size)
+        return ct_error_set(err, CT_EINVAL, "env-inconsistent", "%s: %d process(es) on this node but %d in all (%s, %s)",
+                            info->name, info->local_world_size, info->world_size,
+                            info->source[CT_ENV_LOCAL_WORLD_SIZE], info->source[CT_ENV_WORLD_SIZE]);
+    return 0;
+}
+
+int ct_env_check_ranges(const ct_env_info *info, ct_error *err)
+{
+    int rc = check_ranges(info, err);
+
+    if (rc)
+        ct_error_hint(err, "the launcher's variables contradict each other: were some inherited from another job "
+                           "or set by hand? (env | grep -E 'SLURM_|RANK|SIZE')");
+    return rc;
+}
+
+int ct_env_validate_common(const ct_env_info *info, int devices, int num_nodes, const char *devices_hint,
+                           const char *nodes_hint, ct_error *err)
+{
+    if (devices > 0 && !info->equal_tasks_per_node) {
+        ct_error_set(err, CT_ECONFLICT, "env-unequal-tasks", "--devices %d asks for %d process(es) on every node, but "
+                     "the %s environment runs different numbers per node (%s)", devices, devices, info->name,
+                     info->source[CT_ENV_LOCAL_WORLD_SIZE]);
+        return ct_error_hint(err, "%s", devices_hint);
+    }
+    if (devices > 0 && devices != info->local_world_size) {
+        ct_error_set(err, CT_ECONFLICT, "env-devices-mismatch", "--devices %d but the %s environment started %d "
+                     "process(es) on this node (%s)", devices, info->name, info->local_world_size,
+                     info->source[CT_ENV_LOCAL_WORLD_SIZE]);
+        return ct_error_hint(err, "%s", devices_hint);
+    }
+    if (num_nodes > 0 && num_nodes != info->num_nodes) {
+        ct_error_set(err, CT_ECONFLICT, "env-num-nodes-mismatch", "--num-nodes %d but the %s environment runs on %d "
+                     "node(s) (%s)", num_nodes, info->name, info->num_nodes, info->source[CT_ENV_NUM_NODES]);
+        return ct_error_hint(err, "%s", nodes_hint);
+    }
+    return 0;
+}

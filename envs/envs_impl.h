@@ -1,0 +1,48 @@
+/* Internal to envs/: the built-in environments and the helpers they share (envs/common.c). */
+#ifndef CTRAIN_ENVS_IMPL_H
+#define CTRAIN_ENVS_IMPL_H
+
+#include "ctrain/environment.h"
+#include "ctrain/error.h"
+
+extern const struct ct_env_ops ct_env_torchelastic_ops;
+extern const struct ct_env_ops ct_env_lsf_ops;
+extern const struct ct_env_ops ct_env_mpi_ops;
+extern const struct ct_env_ops ct_env_slurm_ops;
+extern const struct ct_env_ops ct_env_local_ops;
+extern const struct ct_env_ops ct_env_kubeflow_ops;
+
+/* 1 when name is set to a non-empty value. */
+int ct_envvar_has(ct_getenv_fn get, void *ctx, const char *name);
+
+/* The value of the first of names[] that is set (NULL-terminated list); *which = its name. */
+const char *ct_envvar_first(ct_getenv_fn get, void *ctx, const char *const *names, const char **which);
+
+/* Parse variable name as an integer in [min, max]. Absent or malformed: CT_EINVAL naming it. */
+int ct_envvar_int(ct_getenv_fn get, void *ctx, const char *name, long min, long max, int *out, ct_error *err);
+
+/* Start an info: name set, every number 0 except world/local sizes and num_nodes 1, sources "". */
+void ct_env_info_init(ct_env_info *info, const char *name, int external);
+
+/* Record which variable(s) decided a field. */
+void ct_env_source(ct_env_info *info, enum ct_env_field f, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* MASTER_ADDR / MASTER_PORT when set (they override every derived value). Return 1 when used,
+ * 0 when absent, or CT_EINVAL for a malformed port. */
+int ct_env_master_addr(ct_getenv_fn get, void *ctx, ct_env_info *info);
+int ct_env_master_port(ct_getenv_fn get, void *ctx, ct_env_info *info, ct_error *err);
+
+/* Set main_port with the job/step rule unless MASTER_PORT is set. */
+int ct_env_port_rule(ct_getenv_fn get, void *ctx, ct_env_info *info, const char *job_id, unsigned long step_id,
+                     const char *step_source, ct_error *err);
+
+/* Cross-check of the numbers every environment fills: ranks inside sizes. */
+int ct_env_check_ranges(const ct_env_info *info, ct_error *err);
+
+/* The checks validate() shares: --devices against local_world_size (hint names how to start
+ * more processes with this launcher), --num-nodes against num_nodes. */
+int ct_env_validate_common(const ct_env_info *info, int devices, int num_nodes, const char *devices_hint,
+                           const char *nodes_hint, ct_error *err);
+
+#endif

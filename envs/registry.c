@@ -1,0 +1,215 @@
+/* The registry of cluster environments and the detection order; see include/ctrain/envs.h. */
+#include <stdio.h>
+#include <string.h>
+
+#include "ctrain/envs.h"
+#include "ctrain/util.h"
+#include "envs/envs_impl.h"
+
+/* Every name in detection order. ops is the implementation: built in here, or registered at
+ * start-up by libctrain (pmix: its code links libpmix, which libctrain-core must not). */
+struct env_slot {
+    const char *name;
+    const struct ct_env_ops *ops;
+    const char *needs; /* what must be present, for "--cluster-env NAME" when it is not */
+};
+
+static struct env_slot slots[] = {
+    { "torchelastic", &ct_env_torchelastic_ops,
+      "TORCHELASTIC_RUN_ID, RANK, WORLD_SIZE and LOCAL_RANK: start the program with torchrun" },
+    { "lsf", &ct_env_lsf_ops,
+      "LSB_JOBID, LSB_DJOB_RANKFILE and JSM_NAMESPACE_SIZE/RANK/LOCAL_RANK: start it with jsrun in an LSF job" },
+    { "mpi", &ct_env_mpi_ops,
+      "OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE (Open MPI's mpirun), or PMI_RANK, PMI_SIZE and "
+      "MPI_LOCALRANKID (MPICH's mpiexec): start it with mpirun" },
+    { "slurm", &ct_env_slurm_ops, "a SLURM job step: start it with srun" },
+    { "pmix", NULL,
+      "PMIX_RANK and PMIX_NAMESPACE: start it with srun --mpi=pmix, Open MPI's mpirun or ctrain's launcher" },
+    { "local", &ct_env_local_ops, "nothing" },
+    { "kubeflow", &ct_env_kubeflow_ops,
+      "KUBERNETES_PORT, MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK: run it in a Kubeflow PyTorchJob pod" },
+};
+#define NSLOTS ((int)(sizeof(slots) / sizeof(slots[0])))
+
+static const char *const names[] = { "torchelastic", "lsf", "mpi", "slurm", "pmix", "local", "kubeflow", NULL };
+
+const char *const *ct_env_names(void)
+{
+    return names;
+}
+
+static struct env_slot *slot_of(const char *name)
+{
+    for (int i = 0; i < NSLOTS; i++)
+        if (!strcmp(slots[i].name, name))
+            return &slots[i];
+    return NULL;
+}
+
+int ct_env_count(void)
+{
+    int n = 0;
+
+    for (int i = 0; i < NSLOTS; i++)
+        n += slots[i].ops != NULL;
+    return n;
+}
+
+const struct ct_env_ops *ct_env_at(int i)
+{
+    for (int k = 0; k < NSLOTS; k++)
+        if (slots[k].ops && i-- == 0)
+            return slots[k].ops;
+    return NULL;
+}
+
+const struct ct_env_ops *ct_env_lookup(const char *name)
+{
+    struct env_slot *s = name ? slot_of(name) : NULL;
+
+    return s ? s->ops : NULL;
+}
+
+int ct_env_register(const struct ct_env_ops *ops)
+{
+    struct env_slot *s = ops && ops->name ? slot_of(ops->name) : NULL;
+
+    if (!s || !ops->detect || !ops->read || !ops->validate)
+        return CT_EINVAL;
+    if (s->ops && s->ops != ops)
+        return CT_ECONFLICT;
+    s->ops = ops;
+    return 0;
+}
+
+/* --- detection ------------------------------------------------------------------------------ */
+
+static int unknown_name(const char *forced, ct_error *err)
+{
+    const char *guess = ct_str_closest(forced, names);
+
+    /* Environment names are short: also suggest at distance 2 ("slrum") for names of 4 or more. */
+    for (int i = 0; !guess && names[i] && strlen(forced) >= 4; i++)
+        if (ct_str_distance(forced, names[i]) <= 2)
+            guess = names[i];
+
+    ct_error_set(err, CT_EINVAL, "env-unknown", "unknown cluster environment '%s'", forced);
+    if (guess)
+        return ct_error_hint(err, "did you mean '%s'? (auto, torchelastic, lsf, mpi, slurm, pmix, local, kubeflow)",
+                             guess);
+    return ct_error_hint(err, "choose one of auto, torchelastic, lsf, mpi, slurm, pmix, local, kubeflow");
+}
+
+/* --cluster-env slurm where there is no step: say what kind of SLURM context this is instead. */
+static int slurm_absent(ct_getenv_fn get, void *ctx, ct_error *err)
+{
+    switch (ct_env_slurm_context(get, ctx)) {
+    case CT_SLURM_NONE:
+        ct_error_set(err, CT_ENOTAVAIL, "env-absent", "--cluster-env slurm, but there is no SLURM job here "
+                     "(SLURM_JOB_ID is not set)");
+        return ct_error_hint(err, "run it in a job step: srun ctrain ... (from a login node, a salloc shell or an "
+                                  "sbatch script)");
+    case CT_SLURM_ALLOCATION:
+        ct_error_set(err, CT_ENOTAVAIL, "env-absent", "--cluster-env slurm, but this is a SLURM allocation (a salloc "
+                     "shell or a batch script), not a job step: SLURM_STEP_ID is not set");
+        return ct_error_hint(err, "start the training with srun inside the allocation (srun ctrain fit ...)");
+    case CT_SLURM_INTERACTIVE:
+        ct_error_set(err, CT_ENOTAVAIL, "env-absent", "--cluster-env slurm, but this is an interactive SLURM step "
+                     "(srun --pty or the interactive step), a shell rather than a training step");
+        return ct_error_hint(err, "start the training with srun from this shell (srun ctrain fit ...)");
+    case CT_SLURM_STEP:
+        break;
+    }
+    ct_error_set(err, CT_ENOTAVAIL, "env-absent", "--cluster-env slurm, but SLURM_PROCID or SLURM_NTASKS is not set");
+    return ct_error_hint(err, "srun sets both in every task; start the training with srun");
+}
+
+static int forced_ops(ct_getenv_fn get, void *ctx, const char *forced, const struct ct_env_ops **ops,
+                      ct_error *err)
+{
+    struct env_slot *s = slot_of(forced);
+
+    if (!s)
+        return unknown_name(forced, err);
+    if (!s->ops) {
+        ct_error_set(err, CT_ENOTAVAIL, "env-not-linked", "--cluster-env %s: the %s environment is not registered in "
+                     "this program (its code is in libctrain and registers itself at start-up; programs linking "
+                     "only libctrain-core, like the SPANK plugin, do not have it)", forced, forced);
+        return ct_error_hint(err, "leave out --cluster-env to detect the environment, or choose the launcher's own "
+                                  "(--cluster-env slurm under srun, mpi under mpirun)");
+    }
+    if (!s->ops->detect(get, ctx)) {
+        if (!strcmp(forced, "slurm"))
+            return slurm_absent(get, ctx, err);
+        ct_error_set(err, CT_ENOTAVAIL, "env-absent", "--cluster-env %s, but its variables are not set", forced);
+        return ct_error_hint(err, "%s needs %s", forced, s->needs);
+    }
+    *ops = s->ops;
+    return 0;
+}
+
+static const struct ct_env_ops *auto_ops(ct_getenv_fn get, void *ctx)
+{
+    for (int i = 0; i < NSLOTS; i++)
+        if (slots[i].ops && slots[i].ops->auto_detect && slots[i].ops->detect(get, ctx))
+            return slots[i].ops;
+    return &ct_env_local_ops;
+}
+
+/* pmix refines the environments whose processes a PMIx server started (srun --mpi=pmix, jsrun,
+ * Open MPI's mpirun): it knows node ranks and rank 0's host exactly. */
+static int enrich(ct_getenv_fn get, void *ctx, const struct ct_env_ops *base, ct_env_info *info, ct_error *err)
+{
+    const struct ct_env_ops *pmix = slot_of("pmix")->ops;
+    int rc;
+
+    if (!pmix || pmix == base || !pmix->detect(get, ctx))
+        return 0;
+    if (strcmp(base->name, "slurm") && strcmp(base->name, "lsf") && strcmp(base->name, "mpi"))
+        return 0;
+    if ((rc = pmix->read(get, ctx, info, err)))
+        return ct_error_prefix(err, "%s with PMIx: ", base->name);
+    snprintf(info->name, sizeof(info->name), "%s", base->name);
+    snprintf(info->enriched_by, sizeof(info->enriched_by), "pmix");
+    return 0;
+}
+
+/* A field no variable could decide (an MPI job with unequal nodes and no PMIx). */
+static int unknown_fields(const ct_env_info *info, ct_error *err)
+{
+    enum ct_env_field f = CT_ENV_NFIELDS;
+
+    if (info->num_nodes < 1)
+        f = CT_ENV_NUM_NODES;
+    else if (info->node_rank < 0)
+        f = CT_ENV_NODE_RANK;
+    if (f == CT_ENV_NFIELDS)
+        return 0;
+    ct_error_set(err, CT_ENOTAVAIL, "env-layout-unknown", "%s: cannot tell the %s (%s)", info->name,
+                 f == CT_ENV_NUM_NODES ? "number of nodes" : "node of this process", info->source[f]);
+    return ct_error_hint(err, "start the same number of processes on every node, or launch with PMIx "
+                              "(srun --mpi=pmix, Open MPI's mpirun) so ctrain can ask");
+}
+
+int ct_env_detect(ct_getenv_fn get, void *ctx, const char *forced, const struct ct_env_ops **ops, ct_env_info *info,
+                  ct_error *err)
+{
+    const struct ct_env_ops *chosen = NULL;
+    int rc;
+
+    if (!get)
+        get = ct_getenv_process;
+    *ops = NULL;
+    if (forced && *forced && strcmp(forced, "auto")) {
+        if ((rc = forced_ops(get, ctx, forced, &chosen, err)))
+            return rc;
+    } else {
+        chosen = auto_ops(get, ctx);
+    }
+    if ((rc = chosen->read(get, ctx, info, err)))
+        return rc;
+    if ((rc = enrich(get, ctx, chosen, info, err)) || (rc = unknown_fields(info, err)))
+        return rc;
+    *ops = chosen;
+    return 0;
+}

@@ -1,0 +1,171 @@
+/* SLURM: the tasks of a job step started by srun.
+ *
+ * A salloc shell, a batch script, `srun --pty bash` and the interactive/extern step are a job
+ * but not a training step: detect() decides from the step (ct_env_slurm_context), never from the
+ * job's name. The step's own variables (SLURM_STEP_*) win over the job's, because a step may use
+ * part of the allocation.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctrain/envs.h"
+#include "ctrain/hostlist.h"
+#include "envs/envs_impl.h"
+
+static int slurm_detect(ct_getenv_fn get, void *ctx)
+{
+    return ct_env_slurm_context(get, ctx) == CT_SLURM_STEP && ct_envvar_has(get, ctx, "SLURM_PROCID") &&
+           (ct_envvar_has(get, ctx, "SLURM_STEP_NUM_TASKS") || ct_envvar_has(get, ctx, "SLURM_NTASKS"));
+}
+
+/* Read the first of names that is set as an int in [min, max], recording it as the source. */
+static int read_int(ct_getenv_fn get, void *ctx, const char *const *names, long min, long max, int *out,
+                    ct_env_info *info, enum ct_env_field f, ct_error *err)
+{
+    const char *which = names[0];
+    int rc;
+
+    ct_envvar_first(get, ctx, names, &which);
+    if ((rc = ct_envvar_int(get, ctx, which, min, max, out, err)))
+        return rc;
+    ct_env_source(info, f, "%s", which);
+    return 0;
+}
+
+static int read_ids(ct_getenv_fn get, void *ctx, ct_env_info *info, unsigned long *step_id, const char **step_var,
+                    ct_error *err)
+{
+    static const char *const job[] = { "SLURM_JOB_ID", "SLURM_JOBID", NULL };
+    static const char *const step[] = { "SLURM_STEP_ID", "SLURM_STEPID", NULL };
+    const char *which = NULL, *v = ct_envvar_first(get, ctx, job, &which);
+    char *end = NULL;
+
+    snprintf(info->job_id, sizeof(info->job_id), "%s", v);
+    ct_env_source(info, CT_ENV_JOB_ID, "%s", which);
+    v = ct_envvar_first(get, ctx, step, step_var);
+    *step_id = strtoul(v, &end, 10);
+    if (!end || *end) {
+        ct_error_set(err, CT_EINVAL, "env-variable-malformed", "%s='%s' is not a step number", *step_var, v);
+        return ct_error_hint(err, "srun sets it to the step's number; unset it if you exported it yourself");
+    }
+    return 0;
+}
+
+/* Tasks on each node of the step: local_world_size and whether all nodes are equal. */
+static int read_tasks_per_node(ct_getenv_fn get, void *ctx, ct_env_info *info, ct_error *err)
+{
+    static const char *const tpn[] = { "SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE", NULL };
+    const char *which = NULL, *v = ct_envvar_first(get, ctx, tpn, &which);
+    int *counts = NULL, n = 0, sum = 0, rc;
+
+    if (!v) {
+        /* Only --ntasks-per-node given: every node runs that many. */
+        if ((rc = ct_envvar_int(get, ctx, "SLURM_NTASKS_PER_NODE", 1, 1000000, &info->local_world_size, err))) {
+            ct_error_prefix(err, "neither SLURM_STEP_TASKS_PER_NODE nor SLURM_TASKS_PER_NODE is set, and ");
+            return rc;
+        }
+        ct_env_source(info, CT_ENV_LOCAL_WORLD_SIZE, "SLURM_NTASKS_PER_NODE");
+        return 0;
+    }
+    if ((rc = ct_env_tasks_per_node_parse(which, v, &counts, &n, err)))
+        return rc;
+    for (int i = 0; i < n; i++)
+        sum += counts[i];
+    if (n != info->num_nodes || sum != info->world_size) {
+        ct_error_set(err, CT_EINVAL, "env-inconsistent", "%s='%s' lists %d task(s) on %d node(s), but the step has %d "
+                     "task(s) on %d node(s) (%s, %s)", which, v, sum, n, info->world_size, info->num_nodes,
+                     info->source[CT_ENV_WORLD_SIZE], info->source[CT_ENV_NUM_NODES]);
+        free(counts);
+        return ct_error_hint(err, "these variables come from one srun; unset any you exported yourself");
+    }
+    info->local_world_size = counts[info->node_rank];
+    for (int i = 1; i < n; i++)
+        if (counts[i] != counts[0])
+            info->equal_tasks_per_node = 0;
+    ct_env_source(info, CT_ENV_LOCAL_WORLD_SIZE, "%s (%s) at SLURM_NODEID", which, v);
+    free(counts);
+    return 0;
+}
+
+/* main_address: the first host of the step's node list, unless MASTER_ADDR says otherwise. */
+static int read_nodelist(ct_getenv_fn get, void *ctx, ct_env_info *info, ct_error *err)
+{
+    static const char *const lists[] = { "SLURM_STEP_NODELIST", "SLURM_NODELIST", "SLURM_JOB_NODELIST", NULL };
+    const char *which = NULL, *v = ct_envvar_first(get, ctx, lists, &which);
+    ct_hostlist *hl = NULL;
+    int rc;
+
+    if (!v) {
+        if (ct_env_master_addr(get, ctx, info))
+            return 0;
+        ct_error_set(err, CT_EINVAL, "env-variable-missing", "SLURM_STEP_NODELIST and SLURM_NODELIST are not set");
+        return ct_error_hint(err, "srun sets them in every task; set MASTER_ADDR if you launch some other way");
+    }
+    if ((rc = ct_hostlist_expand(v, &hl, err))) {
+        ct_error_prefix(err, "%s: ", which);
+        return rc;
+    }
+    if (ct_hostlist_count(hl) != (size_t)info->num_nodes) {
+        ct_error_set(err, CT_EINVAL, "env-inconsistent", "%s='%s' names %zu node(s), but the step runs on %d (%s)", which,
+                     v, ct_hostlist_count(hl), info->num_nodes, info->source[CT_ENV_NUM_NODES]);
+        ct_hostlist_free(hl);
+        return ct_error_hint(err, "these variables come from one srun; unset any you exported yourself");
+    }
+    if (!ct_env_master_addr(get, ctx, info)) {
+        snprintf(info->main_address, sizeof(info->main_address), "%s", ct_hostlist_get(hl, 0));
+        ct_env_source(info, CT_ENV_MAIN_ADDRESS, "%s (first host)", which);
+    }
+    ct_hostlist_free(hl);
+    return 0;
+}
+
+static int slurm_read(ct_getenv_fn get, void *ctx, ct_env_info *info, ct_error *err)
+{
+    static const char *const ntasks[] = { "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS", NULL };
+    static const char *const nnodes[] = { "SLURM_STEP_NUM_NODES", "SLURM_NNODES", "SLURM_JOB_NUM_NODES", NULL };
+    static const char *const procid[] = { "SLURM_PROCID", NULL };
+    static const char *const localid[] = { "SLURM_LOCALID", NULL };
+    static const char *const nodeid[] = { "SLURM_NODEID", NULL };
+    unsigned long step_id = 0;
+    const char *step_var = "SLURM_STEP_ID";
+    int rc;
+
+    ct_env_info_init(info, "slurm", 1);
+    if ((rc = read_ids(get, ctx, info, &step_id, &step_var, err)) ||
+        (rc = read_int(get, ctx, ntasks, 1, 10000000, &info->world_size, info, CT_ENV_WORLD_SIZE, err)) ||
+        (rc = read_int(get, ctx, procid, 0, 10000000, &info->global_rank, info, CT_ENV_GLOBAL_RANK, err)) ||
+        (rc = read_int(get, ctx, localid, 0, 10000000, &info->local_rank, info, CT_ENV_LOCAL_RANK, err)) ||
+        (rc = read_int(get, ctx, nnodes, 1, 10000000, &info->num_nodes, info, CT_ENV_NUM_NODES, err)) ||
+        (rc = read_int(get, ctx, nodeid, 0, 10000000, &info->node_rank, info, CT_ENV_NODE_RANK, err)))
+        return rc;
+    if (info->node_rank >= info->num_nodes)
+        return ct_env_check_ranges(info, err);
+    if ((rc = read_tasks_per_node(get, ctx, info, err)) || (rc = read_nodelist(get, ctx, info, err)) ||
+        (rc = ct_env_port_rule(get, ctx, info, info->job_id, step_id, step_var, err)))
+        return rc;
+    return ct_env_check_ranges(info, err);
+}
+
+static int slurm_validate(const ct_env_info *info, int devices, int num_nodes, ct_error *err)
+{
+    char dhint[256], nhint[256];
+
+    if (!info->equal_tasks_per_node)
+        snprintf(dhint, sizeof(dhint), "use srun --ntasks-per-node=%d so every node runs the same number of tasks, "
+                 "or leave out --devices", devices);
+    else
+        snprintf(dhint, sizeof(dhint), "use --ntasks-per-node=%d, or --devices %d", devices, info->local_world_size);
+    snprintf(nhint, sizeof(nhint), "use srun -N %d (or #SBATCH --nodes=%d), or --num-nodes %d", num_nodes, num_nodes,
+             info->num_nodes);
+    return ct_env_validate_common(info, devices, num_nodes, dhint, nhint, err);
+}
+
+const struct ct_env_ops ct_env_slurm_ops = {
+    .name = "slurm",
+    .description = "SLURM job step started by srun (SLURM_PROCID, SLURM_STEP_NODELIST, ...)",
+    .auto_detect = 1,
+    .detect = slurm_detect,
+    .read = slurm_read,
+    .validate = slurm_validate,
+};

@@ -1,0 +1,83 @@
+/* ctrain — the registry of cluster environments, detection, and the rules they share.
+ *
+ * Detection order (first match wins; kubeflow only when chosen with --cluster-env kubeflow):
+ *   1. torchelastic  TORCHELASTIC_RUN_ID with RANK, WORLD_SIZE, LOCAL_RANK (torchrun, also inside SLURM)
+ *   2. lsf           LSB_JOBID, LSB_DJOB_RANKFILE, JSM_NAMESPACE_{RANK,SIZE,LOCAL_RANK} (jsrun)
+ *   3. mpi           OMPI_COMM_WORLD_RANK/SIZE (Open MPI's mpirun, also inside SLURM: the SLURM
+ *                    variables then describe mpirun's daemons, not the ranks), or PMI_RANK, PMI_SIZE
+ *                    and MPI_LOCALRANKID (MPICH/Hydra)
+ *   4. slurm         a job step: SLURM_JOB_ID, SLURM_STEP_ID, SLURM_PROCID, SLURM_NTASKS; a salloc
+ *                    shell, a batch script, the interactive/extern step and srun --pty are not
+ *   5. pmix          PMIX_RANK and PMIX_NAMESPACE with nothing above (ctrain's launcher, prun)
+ *   6. local         always: ctrain's own launcher (CTRAIN_LAUNCHER_RANK/NPROCS) or one process
+ * When PMIx variables are present and the pmix environment is registered, pmix enriches slurm,
+ * lsf and mpi: their read() fills the info first, then pmix's read() overwrites what the PMIx
+ * server knows exactly (node rank, local size, rank 0's host) and info.enriched_by = "pmix".
+ *
+ * libctrain-core knows every name (ctrain plan --list, "did you mean", error messages); the pmix
+ * implementation lives in libctrain (pmix/, it links libpmix) and registers itself with
+ * ct_env_register at start-up. In core-only programs (the SPANK plugin) pmix is known, not present.
+ */
+#ifndef CTRAIN_ENVS_H
+#define CTRAIN_ENVS_H
+
+#include "ctrain/environment.h"
+#include "ctrain/error.h"
+
+/* Every environment name, in detection order (kubeflow last), NULL-terminated. */
+const char *const *ct_env_names(void);
+
+/* Registered environments in detection order (built-ins and what ct_env_register added). */
+int ct_env_count(void);
+const struct ct_env_ops *ct_env_at(int i);
+
+/* The registered environment of that name; NULL when unknown or not registered here. */
+const struct ct_env_ops *ct_env_lookup(const char *name);
+
+/* Add an implementation for a known name without one (today: "pmix"). Idempotent for the same
+ * ops; CT_EINVAL for a name not in ct_env_names(), CT_ECONFLICT when another ops has the name. */
+int ct_env_register(const struct ct_env_ops *ops);
+
+/* Choose and read the environment. forced: NULL or "auto" detects in the order above; a name
+ * forces it (CT_ENOTAVAIL with a hint when its variables are absent; an unknown name is CT_EINVAL
+ * with "did you mean"). On success *ops is the chosen environment and info is filled. */
+int ct_env_detect(ct_getenv_fn get, void *ctx, const char *forced, const struct ct_env_ops **ops,
+                  ct_env_info *info, ct_error *err);
+
+/* --- rules shared by environments and the SPANK plugin -------------------------------------- */
+
+/* main_port under SLURM (and LSF, MPI without MASTER_PORT): derived from the job id and the step
+ * id together, so concurrent steps of one job never collide (Lightning's 10000 + last four digits
+ * of the job id gives every step of a job the same port):
+ *
+ *     port = port_base + (job_id mod 1024) * 16 + (step_id mod 16)
+ *
+ * within port_base .. port_base + 16383 (default 15000 .. 31383, below Linux's ephemeral ports
+ * from 32768). 16 concurrent steps of a job get 16 different ports; jobs whose ids differ by a
+ * multiple of 1024 share a block (a problem only when their rank 0 share a node at the same time).
+ * Returns the port, or CT_EINVAL when port_base is outside 1024 .. 65535 - 16383. */
+#define CT_ENV_PORT_BASE_DEFAULT 15000
+#define CT_ENV_PORT_SPAN         16384
+int ct_env_port_for_step(unsigned long job_id, unsigned long step_id, int port_base);
+
+/* A port that is free now on this host (bound to port 0 and released); CT_EIO when none. */
+int ct_env_free_port(int *port, ct_error *err);
+
+/* What kind of SLURM context the variables describe. */
+enum ct_slurm_context {
+    CT_SLURM_NONE = 0,       /* no SLURM job */
+    CT_SLURM_ALLOCATION,     /* a salloc shell or a batch script: a job, no step (SLURM_STEP_ID absent) */
+    CT_SLURM_INTERACTIVE,    /* srun --pty, or the interactive/extern step: a person's shell */
+    CT_SLURM_STEP            /* srun's tasks: a training step */
+};
+enum ct_slurm_context ct_env_slurm_context(ct_getenv_fn get, void *ctx);
+
+/* Expand SLURM_TASKS_PER_NODE-style counts ("2(x3),1" -> 2,2,2,1) into a malloc'd array.
+ * var names the variable in error messages. */
+int ct_env_tasks_per_node_parse(const char *var, const char *value, int **counts, int *n, ct_error *err);
+
+/* CT_ECONFLICT (id "env-unequal-tasks") when nodes run different numbers of processes; why
+ * names what needs them equal ("strategy ddp"). */
+int ct_env_require_equal_tasks(const ct_env_info *info, const char *why, ct_error *err);
+
+#endif

@@ -1,0 +1,121 @@
+/* ctrain — the neural-network engine: fp32 tensors, layers, the MLP, optimizers, the PRNG.
+ *
+ * Knows nothing about ranks or strategies. Parameters live in ONE contiguous fp32 array and
+ * gradients in another with the same layout: weight then bias of each Linear layer, in forward
+ * order. Backward runs from the last tensor to the first and calls a "gradient ready" callback as
+ * each tensor's gradient is final (the Trainer wires it to the Strategy for overlapped allreduce).
+ * Every GEMM goes through CBLAS (OpenBLAS). Nothing allocates inside a training step: activations
+ * for the largest batch are allocated once by ct_mlp_create.
+ */
+#ifndef CTRAIN_NN_H
+#define CTRAIN_NN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ctrain/error.h"
+#include "ctrain/rng.h"
+
+/* --- a tensor view ------------------------------------------------------------------------------ */
+#define CT_TENSOR_MAX_DIMS 4
+
+typedef struct ct_tensor {
+    char name[64];       /* e.g. "layers.0.weight" (the safetensors / PyTorch name) */
+    float *data;
+    int ndim;
+    int64_t shape[CT_TENSOR_MAX_DIMS];
+    size_t offset;       /* element offset inside the model's contiguous array */
+    size_t numel;
+} ct_tensor;
+
+/* --- layers (row-major; B = batch) -------------------------------------------------------------
+ * Linear weight W is [out, in] (PyTorch's layout), bias b is [out]. */
+
+/* y[B,out] = x[B,in] W^T + b, then ReLU when relu != 0 (bias and ReLU fused in one pass). */
+void ct_linear_forward(const float *x, const float *w, const float *b, float *y,
+                       int batch, int in, int out, int relu);
+/* From dy[B,out]: dw = dy^T x, db = column sums of dy, and dx = dy W when dx != NULL. */
+void ct_linear_backward(const float *x, const float *w, const float *dy, float *dw, float *db,
+                        float *dx, int batch, int in, int out);
+/* dz = dy * (y > 0), in place on dy; y is the ReLU output. */
+void ct_relu_backward(const float *y, float *dy, size_t n);
+/* Softmax cross-entropy, mean over the batch. logits[B,C] -> probs[B,C] (may alias logits).
+ * Returns the summed (not mean) loss; *correct gets the count of argmax == label. */
+double ct_softmax_xent_forward(const float *logits, const uint8_t *labels, float *probs,
+                               int batch, int classes, int *correct);
+/* dlogits = (probs - onehot(labels)) / scale_batch, in place on probs. */
+void ct_softmax_xent_backward(float *probs, const uint8_t *labels, int batch, int classes,
+                              int scale_batch);
+
+/* --- the MLP -------------------------------------------------------------------------------- */
+#define CT_MLP_MAX_LAYERS 16
+
+typedef struct ct_mlp ct_mlp;
+
+/* Called as each parameter tensor's gradient is final, last tensor first. Non-zero stops backward
+ * and is returned by ct_mlp_backward. */
+typedef int (*ct_grad_ready_fn)(void *ctx, size_t offset, size_t count);
+
+/* dims[0] inputs, dims[n_dims-1] classes (n_dims >= 2, n_dims - 1 <= CT_MLP_MAX_LAYERS);
+ * max_batch: the largest batch forward will be given. */
+int ct_mlp_create(const int *dims, int n_dims, int max_batch, ct_mlp **out, ct_error *err);
+void ct_mlp_free(ct_mlp *m);
+
+/* PyTorch's nn.Linear default: W and b uniform in +-1/sqrt(fan_in), drawn from r in forward order. */
+void ct_mlp_init(ct_mlp *m, ct_rng *r);
+
+size_t ct_mlp_num_params(const ct_mlp *m);
+float *ct_mlp_params(ct_mlp *m);
+float *ct_mlp_grads(ct_mlp *m);
+int ct_mlp_num_layers(const ct_mlp *m);
+int ct_mlp_num_tensors(const ct_mlp *m);
+/* Parameter tensor i (0 .. num_tensors-1, forward order) viewing the params array. */
+const ct_tensor *ct_mlp_tensor(const ct_mlp *m, int i);
+/* "784-512-256-10" */
+void ct_mlp_describe(const ct_mlp *m, char *buf, size_t size);
+
+/* Forward on x[B, dims[0]] with labels; keeps what backward needs. Returns the summed loss over
+ * the batch; *correct gets the number of right predictions (may be NULL). */
+double ct_mlp_forward(ct_mlp *m, const float *x, const uint8_t *labels, int batch, int *correct);
+/* Backward of the mean loss of the last forward; grads are overwritten (no zeroing needed).
+ * grad_scale_batch: the divisor of the mean (the batch size the loss is averaged over). */
+int ct_mlp_backward(ct_mlp *m, int grad_scale_batch, ct_grad_ready_fn ready, void *ctx);
+
+/* --- optimizers -------------------------------------------------------------------------------
+ * State lives in contiguous arrays with the params' layout, so checkpoints store it whole. */
+enum ct_optim_kind {
+    CT_OPTIM_ADAMW = 0,
+    CT_OPTIM_SGD
+};
+
+typedef struct ct_optim_config {
+    enum ct_optim_kind kind;
+    double lr;
+    double weight_decay; /* AdamW: decoupled (p -= lr*wd*p); SGD: L2 added to the gradient */
+    double momentum;     /* SGD */
+    double beta1, beta2, eps; /* AdamW */
+} ct_optim_config;
+
+typedef struct ct_optim ct_optim;
+
+/* Defaults: AdamW (PyTorch's: betas 0.9/0.999, eps 1e-8, weight decay 0.01); SGD momentum 0.9. */
+void ct_optim_config_default(ct_optim_config *cfg, enum ct_optim_kind kind);
+int ct_optim_parse_kind(const char *name, enum ct_optim_kind *out);
+const char *ct_optim_kind_name(enum ct_optim_kind kind);
+
+int ct_optim_create(const ct_optim_config *cfg, size_t n, ct_optim **out, ct_error *err);
+void ct_optim_free(ct_optim *o);
+/* One update of params[n] from grads[n] with the PyTorch semantics of torch.optim.AdamW / SGD. */
+void ct_optim_step(ct_optim *o, float *params, const float *grads);
+const ct_optim_config *ct_optim_get_config(const ct_optim *o);
+/* The learning rate of the next steps (a schedule sets it before each step). */
+void ct_optim_set_lr(ct_optim *o, double lr);
+/* Updates done so far (AdamW's bias correction depends on it). */
+int64_t ct_optim_steps(const ct_optim *o);
+void ct_optim_set_steps(ct_optim *o, int64_t steps);
+/* State arrays: AdamW "exp_avg", "exp_avg_sq"; SGD "momentum_buffer". */
+int ct_optim_num_states(const ct_optim *o);
+const char *ct_optim_state_name(const ct_optim *o, int i);
+float *ct_optim_state(ct_optim *o, int i);
+
+#endif

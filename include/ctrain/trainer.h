@@ -1,0 +1,87 @@
+/* ctrain — the Trainer: fit, validate and test an MLP on Fashion-MNIST.
+ *
+ * The caller creates the connector (ct_connector_create) from the accelerator/strategy/precision
+ * flags; the Trainer takes the strategy from it (ct_connector_strategy) and runs its rank body
+ * through ct_strategy_launch, so one code path serves the external, subprocess and fork launchers.
+ * Every rank trains its shard; rank 0 alone writes metrics.csv, checkpoints and summary.json, and
+ * its result comes back to the caller (through a pipe under the fork launcher).
+ *
+ * Outputs in default_root_dir (created when missing; default "runs"):
+ *   metrics.csv         step,epoch,train_loss,val_loss,val_acc,lr,samples_per_sec
+ *   last.safetensors    after every epoch (and when fit stops inside one)
+ *   best.safetensors    the checkpoint with the best val_acc so far
+ *   summary.json        at the end of fit: epochs, steps, world_size, train_samples_per_sec,
+ *                       val_acc, test_acc (test runs on best.safetensors), ...
+ */
+#ifndef CTRAIN_TRAINER_H
+#define CTRAIN_TRAINER_H
+
+#include <stdint.h>
+
+#include "ctrain/connector.h"
+#include "ctrain/error.h"
+
+#define CT_TRAINER_MAX_HIDDEN 15
+#define CT_TRAINER_PATH_MAX 1024
+
+enum ct_trainer_progress {
+    CT_TRAINER_PROGRESS_AUTO = 0, /* a live bar when stdout is a TTY, plain lines otherwise */
+    CT_TRAINER_PROGRESS_BAR,
+    CT_TRAINER_PROGRESS_PLAIN,
+    CT_TRAINER_PROGRESS_OFF
+};
+
+/* One field per trainer flag (ctrain fit --help). ct_trainer_config_default fills the defaults. */
+typedef struct ct_trainer_config {
+    int max_epochs;                 /* --max-epochs, default 5 */
+    long max_steps;                 /* --max-steps, default -1 (no limit) */
+    int batch_size;                 /* --batch-size, per rank, default 128 */
+    double lr;                      /* --lr, default 1e-3: the peak of the schedule */
+    char lr_schedule[16];           /* --lr-schedule cosine|constant, default cosine (to 0 at the end) */
+    char optimizer[16];             /* --optimizer adamw|sgd, default adamw */
+    double weight_decay;            /* --weight-decay, default -1: adamw 0.01, sgd 0 */
+    double momentum;                /* --momentum (sgd), default 0.9 */
+    int hidden[CT_TRAINER_MAX_HIDDEN]; /* --hidden 512,256 */
+    int n_hidden;
+    uint64_t seed;                  /* --seed, default 42 */
+    int deterministic;              /* --deterministic */
+    char default_root_dir[CT_TRAINER_PATH_MAX]; /* --default-root-dir, default "runs" */
+    char ckpt_path[CT_TRAINER_PATH_MAX];  /* --ckpt-path: "" (fit: from scratch; validate/test:
+                                             "best"), "last", "best" or a file */
+    int log_every_n_steps;          /* --log-every-n-steps, default 50 */
+    int checkpoint_every_n_steps;   /* --checkpoint-every-n-steps, default 0 (epoch ends only) */
+    enum ct_trainer_progress progress; /* --progress auto|bar|plain|off */
+    char data_dir[CT_TRAINER_PATH_MAX]; /* --data, default /usr/share/datasets/fashion-mnist */
+    double val_fraction;            /* --val-fraction, default 1/12 */
+} ct_trainer_config;
+
+/* What a run reports (rank 0's; plain data so it can cross a pipe). NaN where not measured. */
+typedef struct ct_trainer_result {
+    int filled;                     /* 1 when a rank-0 body filled it (0 in a subprocess supervisor) */
+    int epochs;                     /* completed epochs */
+    long steps;                     /* optimizer steps (global step) */
+    int world_size;
+    double train_samples_per_sec;   /* all ranks together, training steps only, this run */
+    double train_loss;              /* mean over the last logging interval */
+    double val_loss, val_acc;       /* at the last validation */
+    double best_val_acc;
+    double test_loss, test_acc;
+    long eval_samples;              /* validate/test: samples evaluated */
+    char best_checkpoint[CT_TRAINER_PATH_MAX];
+    char last_checkpoint[CT_TRAINER_PATH_MAX];
+    char summary_path[CT_TRAINER_PATH_MAX];
+} ct_trainer_result;
+
+void ct_trainer_config_default(ct_trainer_config *cfg);
+
+/* Check the config on its own (ranges, names); fit/validate/test call it too. */
+int ct_trainer_config_check(const ct_trainer_config *cfg, ct_error *err);
+
+/* Train (resuming from ckpt_path when set), then test best.safetensors on the test set. */
+int ct_trainer_fit(const ct_trainer_config *cfg, ct_connector *conn, ct_trainer_result *res, ct_error *err);
+/* Evaluate a checkpoint (ckpt_path; default best) on the validation split. */
+int ct_trainer_validate(const ct_trainer_config *cfg, ct_connector *conn, ct_trainer_result *res, ct_error *err);
+/* Evaluate a checkpoint (ckpt_path; default best) on the official test set. */
+int ct_trainer_test(const ct_trainer_config *cfg, ct_connector *conn, ct_trainer_result *res, ct_error *err);
+
+#endif

@@ -1,0 +1,149 @@
+/* The "pmix" cluster environment: processes started by a PMIx server — ctrain's own launchers,
+ * prun, or (as an enrichment of slurm, lsf and mpi) srun --mpi=pmix, jsrun and Open MPI's mpirun.
+ * The layout comes from the server through the shared client (include/ctrain/pmix.h), so it is
+ * exact where variables can only guess (node rank with unequal nodes, rank 0's host).
+ * See include/ctrain/environment.h and ctrain/envs.h (detection order, enrichment).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctrain/environment.h"
+#include "ctrain/envs.h"
+#include "ctrain/pmix.h"
+#include "ctrain/util.h"
+#include "pmix/environment.h"
+
+static void source(ct_env_info *info, enum ct_env_field f, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void source(ct_env_info *info, enum ct_env_field f, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(info->source[f], sizeof(info->source[f]), fmt, ap);
+    va_end(ap);
+}
+
+static int pmix_detect(ct_getenv_fn get, void *ctx)
+{
+    return ct_pmix_client_present(get, ctx);
+}
+
+/* The server can only be asked from the process it started: variables handed in by a test
+ * fixture or read from another process's environment (SPANK) are not ours. */
+static int same_process(ct_getenv_fn get, void *ctx, ct_error *err)
+{
+    static const char *const vars[] = { "PMIX_RANK", "PMIX_NAMESPACE", NULL };
+
+    for (int i = 0; vars[i]; i++) {
+        const char *v = get(vars[i], ctx), *mine = getenv(vars[i]);
+        if (!v || !mine || strcmp(v, mine)) {
+            ct_error_set(err, CT_ENOTAVAIL, "env-pmix-foreign", "cluster environment pmix: %s='%s' "
+                         "is not this process's (%s), so its PMIx server cannot be asked",
+                         vars[i], v ? v : "", mine ? mine : "unset");
+            return ct_error_hint(err, "the pmix environment reads the layout from the server of "
+                                      "the process it runs in; choose another --cluster-env here");
+        }
+    }
+    return 0;
+}
+
+/* Standalone: what only the pmix environment decides (the enriched base keeps its own). */
+static int fill_own(ct_getenv_fn get, void *ctx, const ct_pmix_client *c, ct_env_info *info,
+                    ct_error *err)
+{
+    const char *port = get("MASTER_PORT", ctx);
+    long p;
+
+    memset(info, 0, sizeof(*info));
+    snprintf(info->name, sizeof(info->name), "pmix");
+    info->creates_processes_externally = 1;
+    ct_str_copy(info->job_id, sizeof(info->job_id), ct_pmix_client_job_id(c));
+    source(info, CT_ENV_JOB_ID, "PMIx: PMIX_JOBID (else the namespace)");
+    if (port && *port) {
+        if (ct_parse_long(port, 1, 65535, &p) != 0)
+            return ct_error_set(err, CT_EINVAL, "env-bad-port", "MASTER_PORT='%s' is not a port "
+                                "number (1..65535)", port),
+                   ct_error_hint(err, "unset MASTER_PORT or give a free TCP port");
+        info->main_port = (int)p;
+        source(info, CT_ENV_MAIN_PORT, "MASTER_PORT");
+    } else {
+        source(info, CT_ENV_MAIN_PORT, "none: the ranks exchange through PMIx (set MASTER_PORT "
+                                       "for PyTorch-style programs)");
+    }
+    return 0;
+}
+
+static int pmix_read(ct_getenv_fn get, void *ctx, ct_env_info *info, ct_error *err)
+{
+    /* Called on an info slurm, lsf or mpi filled: enrich it (see ctrain/envs.h). */
+    int enrich = !strcmp(info->name, "slurm") || !strcmp(info->name, "lsf") ||
+                 !strcmp(info->name, "mpi");
+    const char *addr = get("MASTER_ADDR", ctx);
+    ct_pmix_client *c;
+    int rc;
+
+    if ((rc = same_process(get, ctx, err)) || (rc = ct_pmix_client_shared(&c, err)))
+        return rc;
+    if (!enrich && (rc = fill_own(get, ctx, c, info, err)))
+        return rc;
+    info->world_size = ct_pmix_client_size(c);
+    info->global_rank = ct_pmix_client_rank(c);
+    info->local_rank = ct_pmix_client_local_rank(c);
+    info->local_world_size = ct_pmix_client_local_size(c);
+    info->node_rank = ct_pmix_client_node_rank(c);
+    info->num_nodes = ct_pmix_client_num_nodes(c);
+    info->equal_tasks_per_node = ct_pmix_client_equal_per_node(c);
+    source(info, CT_ENV_WORLD_SIZE, "PMIx: PMIX_JOB_SIZE");
+    source(info, CT_ENV_GLOBAL_RANK, "PMIx: PMIX_RANK");
+    source(info, CT_ENV_LOCAL_RANK, "PMIx: PMIX_LOCAL_RANK");
+    source(info, CT_ENV_LOCAL_WORLD_SIZE, "PMIx: PMIX_LOCAL_SIZE");
+    source(info, CT_ENV_NODE_RANK, "PMIx: PMIX_NODEID (else the node map)");
+    source(info, CT_ENV_NUM_NODES, "PMIx: PMIX_NUM_NODES (else the node map)");
+    if (addr && *addr) {
+        ct_str_copy(info->main_address, sizeof(info->main_address), addr);
+        source(info, CT_ENV_MAIN_ADDRESS, "MASTER_ADDR");
+    } else {
+        ct_str_copy(info->main_address, sizeof(info->main_address), ct_pmix_client_rank0_host(c));
+        source(info, CT_ENV_MAIN_ADDRESS, "PMIx: PMIX_HOSTNAME of rank 0");
+    }
+    return 0;
+}
+
+static int pmix_validate(const ct_env_info *info, int devices, int num_nodes, ct_error *err)
+{
+    if (devices > 0 && devices != info->local_world_size) {
+        ct_error_set(err, CT_ECONFLICT, "env-devices-mismatch", "--devices %d but the PMIx server "
+                     "started %d process(es) of this job on this node (cluster environment %s)",
+                     devices, info->local_world_size, info->name);
+        return ct_error_hint(err, "start one process per device (e.g. srun --ntasks-per-node=%d, "
+                                  "mpirun -npernode %d), or use --devices %d", devices, devices,
+                             info->local_world_size);
+    }
+    if (num_nodes > 0 && num_nodes != info->num_nodes) {
+        ct_error_set(err, CT_ECONFLICT, "env-num-nodes-mismatch", "--num-nodes %d but the PMIx "
+                     "server's job spans %d node(s) (cluster environment %s)", num_nodes,
+                     info->num_nodes, info->name);
+        return ct_error_hint(err, "launch on %d nodes (srun -N %d), or use --num-nodes %d",
+                             num_nodes, num_nodes, info->num_nodes);
+    }
+    return 0;
+}
+
+const struct ct_env_ops ct_env_pmix_ops = {
+    .name = "pmix",
+    .description = "processes started by a PMIx server: ctrain's launcher, prun; refines srun "
+                   "--mpi=pmix, jsrun and mpirun",
+    .auto_detect = 1,
+    .detect = pmix_detect,
+    .read = pmix_read,
+    .validate = pmix_validate,
+};
+
+int ct_pmix_env_register(void)
+{
+    return ct_env_register(&ct_env_pmix_ops);
+}

@@ -1,0 +1,73 @@
+#!/bin/sh
+# scripts/slurm-cluster itself: start two emulated nodes, srun --mpi=pmix across them (hostname and
+# an Open MPI allreduce, t/tools/mpi_hello.c), stop, and check that every daemon it started is gone
+# and that stop is idempotent. The cluster is stopped by pid at exit, also on failure.
+cd "$(dirname "$0")/.." || exit 1
+root=$(pwd)
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "1..0 # SKIP needs root to start slurmd (run make test as root)"
+    exit 0
+fi
+for b in slurmctld slurmd srun munged; do
+    if ! command -v "$b" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$b" ]; then
+        echo "1..0 # SKIP $b not installed (scripts/install-deps installs slurm-wlm and munge)"
+        exit 0
+    fi
+done
+[ -x "${CTRAIN_BUILD:-build}/t/mpi_hello" ] || { echo "Bail out! ${CTRAIN_BUILD:-build}/t/mpi_hello is not built (run make)"; exit 1; }
+
+dir=$(mktemp -d /tmp/ctrain-slurm.XXXXXX) || exit 1
+trap '"$root/scripts/slurm-cluster" stop "$dir"; rm -rf "$dir"' EXIT
+trap 'exit 1' INT TERM HUP
+
+n=0
+ok() {    # ok CONDITION-STATUS NAME [DIAG-FILE]
+    n=$((n + 1))
+    if [ "$1" -eq 0 ]; then
+        echo "ok $n - $2"
+    else
+        echo "not ok $n - $2"
+        [ -n "${3:-}" ] && [ -f "$3" ] && sed 's/^/#   /' "$3"
+    fi
+}
+
+echo "1..7"
+scripts/slurm-cluster start "$dir" --nodes 2 >"$dir.start" 2>&1
+st=$?
+if [ "$st" -eq 3 ]; then
+    echo "# $(cat "$dir.start")"
+    rm -f "$dir.start"
+    echo "Bail out! scripts/slurm-cluster cannot run here"
+    exit 1
+fi
+ok "$st" "start --nodes 2" "$dir.start"
+rm -f "$dir.start"
+. "$dir/env"
+
+scripts/slurm-cluster status "$dir" >"$dir/status.out" 2>&1
+ok $? "status: slurmctld and both slurmd run" "$dir/status.out"
+
+timeout 60 srun -N2 -n4 --mpi=pmix sh -c 'echo "$SLURMD_NODENAME $SLURM_PROCID"' >"$dir/host.out" 2>&1
+[ "$(sort "$dir/host.out" | tr '\n' ' ')" = "n1 0 n1 1 n2 2 n2 3 " ]
+ok $? "srun -N2 -n4 --mpi=pmix: ranks 0,1 on n1 and 2,3 on n2" "$dir/host.out"
+
+timeout 120 srun -N2 -n4 --mpi=pmix "${CTRAIN_BUILD:-build}/t/mpi_hello" >"$dir/mpi.out" 2>&1
+st=$?
+[ "$st" -eq 0 ] && [ "$(grep -c ' of 4 on .* sum 6$' "$dir/mpi.out")" -eq 4 ]
+ok $? "Open MPI across the emulated nodes: 4 ranks, allreduce right (exit $st)" "$dir/mpi.out"
+
+pids=$(cat "$dir"/run/*.pid 2>/dev/null)
+"$root/scripts/slurm-cluster" stop "$dir" >"$dir/stop.out" 2>&1
+ok $? "stop" "$dir/stop.out"
+
+left=""
+for p in $pids; do
+    kill -0 "$p" 2>/dev/null && left="$left $p"
+done
+[ -n "$pids" ] && [ -z "$left" ]
+ok $? "no daemon left running (pids: $(echo $pids))${left:+; still running:$left}"
+
+"$root/scripts/slurm-cluster" stop "$dir" >"$dir/stop2.out" 2>&1 &&
+    ! "$root/scripts/slurm-cluster" status "$dir" >/dev/null 2>&1
+ok $? "stop again is a no-op, status reports it down" "$dir/stop2.out"

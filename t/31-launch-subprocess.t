@@ -1,0 +1,33 @@
+#!/bin/sh
+# The subprocess launcher: the probe becomes supervisor and PMIx server and fork+execs itself as
+# 4 ranks; Open MPI's MPI_Init works in them with no mpirun.
+. "$(dirname "$0")/lib/launch.sh"
+echo "1..7"
+
+"$B/launch_probe" subprocess mpi 4 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+ok $rc "subprocess launcher: 4 ranks of MPI allreduce exit 0"
+[ "$(grep -c 'allreduce ok rank [0-3] of 4 sum 6' "$tmp/out")" -eq 4 ]
+ok $? "every rank's allreduce is right" || diag "$tmp/out" "$tmp/err"
+grep -q '^allreduce ok rank 0 of 4' "$tmp/out" &&
+    [ "$(grep -c '^\[rank [1-3]\] allreduce ok rank [1-3] of 4' "$tmp/out")" -eq 3 ]
+ok $? "rank 0's output as is, the others' prefixed [rank N]"
+
+"$B/launch_probe" subprocess exec 4 "$B/mpi_allreduce" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 0 ] && [ "$(grep -c 'allreduce ok rank [0-3] of 4 sum 6' "$tmp/out")" -eq 4 ]
+ok $? "4 copies of t/tools/mpi_allreduce run under the launcher (MPI without mpirun)" ||
+    diag "$tmp/out" "$tmp/err"
+
+PROBE_QUIET=1 "$B/launch_probe" subprocess mpi 3 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 0 ] && grep -q '^allreduce ok rank 0 of 3' "$tmp/out" && ! grep -q '^\[rank' "$tmp/out"
+ok $? "quiet_others drops the other ranks' output" || diag "$tmp/out" "$tmp/err"
+
+"$B/launch_probe" subprocess mpi 0 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 2 ] && grep -q 'cannot launch 0 processes' "$tmp/err"
+ok $? "nprocs 0 is refused with a message, exit 2" || diag "$tmp/err"
+
+no_server_dirs
+ok $? "no PMIx server directory left in TMPDIR"

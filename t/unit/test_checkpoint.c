@@ -1,0 +1,264 @@
+/* safetensors checkpoint IO: round trip, the on-disk format, and damaged files (truncated at every
+ * length, bytes flipped, another shape, missing tensors) -> CT_EFORMAT naming file and tensor. */
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ctrain/checkpoint_io.h"
+#include "ctrain/dtype.h"
+
+static char dir[] = "/tmp/ctrain-test-ckpt-XXXXXX";
+static char path[256];
+static float w[6] = { 1, 2, 3, 4, 5, 6 }, b[2] = { -1, -2 };
+
+static void add_tensor(ct_ckpt *c, const char *name, float *data, int ndim, int64_t d0, int64_t d1)
+{
+    ct_ckpt_tensor *t = &c->tensors[c->n_tensors++];
+
+    snprintf(t->name, sizeof(t->name), "%s", name);
+    t->dtype = CT_DTYPE_F32;
+    t->ndim = ndim;
+    t->shape[0] = d0;
+    t->shape[1] = d1;
+    t->data = data;
+    t->nbytes = sizeof(float) * (size_t)(ndim == 1 ? d0 : d0 * d1);
+}
+
+static void make_ckpt(ct_ckpt *c, float *wbuf, float *bbuf)
+{
+    memset(c, 0, sizeof(*c));
+    add_tensor(c, "layers.0.weight", wbuf, 2, 2, 3);
+    add_tensor(c, "layers.0.bias", bbuf, 1, 2, 0);
+    c->n_meta = 2;
+    snprintf(c->meta[0].key, 64, "epoch");
+    snprintf(c->meta[0].value, 1024, "3");
+    snprintf(c->meta[1].key, 64, "rng");
+    snprintf(c->meta[1].value, 1024, "0123456789abcdef");
+}
+
+static int setup(void **state)
+{
+    if (!mkdtemp(dir))
+        return -1;
+    snprintf(path, sizeof(path), "%s/last.safetensors", dir);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    char cmd[300];
+
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    return system(cmd);
+}
+
+static void save_good(void)
+{
+    ct_ckpt c;
+    ct_error err;
+
+    make_ckpt(&c, w, b);
+    assert_int_equal(ct_checkpoint_io_safetensors.save(path, &c, &err), 0);
+}
+
+static void test_round_trip(void **state)
+{
+    float w2[6] = { 0 }, b2[2] = { 0 };
+    ct_ckpt c;
+    ct_error err;
+    char cmd[600];
+    struct stat st;
+
+    save_good();
+    make_ckpt(&c, w2, b2);
+    c.n_meta = 0;
+    assert_int_equal(ct_checkpoint_io_safetensors.load(path, &c, &err), 0);
+    assert_memory_equal(w, w2, sizeof(w));
+    assert_memory_equal(b, b2, sizeof(b));
+    assert_int_equal(c.n_meta, 2);
+    assert_string_equal(c.meta[1].value, "0123456789abcdef");
+    /* No temporary files left beside it. */
+    snprintf(cmd, sizeof(cmd), "test $(ls -A '%s' | wc -l) -eq 1", dir);
+    assert_int_equal(system(cmd), 0);
+    /* The layout: 8-byte length, header padded to 8, 32 data bytes. */
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal((st.st_size - 8 - 32) % 8, 0);
+}
+
+/* The format as another reader sees it: Python's json on the header. */
+static void test_format_python(void **state)
+{
+    char cmd[1200];
+
+    if (access("/usr/bin/python3", X_OK)) {
+        skip();
+        return;
+    }
+    save_good();
+    snprintf(cmd, sizeof(cmd),
+             "/usr/bin/python3 -c 'import json,struct,sys\n"
+             "d=open(sys.argv[1],\"rb\").read(); n=struct.unpack(\"<Q\",d[:8])[0]; h=json.loads(d[8:8+n])\n"
+             "assert h[\"__metadata__\"][\"epoch\"]==\"3\"\n"
+             "t=h[\"layers.0.bias\"]; a,b=t[\"data_offsets\"]\n"
+             "assert t[\"dtype\"]==\"F32\" and t[\"shape\"]==[2]\n"
+             "assert struct.unpack(\"<2f\",d[8+n+a:8+n+b])==(-1.0,-2.0)\n"
+             "assert h[\"layers.0.weight\"][\"shape\"]==[2,3]' '%s'", path);
+    assert_int_equal(system(cmd), 0);
+}
+
+static int try_load(ct_error *err)
+{
+    float w2[6], b2[2];
+    ct_ckpt c;
+
+    make_ckpt(&c, w2, b2);
+    ct_error_clear(err);
+    return ct_checkpoint_io_safetensors.load(path, &c, err);
+}
+
+static void test_truncated_everywhere(void **state)
+{
+    struct stat st;
+    ct_error err;
+    off_t size;
+
+    save_good();
+    assert_int_equal(stat(path, &st), 0);
+    size = st.st_size;
+    for (off_t len = size - 1; len >= 0; len--) {
+        assert_int_equal(truncate(path, len), 0);
+        assert_int_equal(try_load(&err), CT_EFORMAT);
+        assert_non_null(strstr(err.msg, path));
+        if (len == size - 1 || len == 5)
+            print_message("# cut at %lld: %s\n", (long long)len, err.msg);
+    }
+}
+
+static void test_flipped_bytes(void **state)
+{
+    struct stat st;
+    ct_error err;
+    int failures = 0;
+
+    save_good();
+    assert_int_equal(stat(path, &st), 0);
+    /* Every single byte of the header and length replaced: either a clean error or (a byte that
+     * does not matter, like padding) a successful load; never a crash. */
+    for (off_t pos = 0; pos < st.st_size - 32; pos++)
+        for (int v = 0; v < 3; v++) {
+            static const unsigned char vals[] = { 0x00, 0xff, '9' };
+            int fd;
+            unsigned char old;
+
+            save_good();
+            fd = open(path, O_RDWR);
+            assert_int_equal(pread(fd, &old, 1, pos), 1);
+            assert_int_equal(pwrite(fd, &vals[v], 1, pos), 1);
+            close(fd);
+            if (try_load(&err)) {
+                assert_true(err.code == CT_EFORMAT);
+                assert_non_null(strstr(err.msg, path));
+                failures++;
+            }
+        }
+    print_message("# %d of the flipped files rejected\n", failures);
+    assert_true(failures > 0);
+}
+
+static void test_other_shape(void **state)
+{
+    float w2[8], b2[2];
+    ct_ckpt c;
+    ct_error err;
+
+    save_good();
+    make_ckpt(&c, w2, b2);
+    c.tensors[0].shape[1] = 4;
+    c.tensors[0].nbytes = sizeof(w2);
+    assert_int_equal(ct_checkpoint_io_safetensors.load(path, &c, &err), CT_EFORMAT);
+    print_message("# %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "layers.0.weight"));
+    assert_non_null(strstr(err.msg, "[2, 3]"));
+    assert_true(err.hint[0] != '\0');
+    make_ckpt(&c, w2, b2);
+    snprintf(c.tensors[1].name, sizeof(c.tensors[1].name), "layers.1.bias");
+    assert_int_equal(ct_checkpoint_io_safetensors.load(path, &c, &err), CT_EFORMAT);
+    assert_non_null(strstr(err.msg, "no tensor layers.1.bias"));
+}
+
+static void write_raw(uint64_t hlen, const char *json)
+{
+    FILE *f = fopen(path, "wb");
+    unsigned char len8[8];
+
+    for (int i = 0; i < 8; i++)
+        len8[i] = (unsigned char)(hlen >> (8 * i));
+    fwrite(len8, 1, 8, f);
+    fwrite(json, 1, strlen(json), f);
+    fclose(f);
+}
+
+static void test_bad_header(void **state)
+{
+    static const struct { const char *json; const char *needle; } cases[] = {
+        { "{\"layers.0.bias\":1}", "lacks dtype" },
+        { "[1,2,3]", "not a JSON object" },
+        { "{\"layers.0.bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,800]}}", "outside the" },
+        { "{\"layers.0.bias\":{\"dtype\":\"I7\",\"shape\":[2],\"data_offsets\":[0,8]}}", "unsupported dtype I7" },
+        { "{\"layers.0.bias\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", "do not hold its shape" },
+        { "{\"layers.0.bias\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", "bad shape" },
+        { "{\"__metadata__\":{\"epoch\":3}}", "not a string" },
+    };
+    ct_error err;
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char json[512];
+
+        snprintf(json, sizeof(json), "%s%s", cases[i].json, "        " "\x01\x02\x03\x04\x05\x06\x07\x08");
+        write_raw(strlen(cases[i].json), json);
+        assert_int_equal(try_load(&err), CT_EFORMAT);
+        print_message("# %s\n", err.msg);
+        assert_non_null(strstr(err.msg, cases[i].needle));
+        assert_non_null(strstr(err.msg, path));
+    }
+    write_raw(UINT64_C(0x7fffffffffffffff), "{}");
+    assert_int_equal(try_load(&err), CT_EFORMAT);
+    assert_non_null(strstr(err.msg, "header length"));
+    unlink(path);
+    assert_int_equal(try_load(&err), CT_ENOENT);
+}
+
+static void test_unwritable_dir(void **state)
+{
+    ct_ckpt c;
+    ct_error err;
+
+    make_ckpt(&c, w, b);
+    assert_int_equal(ct_checkpoint_io_safetensors.save("/nonexistent-dir/x.safetensors", &c, &err), CT_EIO);
+    assert_non_null(strstr(err.msg, "/nonexistent-dir/x.safetensors"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_format_python),
+        cmocka_unit_test(test_truncated_everywhere),
+        cmocka_unit_test(test_flipped_bytes),
+        cmocka_unit_test(test_other_shape),
+        cmocka_unit_test(test_bad_header),
+        cmocka_unit_test(test_unwritable_dir),
+    };
+
+    cmocka_set_message_output(CM_OUTPUT_TAP);
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

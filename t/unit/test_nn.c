@@ -1,0 +1,224 @@
+/* Layers, MLP and optimizers: gradients against finite differences, updates against hand-computed
+ * values, the PRNG's determinism. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ctrain/nn.h"
+
+static void test_rng(void **state)
+{
+    ct_rng a, b;
+    uint32_t idx[100];
+    int seen[100] = { 0 };
+
+    ct_rng_seed(&a, 42);
+    ct_rng_seed(&b, 42);
+    for (int i = 0; i < 1000; i++) {
+        double u = ct_rng_uniform(&a);
+        assert_true(u >= 0.0 && u < 1.0);
+        ct_rng_uniform(&b);
+    }
+    assert_memory_equal(a.s, b.s, sizeof(a.s));
+    ct_rng_seed(&b, 43);
+    assert_true(ct_rng_next(&a) != ct_rng_next(&b));
+    for (int i = 0; i < 100; i++)
+        idx[i] = (uint32_t)i;
+    ct_rng_shuffle(&a, idx, 100);
+    for (int i = 0; i < 100; i++)
+        seen[idx[i]]++;
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(seen[i], 1);
+    for (int i = 0; i < 1000; i++)
+        assert_true(ct_rng_below(&a, 7) < 7);
+}
+
+static void test_linear_forward(void **state)
+{
+    /* x [2,3], W [2,3], b [2]: y = x W^T + b, checked by hand. */
+    float x[] = { 1, 2, 3, -1, 0, 1 };
+    float w[] = { 1, 0, -1, 0.5f, 0.5f, 0.5f };
+    float b[] = { 0.25f, -10 };
+    float y[4];
+
+    ct_linear_forward(x, w, b, y, 2, 3, 2, 0);
+    assert_float_equal(y[0], 1 - 3 + 0.25f, 1e-6);
+    assert_float_equal(y[1], 3 - 10, 1e-6);
+    assert_float_equal(y[2], -1 - 1 + 0.25f, 1e-6);
+    assert_float_equal(y[3], 0 - 10, 1e-6);
+    ct_linear_forward(x, w, b, y, 2, 3, 2, 1);
+    assert_float_equal(y[0], 0, 0);
+    assert_float_equal(y[1], 0, 0);
+}
+
+struct order { size_t offsets[16]; size_t counts[16]; int n; };
+
+static int record_ready(void *ctx, size_t offset, size_t count)
+{
+    struct order *o = ctx;
+
+    o->offsets[o->n] = offset;
+    o->counts[o->n] = count;
+    o->n++;
+    return 0;
+}
+
+/* Mean loss of the batch at the current parameters. */
+static double mean_loss(ct_mlp *m, const float *x, const uint8_t *y, int batch)
+{
+    return ct_mlp_forward(m, x, y, batch, NULL) / batch;
+}
+
+static void test_mlp_gradients(void **state)
+{
+    int dims[] = { 6, 8, 5, 4 };
+    enum { B = 5 };
+    float x[B * 6], *p, *g;
+    uint8_t y[B] = { 0, 1, 2, 3, 1 };
+    ct_mlp *m;
+    ct_rng rng;
+    struct order ord = { .n = 0 };
+    ct_error err;
+    double worst = 0;
+    size_t n;
+
+    assert_int_equal(ct_mlp_create(dims, 4, B, &m, &err), 0);
+    ct_rng_seed(&rng, 7);
+    ct_mlp_init(m, &rng);
+    for (int i = 0; i < B * 6; i++)
+        x[i] = (float)(2 * ct_rng_uniform(&rng) - 1);
+    n = ct_mlp_num_params(m);
+    assert_int_equal(n, 6 * 8 + 8 + 8 * 5 + 5 + 5 * 4 + 4);
+    ct_mlp_forward(m, x, y, B, NULL);
+    assert_int_equal(ct_mlp_backward(m, B, record_ready, &ord), 0);
+
+    /* Announced last tensor first, covering the array exactly. */
+    assert_int_equal(ord.n, 6);
+    for (int i = 0; i < 6; i++) {
+        const ct_tensor *t = ct_mlp_tensor(m, 5 - i);
+        assert_int_equal(ord.offsets[i], t->offset);
+        assert_int_equal(ord.counts[i], t->numel);
+    }
+    assert_int_equal(ct_mlp_tensor(m, 5)->offset + ct_mlp_tensor(m, 5)->numel, n);
+
+    p = ct_mlp_params(m);
+    g = malloc(n * sizeof(float));
+    memcpy(g, ct_mlp_grads(m), n * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        const float h = 1e-3f;
+        float saved = p[i];
+        double up, down, fd, diff;
+
+        p[i] = saved + h;
+        up = mean_loss(m, x, y, B);
+        p[i] = saved - h;
+        down = mean_loss(m, x, y, B);
+        p[i] = saved;
+        fd = (up - down) / (2.0 * h);
+        diff = fabs(fd - g[i]) / (1e-3 + fabs(fd) + fabs(g[i]));
+        if (diff > worst)
+            worst = diff;
+        if (diff > 5e-3)
+            print_message("# param %zu: analytic %g, numeric %g\n", i, g[i], fd);
+    }
+    print_message("# worst relative gradient error %.2e over %zu parameters\n", worst, n);
+    assert_true(worst < 2e-2);
+    free(g);
+    ct_mlp_free(m);
+}
+
+static void test_softmax_xent(void **state)
+{
+    float z[] = { 0, 0, 0, 1000, 0, 0 }; /* second row: a huge logit must not overflow */
+    uint8_t y[] = { 2, 0 };
+    int correct;
+    double loss = ct_softmax_xent_forward(z, y, z, 2, 3, &correct);
+
+    assert_float_equal(loss, log(3.0), 1e-6);
+    assert_int_equal(correct, 1);
+    ct_softmax_xent_backward(z, y, 2, 3, 2);
+    assert_float_equal(z[0], 1.0 / 6, 1e-6);
+    assert_float_equal(z[2], (1.0 / 3 - 1) / 2, 1e-6);
+    assert_float_equal(z[3], 0, 1e-6);
+}
+
+static void test_adamw_by_hand(void **state)
+{
+    ct_optim_config cfg;
+    ct_optim *o;
+    ct_error err;
+    float p[1] = { 1.0f }, g[1] = { 0.5f };
+
+    ct_optim_config_default(&cfg, CT_OPTIM_ADAMW);
+    cfg.lr = 0.1;
+    cfg.weight_decay = 0.01;
+    assert_int_equal(ct_optim_create(&cfg, 1, &o, &err), 0);
+    /* Step 1: p = 1*(1-0.1*0.01) = 0.999; m = 0.05, v = 0.00025; m/(1-0.9) = 0.5,
+     * sqrt(v/(1-0.999)) = 0.5, so p -= 0.1 * 0.5/0.5 -> 0.899. */
+    ct_optim_step(o, p, g);
+    assert_float_equal(p[0], 0.899, 1e-6);
+    assert_float_equal(ct_optim_state(o, 0)[0], 0.05, 1e-7);
+    assert_float_equal(ct_optim_state(o, 1)[0], 0.00025, 1e-8);
+    /* Step 2: p = 0.899*0.999 = 0.898101; a constant gradient keeps m_hat/sqrt(v_hat) = 1. */
+    ct_optim_step(o, p, g);
+    assert_float_equal(p[0], 0.798101, 3e-6);
+    assert_int_equal(ct_optim_steps(o), 2);
+    assert_string_equal(ct_optim_state_name(o, 1), "exp_avg_sq");
+    ct_optim_free(o);
+}
+
+static void test_sgd_by_hand(void **state)
+{
+    ct_optim_config cfg;
+    ct_optim *o;
+    ct_error err;
+    float p[2] = { 1.0f, 2.0f }, g[2] = { 1.0f, -1.0f };
+
+    ct_optim_config_default(&cfg, CT_OPTIM_SGD);
+    cfg.lr = 0.1;
+    cfg.momentum = 0.9;
+    cfg.weight_decay = 0.5;
+    assert_int_equal(ct_optim_create(&cfg, 2, &o, &err), 0);
+    /* g' = g + 0.5 p = (1.5, 0); buf = g'; p -= 0.1 buf -> (0.85, 2). */
+    ct_optim_step(o, p, g);
+    assert_float_equal(p[0], 0.85, 1e-6);
+    assert_float_equal(p[1], 2.0, 1e-6);
+    /* g' = (1 + 0.425, -1 + 1) = (1.425, 0); buf = 0.9*(1.5, 0) + g' = (2.775, 0); p -> (0.5725, 2). */
+    ct_optim_step(o, p, g);
+    assert_float_equal(p[0], 0.5725, 1e-6);
+    assert_float_equal(ct_optim_state(o, 0)[0], 2.775, 1e-6);
+    ct_optim_free(o);
+}
+
+static void test_mlp_bad_shapes(void **state)
+{
+    int dims[] = { 784, 0, 10 };
+    ct_mlp *m;
+    ct_error err;
+
+    assert_int_equal(ct_mlp_create(dims, 3, 128, &m, &err), CT_EINVAL);
+    assert_null(m);
+    assert_int_equal(ct_mlp_create(dims, 1, 128, &m, &err), CT_EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rng),
+        cmocka_unit_test(test_linear_forward),
+        cmocka_unit_test(test_softmax_xent),
+        cmocka_unit_test(test_mlp_gradients),
+        cmocka_unit_test(test_adamw_by_hand),
+        cmocka_unit_test(test_sgd_by_hand),
+        cmocka_unit_test(test_mlp_bad_shapes),
+    };
+
+    cmocka_set_message_output(CM_OUTPUT_TAP);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
