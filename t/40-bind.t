@@ -1,2 +1,2 @@
 #!/bin/sh
-CT_TOPOLOGIES="$(dirname "$0")/fixtures/topologies" exec "$(dirname "$0")/../build/t/test_bind"
+CT_TOPOLOGIES="$(dirname "$0")/fixtures/topologies" exec "$(dirname "$0")/../${CTRAIN_BUILD:-build}/t/test_bind"

@@ -36,13 +36,14 @@ is "$(printf '%s\n' "$OUT" | cut -d'|' -f4 | sort -u)" "$((20000 + ($4 % 1024) *
 
 # A step without ctrain options: the same variable names as with no plugin at all, same affinity.
 NAMES='env | cut -d= -f1 | grep -v -E "^(SLURM_JOB_ID|SLURM_JOBID|SLURM_STEP_ID|SLURM_STEPID|SLURM_TASK_PID|SLURM_LAUNCH_NODE_IPADDR|SLURM_SRUN_COMM_PORT|SLURM_STEP_LAUNCHER_PORT|PWD|OLDPWD|_)$" | sort | tr "\n" " "; grep Cpus_allowed_list /proc/self/status'
+# One output file per task (%t): the two tasks' long lines must not interleave.
 spank_plugstack required ""
-run_srun -N2 -n2 sh -c "$NAMES"
-with=$OUT rc_with=$RC
+run_srun -N2 -n2 --output="$CLUSTER_DIR/with.%t" sh -c "$NAMES"
+rc_with=$RC
 echo "" >"$CLUSTER_DIR/plugstack.conf"
-run_srun -N2 -n2 sh -c "$NAMES"
+run_srun -N2 -n2 --output="$CLUSTER_DIR/without.%t" sh -c "$NAMES"
 ok $((RC + rc_with)) "plain steps run with and without the plugin"
-is "$(printf '%s\n' "$with" | sort -u)" "$(printf '%s\n' "$OUT" | sort -u)" \
+is "$(cat "$CLUSTER_DIR"/with.* | sort -u)" "$(cat "$CLUSTER_DIR"/without.* | sort -u)" \
    "a step without ctrain options is untouched (same variables, same CPU affinity)"
 
 # The site default makes every step ctrain's.

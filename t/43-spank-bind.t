@@ -4,7 +4,6 @@
 . "$(dirname "$0")/lib/spank.sh"
 spank_plan 14
 spank_cluster 1 ""
-CTRAIN="$ROOT/build/ctrain"
 DGX="$ROOT/t/fixtures/topologies/nvidia-dgx2.xml"
 SHOW='echo "$SLURM_LOCALID|$(grep Cpus_allowed_list /proc/self/status | cut -f2)|${OMP_NUM_THREADS-unset}|${CUDA_VISIBLE_DEVICES-unset}"'
 
