@@ -107,7 +107,10 @@ static int plan_binding(spank_t sp, struct step *s, char **env, ct_error *err)
     req.allowed_cpus = cpus;
     s->gpus_managed = gpus != NULL;
     req.gpus = gpus ? gpus : "";
-    if ((rv = ct_topology_load(ct_spank.args.topology[0] ? ct_spank.args.topology : NULL, &s->topo, err)) != 0)
+    /* GPUs and NICs only matter to a step with GPUs (NCCL); without, skip the PCI scan: it is most
+     * of the time binding costs a step launch. */
+    if ((rv = ct_topology_load(ct_spank.args.topology[0] ? ct_spank.args.topology : NULL,
+                               gpus && gpus[0] ? CT_TOPOLOGY_IO : 0, &s->topo, err)) != 0)
         return rv;
     if ((rv = ct_bind_plan_create(s->topo, &req, &s->plan, err)) != 0)
         return ct_error_prefix(err, "binding %u tasks on node %u: ", s->local_tasks, s->node_id);

@@ -147,7 +147,7 @@ static void find_nics(ct_topology *t)
     }
 }
 
-int ct_topology_load(const char *xml_path, ct_topology **out, ct_error *err)
+int ct_topology_load(const char *xml_path, unsigned flags, ct_topology **out, ct_error *err)
 {
     ct_topology *t = NULL;
     int rv = CT_ENOMEM;
@@ -163,7 +163,11 @@ int ct_topology_load(const char *xml_path, ct_topology **out, ct_error *err)
         free(t);
         return ct_error_set(err, CT_ENOMEM, "out-of-memory", "loading the topology: out of memory");
     }
-    hwloc_topology_set_io_types_filter(t->hw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    /* The planner uses packages, NUMA nodes, cores and PUs: caches are not worth discovering. */
+    hwloc_topology_set_cache_types_filter(t->hw, HWLOC_TYPE_FILTER_KEEP_NONE);
+    hwloc_topology_set_icache_types_filter(t->hw, HWLOC_TYPE_FILTER_KEEP_NONE);
+    hwloc_topology_set_io_types_filter(t->hw, (flags & CT_TOPOLOGY_IO) ? HWLOC_TYPE_FILTER_KEEP_IMPORTANT
+                                                                       : HWLOC_TYPE_FILTER_KEEP_NONE);
     if (xml_path && hwloc_topology_set_xml(t->hw, xml_path) != 0) {
         rv = ct_error_set(err, CT_EFORMAT, "topology-format", "topology file '%s' is not an hwloc XML file",
                           xml_path);

@@ -119,7 +119,7 @@ int ct_cmd_bind(int argc, char **argv)
         ct_error_hint(&err, "give the number of tasks on this node, e.g. --tasks 4");
         goto fail;
     }
-    if (ct_topology_load(topology, &topo, &err) != 0 || ct_bind_plan_create(topo, &req, &plan, &err) != 0)
+    if (ct_topology_load(topology, CT_TOPOLOGY_IO, &topo, &err) != 0 || ct_bind_plan_create(topo, &req, &plan, &err) != 0)
         goto fail;
     if (json) {
         char *s = ct_bind_plan_to_json(plan);

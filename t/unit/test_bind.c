@@ -32,7 +32,7 @@ static void view_load(const char *name, struct view *v)
     ct_error err;
 
     fixture(name, path, sizeof(path));
-    assert_int_equal(ct_topology_load(path, &v->topo, &err), 0);
+    assert_int_equal(ct_topology_load(path, CT_TOPOLOGY_IO, &v->topo, &err), 0);
     assert_int_equal(hwloc_topology_init(&v->hw), 0);
     hwloc_topology_set_io_types_filter(v->hw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
     assert_int_equal(hwloc_topology_set_xml(v->hw, path), 0);
@@ -319,7 +319,7 @@ static void test_bad_requests(void **state)
     req.ntasks = 0;
     assert_int_equal(ct_bind_plan_create(v.topo, &req, &plan, &err), CT_EINVAL);
     view_free(&v);
-    assert_int_equal(ct_topology_load("/nonexistent.xml", &v.topo, &err), CT_ENOENT);
+    assert_int_equal(ct_topology_load("/nonexistent.xml", CT_TOPOLOGY_IO, &v.topo, &err), CT_ENOENT);
     assert_null(v.topo);
 }
 
