@@ -95,7 +95,7 @@ static int plan_binding(spank_t sp, struct step *s, char **env, ct_error *err)
     const char *cpt = job_getenv("SLURM_CPUS_PER_TASK", env), *gpus = slurm_gpus(env);
     ct_bind_request req = { .ntasks = (int)s->local_tasks };
     long n = 0;
-    int rv;
+    int rv, io;
 
     if (cpt && ct_parse_long(cpt, 1, 65536, &n) != 0) {
         ct_error_set(err, CT_EINVAL, "env-malformed", "SLURM_CPUS_PER_TASK='%s' is not a positive number", cpt);
@@ -107,10 +107,14 @@ static int plan_binding(spank_t sp, struct step *s, char **env, ct_error *err)
     req.allowed_cpus = cpus;
     s->gpus_managed = gpus != NULL;
     req.gpus = gpus ? gpus : "";
-    /* GPUs and NICs only matter to a step with GPUs (NCCL); without, skip the PCI scan: it is most
-     * of the time binding costs a step launch. */
-    if ((rv = ct_topology_load(ct_spank.args.topology[0] ? ct_spank.args.topology : NULL,
-                               gpus && gpus[0] ? CT_TOPOLOGY_IO : 0, &s->topo, err)) != 0)
+    /* GPUs and NICs only matter to a step with GPUs (NCCL); without, skip the PCI scan. Loading
+     * hwloc's plugins (libpciaccess, OpenCL, X11 for gl) costs more than discovering the CPUs:
+     * keep the unneeded ones out, through the variable hwloc reads when slurmstepd first
+     * initialises it (a value the admin set wins; the tasks get the job's environment, not this). */
+    io = gpus && gpus[0];
+    setenv("HWLOC_PLUGINS_BLACKLIST", io ? "hwloc_opencl,hwloc_gl" : "hwloc_pci,hwloc_opencl,hwloc_gl", 0);
+    if ((rv = ct_topology_load(ct_spank.args.topology[0] ? ct_spank.args.topology : NULL, io ? CT_TOPOLOGY_IO : 0,
+                               &s->topo, err)) != 0)
         return rv;
     if ((rv = ct_bind_plan_create(s->topo, &req, &s->plan, err)) != 0)
         return ct_error_prefix(err, "binding %u tasks on node %u: ", s->local_tasks, s->node_id);
