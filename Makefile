@@ -171,14 +171,21 @@ FUZZ_BIN     := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 FUZZ_FLAGS   := -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer \
                 -fno-sanitize-recover=undefined -Wno-unknown-warning-option
 
+# The SPANK targets link the plugin's objects (built with coverage too) and SLURM's libslurmfull,
+# which holds the SPANK API that slurmd and srun give the plugin.
+SLURM_FULL_DIR := $(dir $(firstword $(wildcard /usr/lib/*/slurm-wlm/libslurmfull.so /usr/lib/slurm/libslurmfull.so)))
+FUZZ_SPANK_OBJ := $(SPANK_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
+$(FUZZ_BUILD)/fuzz_spank_%: FUZZ_EXTRA = $(FUZZ_SPANK_OBJ) -L$(SLURM_FULL_DIR) -Wl,-rpath,$(SLURM_FULL_DIR) -lslurmfull
+
 fuzz-build:
-	$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang CUDA=0 OPT=-O1 EXTRA_CFLAGS="$(FUZZ_FLAGS)" lib
+	$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang CUDA=0 OPT=-O1 EXTRA_CFLAGS="$(FUZZ_FLAGS)" lib \
+	  $(if $(filter spank_%,$(FUZZ_TARGETS)),$(FUZZ_SPANK_OBJ))
 	$(MAKE) CUDA=0 $(FUZZ_BIN)
 
 $(FUZZ_BUILD)/fuzz_%: t/fuzz/fuzz_%.c t/fuzz/fuzz_env.h $(FUZZ_BUILD)/libctrain.a
 	@echo "  FUZZ    $@"
 	$(Q)clang -O1 -g -std=gnu11 -Wall -Wextra -Werror -Iinclude -I. $(LIB_CFLAGS) -fsanitize=fuzzer,address,undefined \
-	  -fno-sanitize-recover=undefined -o $@ $< $(FUZZ_BUILD)/libctrain.a $(LIB_LIBS) $(CORE_LIBS)
+	  -fno-sanitize-recover=undefined -o $@ $< $(FUZZ_EXTRA) $(FUZZ_BUILD)/libctrain.a $(LIB_LIBS) $(CORE_LIBS)
 
 fuzz: fuzz-build
 	@for name in $(FUZZ_TARGETS); do \
