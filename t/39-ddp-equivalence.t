@@ -1,6 +1,6 @@
 #!/bin/sh
 # Equivalence: ddp with 2 ranks x batch 64 (and 4 x 32) follows the loss curve of single_device
-# with batch 128: same seed, same samples in every step.
+# with batch 128: same seed, same samples in every step. And the gradient buckets overlap backward.
 #
 # Why the same samples: every rank draws the same permutation of the epoch from the seed and rank r
 # takes positions r, r+W, r+2W, ... of it (engine/data/sampler.c); step k of rank r is then
@@ -26,7 +26,7 @@
 # unsynchronised initial weights are off in the first logged rows.
 . "$(dirname "$0")/lib/launch.sh"
 . "$(dirname "$0")/lib/ddp.sh"
-N=5
+N=7
 TOL=1e-2
 TOL_EARLY=1e-5
 
@@ -68,3 +68,15 @@ ok $? "the same 86 optimizer steps in all three"
 got=$(paste -d, "$tmp/s/metrics.csv" "$tmp/s64/metrics.csv" | awk -F, 'NR > 1 && $3 != "" && $10 != "" {
         d = ($3 - $10) / $3; if (d < 0) d = -d; if (d > m) m = d } END { printf "%.2e", m; exit !(m > 1e-2) }')
 ok $? "control: single_device x 64 differs from single_device x 128 by more than 1e-2 ($got)"
+
+# Overlap: with the default buckets (0.5 MiB of whole tensors) the 784-512-256-10 MLP's gradients
+# form two buckets a step; the later layers' one starts during backward, before the first layer's
+# backward (the largest GEMM) runs. ddp_no_overlap starts both after backward.
+a=$(json grad_allreduces "$tmp/d2/summary.json") b=$(json grad_allreduces_in_backward "$tmp/d2/summary.json")
+[ "$a" = 172 ] && [ "$b" = 86 ]
+ok $? "ddp: 2 allreduces a step, one of them started during backward ($b of $a in 86 steps)" || diag "$tmp/d2/summary.json"
+timeout 120 "$CTRAIN" fit $F --strategy ddp_no_overlap --devices 2 --batch-size 64 --max-steps 10 \
+    --default-root-dir "$tmp/no" >"$tmp/no.out" 2>&1
+a=$(json grad_allreduces "$tmp/no/summary.json") b=$(json grad_allreduces_in_backward "$tmp/no/summary.json")
+[ "$a" = 20 ] && [ "$b" = 0 ]
+ok $? "ddp_no_overlap: every allreduce starts after backward ($b of $a in 10 steps)" || diag "$tmp/no.out"
