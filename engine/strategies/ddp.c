@@ -4,8 +4,9 @@
  * server, so MPI_Init joins the same world everywhere. Gradients are cut into buckets of whole
  * tensors from the end of the array (backward produces them in that order); a bucket's non-blocking
  * allreduce starts the moment backward has produced all of it, and grad_sync waits for the rest —
- * communication overlaps the backward of earlier layers. MPI errors come back as return codes (MPI_ERRORS_RETURN)
- * and become messages naming the call; nothing aborts the job behind the user's back.
+ * communication overlaps the backward of earlier layers. MPI errors come back as return codes
+ * (MPI_ERRORS_RETURN) and become messages naming the call; nothing aborts the job behind the
+ * user's back.
  */
 #include <mpi.h>
 #include <stdio.h>
