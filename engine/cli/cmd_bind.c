@@ -101,16 +101,12 @@ int ct_cmd_bind(int argc, char **argv)
         } else if ((v = flag_value(argc, argv, &i, "--cpus", &missing))) {
             req.allowed_cpus = v;
         } else {
-            const char *near = ct_str_closest(argv[i], flags);
-
-            if (missing)
+            if (missing) {
                 ct_error_set(&err, CT_EINVAL, "flag-value", "flag '%s' needs a value", argv[i]);
-            else
-                ct_error_set(&err, CT_EINVAL, "flag-unknown", "unknown flag '%s' for ctrain bind", argv[i]);
-            if (near && !missing)
-                ct_error_hint(&err, "did you mean '%s'?", near);
-            else
                 ct_error_hint(&err, "run 'ctrain bind --help' for the flags");
+            } else {
+                ct_cli_flag_unknown("bind", argv[i], flags, &err);
+            }
             goto fail;
         }
     }
