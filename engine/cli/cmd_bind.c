@@ -42,12 +42,12 @@ static void print_text(const ct_bind_plan *plan)
     }
 }
 
-/* The value of a flag written "--name VALUE" or "--name=VALUE"; NULL when argv[*i] is another flag. */
+/* The value of a flag written "--name VALUE" or "--name=VALUE"; NULL when argv[*i] is another flag,
+ * or when it is this flag without its value (then *missing is set). */
 static const char *flag_value(int argc, char **argv, int *i, const char *name, int *missing)
 {
     size_t n = strlen(name);
 
-    *missing = 0;
     if (strncmp(argv[*i], name, n) != 0)
         return NULL;
     if (argv[*i][n] == '=')
@@ -75,6 +75,7 @@ int ct_cmd_bind(int argc, char **argv)
 
     ct_error_clear(&err);
     for (int i = 1; i < argc; i++) {
+        missing = 0;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             bind_usage(stdout);
             return 0;
