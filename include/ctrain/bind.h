@@ -1,0 +1,85 @@
+/* ctrain — the binding planner: which GPUs, cores and NIC each task of a node gets.
+ *
+ * A pure function of its inputs (engine/bind/, libctrain-core, hwloc): a topology, the CPUs and
+ * GPUs SLURM allocated, the number of tasks on the node and the CPUs per task give one binding per
+ * local task. Same inputs, same plan. The SPANK plugin only applies the plan; `ctrain bind` prints it.
+ *
+ * Rules, in order:
+ *   1. Domains are the NUMA nodes or packages (whichever level has more objects) with allowed CPUs,
+ *      in hwloc's logical order. Fewer tasks than domains: neighbouring domains are merged into one
+ *      group per task. Otherwise tasks are spread over the domains in proportion to their weight:
+ *      the allocated GPUs in each domain when there are at least as many GPUs as tasks, else the
+ *      allowed cores. Neighbouring local ranks share a domain.
+ *   2. Inside a group, its allowed cores are split into contiguous, disjoint chunks, one per task, and
+ *      its GPUs (in PCI bus order) are split the same way: every GPU goes to at most one task.
+ *   3. The NIC is the OpenFabrics device (else network interface) whose locality is closest to the
+ *      task's cores; tasks of a group share the group's NICs round robin. A NIC may serve many tasks.
+ * Documented behaviour when resources are short (never an error):
+ *   - fewer GPUs than tasks: each GPU still goes to one task only; the other tasks get no GPU
+ *     (cuda_visible_devices "") and their reason says so;
+ *   - more tasks than cores: tasks get disjoint hardware threads (PUs) instead of whole cores;
+ *   - more tasks than PUs: PUs are shared round robin, one thread each, and the reason says
+ *     "oversubscribed";
+ *   - cpus_per_task larger than a task's share: the task gets its share and the reason says so.
+ * CUDA numbering: GPUs are numbered in PCI bus order (CUDA_DEVICE_ORDER=PCI_BUS_ID); when every
+ * GPU of a task has a known UUID (NVML's NVIDIAUUID), cuda_visible_devices lists UUIDs instead,
+ * which stay right when SLURM hides other GPUs with cgroups.
+ */
+#ifndef CTRAIN_BIND_H
+#define CTRAIN_BIND_H
+
+#include "ctrain/error.h"
+
+#define CT_BIND_MAX_GPUS 64
+
+/* A node topology with its I/O devices (GPUs, NICs). */
+typedef struct ct_topology ct_topology;
+
+enum ct_topology_flags {
+    CT_TOPOLOGY_IO = 1  /* also GPUs and NICs (PCI and OS devices); without it: CPUs and memory only,
+                           which discovers several times faster (no PCI scan) */
+};
+
+/* Load an hwloc XML file, or discover this machine when xml_path is NULL. */
+int ct_topology_load(const char *xml_path, unsigned flags, ct_topology **out, ct_error *err);
+void ct_topology_free(ct_topology *topo);
+/* Number of GPUs found (one per PCI device, whatever the OS devices). */
+int ct_topology_gpu_count(const ct_topology *topo);
+
+typedef struct ct_bind_request {
+    const char *allowed_cpus; /* OS indexes of allowed PUs as a list ("0-7,16"); NULL: all allowed */
+    const char *gpus;         /* allocated GPUs: NULL: every GPU of the topology; "": none; else a comma
+                                 list of CUDA indexes in PCI bus order ("0,3"), OS device names
+                                 ("nvml3") or UUIDs ("GPU-…") */
+    int ntasks;               /* tasks on this node, >= 1 */
+    int cpus_per_task;        /* PUs per task (SLURM's --cpus-per-task); 0: an even share */
+} ct_bind_request;
+
+typedef struct ct_bind_task {
+    int local_rank;
+    int *cpus;                /* OS indexes of the PUs, ascending */
+    int ncpus;
+    char gpus[CT_BIND_MAX_GPUS][32]; /* OS device names, e.g. "nvml3" */
+    int ngpus;
+    char cuda_visible_devices[1024]; /* "3" or "GPU-…,GPU-…"; "" when no GPU */
+    char nic[32];             /* OpenFabrics or network device, e.g. "mlx5_0"; "" when none */
+    int nic_is_openfabrics;   /* 1: nic is an HCA (NCCL_IB_HCA); 0: a network interface */
+    char netdev[32];          /* network interface on or nearest the NIC (NCCL_SOCKET_IFNAME); "" none */
+    int threads;              /* OMP_NUM_THREADS */
+    char reason[512];
+} ct_bind_task;
+
+typedef struct ct_bind_plan ct_bind_plan;
+
+/* The planner. Fails only on malformed requests (CT_EINVAL naming the field: an unknown GPU, a CPU
+ * list that does not parse or has no CPU of the topology, ntasks < 1). */
+int ct_bind_plan_create(const ct_topology *topo, const ct_bind_request *req, ct_bind_plan **out,
+                        ct_error *err);
+int ct_bind_plan_ntasks(const ct_bind_plan *plan);
+const ct_bind_task *ct_bind_plan_task(const ct_bind_plan *plan, int local_rank);
+/* {"tasks":[{"local_rank":0,"cpus":[…],"gpus":[…],"cuda_visible_devices":"…","nic":"…"|null,
+ *  "threads":N,"reason":"…"}]} as a malloc'd string. */
+char *ct_bind_plan_to_json(const ct_bind_plan *plan);
+void ct_bind_plan_free(ct_bind_plan *plan);
+
+#endif

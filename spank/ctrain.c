@@ -1,0 +1,132 @@
+/* ctrain SPANK plugin — entry points. Each dispatches on spank_context() to the file of that
+ * context (see spank/plugin.h). SPANK counts any return >= 0 as success (ESPANK_* codes are
+ * positive), so every failure here returns -1. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <slurm/spank.h>
+
+#include "spank/plugin.h"
+
+SPANK_PLUGIN(ctrain, 1);
+
+struct ct_spank_state ct_spank;
+
+void ct_spank_error(const char *fmt, ...)
+{
+    char msg[2048];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    slurm_error("ctrain: %s", msg);
+}
+
+void ct_spank_info(const char *fmt, ...)
+{
+    char msg[2048];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (ct_spank.args.verbose)
+        slurm_info("ctrain: %s", msg);
+    else
+        slurm_verbose("ctrain: %s", msg);
+}
+
+void ct_spank_report(const ct_error *err)
+{
+    slurm_error("ctrain: %s", err->msg);
+    if (err->hint[0])
+        slurm_error("ctrain: hint: %s", err->hint);
+}
+
+/* Every context that sees the options registers them: srun and slurmstepd, and sbatch/salloc
+ * so that "#SBATCH --ctrain-strategy=ddp" works. A bad plugstack.conf argument disables the
+ * plugin: SLURM fails the job when the plugin is `required` and carries on when it is `optional`. */
+int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+    spank_context_t ctx = spank_context();
+    ct_error err;
+    int rv = -1;
+
+    ct_error_clear(&err);
+    memset(&ct_spank, 0, sizeof(ct_spank));
+    if (ctx != S_CTX_LOCAL && ctx != S_CTX_REMOTE && ctx != S_CTX_ALLOCATOR)
+        return 0;
+    /* Options first: with an optional plugin disabled below, srun must still accept them. */
+    if (ct_spank_options_register(sp, &err) != 0) {
+        ct_spank_report(&err);
+        ct_spank.disabled = 1;
+        goto fail;
+    }
+    if (ct_spank_args_parse(ac, av, &err) != 0) {
+        ct_spank_report(&err);
+        ct_spank_error("plugin disabled for this job because of the plugstack.conf argument above "
+                       "(a 'required' plugin fails the job; an 'optional' one lets it run without ctrain)");
+        ct_spank.disabled = 1;
+        goto fail;
+    }
+    rv = 0;
+fail:
+    return rv;
+}
+
+/* srun/sbatch/salloc: the flags are checked here, before an allocation or a task exists. */
+int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
+{
+    spank_context_t ctx = spank_context();
+    ct_error err;
+
+    ct_error_clear(&err);
+    if (ct_spank.disabled || (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR))
+        return 0;
+    if (ct_spank_local_post_opt(sp, &err) != 0) {
+        ct_spank_report(&err);
+        return -1;
+    }
+    return 0;
+}
+
+/* srun, with the allocation and the step's task layout: checked again with the layout. */
+int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
+{
+    ct_error err;
+
+    ct_error_clear(&err);
+    if (ct_spank.disabled || spank_context() != S_CTX_LOCAL)
+        return 0;
+    if (ct_spank_local_user_init(sp, &err) != 0) {
+        ct_spank_report(&err);
+        return -1;
+    }
+    return 0;
+}
+
+/* slurmstepd, once per step. Errors are kept for task_init: srun never sees one from here. */
+int slurm_spank_user_init(spank_t sp, int ac, char **av)
+{
+    if (ct_spank.disabled || spank_context() != S_CTX_REMOTE)
+        return 0;
+    return ct_spank_remote_user_init(sp);
+}
+
+/* The task, as the user, just before exec. */
+int slurm_spank_task_init(spank_t sp, int ac, char **av)
+{
+    if (ct_spank.disabled || spank_context() != S_CTX_REMOTE)
+        return 0;
+    return ct_spank_remote_task_init(sp);
+}
+
+int slurm_spank_exit(spank_t sp, int ac, char **av)
+{
+    if (spank_context() == S_CTX_REMOTE)
+        ct_spank_remote_exit();
+    ct_spank_options_free();
+    return 0;
+}

@@ -1,0 +1,116 @@
+/* ctrain SPANK plugin — srun (S_CTX_LOCAL) and sbatch/salloc (S_CTX_ALLOCATOR): the flags go
+ * through libctrain-core's connector, so a conflict stops srun with the connector's message
+ * before an allocation is made or a task is started. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctrain/connector.h"
+#include "ctrain/environment.h"
+#include "ctrain/error.h"
+#include "spank/plugin.h"
+
+/* The step's layout as SLURM variables, in front of srun's own environment, so the connector's
+ * SLURM environment sees this step and not the allocation srun runs in. */
+struct layout_env {
+    char vars[8][2][64];
+    int n;
+};
+
+static const char *layout_getenv(const char *name, void *ctx)
+{
+    struct layout_env *l = ctx;
+
+    for (int i = 0; l && i < l->n; i++)
+        if (!strcmp(l->vars[i][0], name))
+            return l->vars[i][1];
+    return getenv(name);
+}
+
+static void layout_add(struct layout_env *l, const char *name, uint32_t value)
+{
+    snprintf(l->vars[l->n][0], sizeof(l->vars[0][0]), "%s", name);
+    snprintf(l->vars[l->n][1], sizeof(l->vars[0][1]), "%u", value);
+    l->n++;
+}
+
+/* The connector names its flags as ctrain's CLI spells them; srun users typed --ctrain-NAME. */
+static void srun_names(char *text, size_t size)
+{
+    static const char *const flags[] = { "--strategy", "--accelerator", "--precision", NULL };
+    char out[2048];
+    size_t o = 0;
+
+    for (const char *p = text; *p && o + 1 < sizeof(out);) {
+        const char *hit = NULL;
+
+        for (int i = 0; flags[i] && !hit; i++)
+            if (!strncmp(p, flags[i], strlen(flags[i])))
+                hit = flags[i];
+        if (hit && o + strlen(hit) + 8 < sizeof(out)) {
+            o += (size_t)snprintf(out + o, sizeof(out) - o, "--ctrain-%s", hit + 2);
+            p += strlen(hit);
+        } else {
+            out[o++] = *p++;
+        }
+    }
+    out[o] = '\0';
+    snprintf(text, size, "%s", out);
+}
+
+static int check_flags(struct layout_env *layout, ct_error *err)
+{
+    ct_connector_flags flags = { 0 };
+    ct_connector_context ctx = { 0 };
+    ct_connector *c = NULL;
+    const ct_plan *plan;
+    int rv;
+
+    flags.strategy = ct_spank_strategy();
+    flags.accelerator = ct_spank.opts.accelerator;
+    flags.precision = ct_spank.opts.precision;
+    if (flags.strategy && (rv = ct_spank_strategy_allowed(flags.strategy, err)) != 0)
+        return rv;
+    ctx.getenv_fn = layout_getenv;
+    ctx.getenv_ctx = layout;
+    ctx.cuda = CT_CUDA_UNKNOWN; /* srun may run on a login node: the nodes decide */
+    if ((rv = ct_connector_create(&flags, &ctx, &c, err)) != 0) {
+        srun_names(err->msg, sizeof(err->msg));
+        srun_names(err->hint, sizeof(err->hint));
+        return rv;
+    }
+    plan = ct_connector_plan(c);
+    for (int i = 0; i < plan->n_notices; i++)
+        ct_spank_info("%s", plan->notices[i]);
+    ct_spank_info("strategy %s, accelerator %s, precision %s", plan->strategy, plan->accelerator, plan->precision);
+    ct_connector_free(c);
+    return 0;
+}
+
+int ct_spank_local_post_opt(spank_t sp, ct_error *err)
+{
+    if (!ct_spank_active())
+        return 0;
+    return check_flags(NULL, err);
+}
+
+/* srun only, with its allocation: the step's node and task counts are known now. */
+int ct_spank_local_user_init(spank_t sp, ct_error *err)
+{
+    struct layout_env layout = { .n = 0 };
+    uint32_t ntasks = 0, nnodes = 0;
+
+    if (!ct_spank_active())
+        return 0;
+    if (spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &ntasks) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_NNODES, &nnodes) != ESPANK_SUCCESS)
+        return check_flags(NULL, err);
+    layout_add(&layout, "SLURM_NTASKS", ntasks);
+    layout_add(&layout, "SLURM_NNODES", nnodes);
+    layout_add(&layout, "SLURM_JOB_NUM_NODES", nnodes);
+    layout_add(&layout, "SLURM_PROCID", 0);
+    layout_add(&layout, "SLURM_LOCALID", 0);
+    layout_add(&layout, "SLURM_NODEID", 0);
+    return check_flags(&layout, err);
+}

@@ -1,0 +1,78 @@
+/* ctrain SPANK plugin — state shared by the files of the plugin, one per SPANK context:
+ *   ctrain.c   the SPANK entry points, dispatching on spank_context()
+ *   args.c     plugstack.conf arguments (the site's settings)
+ *   options.c  the --ctrain-* options (the user's settings)
+ *   local.c    srun, sbatch, salloc: check the flags before anything launches
+ *   remote.c   slurmstepd: rank layout, environment and binding of each task
+ * SPANK gives a plugin no context pointer, so the state is one static struct per process. */
+#ifndef CTRAIN_SPANK_PLUGIN_H
+#define CTRAIN_SPANK_PLUGIN_H
+
+#include <slurm/spank.h>
+
+#include "ctrain/error.h"
+
+enum ct_spank_bind {
+    CT_SPANK_BIND_UNSET = 0,
+    CT_SPANK_BIND_NONE,
+    CT_SPANK_BIND_CLOSEST,
+    CT_SPANK_BIND_VERBOSE  /* closest, and each task's binding and reason on its stderr */
+};
+
+/* plugstack.conf arguments. */
+struct ct_spank_args {
+    char default_strategy[64];
+    char allowed_strategies[512]; /* "" = any strategy the connector accepts */
+    enum ct_spank_bind bind;      /* site default; CT_SPANK_BIND_UNSET = closest */
+    char topology[1024];          /* hwloc XML to load instead of discovering; "" = discover */
+    long port_base;               /* 0 = the envs/ default */
+    int verbose;
+};
+
+/* --ctrain-* options as the user gave them (NULL/UNSET = not given). */
+struct ct_spank_opts {
+    char *strategy;
+    char *accelerator;
+    char *precision;
+    enum ct_spank_bind bind;
+};
+
+struct ct_spank_state {
+    int disabled;                 /* bad plugstack arguments: the plugin does nothing more */
+    struct ct_spank_args args;
+    struct ct_spank_opts opts;
+    void *step;                   /* remote.c's per-step data */
+};
+
+extern struct ct_spank_state ct_spank;
+
+/* Log through SLURM with the "ctrain: " prefix (slurm_error/slurm_info/slurm_verbose). */
+void ct_spank_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void ct_spank_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* An error with its hint, as two lines. */
+void ct_spank_report(const ct_error *err);
+
+/* args.c: parse the plugstack.conf arguments into ct_spank.args. */
+int ct_spank_args_parse(int ac, char **av, ct_error *err);
+
+/* options.c */
+int ct_spank_options_register(spank_t sp, ct_error *err);
+void ct_spank_options_free(void);
+/* 1 when the step is ctrain's: a --ctrain-* option was given or the site set default_strategy. */
+int ct_spank_active(void);
+/* The strategy in effect: the option, else the site default, else NULL. */
+const char *ct_spank_strategy(void);
+enum ct_spank_bind ct_spank_bind_mode(void);
+/* Check a strategy name against allowed_strategies. */
+int ct_spank_strategy_allowed(const char *name, ct_error *err);
+
+/* local.c: srun (S_CTX_LOCAL) and sbatch/salloc (S_CTX_ALLOCATOR). */
+int ct_spank_local_post_opt(spank_t sp, ct_error *err);
+int ct_spank_local_user_init(spank_t sp, ct_error *err);
+
+/* remote.c: slurmstepd (S_CTX_REMOTE). */
+int ct_spank_remote_user_init(spank_t sp);
+int ct_spank_remote_task_init(spank_t sp);
+void ct_spank_remote_exit(void);
+
+#endif

@@ -1,0 +1,284 @@
+/* ctrain SPANK plugin — slurmstepd (S_CTX_REMOTE). user_init reads the step's layout once and
+ * plans the binding; task_init gives each task its environment and applies its binding. An error
+ * found in user_init is kept and reported from task_init: SLURM does not pass it to srun. */
+#define _GNU_SOURCE
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <slurm/slurm.h>
+
+#include "ctrain/bind.h"
+#include "ctrain/environment.h"
+#include "ctrain/error.h"
+#include "ctrain/util.h"
+#include "spank/plugin.h"
+#include "spank/rendezvous.h"
+
+struct step {
+    uint32_t job_id, step_id, nnodes, node_id, local_tasks, total_tasks;
+    char main_address[256];
+    int main_port;
+    enum ct_spank_bind bind;
+    ct_topology *topo;
+    ct_bind_plan *plan;
+    int gpus_managed;   /* SLURM told which GPUs the step has: CUDA_VISIBLE_DEVICES is ours to set */
+    ct_error err;       /* reported by every task_init */
+};
+
+/* The job's environment as a ct_getenv_fn (the envs/ readers take one). */
+static const char *job_getenv(const char *name, void *ctx)
+{
+    char **env = ctx;
+    size_t n = strlen(name);
+
+    for (; env && *env; env++)
+        if (!strncmp(*env, name, n) && (*env)[n] == '=')
+            return *env + n + 1;
+    return NULL;
+}
+
+static int get_u32(spank_t sp, spank_item_t item, const char *what, uint32_t *out, ct_error *err)
+{
+    spank_err_t rc = spank_get_item(sp, item, out);
+
+    if (rc != ESPANK_SUCCESS)
+        return ct_error_set(err, CT_EINTERNAL, "spank-item", "reading the step's %s from SLURM failed: %s", what,
+                            spank_strerror(rc));
+    return 0;
+}
+
+static int read_layout(spank_t sp, struct step *s, ct_error *err)
+{
+    int rv;
+
+    if ((rv = get_u32(sp, S_JOB_ID, "job id", &s->job_id, err)) ||
+        (rv = get_u32(sp, S_JOB_NNODES, "node count", &s->nnodes, err)) ||
+        (rv = get_u32(sp, S_JOB_NODEID, "node id", &s->node_id, err)) ||
+        (rv = get_u32(sp, S_JOB_LOCAL_TASK_COUNT, "local task count", &s->local_tasks, err)) ||
+        (rv = get_u32(sp, S_JOB_TOTAL_TASK_COUNT, "total task count", &s->total_tasks, err)))
+        return rv;
+    return 0;
+}
+
+/* The CPUs slurmstepd may use: the step's cpuset (cgroup or affinity) as an OS index list. */
+static int allowed_cpus(char *buf, size_t size, ct_error *err)
+{
+    cpu_set_t set;
+    size_t len = 0;
+
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) != 0)
+        return ct_error_set(err, CT_EINTERNAL, "bind-affinity", "reading slurmstepd's CPU affinity failed");
+    buf[0] = '\0';
+    for (int c = 0; c < CPU_SETSIZE && len + 8 < size; c++)
+        if (CPU_ISSET(c, &set))
+            len += (size_t)snprintf(buf + len, size - len, "%s%d", len ? "," : "", c);
+    return 0;
+}
+
+/* The step's GPUs as SLURM gave them (gres indexes); NULL when SLURM manages no GPU here. */
+static const char *slurm_gpus(char **env)
+{
+    const char *g = job_getenv("SLURM_STEP_GPUS", env);
+
+    return g ? g : job_getenv("SLURM_JOB_GPUS", env);
+}
+
+static int plan_binding(spank_t sp, struct step *s, char **env, ct_error *err)
+{
+    char cpus[8192];
+    const char *cpt = job_getenv("SLURM_CPUS_PER_TASK", env), *gpus = slurm_gpus(env);
+    ct_bind_request req = { .ntasks = (int)s->local_tasks };
+    long n = 0;
+    int rv, io;
+
+    if (cpt && ct_parse_long(cpt, 1, 65536, &n) != 0) {
+        ct_error_set(err, CT_EINVAL, "env-malformed", "SLURM_CPUS_PER_TASK='%s' is not a positive number", cpt);
+        return ct_error_hint(err, "unset it or give srun -c N");
+    }
+    req.cpus_per_task = (int)n;
+    if ((rv = allowed_cpus(cpus, sizeof(cpus), err)) != 0)
+        return rv;
+    req.allowed_cpus = cpus;
+    s->gpus_managed = gpus != NULL;
+    req.gpus = gpus ? gpus : "";
+    /* GPUs and NICs only matter to a step with GPUs (NCCL); without, skip the PCI scan. Loading
+     * hwloc's plugins (libpciaccess, OpenCL, X11 for gl) costs more than discovering the CPUs:
+     * keep the unneeded ones out, through the variable hwloc reads when slurmstepd first
+     * initialises it (a value the admin set wins; the tasks get the job's environment, not this). */
+    io = gpus && gpus[0];
+    setenv("HWLOC_PLUGINS_BLACKLIST", io ? "hwloc_opencl,hwloc_gl" : "hwloc_pci,hwloc_opencl,hwloc_gl", 0);
+    if ((rv = ct_topology_load(ct_spank.args.topology[0] ? ct_spank.args.topology : NULL, io ? CT_TOPOLOGY_IO : 0,
+                               &s->topo, err)) != 0)
+        return rv;
+    if ((rv = ct_bind_plan_create(s->topo, &req, &s->plan, err)) != 0)
+        return ct_error_prefix(err, "binding %u tasks on node %u: ", s->local_tasks, s->node_id);
+    return 0;
+}
+
+int ct_spank_remote_user_init(spank_t sp)
+{
+    struct step *s = NULL;
+    char **env = NULL;
+    uint32_t step_id = 0;
+
+    /* The batch script, the extern step and salloc's interactive step are not training steps. */
+    if (spank_get_item(sp, S_JOB_STEPID, &step_id) != ESPANK_SUCCESS || step_id >= SLURM_INTERACTIVE_STEP)
+        return 0;
+    if (!ct_spank_active())
+        return 0;
+    s = calloc(1, sizeof(*s));
+    if (!s) {
+        ct_spank_error("out of memory in slurmstepd");
+        return -1;
+    }
+    ct_spank.step = s;
+    s->step_id = step_id;
+    s->bind = ct_spank_bind_mode();
+    if (spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS)
+        env = NULL;
+    if (read_layout(sp, s, &s->err) != 0)
+        return 0;
+    if (ct_spank_rendezvous(job_getenv, env, s->job_id, s->step_id, ct_spank.args.port_base, s->main_address,
+                            sizeof(s->main_address), &s->main_port, &s->err) != 0)
+        return 0;
+    if (s->bind != CT_SPANK_BIND_NONE && plan_binding(sp, s, env, &s->err) != 0)
+        return 0;
+    ct_spank_info("step %u.%u node %u: %u of %u tasks, rank 0 at %s:%d, binding %s", s->job_id, s->step_id,
+                  s->node_id, s->local_tasks, s->total_tasks, s->main_address, s->main_port,
+                  s->plan ? "planned" : "off");
+    return 0;
+}
+
+static int set(spank_t sp, const char *name, const char *value, int overwrite)
+{
+    spank_err_t rc = spank_setenv(sp, name, value, overwrite);
+
+    if (rc != ESPANK_SUCCESS && rc != ESPANK_ENV_EXISTS) {
+        ct_spank_error("setting %s in the task's environment failed: %s", name, spank_strerror(rc));
+        return -1;
+    }
+    return 0;
+}
+
+static int set_int(spank_t sp, const char *name, long value)
+{
+    char buf[32];
+
+    snprintf(buf, sizeof(buf), "%ld", value);
+    return set(sp, name, buf, 1);
+}
+
+/* An interface that is up and has an address: only then is it a useful NCCL_SOCKET_IFNAME. */
+static int netdev_usable(const char *name)
+{
+    struct ifaddrs *ifa = NULL;
+    int ok = 0;
+
+    if (!name[0] || getifaddrs(&ifa) != 0)
+        return 0;
+    for (struct ifaddrs *i = ifa; i; i = i->ifa_next)
+        if (!strcmp(i->ifa_name, name) && i->ifa_addr && (i->ifa_flags & IFF_UP) &&
+            (i->ifa_addr->sa_family == AF_INET || i->ifa_addr->sa_family == AF_INET6))
+            ok = 1;
+    freeifaddrs(ifa);
+    return ok;
+}
+
+static int apply_binding(spank_t sp, const struct step *s, int local, uint32_t rank)
+{
+    const ct_bind_task *t = ct_bind_plan_task(s->plan, local);
+    cpu_set_t set_cpus;
+    char threads[16];
+
+    if (!t) {
+        ct_spank_error("no binding planned for local task %d of %u", local, s->local_tasks);
+        return -1;
+    }
+    if (t->ncpus == 0) {
+        ct_spank_error("no CPU planned for task %u (out of memory in slurmstepd?)", rank);
+        return -1;
+    }
+    CPU_ZERO(&set_cpus);
+    for (int c = 0; c < t->ncpus; c++)
+        if (t->cpus[c] < CPU_SETSIZE)
+            CPU_SET(t->cpus[c], &set_cpus);
+    if (sched_setaffinity(0, sizeof(set_cpus), &set_cpus) != 0) {
+        ct_spank_error("binding task %u to its CPUs failed (%s)", rank, t->reason);
+        return -1;
+    }
+    /* CUDA_VISIBLE_DEVICES only where SLURM said which GPUs the step has: never more than those. */
+    if (s->gpus_managed && ct_topology_gpu_count(s->topo) > 0) {
+        if (set(sp, "CUDA_VISIBLE_DEVICES", t->cuda_visible_devices, 1) ||
+            (strncmp(t->cuda_visible_devices, "GPU-", 4) && set(sp, "CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1)))
+            return -1;
+    }
+    snprintf(threads, sizeof(threads), "%d", t->threads);
+    /* The user's own settings of these win. */
+    if (set(sp, "OMP_NUM_THREADS", threads, 0))
+        return -1;
+    if (t->nic_is_openfabrics && set(sp, "NCCL_IB_HCA", t->nic, 0))
+        return -1;
+    if (netdev_usable(t->netdev) && set(sp, "NCCL_SOCKET_IFNAME", t->netdev, 0))
+        return -1;
+    if (s->bind == CT_SPANK_BIND_VERBOSE) {
+        fprintf(stderr, "ctrain: bind: rank %u (node %u, local %d): cpus", rank, s->node_id, local);
+        for (int c = 0; c < t->ncpus; c++)
+            fprintf(stderr, "%s%d", c ? "," : " ", t->cpus[c]);
+        fprintf(stderr, ", gpus %s, nic %s, %d threads: %s\n", t->ngpus ? t->cuda_visible_devices : "none",
+                t->nic[0] ? t->nic : "none", t->threads, t->reason);
+    }
+    return 0;
+}
+
+int ct_spank_remote_task_init(spank_t sp)
+{
+    struct step *s = ct_spank.step;
+    const char *strategy = ct_spank_strategy();
+    uint32_t rank = 0;
+    int local = 0;
+
+    if (!s)
+        return 0;
+    if (s->err.code) {
+        ct_spank_report(&s->err);
+        fprintf(stderr, "ctrain: error: %s\n", s->err.msg);
+        if (s->err.hint[0])
+            fprintf(stderr, "ctrain: hint: %s\n", s->err.hint);
+        return -1;
+    }
+    if (spank_get_item(sp, S_TASK_ID, &local) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_TASK_GLOBAL_ID, &rank) != ESPANK_SUCCESS) {
+        ct_spank_error("reading the task's rank from SLURM failed");
+        return -1;
+    }
+    if (set_int(sp, "RANK", rank) || set_int(sp, "LOCAL_RANK", local) || set_int(sp, "WORLD_SIZE", s->total_tasks) ||
+        set_int(sp, "LOCAL_WORLD_SIZE", s->local_tasks) || set_int(sp, "NODE_RANK", s->node_id) ||
+        set_int(sp, "GROUP_RANK", s->node_id) || set(sp, "MASTER_ADDR", s->main_address, 1) ||
+        set_int(sp, "MASTER_PORT", s->main_port))
+        return -1;
+    if ((strategy && set(sp, "CTRAIN_STRATEGY", strategy, 1)) ||
+        (ct_spank.opts.accelerator && set(sp, "CTRAIN_ACCELERATOR", ct_spank.opts.accelerator, 1)) ||
+        (ct_spank.opts.precision && set(sp, "CTRAIN_PRECISION", ct_spank.opts.precision, 1)))
+        return -1;
+    if (s->plan && apply_binding(sp, s, local, rank) != 0)
+        return -1;
+    return 0;
+}
+
+void ct_spank_remote_exit(void)
+{
+    struct step *s = ct_spank.step;
+
+    if (!s)
+        return;
+    ct_bind_plan_free(s->plan);
+    ct_topology_free(s->topo);
+    free(s);
+    ct_spank.step = NULL;
+}

@@ -1,0 +1,17 @@
+/* ctrain SPANK plugin — where rank 0 of a step listens (MASTER_ADDR, MASTER_PORT). */
+#ifndef CTRAIN_SPANK_RENDEZVOUS_H
+#define CTRAIN_SPANK_RENDEZVOUS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ctrain/environment.h"
+#include "ctrain/error.h"
+
+/* The first node of the step (SLURM_STEP_NODELIST, else SLURM_JOB_NODELIST) as a name that
+ * resolves here — the node name, else SLURM's NodeAddr for it — and the envs/ port rule of the
+ * job and step ids (port_base 0: the default). One value for every task of the step. */
+int ct_spank_rendezvous(ct_getenv_fn get, void *ctx, uint32_t job_id, uint32_t step_id, long port_base,
+                        char *addr, size_t size, int *port, ct_error *err);
+
+#endif

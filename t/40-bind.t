@@ -1,0 +1,2 @@
+#!/bin/sh
+CT_TOPOLOGIES="$(dirname "$0")/fixtures/topologies" exec "$(dirname "$0")/../${CTRAIN_BUILD:-build}/t/test_bind"

@@ -1,0 +1,57 @@
+#!/bin/sh
+# The plugin's code under valgrind inside slurmstepd: slurmd n1 runs under valgrind with
+# --trace-children, so the slurmstepd it starts for each step, and each task until it execs the
+# user's program, run the plugin under memcheck. Errors or definite leaks whose stack goes through
+# ctrain fail the test. SLURM's own findings (outside ctrain) are not ours to judge and are ignored.
+. "$(dirname "$0")/lib/spank.sh"
+command -v valgrind >/dev/null 2>&1 || { echo "1..0 # SKIP valgrind not installed (scripts/install-deps)"; exit 0; }
+spank_plan 6
+spank_cluster 1 "topology=$ROOT/t/fixtures/topologies/nvidia-dgx2.xml"
+VG="$CLUSTER_DIR/vg"
+mkdir -p "$VG"
+
+# Replace slurmd n1 by the same slurmd under valgrind, in its own mount namespace as
+# scripts/slurm-cluster starts it (the PMIx dir bound over the base).
+pidfile="$CLUSTER_DIR/run/slurmd-n1.pid"
+old=$(cat "$pidfile")
+kill "$old"
+for i in $(seq 100); do kill -0 "$old" 2>/dev/null || break; sleep 0.1; done
+rm -f "$pidfile"
+SLURM_CONF="$CLUSTER_DIR/slurm.conf" unshare -m --propagation private sh -c \
+    'mount --bind "$1" "$2" && exec valgrind --trace-children=yes --trace-children-skip="/bin/*,/usr/bin/*" \
+        --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite --num-callers=30 \
+        --log-file="$3/vg.%p.log" slurmd -N n1' \
+    sh "$CLUSTER_DIR/pmix/n1" "$(cat "$CLUSTER_DIR/run/pmix-base")" "$VG" \
+    >"$CLUSTER_DIR/log/slurmd-n1.valgrind.log" 2>&1
+up=1
+for i in $(seq 600); do
+    if [ "$(sinfo -h -N -n n1 -o %t 2>/dev/null)" = "idle" ] && [ -s "$pidfile" ]; then up=0; break; fi
+    sleep 0.2
+done
+ok "$up" "slurmd n1 restarted under valgrind"
+
+SHOW='echo "$RANK $LOCAL_RANK $WORLD_SIZE $MASTER_PORT $CTRAIN_STRATEGY ${CUDA_VISIBLE_DEVICES-none} $(grep Cpus_allowed_list /proc/self/status | cut -f2)"'
+SLURM_STEP_GPUS=2,3 run_srun -n2 --ctrain-strategy=ddp --ctrain-precision=32-true --ctrain-bind=verbose sh -c "$SHOW"
+ok "$RC" "a ctrain step runs with slurmstepd under valgrind"
+is "$(printf '%s\n' "$OUT" | awk '{print $1, $2, $3, $5}' | sort | tr '\n' ';')" "0 0 2 ddp;1 1 2 ddp;" \
+   "the plugin ran: every task has its layout"
+run_srun -n1 true
+ok "$RC" "a plain step runs with slurmstepd under valgrind"
+
+# Let the stepds finish and write their leak reports: stop the cluster now (by pid).
+"$ROOT/scripts/slurm-cluster" stop "$CLUSTER_DIR" >/dev/null 2>&1
+stepd_logs=$(grep -l "Command: .*slurmstepd" "$VG"/vg.*.log 2>/dev/null)
+ok "$([ -n "$stepd_logs" ] && echo 0 || echo 1)" "valgrind followed slurmstepd ($(echo $stepd_logs | wc -w) logs)"
+
+# Error blocks (from a "==PID== <kind>" line to the next blank "==PID==" line) that name ctrain.
+ours=$(awk '
+    /^==[0-9]+== [A-Z]/ && !inblk { blk = $0 "\n"; inblk = 1; next }
+    inblk && /^==[0-9]+== *$/ { if (blk ~ /(ctrain\.so|[ (]ct_[a-z_]+ |spank\/|engine\/bind)/ && blk !~ /(HEAP|LEAK) SUMMARY/) print blk; inblk = 0; next }
+    inblk { blk = blk $0 "\n" }' $(ls "$VG"/vg.*.log))
+if [ -z "$ours" ]; then
+    ok 0 "no valgrind error or definite leak in ctrain's code"
+else
+    ok 1 "no valgrind error or definite leak in ctrain's code"
+    printf '%s\n' "$ours" | head -n 40 | sed 's/^/#   /'
+fi
+spank_done

@@ -1,0 +1,19 @@
+#!/bin/sh
+# A plain PyTorch DDP script (init_process_group(init_method="env://", backend="gloo")) runs
+# unmodified under srun --ctrain-strategy=ddp -N2 -n4 with Debian's python3-torch.
+. "$(dirname "$0")/lib/spank.sh"
+if ! /usr/bin/python3 -c 'import torch.distributed' >/dev/null 2>&1; then
+    echo "1..0 # SKIP python3-torch is not installed (scripts/install-deps --bench installs it)"
+    exit 0
+fi
+spank_plan 3
+spank_cluster 2 ""
+run_srun -N2 -n4 --ctrain-strategy=ddp /usr/bin/python3 "$ROOT/t/fixtures/ddp_plain.py"
+ok "$RC" "srun --ctrain-strategy=ddp -N2 -n4 python3 ddp_plain.py"
+[ "$RC" -eq 0 ] || printf '%s\n' "$ERR" | tail -n 15 | sed 's/^/#   /'
+is "$(printf '%s\n' "$OUT" | sort | tr '\n' ';')" \
+   "rank 0 of 4 local 0 sum 6 same True;rank 1 of 4 local 1 sum 6 same True;rank 2 of 4 local 0 sum 6 same True;rank 3 of 4 local 1 sum 6 same True;" \
+   "four ranks over two nodes rendezvous through MASTER_ADDR/PORT, allreduce and stay in sync"
+run_srun -N2 -n4 /usr/bin/python3 -c 'import os; print(os.environ.get("MASTER_ADDR", "none"))'
+is "$(printf '%s\n' "$OUT" | sort -u)" "none" "the same script's srun without ctrain options gets no rendezvous"
+spank_done

@@ -1,0 +1,31 @@
+#!/bin/sh
+# End to end: srun --ctrain-strategy=ddp --mpi=pmix -n 2 ctrain fit trains on the loopback
+# cluster. The plugin checked the flags in srun and exported CTRAIN_STRATEGY; ctrain fit reads it
+# (no --strategy flag here) and the DDP strategy finds its peers through SLURM's PMIx server.
+. "$(dirname "$0")/lib/spank.sh"
+if [ ! -x "$CTRAIN" ] || ! "$CTRAIN" fit --help >/dev/null 2>&1; then
+    echo "1..0 # SKIP 'ctrain fit' is not built ($CTRAIN fit --help fails)"
+    exit 0
+fi
+if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || [ ! -x "$B/t/idx_subset" ]; then
+    echo "1..0 # SKIP dataset-fashion-mnist or $B/t/idx_subset missing"
+    exit 0
+fi
+spank_plan 4
+spank_cluster 1 ""
+DATA="$CLUSTER_DIR/data"
+mkdir -p "$DATA"
+"$B/t/idx_subset" /usr/share/datasets/fashion-mnist "$DATA" 3000 500 >/dev/null || exit 1
+OUTDIR="$CLUSTER_DIR/run"
+FIT="fit --data $DATA --progress off --max-epochs 1 --batch-size 64 --default-root-dir $OUTDIR.fit"
+
+run_srun --ctrain-strategy=ddp --mpi=pmix -n 2 "$CTRAIN" $FIT
+ok "$RC" "srun --ctrain-strategy=ddp --mpi=pmix -n 2 ctrain fit exits 0"
+[ "$RC" -eq 0 ] || printf '%s\n' "$OUT" "$ERR" | tail -n 15 | sed 's/^/#   /'
+summary="$OUTDIR.fit/summary.json"
+like "$(cat "$summary" 2>/dev/null)" '"world_size":[[:space:]]*2' "rank 0 wrote summary.json with world size 2"
+like "$(cat "$summary" 2>/dev/null)" '"strategy":[[:space:]]*"ddp"' "the strategy came from --ctrain-strategy (CTRAIN_STRATEGY)"
+run_srun --ctrain-strategy=ddp --ctrain-accelerator=cpu --ctrain-precision=bf16-mixed --mpi=pmix -n 2 "$CTRAIN" $FIT
+ok "$([ "$RC" -ne 0 ] && printf '%s' "$ERR" | grep -q 'ctrain: .*bf16-mixed' && echo 0 || echo 1)" \
+   "a precision ctrain fit cannot run on cpu stops srun before launch"
+spank_done

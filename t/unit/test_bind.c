@@ -1,0 +1,344 @@
+/* The binding planner on real machine topologies (t/fixtures/topologies, from hwloc's test suite):
+ * disjointness, locality, even spread, determinism and the documented short-resource behaviour. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <hwloc.h>
+
+#include "ctrain/bind.h"
+#include "ctrain/util.h"
+
+static char dir[1024];
+
+static void fixture(const char *name, char *path, size_t size)
+{
+    snprintf(path, size, "%s/%s", dir, name);
+}
+
+/* An independent view of the same file, to check the plan against hwloc directly. */
+struct view {
+    hwloc_topology_t hw;
+    ct_topology *topo;
+};
+
+static void view_load(const char *name, struct view *v)
+{
+    char path[1200];
+    ct_error err;
+
+    fixture(name, path, sizeof(path));
+    assert_int_equal(ct_topology_load(path, CT_TOPOLOGY_IO, &v->topo, &err), 0);
+    assert_int_equal(hwloc_topology_init(&v->hw), 0);
+    hwloc_topology_set_io_types_filter(v->hw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    assert_int_equal(hwloc_topology_set_xml(v->hw, path), 0);
+    assert_int_equal(hwloc_topology_load(v->hw), 0);
+}
+
+static void view_free(struct view *v)
+{
+    ct_topology_free(v->topo);
+    hwloc_topology_destroy(v->hw);
+}
+
+static hwloc_obj_t osdev(hwloc_topology_t hw, const char *name)
+{
+    for (hwloc_obj_t o = hwloc_get_next_osdev(hw, NULL); o; o = hwloc_get_next_osdev(hw, o))
+        if (o->name && !strcmp(o->name, name))
+            return o;
+    return NULL;
+}
+
+static hwloc_bitmap_t task_cpuset(const ct_bind_task *t)
+{
+    hwloc_bitmap_t cs = hwloc_bitmap_alloc();
+
+    for (int c = 0; c < t->ncpus; c++)
+        hwloc_bitmap_set(cs, (unsigned)t->cpus[c]);
+    return cs;
+}
+
+/* Packages (or NUMA nodes) the task's CPUs touch. */
+static int count_touched(hwloc_topology_t hw, hwloc_obj_type_t type, hwloc_const_bitmap_t cs, int *first)
+{
+    int n = 0;
+
+    for (int i = 0; i < hwloc_get_nbobjs_by_type(hw, type); i++) {
+        hwloc_obj_t o = hwloc_get_obj_by_type(hw, type, (unsigned)i);
+
+        if (hwloc_bitmap_intersects(o->cpuset, cs)) {
+            if (!n)
+                *first = i;
+            n++;
+        }
+    }
+    return n;
+}
+
+static ct_bind_plan *plan_for(struct view *v, int ntasks, const char *gpus, const char *cpus)
+{
+    ct_bind_request req = { .allowed_cpus = cpus, .gpus = gpus, .ntasks = ntasks };
+    ct_bind_plan *plan = NULL;
+    ct_error err;
+
+    ct_error_clear(&err);
+    if (ct_bind_plan_create(v->topo, &req, &plan, &err) != 0)
+        fail_msg("plan for %d tasks: %s", ntasks, err.msg);
+    assert_int_equal(ct_bind_plan_ntasks(plan), ntasks);
+    return plan;
+}
+
+/* The rules every plan follows, checked for 1, 2, 4, 8 and 16 tasks on one topology. */
+static void check_rules(const char *name)
+{
+    static const int counts[] = { 1, 2, 4, 8, 16 };
+    struct view v;
+
+    view_load(name, &v);
+    for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
+        int n = counts[ci];
+        ct_bind_plan *plan = plan_for(&v, n, NULL, NULL), *again = plan_for(&v, n, NULL, NULL);
+        char *j1 = ct_bind_plan_to_json(plan), *j2 = ct_bind_plan_to_json(again);
+        hwloc_bitmap_t used = hwloc_bitmap_alloc(), usedcores = hwloc_bitmap_alloc();
+        int npus = hwloc_get_nbobjs_by_type(v.hw, HWLOC_OBJ_PU);
+        int ncores = hwloc_get_nbobjs_by_type(v.hw, HWLOC_OBJ_CORE);
+        int npkg = hwloc_get_nbobjs_by_type(v.hw, HWLOC_OBJ_PACKAGE);
+        int nnuma = hwloc_get_nbobjs_by_type(v.hw, HWLOC_OBJ_NUMANODE);
+        int ngpus = ct_topology_gpu_count(v.topo), given = 0, per_numa[64] = { 0 };
+        char seen[CT_BIND_MAX_GPUS * 4][32];
+        int nseen = 0;
+
+        assert_string_equal(j1, j2); /* deterministic */
+        for (int r = 0; r < n; r++) {
+            const ct_bind_task *t = ct_bind_plan_task(plan, r);
+            hwloc_bitmap_t cs = task_cpuset(t);
+            int first = 0;
+
+            assert_int_equal(t->local_rank, r);
+            assert_true(t->ncpus >= 1);
+            assert_true(t->threads >= 1);
+            assert_true(strlen(t->reason) > 0);
+            /* No PU given twice while there are enough; no core twice while there are enough. */
+            if (n <= npus)
+                assert_false(hwloc_bitmap_intersects(cs, used));
+            hwloc_bitmap_or(used, used, cs);
+            if (n <= ncores) {
+                hwloc_bitmap_t cores = hwloc_bitmap_alloc();
+
+                for (int c = 0; c < t->ncpus; c++)
+                    hwloc_bitmap_set(cores, hwloc_get_pu_obj_by_os_index(v.hw, (unsigned)t->cpus[c])->parent->logical_index);
+                assert_false(hwloc_bitmap_intersects(cores, usedcores));
+                hwloc_bitmap_or(usedcores, usedcores, cores);
+                hwloc_bitmap_free(cores);
+            }
+            /* With at least one task per package, a task stays inside one package and NUMA node. */
+            if (n >= npkg && n >= nnuma) {
+                assert_int_equal(count_touched(v.hw, HWLOC_OBJ_PACKAGE, cs, &first), 1);
+                assert_int_equal(count_touched(v.hw, HWLOC_OBJ_NUMANODE, cs, &first), 1);
+                per_numa[first]++;
+            }
+            /* Its GPUs are local to its cores when it shares a NUMA node with them. */
+            for (int g = 0; g < t->ngpus; g++) {
+                hwloc_obj_t dev = osdev(v.hw, t->gpus[g]);
+
+                assert_non_null(dev);
+                if (n >= nnuma)
+                    assert_true(hwloc_bitmap_intersects(hwloc_get_non_io_ancestor_obj(v.hw, dev)->cpuset, cs));
+                for (int s = 0; s < nseen; s++)
+                    assert_string_not_equal(seen[s], t->gpus[g]); /* no GPU twice */
+                ct_str_copy(seen[nseen++], sizeof(seen[0]), t->gpus[g]);
+                given++;
+            }
+            /* The NIC is local whenever the topology has one near these cores. */
+            if (t->nic[0]) {
+                int local_exists = 0;
+                hwloc_obj_t nic = osdev(v.hw, t->nic);
+
+                assert_non_null(nic);
+                for (hwloc_obj_t o = hwloc_get_next_osdev(v.hw, NULL); o; o = hwloc_get_next_osdev(v.hw, o))
+                    if ((o->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS ||
+                         o->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK) &&
+                        hwloc_bitmap_intersects(hwloc_get_non_io_ancestor_obj(v.hw, o)->cpuset, cs))
+                        local_exists = 1;
+                if (local_exists)
+                    assert_true(hwloc_bitmap_intersects(hwloc_get_non_io_ancestor_obj(v.hw, nic)->cpuset, cs));
+            }
+            hwloc_bitmap_free(cs);
+        }
+        /* Every GPU is used while there are at least as many GPUs as tasks. */
+        if (ngpus >= n)
+            assert_int_equal(given, ngpus);
+        /* Tasks spread evenly over NUMA nodes (CPU-weighted plans: fewer GPUs than tasks). */
+        if (n >= nnuma && ngpus < n) {
+            int lo = n, hi = 0;
+
+            for (int i = 0; i < nnuma; i++) {
+                lo = per_numa[i] < lo ? per_numa[i] : lo;
+                hi = per_numa[i] > hi ? per_numa[i] : hi;
+            }
+            assert_true(hi - lo <= 1);
+        }
+        hwloc_bitmap_free(used);
+        hwloc_bitmap_free(usedcores);
+        free(j1);
+        free(j2);
+        ct_bind_plan_free(plan);
+        ct_bind_plan_free(again);
+    }
+    view_free(&v);
+}
+
+static void test_rules_dgx2(void **state) { check_rules("nvidia-dgx2.xml"); }
+static void test_rules_dual_gpu_ib(void **state) { check_rules("32em64t-2n8c2t-pci-wholeio.xml"); }
+static void test_rules_dual_eth_ib(void **state) { check_rules("24em64t-2n6c2t-pci.xml"); }
+static void test_rules_quad_numa(void **state) { check_rules("96em64t-4n4d3ca2co-pci.xml"); }
+
+/* DGX-2: 8 GPUs per socket; 4 tasks get 4 GPUs each, in PCI order, beside their socket's cores. */
+static void test_dgx2_four_tasks(void **state)
+{
+    struct view v;
+    ct_bind_plan *plan;
+
+    view_load("nvidia-dgx2.xml", &v);
+    assert_int_equal(ct_topology_gpu_count(v.topo), 16);
+    plan = plan_for(&v, 4, NULL, NULL);
+    assert_int_equal(ct_bind_plan_task(plan, 1)->ngpus, 4);
+    assert_string_equal(ct_bind_plan_task(plan, 1)->gpus[0], "nvml4");
+    assert_string_equal(ct_bind_plan_task(plan, 3)->gpus[3], "nvml15");
+    assert_int_equal(ct_bind_plan_task(plan, 2)->cpus[0], 24); /* first core of socket 1 */
+    /* NVML knows the UUIDs: CUDA_VISIBLE_DEVICES names them, starting with nvml4's. */
+    assert_memory_equal(ct_bind_plan_task(plan, 1)->cuda_visible_devices, "GPU-d256cac8-", 13);
+    ct_bind_plan_free(plan);
+    /* 16 tasks on 4 CPUs: one GPU each, CPUs shared, and the reason says so. */
+    plan = plan_for(&v, 16, NULL, NULL);
+    for (int r = 0; r < 16; r++) {
+        assert_int_equal(ct_bind_plan_task(plan, r)->ngpus, 1);
+        assert_non_null(strstr(ct_bind_plan_task(plan, r)->reason, "oversubscribed"));
+    }
+    ct_bind_plan_free(plan);
+    view_free(&v);
+}
+
+/* SLURM gave the step two GPUs of socket 0: both tasks go there, one GPU each. */
+static void test_dgx2_allocated_gpus(void **state)
+{
+    struct view v;
+    ct_bind_plan *plan;
+
+    view_load("nvidia-dgx2.xml", &v);
+    plan = plan_for(&v, 2, "3,nvml5", NULL);
+    assert_int_equal(ct_bind_plan_task(plan, 0)->ngpus, 1);
+    assert_string_equal(ct_bind_plan_task(plan, 0)->gpus[0], "nvml3");
+    assert_string_equal(ct_bind_plan_task(plan, 1)->gpus[0], "nvml5");
+    assert_true(ct_bind_plan_task(plan, 1)->cpus[0] < 24);
+    ct_bind_plan_free(plan);
+    /* No GPU allocated: nobody gets one. */
+    plan = plan_for(&v, 2, "", NULL);
+    assert_int_equal(ct_bind_plan_task(plan, 0)->ngpus, 0);
+    assert_string_equal(ct_bind_plan_task(plan, 0)->cuda_visible_devices, "");
+    ct_bind_plan_free(plan);
+    view_free(&v);
+}
+
+/* Dual socket with the GPU and the HCA on socket 1: the task there gets both, index 0 in PCI order. */
+static void test_dual_gpu_and_hca_together(void **state)
+{
+    struct view v;
+    ct_bind_plan *plan;
+    const ct_bind_task *t;
+
+    view_load("32em64t-2n8c2t-pci-wholeio.xml", &v);
+    assert_int_equal(ct_topology_gpu_count(v.topo), 1);
+    plan = plan_for(&v, 2, NULL, NULL);
+    t = ct_bind_plan_task(plan, 1);
+    assert_int_equal(t->ngpus, 1);
+    assert_string_equal(t->gpus[0], "cuda0");
+    assert_string_equal(t->cuda_visible_devices, "0");
+    assert_string_equal(t->nic, "mlx5_0");
+    assert_int_equal(t->nic_is_openfabrics, 1);
+    assert_string_equal(t->netdev, "ib0");
+    assert_int_equal(ct_bind_plan_task(plan, 0)->ngpus, 0);
+    assert_non_null(strstr(ct_bind_plan_task(plan, 0)->reason, "no GPU"));
+    ct_bind_plan_free(plan);
+    /* Inside an allowed cpuset of socket 0 only: the GPU goes to the task anyway, flagged not local. */
+    plan = plan_for(&v, 1, NULL, "0-3");
+    t = ct_bind_plan_task(plan, 0);
+    assert_int_equal(t->ncpus, 4);
+    assert_int_equal(t->cpus[3], 3);
+    ct_bind_plan_free(plan);
+    view_free(&v);
+}
+
+/* cpus_per_task sets the threads; more than the share is reported, not failed. */
+static void test_cpus_per_task(void **state)
+{
+    struct view v;
+    ct_bind_plan *plan;
+    ct_bind_request req = { .ntasks = 4, .cpus_per_task = 2 };
+    ct_error err;
+
+    view_load("24em64t-2n6c2t-pci.xml", &v);
+    assert_int_equal(ct_bind_plan_create(v.topo, &req, &plan, &err), 0);
+    assert_int_equal(ct_bind_plan_task(plan, 0)->threads, 2);
+    assert_string_equal(ct_bind_plan_task(plan, 0)->nic, "mlx4_0");
+    ct_bind_plan_free(plan);
+    req.cpus_per_task = 100;
+    assert_int_equal(ct_bind_plan_create(v.topo, &req, &plan, &err), 0);
+    assert_int_equal(ct_bind_plan_task(plan, 0)->threads, 6);
+    assert_non_null(strstr(ct_bind_plan_task(plan, 0)->reason, "asked 100 CPUs"));
+    ct_bind_plan_free(plan);
+    view_free(&v);
+}
+
+static void test_bad_requests(void **state)
+{
+    struct view v;
+    ct_bind_plan *plan = NULL;
+    ct_bind_request req = { .ntasks = 2, .gpus = "nvml16" };
+    ct_error err;
+
+    view_load("nvidia-dgx2.xml", &v);
+    assert_int_equal(ct_bind_plan_create(v.topo, &req, &plan, &err), CT_EINVAL);
+    assert_null(plan);
+    assert_non_null(strstr(err.msg, "nvml16"));
+    assert_non_null(strstr(err.hint, "16 GPUs"));
+    req.gpus = "1,,2";
+    assert_int_equal(ct_bind_plan_create(v.topo, &req, &plan, &err), 0); /* empty items are skipped by strtok */
+    ct_bind_plan_free(plan);
+    req.gpus = NULL;
+    req.allowed_cpus = "abc";
+    assert_int_equal(ct_bind_plan_create(v.topo, &req, &plan, &err), CT_EINVAL);
+    assert_non_null(strstr(err.msg, "abc"));
+    req.allowed_cpus = "100-200";
+    assert_int_equal(ct_bind_plan_create(v.topo, &req, &plan, &err), CT_EINVAL);
+    req.allowed_cpus = NULL;
+    req.ntasks = 0;
+    assert_int_equal(ct_bind_plan_create(v.topo, &req, &plan, &err), CT_EINVAL);
+    view_free(&v);
+    assert_int_equal(ct_topology_load("/nonexistent.xml", CT_TOPOLOGY_IO, &v.topo, &err), CT_ENOENT);
+    assert_null(v.topo);
+}
+
+int main(void)
+{
+    const char *d = getenv("CT_TOPOLOGIES");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rules_dgx2),
+        cmocka_unit_test(test_rules_dual_gpu_ib),
+        cmocka_unit_test(test_rules_dual_eth_ib),
+        cmocka_unit_test(test_rules_quad_numa),
+        cmocka_unit_test(test_dgx2_four_tasks),
+        cmocka_unit_test(test_dgx2_allocated_gpus),
+        cmocka_unit_test(test_dual_gpu_and_hca_together),
+        cmocka_unit_test(test_cpus_per_task),
+        cmocka_unit_test(test_bad_requests),
+    };
+
+    snprintf(dir, sizeof(dir), "%s", d ? d : "t/fixtures/topologies");
+    cmocka_set_message_output(CM_OUTPUT_TAP);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
