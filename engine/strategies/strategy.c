@@ -28,6 +28,11 @@ const char *ct_strategy_option(const ct_strategy *s, const char *key)
     return ct_options_get(s->options, key, buf, sizeof(buf));
 }
 
+void ct_strategy_set_collective_timeout(ct_strategy *s, double seconds)
+{
+    s->collective_timeout_s = seconds;
+}
+
 void ct_strategy_set_quiet_others(ct_strategy *s, int quiet)
 {
     s->quiet_others = quiet;

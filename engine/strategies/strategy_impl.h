@@ -51,6 +51,7 @@ struct ct_strategy {
     int device;
     double exposed_comm_s; /* time spent waiting in grad_sync */
     int quiet_others;      /* launcher drops the output of ranks other than 0 */
+    double collective_timeout_s; /* see ct_strategy_set_collective_timeout; <= 0: none */
     void *impl;            /* the implementation's state */
 };
 
