@@ -417,6 +417,10 @@ static int finish_stopped(ct_run *run, const ct_trainer_config *cfg, ct_error *e
     snprintf(where, sizeof(where), "stopped by %s%s at epoch %lld, step %lld; checkpoint %s/last.safetensors written",
              sig, run->stop.local ? "" : " (on another rank)", (long long)run->st.epoch + 1,
              (long long)run->st.global_step, cfg->default_root_dir);
+    /* Said before asking: SLURM ends the job's processes (and srun, which carries their output) as
+     * soon as the requeue is accepted, so nothing printed after it is sure to be seen. */
+    if (want)
+        ct_progress_line(run, "ctrain: %s; requeueing SLURM job %s", where, job);
     if (want && run->is_zero)
         status = ct_slurm_requeue(job, &rq);
     if (want && (rc = ct_strategy_broadcast(run->strategy, &status, sizeof(status), 0, err)))
