@@ -1,6 +1,6 @@
 #!/bin/sh
 # Stopping on a signal without SLURM: SIGUSR1 (the default requeue signal) or SIGTERM makes ctrain
-# fit stop after the current step on every rank, save last.safetensors and exit 3 with a message
+# fit stop after the current step on every rank, save last.safetensors and exit 75 with a message
 # saying nothing was requeued; --ckpt-path last then continues bit for bit (single_device and
 # 2-rank ddp under ctrain's launcher). The flags: --requeue-signal, --ckpt-path auto, and auto
 # refusing a checkpoint another job wrote. t/60 and t/62 cover SLURM.
@@ -54,29 +54,29 @@ S="--data $T/data --progress plain --log-every-n-steps 20 --deterministic --batc
 "$B/ctrain" fit $S --default-root-dir "$T/ref" >"$T/ref.out" 2>&1 || { sed 's/^/# /' "$T/ref.out"; exit 1; }
 
 signalled usr1 USR1 $S
-[ "$rc" -eq 3 ] && grep -q 'stopped by SIGUSR1 at epoch .*last.safetensors written' "$T/usr1.out" &&
+[ "$rc" -eq 75 ] && grep -q 'stopped by SIGUSR1 at epoch .*last.safetensors written' "$T/usr1.out" &&
     grep -q 'not in a SLURM job, so nothing was requeued' "$T/usr1.out"
-ok $? "SIGUSR1: exit 3, last.safetensors written, says nothing was requeued" "$T/usr1.out"
+ok $? "SIGUSR1: exit 75, last.safetensors written, says nothing was requeued" "$T/usr1.out"
 "$B/ctrain" fit $S --ckpt-path last --default-root-dir "$T/usr1" >"$T/usr1-resume.out" 2>&1 &&
     "$B/t/st_compare" "$T/ref/last.safetensors" "$T/usr1/last.safetensors" >"$T/cmp1.out" 2>&1
 ok $? "--ckpt-path last continues it to the same weights as the uninterrupted run, bit for bit" "$T/cmp1.out" "$T/usr1-resume.out"
 
 signalled term TERM $S
-[ "$rc" -eq 3 ] && grep -q 'stopped by SIGTERM' "$T/term.out" && [ -s "$T/term/last.safetensors" ]
-ok $? "SIGTERM: exit 3, last.safetensors written" "$T/term.out"
+[ "$rc" -eq 75 ] && grep -q 'stopped by SIGTERM' "$T/term.out" && [ -s "$T/term/last.safetensors" ]
+ok $? "SIGTERM: exit 75, last.safetensors written" "$T/term.out"
 
 D="--data $T/data --progress plain --log-every-n-steps 10 --deterministic --batch-size 64 --max-epochs 8 --lr-schedule constant --strategy ddp --devices 2"
 "$B/ctrain" fit $D --default-root-dir "$T/dref" >"$T/dref.out" 2>&1 || { sed 's/^/# /' "$T/dref.out"; exit 1; }
 signalled ddp USR1 $D
 where=$(sed -n 's/.*stopped by SIGUSR1 at \(epoch [0-9]*, step [0-9]*\);.*/\1/p' "$T/ddp.out" | sort | uniq -c)
-[ "$rc" -eq 3 ] && [ "$(echo "$where" | wc -l)" -eq 1 ] && [ "$(echo "$where" | awk '{print $1}')" -ge 2 ]
-ok $? "2-rank ddp (ctrain's launcher forwards SIGUSR1): both ranks stop at the same step, exit 3" "$T/ddp.out"
+[ "$rc" -eq 75 ] && [ "$(echo "$where" | wc -l)" -eq 1 ] && [ "$(echo "$where" | awk '{print $1}')" -ge 2 ]
+ok $? "2-rank ddp (ctrain's launcher forwards SIGUSR1): both ranks stop at the same step, exit 75" "$T/ddp.out"
 "$B/ctrain" fit $D --ckpt-path last --default-root-dir "$T/ddp" >"$T/ddp-resume.out" 2>&1 &&
     "$B/t/st_compare" "$T/dref/last.safetensors" "$T/ddp/last.safetensors" >"$T/cmp2.out" 2>&1
 ok $? "... and resuming it equals the uninterrupted ddp run bit for bit" "$T/cmp2.out" "$T/ddp-resume.out"
 
 signalled usr2 USR2 $S --requeue-signal SIGUSR2
-[ "$rc" -eq 3 ] && grep -q 'stopped by SIGUSR2' "$T/usr2.out"
+[ "$rc" -eq 75 ] && grep -q 'stopped by SIGUSR2' "$T/usr2.out"
 ok $? "--requeue-signal SIGUSR2 stops on SIGUSR2" "$T/usr2.out"
 
 "$B/ctrain" fit --requeue-signal KILL >"$T/bad.out" 2>&1

@@ -94,7 +94,7 @@ void ct_trainer_flags_usage(const char *cmd, FILE *out)
     fprintf(out, "\n  %-34s %s\n", "--help", "this text");
     fprintf(out, "\nOutputs in --default-root-dir: metrics.csv, last.safetensors, best.safetensors, summary.json.\n"
                  "Exit status: 0 success, 1 failure (files, I/O, a rank, a collective timeout), 2 bad flags or\n"
-                 "configuration, 3 (fit) stopped by a signal after saving last.safetensors: the SLURM job was\n"
+                 "configuration, 75 (fit) stopped by a signal after saving last.safetensors: the SLURM job was\n"
                  "requeued (requeue signal) or the run continues with --ckpt-path last.\n");
 }
 

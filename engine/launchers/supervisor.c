@@ -26,6 +26,9 @@
 #define LINE_MAX_BYTES 4096
 #define DEFAULT_GRACE_S 5.0
 #define MAX_GRACE_S 10.0
+/* After a rank exited CT_LAUNCHER_EXIT_STOPPED the others, stopping at the same step, have this
+ * long to exit too (rank 0 may still be writing the checkpoint or asking SLURM to requeue). */
+#define STOPPED_WAIT_S 60.0
 /* Wait status recorded for a rank another waitpid of the process collected. */
 #define STATUS_LOST (-1)
 
@@ -69,6 +72,7 @@ struct sv {
     double kill_at;    /* SIGKILL the rest at this time; 0: not ending */
     int killed;
     int n_stopped;     /* ranks that exited with CT_LAUNCHER_EXIT_STOPPED */
+    double stop_deadline; /* end the others at this time unless they exited by then; 0: none */
     int stopped_by;    /* SIGINT or SIGTERM received (forwarded unless from the terminal), 0 */
     int from_terminal; /* stopped_by came from the terminal, which signalled the ranks itself */
     struct sigaction old_chld;
@@ -235,7 +239,8 @@ static void reap(struct sv *sv)
         /* A rank that stopped on request after saving its state is not a failure: the others are
          * stopping at the same step and must not be cut short while they finish. */
         if (WIFEXITED(st) && WEXITSTATUS(st) == CT_LAUNCHER_EXIT_STOPPED) {
-            sv->n_stopped++;
+            if (sv->n_stopped++ == 0)
+                sv->stop_deadline = ct_time_now() + STOPPED_WAIT_S;
             continue;
         }
         if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0) && sv->failed < 0) {
@@ -405,6 +410,9 @@ static void watch(struct sv *sv)
             else
                 report_pump(rk);
         }
+        /* A rank that did not follow the stopped ones in time is stuck: end it like a failure. */
+        if (sv->stop_deadline > 0 && sv->kill_at <= 0 && sv->running > 0 && ct_time_now() >= sv->stop_deadline)
+            begin_ending(sv);
         if (sv->kill_at > 0 && !sv->killed && ct_time_now() >= sv->kill_at) {
             signal_running(sv, SIGKILL);
             sv->killed = 1;

@@ -403,7 +403,7 @@ static int choose_resume(ct_run *run, const ct_trainer_config *cfg, char *resume
 
 /* Every rank stopped after the same step and rank 0 saved last.safetensors. Requeue the job when
  * the requeue signal came inside SLURM (rank 0 asks slurmctld; every rank learns the outcome),
- * then end fit with CT_EINTR: the CLI exits 3. */
+ * then end fit with CT_EINTR: the CLI exits 75. */
 static int finish_stopped(ct_run *run, const ct_trainer_config *cfg, ct_error *err)
 {
     char sig[32], where[CT_TRAINER_PATH_MAX + 160];

@@ -16,7 +16,7 @@
  * Signals (fit): the requeue signal (default SIGUSR1), SIGTERM and SIGINT make every rank stop
  * after the same step; rank 0 saves last.safetensors there. After the requeue signal inside a
  * SLURM job (and unless auto_requeue is 0) the job is requeued through libslurm. ct_trainer_fit
- * then returns CT_EINTR with err->id "fit-requeued" or "fit-stopped" (the CLI exits 3), or an
+ * then returns CT_EINTR with err->id "fit-requeued" or "fit-stopped" (the CLI exits 75), or an
  * error naming the failed requeue ("requeue-failed", the checkpoint is written all the same).
  */
 #ifndef CTRAIN_TRAINER_H
