@@ -25,7 +25,7 @@ done
 [ -x "$B/ctrain" ] || { echo "Bail out! $B/ctrain is not built (run make)"; exit 1; }
 
 dir=$(mktemp -d /tmp/ctrain-t60.XXXXXX) || exit 1
-trap '"$root/scripts/slurm-cluster" stop "$dir" >/dev/null 2>&1; rm -rf "$dir"' EXIT
+trap '"$root/scripts/slurm-cluster" stop "$dir/c" >/dev/null 2>&1; rm -rf "$dir"' EXIT
 trap 'exit 1' INT TERM HUP
 
 n=0
