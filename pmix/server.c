@@ -248,27 +248,11 @@ static pmix_status_t register_job(const char *nspace, int n)
     return rc;
 }
 
-static int write_all(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-
-    while (len) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
-
 static int write_str(int fd, const char *s)
 {
     uint32_t len = (uint32_t)strlen(s);
 
-    return write_all(fd, &len, sizeof(len)) || write_all(fd, s, len) ? -1 : 0;
+    return ct_write_all(fd, &len, sizeof(len)) || ct_write_all(fd, s, len) ? -1 : 0;
 }
 
 static void report_error(int fd, const char *what, pmix_status_t rc)
@@ -277,7 +261,7 @@ static void report_error(int fd, const char *what, pmix_status_t rc)
     char msg[512];
 
     snprintf(msg, sizeof(msg), "%s: %s", what, PMIx_Error_string(rc));
-    if (write_all(fd, &status, sizeof(status)) == 0)
+    if (ct_write_all(fd, &status, sizeof(status)) == 0)
         write_str(fd, msg);
 }
 
@@ -298,7 +282,7 @@ static pmix_status_t send_rank_env(int fd, const char *nspace, int r)
     rc = op_wait(&w, PMIx_server_register_client(&proc, geteuid(), getegid(), NULL, op_done, &w));
     for (size_t i = 0; env && env[i]; i++)
         count++;
-    if (rc == PMIX_SUCCESS && write_all(fd, &count, sizeof(count)) != 0)
+    if (rc == PMIX_SUCCESS && ct_write_all(fd, &count, sizeof(count)) != 0)
         rc = PMIX_ERR_UNREACH;
     for (size_t i = 0; rc == PMIX_SUCCESS && env && env[i]; i++)
         if (write_str(fd, env[i]) != 0)
@@ -353,7 +337,7 @@ static void server_main(int nprocs, const char *tmpdir, const char *nspace, int 
         PMIx_server_finalize();
         _exit(1);
     }
-    if (write_all(rep_fd, &ok, sizeof(ok)) != 0)
+    if (ct_write_all(rep_fd, &ok, sizeof(ok)) != 0)
         _exit(1);
     for (int r = 0; r < nprocs; r++) {
         rc = send_rank_env(rep_fd, nspace, r);

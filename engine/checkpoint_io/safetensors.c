@@ -22,6 +22,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "ctrain/util.h"
 #include "ctrain/checkpoint_io.h"
 #include "ctrain/dtype.h"
 
@@ -137,24 +138,6 @@ oom:
     return NULL;
 }
 
-static int write_all(int fd, const void *buf, size_t n)
-{
-    const char *p = buf;
-
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 static int fsync_dir(const char *path)
 {
     char *copy = strdup(path);
@@ -220,10 +203,10 @@ static int st_save(const char *path, const ct_ckpt *ckpt, ct_error *err)
     }
     for (int i = 0; i < 8; i++)
         len8[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
-    if (write_all(fd, len8, 8) || write_all(fd, header, hlen))
+    if (ct_write_all(fd, len8, 8) || ct_write_all(fd, header, hlen))
         goto io_fail;
     for (int i = 0; i < ckpt->n_tensors; i++)
-        if (write_all(fd, ckpt->tensors[i].data, ckpt->tensors[i].nbytes))
+        if (ct_write_all(fd, ckpt->tensors[i].data, ckpt->tensors[i].nbytes))
             goto io_fail;
     if (fsync(fd))
         goto io_fail;

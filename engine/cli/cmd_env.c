@@ -144,12 +144,9 @@ static int parse_args(int argc, char **argv, struct env_args *a)
             a->main_port = (int)n;
             i += !inline_val;
         } else {
-            const char *guess = ct_str_closest(arg, env_flags);
-            fprintf(stderr, "ctrain: error: env: unknown flag '%s'\n", arg);
-            if (guess)
-                fprintf(stderr, "ctrain: hint: did you mean '%s'?\n", guess);
-            else
-                fprintf(stderr, "ctrain: hint: see 'ctrain env --help'\n");
+            ct_error err;
+            ct_cli_flag_unknown("env", arg, env_flags, &err);
+            ct_error_print(stderr, &err);
             return 2;
         }
     }

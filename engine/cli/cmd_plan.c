@@ -69,18 +69,6 @@ static void list_registries(void)
     list_kind(CT_REG_LAUNCHER, "launchers");
 }
 
-static int unknown_flag(const char *arg)
-{
-    const char *guess = ct_str_closest(arg, plan_flags);
-
-    fprintf(stderr, "ctrain: error: plan: unknown flag '%s'\n", arg);
-    if (guess)
-        fprintf(stderr, "ctrain: hint: did you mean %s? (ctrain plan --help)\n", guess);
-    else
-        fprintf(stderr, "ctrain: hint: ctrain plan --help lists the flags\n");
-    return 2;
-}
-
 int ct_cmd_plan(int argc, char **argv)
 {
     ct_connector_flags flags = { 0 };
@@ -122,7 +110,7 @@ int ct_cmd_plan(int argc, char **argv)
             value = argv[++i];
         rc = ct_connector_flags_set(&flags, name, value ? value : "", &err);
         if (rc == 1)
-            return unknown_flag(name);
+            rc = ct_cli_flag_unknown("plan", name, plan_flags, &err);
         if (rc == 0 && !value) {
             ct_error_set(&err, CT_EINVAL, "flag-missing-value", "%s needs a value", name);
             ct_error_hint(&err, "write %s VALUE or %s=VALUE", name, name);

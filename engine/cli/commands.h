@@ -3,11 +3,17 @@
 #ifndef CTRAIN_CLI_COMMANDS_H
 #define CTRAIN_CLI_COMMANDS_H
 
+#include "ctrain/error.h"
+
 int ct_cmd_fit(int argc, char **argv);
 int ct_cmd_validate(int argc, char **argv);
 int ct_cmd_test(int argc, char **argv);
 int ct_cmd_plan(int argc, char **argv);
 int ct_cmd_env(int argc, char **argv);
 int ct_cmd_bind(int argc, char **argv);
+
+/* "COMMAND: unknown flag 'NAME'" with a did-you-mean hint from the NULL-terminated known list
+ * (catalogue id flag-unknown). Returns CT_EINVAL. */
+int ct_cli_flag_unknown(const char *command, const char *name, const char *const *known, ct_error *err);
 
 #endif

@@ -6,6 +6,7 @@
 
 #include "ctrain/data.h"
 #include "ctrain/util.h"
+#include "engine/cli/commands.h"
 #include "engine/cli/trainer_flags.h"
 
 enum kind { F_INT, F_LONG, F_DOUBLE, F_STRING, F_SWITCH, F_SPECIAL };
@@ -115,10 +116,9 @@ void ct_trainer_flags_summary(FILE *out)
     }
 }
 
-static int unknown_flag(const char *name, ct_error *err)
+static int unknown_flag(const char *command, const char *name, ct_error *err)
 {
     const char *names[64];
-    const char *guess;
     int n = 0;
 
     for (const struct flag *f = flags; f->name; f++)
@@ -127,11 +127,7 @@ static int unknown_flag(const char *name, ct_error *err)
         names[n++] = connector_help[i][0];
     names[n++] = "--help";
     names[n] = NULL;
-    guess = ct_str_closest(name, names);
-    ct_error_set(err, CT_EINVAL, "flag-unknown", "unknown flag '%s'", name);
-    if (guess)
-        return ct_error_hint(err, "did you mean %s?", guess);
-    return ct_error_hint(err, "the --help of this command lists the flags");
+    return ct_cli_flag_unknown(command, name, names, err);
 }
 
 static int bad_value(const struct flag *f, const char *value, const char *what, ct_error *err)
@@ -284,7 +280,7 @@ int ct_trainer_flags_parse(int argc, char **argv, ct_trainer_config *cfg, ct_con
         if (!f) {
             rc = ct_connector_flags_set(cf, name, value ? value : "", err);
             if (rc == 1)
-                return unknown_flag(name, err);
+                return unknown_flag(argv[0], name, err);
             if (rc)
                 return rc;
         }

@@ -80,22 +80,6 @@ struct sv {
     int *who;          /* for pfd[i]: rank * 3 + (0 stdout, 1 stderr, 2 report) */
 };
 
-static int write_all(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-
-    while (len) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
-
 int ct_supervisor_report(int fd, int rc, const ct_error *err, const void *result, size_t size)
 {
     struct report_hdr h;
@@ -105,9 +89,9 @@ int ct_supervisor_report(int fd, int rc, const ct_error *err, const void *result
     h.result_len = result ? (uint32_t)size : 0;
     if (err)
         h.err = *err;
-    if (write_all(fd, &h, sizeof(h)) != 0)
+    if (ct_write_all(fd, &h, sizeof(h)) != 0)
         return CT_EIO;
-    if (h.result_len && write_all(fd, result, h.result_len) != 0)
+    if (h.result_len && ct_write_all(fd, result, h.result_len) != 0)
         return CT_EIO;
     return 0;
 }
@@ -131,8 +115,8 @@ static void emit_line(const struct sv *sv, int r, struct stream *s, size_t len, 
     int n = snprintf(prefix, sizeof(prefix), "[rank %d] ", r);
 
     /* Best effort: a closed terminal must not stop the supervision. */
-    if (write_all(s->to, prefix, (size_t)n) == 0 && write_all(s->to, s->buf, len) == 0 && newline)
-        write_all(s->to, "\n", 1);
+    if (ct_write_all(s->to, prefix, (size_t)n) == 0 && ct_write_all(s->to, s->buf, len) == 0 && newline)
+        ct_write_all(s->to, "\n", 1);
 }
 
 /* Pass complete lines on with their prefix; keep a partial line for the next read. */

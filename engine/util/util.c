@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ctrain/error.h"
 #include "ctrain/util.h"
@@ -129,4 +130,23 @@ const char *ct_options_get(const char *options, const char *key, char *buf, size
         p = end ? end + 1 : NULL;
     }
     return NULL;
+}
+
+int ct_write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            if (w == 0)
+                errno = EIO;
+            return -1;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
 }

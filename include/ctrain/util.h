@@ -26,6 +26,9 @@ char *ct_strdup(const char *s);
 /* Value of key in a "k=v,k=v" options string, copied into buf; NULL when absent. */
 const char *ct_options_get(const char *options, const char *key, char *buf, size_t size);
 
+/* write(2) all of buf, retrying on EINTR and short writes. 0, or -1 with errno set. */
+int ct_write_all(int fd, const void *buf, size_t len);
+
 /* Monotonic clock in seconds. */
 double ct_time_now(void);
 

@@ -1,0 +1,13 @@
+/* Helpers every subcommand's flag parser shares. */
+#include "ctrain/util.h"
+#include "engine/cli/commands.h"
+
+int ct_cli_flag_unknown(const char *command, const char *name, const char *const *known, ct_error *err)
+{
+    const char *guess = ct_str_closest(name, known);
+
+    ct_error_set(err, CT_EINVAL, "flag-unknown", "unknown flag '%s'", name);
+    if (guess)
+        return ct_error_hint(err, "did you mean %s? (ctrain %s --help lists the flags)", guess, command);
+    return ct_error_hint(err, "ctrain %s --help lists the flags", command);
+}
