@@ -25,8 +25,10 @@ int ct_slurm_requeue(const char *job_id, ct_error *err)
         int e = slurm_get_errno();
 
         ct_error_set(err, CT_ECOMM, "requeue-failed", "slurm_requeue(%ld) failed: %s", id, slurm_strerror(e));
+        slurm_fini();
         return ct_error_hint(err, "submit with sbatch --requeue (and JobRequeue allowed by the cluster), or pass "
                                   "--no-auto-requeue and resubmit yourself with --ckpt-path last");
     }
+    slurm_fini();
     return 0;
 }
