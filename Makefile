@@ -37,7 +37,9 @@ PKG_LIB    := $(PKG_CORE) pmix zlib openblas ompi-c
 CORE_CFLAGS := $(shell pkg-config --cflags $(PKG_CORE) 2>/dev/null)
 CORE_LIBS   := $(shell pkg-config --libs $(PKG_CORE) 2>/dev/null) -lm
 LIB_CFLAGS  := $(shell pkg-config --cflags $(PKG_LIB) 2>/dev/null)
-LIB_LIBS    := $(shell pkg-config --libs $(PKG_LIB) 2>/dev/null) -lpthread -lm
+# libslurm (slurm_requeue, engine/trainer/requeue.c): Debian's libslurm-dev ships no .pc file.
+# libctrain only: libctrain-core and the SPANK plugin must not link it.
+LIB_LIBS    := $(shell pkg-config --libs $(PKG_LIB) 2>/dev/null) -lslurm -lpthread -lm
 TEST_LIBS   := $(shell pkg-config --libs cmocka 2>/dev/null)
 
 # CUDA is compiled when the toolkit is present; `make CUDA=0` turns it off.

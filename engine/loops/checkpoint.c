@@ -92,6 +92,7 @@ int ct_run_save_checkpoint(ct_run *run, const char *path, ct_error *err)
     add_meta(c, "rng", "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64, run->rng.s[0], run->rng.s[1],
              run->rng.s[2], run->rng.s[3]);
     add_meta(c, "flags", "%s", run->opt.flags_json);
+    add_meta(c, "slurm_job_id", "%s", run->opt.job_id);
     rc = ct_strategy_save_checkpoint(run->strategy, path, c, err);
     free(c);
     return rc;
@@ -165,6 +166,23 @@ static int restore_counters(ct_run *run, const char *path, const ct_ckpt *c, ct_
         st->best_val_acc = -1;
     ct_optim_set_steps(run->optim, opt_steps);
     return 0;
+}
+
+int ct_run_checkpoint_meta(ct_run *run, const char *path, const char *key, char *out, size_t size, ct_error *err)
+{
+    ct_ckpt *c = calloc(1, sizeof(*c));
+    const char *v;
+    int rc;
+
+    if (!c)
+        return ct_error_set(err, CT_ENOMEM, "", "out of memory reading %s", path);
+    /* No tensors described: the header and metadata only. */
+    if (!(rc = ct_strategy_load_checkpoint(run->strategy, path, c, err))) {
+        v = meta_get(c, key);
+        snprintf(out, size, "%s", v ? v : "");
+    }
+    free(c);
+    return rc;
 }
 
 int ct_run_load_checkpoint(ct_run *run, const char *path, int weights_only, ct_error *err)

@@ -81,6 +81,9 @@ int ct_epoch_loop_run(ct_run *run, ct_error *err)
 
         if (run->opt.max_steps >= 0 && st->global_step >= run->opt.max_steps)
             break;
+        /* A step boundary: every rank learns whether any got a stop signal, and all stop here. */
+        if (run->stop_enabled && (rc = ct_run_stop_agreed(run, err)) != 0)
+            return rc < 0 ? rc : 0;
         count = ct_sampler_batch(&run->train_sampler, (size_t)st->step_in_epoch, &idx);
         ct_optim_set_lr(run->optim, ct_lr_at(&run->opt, st->global_step, total));
         t0 = ct_time_now();

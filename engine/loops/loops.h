@@ -40,7 +40,16 @@ typedef struct ct_loop_options {
     uint64_t seed;
     char root_dir[1024];
     char flags_json[1024];     /* the run's flags, stored in checkpoint metadata */
+    char job_id[64];           /* SLURM_JOB_ID of this run, stored in checkpoint metadata ("" outside SLURM) */
 } ct_loop_options;
+
+/* A stop every rank agreed on at a step boundary (engine/loops/stop.c). */
+typedef struct ct_stop_state {
+    int agreed;                /* the fit loop stopped after this step and saved last.safetensors */
+    int requeue;               /* some rank got the requeue signal */
+    int signal;                /* this rank's signal, else the requeue signal, else 0 */
+    int local;                 /* this rank got a signal itself */
+} ct_stop_state;
 
 /* Training counters: everything a checkpoint needs to resume exactly. */
 typedef struct ct_progress_state {
@@ -75,10 +84,27 @@ typedef struct ct_run {
     int bar_active;            /* a progress bar line is on screen */
     int use_bar, use_plain;
     ct_error step_err;         /* filled by the grad-ready callback */
+    int stop_enabled;          /* fit: look for stop signals at step boundaries */
+    ct_stop_state stop;
 } ct_run;
 
+/* --- stopping on a signal (engine/loops/stop.c) ----------------------------------------------- */
+/* "USR1", "SIGTERM", "15", ... (only signals that end a process by default). 0 or CT_EINVAL. */
+int ct_stop_signal_parse(const char *name, int *sig);
+/* "SIGUSR1" into buf. */
+const char *ct_stop_signal_name(int sig, char *buf, size_t size);
+/* Catch requeue_sig, SIGTERM and SIGINT: the handler records the signal (a second SIGINT ends the
+ * process at once). ct_stop_uninstall restores what was there before. */
+int ct_stop_install(int requeue_sig, ct_error *err);
+void ct_stop_uninstall(void);
+/* A collective at a step boundary: 1 when any rank got a stop signal (run->stop filled, the same
+ * on every rank), 0 when none, or an error code. */
+int ct_run_stop_agreed(ct_run *run, ct_error *err);
+
 /* --- the fit loop (engine/loops/fit_loop.c) --------------------------------------------------- */
-/* Train from run->st until max_epochs or max_steps, validating and checkpointing at each epoch end. */
+/* Train from run->st until max_epochs or max_steps, validating and checkpointing at each epoch end.
+ * When the ranks agree to stop on a signal (run->stop_enabled), save last.safetensors where training
+ * stands and return 0 with run->stop.agreed set. */
 int ct_fit_loop_run(ct_run *run, ct_error *err);
 
 /* --- the training epoch loop and step (engine/loops/epoch_loop.c) -------------------------- */
@@ -99,6 +125,8 @@ int ct_eval_loop_run(ct_run *run, const ct_dataset *d, double *loss, double *acc
 /* --- checkpoints (engine/loops/checkpoint.c) -------------------------------------------------- */
 /* Save the run's weights, optimizer state and counters through the strategy (rank 0 writes). */
 int ct_run_save_checkpoint(ct_run *run, const char *path, ct_error *err);
+/* A checkpoint's metadata value for key ("" when absent) without loading tensors; every rank reads. */
+int ct_run_checkpoint_meta(ct_run *run, const char *path, const char *key, char *out, size_t size, ct_error *err);
 /* Load a checkpoint into the run. weights_only: skip optimizer state and counters (validate/test). */
 int ct_run_load_checkpoint(ct_run *run, const char *path, int weights_only, ct_error *err);
 

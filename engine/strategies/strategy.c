@@ -34,6 +34,11 @@ const char *ct_strategy_option(const ct_strategy *s, const char *key)
     return ct_options_get(s->options, key, buf, sizeof(buf));
 }
 
+void ct_strategy_set_collective_timeout(ct_strategy *s, double seconds)
+{
+    s->collective_timeout_s = seconds;
+}
+
 void ct_strategy_set_quiet_others(ct_strategy *s, int quiet)
 {
     s->quiet_others = quiet;
@@ -55,7 +60,9 @@ int ct_strategy_launch(ct_strategy *s, ct_rank_fn fn, void *arg, void *result, s
                        int *is_supervisor, ct_error *err)
 {
     struct launch_ctx lc = { s, fn, arg };
-    ct_launch_spec spec = { .nprocs = s->n_devices, .quiet_others = s->quiet_others, .kill_grace_s = 10.0 };
+    /* After a rank fails the survivors get SIGTERM, then SIGKILL 5 s later: a peer is gone, so the
+     * collective their stop handler would run cannot finish, and all must be gone within 10 s. */
+    ct_launch_spec spec = { .nprocs = s->n_devices, .quiet_others = s->quiet_others, .kill_grace_s = 5.0 };
 
     *is_supervisor = 0;
     return s->launcher->launch(&spec, launch_body, &lc, result, result_size, is_supervisor, err);
