@@ -124,7 +124,7 @@ static int mkdir_p(const char *dir, ct_error *err)
     return 0;
 }
 
-/* The engine computes in fp32 on the CPU; anything else must not run quietly as fp32. */
+/* The cpu engine computes in fp32 or bf16-mixed; anything else must not run quietly as fp32. */
 static int check_plan(ct_strategy *s, ct_error *err)
 {
     const struct ct_precision_ops *p = ct_strategy_precision(s);
@@ -135,10 +135,10 @@ static int check_plan(ct_strategy *s, ct_error *err)
                      "--accelerator %s: the training engine of this build runs on cpu only", acc);
         return ct_error_hint(err, "use --accelerator cpu");
     }
-    if (p && (p->param_dtype != CT_DTYPE_F32 || p->gemm_dtype != CT_DTYPE_F32)) {
+    if (p && (p->param_dtype != CT_DTYPE_F32 || (p->gemm_dtype != CT_DTYPE_F32 && p->gemm_dtype != CT_DTYPE_BF16))) {
         ct_error_set(err, CT_ENOTAVAIL, "trainer-precision",
-                     "--precision %s: the cpu engine computes in fp32 only", p->name);
-        return ct_error_hint(err, "use --precision 32-true");
+                     "--precision %s: the cpu engine computes in 32-true or bf16-mixed only", p->name);
+        return ct_error_hint(err, "use --precision 32-true or --precision bf16-mixed");
     }
     return 0;
 }
@@ -463,6 +463,8 @@ static int rank_body(ct_strategy *s, void *arg, void *result, size_t result_size
         goto out;
     set_blas_threads(s);
     if ((rc = load_data(&rs, cfg, ba->mode, err)) || (rc = build_model(&rs, cfg, err)))
+        goto out;
+    if (ct_strategy_precision(s) && (rc = ct_mlp_set_gemm_dtype(rs.model, ct_strategy_precision(s)->gemm_dtype, err)))
         goto out;
     if ((rc = ct_strategy_setup_model(s, ct_mlp_params(rs.model), ct_mlp_grads(rs.model),
                                       ct_mlp_num_params(rs.model), err)))
