@@ -1,10 +1,10 @@
-/* Counted device allocations; see cuda_alloc.h. */
+/* Counted device allocations; see cuda_device.h. */
 #ifdef CT_HAVE_CUDA
 #include <stdatomic.h>
 
 #include <cuda_runtime_api.h>
 
-#include "engine/accelerators/cuda_alloc.h"
+#include "engine/accelerators/cuda_device.h"
 
 static atomic_size_t in_use, peak;
 
@@ -34,4 +34,19 @@ void ct_cuda_free(void *p, size_t bytes)
 
 size_t ct_cuda_alloc_bytes(void) { return atomic_load(&in_use); }
 size_t ct_cuda_alloc_peak_bytes(void) { return atomic_load(&peak); }
+
+/* One process drives one device from one thread (the training loop), so a plain static is enough;
+ * it is created after set_device chose the device. */
+void *ct_cuda_compute_stream(void)
+{
+    static cudaStream_t stream;
+    static int tried;
+
+    if (!tried) {
+        tried = 1;
+        if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess)
+            stream = NULL;
+    }
+    return stream;
+}
 #endif
