@@ -61,7 +61,7 @@ TOOL_SRC  := $(sort $(wildcard t/tools/*.c))
 CU_SRC :=
 ifeq ($(CUDA),1)
   CU_SRC      := $(sort $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cu)))
-  LIB_CFLAGS  += -DCT_HAVE_CUDA=1 -I$(CUDA_HOME)/include
+  LIB_CFLAGS  += -DCT_HAVE_CUDA=1 -isystem $(CUDA_HOME)/include
   LIB_LIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lnccl -lcudart -lstdc++
   # Explicit targets (no -arch=native: a build machine has no GPU): A100 and H100 machine code,
   # plus compute_90 PTX that the driver JIT-compiles for newer GPUs.

@@ -6,6 +6,9 @@
  * the moment backward has produced all of it, and grad_sync waits for the rest — communication
  * overlaps the backward of earlier layers. MPI errors come back as return codes (MPI_ERRORS_RETURN)
  * and become messages naming the call; nothing aborts the job behind the user's back.
+ *
+ * On cuda the gradients live on the GPU and NCCL moves them (ddp_nccl.c): the same buckets, each
+ * started by grad_ready; MPI still carries the small host-side collectives (metrics, barriers).
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -14,6 +17,9 @@
 
 #include "ctrain/util.h"
 #include "engine/strategies/strategies.h"
+#ifdef CT_HAVE_CUDA
+#include "engine/strategies/ddp_nccl.h"
+#endif
 
 struct bucket {
     size_t start, len;   /* floats of grads[] */
@@ -31,7 +37,34 @@ struct ddp {
     size_t n;
     struct bucket *buckets;
     int n_buckets;
+    struct ct_nccl *nccl;  /* cuda: gradients are device memory, reduced by NCCL */
 };
+
+/* --- the seam to NCCL (cuda builds); without CUDA these are never reached ---------------------- */
+#ifdef CT_HAVE_CUDA
+/* Bound on the NCCL bootstrap and each wait for a collective. */
+#define NCCL_TIMEOUT_S 600.0
+
+static int nccl_setup(ct_strategy *s, struct ddp *d, ct_error *err)
+{
+    if (strcmp(s->accelerator->name, "cuda"))
+        return 0;
+    return ct_nccl_create(s->global_rank, s->world_size, NCCL_TIMEOUT_S, &d->nccl, err);
+}
+static int nccl_broadcast(struct ddp *d, float *p, size_t n, ct_error *err) { return ct_nccl_broadcast(d->nccl, p, n, 0, err); }
+static int nccl_start(struct ddp *d, struct bucket *b, ct_error *err)
+{
+    return ct_nccl_allreduce_start(d->nccl, d->grads + b->start, b->len, err);
+}
+static int nccl_wait(struct ddp *d, ct_error *err) { return ct_nccl_wait(d->nccl, err); }
+static void nccl_free(struct ddp *d) { ct_nccl_free(d->nccl); d->nccl = NULL; }
+#else
+static int nccl_setup(ct_strategy *s, struct ddp *d, ct_error *err) { return 0; }
+static int nccl_broadcast(struct ddp *d, float *p, size_t n, ct_error *err) { return CT_ENOTAVAIL; }
+static int nccl_start(struct ddp *d, struct bucket *b, ct_error *err) { return CT_ENOTAVAIL; }
+static int nccl_wait(struct ddp *d, ct_error *err) { return CT_ENOTAVAIL; }
+static void nccl_free(struct ddp *d) { }
+#endif
 
 static int mpi_error(int rc, const char *call, ct_error *err)
 {
@@ -110,7 +143,9 @@ static int ddp_setup_environment(ct_strategy *s, ct_error *err)
         s->node_rank = 0;
     }
     s->device = s->devices[s->local_rank < s->n_devices ? s->local_rank : 0];
-    return s->accelerator->set_device(s->device, err);
+    if ((rc = s->accelerator->set_device(s->device, err)))
+        return rc;
+    return nccl_setup(s, d, err);
 }
 
 /* Buckets of about bucket_mb, laid from the end of the gradient array towards the start. */
@@ -147,6 +182,12 @@ static int ddp_setup_model(ct_strategy *s, float *params, float *grads, size_t n
     if (d->comm == MPI_COMM_NULL)
         return 0; /* one rank, no process group */
     /* Every rank starts from rank 0's initial weights. */
+    if (d->nccl) {
+        if ((rc = nccl_broadcast(d, params, n, err)))
+            return rc;
+        free(d->buckets);
+        return plan_buckets(d, err);
+    }
     rc = MPI_Bcast(params, (int)n, MPI_FLOAT, 0, d->comm);
     if (rc != MPI_SUCCESS)
         return mpi_error(rc, "MPI_Bcast of the initial parameters", err);
@@ -156,8 +197,13 @@ static int ddp_setup_model(ct_strategy *s, float *params, float *grads, size_t n
 
 static int start_bucket(struct ddp *d, struct bucket *b, ct_error *err)
 {
-    int rc = MPI_Iallreduce(MPI_IN_PLACE, d->grads + b->start, (int)b->len, MPI_FLOAT, MPI_SUM, d->comm, &b->req);
+    int rc;
 
+    if (d->nccl) {
+        b->started = 1;
+        return nccl_start(d, b, err);
+    }
+    rc = MPI_Iallreduce(MPI_IN_PLACE, d->grads + b->start, (int)b->len, MPI_FLOAT, MPI_SUM, d->comm, &b->req);
     if (rc != MPI_SUCCESS)
         return mpi_error(rc, "MPI_Iallreduce", err);
     b->started = 1;
@@ -206,6 +252,14 @@ static int ddp_grad_sync(ct_strategy *s, ct_error *err)
         if (!d->buckets[i].started && (rc = start_bucket(d, &d->buckets[i], err)))
             return rc;
     t0 = ct_time_now();
+    if (d->nccl) {
+        /* NCCL averaged in the collective (ncclAvg): nothing left to scale. */
+        for (int i = 0; i < d->n_buckets; i++)
+            d->buckets[i].ready = d->buckets[i].started = 0;
+        rc = nccl_wait(d, err);
+        s->exposed_comm_s += ct_time_now() - t0;
+        return rc;
+    }
     for (int i = 0; i < d->n_buckets; i++) {
         struct bucket *b = &d->buckets[i];
         rc = MPI_Wait(&b->req, MPI_STATUS_IGNORE);
@@ -260,6 +314,7 @@ static void ddp_teardown(ct_strategy *s)
 
     if (!d)
         return;
+    nccl_free(d);
     if (d->comm != MPI_COMM_NULL)
         MPI_Comm_free(&d->comm);
     MPI_Finalized(&finalized);
