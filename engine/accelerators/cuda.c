@@ -17,7 +17,7 @@
 #include <cuda_runtime_api.h>
 
 #include "engine/accelerators/accelerators.h"
-#include "engine/accelerators/cuda_device.h"
+#include "engine/nn/cuda_device.h"
 
 /* The driver library is what the runtime needs; looking for it first gives a clearer reason than
  * the runtime's "CUDA driver version is insufficient" when there is no driver at all. */

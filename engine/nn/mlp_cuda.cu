@@ -15,7 +15,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include "engine/accelerators/cuda_device.h"
+#include "engine/nn/cuda_device.h"
 #include "engine/nn/mlp_cuda.h"
 
 // GradScaler's defaults: start at 2^16, halve on overflow, double after 2000 clean steps.

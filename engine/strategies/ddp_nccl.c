@@ -9,7 +9,7 @@
 
 #include "ctrain/pmix.h"
 #include "ctrain/util.h"
-#include "engine/accelerators/cuda_device.h"
+#include "engine/nn/cuda_device.h"
 #include "engine/strategies/ddp_nccl.h"
 
 #define NCCL_ID_KEY "ctrain.nccl_unique_id"

@@ -1,4 +1,5 @@
 /* What ctrain's CUDA code shares on the current device (internal to libctrain, CT_HAVE_CUDA only).
+ * In engine/nn, the lowest of its users (the CUDA MLP; the cuda accelerator and NCCL sit above).
  *
  * Device memory: cudaMalloc/cudaFree with this process's use and peak counted, so the
  * accelerator's memory stats report what ctrain holds (not the whole GPU's use). Allocation

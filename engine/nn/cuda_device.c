@@ -4,7 +4,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "engine/accelerators/cuda_device.h"
+#include "engine/nn/cuda_device.h"
 
 static atomic_size_t in_use, peak;
 
