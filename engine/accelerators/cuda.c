@@ -1,18 +1,21 @@
 /* The cuda accelerator: NVIDIA GPUs through the CUDA runtime, one process per GPU.
  *
  * Compiled only when the CUDA toolkit is present (CT_HAVE_CUDA). Nothing here runs at start-up:
- * ct_engine_init() only registers the ops, and the first CUDA call happens when the connector asks
- * whether cuda is available. On a machine without the driver (no libcuda.so.1) the runtime's calls
- * fail cleanly; is_available turns that into the reason the connector prints.
+ * ct_engine_init() only registers the ops. Availability and the device count are asked in a child
+ * process (see probe()), so the process that runs the connector stays CUDA-free until set_device.
+ * On a machine without the driver (no libcuda.so.1) the answer is the reason the connector prints.
  *
  * Device ids are relative to CUDA_VISIBLE_DEVICES (the CUDA runtime numbers the visible devices
  * from 0), which is how SLURM's gres and the SPANK plugin hand GPUs to tasks.
  */
 #ifdef CT_HAVE_CUDA
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cuda_runtime_api.h>
 
@@ -33,50 +36,100 @@ static int driver_present(char *why, size_t why_size)
     return 1;
 }
 
+/* What the probe found: the device count, or why there is none. */
+struct probe {
+    int done;
+    int count;
+    char why[200];
+};
+
+/* Ask the runtime in this process (the child of probe_in_child). */
+static void probe_here(struct probe *p)
+{
+    cudaError_t e;
+    const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+
+    p->count = 0;
+    p->why[0] = '\0';
+    if (!driver_present(p->why, sizeof(p->why)))
+        return;
+    e = cudaGetDeviceCount(&p->count);
+    if (e == cudaErrorNoDevice || (e == cudaSuccess && p->count == 0)) {
+        p->count = 0;
+        snprintf(p->why, sizeof(p->why), "no CUDA device%s%s%s", vis ? " (CUDA_VISIBLE_DEVICES=" : "",
+                 vis ? vis : "", vis ? ")" : "");
+    } else if (e != cudaSuccess) {
+        p->count = 0;
+        snprintf(p->why, sizeof(p->why), "CUDA runtime: %s", cudaGetErrorString(e));
+    }
+}
+
+/* The first CUDA call initialises the driver in the calling process, and a process forked after
+ * that cannot use CUDA (the fork launcher forks the ranks from the process that ran the
+ * connector). So the question is asked in a short-lived child, and the answer kept. */
+static const struct probe *probe(void)
+{
+    static struct probe p;
+    int fds[2];
+    pid_t pid;
+    int status;
+
+    if (p.done)
+        return &p;
+    p.done = 1;
+    if (pipe(fds) != 0 || (pid = fork()) < 0) {
+        probe_here(&p); /* no child to spare: ask here (only ddp_fork then suffers) */
+        return &p;
+    }
+    if (pid == 0) {
+        struct probe c;
+
+        close(fds[0]);
+        probe_here(&c);
+        if (write(fds[1], &c, sizeof(c)) != (ssize_t)sizeof(c))
+            _exit(1);
+        _exit(0);
+    }
+    close(fds[1]);
+    if (read(fds[0], &p, sizeof(p)) != (ssize_t)sizeof(p)) {
+        p.count = 0;
+        snprintf(p.why, sizeof(p.why), "the CUDA probe process failed");
+    }
+    p.done = 1;
+    close(fds[0]);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    return &p;
+}
+
 static int cuda_is_available(char *why, size_t why_size)
 {
-    int n = 0;
-    cudaError_t e;
+    const struct probe *p = probe();
 
     if (why_size)
-        why[0] = '\0';
-    if (!driver_present(why, why_size))
-        return 0;
-    e = cudaGetDeviceCount(&n);
-    if (e == cudaErrorNoDevice || (e == cudaSuccess && n == 0)) {
-        const char *vis = getenv("CUDA_VISIBLE_DEVICES");
-
-        snprintf(why, why_size, "no CUDA device%s%s%s", vis ? " (CUDA_VISIBLE_DEVICES=" : "",
-                 vis ? vis : "", vis ? ")" : "");
-        return 0;
-    }
-    if (e != cudaSuccess) {
-        snprintf(why, why_size, "CUDA runtime: %s", cudaGetErrorString(e));
-        return 0;
-    }
-    return 1;
+        snprintf(why, why_size, "%s", p->why);
+    return p->count > 0;
 }
 
 static int cuda_device_count(void)
 {
-    int n = 0;
-    char why[128];
-
-    if (!cuda_is_available(why, sizeof(why)))
-        return 0;
-    return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+    return probe()->count;
 }
 
-/* The strategy passes the device of this process's local rank. When the process sees exactly one
- * device, SLURM or the SPANK plugin bound it to this task (CUDA_VISIBLE_DEVICES per task), so
- * whatever the local rank, that device is ours. */
+/* A process that sees exactly one device was bound to it (SLURM's gres, the SPANK plugin's
+ * CUDA_VISIBLE_DEVICES per task): it is this process's device whatever the local rank. */
+static int local_device(int id)
+{
+    return cuda_device_count() == 1 ? 0 : id;
+}
+
+/* The strategy passes the device of this process's local rank. */
 static int cuda_set_device(int id, ct_error *err)
 {
     int n = cuda_device_count();
     cudaError_t e;
 
-    if (n == 1)
-        id = 0;
+    id = local_device(id);
     if (id < 0 || id >= n) {
         ct_error_set(err, CT_ENOTAVAIL, "accelerator-device", "cuda device %d does not exist: this process sees %d",
                      id, n);
@@ -97,6 +150,7 @@ static int cuda_memory_stats(int id, ct_memstats *out)
     int cur = -1;
 
     memset(out, 0, sizeof(*out));
+    id = local_device(id);
     if (cudaGetDevice(&cur) != cudaSuccess || cur != id)
         if (cudaSetDevice(id) != cudaSuccess)
             return CT_EIO;

@@ -59,6 +59,10 @@ static void tap(int ok, const char *what)
 
 enum { B = 37 };
 static const int dims[] = { 64, 48, 32, 10 };
+/* 16-mixed is compared with fp32, not with an fp16 emulation: one layer, no ReLU, whose kink would
+ * let fp16's rounding flip the odd unit near 0 and move the first layer's gradients by more than
+ * fp16's precision (bf16-mixed is compared with the cpu's own bf16-mixed, so it keeps the ReLUs). */
+static const int dims_linear[] = { 64, 10 };
 
 /* Relative L2 distance of a (device or host) from ref (host). */
 static double rel_l2(const float *a, const float *ref, size_t n, double scale)
@@ -74,14 +78,14 @@ static double rel_l2(const float *a, const float *ref, size_t n, double scale)
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
-static int make_model(ct_mlp **m, ct_optim **o, float *x, uint8_t *y)
+static int make_model(const int *d, int nd, ct_mlp **m, ct_optim **o, float *x, uint8_t *y)
 {
     ct_optim_config oc;
     ct_error err;
     ct_rng r;
 
     ct_optim_config_default(&oc, CT_OPTIM_ADAMW);
-    if (ct_mlp_create(dims, 4, B, m, &err) || ct_optim_create(&oc, ct_mlp_num_params(*m), o, &err))
+    if (ct_mlp_create(d, nd, B, m, &err) || ct_optim_create(&oc, ct_mlp_num_params(*m), o, &err))
         return -1;
     ct_rng_seed(&r, 5);
     ct_mlp_init(*m, &r);
@@ -129,7 +133,7 @@ static void run_checks(void)
     int skipped = 0;
     char what[160];
 
-    if (make_model(&m, &o, x, y)) {
+    if (make_model(dims, 4, &m, &o, x, y)) {
         printf("Bail out! cannot build the cpu model\n");
         exit(1);
     }
@@ -148,12 +152,15 @@ static void run_checks(void)
     e = rel_l2(gd, g32, n, 1.0);
     snprintf(what, sizeof(what), "fp32 gradients equal the cpu's (relative L2 %.2e < 1e-5)", e);
     tap(d && e < 1e-5, what);
-    /* One AdamW update on each side from the same state. */
+    /* One AdamW update on each side from the same state and the same (cpu) gradients: the kernel
+     * alone (from the device's own gradients, a near-zero one of the other sign would move a
+     * parameter by 2 lr at AdamW's first step). */
     ct_optim_step(o, ct_mlp_params(m), g32);
     memcpy(p_cpu, ct_mlp_params(m), n * sizeof(float));
     ct_optim_set_steps(o, 0);
     e = 1;
-    if (d && ct_mlp_cuda_optim_step(d, o, &skipped, &err) == 0 && ct_mlp_cuda_to_host(d, m, NULL, &err) == 0)
+    if (d && cudaMemcpy(ct_mlp_cuda_grads(d), g32, n * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess &&
+        ct_mlp_cuda_optim_step(d, o, &skipped, &err) == 0 && ct_mlp_cuda_to_host(d, m, NULL, &err) == 0)
         e = rel_l2(ct_mlp_params(m), p_cpu, n, 1.0);
     snprintf(what, sizeof(what), "AdamW update on the device equals the cpu's (relative L2 %.2e < 1e-6)", e);
     tap(e < 1e-6, what);
@@ -161,7 +168,7 @@ static void run_checks(void)
     d = NULL;
     ct_mlp_free(m);
     ct_optim_free(o);
-    make_model(&m, &o, x, y);
+    make_model(dims, 4, &m, &o, x, y);
 
     /* bf16-mixed: the cpu emulation rounds the same inputs the same way (RNE). */
     ct_mlp_set_gemm_dtype(m, CT_DTYPE_BF16, &err);
@@ -176,11 +183,18 @@ static void run_checks(void)
     d = NULL;
 
     /* 16-mixed: gradients come scaled by the loss scale; unscaled they are fp32's within fp16's precision. */
+    ct_mlp_free(m);
+    ct_optim_free(o);
+    make_model(dims_linear, 2, &m, &o, x, y);
+    n = ct_mlp_num_params(m);
+    ct_mlp_forward(m, x, y, B, NULL);
+    ct_mlp_backward(m, B, NULL, NULL);
+    memcpy(g32, ct_mlp_grads(m), n * sizeof(float));
     e = 1;
     if (device_grads(m, o, CT_DTYPE_F16, x, y, gd, &ld, &d) == 0)
         e = rel_l2(gd, g32, n, ct_mlp_cuda_loss_scale(d));
-    snprintf(what, sizeof(what), "16-mixed unscaled gradients match fp32 (relative L2 %.2e < 2e-2)", e);
-    tap(e < 2e-2, what);
+    snprintf(what, sizeof(what), "16-mixed unscaled gradients match fp32 (relative L2 %.2e < 5e-3)", e);
+    tap(e < 5e-3, what);
     tap(d && ct_mlp_cuda_optim_step(d, o, &skipped, &err) == 0 && !skipped && ct_mlp_cuda_skipped_steps(d) == 0,
         "16-mixed: a finite step is not skipped");
 
