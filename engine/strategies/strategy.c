@@ -22,6 +22,12 @@ int ct_strategy_is_global_zero(const ct_strategy *s) { return s->global_rank == 
 int ct_strategy_device(const ct_strategy *s) { return s->device; }
 double ct_strategy_exposed_comm_seconds(const ct_strategy *s) { return s->exposed_comm_s; }
 
+void ct_strategy_grad_allreduces(const ct_strategy *s, long *total, long *during_backward)
+{
+    *total = s->grad_allreduces;
+    *during_backward = s->grad_allreduces_in_backward;
+}
+
 const char *ct_strategy_option(const ct_strategy *s, const char *key)
 {
     static __thread char buf[64];

@@ -331,6 +331,7 @@ static int write_summary(const ct_trainer_config *cfg, ct_strategy *s, const ct_
     cJSON *o = cJSON_CreateObject();
     char *text;
     FILE *f;
+    long allreduces, in_backward;
     int ok;
 
     ct_mlp_describe(run->model, model, sizeof(model));
@@ -359,6 +360,11 @@ static int write_summary(const ct_trainer_config *cfg, ct_strategy *s, const ct_
         cJSON_AddStringToObject(o, "precision", ct_strategy_precision(s)->name);
     add_device_summary(o, s, run);
     cJSON_AddNumberToObject(o, "train_seconds", run->train_seconds);
+    /* Rank 0's view of the gradient exchange: waiting time and how many allreduces overlapped backward. */
+    ct_strategy_grad_allreduces(s, &allreduces, &in_backward);
+    cJSON_AddNumberToObject(o, "exposed_comm_seconds", ct_strategy_exposed_comm_seconds(s));
+    cJSON_AddNumberToObject(o, "grad_allreduces", (double)allreduces);
+    cJSON_AddNumberToObject(o, "grad_allreduces_in_backward", (double)in_backward);
     cJSON_AddNumberToObject(o, "wall_seconds", ct_time_now() - run->start_time);
     text = cJSON_Print(o);
     cJSON_Delete(o);

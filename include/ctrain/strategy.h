@@ -64,6 +64,9 @@ int ct_strategy_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_error
 int ct_strategy_grad_sync(ct_strategy *s, ct_error *err);
 /* Seconds spent waiting inside grad_sync since setup (exposed communication time). */
 double ct_strategy_exposed_comm_seconds(const ct_strategy *s);
+/* Gradient allreduces started since setup, and how many of them started while backward was still
+ * running (the overlap: 0 with ddp_no_overlap, or when buckets were cut across tensors). */
+void ct_strategy_grad_allreduces(const ct_strategy *s, long *total, long *during_backward);
 
 /* --- collectives (every rank calls them in the same order) ------------------------------------ */
 int ct_strategy_barrier(ct_strategy *s, ct_error *err);
