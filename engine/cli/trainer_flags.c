@@ -59,7 +59,7 @@ static const char *const connector_help[][3] = {
     { "--strategy", "NAME", "single_device, ddp, ddp_fork, ... or auto" },
     { "--devices", "SPEC", "auto, N, -1 or a list of ids" },
     { "--num-nodes", "N", "nodes in the run" },
-    { "--precision", "P", "32-true (the cpu engine computes in fp32)" },
+    { "--precision", "P", "32-true (default) or bf16-mixed; 16-mixed on cuda" },
     { "--cluster-env", "NAME", "auto or a cluster environment name (ctrain plan --list)" },
     { NULL, NULL, NULL }
 };

@@ -74,6 +74,10 @@ int ct_run_save_checkpoint(ct_run *run, const char *path, ct_error *err)
 
     if (!c)
         return ct_error_set(err, CT_ENOMEM, "", "out of memory saving %s", path);
+    if ((rc = ct_run_cuda_to_host(run, err))) {
+        free(c);
+        return rc;
+    }
     describe_tensors(run, c, 0);
     ct_mlp_describe(run->model, model, sizeof(model));
     add_meta(c, "format", CKPT_FORMAT);
@@ -202,6 +206,8 @@ int ct_run_load_checkpoint(ct_run *run, const char *path, int weights_only, ct_e
         goto out;
     if (!weights_only)
         rc = restore_counters(run, path, c, err);
+    if (!rc)
+        rc = ct_run_cuda_from_host(run, err);
 out:
     free(c);
     return rc;

@@ -19,6 +19,8 @@ int ct_training_step(ct_run *run, const uint32_t *idx, int count, double *loss, 
     int rc;
 
     ct_dataset_gather(run->train, idx, count, run->batch_x, run->batch_y);
+    if (run->cuda_model)
+        return ct_cuda_training_step(run, count, loss, err);
     sum = ct_mlp_forward(run->model, run->batch_x, run->batch_y, count, NULL);
     ct_error_clear(&run->step_err);
     rc = ct_mlp_backward(run->model, count, grad_ready, run);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "ctrain/data.h"
+#include "ctrain/dtype.h"
 #include "ctrain/error.h"
 #include "ctrain/nn.h"
 #include "ctrain/strategy.h"
@@ -67,6 +68,7 @@ typedef struct ct_run {
     ct_loop_options opt;
     ct_mlp *model;
     ct_optim *optim;
+    struct ct_mlp_cuda *cuda_model; /* the model on a CUDA device, NULL on cpu (cuda_step.c) */
     ct_rng rng;                /* the run's PRNG (initialisation); saved in checkpoints */
     const ct_dataset *train, *val;
     ct_sampler train_sampler;
@@ -117,6 +119,23 @@ int ct_epoch_loop_run(ct_run *run, ct_error *err);
 /* One optimizer step on a batch of count samples: forward, backward (gradients announced to the
  * strategy as they are ready), grad_sync, update. *loss gets the batch's mean loss. */
 int ct_training_step(ct_run *run, const uint32_t *idx, int count, double *loss, ct_error *err);
+
+/* --- the model on a CUDA device (engine/loops/cuda_step.c) -----------------------------------
+ * Set up after the host model and optimizer (their values are copied to the device); batch_x and
+ * batch_y then point at its pinned buffers. Without CUDA in the build, setup fails with a message. */
+int ct_run_cuda_setup(ct_run *run, int max_batch, enum ct_dtype gemm_dtype, ct_error *err);
+void ct_run_cuda_free(ct_run *run);
+/* Device parameter and gradient arrays, host layout (for the strategy's setup_model). */
+float *ct_run_cuda_params(ct_run *run);
+float *ct_run_cuda_grads(ct_run *run);
+/* ct_training_step and the evaluation forward on the device (the batch already gathered). */
+int ct_cuda_training_step(ct_run *run, int count, double *loss, ct_error *err);
+int ct_cuda_eval_forward(ct_run *run, int count, double *loss_sum, int *correct, ct_error *err);
+/* Parameters and optimizer state to the host arrays (before saving) and back (after loading). */
+int ct_run_cuda_to_host(ct_run *run, ct_error *err);
+int ct_run_cuda_from_host(ct_run *run, ct_error *err);
+/* 16-mixed: steps skipped for overflow and the loss scale now (0 and 1 otherwise). */
+void ct_run_cuda_stats(const ct_run *run, int64_t *skipped_steps, double *loss_scale);
 
 /* --- the evaluation loop (engine/loops/eval_loop.c) ------------------------------------------- */
 /* Mean loss and accuracy over the whole of d, sharded over the ranks and reduced. */

@@ -45,7 +45,7 @@ static ct_registry_entry strategies[] = {
 static ct_registry_entry precisions[] = {
     { .name = "32-true", .description = "fp32 weights and math", .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA },
     { .name = "bf16-mixed", .description = "bf16 GEMM inputs, fp32 master weights and accumulation",
-      .accelerators = CT_ACCEL_CUDA },
+      .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA },
     { .name = "16-mixed", .description = "fp16 GEMM inputs with dynamic loss scaling, fp32 master weights",
       .accelerators = CT_ACCEL_CUDA },
     { .name = "64-true", .description = "fp64 weights and math (not implemented by ctrain's engine)",

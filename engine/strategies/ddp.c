@@ -15,6 +15,9 @@
  * A rank that times out and hears nothing from rank 0 names rank 0. After that (or any MPI error)
  * the communicator is broken: teardown skips MPI_Finalize (it would wait for the missing rank) and
  * freeing the strategy calls MPI_Abort, which makes srun, mpirun or ctrain's launcher end the job.
+ *
+ * On cuda the gradients live on the GPU and NCCL moves them (ddp_nccl.c): the same buckets, each
+ * started as it closes; MPI still carries the small host-side collectives (metrics, barriers).
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -24,6 +27,9 @@
 
 #include "ctrain/util.h"
 #include "engine/strategies/strategies.h"
+#ifdef CT_HAVE_CUDA
+#include "engine/strategies/ddp_nccl.h"
+#endif
 
 struct bucket {
     size_t start, len;   /* floats of grads[] */
@@ -51,6 +57,7 @@ struct ddp {
     int n_buckets, cap_buckets;
     size_t pending_lo, pending_hi; /* announced gradients not yet in a bucket: [lo, hi) */
     size_t bucket_floats;
+    struct ct_nccl *nccl;  /* cuda: gradients are device memory, reduced by NCCL */
 };
 
 static int mpi_error(int rc, const char *call, ct_error *err);
@@ -234,6 +241,34 @@ static int ddp_wait(ct_strategy *s, MPI_Request *reqs, int n, const char *what, 
     }
 }
 
+/* --- the seam to NCCL (cuda builds); without CUDA these are never reached ---------------------- */
+#ifdef CT_HAVE_CUDA
+/* Bound on the NCCL bootstrap and each wait when --collective-timeout is 0. */
+#define NCCL_TIMEOUT_S 600.0
+
+static int nccl_setup(ct_strategy *s, struct ddp *d, ct_error *err)
+{
+    if (strcmp(s->accelerator->name, "cuda"))
+        return 0;
+    /* --collective-timeout bounds NCCL's waits too (0 means wait forever: keep NCCL's own bound). */
+    return ct_nccl_create(s->global_rank, s->world_size,
+                          s->collective_timeout_s > 0 ? s->collective_timeout_s : NCCL_TIMEOUT_S, &d->nccl, err);
+}
+static int nccl_broadcast(struct ddp *d, float *p, size_t n, ct_error *err) { return ct_nccl_broadcast(d->nccl, p, n, 0, err); }
+static int nccl_start(struct ddp *d, struct bucket *b, ct_error *err)
+{
+    return ct_nccl_allreduce_start(d->nccl, d->grads + b->start, b->len, err);
+}
+static int nccl_wait(struct ddp *d, ct_error *err) { return ct_nccl_wait(d->nccl, err); }
+static void nccl_free(struct ddp *d) { ct_nccl_free(d->nccl); d->nccl = NULL; }
+#else
+static int nccl_setup(ct_strategy *s, struct ddp *d, ct_error *err) { return 0; }
+static int nccl_broadcast(struct ddp *d, float *p, size_t n, ct_error *err) { return CT_ENOTAVAIL; }
+static int nccl_start(struct ddp *d, struct bucket *b, ct_error *err) { return CT_ENOTAVAIL; }
+static int nccl_wait(struct ddp *d, ct_error *err) { return CT_ENOTAVAIL; }
+static void nccl_free(struct ddp *d) { }
+#endif
+
 static int mpi_error(int rc, const char *call, ct_error *err)
 {
     char text[MPI_MAX_ERROR_STRING];
@@ -321,7 +356,9 @@ static int ddp_setup_environment(ct_strategy *s, ct_error *err)
         s->node_rank = 0;
     }
     s->device = s->devices[s->local_rank < s->n_devices ? s->local_rank : 0];
-    return s->accelerator->set_device(s->device, err);
+    if ((rc = s->accelerator->set_device(s->device, err)))
+        return rc;
+    return nccl_setup(s, d, err);
 }
 
 /* Buckets are whole tensors, as in PyTorch's DDP: backward announces tensors from the end of the
@@ -367,12 +404,17 @@ static int ddp_setup_model(ct_strategy *s, float *params, float *grads, size_t n
     d->n = n;
     if (d->comm == MPI_COMM_NULL)
         return 0; /* one rank, no process group */
-    /* Every rank starts from rank 0's initial weights. */
-    rc = MPI_Ibcast(params, (int)n, MPI_FLOAT, 0, d->comm, &req);
-    if (rc != MPI_SUCCESS)
-        return d->broken = 1, mpi_error(rc, "MPI_Ibcast of the initial parameters", err);
-    if ((rc = ddp_wait(s, &req, 1, "the broadcast of the initial parameters", err)))
-        return rc;
+    /* Every rank starts from rank 0's initial weights (on cuda they are in device memory). */
+    if (d->nccl) {
+        if ((rc = nccl_broadcast(d, params, n, err)))
+            return rc;
+    } else {
+        rc = MPI_Ibcast(params, (int)n, MPI_FLOAT, 0, d->comm, &req);
+        if (rc != MPI_SUCCESS)
+            return d->broken = 1, mpi_error(rc, "MPI_Ibcast of the initial parameters", err);
+        if ((rc = ddp_wait(s, &req, 1, "the broadcast of the initial parameters", err)))
+            return rc;
+    }
     d->bucket_floats = (size_t)(d->bucket_mb * 1024.0 * 1024.0 / sizeof(float));
     if (d->bucket_floats < 1)
         d->bucket_floats = 1;
@@ -385,10 +427,16 @@ static int start_bucket(ct_strategy *s, int i, int in_backward, ct_error *err)
 {
     struct ddp *d = s->impl;
     struct bucket *b = &d->buckets[i];
-    int rc = MPI_Iallreduce(MPI_IN_PLACE, d->grads + b->start, (int)b->len, MPI_FLOAT, MPI_SUM, d->comm, &d->reqs[i]);
+    int rc;
 
-    if (rc != MPI_SUCCESS)
-        return d->broken = 1, mpi_error(rc, "MPI_Iallreduce", err);
+    if (d->nccl) {
+        if ((rc = nccl_start(d, b, err)))
+            return rc;
+    } else {
+        rc = MPI_Iallreduce(MPI_IN_PLACE, d->grads + b->start, (int)b->len, MPI_FLOAT, MPI_SUM, d->comm, &d->reqs[i]);
+        if (rc != MPI_SUCCESS)
+            return d->broken = 1, mpi_error(rc, "MPI_Iallreduce", err);
+    }
     b->started = 1;
     s->grad_allreduces++;
     s->grad_allreduces_in_backward += in_backward;
@@ -460,6 +508,14 @@ static int ddp_grad_sync(ct_strategy *s, ct_error *err)
         if (!d->buckets[i].started && (rc = start_bucket(s, i, 0, err)))
             return rc;
     t0 = ct_time_now();
+    if (d->nccl) {
+        /* NCCL averaged in the collective (ncclAvg): nothing left to scale. */
+        rc = nccl_wait(d, err);
+        d->n_buckets = 0;
+        d->pending_lo = d->pending_hi = d->n;
+        s->exposed_comm_s += ct_time_now() - t0;
+        return rc;
+    }
     if ((rc = ddp_wait(s, d->reqs, d->n_buckets, "the gradient allreduce", err)))
         return rc;
     for (int i = 0; i < d->n_buckets; i++) {
@@ -528,6 +584,7 @@ static void ddp_teardown(ct_strategy *s)
     /* A broken world cannot finalize (MPI_Finalize waits for every rank): destroy aborts it. */
     if (d->broken)
         return;
+    nccl_free(d);
     if (d->comm != MPI_COMM_NULL)
         MPI_Comm_free(&d->comm);
     if (d->fault_comm != MPI_COMM_NULL)

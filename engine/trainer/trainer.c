@@ -15,6 +15,7 @@
 #include "ctrain/data.h"
 #include "ctrain/engine.h"
 #include "ctrain/nn.h"
+#include "ctrain/registry.h"
 #include "ctrain/trainer.h"
 #include "ctrain/util.h"
 #include "engine/loops/loops.h"
@@ -140,21 +141,33 @@ static int mkdir_p(const char *dir, ct_error *err)
     return 0;
 }
 
-/* The engine computes in fp32 on the CPU; anything else must not run quietly as fp32. */
+static int on_cuda(ct_strategy *s)
+{
+    const char *acc = ct_strategy_accelerator_name(s);
+
+    return acc && !strcmp(acc, "cuda");
+}
+
+/* The cpu engine computes in fp32 or bf16-mixed, the cuda engine (CUDA builds) in those and
+ * 16-mixed; anything else must not run quietly as fp32. */
 static int check_plan(ct_strategy *s, ct_error *err)
 {
     const struct ct_precision_ops *p = ct_strategy_precision(s);
     const char *acc = ct_strategy_accelerator_name(s);
 
+#ifdef CT_HAVE_CUDA
+    if (on_cuda(s))
+        return 0;
+#endif
     if (acc && strcmp(acc, "cpu")) {
         ct_error_set(err, CT_ENOTAVAIL, "trainer-accelerator",
                      "--accelerator %s: the training engine of this build runs on cpu only", acc);
         return ct_error_hint(err, "use --accelerator cpu");
     }
-    if (p && (p->param_dtype != CT_DTYPE_F32 || p->gemm_dtype != CT_DTYPE_F32)) {
+    if (p && (p->param_dtype != CT_DTYPE_F32 || (p->gemm_dtype != CT_DTYPE_F32 && p->gemm_dtype != CT_DTYPE_BF16))) {
         ct_error_set(err, CT_ENOTAVAIL, "trainer-precision",
-                     "--precision %s: the cpu engine computes in fp32 only", p->name);
-        return ct_error_hint(err, "use --precision 32-true");
+                     "--precision %s: the cpu engine computes in 32-true or bf16-mixed only", p->name);
+        return ct_error_hint(err, "use --precision 32-true or --precision bf16-mixed");
     }
     return 0;
 }
@@ -209,6 +222,7 @@ static void rank_state_free(struct rank_state *rs)
 {
     ct_logger_close(&rs->run);
     ct_sampler_free(&rs->run.train_sampler);
+    ct_run_cuda_free(&rs->run); /* the batch buffers are its pinned memory then */
     free(rs->run.batch_x);
     free(rs->run.batch_y);
     ct_mlp_free(rs->model);
@@ -264,6 +278,17 @@ static const char *slurm_job_id(void)
     return id ? id : "";
 }
 
+/* The precision's GEMM type on the cpu model, or a device copy of model and optimizer on cuda. */
+static int place_model(struct rank_state *rs, ct_strategy *s, const ct_trainer_config *cfg, ct_error *err)
+{
+    enum ct_dtype gemm = ct_strategy_precision(s) ? ct_strategy_precision(s)->gemm_dtype : CT_DTYPE_F32;
+    int max_batch = cfg->batch_size > EVAL_BATCH ? cfg->batch_size : EVAL_BATCH;
+
+    if (on_cuda(s))
+        return ct_run_cuda_setup(&rs->run, max_batch, gemm, err);
+    return ct_mlp_set_gemm_dtype(rs->model, gemm, err);
+}
+
 static void fill_options(ct_run *run, const ct_trainer_config *cfg)
 {
     ct_loop_options *o = &run->opt;
@@ -307,6 +332,26 @@ static int zero_only_status(ct_run *run, int rc, ct_error *err)
     return status;
 }
 
+/* Loss scaling's record (16-mixed) and the device's memory (cuda). */
+static void add_device_summary(cJSON *o, ct_strategy *s, const ct_run *run)
+{
+    const ct_registry_entry *acc = run->cuda_model ? ct_registry_find(CT_REG_ACCELERATOR, "cuda") : NULL;
+    const struct ct_accelerator_ops *ops = acc ? acc->ops : NULL;
+    ct_memstats ms;
+    int64_t skipped;
+    double scale;
+
+    if (ct_strategy_precision(s) && ct_strategy_precision(s)->loss_scaling) {
+        ct_run_cuda_stats(run, &skipped, &scale);
+        cJSON_AddNumberToObject(o, "overflow_skipped_steps", (double)skipped);
+        cJSON_AddNumberToObject(o, "loss_scale", scale);
+    }
+    if (ops && ops->memory_stats && ops->memory_stats(ct_strategy_device(s), &ms) == 0) {
+        cJSON_AddNumberToObject(o, "device_memory_peak_bytes", (double)ms.peak_bytes);
+        cJSON_AddNumberToObject(o, "device_memory_total_bytes", (double)ms.total_bytes);
+    }
+}
+
 static int write_summary(const ct_trainer_config *cfg, ct_strategy *s, const ct_trainer_result *res,
                          const ct_run *run, ct_error *err)
 {
@@ -341,6 +386,7 @@ static int write_summary(const ct_trainer_config *cfg, ct_strategy *s, const ct_
     cJSON_AddStringToObject(o, "accelerator", ct_strategy_accelerator_name(s) ? ct_strategy_accelerator_name(s) : "");
     if (ct_strategy_precision(s))
         cJSON_AddStringToObject(o, "precision", ct_strategy_precision(s)->name);
+    add_device_summary(o, s, run);
     cJSON_AddNumberToObject(o, "train_seconds", run->train_seconds);
     /* Rank 0's view of the gradient exchange: waiting time and how many allreduces overlapped backward. */
     ct_strategy_grad_allreduces(s, &allreduces, &in_backward);
@@ -590,7 +636,11 @@ static int rank_body(ct_strategy *s, void *arg, void *result, size_t result_size
     set_blas_threads(s);
     if ((rc = load_data(&rs, cfg, ba->mode, err)) || (rc = build_model(&rs, cfg, err)))
         goto out;
-    if ((rc = ct_strategy_setup_model(s, ct_mlp_params(rs.model), ct_mlp_grads(rs.model),
+    if ((rc = place_model(&rs, s, cfg, err)))
+        goto out;
+    /* The strategy sees the arrays the step computes in: host memory on cpu, device memory on cuda. */
+    if ((rc = ct_strategy_setup_model(s, rs.run.cuda_model ? ct_run_cuda_params(&rs.run) : ct_mlp_params(rs.model),
+                                      rs.run.cuda_model ? ct_run_cuda_grads(&rs.run) : ct_mlp_grads(rs.model),
                                       ct_mlp_num_params(rs.model), err)))
         goto out;
     if (ba->mode == MODE_FIT) {
