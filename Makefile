@@ -37,7 +37,9 @@ PKG_LIB    := $(PKG_CORE) pmix zlib openblas ompi-c
 CORE_CFLAGS := $(shell pkg-config --cflags $(PKG_CORE) 2>/dev/null)
 CORE_LIBS   := $(shell pkg-config --libs $(PKG_CORE) 2>/dev/null) -lm
 LIB_CFLAGS  := $(shell pkg-config --cflags $(PKG_LIB) 2>/dev/null)
-LIB_LIBS    := $(shell pkg-config --libs $(PKG_LIB) 2>/dev/null) -lpthread -lm
+# libslurm (slurm_requeue, engine/trainer/requeue.c): Debian's libslurm-dev ships no .pc file.
+# libctrain only: libctrain-core and the SPANK plugin must not link it.
+LIB_LIBS    := $(shell pkg-config --libs $(PKG_LIB) 2>/dev/null) -lslurm -lpthread -lm
 TEST_LIBS   := $(shell pkg-config --libs cmocka 2>/dev/null)
 
 # CUDA is compiled when the toolkit is present; `make CUDA=0` turns it off.
@@ -61,9 +63,14 @@ TOOL_SRC  := $(sort $(wildcard t/tools/*.c))
 CU_SRC :=
 ifeq ($(CUDA),1)
   CU_SRC      := $(sort $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cu)))
-  LIB_CFLAGS  += -DCT_HAVE_CUDA=1 -I$(CUDA_HOME)/include
-  LIB_LIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lnccl -lcudart
-  NVCCFLAGS   ?= -O3 -std=c++17 -Xcompiler -fPIC -Iinclude -I. -arch=native
+  LIB_CFLAGS  += -DCT_HAVE_CUDA=1 -isystem $(CUDA_HOME)/include
+  LIB_LIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lnccl -lcudart -lstdc++
+  # Explicit targets (no -arch=native: a build machine has no GPU): A100 and H100 machine code,
+  # plus compute_90 PTX that the driver JIT-compiles for newer GPUs.
+  CUDA_ARCH   ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+                 -gencode arch=compute_90,code=compute_90
+  NVCCFLAGS   ?= -O3 -std=c++17 -Xcompiler -fPIC,-Wall,-Wextra,-Werror -Werror all-warnings \
+                 -Iinclude -I. -DCT_HAVE_CUDA=1 $(CUDA_ARCH)
 endif
 
 CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
@@ -97,7 +104,7 @@ $(BUILD)/obj/%.o: %.c
 $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
 	@echo "  NVCC    $<"
-	$(Q)$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	$(Q)$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
 $(CORE_A): $(CORE_OBJ)
 	@mkdir -p $(dir $@)

@@ -200,6 +200,10 @@ static int apply_binding(spank_t sp, const struct step *s, int local, uint32_t r
         ct_spank_error("no binding planned for local task %d of %u", local, s->local_tasks);
         return -1;
     }
+    if (t->ncpus == 0) {
+        ct_spank_error("no CPU planned for task %u (out of memory in slurmstepd?)", rank);
+        return -1;
+    }
     CPU_ZERO(&set_cpus);
     for (int c = 0; c < t->ncpus; c++)
         if (t->cpus[c] < CPU_SETSIZE)

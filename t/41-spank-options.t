@@ -2,7 +2,7 @@
 # The SPANK plugin in srun and sbatch on a loopback SLURM cluster: the options in --help, every
 # bad value rejected before anything launches, and bad plugstack.conf arguments (required vs optional).
 . "$(dirname "$0")/lib/spank.sh"
-spank_plan 29
+spank_plan 32
 spank_cluster 1 ""
 MARK="$CLUSTER_DIR/launched"
 
@@ -41,6 +41,17 @@ rejected "precision the accelerator cannot run" "16-mixed" --ctrain-accelerator=
 rejected "bad binding mode" "sideways" --ctrain-strategy=ddp --ctrain-bind=sideways
 rejected "single_device across 2 tasks (task layout)" "single_device" --ctrain-strategy=single_device
 rejected "messages use the srun option names" "--ctrain-strategy" --ctrain-strategy=nosuch
+
+# sbatch and salloc check the same way before submitting anything.
+out=$(timeout 60 sbatch --ctrain-strategy=nosuch --wrap "touch $MARK" 2>&1)
+rc=$?
+ok "$([ "$rc" -ne 0 ] && printf '%s' "$out" | grep -q "ctrain: --ctrain-strategy 'nosuch'" && [ -z "$(squeue -h)" ] && echo 0 || echo 1)" \
+   "sbatch --ctrain-strategy=nosuch is refused, nothing queued"
+out=$(timeout 60 salloc --ctrain-precision=99-weird true 2>&1)
+ok "$([ $? -ne 0 ] && printf '%s' "$out" | grep -q "ctrain: .*99-weird" && echo 0 || echo 1)" \
+   "salloc --ctrain-precision=99-weird is refused"
+run_srun -n2 --ctrain-strategy=dpp true
+like "$ERR" "ctrain: --ctrain-strategy 'dpp' is not a known strategy" "the message names srun's option and the value"
 
 # A site list of allowed strategies.
 spank_plugstack required "allowed_strategies=ddp"

@@ -5,5 +5,8 @@
 #include "ctrain/accelerator.h"
 
 extern const struct ct_accelerator_ops ct_accelerator_cpu;
+#ifdef CT_HAVE_CUDA
+extern const struct ct_accelerator_ops ct_accelerator_cuda;
+#endif
 
 #endif

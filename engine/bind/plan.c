@@ -253,6 +253,9 @@ static void task_set_cpus(ct_bind_task *task, hwloc_const_bitmap_t cs)
     unsigned id;
 
     task->cpus = calloc((size_t)(n > 0 ? n : 1), sizeof(int));
+    task->ncpus = 0;
+    if (!task->cpus)
+        return; /* no CPU: the plugin refuses to apply an empty binding */
     hwloc_bitmap_foreach_begin(id, cs)
         task->cpus[i++] = (int)id;
     hwloc_bitmap_foreach_end();

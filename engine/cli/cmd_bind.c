@@ -42,12 +42,12 @@ static void print_text(const ct_bind_plan *plan)
     }
 }
 
-/* The value of a flag written "--name VALUE" or "--name=VALUE"; NULL when argv[*i] is another flag. */
+/* The value of a flag written "--name VALUE" or "--name=VALUE"; NULL when argv[*i] is another flag,
+ * or when it is this flag without its value (then *missing is set). */
 static const char *flag_value(int argc, char **argv, int *i, const char *name, int *missing)
 {
     size_t n = strlen(name);
 
-    *missing = 0;
     if (strncmp(argv[*i], name, n) != 0)
         return NULL;
     if (argv[*i][n] == '=')
@@ -75,6 +75,7 @@ int ct_cmd_bind(int argc, char **argv)
 
     ct_error_clear(&err);
     for (int i = 1; i < argc; i++) {
+        missing = 0;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             bind_usage(stdout);
             return 0;
@@ -101,16 +102,12 @@ int ct_cmd_bind(int argc, char **argv)
         } else if ((v = flag_value(argc, argv, &i, "--cpus", &missing))) {
             req.allowed_cpus = v;
         } else {
-            const char *near = ct_str_closest(argv[i], flags);
-
-            if (missing)
+            if (missing) {
                 ct_error_set(&err, CT_EINVAL, "flag-value", "flag '%s' needs a value", argv[i]);
-            else
-                ct_error_set(&err, CT_EINVAL, "flag-unknown", "unknown flag '%s' for ctrain bind", argv[i]);
-            if (near && !missing)
-                ct_error_hint(&err, "did you mean '%s'?", near);
-            else
                 ct_error_hint(&err, "run 'ctrain bind --help' for the flags");
+            } else {
+                ct_cli_flag_unknown("bind", argv[i], flags, &err);
+            }
             goto fail;
         }
     }

@@ -6,11 +6,15 @@
 
 #include "ctrain/connector.h"
 #include "ctrain/engine.h"
+#include "ctrain/launcher.h"
 #include "ctrain/trainer.h"
 #include "engine/cli/commands.h"
 #include "engine/cli/trainer_flags.h"
 
 enum which { FIT, VALIDATE, TEST };
+
+/* fit stopped by a signal after saving last.safetensors (requeued, or to continue by hand). */
+#define CT_EXIT_STOPPED CT_LAUNCHER_EXIT_STOPPED
 
 static void report(enum which w, const ct_trainer_result *r)
 {
@@ -62,10 +66,20 @@ static int run(enum which w, int argc, char **argv)
     rc = w == FIT ? ct_trainer_fit(&cfg, conn, &res, &err)
        : w == VALIDATE ? ct_trainer_validate(&cfg, conn, &res, &err)
                        : ct_trainer_test(&cfg, conn, &res, &err);
+    if (rc == CT_EINTR && (!strcmp(err.id, "fit-requeued") || !strcmp(err.id, "fit-stopped") ||
+                           !strcmp(err.id, "launch-stopped"))) {
+        /* Not a failure: the checkpoint is safe and the run continues (requeued or by hand). */
+        fprintf(stderr, "ctrain: %s\n", err.msg);
+        if (err.hint[0])
+            fprintf(stderr, "ctrain: %s\n", err.hint);
+        ct_connector_free(conn);
+        return CT_EXIT_STOPPED;
+    }
     if (rc)
         ct_error_print(stderr, &err);
     else
         report(w, &res);
+    /* After a collective timeout this ends the job (MPI_Abort) once the message above is out. */
     ct_connector_free(conn);
     return rc ? ct_error_exit_status(rc) : 0;
 }

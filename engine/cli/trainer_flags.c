@@ -35,11 +35,18 @@ static const struct flag flags[] = {
       "reproducible bit for bit (same world size and BLAS threads); recorded in the plan" },
     { "--default-root-dir", F_STRING, 0, 0, "DIR",
       "where metrics.csv, checkpoints and summary.json go (default runs)" },
-    { "--ckpt-path", F_STRING, 0, 0, "last|best|FILE",
-      "fit: resume from it; validate/test: the weights to evaluate (default best)" },
+    { "--ckpt-path", F_STRING, 0, 0, "auto|last|best|FILE",
+      "fit: resume from it (default: auto in a SLURM job, i.e. last.safetensors when this job wrote it; "
+      "none outside SLURM); validate/test: the weights to evaluate (default best)" },
     { "--log-every-n-steps", F_INT, 1, INT_MAX, "N", "metrics.csv row and plain progress line every N steps (default 50)" },
     { "--checkpoint-every-n-steps", F_INT, 0, INT_MAX, "N",
       "also write last.safetensors every N steps (default 0: at epoch ends only)" },
+    { "--requeue-signal", F_STRING, 0, 0, "SIG",
+      "on this signal stop after the step, save last.safetensors and requeue the SLURM job (default USR1; "
+      "SIGTERM and SIGINT stop and save without requeueing)" },
+    { "--no-auto-requeue", F_SWITCH, 0, 0, NULL, "on the requeue signal stop and save, but do not requeue the job" },
+    { "--collective-timeout", F_DOUBLE, 0, 0, "SECONDS",
+      "a collective not done in SECONDS ends every rank, naming the rank(s) missing (default 300; 0: wait forever)" },
     { "--progress", F_SPECIAL, 0, 0, "MODE",
       "auto (default: bar on a TTY, plain lines otherwise), bar, plain or off" },
     { "--data", F_STRING, 0, 0, "DIR", "Fashion-MNIST directory (default " CT_FMNIST_DEFAULT_DIR ")" },
@@ -52,7 +59,7 @@ static const char *const connector_help[][3] = {
     { "--strategy", "NAME", "single_device, ddp, ddp_fork, ... or auto" },
     { "--devices", "SPEC", "auto, N, -1 or a list of ids" },
     { "--num-nodes", "N", "nodes in the run" },
-    { "--precision", "P", "32-true (the cpu engine computes in fp32)" },
+    { "--precision", "P", "32-true (default) or bf16-mixed; 16-mixed on cuda" },
     { "--cluster-env", "NAME", "auto or a cluster environment name (ctrain plan --list)" },
     { NULL, NULL, NULL }
 };
@@ -87,7 +94,9 @@ void ct_trainer_flags_usage(const char *cmd, FILE *out)
     }
     fprintf(out, "\n  %-34s %s\n", "--help", "this text");
     fprintf(out, "\nOutputs in --default-root-dir: metrics.csv, last.safetensors, best.safetensors, summary.json.\n"
-                 "Exit status: 0 success, 1 failure (files, I/O, a rank), 2 bad flags or configuration.\n");
+                 "Exit status: 0 success, 1 failure (files, I/O, a rank, a collective timeout), 2 bad flags or\n"
+                 "configuration, 75 (fit) stopped by a signal after saving last.safetensors: the SLURM job was\n"
+                 "requeued (requeue signal) or the run continues with --ckpt-path last.\n");
 }
 
 void ct_trainer_flags_summary(FILE *out)
@@ -191,6 +200,7 @@ static int apply(const struct flag *f, const char *value, ct_trainer_config *cfg
         cfg->lr = d;
     } else if (!strcmp(f->name, "--weight-decay")) cfg->weight_decay = d;
     else if (!strcmp(f->name, "--momentum")) cfg->momentum = d;
+    else if (!strcmp(f->name, "--collective-timeout")) cfg->collective_timeout = d;
     else if (!strcmp(f->name, "--val-fraction")) {
         if (d >= 1)
             return bad_value(f, value, "a fraction in [0, 1)", err);
@@ -213,6 +223,11 @@ static int apply(const struct flag *f, const char *value, ct_trainer_config *cfg
                     : !strcmp(f->name, "--ckpt-path")      ? cfg->ckpt_path
                                                            : cfg->data_dir;
 
+        if (!strcmp(f->name, "--requeue-signal")) {
+            if (ct_str_copy(cfg->requeue_signal, sizeof(cfg->requeue_signal), value))
+                return bad_value(f, value, "a signal name like USR1", err);
+            return 0;
+        }
         if (!*value)
             return bad_value(f, value, "a path", err);
         if (ct_str_copy(dst, CT_TRAINER_PATH_MAX, value))
@@ -249,6 +264,10 @@ int ct_trainer_flags_parse(int argc, char **argv, ct_trainer_config *cfg, ct_con
             if (eq) {
                 ct_error_set(err, CT_EINVAL, "flag-value", "%s takes no value (got '%s')", name, eq + 1);
                 return ct_error_hint(err, "write %s alone", name);
+            }
+            if (!strcmp(name, "--no-auto-requeue")) {
+                cfg->auto_requeue = 0;
+                continue;
             }
             cfg->deterministic = 1;
             cf->deterministic = 1;

@@ -92,7 +92,15 @@ static int choose_accelerator(const ct_final_flags *ff, const ct_connector_conte
         return 0;
     }
     snprintf(plan->accelerator, sizeof(plan->accelerator), "%s", avail ? "cuda" : "cpu");
-    set_source(plan, CT_PLAN_ACCELERATOR, CT_SOURCE_AUTO, avail ? "cuda is available" : "cuda is not available");
+    if (!avail) {
+        /* Say why: "no CUDA driver (...)" is the answer to "why did auto not pick my GPU?". */
+        char detail[sizeof(plan->source_detail[0])];
+
+        snprintf(detail, sizeof(detail), "cuda is not available: %s", why);
+        set_source(plan, CT_PLAN_ACCELERATOR, CT_SOURCE_AUTO, detail);
+        return 0;
+    }
+    set_source(plan, CT_PLAN_ACCELERATOR, CT_SOURCE_AUTO, "cuda is available");
     return 0;
 }
 

@@ -58,6 +58,7 @@ int ct_connector_create_strategy(const ct_plan *plan, ct_strategy **out, ct_erro
     s->n_devices = plan->n_devices;
     s->env_info = plan->env;
     s->world_size = plan->world_size;
+    s->collective_timeout_s = 300.0;
     s->global_rank = plan->env.creates_processes_externally ? plan->env.global_rank : 0;
     s->local_rank = plan->env.creates_processes_externally ? plan->env.local_rank : 0;
     s->node_rank = plan->env.creates_processes_externally ? plan->env.node_rank : 0;

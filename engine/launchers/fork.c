@@ -37,7 +37,7 @@ static void fork_rank_main(const struct ct_rank_ctx *ctx)
                          job->result_size);
     fflush(NULL);
     /* _exit: the caller's atexit handlers belong to the caller, not to its workers. */
-    _exit(rc == 0 ? 0 : ct_error_exit_status(rc));
+    _exit(rc == 0 ? 0 : rc == CT_EINTR ? CT_LAUNCHER_EXIT_STOPPED : ct_error_exit_status(rc));
 }
 
 static int fork_launch(const ct_launch_spec *spec, ct_launch_body body, void *arg, void *result,

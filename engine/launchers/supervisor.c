@@ -26,6 +26,9 @@
 #define LINE_MAX_BYTES 4096
 #define DEFAULT_GRACE_S 5.0
 #define MAX_GRACE_S 10.0
+/* After a rank exited CT_LAUNCHER_EXIT_STOPPED the others, stopping at the same step, have this
+ * long to exit too (rank 0 may still be writing the checkpoint or asking SLURM to requeue). */
+#define STOPPED_WAIT_S 60.0
 /* Wait status recorded for a rank another waitpid of the process collected. */
 #define STATUS_LOST (-1)
 
@@ -68,6 +71,8 @@ struct sv {
     int failed;        /* first failing rank, -1 */
     double kill_at;    /* SIGKILL the rest at this time; 0: not ending */
     int killed;
+    int n_stopped;     /* ranks that exited with CT_LAUNCHER_EXIT_STOPPED */
+    double stop_deadline; /* end the others at this time unless they exited by then; 0: none */
     int stopped_by;    /* SIGINT or SIGTERM received (forwarded unless from the terminal), 0 */
     int from_terminal; /* stopped_by came from the terminal, which signalled the ranks itself */
     struct sigaction old_chld;
@@ -215,6 +220,13 @@ static void reap(struct sv *sv)
         rk->running = 0;
         rk->status = st;
         sv->running--;
+        /* A rank that stopped on request after saving its state is not a failure: the others are
+         * stopping at the same step and must not be cut short while they finish. */
+        if (WIFEXITED(st) && WEXITSTATUS(st) == CT_LAUNCHER_EXIT_STOPPED) {
+            if (sv->n_stopped++ == 0)
+                sv->stop_deadline = ct_time_now() + STOPPED_WAIT_S;
+            continue;
+        }
         if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0) && sv->failed < 0) {
             sv->failed = r;
             begin_ending(sv);
@@ -382,6 +394,9 @@ static void watch(struct sv *sv)
             else
                 report_pump(rk);
         }
+        /* A rank that did not follow the stopped ones in time is stuck: end it like a failure. */
+        if (sv->stop_deadline > 0 && sv->kill_at <= 0 && sv->running > 0 && ct_time_now() >= sv->stop_deadline)
+            begin_ending(sv);
         if (sv->kill_at > 0 && !sv->killed && ct_time_now() >= sv->kill_at) {
             signal_running(sv, SIGKILL);
             sv->killed = 1;
@@ -425,6 +440,12 @@ static int describe_failure(const struct sv *sv, ct_error *err)
     if (sv->stopped_by)
         snprintf(after, sizeof(after), sv->from_terminal ? " after %s from the terminal" :
                  " after ctrain forwarded %s", sig_name(sv->stopped_by, sig, sizeof(sig)));
+    if (h && h->rc == CT_EINTR && h->err.msg[0]) {
+        /* The rank stopped on request and said why (a signal, a checkpoint written): pass it on as
+         * it is, id included, so the caller can tell a stopped run from a failed one. */
+        ct_error_set(err, h->rc, h->err.id, "%s", h->err.msg);
+        return h->err.hint[0] ? ct_error_hint(err, "%s", h->err.hint) : err->code;
+    }
     if (h && h->rc != 0) {
         ct_error_set(err, h->rc, h->err.id, "rank %d of %d failed%s: %s", sv->failed, sv->n, after,
                      h->err.msg[0] ? h->err.msg : ct_error_code_name(h->rc));
@@ -456,6 +477,15 @@ static int outcome(struct sv *sv, void *result, size_t result_size, ct_error *er
                             "ended while the ranks ran (wait status 0x%x)", (long)sv->server_pid,
                             sv->server_status);
     h = rank_report(&sv->ranks[0]);
+    if (sv->n_stopped > 0) {
+        if (h && h->rc == CT_EINTR && h->err.msg[0]) {
+            ct_error_set(err, h->rc, h->err.id, "%s", h->err.msg);
+            return h->err.hint[0] ? ct_error_hint(err, "%s", h->err.hint) : err->code;
+        }
+        ct_error_set(err, CT_EINTR, "launch-stopped", "%d of %d rank%s stopped on request after saving their state "
+                     "(exit status %d)", sv->n_stopped, sv->n, sv->n == 1 ? "" : "s", CT_LAUNCHER_EXIT_STOPPED);
+        return ct_error_hint(err, "rank 0's message above says where and how to continue");
+    }
     if (h && result && result_size) {
         n = h->result_len < result_size ? h->result_len : result_size;
         if (sv->ranks[0].rep_len < sizeof(*h) + n)

@@ -74,6 +74,10 @@ int ct_run_save_checkpoint(ct_run *run, const char *path, ct_error *err)
 
     if (!c)
         return ct_error_set(err, CT_ENOMEM, "", "out of memory saving %s", path);
+    if ((rc = ct_run_cuda_to_host(run, err))) {
+        free(c);
+        return rc;
+    }
     describe_tensors(run, c, 0);
     ct_mlp_describe(run->model, model, sizeof(model));
     add_meta(c, "format", CKPT_FORMAT);
@@ -92,6 +96,7 @@ int ct_run_save_checkpoint(ct_run *run, const char *path, ct_error *err)
     add_meta(c, "rng", "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64, run->rng.s[0], run->rng.s[1],
              run->rng.s[2], run->rng.s[3]);
     add_meta(c, "flags", "%s", run->opt.flags_json);
+    add_meta(c, "slurm_job_id", "%s", run->opt.job_id);
     rc = ct_strategy_save_checkpoint(run->strategy, path, c, err);
     free(c);
     return rc;
@@ -167,6 +172,23 @@ static int restore_counters(ct_run *run, const char *path, const ct_ckpt *c, ct_
     return 0;
 }
 
+int ct_run_checkpoint_meta(ct_run *run, const char *path, const char *key, char *out, size_t size, ct_error *err)
+{
+    ct_ckpt *c = calloc(1, sizeof(*c));
+    const char *v;
+    int rc;
+
+    if (!c)
+        return ct_error_set(err, CT_ENOMEM, "", "out of memory reading %s", path);
+    /* No tensors described: the header and metadata only. */
+    if (!(rc = ct_strategy_load_checkpoint(run->strategy, path, c, err))) {
+        v = meta_get(c, key);
+        snprintf(out, size, "%s", v ? v : "");
+    }
+    free(c);
+    return rc;
+}
+
 int ct_run_load_checkpoint(ct_run *run, const char *path, int weights_only, ct_error *err)
 {
     ct_ckpt *c = calloc(1, sizeof(*c));
@@ -184,6 +206,8 @@ int ct_run_load_checkpoint(ct_run *run, const char *path, int weights_only, ct_e
         goto out;
     if (!weights_only)
         rc = restore_counters(run, path, c, err);
+    if (!rc)
+        rc = ct_run_cuda_from_host(run, err);
 out:
     free(c);
     return rc;

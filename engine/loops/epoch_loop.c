@@ -19,6 +19,8 @@ int ct_training_step(ct_run *run, const uint32_t *idx, int count, double *loss, 
     int rc;
 
     ct_dataset_gather(run->train, idx, count, run->batch_x, run->batch_y);
+    if (run->cuda_model)
+        return ct_cuda_training_step(run, count, loss, err);
     sum = ct_mlp_forward(run->model, run->batch_x, run->batch_y, count, NULL);
     ct_error_clear(&run->step_err);
     rc = ct_mlp_backward(run->model, count, grad_ready, run);
@@ -81,6 +83,9 @@ int ct_epoch_loop_run(ct_run *run, ct_error *err)
 
         if (run->opt.max_steps >= 0 && st->global_step >= run->opt.max_steps)
             break;
+        /* A step boundary: every rank learns whether any got a stop signal, and all stop here. */
+        if (run->stop_enabled && (rc = ct_run_stop_agreed(run, err)) != 0)
+            return rc < 0 ? rc : 0;
         count = ct_sampler_batch(&run->train_sampler, (size_t)st->step_in_epoch, &idx);
         ct_optim_set_lr(run->optim, ct_lr_at(&run->opt, st->global_step, total));
         t0 = ct_time_now();

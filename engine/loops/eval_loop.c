@@ -17,7 +17,17 @@ int ct_eval_loop_run(ct_run *run, const ct_dataset *d, double *loss, double *acc
         int count = ct_sampler_batch(&s, step, &idx), correct = 0;
 
         ct_dataset_gather(d, idx, count, run->batch_x, run->batch_y);
-        v[0] += ct_mlp_forward(run->model, run->batch_x, run->batch_y, count, &correct);
+        if (run->cuda_model) {
+            double sum;
+
+            if ((rc = ct_cuda_eval_forward(run, count, &sum, &correct, err))) {
+                ct_sampler_free(&s);
+                return rc;
+            }
+            v[0] += sum;
+        } else {
+            v[0] += ct_mlp_forward(run->model, run->batch_x, run->batch_y, count, &correct);
+        }
         v[1] += correct;
         v[2] += count;
     }

@@ -41,6 +41,19 @@ static int end_of_training_stretch(ct_run *run, size_t steps_per_epoch, ct_error
     return 0;
 }
 
+/* Stopped on a signal: no validation (the time left may be short), last.safetensors where the
+ * counters stand, inside the epoch or not; resuming from it continues bit for bit. */
+static int save_on_stop(ct_run *run, ct_error *err)
+{
+    char path[1100], sig[32];
+
+    snprintf(path, sizeof(path), "%s/last.safetensors", run->opt.root_dir);
+    ct_progress_line(run, "ctrain: %s: stopping at epoch %lld step %lld; saving %s",
+                     ct_stop_signal_name(run->stop.signal, sig, sizeof(sig)), (long long)run->st.epoch + 1,
+                     (long long)run->st.global_step, path);
+    return ct_run_save_checkpoint(run, path, err);
+}
+
 int ct_fit_loop_run(ct_run *run, ct_error *err)
 {
     ct_progress_state *st = &run->st;
@@ -53,6 +66,8 @@ int ct_fit_loop_run(ct_run *run, ct_error *err)
 
         if ((rc = ct_epoch_loop_run(run, err)))
             return rc;
+        if (run->stop.agreed)
+            return save_on_stop(run, err);
         /* Nothing trained (an empty shard cannot happen with equal shards; guard anyway). */
         if (st->global_step == before && (size_t)st->step_in_epoch < steps)
             break;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "ctrain/data.h"
+#include "ctrain/dtype.h"
 #include "ctrain/error.h"
 #include "ctrain/nn.h"
 #include "ctrain/strategy.h"
@@ -40,7 +41,16 @@ typedef struct ct_loop_options {
     uint64_t seed;
     char root_dir[1024];
     char flags_json[1024];     /* the run's flags, stored in checkpoint metadata */
+    char job_id[64];           /* SLURM_JOB_ID of this run, stored in checkpoint metadata ("" outside SLURM) */
 } ct_loop_options;
+
+/* A stop every rank agreed on at a step boundary (engine/loops/stop.c). */
+typedef struct ct_stop_state {
+    int agreed;                /* the fit loop stopped after this step and saved last.safetensors */
+    int requeue;               /* some rank got the requeue signal */
+    int signal;                /* this rank's signal, else the requeue signal, else 0 */
+    int local;                 /* this rank got a signal itself */
+} ct_stop_state;
 
 /* Training counters: everything a checkpoint needs to resume exactly. */
 typedef struct ct_progress_state {
@@ -58,6 +68,7 @@ typedef struct ct_run {
     ct_loop_options opt;
     ct_mlp *model;
     ct_optim *optim;
+    struct ct_mlp_cuda *cuda_model; /* the model on a CUDA device, NULL on cpu (cuda_step.c) */
     ct_rng rng;                /* the run's PRNG (initialisation); saved in checkpoints */
     const ct_dataset *train, *val;
     ct_sampler train_sampler;
@@ -75,10 +86,27 @@ typedef struct ct_run {
     int bar_active;            /* a progress bar line is on screen */
     int use_bar, use_plain;
     ct_error step_err;         /* filled by the grad-ready callback */
+    int stop_enabled;          /* fit: look for stop signals at step boundaries */
+    ct_stop_state stop;
 } ct_run;
 
+/* --- stopping on a signal (engine/loops/stop.c) ----------------------------------------------- */
+/* "USR1", "SIGTERM", "15", ... (only signals that end a process by default). 0 or CT_EINVAL. */
+int ct_stop_signal_parse(const char *name, int *sig);
+/* "SIGUSR1" into buf. */
+const char *ct_stop_signal_name(int sig, char *buf, size_t size);
+/* Catch requeue_sig, SIGTERM and SIGINT: the handler records the signal (a second SIGINT ends the
+ * process at once). ct_stop_uninstall restores what was there before. */
+int ct_stop_install(int requeue_sig, ct_error *err);
+void ct_stop_uninstall(void);
+/* A collective at a step boundary: 1 when any rank got a stop signal (run->stop filled, the same
+ * on every rank), 0 when none, or an error code. */
+int ct_run_stop_agreed(ct_run *run, ct_error *err);
+
 /* --- the fit loop (engine/loops/fit_loop.c) --------------------------------------------------- */
-/* Train from run->st until max_epochs or max_steps, validating and checkpointing at each epoch end. */
+/* Train from run->st until max_epochs or max_steps, validating and checkpointing at each epoch end.
+ * When the ranks agree to stop on a signal (run->stop_enabled), save last.safetensors where training
+ * stands and return 0 with run->stop.agreed set. */
 int ct_fit_loop_run(ct_run *run, ct_error *err);
 
 /* --- the training epoch loop and step (engine/loops/epoch_loop.c) -------------------------- */
@@ -92,6 +120,23 @@ int ct_epoch_loop_run(ct_run *run, ct_error *err);
  * strategy as they are ready), grad_sync, update. *loss gets the batch's mean loss. */
 int ct_training_step(ct_run *run, const uint32_t *idx, int count, double *loss, ct_error *err);
 
+/* --- the model on a CUDA device (engine/loops/cuda_step.c) -----------------------------------
+ * Set up after the host model and optimizer (their values are copied to the device); batch_x and
+ * batch_y then point at its pinned buffers. Without CUDA in the build, setup fails with a message. */
+int ct_run_cuda_setup(ct_run *run, int max_batch, enum ct_dtype gemm_dtype, ct_error *err);
+void ct_run_cuda_free(ct_run *run);
+/* Device parameter and gradient arrays, host layout (for the strategy's setup_model). */
+float *ct_run_cuda_params(ct_run *run);
+float *ct_run_cuda_grads(ct_run *run);
+/* ct_training_step and the evaluation forward on the device (the batch already gathered). */
+int ct_cuda_training_step(ct_run *run, int count, double *loss, ct_error *err);
+int ct_cuda_eval_forward(ct_run *run, int count, double *loss_sum, int *correct, ct_error *err);
+/* Parameters and optimizer state to the host arrays (before saving) and back (after loading). */
+int ct_run_cuda_to_host(ct_run *run, ct_error *err);
+int ct_run_cuda_from_host(ct_run *run, ct_error *err);
+/* 16-mixed: steps skipped for overflow and the loss scale now (0 and 1 otherwise). */
+void ct_run_cuda_stats(const ct_run *run, int64_t *skipped_steps, double *loss_scale);
+
 /* --- the evaluation loop (engine/loops/eval_loop.c) ------------------------------------------- */
 /* Mean loss and accuracy over the whole of d, sharded over the ranks and reduced. */
 int ct_eval_loop_run(ct_run *run, const ct_dataset *d, double *loss, double *acc, ct_error *err);
@@ -99,6 +144,8 @@ int ct_eval_loop_run(ct_run *run, const ct_dataset *d, double *loss, double *acc
 /* --- checkpoints (engine/loops/checkpoint.c) -------------------------------------------------- */
 /* Save the run's weights, optimizer state and counters through the strategy (rank 0 writes). */
 int ct_run_save_checkpoint(ct_run *run, const char *path, ct_error *err);
+/* A checkpoint's metadata value for key ("" when absent) without loading tensors; every rank reads. */
+int ct_run_checkpoint_meta(ct_run *run, const char *path, const char *key, char *out, size_t size, ct_error *err);
 /* Load a checkpoint into the run. weights_only: skip optimizer state and counters (validate/test). */
 int ct_run_load_checkpoint(ct_run *run, const char *path, int weights_only, ct_error *err);
 

@@ -21,6 +21,12 @@ struct ct_mlp {
     const float *input;
     const uint8_t *labels;
     int batch;
+    /* bf16-mixed: the GEMMs read bf16-rounded copies of their inputs (xq[l]: layer l's input,
+     * wq[l]: its weight, kept from forward for backward; dyq: the output gradient being used). */
+    enum ct_dtype gemm_dtype;
+    float *xq[CT_MLP_MAX_LAYERS];
+    float *wq[CT_MLP_MAX_LAYERS];
+    float *dyq;
 };
 
 static float *weights(const ct_mlp *m, int l) { return m->tensors[2 * l].data; }
@@ -97,10 +103,39 @@ void ct_mlp_free(ct_mlp *m)
     for (int l = 0; l < m->n_layers; l++) {
         free(m->acts[l]);
         free(m->dacts[l]);
+        free(m->xq[l]);
+        free(m->wq[l]);
     }
+    free(m->dyq);
     free(m->params);
     free(m->grads);
     free(m);
+}
+
+int ct_mlp_set_gemm_dtype(ct_mlp *m, enum ct_dtype dtype, ct_error *err)
+{
+    int widest = 0;
+
+    if (dtype == CT_DTYPE_F32) {
+        m->gemm_dtype = dtype;
+        return 0;
+    }
+    if (dtype != CT_DTYPE_BF16)
+        return ct_error_set(err, CT_ENOTAVAIL, "mlp-gemm-dtype", "the cpu MLP computes GEMMs in fp32 or bf16 only");
+    for (int l = 0; l < m->n_layers; l++) {
+        if (!m->xq[l])
+            m->xq[l] = malloc(sizeof(float) * (size_t)m->max_batch * m->dims[l]);
+        if (!m->wq[l])
+            m->wq[l] = malloc(sizeof(float) * (size_t)m->dims[l] * m->dims[l + 1]);
+        if (!m->xq[l] || !m->wq[l])
+            return ct_error_set(err, CT_ENOMEM, "", "out of memory for the bf16 copies of layer %d", l);
+        if (m->dims[l + 1] > widest)
+            widest = m->dims[l + 1];
+    }
+    if (!m->dyq && !(m->dyq = malloc(sizeof(float) * (size_t)m->max_batch * widest)))
+        return ct_error_set(err, CT_ENOMEM, "", "out of memory for the bf16 gradient copy");
+    m->gemm_dtype = dtype;
+    return 0;
 }
 
 void ct_mlp_init(ct_mlp *m, ct_rng *r)
@@ -140,8 +175,15 @@ double ct_mlp_forward(ct_mlp *m, const float *x, const uint8_t *labels, int batc
     m->labels = labels;
     m->batch = batch;
     for (int l = 0; l < m->n_layers; l++) {
-        ct_linear_forward(in, weights(m, l), bias(m, l), m->acts[l], batch, m->dims[l],
-                          m->dims[l + 1], l != last);
+        const float *w = weights(m, l);
+
+        if (m->gemm_dtype == CT_DTYPE_BF16) {
+            ct_bf16_round_array(in, m->xq[l], (size_t)batch * m->dims[l]);
+            ct_bf16_round_array(w, m->wq[l], (size_t)m->dims[l] * m->dims[l + 1]);
+            in = m->xq[l];
+            w = m->wq[l];
+        }
+        ct_linear_forward(in, w, bias(m, l), m->acts[l], batch, m->dims[l], m->dims[l + 1], l != last);
         in = m->acts[l];
     }
     return ct_softmax_xent_forward(m->acts[last], labels, m->acts[last], batch,
@@ -158,9 +200,17 @@ int ct_mlp_backward(ct_mlp *m, int grad_scale_batch, ct_grad_ready_fn ready, voi
         const float *x = l ? m->acts[l - 1] : m->input;
         float *dx = l ? m->dacts[l - 1] : NULL; /* the input needs no gradient */
         const ct_tensor *w = &m->tensors[2 * l], *b = &m->tensors[2 * l + 1];
+        const float *wd = w->data, *dyg = dy;
         int rc;
 
-        ct_linear_backward(x, w->data, dy, grad_of(m, 2 * l), grad_of(m, 2 * l + 1), dx,
+        if (m->gemm_dtype == CT_DTYPE_BF16) {
+            /* The rounded input and weight forward used; the output gradient rounded like them. */
+            x = m->xq[l];
+            wd = m->wq[l];
+            ct_bf16_round_array(dy, m->dyq, (size_t)m->batch * m->dims[l + 1]);
+            dyg = m->dyq;
+        }
+        ct_linear_backward(x, wd, dyg, grad_of(m, 2 * l), grad_of(m, 2 * l + 1), dx,
                            m->batch, m->dims[l], m->dims[l + 1]);
         /* Bias is the later tensor in forward order: announce it first. */
         if (ready && ((rc = ready(ctx, b->offset, b->numel)) || (rc = ready(ctx, w->offset, w->numel))))

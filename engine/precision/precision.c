@@ -8,3 +8,21 @@ const struct ct_precision_ops ct_precision_32_true = {
     .gemm_dtype = CT_DTYPE_F32,
     .loss_scaling = 0,
 };
+
+/* bf16 GEMM inputs, fp32 master weights, accumulation, loss and update. bf16 keeps fp32's exponent
+ * range, so no loss scaling. On cpu the engine emulates it for numerics (see engine/nn/mlp.c). */
+const struct ct_precision_ops ct_precision_bf16_mixed = {
+    .name = "bf16-mixed",
+    .param_dtype = CT_DTYPE_F32,
+    .gemm_dtype = CT_DTYPE_BF16,
+    .loss_scaling = 0,
+};
+
+/* fp16 GEMM inputs: fp16's narrow range underflows small gradients, hence dynamic loss scaling
+ * (cuda only; the connector rejects it on cpu). */
+const struct ct_precision_ops ct_precision_16_mixed = {
+    .name = "16-mixed",
+    .param_dtype = CT_DTYPE_F32,
+    .gemm_dtype = CT_DTYPE_F16,
+    .loss_scaling = 1,
+};

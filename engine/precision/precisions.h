@@ -5,5 +5,7 @@
 #include "ctrain/precision.h"
 
 extern const struct ct_precision_ops ct_precision_32_true;
+extern const struct ct_precision_ops ct_precision_bf16_mixed;
+extern const struct ct_precision_ops ct_precision_16_mixed;
 
 #endif

@@ -1,37 +1,273 @@
 /* ddp: one process per device, gradients averaged across ranks by MPI over the PMIx-provided world.
  *
  * Any launcher: srun --mpi=pmix, mpirun and ctrain's own launchers all give each rank a PMIx
- * server, so MPI_Init joins the same world everywhere. Gradients are split into buckets from the
- * end of the array (backward fills them in that order); a bucket's non-blocking allreduce starts
- * the moment backward has produced all of it, and grad_sync waits for the rest — communication
- * overlaps the backward of earlier layers. MPI errors come back as return codes (MPI_ERRORS_RETURN)
- * and become messages naming the call; nothing aborts the job behind the user's back.
+ * server, so MPI_Init joins the same world everywhere. Gradients are cut into buckets of whole
+ * tensors from the end of the array (backward produces them in that order); a bucket's non-blocking
+ * allreduce starts the moment backward has produced all of it, and grad_sync waits for the rest —
+ * communication overlaps the backward of earlier layers. MPI errors come back as return codes
+ * (MPI_ERRORS_RETURN) and become messages naming the call; nothing aborts the job behind the
+ * user's back.
+ *
+ * Collective timeout: every collective is non-blocking and waited for with a deadline
+ * (ct_strategy_set_collective_timeout). When it passes, the ranks find out who never arrived on a
+ * second communicator: rank 0 asks every rank which collective it waits in, the ranks that wait
+ * answer, rank 0 sends them the list of the silent ones, and every rank fails with the same message.
+ * A rank that times out and hears nothing from rank 0 names rank 0. After that (or any MPI error)
+ * the communicator is broken: teardown skips MPI_Finalize (it would wait for the missing rank) and
+ * freeing the strategy calls MPI_Abort, which makes srun, mpirun or ctrain's launcher end the job.
+ *
+ * On cuda the gradients live on the GPU and NCCL moves them (ddp_nccl.c): the same buckets, each
+ * started as it closes; MPI still carries the small host-side collectives (metrics, barriers).
  */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ctrain/util.h"
 #include "engine/strategies/strategies.h"
+#ifdef CT_HAVE_CUDA
+#include "engine/strategies/ddp_nccl.h"
+#endif
 
 struct bucket {
     size_t start, len;   /* floats of grads[] */
-    size_t ready;        /* floats produced by backward so far this step */
     int started;
-    MPI_Request req;
 };
+
+/* Tags on the fault communicator. */
+#define TAG_QUERY   1    /* rank 0 -> r: which collective do you wait in? (long: rank 0's number) */
+#define TAG_HERE    2    /* r -> rank 0: this one (long) */
+#define TAG_VERDICT 3    /* rank 0 -> r: int[1 + MAX_NAMED]: count of missing ranks, the first ones */
+#define MAX_NAMED   32
 
 struct ddp {
     double bucket_mb;
     int overlap;
     int mpi_owner;       /* we called MPI_Init, so we finalize */
+    int broken;          /* a collective failed or timed out: abort instead of finalizing */
+    long seq;            /* collectives waited for so far (the same count on every rank) */
+    MPI_Comm fault_comm; /* the who-is-missing exchange, apart from the training traffic */
     MPI_Comm comm;
     float *grads;
     size_t n;
-    struct bucket *buckets;
-    int n_buckets;
+    struct bucket *buckets; /* this step's buckets, in the order they were cut */
+    MPI_Request *reqs;      /* reqs[i]: bucket i's allreduce (one array, so one wait covers them all) */
+    int n_buckets, cap_buckets;
+    size_t pending_lo, pending_hi; /* announced gradients not yet in a bucket: [lo, hi) */
+    size_t bucket_floats;
+    struct ct_nccl *nccl;  /* cuda: gradients are device memory, reduced by NCCL */
 };
+
+static int mpi_error(int rc, const char *call, ct_error *err);
+
+/* ---------------------------------------------------------------- collective timeout */
+
+static void sleep_for(double waited)
+{
+    /* Spin first (a collective usually completes in microseconds), then back off: a rank waiting
+     * for a stopped peer must not take the cores from the ranks that still compute. */
+    if (waited > 1.0)
+        usleep(2000);
+    else if (waited > 0.01)
+        usleep(100);
+}
+
+/* "1, 3 and 7" (+ " and N more") into buf. */
+static void rank_list(const int *ranks, int count, int total, char *buf, size_t size)
+{
+    size_t len = 0;
+
+    buf[0] = '\0';
+    for (int i = 0; i < count && len < size; i++)
+        len += (size_t)snprintf(buf + len, size - len, "%s%d", i == 0 ? "" : i == count - 1 && total == count ? " and " : ", ",
+                                ranks[i]);
+    if (total > count && len < size)
+        snprintf(buf + len, size - len, " and %d more", total - count);
+}
+
+static int timeout_error(struct ddp *d, const char *what, double timeout, const char *who, ct_error *err)
+{
+    d->broken = 1;
+    ct_error_set(err, CT_ETIMEOUT, "collective-timeout", "ddp: %s (collective #%ld) did not complete within %g s: %s",
+                 what, d->seq, timeout, who);
+    return ct_error_hint(err, "that rank is stopped (SIGSTOP), hung or dead; ending every rank. If it is only slow "
+                              "(a long checkpoint write), raise --collective-timeout");
+}
+
+/* Rank 0 after its deadline: ask every rank, collect answers for `window` seconds, tell those that
+ * answered who did not. */
+static int zero_find_missing(struct ddp *d, int size, const char *what, double timeout, double window, ct_error *err)
+{
+    long *answer = calloc((size_t)size, sizeof(long));
+    MPI_Request *reqs = calloc((size_t)size * 2, sizeof(MPI_Request));
+    int verdict[1 + MAX_NAMED], heard = 1, missing = 0, late = 0;
+    char list[512], who[700];
+    double end;
+
+    if (!answer || !reqs) {
+        free(answer);
+        free(reqs);
+        return timeout_error(d, what, timeout, "(out of memory finding the missing ranks)", err);
+    }
+    for (int r = 0; r < size; r++) {
+        answer[r] = r == 0 ? d->seq : -1;
+        reqs[r] = reqs[size + r] = MPI_REQUEST_NULL;
+        if (r > 0)
+            MPI_Isend(&d->seq, 1, MPI_LONG, r, TAG_QUERY, d->fault_comm, &reqs[r]);
+    }
+    end = ct_time_now() + window;
+    while (heard < size && ct_time_now() < end) {
+        MPI_Status st;
+        long v;
+        int flag = 0;
+
+        MPI_Iprobe(MPI_ANY_SOURCE, TAG_HERE, d->fault_comm, &flag, &st);
+        if (!flag) {
+            usleep(1000);
+            continue;
+        }
+        MPI_Recv(&v, 1, MPI_LONG, st.MPI_SOURCE, TAG_HERE, d->fault_comm, MPI_STATUS_IGNORE);
+        if (answer[st.MPI_SOURCE] < 0)
+            heard++;
+        answer[st.MPI_SOURCE] = v;
+    }
+    for (int r = 1; r < size; r++) {
+        if (answer[r] == d->seq)
+            continue;
+        if (answer[r] >= 0)
+            late++;
+        if (missing < MAX_NAMED)
+            verdict[1 + missing] = r;
+        missing++;
+    }
+    verdict[0] = missing;
+    for (int r = 1; r < size; r++)
+        if (answer[r] >= 0)
+            MPI_Isend(verdict, 1 + MAX_NAMED, MPI_INT, r, TAG_VERDICT, d->fault_comm, &reqs[size + r]);
+    /* Let the verdicts leave before this process goes on to abort; never wait on a silent rank. */
+    end = ct_time_now() + 2.0;
+    for (int r = 1; r < size; r++)
+        while (reqs[size + r] != MPI_REQUEST_NULL && ct_time_now() < end) {
+            int done = 0;
+            MPI_Test(&reqs[size + r], &done, MPI_STATUS_IGNORE);
+            if (!done)
+                usleep(1000);
+        }
+    rank_list(verdict + 1, missing < MAX_NAMED ? missing : MAX_NAMED, missing, list, sizeof(list));
+    if (missing == 0)
+        snprintf(who, sizeof(who), "every rank answered rank 0 after the deadline (a rank was slower than the timeout)");
+    else
+        snprintf(who, sizeof(who), "rank%s %s of %d did not arrive%s", missing == 1 ? "" : "s", list, size,
+                 late ? " (some wait in another collective)" : "");
+    free(answer);
+    free(reqs);
+    return timeout_error(d, what, timeout, who, err);
+}
+
+/* A rank other than 0, once rank 0 asked (or its own deadline passed): answer, then wait for the
+ * verdict. No word from rank 0 within `window` means rank 0 is the one missing. */
+static int other_await_verdict(struct ddp *d, int asked, const char *what, double timeout, double window, ct_error *err)
+{
+    double end = ct_time_now() + window;
+    int verdict[1 + MAX_NAMED];
+    char list[512], who[700];
+
+    for (;;) {
+        int flag = 0;
+
+        if (!asked) {
+            MPI_Iprobe(0, TAG_QUERY, d->fault_comm, &flag, MPI_STATUS_IGNORE);
+            if (flag) {
+                long q;
+                MPI_Recv(&q, 1, MPI_LONG, 0, TAG_QUERY, d->fault_comm, MPI_STATUS_IGNORE);
+                MPI_Send(&d->seq, 1, MPI_LONG, 0, TAG_HERE, d->fault_comm);
+                asked = 1;
+                end = ct_time_now() + window + 5.0;
+            }
+        }
+        MPI_Iprobe(0, TAG_VERDICT, d->fault_comm, &flag, MPI_STATUS_IGNORE);
+        if (flag)
+            break;
+        if (ct_time_now() >= end)
+            return timeout_error(d, what, timeout, "rank 0 did not arrive and did not answer (other ranks may be "
+                                 "missing too)", err);
+        usleep(1000);
+    }
+    MPI_Recv(verdict, 1 + MAX_NAMED, MPI_INT, 0, TAG_VERDICT, d->fault_comm, MPI_STATUS_IGNORE);
+    if (verdict[0] <= 0)
+        return timeout_error(d, what, timeout, "rank 0 found every rank waiting (a rank was slower than the timeout)",
+                             err);
+    rank_list(verdict + 1, verdict[0] < MAX_NAMED ? verdict[0] : MAX_NAMED, verdict[0], list, sizeof(list));
+    snprintf(who, sizeof(who), "rank%s %s did not arrive (as rank 0 found)", verdict[0] == 1 ? "" : "s", list);
+    return timeout_error(d, what, timeout, who, err);
+}
+
+/* Wait for the requests of one collective, within the timeout. Every rank calls this once per
+ * collective, in the same order, so d->seq names the same collective everywhere. */
+static int ddp_wait(ct_strategy *s, MPI_Request *reqs, int n, const char *what, ct_error *err)
+{
+    struct ddp *d = s->impl;
+    double timeout = s->collective_timeout_s, t0 = ct_time_now();
+    /* Long enough for every waiting rank to notice rank 0's question, short beside the timeout. */
+    double window = timeout < 1 ? 1 : timeout > 10 ? 10 : timeout;
+    double listen_after = timeout > 0 && timeout < 2 ? timeout / 4 : 0.5;
+    int rank = s->global_rank, size = s->world_size;
+
+    d->seq++;
+    for (;;) {
+        int done = 0, flag = 0, rc;
+        double waited;
+
+        rc = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
+        if (rc != MPI_SUCCESS) {
+            d->broken = 1;
+            return mpi_error(rc, what, err);
+        }
+        if (done)
+            return 0;
+        waited = ct_time_now() - t0;
+        /* Rank 0 asks only after its own deadline: a rank waiting this long listens for it. */
+        if (rank != 0 && waited > listen_after) {
+            MPI_Iprobe(0, TAG_QUERY, d->fault_comm, &flag, MPI_STATUS_IGNORE);
+            if (flag)
+                return other_await_verdict(d, 0, what, timeout, window, err);
+        }
+        if (timeout > 0 && waited >= timeout)
+            return rank == 0 ? zero_find_missing(d, size, what, timeout, window, err)
+                             : other_await_verdict(d, 0, what, timeout, window, err);
+        sleep_for(waited);
+    }
+}
+
+/* --- the seam to NCCL (cuda builds); without CUDA these are never reached ---------------------- */
+#ifdef CT_HAVE_CUDA
+/* Bound on the NCCL bootstrap and each wait when --collective-timeout is 0. */
+#define NCCL_TIMEOUT_S 600.0
+
+static int nccl_setup(ct_strategy *s, struct ddp *d, ct_error *err)
+{
+    if (strcmp(s->accelerator->name, "cuda"))
+        return 0;
+    /* --collective-timeout bounds NCCL's waits too (0 means wait forever: keep NCCL's own bound). */
+    return ct_nccl_create(s->global_rank, s->world_size,
+                          s->collective_timeout_s > 0 ? s->collective_timeout_s : NCCL_TIMEOUT_S, &d->nccl, err);
+}
+static int nccl_broadcast(struct ddp *d, float *p, size_t n, ct_error *err) { return ct_nccl_broadcast(d->nccl, p, n, 0, err); }
+static int nccl_start(struct ddp *d, struct bucket *b, ct_error *err)
+{
+    return ct_nccl_allreduce_start(d->nccl, d->grads + b->start, b->len, err);
+}
+static int nccl_wait(struct ddp *d, ct_error *err) { return ct_nccl_wait(d->nccl, err); }
+static void nccl_free(struct ddp *d) { ct_nccl_free(d->nccl); d->nccl = NULL; }
+#else
+static int nccl_setup(ct_strategy *s, struct ddp *d, ct_error *err) { return 0; }
+static int nccl_broadcast(struct ddp *d, float *p, size_t n, ct_error *err) { return CT_ENOTAVAIL; }
+static int nccl_start(struct ddp *d, struct bucket *b, ct_error *err) { return CT_ENOTAVAIL; }
+static int nccl_wait(struct ddp *d, ct_error *err) { return CT_ENOTAVAIL; }
+static void nccl_free(struct ddp *d) { }
+#endif
 
 static int mpi_error(int rc, const char *call, ct_error *err)
 {
@@ -51,13 +287,14 @@ static int ddp_init(ct_strategy *s, ct_error *err)
 
     if (!d)
         return ct_error_set(err, CT_ENOMEM, NULL, "ddp: out of memory");
-    d->bucket_mb = 1.0;
+    d->bucket_mb = 0.5; /* the registry's default (engine/registry/registry.c) */
     d->overlap = 1;
     if (ct_options_get(s->options, "bucket_mb", buf, sizeof(buf)))
         ct_parse_double(buf, &d->bucket_mb);
     if (ct_options_get(s->options, "overlap", buf, sizeof(buf)))
         d->overlap = strcmp(buf, "0") != 0;
     d->comm = MPI_COMM_NULL;
+    d->fault_comm = MPI_COMM_NULL;
     s->impl = d;
     return 0;
 }
@@ -83,6 +320,11 @@ static int ddp_setup_environment(ct_strategy *s, ct_error *err)
     }
     MPI_Initialized(&inited);
     if (!inited) {
+        /* A rank waiting in MPI_Wait spins; when ranks share cores with each other or with other
+         * work, the spinning takes the cycles of the very peer it waits for (measured: 2 ranks on
+         * 2 busy cores train 1.4x faster yielding). Yielding costs a syscall when a core is idle.
+         * Open MPI reads it at MPI_Init; a value the user set wins. */
+        setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
         rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
         if (rc != MPI_SUCCESS)
             return mpi_error(rc, "MPI_Init_thread", err);
@@ -92,6 +334,10 @@ static int ddp_setup_environment(ct_strategy *s, ct_error *err)
     if (rc != MPI_SUCCESS)
         return mpi_error(rc, "MPI_Comm_dup", err);
     MPI_Comm_set_errhandler(d->comm, MPI_ERRORS_RETURN);
+    rc = MPI_Comm_dup(MPI_COMM_WORLD, &d->fault_comm);
+    if (rc != MPI_SUCCESS)
+        return mpi_error(rc, "MPI_Comm_dup", err);
+    MPI_Comm_set_errhandler(d->fault_comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(d->comm, &rank);
     MPI_Comm_size(d->comm, &size);
     if (s->env_info.creates_processes_externally && size != s->world_size) {
@@ -110,84 +356,133 @@ static int ddp_setup_environment(ct_strategy *s, ct_error *err)
         s->node_rank = 0;
     }
     s->device = s->devices[s->local_rank < s->n_devices ? s->local_rank : 0];
-    return s->accelerator->set_device(s->device, err);
+    if ((rc = s->accelerator->set_device(s->device, err)))
+        return rc;
+    return nccl_setup(s, d, err);
 }
 
-/* Buckets of about bucket_mb, laid from the end of the gradient array towards the start. */
-static int plan_buckets(struct ddp *d, ct_error *err)
+/* Buckets are whole tensors, as in PyTorch's DDP: backward announces tensors from the end of the
+ * gradient array towards the start, and a bucket closes once it holds bucket_mb or more. A bucket
+ * cut by bytes would straddle a tensor (the first layer's weights are most of an MLP) and could
+ * start only when backward is over; whole tensors let the later layers' buckets start while
+ * backward still computes the earlier ones. The announcements are the same on every rank, so every
+ * rank cuts the same buckets and starts the same allreduces in the same order. */
+/* Append a bucket; its index, or -1 when out of memory. */
+static int bucket_add(struct ddp *d, size_t start, size_t len, ct_error *err)
 {
-    size_t per = (size_t)(d->bucket_mb * 1024.0 * 1024.0 / sizeof(float));
-    size_t end = d->n;
-    int nb;
+    struct bucket *b;
 
-    if (per < 1)
-        per = 1;
-    nb = (int)((d->n + per - 1) / per);
-    d->buckets = calloc((size_t)(nb > 0 ? nb : 1), sizeof(*d->buckets));
-    if (!d->buckets)
-        return ct_error_set(err, CT_ENOMEM, NULL, "ddp: out of memory for %d buckets", nb);
-    for (int i = 0; i < nb; i++) {
-        size_t len = end > per ? per : end;
-        d->buckets[i].start = end - len;
-        d->buckets[i].len = len;
-        d->buckets[i].req = MPI_REQUEST_NULL;
-        end -= len;
+    if (d->n_buckets == d->cap_buckets) {
+        int cap = d->cap_buckets ? 2 * d->cap_buckets : 8;
+        struct bucket *nb = realloc(d->buckets, (size_t)cap * sizeof(*nb));
+        MPI_Request *nr = nb ? realloc(d->reqs, (size_t)cap * sizeof(*nr)) : NULL;
+
+        if (nb)
+            d->buckets = nb;
+        if (!nb || !nr) {
+            ct_error_set(err, CT_ENOMEM, NULL, "ddp: out of memory for %d buckets", cap);
+            return -1;
+        }
+        d->reqs = nr;
+        d->cap_buckets = cap;
     }
-    d->n_buckets = nb;
-    return 0;
+    b = &d->buckets[d->n_buckets];
+    memset(b, 0, sizeof(*b));
+    b->start = start;
+    b->len = len;
+    d->reqs[d->n_buckets] = MPI_REQUEST_NULL;
+    return d->n_buckets++;
 }
 
 static int ddp_setup_model(ct_strategy *s, float *params, float *grads, size_t n, ct_error *err)
 {
     struct ddp *d = s->impl;
+    MPI_Request req = MPI_REQUEST_NULL;
     int rc;
 
     d->grads = grads;
     d->n = n;
     if (d->comm == MPI_COMM_NULL)
         return 0; /* one rank, no process group */
-    /* Every rank starts from rank 0's initial weights. */
-    rc = MPI_Bcast(params, (int)n, MPI_FLOAT, 0, d->comm);
-    if (rc != MPI_SUCCESS)
-        return mpi_error(rc, "MPI_Bcast of the initial parameters", err);
-    free(d->buckets);
-    return plan_buckets(d, err);
+    /* Every rank starts from rank 0's initial weights (on cuda they are in device memory). */
+    if (d->nccl) {
+        if ((rc = nccl_broadcast(d, params, n, err)))
+            return rc;
+    } else {
+        rc = MPI_Ibcast(params, (int)n, MPI_FLOAT, 0, d->comm, &req);
+        if (rc != MPI_SUCCESS)
+            return d->broken = 1, mpi_error(rc, "MPI_Ibcast of the initial parameters", err);
+        if ((rc = ddp_wait(s, &req, 1, "the broadcast of the initial parameters", err)))
+            return rc;
+    }
+    d->bucket_floats = (size_t)(d->bucket_mb * 1024.0 * 1024.0 / sizeof(float));
+    if (d->bucket_floats < 1)
+        d->bucket_floats = 1;
+    d->n_buckets = 0;
+    d->pending_lo = d->pending_hi = n;
+    return 0;
 }
 
-static int start_bucket(struct ddp *d, struct bucket *b, ct_error *err)
+static int start_bucket(ct_strategy *s, int i, int in_backward, ct_error *err)
 {
-    int rc = MPI_Iallreduce(MPI_IN_PLACE, d->grads + b->start, (int)b->len, MPI_FLOAT, MPI_SUM, d->comm, &b->req);
+    struct ddp *d = s->impl;
+    struct bucket *b = &d->buckets[i];
+    int rc;
 
-    if (rc != MPI_SUCCESS)
-        return mpi_error(rc, "MPI_Iallreduce", err);
+    if (d->nccl) {
+        if ((rc = nccl_start(d, b, err)))
+            return rc;
+    } else {
+        rc = MPI_Iallreduce(MPI_IN_PLACE, d->grads + b->start, (int)b->len, MPI_FLOAT, MPI_SUM, d->comm, &d->reqs[i]);
+        if (rc != MPI_SUCCESS)
+            return d->broken = 1, mpi_error(rc, "MPI_Iallreduce", err);
+    }
     b->started = 1;
+    s->grad_allreduces++;
+    s->grad_allreduces_in_backward += in_backward;
     return 0;
+}
+
+/* Close the pending gradients into a bucket and, with overlap, start its allreduce now. */
+static int close_bucket(ct_strategy *s, int start, ct_error *err)
+{
+    struct ddp *d = s->impl;
+    int i;
+
+    if (d->pending_lo == d->pending_hi)
+        return 0;
+    i = bucket_add(d, d->pending_lo, d->pending_hi - d->pending_lo, err);
+    if (i < 0)
+        return CT_ENOMEM;
+    d->pending_hi = d->pending_lo;
+    /* The bucket holding the first tensor closes as backward ends: that one overlaps nothing. */
+    return start ? start_bucket(s, i, d->buckets[i].start > 0, err) : 0;
 }
 
 static int ddp_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_error *err)
 {
     struct ddp *d = s->impl;
-    size_t end = offset + count;
     int rc, flag;
 
     if (d->comm == MPI_COMM_NULL || s->world_size == 1)
         return 0;
-    for (int i = 0; i < d->n_buckets; i++) {
-        struct bucket *b = &d->buckets[i];
-        size_t lo = b->start > offset ? b->start : offset;
-        size_t hi = b->start + b->len < end ? b->start + b->len : end;
-        if (lo >= hi)
-            continue;
-        b->ready += hi - lo;
-        if (d->overlap && b->ready == b->len && !b->started && (rc = start_bucket(d, b, err)))
-            return rc;
+    if (offset + count != d->pending_lo) {
+        ct_error_set(err, CT_EINTERNAL, "ddp-grad-order",
+                     "ddp: gradient [%zu, %zu) announced after [%zu, %zu) was; backward must announce "
+                     "every tensor, from the last to the first", offset, offset + count, d->pending_lo, d->n);
+        return ct_error_hint(err, "this is a bug in ctrain; please report it");
     }
+    if (d->pending_lo == d->pending_hi)
+        d->pending_hi = offset + count;
+    d->pending_lo = offset;
+    if (d->pending_hi - d->pending_lo >= d->bucket_floats && (rc = close_bucket(s, d->overlap, err)))
+        return rc;
     /* Open MPI progresses non-blocking collectives inside MPI calls: poke it between layers. */
     for (int i = 0; i < d->n_buckets; i++) {
-        if (d->buckets[i].started && d->buckets[i].req != MPI_REQUEST_NULL) {
-            rc = MPI_Test(&d->buckets[i].req, &flag, MPI_STATUS_IGNORE);
+        if (d->buckets[i].started && d->reqs[i] != MPI_REQUEST_NULL) {
+            rc = MPI_Test(&d->reqs[i], &flag, MPI_STATUS_IGNORE);
             if (rc != MPI_SUCCESS)
-                return mpi_error(rc, "MPI_Test", err);
+                return d->broken = 1, mpi_error(rc, "MPI_Test", err);
         }
     }
     return 0;
@@ -202,18 +497,32 @@ static int ddp_grad_sync(ct_strategy *s, ct_error *err)
 
     if (d->comm == MPI_COMM_NULL || s->world_size == 1)
         return 0;
+    if ((rc = close_bucket(s, 0, err)))
+        return rc;
+    if (d->pending_lo != 0) {
+        ct_error_set(err, CT_EINTERNAL, "ddp-grad-missing", "ddp: gradients [0, %zu) of %zu were never announced",
+                     d->pending_lo, d->n);
+        return ct_error_hint(err, "this is a bug in ctrain; please report it");
+    }
     for (int i = 0; i < d->n_buckets; i++)
-        if (!d->buckets[i].started && (rc = start_bucket(d, &d->buckets[i], err)))
+        if (!d->buckets[i].started && (rc = start_bucket(s, i, 0, err)))
             return rc;
     t0 = ct_time_now();
-    for (int i = 0; i < d->n_buckets; i++) {
-        struct bucket *b = &d->buckets[i];
-        rc = MPI_Wait(&b->req, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS)
-            return mpi_error(rc, "MPI_Wait on a gradient allreduce", err);
-        b->ready = 0;
-        b->started = 0;
+    if (d->nccl) {
+        /* NCCL averaged in the collective (ncclAvg): nothing left to scale. */
+        rc = nccl_wait(d, err);
+        d->n_buckets = 0;
+        d->pending_lo = d->pending_hi = d->n;
+        s->exposed_comm_s += ct_time_now() - t0;
+        return rc;
     }
+    if ((rc = ddp_wait(s, d->reqs, d->n_buckets, "the gradient allreduce", err)))
+        return rc;
+    for (int i = 0; i < d->n_buckets; i++) {
+        d->buckets[i].started = 0;
+    }
+    d->n_buckets = 0;
+    d->pending_lo = d->pending_hi = d->n;
     s->exposed_comm_s += ct_time_now() - t0;
     for (size_t i = 0; i < d->n; i++)
         d->grads[i] *= scale;
@@ -225,10 +534,14 @@ static int ddp_barrier(ct_strategy *s, ct_error *err)
     struct ddp *d = s->impl;
     int rc;
 
+    MPI_Request req = MPI_REQUEST_NULL;
+
     if (d->comm == MPI_COMM_NULL)
         return 0;
-    rc = MPI_Barrier(d->comm);
-    return rc == MPI_SUCCESS ? 0 : mpi_error(rc, "MPI_Barrier", err);
+    rc = MPI_Ibarrier(d->comm, &req);
+    if (rc != MPI_SUCCESS)
+        return d->broken = 1, mpi_error(rc, "MPI_Ibarrier", err);
+    return ddp_wait(s, &req, 1, "a barrier", err);
 }
 
 static int ddp_broadcast(ct_strategy *s, void *buf, size_t bytes, int root, ct_error *err)
@@ -236,10 +549,14 @@ static int ddp_broadcast(ct_strategy *s, void *buf, size_t bytes, int root, ct_e
     struct ddp *d = s->impl;
     int rc;
 
+    MPI_Request req = MPI_REQUEST_NULL;
+
     if (d->comm == MPI_COMM_NULL)
         return 0;
-    rc = MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, d->comm);
-    return rc == MPI_SUCCESS ? 0 : mpi_error(rc, "MPI_Bcast", err);
+    rc = MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, d->comm, &req);
+    if (rc != MPI_SUCCESS)
+        return d->broken = 1, mpi_error(rc, "MPI_Ibcast", err);
+    return ddp_wait(s, &req, 1, "a broadcast", err);
 }
 
 static int ddp_reduce_sum(ct_strategy *s, double *values, int n, ct_error *err)
@@ -247,10 +564,14 @@ static int ddp_reduce_sum(ct_strategy *s, double *values, int n, ct_error *err)
     struct ddp *d = s->impl;
     int rc;
 
+    MPI_Request req = MPI_REQUEST_NULL;
+
     if (d->comm == MPI_COMM_NULL)
         return 0;
-    rc = MPI_Allreduce(MPI_IN_PLACE, values, n, MPI_DOUBLE, MPI_SUM, d->comm);
-    return rc == MPI_SUCCESS ? 0 : mpi_error(rc, "MPI_Allreduce of metrics", err);
+    rc = MPI_Iallreduce(MPI_IN_PLACE, values, n, MPI_DOUBLE, MPI_SUM, d->comm, &req);
+    if (rc != MPI_SUCCESS)
+        return d->broken = 1, mpi_error(rc, "MPI_Iallreduce of metrics", err);
+    return ddp_wait(s, &req, 1, "an allreduce of metrics", err);
 }
 
 static void ddp_teardown(ct_strategy *s)
@@ -260,8 +581,14 @@ static void ddp_teardown(ct_strategy *s)
 
     if (!d)
         return;
+    /* A broken world cannot finalize (MPI_Finalize waits for every rank): destroy aborts it. */
+    if (d->broken)
+        return;
+    nccl_free(d);
     if (d->comm != MPI_COMM_NULL)
         MPI_Comm_free(&d->comm);
+    if (d->fault_comm != MPI_COMM_NULL)
+        MPI_Comm_free(&d->fault_comm);
     MPI_Finalized(&finalized);
     if (d->mpi_owner && !finalized)
         MPI_Finalize();
@@ -274,7 +601,12 @@ static void ddp_destroy(ct_strategy *s)
 
     if (!d)
         return;
+    /* After a timeout or a failed collective: end the whole job now (srun, mpirun and ctrain's
+     * launchers all turn MPI_Abort into ending every rank), after the caller printed why. */
+    if (d->broken)
+        MPI_Abort(MPI_COMM_WORLD, 1);
     free(d->buckets);
+    free(d->reqs);
     free(d);
     s->impl = NULL;
 }

@@ -22,10 +22,21 @@ int ct_strategy_is_global_zero(const ct_strategy *s) { return s->global_rank == 
 int ct_strategy_device(const ct_strategy *s) { return s->device; }
 double ct_strategy_exposed_comm_seconds(const ct_strategy *s) { return s->exposed_comm_s; }
 
+void ct_strategy_grad_allreduces(const ct_strategy *s, long *total, long *during_backward)
+{
+    *total = s->grad_allreduces;
+    *during_backward = s->grad_allreduces_in_backward;
+}
+
 const char *ct_strategy_option(const ct_strategy *s, const char *key)
 {
     static __thread char buf[64];
     return ct_options_get(s->options, key, buf, sizeof(buf));
+}
+
+void ct_strategy_set_collective_timeout(ct_strategy *s, double seconds)
+{
+    s->collective_timeout_s = seconds;
 }
 
 void ct_strategy_set_quiet_others(ct_strategy *s, int quiet)
@@ -49,7 +60,9 @@ int ct_strategy_launch(ct_strategy *s, ct_rank_fn fn, void *arg, void *result, s
                        int *is_supervisor, ct_error *err)
 {
     struct launch_ctx lc = { s, fn, arg };
-    ct_launch_spec spec = { .nprocs = s->n_devices, .quiet_others = s->quiet_others, .kill_grace_s = 10.0 };
+    /* After a rank fails the survivors get SIGTERM, then SIGKILL 5 s later: a peer is gone, so the
+     * collective their stop handler would run cannot finish, and all must be gone within 10 s. */
+    ct_launch_spec spec = { .nprocs = s->n_devices, .quiet_others = s->quiet_others, .kill_grace_s = 5.0 };
 
     *is_supervisor = 0;
     return s->launcher->launch(&spec, launch_body, &lc, result, result_size, is_supervisor, err);

@@ -50,7 +50,10 @@ struct ct_strategy {
     int num_nodes;
     int device;
     double exposed_comm_s; /* time spent waiting in grad_sync */
+    long grad_allreduces;  /* gradient buckets allreduced since setup */
+    long grad_allreduces_in_backward; /* of those, started from grad_ready (during backward) */
     int quiet_others;      /* launcher drops the output of ranks other than 0 */
+    double collective_timeout_s; /* see ct_strategy_set_collective_timeout; <= 0: none */
     void *impl;            /* the implementation's state */
 };
 

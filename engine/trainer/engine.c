@@ -17,7 +17,13 @@ void ct_engine_init(void)
         return;
     done = 1;
     ct_registry_set_ops(CT_REG_ACCELERATOR, "cpu", &ct_accelerator_cpu);
+#ifdef CT_HAVE_CUDA
+    /* Registration only: no CUDA call until the connector asks whether cuda is available. */
+    ct_registry_set_ops(CT_REG_ACCELERATOR, "cuda", &ct_accelerator_cuda);
+#endif
     ct_registry_set_ops(CT_REG_PRECISION, "32-true", &ct_precision_32_true);
+    ct_registry_set_ops(CT_REG_PRECISION, "bf16-mixed", &ct_precision_bf16_mixed);
+    ct_registry_set_ops(CT_REG_PRECISION, "16-mixed", &ct_precision_16_mixed);
     ct_registry_set_ops(CT_REG_STRATEGY, "single_device", &ct_strategy_single_device);
     /* ddp_fork is ddp with another launcher; variants (ddp_no_overlap, ...) run ddp with their options. */
     ct_registry_set_ops(CT_REG_STRATEGY, "ddp", &ct_strategy_ddp);

@@ -3,6 +3,7 @@
 #include <cblas.h>
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,9 +15,11 @@
 #include "ctrain/data.h"
 #include "ctrain/engine.h"
 #include "ctrain/nn.h"
+#include "ctrain/registry.h"
 #include "ctrain/trainer.h"
 #include "ctrain/util.h"
 #include "engine/loops/loops.h"
+#include "engine/trainer/requeue.h"
 
 #define EVAL_BATCH 1000
 
@@ -46,11 +49,15 @@ void ct_trainer_config_default(ct_trainer_config *cfg)
     cfg->log_every_n_steps = 50;
     cfg->progress = CT_TRAINER_PROGRESS_AUTO;
     cfg->val_fraction = 1.0 / 12.0;
+    snprintf(cfg->requeue_signal, sizeof(cfg->requeue_signal), "USR1");
+    cfg->auto_requeue = 1;
+    cfg->collective_timeout = 300;
 }
 
 int ct_trainer_config_check(const ct_trainer_config *cfg, ct_error *err)
 {
     enum ct_optim_kind kind;
+    int sig;
 
     if (cfg->max_epochs < 1)
         return ct_error_set(err, CT_EINVAL, "trainer-max-epochs", "--max-epochs %d must be at least 1",
@@ -87,6 +94,16 @@ int ct_trainer_config_check(const ct_trainer_config *cfg, ct_error *err)
     if (!(cfg->val_fraction >= 0 && cfg->val_fraction < 1))
         return ct_error_set(err, CT_EINVAL, "trainer-val-fraction", "--val-fraction %g is outside [0, 1)",
                             cfg->val_fraction);
+    if (ct_stop_signal_parse(cfg->requeue_signal, &sig)) {
+        ct_error_set(err, CT_EINVAL, "trainer-requeue-signal", "--requeue-signal '%s' is not a signal ctrain can "
+                     "stop on", cfg->requeue_signal);
+        return ct_error_hint(err, "use USR1 (default), USR2, TERM, INT, HUP, XCPU, ALRM or QUIT, as in "
+                                  "#SBATCH --signal=USR1@90");
+    }
+    if (!(cfg->collective_timeout >= 0) || !isfinite(cfg->collective_timeout))
+        return ct_error_set(err, CT_EINVAL, "trainer-collective-timeout",
+                            "--collective-timeout %g must be a number of seconds (0: wait forever)",
+                            cfg->collective_timeout);
     if (!cfg->default_root_dir[0])
         return ct_error_set(err, CT_EINVAL, "trainer-root-dir", "--default-root-dir must not be empty");
     return 0;
@@ -124,21 +141,33 @@ static int mkdir_p(const char *dir, ct_error *err)
     return 0;
 }
 
-/* The engine computes in fp32 on the CPU; anything else must not run quietly as fp32. */
+static int on_cuda(ct_strategy *s)
+{
+    const char *acc = ct_strategy_accelerator_name(s);
+
+    return acc && !strcmp(acc, "cuda");
+}
+
+/* The cpu engine computes in fp32 or bf16-mixed, the cuda engine (CUDA builds) in those and
+ * 16-mixed; anything else must not run quietly as fp32. */
 static int check_plan(ct_strategy *s, ct_error *err)
 {
     const struct ct_precision_ops *p = ct_strategy_precision(s);
     const char *acc = ct_strategy_accelerator_name(s);
 
+#ifdef CT_HAVE_CUDA
+    if (on_cuda(s))
+        return 0;
+#endif
     if (acc && strcmp(acc, "cpu")) {
         ct_error_set(err, CT_ENOTAVAIL, "trainer-accelerator",
                      "--accelerator %s: the training engine of this build runs on cpu only", acc);
         return ct_error_hint(err, "use --accelerator cpu");
     }
-    if (p && (p->param_dtype != CT_DTYPE_F32 || p->gemm_dtype != CT_DTYPE_F32)) {
+    if (p && (p->param_dtype != CT_DTYPE_F32 || (p->gemm_dtype != CT_DTYPE_F32 && p->gemm_dtype != CT_DTYPE_BF16))) {
         ct_error_set(err, CT_ENOTAVAIL, "trainer-precision",
-                     "--precision %s: the cpu engine computes in fp32 only", p->name);
-        return ct_error_hint(err, "use --precision 32-true");
+                     "--precision %s: the cpu engine computes in 32-true or bf16-mixed only", p->name);
+        return ct_error_hint(err, "use --precision 32-true or --precision bf16-mixed");
     }
     return 0;
 }
@@ -193,6 +222,7 @@ static void rank_state_free(struct rank_state *rs)
 {
     ct_logger_close(&rs->run);
     ct_sampler_free(&rs->run.train_sampler);
+    ct_run_cuda_free(&rs->run); /* the batch buffers are its pinned memory then */
     free(rs->run.batch_x);
     free(rs->run.batch_y);
     ct_mlp_free(rs->model);
@@ -237,6 +267,28 @@ static int build_model(struct rank_state *rs, const ct_trainer_config *cfg, ct_e
     return 0;
 }
 
+/* The SLURM job this process belongs to ("" outside SLURM). The batch script's environment has it,
+ * so do srun's tasks and ranks of ctrain's own launcher started inside a job. */
+static const char *slurm_job_id(void)
+{
+    const char *id = getenv("SLURM_JOB_ID");
+
+    if (!id || !*id)
+        id = getenv("SLURM_JOBID");
+    return id ? id : "";
+}
+
+/* The precision's GEMM type on the cpu model, or a device copy of model and optimizer on cuda. */
+static int place_model(struct rank_state *rs, ct_strategy *s, const ct_trainer_config *cfg, ct_error *err)
+{
+    enum ct_dtype gemm = ct_strategy_precision(s) ? ct_strategy_precision(s)->gemm_dtype : CT_DTYPE_F32;
+    int max_batch = cfg->batch_size > EVAL_BATCH ? cfg->batch_size : EVAL_BATCH;
+
+    if (on_cuda(s))
+        return ct_run_cuda_setup(&rs->run, max_batch, gemm, err);
+    return ct_mlp_set_gemm_dtype(rs->model, gemm, err);
+}
+
 static void fill_options(ct_run *run, const ct_trainer_config *cfg)
 {
     ct_loop_options *o = &run->opt;
@@ -250,6 +302,7 @@ static void fill_options(ct_run *run, const ct_trainer_config *cfg)
     o->checkpoint_every_n_steps = cfg->checkpoint_every_n_steps;
     o->seed = cfg->seed;
     snprintf(o->root_dir, sizeof(o->root_dir), "%s", cfg->default_root_dir);
+    snprintf(o->job_id, sizeof(o->job_id), "%s", slurm_job_id());
     flags_json(cfg, o->flags_json, sizeof(o->flags_json));
     switch (cfg->progress) {
     case CT_TRAINER_PROGRESS_BAR:   run->use_bar = 1; break;
@@ -279,6 +332,26 @@ static int zero_only_status(ct_run *run, int rc, ct_error *err)
     return status;
 }
 
+/* Loss scaling's record (16-mixed) and the device's memory (cuda). */
+static void add_device_summary(cJSON *o, ct_strategy *s, const ct_run *run)
+{
+    const ct_registry_entry *acc = run->cuda_model ? ct_registry_find(CT_REG_ACCELERATOR, "cuda") : NULL;
+    const struct ct_accelerator_ops *ops = acc ? acc->ops : NULL;
+    ct_memstats ms;
+    int64_t skipped;
+    double scale;
+
+    if (ct_strategy_precision(s) && ct_strategy_precision(s)->loss_scaling) {
+        ct_run_cuda_stats(run, &skipped, &scale);
+        cJSON_AddNumberToObject(o, "overflow_skipped_steps", (double)skipped);
+        cJSON_AddNumberToObject(o, "loss_scale", scale);
+    }
+    if (ops && ops->memory_stats && ops->memory_stats(ct_strategy_device(s), &ms) == 0) {
+        cJSON_AddNumberToObject(o, "device_memory_peak_bytes", (double)ms.peak_bytes);
+        cJSON_AddNumberToObject(o, "device_memory_total_bytes", (double)ms.total_bytes);
+    }
+}
+
 static int write_summary(const ct_trainer_config *cfg, ct_strategy *s, const ct_trainer_result *res,
                          const ct_run *run, ct_error *err)
 {
@@ -286,6 +359,7 @@ static int write_summary(const ct_trainer_config *cfg, ct_strategy *s, const ct_
     cJSON *o = cJSON_CreateObject();
     char *text;
     FILE *f;
+    long allreduces, in_backward;
     int ok;
 
     ct_mlp_describe(run->model, model, sizeof(model));
@@ -312,7 +386,13 @@ static int write_summary(const ct_trainer_config *cfg, ct_strategy *s, const ct_
     cJSON_AddStringToObject(o, "accelerator", ct_strategy_accelerator_name(s) ? ct_strategy_accelerator_name(s) : "");
     if (ct_strategy_precision(s))
         cJSON_AddStringToObject(o, "precision", ct_strategy_precision(s)->name);
+    add_device_summary(o, s, run);
     cJSON_AddNumberToObject(o, "train_seconds", run->train_seconds);
+    /* Rank 0's view of the gradient exchange: waiting time and how many allreduces overlapped backward. */
+    ct_strategy_grad_allreduces(s, &allreduces, &in_backward);
+    cJSON_AddNumberToObject(o, "exposed_comm_seconds", ct_strategy_exposed_comm_seconds(s));
+    cJSON_AddNumberToObject(o, "grad_allreduces", (double)allreduces);
+    cJSON_AddNumberToObject(o, "grad_allreduces_in_backward", (double)in_backward);
     cJSON_AddNumberToObject(o, "wall_seconds", ct_time_now() - run->start_time);
     text = cJSON_Print(o);
     cJSON_Delete(o);
@@ -333,6 +413,94 @@ static int file_exists_on_zero(ct_run *run, const char *path, int *exists, ct_er
     return ct_strategy_broadcast(run->strategy, exists, sizeof(*exists), 0, err);
 }
 
+/* --ckpt-path auto: last.safetensors when it exists and this SLURM job wrote it (the job was
+ * requeued), nothing when it does not exist. One written by another job (or outside SLURM) is
+ * neither resumed nor overwritten silently: the user says which. Fills resume ("" = from scratch). */
+static int choose_auto(ct_run *run, const ct_trainer_config *cfg, char *resume, size_t size, ct_error *err)
+{
+    char path[CT_TRAINER_PATH_MAX + 32], writer[64];
+    const char *job = run->opt.job_id;
+    int exists, rc;
+
+    snprintf(path, sizeof(path), "%s/last.safetensors", cfg->default_root_dir);
+    if ((rc = file_exists_on_zero(run, path, &exists, err)))
+        return rc;
+    if (!exists)
+        return 0;
+    if ((rc = ct_run_checkpoint_meta(run, path, "slurm_job_id", writer, sizeof(writer), err)))
+        return rc;
+    if (job[0] && strcmp(writer, job)) {
+        ct_error_set(err, CT_ECONFLICT, "ckpt-auto-other-job",
+                     "--ckpt-path auto: %s was written by %s%s, not by this job %s", path,
+                     writer[0] ? "SLURM job " : "a run outside SLURM", writer, job);
+        return ct_error_hint(err, "pass --ckpt-path last to resume it, or another --default-root-dir to start fresh");
+    }
+    snprintf(resume, size, "%s", path);
+    return 0;
+}
+
+/* Which checkpoint fit resumes from ("" = none). Under SLURM the default is auto, so a requeued
+ * job picks up where it was stopped. */
+static int choose_resume(ct_run *run, const ct_trainer_config *cfg, char *resume, size_t size, ct_error *err)
+{
+    const char *mode = cfg->ckpt_path[0] ? cfg->ckpt_path : run->opt.job_id[0] ? "auto" : "";
+
+    resume[0] = '\0';
+    if (!strcmp(mode, "auto"))
+        return choose_auto(run, cfg, resume, size, err);
+    if (mode[0])
+        resolve_ckpt(cfg, mode, resume, size);
+    return 0;
+}
+
+/* Every rank stopped after the same step and rank 0 saved last.safetensors. Requeue the job when
+ * the requeue signal came inside SLURM (rank 0 asks slurmctld; every rank learns the outcome),
+ * then end fit with CT_EINTR: the CLI exits 75. */
+static int finish_stopped(ct_run *run, const ct_trainer_config *cfg, ct_error *err)
+{
+    char sig[32], where[CT_TRAINER_PATH_MAX + 160];
+    const char *job = run->opt.job_id;
+    int want = run->stop.requeue && cfg->auto_requeue && job[0];
+    int status = 0, rc;
+    ct_error rq;
+
+    ct_error_clear(&rq);
+    ct_stop_signal_name(run->stop.signal, sig, sizeof(sig));
+    snprintf(where, sizeof(where), "stopped by %s%s at epoch %lld, step %lld; checkpoint %s/last.safetensors written",
+             sig, run->stop.local ? "" : " (on another rank)", (long long)run->st.epoch + 1,
+             (long long)run->st.global_step, cfg->default_root_dir);
+    /* Said before asking: SLURM ends the job's processes (and srun, which carries their output) as
+     * soon as the requeue is accepted, so nothing printed after it is sure to be seen. */
+    if (want)
+        ct_progress_line(run, "ctrain: %s; requeueing SLURM job %s", where, job);
+    if (want && run->is_zero)
+        status = ct_slurm_requeue(job, &rq);
+    if (want && (rc = ct_strategy_broadcast(run->strategy, &status, sizeof(status), 0, err)))
+        return rc;
+    if (want && status) {
+        if (run->is_zero) {
+            ct_error_set(err, status, rq.id, "%s; but the job was not requeued: %s", where, rq.msg);
+            return ct_error_hint(err, "%s", rq.hint);
+        }
+        ct_error_set(err, status, "requeue-failed", "%s; rank 0 could not requeue job %s", where, job);
+        return ct_error_hint(err, "see rank 0's message");
+    }
+    if (want) {
+        ct_error_set(err, CT_EINTR, "fit-requeued", "%s; SLURM job %s requeued", where, job);
+        return ct_error_hint(err, "the job starts again under the same id and resumes from that checkpoint "
+                                  "(--ckpt-path auto)");
+    }
+    ct_error_set(err, CT_EINTR, "fit-stopped", "%s", where);
+    if (!job[0])
+        return ct_error_hint(err, "not in a SLURM job, so nothing was requeued; run the same command with "
+                                  "--ckpt-path last to continue");
+    if (!cfg->auto_requeue)
+        return ct_error_hint(err, "--no-auto-requeue: job %s was not requeued; resubmit with --ckpt-path last "
+                                  "to continue", job);
+    return ct_error_hint(err, "%s is not the requeue signal (--requeue-signal %s), so job %s was not requeued; "
+                              "resubmit with --ckpt-path last to continue", sig, cfg->requeue_signal, job);
+}
+
 static int run_fit(struct rank_state *rs, const ct_trainer_config *cfg, ct_trainer_result *res, ct_error *err)
 {
     ct_run *run = &rs->run;
@@ -341,12 +509,13 @@ static int run_fit(struct rank_state *rs, const ct_trainer_config *cfg, ct_train
 
     run->train = &rs->train;
     run->val = &rs->val;
-    if (cfg->ckpt_path[0]) {
-        resolve_ckpt(cfg, cfg->ckpt_path, resume, sizeof(resume));
+    if ((rc = choose_resume(run, cfg, resume, sizeof(resume), err)))
+        return rc;
+    if (resume[0]) {
         if ((rc = ct_run_load_checkpoint(run, resume, 0, err))) {
             if (rc == CT_ENOENT)
                 ct_error_hint(err, "--ckpt-path %s: no such checkpoint; start without --ckpt-path, or pass "
-                                   "the --default-root-dir of the run to resume", cfg->ckpt_path);
+                                   "the --default-root-dir of the run to resume", cfg->ckpt_path[0] ? cfg->ckpt_path : "auto");
             return rc;
         }
         ct_progress_line(run, "ctrain: resumed from %s at epoch %lld, step %lld", resume,
@@ -354,7 +523,7 @@ static int run_fit(struct rank_state *rs, const ct_trainer_config *cfg, ct_train
     }
     rc = run->is_zero ? mkdir_p(cfg->default_root_dir, err) : 0;
     if (!rc)
-        rc = ct_logger_open(run, cfg->ckpt_path[0] != '\0', err);
+        rc = ct_logger_open(run, resume[0] != '\0', err);
     if ((rc = zero_only_status(run, rc, err)))
         return rc;
     if ((rc = ct_sampler_init(&run->train_sampler, rs->train.n, cfg->batch_size, run->rank, run->world, 1,
@@ -362,6 +531,8 @@ static int run_fit(struct rank_state *rs, const ct_trainer_config *cfg, ct_train
         return rc;
     if ((rc = ct_fit_loop_run(run, err)))
         return rc;
+    if (run->stop.agreed)
+        return finish_stopped(run, cfg, err);
 
     /* Test the best checkpoint (the current weights when fit trained nothing and none exists). */
     snprintf(best, sizeof(best), "%s/best.safetensors", cfg->default_root_dir);
@@ -451,6 +622,7 @@ static int rank_body(ct_strategy *s, void *arg, void *result, size_t result_size
     memset(&rs, 0, sizeof(rs));
     result_init(&res);
     rs.run.start_time = ct_time_now();
+    ct_strategy_set_collective_timeout(s, cfg->collective_timeout);
     if ((rc = ct_strategy_setup_environment(s, err)))
         return rc;
     rs.run.strategy = s;
@@ -464,10 +636,25 @@ static int rank_body(ct_strategy *s, void *arg, void *result, size_t result_size
     set_blas_threads(s);
     if ((rc = load_data(&rs, cfg, ba->mode, err)) || (rc = build_model(&rs, cfg, err)))
         goto out;
-    if ((rc = ct_strategy_setup_model(s, ct_mlp_params(rs.model), ct_mlp_grads(rs.model),
+    if ((rc = place_model(&rs, s, cfg, err)))
+        goto out;
+    /* The strategy sees the arrays the step computes in: host memory on cpu, device memory on cuda. */
+    if ((rc = ct_strategy_setup_model(s, rs.run.cuda_model ? ct_run_cuda_params(&rs.run) : ct_mlp_params(rs.model),
+                                      rs.run.cuda_model ? ct_run_cuda_grads(&rs.run) : ct_mlp_grads(rs.model),
                                       ct_mlp_num_params(rs.model), err)))
         goto out;
-    rc = ba->mode == MODE_FIT ? run_fit(&rs, cfg, &res, err) : run_eval(&rs, cfg, ba->mode, &res, err);
+    if (ba->mode == MODE_FIT) {
+        int sig = SIGUSR1;
+
+        ct_stop_signal_parse(cfg->requeue_signal, &sig);
+        if ((rc = ct_stop_install(sig, err)))
+            goto out;
+        rs.run.stop_enabled = 1;
+        rc = run_fit(&rs, cfg, &res, err);
+        ct_stop_uninstall();
+    } else {
+        rc = run_eval(&rs, cfg, ba->mode, &res, err);
+    }
     if (!rc && rs.run.is_zero && result && result_size >= sizeof(res)) {
         res.filled = 1;
         memcpy(result, &res, sizeof(res));

@@ -40,6 +40,11 @@ extern const struct ct_launcher_ops ct_launcher_external;
 extern const struct ct_launcher_ops ct_launcher_subprocess;
 extern const struct ct_launcher_ops ct_launcher_fork;
 
+/* Exit status of a rank that stopped on request (a signal) after saving its state, e.g. ctrain fit
+ * after a preemption signal: supervisors do not treat it as a failure that ends the other ranks,
+ * and launch returns CT_EINTR (err->id "launch-stopped", or the rank's own id when it reported). */
+#define CT_LAUNCHER_EXIT_STOPPED 75   /* EX_TEMPFAIL of sysexits.h: "try again later" */
+
 /* Set in every rank a ctrain launcher created, so the child knows it is a rank (and which). */
 #define CT_LAUNCHER_ENV_RANK  "CTRAIN_LAUNCHER_RANK"
 #define CT_LAUNCHER_ENV_NPROC "CTRAIN_LAUNCHER_NPROCS"

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ctrain/dtype.h"
 #include "ctrain/error.h"
 #include "ctrain/rng.h"
 
@@ -47,6 +48,13 @@ double ct_softmax_xent_forward(const float *logits, const uint8_t *labels, float
 void ct_softmax_xent_backward(float *probs, const uint8_t *labels, int batch, int classes,
                               int scale_batch);
 
+/* --- bf16 ----------------------------------------------------------------------------------------
+ * x rounded to the nearest bf16 (round to nearest, ties to even), returned as the fp32 of the
+ * same value; NaN stays NaN, values past bf16's largest finite round to infinity like a cast. */
+float ct_bf16_round(float x);
+/* out[i] = ct_bf16_round(in[i]); out may alias in. */
+void ct_bf16_round_array(const float *in, float *out, size_t n);
+
 /* --- the MLP -------------------------------------------------------------------------------- */
 #define CT_MLP_MAX_LAYERS 16
 
@@ -60,6 +68,13 @@ typedef int (*ct_grad_ready_fn)(void *ctx, size_t offset, size_t count);
  * max_batch: the largest batch forward will be given. */
 int ct_mlp_create(const int *dims, int n_dims, int max_batch, ct_mlp **out, ct_error *err);
 void ct_mlp_free(ct_mlp *m);
+
+/* The GEMMs' input type: CT_DTYPE_F32 (the default) or CT_DTYPE_BF16 (bf16-mixed: inputs and
+ * weights rounded to bf16, products accumulated in fp32 by sgemm; products of two bf16 values are
+ * exact in fp32, so this computes what a bf16 GEMM with fp32 accumulation computes). On the CPU
+ * this is for numerics (same results as bf16-mixed on a GPU), not speed: OpenBLAS as Debian ships
+ * it has no bf16 GEMM. Allocates the rounded copies here, not in the step. */
+int ct_mlp_set_gemm_dtype(ct_mlp *m, enum ct_dtype dtype, ct_error *err);
 
 /* PyTorch's nn.Linear default: W and b uniform in +-1/sqrt(fan_in), drawn from r in forward order. */
 void ct_mlp_init(ct_mlp *m, ct_rng *r);

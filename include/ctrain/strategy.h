@@ -64,8 +64,16 @@ int ct_strategy_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_error
 int ct_strategy_grad_sync(ct_strategy *s, ct_error *err);
 /* Seconds spent waiting inside grad_sync since setup (exposed communication time). */
 double ct_strategy_exposed_comm_seconds(const ct_strategy *s);
+/* Gradient allreduces started since setup, and how many of them started while backward was still
+ * running (the overlap: 0 with ddp_no_overlap, or when buckets were cut across tensors). */
+void ct_strategy_grad_allreduces(const ct_strategy *s, long *total, long *during_backward);
 
 /* --- collectives (every rank calls them in the same order) ------------------------------------ */
+/* A collective (gradient sync included) that does not complete within seconds fails on every rank
+ * that waits, with CT_ETIMEOUT and a message naming the rank(s) that did not arrive; the strategy
+ * then ends the job when it is freed (MPI_Abort under ddp), so a stopped or hung rank cannot keep
+ * the others waiting. Default 300; <= 0 waits forever. Before setup_environment. */
+void ct_strategy_set_collective_timeout(ct_strategy *s, double seconds);
 int ct_strategy_barrier(ct_strategy *s, ct_error *err);
 int ct_strategy_broadcast(ct_strategy *s, void *buf, size_t bytes, int root, ct_error *err);
 /* In-place sum over ranks. */

@@ -12,6 +12,12 @@
  *   best.safetensors    the checkpoint with the best val_acc so far
  *   summary.json        at the end of fit: epochs, steps, world_size, train_samples_per_sec,
  *                       val_acc, test_acc (test runs on best.safetensors), ...
+ *
+ * Signals (fit): the requeue signal (default SIGUSR1), SIGTERM and SIGINT make every rank stop
+ * after the same step; rank 0 saves last.safetensors there. After the requeue signal inside a
+ * SLURM job (and unless auto_requeue is 0) the job is requeued through libslurm. ct_trainer_fit
+ * then returns CT_EINTR with err->id "fit-requeued" or "fit-stopped" (the CLI exits 75), or an
+ * error naming the failed requeue ("requeue-failed", the checkpoint is written all the same).
  */
 #ifndef CTRAIN_TRAINER_H
 #define CTRAIN_TRAINER_H
@@ -46,8 +52,14 @@ typedef struct ct_trainer_config {
     uint64_t seed;                  /* --seed, default 42 */
     int deterministic;              /* --deterministic */
     char default_root_dir[CT_TRAINER_PATH_MAX]; /* --default-root-dir, default "runs" */
-    char ckpt_path[CT_TRAINER_PATH_MAX];  /* --ckpt-path: "" (fit: from scratch; validate/test:
-                                             "best"), "last", "best" or a file */
+    char ckpt_path[CT_TRAINER_PATH_MAX];  /* --ckpt-path: "" (fit: "auto" in a SLURM job, else from
+                                             scratch; validate/test: "best"), "auto" (fit: resume
+                                             last.safetensors when this job wrote it, else start
+                                             fresh), "last", "best" or a file */
+    char requeue_signal[16];        /* --requeue-signal, default "USR1": stop, checkpoint, requeue */
+    int auto_requeue;               /* 1 (default); 0: --no-auto-requeue (stop and checkpoint only) */
+    double collective_timeout;      /* --collective-timeout seconds, default 300: a collective that
+                                       takes longer ends every rank, naming the missing ones */
     int log_every_n_steps;          /* --log-every-n-steps, default 50 */
     int checkpoint_every_n_steps;   /* --checkpoint-every-n-steps, default 0 (epoch ends only) */
     enum ct_trainer_progress progress; /* --progress auto|bar|plain|off */

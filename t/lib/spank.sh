@@ -113,7 +113,7 @@ spank_cluster() {
 # run_srun ARGS...: srun with a time limit; sets OUT (stdout), ERR (stderr), RC.
 run_srun() {
     local o="$CLUSTER_DIR/out.$$" e="$CLUSTER_DIR/err.$$"
-    timeout 120 srun "$@" >"$o" 2>"$e"
+    timeout 60 srun "$@" >"$o" 2>"$e"
     RC=$?
     OUT=$(cat "$o")
     ERR=$(cat "$e")

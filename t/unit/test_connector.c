@@ -211,6 +211,10 @@ static const struct auto_case auto_cases[] = {
       "external", "32-true", 1, 1, 1 },
     { "bf16-mixed on cuda", { "--precision", "bf16-mixed" }, {0}, CT_CUDA_PRESENT, 1, "cuda", "single_device",
       "external", "bf16-mixed", 1, 1, 1 },
+    { "bf16-mixed on cpu", { "--precision", "bf16-mixed" }, {0}, CT_CUDA_ABSENT, 0, "cpu", "single_device",
+      "external", "bf16-mixed", 1, 1, 1 },
+    { "legacy bf16 -> bf16-mixed on cpu", { "--precision", "bf16", "--accelerator", "cpu" }, {0}, CT_CUDA_PRESENT, 1,
+      "cpu", "single_device", "external", "bf16-mixed", 1, 1, 1 },
     { "accelerator unknown in srun (plugin) stays auto", { "--strategy", "ddp" }, {0}, CT_CUDA_UNKNOWN, 0, "auto",
       "ddp", "external", "32-true", 1, 1, 1 },
 };

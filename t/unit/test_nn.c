@@ -1,5 +1,6 @@
 /* Layers, MLP and optimizers: gradients against finite differences, updates against hand-computed
  * values, the PRNG's determinism. */
+#include <float.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -196,6 +197,102 @@ static void test_sgd_by_hand(void **state)
     ct_optim_free(o);
 }
 
+static float from_bits(uint32_t u)
+{
+    float f;
+
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
+
+static uint32_t to_bits(float f)
+{
+    uint32_t u;
+
+    memcpy(&u, &f, sizeof(u));
+    return u;
+}
+
+/* Round to nearest even on the 16 kept bits, against values worked out by hand. */
+static void test_bf16_round(void **state)
+{
+    /* 1 + 2^-8 is exactly half way between 1 and 1 + 2^-7: ties go to the even (1.0). */
+    assert_true(ct_bf16_round(1.0f + 0x1p-8f) == 1.0f);
+    /* 1 + 3*2^-8 is half way between 1 + 2^-7 (odd) and 1 + 2^-6 (even): up. */
+    assert_true(ct_bf16_round(1.0f + 3 * 0x1p-8f) == 1.0f + 0x1p-6f);
+    /* Just above half way rounds up; just below rounds down. */
+    assert_true(ct_bf16_round(1.0f + 0x1p-8f + 0x1p-20f) == 1.0f + 0x1p-7f);
+    assert_true(ct_bf16_round(1.0f + 0x1p-8f - 0x1p-20f) == 1.0f);
+    /* bf16 values are unchanged, negatives mirror positives, zero keeps its sign. */
+    assert_true(ct_bf16_round(-3.140625f) == -3.140625f);
+    assert_true(ct_bf16_round(-(1.0f + 3 * 0x1p-8f)) == -(1.0f + 0x1p-6f));
+    assert_int_equal(to_bits(ct_bf16_round(-0.0f)), 0x80000000u);
+    /* 0.1f (0x3dcccccd) -> 0x3dcd (0.10009765625). */
+    assert_int_equal(to_bits(ct_bf16_round(0.1f)), 0x3dcd0000u);
+    /* The carry crosses into the exponent; the largest floats round to infinity as a cast does. */
+    assert_int_equal(to_bits(ct_bf16_round(from_bits(0x3f7fffffu))), 0x3f800000u);
+    assert_true(isinf(ct_bf16_round(FLT_MAX)));
+    assert_true(isinf(ct_bf16_round(INFINITY)) && ct_bf16_round(-INFINITY) < 0);
+    /* NaN stays NaN, even one whose payload sits only in the dropped bits. */
+    assert_true(isnan(ct_bf16_round(from_bits(0x7f800001u))));
+    assert_true(isnan(ct_bf16_round(NAN)));
+    /* Subnormals round like any other value. */
+    assert_int_equal(to_bits(ct_bf16_round(from_bits(0x00008000u))), 0x00000000u);
+    assert_int_equal(to_bits(ct_bf16_round(from_bits(0x00018000u))), 0x00020000u);
+}
+
+/* bf16-mixed on the CPU: its gradients are those of the model with bf16-rounded GEMM inputs, so
+ * they stay within bf16's precision (2^-8 relative) of the fp32 gradients, and differ from them.
+ * One layer (no ReLU): with a hidden layer, the rounding flips the odd unit whose pre-activation
+ * is near 0 across the ReLU's kink, which moves the first layer's gradients by far more than 2^-8. */
+static void test_mlp_bf16_mixed(void **state)
+{
+    int dims[] = { 32, 10 };
+    enum { B = 16 };
+    float x[B * 32];
+    uint8_t y[B];
+    ct_mlp *m;
+    ct_rng rng;
+    ct_error err;
+    size_t n;
+    float *g32;
+    double l32, l16, num = 0, den = 0;
+
+    assert_int_equal(ct_mlp_create(dims, 2, B, &m, &err), 0);
+    ct_rng_seed(&rng, 11);
+    ct_mlp_init(m, &rng);
+    for (int i = 0; i < B * 32; i++)
+        x[i] = (float)(2 * ct_rng_uniform(&rng) - 1);
+    for (int i = 0; i < B; i++)
+        y[i] = (uint8_t)(i % 10);
+    n = ct_mlp_num_params(m);
+    g32 = malloc(n * sizeof(float));
+    l32 = ct_mlp_forward(m, x, y, B, NULL);
+    assert_int_equal(ct_mlp_backward(m, B, NULL, NULL), 0);
+    memcpy(g32, ct_mlp_grads(m), n * sizeof(float));
+
+    assert_int_equal(ct_mlp_set_gemm_dtype(m, CT_DTYPE_F16, &err), CT_ENOTAVAIL);
+    assert_int_equal(ct_mlp_set_gemm_dtype(m, CT_DTYPE_BF16, &err), 0);
+    l16 = ct_mlp_forward(m, x, y, B, NULL);
+    assert_int_equal(ct_mlp_backward(m, B, NULL, NULL), 0);
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)ct_mlp_grads(m)[i] - g32[i];
+
+        num += d * d;
+        den += (double)g32[i] * g32[i];
+    }
+    print_message("# loss fp32 %.6f bf16-mixed %.6f; gradient relative L2 difference %.2e\n", l32 / B, l16 / B,
+                  sqrt(num / den));
+    assert_true(fabs(l16 - l32) / fabs(l32) < 1e-2);
+    assert_true(sqrt(num / den) < 1e-2);
+    assert_true(num > 0); /* the rounding really happened */
+    /* Back to fp32: the same numbers as before, bit for bit. */
+    assert_int_equal(ct_mlp_set_gemm_dtype(m, CT_DTYPE_F32, &err), 0);
+    assert_true(ct_mlp_forward(m, x, y, B, NULL) == l32);
+    free(g32);
+    ct_mlp_free(m);
+}
+
 static void test_mlp_bad_shapes(void **state)
 {
     int dims[] = { 784, 0, 10 };
@@ -217,6 +314,8 @@ int main(void)
         cmocka_unit_test(test_adamw_by_hand),
         cmocka_unit_test(test_sgd_by_hand),
         cmocka_unit_test(test_mlp_bad_shapes),
+        cmocka_unit_test(test_bf16_round),
+        cmocka_unit_test(test_mlp_bf16_mixed),
     };
 
     cmocka_set_message_output(CM_OUTPUT_TAP);

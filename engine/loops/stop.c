@@ -1,0 +1,127 @@
+/* Stopping on a signal: preemption, a time limit, Ctrl-C.
+ *
+ * The handler only records which signal came (sig_atomic_t): nothing else is safe inside a
+ * handler, and a step half done must not be checkpointed. At each step boundary the epoch loop
+ * asks ct_run_stop_agreed, a collective: every rank contributes whether it got a signal, so all
+ * ranks stop after the same step even when the signal reached them at different moments.
+ */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "ctrain/util.h"
+#include "engine/loops/loops.h"
+
+static volatile sig_atomic_t got_signal;    /* the first stop signal, 0 when none */
+static volatile sig_atomic_t got_requeue;   /* the requeue signal came (first or later) */
+static int requeue_signal;
+static const int stop_signals[] = { SIGTERM, SIGINT };
+static struct sigaction saved[3];
+static int saved_sig[3], n_saved;
+
+static void on_signal(int sig)
+{
+    /* A second Ctrl-C means "now": the default action, at once. */
+    if (sig == SIGINT && got_signal && sig != requeue_signal) {
+        signal(SIGINT, SIG_DFL);
+        raise(SIGINT);
+        return;
+    }
+    if (!got_signal)
+        got_signal = sig;
+    if (sig == requeue_signal)
+        got_requeue = 1;
+}
+
+/* Signals a user may choose for --requeue-signal: those SLURM's --signal sends and that end a
+ * process by default (so a run without ctrain's handler would be lost, not paused). */
+static const int allowed[] = { SIGUSR1, SIGUSR2, SIGTERM, SIGINT, SIGHUP, SIGXCPU, SIGALRM, SIGQUIT };
+
+int ct_stop_signal_parse(const char *name, int *sig)
+{
+    const char *n = name;
+    long num;
+
+    if (!strncasecmp(n, "SIG", 3))
+        n += 3;
+    for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++) {
+        const char *abbrev = sigabbrev_np(allowed[i]);
+
+        if ((abbrev && !strcasecmp(n, abbrev)) || (!ct_parse_long(n, 1, 64, &num) && num == allowed[i])) {
+            *sig = allowed[i];
+            return 0;
+        }
+    }
+    return CT_EINVAL;
+}
+
+const char *ct_stop_signal_name(int sig, char *buf, size_t size)
+{
+    const char *abbrev = sig > 0 ? sigabbrev_np(sig) : NULL;
+
+    if (abbrev)
+        snprintf(buf, size, "SIG%s", abbrev);
+    else
+        snprintf(buf, size, "signal %d", sig);
+    return buf;
+}
+
+static int catch_one(int sig, ct_error *err)
+{
+    struct sigaction sa;
+
+    for (int i = 0; i < n_saved; i++)
+        if (saved_sig[i] == sig)
+            return 0;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART;   /* reads, writes and MPI go on; the loop looks at the flag */
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(sig, &sa, &saved[n_saved]))
+        return ct_error_set(err, CT_EINTERNAL, "stop-signal", "sigaction(%d) failed", sig);
+    saved_sig[n_saved++] = sig;
+    return 0;
+}
+
+int ct_stop_install(int requeue_sig, ct_error *err)
+{
+    int rc;
+
+    got_signal = 0;
+    got_requeue = 0;
+    requeue_signal = requeue_sig;
+    n_saved = 0;
+    if ((rc = catch_one(requeue_sig, err)))
+        return rc;
+    for (size_t i = 0; i < sizeof(stop_signals) / sizeof(stop_signals[0]); i++)
+        if ((rc = catch_one(stop_signals[i], err)))
+            return rc;
+    return 0;
+}
+
+void ct_stop_uninstall(void)
+{
+    for (int i = 0; i < n_saved; i++)
+        sigaction(saved_sig[i], &saved[i], NULL);
+    n_saved = 0;
+}
+
+/* One allreduce of two numbers per step: [ranks that got a stop signal, ranks that got the
+ * requeue signal]. Its cost is a few microseconds beside a training step. */
+int ct_run_stop_agreed(ct_run *run, ct_error *err)
+{
+    double v[2] = { got_signal ? 1 : 0, got_requeue ? 1 : 0 };
+    int rc;
+
+    if ((rc = ct_strategy_reduce_sum(run->strategy, v, 2, err)))
+        return rc;
+    if (v[0] < 0.5)
+        return 0;
+    run->stop.agreed = 1;
+    run->stop.requeue = v[1] > 0.5;
+    run->stop.signal = got_signal ? got_signal : (run->stop.requeue ? requeue_signal : 0);
+    run->stop.local = got_signal != 0;
+    return 1;
+}

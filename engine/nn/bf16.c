@@ -1,0 +1,31 @@
+/* Rounding fp32 to bf16 (the upper 16 bits of an fp32), kept in fp32 storage. */
+#include <stdint.h>
+#include <string.h>
+
+#include "ctrain/nn.h"
+
+float ct_bf16_round(float x)
+{
+    uint32_t u;
+
+    memcpy(&u, &x, sizeof(u));
+    if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) {
+        /* NaN: truncating could clear every mantissa bit left and make it infinity; keep it quiet. */
+        u = (u | 0x00400000u) & 0xffff0000u;
+    } else {
+        /* Round to nearest, ties to even: add just under half an ulp of bf16, plus one when the
+         * kept part is odd; the carry may reach the exponent, which is the right rounding (and
+         * turns the largest values into infinity, as a cast does). */
+        u += 0x7fffu + ((u >> 16) & 1u);
+        u &= 0xffff0000u;
+    }
+    memcpy(&x, &u, sizeof(x));
+    return x;
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void ct_bf16_round_array(const float *in, float *out, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = ct_bf16_round(in[i]);
+}

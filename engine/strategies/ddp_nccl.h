@@ -1,0 +1,34 @@
+/* NCCL for the ddp strategy on cuda (internal to libctrain; CT_HAVE_CUDA builds only).
+ *
+ * One communicator over the job's ranks, bootstrapped through PMIx: rank 0 makes the
+ * ncclUniqueId and puts it in the PMIx key-value store, a fence publishes it, every rank gets it
+ * — the same under srun --mpi=pmix, mpirun and ctrain's own launcher, with no port or shared file.
+ * Allreduces run on a stream of their own, each ordered after the compute stream's work so far
+ * (an event), so a bucket's allreduce overlaps the backward of earlier layers. NCCL runs
+ * non-blocking: every wait polls ncclCommGetAsyncError and a deadline, and a dead or stuck peer ends
+ * in a clear error and ncclCommAbort instead of a hang.
+ *
+ * Status: compiled, not yet run on a GPU.
+ */
+#ifndef CTRAIN_DDP_NCCL_H
+#define CTRAIN_DDP_NCCL_H
+
+#include <stddef.h>
+
+#include "ctrain/error.h"
+
+typedef struct ct_nccl ct_nccl;
+
+/* Join the communicator of world ranks as rank (on the current device); timeout_s bounds the
+ * bootstrap and every later wait. */
+int ct_nccl_create(int rank, int world, double timeout_s, ct_nccl **out, ct_error *err);
+/* buf[count] (device memory) from root to every rank; returns when done. */
+int ct_nccl_broadcast(ct_nccl *n, float *buf, size_t count, int root, ct_error *err);
+/* Start averaging buf[count] (device memory) over the ranks, after the compute stream's work. */
+int ct_nccl_allreduce_start(ct_nccl *n, float *buf, size_t count, ct_error *err);
+/* Wait for every started allreduce; the compute stream is ordered after them. */
+int ct_nccl_wait(ct_nccl *n, ct_error *err);
+/* Destroy (or abort, after a failure) the communicator. NULL is fine. */
+void ct_nccl_free(ct_nccl *n);
+
+#endif

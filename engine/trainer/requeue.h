@@ -1,0 +1,11 @@
+/* Requeueing the SLURM job a run belongs to (internal to the Trainer). */
+#ifndef CTRAIN_TRAINER_REQUEUE_H
+#define CTRAIN_TRAINER_REQUEUE_H
+
+#include "ctrain/error.h"
+
+/* Ask slurmctld to requeue job job_id (libslurm's slurm_requeue, no scontrol needed). SLURM then
+ * ends the job's processes and starts the job again under the same id once it is eligible. */
+int ct_slurm_requeue(const char *job_id, ct_error *err);
+
+#endif

@@ -1,0 +1,94 @@
+#!/bin/sh
+# ddp under ctrain's own launchers, no mpirun: the subprocess launcher (ctrain fit --strategy ddp
+# --devices 2) and the fork launcher (ddp_fork) from a C program that calls the library
+# (t/tools/fit_fork.c): fit returns rank 0's result in the calling process. SIGKILL of rank 1
+# during training under each: every rank gone within 10 s, non-zero exit, the message names the
+# rank and the signal, no process left behind. (t/06 covers the subprocess launcher's results.)
+. "$(dirname "$0")/lib/launch.sh"
+. "$(dirname "$0")/lib/ddp.sh"
+N=12
+
+make_data || skip_all $N "dataset-fashion-mnist not installed"
+echo "1..$N"
+
+# children PID: the pids whose parent is PID
+children() {
+    for s in /proc/[0-9]*/stat; do
+        pp=$({ sed 's/^.*) [A-Za-z] \([0-9]*\) .*$/\1/' "$s"; } 2>/dev/null)
+        [ "$pp" = "$1" ] && { p=${s#/proc/}; echo "${p%/stat}"; }
+    done
+}
+
+# fork_rank PARENT R: among the caller's forked children (the ranks and the PMIx server process),
+# rank 0 is the one that holds metrics.csv open and rank 1 the other one running Open MPI (its
+# BTL components are mapped once MPI_Init ran; the server process maps only PMIx's). The forked ranks share the caller's command line and
+# environment, so neither tells them apart.
+fork_rank() {
+    for p in $(children "$1"); do
+        grep -q 'mca_btl_' "/proc/$p/maps" 2>/dev/null || continue
+        if ls -l "/proc/$p/fd" 2>/dev/null | grep -q 'metrics\.csv'; then
+            [ "$2" = 0 ] && echo "$p"
+        else
+            [ "$2" = 1 ] && echo "$p"
+        fi
+    done
+}
+
+# 1-2: ddp_fork from the library; fit returns rank 0's result here.
+timeout 120 "$B/fit_fork" "$tmp/data" "$tmp/a" 2 1 >"$tmp/a.out" 2>&1
+rc=$?
+[ $rc -eq 0 ] && grep -q "^fit_fork: result filled 1 world_size 2 steps 43 test_acc 0\.[0-9]* best $tmp/a/best.safetensors summary $tmp/a/summary.json\$" "$tmp/a.out"
+ok $? "ddp_fork via ct_trainer_fit: exit 0, rank 0's result (world_size 2, 43 steps, best checkpoint) in the caller" ||
+    diag "$tmp/a.out"
+acc=$(sed -n 's/.* test_acc \([0-9.]*\) .*/\1/p' "$tmp/a.out")
+[ -n "$acc" ] && [ "$(json world_size "$tmp/a/summary.json")" = 2 ] &&
+    awk -v a="$acc" -v b="$(json test_acc "$tmp/a/summary.json")" 'BEGIN { exit !(a - b < 0.00005 && b - a < 0.00005) }'
+ok $? "the caller's test_acc ($acc) is the one rank 0 wrote to summary.json" || diag "$tmp/a/summary.json"
+
+# fault LABEL FINDER EXPECTED_MESSAGE COMMAND...: start COMMAND, SIGKILL rank 1 once training runs
+fault() {
+    label=$1 finder=$2 want=$3
+    shift 3
+    dir="$tmp/f.$label"
+    "$@" >"$tmp/$label.out" 2>"$tmp/$label.err" &
+    P=$!
+    pids="$pids $P"
+    r0="" r1=""
+    if wait_training "$dir" 60; then
+        r0=$($finder 0)
+        r1=$($finder 1)
+        kids=$(children $P)
+        pids="$pids $kids"
+    fi
+    if [ -n "$r0" ] && [ -n "$r1" ]; then
+        ok 0 "$label: found rank 1 (pid $r1) training, rank 0 pid $r0"
+        t0=$(now)
+        kill -KILL "$r1"
+        wait $P
+        rc=$?
+        took=$(elapsed "$t0")
+        wait_gone 5 $P $kids
+        gone=$?
+    else
+        ok 1 "$label: found rank 1 training" && diag "$tmp/$label.out" "$tmp/$label.err"
+        rc=0 took=99 gone=1
+    fi
+    [ $rc -ne 0 ]
+    ok $? "$label: exit non-zero when rank 1 is killed (exit $rc)"
+    lt "$took" 10
+    ok $? "$label: every rank gone within 10 s (${took} s)"
+    grep -q "$want" "$tmp/$label.err"
+    ok $? "$label: the message names rank 1 and SIGKILL" || diag "$tmp/$label.err"
+    [ $gone -eq 0 ] && [ -z "$(procs_with "$dir")" ]
+    ok $? "$label: no process left behind (caller $P, its children $(echo $kids))"
+}
+
+sub_rank() { rank_pid "$tmp/f.subprocess" PMIX_RANK "$1"; }
+fork_rank_of_p() { fork_rank "$P" "$1"; }
+
+fault subprocess sub_rank '^ctrain: error: rank 1 was killed by signal SIGKILL' \
+    "$CTRAIN" fit $FIT_FLAGS --data "$tmp/data" --strategy ddp --devices 2 --max-epochs 200 --log-every-n-steps 5 \
+    --default-root-dir "$tmp/f.subprocess"
+# 200 epochs: far longer than the test needs (rank 0 writes a training row every 50 steps).
+fault ddp_fork fork_rank_of_p 'rank 1 was killed by signal SIGKILL' \
+    "$B/fit_fork" "$tmp/data" "$tmp/f.ddp_fork" 2 200

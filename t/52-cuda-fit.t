@@ -1,0 +1,55 @@
+#!/bin/sh
+# Training on a GPU: a short cuda run reaches the cpu run's accuracy; bf16-mixed and 16-mixed land
+# within 0.5 points of cuda 32-true; the summary records device memory and 16-mixed's skipped
+# steps; with two GPUs, ddp over NCCL trains to the same accuracy. SKIP without a CUDA device.
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+B="$ROOT/${CTRAIN_BUILD:-build}"
+CTRAIN="$B/ctrain"
+T=$(mktemp -d /tmp/ctrain-t52-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+n=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+nok() { n=$((n + 1)); echo "not ok $n - $1"; [ -n "$2" ] && sed 's/^/# /' "$2"; }
+check() { if eval "$1"; then ok "$2"; else nok "$2" "$3"; fi; }
+skip_all() { for i in $(seq 1 9); do echo "ok $i # SKIP $1"; done; exit 0; }
+acc_of() { sed -n 's/.*"test_acc":[[:space:]]*\([0-9.]*\).*/\1/p' "$1/summary.json"; }
+within() { awk "BEGIN {d = $1 - $2; if (d < 0) d = -d; exit !(d <= $3)}"; }
+
+echo "1..9"
+probe=$("$B/t/cuda_check" probe) || skip_all "no CUDA device (${probe#unavailable: })"
+[ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] ||
+    skip_all "dataset-fashion-mnist not installed (scripts/install-deps)"
+ndev=${probe#available }
+mkdir -p "$T/data"
+"$B/t/idx_subset" /usr/share/datasets/fashion-mnist "$T/data" 12000 2000 || exit 1
+COMMON="--data $T/data --progress off --deterministic --max-epochs 2 --strategy single_device --devices 1"
+
+"$CTRAIN" fit $COMMON --accelerator cpu --default-root-dir "$T/cpu" >"$T/cpu.out" 2>&1
+"$CTRAIN" fit $COMMON --accelerator cuda --precision 32-true --default-root-dir "$T/f32" >"$T/f32.out" 2>&1
+check '[ $? -eq 0 ]' "cuda 32-true fit exits 0" "$T/f32.out"
+cpu=$(acc_of "$T/cpu"); f32=$(acc_of "$T/f32")
+check "[ -n '$f32' ] && awk 'BEGIN {exit !($f32 >= $cpu - 0.005)}'" \
+    "cuda 32-true test accuracy $f32 reaches the cpu's $cpu (within 0.5 points)" "$T/f32.out"
+check 'grep -q "\"device_memory_peak_bytes\":[[:space:]]*[1-9]" "$T/f32/summary.json"' \
+    "summary.json records the device memory peak" "$T/f32/summary.json"
+
+"$CTRAIN" fit $COMMON --accelerator cuda --precision bf16-mixed --default-root-dir "$T/bf16" >"$T/bf16.out" 2>&1
+check '[ $? -eq 0 ]' "cuda bf16-mixed fit exits 0" "$T/bf16.out"
+bf16=$(acc_of "$T/bf16")
+check "[ -n '$bf16' ] && within $bf16 $f32 0.005" "bf16-mixed accuracy $bf16 within 0.5 points of 32-true's $f32"
+
+"$CTRAIN" fit $COMMON --accelerator cuda --precision 16-mixed --default-root-dir "$T/f16" >"$T/f16.out" 2>&1
+check '[ $? -eq 0 ]' "cuda 16-mixed fit exits 0" "$T/f16.out"
+f16=$(acc_of "$T/f16")
+check "[ -n '$f16' ] && within $f16 $f32 0.005" "16-mixed accuracy $f16 within 0.5 points of 32-true's $f32"
+check 'grep -q "\"overflow_skipped_steps\":" "$T/f16/summary.json" && grep -q "\"loss_scale\":" "$T/f16/summary.json"' \
+    "summary.json records 16-mixed's skipped steps and loss scale" "$T/f16/summary.json"
+
+if [ "$ndev" -ge 2 ]; then
+    "$CTRAIN" fit --data "$T/data" --progress off --deterministic --max-epochs 2 --accelerator cuda \
+        --strategy ddp --devices 2 --default-root-dir "$T/ddp" >"$T/ddp.out" 2>&1
+    ddp=$(acc_of "$T/ddp")
+    check "[ -n '$ddp' ] && within $ddp $f32 0.02" "ddp over NCCL on 2 GPUs trains ($ddp vs one GPU's $f32)" "$T/ddp.out"
+else
+    echo "ok 9 # SKIP ddp over NCCL needs 2 CUDA devices (this machine has $ndev)"
+fi

@@ -1,0 +1,93 @@
+#!/bin/sh
+# Stopping on a signal without SLURM: SIGUSR1 (the default requeue signal) or SIGTERM makes ctrain
+# fit stop after the current step on every rank, save last.safetensors and exit 75 with a message
+# saying nothing was requeued; --ckpt-path last then continues bit for bit (single_device and
+# 2-rank ddp under ctrain's launcher). The flags: --requeue-signal, --ckpt-path auto, and auto
+# refusing a checkpoint another job wrote. t/60 and t/62 cover SLURM.
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+B="$ROOT/${CTRAIN_BUILD:-build}"
+T=$(mktemp -d /tmp/ctrain-t63-XXXXXX)
+P=
+trap '[ -n "$P" ] && kill -9 $P 2>/dev/null; rm -rf "$T"' EXIT
+trap 'exit 1' INT TERM HUP
+
+echo "1..9"
+if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+    for i in 1 2 3 4 5 6 7 8 9; do echo "ok $i # SKIP dataset-fashion-mnist not installed"; done
+    exit 0
+fi
+mkdir -p "$T/data"
+"$B/t/idx_subset" /usr/share/datasets/fashion-mnist "$T/data" 6000 1000 >/dev/null || exit 1
+n=0
+ok() {    # ok CONDITION-STATUS NAME [DIAG-FILE...]
+    n=$((n + 1))
+    if [ "$1" -eq 0 ]; then
+        echo "ok $n - $2"
+    else
+        echo "not ok $n - $2"
+        shift 2
+        for f in "$@"; do [ -f "$f" ] && sed 's/^/#   /' "$f"; done
+    fi
+    return 0
+}
+unset SLURM_JOB_ID SLURM_JOBID
+export OPENBLAS_NUM_THREADS=1
+
+# signalled NAME SIGNAL FLAGS...: run fit, send SIGNAL once it has logged training rows; sets rc.
+signalled() {
+    name=$1 sig=$2
+    shift 2
+    "$B/ctrain" fit "$@" --default-root-dir "$T/$name" >"$T/$name.out" 2>&1 &
+    P=$!
+    for i in $(seq 600); do
+        [ "$(cat "$T/$name/metrics.csv" 2>/dev/null | grep -c '^[0-9]')" -ge 2 ] && break
+        sleep 0.05
+    done
+    kill -"$sig" $P
+    wait $P
+    rc=$?
+    P=
+}
+
+# 5500 samples, batch 32: 172 steps per epoch; the signal lands inside epoch 1 or 2.
+S="--data $T/data --progress plain --log-every-n-steps 20 --deterministic --batch-size 32 --max-epochs 6 --lr-schedule constant"
+"$B/ctrain" fit $S --default-root-dir "$T/ref" >"$T/ref.out" 2>&1 || { sed 's/^/# /' "$T/ref.out"; exit 1; }
+
+signalled usr1 USR1 $S
+[ "$rc" -eq 75 ] && grep -q 'stopped by SIGUSR1 at epoch .*last.safetensors written' "$T/usr1.out" &&
+    grep -q 'not in a SLURM job, so nothing was requeued' "$T/usr1.out"
+ok $? "SIGUSR1: exit 75, last.safetensors written, says nothing was requeued" "$T/usr1.out"
+"$B/ctrain" fit $S --ckpt-path last --default-root-dir "$T/usr1" >"$T/usr1-resume.out" 2>&1 &&
+    "$B/t/st_compare" "$T/ref/last.safetensors" "$T/usr1/last.safetensors" >"$T/cmp1.out" 2>&1
+ok $? "--ckpt-path last continues it to the same weights as the uninterrupted run, bit for bit" "$T/cmp1.out" "$T/usr1-resume.out"
+
+signalled term TERM $S
+[ "$rc" -eq 75 ] && grep -q 'stopped by SIGTERM' "$T/term.out" && [ -s "$T/term/last.safetensors" ]
+ok $? "SIGTERM: exit 75, last.safetensors written" "$T/term.out"
+
+D="--data $T/data --progress plain --log-every-n-steps 10 --deterministic --batch-size 64 --max-epochs 8 --lr-schedule constant --strategy ddp --devices 2"
+"$B/ctrain" fit $D --default-root-dir "$T/dref" >"$T/dref.out" 2>&1 || { sed 's/^/# /' "$T/dref.out"; exit 1; }
+signalled ddp USR1 $D
+where=$(sed -n 's/.*stopped by SIGUSR1 at \(epoch [0-9]*, step [0-9]*\);.*/\1/p' "$T/ddp.out" | sort | uniq -c)
+[ "$rc" -eq 75 ] && [ "$(echo "$where" | wc -l)" -eq 1 ] && [ "$(echo "$where" | awk '{print $1}')" -ge 2 ]
+ok $? "2-rank ddp (ctrain's launcher forwards SIGUSR1): both ranks stop at the same step, exit 75" "$T/ddp.out"
+"$B/ctrain" fit $D --ckpt-path last --default-root-dir "$T/ddp" >"$T/ddp-resume.out" 2>&1 &&
+    "$B/t/st_compare" "$T/dref/last.safetensors" "$T/ddp/last.safetensors" >"$T/cmp2.out" 2>&1
+ok $? "... and resuming it equals the uninterrupted ddp run bit for bit" "$T/cmp2.out" "$T/ddp-resume.out"
+
+signalled usr2 USR2 $S --requeue-signal SIGUSR2
+[ "$rc" -eq 75 ] && grep -q 'stopped by SIGUSR2' "$T/usr2.out"
+ok $? "--requeue-signal SIGUSR2 stops on SIGUSR2" "$T/usr2.out"
+
+"$B/ctrain" fit --requeue-signal KILL >"$T/bad.out" 2>&1
+[ $? -eq 2 ] && grep -q -- "--requeue-signal 'KILL'" "$T/bad.out"
+ok $? "--requeue-signal KILL is refused (exit 2, names the flag)" "$T/bad.out"
+
+"$B/ctrain" fit $S --max-epochs 1 --ckpt-path auto --default-root-dir "$T/fresh" >"$T/fresh.out" 2>&1 &&
+    ! grep -q 'resumed' "$T/fresh.out"
+ok $? "--ckpt-path auto with no checkpoint starts fresh" "$T/fresh.out"
+
+# Inside a SLURM job (the default is auto there) a checkpoint another run wrote is not taken over.
+SLURM_JOB_ID=777 "$B/ctrain" fit $S --default-root-dir "$T/ref" >"$T/other.out" 2>&1
+[ $? -eq 2 ] && grep -q 'written by a run outside SLURM, not by this job 777' "$T/other.out"
+ok $? "under SLURM, auto refuses a last.safetensors another job wrote (exit 2, hint)" "$T/other.out"

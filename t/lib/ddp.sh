@@ -1,0 +1,66 @@
+# Shared by the ddp tests t/36-*.t and up (sourced after lib/launch.sh): a small Fashion-MNIST
+# subset, the fit flags that keep each run short, and finding one rank's pid to kill it.
+
+CTRAIN="$T/../${CTRAIN_BUILD:-build}/ctrain"
+FMNIST=/usr/share/datasets/fashion-mnist
+
+# skip_all N REASON: the plan and N skips
+skip_all() {
+    echo "1..$1"
+    i=0
+    while [ $i -lt "$1" ]; do i=$((i + 1)); echo "ok $i # SKIP $2"; done
+    exit 0
+}
+
+# make_data: $tmp/data with 6000 training images (5500 after 1/12 is held out) and 1000 test images
+make_data() {
+    [ -f "$FMNIST/train-images-idx3-ubyte.gz" ] || return 1
+    mkdir -p "$tmp/data" && "$B/idx_subset" "$FMNIST" "$tmp/data" 6000 1000 >/dev/null
+}
+
+# Short runs: one small hidden layer, batch 64 per rank, no progress output.
+FIT_FLAGS="--progress off --hidden 64 --batch-size 64"
+
+# json KEY FILE: a number from summary.json
+json() { sed -n "s/.*\"$1\":[[:space:]]*\([0-9.e+-]*\).*/\1/p" "$2" | head -1; }
+
+# procs_with MARK: pids of the processes whose command line contains MARK (a test's unique
+# --default-root-dir), one a line
+procs_with() {
+    for c in /proc/[0-9]*/cmdline; do
+        if { tr '\0' ' ' <"$c"; } 2>/dev/null | grep -qF -- "$1"; then p=${c#/proc/}; echo "${p%/cmdline}"; fi
+    done
+}
+
+# rank_pid MARK VAR VALUE: the pid among procs_with MARK whose environment has VAR=VALUE
+# (SLURM_PROCID under srun, OMPI_COMM_WORLD_RANK under mpirun, PMIX_RANK under ctrain's launcher)
+rank_pid() {
+    for p in $(procs_with "$1"); do
+        if { tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null | grep -qx "$2=$3"; then echo "$p"; return 0; fi
+    done
+    return 1
+}
+
+# wait_training DIR SECONDS: until rank 0 has logged a training row in DIR/metrics.csv
+wait_training() {
+    i=0
+    while [ "$(cat "$1/metrics.csv" 2>/dev/null | grep -c '^[0-9]')" -lt 1 ]; do
+        i=$((i + 1))
+        [ $i -gt $(($2 * 10)) ] && return 1
+        sleep 0.1
+    done
+    return 0
+}
+
+# wait_gone SECONDS PID...: until none of the pids exists; fails after SECONDS
+wait_gone() {
+    s=$1
+    shift
+    i=0
+    while ! all_gone "$@"; do
+        i=$((i + 1))
+        [ $i -gt $((s * 10)) ] && return 1
+        sleep 0.1
+    done
+    return 0
+}
