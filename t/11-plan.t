@@ -1,0 +1,53 @@
+#!/bin/sh
+# `ctrain plan` resolves for every registered strategy that runs on cpu (and refuses the cuda-only
+# ones on cpu with exit 2 and a message naming cpu); `--list` and `--errors` print the registries
+# and the catalogue; a misconfiguration exits 2 with nothing on stdout.
+CTRAIN="$(dirname "$0")/../${CTRAIN_BUILD:-build}/ctrain"
+tmp=$(mktemp -d /tmp/ctrain-t11.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+n=0
+ok() {
+    n=$((n + 1))
+    if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
+}
+
+"$CTRAIN" plan --list >"$tmp/list" 2>&1
+ok $? "plan --list"
+# Strategy rows: two-space indent, a name, then [accelerators].
+sed -n '/^strategies:/,/^[a-z]/p' "$tmp/list" | awk '/^  [a-z_]+ +\[/ {print $1, $2}' >"$tmp/strategies"
+[ "$(wc -l <"$tmp/strategies")" -ge 5 ]
+ok $? "the strategy registry lists $(wc -l <"$tmp/strategies") strategies"
+
+while read -r name accel; do
+    if echo "$accel" | grep -q cpu; then
+        devices=2
+        [ "$name" = single_device ] && devices=1
+        env -u CTRAIN_STRATEGY -u CTRAIN_ACCELERATOR -u CTRAIN_PRECISION \
+            "$CTRAIN" plan --accelerator cpu --strategy "$name" --devices $devices >"$tmp/out" 2>"$tmp/err"
+        rc=$?
+        [ $rc -eq 0 ] && grep -q "\"strategy\":[[:space:]]*\"$name\"" "$tmp/out" &&
+            grep -q "\"world_size\":[[:space:]]*$devices" "$tmp/out"
+        ok $? "plan --strategy $name --accelerator cpu --devices $devices resolves (exit $rc)"
+    else
+        "$CTRAIN" plan --accelerator cpu --strategy "$name" >"$tmp/out" 2>"$tmp/err"
+        rc=$?
+        [ $rc -eq 2 ] && [ ! -s "$tmp/out" ] && grep -q "cpu" "$tmp/err" && grep -q "^ctrain: hint:" "$tmp/err"
+        ok $? "plan --strategy $name (runs on $accel) refused on cpu with a hint (exit $rc)"
+    fi
+done <"$tmp/strategies"
+
+"$CTRAIN" plan --errors >"$tmp/errors" 2>&1
+[ "$(wc -l <"$tmp/errors")" -ge 40 ]
+ok $? "plan --errors prints the catalogue ($(wc -l <"$tmp/errors") entries)"
+
+"$CTRAIN" plan --accelerator ddp >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 2 ] && [ ! -s "$tmp/out" ] && grep -q "use --strategy ddp" "$tmp/err"
+ok $? "--accelerator ddp: exit 2, says to use --strategy ddp (exit $rc)"
+
+"$CTRAIN" plan --devices >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "needs a value" "$tmp/err"
+ok $? "a flag without its value: exit 2 (flag-missing-value)"
+
+echo "1..$n"
