@@ -25,7 +25,7 @@ ok "$RC" "srun --ctrain-strategy=ddp --mpi=pmix -n 2 ctrain fit exits 0"
 summary="$OUTDIR.fit/summary.json"
 like "$(cat "$summary" 2>/dev/null)" '"world_size":[[:space:]]*2' "rank 0 wrote summary.json with world size 2"
 like "$(cat "$summary" 2>/dev/null)" '"strategy":[[:space:]]*"ddp"' "the strategy came from --ctrain-strategy (CTRAIN_STRATEGY)"
-run_srun --ctrain-strategy=ddp --ctrain-accelerator=cpu --ctrain-precision=bf16-mixed --mpi=pmix -n 2 "$CTRAIN" $FIT
-ok "$([ "$RC" -ne 0 ] && printf '%s' "$ERR" | grep -q 'ctrain: .*bf16-mixed' && echo 0 || echo 1)" \
+run_srun --ctrain-strategy=ddp --ctrain-accelerator=cpu --ctrain-precision=16-mixed --mpi=pmix -n 2 "$CTRAIN" $FIT
+ok "$([ "$RC" -ne 0 ] && printf '%s' "$ERR" | grep -q 'ctrain: .*16-mixed' && echo 0 || echo 1)" \
    "a precision ctrain fit cannot run on cpu stops srun before launch"
 spank_done
