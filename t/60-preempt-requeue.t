@@ -10,49 +10,15 @@ cd "$(dirname "$0")/.." || exit 1
 root=$(pwd)
 B="$root/${CTRAIN_BUILD:-build}"
 
-echo "1..6"
-skip_all() {
-    for i in 1 2 3 4 5 6; do echo "ok $i # SKIP $1"; done
-    exit 0
-}
-[ "$(id -u)" -eq 0 ] || skip_all "needs root to start slurmd (run make test as root)"
-for b in slurmctld slurmd srun sbatch scancel munged; do
-    command -v "$b" >/dev/null 2>&1 || [ -x "/usr/sbin/$b" ] ||
-        skip_all "$b not installed (scripts/install-deps installs slurm-wlm and munge)"
-done
-[ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] ||
-    skip_all "dataset-fashion-mnist not installed"
-[ -x "$B/ctrain" ] || { echo "Bail out! $B/ctrain is not built (run make)"; exit 1; }
+PLAN=6
+echo "1..$PLAN"
+. "$root/t/lib/preempt.sh"
+require_slurm
 
 dir=$(mktemp -d /tmp/ctrain-t60.XXXXXX) || exit 1
 trap '"$root/scripts/slurm-cluster" stop "$dir/c" >/dev/null 2>&1; rm -rf "$dir"' EXIT
 trap 'exit 1' INT TERM HUP
-
-n=0
-ok() {    # ok CONDITION-STATUS NAME [DIAG-FILE...]
-    n=$((n + 1))
-    if [ "$1" -eq 0 ]; then
-        echo "ok $n - $2"
-    else
-        echo "not ok $n - $2"
-        shift 2
-        for f in "$@"; do [ -f "$f" ] && sed 's/^/#   /' "$f"; done
-    fi
-    return 0
-}
-
-mkdir -p "$dir/data"
-"$B/t/idx_subset" /usr/share/datasets/fashion-mnist "$dir/data" 6000 1000 >/dev/null || exit 1
-
-"$root/scripts/slurm-cluster" start "$dir/c" >"$dir/start.out" 2>&1
-st=$?
-[ "$st" -eq 3 ] && skip_all "scripts/slurm-cluster cannot run here: $(tail -n 1 "$dir/start.out")"
-if [ "$st" -ne 0 ]; then
-    sed 's/^/# /' "$dir/start.out"
-    echo "Bail out! the loopback cluster did not start"
-    exit 1
-fi
-. "$dir/c/env"
+start_cluster "$dir"
 
 # 5500 training samples, 2 ranks x batch 64: 43 steps per epoch; 20 epochs take long enough to be
 # signalled inside one. One BLAS thread per rank in both jobs: bit-identical by construction.

@@ -11,25 +11,11 @@ P=
 trap '[ -n "$P" ] && kill -9 $P 2>/dev/null; rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM HUP
 
-echo "1..9"
-if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
-    for i in 1 2 3 4 5 6 7 8 9; do echo "ok $i # SKIP dataset-fashion-mnist not installed"; done
-    exit 0
-fi
-mkdir -p "$T/data"
-"$B/t/idx_subset" /usr/share/datasets/fashion-mnist "$T/data" 6000 1000 >/dev/null || exit 1
-n=0
-ok() {    # ok CONDITION-STATUS NAME [DIAG-FILE...]
-    n=$((n + 1))
-    if [ "$1" -eq 0 ]; then
-        echo "ok $n - $2"
-    else
-        echo "not ok $n - $2"
-        shift 2
-        for f in "$@"; do [ -f "$f" ] && sed 's/^/#   /' "$f"; done
-    fi
-    return 0
-}
+PLAN=9
+echo "1..$PLAN"
+root=$ROOT
+. "$ROOT/t/lib/preempt.sh"
+make_data "$T/data"
 unset SLURM_JOB_ID SLURM_JOBID
 export OPENBLAS_NUM_THREADS=1
 
