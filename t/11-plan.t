@@ -6,9 +6,14 @@ CTRAIN="$(dirname "$0")/../${CTRAIN_BUILD:-build}/ctrain"
 tmp=$(mktemp -d /tmp/ctrain-t11.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 n=0
-ok() {
+ok() {    # ok STATUS NAME: on failure the command's stdout and stderr become TAP comments
     n=$((n + 1))
-    if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
+    if [ "$1" -eq 0 ]; then
+        echo "ok $n - $2"
+    else
+        echo "not ok $n - $2"
+        cat "$tmp/out" "$tmp/err" 2>/dev/null | sed 's/^/#   /'
+    fi
 }
 
 "$CTRAIN" plan --list >"$tmp/list" 2>&1
@@ -48,6 +53,6 @@ ok $? "--accelerator ddp: exit 2, says to use --strategy ddp (exit $rc)"
 "$CTRAIN" plan --devices >"$tmp/out" 2>"$tmp/err"
 rc=$?
 [ $rc -eq 2 ] && grep -q "needs a value" "$tmp/err"
-ok $? "a flag without its value: exit 2 (flag-missing-value)"
+ok $? "a flag without its value: exit 2 (flag-missing-value; exit $rc)"
 
 echo "1..$n"
