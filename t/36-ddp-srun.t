@@ -61,13 +61,7 @@ if wait_training "$tmp/f" 60; then
     r0=$(rank_pid "$tmp/f" SLURM_PROCID 0)
     r1=$(rank_pid "$tmp/f" SLURM_PROCID 1)
     pids="$pids $r0 $r1"
-    t0=$(now)
-    kill -KILL "$r1"
-    wait $P
-    rc=$?
-    took=$(elapsed "$t0")
-    wait_gone 5 $r0 $r1 $P
-    gone=$?
+    kill_and_time "$r1" $P $r0 $r1 $P
 else
     rc=0 took=99 gone=1 r0=- r1=-
 fi

@@ -37,13 +37,7 @@ if wait_training "$tmp/f" 60; then
 fi
 if [ -n "$r0" ] && [ -n "$r1" ]; then
     ok 0 "found rank 1 (pid $r1) training, rank 0 pid $r0"
-    t0=$(now)
-    kill -KILL "$r1"
-    wait $P
-    rc=$?
-    took=$(elapsed "$t0")
-    wait_gone 5 $r0 $r1 $P
-    gone=$?
+    kill_and_time "$r1" $P $r0 $r1 $P
 else
     ok 1 "found rank 1 training" && diag "$tmp/f.out" "$tmp/f.err"
     rc=0 took=99 gone=1

@@ -62,13 +62,7 @@ fault() {
     fi
     if [ -n "$r0" ] && [ -n "$r1" ]; then
         ok 0 "$label: found rank 1 (pid $r1) training, rank 0 pid $r0"
-        t0=$(now)
-        kill -KILL "$r1"
-        wait $P
-        rc=$?
-        took=$(elapsed "$t0")
-        wait_gone 5 $P $kids
-        gone=$?
+        kill_and_time "$r1" $P $P $kids
     else
         ok 1 "$label: found rank 1 training" && diag "$tmp/$label.out" "$tmp/$label.err"
         rc=0 took=99 gone=1

@@ -64,3 +64,19 @@ wait_gone() {
     done
     return 0
 }
+
+# kill_and_time VICTIM LAUNCHER PID...: SIGKILL the rank VICTIM, wait for the LAUNCHER process (srun,
+# mpirun, ctrain) and for every PID to be gone. Sets rc (the launcher's exit status), took (seconds
+# from the kill to the launcher's exit) and gone (0 when every PID went within 5 s).
+kill_and_time() {
+    victim=$1
+    launcher=$2
+    shift 2
+    t0=$(now)
+    kill -KILL "$victim"
+    wait "$launcher"
+    rc=$?
+    took=$(elapsed "$t0")
+    wait_gone 5 "$@"
+    gone=$?
+}
