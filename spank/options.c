@@ -7,24 +7,21 @@
 #include "ctrain/util.h"
 #include "spank/plugin.h"
 
-enum { OPT_STRATEGY = 1, OPT_ACCELERATOR, OPT_PRECISION, OPT_BIND };
-
-static int option_cb(int val, const char *optarg, int remote);
 
 static struct spank_option options[] = {
     { "ctrain-strategy", "NAME",
       "ctrain: training strategy of this step (ddp, ...); every task gets RANK, LOCAL_RANK, WORLD_SIZE, "
-      "MASTER_ADDR, MASTER_PORT and CTRAIN_STRATEGY", 1, OPT_STRATEGY, option_cb },
+      "MASTER_ADDR, MASTER_PORT and CTRAIN_STRATEGY", 1, CT_SPANK_OPT_STRATEGY, ct_spank_option_cb },
     { "ctrain-accelerator", "NAME",
       "ctrain: accelerator (cpu, cuda or gpu, auto) as CTRAIN_ACCELERATOR; checked with the strategy before launch",
-      1, OPT_ACCELERATOR, option_cb },
+      1, CT_SPANK_OPT_ACCELERATOR, ct_spank_option_cb },
     { "ctrain-precision", "P",
-      "ctrain: precision (32-true, bf16-mixed, ...) as CTRAIN_PRECISION; checked before launch", 1, OPT_PRECISION,
-      option_cb },
+      "ctrain: precision (32-true, bf16-mixed, ...) as CTRAIN_PRECISION; checked before launch", 1,
+      CT_SPANK_OPT_PRECISION, ct_spank_option_cb },
     { "ctrain-bind", "closest|none|verbose",
       "ctrain: bind each task to the GPU, cores and NIC closest to each other inside the step's allocation "
       "(closest, the default), not at all (none), or closest and print each task's binding (verbose)",
-      1, OPT_BIND, option_cb },
+      1, CT_SPANK_OPT_BIND, ct_spank_option_cb },
     SPANK_OPTIONS_TABLE_END
 };
 
@@ -48,18 +45,18 @@ static int store(char **slot, const char *flag, const char *optarg)
     return *slot ? 0 : -1;
 }
 
-static int option_cb(int val, const char *optarg, int remote)
+int ct_spank_option_cb(int val, const char *optarg, int remote)
 {
     struct ct_spank_opts *o = &ct_spank.opts;
 
     switch (val) {
-    case OPT_STRATEGY:
+    case CT_SPANK_OPT_STRATEGY:
         return store(&o->strategy, "ctrain-strategy", optarg);
-    case OPT_ACCELERATOR:
+    case CT_SPANK_OPT_ACCELERATOR:
         return store(&o->accelerator, "ctrain-accelerator", optarg);
-    case OPT_PRECISION:
+    case CT_SPANK_OPT_PRECISION:
         return store(&o->precision, "ctrain-precision", optarg);
-    case OPT_BIND:
+    case CT_SPANK_OPT_BIND:
         if (optarg && !strcmp(optarg, "closest"))
             o->bind = CT_SPANK_BIND_CLOSEST;
         else if (optarg && !strcmp(optarg, "none"))

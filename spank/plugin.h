@@ -56,6 +56,12 @@ void ct_spank_report(const ct_error *err);
 int ct_spank_args_parse(int ac, char **av, ct_error *err);
 
 /* options.c */
+/* The option values SPANK passes to ct_spank_option_cb (the options table's val). */
+enum ct_spank_opt { CT_SPANK_OPT_STRATEGY = 1, CT_SPANK_OPT_ACCELERATOR, CT_SPANK_OPT_PRECISION, CT_SPANK_OPT_BIND };
+/* SPANK's callback for every --ctrain-* option: store the value after checking its form; -1 with
+ * a "ctrain: " message for a malformed one (SPANK then stops srun/sbatch). Not static so that the
+ * fuzz target t/fuzz/fuzz_spank_options.c calls what SPANK calls. */
+int ct_spank_option_cb(int val, const char *optarg, int remote);
 int ct_spank_options_register(spank_t sp, ct_error *err);
 void ct_spank_options_free(void);
 /* 1 when the step is ctrain's: a --ctrain-* option was given or the site set default_strategy. */
