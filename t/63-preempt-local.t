@@ -11,7 +11,7 @@ P=
 trap '[ -n "$P" ] && kill -9 $P 2>/dev/null; rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM HUP
 
-PLAN=9
+PLAN=11
 echo "1..$PLAN"
 root=$ROOT
 . "$ROOT/t/lib/preempt.sh"
@@ -64,6 +64,30 @@ ok $? "... and resuming it equals the uninterrupted ddp run bit for bit" "$T/cmp
 signalled usr2 USR2 $S --requeue-signal SIGUSR2
 [ "$rc" -eq 75 ] && grep -q 'stopped by SIGUSR2' "$T/usr2.out"
 ok $? "--requeue-signal SIGUSR2 stops on SIGUSR2" "$T/usr2.out"
+
+# A signal during start-up: the training images are a FIFO, so fit waits in the data load until the
+# writer below opens it; the writer then sends SIGUSR1 and only afterwards gives the data. The run
+# must keep the signal and stop at the first step boundary, not die of SIGUSR1's default action.
+mkdir "$T/fifo"
+for f in "$T"/data/*; do ln -s "$f" "$T/fifo/"; done
+rm "$T/fifo/train-images-idx3-ubyte.gz"
+mkfifo "$T/fifo/train-images-idx3-ubyte.gz"
+E=$(echo "$S" | sed "s|--data $T/data|--data $T/fifo|")
+"$B/ctrain" fit $E --default-root-dir "$T/early" >"$T/early.out" 2>&1 &
+P=$!
+timeout 120 sh -c 'exec 3>"$1" && kill -USR1 "$2" && cat "$3" >&3' writer "$T/fifo/train-images-idx3-ubyte.gz" $P \
+    "$T/data/train-images-idx3-ubyte.gz" >"$T/writer.out" 2>&1
+wrc=$?
+wait $P
+rc=$?
+P=
+[ "$wrc" -eq 0 ] && [ "$rc" -eq 75 ] && grep -q 'stopped by SIGUSR1 at epoch 1, step 0;' "$T/early.out" &&
+    [ -s "$T/early/last.safetensors" ]
+ok $? "SIGUSR1 while the data loads: kept, exit 75 at epoch 1 step 0 with last.safetensors (ctrain exit $rc)" \
+    "$T/early.out" "$T/writer.out"
+"$B/ctrain" fit $S --ckpt-path last --default-root-dir "$T/early" >"$T/early-resume.out" 2>&1 &&
+    "$B/t/st_compare" "$T/ref/last.safetensors" "$T/early/last.safetensors" >"$T/cmp3.out" 2>&1
+ok $? "... and --ckpt-path last from there equals the uninterrupted run bit for bit" "$T/cmp3.out" "$T/early-resume.out"
 
 "$B/ctrain" fit --requeue-signal KILL >"$T/bad.out" 2>&1
 [ $? -eq 2 ] && grep -q -- "--requeue-signal 'KILL'" "$T/bad.out"

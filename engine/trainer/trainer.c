@@ -611,6 +611,16 @@ static void result_init(ct_trainer_result *res)
     res->best_val_acc = res->test_loss = res->test_acc = NAN;
 }
 
+/* The requeue signal (--requeue-signal, checked by ct_trainer_config_check) and SIGTERM/SIGINT only
+ * set a flag from here on; the fit loop looks at it at every step boundary. */
+static int catch_stop_signals(const ct_trainer_config *cfg, ct_error *err)
+{
+    int sig = SIGUSR1;
+
+    ct_stop_signal_parse(cfg->requeue_signal, &sig);
+    return ct_stop_install(sig, err);
+}
+
 static int rank_body(ct_strategy *s, void *arg, void *result, size_t result_size, ct_error *err)
 {
     const struct body_arg *ba = arg;
@@ -623,8 +633,15 @@ static int rank_body(ct_strategy *s, void *arg, void *result, size_t result_size
     result_init(&res);
     rs.run.start_time = ct_time_now();
     ct_strategy_set_collective_timeout(s, cfg->collective_timeout);
-    if ((rc = ct_strategy_setup_environment(s, err)))
+    /* fit: catch the stop signals before the slow start (rendezvous, data, model): a requeue signal
+     * that comes then is kept, and the ranks stop at the first step boundary with a checkpoint,
+     * instead of the signal's default action ending the job without a requeue. */
+    if (ba->mode == MODE_FIT && (rc = catch_stop_signals(cfg, err)))
         return rc;
+    if ((rc = ct_strategy_setup_environment(s, err))) {
+        ct_stop_uninstall();
+        return rc;
+    }
     rs.run.strategy = s;
     rs.run.rank = ct_strategy_global_rank(s);
     rs.run.world = ct_strategy_world_size(s);
@@ -644,14 +661,8 @@ static int rank_body(ct_strategy *s, void *arg, void *result, size_t result_size
                                       ct_mlp_num_params(rs.model), err)))
         goto out;
     if (ba->mode == MODE_FIT) {
-        int sig = SIGUSR1;
-
-        ct_stop_signal_parse(cfg->requeue_signal, &sig);
-        if ((rc = ct_stop_install(sig, err)))
-            goto out;
         rs.run.stop_enabled = 1;
         rc = run_fit(&rs, cfg, &res, err);
-        ct_stop_uninstall();
     } else {
         rc = run_eval(&rs, cfg, ba->mode, &res, err);
     }
@@ -660,6 +671,7 @@ static int rank_body(ct_strategy *s, void *arg, void *result, size_t result_size
         memcpy(result, &res, sizeof(res));
     }
 out:
+    ct_stop_uninstall();
     ct_logger_close(&rs.run);
     ct_strategy_teardown(s);
     rank_state_free(&rs);
