@@ -7,7 +7,6 @@
 #include "ctrain/util.h"
 #include "spank/plugin.h"
 
-
 static struct spank_option options[] = {
     { "ctrain-strategy", "NAME",
       "ctrain: training strategy of this step (ddp, ...); every task gets RANK, LOCAL_RANK, WORLD_SIZE, "
