@@ -2,8 +2,9 @@
 # Stopping on a signal without SLURM: SIGUSR1 (the default requeue signal) or SIGTERM makes ctrain
 # fit stop after the current step on every rank, save last.safetensors and exit 75 with a message
 # saying nothing was requeued; --ckpt-path last then continues bit for bit (single_device and
-# 2-rank ddp under ctrain's launcher). A signal while the data still loads stops at the first step. The flags: --requeue-signal, --ckpt-path auto, and auto
-# refusing a checkpoint another job wrote. t/60 and t/62 cover SLURM.
+# 2-rank ddp under ctrain's launcher); a signal while the data still loads stops at the first step.
+# The flags: --requeue-signal, --ckpt-path auto, and auto refusing a checkpoint another job wrote.
+# t/60 and t/62 cover SLURM.
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B="$ROOT/${CTRAIN_BUILD:-build}"
 T=$(mktemp -d /tmp/ctrain-t63-XXXXXX)
