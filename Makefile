@@ -3,13 +3,18 @@
 #   make            libctrain-core.a, libctrain.{a,so}, the ctrain CLI, the SPANK plugin
 #   make demo       install missing Debian packages, build, train 5 epochs on Fashion-MNIST
 #   make test       build, then run every TAP test under t/ with prove
-#   make install    PREFIX=/usr/local DESTDIR= (plugin goes to SLURM's plugin directory)
+#   make install    PREFIX=/usr/local DESTDIR= (plugin goes to SLURM's plugin directory; the plugstack
+#                   snippet to $(DATADIR)/ctrain, inert: ENABLE=1 also links it into /etc/slurm/plugstack.conf.d)
+#   make deb        the Debian packages, built by dpkg-buildpackage from a copy of the tree, into build/deb/
 #
 # Sources are found by folder: every .c in a core folder goes into libctrain-core (no MPI, CUDA,
 # BLAS or PMIx: the SPANK plugin links it inside srun and slurmstepd); every .c in a library
 # folder goes into libctrain on top of it.
 
 CC       ?= cc
+# The version, in one place: debian/changelog's first entry, without epoch and Debian revision.
+VERSION  := $(shell awk 'NR == 1 { v = $$2; gsub(/[()]/, "", v); sub(/^[0-9]+:/, "", v); sub(/-[^-]*$$/, "", v); print v; exit }' debian/changelog)
+VERSION_DEF := -DCTRAIN_VERSION='"$(VERSION)"'
 PREFIX   ?= /usr/local
 DESTDIR  ?=
 BUILD    ?= build
@@ -28,7 +33,7 @@ CFLAGS   ?= $(OPT) -g
 # The training step's element-wise loops (bias+ReLU, optimizer updates): vectorised, and sqrtf
 # without errno so it vectorises; engine/nn also clones its hot loops per ISA (target_clones).
 NN_CFLAGS ?= -O3 -fno-math-errno
-ALL_CFLAGS = $(CFLAGS) -std=gnu11 -fPIC $(WARN) $(HARDEN_CFLAGS) -Iinclude -I. -MMD -MP $(EXTRA_CFLAGS)
+ALL_CFLAGS = $(CPPFLAGS) $(CFLAGS) -std=gnu11 -fPIC $(WARN) $(HARDEN_CFLAGS) -Iinclude -I. -MMD -MP $(EXTRA_CFLAGS)
 ALL_LDFLAGS = $(LDFLAGS) $(HARDEN_LDFLAGS) $(EXTRA_LDFLAGS)
 
 # Dependencies, through pkg-config where Debian ships a .pc file.
@@ -39,7 +44,11 @@ CORE_LIBS   := $(shell pkg-config --libs $(PKG_CORE) 2>/dev/null) -lm
 LIB_CFLAGS  := $(shell pkg-config --cflags $(PKG_LIB) 2>/dev/null)
 # libslurm (slurm_requeue, engine/trainer/requeue.c): Debian's libslurm-dev ships no .pc file.
 # libctrain only: libctrain-core and the SPANK plugin must not link it.
-LIB_LIBS    := $(shell pkg-config --libs $(PKG_LIB) 2>/dev/null) -lslurm -lpthread -lm
+# Debian's pmix.pc adds an rpath to PMIx's private directory; libpmix.so.2 is in the default search
+# path too, and a Debian package must not carry an rpath (lintian: custom-library-search-path).
+comma := ,
+LIB_LIBS    := $(filter-out -Wl$(comma)-rpath -Wl$(comma)/% -Wl$(comma)--enable-new-dtags,\
+                 $(shell pkg-config --libs $(PKG_LIB) 2>/dev/null)) -lslurm -lpthread -lm
 TEST_LIBS   := $(shell pkg-config --libs cmocka 2>/dev/null)
 
 # CUDA is compiled when the toolkit is present; `make CUDA=0` turns it off.
@@ -88,7 +97,7 @@ SPANK_SO := $(BUILD)/ctrain.so
 
 Q := $(if $(filter 1,$(V)),,@)
 
-.PHONY: all lib cli spank tests demo test install uninstall clean check-layering check-asan fuzz fuzz-build
+.PHONY: all lib cli spank tests demo test install uninstall deb clean check-layering check-asan fuzz fuzz-build
 all: lib cli spank tests
 
 lib: $(CORE_A) $(LIB_A) $(LIB_SO)
@@ -99,7 +108,10 @@ tests: $(TEST_BIN) $(TOOL_BIN)
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@$(if $(filter 1,$(V)),,echo "  CC      $<")
-	$(Q)$(CC) $(ALL_CFLAGS) $(if $(filter $(CORE_SRC) $(SPANK_SRC),$<),$(CORE_CFLAGS),$(LIB_CFLAGS)) $(if $(filter engine/nn/%,$<),$(NN_CFLAGS)) -c $< -o $@
+	$(Q)$(CC) $(ALL_CFLAGS) $(if $(filter $(CORE_SRC) $(SPANK_SRC),$<),$(CORE_CFLAGS),$(LIB_CFLAGS)) $(if $(filter engine/nn/%,$<),$(NN_CFLAGS)) $(if $(filter $(CLI_SRC) $(SPANK_SRC),$<),$(VERSION_DEF)) -c $< -o $@
+
+# `ctrain --version` and the plugin's load message name the version.
+$(CLI_OBJ) $(SPANK_OBJ): debian/changelog
 
 $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
@@ -215,38 +227,65 @@ fuzz: fuzz-build
 	done
 
 # --- install -----------------------------------------------------------------------------------
+# Inert by default: the plugstack snippet goes to $(DATADIR)/ctrain/plugstack.conf.d/, and SLURM does
+# not read it until an admin links it into a directory plugstack.conf includes (README, "SPANK
+# plugin — for admins"). ENABLE=1 makes that link too. debian/rules installs through this target.
 LIBDIR      ?= $(PREFIX)/lib
 BINDIR      ?= $(PREFIX)/bin
 INCLUDEDIR  ?= $(PREFIX)/include
-MANDIR      ?= $(PREFIX)/share/man
+DATADIR     ?= $(PREFIX)/share
+MANDIR      ?= $(DATADIR)/man
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 SYSCONFDIR  ?= /etc
+ENABLE      ?= 0
 SLURM_PLUGINDIR ?= $(shell pkg-config --variable=libdir slurm 2>/dev/null | sed 's|$$|/slurm|;s|^/slurm$$||')
 ifeq ($(SLURM_PLUGINDIR),)
   SLURM_PLUGINDIR := /usr/lib/$(shell $(CC) -print-multiarch)/slurm-wlm
 endif
+SNIPPET     := $(DATADIR)/ctrain/plugstack.conf.d/ctrain.conf
+SNIPPET_LINK := $(SYSCONFDIR)/slurm/plugstack.conf.d/ctrain.conf
 
-install: all
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR)/ctrain
+install: lib cli spank
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR)/ctrain $(DESTDIR)$(PKGCONFIGDIR)
 	install -m 755 $(CLI) $(DESTDIR)$(BINDIR)/ctrain
 	install -m 644 $(LIB_A) $(CORE_A) $(DESTDIR)$(LIBDIR)/
-	install -m 755 $(LIB_SO) $(DESTDIR)$(LIBDIR)/libctrain.so.0
+	install -m 644 $(LIB_SO) $(DESTDIR)$(LIBDIR)/libctrain.so.0
 	ln -sf libctrain.so.0 $(DESTDIR)$(LIBDIR)/libctrain.so
 	install -m 644 include/ctrain/*.h $(DESTDIR)$(INCLUDEDIR)/ctrain/
-	if [ -f $(SPANK_SO) ]; then \
-	  install -d $(DESTDIR)$(SLURM_PLUGINDIR) $(DESTDIR)$(SYSCONFDIR)/slurm/plugstack.conf.d; \
-	  install -m 755 $(SPANK_SO) $(DESTDIR)$(SLURM_PLUGINDIR)/ctrain.so; \
-	  sed 's|@PLUGINDIR@|$(SLURM_PLUGINDIR)|' scripts/plugstack.conf.d/ctrain.conf \
-	    > $(DESTDIR)$(SYSCONFDIR)/slurm/plugstack.conf.d/ctrain.conf; \
-	fi
-	if [ -f spank/ctrain-spank.8 ]; then \
-	  install -d $(DESTDIR)$(MANDIR)/man8 && install -m 644 spank/ctrain-spank.8 $(DESTDIR)$(MANDIR)/man8/; \
-	fi
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+	    -e 's|@VERSION@|$(VERSION)|' ctrain.pc.in >$(DESTDIR)$(PKGCONFIGDIR)/ctrain.pc
+	install -d $(DESTDIR)$(SLURM_PLUGINDIR) $(DESTDIR)$(dir $(SNIPPET)) $(DESTDIR)$(MANDIR)/man8
+	install -m 644 $(SPANK_SO) $(DESTDIR)$(SLURM_PLUGINDIR)/ctrain.so
+	sed -e 's|@PLUGINDIR@|$(SLURM_PLUGINDIR)|' -e 's|@SNIPPET@|$(SNIPPET)|' scripts/plugstack.conf.d/ctrain.conf >$(DESTDIR)$(SNIPPET)
+	chmod 644 $(DESTDIR)$(SNIPPET)
+	install -m 644 spank/ctrain-spank.8 $(DESTDIR)$(MANDIR)/man8/
+ifeq ($(ENABLE),1)
+	install -d $(DESTDIR)$(dir $(SNIPPET_LINK))
+	ln -sfn $(SNIPPET) $(DESTDIR)$(SNIPPET_LINK)
+endif
 
+# The enabling link goes only when it is ours (an admin's own ctrain.conf stays).
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/ctrain $(DESTDIR)$(LIBDIR)/libctrain.a $(DESTDIR)$(LIBDIR)/libctrain-core.a \
-	      $(DESTDIR)$(LIBDIR)/libctrain.so $(DESTDIR)$(LIBDIR)/libctrain.so.0 $(DESTDIR)$(SLURM_PLUGINDIR)/ctrain.so \
-	      $(DESTDIR)$(SYSCONFDIR)/slurm/plugstack.conf.d/ctrain.conf $(DESTDIR)$(MANDIR)/man8/ctrain-spank.8
+	      $(DESTDIR)$(LIBDIR)/libctrain.so $(DESTDIR)$(LIBDIR)/libctrain.so.0 $(DESTDIR)$(PKGCONFIGDIR)/ctrain.pc \
+	      $(DESTDIR)$(SLURM_PLUGINDIR)/ctrain.so $(DESTDIR)$(SNIPPET) $(DESTDIR)$(MANDIR)/man8/ctrain-spank.8
+	if [ "$$(readlink $(DESTDIR)$(SNIPPET_LINK))" = "$(SNIPPET)" ]; then rm -f $(DESTDIR)$(SNIPPET_LINK); fi
 	rm -rf $(DESTDIR)$(INCLUDEDIR)/ctrain
+	-rmdir $(DESTDIR)$(dir $(SNIPPET)) $(DESTDIR)$(DATADIR)/ctrain 2>/dev/null
+
+# --- Debian packages ---------------------------------------------------------------------------
+# dpkg-buildpackage builds from a copy of the tree's files (tracked, and untracked but not ignored)
+# in build/deb/ctrain-VERSION, so its `debian/rules clean` never touches this tree's build/; the
+# .deb files land in build/deb/. Then lintian checks them (overrides: debian/*.lintian-overrides, each
+# with its reason). DEB_BUILD_OPTIONS is dpkg-buildpackage's (e.g. "nocheck parallel=2").
+DEB_DIR := $(BUILD)/deb
+deb:
+	rm -rf $(DEB_DIR)
+	mkdir -p $(DEB_DIR)/ctrain-$(VERSION)
+	git ls-files -z --cached --others --exclude-standard | \
+	  tar --null --ignore-failed-read -T - -cf - 2>/dev/null | tar -C $(DEB_DIR)/ctrain-$(VERSION) -xf -
+	cd $(DEB_DIR)/ctrain-$(VERSION) && dpkg-buildpackage -b -us -uc
+	lintian --fail-on error,warning $(DEB_DIR)/*.changes
 
 clean:
 	rm -rf $(BUILD) build-asan $(FUZZ_BUILD)

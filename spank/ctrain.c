@@ -5,10 +5,17 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <slurm/slurm_version.h>
 #include <slurm/spank.h>
 
 #include "spank/plugin.h"
 
+#ifndef CTRAIN_VERSION
+#error "CTRAIN_VERSION is set by the Makefile (from debian/changelog)"
+#endif
+
+/* plugin_version is SLURM_VERSION_NUMBER of the spank.h it was built with: SLURM loads the
+ * plugin only into a srun/slurmstepd of the same major.minor release (debian/rules pins it). */
 SPANK_PLUGIN(ctrain, 1);
 
 struct ct_spank_state ct_spank;
@@ -71,6 +78,10 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
         ct_spank.disabled = 1;
         goto fail;
     }
+    /* After the arguments: `verbose` raises it to info level, where slurmd's log shows it. */
+    ct_spank_info("version %s, built for SLURM %d.%02d.%d", CTRAIN_VERSION,
+                  SLURM_VERSION_MAJOR(SLURM_VERSION_NUMBER), SLURM_VERSION_MINOR(SLURM_VERSION_NUMBER),
+                  SLURM_VERSION_MICRO(SLURM_VERSION_NUMBER));
     rv = 0;
 fail:
     return rv;

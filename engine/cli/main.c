@@ -2,10 +2,16 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <slurm/slurm_version.h>
+
 #include "engine/cli/commands.h"
 #include "engine/cli/trainer_flags.h"
 
-#define CT_VERSION "0.1.0"
+/* The Makefile sets it from debian/changelog: one version for the CLI, the plugin, ctrain.pc and
+ * the Debian packages. */
+#ifndef CTRAIN_VERSION
+#error "CTRAIN_VERSION is set by the Makefile (from debian/changelog)"
+#endif
 
 struct ct_command {
     const char *name;
@@ -44,7 +50,10 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("ctrain %s\n", CT_VERSION);
+        /* The SLURM release of the headers libctrain was built with (requeue uses libslurm). */
+        printf("ctrain %s (built for SLURM %d.%02d.%d)\n", CTRAIN_VERSION,
+               SLURM_VERSION_MAJOR(SLURM_VERSION_NUMBER), SLURM_VERSION_MINOR(SLURM_VERSION_NUMBER),
+               SLURM_VERSION_MICRO(SLURM_VERSION_NUMBER));
         return 0;
     }
     for (const struct ct_command *c = commands; c->name; c++)
