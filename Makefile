@@ -275,16 +275,17 @@ uninstall:
 
 # --- Debian packages ---------------------------------------------------------------------------
 # dpkg-buildpackage builds from a copy of the tree's files (tracked, and untracked but not ignored)
-# in build/deb/ctrain-VERSION, so its `debian/rules clean` never touches this tree's build/; the
-# .deb files land in build/deb/. Then lintian checks them (overrides: debian/*.lintian-overrides, each
-# with its reason). DEB_BUILD_OPTIONS is dpkg-buildpackage's (e.g. "nocheck parallel=2").
-DEB_DIR := $(BUILD)/deb
+# in build/deb/ctrain-VERSION, so its `debian/rules clean` never touches this tree's build/, and
+# none of this make's variables reach it. The .deb files land in build/deb/ (DEB_DIR=DIR: there);
+# then lintian must report no error and no warning (debian/README.source). DEB_BUILD_OPTIONS is
+# dpkg-buildpackage's (e.g. "nocheck parallel=2").
+DEB_DIR ?= $(BUILD)/deb
 deb:
 	rm -rf $(DEB_DIR)
 	mkdir -p $(DEB_DIR)/ctrain-$(VERSION)
 	git ls-files -z --cached --others --exclude-standard | \
 	  tar --null --ignore-failed-read -T - -cf - 2>/dev/null | tar -C $(DEB_DIR)/ctrain-$(VERSION) -xf -
-	cd $(DEB_DIR)/ctrain-$(VERSION) && dpkg-buildpackage -b -us -uc
+	cd $(DEB_DIR)/ctrain-$(VERSION) && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL dpkg-buildpackage -b -us -uc
 	lintian --fail-on error,warning $(DEB_DIR)/*.changes
 
 clean:

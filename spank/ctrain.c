@@ -52,6 +52,15 @@ void ct_spank_report(const ct_error *err)
         slurm_error("ctrain: hint: %s", err->hint);
 }
 
+/* The load message: which ctrain, built for which SLURM. At verbose level (slurmd's log with
+ * SlurmdDebug=verbose, srun -v), at info level with the `verbose` argument. */
+static void log_version(void)
+{
+    ct_spank_info("version %s, built for SLURM %d.%02d.%d", CTRAIN_VERSION,
+                  SLURM_VERSION_MAJOR(SLURM_VERSION_NUMBER), SLURM_VERSION_MINOR(SLURM_VERSION_NUMBER),
+                  SLURM_VERSION_MICRO(SLURM_VERSION_NUMBER));
+}
+
 /* Every context that sees the options registers them: srun and slurmstepd, and sbatch/salloc
  * so that "#SBATCH --ctrain-strategy=ddp" works. A bad plugstack.conf argument disables the
  * plugin: SLURM fails the job when the plugin is `required` and carries on when it is `optional`. */
@@ -78,10 +87,8 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
         ct_spank.disabled = 1;
         goto fail;
     }
-    /* After the arguments: `verbose` raises it to info level, where slurmd's log shows it. */
-    ct_spank_info("version %s, built for SLURM %d.%02d.%d", CTRAIN_VERSION,
-                  SLURM_VERSION_MAJOR(SLURM_VERSION_NUMBER), SLURM_VERSION_MINOR(SLURM_VERSION_NUMBER),
-                  SLURM_VERSION_MICRO(SLURM_VERSION_NUMBER));
+    if (ctx == S_CTX_REMOTE)
+        log_version();
     rv = 0;
 fail:
     return rv;
@@ -109,7 +116,11 @@ int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
     ct_error err;
 
     ct_error_clear(&err);
-    if (ct_spank.disabled || spank_context() != S_CTX_LOCAL)
+    if (spank_context() != S_CTX_LOCAL)
+        return 0;
+    /* Here, not in slurm_spank_init: srun applies -v only after its options are parsed. */
+    log_version();
+    if (ct_spank.disabled)
         return 0;
     if (ct_spank_local_user_init(sp, &err) != 0) {
         ct_spank_report(&err);
