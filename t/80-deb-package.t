@@ -61,7 +61,7 @@ if [ -n "$why" ]; then
     echo "1..0 # SKIP $why"
     exit 0
 fi
-T_PLAN=28
+T_PLAN=29
 echo "1..$T_PLAN"
 
 # --- build ----------------------------------------------------------------------------------------
@@ -182,6 +182,13 @@ LINKED=0
 echo "optional $WORK/micro.so" >"$CLUSTER_DIR/plugstack.conf"
 run_srun -N1 -n1 --ctrain-strategy=ddp sh -c 'echo $RANK $WORLD_SIZE'
 is "$OUT" "0 1" "a plugin built for another micro release of SLURM $mm loads (SLURM checks major.minor)"
+
+# slurmstepd logs the load message too: at verbose level, at info level (this cluster's
+# SlurmdDebug) with the `verbose` argument.
+echo "optional $PKG_PLUGIN verbose" >"$CLUSTER_DIR/plugstack.conf"
+run_srun -N1 -n1 --ctrain-strategy=ddp true
+like "$(cat "$CLUSTER_DIR"/log/slurmd-n1.log)" "\\[[0-9]+\\.0\\] ctrain: version $VERSION, built for SLURM $SLURM_VERSION" \
+     "slurmstepd's log: the plugin's load message, with the step id"
 
 echo "optional $WORK/old.so" >"$CLUSTER_DIR/plugstack.conf"
 run_srun -N2 -n2 sh -c 'echo ok'
