@@ -281,6 +281,8 @@ uninstall:
 # dpkg-buildpackage's (e.g. "nocheck parallel=2").
 DEB_DIR ?= $(BUILD)/deb
 deb:
+	@git rev-parse --is-inside-work-tree >/dev/null 2>&1 || \
+	  { echo "ctrain: make deb: needs a git checkout (it packages the files git knows)" >&2; exit 1; }
 	rm -rf $(DEB_DIR)
 	mkdir -p $(DEB_DIR)/ctrain-$(VERSION)
 	git ls-files -z --cached --others --exclude-standard | \

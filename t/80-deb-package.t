@@ -26,6 +26,8 @@ cannot_run() {
     for b in dpkg-buildpackage dh lintian help2man git slurmctld srun; do
         command -v "$b" >/dev/null 2>&1 || { echo "'$b' not found (scripts/install-deps)"; return; }
     done
+    git -C "$ROOT" rev-parse --is-inside-work-tree >/dev/null 2>&1 ||
+        { echo "$ROOT is not a git checkout (make deb packages the files git knows)"; return; }
     for p in $PKGS; do
         if dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null | grep -qv '^not-installed$'; then
             echo "package $p is already on this machine; the test would purge it"
