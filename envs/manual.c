@@ -71,10 +71,13 @@ static int lay_out(ct_getenv_fn get, void *ctx, ct_env_info *info, const char *p
                                   "processes per node");
     }
     info->num_nodes = info->world_size / info->local_world_size;
-    ct_env_source(info, CT_ENV_NUM_NODES, "WORLD_SIZE / %s", per_node);
+    if (strstr(per_node, "--num-nodes"))
+        ct_env_source(info, CT_ENV_NUM_NODES, "--num-nodes");
+    else
+        ct_env_source(info, CT_ENV_NUM_NODES, "WORLD_SIZE / %s", per_node);
     ct_env_source(info, CT_ENV_LOCAL_WORLD_SIZE, "%s", per_node);
     info->global_rank = info->node_rank * info->local_world_size + info->local_rank;
-    ct_env_source(info, CT_ENV_GLOBAL_RANK, "NODE_RANK x %s + LOCAL_RANK", per_node);
+    ct_env_source(info, CT_ENV_GLOBAL_RANK, "NODE_RANK x (%s) + LOCAL_RANK", per_node);
     if ((rc = ct_env_check_ranges(info, err)))
         return rc;
     if (ct_envvar_has(get, ctx, "RANK")) {
@@ -86,7 +89,7 @@ static int lay_out(ct_getenv_fn get, void *ctx, ct_env_info *info, const char *p
                          info->local_rank, info->global_rank, per_node);
             return ct_error_hint(err, "unset RANK, or set it to NODE_RANK x processes per node + LOCAL_RANK");
         }
-        ct_env_source(info, CT_ENV_GLOBAL_RANK, "RANK (= NODE_RANK x %s + LOCAL_RANK)", per_node);
+        ct_env_source(info, CT_ENV_GLOBAL_RANK, "RANK (= NODE_RANK x (%s) + LOCAL_RANK)", per_node);
     }
     return 0;
 }

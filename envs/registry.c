@@ -1,6 +1,7 @@
 /* The registry of cluster environments and the detection order; see include/ctrain/envs.h. */
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "ctrain/envs.h"
 #include "ctrain/util.h"
@@ -46,7 +47,7 @@ const char *const *ct_env_names(void)
 static struct env_slot *slot_of(const char *name)
 {
     for (int i = 0; i < NSLOTS; i++)
-        if (!strcmp(slots[i].name, name))
+        if (!strcasecmp(slots[i].name, name))
             return &slots[i];
     return NULL;
 }
@@ -145,7 +146,7 @@ static int forced_ops(ct_getenv_fn get, void *ctx, const char *forced, const str
                                   "(--cluster-env slurm under srun, mpi under mpirun)");
     }
     if (!s->ops->detect(get, ctx)) {
-        if (!strcmp(forced, "slurm"))
+        if (!strcmp(s->name, "slurm"))
             return slurm_absent(get, ctx, err);
         ct_error_set(err, CT_ENOTAVAIL, "env-absent", "--cluster-env %s, but its variables are not set", forced);
         return ct_error_hint(err, "%s needs %s", forced, s->needs);
@@ -222,7 +223,7 @@ int ct_env_detect(ct_getenv_fn get, void *ctx, const char *forced, const struct 
     if (!get)
         get = ct_getenv_process;
     *ops = NULL;
-    if (forced && *forced && strcmp(forced, "auto")) {
+    if (forced && *forced && strcasecmp(forced, "auto")) {
         if ((rc = forced_ops(get, ctx, forced, &chosen, err)))
             return rc;
     } else {
