@@ -23,6 +23,7 @@ struct mpi_vars {
     const char *flavour;
     const char *detect[3];        /* all must be set */
     const char *size, *rank, *local_rank, *local_size;
+    const char *local_rank_alt;   /* a second name for the local rank, or NULL */
     const char *local_size_alt;   /* a second name for the local size, or NULL */
     const char *node_rank;        /* the launcher's node number, or NULL when it gives none */
     const char *job_id;           /* the launcher's job id, or NULL */
@@ -30,19 +31,19 @@ struct mpi_vars {
 
 static const struct mpi_vars flavours[] = {
     { "Open MPI", { "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", NULL }, "OMPI_COMM_WORLD_SIZE",
-      "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", NULL, NULL,
+      "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", NULL, NULL, NULL,
       "OMPI_MCA_ess_base_jobid" },
     { "Cray PALS", { "PALS_RANKID", "PALS_NODEID", NULL }, "PMI_SIZE", "PALS_RANKID", "PALS_LOCAL_RANKID",
-      "PMI_LOCAL_SIZE", "PALS_LOCAL_SIZE", "PALS_NODEID", "PALS_APID" },
+      "PMI_LOCAL_SIZE", "PMI_LOCAL_RANK", "PALS_LOCAL_SIZE", "PALS_NODEID", "PALS_APID" },
     { "MVAPICH2", { "MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_SIZE", NULL }, "MV2_COMM_WORLD_SIZE",
-      "MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_SIZE", NULL, NULL, NULL },
+      "MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_SIZE", NULL, NULL, NULL, NULL },
     /* MPI_LOCALRANKID tells Hydra apart from srun --mpi=pmi2, which also sets PMI_RANK/PMI_SIZE. */
     { "MPICH Hydra", { "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID" }, "PMI_SIZE", "PMI_RANK", "MPI_LOCALRANKID",
-      "MPI_LOCALNRANKS", NULL, NULL, NULL },
+      "MPI_LOCALNRANKS", NULL, NULL, NULL, NULL },
     /* -pmi-port: the rank is PMI_ID; the world size travels over the PMI connection, not in a
      * variable (PMI_SIZE only when set as well). */
     { "MPICH Hydra -pmi-port", { "PMI_PORT", "PMI_ID", "MPI_LOCALRANKID" }, "PMI_SIZE", "PMI_ID",
-      "MPI_LOCALRANKID", "MPI_LOCALNRANKS", NULL, NULL, NULL },
+      "MPI_LOCALRANKID", "MPI_LOCALNRANKS", NULL, NULL, NULL, NULL },
 };
 #define NFLAVOURS ((int)(sizeof(flavours) / sizeof(flavours[0])))
 
@@ -75,21 +76,23 @@ static int size_unknown(const struct mpi_vars *v, ct_error *err)
 
 static int read_sizes(ct_getenv_fn get, void *ctx, const struct mpi_vars *v, ct_env_info *info, ct_error *err)
 {
-    const char *local_size = v->local_size;
+    const char *local_size = v->local_size, *local_rank = v->local_rank;
     int rc;
 
     if (!ct_envvar_has(get, ctx, v->size) && !strcmp(v->rank, "PMI_ID"))
         return size_unknown(v, err);
     if (v->local_size_alt && !ct_envvar_has(get, ctx, local_size) && ct_envvar_has(get, ctx, v->local_size_alt))
         local_size = v->local_size_alt;
+    if (v->local_rank_alt && !ct_envvar_has(get, ctx, local_rank) && ct_envvar_has(get, ctx, v->local_rank_alt))
+        local_rank = v->local_rank_alt;
     if ((rc = ct_envvar_int(get, ctx, v->size, 1, 10000000, &info->world_size, err)) ||
         (rc = ct_envvar_int(get, ctx, v->rank, 0, 10000000, &info->global_rank, err)) ||
-        (rc = ct_envvar_int(get, ctx, v->local_rank, 0, 10000000, &info->local_rank, err)) ||
+        (rc = ct_envvar_int(get, ctx, local_rank, 0, 10000000, &info->local_rank, err)) ||
         (rc = ct_envvar_int(get, ctx, local_size, 1, 10000000, &info->local_world_size, err)))
         return ct_error_prefix(err, "mpi (%s): ", v->flavour);
     ct_env_source(info, CT_ENV_WORLD_SIZE, "%s", v->size);
     ct_env_source(info, CT_ENV_GLOBAL_RANK, "%s", v->rank);
-    ct_env_source(info, CT_ENV_LOCAL_RANK, "%s", v->local_rank);
+    ct_env_source(info, CT_ENV_LOCAL_RANK, "%s", local_rank);
     ct_env_source(info, CT_ENV_LOCAL_WORLD_SIZE, "%s", local_size);
     return 0;
 }
@@ -128,7 +131,7 @@ static int lay_out(ct_getenv_fn get, void *ctx, const struct mpi_vars *v, ct_env
     } else {
         info->node_rank = -1;
         ct_env_source(info, CT_ENV_NODE_RANK, "unknown: %s, %s and %s do not say which node", v->rank,
-                      v->local_rank, info->source[CT_ENV_LOCAL_WORLD_SIZE]);
+                      info->source[CT_ENV_LOCAL_RANK], info->source[CT_ENV_LOCAL_WORLD_SIZE]);
     }
     return 0;
 }

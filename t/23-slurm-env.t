@@ -66,12 +66,9 @@ sub plain {
     return "$v";
 }
 
-# Run a command under timeout; stdout of task t goes to $dir/out/<tag>.<t>.
-sub srun_env {
-    my ($tag, @cmd) = @_;
-    mkdir "$dir/out";
-    unlink glob("$dir/out/$tag.*");
-    my $st = system("timeout", "120", @cmd) >> 8;
+# The JSON each task wrote to $dir/out/<tag>.<t>, by task.
+sub task_outputs {
+    my ($tag) = @_;
     my @json;
     for my $f (sort glob("$dir/out/$tag.*")) {
         my ($t) = $f =~ /\.(\d+)$/;
@@ -81,7 +78,16 @@ sub srun_env {
         close($fh);
         $json[$t] = eval { JSON::PP->new->decode($text) } // { _raw => $text };
     }
-    return ($st, @json);
+    return @json;
+}
+
+# Run a command under timeout; stdout of task t goes to $dir/out/<tag>.<t>.
+sub srun_env {
+    my ($tag, @cmd) = @_;
+    mkdir "$dir/out";
+    unlink glob("$dir/out/$tag.*");
+    my $st = system("timeout", "120", @cmd) >> 8;
+    return ($st, task_outputs($tag));
 }
 
 # Check every rank of a step of 4 tasks on n1,n2 (ranks 0,1 on n1; 2,3 on n2).
@@ -192,16 +198,7 @@ sub pty_env {
     open(STDOUT, '>', '/dev/null') or die "/dev/null: $!";
     my $st = system("timeout", "120", "script", "-qec", "srun $srun_args --pty sh -c '$inner'", "/dev/null") >> 8;
     open(STDOUT, '>&', $saved) or die "restore stdout: $!";
-    my @json;
-    for my $f (sort glob("$dir/out/$tag.*")) {
-        my ($t) = $f =~ /\.(\d+)$/;
-        open(my $in, '<', $f) or die "$f: $!";
-        local $/;
-        my $text = <$in>;
-        close($in);
-        $json[$t] = eval { JSON::PP->new->decode($text) } // { _raw => $text };
-    }
-    return ($st, @json);
+    return ($st, task_outputs($tag));
 }
 ($st, @json) = pty_env("pty4", "-N2 -n4");
 $job = $json[0] ? $json[0]{job_id} // 0 : 0;
