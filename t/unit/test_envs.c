@@ -148,6 +148,12 @@ static void test_forced(void **state)
     assert_non_null(strstr(err.hint, "torchrun"));
     assert_int_equal(detect(none, "local", &info, &err), 0);
     assert_int_equal(detect(none, "auto", &info, &err), 0);
+    /* Names ignore case. */
+    assert_int_equal(detect(none, "Local", &info, &err), 0);
+    assert_string_equal(info.name, "local");
+    assert_int_equal(detect(none, "AUTO", &info, &err), 0);
+    assert_int_equal(detect(salloc, "SLURM", &info, &err), CT_ENOTAVAIL);
+    assert_non_null(strstr(err.msg, "allocation"));
     assert_string_equal(info.name, "local");
 
     /* kubeflow: never detected, only chosen. */
