@@ -259,17 +259,12 @@ static int same_choice(const struct name_input *in, const char *flag_value, cons
                          ct_registry_kind_name(in->kind), in->env_var, in->flag);
 }
 
-static int validate_strategy(const ct_connector_flags *f, const ct_connector_context *ctx, ct_final_flags *ff,
-                             ct_error *err)
+static int check_strategy(struct name_input in, ct_final_flags *ff, ct_error *err)
 {
-    struct name_input in = { CT_REG_STRATEGY, "--strategy", "CTRAIN_STRATEGY", NULL, 0 };
     char name[64], copy[128];
-    const char *options, *env_value;
+    const char *options;
     int rc;
 
-    take_input(&in, f->strategy, ctx, &env_value);
-    if ((rc = same_choice(&in, f->strategy, env_value, err)))
-        return rc;
     if (split_strategy(&in, name, sizeof(name), &options))
         return name_error(&in, err);
     if ((rc = resolve_name(&in, 1, &ff->strategy, err)))
@@ -295,6 +290,20 @@ static int validate_strategy(const ct_connector_flags *f, const ct_connector_con
     return 0;
 }
 
+/* The flag's own errors first (a typo gets "did you mean"), then its agreement with the variable. */
+static int validate_strategy(const ct_connector_flags *f, const ct_connector_context *ctx, ct_final_flags *ff,
+                             ct_error *err)
+{
+    struct name_input in = { CT_REG_STRATEGY, "--strategy", "CTRAIN_STRATEGY", NULL, 0 };
+    const char *env_value;
+    int rc;
+
+    take_input(&in, f->strategy, ctx, &env_value);
+    if ((rc = check_strategy(in, ff, err)))
+        return rc;
+    return same_choice(&in, f->strategy, env_value, err);
+}
+
 static int validate_precision(const ct_connector_flags *f, const ct_connector_context *ctx, ct_final_flags *ff,
                               ct_error *err)
 {
@@ -304,9 +313,7 @@ static int validate_precision(const ct_connector_flags *f, const ct_connector_co
     int rc;
 
     take_input(&in, f->precision, ctx, &env_value);
-    if ((rc = same_choice(&in, f->precision, env_value, err)))
-        return rc;
-    if ((rc = resolve_name(&in, 0, &ff->precision, err)))
+    if ((rc = resolve_name(&in, 0, &ff->precision, err)) || (rc = same_choice(&in, f->precision, env_value, err)))
         return rc;
     if (!ff->precision)
         return 0;
@@ -492,9 +499,8 @@ int ct_connector_validate(const ct_connector_flags *f, const ct_connector_contex
         snprintf(ff->source_detail[CT_PLAN_CLUSTER_ENV], sizeof(ff->source_detail[0]), "--cluster-env");
     }
     take_input(&accel, f->accelerator, ctx, &env_value);
-    if ((rc = same_choice(&accel, f->accelerator, env_value, err)))
-        return rc;
-    if ((rc = resolve_name(&accel, 1, &ff->accelerator, err)))
+    if ((rc = resolve_name(&accel, 1, &ff->accelerator, err)) ||
+        (rc = same_choice(&accel, f->accelerator, env_value, err)))
         return rc;
     if (ff->accelerator)
         note_source(ff, CT_PLAN_ACCELERATOR, &accel);

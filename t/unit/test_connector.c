@@ -118,6 +118,8 @@ static const struct error_case error_cases[] = {
       "CTRAIN_PRECISION=16-mixed" },
     { "flag-env-conflict", { "--accelerator", "cpu" }, { "CTRAIN_ACCELERATOR=cuda" }, 0, 0, "--accelerator cpu" },
     { "flag-env-conflict", { "--strategy", "auto" }, { "CTRAIN_STRATEGY=ddp" }, 0, 0, "CTRAIN_STRATEGY" },
+    /* The flag's own error comes first: a typo gets its "did you mean". */
+    { "strategy-unknown", { "--strategy", "dpp" }, { "CTRAIN_STRATEGY=ddp" }, 0, 0, "did you mean 'ddp'" },
     /* The cpu device-list rule holds when auto chose cpu. */
     { "devices-list-on-cpu", { "--devices", "3," }, {0}, CT_CUDA_ABSENT, 0, "cuda is not available" },
     { "devices-list-on-cpu", { "--devices", "0,1", "--accelerator", "CPU" }, {0}, 0, 0, "--devices 2" },
