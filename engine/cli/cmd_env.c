@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <cjson/cJSON.h>
 
@@ -240,9 +241,10 @@ static void print_text(const ct_env_info *info, const char *forced, const ct_err
     snprintf(value[CT_ENV_JOB_ID], sizeof(value[0]), "%s", info->job_id[0] ? info->job_id : "-");
 
     printf("cluster environment: %s%s%s (%s)\n", info->name, info->enriched_by[0] ? " + " : "", info->enriched_by,
-           forced && strcmp(forced, "auto") ? "chosen with --cluster-env" : "detected");
-    printf("processes started by: %s\n", info->creates_processes_externally ? "the launcher (external)"
-                                                                            : "ctrain (no launcher found)");
+           forced && strcasecmp(forced, "auto") ? "chosen with --cluster-env" : "detected");
+    printf("processes started by: %s\n", !info->creates_processes_externally ? "ctrain (no launcher found)"
+                                          : !strcmp(info->name, "manual") ? "hand, on each node (external)"
+                                                                          : "the launcher (external)");
     for (int f = 0; f < CT_ENV_NFIELDS; f++)
         printf("  %-17s %-18s %s\n", field_key[f], value[f], info->source[f]);
     if (sctx == CT_SLURM_ALLOCATION || sctx == CT_SLURM_INTERACTIVE)
