@@ -186,8 +186,17 @@ enum ct_slurm_context ct_env_slurm_context(ct_getenv_fn get, void *ctx)
         if (id == SLURM_STEP_EXTERN || id == SLURM_STEP_INTERACTIVE)
             return CT_SLURM_INTERACTIVE;
     }
-    if (ct_envvar_has(get, ctx, "SLURM_PTY_PORT"))
-        return CT_SLURM_INTERACTIVE;
+    /* srun --pty: one task is a person's shell (ctrain run in it launches on its own); several
+     * tasks (srun -n 4 --pty, or --pty in a multi-task allocation) are a step like any other, of
+     * which only task 0 has the terminal. */
+    if (ct_envvar_has(get, ctx, "SLURM_PTY_PORT")) {
+        static const char *const ntasks[] = { "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS", NULL };
+        const char *n = ct_envvar_first(get, ctx, ntasks, NULL);
+        long tasks = 0;
+
+        if (!n || ct_parse_long(n, 1, 100000000, &tasks) || tasks < 2)
+            return CT_SLURM_INTERACTIVE;
+    }
     return CT_SLURM_STEP;
 }
 

@@ -9,6 +9,7 @@ extern const struct ct_env_ops ct_env_torchelastic_ops;
 extern const struct ct_env_ops ct_env_lsf_ops;
 extern const struct ct_env_ops ct_env_mpi_ops;
 extern const struct ct_env_ops ct_env_slurm_ops;
+extern const struct ct_env_ops ct_env_manual_ops;
 extern const struct ct_env_ops ct_env_local_ops;
 extern const struct ct_env_ops ct_env_kubeflow_ops;
 

@@ -141,51 +141,76 @@ static void free_pattern(struct pattern *p)
     p->ngroups = 0;
 }
 
-/* Parse the digits at s[*i] (at most 18, so no overflow); *ndigits = how many. */
-static int parse_number(const char *s, size_t *i, unsigned long *v, int *ndigits)
+/* Parse a number the way SLURM's strtoul-based parser does: blanks and one '+' before the digits
+ * are allowed, at least one digit, at most 18 (no overflow). s[*i] is left after the digits. */
+static int parse_number(const char *s, size_t *i, size_t end, unsigned long *v)
 {
-    size_t start = *i;
+    size_t start;
 
     *v = 0;
-    while (s[*i] >= '0' && s[*i] <= '9') {
+    while (*i < end && (s[*i] == ' ' || s[*i] == '\t'))
+        (*i)++;
+    if (*i < end && s[*i] == '+')
+        (*i)++;
+    start = *i;
+    while (*i < end && s[*i] >= '0' && s[*i] <= '9') {
         if (*i - start >= 18)
             return -1;
         *v = *v * 10 + (unsigned long)(s[*i] - '0');
         (*i)++;
     }
-    *ndigits = (int)(*i - start);
-    return *ndigits ? 0 : -1;
+    return *i > start ? 0 : -1;
+}
+
+/* One item of a bracket group, expr[at..end): "lo" or "lo-hi". As in SLURM, the width is the
+ * length of the text before '-' (blanks and '+' included: "[089, 100]" gives 089 and 0100), and
+ * blanks may end lo when a hi follows ("[1 -2]"), but not a lone number ("[1 ]"). */
+static int parse_item(const char *expr, size_t at, size_t end, struct range *r, ct_error *err)
+{
+    const char *dash = memchr(expr + at, '-', end - at);
+    size_t lo_end = dash ? (size_t)(dash - expr) : end, i = at;
+
+    if (at == end)
+        return malformed(err, expr, at, expr[at] == ']' && expr[at - 1] == '[' ? "empty brackets" :
+                                        expr[at] == ']' ? "',' before ']'" : "empty entry inside brackets");
+    if (memchr(expr + at, 'x', end - at))
+        return malformed(err, expr, at, "expected a number inside brackets ('x' boxes are not hostlists)");
+    if (parse_number(expr, &i, lo_end, &r->lo))
+        return malformed(err, expr, at, "expected a number of at most 18 digits inside brackets");
+    while (i < lo_end && dash && (expr[i] == ' ' || expr[i] == '\t'))
+        i++;
+    if (i != lo_end)
+        return malformed(err, expr, i, "unexpected character inside brackets");
+    r->width = (int)(lo_end - at);
+    r->hi = r->lo;
+    if (!dash)
+        return 0;
+    i = lo_end + 1;
+    if (parse_number(expr, &i, end, &r->hi))
+        return malformed(err, expr, lo_end + 1, "expected the upper end of a range after '-'");
+    if (i != end)
+        return malformed(err, expr, i, "unexpected character inside brackets");
+    if (r->hi < r->lo)
+        return malformed(err, expr, lo_end + 1, "range runs backwards (upper end below lower end)");
+    return 0;
 }
 
 /* Parse the bracket group whose '[' is at expr[*i]; leaves *i after the ']'. */
 static int parse_group(const char *expr, size_t *i, struct group *g, ct_error *err)
 {
-    size_t open = *i;
+    size_t open = *i, close = open + 1 + strcspn(expr + open + 1, "[]");
 
     memset(g, 0, sizeof(*g));
-    (*i)++;
-    for (;;) {
+    if (expr[close] != ']')
+        return malformed(err, expr, expr[close] ? close : open,
+                         expr[close] ? "'[' inside brackets" : "'[' never closed");
+    for (size_t at = open + 1; at <= close;) {
+        size_t end = at + strcspn(expr + at, ",]");
         struct range r;
-        unsigned long hi;
-        int digits, hi_digits;
-        size_t at = *i;
+        int rc;
 
-        if (expr[*i] == ']')
-            return malformed(err, expr, at, expr[*i - 1] == '[' ? "empty brackets" : "',' before ']'");
-        if (parse_number(expr, i, &r.lo, &digits))
-            return malformed(err, expr, at, expr[*i] == '\0' ? "'[' never closed" :
-                                            "expected a number of at most 18 digits inside brackets");
-        r.hi = r.lo;
-        r.width = digits;
-        if (expr[*i] == '-') {
-            (*i)++;
-            at = *i;
-            if (parse_number(expr, i, &hi, &hi_digits))
-                return malformed(err, expr, at, "expected the upper end of a range after '-'");
-            if (hi < r.lo)
-                return malformed(err, expr, at, "range runs backwards (upper end below lower end)");
-            r.hi = hi;
-        }
+        if ((rc = parse_item(expr, at, end, &r, err)))
+            return rc;
         if (r.hi - r.lo >= CT_HOSTLIST_MAX_HOSTS || g->size + (r.hi - r.lo + 1) > CT_HOSTLIST_MAX_HOSTS)
             return malformed(err, expr, at, "range holds more hosts than a hostlist may (" CT_HOSTLIST_MAX_TEXT ")");
         if (g->nranges == g->cap) { /* geometric growth: 100k ranges in one bracket stay linear */
@@ -198,18 +223,10 @@ static int parse_group(const char *expr, size_t *i, struct group *g, ct_error *e
         }
         g->ranges[g->nranges++] = r;
         g->size += r.hi - r.lo + 1;
-        if (expr[*i] == ',') {
-            (*i)++;
-            continue;
-        }
-        if (expr[*i] == ']') {
-            (*i)++;
-            return 0;
-        }
-        if (expr[*i] == '\0')
-            return malformed(err, expr, open, "'[' never closed");
-        return malformed(err, expr, *i, "unexpected character inside brackets");
+        at = end + 1;
     }
+    *i = close + 1;
+    return 0;
 }
 
 /* Split the name at expr[*i] (up to a top-level ',' or the end) into literals and groups.
@@ -247,6 +264,11 @@ static int parse_pattern(const char *expr, size_t *i, struct pattern *p, ct_erro
     }
     if (!rc && *i == start)
         rc = malformed(err, expr, *i, "empty host name");
+    /* SLURM takes brackets at the end of a name only: "gpu[1-2]-ib" is refused by scontrol, and
+     * brackets before the last are prefixes of it ("r[1-2]n[1-4]"). */
+    if (!rc && p->ngroups && p->lit_len[p->ngroups])
+        rc = malformed(err, expr, *i - p->lit_len[p->ngroups],
+                       "text after the last ']' (SLURM takes brackets at the end of a name only)");
     if (rc)
         free_pattern(p);
     return rc;
@@ -312,10 +334,12 @@ static int expand_pattern(ct_hostlist *hl, const struct pattern *p, size_t total
         }
         if ((rc = push_n(hl, name, len, err)))
             return rc;
-        /* Odometer: the last group turns fastest. */
-        for (size_t g = p->ngroups; g-- > 0;)
-            if (!digit_next(&p->groups[g], &dig[g]))
-                break;
+        /* Odometer in SLURM's order: the last group turns fastest, then the first, the second, ...
+         * and the one before the last slowest ("a[1-2]b[1-2]c[1-2]" is a1b1c1 a1b1c2 a2b1c1 ...). */
+        if (p->ngroups && digit_next(&p->groups[p->ngroups - 1], &dig[p->ngroups - 1]))
+            for (size_t g = 0; g + 1 < p->ngroups; g++)
+                if (!digit_next(&p->groups[g], &dig[g]))
+                    break;
     }
     return 0;
 }
@@ -337,13 +361,10 @@ int ct_hostlist_expand(const char *expr, ct_hostlist **out, ct_error *err)
         struct pattern p;
         size_t total;
 
-        if (expr[i] == ' ' || expr[i] == '\t' || expr[i] == '\n') { /* SLURM also splits at blanks */
+        /* SLURM splits at commas and blanks and skips empty names (",n1,,n2," is n1 n2). */
+        if (expr[i] == ' ' || expr[i] == '\t' || expr[i] == '\n' || expr[i] == ',') {
             i++;
             continue;
-        }
-        if (expr[i] == ',') {
-            rc = malformed(err, expr, i, "empty host name");
-            goto fail;
         }
         if ((rc = parse_pattern(expr, &i, &p, err)))
             goto fail;
@@ -357,13 +378,6 @@ int ct_hostlist_expand(const char *expr, ct_hostlist **out, ct_error *err)
         free_pattern(&p);
         if (rc)
             goto fail;
-        if (expr[i] == ',') {
-            i++;
-            if (!expr[i]) {
-                rc = malformed(err, expr, i - 1, "trailing ','");
-                goto fail;
-            }
-        }
     }
     if (!hl->count) {
         ct_error_set(err, CT_EINVAL, "hostlist-malformed", "malformed hostlist '%s': no host name in it", expr);

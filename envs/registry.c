@@ -1,6 +1,7 @@
 /* The registry of cluster environments and the detection order; see include/ctrain/envs.h. */
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "ctrain/envs.h"
 #include "ctrain/util.h"
@@ -20,18 +21,23 @@ static struct env_slot slots[] = {
     { "lsf", &ct_env_lsf_ops,
       "LSB_JOBID, LSB_DJOB_RANKFILE and JSM_NAMESPACE_SIZE/RANK/LOCAL_RANK: start it with jsrun in an LSF job" },
     { "mpi", &ct_env_mpi_ops,
-      "OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE (Open MPI's mpirun), or PMI_RANK, PMI_SIZE and "
-      "MPI_LOCALRANKID (MPICH's mpiexec): start it with mpirun" },
+      "OMPI_COMM_WORLD_RANK/SIZE (Open MPI), PALS_RANKID and PALS_NODEID (Cray PALS), MV2_COMM_WORLD_RANK/SIZE "
+      "(MVAPICH2), or PMI_RANK/PMI_SIZE or PMI_PORT/PMI_ID with MPI_LOCALRANKID (MPICH Hydra): start it with "
+      "mpirun / mpiexec" },
     { "slurm", &ct_env_slurm_ops, "a SLURM job step: start it with srun" },
     { "pmix", NULL,
       "PMIX_RANK and PMIX_NAMESPACE: start it with srun --mpi=pmix, Open MPI's mpirun or ctrain's launcher" },
+    { "manual", &ct_env_manual_ops,
+      "LOCAL_RANK, NODE_RANK or GROUP_RANK (then also MASTER_ADDR, MASTER_PORT and WORLD_SIZE): set them in "
+      "every process you start by hand" },
     { "local", &ct_env_local_ops, "nothing" },
     { "kubeflow", &ct_env_kubeflow_ops,
       "KUBERNETES_PORT, MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK: run it in a Kubeflow PyTorchJob pod" },
 };
 #define NSLOTS ((int)(sizeof(slots) / sizeof(slots[0])))
 
-static const char *const names[] = { "torchelastic", "lsf", "mpi", "slurm", "pmix", "local", "kubeflow", NULL };
+static const char *const names[] = { "torchelastic", "lsf", "mpi", "slurm", "pmix", "manual", "local", "kubeflow",
+                                     NULL };
 
 const char *const *ct_env_names(void)
 {
@@ -41,7 +47,7 @@ const char *const *ct_env_names(void)
 static struct env_slot *slot_of(const char *name)
 {
     for (int i = 0; i < NSLOTS; i++)
-        if (!strcmp(slots[i].name, name))
+        if (!strcasecmp(slots[i].name, name))
             return &slots[i];
     return NULL;
 }
@@ -95,9 +101,10 @@ static int unknown_name(const char *forced, ct_error *err)
 
     ct_error_set(err, CT_EINVAL, "env-unknown", "unknown cluster environment '%s'", forced);
     if (guess)
-        return ct_error_hint(err, "did you mean '%s'? (auto, torchelastic, lsf, mpi, slurm, pmix, local, kubeflow)",
+        return ct_error_hint(err, "did you mean '%s'? (auto, torchelastic, lsf, mpi, slurm, pmix, manual, local, "
+                                  "kubeflow)",
                              guess);
-    return ct_error_hint(err, "choose one of auto, torchelastic, lsf, mpi, slurm, pmix, local, kubeflow");
+    return ct_error_hint(err, "choose one of auto, torchelastic, lsf, mpi, slurm, pmix, manual, local, kubeflow");
 }
 
 /* --cluster-env slurm where there is no step: say what kind of SLURM context this is instead. */
@@ -139,7 +146,7 @@ static int forced_ops(ct_getenv_fn get, void *ctx, const char *forced, const str
                                   "(--cluster-env slurm under srun, mpi under mpirun)");
     }
     if (!s->ops->detect(get, ctx)) {
-        if (!strcmp(forced, "slurm"))
+        if (!strcmp(s->name, "slurm"))
             return slurm_absent(get, ctx, err);
         ct_error_set(err, CT_ENOTAVAIL, "env-absent", "--cluster-env %s, but its variables are not set", forced);
         return ct_error_hint(err, "%s needs %s", forced, s->needs);
@@ -174,12 +181,13 @@ static int enrich(ct_getenv_fn get, void *ctx, const struct ct_env_ops *base, ct
     return 0;
 }
 
-/* A field no variable could decide (an MPI job with unequal nodes and no PMIx). */
-static int unknown_fields(const ct_env_info *info, ct_error *err)
+/* A field no variable could decide (an MPI job on several nodes with no PMIx to ask); 0 is "the
+ * flags decide" for an environment with complete() (manual), checked by ct_env_complete. */
+static int unknown_fields(const struct ct_env_ops *ops, const ct_env_info *info, ct_error *err)
 {
     enum ct_env_field f = CT_ENV_NFIELDS;
 
-    if (info->num_nodes < 1)
+    if (info->num_nodes < 0 || (info->num_nodes == 0 && !ops->complete))
         f = CT_ENV_NUM_NODES;
     else if (info->node_rank < 0)
         f = CT_ENV_NODE_RANK;
@@ -187,8 +195,23 @@ static int unknown_fields(const ct_env_info *info, ct_error *err)
         return 0;
     ct_error_set(err, CT_ENOTAVAIL, "env-layout-unknown", "%s: cannot tell the %s (%s)", info->name,
                  f == CT_ENV_NUM_NODES ? "number of nodes" : "node of this process", info->source[f]);
-    return ct_error_hint(err, "start the same number of processes on every node, or launch with PMIx "
-                              "(srun --mpi=pmix, Open MPI's mpirun) so ctrain can ask");
+    if (f == CT_ENV_NUM_NODES)
+        return ct_error_hint(err, "start the same number of processes on every node, or launch with PMIx "
+                                  "(srun --mpi=pmix, Open MPI's mpirun) so ctrain can ask");
+    return ct_error_hint(err, "on several nodes only the launcher knows which node a rank is on: launch with PMIx "
+                              "(srun --mpi=pmix, Open MPI's mpirun), with srun, or on Cray PALS (PALS_NODEID)");
+}
+
+int ct_env_complete(const struct ct_env_ops *ops, ct_getenv_fn get, void *ctx, ct_env_info *info, int devices,
+                    int num_nodes, ct_error *err)
+{
+    int rc;
+
+    if (!ops || !ops->complete)
+        return 0;
+    if ((rc = ops->complete(get ? get : ct_getenv_process, ctx, info, devices, num_nodes, err)))
+        return rc;
+    return ct_env_check_ranges(info, err);
 }
 
 int ct_env_detect(ct_getenv_fn get, void *ctx, const char *forced, const struct ct_env_ops **ops, ct_env_info *info,
@@ -200,7 +223,7 @@ int ct_env_detect(ct_getenv_fn get, void *ctx, const char *forced, const struct 
     if (!get)
         get = ct_getenv_process;
     *ops = NULL;
-    if (forced && *forced && strcmp(forced, "auto")) {
+    if (forced && *forced && strcasecmp(forced, "auto")) {
         if ((rc = forced_ops(get, ctx, forced, &chosen, err)))
             return rc;
     } else {
@@ -208,7 +231,7 @@ int ct_env_detect(ct_getenv_fn get, void *ctx, const char *forced, const struct 
     }
     if ((rc = chosen->read(get, ctx, info, err)))
         return rc;
-    if ((rc = enrich(get, ctx, chosen, info, err)) || (rc = unknown_fields(info, err)))
+    if ((rc = enrich(get, ctx, chosen, info, err)) || (rc = unknown_fields(chosen, info, err)))
         return rc;
     *ops = chosen;
     return 0;

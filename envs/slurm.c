@@ -1,6 +1,6 @@
 /* SLURM: the tasks of a job step started by srun.
  *
- * A salloc shell, a batch script, `srun --pty bash` and the interactive/extern step are a job
+ * A salloc shell, a batch script, a one-task `srun --pty bash` and the interactive/extern step are a job
  * but not a training step: detect() decides from the step (ct_env_slurm_context), never from the
  * job's name. The step's own variables (SLURM_STEP_*) win over the job's, because a step may use
  * part of the allocation.

@@ -1,7 +1,8 @@
 #!/usr/bin/perl
 # `ctrain env --json` on a real SLURM: slurmctld and two emulated slurmd on loopback
 # (scripts/slurm-cluster), srun -N2 -n4 with and without --mpi=pmix, two steps of one job, the
-# flags checked against the step, and a salloc shell. Every rank's fields are checked. The cluster
+# flags checked against the step, a salloc shell, and srun --pty with one task (a shell) and with
+# four (a step like any other; script(1) gives srun the terminal --pty needs). Every rank's fields are checked. The cluster
 # is stopped by pid at exit, also when a check fails or the test is interrupted.
 use strict;
 use warnings;
@@ -65,12 +66,9 @@ sub plain {
     return "$v";
 }
 
-# Run a command under timeout; stdout of task t goes to $dir/out/<tag>.<t>.
-sub srun_env {
-    my ($tag, @cmd) = @_;
-    mkdir "$dir/out";
-    unlink glob("$dir/out/$tag.*");
-    my $st = system("timeout", "120", @cmd) >> 8;
+# The JSON each task wrote to $dir/out/<tag>.<t>, by task.
+sub task_outputs {
+    my ($tag) = @_;
     my @json;
     for my $f (sort glob("$dir/out/$tag.*")) {
         my ($t) = $f =~ /\.(\d+)$/;
@@ -80,7 +78,16 @@ sub srun_env {
         close($fh);
         $json[$t] = eval { JSON::PP->new->decode($text) } // { _raw => $text };
     }
-    return ($st, @json);
+    return @json;
+}
+
+# Run a command under timeout; stdout of task t goes to $dir/out/<tag>.<t>.
+sub srun_env {
+    my ($tag, @cmd) = @_;
+    mkdir "$dir/out";
+    unlink glob("$dir/out/$tag.*");
+    my $st = system("timeout", "120", @cmd) >> 8;
+    return ($st, task_outputs($tag));
 }
 
 # Check every rank of a step of 4 tasks on n1,n2 (ranks 0,1 on n1; 2,3 on n2).
@@ -108,7 +115,7 @@ sub check_ranks {
 
 sub port_for { my ($job, $step) = @_; return 15000 + ($job % 1024) * 16 + ($step % 16) }
 
-print "1..8\n";
+print "1..10\n";
 
 # 1-2: plain srun.
 my ($st, @json) = srun_env("plain", "srun", "-N2", "-n4", "--output=$dir/out/plain.%t", $ctrain, "env", "--json");
@@ -179,3 +186,28 @@ my $out = `timeout 60 salloc -N1 -n1 --quiet $ctrain env --json 2>&1`;
 my $j = eval { JSON::PP->new->decode($out) };
 ok($j && $j->{cluster_env} eq 'local' && $j->{slurm_context} eq 'allocation' && $j->{world_size} == 1,
    "salloc shell: cluster_env local, slurm_context allocation", "output: $out");
+
+# 9: srun -N2 -n4 --pty is a step like any other: every task reads it from SLURM (only task 0 has
+# the terminal; --pty takes no --output, so each task writes its own file).
+sub pty_env {
+    my ($tag, $srun_args) = @_;
+    unlink glob("$dir/out/$tag.*");
+    my $inner = "$ctrain env --json > $dir/out/$tag.\$SLURM_PROCID 2>&1";
+    # script copies the terminal's bytes to its stdout: keep them out of the TAP stream.
+    open(my $saved, '>&', \*STDOUT) or die "dup stdout: $!";
+    open(STDOUT, '>', '/dev/null') or die "/dev/null: $!";
+    my $st = system("timeout", "120", "script", "-qec", "srun $srun_args --pty sh -c '$inner'", "/dev/null") >> 8;
+    open(STDOUT, '>&', $saved) or die "restore stdout: $!";
+    return ($st, task_outputs($tag));
+}
+($st, @json) = pty_env("pty4", "-N2 -n4");
+$job = $json[0] ? $json[0]{job_id} // 0 : 0;
+check_ranks("srun -N2 -n4 --pty: every rank's fields from the step (exit $st)", port_for($job, 0), 'SLURM_PROCID',
+            @json);
+
+# 10: srun -n1 --pty is a person's shell: local, interactive.
+($st, @json) = pty_env("pty1", "-N1 -n1");
+$j = $json[0];
+ok($st == 0 && $j && ($j->{cluster_env} // '') eq 'local' && ($j->{slurm_context} // '') eq 'interactive',
+   "srun -n1 --pty: cluster_env local, slurm_context interactive", "exit status $st",
+   "output: " . ($j ? encode_json($j) : 'none'));

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <cjson/cJSON.h>
 
@@ -24,13 +25,15 @@ static const char usage_text[] =
     "                      local_rank, node_rank, num_nodes, local_world_size, main_address,\n"
     "                      main_port, job_id, equal_tasks_per_node, slurm_context, sources{field:\n"
     "                      variables}, validation{ok, id, error, hint}\n"
-    "  --cluster-env NAME  auto (default), torchelastic, lsf, mpi, slurm, pmix, local, kubeflow\n"
+    "  --cluster-env NAME  auto (default), torchelastic, lsf, mpi, slurm, pmix, manual, local,\n"
+    "                      kubeflow\n"
     "                      (kubeflow is never detected, only chosen)\n"
     "  --devices N         processes per node you will ask for (a count, or a list like 0,1)\n"
     "  --num-nodes N       nodes you will ask for\n"
     "  --main-port N       use this port for rank 0 (overrides MASTER_PORT and the derived port)\n"
     "\n"
-    "Detection order: torchelastic, lsf, mpi, slurm (a job step, not a salloc shell), pmix, local;\n"
+    "Detection order: torchelastic, lsf, mpi, slurm (a job step, not a salloc shell), pmix, manual\n"
+    "(LOCAL_RANK/NODE_RANK set by hand), local;\n"
     "pmix refines slurm/lsf/mpi when PMIx is present. Exit status: 0 when the environment was read\n"
     "and the flags fit it, 2 when it could not be read or the flags contradict it.\n";
 
@@ -238,9 +241,10 @@ static void print_text(const ct_env_info *info, const char *forced, const ct_err
     snprintf(value[CT_ENV_JOB_ID], sizeof(value[0]), "%s", info->job_id[0] ? info->job_id : "-");
 
     printf("cluster environment: %s%s%s (%s)\n", info->name, info->enriched_by[0] ? " + " : "", info->enriched_by,
-           forced && strcmp(forced, "auto") ? "chosen with --cluster-env" : "detected");
-    printf("processes started by: %s\n", info->creates_processes_externally ? "the launcher (external)"
-                                                                            : "ctrain (no launcher found)");
+           forced && strcasecmp(forced, "auto") ? "chosen with --cluster-env" : "detected");
+    printf("processes started by: %s\n", !info->creates_processes_externally ? "ctrain (no launcher found)"
+                                          : !strcmp(info->name, "manual") ? "hand, on each node (external)"
+                                                                          : "the launcher (external)");
     for (int f = 0; f < CT_ENV_NFIELDS; f++)
         printf("  %-17s %-18s %s\n", field_key[f], value[f], info->source[f]);
     if (sctx == CT_SLURM_ALLOCATION || sctx == CT_SLURM_INTERACTIVE)
@@ -270,6 +274,8 @@ int ct_cmd_env(int argc, char **argv)
     ct_error_clear(&verr);
     memset(&info, 0, sizeof(info));
     rc = ct_env_detect(ct_getenv_process, NULL, a.cluster_env, &ops, &info, &err);
+    if (!rc)
+        rc = ct_env_complete(ops, ct_getenv_process, NULL, &info, a.devices, a.num_nodes, &err);
     if (rc) {
         if (a.json)
             print_json(&info, 0, &err, &verr, sctx);

@@ -4,6 +4,7 @@
 
 static const ct_catalogue_entry catalogue[] = {
     { "flag-duplicate", "any connector flag", "the same flag given twice" },
+    { "flag-env-conflict", "--accelerator/--strategy/--precision, CTRAIN_*", "a flag that disagrees with its CTRAIN_* variable" },
     { "flag-missing-value", "any connector flag", "a flag at the end of the line without its value" },
     { "accelerator-empty", "--accelerator, CTRAIN_ACCELERATOR", "empty accelerator name" },
     { "accelerator-unknown", "--accelerator, CTRAIN_ACCELERATOR", "unknown name (did you mean ...)" },
@@ -46,6 +47,8 @@ static const ct_catalogue_entry catalogue[] = {
     { "env-devices-mismatch", "--devices, srun/torchrun/mpirun", "--devices differs from the tasks started on this node" },
     { "env-num-nodes-mismatch", "--num-nodes, srun/torchrun/mpirun", "--num-nodes differs from the nodes in the job" },
     { "env-world-size-mismatch", "--devices, --num-nodes, WORLD_SIZE", "devices x nodes is not the launcher's world size" },
+    { "env-layout-unknown", "mpirun/mpiexec on several nodes, manual", "no launcher answer for the node of a rank, or hand-started processes with no processes per node" },
+    { "env-variable-missing", "MASTER_ADDR, WORLD_SIZE, LOCAL_RANK, ...", "a variable the environment needs is not set (named)" },
     { "env-unequal-tasks", "--devices, SLURM_TASKS_PER_NODE", "different task counts per node where equal ones are needed" },
     { "env-variable-malformed", "SLURM_*, RANK, OMPI_*, ...", "a launcher variable that is not a number / list" },
     { "env-inconsistent", "SLURM_PROCID, RANK, ...", "launcher variables that contradict each other" },

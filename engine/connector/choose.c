@@ -6,6 +6,7 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "ctrain/accelerator.h"
@@ -29,11 +30,17 @@ static int choose_environment(const ct_final_flags *ff, const ct_connector_conte
     const struct ct_env_ops *ops = NULL;
     int rc;
 
+    int devices = ff->devices_kind == CT_DEVICES_COUNT ? ff->devices_count
+                  : ff->devices_kind == CT_DEVICES_LIST ? ff->n_device_ids : 0;
+
     rc = ct_env_detect(ctx->getenv_fn, ctx->getenv_ctx, ff->cluster_env, &ops, &plan->env, err);
+    /* What only the flags can say (processes per node of a hand-started run, envs/manual.c). */
+    if (!rc)
+        rc = ct_env_complete(ops, ctx->getenv_fn, ctx->getenv_ctx, &plan->env, devices, ff->num_nodes, err);
     if (rc)
         return rc;
     snprintf(plan->cluster_env, sizeof(plan->cluster_env), "%s", ops->name);
-    if (ff->cluster_env && strcmp(ff->cluster_env, "auto"))
+    if (ff->cluster_env && strcasecmp(ff->cluster_env, "auto"))
         keep_source(plan, ff, CT_PLAN_CLUSTER_ENV);
     else
         set_source(plan, CT_PLAN_CLUSTER_ENV, CT_SOURCE_AUTO, "detected from the environment variables");
@@ -145,6 +152,13 @@ static int choose_devices(const ct_final_flags *ff, const ct_connector_context *
             return devices_beyond("devices-too-many", plan, n, have, err);
         break;
     case CT_DEVICES_LIST:
+        /* The rule of part 1 for --accelerator cpu holds when auto chose cpu too. */
+        if (!strcmp(plan->accelerator, "cpu")) {
+            ct_error_set(err, CT_EINVAL, "devices-list-on-cpu", "accelerator cpu (%s) takes a process count in "
+                         "--devices, not a list of ids", plan->source_detail[CT_PLAN_ACCELERATOR]);
+            return ct_error_hint(err, "use --devices %d for %d processes, or run where CUDA is available",
+                                 ff->n_device_ids, ff->n_device_ids);
+        }
         n = ff->n_device_ids;
         for (int i = 0; i < n; i++) {
             if (is_cuda && ff->device_ids[i] >= have)

@@ -1,11 +1,14 @@
 /* Connector, part 1: check every flag on its own and against the others, and fix the final flags.
  *
- * Names are resolved against the registries; a name from the wrong registry (`--accelerator ddp`)
- * is its own error. Flags override the CTRAIN_* defaults the SPANK plugin sets; nothing here looks
- * at the cluster environment or the hardware (that is part 2).
+ * Names are resolved against the registries, ignoring case; a name from the wrong registry
+ * (`--accelerator ddp`) is its own error. A flag and its CTRAIN_* variable (which the SPANK
+ * plugin sets from --ctrain-*) must agree when both are given: equal choices are fine, different
+ * ones an error naming both (flag-env-conflict). Nothing here looks at the cluster environment or
+ * the hardware (that is part 2).
  */
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "ctrain/util.h"
 #include "engine/connector/connector_internal.h"
@@ -91,13 +94,18 @@ static int name_error(const struct name_input *in, ct_error *err)
     return ct_error_hint(err, "%s: %s (ctrain plan --list)", plural(in->kind), names);
 }
 
-/* Flag wins over the CTRAIN_* default; both absent means auto. */
-static void take_input(struct name_input *in, const char *flag_value, const ct_connector_context *ctx)
+/* The flag, else the CTRAIN_* variable; both absent means auto. *env_value is the variable when
+ * the flag was given as well (checked against the flag by same_choice), else NULL. */
+static void take_input(struct name_input *in, const char *flag_value, const ct_connector_context *ctx,
+                       const char **env_value)
 {
+    const char *env = ct_connector_getenv(ctx, in->env_var);
+
     in->value = flag_value;
     in->from_env = 0;
+    *env_value = flag_value ? env : NULL;
     if (!in->value) {
-        in->value = ct_connector_getenv(ctx, in->env_var);
+        in->value = env;
         in->from_env = in->value != NULL;
     }
 }
@@ -118,7 +126,7 @@ static void add_notice(ct_final_flags *ff, const char *text)
 static int resolve_name(struct name_input *in, int allow_auto, const ct_registry_entry **out, ct_error *err)
 {
     *out = NULL;
-    if (!in->value || (allow_auto && !strcmp(in->value, "auto")))
+    if (!in->value || (allow_auto && !strcasecmp(in->value, "auto")))
         return 0;
     *out = ct_registry_find(in->kind, in->value);
     return *out ? 0 : name_error(in, err);
@@ -212,15 +220,51 @@ static int split_strategy(struct name_input *in, char *name, size_t size, const 
     return 0;
 }
 
-static int validate_strategy(const ct_connector_flags *f, const ct_connector_context *ctx, ct_final_flags *ff,
-                             ct_error *err)
+/* What a name stands for: its entry (the current name for a legacy precision, NULL for auto or
+ * an unknown name) and, for a strategy, its options merged over the defaults. */
+static const ct_registry_entry *choice_of(enum ct_registry_kind kind, const char *value, char *options,
+                                          size_t size)
 {
-    struct name_input in = { CT_REG_STRATEGY, "--strategy", "CTRAIN_STRATEGY", NULL, 0 };
+    const char *colon = kind == CT_REG_STRATEGY ? strchr(value, ':') : NULL;
+    const ct_registry_entry *e;
+    char name[64];
+
+    snprintf(name, sizeof(name), "%.*s", colon ? (int)(colon - value) : (int)strlen(value), value);
+    e = ct_registry_find(kind, name);
+    if (e && e->legacy_of)
+        e = ct_registry_find(kind, e->legacy_of);
+    options[0] = '\0';
+    if (e && kind == CT_REG_STRATEGY)
+        merge_options(e, colon ? colon + 1 : NULL, options, size);
+    return e;
+}
+
+/* A flag given together with its CTRAIN_* variable: the same choice (ignoring case, legacy
+ * names and default options) is fine, anything else is an error naming both. */
+static int same_choice(const struct name_input *in, const char *flag_value, const char *env_value, ct_error *err)
+{
+    char fopt[128], eopt[128];
+    const ct_registry_entry *fe, *ee;
+
+    if (!env_value || !strcasecmp(flag_value, env_value))
+        return 0;
+    fe = choice_of(in->kind, flag_value, fopt, sizeof(fopt));
+    ee = choice_of(in->kind, env_value, eopt, sizeof(eopt));
+    if (fe && fe == ee && !strcmp(fopt, eopt))
+        return 0;
+    ct_error_set(err, CT_ECONFLICT, "flag-env-conflict", "%s %s disagrees with %s=%s", in->flag, flag_value,
+                 in->env_var, env_value);
+    return ct_error_hint(err, "%s is set by the SPANK plugin's --ctrain-%s or by you; give the same %s in both, or "
+                              "only one of them (unset %s, or leave out %s)", in->env_var, in->flag + 2,
+                         ct_registry_kind_name(in->kind), in->env_var, in->flag);
+}
+
+static int check_strategy(struct name_input in, ct_final_flags *ff, ct_error *err)
+{
     char name[64], copy[128];
     const char *options;
     int rc;
 
-    take_input(&in, f->strategy, ctx);
     if (split_strategy(&in, name, sizeof(name), &options))
         return name_error(&in, err);
     if ((rc = resolve_name(&in, 1, &ff->strategy, err)))
@@ -246,15 +290,30 @@ static int validate_strategy(const ct_connector_flags *f, const ct_connector_con
     return 0;
 }
 
+/* The flag's own errors first (a typo gets "did you mean"), then its agreement with the variable. */
+static int validate_strategy(const ct_connector_flags *f, const ct_connector_context *ctx, ct_final_flags *ff,
+                             ct_error *err)
+{
+    struct name_input in = { CT_REG_STRATEGY, "--strategy", "CTRAIN_STRATEGY", NULL, 0 };
+    const char *env_value;
+    int rc;
+
+    take_input(&in, f->strategy, ctx, &env_value);
+    if ((rc = check_strategy(in, ff, err)))
+        return rc;
+    return same_choice(&in, f->strategy, env_value, err);
+}
+
 static int validate_precision(const ct_connector_flags *f, const ct_connector_context *ctx, ct_final_flags *ff,
                               ct_error *err)
 {
     struct name_input in = { CT_REG_PRECISION, "--precision", "CTRAIN_PRECISION", NULL, 0 };
+    const char *env_value;
     char note[256];
     int rc;
 
-    take_input(&in, f->precision, ctx);
-    if ((rc = resolve_name(&in, 0, &ff->precision, err)))
+    take_input(&in, f->precision, ctx, &env_value);
+    if ((rc = resolve_name(&in, 0, &ff->precision, err)) || (rc = same_choice(&in, f->precision, env_value, err)))
         return rc;
     if (!ff->precision)
         return 0;
@@ -326,7 +385,7 @@ static int validate_devices(const ct_connector_flags *f, ct_final_flags *ff, ct_
     snprintf(ff->source_detail[CT_PLAN_DEVICES], sizeof(ff->source_detail[0]), "--devices");
     if (!f->devices[0])
         return devices_error("devices-empty", f->devices, "empty value", err);
-    if (!strcmp(f->devices, "auto"))
+    if (!strcasecmp(f->devices, "auto"))
         return 0;
     if (strchr(f->devices, ','))
         return parse_device_list(f->devices, ff, err);
@@ -429,6 +488,7 @@ int ct_connector_validate(const ct_connector_flags *f, const ct_connector_contex
                           ct_error *err)
 {
     struct name_input accel = { CT_REG_ACCELERATOR, "--accelerator", "CTRAIN_ACCELERATOR", NULL, 0 };
+    const char *env_value;
     int rc;
 
     memset(ff, 0, sizeof(*ff));
@@ -438,8 +498,9 @@ int ct_connector_validate(const ct_connector_flags *f, const ct_connector_contex
         ff->source[CT_PLAN_CLUSTER_ENV] = CT_SOURCE_FLAG;
         snprintf(ff->source_detail[CT_PLAN_CLUSTER_ENV], sizeof(ff->source_detail[0]), "--cluster-env");
     }
-    take_input(&accel, f->accelerator, ctx);
-    if ((rc = resolve_name(&accel, 1, &ff->accelerator, err)))
+    take_input(&accel, f->accelerator, ctx, &env_value);
+    if ((rc = resolve_name(&accel, 1, &ff->accelerator, err)) ||
+        (rc = same_choice(&accel, f->accelerator, env_value, err)))
         return rc;
     if (ff->accelerator)
         note_source(ff, CT_PLAN_ACCELERATOR, &accel);

@@ -2,6 +2,7 @@
  * Adding a strategy, precision, accelerator, checkpoint IO or launcher starts with a row here. */
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "ctrain/error.h"
 #include "ctrain/registry.h"
@@ -116,10 +117,11 @@ const ct_registry_entry *ct_registry_find(enum ct_registry_kind kind, const char
         return NULL;
     for (int i = 0; i < tables[kind].n; i++) {
         const ct_registry_entry *e = &tables[kind].entries[i];
-        if (!strcmp(e->name, name))
+        /* Names are case-insensitive, as in Lightning ("DDP", "CPU", "BF16-Mixed"). */
+        if (!strcasecmp(e->name, name))
             return e;
         for (int a = 0; a < 4 && e->aliases[a]; a++)
-            if (!strcmp(e->aliases[a], name))
+            if (!strcasecmp(e->aliases[a], name))
                 return e;
     }
     return NULL;

@@ -60,6 +60,11 @@ struct ct_env_ops {
     /* Check --devices (per node) and --num-nodes against what the environment provides;
      * 0 means the flag was not given. Mismatches are CT_ECONFLICT with a hint. */
     int (*validate)(const ct_env_info *info, int devices, int num_nodes, ct_error *err);
+    /* Optional (NULL for most): fill what only the trainer's flags can say, called with the same
+     * variables after read() and before validate(). The manual environment leaves
+     * local_world_size and num_nodes 0 when LOCAL_WORLD_SIZE is not set; --num-nodes or --devices
+     * then decide them (see envs/manual.c). Use ct_env_complete(). */
+    int (*complete)(ct_getenv_fn get, void *ctx, ct_env_info *info, int devices, int num_nodes, ct_error *err);
 };
 
 #endif

@@ -4,12 +4,19 @@
  *   1. torchelastic  TORCHELASTIC_RUN_ID with RANK, WORLD_SIZE, LOCAL_RANK (torchrun, also inside SLURM)
  *   2. lsf           LSB_JOBID, LSB_DJOB_RANKFILE, JSM_NAMESPACE_{RANK,SIZE,LOCAL_RANK} (jsrun)
  *   3. mpi           OMPI_COMM_WORLD_RANK/SIZE (Open MPI's mpirun, also inside SLURM: the SLURM
- *                    variables then describe mpirun's daemons, not the ranks), or PMI_RANK, PMI_SIZE
- *                    and MPI_LOCALRANKID (MPICH/Hydra)
+ *                    variables then describe mpirun's daemons, not the ranks), PALS_RANKID and
+ *                    PALS_NODEID (Cray PALS), MV2_COMM_WORLD_RANK/SIZE (MVAPICH2), PMI_RANK, PMI_SIZE
+ *                    and MPI_LOCALRANKID (MPICH Hydra), or PMI_PORT, PMI_ID and MPI_LOCALRANKID
+ *                    (Hydra's -pmi-port mode); node rank only from the launcher (PALS_NODEID,
+ *                    PMIx), never guessed
  *   4. slurm         a job step: SLURM_JOB_ID, SLURM_STEP_ID, SLURM_PROCID, SLURM_NTASKS; a salloc
- *                    shell, a batch script, the interactive/extern step and srun --pty are not
+ *                    shell, a batch script, the interactive/extern step and a one-task srun --pty
+ *                    are not (a multi-task --pty step is)
  *   5. pmix          PMIX_RANK and PMIX_NAMESPACE with nothing above (ctrain's launcher, prun)
- *   6. local         always: ctrain's own launcher (CTRAIN_LAUNCHER_RANK/NPROCS) or one process
+ *   6. manual        LOCAL_RANK, NODE_RANK or GROUP_RANK with nothing above: processes started by
+ *                    hand on each node (Lightning's LightningEnvironment); then MASTER_ADDR,
+ *                    MASTER_PORT, WORLD_SIZE, LOCAL_RANK and NODE_RANK/GROUP_RANK must all be set
+ *   7. local         always: ctrain's own launcher (CTRAIN_LAUNCHER_RANK/NPROCS) or one process
  * When PMIx variables are present and the pmix environment is registered, pmix enriches slurm,
  * lsf and mpi: their read() fills the info first, then pmix's read() overwrites what the PMIx
  * server knows exactly (node rank, local size, rank 0's host) and info.enriched_by = "pmix".
@@ -44,6 +51,11 @@ int ct_env_register(const struct ct_env_ops *ops);
 int ct_env_detect(ct_getenv_fn get, void *ctx, const char *forced, const struct ct_env_ops **ops,
                   ct_env_info *info, ct_error *err);
 
+/* Let the environment fill what only the flags can say (ops->complete; a no-op for the others):
+ * devices (per node) and num_nodes as given, 0 when not. Then check the ranges again. */
+int ct_env_complete(const struct ct_env_ops *ops, ct_getenv_fn get, void *ctx, ct_env_info *info, int devices,
+                    int num_nodes, ct_error *err);
+
 /* --- rules shared by environments and the SPANK plugin -------------------------------------- */
 
 /* main_port under SLURM (and LSF, MPI without MASTER_PORT): derived from the job id and the step
@@ -67,7 +79,7 @@ int ct_env_free_port(int *port, ct_error *err);
 enum ct_slurm_context {
     CT_SLURM_NONE = 0,       /* no SLURM job */
     CT_SLURM_ALLOCATION,     /* a salloc shell or a batch script: a job, no step (SLURM_STEP_ID absent) */
-    CT_SLURM_INTERACTIVE,    /* srun --pty, or the interactive/extern step: a person's shell */
+    CT_SLURM_INTERACTIVE,    /* one-task srun --pty, or the interactive/extern step: a person's shell */
     CT_SLURM_STEP            /* srun's tasks: a training step */
 };
 enum ct_slurm_context ct_env_slurm_context(ct_getenv_fn get, void *ctx);

@@ -1,10 +1,17 @@
-/* ctrain — SLURM hostlists: "n[001-004,007],gpu-[1-2]-ib" <-> the host names they stand for.
+/* ctrain — SLURM hostlists: "n[001-004,007],r[1-2]n[1-4]" <-> the host names they stand for.
  *
- * The syntax is SLURM's (slurm.conf(5), scontrol show hostnames): a comma-separated list of
- * names, each with any number of bracket groups; a group holds comma-separated numbers and
- * ranges lo-hi. Zero padding is kept: the width of a range is the width of its lo ("01-10" gives
- * 01..10, "9-10" gives 9 and 10). Several groups in one name expand as nested loops, the first
- * group outermost ("r[1-2]n[1-2]" is r1n1, r1n2, r2n1, r2n2). Order and duplicates are kept.
+ * The syntax and order are SLURM's, checked against `scontrol show hostnames` / `show hostlist`
+ * (t/unit/test_hostlist.c): names separated by commas or blanks (empty names skipped), each
+ * ending in any number of bracket groups (text after the last ']' is refused, as scontrol does);
+ * a group holds comma-separated numbers and ranges lo-hi. Zero padding is kept: the width of a
+ * range is the length of the text of its lo, blanks and '+' included ("01-10" gives 01..10,
+ * "9-10" gives 9 and 10, "[089, 100]" gives 089 and 0100). Several groups expand in SLURM's
+ * order: the last group turns fastest, then the first, the second, ..., the one before the last
+ * slowest ("r[1-2]n[1-2]" is r1n1 r1n2 r2n1 r2n2; "a[1-2]b[1-2]c[1-2]" is a1b1c1 a1b1c2 a2b1c1
+ * a2b1c2 a1b2c1 ...). Order and duplicates are kept.
+ * Where SLURM invents names (an unbalanced '[' gets a ']' appended) or ignores junk before a
+ * range's '-' ("[1a-2]"), ctrain refuses the list instead; it accepts ranges of up to
+ * CT_HOSTLIST_MAX_HOSTS where SLURM 22.05 stops at 65536 per range.
  * Compression is SLURM's ranged form: consecutive hosts with the same prefix and a compatible
  * numeric suffix become ranges, neighbouring ranges of one prefix share one bracket.
  * libctrain-core: the SPANK plugin uses it inside srun.

@@ -46,7 +46,7 @@ typedef struct ct_registry_entry {
 const char *ct_registry_kind_name(enum ct_registry_kind kind);
 int ct_registry_count(enum ct_registry_kind kind);
 const ct_registry_entry *ct_registry_at(enum ct_registry_kind kind, int i);
-/* Find by name or alias (exact). NULL when unknown. */
+/* Find by name or alias, ignoring case ("DDP" is ddp). NULL when unknown. */
 const ct_registry_entry *ct_registry_find(enum ct_registry_kind kind, const char *name);
 /* NULL-terminated list of names and aliases (static storage), for "did you mean". */
 const char *const *ct_registry_names(enum ct_registry_kind kind);

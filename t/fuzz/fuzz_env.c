@@ -1,6 +1,8 @@
 /* libFuzzer target: cluster-environment detection and reading (ct_env_detect) over a fuzzed set
- * of variables — SLURM_*, torchelastic's, OMPI_ and PMI_, LSF/jsrun's with LSB_DJOB_RANKFILE's
- * content, Kubeflow's, CTRAIN_LAUNCHER_* — and a forced --cluster-env. Input format: fuzz_env.h.
+ * of variables — SLURM_*, torchelastic's, OMPI_, PMI_, PALS_ and MV2_, LSF/jsrun's with
+ * LSB_DJOB_RANKFILE's content, Kubeflow's, the manual environment's, CTRAIN_LAUNCHER_* — and a
+ * forced --cluster-env, then ct_env_complete with --devices / --num-nodes taken from the input's
+ * first and last bytes. Input format: fuzz_env.h.
  * Reading must succeed with a consistent layout or fail with a CT_E* code (make fuzz). */
 #include "ctrain/engine.h"
 #include "ctrain/envs.h"
@@ -35,8 +37,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ct_error_clear(&err);
     fuzz_env_parse(&e, data, size);
     if (ct_env_detect(fuzz_getenv, &e, e.forced, &ops, &info, &err) == 0) {
+        int devices = size ? data[0] % 5 : 0, num_nodes = size ? data[size - 1] % 4 : 0;
+
         if (!ops)
             abort();
+        if (ct_env_complete(ops, fuzz_getenv, &e, &info, devices, num_nodes, &err)) {
+            fuzz_check_refusal(&err);
+            fuzz_env_done(&e);
+            return 0;
+        }
         check_layout(&info);
         ct_env_slurm_context(fuzz_getenv, &e);
     } else {

@@ -79,7 +79,10 @@ static void test_order(void **state)
                              "OMPI_COMM_WORLD_LOCAL_RANK=2", "OMPI_COMM_WORLD_LOCAL_SIZE=4", NULL };
     const char *salloc[] = { "SLURM_JOB_ID=4242", "SLURM_NTASKS=4", "SLURM_NNODES=2", "SLURM_NODELIST=n[1-2]",
                              "SLURM_TASKS_PER_NODE=2(x2)", NULL };
-    const char *pty[] = { SLURM_STEP_2x2, "SLURM_PTY_PORT=40000", NULL };
+    const char *pty[] = { SLURM_STEP_2x2, "SLURM_PTY_PORT=40000", "SLURM_STEP_NUM_TASKS=4", NULL };
+    const char *pty1[] = { "SLURM_JOB_ID=9", "SLURM_STEP_ID=0", "SLURM_NTASKS=4", "SLURM_STEP_NUM_TASKS=1",
+                           "SLURM_PROCID=0", "SLURM_LOCALID=0", "SLURM_NODEID=0", "SLURM_NNODES=1",
+                           "SLURM_STEP_TASKS_PER_NODE=1", "SLURM_STEP_NODELIST=n1", "SLURM_PTY_PORT=40000", NULL };
     const char *interactive[] = { "SLURM_JOB_ID=9", "SLURM_STEP_ID=4294967290", "SLURM_PROCID=0", "SLURM_NTASKS=1",
                                   NULL };
     ct_env_info info;
@@ -100,17 +103,25 @@ static void test_order(void **state)
     assert_int_equal(info.main_port, 29511);
     assert_string_equal(info.source[CT_ENV_MAIN_PORT], "MASTER_PORT");
 
-    assert_int_equal(detect(mpirun, NULL, &info, &err), 0);
-    assert_string_equal(info.name, "mpi");
-    assert_int_equal(info.global_rank, 6);
-    assert_int_equal(info.node_rank, 1);
+    /* mpirun on two nodes says no node number: without PMIx to ask, an error naming the variables,
+     * not rank / local size (wrong under --map-by node). */
+    assert_int_equal(detect(mpirun, NULL, &info, &err), CT_ENOTAVAIL);
+    assert_string_equal(err.id, "env-layout-unknown");
+    assert_non_null(strstr(err.msg, "OMPI_COMM_WORLD_RANK"));
+    assert_non_null(strstr(err.hint, "PMIx"));
 
     assert_int_equal(detect(salloc, NULL, &info, &err), 0);
     assert_string_equal(info.name, "local");
     assert_int_equal(ct_env_slurm_context(vars_get, salloc), CT_SLURM_ALLOCATION);
-    assert_int_equal(detect(pty, NULL, &info, &err), 0);
+    /* srun --pty with one task is a person's shell; with several it is a step like any other. */
+    assert_int_equal(detect(pty1, NULL, &info, &err), 0);
     assert_string_equal(info.name, "local");
-    assert_int_equal(ct_env_slurm_context(vars_get, pty), CT_SLURM_INTERACTIVE);
+    assert_int_equal(ct_env_slurm_context(vars_get, pty1), CT_SLURM_INTERACTIVE);
+    assert_int_equal(detect(pty, NULL, &info, &err), 0);
+    assert_string_equal(info.name, "slurm");
+    assert_int_equal(info.global_rank, 3);
+    assert_int_equal(info.local_world_size, 2);
+    assert_int_equal(ct_env_slurm_context(vars_get, pty), CT_SLURM_STEP);
     assert_int_equal(ct_env_slurm_context(vars_get, interactive), CT_SLURM_INTERACTIVE);
     assert_int_equal(ct_env_slurm_context(vars_get, (void *)torchrun), CT_SLURM_STEP);
 }
@@ -137,6 +148,12 @@ static void test_forced(void **state)
     assert_non_null(strstr(err.hint, "torchrun"));
     assert_int_equal(detect(none, "local", &info, &err), 0);
     assert_int_equal(detect(none, "auto", &info, &err), 0);
+    /* Names ignore case. */
+    assert_int_equal(detect(none, "Local", &info, &err), 0);
+    assert_string_equal(info.name, "local");
+    assert_int_equal(detect(none, "AUTO", &info, &err), 0);
+    assert_int_equal(detect(salloc, "SLURM", &info, &err), CT_ENOTAVAIL);
+    assert_non_null(strstr(err.msg, "allocation"));
     assert_string_equal(info.name, "local");
 
     /* kubeflow: never detected, only chosen. */
@@ -165,6 +182,11 @@ static int fake_pmix_read(ct_getenv_fn get, void *ctx, ct_env_info *info, ct_err
         snprintf(info->name, sizeof(info->name), "pmix");
     snprintf(info->main_address, sizeof(info->main_address), "rank0-host");
     snprintf(info->source[CT_ENV_MAIN_ADDRESS], sizeof(info->source[0]), "PMIx rank 0 PMIX_HOSTNAME");
+    /* The server's PMIX_NODEID for the mpirun case below (rank 6 of 8, 4 per node, on node 1). */
+    if (info->node_rank < 0) {
+        info->node_rank = 1;
+        snprintf(info->source[CT_ENV_NODE_RANK], sizeof(info->source[0]), "PMIx: PMIX_NODEID");
+    }
     return 0;
 }
 
@@ -178,15 +200,18 @@ static int fake_pmix_validate(const ct_env_info *info, int devices, int num_node
 }
 
 static const struct ct_env_ops fake_pmix = { "pmix", "test", 1, fake_pmix_detect, fake_pmix_read,
-                                             fake_pmix_validate };
+                                             fake_pmix_validate, NULL };
 static const struct ct_env_ops other_pmix = { "pmix", "test 2", 1, fake_pmix_detect, fake_pmix_read,
-                                              fake_pmix_validate };
+                                              fake_pmix_validate, NULL };
 static const struct ct_env_ops bogus = { "bogus", "test", 1, fake_pmix_detect, fake_pmix_read,
-                                         fake_pmix_validate };
+                                         fake_pmix_validate, NULL };
 
 static void test_registry(void **state)
 {
     const char *vars[] = { SLURM_STEP_2x2, "PMIX_RANK=3", "PMIX_NAMESPACE=slurm.pmix.4242.3", NULL };
+    const char *mpirun[] = { "OMPI_COMM_WORLD_RANK=6", "OMPI_COMM_WORLD_SIZE=8", "OMPI_COMM_WORLD_LOCAL_RANK=3",
+                             "OMPI_COMM_WORLD_LOCAL_SIZE=4", "OMPI_MCA_orte_num_nodes=2", "PMIX_RANK=6",
+                             "PMIX_NAMESPACE=1124270081", NULL };
     const char *const *names = ct_env_names();
     ct_env_info info;
     ct_error err;
@@ -220,6 +245,14 @@ static void test_registry(void **state)
     assert_string_equal(info.enriched_by, "pmix");
     assert_string_equal(info.main_address, "rank0-host");
     assert_int_equal(info.global_rank, 3);
+
+    /* mpirun on two nodes: the PMIx server answers the node rank the variables cannot give. */
+    assert_int_equal(detect(mpirun, NULL, &info, &err), 0);
+    assert_string_equal(info.name, "mpi");
+    assert_string_equal(info.enriched_by, "pmix");
+    assert_int_equal(info.global_rank, 6);
+    assert_int_equal(info.node_rank, 1);
+    assert_string_equal(info.source[CT_ENV_NODE_RANK], "PMIx: PMIX_NODEID");
 }
 
 static void test_port_rule(void **state)
@@ -373,6 +406,186 @@ static void test_local(void **state)
     assert_int_equal(ops->validate(&info, 0, 2, &err), CT_ECONFLICT);
 }
 
+/* What each MPI launcher really sets (Open MPI 4.1's mpirun as captured here; MPICH Hydra in both
+ * PMI modes; Cray PALS as SLURM's mpi/cray_shasta plugin sets it; MVAPICH2), in a table: node rank
+ * only from the launcher's own answer, never rank / local size against the local rank. */
+struct mpi_case {
+    const char *what;
+    const char *vars[12];
+    int rc;                 /* 0 or the error */
+    const char *id;         /* error id, or the flavour's rank variable for a success */
+    int rank, local_rank, local_size, node_rank, num_nodes;
+    const char *mentions;   /* text the message (or the rank's source) contains */
+};
+
+static const struct mpi_case mpi_cases[] = {
+    { "Open MPI, one node", { "OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=2", "OMPI_COMM_WORLD_LOCAL_RANK=1",
+      "OMPI_COMM_WORLD_LOCAL_SIZE=2", "OMPI_COMM_WORLD_NODE_RANK=1", "OMPI_MCA_orte_num_nodes=1",
+      "OMPI_MCA_ess_base_jobid=1124270081", NULL }, 0, NULL, 1, 1, 2, 0, 1, "OMPI_COMM_WORLD_RANK" },
+    /* --map-by node: rank 1 is local rank 0 on node 1; rank / local size would say node 0. */
+    { "Open MPI --map-by node", { "OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=4",
+      "OMPI_COMM_WORLD_LOCAL_RANK=0", "OMPI_COMM_WORLD_LOCAL_SIZE=2", "OMPI_COMM_WORLD_NODE_RANK=0",
+      "OMPI_MCA_orte_num_nodes=2", NULL }, CT_ENOTAVAIL, "env-layout-unknown", 0, 0, 0, 0, 0,
+      "OMPI_COMM_WORLD_LOCAL_RANK" },
+    { "Hydra, one node", { "PMI_RANK=1", "PMI_SIZE=2", "PMI_FD=6", "MPI_LOCALRANKID=1", "MPI_LOCALNRANKS=2", NULL },
+      0, NULL, 1, 1, 2, 0, 1, "PMI_RANK" },
+    { "Hydra round-robin, two nodes", { "PMI_RANK=1", "PMI_SIZE=4", "PMI_FD=6", "MPI_LOCALRANKID=0",
+      "MPI_LOCALNRANKS=2", NULL }, CT_ENOTAVAIL, "env-layout-unknown", 0, 0, 0, 0, 0, "MPI_LOCALRANKID" },
+    { "Hydra -pmi-port", { "PMI_PORT=n1:40321", "PMI_ID=1", "MPI_LOCALRANKID=1", "MPI_LOCALNRANKS=2", NULL },
+      CT_ENOTAVAIL, "env-layout-unknown", 0, 0, 0, 0, 0, "PMI_SIZE" },
+    { "Hydra -pmi-port with PMI_SIZE", { "PMI_PORT=n1:40321", "PMI_ID=1", "PMI_SIZE=2", "MPI_LOCALRANKID=1",
+      "MPI_LOCALNRANKS=2", NULL }, 0, NULL, 1, 1, 2, 0, 1, "PMI_ID" },
+    { "Cray PALS, 2 x 2", { "PALS_RANKID=3", "PALS_NODEID=1", "PALS_LOCAL_RANKID=1", "PALS_APID=7.0", "PMI_RANK=3",
+      "PMI_SIZE=4", "PMI_LOCAL_RANK=1", "PMI_LOCAL_SIZE=2", NULL }, 0, NULL, 3, 1, 2, 1, 2, "PALS_RANKID" },
+    /* Round-robin: PALS says the node, so rank 1 is on node 1. */
+    { "Cray PALS round-robin", { "PALS_RANKID=1", "PALS_NODEID=1", "PALS_LOCAL_RANKID=0", "PMI_RANK=1", "PMI_SIZE=4",
+      "PMI_LOCAL_RANK=0", "PMI_LOCAL_SIZE=2", NULL }, 0, NULL, 1, 0, 2, 1, 2, "PALS_RANKID" },
+    { "Cray PALS without a local size", { "PALS_RANKID=1", "PALS_NODEID=0", "PALS_LOCAL_RANKID=1", "PMI_SIZE=2",
+      NULL }, CT_EINVAL, "env-variable-missing", 0, 0, 0, 0, 0, "PMI_LOCAL_SIZE" },
+    { "MVAPICH2, one node", { "MV2_COMM_WORLD_RANK=1", "MV2_COMM_WORLD_SIZE=2", "MV2_COMM_WORLD_LOCAL_RANK=1",
+      "MV2_COMM_WORLD_LOCAL_SIZE=2", NULL }, 0, NULL, 1, 1, 2, 0, 1, "MV2_COMM_WORLD_RANK" },
+    { "MVAPICH2, two nodes", { "MV2_COMM_WORLD_RANK=2", "MV2_COMM_WORLD_SIZE=4", "MV2_COMM_WORLD_LOCAL_RANK=1",
+      "MV2_COMM_WORLD_LOCAL_SIZE=2", NULL }, CT_ENOTAVAIL, "env-layout-unknown", 0, 0, 0, 0, 0,
+      "MV2_COMM_WORLD_RANK" },
+    { "MVAPICH2, malformed", { "MV2_COMM_WORLD_RANK=x", "MV2_COMM_WORLD_SIZE=4", "MV2_COMM_WORLD_LOCAL_RANK=1",
+      "MV2_COMM_WORLD_LOCAL_SIZE=2", NULL }, CT_EINVAL, "env-variable-malformed", 0, 0, 0, 0, 0, "MVAPICH2" },
+};
+
+static void test_mpi_flavours(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof(mpi_cases) / sizeof(mpi_cases[0]); i++) {
+        const struct mpi_case *c = &mpi_cases[i];
+        ct_env_info info;
+        ct_error err;
+        int rc = detect(c->vars, NULL, &info, &err);
+
+        if (rc != c->rc)
+            fail_msg("%s: rc %d, want %d (%s)", c->what, rc, c->rc, err.msg);
+        if (rc) {
+            if (strcmp(err.id, c->id) || !strstr(err.msg, c->mentions) || !err.hint[0])
+                fail_msg("%s: id '%s' msg '%s' hint '%s'", c->what, err.id, err.msg, err.hint);
+            continue;
+        }
+        if (strcmp(info.name, "mpi") || info.global_rank != c->rank || info.local_rank != c->local_rank ||
+            info.local_world_size != c->local_size || info.node_rank != c->node_rank ||
+            info.num_nodes != c->num_nodes || strcmp(info.source[CT_ENV_GLOBAL_RANK], c->mentions))
+            fail_msg("%s: %s rank %d local %d/%d node %d/%d (rank from %s)", c->what, info.name, info.global_rank,
+                     info.local_rank, info.local_world_size, info.node_rank, info.num_nodes,
+                     info.source[CT_ENV_GLOBAL_RANK]);
+    }
+    /* srun --mpi=pmi2 sets PMI_RANK/PMI_SIZE too, but no MPI_LOCALRANKID: that is SLURM's step. */
+    {
+        const char *pmi2[] = { SLURM_STEP_2x2, "PMI_RANK=3", "PMI_SIZE=4", "PMI_FD=5", NULL };
+        ct_env_info info;
+        ct_error err;
+
+        assert_int_equal(detect(pmi2, NULL, &info, &err), 0);
+        assert_string_equal(info.name, "slurm");
+    }
+}
+
+#define MANUAL_BASE "MASTER_ADDR=1.2.3.4", "MASTER_PORT=500", "WORLD_SIZE=4"
+
+/* Processes started by hand on each node (Lightning's LightningEnvironment and the cases of its
+ * tests: NODE_RANK or GROUP_RANK, LOCAL_RANK, MASTER_ADDR/PORT; WORLD_SIZE here as well). */
+static void test_manual(void **state)
+{
+    const char *full[] = { MANUAL_BASE, "LOCAL_WORLD_SIZE=2", "NODE_RANK=1", "LOCAL_RANK=1", NULL };
+    const char *group[] = { MANUAL_BASE, "LOCAL_WORLD_SIZE=2", "GROUP_RANK=1", "LOCAL_RANK=0", "RANK=2", NULL };
+    const char *both[] = { MANUAL_BASE, "NODE_RANK=1", "GROUP_RANK=0", "LOCAL_RANK=0", NULL };
+    const char *same[] = { MANUAL_BASE, "LOCAL_WORLD_SIZE=2", "NODE_RANK=1", "GROUP_RANK=1", "LOCAL_RANK=0", NULL };
+    const char *no_port[] = { "MASTER_ADDR=1.2.3.4", "WORLD_SIZE=4", "NODE_RANK=1", "LOCAL_RANK=0", NULL };
+    const char *only_local[] = { "LOCAL_RANK=1", NULL };
+    const char *flags_decide[] = { MANUAL_BASE, "NODE_RANK=1", "LOCAL_RANK=1", NULL };
+    const char *bad_rank[] = { MANUAL_BASE, "LOCAL_WORLD_SIZE=2", "NODE_RANK=1", "LOCAL_RANK=1", "RANK=1", NULL };
+    const char *uneven[] = { MANUAL_BASE, "LOCAL_WORLD_SIZE=3", "NODE_RANK=0", "LOCAL_RANK=0", NULL };
+    const char *node_out[] = { MANUAL_BASE, "LOCAL_WORLD_SIZE=2", "NODE_RANK=2", "LOCAL_RANK=0", NULL };
+    const char *addr_only[] = { "MASTER_ADDR=1.2.3.4", "MASTER_PORT=500", NULL };
+    const char *in_step[] = { SLURM_STEP_2x2, "LOCAL_RANK=1", "NODE_RANK=1", NULL };
+    const struct ct_env_ops *ops = ct_env_lookup("manual");
+    ct_env_info info;
+    ct_error err;
+
+    (void)state;
+    assert_non_null(ops);
+    assert_int_equal(detect(full, NULL, &info, &err), 0);
+    assert_string_equal(info.name, "manual");
+    assert_true(info.creates_processes_externally);
+    assert_int_equal(info.global_rank, 3);
+    assert_int_equal(info.node_rank, 1);
+    assert_int_equal(info.num_nodes, 2);
+    assert_int_equal(info.local_world_size, 2);
+    assert_string_equal(info.main_address, "1.2.3.4");
+    assert_int_equal(info.main_port, 500);
+    assert_int_equal(ops->validate(&info, 0, 0, &err), 0);
+    assert_int_equal(ops->validate(&info, 2, 2, &err), 0);
+    assert_int_equal(ops->validate(&info, 3, 0, &err), CT_ECONFLICT);
+    assert_string_equal(err.id, "env-devices-mismatch");
+    assert_int_equal(ops->validate(&info, 0, 3, &err), CT_ECONFLICT);
+    assert_string_equal(err.id, "env-num-nodes-mismatch");
+    assert_non_null(strstr(err.hint, "NODE_RANK"));
+
+    assert_int_equal(detect(group, NULL, &info, &err), 0);
+    assert_int_equal(info.node_rank, 1);
+    assert_string_equal(info.source[CT_ENV_NODE_RANK], "GROUP_RANK");
+    assert_int_equal(info.global_rank, 2);
+    assert_int_equal(detect(same, NULL, &info, &err), 0);
+    assert_string_equal(info.source[CT_ENV_NODE_RANK], "NODE_RANK");
+    assert_int_equal(detect(both, NULL, &info, &err), CT_EINVAL);
+    assert_string_equal(err.id, "env-inconsistent");
+    assert_non_null(strstr(err.msg, "GROUP_RANK=0"));
+
+    /* Every variable present: what is missing is named. */
+    assert_int_equal(detect(no_port, NULL, &info, &err), CT_EINVAL);
+    assert_string_equal(err.id, "env-variable-missing");
+    assert_non_null(strstr(err.msg, "not set: MASTER_PORT"));
+    assert_int_equal(detect(only_local, NULL, &info, &err), CT_EINVAL);
+    assert_non_null(strstr(err.msg, "not set: MASTER_ADDR, MASTER_PORT, WORLD_SIZE, NODE_RANK (or GROUP_RANK)"));
+    assert_int_equal(detect(only_local, "manual", &info, &err), CT_EINVAL);
+    assert_int_equal(detect(addr_only, "manual", &info, &err), CT_ENOTAVAIL);
+    assert_string_equal(err.id, "env-absent");
+    assert_non_null(strstr(err.hint, "LOCAL_RANK"));
+
+    /* Without LOCAL_WORLD_SIZE the flags say the processes per node. */
+    assert_int_equal(detect(flags_decide, NULL, &info, &err), 0);
+    assert_int_equal(info.local_world_size, 0);
+    assert_int_equal(ct_env_complete(ops, vars_get, (void *)flags_decide, &info, 0, 0, &err), CT_ENOTAVAIL);
+    assert_string_equal(err.id, "env-layout-unknown");
+    assert_non_null(strstr(err.hint, "--num-nodes"));
+    assert_int_equal(ct_env_complete(ops, vars_get, (void *)flags_decide, &info, 0, 2, &err), 0);
+    assert_int_equal(info.local_world_size, 2);
+    assert_int_equal(info.num_nodes, 2);
+    assert_int_equal(info.global_rank, 3);
+    assert_int_equal(ops->validate(&info, 2, 2, &err), 0);
+    assert_int_equal(detect(flags_decide, NULL, &info, &err), 0);
+    assert_int_equal(ct_env_complete(ops, vars_get, (void *)flags_decide, &info, 2, 0, &err), 0);
+    assert_int_equal(info.num_nodes, 2);
+    assert_int_equal(detect(flags_decide, NULL, &info, &err), 0);
+    assert_int_equal(ct_env_complete(ops, vars_get, (void *)flags_decide, &info, 0, 3, &err), CT_ECONFLICT);
+    assert_string_equal(err.id, "env-world-size-mismatch");
+    /* --devices 4 with WORLD_SIZE 4 is one node, but NODE_RANK=1: outside. */
+    assert_int_equal(detect(flags_decide, NULL, &info, &err), 0);
+    assert_int_equal(ct_env_complete(ops, vars_get, (void *)flags_decide, &info, 4, 0, &err), CT_EINVAL);
+    assert_string_equal(err.id, "env-inconsistent");
+    /* a no-op for environments without complete() */
+    assert_int_equal(ct_env_complete(ct_env_lookup("slurm"), vars_get, NULL, &info, 2, 2, &err), 0);
+
+    assert_int_equal(detect(bad_rank, NULL, &info, &err), CT_EINVAL);
+    assert_string_equal(err.id, "env-inconsistent");
+    assert_non_null(strstr(err.msg, "RANK=1"));
+    assert_int_equal(detect(uneven, NULL, &info, &err), CT_ECONFLICT);
+    assert_string_equal(err.id, "env-world-size-mismatch");
+    assert_int_equal(detect(node_out, NULL, &info, &err), CT_EINVAL);
+    assert_string_equal(err.id, "env-inconsistent");
+
+    /* MASTER_ADDR/PORT alone are not a hand-started run; a launcher claims its processes first. */
+    assert_int_equal(detect(addr_only, NULL, &info, &err), 0);
+    assert_string_equal(info.name, "local");
+    assert_int_equal(detect(in_step, NULL, &info, &err), 0);
+    assert_string_equal(info.name, "slurm");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -381,6 +594,7 @@ int main(void)
         cmocka_unit_test(test_tasks_per_node), cmocka_unit_test(test_validate),
         cmocka_unit_test(test_malformed_env), cmocka_unit_test(test_local),
         cmocka_unit_test(test_lsf_bad_rankfile),
+        cmocka_unit_test(test_mpi_flavours), cmocka_unit_test(test_manual),
         cmocka_unit_test(test_registry),
     };
 

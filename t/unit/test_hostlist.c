@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -37,15 +39,19 @@ static void test_expand_forms(void **state)
     expect_hosts("n1", "n1");
     expect_hosts("login1,login2", "login1 login2");
     expect_hosts("n[001-004,007]", "n001 n002 n003 n004 n007");
-    expect_hosts("gpu-[1-2]-ib", "gpu-1-ib gpu-2-ib");
+    expect_hosts("gpu-[1-2]", "gpu-1 gpu-2");
     expect_hosts("r[1-2]n[01-02]", "r1n01 r1n02 r2n01 r2n02");
-    expect_hosts("a[1-2]b[3,5]c[7]", "a1b3c7 a1b5c7 a2b3c7 a2b5c7");
+    expect_hosts("a[1-2]b[3,5]c[7]", "a1b3c7 a2b3c7 a1b5c7 a2b5c7");
+    expect_hosts("a[1-2]b[1-2]c[1-2]", "a1b1c1 a1b1c2 a2b1c1 a2b1c2 a1b2c1 a1b2c2 a2b2c1 a2b2c2");
+    expect_hosts("1.2.3.[089, 100-101]", "1.2.3.089 1.2.3.0100 1.2.3.0101");
+    expect_hosts("n[+1-2],m[1 -2],k[1- 2]", "n01 n02 m01 m02 k1 k2");
+    expect_hosts(",n1,,n2,", "n1 n2");
     expect_hosts("n[9-11]", "n9 n10 n11");
     expect_hosts("n[09-11]", "n09 n10 n11");
     expect_hosts("n[098-101]", "n098 n099 n100 n101");
     expect_hosts("n[0-2]", "n0 n1 n2");
     expect_hosts("[1-3]", "1 2 3");
-    expect_hosts("n[1-2],gpu[03-04]-ib,login", "n1 n2 gpu03-ib gpu04-ib login");
+    expect_hosts("n[1-2],ib[03-04],login", "n1 n2 ib03 ib04 login");
     expect_hosts("n[3,1,2]", "n3 n1 n2");
     expect_hosts("n1 n2", "n1 n2");
     expect_hosts("node-a.example.org,node-b", "node-a.example.org node-b");
@@ -77,13 +83,16 @@ static void test_malformed(void **state)
     expect_malformed("n[]", "empty brackets");
     expect_malformed("n[1,]", "',' before ']'");
     expect_malformed("n[a-b]", "expected a number");
-    expect_malformed("n[[1]]", "expected a number");
+    expect_malformed("n[[1]]", "'[' inside brackets");
     expect_malformed("n[1-]", "upper end");
     expect_malformed("n[5-3]", "backwards");
     expect_malformed("n[1-2;3]", "unexpected character");
-    expect_malformed("n1,,n2", "empty host name");
-    expect_malformed(",n1", "empty host name");
-    expect_malformed("n1,", "trailing ','");
+    expect_malformed("gpu-[1-2]-ib", "text after the last ']'");
+    expect_malformed("n[1 ]", "unexpected character");
+    expect_malformed("n[1a-2]", "unexpected character");
+    expect_malformed("n[1x2]", "'x' boxes");
+    expect_malformed("n[1--2]", "upper end");
+    expect_malformed("n[,1]", "empty entry");
     {
         char limit[32];
         snprintf(limit, sizeof(limit), "(%u)", CT_HOSTLIST_MAX_HOSTS);
@@ -95,7 +104,8 @@ static void test_malformed(void **state)
     expect_malformed("n[1234567890123456789]", "at most 18 digits");
     /* A name whose later group is malformed frees the groups parsed before it (found by
      * t/fuzz/fuzz_connector.c; make check-asan's LeakSanitizer fails here without the fix). */
-    expect_malformed("n[1-3][1-2+", "unexpected character");
+    expect_malformed("n[1-3][1-2+", "never closed");
+    expect_malformed("n[1-3][1-2x", "never closed");
     expect_malformed("n[1-3]x]", "']' without '['");
     expect_malformed("a[1]b[2]c[3", "never closed");
     /* Blanks only expanded to an empty list that compress wrote as "", which expand refuses
@@ -241,12 +251,150 @@ static void test_100k(void **state)
     ct_hostlist_free(back);
 }
 
+/* --- the same lists through SLURM's own parser ----------------------------------------------- */
+
+/* scontrol show hostnames/hostlist needs a slurm.conf to read, not a running slurmctld: a minimal
+ * one in a temporary directory is enough (checked with Debian 12's SLURM 22.05). */
+static char slurm_conf[64];
+
+static int write_slurm_conf(void)
+{
+    char dir[] = "/tmp/ct-hostlist-XXXXXX";
+    FILE *f;
+
+    if (!mkdtemp(dir))
+        return -1;
+    snprintf(slurm_conf, sizeof(slurm_conf), "%s/slurm.conf", dir);
+    if (!(f = fopen(slurm_conf, "w")))
+        return -1;
+    fprintf(f, "ClusterName=hostlist\nSlurmctldHost=localhost\nNodeName=n1 State=UNKNOWN\nPartitionName=p Nodes=n1\n");
+    return fclose(f);
+}
+
+static void remove_slurm_conf(void)
+{
+    char dir[64];
+
+    if (!slurm_conf[0])
+        return;
+    unlink(slurm_conf);
+    snprintf(dir, sizeof(dir), "%s", slurm_conf);
+    *strrchr(dir, '/') = '\0';
+    rmdir(dir);
+}
+
+/* Run `scontrol show WHAT EXPR`; out = its lines joined by spaces, or "ERROR" when it refused. */
+static void scontrol(const char *what, const char *expr, char *out, size_t size)
+{
+    int fd[2], status = 0;
+    size_t len = 0;
+    ssize_t n;
+    pid_t pid;
+
+    assert_int_equal(pipe(fd), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        close(fd[0]);
+        close(fd[1]);
+        if (!freopen("/dev/null", "w", stderr))
+            _exit(127);
+        setenv("SLURM_CONF", slurm_conf, 1);
+        execlp("scontrol", "scontrol", "show", what, expr, (char *)NULL);
+        _exit(127);
+    }
+    close(fd[1]);
+    while (len + 1 < size && (n = read(fd[0], out + len, size - len - 1)) > 0)
+        len += (size_t)n;
+    close(fd[0]);
+    out[len] = '\0';
+    waitpid(pid, &status, 0);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+        fail_msg("scontrol could not be run (slurm-wlm is a test dependency: scripts/install-deps)");
+    while (len && out[len - 1] == '\n')
+        out[--len] = '\0';
+    for (char *p = out; *p; p++)
+        if (*p == '\n')
+            *p = ' ';
+    if (!WIFEXITED(status) || WEXITSTATUS(status) || !len)
+        snprintf(out, size, "ERROR");
+}
+
+/* ctrain's expansion of expr in scontrol's form ("ERROR" when refused). */
+static void ctrain_hostnames(const char *expr, char *out, size_t size)
+{
+    ct_hostlist *hl = NULL;
+    ct_error err;
+    size_t len = 0;
+
+    out[0] = '\0';
+    if (ct_hostlist_expand(expr, &hl, &err)) {
+        snprintf(out, size, "ERROR");
+        return;
+    }
+    for (size_t i = 0; i < ct_hostlist_count(hl) && len < size; i++)
+        len += (size_t)snprintf(out + len, size - len, "%s%s", i ? " " : "", ct_hostlist_get(hl, i));
+    ct_hostlist_free(hl);
+}
+
+/* Each list expands as scontrol show hostnames expands it, or both refuse it; each plain list
+ * compresses as scontrol show hostlist compresses it. */
+static void test_same_as_scontrol(void **state)
+{
+    static const char *const lists[] = {
+        "n1", "n[1-3]", "n[01-03,5]", "n[9-11]", "n[009-011]", "n[9-010]", "n[098-101]", "n[1-3,2]",
+        "n[3,1,2]", "n[1-2],n[1-2]", "r[1-2]n[1-2]", "r[1-2]n[01-02]", "a[1-2]b[3,5]c[7]",
+        "a[1-2]b[1-2]c[1-2]", "a[1-2]b[3-4]c[5-6]d[7-8]", "x[01-02]y[1,3-4]z[9-10]", "n[1-3]-x[7,9]",
+        "1.2.3.[089, 100-102]", "n[ 1-2]", "n[1 -2]", "n[1- 2]", "n[  1-2]", "n[+1-2]", "n[1-+2]",
+        "[1-3]", "n[1-2] m[3-4]", "n[1-2]\tm", ",n1", "n1,", "n[1-2],,m", "n[1-00003]", "n[001-3]",
+        "node-a.example.org,node-b", "n[0-2]", "a[1]b[2]c[3]",
+        /* refused by both */
+        "n[3-1]", "n[]", "n[1,]", "n[,1]", "n[1 ]", "n[1,2 ]", "n[1--2]", "n[a-b]", "n[0x1-2]",
+        "gpu-[1-2]-ib", "n[1-2]x", "x[1-2]y[3-4]z", "[1-2]a", "n[1-2]]", "n[[1-2]]",
+        NULL,
+    };
+    static const char *const plain[] = {
+        "n1,n2,n3,n5", "n1,m1,n2", "n3,n1,n2", "n1,n1,n2", "n01,n02,n3", "n09,n10", "n9,n10",
+        "n8,n9,n010", "a,b,a", "n1a,n2a", "r1n1,r1n2,r2n1", "n001,n002,n1000", "n1,n01", "x,n1,n2,x",
+        "n0,n00,n000", "gpu1-ib,gpu2-ib", "n1,n3,n2,n4", "n099,n100,n101", "n08,n9", "login,n1,n2",
+        NULL,
+    };
+    char want[4096], got[4096];
+
+    (void)state;
+    assert_int_equal(write_slurm_conf(), 0);
+    for (int i = 0; lists[i]; i++) {
+        scontrol("hostnames", lists[i], want, sizeof(want));
+        ctrain_hostnames(lists[i], got, sizeof(got));
+        if (strcmp(want, got))
+            fail_msg("'%s': scontrol show hostnames gives '%s', ctrain '%s'", lists[i], want, got);
+    }
+    for (int i = 0; plain[i]; i++) {
+        ct_hostlist *hl = NULL;
+        ct_error err;
+        char *out = NULL;
+
+        scontrol("hostlist", plain[i], want, sizeof(want));
+        assert_int_equal(ct_hostlist_expand(plain[i], &hl, &err), 0);
+        assert_int_equal(ct_hostlist_compress(hl, &out, &err), 0);
+        if (strcmp(want, out))
+            fail_msg("'%s': scontrol show hostlist gives '%s', ctrain '%s'", plain[i], want, out);
+        free(out);
+        ct_hostlist_free(hl);
+    }
+    printf("# %zu lists expanded and %zu compressed as scontrol does\n",
+           sizeof(lists) / sizeof(lists[0]) - 1, sizeof(plain) / sizeof(plain[0]) - 1);
+    remove_slurm_conf();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_expand_forms), cmocka_unit_test(test_malformed), cmocka_unit_test(test_empty),
         cmocka_unit_test(test_compress),     cmocka_unit_test(test_round_trip), cmocka_unit_test(test_push_find),
         cmocka_unit_test(test_100k), cmocka_unit_test(test_too_many_bytes),
+        cmocka_unit_test(test_same_as_scontrol),
     };
 
     cmocka_set_message_output(CM_OUTPUT_TAP);
