@@ -133,7 +133,7 @@ static int check_header(ct_run *run, const char *path, const ct_ckpt *c, int wei
     if (!model || strcmp(model, want)) {
         ct_error_set(err, CT_EFORMAT, "ckpt-model", "%s: checkpoint is for model %s, this run builds %s", path,
                      model ? model : "(missing)", want);
-        return ct_error_hint(err, "use the --model and --model-config (or --hidden) of the run that wrote it");
+        return ct_error_hint(err, "use the --hidden or --model and --model-config of the run that wrote it");
     }
     if (!weights_only && (!opt || strcmp(opt, mine))) {
         ct_error_set(err, CT_EFORMAT, "ckpt-optimizer", "%s: checkpoint has %s optimizer state, this run uses %s",
