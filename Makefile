@@ -50,7 +50,7 @@ ifeq ($(origin CUDA),undefined)
 endif
 
 CORE_DIRS := engine/util engine/registry engine/connector engine/bind envs
-LIB_DIRS  := engine/nn engine/data engine/accelerators engine/precision engine/strategies \
+LIB_DIRS  := engine/nn engine/models/gpt engine/data engine/accelerators engine/precision engine/strategies \
              engine/launchers engine/checkpoint_io engine/loops engine/trainer pmix
 
 CORE_SRC  := $(sort $(foreach d,$(CORE_DIRS),$(wildcard $(d)/*.c)))
@@ -99,7 +99,7 @@ tests: $(TEST_BIN) $(TOOL_BIN)
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@$(if $(filter 1,$(V)),,echo "  CC      $<")
-	$(Q)$(CC) $(ALL_CFLAGS) $(if $(filter $(CORE_SRC) $(SPANK_SRC),$<),$(CORE_CFLAGS),$(LIB_CFLAGS)) $(if $(filter engine/nn/%,$<),$(NN_CFLAGS)) -c $< -o $@
+	$(Q)$(CC) $(ALL_CFLAGS) $(if $(filter $(CORE_SRC) $(SPANK_SRC),$<),$(CORE_CFLAGS),$(LIB_CFLAGS)) $(if $(filter engine/nn/% engine/models/%,$<),$(NN_CFLAGS)) -c $< -o $@
 
 $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
