@@ -65,8 +65,8 @@ struct ct_gpt {
     float *q[3];
     size_t q_n;
 
-    const uint16_t *inputs;
-    const uint16_t *targets;
+    const int32_t *inputs;
+    const int32_t *targets;
     int batch;
 };
 
@@ -532,7 +532,7 @@ static const float *tensor_data(const ct_gpt *m, int i) { return m->tensors[i].d
 static float *tensor_grad(const ct_gpt *m, int i) { return m->grads + m->tensors[i].offset; }
 static int block_tensor(int l, int which) { return 2 + l * BLK_TENSORS + which; }
 
-double ct_gpt_forward(ct_gpt *m, const uint16_t *inputs, const uint16_t *targets, int batch)
+double ct_gpt_forward(ct_gpt *m, const int32_t *inputs, const int32_t *targets, int batch)
 {
     const ct_gpt_config *c = &m->cfg;
     int T = c->seq_len, C = c->n_embd, V = c->vocab, BT = batch * T, L = c->n_layer;

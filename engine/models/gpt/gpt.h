@@ -80,7 +80,7 @@ const ct_tensor *ct_gpt_tensor(const ct_gpt *m, int i);
 /* Forward on batch sequences: inputs[b*seq_len + t] and targets (the next tokens), every token
  * < vocab (the data module checks this when it loads). Keeps what backward needs. Returns the
  * summed cross-entropy over the batch*seq_len tokens, in nats. */
-double ct_gpt_forward(ct_gpt *m, const uint16_t *inputs, const uint16_t *targets, int batch);
+double ct_gpt_forward(ct_gpt *m, const int32_t *inputs, const int32_t *targets, int batch);
 /* Backward of (summed loss of the last forward) / scale_tokens: scale_tokens is the number of
  * tokens the mean runs over (batch*seq_len on one rank; the global count under DDP when the
  * strategy sums). Gradients are overwritten, no zeroing needed. ready (may be NULL) is called as

@@ -12,7 +12,7 @@
 #define GPT_GELU_C 0.044715f
 
 GPT_SIMD_CLONES
-void gpt_embed(float *restrict out, const uint16_t *restrict tokens, const float *restrict wte,
+void gpt_embed(float *restrict out, const int32_t *restrict tokens, const float *restrict wte,
                const float *restrict wpe, int B, int T, int C)
 {
     for (int b = 0; b < B; b++)
@@ -28,7 +28,7 @@ void gpt_embed(float *restrict out, const uint16_t *restrict tokens, const float
 
 GPT_SIMD_CLONES
 void gpt_embed_backward(float *restrict dwte, float *restrict dwpe, const float *restrict dout,
-                        const uint16_t *restrict tokens, int B, int T, int C)
+                        const int32_t *restrict tokens, int B, int T, int C)
 {
     memset(dwpe, 0, sizeof(float) * (size_t)T * C);
     for (int b = 0; b < B; b++)
@@ -187,7 +187,7 @@ void gpt_causal_softmax_backward(float *restrict datt, const float *restrict att
 }
 
 GPT_SIMD_CLONES
-double gpt_softmax_xent_forward(float *restrict probs, const uint16_t *restrict targets, int N, int V)
+double gpt_softmax_xent_forward(float *restrict probs, const int32_t *restrict targets, int N, int V)
 {
     double loss = 0.0;
 
@@ -211,7 +211,7 @@ double gpt_softmax_xent_forward(float *restrict probs, const uint16_t *restrict 
 }
 
 GPT_SIMD_CLONES
-void gpt_softmax_xent_backward(float *restrict probs, const uint16_t *restrict targets, int N, int V, float scale)
+void gpt_softmax_xent_backward(float *restrict probs, const int32_t *restrict targets, int N, int V, float scale)
 {
     for (int n = 0; n < N; n++) {
         float *restrict row = probs + (size_t)n * V;

@@ -7,9 +7,9 @@
 #include <stdint.h>
 
 /* out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:] */
-void gpt_embed(float *out, const uint16_t *tokens, const float *wte, const float *wpe, int B, int T, int C);
+void gpt_embed(float *out, const int32_t *tokens, const float *wte, const float *wpe, int B, int T, int C);
 /* dwte[tokens[b,t],:] += dout[b,t,:]; dwpe = sum over b of dout[b,t,:] (overwritten). */
-void gpt_embed_backward(float *dwte, float *dwpe, const float *dout, const uint16_t *tokens, int B, int T, int C);
+void gpt_embed_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int B, int T, int C);
 
 /* out = (x - mean) * rstd * w + b per row (eps 1e-5, biased variance as PyTorch); keeps mean, rstd. */
 void gpt_layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w, const float *b,
@@ -34,8 +34,8 @@ void gpt_causal_softmax(float *att, int T);
 void gpt_causal_softmax_backward(float *datt, const float *att, int T);
 
 /* logits[N,V] -> probabilities in place; returns the summed -log p(target) in nats. */
-double gpt_softmax_xent_forward(float *probs, const uint16_t *targets, int N, int V);
+double gpt_softmax_xent_forward(float *probs, const int32_t *targets, int N, int V);
 /* probs -> (probs - onehot(targets)) * scale, in place (scale = 1 / tokens in the mean). */
-void gpt_softmax_xent_backward(float *probs, const uint16_t *targets, int N, int V, float scale);
+void gpt_softmax_xent_backward(float *probs, const int32_t *targets, int N, int V, float scale);
 
 #endif
