@@ -28,7 +28,7 @@ endif
 CFLAGS   ?= $(OPT) -g
 # The training step's element-wise loops (bias+ReLU, optimizer updates): vectorised, and sqrtf
 # without errno so it vectorises; engine/nn also clones its hot loops per ISA (target_clones).
-NN_CFLAGS ?= -O3 -fno-math-errno
+NN_CFLAGS ?= -O3 -fno-math-errno -fopenmp-simd
 ALL_CFLAGS = $(CFLAGS) -std=gnu11 -fPIC $(WARN) $(HARDEN_CFLAGS) -Iinclude -I. -MMD -MP $(EXTRA_CFLAGS)
 ALL_LDFLAGS = $(LDFLAGS) $(HARDEN_LDFLAGS) $(EXTRA_LDFLAGS)
 
@@ -51,7 +51,7 @@ ifeq ($(origin CUDA),undefined)
 endif
 
 CORE_DIRS := engine/util engine/registry engine/connector engine/bind envs
-LIB_DIRS  := engine/nn engine/data engine/models engine/accelerators engine/precision engine/strategies \
+LIB_DIRS  := engine/nn engine/data engine/models engine/models/gpt engine/accelerators engine/precision engine/strategies \
              engine/launchers engine/checkpoint_io engine/loops engine/trainer pmix
 
 CORE_SRC  := $(sort $(foreach d,$(CORE_DIRS),$(wildcard $(d)/*.c)))
@@ -100,7 +100,7 @@ tests: $(TEST_BIN) $(TOOL_BIN)
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@$(if $(filter 1,$(V)),,echo "  CC      $<")
-	$(Q)$(CC) $(ALL_CFLAGS) $(if $(filter $(CORE_SRC) $(SPANK_SRC),$<),$(CORE_CFLAGS),$(LIB_CFLAGS)) $(if $(filter engine/nn/%,$<),$(NN_CFLAGS)) -c $< -o $@
+	$(Q)$(CC) $(ALL_CFLAGS) $(if $(filter $(CORE_SRC) $(SPANK_SRC),$<),$(CORE_CFLAGS),$(LIB_CFLAGS)) $(if $(filter engine/nn/% engine/models/%,$<),$(NN_CFLAGS)) -c $< -o $@
 
 $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
