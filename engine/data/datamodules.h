@@ -5,5 +5,6 @@
 #include "ctrain/datamodule.h"
 
 extern const struct ct_datamodule_class ct_datamodule_fashion_mnist;
+extern const struct ct_datamodule_class ct_datamodule_tokens;
 
 #endif

@@ -7,7 +7,9 @@
 void ct_models_register_builtin(void)
 {
     ct_registry_set_ops(CT_REG_MODEL, "mlp", &ct_model_mlp);
+    ct_registry_set_ops(CT_REG_MODEL, "gpt", &ct_model_gpt);
     ct_registry_set_ops(CT_REG_DATAMODULE, "fashion-mnist", &ct_datamodule_fashion_mnist);
+    ct_registry_set_ops(CT_REG_DATAMODULE, "tokens", &ct_datamodule_tokens);
 #ifdef CT_HAVE_CUDA
     ct_model_register_impl("mlp", "cuda", ct_mlp_cuda_model_create);
 #endif

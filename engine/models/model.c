@@ -74,6 +74,14 @@ int ct_model_create(const char *name, const char *config, const ct_data_info *da
     return 0;
 }
 
+int ct_model_eval_batch(const char *name, int dflt)
+{
+    const ct_registry_entry *e = ct_registry_find(CT_REG_MODEL, name);
+    const struct ct_model_class *cls = e ? e->ops : NULL;
+
+    return cls && cls->eval_batch > 0 && cls->eval_batch < dflt ? cls->eval_batch : dflt;
+}
+
 void ct_model_free(ct_model *m)
 {
     if (m && m->ops && m->ops->destroy)

@@ -5,6 +5,7 @@
 #include "ctrain/model.h"
 
 extern const struct ct_model_class ct_model_mlp;
+extern const struct ct_model_class ct_model_gpt;
 
 /* The ct_mlp inside an "mlp" model (for its device implementations), NULL for another model. */
 ct_mlp *ct_mlp_model_mlp(const ct_model *m);

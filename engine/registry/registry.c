@@ -82,6 +82,20 @@ static const ct_config_key mlp_config[] = {
     { .key = NULL },
 };
 
+/* The GPT's ranges are its own (engine/models/gpt/gpt.h CT_GPT_MAX_*); n_embd divisible by n_head,
+ * vocab and seq_len against the data are checked when the model is created. */
+static const ct_config_key gpt_config[] = {
+    { .key = "n_layer", .type = CT_CONFIG_INT, .min = 1, .max = 64, .dflt = "4", .help = "transformer blocks" },
+    { .key = "n_head", .type = CT_CONFIG_INT, .min = 1, .max = 8192, .dflt = "4",
+      .help = "attention heads per block (n_embd must be a multiple)" },
+    { .key = "n_embd", .type = CT_CONFIG_INT, .min = 1, .max = 8192, .dflt = "256", .help = "channels" },
+    { .key = "seq_len", .type = CT_CONFIG_INT, .min = 1, .max = 8192, .dflt = "128",
+      .help = "tokens per sequence (context length)" },
+    { .key = "vocab", .type = CT_CONFIG_INT, .min = 2, .max = 65536, .dflt = "256",
+      .help = "vocabulary size (256: byte tokens from ctrain tokenize)" },
+    { .key = NULL },
+};
+
 /* Room for the models and data modules a user program registers (ct_registry_add). */
 #define MAX_ADDED 32
 
@@ -89,6 +103,10 @@ static ct_registry_entry models[8 + MAX_ADDED] = {
     { .name = "mlp", .description = "multilayer perceptron classifier: Linear+ReLU layers, softmax "
       "cross-entropy; inputs and classes from the data", .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA,
       .config = mlp_config, .precisions = "32-true,bf16-mixed,16-mixed", .datamodule = "fashion-mnist" },
+    { .name = "gpt", .description = "GPT-2 language model (learned positions, pre-LayerNorm blocks, causal "
+      "self-attention, GELU MLP, tied LM head); not on cuda until device kernels exist",
+      .accelerators = CT_ACCEL_CPU, .config = gpt_config, .precisions = "32-true,bf16-mixed",
+      .datamodule = "tokens" },
 };
 
 static ct_registry_entry datamodules[8 + MAX_ADDED] = {
@@ -96,6 +114,8 @@ static ct_registry_entry datamodules[8 + MAX_ADDED] = {
       .description = "Fashion-MNIST IDX files: 60000 28x28 images in 10 classes (1/12 held out for "
       "validation) and 10000 test images", .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA,
       .default_dir = "/usr/share/datasets/fashion-mnist" },
+    { .name = "tokens", .description = "llm.c token shards DIR/train.bin and DIR/val.bin (ctrain tokenize): "
+      "windows of the model's seq_len, in order, sharded over the ranks", .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA },
 };
 
 struct table {

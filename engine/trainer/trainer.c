@@ -234,7 +234,8 @@ static int build_model(struct rank_state *rs, const ct_trainer_config *cfg, cons
 {
     unsigned splits = ba->mode == MODE_FIT ? CT_SPLITS_FIT | CT_SPLITS_TEST
                     : ba->mode == MODE_TEST ? CT_SPLITS_TEST : CT_SPLITS_FIT;
-    int max_batch = cfg->batch_size > EVAL_BATCH ? cfg->batch_size : EVAL_BATCH;
+    int eval_batch = ct_model_eval_batch(ba->plan->model, EVAL_BATCH);
+    int max_batch = cfg->batch_size > eval_batch ? cfg->batch_size : eval_batch;
     char config[1024];
     ct_optim_config oc;
     enum ct_optim_kind kind;
@@ -243,16 +244,16 @@ static int build_model(struct rank_state *rs, const ct_trainer_config *cfg, cons
     if ((rc = model_config(cfg, ba->plan, config, sizeof(config), err)) ||
         (rc = ct_datamodule_open(ba->plan->datamodule, cfg->data_dir, cfg->val_fraction, splits, &rs->data, err)))
         return rc;
+    if ((rc = ct_model_create(ba->plan->model, config, ct_datamodule_info(rs->data), max_batch, &rs->host, err)) ||
+        (rc = ct_datamodule_setup(rs->data, &rs->host->x, &rs->host->y, err)))
+        return rc;
+    /* Sizes are known once the data has the model's input (token windows of its length). */
     if (ba->mode == MODE_FIT && ct_datamodule_size(rs->data, CT_SPLIT_TRAIN) < (size_t)rs->run.world)
         return ct_error_set(err, CT_EINVAL, "trainer-val-fraction",
                             "--val-fraction %g leaves %zu training samples for %d ranks", cfg->val_fraction,
                             ct_datamodule_size(rs->data, CT_SPLIT_TRAIN), rs->run.world);
-    if ((rc = ct_model_create(ba->plan->model, config, ct_datamodule_info(rs->data), max_batch, &rs->host, err)) ||
-        (rc = ct_datamodule_setup(rs->data, &rs->host->x, &rs->host->y, err)))
-        return rc;
     /* A model may evaluate in smaller batches than the default (long sequences). */
-    rs->run.eval_batch = rs->host->info.eval_batch > 0 && rs->host->info.eval_batch < EVAL_BATCH
-                       ? rs->host->info.eval_batch : EVAL_BATCH;
+    rs->run.eval_batch = eval_batch;
     ct_optim_parse_kind(cfg->optimizer, &kind);
     ct_optim_config_default(&oc, kind);
     oc.lr = cfg->lr;
