@@ -4,7 +4,7 @@
 # message naming it, exit 2, and the output directory left as it was.
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CTRAIN="$ROOT/${CTRAIN_BUILD:-build}/ctrain"
-T=$(mktemp -d /tmp/ctrain-t71-XXXXXX)
+T=$(mktemp -d /tmp/ctrain-t73-XXXXXX)
 trap 'chmod -R u+w "$T"; rm -rf "$T"' EXIT
 n=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
