@@ -2,6 +2,7 @@
 #
 #   make            libctrain-core.a, libctrain.{a,so}, the ctrain CLI, the SPANK plugin
 #   make demo       install missing Debian packages, build, train 5 epochs on Fashion-MNIST
+#   make examples   the user programs in examples/ (their own models), against the public API
 #   make test       build, then run every TAP test under t/ with prove
 #   make install    PREFIX=/usr/local DESTDIR= (plugin goes to SLURM's plugin directory)
 #
@@ -50,7 +51,7 @@ ifeq ($(origin CUDA),undefined)
 endif
 
 CORE_DIRS := engine/util engine/registry engine/connector engine/bind envs
-LIB_DIRS  := engine/nn engine/models/gpt engine/data engine/accelerators engine/precision engine/strategies \
+LIB_DIRS  := engine/nn engine/data engine/models engine/models/gpt engine/accelerators engine/precision engine/strategies \
              engine/launchers engine/checkpoint_io engine/loops engine/trainer pmix
 
 CORE_SRC  := $(sort $(foreach d,$(CORE_DIRS),$(wildcard $(d)/*.c)))
@@ -88,8 +89,8 @@ SPANK_SO := $(BUILD)/ctrain.so
 
 Q := $(if $(filter 1,$(V)),,@)
 
-.PHONY: all lib cli spank tests demo test install uninstall clean check-layering check-asan fuzz fuzz-build
-all: lib cli spank tests
+.PHONY: all lib cli spank tests examples demo test install uninstall clean check-layering check-asan fuzz fuzz-build
+all: lib cli spank tests examples
 
 lib: $(CORE_A) $(LIB_A) $(LIB_SO)
 cli: $(if $(CLI_SRC),$(CLI))
@@ -137,6 +138,19 @@ $(BUILD)/t/%: t/tools/%.c $(LIB_A)
 	@mkdir -p $(dir $@)
 	@echo "  TOOL    $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $(LIB_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(LIB_A) $(LIB_LIBS) $(CORE_LIBS)
+
+# Examples are built as a user's program is: the public headers (<ctrain/...>) and libctrain.so,
+# nothing from engine/.
+EXAMPLE_SRC := $(sort $(wildcard examples/*.c))
+EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
+examples: $(EXAMPLE_BIN)
+
+$(BUILD)/examples/%: examples/%.c $(LIB_SO)
+	@mkdir -p $(dir $@)
+	@echo "  EXAMPLE $@"
+	$(Q)ln -sf libctrain.so $(BUILD)/libctrain.so.0
+	$(Q)$(CC) $(CFLAGS) -std=gnu11 $(WARN) -Iinclude $(ALL_LDFLAGS) -o $@ $< -L$(BUILD) -lctrain \
+	    -Wl,-rpath,$(abspath $(BUILD)) -lm
 
 demo:
 	scripts/install-deps

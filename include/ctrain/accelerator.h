@@ -24,6 +24,9 @@ typedef struct ct_memstats {
 
 struct ct_accelerator_ops {
     const char *name;
+    /* 1: a model's parameters and gradients on this device are device memory, which a DDP strategy
+     * reduces with the device's collective library (NCCL on cuda); 0: host memory (MPI). */
+    int device_memory;
     /* 1 when usable here; 0 with a reason in why (e.g. "no CUDA driver"). */
     int (*is_available)(char *why, size_t why_size);
     /* Devices this process may use (cpu: online cores; cuda: after CUDA_VISIBLE_DEVICES). */

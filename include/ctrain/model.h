@@ -56,8 +56,6 @@ typedef struct ct_model_info {
      * the highest val_acc. 0: accuracy is not reported and the best checkpoint is the lowest
      * val_loss. */
     int has_accuracy;
-    /* The largest evaluation batch (samples) worth using; 0: the engine's default (1000). */
-    int eval_batch;
     /* Extra metrics derived from the reduced sums, e.g. "bpb" (bits per byte). The engine
      * writes val_<name> and test_<name> into metrics.csv and summary.json. */
     int n_metrics;
@@ -124,6 +122,9 @@ struct ct_model_class {
      * batches of max_batch samples. Checks across keys and against the data are the model's:
      * CT_EINVAL with id "model-config-value" (or a more specific catalogue id) naming the keys. */
     int (*create)(const ct_config *cfg, const ct_data_info *data, int max_batch, ct_model **out, ct_error *err);
+    /* The largest evaluation batch (samples) worth its memory; 0: the engine's default (1000). The
+     * engine creates the model for max(--batch-size, this) samples. */
+    int eval_batch;
 };
 
 /* A device implementation of a model on an accelerator, made from the host model. */
@@ -143,6 +144,8 @@ ct_model_impl_fn ct_model_find_impl(const char *model, const char *accelerator);
 int ct_model_create(const char *name, const char *config, const ct_data_info *data, int max_batch, ct_model **out,
                     ct_error *err);
 void ct_model_free(ct_model *m);
+/* The evaluation batch of the registered model name: its class's eval_batch, else dflt. */
+int ct_model_eval_batch(const char *name, int dflt);
 void ct_model_init(ct_model *m, ct_rng *r);
 int ct_model_set_gemm_dtype(ct_model *m, enum ct_dtype dtype, ct_error *err);
 int ct_model_forward(ct_model *m, const ct_batch *b, ct_model_sums *out, ct_error *err);

@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 
+#include "ctrain/accelerator.h"
 #include "ctrain/checkpoint_io.h"
 #include "ctrain/error.h"
 #include "ctrain/model.h"
@@ -63,6 +64,8 @@ int ct_strategy_setup_environment(ct_strategy *s, ct_error *err);
  * params and grads. Free *out with ct_model_free unless it is host. */
 int ct_strategy_model_to_device(ct_strategy *s, ct_model *host, ct_optim *optim, int max_batch, ct_model **out,
                                 ct_error *err);
+/* Memory of this rank's device when it has its own (cuda): 0, or CT_ENOTAVAIL (host memory: cpu). */
+int ct_strategy_device_memory(const ct_strategy *s, ct_memstats *out);
 /* Hand over the model: params[n] (rank 0's values are broadcast to all), grads[n] (same layout). */
 int ct_strategy_setup_model(ct_strategy *s, float *params, float *grads, size_t n, ct_error *err);
 /* Backward finished the gradient of grads[offset .. offset+count). */
