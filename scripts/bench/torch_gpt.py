@@ -6,7 +6,8 @@ embeddings, pre-LayerNorm blocks (causal self-attention, GELU(tanh) MLP), final 
 tied to the token embedding. Parameter names are ctrain's (wte.weight, h.0.attn.c_attn.weight, ...),
 so t/gpt_torch.py loads ctrain's safetensors into it. Run as a script it times training steps
 (forward, cross-entropy, backward, AdamW) on random byte tokens and prints one JSON line with
-tokens_per_sec. With --nprocs N it runs N ranks of DistributedDataParallel over gloo on this
+tokens_per_sec (wall clock; tokens_per_cpu_sec: per the process's CPU time, all its threads, rank 0's
+when distributed). With --nprocs N it runs N ranks of DistributedDataParallel over gloo on this
 machine (torch.multiprocessing.spawn, one torch thread per rank unless --threads, DDP's default
 buckets and overlap), each rank taking every N-th window; tokens/s is all ranks' tokens over rank
 0's seconds in the timed steps.
@@ -131,12 +132,13 @@ def run(rank, args, port):
         step(i)
     if N > 1:
         dist.barrier()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for i in range(3, 3 + args.steps):
         loss = step(i)
-    dt = time.perf_counter() - t0
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     if rank == 0:
-        print(json.dumps({"tokens_per_sec": B * N * T * args.steps / dt, "steps": args.steps, "nprocs": N,
+        print(json.dumps({"tokens_per_sec": B * N * T * args.steps / dt, "tokens_per_cpu_sec": B * T * args.steps / cpu,
+                          "steps": args.steps, "nprocs": N,
                           "threads": torch.get_num_threads(), "precision": args.precision, "loss": loss}),
               flush=True)
     if N > 1:
