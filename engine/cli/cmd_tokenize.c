@@ -100,7 +100,7 @@ static int make_dir(const char *dir, ct_error *err)
 
     if (mkdir(dir, 0777) == 0 || (errno == EEXIST && stat(dir, &st) == 0 && S_ISDIR(st.st_mode)))
         return 0;
-    ct_error_set(err, CT_EIO, "tokenize-output", "--output-dir %s: %s", dir,
+    ct_error_set(err, CT_EINVAL, "tokenize-output", "--output-dir %s: %s", dir,
                  errno == EEXIST ? "exists and is not a directory" : strerror(errno));
     return ct_error_hint(err, "give a directory you can write (its parent must exist)");
 }

@@ -169,6 +169,7 @@ int ct_tokens_read(const char *path, int vocab, uint16_t **tokens, size_t *n, ct
     }
     if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
         ct_error_set(err, CT_EFORMAT, "tokens-format", "%s is not a regular file", path);
+        ct_error_hint(err, "--data DIR must hold the files train.bin and val.bin (ctrain tokenize writes them)");
         rv = CT_EFORMAT;
         goto fail;
     }

@@ -6,14 +6,22 @@ embeddings, pre-LayerNorm blocks (causal self-attention, GELU(tanh) MLP), final 
 tied to the token embedding. Parameter names are ctrain's (wte.weight, h.0.attn.c_attn.weight, ...),
 so t/gpt_torch.py loads ctrain's safetensors into it. Run as a script it times training steps
 (forward, cross-entropy, backward, AdamW) on random byte tokens and prints one JSON line with
-tokens_per_sec.
+tokens_per_sec (wall clock; tokens_per_cpu_sec: per the process's CPU time, all its threads, rank 0's
+when distributed). With --nprocs N it runs N ranks of DistributedDataParallel over gloo on this
+machine (torch.multiprocessing.spawn, one torch thread per rank unless --threads, DDP's default
+buckets and overlap), each rank taking every N-th window; tokens/s is all ranks' tokens over rank
+0's seconds in the timed steps.
 """
 import argparse
 import json
 import math
+import os
+import socket
 import time
 
 import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -24,7 +32,8 @@ class Attention(nn.Module):
         self.n_head = n_head
         self.c_attn = nn.Linear(n_embd, 3 * n_embd)
         self.c_proj = nn.Linear(n_embd, n_embd)
-        mask = torch.tril(torch.ones(seq_len, seq_len, dtype=torch.bool))
+        # uint8, not bool: DDP broadcasts buffers and gloo has no bool
+        mask = torch.tril(torch.ones(seq_len, seq_len, dtype=torch.uint8))
         self.register_buffer("mask", mask.view(1, 1, seq_len, seq_len), persistent=False)
 
     def forward(self, x):
@@ -35,7 +44,7 @@ class Attention(nn.Module):
         k = k.view(B, T, self.n_head, hs).transpose(1, 2)
         v = v.view(B, T, self.n_head, hs).transpose(1, 2)
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
-        att = att.masked_fill(~self.mask[:, :, :T, :T], float("-inf"))
+        att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf"))
         att = F.softmax(att, dim=-1)
         y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
         return self.c_proj(y)
@@ -90,33 +99,28 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n-layer", type=int, default=4)
-    ap.add_argument("--n-head", type=int, default=4)
-    ap.add_argument("--n-embd", type=int, default=256)
-    ap.add_argument("--seq-len", type=int, default=128)
-    ap.add_argument("--vocab", type=int, default=256)
-    ap.add_argument("--batch-size", type=int, default=16)
-    ap.add_argument("--steps", type=int, default=20, help="timed steps (after 3 warm-up steps)")
-    ap.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
-    ap.add_argument("--precision", choices=["32-true", "bf16-mixed"], default="32-true")
-    ap.add_argument("--seed", type=int, default=1337)
-    args = ap.parse_args()
-
+def run(rank, args, port):
+    """One process (nprocs 1) or one DDP rank: 3 warm-up steps, then args.steps timed ones."""
+    if args.nprocs > 1:
+        os.environ["MASTER_ADDR"] = "127.0.0.1"
+        os.environ["MASTER_PORT"] = str(port)
+        dist.init_process_group("gloo", rank=rank, world_size=args.nprocs)
     torch.manual_seed(args.seed)
     if args.threads:
         torch.set_num_threads(args.threads)
     model = GPT(args.n_layer, args.n_head, args.n_embd, args.seq_len, args.vocab)
+    if args.nprocs > 1:
+        model = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.01)
-    T = args.seq_len
-    # A fixed stream of random tokens, cut into windows in order as ctrain's data module does.
-    stream = torch.randint(0, args.vocab, (args.batch_size * T * (args.steps + 3) + 1,))
+    T, B, N = args.seq_len, args.batch_size, args.nprocs
+    # A fixed stream of random tokens cut into windows in order; rank r takes windows r, r+N, ...
+    stream = torch.randint(0, args.vocab, (B * N * T * (args.steps + 3) + 1,))
+    windows = torch.arange(B * N * (args.steps + 3)).view(-1, N)[:, rank].contiguous()
 
     def step(i):
-        w = stream[i * args.batch_size * T: (i + 1) * args.batch_size * T + 1]
-        x = w[:-1].view(args.batch_size, T)
-        y = w[1:].view(args.batch_size, T)
+        w = windows[i * B:(i + 1) * B] * T
+        idx = w.view(B, 1) + torch.arange(T).view(1, T)
+        x, y = stream[idx], stream[idx + 1]
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16-mixed"):
             loss = model(x, y)
         opt.zero_grad(set_to_none=True)
@@ -126,12 +130,47 @@ def main():
 
     for i in range(3):
         step(i)
-    t0 = time.perf_counter()
+    if N > 1:
+        dist.barrier()
+    t0, c0 = time.perf_counter(), time.process_time()
     for i in range(3, 3 + args.steps):
         loss = step(i)
-    dt = time.perf_counter() - t0
-    print(json.dumps({"tokens_per_sec": args.batch_size * T * args.steps / dt, "steps": args.steps,
-                      "threads": torch.get_num_threads(), "precision": args.precision, "loss": loss}))
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+    if rank == 0:
+        print(json.dumps({"tokens_per_sec": B * N * T * args.steps / dt, "tokens_per_cpu_sec": B * T * args.steps / cpu,
+                          "steps": args.steps, "nprocs": N,
+                          "threads": torch.get_num_threads(), "precision": args.precision, "loss": loss}),
+              flush=True)
+    if N > 1:
+        dist.destroy_process_group()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n-layer", type=int, default=4)
+    ap.add_argument("--n-head", type=int, default=4)
+    ap.add_argument("--n-embd", type=int, default=256)
+    ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument("--vocab", type=int, default=256)
+    ap.add_argument("--batch-size", type=int, default=16, help="sequences per step (per rank)")
+    ap.add_argument("--steps", type=int, default=20, help="timed steps (after 3 warm-up steps)")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
+    ap.add_argument("--precision", choices=["32-true", "bf16-mixed"], default="32-true")
+    ap.add_argument("--seed", type=int, default=1337)
+    ap.add_argument("--nprocs", type=int, default=1, help="DDP ranks (gloo); 1: one plain process")
+    args = ap.parse_args()
+    if args.nprocs > 1:
+        if not args.threads:
+            args.threads = 1
+        mp.spawn(run, args=(args, free_port()), nprocs=args.nprocs, join=True)
+    else:
+        run(0, args, 0)
 
 
 if __name__ == "__main__":

@@ -2,12 +2,14 @@
  *
  * Times ctrain's GPT training step on its own (forward, backward, AdamW on random byte tokens cut
  * into windows in order, as scripts/bench/torch_gpt.py does for PyTorch): 3 warm-up steps, then N
- * timed ones. Prints one JSON line with tokens_per_sec. For scripts/bench/gpt-throughput and
+ * timed ones. Prints one JSON line with tokens_per_sec (wall clock) and tokens_per_cpu_sec (the
+ * process's CPU time, all threads: on a shared machine the steadier per-core figure). For scripts/bench/gpt-throughput and
  * profiling (perf record build/t/gpt_step); OpenBLAS's threads follow OPENBLAS_NUM_THREADS.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ctrain/nn.h"
 #include "ctrain/rng.h"
@@ -26,7 +28,7 @@ int main(int argc, char **argv)
     int bf16 = 0, T;
     int32_t *stream;
     size_t n;
-    double t0 = 0, loss = 0;
+    double t0 = 0, c0 = 0, loss = 0;
 
     ct_gpt_config_default(&cfg);
     for (int i = 1; i < argc; i++) {
@@ -59,14 +61,18 @@ int main(int argc, char **argv)
     for (long s = 0; s < steps + 3; s++) {
         const int32_t *x = stream + (size_t)s * batch * T;
 
-        if (s == 3)
+        if (s == 3) {
             t0 = ct_time_now();
+            c0 = (double)clock() / CLOCKS_PER_SEC;
+        }
         loss = ct_gpt_forward(m, x, x + 1, (int)batch) / ((double)batch * T);
         ct_gpt_backward(m, (double)batch * T, NULL, NULL);
         ct_optim_step(opt, ct_gpt_params(m), ct_gpt_grads(m));
     }
-    printf("{\"tokens_per_sec\": %.1f, \"steps\": %ld, \"precision\": \"%s\", \"loss\": %.6f}\n",
-           (double)batch * T * steps / (ct_time_now() - t0), steps, bf16 ? "bf16-mixed" : "32-true", loss);
+    printf("{\"tokens_per_sec\": %.1f, \"tokens_per_cpu_sec\": %.1f, \"steps\": %ld, \"precision\": \"%s\", "
+           "\"loss\": %.6f}\n", (double)batch * T * steps / (ct_time_now() - t0),
+           (double)batch * T * steps / ((double)clock() / CLOCKS_PER_SEC - c0), steps, bf16 ? "bf16-mixed" : "32-true",
+           loss);
     ct_optim_free(opt);
     ct_gpt_free(m);
     free(stream);
