@@ -2,6 +2,7 @@
 #
 #   make            libctrain-core.a, libctrain.{a,so}, the ctrain CLI, the SPANK plugin
 #   make demo       install missing Debian packages, build, train 5 epochs on Fashion-MNIST
+#   make examples   the user programs in examples/ (their own models), against the public API
 #   make test       build, then run every TAP test under t/ with prove
 #   make install    PREFIX=/usr/local DESTDIR= (plugin goes to SLURM's plugin directory; the plugstack
 #                   snippet to $(DATADIR)/ctrain, inert: ENABLE=1 also links it into /etc/slurm/plugstack.conf.d)
@@ -32,7 +33,7 @@ endif
 CFLAGS   ?= $(OPT) -g
 # The training step's element-wise loops (bias+ReLU, optimizer updates): vectorised, and sqrtf
 # without errno so it vectorises; engine/nn also clones its hot loops per ISA (target_clones).
-NN_CFLAGS ?= -O3 -fno-math-errno
+NN_CFLAGS ?= -O3 -fno-math-errno -fopenmp-simd
 ALL_CFLAGS = $(CPPFLAGS) $(CFLAGS) -std=gnu11 -fPIC $(WARN) $(HARDEN_CFLAGS) -Iinclude -I. -MMD -MP $(EXTRA_CFLAGS)
 ALL_LDFLAGS = $(LDFLAGS) $(HARDEN_LDFLAGS) $(EXTRA_LDFLAGS)
 
@@ -59,7 +60,7 @@ ifeq ($(origin CUDA),undefined)
 endif
 
 CORE_DIRS := engine/util engine/registry engine/connector engine/bind envs
-LIB_DIRS  := engine/nn engine/data engine/accelerators engine/precision engine/strategies \
+LIB_DIRS  := engine/nn engine/data engine/models engine/models/gpt engine/accelerators engine/precision engine/strategies \
              engine/launchers engine/checkpoint_io engine/loops engine/trainer pmix
 
 CORE_SRC  := $(sort $(foreach d,$(CORE_DIRS),$(wildcard $(d)/*.c)))
@@ -97,8 +98,8 @@ SPANK_SO := $(BUILD)/ctrain.so
 
 Q := $(if $(filter 1,$(V)),,@)
 
-.PHONY: all lib cli spank tests demo test install uninstall deb clean check-layering check-asan fuzz fuzz-build
-all: lib cli spank tests
+.PHONY: all lib cli spank tests examples demo test install uninstall deb clean check-layering check-asan fuzz fuzz-build
+all: lib cli spank tests examples
 
 lib: $(CORE_A) $(LIB_A) $(LIB_SO)
 cli: $(if $(CLI_SRC),$(CLI))
@@ -108,7 +109,7 @@ tests: $(TEST_BIN) $(TOOL_BIN)
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@$(if $(filter 1,$(V)),,echo "  CC      $<")
-	$(Q)$(CC) $(ALL_CFLAGS) $(if $(filter $(CORE_SRC) $(SPANK_SRC),$<),$(CORE_CFLAGS),$(LIB_CFLAGS)) $(if $(filter engine/nn/%,$<),$(NN_CFLAGS)) $(if $(filter $(CLI_SRC) $(SPANK_SRC),$<),$(VERSION_DEF)) -c $< -o $@
+	$(Q)$(CC) $(ALL_CFLAGS) $(if $(filter $(CORE_SRC) $(SPANK_SRC),$<),$(CORE_CFLAGS),$(LIB_CFLAGS)) $(if $(filter engine/nn/% engine/models/%,$<),$(NN_CFLAGS)) $(if $(filter $(CLI_SRC) $(SPANK_SRC),$<),$(VERSION_DEF)) -c $< -o $@
 
 # `ctrain --version` and the plugin's load message name the version.
 $(CLI_OBJ) $(SPANK_OBJ): debian/changelog
@@ -150,6 +151,19 @@ $(BUILD)/t/%: t/tools/%.c $(LIB_A)
 	@echo "  TOOL    $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $(LIB_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(LIB_A) $(LIB_LIBS) $(CORE_LIBS)
 
+# Examples are built as a user's program is: the public headers (<ctrain/...>) and libctrain.so,
+# nothing from engine/.
+EXAMPLE_SRC := $(sort $(wildcard examples/*.c))
+EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
+examples: $(EXAMPLE_BIN)
+
+$(BUILD)/examples/%: examples/%.c $(LIB_SO)
+	@mkdir -p $(dir $@)
+	@echo "  EXAMPLE $@"
+	$(Q)ln -sf libctrain.so $(BUILD)/libctrain.so.0
+	$(Q)$(CC) $(CFLAGS) -std=gnu11 $(WARN) -Iinclude $(EXTRA_CFLAGS) $(ALL_LDFLAGS) -o $@ $< -L$(BUILD) -lctrain \
+	    -Wl,-rpath,$(abspath $(BUILD)) -lm
+
 demo:
 	scripts/install-deps
 	$(MAKE) all
@@ -172,7 +186,7 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 SAN_LDFLAGS := -Wl,--no-as-needed
 SAN_ASAN_OPTIONS := detect_leaks=1:abort_on_error=1:fast_unwind_on_malloc=0
 check-asan:
-	$(MAKE) BUILD=build-asan OPT=-O1 EXTRA_CFLAGS="$(SAN_FLAGS)" EXTRA_LDFLAGS="$(SAN_FLAGS) $(SAN_LDFLAGS)" lib cli tests
+	$(MAKE) BUILD=build-asan OPT=-O1 EXTRA_CFLAGS="$(SAN_FLAGS)" EXTRA_LDFLAGS="$(SAN_FLAGS) $(SAN_LDFLAGS)" lib cli tests examples
 	$(MAKE) BUILD=build spank
 	$(if $(SPANK_SRC),cp build/ctrain.so build-asan/ctrain.so)
 	CTRAIN_BUILD=build-asan ASAN_OPTIONS=$(SAN_ASAN_OPTIONS) UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

@@ -55,4 +55,24 @@ rc=$?
 [ $rc -eq 2 ] && grep -q "needs a value" "$tmp/err"
 ok $? "a flag without its value: exit 2 (flag-missing-value; exit $rc)"
 
+# Models and data modules: listed with where they run and their --model-config keys; the plan
+# names the model; a bad model or config is refused before anything starts.
+sed -n '/^models:/,/^[a-z]/p' "$tmp/list" >"$tmp/out"
+grep -q "^  mlp .*\[cpu, cuda\]" "$tmp/out" && grep -q "hidden=" "$tmp/out" &&
+    sed -n '/^data modules:/,$p' "$tmp/list" | grep -q "^  fashion-mnist"
+ok $? "plan --list shows the models (mlp on cpu, cuda; its hidden= key) and the data modules"
+env -u CTRAIN_MODEL -u CTRAIN_DATAMODULE "$CTRAIN" plan --model-config hidden=64 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 0 ] && grep -q '"model":[[:space:]]*"mlp"' "$tmp/out" && grep -q '"model_config":[[:space:]]*"hidden=64"' "$tmp/out" &&
+    grep -q '"datamodule":[[:space:]]*"fashion-mnist"' "$tmp/out"
+ok $? "plan --model-config hidden=64: the JSON names model, config and data module (exit $rc)"
+"$CTRAIN" plan --model-config hidden=0 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 2 ] && [ ! -s "$tmp/out" ] && grep -q "hidden=0" "$tmp/err" && grep -q "^ctrain: hint:" "$tmp/err"
+ok $? "--model-config hidden=0: exit 2 naming it, with a hint (exit $rc)"
+"$CTRAIN" plan --model mlpp >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "did you mean 'mlp'" "$tmp/err"
+ok $? "--model mlpp: exit 2, did you mean mlp (exit $rc)"
+
 echo "1..$n"

@@ -1,7 +1,9 @@
 #!/usr/bin/perl
 # One-way layering: Trainer -> loops -> connector -> strategy -> {accelerator, precision, cluster
-# environment, checkpoint IO, launcher}. Reads every #include "..." in engine/, envs/, pmix/ and
-# include/ctrain/ and fails on an include that goes up, or sideways between modules of one level.
+# environment, checkpoint IO, launcher} -> models -> {nn, data}. Reads every #include "..." in
+# engine/, envs/, pmix/ and include/ctrain/ and fails on an include that goes up, or sideways
+# between modules of one level. Then the device seam: nothing above the accelerators (loops,
+# trainer, strategies) names a device, and the loops and trainer name no model or dataset.
 use strict;
 use warnings;
 use File::Find;
@@ -12,19 +14,22 @@ chdir(dirname($0) . "/..") or die "cd: $!";
 # Higher levels may include lower ones; a module may include itself.
 my %level = (
     util => 0,
-    registry => 1, nn => 1, data => 1, pmix => 1, bind => 1,
-    accelerators => 2, precision => 2, envs => 2, checkpoint_io => 2, launchers => 2,
-    strategies => 3,
-    connector => 4,
-    loops => 5,
-    trainer => 6,
-    cli => 7,
+    registry => 1,
+    nn => 2, data => 2, pmix => 2, bind => 2,
+    models => 3,
+    accelerators => 4, precision => 4, envs => 4, checkpoint_io => 4, launchers => 4,
+    strategies => 5,
+    connector => 6,
+    loops => 7,
+    trainer => 8,
+    cli => 9,
 );
 
 # Public headers belong to the module that implements them.
 my %public = (
     'error.h' => 'util', 'util.h' => 'util', 'rankvars.h' => 'util', 'rng.h' => 'util', 'dtype.h' => 'util',
-    'registry.h' => 'registry', 'bind.h' => 'bind', 'nn.h' => 'nn', 'data.h' => 'data',
+    'registry.h' => 'registry', 'config.h' => 'registry', 'bind.h' => 'bind', 'nn.h' => 'nn', 'data.h' => 'data',
+    'datamodule.h' => 'data', 'model.h' => 'models',
     'pmix.h' => 'pmix', 'pmix_server.h' => 'pmix',
     'accelerator.h' => 'accelerators', 'precision.h' => 'precision',
     'environment.h' => 'envs', 'envs.h' => 'envs', 'hostlist.h' => 'envs',
@@ -72,7 +77,30 @@ for my $file (@files) {
     close $fh;
 }
 
-print "1..2\n";
+# The device seam: the loops, the Trainer and the strategies reach a device only through the
+# Accelerator (ct_strategy_model_to_device). No CUDA include, no CT_HAVE_CUDA, no accelerator
+# name compared. The NCCL glue is the cuda-only part of ddp and is exempt (ddp.c reaches it
+# through the accelerator's device_memory flag).
+my %device_exempt = map { $_ => 1 } qw(engine/strategies/ddp_nccl.c engine/strategies/ddp_nccl.h);
+# The model seam: the loops and the Trainer name no model and no dataset.
+my (@dev, @model);
+for my $file (grep { m{^engine/(loops|trainer|strategies)/} } @files) {
+    open(my $fh, '<', $file) or die "$file: $!";
+    while (my $line = <$fh>) {
+        if (!$device_exempt{$file} &&
+            ($line =~ /CT_HAVE_CUDA/ || $line =~ /^\s*#\s*include\s*[<"][^>"]*(cuda|cublas|<nccl)/i ||
+             $line =~ /"(cuda|gpu)"/)) {
+            push @dev, "$file:$.: names a device: $line";
+        }
+        if ($file !~ m{^engine/strategies/} &&
+            $line =~ /\b(ct_mlp\w*|ct_fmnist\w*|ct_dataset\w*|CT_FMNIST\w*)\b|\b784\b/) {
+            push @model, "$file:$.: names a model or dataset: $line";
+        }
+    }
+    close $fh;
+}
+
+print "1..4\n";
 print(($edges > 20 ? "ok" : "not ok") . " 1 - read $edges includes in " . scalar(@files) . " files\n");
 if (@bad) {
     print "not ok 2 - layering holds\n";
@@ -80,3 +108,7 @@ if (@bad) {
 } else {
     print "ok 2 - layering holds: nothing includes upward or sideways\n";
 }
+print((@dev ? "not ok" : "ok") . " 3 - nothing above the accelerators (loops, trainer, strategies) names a device\n");
+print "# $_" for @dev;
+print((@model ? "not ok" : "ok") . " 4 - the loops and the Trainer name no model or dataset\n");
+print "# $_" for @model;

@@ -9,4 +9,7 @@ extern const struct ct_accelerator_ops ct_accelerator_cpu;
 extern const struct ct_accelerator_ops ct_accelerator_cuda;
 #endif
 
+/* Register the accelerators this build has (cpu; cuda in CUDA builds) with the registry. */
+void ct_accelerators_register(void);
+
 #endif

@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "ctrain/registry.h"
 #include "engine/accelerators/accelerators.h"
 
 static int cpu_is_available(char *why, size_t why_size)
@@ -44,10 +45,39 @@ static int cpu_memory_stats(int id, ct_memstats *out)
     return 0;
 }
 
+/* The host model computes on the cpu itself: only the precision's GEMM input type is set. The
+ * cpu engine has no loss scaling (16-mixed is refused by the connector before this). */
+static int cpu_model_to_device(ct_model *host, const ct_model_placement *where, ct_model **out, ct_error *err)
+{
+    int rc;
+
+    *out = NULL;
+    if (where->loss_scaling || (where->gemm_dtype != CT_DTYPE_F32 && where->gemm_dtype != CT_DTYPE_BF16)) {
+        ct_error_set(err, CT_ENOTAVAIL, "model-precision-unsupported",
+                     "model %s on cpu computes in 32-true or bf16-mixed only", host->name);
+        return ct_error_hint(err, "use --precision 32-true or --precision bf16-mixed");
+    }
+    if ((rc = ct_model_set_gemm_dtype(host, where->gemm_dtype, err)))
+        return rc;
+    *out = host;
+    return 0;
+}
+
 const struct ct_accelerator_ops ct_accelerator_cpu = {
     .name = "cpu",
+    .device_memory = 0,
+    .model_to_device = cpu_model_to_device,
     .is_available = cpu_is_available,
     .device_count = cpu_device_count,
     .set_device = cpu_set_device,
     .memory_stats = cpu_memory_stats,
 };
+
+void ct_accelerators_register(void)
+{
+    ct_registry_set_ops(CT_REG_ACCELERATOR, "cpu", &ct_accelerator_cpu);
+#ifdef CT_HAVE_CUDA
+    /* Registration only: no CUDA call until the connector asks whether cuda is available. */
+    ct_registry_set_ops(CT_REG_ACCELERATOR, "cuda", &ct_accelerator_cuda);
+#endif
+}

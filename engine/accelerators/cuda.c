@@ -162,8 +162,23 @@ static int cuda_memory_stats(int id, ct_memstats *out)
     return 0;
 }
 
+/* The model's CUDA implementation, when one is registered (the MLP's: engine/models). */
+static int cuda_model_to_device(ct_model *host, const ct_model_placement *where, ct_model **out, ct_error *err)
+{
+    ct_model_impl_fn fn = ct_model_find_impl(host->name, "cuda");
+
+    *out = NULL;
+    if (!fn) {
+        ct_error_set(err, CT_ENOTAVAIL, "model-not-on-accelerator", "model %s is not implemented on cuda", host->name);
+        return ct_error_hint(err, "use --accelerator cpu");
+    }
+    return fn(host, where, out, err);
+}
+
 const struct ct_accelerator_ops ct_accelerator_cuda = {
     .name = "cuda",
+    .device_memory = 1,
+    .model_to_device = cuda_model_to_device,
     .is_available = cuda_is_available,
     .device_count = cuda_device_count,
     .set_device = cuda_set_device,

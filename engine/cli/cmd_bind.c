@@ -42,25 +42,6 @@ static void print_text(const ct_bind_plan *plan)
     }
 }
 
-/* The value of a flag written "--name VALUE" or "--name=VALUE"; NULL when argv[*i] is another flag,
- * or when it is this flag without its value (then *missing is set). */
-static const char *flag_value(int argc, char **argv, int *i, const char *name, int *missing)
-{
-    size_t n = strlen(name);
-
-    if (strncmp(argv[*i], name, n) != 0)
-        return NULL;
-    if (argv[*i][n] == '=')
-        return argv[*i] + n + 1;
-    if (argv[*i][n] != '\0')
-        return NULL;
-    if (*i + 1 >= argc) {
-        *missing = 1;
-        return NULL;
-    }
-    return argv[++*i];
-}
-
 int ct_cmd_bind(int argc, char **argv)
 {
     static const char *const flags[] = { "--tasks", "--topology", "--cpus-per-task", "--gpus", "--cpus", "--json",
@@ -81,25 +62,25 @@ int ct_cmd_bind(int argc, char **argv)
             return 0;
         } else if (!strcmp(argv[i], "--json")) {
             json = 1;
-        } else if ((v = flag_value(argc, argv, &i, "--tasks", &missing))) {
+        } else if ((v = ct_cli_flag_value(argc, argv, &i, "--tasks", &missing))) {
             if (ct_parse_long(v, 1, 4096, &n) != 0) {
                 ct_error_set(&err, CT_EINVAL, "bind-tasks", "--tasks '%s' is not a number from 1 to 4096", v);
                 ct_error_hint(&err, "give the number of tasks on this node, e.g. --tasks 4");
                 goto fail;
             }
             req.ntasks = (int)n;
-        } else if ((v = flag_value(argc, argv, &i, "--cpus-per-task", &missing))) {
+        } else if ((v = ct_cli_flag_value(argc, argv, &i, "--cpus-per-task", &missing))) {
             if (ct_parse_long(v, 1, 65536, &n) != 0) {
                 ct_error_set(&err, CT_EINVAL, "bind-cpus-per-task", "--cpus-per-task '%s' is not a positive number", v);
                 ct_error_hint(&err, "give CPUs per task as srun -c does, e.g. --cpus-per-task 8");
                 goto fail;
             }
             req.cpus_per_task = (int)n;
-        } else if ((v = flag_value(argc, argv, &i, "--topology", &missing))) {
+        } else if ((v = ct_cli_flag_value(argc, argv, &i, "--topology", &missing))) {
             topology = v;
-        } else if ((v = flag_value(argc, argv, &i, "--gpus", &missing))) {
+        } else if ((v = ct_cli_flag_value(argc, argv, &i, "--gpus", &missing))) {
             req.gpus = v;
-        } else if ((v = flag_value(argc, argv, &i, "--cpus", &missing))) {
+        } else if ((v = ct_cli_flag_value(argc, argv, &i, "--cpus", &missing))) {
             req.allowed_cpus = v;
         } else {
             if (missing) {

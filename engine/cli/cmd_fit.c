@@ -16,23 +16,53 @@ enum which { FIT, VALIDATE, TEST };
 /* fit stopped by a signal after saving last.safetensors (requeued, or to continue by hand). */
 #define CT_EXIT_STOPPED CT_LAUNCHER_EXIT_STOPPED
 
+/* " val_bpb 1.2345" for each of the model's own metrics, into buf. */
+static const char *metrics(const char *prefix, const char names[][24], const double *v, int n, char *buf, size_t size)
+{
+    size_t used = 0;
+
+    buf[0] = '\0';
+    for (int i = 0; i < n && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, ", %s_%s %.4f", prefix, names[i], v[i]);
+    return buf;
+}
+
+/* "val_acc 0.8885 " or "" for a model without accuracy. */
+static const char *acc_text(const char *prefix, double acc, char *buf, size_t size)
+{
+    if (isnan(acc))
+        buf[0] = '\0';
+    else
+        snprintf(buf, size, "%s_acc %.4f ", prefix, acc);
+    return buf;
+}
+
 static void report(enum which w, const ct_trainer_result *r)
 {
+    char a[160], b[160], a0[48];
+
     if (!r->filled)
         return; /* a supervisor: rank 0 reported */
     if (w == FIT) {
         printf("ctrain: fit done: %d epochs, %ld steps, world size %d, %.0f samples/s\n", r->epochs, r->steps,
                r->world_size, r->train_samples_per_sec);
-        printf("ctrain: val_acc %.4f (best %.4f), test_acc %.4f, test_loss %.4f\n", r->val_acc, r->best_val_acc,
-               r->test_acc, r->test_loss);
+        if (isnan(r->test_acc)) /* a model without accuracy (a language model) */
+            printf("ctrain: val_loss %.4f%s, test_loss %.4f%s\n", r->val_loss,
+                   metrics("val", r->metric_names, r->val_metrics, r->n_metrics, a, sizeof(a)), r->test_loss,
+                   metrics("test", r->metric_names, r->test_metrics, r->n_metrics, b, sizeof(b)));
+        else
+            printf("ctrain: val_acc %.4f (best %.4f), test_acc %.4f, test_loss %.4f\n", r->val_acc, r->best_val_acc,
+                   r->test_acc, r->test_loss);
         printf("ctrain: checkpoints %s, %s; summary %s\n", r->last_checkpoint,
                r->best_checkpoint[0] ? r->best_checkpoint : "(no best)", r->summary_path);
     } else if (w == VALIDATE) {
-        printf("ctrain: val_acc %.4f val_loss %.4f (%ld samples, %s)\n", r->val_acc, r->val_loss, r->eval_samples,
+        printf("ctrain: %sval_loss %.4f%s (%ld samples, %s)\n", acc_text("val", r->val_acc, a0, sizeof(a0)), r->val_loss,
+               metrics("val", r->metric_names, r->val_metrics, r->n_metrics, a, sizeof(a)), r->eval_samples,
                r->best_checkpoint);
     } else {
-        printf("ctrain: test_acc %.4f test_loss %.4f (%ld samples, %s)\n", r->test_acc, r->test_loss,
-               r->eval_samples, r->best_checkpoint);
+        printf("ctrain: %stest_loss %.4f%s (%ld samples, %s)\n", acc_text("test", r->test_acc, a0, sizeof(a0)), r->test_loss,
+               metrics("test", r->metric_names, r->test_metrics, r->n_metrics, b, sizeof(b)), r->eval_samples,
+               r->best_checkpoint);
     }
     fflush(stdout);
 }

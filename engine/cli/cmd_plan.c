@@ -13,6 +13,7 @@
 
 static const char *const plan_flags[] = {
     "--accelerator", "--strategy", "--devices", "--num-nodes", "--precision", "--cluster-env",
+    "--model", "--model-config", "--datamodule",
     "--deterministic", "--list", "--errors", "--help", NULL
 };
 
@@ -29,9 +30,13 @@ static void plan_usage(FILE *out)
         "  --num-nodes N        nodes in the run (default: the cluster environment's, else 1)\n"
         "  --precision P        32-true, bf16-mixed, 16-mixed, ... (default: $CTRAIN_PRECISION, else 32-true)\n"
         "  --cluster-env NAME   auto or an environment name (ctrain plan --list)\n"
+        "  --model NAME         the model (default: $CTRAIN_MODEL, else mlp)\n"
+        "  --model-config K=V,...  the model's settings, checked against its keys (--list shows them)\n"
+        "  --datamodule NAME    the data (default: $CTRAIN_DATAMODULE, else the model's)\n"
         "  --deterministic      reproducible results (recorded in the plan)\n"
         "  --list               print the registries: accelerators, strategies, precisions, cluster\n"
-        "                       environments, checkpoint IO, launchers\n"
+        "                       environments, checkpoint IO, launchers, models (with their\n"
+        "                       --model-config keys), data modules\n"
         "  --errors             print the error catalogue: every misconfiguration ctrain reports, by id\n"
         "  --help               this text\n\n"
         "Exit status: 0 resolved, 2 misconfiguration (message and hint on stderr).\n");
@@ -45,13 +50,53 @@ static void list_kind(enum ct_registry_kind kind, const char *title)
     for (int i = 0; i < ct_registry_count(kind); i++) {
         const ct_registry_entry *e = ct_registry_at(kind, i);
         printf("  %-18s", e->name);
-        if (kind != CT_REG_ACCELERATOR && kind != CT_REG_LAUNCHER && kind != CT_REG_CHECKPOINT_IO)
+        if (kind != CT_REG_ACCELERATOR && kind != CT_REG_LAUNCHER && kind != CT_REG_CHECKPOINT_IO &&
+            kind != CT_REG_DATAMODULE)
             printf(" [%s]", e->legacy_of ? "legacy" : ct_registry_accel_list(e->accelerators, accel, sizeof(accel)));
         for (int a = 0; a < 4 && e->aliases[a]; a++)
             printf(" (alias %s)", e->aliases[a]);
         if (e->options)
             printf(" {%s}", e->options);
+        if (e->default_dir)
+            printf(" {--data %s}", e->default_dir);
         printf("  %s\n", e->description);
+    }
+}
+
+static const char *config_type(enum ct_config_type t)
+{
+    switch (t) {
+    case CT_CONFIG_INT:      return "int";
+    case CT_CONFIG_INT_LIST: return "ints joined by '-'";
+    case CT_CONFIG_DOUBLE:   return "number";
+    case CT_CONFIG_STRING:   return "text";
+    }
+    return "?";
+}
+
+/* Each model: where it runs, what it computes in, its default data and its --model-config keys. */
+static void list_models(void)
+{
+    char accel[64];
+
+    printf("models:\n");
+    for (int i = 0; i < ct_registry_count(CT_REG_MODEL); i++) {
+        const ct_registry_entry *e = ct_registry_at(CT_REG_MODEL, i);
+
+        printf("  %-18s [%s] {precision %s} {data %s}  %s\n", e->name,
+               ct_registry_accel_list(e->accelerators, accel, sizeof(accel)),
+               e->precisions ? e->precisions : "32-true", e->datamodule ? e->datamodule : "none", e->description);
+        for (const ct_config_key *k = e->config; k && k->key; k++) {
+            char key[48];
+
+            snprintf(key, sizeof(key), "%s=", k->key);
+            if (k->type == CT_CONFIG_STRING)
+                printf("      %-14s %s (%s, default %s)\n", key, k->help, config_type(k->type),
+                       k->dflt ? k->dflt : "none");
+            else
+                printf("      %-14s %s (%s in [%g, %g], default %s)\n", key, k->help, config_type(k->type), k->min,
+                       k->max, k->dflt ? k->dflt : "none");
+        }
     }
 }
 
@@ -67,6 +112,8 @@ static void list_registries(void)
     }
     list_kind(CT_REG_CHECKPOINT_IO, "checkpoint IO");
     list_kind(CT_REG_LAUNCHER, "launchers");
+    list_models();
+    list_kind(CT_REG_DATAMODULE, "data modules");
 }
 
 int ct_cmd_plan(int argc, char **argv)

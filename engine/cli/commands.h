@@ -11,9 +11,15 @@ int ct_cmd_test(int argc, char **argv);
 int ct_cmd_plan(int argc, char **argv);
 int ct_cmd_env(int argc, char **argv);
 int ct_cmd_bind(int argc, char **argv);
+int ct_cmd_tokenize(int argc, char **argv);
 
 /* "COMMAND: unknown flag 'NAME'" with a did-you-mean hint from the NULL-terminated known list
  * (catalogue id flag-unknown). Returns CT_EINVAL. */
 int ct_cli_flag_unknown(const char *command, const char *name, const char *const *known, ct_error *err);
+
+/* The value of a flag written "--name VALUE" or "--name=VALUE" at argv[*i] (advancing *i past a
+ * separate value); NULL when argv[*i] is another flag, or this flag without its value (then
+ * *missing is set). */
+const char *ct_cli_flag_value(int argc, char **argv, int *i, const char *name, int *missing);
 
 #endif

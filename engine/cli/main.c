@@ -26,6 +26,7 @@ static const struct ct_command commands[] = {
     { "test", ct_cmd_test, "evaluate a checkpoint on the Fashion-MNIST test set" },
     { "plan", ct_cmd_plan, "resolve flags into a training plan (JSON) without training" },
     { "env", ct_cmd_env, "show the cluster environment: ranks, nodes, rank 0's address and port" },
+    { "tokenize", ct_cmd_tokenize, "turn text files into byte-level token shards for --model gpt" },
     { "bind", ct_cmd_bind, "print the cores, GPUs and NIC each task of a node gets (the SPANK plan)" },
     { NULL, NULL, NULL }
 };

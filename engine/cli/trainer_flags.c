@@ -29,7 +29,8 @@ static const struct flag flags[] = {
     { "--optimizer", F_SPECIAL, 0, 0, "NAME", "adamw (default) or sgd" },
     { "--weight-decay", F_DOUBLE, 0, 0, "X", "adamw: decoupled, default 0.01; sgd: L2, default 0" },
     { "--momentum", F_DOUBLE, 0, 0, "X", "sgd momentum (default 0.9)" },
-    { "--hidden", F_SPECIAL, 0, 0, "W,W,...", "hidden layer widths (default 512,256; 'none': no hidden layer)" },
+    { "--hidden", F_SPECIAL, 0, 0, "W,W,...", "mlp: hidden layer widths (default 512,256; 'none': no hidden layer); the same as "
+      "--model-config hidden=W-W" },
     { "--seed", F_LONG, 0, LONG_MAX, "N", "seed of initialisation and shuffling (default 42)" },
     { "--deterministic", F_SWITCH, 0, 0, NULL,
       "reproducible bit for bit (same world size and BLAS threads); recorded in the plan" },
@@ -49,7 +50,8 @@ static const struct flag flags[] = {
       "a collective not done in SECONDS ends every rank, naming the rank(s) missing (default 300; 0: wait forever)" },
     { "--progress", F_SPECIAL, 0, 0, "MODE",
       "auto (default: bar on a TTY, plain lines otherwise), bar, plain or off" },
-    { "--data", F_STRING, 0, 0, "DIR", "Fashion-MNIST directory (default " CT_FMNIST_DEFAULT_DIR ")" },
+    { "--data", F_STRING, 0, 0, "DIR", "the data module's directory (fashion-mnist: default "
+      CT_FMNIST_DEFAULT_DIR "; tokens: train.bin and val.bin from ctrain tokenize)" },
     { "--val-fraction", F_DOUBLE, 0, 0, "X", "share of the training set held out for validation (default 1/12)" },
     { NULL, 0, 0, 0, NULL, NULL }
 };
@@ -61,6 +63,9 @@ static const char *const connector_help[][3] = {
     { "--num-nodes", "N", "nodes in the run" },
     { "--precision", "P", "32-true (default) or bf16-mixed; 16-mixed on cuda" },
     { "--cluster-env", "NAME", "auto or a cluster environment name (ctrain plan --list)" },
+    { "--model", "NAME", "the model to train (default mlp; ctrain plan --list shows the models)" },
+    { "--model-config", "K=V,...", "the model's settings, e.g. hidden=1024-512 (mlp); keys in ctrain plan --list" },
+    { "--datamodule", "NAME", "the data to train on (default: the model's, fashion-mnist for mlp)" },
     { NULL, NULL, NULL }
 };
 
@@ -72,8 +77,8 @@ void ct_trainer_flags_usage(const char *cmd, FILE *out)
 {
     fprintf(out, "usage: ctrain %s [flags]\n", cmd);
     if (!strcmp(cmd, "fit"))
-        fprintf(out, "Train an MLP on Fashion-MNIST, validating and checkpointing after every epoch, then test\n"
-                     "the best checkpoint on the official test set.\n");
+        fprintf(out, "Train a model (default: an MLP on Fashion-MNIST), validating and checkpointing after every\n"
+                     "epoch, then test the best checkpoint on the test split.\n");
     else if (!strcmp(cmd, "validate"))
         fprintf(out, "Evaluate a checkpoint (--ckpt-path, default best) on the validation split.\n");
     else
@@ -85,7 +90,7 @@ void ct_trainer_flags_usage(const char *cmd, FILE *out)
         snprintf(left, sizeof(left), "%s%s%s", f->name, f->metavar ? " " : "", f->metavar ? f->metavar : "");
         fprintf(out, "  %-34s %s\n", left, f->help);
     }
-    fprintf(out, "\nAccelerator, strategy and precision (resolved by the connector, as `ctrain plan` shows):\n");
+    fprintf(out, "\nAccelerator, strategy, precision and model (resolved by the connector, as `ctrain plan` shows):\n");
     for (int i = 0; connector_help[i][0]; i++) {
         char left[64];
 
@@ -157,6 +162,7 @@ static int parse_hidden(const struct flag *f, const char *value, ct_trainer_conf
     char buf[256], *save = NULL, *tok;
     int n = 0;
 
+    cfg->hidden_set = 1;
     if (!strcmp(value, "none")) {
         cfg->n_hidden = 0;
         return 0;

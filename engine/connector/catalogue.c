@@ -53,6 +53,16 @@ static const ct_catalogue_entry catalogue[] = {
     { "env-variable-malformed", "SLURM_*, RANK, OMPI_*, ...", "a launcher variable that is not a number / list" },
     { "env-inconsistent", "SLURM_PROCID, RANK, ...", "launcher variables that contradict each other" },
     { "hostlist-malformed", "SLURM_STEP_NODELIST, SLURM_NODELIST", "a node list SLURM could not have written" },
+    { "model-empty", "--model, CTRAIN_MODEL", "empty model name" },
+    { "model-unknown", "--model, CTRAIN_MODEL", "unknown model (did you mean ...)" },
+    { "model-config-syntax", "--model-config", "not key=value,..., or a key twice" },
+    { "model-config-key", "--model-config", "a key the model does not take" },
+    { "model-config-value", "--model-config", "a value of the wrong type, out of range, or inconsistent with other keys or the data" },
+    { "model-not-on-accelerator", "--model, --accelerator", "a model with no implementation on the accelerator (e.g. gpt on cuda)" },
+    { "model-precision-unsupported", "--model, --precision", "a precision the model does not compute in" },
+    { "datamodule-empty", "--datamodule, CTRAIN_DATAMODULE", "empty data module name" },
+    { "datamodule-unknown", "--datamodule, CTRAIN_DATAMODULE", "unknown data module (did you mean ...)" },
+    { "datamodule-missing", "--model", "a model with no default data module and no --datamodule" },
     { "implementation-missing", "--strategy, --accelerator, ...", "a registered name with no implementation linked" },
 };
 

@@ -239,7 +239,29 @@ static int choose_strategy(const ct_final_flags *ff, ct_plan *plan, ct_error *er
     return 0;
 }
 
-/* With the accelerator known, the strategy and precision must both run on it. */
+/* The model must have an implementation on the accelerator and compute in the precision. */
+static int check_model(const ct_final_flags *ff, const ct_plan *plan, unsigned bit, ct_error *err)
+{
+    const ct_registry_entry *m = ff->model;
+    char list[128];
+
+    if (!(m->accelerators & bit)) {
+        ct_error_set(err, CT_ENOTAVAIL, "model-not-on-accelerator",
+                     "model %s is not implemented on accelerator %s (%s)", m->name, plan->accelerator,
+                     plan->source_detail[CT_PLAN_ACCELERATOR]);
+        return ct_error_hint(err, "%s runs on: %s; use --accelerator %s", m->name,
+                             ct_registry_accel_list(m->accelerators, list, sizeof(list)),
+                             m->accelerators & CT_ACCEL_CPU ? "cpu" : "cuda");
+    }
+    if (!ct_registry_model_has_precision(m, plan->precision)) {
+        ct_error_set(err, CT_ENOTAVAIL, "model-precision-unsupported", "model %s does not compute in --precision %s",
+                     m->name, plan->precision);
+        return ct_error_hint(err, "%s computes in: %s", m->name, m->precisions ? m->precisions : "32-true");
+    }
+    return 0;
+}
+
+/* With the accelerator known, the strategy, precision and model must all run on it. */
 static int check_support(const ct_final_flags *ff, ct_plan *plan, ct_error *err)
 {
     unsigned bit = ct_registry_accel_bit(plan->accelerator);
@@ -268,7 +290,7 @@ static int check_support(const ct_final_flags *ff, ct_plan *plan, ct_error *err)
         return ct_error_hint(err, "%s runs on: %s; on %s use --precision 32-true", pr->name,
                              ct_registry_accel_list(pr->accelerators, list, sizeof(list)), plan->accelerator);
     }
-    return 0;
+    return check_model(ff, plan, bit, err);
 }
 
 static int choose_launcher(ct_plan *plan, ct_error *err)
@@ -307,6 +329,9 @@ int ct_connector_choose(const ct_final_flags *ff, const ct_connector_context *ct
 
     memset(plan, 0, sizeof(*plan));
     plan->deterministic = ff->deterministic;
+    snprintf(plan->model, sizeof(plan->model), "%s", ff->model->name);
+    snprintf(plan->model_config, sizeof(plan->model_config), "%s", ff->model_config);
+    snprintf(plan->datamodule, sizeof(plan->datamodule), "%s", ff->datamodule->name);
     snprintf(plan->checkpoint_io, sizeof(plan->checkpoint_io), "safetensors");
     for (int i = 0; i < ff->n_notices; i++)
         snprintf(plan->notices[plan->n_notices++], sizeof(plan->notices[0]), "%s", ff->notices[i]);

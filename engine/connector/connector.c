@@ -41,6 +41,12 @@ int ct_connector_flags_set(ct_connector_flags *f, const char *flag, const char *
         slot = &f->precision;
     else if (!strcmp(flag, "--cluster-env"))
         slot = &f->cluster_env;
+    else if (!strcmp(flag, "--model"))
+        slot = &f->model;
+    else if (!strcmp(flag, "--model-config"))
+        slot = &f->model_config;
+    else if (!strcmp(flag, "--datamodule"))
+        slot = &f->datamodule;
     if (!slot)
         return 1;
     if (*slot) {
@@ -135,6 +141,9 @@ char *ct_plan_to_json(const ct_plan *p)
     cJSON_AddNumberToObject(root, "num_nodes", p->num_nodes);
     cJSON_AddNumberToObject(root, "world_size", p->world_size);
     cJSON_AddBoolToObject(root, "deterministic", p->deterministic);
+    cJSON_AddStringToObject(root, "model", p->model);
+    cJSON_AddStringToObject(root, "model_config", p->model_config);
+    cJSON_AddStringToObject(root, "datamodule", p->datamodule);
     sources = cJSON_AddObjectToObject(root, "sources");
     add_source(sources, p, CT_PLAN_ACCELERATOR, "accelerator");
     add_source(sources, p, CT_PLAN_STRATEGY, "strategy");

@@ -33,6 +33,8 @@ static const char *flag_of_kind(enum ct_registry_kind kind)
     case CT_REG_ACCELERATOR: return "--accelerator";
     case CT_REG_STRATEGY:    return "--strategy";
     case CT_REG_PRECISION:   return "--precision";
+    case CT_REG_MODEL:       return "--model";
+    case CT_REG_DATAMODULE:  return "--datamodule";
     default:                 return "?";
     }
 }
@@ -53,6 +55,8 @@ static const char *plural(enum ct_registry_kind kind)
     case CT_REG_ACCELERATOR: return "accelerators";
     case CT_REG_STRATEGY:    return "strategies";
     case CT_REG_PRECISION:   return "precisions";
+    case CT_REG_MODEL:       return "models";
+    case CT_REG_DATAMODULE:  return "data modules";
     default:                 return "names";
     }
 }
@@ -75,7 +79,8 @@ static int name_error(const struct name_input *in, ct_error *err)
         snprintf(id, sizeof(id), "%s-empty", kind);
         ct_error_set(err, CT_EINVAL, id, "%s is empty", input_name(in));
         return ct_error_hint(err, "give a %s name (%s%s), or leave %s out", kind, names,
-                             in->kind == CT_REG_PRECISION ? "" : ", auto", input_name(in));
+                             in->kind == CT_REG_ACCELERATOR || in->kind == CT_REG_STRATEGY ? ", auto" : "",
+                             input_name(in));
     }
     for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++) {
         if (others[i] == in->kind || !ct_registry_find(others[i], in->value))
@@ -254,6 +259,10 @@ static int same_choice(const struct name_input *in, const char *flag_value, cons
         return 0;
     ct_error_set(err, CT_ECONFLICT, "flag-env-conflict", "%s %s disagrees with %s=%s", in->flag, flag_value,
                  in->env_var, env_value);
+    /* Only strategy, accelerator and precision have a SPANK option that sets the variable. */
+    if (in->kind == CT_REG_MODEL || in->kind == CT_REG_DATAMODULE)
+        return ct_error_hint(err, "give the same %s in both, or only one of them (unset %s, or leave out %s)",
+                             ct_registry_kind_name(in->kind), in->env_var, in->flag);
     return ct_error_hint(err, "%s is set by the SPANK plugin's --ctrain-%s or by you; give the same %s in both, or "
                               "only one of them (unset %s, or leave out %s)", in->env_var, in->flag + 2,
                          ct_registry_kind_name(in->kind), in->env_var, in->flag);
@@ -427,6 +436,41 @@ static int validate_num_nodes(const ct_connector_flags *f, ct_final_flags *ff, c
     return 0;
 }
 
+/* --- the model and its data ------------------------------------------------------------------ */
+/* --model (default mlp), its --model-config against the model's schema, and --datamodule (default
+ * the model's own). Checks that concern several keys or the data are the model's, at create. */
+static int validate_model(const ct_connector_flags *f, const ct_connector_context *ctx, ct_final_flags *ff,
+                          ct_error *err)
+{
+    struct name_input model = { CT_REG_MODEL, "--model", "CTRAIN_MODEL", NULL, 0 };
+    struct name_input data = { CT_REG_DATAMODULE, "--datamodule", "CTRAIN_DATAMODULE", NULL, 0 };
+    const char *env_value;
+    char owner[64];
+    ct_config cfg;
+    int rc;
+
+    take_input(&model, f->model, ctx, &env_value);
+    if ((rc = resolve_name(&model, 0, &ff->model, err)) || (rc = same_choice(&model, f->model, env_value, err)))
+        return rc;
+    if (!ff->model && !(ff->model = ct_registry_find(CT_REG_MODEL, "mlp")))
+        return ct_error_set(err, CT_EINTERNAL, "implementation-missing", "the default model mlp is not registered");
+    snprintf(owner, sizeof(owner), "model %s", ff->model->name);
+    if ((rc = ct_config_parse(ff->model->config, "--model-config", owner, f->model_config, &cfg, err)))
+        return rc;
+    snprintf(ff->model_config, sizeof(ff->model_config), "%s", f->model_config ? f->model_config : "");
+    take_input(&data, f->datamodule, ctx, &env_value);
+    if ((rc = resolve_name(&data, 0, &ff->datamodule, err)) ||
+        (rc = same_choice(&data, f->datamodule, env_value, err)))
+        return rc;
+    if (!ff->datamodule && ff->model->datamodule)
+        ff->datamodule = ct_registry_find(CT_REG_DATAMODULE, ff->model->datamodule);
+    if (!ff->datamodule) {
+        ct_error_set(err, CT_EINVAL, "datamodule-missing", "model %s names no default data module", ff->model->name);
+        return ct_error_hint(err, "pass --datamodule NAME (ctrain plan --list shows them)");
+    }
+    return 0;
+}
+
 /* --- the flags against each other -------------------------------------------------------------- */
 
 static int requested_devices(const ct_final_flags *ff)
@@ -511,6 +555,8 @@ int ct_connector_validate(const ct_connector_flags *f, const ct_connector_contex
     if ((rc = validate_devices(f, ff, err)))
         return rc;
     if ((rc = validate_num_nodes(f, ff, err)))
+        return rc;
+    if ((rc = validate_model(f, ctx, ff, err)))
         return rc;
     return cross_check(ff, err);
 }

@@ -16,22 +16,23 @@ int ct_sampler_init(ct_sampler *s, size_t n, int batch, int rank, int world, int
     s->rank = rank;
     s->world = world;
     s->batch = batch;
-    s->shuffle = shuffle;
+    s->shuffle = shuffle == CT_SAMPLER_SHUFFLE;
     s->seed = seed;
     s->epoch = -1;
-    if (shuffle)
+    if (shuffle == CT_SAMPLER_SHUFFLE || shuffle == CT_SAMPLER_SEQUENTIAL)
         s->per_rank = (n + (size_t)world - 1) / (size_t)world;
     else
         s->per_rank = n / (size_t)world + ((size_t)rank < n % (size_t)world);
     s->order = malloc(sizeof(uint32_t) * (s->per_rank ? s->per_rank : 1));
-    s->perm = shuffle ? malloc(sizeof(uint32_t) * (n ? n : 1)) : NULL;
-    if (!s->order || (shuffle && !s->perm)) {
+    s->perm = s->shuffle ? malloc(sizeof(uint32_t) * (n ? n : 1)) : NULL;
+    if (!s->order || (s->shuffle && !s->perm)) {
         ct_sampler_free(s);
         return ct_error_set(err, CT_ENOMEM, "", "out of memory for the sampler");
     }
-    if (!shuffle)
+    /* Padded sequential order wraps around to the first windows, as shuffle's padding does. */
+    if (!s->shuffle)
         for (size_t i = 0; i < s->per_rank; i++)
-            s->order[i] = (uint32_t)(i * (size_t)world + (size_t)rank);
+            s->order[i] = (uint32_t)((i * (size_t)world + (size_t)rank) % (n ? n : 1));
     return 0;
 }
 

@@ -48,10 +48,11 @@ static const char *meta_get(const ct_ckpt *c, const char *key)
 /* The tensors of the run: the model's, then (unless weights_only) the optimizer's whole arrays. */
 static void describe_tensors(ct_run *run, ct_ckpt *c, int weights_only)
 {
-    int64_t n = (int64_t)ct_mlp_num_params(run->model);
+    const ct_model *host = ct_model_host(run->model);
+    int64_t n = (int64_t)host->num_params;
 
-    for (int i = 0; i < ct_mlp_num_tensors(run->model); i++) {
-        const ct_tensor *t = ct_mlp_tensor(run->model, i);
+    for (int i = 0; i < host->n_tensors; i++) {
+        const ct_tensor *t = &host->tensors[i];
 
         add_tensor(c, t->name, t->data, t->ndim, t->shape, t->numel);
     }
@@ -69,25 +70,26 @@ int ct_run_save_checkpoint(ct_run *run, const char *path, ct_error *err)
 {
     ct_ckpt *c = calloc(1, sizeof(*c));
     const ct_optim_config *oc = ct_optim_get_config(run->optim);
-    char model[256];
+    const ct_model *host = ct_model_host(run->model);
     int rc;
 
     if (!c)
         return ct_error_set(err, CT_ENOMEM, "", "out of memory saving %s", path);
-    if ((rc = ct_run_cuda_to_host(run, err))) {
+    if ((rc = ct_model_to_host(run->model, run->optim, err))) {
         free(c);
         return rc;
     }
     describe_tensors(run, c, 0);
-    ct_mlp_describe(run->model, model, sizeof(model));
     add_meta(c, "format", CKPT_FORMAT);
-    add_meta(c, "model", "mlp %s", model);
+    add_meta(c, "model", "%s %s", host->name, host->describe);
     add_meta(c, "optimizer", "%s", ct_optim_kind_name(oc->kind));
     add_meta(c, "optimizer_steps", "%" PRId64, ct_optim_steps(run->optim));
     add_meta(c, "epoch", "%" PRId64, run->st.epoch);
     add_meta(c, "step_in_epoch", "%" PRId64, run->st.step_in_epoch);
     add_meta(c, "global_step", "%" PRId64, run->st.global_step);
     add_meta(c, "best_val_acc", "%.17g", run->st.best_val_acc);
+    if (!run->model->info.has_accuracy)
+        add_meta(c, "best_val_loss", "%.17g", run->st.best_val_loss);
     add_meta(c, "val_acc", "%.17g", run->st.last_val_acc);
     add_meta(c, "val_loss", "%.17g", run->st.last_val_loss);
     add_meta(c, "world_size", "%d", run->world);
@@ -119,10 +121,10 @@ static int check_header(ct_run *run, const char *path, const ct_ckpt *c, int wei
 {
     const char *fmt = meta_get(c, "format"), *model = meta_get(c, "model"), *opt = meta_get(c, "optimizer");
     const char *mine = ct_optim_kind_name(ct_optim_get_config(run->optim)->kind);
-    char want[256], desc[256];
+    const ct_model *host = ct_model_host(run->model);
+    char want[320];
 
-    ct_mlp_describe(run->model, desc, sizeof(desc));
-    snprintf(want, sizeof(want), "mlp %s", desc);
+    snprintf(want, sizeof(want), "%s %s", host->name, host->describe);
     if (!fmt || strcmp(fmt, CKPT_FORMAT)) {
         ct_error_set(err, CT_EFORMAT, "ckpt-format", "%s: not a ctrain checkpoint (metadata format is %s)", path,
                      fmt ? fmt : "missing");
@@ -131,7 +133,7 @@ static int check_header(ct_run *run, const char *path, const ct_ckpt *c, int wei
     if (!model || strcmp(model, want)) {
         ct_error_set(err, CT_EFORMAT, "ckpt-model", "%s: checkpoint is for model %s, this run builds %s", path,
                      model ? model : "(missing)", want);
-        return ct_error_hint(err, "use the --hidden of the run that wrote it");
+        return ct_error_hint(err, "use the --hidden or --model and --model-config of the run that wrote it");
     }
     if (!weights_only && (!opt || strcmp(opt, mine))) {
         ct_error_set(err, CT_EFORMAT, "ckpt-optimizer", "%s: checkpoint has %s optimizer state, this run uses %s",
@@ -146,6 +148,7 @@ static int restore_counters(ct_run *run, const char *path, const ct_ckpt *c, ct_
     ct_progress_state *st = &run->st;
     int64_t opt_steps, world, batch;
     const char *rng = meta_get(c, "rng"), *best = meta_get(c, "best_val_acc");
+    const char *best_loss = meta_get(c, "best_val_loss");
     int rc;
 
     if ((rc = need_int(path, c, "epoch", &st->epoch, err)) ||
@@ -168,6 +171,8 @@ static int restore_counters(ct_run *run, const char *path, const ct_ckpt *c, ct_
         return ct_error_set(err, CT_EFORMAT, "ckpt-meta", "%s: metadata rng is missing or malformed", path);
     if (!best || ct_parse_double(best, &st->best_val_acc))
         st->best_val_acc = -1;
+    if (!best_loss || ct_parse_double(best_loss, &st->best_val_loss))
+        st->best_val_loss = NAN;
     ct_optim_set_steps(run->optim, opt_steps);
     return 0;
 }
@@ -207,7 +212,7 @@ int ct_run_load_checkpoint(ct_run *run, const char *path, int weights_only, ct_e
     if (!weights_only)
         rc = restore_counters(run, path, c, err);
     if (!rc)
-        rc = ct_run_cuda_from_host(run, err);
+        rc = ct_model_from_host(run->model, run->optim, err);
 out:
     free(c);
     return rc;

@@ -15,25 +15,25 @@ static int grad_ready(void *ctx, size_t offset, size_t count)
 
 int ct_training_step(ct_run *run, const uint32_t *idx, int count, double *loss, ct_error *err)
 {
-    double sum;
-    int rc;
+    ct_model_sums sums;
+    int rc, skipped;
 
-    ct_dataset_gather(run->train, idx, count, run->batch_x, run->batch_y);
-    if (run->cuda_model)
-        return ct_cuda_training_step(run, count, loss, err);
-    sum = ct_mlp_forward(run->model, run->batch_x, run->batch_y, count, NULL);
+    if ((rc = ct_datamodule_gather(run->data, CT_SPLIT_TRAIN, idx, count, &run->batch, err)) ||
+        (rc = ct_model_forward(run->model, &run->batch, &sums, err)))
+        return rc;
     ct_error_clear(&run->step_err);
-    rc = ct_mlp_backward(run->model, count, grad_ready, run);
-    if (rc) {
-        *err = run->step_err;
+    /* The gradient of the batch's mean loss: divided by its loss terms (samples or tokens). */
+    if ((rc = ct_model_backward(run->model, sums.count, grad_ready, run, err))) {
+        if (run->step_err.code) /* the strategy refused a bucket, not the model */
+            *err = run->step_err;
         return rc;
     }
     /* Every rank's batch has the same size, so averaging the per-rank mean gradients (what
      * grad_sync does) gives the mean over the global batch. */
-    if ((rc = ct_strategy_grad_sync(run->strategy, err)))
+    if ((rc = ct_strategy_grad_sync(run->strategy, err)) ||
+        (rc = ct_model_optim_step(run->model, run->optim, &skipped, err)))
         return rc;
-    ct_optim_step(run->optim, ct_mlp_params(run->model), ct_mlp_grads(run->model));
-    *loss = sum / count;
+    *loss = sums.loss / sums.count;
     return 0;
 }
 
@@ -108,7 +108,7 @@ int ct_epoch_loop_run(ct_run *run, ct_error *err)
                 return rc;
             sps = interval_samples / (now - interval_start);
             st->last_train_loss = shown = mean;
-            ct_logger_row(run, mean, NAN, NAN, ct_optim_get_config(run->optim)->lr, sps);
+            ct_logger_row(run, mean, NULL, ct_optim_get_config(run->optim)->lr, sps);
             loss_sum = loss_n = interval_samples = 0;
             interval_start = now;
         }

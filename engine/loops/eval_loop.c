@@ -3,40 +3,46 @@
 
 #include "engine/loops/loops.h"
 
-int ct_eval_loop_run(ct_run *run, const ct_dataset *d, double *loss, double *acc, ct_error *err)
+int ct_eval_loop_run(ct_run *run, enum ct_split split, ct_eval_result *out, ct_error *err)
 {
+    const ct_model_info *info = &run->model->info;
     ct_sampler s;
-    double v[3] = { 0, 0, 0 }; /* loss sum, correct, samples */
+    double v[3] = { 0, 0, 0 }; /* loss sum, correct, loss terms */
+    ct_model_sums total;
     int rc;
 
-    *loss = *acc = NAN;
-    if ((rc = ct_sampler_init(&s, d->n, run->eval_batch, run->rank, run->world, 0, 0, err)))
+    out->loss = out->acc = out->count = NAN;
+    for (int i = 0; i < CT_MODEL_MAX_METRICS; i++)
+        out->metrics[i] = NAN;
+    if ((rc = ct_sampler_init(&s, ct_datamodule_size(run->data, split), run->eval_batch, run->rank, run->world, 0,
+                              0, err)))
         return rc;
     for (size_t step = 0; step < ct_sampler_steps(&s); step++) {
         const uint32_t *idx;
-        int count = ct_sampler_batch(&s, step, &idx), correct = 0;
+        int count = ct_sampler_batch(&s, step, &idx);
+        ct_model_sums sums;
 
-        ct_dataset_gather(d, idx, count, run->batch_x, run->batch_y);
-        if (run->cuda_model) {
-            double sum;
-
-            if ((rc = ct_cuda_eval_forward(run, count, &sum, &correct, err))) {
-                ct_sampler_free(&s);
-                return rc;
-            }
-            v[0] += sum;
-        } else {
-            v[0] += ct_mlp_forward(run->model, run->batch_x, run->batch_y, count, &correct);
+        if ((rc = ct_datamodule_gather(run->data, split, idx, count, &run->batch, err)) ||
+            (rc = ct_model_forward(run->model, &run->batch, &sums, err))) {
+            ct_sampler_free(&s);
+            return rc;
         }
-        v[1] += correct;
-        v[2] += count;
+        v[0] += sums.loss;
+        v[1] += sums.correct;
+        v[2] += sums.count;
     }
     ct_sampler_free(&s);
     if ((rc = ct_strategy_reduce_sum(run->strategy, v, 3, err)))
         return rc;
-    if (v[2] > 0) {
-        *loss = v[0] / v[2];
-        *acc = v[1] / v[2];
-    }
+    if (!(v[2] > 0))
+        return 0;
+    out->loss = v[0] / v[2];
+    out->acc = info->has_accuracy ? v[1] / v[2] : NAN;
+    out->count = v[2];
+    total.loss = v[0];
+    total.correct = v[1];
+    total.count = v[2];
+    if (info->n_metrics > 0 && info->metrics)
+        info->metrics(run->model, &total, out->metrics);
     return 0;
 }

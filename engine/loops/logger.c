@@ -21,8 +21,12 @@ int ct_logger_open(ct_run *run, int append, ct_error *err)
         return ct_error_set(err, CT_EIO, "metrics-open", "%s: cannot open for writing: %s", path, strerror(errno));
     fseek(run->metrics, 0, SEEK_END);
     size = ftell(run->metrics);
-    if (size <= 0)
-        fprintf(run->metrics, "step,epoch,train_loss,val_loss,val_acc,lr,samples_per_sec\n");
+    if (size <= 0) {
+        fprintf(run->metrics, "step,epoch,train_loss,val_loss,val_acc,lr,samples_per_sec");
+        for (int i = 0; i < run->model->info.n_metrics; i++)
+            fprintf(run->metrics, ",val_%s", run->model->info.metric_names[i]);
+        fputc('\n', run->metrics);
+    }
     fflush(run->metrics);
     return 0;
 }
@@ -41,8 +45,7 @@ static void field(FILE *f, double v, const char *fmt)
         fprintf(f, fmt, v);
 }
 
-void ct_logger_row(ct_run *run, double train_loss, double val_loss, double val_acc, double lr,
-                   double samples_per_sec)
+void ct_logger_row(ct_run *run, double train_loss, const ct_eval_result *val, double lr, double samples_per_sec)
 {
     FILE *f = run->metrics;
 
@@ -52,10 +55,12 @@ void ct_logger_row(ct_run *run, double train_loss, double val_loss, double val_a
     fprintf(f, "%lld,%lld", (long long)run->st.global_step,
             (long long)(run->st.step_in_epoch ? run->st.epoch + 1 : run->st.epoch));
     field(f, train_loss, "%.6f");
-    field(f, val_loss, "%.6f");
-    field(f, val_acc, "%.6f");
+    field(f, val ? val->loss : NAN, "%.6f");
+    field(f, val ? val->acc : NAN, "%.6f");
     field(f, lr, "%g");
     field(f, samples_per_sec, "%.1f");
+    for (int i = 0; i < run->model->info.n_metrics; i++)
+        field(f, val ? val->metrics[i] : NAN, "%.6f");
     fputc('\n', f);
     fflush(f);
 }

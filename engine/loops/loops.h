@@ -11,8 +11,10 @@
 #include <stdio.h>
 
 #include "ctrain/data.h"
+#include "ctrain/datamodule.h"
 #include "ctrain/dtype.h"
 #include "ctrain/error.h"
+#include "ctrain/model.h"
 #include "ctrain/nn.h"
 #include "ctrain/strategy.h"
 
@@ -57,24 +59,34 @@ typedef struct ct_progress_state {
     int64_t epoch;             /* the epoch being (or about to be) trained, from 0 */
     int64_t step_in_epoch;     /* optimizer steps already done in that epoch */
     int64_t global_step;       /* optimizer steps since the start of training */
-    double best_val_acc;       /* -1: none yet */
+    double best_val_acc;       /* -1: none yet (models with accuracy: the best checkpoint's) */
+    double best_val_loss;      /* NaN: none yet (models without accuracy: the best checkpoint's) */
     double last_val_acc, last_val_loss;
+    double last_val_metrics[CT_MODEL_MAX_METRICS];
     double last_train_loss;
 } ct_progress_state;
+
+/* What an evaluation gives: mean loss per term, accuracy (NaN for a model without one) and the
+ * model's own metrics (ct_model_info.metric_names), all over the whole split and every rank. */
+typedef struct ct_eval_result {
+    double loss, acc;
+    double metrics[CT_MODEL_MAX_METRICS];
+    double count;              /* loss terms evaluated (samples or tokens) */
+} ct_eval_result;
 
 typedef struct ct_run {
     ct_strategy *strategy;
     int rank, world, is_zero;
     ct_loop_options opt;
-    ct_mlp *model;
+    /* The model the step runs: its implementation on this rank's device (ct_model_host(model) is
+     * the host copy that checkpoints read and write; on cpu they are the same). */
+    ct_model *model;
     ct_optim *optim;
-    struct ct_mlp_cuda *cuda_model; /* the model on a CUDA device, NULL on cpu (cuda_step.c) */
     ct_rng rng;                /* the run's PRNG (initialisation); saved in checkpoints */
-    const ct_dataset *train, *val;
+    ct_datamodule *data;
     ct_sampler train_sampler;
     /* One batch, allocated once for the largest batch (training or evaluation). */
-    float *batch_x;
-    uint8_t *batch_y;
+    ct_batch batch;
     int eval_batch;
     ct_progress_state st;
     /* Measurements of this process's run. */
@@ -116,30 +128,14 @@ double ct_lr_at(const ct_loop_options *o, int64_t step, long total_steps);
 long ct_fit_total_steps(const ct_loop_options *o, size_t steps_per_epoch);
 /* Train the rest of epoch run->st.epoch; returns 0 at the epoch end or when max_steps is reached. */
 int ct_epoch_loop_run(ct_run *run, ct_error *err);
-/* One optimizer step on a batch of count samples: forward, backward (gradients announced to the
- * strategy as they are ready), grad_sync, update. *loss gets the batch's mean loss. */
+/* One optimizer step on a batch of count training samples: forward, backward (gradients announced
+ * to the strategy as they are ready), grad_sync, update. *loss gets the batch's mean loss. */
 int ct_training_step(ct_run *run, const uint32_t *idx, int count, double *loss, ct_error *err);
 
-/* --- the model on a CUDA device (engine/loops/cuda_step.c) -----------------------------------
- * Set up after the host model and optimizer (their values are copied to the device); batch_x and
- * batch_y then point at its pinned buffers. Without CUDA in the build, setup fails with a message. */
-int ct_run_cuda_setup(ct_run *run, int max_batch, enum ct_dtype gemm_dtype, ct_error *err);
-void ct_run_cuda_free(ct_run *run);
-/* Device parameter and gradient arrays, host layout (for the strategy's setup_model). */
-float *ct_run_cuda_params(ct_run *run);
-float *ct_run_cuda_grads(ct_run *run);
-/* ct_training_step and the evaluation forward on the device (the batch already gathered). */
-int ct_cuda_training_step(ct_run *run, int count, double *loss, ct_error *err);
-int ct_cuda_eval_forward(ct_run *run, int count, double *loss_sum, int *correct, ct_error *err);
-/* Parameters and optimizer state to the host arrays (before saving) and back (after loading). */
-int ct_run_cuda_to_host(ct_run *run, ct_error *err);
-int ct_run_cuda_from_host(ct_run *run, ct_error *err);
-/* 16-mixed: steps skipped for overflow and the loss scale now (0 and 1 otherwise). */
-void ct_run_cuda_stats(const ct_run *run, int64_t *skipped_steps, double *loss_scale);
-
 /* --- the evaluation loop (engine/loops/eval_loop.c) ------------------------------------------- */
-/* Mean loss and accuracy over the whole of d, sharded over the ranks and reduced. */
-int ct_eval_loop_run(ct_run *run, const ct_dataset *d, double *loss, double *acc, ct_error *err);
+/* Loss, accuracy and the model's metrics over the whole of a split, sharded over the ranks and
+ * reduced. */
+int ct_eval_loop_run(ct_run *run, enum ct_split split, ct_eval_result *out, ct_error *err);
 
 /* --- checkpoints (engine/loops/checkpoint.c) -------------------------------------------------- */
 /* Save the run's weights, optimizer state and counters through the strategy (rank 0 writes). */
@@ -152,9 +148,9 @@ int ct_run_load_checkpoint(ct_run *run, const char *path, int weights_only, ct_e
 /* --- logging and progress (engine/loops/logger.c) --------------------------------------------- */
 int ct_logger_open(ct_run *run, int append, ct_error *err);
 void ct_logger_close(ct_run *run);
-/* One metrics.csv row; NaN fields are left empty. */
-void ct_logger_row(ct_run *run, double train_loss, double val_loss, double val_acc, double lr,
-                   double samples_per_sec);
+/* One metrics.csv row; NaN fields are left empty; val NULL: no validation in this row. The model's
+ * own metrics (val_<name>) are columns after samples_per_sec. */
+void ct_logger_row(ct_run *run, double train_loss, const ct_eval_result *val, double lr, double samples_per_sec);
 /* Progress after a step (bar or periodic plain line). */
 void ct_progress_step(ct_run *run, size_t steps_per_epoch, long total_steps, double loss,
                       double samples_per_sec);

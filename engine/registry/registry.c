@@ -75,6 +75,50 @@ static ct_registry_entry launchers[] = {
       .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA },
 };
 
+/* Models: the config schema (--model-config) and what each computes in. The cpu engine computes
+ * in 32-true and bf16-mixed; 16-mixed is the CUDA MLP's (the precision's own mask keeps it off cpu). */
+static const ct_config_key mlp_config[] = {
+    { .key = "hidden", .type = CT_CONFIG_INT_LIST, .min = 1, .max = 65536, .max_len = 15, .dflt = "512-256",
+      .help = "hidden layer widths joined by '-' ('none': a linear classifier); --hidden W,W sets it too" },
+    { .key = NULL },
+};
+
+/* The GPT's ranges are its own (engine/models/gpt/gpt.h CT_GPT_MAX_*); n_embd divisible by n_head,
+ * vocab and seq_len against the data are checked when the model is created. */
+static const ct_config_key gpt_config[] = {
+    { .key = "n_layer", .type = CT_CONFIG_INT, .min = 1, .max = 64, .dflt = "4", .help = "transformer blocks" },
+    { .key = "n_head", .type = CT_CONFIG_INT, .min = 1, .max = 8192, .dflt = "4",
+      .help = "attention heads per block (n_embd must be a multiple)" },
+    { .key = "n_embd", .type = CT_CONFIG_INT, .min = 1, .max = 8192, .dflt = "256", .help = "channels" },
+    { .key = "seq_len", .type = CT_CONFIG_INT, .min = 1, .max = 8192, .dflt = "128",
+      .help = "tokens per sequence (context length)" },
+    { .key = "vocab", .type = CT_CONFIG_INT, .min = 2, .max = 65536, .dflt = "256",
+      .help = "vocabulary size (256: byte tokens from ctrain tokenize)" },
+    { .key = NULL },
+};
+
+/* Room for the models and data modules a user program registers (ct_registry_add). */
+#define MAX_ADDED 32
+
+static ct_registry_entry models[8 + MAX_ADDED] = {
+    { .name = "mlp", .description = "multilayer perceptron classifier: Linear+ReLU layers, softmax "
+      "cross-entropy; inputs and classes from the data", .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA,
+      .config = mlp_config, .precisions = "32-true,bf16-mixed,16-mixed", .datamodule = "fashion-mnist" },
+    { .name = "gpt", .description = "GPT-2 language model (learned positions, pre-LayerNorm blocks, causal "
+      "self-attention, GELU MLP, tied LM head); not on cuda until device kernels exist",
+      .accelerators = CT_ACCEL_CPU, .config = gpt_config, .precisions = "32-true,bf16-mixed",
+      .datamodule = "tokens" },
+};
+
+static ct_registry_entry datamodules[8 + MAX_ADDED] = {
+    { .name = "fashion-mnist", .aliases = { "fmnist", NULL },
+      .description = "Fashion-MNIST IDX files: 60000 28x28 images in 10 classes (1/12 held out for "
+      "validation) and 10000 test images", .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA,
+      .default_dir = "/usr/share/datasets/fashion-mnist" },
+    { .name = "tokens", .description = "llm.c token shards DIR/train.bin and DIR/val.bin (ctrain tokenize): "
+      "windows of the model's seq_len, in order, sharded over the ranks", .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA },
+};
+
 struct table {
     const char *kind_name;
     ct_registry_entry *entries;
@@ -89,7 +133,31 @@ static struct table tables[CT_REG_NKINDS] = {
     [CT_REG_PRECISION]     = { "precision", precisions, N_OF(precisions) },
     [CT_REG_CHECKPOINT_IO] = { "checkpoint_io", checkpoint_ios, N_OF(checkpoint_ios) },
     [CT_REG_LAUNCHER]      = { "launcher", launchers, N_OF(launchers) },
+    [CT_REG_MODEL]         = { "model", models, 0 },
+    [CT_REG_DATAMODULE]    = { "datamodule", datamodules, 0 },
 };
+
+/* The model and data-module tables have spare rows: their count is the rows with a name. */
+static int count_named(enum ct_registry_kind kind, int cap)
+{
+    static int counted[CT_REG_NKINDS];
+
+    if (!counted[kind]) {
+        int n = 0;
+
+        while (n < cap && tables[kind].entries[n].name)
+            n++;
+        tables[kind].n = n;
+        counted[kind] = 1;
+    }
+    return tables[kind].n;
+}
+
+static void count_tables(void)
+{
+    count_named(CT_REG_MODEL, N_OF(models));
+    count_named(CT_REG_DATAMODULE, N_OF(datamodules));
+}
 
 /* Names and aliases of every kind, NULL-terminated, built on first use. */
 static const char *name_lists[CT_REG_NKINDS][64];
@@ -101,11 +169,13 @@ const char *ct_registry_kind_name(enum ct_registry_kind kind)
 
 int ct_registry_count(enum ct_registry_kind kind)
 {
+    count_tables();
     return (unsigned)kind < CT_REG_NKINDS ? tables[kind].n : 0;
 }
 
 const ct_registry_entry *ct_registry_at(enum ct_registry_kind kind, int i)
 {
+    count_tables();
     if ((unsigned)kind >= CT_REG_NKINDS || i < 0 || i >= tables[kind].n)
         return NULL;
     return &tables[kind].entries[i];
@@ -115,6 +185,7 @@ const ct_registry_entry *ct_registry_find(enum ct_registry_kind kind, const char
 {
     if ((unsigned)kind >= CT_REG_NKINDS || !name)
         return NULL;
+    count_tables();
     for (int i = 0; i < tables[kind].n; i++) {
         const ct_registry_entry *e = &tables[kind].entries[i];
         /* Names are case-insensitive, as in Lightning ("DDP", "CPU", "BF16-Mixed"). */
@@ -134,6 +205,7 @@ const char *const *ct_registry_names(enum ct_registry_kind kind)
 
     if ((unsigned)kind >= CT_REG_NKINDS)
         return NULL;
+    count_tables();
     list = name_lists[kind];
     if (list[0])
         return list;
@@ -151,6 +223,7 @@ int ct_registry_set_ops(enum ct_registry_kind kind, const char *name, const void
 {
     if ((unsigned)kind >= CT_REG_NKINDS)
         return CT_EINVAL;
+    count_tables();
     for (int i = 0; i < tables[kind].n; i++) {
         if (!strcmp(tables[kind].entries[i].name, name)) {
             tables[kind].entries[i].ops = ops;
@@ -158,6 +231,35 @@ int ct_registry_set_ops(enum ct_registry_kind kind, const char *name, const void
         }
     }
     return CT_EINVAL;
+}
+
+int ct_registry_add(enum ct_registry_kind kind, const ct_registry_entry *entry)
+{
+    int cap = kind == CT_REG_MODEL ? N_OF(models) : kind == CT_REG_DATAMODULE ? N_OF(datamodules) : 0;
+
+    if (!cap || !entry || !entry->name || !entry->name[0] || ct_registry_find(kind, entry->name))
+        return CT_EINVAL;
+    if (tables[kind].n >= cap)
+        return CT_ENOMEM;
+    tables[kind].entries[tables[kind].n++] = *entry;
+    name_lists[kind][0] = NULL; /* rebuilt with the new name on next use */
+    return 0;
+}
+
+int ct_registry_model_has_precision(const ct_registry_entry *model, const char *precision)
+{
+    const char *p = model && model->precisions ? model->precisions : "32-true";
+    size_t len = strlen(precision);
+
+    while (*p) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+
+        if (n == len && !strncmp(p, precision, len))
+            return 1;
+        p += n + (end != NULL);
+    }
+    return 0;
 }
 
 unsigned ct_registry_accel_bit(const char *accelerator)

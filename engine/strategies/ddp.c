@@ -26,10 +26,8 @@
 #include <unistd.h>
 
 #include "ctrain/util.h"
-#include "engine/strategies/strategies.h"
-#ifdef CT_HAVE_CUDA
 #include "engine/strategies/ddp_nccl.h"
-#endif
+#include "engine/strategies/strategies.h"
 
 struct bucket {
     size_t start, len;   /* floats of grads[] */
@@ -241,14 +239,13 @@ static int ddp_wait(ct_strategy *s, MPI_Request *reqs, int n, const char *what, 
     }
 }
 
-/* --- the seam to NCCL (cuda builds); without CUDA these are never reached ---------------------- */
-#ifdef CT_HAVE_CUDA
+/* --- the seam to NCCL: when the accelerator keeps the model in device memory ------------------ */
 /* Bound on the NCCL bootstrap and each wait when --collective-timeout is 0. */
 #define NCCL_TIMEOUT_S 600.0
 
 static int nccl_setup(ct_strategy *s, struct ddp *d, ct_error *err)
 {
-    if (strcmp(s->accelerator->name, "cuda"))
+    if (!s->accelerator->device_memory)
         return 0;
     /* --collective-timeout bounds NCCL's waits too (0 means wait forever: keep NCCL's own bound). */
     return ct_nccl_create(s->global_rank, s->world_size,
@@ -261,13 +258,6 @@ static int nccl_start(struct ddp *d, struct bucket *b, ct_error *err)
 }
 static int nccl_wait(struct ddp *d, ct_error *err) { return ct_nccl_wait(d->nccl, err); }
 static void nccl_free(struct ddp *d) { ct_nccl_free(d->nccl); d->nccl = NULL; }
-#else
-static int nccl_setup(ct_strategy *s, struct ddp *d, ct_error *err) { return 0; }
-static int nccl_broadcast(struct ddp *d, float *p, size_t n, ct_error *err) { return CT_ENOTAVAIL; }
-static int nccl_start(struct ddp *d, struct bucket *b, ct_error *err) { return CT_ENOTAVAIL; }
-static int nccl_wait(struct ddp *d, ct_error *err) { return CT_ENOTAVAIL; }
-static void nccl_free(struct ddp *d) { }
-#endif
 
 static int mpi_error(int rc, const char *call, ct_error *err)
 {
@@ -296,6 +286,40 @@ static int ddp_init(ct_strategy *s, ct_error *err)
     d->comm = MPI_COMM_NULL;
     d->fault_comm = MPI_COMM_NULL;
     s->impl = d;
+    return 0;
+}
+
+/* The cluster environment the connector chose is the authority on the rank layout when it started
+ * the processes (srun, mpirun, torchrun, ctrain's subprocess launcher); MPI's answer must agree
+ * with it. Workers forked by the fork launcher have no environment of their own: MPI numbers them,
+ * all on this node. */
+static int check_mpi_layout(ct_strategy *s, int rank, int size, ct_error *err)
+{
+    if (!s->env_info.creates_processes_externally) {
+        if (size != s->world_size) {
+            ct_error_set(err, CT_ECONFLICT, "ddp-world-mismatch", "ddp: MPI sees %d ranks but the plan has %d", size,
+                         s->world_size);
+            return ct_error_hint(err, "launch the ranks with ctrain's own launcher, srun --mpi=pmix or mpirun");
+        }
+        s->global_rank = rank;
+        s->local_rank = rank;
+        s->node_rank = 0;
+        return 0;
+    }
+    if (size != s->world_size) {
+        ct_error_set(err, CT_ECONFLICT, "ddp-world-mismatch",
+                     "ddp: MPI sees %d ranks but the cluster environment %s says %d", size, s->env_name,
+                     s->world_size);
+        return ct_error_hint(err, "with srun use --mpi=pmix so MPI joins the step's tasks");
+    }
+    if (rank != s->global_rank) {
+        ct_error_set(err, CT_ECONFLICT, "ddp-rank-mismatch",
+                     "ddp: MPI numbers this process rank %d but the cluster environment %s says rank %d", rank,
+                     s->env_name, s->global_rank);
+        return ct_error_hint(err, "launch with srun --mpi=pmix or mpirun so MPI's ranks are the launcher's");
+    }
+    s->local_rank = s->env_info.local_rank;
+    s->node_rank = s->env_info.node_rank;
     return 0;
 }
 
@@ -340,21 +364,8 @@ static int ddp_setup_environment(ct_strategy *s, ct_error *err)
     MPI_Comm_set_errhandler(d->fault_comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(d->comm, &rank);
     MPI_Comm_size(d->comm, &size);
-    if (s->env_info.creates_processes_externally && size != s->world_size) {
-        ct_error_set(err, CT_ECONFLICT, "ddp-world-mismatch",
-                     "ddp: MPI sees %d ranks but the cluster environment %s says %d", size, s->env_name,
-                     s->world_size);
-        return ct_error_hint(err, "with srun use --mpi=pmix so MPI joins the step's tasks");
-    }
-    s->world_size = size;
-    s->global_rank = rank;
-    if (s->env_info.creates_processes_externally) {
-        s->local_rank = s->env_info.local_rank;
-        s->node_rank = s->env_info.node_rank;
-    } else {
-        s->local_rank = rank;
-        s->node_rank = 0;
-    }
+    if ((rc = check_mpi_layout(s, rank, size, err)))
+        return rc;
     s->device = s->devices[s->local_rank < s->n_devices ? s->local_rank : 0];
     if ((rc = s->accelerator->set_device(s->device, err)))
         return rc;

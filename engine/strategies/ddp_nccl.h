@@ -1,4 +1,5 @@
-/* NCCL for the ddp strategy on cuda (internal to libctrain; CT_HAVE_CUDA builds only).
+/* NCCL for the ddp strategy on cuda (internal to libctrain). Without CUDA in the build every call
+ * fails with CT_ENOTAVAIL (ddp never makes one: no accelerator there keeps device memory).
  *
  * One communicator over the job's ranks, bootstrapped through PMIx: rank 0 makes the
  * ncclUniqueId and puts it in the PMIx key-value store, a fence publishes it, every rank gets it

@@ -44,6 +44,33 @@ void ct_strategy_set_quiet_others(ct_strategy *s, int quiet)
     s->quiet_others = quiet;
 }
 
+int ct_strategy_model_to_device(ct_strategy *s, ct_model *host, ct_optim *optim, int max_batch, ct_model **out,
+                                ct_error *err)
+{
+    ct_model_placement where = { 0 };
+
+    *out = NULL;
+    where.accelerator = s->accelerator->name;
+    where.device = s->device;
+    where.gemm_dtype = s->precision ? s->precision->gemm_dtype : CT_DTYPE_F32;
+    where.loss_scaling = s->precision ? s->precision->loss_scaling : 0;
+    where.max_batch = max_batch;
+    where.optim = optim;
+    if (!s->accelerator->model_to_device) {
+        ct_error_set(err, CT_ENOTAVAIL, "model-not-on-accelerator", "accelerator %s cannot hold a model",
+                     s->accelerator->name);
+        return ct_error_hint(err, "use --accelerator cpu");
+    }
+    return s->accelerator->model_to_device(host, &where, out, err);
+}
+
+int ct_strategy_device_memory(const ct_strategy *s, ct_memstats *out)
+{
+    if (!s->accelerator->device_memory || !s->accelerator->memory_stats)
+        return CT_ENOTAVAIL;
+    return s->accelerator->memory_stats(s->device, out);
+}
+
 struct launch_ctx {
     ct_strategy *s;
     ct_rank_fn fn;

@@ -5,6 +5,7 @@
 #include "ctrain/launcher.h"
 #include "ctrain/registry.h"
 #include "engine/accelerators/accelerators.h"
+#include "engine/models/models.h"
 #include "engine/precision/precisions.h"
 #include "engine/strategies/strategies.h"
 #include "pmix/environment.h"
@@ -16,11 +17,8 @@ void ct_engine_init(void)
     if (done)
         return;
     done = 1;
-    ct_registry_set_ops(CT_REG_ACCELERATOR, "cpu", &ct_accelerator_cpu);
-#ifdef CT_HAVE_CUDA
-    /* Registration only: no CUDA call until the connector asks whether cuda is available. */
-    ct_registry_set_ops(CT_REG_ACCELERATOR, "cuda", &ct_accelerator_cuda);
-#endif
+    ct_accelerators_register();
+    ct_models_register_builtin();
     ct_registry_set_ops(CT_REG_PRECISION, "32-true", &ct_precision_32_true);
     ct_registry_set_ops(CT_REG_PRECISION, "bf16-mixed", &ct_precision_bf16_mixed);
     ct_registry_set_ops(CT_REG_PRECISION, "16-mixed", &ct_precision_16_mixed);

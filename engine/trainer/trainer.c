@@ -13,7 +13,9 @@
 #include <cjson/cJSON.h>
 
 #include "ctrain/data.h"
+#include "ctrain/datamodule.h"
 #include "ctrain/engine.h"
+#include "ctrain/model.h"
 #include "ctrain/nn.h"
 #include "ctrain/registry.h"
 #include "ctrain/trainer.h"
@@ -28,6 +30,7 @@ enum mode { MODE_FIT, MODE_VALIDATE, MODE_TEST };
 struct body_arg {
     const ct_trainer_config *cfg;
     enum mode mode;
+    const ct_plan *plan;       /* the connector's: model, its config, the data module */
 };
 
 void ct_trainer_config_default(ct_trainer_config *cfg)
@@ -141,37 +144,6 @@ static int mkdir_p(const char *dir, ct_error *err)
     return 0;
 }
 
-static int on_cuda(ct_strategy *s)
-{
-    const char *acc = ct_strategy_accelerator_name(s);
-
-    return acc && !strcmp(acc, "cuda");
-}
-
-/* The cpu engine computes in fp32 or bf16-mixed, the cuda engine (CUDA builds) in those and
- * 16-mixed; anything else must not run quietly as fp32. */
-static int check_plan(ct_strategy *s, ct_error *err)
-{
-    const struct ct_precision_ops *p = ct_strategy_precision(s);
-    const char *acc = ct_strategy_accelerator_name(s);
-
-#ifdef CT_HAVE_CUDA
-    if (on_cuda(s))
-        return 0;
-#endif
-    if (acc && strcmp(acc, "cpu")) {
-        ct_error_set(err, CT_ENOTAVAIL, "trainer-accelerator",
-                     "--accelerator %s: the training engine of this build runs on cpu only", acc);
-        return ct_error_hint(err, "use --accelerator cpu");
-    }
-    if (p && (p->param_dtype != CT_DTYPE_F32 || (p->gemm_dtype != CT_DTYPE_F32 && p->gemm_dtype != CT_DTYPE_BF16))) {
-        ct_error_set(err, CT_ENOTAVAIL, "trainer-precision",
-                     "--precision %s: the cpu engine computes in 32-true or bf16-mixed only", p->name);
-        return ct_error_hint(err, "use --precision 32-true or --precision bf16-mixed");
-    }
-    return 0;
-}
-
 /* One BLAS team per rank: share the cores among the ranks of a node, unless the user chose. */
 static void set_blas_threads(ct_strategy *s)
 {
@@ -186,7 +158,7 @@ static void set_blas_threads(ct_strategy *s)
     openblas_set_num_threads(threads > 0 ? (int)threads : 1);
 }
 
-static void flags_json(const ct_trainer_config *cfg, char *buf, size_t size)
+static void flags_json(const ct_trainer_config *cfg, const ct_plan *plan, char *buf, size_t size)
 {
     cJSON *o = cJSON_CreateObject(), *h = cJSON_AddArrayToObject(o, "hidden");
     char *s;
@@ -204,6 +176,9 @@ static void flags_json(const ct_trainer_config *cfg, char *buf, size_t size)
     cJSON_AddNumberToObject(o, "seed", (double)cfg->seed);
     cJSON_AddBoolToObject(o, "deterministic", cfg->deterministic);
     cJSON_AddNumberToObject(o, "val_fraction", cfg->val_fraction);
+    cJSON_AddStringToObject(o, "model", plan->model);
+    cJSON_AddStringToObject(o, "model_config", plan->model_config);
+    cJSON_AddStringToObject(o, "datamodule", plan->datamodule);
     s = cJSON_PrintUnformatted(o);
     snprintf(buf, size, "%s", s ? s : "{}");
     free(s);
@@ -213,8 +188,9 @@ static void flags_json(const ct_trainer_config *cfg, char *buf, size_t size)
 /* Everything one rank owns. */
 struct rank_state {
     ct_run run;
-    ct_dataset train, val, test;
-    ct_mlp *model;
+    ct_datamodule *data;
+    ct_model *host;            /* the model on the host: init, checkpoints */
+    ct_model *model;           /* its implementation on this rank's device (host itself on cpu) */
     ct_optim *optim;
 };
 
@@ -222,28 +198,62 @@ static void rank_state_free(struct rank_state *rs)
 {
     ct_logger_close(&rs->run);
     ct_sampler_free(&rs->run.train_sampler);
-    ct_run_cuda_free(&rs->run); /* the batch buffers are its pinned memory then */
-    free(rs->run.batch_x);
-    free(rs->run.batch_y);
-    ct_mlp_free(rs->model);
+    ct_model_free_batch(rs->model, &rs->run.batch);
+    if (rs->model != rs->host)
+        ct_model_free(rs->model);
+    ct_model_free(rs->host);
     ct_optim_free(rs->optim);
-    ct_dataset_free(&rs->train);
-    ct_dataset_free(&rs->val);
-    ct_dataset_free(&rs->test);
+    ct_datamodule_free(rs->data);
 }
 
-static int build_model(struct rank_state *rs, const ct_trainer_config *cfg, ct_error *err)
+/* The model's config: --model-config, with --hidden W,W folded in as the mlp's hidden=W-W. */
+static int model_config(const ct_trainer_config *cfg, const ct_plan *plan, char *out, size_t size, ct_error *err)
 {
-    int dims[CT_TRAINER_MAX_HIDDEN + 2], n = 0;
-    int max_batch = cfg->batch_size > EVAL_BATCH ? cfg->batch_size : EVAL_BATCH;
+    size_t used = (size_t)snprintf(out, size, "%s", plan->model_config);
+
+    if (!cfg->hidden_set)
+        return 0;
+    if (strcmp(plan->model, "mlp")) {
+        ct_error_set(err, CT_EINVAL, "trainer-hidden", "--hidden sets the mlp's layers, but --model is %s", plan->model);
+        return ct_error_hint(err, "use --model-config for %s (ctrain plan --list shows its keys)", plan->model);
+    }
+    if (strstr(plan->model_config, "hidden=")) {
+        ct_error_set(err, CT_EINVAL, "trainer-hidden", "--hidden and --model-config hidden=... both set the layers");
+        return ct_error_hint(err, "give one of them");
+    }
+    used += (size_t)snprintf(out + used, size - used, "%shidden=%s", used ? "," : "", cfg->n_hidden ? "" : "none");
+    for (int i = 0; i < cfg->n_hidden && used < size; i++)
+        used += (size_t)snprintf(out + used, size - used, "%s%d", i ? "-" : "", cfg->hidden[i]);
+    return 0;
+}
+
+/* The data module for this mode, then the model built for its data, the optimizer and the first
+ * weights. The data module learns the model's input (token windows take the model's length). */
+static int build_model(struct rank_state *rs, const ct_trainer_config *cfg, const struct body_arg *ba,
+                       ct_error *err)
+{
+    unsigned splits = ba->mode == MODE_FIT ? CT_SPLITS_FIT | CT_SPLITS_TEST
+                    : ba->mode == MODE_TEST ? CT_SPLITS_TEST : CT_SPLITS_FIT;
+    int eval_batch = ct_model_eval_batch(ba->plan->model, EVAL_BATCH);
+    int max_batch = cfg->batch_size > eval_batch ? cfg->batch_size : eval_batch;
+    char config[1024];
     ct_optim_config oc;
     enum ct_optim_kind kind;
     int rc;
 
-    dims[n++] = 784;
-    for (int i = 0; i < cfg->n_hidden; i++)
-        dims[n++] = cfg->hidden[i];
-    dims[n++] = 10;
+    if ((rc = model_config(cfg, ba->plan, config, sizeof(config), err)) ||
+        (rc = ct_datamodule_open(ba->plan->datamodule, cfg->data_dir, cfg->val_fraction, splits, &rs->data, err)))
+        return rc;
+    if ((rc = ct_model_create(ba->plan->model, config, ct_datamodule_info(rs->data), max_batch, &rs->host, err)) ||
+        (rc = ct_datamodule_setup(rs->data, &rs->host->x, &rs->host->y, err)))
+        return rc;
+    /* Sizes are known once the data has the model's input (token windows of its length). */
+    if (ba->mode == MODE_FIT && ct_datamodule_size(rs->data, CT_SPLIT_TRAIN) < (size_t)rs->run.world)
+        return ct_error_set(err, CT_EINVAL, "trainer-val-fraction",
+                            "--val-fraction %g leaves %zu training samples for %d ranks", cfg->val_fraction,
+                            ct_datamodule_size(rs->data, CT_SPLIT_TRAIN), rs->run.world);
+    /* A model may evaluate in smaller batches than the default (long sequences). */
+    rs->run.eval_batch = eval_batch;
     ct_optim_parse_kind(cfg->optimizer, &kind);
     ct_optim_config_default(&oc, kind);
     oc.lr = cfg->lr;
@@ -251,19 +261,12 @@ static int build_model(struct rank_state *rs, const ct_trainer_config *cfg, ct_e
         oc.weight_decay = cfg->weight_decay;
     if (kind == CT_OPTIM_SGD)
         oc.momentum = cfg->momentum;
-    if ((rc = ct_mlp_create(dims, n, max_batch, &rs->model, err)) ||
-        (rc = ct_optim_create(&oc, ct_mlp_num_params(rs->model), &rs->optim, err)))
+    if ((rc = ct_optim_create(&oc, rs->host->num_params, &rs->optim, err)))
         return rc;
-    rs->run.batch_x = malloc(sizeof(float) * 784 * (size_t)max_batch);
-    rs->run.batch_y = malloc((size_t)max_batch);
-    if (!rs->run.batch_x || !rs->run.batch_y)
-        return ct_error_set(err, CT_ENOMEM, "", "out of memory for a batch of %d", max_batch);
-    rs->run.eval_batch = EVAL_BATCH;
-    rs->run.model = rs->model;
     rs->run.optim = rs->optim;
     /* Initialise from the seed; rank 0's values win anyway (setup_model broadcasts them). */
     ct_rng_seed(&rs->run.rng, cfg->seed);
-    ct_mlp_init(rs->model, &rs->run.rng);
+    ct_model_init(rs->host, &rs->run.rng);
     return 0;
 }
 
@@ -278,18 +281,20 @@ static const char *slurm_job_id(void)
     return id ? id : "";
 }
 
-/* The precision's GEMM type on the cpu model, or a device copy of model and optimizer on cuda. */
+/* Lightning's model_to_device: the strategy has the accelerator make the model's implementation for
+ * the precision (on cpu the host model itself), then the batch buffers it reads from. */
 static int place_model(struct rank_state *rs, ct_strategy *s, const ct_trainer_config *cfg, ct_error *err)
 {
-    enum ct_dtype gemm = ct_strategy_precision(s) ? ct_strategy_precision(s)->gemm_dtype : CT_DTYPE_F32;
-    int max_batch = cfg->batch_size > EVAL_BATCH ? cfg->batch_size : EVAL_BATCH;
+    int max_batch = cfg->batch_size > rs->run.eval_batch ? cfg->batch_size : rs->run.eval_batch;
+    int rc;
 
-    if (on_cuda(s))
-        return ct_run_cuda_setup(&rs->run, max_batch, gemm, err);
-    return ct_mlp_set_gemm_dtype(rs->model, gemm, err);
+    if ((rc = ct_strategy_model_to_device(s, rs->host, rs->optim, max_batch, &rs->model, err)))
+        return rc;
+    rs->run.model = rs->model;
+    return ct_model_batch_buffers(rs->model, &rs->run.batch, err);
 }
 
-static void fill_options(ct_run *run, const ct_trainer_config *cfg)
+static void fill_options(ct_run *run, const ct_trainer_config *cfg, const ct_plan *plan)
 {
     ct_loop_options *o = &run->opt;
 
@@ -303,7 +308,7 @@ static void fill_options(ct_run *run, const ct_trainer_config *cfg)
     o->seed = cfg->seed;
     snprintf(o->root_dir, sizeof(o->root_dir), "%s", cfg->default_root_dir);
     snprintf(o->job_id, sizeof(o->job_id), "%s", slurm_job_id());
-    flags_json(cfg, o->flags_json, sizeof(o->flags_json));
+    flags_json(cfg, plan, o->flags_json, sizeof(o->flags_json));
     switch (cfg->progress) {
     case CT_TRAINER_PROGRESS_BAR:   run->use_bar = 1; break;
     case CT_TRAINER_PROGRESS_PLAIN: run->use_plain = 1; break;
@@ -315,6 +320,9 @@ static void fill_options(ct_run *run, const ct_trainer_config *cfg)
             run->use_plain = 1;
     }
     run->st.best_val_acc = -1;
+    run->st.best_val_loss = NAN;
+    for (int i = 0; i < CT_MODEL_MAX_METRICS; i++)
+        run->st.last_val_metrics[i] = NAN;
     run->st.last_val_acc = run->st.last_val_loss = run->st.last_train_loss = NAN;
 }
 
@@ -332,21 +340,20 @@ static int zero_only_status(ct_run *run, int rc, ct_error *err)
     return status;
 }
 
-/* Loss scaling's record (16-mixed) and the device's memory (cuda). */
+/* Loss scaling's record (16-mixed) and the memory of the device when it has its own. */
 static void add_device_summary(cJSON *o, ct_strategy *s, const ct_run *run)
 {
-    const ct_registry_entry *acc = run->cuda_model ? ct_registry_find(CT_REG_ACCELERATOR, "cuda") : NULL;
-    const struct ct_accelerator_ops *ops = acc ? acc->ops : NULL;
     ct_memstats ms;
-    int64_t skipped;
-    double scale;
+    int64_t skipped = 0;
+    double scale = 1.0;
 
     if (ct_strategy_precision(s) && ct_strategy_precision(s)->loss_scaling) {
-        ct_run_cuda_stats(run, &skipped, &scale);
+        if (run->model->ops->stats)
+            run->model->ops->stats(run->model, &skipped, &scale);
         cJSON_AddNumberToObject(o, "overflow_skipped_steps", (double)skipped);
         cJSON_AddNumberToObject(o, "loss_scale", scale);
     }
-    if (ops && ops->memory_stats && ops->memory_stats(ct_strategy_device(s), &ms) == 0) {
+    if (ct_strategy_device_memory(s, &ms) == 0) {
         cJSON_AddNumberToObject(o, "device_memory_peak_bytes", (double)ms.peak_bytes);
         cJSON_AddNumberToObject(o, "device_memory_total_bytes", (double)ms.total_bytes);
     }
@@ -355,14 +362,14 @@ static void add_device_summary(cJSON *o, ct_strategy *s, const ct_run *run)
 static int write_summary(const ct_trainer_config *cfg, ct_strategy *s, const ct_trainer_result *res,
                          const ct_run *run, ct_error *err)
 {
-    char path[CT_TRAINER_PATH_MAX + 32], tmp[CT_TRAINER_PATH_MAX + 48], model[256];
+    char path[CT_TRAINER_PATH_MAX + 32], tmp[CT_TRAINER_PATH_MAX + 48], key[48];
+    const ct_model *host = ct_model_host(run->model);
     cJSON *o = cJSON_CreateObject();
     char *text;
     FILE *f;
     long allreduces, in_backward;
     int ok;
 
-    ct_mlp_describe(run->model, model, sizeof(model));
     cJSON_AddNumberToObject(o, "epochs", res->epochs);
     cJSON_AddNumberToObject(o, "steps", (double)res->steps);
     cJSON_AddNumberToObject(o, "world_size", res->world_size);
@@ -374,10 +381,18 @@ static int write_summary(const ct_trainer_config *cfg, ct_strategy *s, const ct_
     NUM_OR_NULL("best_val_acc", res->best_val_acc);
     NUM_OR_NULL("test_loss", res->test_loss);
     NUM_OR_NULL("test_acc", res->test_acc);
+    for (int i = 0; i < res->n_metrics; i++) {
+        snprintf(key, sizeof(key), "val_%s", res->metric_names[i]);
+        NUM_OR_NULL(key, res->val_metrics[i]);
+        snprintf(key, sizeof(key), "test_%s", res->metric_names[i]);
+        NUM_OR_NULL(key, res->test_metrics[i]);
+    }
 #undef NUM_OR_NULL
     cJSON_AddStringToObject(o, "best_checkpoint", res->best_checkpoint);
     cJSON_AddStringToObject(o, "last_checkpoint", res->last_checkpoint);
-    cJSON_AddStringToObject(o, "model", model);
+    cJSON_AddStringToObject(o, "model", host->describe);
+    cJSON_AddStringToObject(o, "model_name", host->name);
+    cJSON_AddStringToObject(o, "data", ct_datamodule_info(run->data)->description);
     cJSON_AddStringToObject(o, "optimizer", cfg->optimizer);
     cJSON_AddNumberToObject(o, "batch_size", cfg->batch_size);
     cJSON_AddNumberToObject(o, "lr", cfg->lr);
@@ -505,10 +520,10 @@ static int run_fit(struct rank_state *rs, const ct_trainer_config *cfg, ct_train
 {
     ct_run *run = &rs->run;
     char resume[CT_TRAINER_PATH_MAX + 32], best[CT_TRAINER_PATH_MAX + 32];
+    ct_eval_result test;
     int rc, exists = 0;
 
-    run->train = &rs->train;
-    run->val = &rs->val;
+    run->data = rs->data;
     if ((rc = choose_resume(run, cfg, resume, sizeof(resume), err)))
         return rc;
     if (resume[0]) {
@@ -526,7 +541,10 @@ static int run_fit(struct rank_state *rs, const ct_trainer_config *cfg, ct_train
         rc = ct_logger_open(run, resume[0] != '\0', err);
     if ((rc = zero_only_status(run, rc, err)))
         return rc;
-    if ((rc = ct_sampler_init(&run->train_sampler, rs->train.n, cfg->batch_size, run->rank, run->world, 1,
+    if ((rc = ct_sampler_init(&run->train_sampler, ct_datamodule_size(rs->data, CT_SPLIT_TRAIN), cfg->batch_size,
+                              run->rank, run->world,
+                              ct_datamodule_info(rs->data)->train_order == CT_ORDER_SEQUENTIAL ? CT_SAMPLER_SEQUENTIAL
+                                                                                              : CT_SAMPLER_SHUFFLE,
                               cfg->seed, err)))
         return rc;
     if ((rc = ct_fit_loop_run(run, err)))
@@ -540,8 +558,14 @@ static int run_fit(struct rank_state *rs, const ct_trainer_config *cfg, ct_train
         return rc;
     if (exists && (rc = ct_run_load_checkpoint(run, best, 1, err)))
         return rc;
-    if ((rc = ct_eval_loop_run(run, &rs->test, &res->test_loss, &res->test_acc, err)))
+    if ((rc = ct_eval_loop_run(run, CT_SPLIT_TEST, &test, err)))
         return rc;
+    res->test_loss = test.loss;
+    res->test_acc = test.acc;
+    for (int i = 0; i < res->n_metrics; i++) {
+        res->test_metrics[i] = test.metrics[i];
+        res->val_metrics[i] = run->st.last_val_metrics[i];
+    }
     res->epochs = (int)run->st.epoch;
     res->steps = (long)run->st.global_step;
     res->train_samples_per_sec = run->train_seconds > 0 ? run->train_samples / run->train_seconds : NAN;
@@ -560,11 +584,12 @@ static int run_eval(struct rank_state *rs, const ct_trainer_config *cfg, enum mo
                     ct_error *err)
 {
     ct_run *run = &rs->run;
-    const ct_dataset *d = mode == MODE_TEST ? &rs->test : &rs->val;
+    enum ct_split split = mode == MODE_TEST ? CT_SPLIT_TEST : CT_SPLIT_VAL;
     char path[CT_TRAINER_PATH_MAX + 32];
-    double loss, acc;
+    ct_eval_result r;
     int rc;
 
+    run->data = rs->data;
     resolve_ckpt(cfg, cfg->ckpt_path[0] ? cfg->ckpt_path : "best", path, sizeof(path));
     if ((rc = ct_run_load_checkpoint(run, path, 1, err))) {
         if (rc == CT_ENOENT)
@@ -572,36 +597,31 @@ static int run_eval(struct rank_state *rs, const ct_trainer_config *cfg, enum mo
                           cfg->default_root_dir);
         return rc;
     }
-    if (d->n == 0)
+    if (ct_datamodule_size(rs->data, split) == 0)
         return ct_error_set(err, CT_EINVAL, "trainer-no-val", "validate: --val-fraction 0 leaves no validation set");
-    if ((rc = ct_eval_loop_run(run, d, &loss, &acc, err)))
+    if ((rc = ct_eval_loop_run(run, split, &r, err)))
         return rc;
+    for (int i = 0; i < res->n_metrics; i++)
+        (mode == MODE_TEST ? res->test_metrics : res->val_metrics)[i] = r.metrics[i];
     if (mode == MODE_TEST) {
-        res->test_loss = loss;
-        res->test_acc = acc;
+        res->test_loss = r.loss;
+        res->test_acc = r.acc;
     } else {
-        res->val_loss = loss;
-        res->val_acc = acc;
+        res->val_loss = r.loss;
+        res->val_acc = r.acc;
     }
-    res->eval_samples = (long)d->n;
+    res->eval_samples = (long)ct_datamodule_size(rs->data, split);
     snprintf(res->best_checkpoint, sizeof(res->best_checkpoint), "%s", path);
     return 0;
 }
 
-static int load_data(struct rank_state *rs, const ct_trainer_config *cfg, enum mode mode, ct_error *err)
+/* The model's metric names and description into the result (plain data: it crosses a pipe). */
+static void result_model(ct_trainer_result *res, const ct_model *host)
 {
-    const char *dir = cfg->data_dir[0] ? cfg->data_dir : NULL;
-    int rc;
-
-    if (mode != MODE_TEST && (rc = ct_fmnist_load_fit(dir, cfg->val_fraction, &rs->train, &rs->val, err)))
-        return rc;
-    if (mode != MODE_VALIDATE && (rc = ct_fmnist_load_test(dir, &rs->test, err)))
-        return rc;
-    if (mode == MODE_FIT && rs->train.n < (size_t)rs->run.world)
-        return ct_error_set(err, CT_EINVAL, "trainer-val-fraction",
-                            "--val-fraction %g leaves %zu training samples for %d ranks", cfg->val_fraction,
-                            rs->train.n, rs->run.world);
-    return 0;
+    res->n_metrics = host->info.n_metrics < 4 ? host->info.n_metrics : 4;
+    for (int i = 0; i < res->n_metrics; i++)
+        snprintf(res->metric_names[i], sizeof(res->metric_names[i]), "%s", host->info.metric_names[i]);
+    snprintf(res->model, sizeof(res->model), "%s %s", host->name, host->describe);
 }
 
 static void result_init(ct_trainer_result *res)
@@ -609,6 +629,8 @@ static void result_init(ct_trainer_result *res)
     memset(res, 0, sizeof(*res));
     res->train_samples_per_sec = res->train_loss = res->val_loss = res->val_acc = NAN;
     res->best_val_acc = res->test_loss = res->test_acc = NAN;
+    for (int i = 0; i < 4; i++)
+        res->val_metrics[i] = res->test_metrics[i] = NAN;
 }
 
 /* The requeue signal (--requeue-signal, checked by ct_trainer_config_check) and SIGTERM/SIGINT only
@@ -647,18 +669,13 @@ static int rank_body(ct_strategy *s, void *arg, void *result, size_t result_size
     rs.run.world = ct_strategy_world_size(s);
     rs.run.is_zero = ct_strategy_is_global_zero(s);
     res.world_size = rs.run.world;
-    fill_options(&rs.run, cfg);
-    if ((rc = check_plan(s, err)))
-        goto out;
+    fill_options(&rs.run, cfg, ba->plan);
     set_blas_threads(s);
-    if ((rc = load_data(&rs, cfg, ba->mode, err)) || (rc = build_model(&rs, cfg, err)))
+    if ((rc = build_model(&rs, cfg, ba, err)) || (rc = place_model(&rs, s, cfg, err)))
         goto out;
-    if ((rc = place_model(&rs, s, cfg, err)))
-        goto out;
-    /* The strategy sees the arrays the step computes in: host memory on cpu, device memory on cuda. */
-    if ((rc = ct_strategy_setup_model(s, rs.run.cuda_model ? ct_run_cuda_params(&rs.run) : ct_mlp_params(rs.model),
-                                      rs.run.cuda_model ? ct_run_cuda_grads(&rs.run) : ct_mlp_grads(rs.model),
-                                      ct_mlp_num_params(rs.model), err)))
+    result_model(&res, rs.host);
+    /* The strategy sees the arrays the step computes in (device memory when the device has its own). */
+    if ((rc = ct_strategy_setup_model(s, rs.model->params, rs.model->grads, rs.model->num_params, err)))
         goto out;
     if (ba->mode == MODE_FIT) {
         rs.run.stop_enabled = 1;
@@ -681,7 +698,7 @@ out:
 static int launch(const ct_trainer_config *cfg, enum mode mode, ct_connector *conn, ct_trainer_result *res,
                   ct_error *err)
 {
-    struct body_arg ba = { cfg, mode };
+    struct body_arg ba = { cfg, mode, ct_connector_plan(conn) };
     ct_strategy *s;
     int is_supervisor = 0, rc;
 

@@ -1,6 +1,7 @@
 /* ctrain — the Accelerator: knows its device and nothing else.
  *
- * Availability, device count, setting the device, memory stats. It knows nothing about ranks,
+ * Availability, device count, setting the device, memory stats, and making a model's
+ * implementation for its device (the device seam: nothing above the Accelerator names a device). It knows nothing about ranks,
  * collectives or checkpoints (those are the Strategy's). Implementations register themselves by
  * name with ct_registry_set_accelerator_ops(); libctrain-core only has their names.
  */
@@ -10,6 +11,7 @@
 #include <stddef.h>
 
 #include "ctrain/error.h"
+#include "ctrain/model.h"
 
 /* Most devices one node may use (ids and process counts). */
 #define CT_MAX_DEVICES 256
@@ -22,6 +24,9 @@ typedef struct ct_memstats {
 
 struct ct_accelerator_ops {
     const char *name;
+    /* 1: a model's parameters and gradients on this device are device memory, which a DDP strategy
+     * reduces with the device's collective library (NCCL on cuda); 0: host memory (MPI). */
+    int device_memory;
     /* 1 when usable here; 0 with a reason in why (e.g. "no CUDA driver"). */
     int (*is_available)(char *why, size_t why_size);
     /* Devices this process may use (cpu: online cores; cuda: after CUDA_VISIBLE_DEVICES). */
@@ -29,6 +34,11 @@ struct ct_accelerator_ops {
     /* Make device id current for this process/thread. */
     int (*set_device)(int id, ct_error *err);
     int (*memory_stats)(int id, ct_memstats *out);
+    /* The model's implementation on this device for the placement's precision (the device id is
+     * current). cpu: the host model itself, computing in where->gemm_dtype; other devices: the
+     * implementation registered for (model, accelerator) (ct_model_register_impl), else
+     * CT_ENOTAVAIL "model-not-on-accelerator". *out == host needs no freeing of its own. */
+    int (*model_to_device)(ct_model *host, const ct_model_placement *where, ct_model **out, ct_error *err);
 };
 
 #endif

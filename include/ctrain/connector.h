@@ -25,6 +25,9 @@ typedef struct ct_connector_flags {
     const char *num_nodes;
     const char *precision;
     const char *cluster_env;
+    const char *model;          /* --model NAME, default mlp */
+    const char *model_config;   /* --model-config k=v,... (checked against the model's schema) */
+    const char *datamodule;     /* --datamodule NAME, default the model's */
     int deterministic;
 } ct_connector_flags;
 
@@ -66,6 +69,9 @@ typedef struct ct_plan {
     ct_env_info env;          /* the cluster environment as read */
     char notices[4][256];     /* non-fatal notes for the user (e.g. legacy precision names) */
     int n_notices;
+    char model[32];           /* registry name of the model, "mlp" */
+    char model_config[512];   /* --model-config as given (checked) */
+    char datamodule[32];      /* registry name of the data module, "fashion-mnist" */
 } ct_plan;
 
 /* Whether CUDA is there, for the auto rules. */

@@ -50,7 +50,12 @@ void ct_dataset_free(ct_dataset *d);
  * Evaluation (shuffle=0): no padding (metrics count each sample once): rank r takes indices
  * r, r+world, ...; ranks may differ by one sample and one step, which is fine because evaluation
  * only meets the other ranks in the final reduce.
+ * Sequential training (shuffle=CT_SAMPLER_SEQUENTIAL, token windows as llm.c reads them): padded
+ * like shuffle, but the order is 0, 1, 2, ... every epoch, rank r taking r, r+world, ...
  * Everything is a function of (seed, epoch, step), so a run resumes at any step of an epoch. */
+#define CT_SAMPLER_EVAL       0
+#define CT_SAMPLER_SHUFFLE    1
+#define CT_SAMPLER_SEQUENTIAL 2
 typedef struct ct_sampler {
     size_t n;          /* dataset size */
     int rank, world;

@@ -9,12 +9,16 @@
 #ifndef CTRAIN_REGISTRY_H
 #define CTRAIN_REGISTRY_H
 
+#include "ctrain/config.h"
+
 enum ct_registry_kind {
     CT_REG_ACCELERATOR = 0,
     CT_REG_STRATEGY,
     CT_REG_PRECISION,
     CT_REG_CHECKPOINT_IO,
     CT_REG_LAUNCHER,
+    CT_REG_MODEL,         /* ops: const struct ct_model_class * (include/ctrain/model.h) */
+    CT_REG_DATAMODULE,    /* ops: const struct ct_datamodule_class * (include/ctrain/datamodule.h) */
     CT_REG_NKINDS
 };
 
@@ -40,6 +44,13 @@ typedef struct ct_registry_entry {
     enum ct_launch_policy launch;
     /* precisions only */
     const char *legacy_of;     /* for legacy names ("16"): the canonical name, with a notice */
+    /* models only */
+    const ct_config_key *config;   /* --model-config schema, NULL-key terminated (NULL: no keys) */
+    const char *precisions;    /* "32-true,bf16-mixed,16-mixed": what it computes in (with the
+                                  precision's own accelerator mask) */
+    const char *datamodule;    /* its default data module, "fashion-mnist" */
+    /* data modules only */
+    const char *default_dir;   /* --data when not given */
     const void *ops;           /* implementation, set by ct_registry_set_ops(); NULL in core-only code */
 } ct_registry_entry;
 
@@ -50,6 +61,12 @@ const ct_registry_entry *ct_registry_at(enum ct_registry_kind kind, int i);
 const ct_registry_entry *ct_registry_find(enum ct_registry_kind kind, const char *name);
 /* NULL-terminated list of names and aliases (static storage), for "did you mean". */
 const char *const *ct_registry_names(enum ct_registry_kind kind);
+/* Add an entry at run time (models and data modules only: a user program registering its own;
+ * the strings must outlive the process' use of the registry). CT_EINVAL for another kind or a name
+ * taken, CT_ENOMEM when the table is full (32 added entries). */
+int ct_registry_add(enum ct_registry_kind kind, const ct_registry_entry *entry);
+/* 1 when the model entry lists precision (canonical name) among its precisions. */
+int ct_registry_model_has_precision(const ct_registry_entry *model, const char *precision);
 /* Attach an implementation to a registered name. Returns 0, or CT_EINVAL for an unknown name. */
 int ct_registry_set_ops(enum ct_registry_kind kind, const char *name, const void *ops);
 /* "cpu, cuda" for a CT_ACCEL_* mask, into buf. */

@@ -16,8 +16,10 @@
 
 #include <stddef.h>
 
+#include "ctrain/accelerator.h"
 #include "ctrain/checkpoint_io.h"
 #include "ctrain/error.h"
+#include "ctrain/model.h"
 #include "ctrain/precision.h"
 
 typedef struct ct_strategy ct_strategy;
@@ -56,6 +58,14 @@ void ct_strategy_set_quiet_others(ct_strategy *s, int quiet);
 /* --- lifecycle, inside a rank ----------------------------------------------------------------- */
 /* Join the process group (DDP: MPI over the PMIx-provided world) and select the device. */
 int ct_strategy_setup_environment(ct_strategy *s, ct_error *err);
+/* Lightning's model_to_device: the model on this rank's device for the strategy's precision (the
+ * Accelerator makes the implementation; on cpu *out is host itself). optim: the engine's optimizer
+ * (its state moves with the model), max_batch: the largest batch. Then setup_model with *out's
+ * params and grads. Free *out with ct_model_free unless it is host. */
+int ct_strategy_model_to_device(ct_strategy *s, ct_model *host, ct_optim *optim, int max_batch, ct_model **out,
+                                ct_error *err);
+/* Memory of this rank's device when it has its own (cuda): 0, or CT_ENOTAVAIL (host memory: cpu). */
+int ct_strategy_device_memory(const ct_strategy *s, ct_memstats *out);
 /* Hand over the model: params[n] (rank 0's values are broadcast to all), grads[n] (same layout). */
 int ct_strategy_setup_model(ct_strategy *s, float *params, float *grads, size_t n, ct_error *err);
 /* Backward finished the gradient of grads[offset .. offset+count). */

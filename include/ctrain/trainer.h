@@ -1,4 +1,5 @@
-/* ctrain — the Trainer: fit, validate and test an MLP on Fashion-MNIST.
+/* ctrain — the Trainer: fit, validate and test a registered model (--model, default the MLP) on a
+ * registered data module (--datamodule, default the model's: Fashion-MNIST for the MLP).
  *
  * The caller creates the connector (ct_connector_create) from the accelerator/strategy/precision
  * flags; the Trainer takes the strategy from it (ct_connector_strategy) and runs its rank body
@@ -7,9 +8,10 @@
  * its result comes back to the caller (through a pipe under the fork launcher).
  *
  * Outputs in default_root_dir (created when missing; default "runs"):
- *   metrics.csv         step,epoch,train_loss,val_loss,val_acc,lr,samples_per_sec
+ *   metrics.csv         step,epoch,train_loss,val_loss,val_acc,lr,samples_per_sec[,val_<metric>...]
  *   last.safetensors    after every epoch (and when fit stops inside one)
- *   best.safetensors    the checkpoint with the best val_acc so far
+ *   best.safetensors    the checkpoint with the best val_acc so far (the lowest val_loss for a model
+ *                       without accuracy, e.g. a language model)
  *   summary.json        at the end of fit: epochs, steps, world_size, train_samples_per_sec,
  *                       val_acc, test_acc (test runs on best.safetensors), ...
  *
@@ -47,8 +49,9 @@ typedef struct ct_trainer_config {
     char optimizer[16];             /* --optimizer adamw|sgd, default adamw */
     double weight_decay;            /* --weight-decay, default -1: adamw 0.01, sgd 0 */
     double momentum;                /* --momentum (sgd), default 0.9 */
-    int hidden[CT_TRAINER_MAX_HIDDEN]; /* --hidden 512,256 */
+    int hidden[CT_TRAINER_MAX_HIDDEN]; /* --hidden 512,256: the mlp's hidden=512-256 */
     int n_hidden;
+    int hidden_set;                 /* 1: --hidden given (else the model's config decides) */
     uint64_t seed;                  /* --seed, default 42 */
     int deterministic;              /* --deterministic */
     char default_root_dir[CT_TRAINER_PATH_MAX]; /* --default-root-dir, default "runs" */
@@ -79,6 +82,11 @@ typedef struct ct_trainer_result {
     double best_val_acc;
     double test_loss, test_acc;
     long eval_samples;              /* validate/test: samples evaluated */
+    /* The model's own metrics (ct_model_info.metric_names), at the last validation and on test. */
+    int n_metrics;
+    char metric_names[4][24];
+    double val_metrics[4], test_metrics[4];
+    char model[320];                /* "mlp 784-512-256-10" */
     char best_checkpoint[CT_TRAINER_PATH_MAX];
     char last_checkpoint[CT_TRAINER_PATH_MAX];
     char summary_path[CT_TRAINER_PATH_MAX];

@@ -139,6 +139,26 @@ static const struct error_case error_cases[] = {
     { "hostlist-malformed", { 0 }, { "SLURM_JOB_ID=7", "SLURM_STEP_ID=0", "SLURM_NTASKS=2",
       "SLURM_PROCID=0", "SLURM_LOCALID=0", "SLURM_NODEID=0", "SLURM_NNODES=1", "SLURM_TASKS_PER_NODE=2",
       "SLURM_STEP_NODELIST=n[1-" }, 0, 0, "n[1-" },
+    { "model-empty", { "--model", "" }, {0}, 0, 0, "--model" },
+    { "model-unknown", { "--model", "mlpp" }, {0}, 0, 0, "'mlp'" },
+    { "model-unknown", { 0 }, { "CTRAIN_MODEL=resnet" }, 0, 0, "CTRAIN_MODEL" },
+    { "model-config-syntax", { "--model-config", "hidden" }, {0}, 0, 0, "key=value" },
+    { "model-config-syntax", { "--model-config", "hidden=8,hidden=9" }, {0}, 0, 0, "twice" },
+    { "model-config-key", { "--model-config", "n_layer=4" }, {0}, 0, 0, "hidden" },
+    { "model-config-value", { "--model-config", "hidden=512-0" }, {0}, 0, 0, "hidden=512-0" },
+    { "model-config-value", { "--model-config", "hidden=big" }, {0}, 0, 0, "model mlp" },
+    { "model-config-value", { "--model", "test_cpu_only", "--model-config", "width=3" }, {0}, 0, 0, "[4, 64]" },
+    { "model-not-on-accelerator", { "--model", "test_cpu_only", "--accelerator", "cuda" }, {0}, CT_CUDA_PRESENT,
+      2, "--accelerator cpu" },
+    { "model-not-on-accelerator", { "--model", "gpt", "--accelerator", "cuda" }, {0}, CT_CUDA_PRESENT, 2,
+      "not implemented on accelerator cuda" },
+    { "model-config-value", { "--model", "gpt", "--model-config", "n_layer=0" }, {0}, 0, 0, "n_layer=0" },
+    { "model-config-key", { "--model", "gpt", "--model-config", "hidden=64" }, {0}, 0, 0, "n_layer" },
+    { "model-precision-unsupported", { "--model", "test_cpu_only", "--precision", "bf16-mixed" }, {0}, 0, 0,
+      "32-true" },
+    { "datamodule-empty", { "--datamodule", "" }, {0}, 0, 0, "--datamodule" },
+    { "datamodule-unknown", { "--datamodule", "fashion-mnst" }, {0}, 0, 0, "'fashion-mnist'" },
+    { "datamodule-missing", { "--model", "test_no_data" }, {0}, 0, 0, "--datamodule" },
 };
 
 static int run_flags(const char *const *fv, const char *const *env, enum ct_cuda_probe cuda, int cuda_count,
@@ -324,9 +344,57 @@ static void test_sources_and_json(void **state)
     ct_connector_free(conn);
 }
 
+/* Models a user program registers (ct_registry_add): one that runs on cpu in 32-true only, one
+ * without a default data module. */
+static const ct_config_key width_schema[] = {
+    { .key = "width", .type = CT_CONFIG_INT, .min = 4, .max = 64, .dflt = "8", .help = "units" },
+    { .key = NULL },
+};
+
+static void register_test_models(void)
+{
+    ct_registry_entry cpu_only = { .name = "test_cpu_only", .description = "test", .accelerators = CT_ACCEL_CPU,
+                                   .config = width_schema, .precisions = "32-true", .datamodule = "fashion-mnist" };
+    ct_registry_entry no_data = { .name = "test_no_data", .description = "test", .accelerators = CT_ACCEL_CPU,
+                                  .precisions = "32-true" };
+
+    assert_int_equal(ct_registry_add(CT_REG_MODEL, &cpu_only), 0);
+    assert_int_equal(ct_registry_add(CT_REG_MODEL, &no_data), 0);
+    assert_int_equal(ct_registry_add(CT_REG_MODEL, &no_data), CT_EINVAL);     /* name taken */
+    assert_int_equal(ct_registry_add(CT_REG_STRATEGY, &cpu_only), CT_EINVAL); /* not a kind users add */
+}
+
+static void test_register_models(void **state)
+{
+    register_test_models();
+    assert_non_null(ct_registry_find(CT_REG_MODEL, "test_cpu_only"));
+    assert_non_null(ct_registry_find(CT_REG_MODEL, "mlp"));
+}
+
+/* The plan names the model, its config and the data module (default mlp on fashion-mnist). */
+static void test_plan_model(void **state)
+{
+    static const char *const env[] = { NULL };
+    const char *fv[8] = { "--model-config", "hidden=64-32" };
+    ct_connector *conn = NULL;
+    ct_error err;
+    char *json;
+
+    assert_int_equal(run_flags(fv, env, CT_CUDA_ABSENT, 0, &conn, &err), 0);
+    assert_string_equal(ct_connector_plan(conn)->model, "mlp");
+    assert_string_equal(ct_connector_plan(conn)->datamodule, "fashion-mnist");
+    json = ct_plan_to_json(ct_connector_plan(conn));
+    assert_non_null(strstr(json, "\"model\":\t\"mlp\""));
+    assert_non_null(strstr(json, "\"model_config\":\t\"hidden=64-32\""));
+    free(json);
+    ct_connector_free(conn);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_register_models),
+        cmocka_unit_test(test_plan_model),
         cmocka_unit_test(test_implementation_missing),
         cmocka_unit_test(test_error_catalogue),
         cmocka_unit_test(test_catalogue_covered),

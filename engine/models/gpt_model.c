@@ -1,0 +1,122 @@
+/* The "gpt" model: the GPT-2 of engine/models/gpt behind the model seam. Its batch is x i32[T]
+ * tokens and y i32[T] the next tokens (the "tokens" data module); the loss is summed over the
+ * batch's B*T tokens; the extra metric is bits per byte (vocab 256: a token is a byte). No
+ * accuracy: the best checkpoint is the lowest val_loss. cpu only (no device kernels yet). */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "ctrain/model.h"
+#include "engine/models/gpt/gpt.h"
+#include "engine/models/models.h"
+
+static ct_gpt *gpt_of(const ct_model *m) { return m->impl; }
+
+static void gpt_destroy(ct_model *m)
+{
+    ct_gpt_free(gpt_of(m));
+    free(m);
+}
+
+static void gpt_init(ct_model *m, ct_rng *r) { ct_gpt_init(gpt_of(m), r); }
+
+static int gpt_set_gemm_dtype(ct_model *m, enum ct_dtype dtype, ct_error *err)
+{
+    return ct_gpt_set_gemm_dtype(gpt_of(m), dtype, err);
+}
+
+static int gpt_forward(ct_model *m, const ct_batch *b, ct_model_sums *out, ct_error *err)
+{
+    out->loss = ct_gpt_forward(gpt_of(m), b->x.data, b->y.data, b->count);
+    out->count = (double)b->count * ct_gpt_get_config(gpt_of(m))->seq_len;
+    out->correct = 0;
+    return 0;
+}
+
+static int gpt_backward(ct_model *m, double grad_scale, ct_grad_ready_fn ready, void *ctx, ct_error *err)
+{
+    return ct_gpt_backward(gpt_of(m), grad_scale, ready, ctx);
+}
+
+/* Bits per byte: the mean loss in nats per token over ln 2 (a byte-level token is one byte). */
+static void gpt_metrics(const ct_model *m, const ct_model_sums *sums, double *values)
+{
+    values[0] = sums->count > 0 ? ct_gpt_bits_per_byte(sums->loss / sums->count) : 0;
+}
+
+static const struct ct_model_ops gpt_ops = {
+    .destroy = gpt_destroy,
+    .init = gpt_init,
+    .set_gemm_dtype = gpt_set_gemm_dtype,
+    .forward = gpt_forward,
+    .backward = gpt_backward,
+};
+
+/* The checked --model-config onto the GPT's config, then what concerns several keys and the data. */
+static int gpt_config(const ct_config *cfg, const ct_data_info *data, ct_gpt_config *c, ct_error *err)
+{
+    static const char *const keys[] = { "n_layer", "n_head", "n_embd", "seq_len", "vocab" };
+    int rc;
+
+    ct_gpt_config_default(c);
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        if ((rc = ct_gpt_config_set(c, keys[i], ct_config_text(cfg, keys[i]), err)))
+            return rc;
+    if ((rc = ct_gpt_config_check(c, err)))
+        return rc;
+    if (data->x.dtype != CT_DTYPE_I32 || data->y.dtype != CT_DTYPE_I32) {
+        ct_error_set(err, CT_EINVAL, "data-model-mismatch", "model gpt trains on token windows, not on this data");
+        return ct_error_hint(err, "use --datamodule tokens --data DIR (DIR/train.bin, DIR/val.bin from ctrain tokenize)");
+    }
+    if (data->classes > c->vocab) {
+        ct_error_set(err, CT_EINVAL, "model-config-value", "--model-config vocab=%d, but the data holds token %lld",
+                     c->vocab, (long long)data->classes - 1);
+        return ct_error_hint(err, "set vocab=%lld or more (byte tokens: 256)", (long long)data->classes);
+    }
+    if (data->max_len > 0 && c->seq_len > data->max_len) {
+        ct_error_set(err, CT_EINVAL, "model-config-value",
+                     "--model-config seq_len=%d is beyond the data: its smallest split gives windows of %lld tokens",
+                     c->seq_len, (long long)data->max_len);
+        return ct_error_hint(err, "use seq_len=%lld or less, or tokenize more text", (long long)data->max_len);
+    }
+    return 0;
+}
+
+static int gpt_create(const ct_config *cfg, const ct_data_info *data, int max_batch, ct_model **out, ct_error *err)
+{
+    static const char *const metric_names[] = { "bpb" };
+    ct_gpt_config c;
+    ct_model *m;
+    ct_gpt *g = NULL;
+    int rc;
+
+    *out = NULL;
+    if ((rc = gpt_config(cfg, data, &c, err)))
+        return rc;
+    if (!(m = calloc(1, sizeof(*m))))
+        return ct_error_set(err, CT_ENOMEM, "", "out of memory");
+    if ((rc = ct_gpt_create(&c, max_batch, &g, err))) {
+        free(m);
+        return rc;
+    }
+    m->ops = &gpt_ops;
+    m->impl = g;
+    ct_gpt_config_describe(&c, m->describe, sizeof(m->describe));
+    m->info.has_accuracy = 0;
+    m->info.n_metrics = 1;
+    m->info.metric_names[0] = metric_names[0];
+    m->info.metrics = gpt_metrics;
+    m->x.dtype = m->y.dtype = CT_DTYPE_I32;
+    m->x.ndim = m->y.ndim = 1;
+    m->x.shape[0] = m->y.shape[0] = c.seq_len;
+    m->max_batch = max_batch;
+    m->num_params = ct_gpt_num_params(g);
+    m->params = ct_gpt_params(g);
+    m->grads = ct_gpt_grads(g);
+    m->n_tensors = ct_gpt_num_tensors(g);
+    m->tensors = ct_gpt_tensor(g, 0);
+    *out = m;
+    return 0;
+}
+
+/* Evaluation batches of 8 sequences: the activations of B*T tokens are the memory that matters. */
+const struct ct_model_class ct_model_gpt = { .create = gpt_create, .eval_batch = 8 };

@@ -1,0 +1,166 @@
+/* The model seam: create a registered model by name, dispatch to its ops, and the table of device
+ * implementations (include/ctrain/model.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctrain/model.h"
+
+#define MAX_IMPLS 16
+
+static struct impl {
+    char model[32];
+    char accelerator[32];
+    ct_model_impl_fn fn;
+} impls[MAX_IMPLS];
+static int n_impls;
+
+int ct_model_register(const ct_registry_entry *entry, const struct ct_model_class *cls, ct_error *err)
+{
+    int rc;
+
+    if (!entry || !entry->name || !cls || !cls->create)
+        return ct_error_set(err, CT_EINVAL, "model-register", "ct_model_register: an entry with a name and a "
+                            "class with create() are needed");
+    if ((rc = ct_registry_add(CT_REG_MODEL, entry))) {
+        ct_error_set(err, rc, "model-register", "ct_model_register: model '%s' %s", entry->name,
+                     rc == CT_ENOMEM ? "does not fit: the registry is full" : "is already registered");
+        return ct_error_hint(err, "register each model once, under a name of its own");
+    }
+    return ct_registry_set_ops(CT_REG_MODEL, entry->name, cls);
+}
+
+int ct_model_register_impl(const char *model, const char *accelerator, ct_model_impl_fn fn)
+{
+    if (n_impls >= MAX_IMPLS || !model || !accelerator || !fn)
+        return CT_EINVAL;
+    snprintf(impls[n_impls].model, sizeof(impls[0].model), "%s", model);
+    snprintf(impls[n_impls].accelerator, sizeof(impls[0].accelerator), "%s", accelerator);
+    impls[n_impls++].fn = fn;
+    return 0;
+}
+
+ct_model_impl_fn ct_model_find_impl(const char *model, const char *accelerator)
+{
+    for (int i = 0; i < n_impls; i++)
+        if (!strcmp(impls[i].model, model) && !strcmp(impls[i].accelerator, accelerator))
+            return impls[i].fn;
+    return NULL;
+}
+
+int ct_model_create(const char *name, const char *config, const ct_data_info *data, int max_batch, ct_model **out,
+                    ct_error *err)
+{
+    const ct_registry_entry *e = ct_registry_find(CT_REG_MODEL, name);
+    const struct ct_model_class *cls = e ? e->ops : NULL;
+    char owner[64];
+    ct_config cfg;
+    int rc;
+
+    *out = NULL;
+    if (!e) {
+        ct_error_set(err, CT_EINVAL, "model-unknown", "--model '%s' is not a known model", name);
+        return ct_error_hint(err, "ctrain plan --list shows the models");
+    }
+    if (!cls || !cls->create) {
+        ct_error_set(err, CT_ENOTAVAIL, "implementation-missing", "model %s is not linked into this program", e->name);
+        return ct_error_hint(err, "call ct_engine_init() (and ct_model_register for your own model) first");
+    }
+    snprintf(owner, sizeof(owner), "model %s", e->name);
+    if ((rc = ct_config_parse(e->config, "--model-config", owner, config, &cfg, err)) ||
+        (rc = cls->create(&cfg, data, max_batch, out, err)))
+        return rc;
+    snprintf((*out)->name, sizeof((*out)->name), "%s", e->name);
+    return 0;
+}
+
+int ct_model_eval_batch(const char *name, int dflt)
+{
+    const ct_registry_entry *e = ct_registry_find(CT_REG_MODEL, name);
+    const struct ct_model_class *cls = e ? e->ops : NULL;
+
+    return cls && cls->eval_batch > 0 && cls->eval_batch < dflt ? cls->eval_batch : dflt;
+}
+
+void ct_model_free(ct_model *m)
+{
+    if (m && m->ops && m->ops->destroy)
+        m->ops->destroy(m);
+}
+
+void ct_model_init(ct_model *m, ct_rng *r)
+{
+    if (m->ops->init)
+        m->ops->init(m, r);
+}
+
+int ct_model_set_gemm_dtype(ct_model *m, enum ct_dtype dtype, ct_error *err)
+{
+    if (m->ops->set_gemm_dtype)
+        return m->ops->set_gemm_dtype(m, dtype, err);
+    if (dtype == CT_DTYPE_F32)
+        return 0;
+    ct_error_set(err, CT_ENOTAVAIL, "model-precision-unsupported", "model %s computes in 32-true only", m->name);
+    return ct_error_hint(err, "use --precision 32-true");
+}
+
+int ct_model_forward(ct_model *m, const ct_batch *b, ct_model_sums *out, ct_error *err)
+{
+    return m->ops->forward(m, b, out, err);
+}
+
+int ct_model_backward(ct_model *m, double grad_scale, ct_grad_ready_fn ready, void *ctx, ct_error *err)
+{
+    return m->ops->backward(m, grad_scale, ready, ctx, err);
+}
+
+int ct_model_optim_step(ct_model *m, ct_optim *o, int *skipped, ct_error *err)
+{
+    *skipped = 0;
+    if (m->ops->optim_step)
+        return m->ops->optim_step(m, o, skipped, err);
+    ct_optim_step(o, m->params, m->grads);
+    return 0;
+}
+
+int ct_model_batch_buffers(ct_model *m, ct_batch *b, ct_error *err)
+{
+    size_t n = (size_t)(m->max_batch > 0 ? m->max_batch : 1);
+
+    memset(b, 0, sizeof(*b));
+    b->x.spec = m->x;
+    b->y.spec = m->y;
+    if (m->ops->batch_buffers)
+        return m->ops->batch_buffers(m, b, err);
+    b->x.data = malloc(n * ct_tensor_spec_numel(&m->x) * ct_dtype_size(m->x.dtype));
+    b->y.data = malloc(n * ct_tensor_spec_numel(&m->y) * ct_dtype_size(m->y.dtype));
+    if (!b->x.data || !b->y.data) {
+        ct_model_free_batch(m, b);
+        return ct_error_set(err, CT_ENOMEM, "", "out of memory for a batch of %zu samples", n);
+    }
+    return 0;
+}
+
+void ct_model_free_batch(ct_model *m, ct_batch *b)
+{
+    if (!m || m->ops->batch_buffers)
+        return; /* the model's own buffers: freed with it */
+    free(b->x.data);
+    free(b->y.data);
+    b->x.data = b->y.data = NULL;
+}
+
+int ct_model_to_host(ct_model *m, ct_optim *o, ct_error *err)
+{
+    return m->ops->to_host ? m->ops->to_host(m, o, err) : 0;
+}
+
+int ct_model_from_host(ct_model *m, const ct_optim *o, ct_error *err)
+{
+    return m->ops->from_host ? m->ops->from_host(m, o, err) : 0;
+}
+
+ct_model *ct_model_host(ct_model *m)
+{
+    return m->host ? m->host : m;
+}

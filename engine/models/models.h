@@ -1,0 +1,22 @@
+/* The models libctrain builds in, and their device implementations (internal to libctrain). */
+#ifndef CTRAIN_MODELS_H
+#define CTRAIN_MODELS_H
+
+#include "ctrain/model.h"
+
+extern const struct ct_model_class ct_model_mlp;
+extern const struct ct_model_class ct_model_gpt;
+
+/* The ct_mlp inside an "mlp" model (for its device implementations), NULL for another model. */
+ct_mlp *ct_mlp_model_mlp(const ct_model *m);
+
+#ifdef CT_HAVE_CUDA
+/* The MLP on the current CUDA device (engine/models/mlp_cuda_model.c). */
+int ct_mlp_cuda_model_create(ct_model *host, const ct_model_placement *where, ct_model **out, ct_error *err);
+#endif
+
+/* Register the built-in models and data modules with the registry, and the models' device
+ * implementations that this build has (the MLP on cuda in CUDA builds). */
+void ct_models_register_builtin(void);
+
+#endif

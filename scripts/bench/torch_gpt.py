@@ -1,0 +1,177 @@
+#!/usr/bin/python3
+"""The PyTorch peer of ctrain's GPT (engine/models/gpt) for scripts/bench/gpt-throughput.
+
+The same GPT-2 architecture, written plainly in eager PyTorch: token + learned position
+embeddings, pre-LayerNorm blocks (causal self-attention, GELU(tanh) MLP), final LayerNorm, LM head
+tied to the token embedding. Parameter names are ctrain's (wte.weight, h.0.attn.c_attn.weight, ...),
+so t/gpt_torch.py loads ctrain's safetensors into it. Run as a script it times training steps
+(forward, cross-entropy, backward, AdamW) on random byte tokens and prints one JSON line with
+tokens_per_sec (wall clock; tokens_per_cpu_sec: per the process's CPU time, all its threads, rank 0's
+when distributed). With --nprocs N it runs N ranks of DistributedDataParallel over gloo on this
+machine (torch.multiprocessing.spawn, one torch thread per rank unless --threads, DDP's default
+buckets and overlap), each rank taking every N-th window; tokens/s is all ranks' tokens over rank
+0's seconds in the timed steps.
+"""
+import argparse
+import json
+import math
+import os
+import socket
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Attention(nn.Module):
+    def __init__(self, n_embd, n_head, seq_len):
+        super().__init__()
+        self.n_head = n_head
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+        self.c_proj = nn.Linear(n_embd, n_embd)
+        # uint8, not bool: DDP broadcasts buffers and gloo has no bool
+        mask = torch.tril(torch.ones(seq_len, seq_len, dtype=torch.uint8))
+        self.register_buffer("mask", mask.view(1, 1, seq_len, seq_len), persistent=False)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        hs = C // self.n_head
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q = q.view(B, T, self.n_head, hs).transpose(1, 2)
+        k = k.view(B, T, self.n_head, hs).transpose(1, 2)
+        v = v.view(B, T, self.n_head, hs).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
+        att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.c_proj(y)
+
+
+class MLP(nn.Module):
+    def __init__(self, n_embd):
+        super().__init__()
+        self.c_fc = nn.Linear(n_embd, 4 * n_embd)
+        self.c_proj = nn.Linear(4 * n_embd, n_embd)
+
+    def forward(self, x):
+        return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
+
+
+class Block(nn.Module):
+    def __init__(self, n_embd, n_head, seq_len):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(n_embd)
+        self.attn = Attention(n_embd, n_head, seq_len)
+        self.ln_2 = nn.LayerNorm(n_embd)
+        self.mlp = MLP(n_embd)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, n_layer=4, n_head=4, n_embd=256, seq_len=128, vocab=256):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, n_embd)
+        self.wpe = nn.Embedding(seq_len, n_embd)
+        self.h = nn.ModuleList([Block(n_embd, n_head, seq_len) for _ in range(n_layer)])
+        self.ln_f = nn.LayerNorm(n_embd)
+        # GPT-2's initialisation (ctrain's ct_gpt_init draws the same distributions)
+        for name, p in self.named_parameters():
+            if name.endswith(".bias"):
+                nn.init.zeros_(p)
+            elif "ln_" in name:
+                nn.init.ones_(p)
+            else:
+                std = 0.02 / math.sqrt(2 * n_layer) if name.endswith("c_proj.weight") else 0.02
+                nn.init.normal_(p, 0.0, std)
+
+    def forward(self, idx, targets):
+        B, T = idx.shape
+        x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
+        for block in self.h:
+            x = block(x)
+        logits = self.ln_f(x) @ self.wte.weight.t()
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
+
+
+def run(rank, args, port):
+    """One process (nprocs 1) or one DDP rank: 3 warm-up steps, then args.steps timed ones."""
+    if args.nprocs > 1:
+        os.environ["MASTER_ADDR"] = "127.0.0.1"
+        os.environ["MASTER_PORT"] = str(port)
+        dist.init_process_group("gloo", rank=rank, world_size=args.nprocs)
+    torch.manual_seed(args.seed)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    model = GPT(args.n_layer, args.n_head, args.n_embd, args.seq_len, args.vocab)
+    if args.nprocs > 1:
+        model = nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.01)
+    T, B, N = args.seq_len, args.batch_size, args.nprocs
+    # A fixed stream of random tokens cut into windows in order; rank r takes windows r, r+N, ...
+    stream = torch.randint(0, args.vocab, (B * N * T * (args.steps + 3) + 1,))
+    windows = torch.arange(B * N * (args.steps + 3)).view(-1, N)[:, rank].contiguous()
+
+    def step(i):
+        w = windows[i * B:(i + 1) * B] * T
+        idx = w.view(B, 1) + torch.arange(T).view(1, T)
+        x, y = stream[idx], stream[idx + 1]
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16-mixed"):
+            loss = model(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    for i in range(3):
+        step(i)
+    if N > 1:
+        dist.barrier()
+    t0, c0 = time.perf_counter(), time.process_time()
+    for i in range(3, 3 + args.steps):
+        loss = step(i)
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+    if rank == 0:
+        print(json.dumps({"tokens_per_sec": B * N * T * args.steps / dt, "tokens_per_cpu_sec": B * T * args.steps / cpu,
+                          "steps": args.steps, "nprocs": N,
+                          "threads": torch.get_num_threads(), "precision": args.precision, "loss": loss}),
+              flush=True)
+    if N > 1:
+        dist.destroy_process_group()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n-layer", type=int, default=4)
+    ap.add_argument("--n-head", type=int, default=4)
+    ap.add_argument("--n-embd", type=int, default=256)
+    ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument("--vocab", type=int, default=256)
+    ap.add_argument("--batch-size", type=int, default=16, help="sequences per step (per rank)")
+    ap.add_argument("--steps", type=int, default=20, help="timed steps (after 3 warm-up steps)")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
+    ap.add_argument("--precision", choices=["32-true", "bf16-mixed"], default="32-true")
+    ap.add_argument("--seed", type=int, default=1337)
+    ap.add_argument("--nprocs", type=int, default=1, help="DDP ranks (gloo); 1: one plain process")
+    args = ap.parse_args()
+    if args.nprocs > 1:
+        if not args.threads:
+            args.threads = 1
+        mp.spawn(run, args=(args, free_port()), nprocs=args.nprocs, join=True)
+    else:
+        run(0, args, 0)
+
+
+if __name__ == "__main__":
+    main()

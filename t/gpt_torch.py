@@ -1,0 +1,121 @@
+#!/usr/bin/python3
+"""Compare ctrain's GPT with the same model in PyTorch (llm.c's test_gpt2 idea), for t/70-gpt-torch.t.
+
+usage: gpt_torch.py DIR N_LAYER N_HEAD N_EMBD SEQ_LEN VOCAB LR [BF16_DIR]
+
+DIR holds what t/tools/gpt_check wrote: tokens.bin (the batch), params.safetensors (ctrain's
+initial weights), grads.safetensors (ctrain's gradients of the mean loss), losses.txt (ctrain's
+losses over AdamW steps) and check.out (its stdout: "loss L"). This loads the weights into
+scripts/bench/torch_gpt.py's GPT (in float64: the reference is the exact math, so the errors
+measured are ctrain's), runs the batch, and prints TAP lines: the loss and every gradient within
+1e-4 relative error (norm of the difference over the norm of PyTorch's gradient), then the loss of
+every AdamW step (torch.optim.AdamW, the same hyper-parameters) within 1e-3 relative error. It
+also checks that backward announced each tensor once, last first (check.out), and, given BF16_DIR
+(gpt_check --bf16 on the same seed), that bf16-mixed's first loss is within 1e-2 of the exact one
+while differing from fp32's (it really rounds).
+"""
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "bench"))
+from torch_gpt import GPT  # noqa: E402
+
+GRAD_TOL = 1e-4
+LOSS_TOL = 1e-3
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        assert e["dtype"] == "F32", (name, e["dtype"])
+        a, b = e["data_offsets"]
+        arr = np.frombuffer(data, dtype="<f4", count=(b - a) // 4, offset=8 + n + a)
+        out[name] = torch.from_numpy(arr.reshape(e["shape"]).copy())
+    return out
+
+
+def read_tokens(path):
+    with open(path, "rb") as f:
+        header = np.frombuffer(f.read(1024), dtype="<i4")
+        assert header[0] == 20240520 and header[1] == 1, header[:3]
+        tokens = np.frombuffer(f.read(), dtype="<u2")
+    assert len(tokens) == header[2]
+    return torch.from_numpy(tokens.astype(np.int64))
+
+
+def main():
+    d = sys.argv[1]
+    n_layer, n_head, n_embd, seq_len, vocab = (int(v) for v in sys.argv[2:7])
+    lr = float(sys.argv[7])
+    torch.manual_seed(0)
+    model = GPT(n_layer, n_head, n_embd, seq_len, vocab).double()
+    params = read_safetensors(os.path.join(d, "params.safetensors"))
+    grads = read_safetensors(os.path.join(d, "grads.safetensors"))
+    names = [n for n, _ in model.named_parameters()]
+    missing = sorted(set(names) ^ set(params))
+    tokens = read_tokens(os.path.join(d, "tokens.bin"))
+    B = (len(tokens) - 1) // seq_len
+    x = tokens[:B * seq_len].view(B, seq_len)
+    y = tokens[1:B * seq_len + 1].view(B, seq_len)
+    check_out = open(os.path.join(d, "check.out")).read()
+    c_loss = float(check_out.split("loss ")[1].split()[0])
+    bf16_dir = sys.argv[8] if len(sys.argv) > 8 else None
+    c_losses = [float(line.split()[1]) for line in open(os.path.join(d, "losses.txt"))]
+
+    n_tests = 3 + len(names) + len(c_losses) + (1 if bf16_dir else 0)
+    print(f"1..{n_tests}")
+    print(("ok" if not missing else "not ok") + f" 1 - ctrain's tensors are PyTorch's ({len(names)} names)"
+          + ("" if not missing else f" # differ: {missing}"))
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            p.copy_(params[n].double())
+    loss = model(x, y)
+    loss.backward()
+    rel = abs(c_loss - loss.item()) / abs(loss.item())
+    print(("ok" if rel <= GRAD_TOL else "not ok") + f" 2 - loss ctrain {c_loss:.7f} torch {loss.item():.7f} "
+          f"(rel {rel:.2e})")
+    announced = f"announced {len(names)} tensors\n" in check_out
+    print(("ok" if announced else "not ok") + f" 3 - backward announced all {len(names)} tensors in order, last first")
+    t = 4
+    if bf16_dir:
+        b_loss = float(open(os.path.join(bf16_dir, "check.out")).read().split("loss ")[1].split()[0])
+        rel = abs(b_loss - loss.item()) / abs(loss.item())
+        good = rel <= 1e-2 and b_loss != c_loss
+        print(("ok" if good else "not ok") + f" {t} - bf16-mixed loss {b_loss:.7f} within 1e-2 of torch's "
+              f"{loss.item():.7f} (rel {rel:.2e}) and not fp32's")
+        t += 1
+    worst = 0.0
+    for n, p in model.named_parameters():
+        ref = p.grad
+        diff = (grads[n].double() - ref).norm().item()
+        rel = diff / max(ref.norm().item(), 1e-30)
+        worst = max(worst, rel)
+        print(("ok" if rel <= GRAD_TOL else "not ok") + f" {t} - grad {n} rel {rel:.2e}")
+        t += 1
+    print(f"# worst gradient relative error {worst:.2e}")
+
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    for s, c in enumerate(c_losses):
+        opt.zero_grad(set_to_none=True)
+        loss = model(x, y)
+        loss.backward()
+        opt.step()
+        rel = abs(c - loss.item()) / abs(loss.item())
+        print(("ok" if rel <= LOSS_TOL else "not ok") + f" {t} - AdamW step {s}: loss ctrain {c:.6f} "
+              f"torch {loss.item():.6f} (rel {rel:.2e})")
+        t += 1
+
+
+if __name__ == "__main__":
+    main()
