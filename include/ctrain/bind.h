@@ -62,9 +62,13 @@ typedef struct ct_bind_task {
     char gpus[CT_BIND_MAX_GPUS][32]; /* OS device names, e.g. "nvml3" */
     int ngpus;
     char cuda_visible_devices[1024]; /* "3" or "GPU-…,GPU-…"; "" when no GPU */
+    char cuda_local_devices[1024];   /* the same GPUs numbered among the allocated ones ("1" for the
+                                        second allocated GPU): what a task sees when the step's
+                                        cgroup hides the other GPUs (ConstrainDevices=yes) */
     char nic[32];             /* OpenFabrics or network device, e.g. "mlx5_0"; "" when none */
     int nic_is_openfabrics;   /* 1: nic is an HCA (NCCL_IB_HCA); 0: a network interface */
     char netdev[32];          /* network interface on or nearest the NIC (NCCL_SOCKET_IFNAME); "" none */
+    char ucx_net_devices[48]; /* UCX_NET_DEVICES: "mlx5_0:1" for an HCA, else the interface; "" none */
     int threads;              /* OMP_NUM_THREADS */
     char reason[512];
 } ct_bind_task;
@@ -77,6 +81,9 @@ int ct_bind_plan_create(const ct_topology *topo, const ct_bind_request *req, ct_
                         ct_error *err);
 int ct_bind_plan_ntasks(const ct_bind_plan *plan);
 const ct_bind_task *ct_bind_plan_task(const ct_bind_plan *plan, int local_rank);
+/* NCCL_IB_HCA for every task of the node: "=mlx5_0,mlx5_1" (exact names) listing the node's
+ * high-speed OpenFabrics devices, the same for all ranks (NCCL needs one list); "" when none. */
+const char *ct_bind_plan_ib_hca(const ct_bind_plan *plan);
 /* {"tasks":[{"local_rank":0,"cpus":[…],"gpus":[…],"cuda_visible_devices":"…","nic":"…"|null,
  *  "threads":N,"reason":"…"}]} as a malloc'd string. */
 char *ct_bind_plan_to_json(const ct_bind_plan *plan);

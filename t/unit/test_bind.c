@@ -53,6 +53,14 @@ static hwloc_obj_t osdev(hwloc_topology_t hw, const char *name)
     return NULL;
 }
 
+/* A GPU of a plan: its OS device, or its PCI device when named by bus id (no OS device). */
+static hwloc_obj_t gpu_obj(hwloc_topology_t hw, const char *name)
+{
+    hwloc_obj_t o = osdev(hw, name);
+
+    return o ? o : hwloc_get_pcidev_by_busidstring(hw, name);
+}
+
 static hwloc_bitmap_t task_cpuset(const ct_bind_task *t)
 {
     hwloc_bitmap_t cs = hwloc_bitmap_alloc();
@@ -143,7 +151,7 @@ static void check_rules(const char *name)
             }
             /* Its GPUs are local to its cores when it shares a NUMA node with them. */
             for (int g = 0; g < t->ngpus; g++) {
-                hwloc_obj_t dev = osdev(v.hw, t->gpus[g]);
+                hwloc_obj_t dev = gpu_obj(v.hw, t->gpus[g]);
 
                 assert_non_null(dev);
                 if (n >= nnuma)
@@ -153,18 +161,21 @@ static void check_rules(const char *name)
                 ct_str_copy(seen[nseen++], sizeof(seen[0]), t->gpus[g]);
                 given++;
             }
-            /* The NIC is local whenever the topology has one near these cores. */
+            /* An HCA whenever the node has one; a local one whenever one is near these cores
+             * (and the task has no GPU whose PCIe switch or host bridge decides). */
             if (t->nic[0]) {
-                int local_exists = 0;
+                int local_exists = 0, any_hca = 0;
                 hwloc_obj_t nic = osdev(v.hw, t->nic);
 
                 assert_non_null(nic);
                 for (hwloc_obj_t o = hwloc_get_next_osdev(v.hw, NULL); o; o = hwloc_get_next_osdev(v.hw, o))
-                    if ((o->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS ||
-                         o->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK) &&
-                        hwloc_bitmap_intersects(hwloc_get_non_io_ancestor_obj(v.hw, o)->cpuset, cs))
-                        local_exists = 1;
-                if (local_exists)
+                    if (o->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS) {
+                        any_hca = 1;
+                        local_exists |= hwloc_bitmap_intersects(hwloc_get_non_io_ancestor_obj(v.hw, o)->cpuset, cs);
+                    }
+                if (any_hca)
+                    assert_int_equal(nic->attr->osdev.type, HWLOC_OBJ_OSDEV_OPENFABRICS);
+                if (local_exists && !t->ngpus)
                     assert_true(hwloc_bitmap_intersects(hwloc_get_non_io_ancestor_obj(v.hw, nic)->cpuset, cs));
             }
             hwloc_bitmap_free(cs);
