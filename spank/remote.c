@@ -2,6 +2,9 @@
  * plans the binding; task_init gives each task its environment and applies its binding. An error
  * found in user_init is kept and reported from task_init: SLURM does not pass it to srun. */
 #define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <sched.h>
@@ -9,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <slurm/slurm.h>
 
@@ -27,6 +31,7 @@ struct step {
     ct_topology *topo;
     ct_bind_plan *plan;
     int gpus_managed;   /* SLURM told which GPUs the step has: CUDA_VISIBLE_DEVICES is ours to set */
+    int ngpus;          /* how many */
     ct_error err;       /* reported by every task_init */
 };
 
@@ -81,12 +86,11 @@ static int allowed_cpus(char *buf, size_t size, ct_error *err)
     return 0;
 }
 
-/* The step's GPUs as SLURM gave them (gres indexes); NULL when SLURM manages no GPU here. */
+/* The step's GPUs as SLURM gave them (gres indexes); NULL when the step has none. Never the
+ * job's SLURM_JOB_GPUS: a batch script's value reaches `srun --gres=none` steps too. */
 static const char *slurm_gpus(char **env)
 {
-    const char *g = job_getenv("SLURM_STEP_GPUS", env);
-
-    return g ? g : job_getenv("SLURM_JOB_GPUS", env);
+    return job_getenv("SLURM_STEP_GPUS", env);
 }
 
 static int plan_binding(spank_t sp, struct step *s, char **env, ct_error *err)
@@ -106,6 +110,8 @@ static int plan_binding(spank_t sp, struct step *s, char **env, ct_error *err)
         return rv;
     req.allowed_cpus = cpus;
     s->gpus_managed = gpus != NULL;
+    for (const char *p = gpus; p && *p; p++)
+        s->ngpus += p == gpus || p[-1] == ',';
     req.gpus = gpus ? gpus : "";
     /* GPUs and NICs only matter to a step with GPUs (NCCL); without, skip the PCI scan. Loading
      * hwloc's plugins (libpciaccess, OpenCL, X11 for gl) costs more than discovering the CPUs:
@@ -174,6 +180,15 @@ static int set_int(spank_t sp, const char *name, long value)
     return set(sp, name, buf, 1);
 }
 
+/* MASTER_PORT; a user's own value is kept (every task of the step inherits the same one). */
+static int set_port(spank_t sp, int port)
+{
+    char buf[16];
+
+    snprintf(buf, sizeof(buf), "%d", port);
+    return set(sp, "MASTER_PORT", buf, 0);
+}
+
 /* An interface that is up and has an address: only then is it a useful NCCL_SOCKET_IFNAME. */
 static int netdev_usable(const char *name)
 {
@@ -188,6 +203,40 @@ static int netdev_usable(const char *name)
             ok = 1;
     freeifaddrs(ifa);
     return ok;
+}
+
+/* 1 when the task's device cgroup hides GPUs (ConstrainDevices=yes): some GPU device node
+ * (/dev/nvidiaN, /dev/dri/renderDN) exists but opening it is refused with EPERM — the cgroup's
+ * answer; a mode bit refusal is EACCES. CUDA and ROCm then number the visible GPUs from 0. */
+static int devices_constrained(void)
+{
+    static const char *const dirs[] = { "/dev", "/dev/dri" };
+    static const char *const prefix[] = { "nvidia", "renderD" };
+    int hidden = 0;
+
+    for (int d = 0; d < 2 && !hidden; d++) {
+        DIR *dir = opendir(dirs[d]);
+        struct dirent *e;
+
+        while (dir && !hidden && (e = readdir(dir))) {
+            size_t n = strlen(prefix[d]);
+            char path[300];
+            int fd;
+
+            if (strncmp(e->d_name, prefix[d], n) || !e->d_name[n] || strspn(e->d_name + n, "0123456789") !=
+                strlen(e->d_name + n))
+                continue;
+            snprintf(path, sizeof(path), "%s/%s", dirs[d], e->d_name);
+            fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+            if (fd >= 0)
+                close(fd);
+            else
+                hidden = errno == EPERM;
+        }
+        if (dir)
+            closedir(dir);
+    }
+    return hidden;
 }
 
 static int apply_binding(spank_t sp, const struct step *s, int local, uint32_t rank)
@@ -212,17 +261,24 @@ static int apply_binding(spank_t sp, const struct step *s, int local, uint32_t r
         ct_spank_error("binding task %u to its CPUs failed (%s)", rank, t->reason);
         return -1;
     }
-    /* CUDA_VISIBLE_DEVICES only where SLURM said which GPUs the step has: never more than those. */
+    /* CUDA_VISIBLE_DEVICES only where SLURM said which GPUs the step has: never more than those;
+     * numbered among the step's GPUs when the cgroup hides the others. */
     if (s->gpus_managed && ct_topology_gpu_count(s->topo) > 0) {
-        if (set(sp, "CUDA_VISIBLE_DEVICES", t->cuda_visible_devices, 1) ||
-            (strncmp(t->cuda_visible_devices, "GPU-", 4) && set(sp, "CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1)))
+        const char *cvd = s->ngpus < ct_topology_gpu_count(s->topo) && devices_constrained() ?
+                          t->cuda_local_devices : t->cuda_visible_devices;
+
+        if (set(sp, "CUDA_VISIBLE_DEVICES", cvd, 1) ||
+            (strncmp(cvd, "GPU-", 4) && set(sp, "CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1)))
             return -1;
     }
     snprintf(threads, sizeof(threads), "%d", t->threads);
     /* The user's own settings of these win. */
     if (set(sp, "OMP_NUM_THREADS", threads, 0))
         return -1;
-    if (t->nic_is_openfabrics && set(sp, "NCCL_IB_HCA", t->nic, 0))
+    /* One HCA list for every rank of the node (NCCL needs the same on all); UCX gets the task's NIC. */
+    if (ct_bind_plan_ib_hca(s->plan)[0] && set(sp, "NCCL_IB_HCA", ct_bind_plan_ib_hca(s->plan), 0))
+        return -1;
+    if (t->ucx_net_devices[0] && set(sp, "UCX_NET_DEVICES", t->ucx_net_devices, 0))
         return -1;
     if (netdev_usable(t->netdev) && set(sp, "NCCL_SOCKET_IFNAME", t->netdev, 0))
         return -1;
@@ -260,7 +316,7 @@ int ct_spank_remote_task_init(spank_t sp)
     if (set_int(sp, "RANK", rank) || set_int(sp, "LOCAL_RANK", local) || set_int(sp, "WORLD_SIZE", s->total_tasks) ||
         set_int(sp, "LOCAL_WORLD_SIZE", s->local_tasks) || set_int(sp, "NODE_RANK", s->node_id) ||
         set_int(sp, "GROUP_RANK", s->node_id) || set(sp, "MASTER_ADDR", s->main_address, 1) ||
-        set_int(sp, "MASTER_PORT", s->main_port))
+        set_port(sp, s->main_port))
         return -1;
     if ((strategy && set(sp, "CTRAIN_STRATEGY", strategy, 1)) ||
         (ct_spank.opts.accelerator && set(sp, "CTRAIN_ACCELERATOR", ct_spank.opts.accelerator, 1)) ||

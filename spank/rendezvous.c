@@ -44,13 +44,55 @@ static int node_addr(const char *node, char *addr, size_t size, ct_error *err)
     return rv;
 }
 
+/* The index in the step's node list of the node running task 0. Block, cyclic and plane
+ * distributions start on the first node; an arbitrary one (-m arbitrary, SLURM_HOSTFILE) may
+ * start anywhere: slurmctld's step layout says where. */
+static int rank0_node(ct_getenv_fn get, void *ctx, uint32_t job_id, uint32_t step_id, ct_error *err)
+{
+    const char *dist = get("SLURM_DISTRIBUTION", ctx);
+    slurm_step_id_t id = { .job_id = job_id, .step_id = step_id, .step_het_comp = NO_VAL };
+    slurm_step_layout_t *layout;
+    int node = -1;
+
+    if (!dist || strncmp(dist, "arbitrary", 9))
+        return 0;
+    layout = slurm_job_step_layout_get(&id);
+    for (uint32_t n = 0; layout && n < layout->node_cnt && node < 0; n++)
+        for (uint16_t t = 0; t < layout->tasks[n] && node < 0; t++)
+            if (layout->tids[n][t] == 0)
+                node = (int)n;
+    if (layout)
+        slurm_job_step_layout_free(layout);
+    if (node < 0) {
+        ct_error_set(err, CT_ECOMM, "rendezvous-host", "SLURM_DISTRIBUTION=%s: slurmctld did not give step %u.%u's "
+                     "task layout (%s)", dist, job_id, step_id, slurm_strerror(slurm_get_errno()));
+        return ct_error_hint(err, "set MASTER_ADDR to rank 0's node, or use a block or cyclic distribution");
+    }
+    return node;
+}
+
+/* The first port of srun --resv-ports (SLURM_STEP_RESV_PORTS="12000-12003" or "12000,12005"):
+ * reserved by slurmctld for this step on its nodes, so no other step derives it; 0 when absent. */
+static int reserved_port(ct_getenv_fn get, void *ctx)
+{
+    const char *v = get("SLURM_STEP_RESV_PORTS", ctx);
+    char buf[16];
+    long port = 0;
+
+    if (!v)
+        return 0;
+    ct_str_copy(buf, sizeof(buf), v);
+    buf[strcspn(buf, "-,")] = '\0';
+    return ct_parse_long(buf, 1, 65535, &port) == 0 ? (int)port : 0;
+}
+
 int ct_spank_rendezvous(ct_getenv_fn get, void *ctx, uint32_t job_id, uint32_t step_id, long port_base,
                         char *addr, size_t size, int *port, ct_error *err)
 {
     const char *var = "SLURM_STEP_NODELIST", *list = get(var, ctx);
     ct_hostlist *hl = NULL;
     const char *first;
-    int rv;
+    int rv, node;
 
     if (!list) {
         var = "SLURM_JOB_NODELIST";
@@ -63,7 +105,11 @@ int ct_spank_rendezvous(ct_getenv_fn get, void *ctx, uint32_t job_id, uint32_t s
     }
     if ((rv = ct_hostlist_expand(list, &hl, err)) != 0)
         return ct_error_prefix(err, "%s: ", var);
-    first = ct_hostlist_get(hl, 0);
+    if ((node = rank0_node(get, ctx, job_id, step_id, err)) < 0) {
+        ct_hostlist_free(hl);
+        return node;
+    }
+    first = ct_hostlist_get(hl, (size_t)node);
     if (!first) {
         ct_hostlist_free(hl);
         ct_error_set(err, CT_EINVAL, "env-malformed", "%s='%s' names no node", var, list);
@@ -77,6 +123,8 @@ int ct_spank_rendezvous(ct_getenv_fn get, void *ctx, uint32_t job_id, uint32_t s
     ct_hostlist_free(hl);
     if (rv != 0)
         return rv;
+    if ((*port = reserved_port(get, ctx)) > 0)
+        return 0;
     *port = ct_env_port_for_step(job_id, step_id, port_base ? (int)port_base : CT_ENV_PORT_BASE_DEFAULT);
     if (*port < 0) {
         ct_error_set(err, CT_EINVAL, "plugstack-arg", "port_base=%ld leaves no room for the step ports", port_base);
