@@ -25,8 +25,8 @@
 
 struct step {
     uint32_t job_id, step_id, nnodes, node_id, local_tasks, total_tasks;
-    char main_address[256];
-    int main_port;
+    int het;            /* a heterogeneous step: ranks and sizes from SLURM's task variables */
+    struct ct_spank_rendezvous rdv;
     enum ct_spank_bind bind;
     ct_topology *topo;
     ct_bind_plan *plan;
@@ -66,6 +66,37 @@ static int read_layout(spank_t sp, struct step *s, ct_error *err)
         (rv = get_u32(sp, S_JOB_NODEID, "node id", &s->node_id, err)) ||
         (rv = get_u32(sp, S_JOB_LOCAL_TASK_COUNT, "local task count", &s->local_tasks, err)) ||
         (rv = get_u32(sp, S_JOB_TOTAL_TASK_COUNT, "total task count", &s->total_tasks, err)))
+        return rv;
+    return 0;
+}
+
+static int env_u32(char **env, const char *name, uint32_t *out, ct_error *err)
+{
+    const char *v = job_getenv(name, env);
+    long n = 0;
+
+    if (!v || ct_parse_long(v, 0, 0x7fffffff, &n) != 0) {
+        ct_error_set(err, CT_EINVAL, "env-malformed", "%s='%s' in a heterogeneous step is not a number", name,
+                     v ? v : "(unset)");
+        return ct_error_hint(err, "srun sets it; unset it if you exported it yourself");
+    }
+    *out = (uint32_t)n;
+    return 0;
+}
+
+/* A heterogeneous step's components are separate steps of separate job ids: SLURM's items give
+ * the component's tasks and job id, its variables the whole step's (the leader's SLURM_JOB_ID,
+ * SLURM_STEP_NUM_TASKS over all components; SLURM_PROCID and SLURM_NODEID with the component's
+ * offsets, read per task). */
+static int read_het(struct step *s, char **env, ct_error *err)
+{
+    int rv;
+
+    s->het = ct_spank_het(job_getenv, env);
+    if (!s->het)
+        return 0;
+    if ((rv = env_u32(env, "SLURM_JOB_ID", &s->job_id, err)) ||
+        (rv = env_u32(env, "SLURM_STEP_NUM_TASKS", &s->total_tasks, err)))
         return rv;
     return 0;
 }
@@ -148,16 +179,15 @@ int ct_spank_remote_user_init(spank_t sp)
     s->bind = ct_spank_bind_mode();
     if (spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS)
         env = NULL;
-    if (read_layout(sp, s, &s->err) != 0)
+    if (read_layout(sp, s, &s->err) != 0 || read_het(s, env, &s->err) != 0)
         return 0;
-    if (ct_spank_rendezvous(job_getenv, env, s->job_id, s->step_id, ct_spank.args.port_base, s->main_address,
-                            sizeof(s->main_address), &s->main_port, &s->err) != 0)
+    if (ct_spank_rendezvous(job_getenv, env, s->job_id, s->step_id, ct_spank.args.port_base, &s->rdv, &s->err) != 0)
         return 0;
     if (s->bind != CT_SPANK_BIND_NONE && plan_binding(sp, s, env, &s->err) != 0)
         return 0;
-    ct_spank_info("step %u.%u node %u: %u of %u tasks, rank 0 at %s:%d, binding %s", s->job_id, s->step_id,
-                  s->node_id, s->local_tasks, s->total_tasks, s->main_address, s->main_port,
-                  s->plan ? "planned" : "off");
+    ct_spank_info("step %u.%u node %u: %u of %u tasks, rank 0 on %s at %s:%d%s, binding %s", s->job_id, s->step_id,
+                  s->node_id, s->local_tasks, s->total_tasks, s->rdv.node, s->rdv.address, s->rdv.port,
+                  s->rdv.port_reserved ? " (srun --resv-ports)" : "", s->plan ? "planned" : "off");
     return 0;
 }
 
@@ -292,31 +322,48 @@ static int apply_binding(spank_t sp, const struct step *s, int local, uint32_t r
     return 0;
 }
 
+/* An error of the step in the task's stderr (SLURM does not pass the plugin's log to srun). */
+static int task_fail(const ct_error *err)
+{
+    ct_spank_report(err);
+    fprintf(stderr, "ctrain: error: %s\n", err->msg);
+    if (err->hint[0])
+        fprintf(stderr, "ctrain: hint: %s\n", err->hint);
+    return -1;
+}
+
 int ct_spank_remote_task_init(spank_t sp)
 {
     struct step *s = ct_spank.step;
     const char *strategy = ct_spank_strategy();
-    uint32_t rank = 0;
+    uint32_t rank = 0, node;
     int local = 0;
+    char **env = NULL;
+    ct_error err;
 
     if (!s)
         return 0;
-    if (s->err.code) {
-        ct_spank_report(&s->err);
-        fprintf(stderr, "ctrain: error: %s\n", s->err.msg);
-        if (s->err.hint[0])
-            fprintf(stderr, "ctrain: hint: %s\n", s->err.hint);
-        return -1;
-    }
+    node = s->node_id;
+    if (s->err.code)
+        return task_fail(&s->err);
     if (spank_get_item(sp, S_TASK_ID, &local) != ESPANK_SUCCESS ||
-        spank_get_item(sp, S_TASK_GLOBAL_ID, &rank) != ESPANK_SUCCESS) {
+        spank_get_item(sp, S_TASK_GLOBAL_ID, &rank) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS) {
         ct_spank_error("reading the task's rank from SLURM failed");
         return -1;
     }
+    /* slurmstepd has put the task's own SLURM_PROCID/SLURM_NODEID, with a heterogeneous step's
+     * offsets, in the environment by now. */
+    if (s->het && (env_u32(env, "SLURM_PROCID", &rank, &err) || env_u32(env, "SLURM_NODEID", &node, &err)))
+        return task_fail(&err);
+    /* Rank 0's task runs on rank 0's node: the derived port must be free there. */
+    if (rank == 0 && !s->rdv.port_reserved && !job_getenv("MASTER_PORT", env) &&
+        ct_spank_port_free(s->rdv.port, &err) != 0)
+        return task_fail(&err);
     if (set_int(sp, "RANK", rank) || set_int(sp, "LOCAL_RANK", local) || set_int(sp, "WORLD_SIZE", s->total_tasks) ||
-        set_int(sp, "LOCAL_WORLD_SIZE", s->local_tasks) || set_int(sp, "NODE_RANK", s->node_id) ||
-        set_int(sp, "GROUP_RANK", s->node_id) || set(sp, "MASTER_ADDR", s->main_address, 1) ||
-        set_port(sp, s->main_port))
+        set_int(sp, "LOCAL_WORLD_SIZE", s->local_tasks) || set_int(sp, "NODE_RANK", node) ||
+        set_int(sp, "GROUP_RANK", node) || set(sp, "MASTER_ADDR", s->rdv.address, 1) ||
+        set_port(sp, s->rdv.port))
         return -1;
     if ((strategy && set(sp, "CTRAIN_STRATEGY", strategy, 1)) ||
         (ct_spank.opts.accelerator && set(sp, "CTRAIN_ACCELERATOR", ct_spank.opts.accelerator, 1)) ||
