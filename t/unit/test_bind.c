@@ -499,6 +499,11 @@ static void test_knl_mcdram_shares_cpus(void **state)
     cpus_text(ct_bind_plan_task(plan, 3), buf, sizeof(buf));
     assert_string_equal(buf, "52-67,120-135,188-203,256-271");
     assert_non_null(strstr(ct_bind_plan_task(plan, 0)->reason, "NUMA 0+4"));
+    /* Its BMC's Matrox VGA has DRM devices (card0) and is no GPU; InfiniBand before Ethernet. */
+    assert_int_equal(ct_topology_gpu_count(v.topo), 0);
+    for (int r = 0; r < 4; r++)
+        assert_string_equal(ct_bind_plan_task(plan, r)->nic, "mlx5_0");
+    assert_string_equal(ct_bind_plan_ib_hca(plan), "=mlx5_0");
     ct_bind_plan_free(plan);
     view_free(&v);
 }
