@@ -2,9 +2,6 @@
  * plans the binding; task_init gives each task its environment and applies its binding. An error
  * found in user_init is kept and reported from task_init: SLURM does not pass it to srun. */
 #define _GNU_SOURCE
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <sched.h>
@@ -12,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <slurm/slurm.h>
 
@@ -31,7 +27,6 @@ struct step {
     ct_topology *topo;
     ct_bind_plan *plan;
     int gpus_managed;   /* SLURM told which GPUs the step has: CUDA_VISIBLE_DEVICES is ours to set */
-    int ngpus;          /* how many */
     ct_error err;       /* reported by every task_init */
 };
 
@@ -141,8 +136,6 @@ static int plan_binding(spank_t sp, struct step *s, char **env, ct_error *err)
         return rv;
     req.allowed_cpus = cpus;
     s->gpus_managed = gpus != NULL;
-    for (const char *p = gpus; p && *p; p++)
-        s->ngpus += p == gpus || p[-1] == ',';
     req.gpus = gpus ? gpus : "";
     /* GPUs and NICs only matter to a step with GPUs (NCCL); without, skip the PCI scan. Loading
      * hwloc's plugins (libpciaccess, OpenCL, X11 for gl) costs more than discovering the CPUs:
@@ -235,41 +228,32 @@ static int netdev_usable(const char *name)
     return ok;
 }
 
-/* 1 when the task's device cgroup hides GPUs (ConstrainDevices=yes): some GPU device node
- * (/dev/nvidiaN, /dev/dri/renderDN) exists but opening it is refused with EPERM — the cgroup's
- * answer; a mode bit refusal is EACCES. CUDA and ROCm then number the visible GPUs from 0. */
-static int devices_constrained(void)
+/* 1 when the task sees only the step's GPUs, numbered from 0: SLURM's gres/gpu plugin decides
+ * it (local indexes exactly when cgroup.conf has ConstrainDevices=yes) and says so in the
+ * variables it sets for the step: CUDA_VISIBLE_DEVICES (or ROCR_VISIBLE_DEVICES, GPU_DEVICE_ORDINAL)
+ * is "0,1,..." while SLURM_STEP_GPUS names other indexes. The plugin follows SLURM's decision:
+ * probing device nodes instead would initialise every GPU a task may open. */
+static int slurm_numbers_locally(char **env)
 {
-    static const char *const dirs[] = { "/dev", "/dev/dri" };
-    static const char *const prefix[] = { "nvidia", "renderD" };
-    int hidden = 0;
+    static const char *const vars[] = { "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL" };
+    const char *step = job_getenv("SLURM_STEP_GPUS", env), *seen = NULL;
+    char want[1024];
+    size_t len = 0;
+    int n = 0;
 
-    for (int d = 0; d < 2 && !hidden; d++) {
-        DIR *dir = opendir(dirs[d]);
-        struct dirent *e;
-
-        while (dir && !hidden && (e = readdir(dir))) {
-            size_t n = strlen(prefix[d]);
-            char path[300];
-            int fd;
-
-            if (strncmp(e->d_name, prefix[d], n) || !e->d_name[n] || strspn(e->d_name + n, "0123456789") !=
-                strlen(e->d_name + n))
-                continue;
-            snprintf(path, sizeof(path), "%s/%s", dirs[d], e->d_name);
-            fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-            if (fd >= 0)
-                close(fd);
-            else
-                hidden = errno == EPERM;
-        }
-        if (dir)
-            closedir(dir);
-    }
-    return hidden;
+    for (int i = 0; i < 3 && !seen; i++)
+        seen = job_getenv(vars[i], env);
+    if (!step || !seen)
+        return 0;
+    for (const char *p = step; *p; p++)
+        n += p == step || p[-1] == ',';
+    want[0] = '\0';
+    for (int i = 0; i < n && len + 12 < sizeof(want); i++)
+        len += (size_t)snprintf(want + len, sizeof(want) - len, "%s%d", i ? "," : "", i);
+    return !strcmp(seen, want) && strcmp(step, want);
 }
 
-static int apply_binding(spank_t sp, const struct step *s, int local, uint32_t rank)
+static int apply_binding(spank_t sp, const struct step *s, int local, uint32_t rank, char **env)
 {
     const ct_bind_task *t = ct_bind_plan_task(s->plan, local);
     cpu_set_t set_cpus;
@@ -294,8 +278,7 @@ static int apply_binding(spank_t sp, const struct step *s, int local, uint32_t r
     /* CUDA_VISIBLE_DEVICES only where SLURM said which GPUs the step has: never more than those;
      * numbered among the step's GPUs when the cgroup hides the others. */
     if (s->gpus_managed && ct_topology_gpu_count(s->topo) > 0) {
-        const char *cvd = s->ngpus < ct_topology_gpu_count(s->topo) && devices_constrained() ?
-                          t->cuda_local_devices : t->cuda_visible_devices;
+        const char *cvd = slurm_numbers_locally(env) ? t->cuda_local_devices : t->cuda_visible_devices;
 
         if (set(sp, "CUDA_VISIBLE_DEVICES", cvd, 1) ||
             (strncmp(cvd, "GPU-", 4) && set(sp, "CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1)))
@@ -369,7 +352,7 @@ int ct_spank_remote_task_init(spank_t sp)
         (ct_spank.opts.accelerator && set(sp, "CTRAIN_ACCELERATOR", ct_spank.opts.accelerator, 1)) ||
         (ct_spank.opts.precision && set(sp, "CTRAIN_PRECISION", ct_spank.opts.precision, 1)))
         return -1;
-    if (s->plan && apply_binding(sp, s, local, rank) != 0)
+    if (s->plan && apply_binding(sp, s, local, rank, env) != 0)
         return -1;
     return 0;
 }

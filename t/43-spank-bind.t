@@ -2,7 +2,7 @@
 # Binding applied by the plugin inside slurmstepd: on this machine's own topology and with
 # topology=FILE, always what `ctrain bind` plans for the step's allowed CPUs, never outside them.
 . "$(dirname "$0")/lib/spank.sh"
-spank_plan 20
+spank_plan 22
 spank_cluster 1 ""
 DGX="$ROOT/t/fixtures/topologies/nvidia-dgx2.xml"
 SHOW='echo "$SLURM_LOCALID|$(grep Cpus_allowed_list /proc/self/status | cut -f2)|${OMP_NUM_THREADS-unset}|${CUDA_VISIBLE_DEVICES-unset}"'
@@ -85,6 +85,14 @@ for case in "llnl-tioga.xml 0,1" "24em64t-2n6c2t-pci.xml 1,2"; do
 done
 like "$(printf '%s\n' "$OUT" | cut -d'|' -f5 | sort -u)" "^=mlx4_0$" "one NCCL_IB_HCA list for every task of the node"
 like "$(printf '%s\n' "$OUT" | cut -d'|' -f4 | sort -u)" "^mlx4_0:1$" "UCX_NET_DEVICES: the task's HCA and port"
+# SLURM's gres/gpu numbers a step's GPUs from 0 (CUDA_VISIBLE_DEVICES=0,1 beside SLURM_STEP_GPUS=1,2)
+# exactly when ConstrainDevices=yes hides the others: the plan's GPUs are then numbered the same way.
+SLURM_STEP_GPUS=1,2 CUDA_VISIBLE_DEVICES=0,1 run_srun -n2 --ctrain-strategy=ddp sh -c "$NET"
+is "$(printf '%s\n' "$OUT" | cut -d'|' -f1,3 | sort | tr '\n' ' ')" "0|0 1|1 " \
+   "GPUs 1 and 2 numbered 0 and 1 when SLURM numbers the step's GPUs from 0"
+SLURM_STEP_GPUS=1,2 CUDA_VISIBLE_DEVICES=1,2 run_srun -n2 --ctrain-strategy=ddp sh -c "$NET"
+is "$(printf '%s\n' "$OUT" | cut -d'|' -f1,3 | sort | tr '\n' ' ')" "0|1 1|2 " \
+   "GPUs 1 and 2 keep their node-wide indexes when SLURM uses those"
 UCX_NET_DEVICES=eth0 NCCL_IB_HCA=mlx5 SLURM_STEP_GPUS=1,2 run_srun -n2 --ctrain-strategy=ddp sh -c "$NET"
 is "$(printf '%s\n' "$OUT" | cut -d'|' -f4,5 | sort -u)" "eth0|mlx5" "a user's UCX_NET_DEVICES and NCCL_IB_HCA are kept"
 
