@@ -310,6 +310,7 @@ static void test_dual_gpu_and_hca_together(void **state)
     assert_string_equal(t->nic, "mlx5_0");
     assert_int_equal(t->nic_is_openfabrics, 1);
     assert_string_equal(t->netdev, "ib0");
+    assert_non_null(strstr(t->reason, "NIC mlx5_0 (fabric) on the GPU's PCIe switch"));
     assert_int_equal(ct_bind_plan_task(plan, 0)->ngpus, 0);
     assert_non_null(strstr(ct_bind_plan_task(plan, 0)->reason, "no GPU"));
     ct_bind_plan_free(plan);
@@ -478,6 +479,8 @@ static void test_tioga_gcds_and_slingshot(void **state)
         assert_int_equal(t->ncpus, 8);
         assert_string_equal(t->nic, nic[r]);
         assert_string_equal(t->ucx_net_devices, nic[r]);
+        if (r % 2)
+            assert_non_null(strstr(t->reason, "on the GPU's host bridge"));
     }
     assert_string_equal(ct_bind_plan_ib_hca(plan), "");
     ct_bind_plan_free(plan);
