@@ -47,7 +47,9 @@ static int osdev_is_compute(hwloc_obj_t o)
 }
 
 /* A PCI device that is a GPU by its ids: NVIDIA's display-class devices (NVIDIA makes no BMC
- * adapters), AMD's 3D and display-other classes (AMD's VGA class includes the ES1000 of servers). */
+ * adapters); AMD's 3D and display-other classes (Instinct MI100 and later), and its VGA-class
+ * devices from the GCN generation on (device ids from 0x6600: Radeon Instinct MI25/MI50/MI60 are
+ * VGA class), not the older server VGA adapters (the ES1000, 0x515e, sits beside many BMCs). */
 static int pci_is_gpu(hwloc_obj_t pci)
 {
     unsigned cls = pci->attr->pcidev.class_id, vendor = pci->attr->pcidev.vendor_id;
@@ -55,7 +57,7 @@ static int pci_is_gpu(hwloc_obj_t pci)
     if (vendor == NVIDIA_VENDOR)
         return (cls >> 8) == 0x03;
     if (vendor == AMD_VENDOR)
-        return cls == 0x0302 || cls == 0x0380;
+        return cls == 0x0302 || cls == 0x0380 || (cls == 0x0300 && pci->attr->pcidev.device_id >= 0x6600);
     return 0;
 }
 

@@ -525,6 +525,90 @@ static void test_display_adapters_not_gpus(void **state)
     view_free(&v);
 }
 
+/* Only the CPUs of a plan that are the first PU of their core on Corona (PUs 0-47; their siblings
+ * are 48-95): mpibind's answers list one PU per core. */
+static void first_pus_text(const ct_bind_task *t, char *buf, size_t size)
+{
+    hwloc_bitmap_t cs = task_cpuset(t);
+
+    hwloc_bitmap_clr_range(cs, 48, -1);
+    hwloc_bitmap_list_snprintf(buf, size, cs);
+    hwloc_bitmap_free(cs);
+}
+
+/* LLNL mpibind's expected mappings on Corona (test-suite/expected/expected.epyc-corona): 2 EPYC
+ * sockets x 4 NUMA nodes, 4 MI50 in NUMA 1, 2, 5, 7. Through hwloc's OpenCL devices and, as
+ * Debian's hwloc in slurmstepd sees it (no OpenCL), by PCI class. */
+static void check_corona(const char *file, const char *gpu0, const char *gpu3)
+{
+    static const char *const eight[8] = { "0-5", "6-11", "12-17", "18-23", "24-29", "30-35", "36-41", "42-47" };
+    static const int eight_gpu[8] = { -1, 0, 1, -1, -1, 2, -1, 3 };
+    struct view v;
+    ct_bind_plan *plan;
+    char buf[256];
+
+    view_load(file, &v);
+    assert_int_equal(ct_topology_gpu_count(v.topo), 4); /* the ASPEED VGA is not one */
+    /* #2 one task: every CPU and GPU. */
+    plan = plan_for(&v, 1, NULL, NULL);
+    cpus_text(ct_bind_plan_task(plan, 0), buf, sizeof(buf));
+    assert_string_equal(buf, "0-95");
+    assert_int_equal(ct_bind_plan_task(plan, 0)->ngpus, 4);
+    assert_string_equal(ct_bind_plan_task(plan, 0)->gpus[0], gpu0);
+    assert_string_equal(ct_bind_plan_task(plan, 0)->gpus[3], gpu3);
+    assert_string_equal(ct_bind_plan_task(plan, 0)->cuda_visible_devices, "0,1,2,3");
+    ct_bind_plan_free(plan);
+    /* #3 two tasks: a socket each, GPUs 0,1 and 2,3. */
+    plan = plan_for(&v, 2, NULL, NULL);
+    cpus_text(ct_bind_plan_task(plan, 0), buf, sizeof(buf));
+    assert_string_equal(buf, "0-23,48-71");
+    cpus_text(ct_bind_plan_task(plan, 1), buf, sizeof(buf));
+    assert_string_equal(buf, "24-47,72-95");
+    assert_string_equal(ct_bind_plan_task(plan, 0)->cuda_visible_devices, "0,1");
+    assert_string_equal(ct_bind_plan_task(plan, 1)->cuda_visible_devices, "2,3");
+    ct_bind_plan_free(plan);
+    /* #10 eight tasks: a NUMA node each; the four GPUs go to the tasks of their NUMA nodes. */
+    plan = plan_for(&v, 8, NULL, NULL);
+    for (int r = 0; r < 8; r++) {
+        const ct_bind_task *t = ct_bind_plan_task(plan, r);
+
+        first_pus_text(t, buf, sizeof(buf));
+        assert_string_equal(buf, eight[r]);
+        assert_int_equal(t->ngpus, eight_gpu[r] >= 0);
+        if (eight_gpu[r] >= 0) {
+            char want[8];
+
+            snprintf(want, sizeof(want), "%d", eight_gpu[r]);
+            assert_string_equal(t->cuda_visible_devices, want);
+        }
+        assert_string_equal(t->nic, "mlx5_0"); /* InfiniBand, never the I350 Ethernet */
+    }
+    ct_bind_plan_free(plan);
+    /* #5 two tasks on one core's two threads, #12 eight tasks on one PU (CPUs only: mpibind gives
+     * no GPU there, ctrain hands the step's GPUs out when none is local; see README). */
+    plan = plan_for(&v, 2, NULL, "0,48");
+    assert_int_equal(ct_bind_plan_task(plan, 0)->cpus[0], 0);
+    assert_int_equal(ct_bind_plan_task(plan, 1)->cpus[0], 48);
+    assert_int_equal(ct_bind_plan_task(plan, 1)->ncpus, 1);
+    ct_bind_plan_free(plan);
+    plan = plan_for(&v, 8, NULL, "0");
+    for (int r = 0; r < 8; r++)
+        assert_int_equal(ct_bind_plan_task(plan, r)->cpus[0], 0);
+    ct_bind_plan_free(plan);
+    /* #9 two tasks inside NUMA 0: cores 0-2 and 3-5. */
+    plan = plan_for(&v, 2, NULL, "0-5,48-53");
+    first_pus_text(ct_bind_plan_task(plan, 0), buf, sizeof(buf));
+    assert_string_equal(buf, "0-2");
+    first_pus_text(ct_bind_plan_task(plan, 1), buf, sizeof(buf));
+    assert_string_equal(buf, "3-5");
+    ct_bind_plan_free(plan);
+    view_free(&v);
+}
+
+static void test_corona_mpibind_expected(void **state) { check_corona("llnl-corona.xml", "opencl0d0", "opencl0d3"); }
+static void test_corona_pci_only(void **state) { check_corona("llnl-corona-pci-only.xml", "0000:13:00.0", "0000:73:00.0"); }
+static void test_rules_corona(void **state) { check_rules("llnl-corona-pci-only.xml"); }
+
 int main(void)
 {
     const char *d = getenv("CT_TOPOLOGIES");
@@ -547,6 +631,9 @@ int main(void)
         cmocka_unit_test(test_tioga_gcds_and_slingshot),
         cmocka_unit_test(test_knl_mcdram_shares_cpus),
         cmocka_unit_test(test_display_adapters_not_gpus),
+        cmocka_unit_test(test_corona_mpibind_expected),
+        cmocka_unit_test(test_corona_pci_only),
+        cmocka_unit_test(test_rules_corona),
     };
 
     snprintf(dir, sizeof(dir), "%s", d ? d : "t/fixtures/topologies");
