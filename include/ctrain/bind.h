@@ -6,8 +6,9 @@
  *
  * Rules, in order (README's "What the binding chooses, and why" gives the reasons):
  *   0. GPUs: PCI devices with a compute OS device (NVML, CUDA, RSMI, OpenCL, Level Zero); else PCI
- *      devices that are GPUs by vendor and class (NVIDIA display-class, AMD 3D/display-other; a
- *      BMC's VGA never), named by PCI bus id; else compute OS devices on no PCI device. With NVIDIA
+ *      devices that are GPUs by vendor and class (NVIDIA display-class, AMD 3D/display-other and
+ *      GCN-or-later VGA; a BMC's VGA never), named by PCI bus id; else compute OS devices on no
+ *      PCI device. With NVIDIA
  *      GPUs present, only those. Numbered in PCI bus order.
  *   1. Domains are the NUMA nodes or packages (whichever level has more objects) with allowed CPUs,
  *      in hwloc's logical order; NUMA nodes whose CPUs intersect are one domain (KNL's MCDRAM).
