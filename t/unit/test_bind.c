@@ -124,7 +124,7 @@ static ct_bind_plan *plan_for(struct view *v, int ntasks, const char *gpus, cons
 /* The rules every plan follows, checked for 1, 2, 4, 8 and 16 tasks on one topology. */
 static void check_rules_with(const char *name, int uneven_numa)
 {
-    static const int counts[] = { 1, 2, 3, 4, 6, 8, 16, 40 };
+    static const int counts[] = { 1, 2, 3, 4, 6, 8, 12, 16, 24, 40 };
     struct view v;
 
     view_load(name, &v);
