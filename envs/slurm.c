@@ -91,8 +91,8 @@ static int read_tasks_per_node(ct_getenv_fn get, void *ctx, ct_env_info *info, c
 /* Task 0's host when it is not the first of the step's node list. A heterogeneous step's task 0 is
  * component 0's, on the first node of that component (SLURM_JOB_NODELIST_HET_GROUP_0, _PACK_ before
  * SLURM 20.02); an arbitrary distribution's (-m arbitrary, SLURM_HOSTFILE) is on the hostfile's first
- * line. Returns 1 with host set, 0 when task 0 is on the first node, or an error when an arbitrary
- * distribution over several nodes leaves no trace of it in the environment. */
+ * line. Returns 1 with host set ("" when an arbitrary distribution over several nodes leaves no
+ * trace of it: unknown, as under MPICH), 0 when task 0 is on the first node, or an error. */
 static int rank0_host(ct_getenv_fn get, void *ctx, int num_nodes, char *host, size_t size, const char **source,
                       ct_error *err)
 {
@@ -122,12 +122,9 @@ static int rank0_host(ct_getenv_fn get, void *ctx, int num_nodes, char *host, si
         fclose(f);
     }
     line[strcspn(line, " \t\r\n*,")] = '\0';
-    if (!line[0]) {
-        ct_error_set(err, CT_ENOTAVAIL, "env-rank0-unknown", "SLURM_DISTRIBUTION=%s: the node of rank 0 is not in the "
-                     "environment (SLURM_HOSTFILE %s)", dist, file ? "has no host" : "is not set");
-        return ct_error_hint(err, "set MASTER_ADDR, or launch with the ctrain SPANK plugin (srun --ctrain-strategy=...), "
-                             "which asks slurmctld");
-    }
+    if (!line[0])
+        *source = "unknown: SLURM_DISTRIBUTION=arbitrary and no SLURM_HOSTFILE line say where rank 0 runs; set "
+                  "MASTER_ADDR, or launch with the ctrain SPANK plugin, which asks slurmctld";
     snprintf(host, size, "%s", line);
     return 1;
 }
@@ -166,7 +163,7 @@ static int read_nodelist(ct_getenv_fn get, void *ctx, ct_env_info *info, ct_erro
         }
         if (rc == 1) {
             snprintf(info->main_address, sizeof(info->main_address), "%s", host);
-            ct_env_source(info, CT_ENV_MAIN_ADDRESS, "%s (task 0's host)", from);
+            ct_env_source(info, CT_ENV_MAIN_ADDRESS, host[0] ? "%s (task 0's host)" : "%s", from);
         } else {
             snprintf(info->main_address, sizeof(info->main_address), "%s", ct_hostlist_get(hl, 0));
             ct_env_source(info, CT_ENV_MAIN_ADDRESS, "%s (first host)", which);
