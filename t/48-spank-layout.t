@@ -18,6 +18,7 @@ rank0_node() {
 # A heterogeneous step: component 0 (1 task) on n2, component 1 (2 tasks) on n1.
 run_srun --ctrain-strategy=ddp -N1 -n1 -w n2 sh -c "$SHOW" : -N1 -n2 -w n1 sh -c "$SHOW"
 ok "$RC" "a heterogeneous step runs"
+[ "$RC" -eq 0 ] || printf '%s\n' "$ERR" | head -n 10 | sed 's/^/#   /'
 is "$(printf '%s\n' "$OUT" | cut -d'|' -f2 | sort | tr '\n' ' ')" "0 3 0 1 3 1 2 3 1 " \
    "heterogeneous: RANK 0, 1, 2 once each, WORLD_SIZE 3 everywhere, NODE_RANK with the component's offset"
 is "$(printf '%s\n' "$OUT" | awk -F'|' '{ split($1, s, " "); split($2, r, " "); if (s[1] != r[1]) print "rank " r[1] " is SLURM_PROCID " s[1] }')" "" \
