@@ -605,6 +605,38 @@ static void check_corona(const char *file, const char *gpu0, const char *gpu3)
     view_free(&v);
 }
 
+/* Four sockets on one NUMA node (hwloc's 16em64t-4s2c2t, PUs interleaved over the sockets): the
+ * packages are the domains; 4 tasks get a socket each, 6 tasks are 2, 2, 1, 1 per socket. */
+static void test_four_sockets(void **state)
+{
+    struct view v;
+    ct_bind_plan *plan;
+    char buf[64], want[64];
+
+    view_load("16em64t-4s2c2t.xml", &v);
+    plan = plan_for(&v, 4, NULL, NULL);
+    for (int r = 0; r < 4; r++) {
+        cpus_text(ct_bind_plan_task(plan, r), buf, sizeof(buf));
+        snprintf(want, sizeof(want), "%d,%d,%d,%d", r, r + 4, r + 8, r + 12);
+        assert_string_equal(buf, want);
+    }
+    ct_bind_plan_free(plan);
+    plan = plan_for(&v, 6, NULL, NULL);
+    for (int r = 0; r < 6; r++) {
+        static const int pkg[6] = { 0, 0, 1, 1, 2, 3 };
+        hwloc_bitmap_t cs = task_cpuset(ct_bind_plan_task(plan, r));
+        int first = -1;
+
+        assert_int_equal(count_touched(v.hw, HWLOC_OBJ_PACKAGE, cs, &first), 1);
+        assert_int_equal(first, pkg[r]);
+        hwloc_bitmap_free(cs);
+    }
+    ct_bind_plan_free(plan);
+    view_free(&v);
+}
+
+static void test_rules_four_sockets(void **state) { check_rules("16em64t-4s2c2t.xml"); }
+
 static void test_corona_mpibind_expected(void **state) { check_corona("llnl-corona.xml", "opencl0d0", "opencl0d3"); }
 static void test_corona_pci_only(void **state) { check_corona("llnl-corona-pci-only.xml", "0000:13:00.0", "0000:73:00.0"); }
 static void test_rules_corona(void **state) { check_rules("llnl-corona-pci-only.xml"); }
@@ -634,6 +666,8 @@ int main(void)
         cmocka_unit_test(test_corona_mpibind_expected),
         cmocka_unit_test(test_corona_pci_only),
         cmocka_unit_test(test_rules_corona),
+        cmocka_unit_test(test_four_sockets),
+        cmocka_unit_test(test_rules_four_sockets),
     };
 
     snprintf(dir, sizeof(dir), "%s", d ? d : "t/fixtures/topologies");
