@@ -203,7 +203,8 @@ static int set_int(spank_t sp, const char *name, long value)
     return set(sp, name, buf, 1);
 }
 
-/* MASTER_PORT; a user's own value is kept (every task of the step inherits the same one). */
+/* MASTER_PORT; a user's own value is kept, like a user's MASTER_ADDR (every task of the step
+ * inherits the same one from srun). */
 static int set_port(spank_t sp, int port)
 {
     char buf[16];
@@ -345,7 +346,7 @@ int ct_spank_remote_task_init(spank_t sp)
         return task_fail(&err);
     if (set_int(sp, "RANK", rank) || set_int(sp, "LOCAL_RANK", local) || set_int(sp, "WORLD_SIZE", s->total_tasks) ||
         set_int(sp, "LOCAL_WORLD_SIZE", s->local_tasks) || set_int(sp, "NODE_RANK", node) ||
-        set_int(sp, "GROUP_RANK", node) || set(sp, "MASTER_ADDR", s->rdv.address, 1) ||
+        set_int(sp, "GROUP_RANK", node) || set(sp, "MASTER_ADDR", s->rdv.address, 0) ||
         set_port(sp, s->rdv.port))
         return -1;
     if ((strategy && set(sp, "CTRAIN_STRATEGY", strategy, 1)) ||

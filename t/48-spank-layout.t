@@ -40,8 +40,8 @@ is "$(rank0_node "$job")" "n1 " "block distribution: rank 0's node is the first 
 # srun --resv-ports gives the step SLURM_STEP_RESV_PORTS (this cluster reserves none: set here).
 SLURM_STEP_RESV_PORTS=41234-41236 run_srun --ctrain-strategy=ddp -N2 -n2 sh -c "$SHOW"
 is "$(printf '%s\n' "$OUT" | cut -d'|' -f4 | sort -u)" "41234" "SLURM_STEP_RESV_PORTS: MASTER_PORT is its first port"
-MASTER_PORT=23456 run_srun --ctrain-strategy=ddp -N2 -n2 sh -c "$SHOW"
-is "$(printf '%s\n' "$OUT" | cut -d'|' -f4 | sort -u)" "23456" "a user's MASTER_PORT is kept"
+MASTER_ADDR=head MASTER_PORT=23456 run_srun --ctrain-strategy=ddp -N2 -n2 sh -c "$SHOW"
+is "$(printf '%s\n' "$OUT" | cut -d'|' -f3,4 | sort -u)" "head|23456" "a user's MASTER_ADDR and MASTER_PORT are kept"
 
 # The port the next step derives, already taken on rank 0's node (this machine): rank 0 fails.
 next=$((job + 3))
