@@ -254,7 +254,7 @@ static int slurm_numbers_locally(char **env)
     return !strcmp(seen, want) && strcmp(step, want);
 }
 
-static int apply_binding(spank_t sp, const struct step *s, int local, uint32_t rank, char **env)
+static int apply_binding(spank_t sp, const struct step *s, int local, uint32_t rank, int local_gpus)
 {
     const ct_bind_task *t = ct_bind_plan_task(s->plan, local);
     cpu_set_t set_cpus;
@@ -279,7 +279,7 @@ static int apply_binding(spank_t sp, const struct step *s, int local, uint32_t r
     /* CUDA_VISIBLE_DEVICES only where SLURM said which GPUs the step has: never more than those;
      * numbered among the step's GPUs when the cgroup hides the others. */
     if (s->gpus_managed && ct_topology_gpu_count(s->topo) > 0) {
-        const char *cvd = slurm_numbers_locally(env) ? t->cuda_local_devices : t->cuda_visible_devices;
+        const char *cvd = local_gpus ? t->cuda_local_devices : t->cuda_visible_devices;
 
         if (set(sp, "CUDA_VISIBLE_DEVICES", cvd, 1) ||
             (strncmp(cvd, "GPU-", 4) && set(sp, "CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1)))
@@ -321,7 +321,7 @@ int ct_spank_remote_task_init(spank_t sp)
     struct step *s = ct_spank.step;
     const char *strategy = ct_spank_strategy();
     uint32_t rank = 0, node;
-    int local = 0;
+    int local = 0, user_port, local_gpus;
     char **env = NULL;
     ct_error err;
 
@@ -336,13 +336,16 @@ int ct_spank_remote_task_init(spank_t sp)
         ct_spank_error("reading the task's rank from SLURM failed");
         return -1;
     }
-    /* slurmstepd has put the task's own SLURM_PROCID/SLURM_NODEID, with a heterogeneous step's
-     * offsets, in the environment by now. */
+    /* Everything read from the task's environment is read now: spank_setenv below may move it.
+     * slurmstepd has put the task's own SLURM_PROCID/SLURM_NODEID, with a heterogeneous step's
+     * offsets, in it by now. */
     if (s->het && (env_u32(env, "SLURM_PROCID", &rank, &err) || env_u32(env, "SLURM_NODEID", &node, &err)))
         return task_fail(&err);
+    user_port = job_getenv("MASTER_PORT", env) != NULL;
+    local_gpus = slurm_numbers_locally(env);
+    env = NULL;
     /* Rank 0's task runs on rank 0's node: the derived port must be free there. */
-    if (rank == 0 && !s->rdv.port_reserved && !job_getenv("MASTER_PORT", env) &&
-        ct_spank_port_free(s->rdv.port, &err) != 0)
+    if (rank == 0 && !s->rdv.port_reserved && !user_port && ct_spank_port_free(s->rdv.port, &err) != 0)
         return task_fail(&err);
     if (set_int(sp, "RANK", rank) || set_int(sp, "LOCAL_RANK", local) || set_int(sp, "WORLD_SIZE", s->total_tasks) ||
         set_int(sp, "LOCAL_WORLD_SIZE", s->local_tasks) || set_int(sp, "NODE_RANK", node) ||
@@ -353,7 +356,7 @@ int ct_spank_remote_task_init(spank_t sp)
         (ct_spank.opts.accelerator && set(sp, "CTRAIN_ACCELERATOR", ct_spank.opts.accelerator, 1)) ||
         (ct_spank.opts.precision && set(sp, "CTRAIN_PRECISION", ct_spank.opts.precision, 1)))
         return -1;
-    if (s->plan && apply_binding(sp, s, local, rank, env) != 0)
+    if (s->plan && apply_binding(sp, s, local, rank, local_gpus) != 0)
         return -1;
     return 0;
 }
