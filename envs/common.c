@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -106,7 +107,11 @@ int ct_env_port_for_step(unsigned long job_id, unsigned long step_id, int port_b
 {
     if (port_base < 1024 || port_base > 65535 - (CT_ENV_PORT_SPAN - 1))
         return CT_EINVAL;
-    return port_base + (int)(job_id % 1024) * 16 + (int)(step_id % 16);
+    /* Fibonacci hashing (Knuth, TAOCP 6.4): the top 14 bits of a 32-bit product. Consecutive
+     * job ids, ids 1024 apart and the steps of a job land far apart. */
+    uint32_t h = (uint32_t)job_id * 2654435761u + (uint32_t)step_id * 2246822519u;
+
+    return port_base + (int)(h >> 18);
 }
 
 int ct_env_port_rule(ct_getenv_fn get, void *ctx, ct_env_info *info, const char *job_id, unsigned long step_id,
@@ -129,7 +134,7 @@ int ct_env_port_rule(ct_getenv_fn get, void *ctx, ct_env_info *info, const char 
         }
     }
     info->main_port = ct_env_port_for_step(id, step_id, CT_ENV_PORT_BASE_DEFAULT);
-    ct_env_source(info, CT_ENV_MAIN_PORT, "%s + %s: %d + (job mod 1024) * 16 + (step mod 16)",
+    ct_env_source(info, CT_ENV_MAIN_PORT, "%s + %s: %d + hash(job, step) mod 16384",
                   info->source[CT_ENV_JOB_ID][0] ? info->source[CT_ENV_JOB_ID] : "job id", step_source,
                   CT_ENV_PORT_BASE_DEFAULT);
     return 0;

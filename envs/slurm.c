@@ -88,6 +88,47 @@ static int read_tasks_per_node(ct_getenv_fn get, void *ctx, ct_env_info *info, c
     return 0;
 }
 
+/* Task 0's host when it is not the first of the step's node list. A heterogeneous step's task 0 is
+ * component 0's, on the first node of that component (SLURM_JOB_NODELIST_HET_GROUP_0, _PACK_ before
+ * SLURM 20.02); an arbitrary distribution's (-m arbitrary, SLURM_HOSTFILE) is on the hostfile's first
+ * line. Returns 1 with host set ("" when an arbitrary distribution over several nodes leaves no
+ * trace of it: unknown, as under MPICH), 0 when task 0 is on the first node, or an error. */
+static int rank0_host(ct_getenv_fn get, void *ctx, int num_nodes, char *host, size_t size, const char **source,
+                      ct_error *err)
+{
+    static const char *const het[] = { "SLURM_JOB_NODELIST_HET_GROUP_0", "SLURM_JOB_NODELIST_PACK_GROUP_0", NULL };
+    const char *dist = get("SLURM_DISTRIBUTION", ctx), *list, *file;
+    char line[256];
+    FILE *f;
+    int rc;
+
+    if ((list = ct_envvar_first(get, ctx, het, source))) {
+        ct_hostlist *hl = NULL;
+
+        if ((rc = ct_hostlist_expand(list, &hl, err)))
+            return ct_error_prefix(err, "%s: ", *source);
+        snprintf(host, size, "%s", ct_hostlist_get(hl, 0) ? ct_hostlist_get(hl, 0) : "");
+        ct_hostlist_free(hl);
+        return host[0] ? 1 : 0;
+    }
+    if (!dist || strncmp(dist, "arbitrary", 9) || num_nodes < 2)
+        return 0;
+    *source = "SLURM_HOSTFILE";
+    file = get("SLURM_HOSTFILE", ctx);
+    line[0] = '\0';
+    if (file && (f = fopen(file, "r"))) {
+        while (fgets(line, sizeof(line), f) && !line[strspn(line, " \t\r\n")])
+            ;
+        fclose(f);
+    }
+    line[strcspn(line, " \t\r\n*,")] = '\0';
+    if (!line[0])
+        *source = "unknown: SLURM_DISTRIBUTION=arbitrary and no SLURM_HOSTFILE line say where rank 0 runs; set "
+                  "MASTER_ADDR, or launch with the ctrain SPANK plugin, which asks slurmctld";
+    snprintf(host, size, "%s", line);
+    return 1;
+}
+
 /* main_address: the first host of the step's node list, unless MASTER_ADDR says otherwise. */
 static int read_nodelist(ct_getenv_fn get, void *ctx, ct_env_info *info, ct_error *err)
 {
@@ -113,8 +154,20 @@ static int read_nodelist(ct_getenv_fn get, void *ctx, ct_env_info *info, ct_erro
         return ct_error_hint(err, "these variables come from one srun; unset any you exported yourself");
     }
     if (!ct_env_master_addr(get, ctx, info)) {
-        snprintf(info->main_address, sizeof(info->main_address), "%s", ct_hostlist_get(hl, 0));
-        ct_env_source(info, CT_ENV_MAIN_ADDRESS, "%s (first host)", which);
+        char host[256];
+        const char *from = NULL;
+
+        if ((rc = rank0_host(get, ctx, info->num_nodes, host, sizeof(host), &from, err)) < 0) {
+            ct_hostlist_free(hl);
+            return rc;
+        }
+        if (rc == 1) {
+            snprintf(info->main_address, sizeof(info->main_address), "%s", host);
+            ct_env_source(info, CT_ENV_MAIN_ADDRESS, host[0] ? "%s (task 0's host)" : "%s", from);
+        } else {
+            snprintf(info->main_address, sizeof(info->main_address), "%s", ct_hostlist_get(hl, 0));
+            ct_env_source(info, CT_ENV_MAIN_ADDRESS, "%s (first host)", which);
+        }
     }
     ct_hostlist_free(hl);
     return 0;

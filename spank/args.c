@@ -77,12 +77,10 @@ static int parse_one(const char *arg, struct ct_spank_args *a, ct_error *err)
         else
             return bad_arg(err, arg, "not a binding mode", "use bind=closest or bind=none");
     } else if (!strcmp(key, "topology")) {
+        /* Read only by steps that use ctrain (remote.c): a missing file must not fail the
+         * node's other steps, and srun and sbatch may run where it does not exist. */
         if (val[0] != '/' || ct_str_copy(a->topology, sizeof(a->topology), val))
             return bad_arg(err, arg, "not an absolute path", "give the full path of an hwloc XML file");
-        /* Only the nodes load it; srun and sbatch may run where it does not exist. */
-        if (spank_context() == S_CTX_REMOTE && access(val, R_OK) != 0)
-            return bad_arg(err, arg, "file not readable on this node",
-                           "write it with 'lstopo --of xml --whole-io FILE' and install it on every node");
     } else if (!strcmp(key, "port_base")) {
         /* envs/ derives up to CT_ENV_PORT_SPAN ports from it: the last must stay a port. */
         if (ct_parse_long(val, 1024, 65535 - (CT_ENV_PORT_SPAN - 1), &n) != 0)

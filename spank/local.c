@@ -14,7 +14,7 @@
 /* The step's layout as SLURM variables, in front of srun's own environment, so the connector's
  * SLURM environment sees this step and not the allocation srun runs in. */
 struct layout_env {
-    char vars[8][2][64];
+    char vars[10][2][64];
     int n;
 };
 
@@ -32,6 +32,28 @@ static void layout_add(struct layout_env *l, const char *name, uint32_t value)
 {
     snprintf(l->vars[l->n][0], sizeof(l->vars[0][0]), "%s", name);
     snprintf(l->vars[l->n][1], sizeof(l->vars[0][1]), "%u", value);
+    l->n++;
+}
+
+/* SLURM_STEP_TASKS_PER_NODE as a block distribution lays the step out ("3(x2),2"): srun's own
+ * SLURM_TASKS_PER_NODE describes the allocation, and in a heterogeneous step another component.
+ * The check needs a consistent layout, not the real one (slurmstepd reads that), so it also says
+ * "block": an arbitrary distribution's rank 0 is not in srun's environment. */
+static void layout_tasks_per_node(struct layout_env *l, uint32_t ntasks, uint32_t nnodes)
+{
+    uint32_t q = nnodes ? ntasks / nnodes : ntasks, r = nnodes ? ntasks % nnodes : 0;
+
+    snprintf(l->vars[l->n][0], sizeof(l->vars[0][0]), "SLURM_DISTRIBUTION");
+    snprintf(l->vars[l->n][1], sizeof(l->vars[0][1]), "block");
+    l->n++;
+
+    snprintf(l->vars[l->n][0], sizeof(l->vars[0][0]), "SLURM_STEP_TASKS_PER_NODE");
+    if (r && q)
+        snprintf(l->vars[l->n][1], sizeof(l->vars[0][1]), "%u(x%u),%u(x%u)", q + 1, r, q, nnodes - r);
+    else if (r)
+        snprintf(l->vars[l->n][1], sizeof(l->vars[0][1]), "1(x%u),0(x%u)", r, nnodes - r);
+    else
+        snprintf(l->vars[l->n][1], sizeof(l->vars[0][1]), "%u(x%u)", q, nnodes ? nnodes : 1);
     l->n++;
 }
 
@@ -112,5 +134,6 @@ int ct_spank_local_user_init(spank_t sp, ct_error *err)
     layout_add(&layout, "SLURM_PROCID", 0);
     layout_add(&layout, "SLURM_LOCALID", 0);
     layout_add(&layout, "SLURM_NODEID", 0);
+    layout_tasks_per_node(&layout, ntasks, nnodes);
     return check_flags(&layout, err);
 }

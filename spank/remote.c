@@ -21,8 +21,8 @@
 
 struct step {
     uint32_t job_id, step_id, nnodes, node_id, local_tasks, total_tasks;
-    char main_address[256];
-    int main_port;
+    int het;            /* a heterogeneous step: ranks and sizes from SLURM's task variables */
+    struct ct_spank_rendezvous rdv;
     enum ct_spank_bind bind;
     ct_topology *topo;
     ct_bind_plan *plan;
@@ -65,6 +65,37 @@ static int read_layout(spank_t sp, struct step *s, ct_error *err)
     return 0;
 }
 
+static int env_u32(char **env, const char *name, uint32_t *out, ct_error *err)
+{
+    const char *v = job_getenv(name, env);
+    long n = 0;
+
+    if (!v || ct_parse_long(v, 0, 0x7fffffff, &n) != 0) {
+        ct_error_set(err, CT_EINVAL, "env-malformed", "%s='%s' in a heterogeneous step is not a number", name,
+                     v ? v : "(unset)");
+        return ct_error_hint(err, "srun sets it; unset it if you exported it yourself");
+    }
+    *out = (uint32_t)n;
+    return 0;
+}
+
+/* A heterogeneous step's components are separate steps of separate job ids: SLURM's items give
+ * the component's tasks and job id, its variables the whole step's (the leader's SLURM_JOB_ID,
+ * SLURM_STEP_NUM_TASKS over all components; SLURM_PROCID and SLURM_NODEID with the component's
+ * offsets, read per task). */
+static int read_het(struct step *s, char **env, ct_error *err)
+{
+    int rv;
+
+    s->het = ct_spank_het(job_getenv, env);
+    if (!s->het)
+        return 0;
+    if ((rv = env_u32(env, "SLURM_JOB_ID", &s->job_id, err)) ||
+        (rv = env_u32(env, "SLURM_STEP_NUM_TASKS", &s->total_tasks, err)))
+        return rv;
+    return 0;
+}
+
 /* The CPUs slurmstepd may use: the step's cpuset (cgroup or affinity) as an OS index list. */
 static int allowed_cpus(char *buf, size_t size, ct_error *err)
 {
@@ -81,12 +112,11 @@ static int allowed_cpus(char *buf, size_t size, ct_error *err)
     return 0;
 }
 
-/* The step's GPUs as SLURM gave them (gres indexes); NULL when SLURM manages no GPU here. */
+/* The step's GPUs as SLURM gave them (gres indexes); NULL when the step has none. Never the
+ * job's SLURM_JOB_GPUS: a batch script's value reaches `srun --gres=none` steps too. */
 static const char *slurm_gpus(char **env)
 {
-    const char *g = job_getenv("SLURM_STEP_GPUS", env);
-
-    return g ? g : job_getenv("SLURM_JOB_GPUS", env);
+    return job_getenv("SLURM_STEP_GPUS", env);
 }
 
 static int plan_binding(spank_t sp, struct step *s, char **env, ct_error *err)
@@ -142,16 +172,15 @@ int ct_spank_remote_user_init(spank_t sp)
     s->bind = ct_spank_bind_mode();
     if (spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS)
         env = NULL;
-    if (read_layout(sp, s, &s->err) != 0)
+    if (read_layout(sp, s, &s->err) != 0 || read_het(s, env, &s->err) != 0)
         return 0;
-    if (ct_spank_rendezvous(job_getenv, env, s->job_id, s->step_id, ct_spank.args.port_base, s->main_address,
-                            sizeof(s->main_address), &s->main_port, &s->err) != 0)
+    if (ct_spank_rendezvous(job_getenv, env, s->job_id, s->step_id, ct_spank.args.port_base, &s->rdv, &s->err) != 0)
         return 0;
     if (s->bind != CT_SPANK_BIND_NONE && plan_binding(sp, s, env, &s->err) != 0)
         return 0;
-    ct_spank_info("step %u.%u node %u: %u of %u tasks, rank 0 at %s:%d, binding %s", s->job_id, s->step_id,
-                  s->node_id, s->local_tasks, s->total_tasks, s->main_address, s->main_port,
-                  s->plan ? "planned" : "off");
+    ct_spank_info("step %u.%u node %u: %u of %u tasks, rank 0 on %s at %s:%d%s, binding %s", s->job_id, s->step_id,
+                  s->node_id, s->local_tasks, s->total_tasks, s->rdv.node, s->rdv.address, s->rdv.port,
+                  s->rdv.port_reserved ? " (srun --resv-ports)" : "", s->plan ? "planned" : "off");
     return 0;
 }
 
@@ -174,6 +203,16 @@ static int set_int(spank_t sp, const char *name, long value)
     return set(sp, name, buf, 1);
 }
 
+/* MASTER_PORT; a user's own value is kept, like a user's MASTER_ADDR (every task of the step
+ * inherits the same one from srun). */
+static int set_port(spank_t sp, int port)
+{
+    char buf[16];
+
+    snprintf(buf, sizeof(buf), "%d", port);
+    return set(sp, "MASTER_PORT", buf, 0);
+}
+
 /* An interface that is up and has an address: only then is it a useful NCCL_SOCKET_IFNAME. */
 static int netdev_usable(const char *name)
 {
@@ -190,7 +229,32 @@ static int netdev_usable(const char *name)
     return ok;
 }
 
-static int apply_binding(spank_t sp, const struct step *s, int local, uint32_t rank)
+/* 1 when the task sees only the step's GPUs, numbered from 0: SLURM's gres/gpu plugin decides
+ * it (local indexes exactly when cgroup.conf has ConstrainDevices=yes) and says so in the
+ * variables it sets for the step: CUDA_VISIBLE_DEVICES (or ROCR_VISIBLE_DEVICES, GPU_DEVICE_ORDINAL)
+ * is "0,1,..." while SLURM_STEP_GPUS names other indexes. The plugin follows SLURM's decision:
+ * probing device nodes instead would initialise every GPU a task may open. */
+static int slurm_numbers_locally(char **env)
+{
+    static const char *const vars[] = { "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL" };
+    const char *step = job_getenv("SLURM_STEP_GPUS", env), *seen = NULL;
+    char want[1024];
+    size_t len = 0;
+    int n = 0;
+
+    for (int i = 0; i < 3 && !seen; i++)
+        seen = job_getenv(vars[i], env);
+    if (!step || !seen)
+        return 0;
+    for (const char *p = step; *p; p++)
+        n += p == step || p[-1] == ',';
+    want[0] = '\0';
+    for (int i = 0; i < n && len + 12 < sizeof(want); i++)
+        len += (size_t)snprintf(want + len, sizeof(want) - len, "%s%d", i ? "," : "", i);
+    return !strcmp(seen, want) && strcmp(step, want);
+}
+
+static int apply_binding(spank_t sp, const struct step *s, int local, uint32_t rank, int local_gpus)
 {
     const ct_bind_task *t = ct_bind_plan_task(s->plan, local);
     cpu_set_t set_cpus;
@@ -212,17 +276,23 @@ static int apply_binding(spank_t sp, const struct step *s, int local, uint32_t r
         ct_spank_error("binding task %u to its CPUs failed (%s)", rank, t->reason);
         return -1;
     }
-    /* CUDA_VISIBLE_DEVICES only where SLURM said which GPUs the step has: never more than those. */
+    /* CUDA_VISIBLE_DEVICES only where SLURM said which GPUs the step has: never more than those;
+     * numbered among the step's GPUs when the cgroup hides the others. */
     if (s->gpus_managed && ct_topology_gpu_count(s->topo) > 0) {
-        if (set(sp, "CUDA_VISIBLE_DEVICES", t->cuda_visible_devices, 1) ||
-            (strncmp(t->cuda_visible_devices, "GPU-", 4) && set(sp, "CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1)))
+        const char *cvd = local_gpus ? t->cuda_local_devices : t->cuda_visible_devices;
+
+        if (set(sp, "CUDA_VISIBLE_DEVICES", cvd, 1) ||
+            (strncmp(cvd, "GPU-", 4) && set(sp, "CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1)))
             return -1;
     }
     snprintf(threads, sizeof(threads), "%d", t->threads);
     /* The user's own settings of these win. */
     if (set(sp, "OMP_NUM_THREADS", threads, 0))
         return -1;
-    if (t->nic_is_openfabrics && set(sp, "NCCL_IB_HCA", t->nic, 0))
+    /* One HCA list for every rank of the node (NCCL needs the same on all); UCX gets the task's NIC. */
+    if (ct_bind_plan_ib_hca(s->plan)[0] && set(sp, "NCCL_IB_HCA", ct_bind_plan_ib_hca(s->plan), 0))
+        return -1;
+    if (t->ucx_net_devices[0] && set(sp, "UCX_NET_DEVICES", t->ucx_net_devices, 0))
         return -1;
     if (netdev_usable(t->netdev) && set(sp, "NCCL_SOCKET_IFNAME", t->netdev, 0))
         return -1;
@@ -236,37 +306,57 @@ static int apply_binding(spank_t sp, const struct step *s, int local, uint32_t r
     return 0;
 }
 
+/* An error of the step in the task's stderr (SLURM does not pass the plugin's log to srun). */
+static int task_fail(const ct_error *err)
+{
+    ct_spank_report(err);
+    fprintf(stderr, "ctrain: error: %s\n", err->msg);
+    if (err->hint[0])
+        fprintf(stderr, "ctrain: hint: %s\n", err->hint);
+    return -1;
+}
+
 int ct_spank_remote_task_init(spank_t sp)
 {
     struct step *s = ct_spank.step;
     const char *strategy = ct_spank_strategy();
-    uint32_t rank = 0;
-    int local = 0;
+    uint32_t rank = 0, node;
+    int local = 0, user_port, local_gpus;
+    char **env = NULL;
+    ct_error err;
 
     if (!s)
         return 0;
-    if (s->err.code) {
-        ct_spank_report(&s->err);
-        fprintf(stderr, "ctrain: error: %s\n", s->err.msg);
-        if (s->err.hint[0])
-            fprintf(stderr, "ctrain: hint: %s\n", s->err.hint);
-        return -1;
-    }
+    node = s->node_id;
+    if (s->err.code)
+        return task_fail(&s->err);
     if (spank_get_item(sp, S_TASK_ID, &local) != ESPANK_SUCCESS ||
-        spank_get_item(sp, S_TASK_GLOBAL_ID, &rank) != ESPANK_SUCCESS) {
+        spank_get_item(sp, S_TASK_GLOBAL_ID, &rank) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS) {
         ct_spank_error("reading the task's rank from SLURM failed");
         return -1;
     }
+    /* Everything read from the task's environment is read now: spank_setenv below may move it.
+     * slurmstepd has put the task's own SLURM_PROCID/SLURM_NODEID, with a heterogeneous step's
+     * offsets, in it by now. */
+    if (s->het && (env_u32(env, "SLURM_PROCID", &rank, &err) || env_u32(env, "SLURM_NODEID", &node, &err)))
+        return task_fail(&err);
+    user_port = job_getenv("MASTER_PORT", env) != NULL;
+    local_gpus = slurm_numbers_locally(env);
+    env = NULL;
+    /* Rank 0's task runs on rank 0's node: the derived port must be free there. */
+    if (rank == 0 && !s->rdv.port_reserved && !user_port && ct_spank_port_free(s->rdv.port, &err) != 0)
+        return task_fail(&err);
     if (set_int(sp, "RANK", rank) || set_int(sp, "LOCAL_RANK", local) || set_int(sp, "WORLD_SIZE", s->total_tasks) ||
-        set_int(sp, "LOCAL_WORLD_SIZE", s->local_tasks) || set_int(sp, "NODE_RANK", s->node_id) ||
-        set_int(sp, "GROUP_RANK", s->node_id) || set(sp, "MASTER_ADDR", s->main_address, 1) ||
-        set_int(sp, "MASTER_PORT", s->main_port))
+        set_int(sp, "LOCAL_WORLD_SIZE", s->local_tasks) || set_int(sp, "NODE_RANK", node) ||
+        set_int(sp, "GROUP_RANK", node) || set(sp, "MASTER_ADDR", s->rdv.address, 0) ||
+        set_port(sp, s->rdv.port))
         return -1;
     if ((strategy && set(sp, "CTRAIN_STRATEGY", strategy, 1)) ||
         (ct_spank.opts.accelerator && set(sp, "CTRAIN_ACCELERATOR", ct_spank.opts.accelerator, 1)) ||
         (ct_spank.opts.precision && set(sp, "CTRAIN_PRECISION", ct_spank.opts.precision, 1)))
         return -1;
-    if (s->plan && apply_binding(sp, s, local, rank) != 0)
+    if (s->plan && apply_binding(sp, s, local, rank, local_gpus) != 0)
         return -1;
     return 0;
 }

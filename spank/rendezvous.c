@@ -1,7 +1,10 @@
 /* ctrain SPANK plugin — MASTER_ADDR and MASTER_PORT of a step; see spank/rendezvous.h. */
+#include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <slurm/slurm.h>
 
@@ -44,12 +47,76 @@ static int node_addr(const char *node, char *addr, size_t size, ct_error *err)
     return rv;
 }
 
+/* A heterogeneous step (srun A : B): SLURM_HET_SIZE (SLURM_PACK_SIZE before 20.02) is set and its
+ * components are separate steps of separate job ids under the leader's SLURM_JOB_ID. */
+int ct_spank_het(ct_getenv_fn get, void *ctx)
+{
+    return get("SLURM_HET_SIZE", ctx) != NULL || get("SLURM_PACK_SIZE", ctx) != NULL;
+}
+
+/* The node running task 0, into node. Block, cyclic and plane distributions of a plain step
+ * start on the first node of the list (0 returned: take it). An arbitrary distribution (-m
+ * arbitrary, SLURM_HOSTFILE) may start anywhere, and task 0 of a heterogeneous step is task 0 of
+ * component 0: slurmctld's step layout says where (1 returned). */
+static int rank0_node(ct_getenv_fn get, void *ctx, uint32_t job_id, uint32_t step_id, char *node, size_t size,
+                      ct_error *err)
+{
+    const char *dist = get("SLURM_DISTRIBUTION", ctx);
+    int het = ct_spank_het(get, ctx), found = -1;
+    slurm_step_id_t id = { .job_id = job_id, .step_id = step_id, .step_het_comp = het ? 0 : NO_VAL };
+    slurm_step_layout_t *layout;
+    ct_hostlist *hl = NULL;
+    ct_error ignored;
+
+    if (!het && (!dist || strncmp(dist, "arbitrary", 9)))
+        return 0;
+    /* A heterogeneous step of one job (srun A : B in an allocation) has components 0, 1, ...;
+     * one of a heterogeneous job has a plain step in each component job, the leader's first. */
+    layout = slurm_job_step_layout_get(&id);
+    if (!layout && het) {
+        id.step_het_comp = NO_VAL;
+        layout = slurm_job_step_layout_get(&id);
+    }
+    for (uint32_t n = 0; layout && n < layout->node_cnt && found < 0; n++)
+        for (uint16_t t = 0; t < layout->tasks[n] && found < 0; t++)
+            if (layout->tids[n][t] == 0)
+                found = (int)n;
+    if (found >= 0 && ct_hostlist_expand(layout->node_list, &hl, &ignored) == 0 && ct_hostlist_get(hl, (size_t)found))
+        ct_str_copy(node, size, ct_hostlist_get(hl, (size_t)found));
+    else
+        found = -1;
+    ct_hostlist_free(hl);
+    if (layout)
+        slurm_job_step_layout_free(layout);
+    if (found < 0) {
+        ct_error_set(err, CT_ECOMM, "rendezvous-host", "%s step %u.%u: slurmctld did not give the node of task 0 "
+                     "(%s)", het ? "heterogeneous" : "arbitrary-distribution", job_id, step_id,
+                     slurm_strerror(slurm_get_errno()));
+        return ct_error_hint(err, "set MASTER_ADDR to rank 0's node, or use a block or cyclic distribution");
+    }
+    return 1;
+}
+
+/* The first port of srun --resv-ports (SLURM_STEP_RESV_PORTS="12000-12003" or "12000,12005"):
+ * reserved by slurmctld for this step on its nodes, so no other step derives it; 0 when absent. */
+static int reserved_port(ct_getenv_fn get, void *ctx)
+{
+    const char *v = get("SLURM_STEP_RESV_PORTS", ctx);
+    char buf[16];
+    long port = 0;
+
+    if (!v)
+        return 0;
+    ct_str_copy(buf, sizeof(buf), v);
+    buf[strcspn(buf, "-,")] = '\0';
+    return ct_parse_long(buf, 1, 65535, &port) == 0 ? (int)port : 0;
+}
+
 int ct_spank_rendezvous(ct_getenv_fn get, void *ctx, uint32_t job_id, uint32_t step_id, long port_base,
-                        char *addr, size_t size, int *port, ct_error *err)
+                        struct ct_spank_rendezvous *out, ct_error *err)
 {
     const char *var = "SLURM_STEP_NODELIST", *list = get(var, ctx);
     ct_hostlist *hl = NULL;
-    const char *first;
     int rv;
 
     if (!list) {
@@ -61,26 +128,53 @@ int ct_spank_rendezvous(ct_getenv_fn get, void *ctx, uint32_t job_id, uint32_t s
                      "step's environment");
         return ct_error_hint(err, "run the step with srun inside a SLURM allocation");
     }
-    if ((rv = ct_hostlist_expand(list, &hl, err)) != 0)
-        return ct_error_prefix(err, "%s: ", var);
-    first = ct_hostlist_get(hl, 0);
-    if (!first) {
+    if ((rv = rank0_node(get, ctx, job_id, step_id, out->node, sizeof(out->node), err)) < 0)
+        return rv;
+    if (rv == 0) {
+        if ((rv = ct_hostlist_expand(list, &hl, err)) != 0)
+            return ct_error_prefix(err, "%s: ", var);
+        rv = ct_hostlist_get(hl, 0) ? ct_str_copy(out->node, sizeof(out->node), ct_hostlist_get(hl, 0)) : -1;
         ct_hostlist_free(hl);
-        ct_error_set(err, CT_EINVAL, "env-malformed", "%s='%s' names no node", var, list);
-        return ct_error_hint(err, "run the step with srun inside a SLURM allocation");
+        if (rv != 0) {
+            ct_error_set(err, CT_EINVAL, "env-malformed", "%s='%s' names no node (or a name too long)", var, list);
+            return ct_error_hint(err, "run the step with srun inside a SLURM allocation");
+        }
     }
-    if (resolves(first))
-        rv = ct_str_copy(addr, size, first) == 0 ? 0 :
-             ct_error_set(err, CT_EINVAL, "env-malformed", "%s: node name '%s' is too long", var, first);
+    if (resolves(out->node))
+        rv = ct_str_copy(out->address, sizeof(out->address), out->node) == 0 ? 0 :
+             ct_error_set(err, CT_EINVAL, "env-malformed", "node name '%s' is too long", out->node);
     else
-        rv = node_addr(first, addr, size, err);
-    ct_hostlist_free(hl);
+        rv = node_addr(out->node, out->address, sizeof(out->address), err);
     if (rv != 0)
         return rv;
-    *port = ct_env_port_for_step(job_id, step_id, port_base ? (int)port_base : CT_ENV_PORT_BASE_DEFAULT);
-    if (*port < 0) {
+    out->port_reserved = 0;
+    if ((out->port = reserved_port(get, ctx)) > 0) {
+        out->port_reserved = 1;
+        return 0;
+    }
+    out->port = ct_env_port_for_step(job_id, step_id, port_base ? (int)port_base : CT_ENV_PORT_BASE_DEFAULT);
+    if (out->port < 0) {
         ct_error_set(err, CT_EINVAL, "plugstack-arg", "port_base=%ld leaves no room for the step ports", port_base);
         return ct_error_hint(err, "give port_base from 1024 to %d", 65535 - (CT_ENV_PORT_SPAN - 1));
     }
     return 0;
+}
+
+/* 0 when nothing listens on the port here (a bind with SO_REUSEADDR succeeds), else -1 with err. */
+int ct_spank_port_free(int port, ct_error *err)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY), .sin_port = htons((uint16_t)port) };
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1, rv = 0;
+
+    if (fd < 0)
+        return 0; /* no socket to test with: the rank 0 process will say */
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 && errno == EADDRINUSE) {
+        ct_error_set(err, CT_ECONFLICT, "rendezvous-port", "MASTER_PORT %d derived for this step is in use on rank 0's node",
+                     port);
+        ct_error_hint(err, "run srun --resv-ports (the plugin then uses a reserved port) or set MASTER_PORT");
+        rv = -1;
+    }
+    close(fd);
+    return rv;
 }

@@ -8,10 +8,24 @@
 #include "ctrain/environment.h"
 #include "ctrain/error.h"
 
-/* The first node of the step (SLURM_STEP_NODELIST, else SLURM_JOB_NODELIST) as a name that
- * resolves here — the node name, else SLURM's NodeAddr for it — and the envs/ port rule of the
- * job and step ids (port_base 0: the default). One value for every task of the step. */
+struct ct_spank_rendezvous {
+    char node[256];      /* SLURM's name of task 0's node */
+    char address[256];   /* MASTER_ADDR: that name when it resolves here, else its NodeAddr */
+    int port;            /* MASTER_PORT */
+    int port_reserved;   /* 1: srun --resv-ports' port; 0: derived by the envs/ rule */
+};
+
+/* Where task 0 of the step listens. The node: the first of SLURM_STEP_NODELIST (else
+ * SLURM_JOB_NODELIST), or for an arbitrary distribution or a heterogeneous step the one
+ * slurmctld's step layout names (component 0's task 0). The port: srun --resv-ports' first
+ * reserved port, else the envs/ port rule of job_id (the leader's for a heterogeneous step) and
+ * step_id (port_base 0: the default). One value for every task of the step; a user's MASTER_PORT
+ * is kept by remote.c. */
 int ct_spank_rendezvous(ct_getenv_fn get, void *ctx, uint32_t job_id, uint32_t step_id, long port_base,
-                        char *addr, size_t size, int *port, ct_error *err);
+                        struct ct_spank_rendezvous *out, ct_error *err);
+/* 1 for a heterogeneous step (srun A : B). */
+int ct_spank_het(ct_getenv_fn get, void *ctx);
+/* 0 when the port is free on this node, else -1 with err (CT_ECONFLICT). */
+int ct_spank_port_free(int port, ct_error *err);
 
 #endif

@@ -24,15 +24,17 @@ done
 is "$(printf '%s\n' "$OUT" | cut -d'|' -f1 | awk '{print $3}' | sort | uniq -c | awk '{print $1}' | tr '\n' ' ')" \
    "2 2 " "two tasks on each of the two nodes"
 is "$(printf '%s\n' "$OUT" | cut -d'|' -f3 | sort -u)" "$want_addr" "one MASTER_ADDR for the step: rank 0's node ($want_addr)"
-want_port=$((15000 + (jobid % 1024) * 16 + (stepid % 16)))
+# include/ctrain/envs.h's port rule.
+port_for() { echo $(($3 + ((($1 * 2654435761 + $2 * 2246822519) & 0xffffffff) >> 18))); }
+want_port=$(port_for "$jobid" "$stepid" 15000)
 is "$(printf '%s\n' "$OUT" | cut -d'|' -f4 | sort -u)" "$want_port" \
-   "one MASTER_PORT for the step: 15000 + (job id mod 1024)*16 + (step id mod 16)"
+   "one MASTER_PORT for the step: 15000 + hash(job id, step id) mod 16384"
 
 # port_base moves the ports.
 spank_plugstack required "port_base=20000"
 run_srun -N2 -n4 --ctrain-strategy=ddp sh -c "$SHOW"
 set -- $(printf '%s\n' "$OUT" | head -n 1 | cut -d'|' -f1)
-is "$(printf '%s\n' "$OUT" | cut -d'|' -f4 | sort -u)" "$((20000 + ($4 % 1024) * 16 + ($5 % 16)))" "port_base=20000 is used"
+is "$(printf '%s\n' "$OUT" | cut -d'|' -f4 | sort -u)" "$(port_for "$4" "$5" 20000)" "port_base=20000 is used"
 
 # A step without ctrain options: the same variable names as with no plugin at all, same affinity.
 NAMES='env | cut -d= -f1 | grep -v -E "^(SLURM_JOB_ID|SLURM_JOBID|SLURM_STEP_ID|SLURM_STEPID|SLURM_TASK_PID|SLURM_LAUNCH_NODE_IPADDR|SLURM_SRUN_COMM_PORT|SLURM_STEP_LAUNCHER_PORT|PWD|OLDPWD|_)$" | sort | tr "\n" " "; grep Cpus_allowed_list /proc/self/status'

@@ -2,7 +2,7 @@
 # Binding applied by the plugin inside slurmstepd: on this machine's own topology and with
 # topology=FILE, always what `ctrain bind` plans for the step's allowed CPUs, never outside them.
 . "$(dirname "$0")/lib/spank.sh"
-spank_plan 14
+spank_plan 22
 spank_cluster 1 ""
 DGX="$ROOT/t/fixtures/topologies/nvidia-dgx2.xml"
 SHOW='echo "$SLURM_LOCALID|$(grep Cpus_allowed_list /proc/self/status | cut -f2)|${OMP_NUM_THREADS-unset}|${CUDA_VISIBLE_DEVICES-unset}"'
@@ -57,6 +57,44 @@ is "$(printf '%s\n' "$OUT" | cut -d'|' -f1-3 | sort)" "$(expect --topology "$DGX
    "topology=FILE: CPUs are the planner's for the file, inside the allowed CPUs"
 run_srun -n2 --ctrain-strategy=ddp sh -c "$SHOW"
 is "$(printf '%s\n' "$OUT" | cut -d'|' -f4 | sort -u)" "unset" "no GPU given by SLURM: no GPU handed out"
+
+# A batch script's SLURM_JOB_GPUS reaches a step without GPUs (srun --gres=none): no GPU for it.
+SLURM_JOB_GPUS=0,1 run_srun -n2 --ctrain-strategy=ddp sh -c "$SHOW"
+is "$(printf '%s\n' "$OUT" | cut -d'|' -f4 | sort -u)" "unset" "a stale SLURM_JOB_GPUS without SLURM_STEP_GPUS: no GPU handed out"
+
+# ctrain bind --json and the plugin agree on CPUs, GPUs, the NIC (UCX_NET_DEVICES) and the
+# node-wide NCCL_IB_HCA, on published machines: HPE's EX235a (MI250X GCDs, Slingshot) and a dual
+# socket with InfiniBand and Ethernet (its Tesla GPUs are found by PCI class).
+NET='echo "$SLURM_LOCALID|$(grep Cpus_allowed_list /proc/self/status | cut -f2)|${CUDA_VISIBLE_DEVICES-unset}|${UCX_NET_DEVICES-unset}|${NCCL_IB_HCA-unset}"'
+from_json() {   # from_json TOPOLOGY GPUS TASKS: "local|cpus|cuda|ucx|nccl" per task, as the plugin would set
+    "$CTRAIN" bind --json --cpus "$ALLOWED" --topology "$1" --gpus "$2" --tasks "$3" | perl -MJSON::PP -e '
+        my $p = decode_json(join("", <STDIN>));
+        for my $t (@{ $p->{tasks} }) {
+            my @c = @{ $t->{cpus} }; my @r; my ($s, $e);
+            for my $c (@c, -2) { if (defined $e && $c == $e + 1) { $e = $c; next }
+                push @r, (defined $s ? ($s == $e ? $s : "$s-$e") : ()); $s = $e = $c }
+            print join("|", $t->{local_rank}, join(",", @r), $t->{cuda_visible_devices},
+                       $t->{ucx_net_devices} // "unset", $p->{nccl_ib_hca} // "unset"), "\n" }'
+}
+for case in "llnl-tioga.xml 0,1" "24em64t-2n6c2t-pci.xml 1,2"; do
+    set -- $case
+    spank_plugstack required "topology=$ROOT/t/fixtures/topologies/$1"
+    SLURM_STEP_GPUS=$2 run_srun -n2 --ctrain-strategy=ddp sh -c "$NET"
+    is "$(printf '%s\n' "$OUT" | sort)" "$(from_json "$ROOT/t/fixtures/topologies/$1" "$2" 2 | sort)" \
+       "topology=$1, GPUs $2: the plugin sets what ctrain bind --json plans"
+done
+like "$(printf '%s\n' "$OUT" | cut -d'|' -f5 | sort -u)" "^=mlx4_0$" "one NCCL_IB_HCA list for every task of the node"
+like "$(printf '%s\n' "$OUT" | cut -d'|' -f4 | sort -u)" "^mlx4_0:1$" "UCX_NET_DEVICES: the task's HCA and port"
+# SLURM's gres/gpu numbers a step's GPUs from 0 (CUDA_VISIBLE_DEVICES=0,1 beside SLURM_STEP_GPUS=1,2)
+# exactly when ConstrainDevices=yes hides the others: the plan's GPUs are then numbered the same way.
+SLURM_STEP_GPUS=1,2 CUDA_VISIBLE_DEVICES=0,1 run_srun -n2 --ctrain-strategy=ddp sh -c "$NET"
+is "$(printf '%s\n' "$OUT" | cut -d'|' -f1,3 | sort | tr '\n' ' ')" "0|0 1|1 " \
+   "GPUs 1 and 2 numbered 0 and 1 when SLURM numbers the step's GPUs from 0"
+SLURM_STEP_GPUS=1,2 CUDA_VISIBLE_DEVICES=1,2 run_srun -n2 --ctrain-strategy=ddp sh -c "$NET"
+is "$(printf '%s\n' "$OUT" | cut -d'|' -f1,3 | sort | tr '\n' ' ')" "0|1 1|2 " \
+   "GPUs 1 and 2 keep their node-wide indexes when SLURM uses those"
+UCX_NET_DEVICES=eth0 NCCL_IB_HCA=mlx5 SLURM_STEP_GPUS=1,2 run_srun -n2 --ctrain-strategy=ddp sh -c "$NET"
+is "$(printf '%s\n' "$OUT" | cut -d'|' -f4,5 | sort -u)" "eth0|mlx5" "a user's UCX_NET_DEVICES and NCCL_IB_HCA are kept"
 
 # An unreadable topology on the node: each task fails with the plugin's message, nothing runs.
 spank_plugstack required "topology=/etc/hostname"

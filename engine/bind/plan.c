@@ -15,6 +15,8 @@
 struct ct_bind_plan {
     int ntasks;
     ct_bind_task *tasks;
+    char ib_hca[512];
+    int nic_use[CT_TOPO_MAX_DEVS]; /* tasks given each NIC so far */
 };
 
 /* A group of neighbouring domains (NUMA nodes or packages) that a set of tasks shares. */
@@ -27,6 +29,7 @@ struct group {
     int ngpus;
     int weight;
     int ntasks;
+    int top;                     /* the package (or NUMA node, when packages are finer) it lies in */
 };
 
 static void group_free(struct group *g)
@@ -147,39 +150,110 @@ static int parse_allowed(hwloc_topology_t hw, const char *list, hwloc_bitmap_t a
     return 0;
 }
 
-/* One group per domain with allowed PUs; GPUs go to the first domain their locality touches. */
-static int make_domains(const ct_topology *t, hwloc_const_bitmap_t allowed, const int *sel, struct group *g,
-                        int max)
+static void sort_ints(int *a, int n)
+{
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && a[j - 1] > a[j]; j--) {
+            int x = a[j];
+            a[j] = a[j - 1];
+            a[j - 1] = x;
+        }
+}
+
+/* The level above the domains: packages above NUMA nodes, NUMA nodes above finer packages. */
+static int top_of(hwloc_topology_t hw, hwloc_obj_type_t dt, hwloc_const_bitmap_t cs)
+{
+    hwloc_obj_type_t tt = dt == HWLOC_OBJ_NUMANODE ? HWLOC_OBJ_PACKAGE : HWLOC_OBJ_NUMANODE;
+    int n = dt == HWLOC_OBJ_MACHINE ? 0 : hwloc_get_nbobjs_by_type(hw, tt);
+
+    for (int i = 0; i < n; i++)
+        if (hwloc_bitmap_intersects(hwloc_get_obj_by_type(hw, tt, (unsigned)i)->cpuset, cs))
+            return i;
+    return 0;
+}
+
+/* One group per domain with allowed PUs. NUMA nodes over the same CPUs (KNL's MCDRAM beside its
+ * DDR, CXL or HBM memory) are one domain: their CPUs are shared, not two tasks' worth. */
+static int make_domains(const ct_topology *t, hwloc_const_bitmap_t allowed, struct group *g, int max)
 {
     hwloc_obj_type_t dt = domain_type(t->hw);
     int n = hwloc_get_nbobjs_by_type(t->hw, dt), nd = 0;
 
-    for (int i = 0; i < n && nd < max; i++) {
+    for (int i = 0; i < n; i++) {
         hwloc_obj_t o = hwloc_get_obj_by_type(t->hw, dt, (unsigned)i);
+        int same = -1;
 
         if (!hwloc_bitmap_intersects(o->cpuset, allowed))
             continue;
+        for (int d = 0; d < nd && same < 0; d++)
+            if (hwloc_bitmap_intersects(o->cpuset, g[d].cpuset))
+                same = d;
+        if (same >= 0) {
+            size_t len = strlen(g[same].label);
+
+            hwloc_bitmap_t cs = hwloc_bitmap_alloc();
+            hwloc_bitmap_and(cs, o->cpuset, allowed);
+            hwloc_bitmap_or(g[same].cpuset, g[same].cpuset, cs);
+            hwloc_bitmap_free(cs);
+            snprintf(g[same].label + len, sizeof(g[same].label) - len, "+%u", o->os_index);
+            continue;
+        }
+        if (nd == max)
+            break;
         memset(&g[nd], 0, sizeof(g[nd]));
         g[nd].cpuset = hwloc_bitmap_alloc();
         hwloc_bitmap_and(g[nd].cpuset, o->cpuset, allowed);
         snprintf(g[nd].label, sizeof(g[nd].label), "%s %u", domain_name(dt), o->os_index);
-        group_add_units(t->hw, &g[nd], g[nd].cpuset);
         nd++;
     }
-    for (int k = 0; k < t->ngpus && nd > 0; k++) {
-        int home = -1;
-
-        if (!sel[k])
-            continue;
-        for (int d = 0; d < nd && home < 0; d++)
-            if (hwloc_bitmap_intersects(t->gpus[k].locality->cpuset, g[d].cpuset))
-                home = d;
-        /* A GPU near no allowed CPU still goes to some task, spread over the domains. */
-        if (home < 0)
-            home = k % nd;
-        g[home].gpus[g[home].ngpus++] = k;
+    for (int d = 0; d < nd; d++) {
+        group_add_units(t->hw, &g[d], g[d].cpuset);
+        g[d].top = top_of(t->hw, dt, g[d].cpuset);
     }
     return nd;
+}
+
+/* The allocated GPUs into the domains. A GPU local to one domain goes there; one whose locality
+ * spans several (attached to the machine, as on HPE's EX235a) is spread over the domains in PCI
+ * order. One near no allowed CPU (a restricted CPU set) is handed out only when the local ones are
+ * fewer than the tasks: then round robin. Returns how many were left out. */
+static int place_gpus(const ct_topology *t, const int *sel, int ntasks, struct group *g, int nd)
+{
+    int where[CT_TOPO_MAX_DEVS], spread[CT_TOPO_MAX_DEVS], remote[CT_TOPO_MAX_DEVS];
+    int nspread = 0, nremote = 0, nlocal = 0;
+
+    for (int k = 0; k < t->ngpus && nd > 0; k++) {
+        int hits = 0;
+
+        where[k] = -1;
+        if (!sel[k])
+            continue;
+        for (int d = 0; d < nd; d++)
+            if (hwloc_bitmap_intersects(t->gpus[k].locality->cpuset, g[d].cpuset)) {
+                if (!hits)
+                    where[k] = d;
+                hits++;
+            }
+        if (hits == 1) {
+            g[where[k]].gpus[g[where[k]].ngpus++] = k;
+            nlocal++;
+        } else if (hits > 1) {
+            spread[nspread++] = k;
+        } else {
+            remote[nremote++] = k;
+        }
+    }
+    for (int i = 0; i < nspread; i++) {
+        int d = i * nd / nspread;
+        g[d].gpus[g[d].ngpus++] = spread[i];
+    }
+    if (nlocal + nspread >= ntasks && nlocal + nspread > 0)
+        return nremote;
+    for (int i = 0; i < nremote; i++)
+        g[i % nd].gpus[g[i % nd].ngpus++] = remote[i];
+    for (int d = 0; d < nd; d++)
+        sort_ints(g[d].gpus, g[d].ngpus);
+    return 0;
 }
 
 /* Fewer tasks than domains: merge neighbours into at most ntasks groups of about equal weight. */
@@ -211,6 +285,7 @@ static int merge_domains(struct group *d, int nd, int ntasks, struct group *out)
         free(d[i].units);
         for (int k = 0; k < d[i].ngpus; k++)
             g->gpus[g->ngpus++] = d[i].gpus[k];
+        sort_ints(g->gpus, g->ngpus);
         g->weight += d[i].weight;
         /* "NUMA 0+1", or "package 1..7" (first..last) when more merge. */
         char *plus = strchr(g->label, '+'), *dots = strstr(g->label, "..");
@@ -221,30 +296,108 @@ static int merge_domains(struct group *d, int nd, int ntasks, struct group *out)
     return ng;
 }
 
-/* Tasks per group in proportion to weight: largest remainder, ties to the lower group. */
-static void spread_tasks(struct group *g, int ng, int ntasks)
+/* ntasks in proportion to the weights: largest remainder, ties to the lower index. */
+static void spread(const long *weight, int n, int ntasks, int *out)
 {
-    long total = 0;
+    long total = 0, rem[CT_BIND_MAX_GROUPS];
     int given = 0;
-    long rem[CT_BIND_MAX_GROUPS];
 
-    for (int i = 0; i < ng; i++)
-        total += g[i].weight;
-    for (int i = 0; i < ng; i++) {
-        g[i].ntasks = total ? (int)((long)ntasks * g[i].weight / total) : 0;
-        rem[i] = total ? (long)ntasks * g[i].weight % total : 0;
-        given += g[i].ntasks;
+    for (int i = 0; i < n; i++)
+        total += weight[i];
+    for (int i = 0; i < n; i++) {
+        out[i] = total ? (int)((long)ntasks * weight[i] / total) : 0;
+        rem[i] = total ? (long)ntasks * weight[i] % total : 0;
+        given += out[i];
     }
-    while (given < ntasks) {
+    while (given < ntasks && n > 0) {
         int best = 0;
 
-        for (int i = 1; i < ng; i++)
+        for (int i = 1; i < n; i++)
             if (rem[i] > rem[best])
                 best = i;
-        g[best].ntasks++;
+        out[best]++;
         rem[best] = -1;
         given++;
     }
+}
+
+static void spread_tasks(struct group *g, int ng, int ntasks)
+{
+    long w[CT_BIND_MAX_GROUPS] = { 0 };
+    int k[CT_BIND_MAX_GROUPS];
+
+    for (int i = 0; i < ng; i++)
+        w[i] = g[i].weight;
+    spread(w, ng, ntasks, k);
+    for (int i = 0; i < ng; i++)
+        g[i].ntasks = k[i];
+}
+
+/* Packages first, then the domains inside each: tasks go to packages in proportion to their
+ * weight, then inside a package to its domains, merged when the package has fewer tasks than
+ * domains. A group so never straddles a package unless there are fewer tasks than packages. */
+static int assign_groups(struct group *dom, int nd, int ntasks, struct group *out)
+{
+    int tops[CT_BIND_MAX_GROUPS], ntops = 0, per_top[CT_BIND_MAX_GROUPS], ng = 0;
+    long w[CT_BIND_MAX_GROUPS] = { 0 };
+    struct group *tmp = calloc(CT_BIND_MAX_GROUPS, sizeof(*tmp)), *whole = NULL;
+
+    if (!tmp)
+        return -1;
+    for (int d = 0; d < nd; d++) {
+        int seen = 0;
+
+        for (int i = 0; i < ntops; i++)
+            seen |= tops[i] == dom[d].top;
+        if (!seen)
+            tops[ntops++] = dom[d].top;
+    }
+    for (int i = 0; i < ntops; i++) {
+        w[i] = 0;
+        for (int d = 0; d < nd; d++)
+            w[i] += dom[d].top == tops[i] ? dom[d].weight : 0;
+    }
+    if (ntasks < ntops && (whole = calloc(CT_BIND_MAX_GROUPS, sizeof(*whole)))) {
+        /* Fewer tasks than packages: whole packages merge. */
+        int nw = 0;
+
+        for (int i = 0; i < ntops; i++) {
+            int n = 0;
+
+            for (int d = 0; d < nd; d++)
+                if (dom[d].top == tops[i])
+                    tmp[n++] = dom[d];
+            nw += merge_domains(tmp, n, 1, &whole[nw]);
+        }
+        ng = merge_domains(whole, nw, ntasks, out);
+        spread_tasks(out, ng, ntasks);
+        free(whole);
+        free(tmp);
+        return ng;
+    }
+    spread(w, ntops, ntasks, per_top);
+    for (int i = 0; i < ntops; i++) {
+        int n = 0, k = per_top[i], made;
+
+        for (int d = 0; d < nd; d++)
+            if (dom[d].top == tops[i])
+                tmp[n++] = dom[d];
+        if (k == 0) {
+            for (int d = 0; d < n; d++)
+                out[ng++] = tmp[d]; /* kept for freeing; no task there */
+            continue;
+        }
+        if (k < n) {
+            made = merge_domains(tmp, n, k, &out[ng]);
+        } else {
+            memcpy(&out[ng], tmp, sizeof(tmp[0]) * (size_t)n);
+            made = n;
+        }
+        spread_tasks(&out[ng], made, k);
+        ng += made;
+    }
+    free(tmp);
+    return ng;
 }
 
 static void task_set_cpus(ct_bind_task *task, hwloc_const_bitmap_t cs)
@@ -310,8 +463,8 @@ static void assign_cpus(const struct group *g, int j, int k, int cpus_per_task, 
     hwloc_bitmap_free(cs);
 }
 
-static void assign_gpus(const ct_topology *t, const struct group *g, int j, int k, ct_bind_task *task,
-                        hwloc_const_bitmap_t taskcs)
+static void assign_gpus(const ct_topology *t, const struct group *g, int j, int k, const int *alloc_rank,
+                        ct_bind_task *task, hwloc_const_bitmap_t taskcs)
 {
     int uuids = 1, remote = 0;
 
@@ -325,6 +478,7 @@ static void assign_gpus(const ct_topology *t, const struct group *g, int j, int 
         remote |= !hwloc_bitmap_intersects(gpu->locality->cpuset, taskcs);
     }
     task->cuda_visible_devices[0] = '\0';
+    task->cuda_local_devices[0] = '\0';
     for (int i = 0, n = 0; i < g->ngpus; i++) {
         const struct ct_gpu *gpu = &t->gpus[g->gpus[i]];
         char one[80];
@@ -337,6 +491,11 @@ static void assign_gpus(const ct_topology *t, const struct group *g, int j, int 
             snprintf(one, sizeof(one), "%s%d", n ? "," : "", gpu->cuda_index);
         strncat(task->cuda_visible_devices, one,
                 sizeof(task->cuda_visible_devices) - strlen(task->cuda_visible_devices) - 1);
+        /* UUIDs name a GPU whatever the numbering. */
+        if (!uuids)
+            snprintf(one, sizeof(one), "%s%d", n ? "," : "", alloc_rank[g->gpus[i]]);
+        strncat(task->cuda_local_devices, one,
+                sizeof(task->cuda_local_devices) - strlen(task->cuda_local_devices) - 1);
         n++;
     }
     if (task->ngpus)
@@ -351,39 +510,97 @@ static void assign_gpus(const ct_topology *t, const struct group *g, int j, int 
                k == 1 ? "" : "s");
 }
 
-/* The NIC whose locality is smallest among those that touch the task's cores; HCAs first. */
-static void assign_nic(const ct_topology *t, int j, ct_bind_task *task, hwloc_const_bitmap_t taskcs)
+/* The deepest PCI ancestor two devices share: 2 a PCIe switch (a PCI-to-PCI bridge), 1 the host
+ * bridge, 0 none. */
+static int pci_kinship(hwloc_obj_t a, hwloc_obj_t b)
 {
-    int cand[CT_TOPO_MAX_DEVS], nc = 0, best_local = 0, best_depth = -1, best_ofed = 0;
+    int best = 0;
 
+    for (hwloc_obj_t x = a ? a->parent : NULL; x && x->type == HWLOC_OBJ_BRIDGE; x = x->parent)
+        for (hwloc_obj_t y = b ? b->parent : NULL; y && y->type == HWLOC_OBJ_BRIDGE; y = y->parent)
+            if (x == y) {
+                int k = x->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST ? 1 : 2;
+                best = k > best ? k : best;
+            }
+    return best;
+}
+
+/* How close a NIC is to the task: its GPU's PCIe switch (5), host bridge (4), the task's cores
+ * (3, deeper locality first through depth), else remote (0). */
+static long nic_score(const struct ct_nic *n, const struct ct_gpu *gpu, hwloc_const_bitmap_t taskcs)
+{
+    int kin = gpu && gpu->pcidev && n->pcidev ? pci_kinship(gpu->pcidev, n->pcidev) : 0;
+
+    if (kin)
+        return (3 + kin) * 1000L;
+    if (hwloc_bitmap_intersects(n->locality->cpuset, taskcs))
+        return 3000L + n->locality->depth;
+    return 0;
+}
+
+/* PCI bus distance between the GPU and the NIC: the tie-break among equally close NICs. */
+static unsigned bus_distance(const struct ct_nic *n, const struct ct_gpu *gpu)
+{
+    int d;
+
+    if (!gpu || !gpu->pcidev || !n->pcidev || n->pcidev->attr->pcidev.domain != gpu->pcidev->attr->pcidev.domain)
+        return 1u << 20;
+    d = (int)n->pcidev->attr->pcidev.bus - (int)gpu->pcidev->attr->pcidev.bus;
+    return (unsigned)(d < 0 ? -d : d);
+}
+
+/* High-speed fabrics before Ethernet; among them the closest to the task's first GPU, else to its
+ * cores; among equally close ones the one fewest tasks have so far (the first of those). */
+static void assign_nic(const ct_topology *t, const struct group *g, int *use, ct_bind_task *task,
+                       hwloc_const_bitmap_t taskcs)
+{
+    int cand[CT_TOPO_MAX_DEVS], nc = 0, fabric = 0;
+    const struct ct_gpu *gpu = NULL;
+    long best = -1;
+    unsigned near = ~0u;
+
+    for (int i = 0; i < g->ngpus && !gpu; i++)
+        if (task->ngpus && !strcmp(t->gpus[g->gpus[i]].name, task->gpus[0]))
+            gpu = &t->gpus[g->gpus[i]];
+    for (int i = 0; i < t->nnics; i++)
+        fabric |= t->nics[i].fabric;
     for (int i = 0; i < t->nnics; i++) {
         const struct ct_nic *n = &t->nics[i];
-        int local = hwloc_bitmap_intersects(n->locality->cpuset, taskcs);
-        int depth = local ? n->locality->depth : -1;
+        long sc = nic_score(n, gpu, taskcs);
+        unsigned dist = bus_distance(n, gpu);
 
-        if (nc && (local < best_local || (local == best_local && depth < best_depth) ||
-                   (local == best_local && depth == best_depth && n->openfabrics < best_ofed)))
+        if (n->fabric != fabric || sc < best || (sc == best && dist > near))
             continue;
-        if (!nc || local > best_local || depth > best_depth || n->openfabrics > best_ofed)
+        if (sc > best || dist < near)
             nc = 0;
-        best_local = local;
-        best_depth = depth;
-        best_ofed = n->openfabrics;
+        best = sc;
+        near = dist;
         cand[nc++] = i;
     }
     if (!nc) {
         APPEND(task, "; no NIC in the topology");
         return;
     }
-    const struct ct_nic *n = &t->nics[cand[j % nc]];
+    int pick = cand[0];
+    for (int i = 1; i < nc; i++)
+        if (use[cand[i]] < use[pick])
+            pick = cand[i];
+    use[pick]++;
+    const struct ct_nic *n = &t->nics[pick];
     ct_str_copy(task->nic, sizeof(task->nic), n->name);
     ct_str_copy(task->netdev, sizeof(task->netdev), n->netdev);
     task->nic_is_openfabrics = n->openfabrics;
-    APPEND(task, "; NIC %s %s", n->name, best_local ? "local" : "remote (none near these cores)");
+    if (n->openfabrics)
+        snprintf(task->ucx_net_devices, sizeof(task->ucx_net_devices), "%s:1", n->name);
+    else
+        ct_str_copy(task->ucx_net_devices, sizeof(task->ucx_net_devices), n->name);
+    APPEND(task, "; NIC %s (%s) %s", n->name, n->fabric ? "fabric" : "Ethernet",
+           best >= 5000 ? "on the GPU's PCIe switch" : best >= 4000 ? "on the GPU's host bridge" :
+           best >= 3000 ? "local" : "remote (none near these cores)");
 }
 
 static int plan_groups(const ct_topology *t, const ct_bind_request *req, const struct group *g, int ng,
-                       ct_bind_plan *plan)
+                       const int *alloc_rank, ct_bind_plan *plan)
 {
     int rank = 0;
 
@@ -398,19 +615,31 @@ static int plan_groups(const ct_topology *t, const ct_bind_request *req, const s
             assign_cpus(&g[gi], j, g[gi].ntasks, req->cpus_per_task, task);
             for (int c = 0; c < task->ncpus; c++)
                 hwloc_bitmap_set(cs, (unsigned)task->cpus[c]);
-            assign_gpus(t, &g[gi], j, g[gi].ntasks, task, cs);
-            assign_nic(t, j, task, cs);
+            assign_gpus(t, &g[gi], j, g[gi].ntasks, alloc_rank, task, cs);
+            assign_nic(t, &g[gi], plan->nic_use, task, cs);
             hwloc_bitmap_free(cs);
         }
     }
     return rank;
 }
 
+/* Every high-speed HCA of the node, in hwloc's order, as NCCL_IB_HCA's exact-match list. */
+static void plan_ib_hca(const ct_topology *t, ct_bind_plan *plan)
+{
+    size_t len = 0;
+
+    plan->ib_hca[0] = '\0';
+    for (int i = 0; i < t->nnics; i++)
+        if (t->nics[i].openfabrics && t->nics[i].fabric && len + strlen(t->nics[i].name) + 2 < sizeof(plan->ib_hca))
+            len += (size_t)snprintf(plan->ib_hca + len, sizeof(plan->ib_hca) - len, "%s%s", len ? "," : "=",
+                                    t->nics[i].name);
+}
+
 int ct_bind_plan_create(const ct_topology *topo, const ct_bind_request *req, ct_bind_plan **out, ct_error *err)
 {
     struct group *dom = calloc(CT_BIND_MAX_GROUPS, sizeof(*dom));
     struct group *grp = calloc(CT_BIND_MAX_GROUPS, sizeof(*grp));
-    int sel[CT_TOPO_MAX_DEVS], nsel = 0, nd = 0, ng = 0, gpu_mode, rv;
+    int sel[CT_TOPO_MAX_DEVS], alloc_rank[CT_TOPO_MAX_DEVS], nsel = 0, nd = 0, ng = 0, gpu_mode, rv, left_out;
     hwloc_bitmap_t allowed = hwloc_bitmap_alloc();
     ct_bind_plan *plan = NULL;
 
@@ -432,25 +661,33 @@ int ct_bind_plan_create(const ct_topology *topo, const ct_bind_request *req, ct_
     if ((rv = parse_allowed(topo->hw, req->allowed_cpus, allowed, err)) != 0 ||
         (rv = parse_gpus(topo, req->gpus, sel, &nsel, err)) != 0)
         goto fail;
-    nd = make_domains(topo, allowed, sel, dom, CT_BIND_MAX_GROUPS);
+    nd = make_domains(topo, allowed, dom, CT_BIND_MAX_GROUPS);
+    left_out = place_gpus(topo, sel, req->ntasks, dom, nd);
+    nsel -= left_out;
     gpu_mode = nsel > 0 && nsel >= req->ntasks;
     for (int d = 0; d < nd; d++)
         dom[d].weight = gpu_mode ? dom[d].ngpus : dom[d].nunits;
-    if (req->ntasks < nd) {
-        ng = merge_domains(dom, nd, req->ntasks, grp);
-    } else {
-        memcpy(grp, dom, sizeof(dom[0]) * (size_t)nd);
-        ng = nd;
+    ng = assign_groups(dom, nd, req->ntasks, grp);
+    if (ng < 0) {
+        ng = 0;
+        rv = ct_error_set(err, CT_ENOMEM, "out-of-memory", "binding plan: out of memory");
+        goto fail;
     }
     nd = 0; /* the domains now belong to the groups */
-    spread_tasks(grp, ng, req->ntasks);
     rv = CT_ENOMEM;
     plan = calloc(1, sizeof(*plan));
     if (!plan || !(plan->tasks = calloc((size_t)req->ntasks, sizeof(ct_bind_task)))) {
         ct_error_set(err, CT_ENOMEM, "out-of-memory", "binding plan: out of memory");
         goto fail;
     }
-    plan->ntasks = plan_groups(topo, req, grp, ng, plan);
+    for (int k = 0, r = 0; k < topo->ngpus; k++)
+        alloc_rank[k] = sel[k] ? r++ : -1;
+    plan_ib_hca(topo, plan);
+    plan->ntasks = plan_groups(topo, req, grp, ng, alloc_rank, plan);
+    if (left_out)
+        for (int r = 0; r < plan->ntasks; r++)
+            APPEND(&plan->tasks[r], "; %d allocated GPU%s near no allowed CPU left out", left_out,
+                   left_out == 1 ? "" : "s");
     *out = plan;
     plan = NULL;
     rv = 0;
@@ -464,6 +701,11 @@ fail:
     hwloc_bitmap_free(allowed);
     ct_bind_plan_free(plan);
     return rv;
+}
+
+const char *ct_bind_plan_ib_hca(const ct_bind_plan *plan)
+{
+    return plan->ib_hca;
 }
 
 int ct_bind_plan_ntasks(const ct_bind_plan *plan)
@@ -494,6 +736,7 @@ char *ct_bind_plan_to_json(const ct_bind_plan *plan)
         for (int g = 0; g < t->ngpus; g++)
             cJSON_AddItemToArray(gpus, cJSON_CreateString(t->gpus[g]));
         cJSON_AddStringToObject(o, "cuda_visible_devices", t->cuda_visible_devices);
+        cJSON_AddStringToObject(o, "cuda_local_devices", t->cuda_local_devices);
         if (t->nic[0])
             cJSON_AddStringToObject(o, "nic", t->nic);
         else
@@ -502,9 +745,17 @@ char *ct_bind_plan_to_json(const ct_bind_plan *plan)
             cJSON_AddStringToObject(o, "netdev", t->netdev);
         else
             cJSON_AddNullToObject(o, "netdev");
+        if (t->ucx_net_devices[0])
+            cJSON_AddStringToObject(o, "ucx_net_devices", t->ucx_net_devices);
+        else
+            cJSON_AddNullToObject(o, "ucx_net_devices");
         cJSON_AddNumberToObject(o, "threads", t->threads);
         cJSON_AddStringToObject(o, "reason", t->reason);
     }
+    if (plan->ib_hca[0])
+        cJSON_AddStringToObject(root, "nccl_ib_hca", plan->ib_hca);
+    else
+        cJSON_AddNullToObject(root, "nccl_ib_hca");
     s = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     return s;

@@ -1,5 +1,6 @@
 /* Topology loading and the GPUs and NICs in it; see include/ctrain/bind.h. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -10,6 +11,8 @@
 #include "engine/bind/topology_internal.h"
 
 #define NVIDIA_VENDOR 0x10de
+#define AMD_VENDOR    0x1002
+#define HPE_VENDOR    0x17db /* Slingshot (Cassini) NICs */
 
 static hwloc_obj_t pci_parent(hwloc_obj_t osdev)
 {
@@ -27,38 +30,69 @@ static int gpu_name_rank(const char *name)
         return 1;
     if (!strncmp(name, "rsmi", 4))
         return 2;
-    return 3;
+    if (!strncmp(name, "opencl", 6))
+        return 3;
+    return 4;
 }
 
-/* A GPU is defined by a GPU OS device (nvml*, card*, rsmi*, …) or a CUDA co-processor; OpenCL
- * devices only name functions of a card already counted. */
-static int osdev_is_gpu(hwloc_obj_t o)
+/* A compute device of a GPU: NVML, CUDA, RSMI, OpenCL, Level Zero. A DRM card/renderD device alone
+ * is no proof: every display adapter has one, a BMC's VGA (ASPEED, Matrox) included. */
+static int osdev_is_compute(hwloc_obj_t o)
 {
-    if (o->attr->osdev.type == HWLOC_OBJ_OSDEV_GPU)
-        return 1;
-    return o->attr->osdev.type == HWLOC_OBJ_OSDEV_COPROC && !strncmp(o->name, "cuda", 4);
+    hwloc_obj_osdev_type_t t = o->attr->osdev.type;
+
+    if (t != HWLOC_OBJ_OSDEV_GPU && t != HWLOC_OBJ_OSDEV_COPROC)
+        return 0;
+    return gpu_name_rank(o->name) < 4 || !strncmp(o->name, "ze", 2);
 }
 
-static struct ct_gpu *gpu_for_pci(ct_topology *t, hwloc_obj_t pci, unsigned *vendors)
+/* A PCI device that is a GPU by its ids: NVIDIA's display-class devices (NVIDIA makes no BMC
+ * adapters); AMD's 3D and display-other classes (Instinct MI100 and later), and its VGA-class
+ * devices from the GCN generation on (device ids from 0x6600: Radeon Instinct MI25/MI50/MI60 are
+ * VGA class), not the older server VGA adapters (the ES1000, 0x515e, sits beside many BMCs). */
+static int pci_is_gpu(hwloc_obj_t pci)
 {
-    struct hwloc_pcidev_attr_s *a = &pci->attr->pcidev;
+    unsigned cls = pci->attr->pcidev.class_id, vendor = pci->attr->pcidev.vendor_id;
 
-    for (int i = 0; i < t->ngpus; i++)
-        if (t->gpus[i].pci[0] == a->domain && t->gpus[i].pci[1] == a->bus &&
-            t->gpus[i].pci[2] == a->dev && t->gpus[i].pci[3] == a->func)
+    if (vendor == NVIDIA_VENDOR)
+        return (cls >> 8) == 0x03;
+    if (vendor == AMD_VENDOR)
+        return cls == 0x0302 || cls == 0x0380 || (cls == 0x0300 && pci->attr->pcidev.device_id >= 0x6600);
+    return 0;
+}
+
+static struct ct_gpu *gpu_add(ct_topology *t, hwloc_obj_t pci, hwloc_obj_t near)
+{
+    struct ct_gpu *g;
+
+    for (int i = 0; pci && i < t->ngpus; i++)
+        if (t->gpus[i].pcidev == pci)
             return &t->gpus[i];
     if (t->ngpus == CT_TOPO_MAX_DEVS)
         return NULL;
-    struct ct_gpu *g = &t->gpus[t->ngpus];
+    g = &t->gpus[t->ngpus++];
     memset(g, 0, sizeof(*g));
-    g->pci[0] = a->domain;
-    g->pci[1] = a->bus;
-    g->pci[2] = a->dev;
-    g->pci[3] = a->func;
-    g->locality = hwloc_get_non_io_ancestor_obj(t->hw, pci);
-    vendors[t->ngpus] = a->vendor_id;
-    t->ngpus++;
+    g->pcidev = pci;
+    if (pci) {
+        g->pci[0] = pci->attr->pcidev.domain;
+        g->pci[1] = pci->attr->pcidev.bus;
+        g->pci[2] = pci->attr->pcidev.dev;
+        g->pci[3] = pci->attr->pcidev.func;
+        snprintf(g->name, sizeof(g->name), "%04x:%02x:%02x.%x", g->pci[0], g->pci[1], g->pci[2], g->pci[3]);
+    }
+    g->locality = hwloc_get_non_io_ancestor_obj(t->hw, near);
     return g;
+}
+
+/* Name the GPU after its best OS device and keep NVML's UUID. */
+static void gpu_name(struct ct_gpu *g, hwloc_obj_t o)
+{
+    const char *uuid = hwloc_obj_get_info_by_name(o, "NVIDIAUUID");
+
+    if (!g->name[0] || strchr(g->name, ':') || gpu_name_rank(o->name) < gpu_name_rank(g->name))
+        ct_str_copy(g->name, sizeof(g->name), o->name);
+    if (uuid)
+        ct_str_copy(g->uuid, sizeof(g->uuid), uuid);
 }
 
 static int gpu_cmp_pci(const void *pa, const void *pb)
@@ -71,30 +105,40 @@ static int gpu_cmp_pci(const void *pa, const void *pb)
     return 0;
 }
 
+/* GPUs, in three tiers, the first that finds any wins:
+ *   1. PCI devices with a compute OS device (NVML, CUDA, RSMI, OpenCL, Level Zero);
+ *   2. else PCI devices that are GPUs by vendor and class (Debian's hwloc has no NVML/CUDA
+ *      backend, and without nvidia-drm there is no DRM card either), named by PCI bus id;
+ *   3. else compute OS devices hwloc attached to no PCI device.
+ * CUDA numbers NVIDIA devices only, in PCI bus order: when there is one, another vendor's
+ * adapter must not shift the indexes. */
 static void find_gpus(ct_topology *t)
 {
-    unsigned vendors[CT_TOPO_MAX_DEVS];
-    int nvidia = 0, kept = 0;
+    hwloc_obj_t o;
+    int nvidia = 0, kept = 0, tier;
 
-    for (hwloc_obj_t o = hwloc_get_next_osdev(t->hw, NULL); o; o = hwloc_get_next_osdev(t->hw, o)) {
+    for (o = hwloc_get_next_osdev(t->hw, NULL); o; o = hwloc_get_next_osdev(t->hw, o)) {
         hwloc_obj_t pci = pci_parent(o);
         struct ct_gpu *g;
-        const char *uuid;
 
-        if (!pci || !o->name || !osdev_is_gpu(o) || !(g = gpu_for_pci(t, pci, vendors)))
-            continue;
-        if (!g->name[0] || gpu_name_rank(o->name) < gpu_name_rank(g->name))
-            ct_str_copy(g->name, sizeof(g->name), o->name);
-        uuid = hwloc_obj_get_info_by_name(o, "NVIDIAUUID");
-        if (uuid)
-            ct_str_copy(g->uuid, sizeof(g->uuid), uuid);
+        if (o->name && pci && osdev_is_compute(o) && (g = gpu_add(t, pci, pci)))
+            gpu_name(g, o);
     }
-    /* CUDA numbers NVIDIA devices only: when there is one, a display adapter of another vendor
-     * (card0 of a BMC) must not shift the indexes. */
+    tier = t->ngpus ? 1 : 2;
+    for (o = hwloc_get_next_pcidev(t->hw, NULL); tier == 2 && o; o = hwloc_get_next_pcidev(t->hw, o))
+        if (pci_is_gpu(o) && t->ngpus < CT_TOPO_MAX_DEVS)
+            gpu_add(t, o, o);
+    tier = t->ngpus ? tier : 3;
+    for (o = hwloc_get_next_osdev(t->hw, NULL); tier == 3 && o; o = hwloc_get_next_osdev(t->hw, o)) {
+        struct ct_gpu *g;
+
+        if (o->name && !pci_parent(o) && osdev_is_compute(o) && (g = gpu_add(t, NULL, o)))
+            gpu_name(g, o);
+    }
     for (int i = 0; i < t->ngpus; i++)
-        nvidia |= vendors[i] == NVIDIA_VENDOR;
+        nvidia |= t->gpus[i].pcidev && t->gpus[i].pcidev->attr->pcidev.vendor_id == NVIDIA_VENDOR;
     for (int i = 0; i < t->ngpus; i++)
-        if (!nvidia || vendors[i] == NVIDIA_VENDOR)
+        if (!nvidia || (t->gpus[i].pcidev && t->gpus[i].pcidev->attr->pcidev.vendor_id == NVIDIA_VENDOR))
             t->gpus[kept++] = t->gpus[i];
     t->ngpus = kept;
     qsort(t->gpus, (size_t)t->ngpus, sizeof(t->gpus[0]), gpu_cmp_pci);
@@ -121,6 +165,18 @@ static int pci_has_openfabrics(hwloc_obj_t pci)
     return 0;
 }
 
+/* A high-speed fabric: an OpenFabrics device (InfiniBand, Omni-Path, RoCE, EFA), an InfiniBand or
+ * fabric-class PCI device, a Slingshot NIC (HPE's vendor id; hsn*, cxi*) or a BXI interface. */
+static int nic_is_fabric(hwloc_obj_t o, hwloc_obj_t pci)
+{
+    if (o->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS)
+        return 1;
+    if (pci && (pci->attr->pcidev.vendor_id == HPE_VENDOR || pci->attr->pcidev.class_id == 0x0207 ||
+                pci->attr->pcidev.class_id == 0x0208))
+        return 1;
+    return !strncmp(o->name, "hsn", 3) || !strncmp(o->name, "cxi", 3) || !strncmp(o->name, "bxi", 3);
+}
+
 static void find_nics(ct_topology *t)
 {
     for (hwloc_obj_t o = hwloc_get_next_osdev(t->hw, NULL); o; o = hwloc_get_next_osdev(t->hw, o)) {
@@ -139,6 +195,8 @@ static void find_nics(ct_topology *t)
         memset(n, 0, sizeof(*n));
         ct_str_copy(n->name, sizeof(n->name), o->name);
         n->openfabrics = ofed;
+        n->fabric = nic_is_fabric(o, pci);
+        n->pcidev = pci;
         if (ofed)
             sibling_netdev(pci, n->netdev, sizeof(n->netdev));
         else

@@ -19,11 +19,13 @@ static void bind_usage(FILE *out)
             "  --tasks N          tasks on the node (1-4096)\n"
             "  --topology FILE    an hwloc XML file (lstopo --of xml --whole-io FILE); default: this machine\n"
             "  --cpus-per-task C  CPUs per task (as srun -c); default: an even share of the allowed cores\n"
-            "  --gpus LIST        allocated GPUs: CUDA indexes in PCI bus order, OS device names (nvml3)\n"
-            "                     or UUIDs, comma-separated; \"\" for none; default: every GPU\n"
+            "  --gpus LIST        allocated GPUs: CUDA indexes in PCI bus order, OS device names (nvml3),\n"
+            "                     PCI bus ids (0000:04:00.0, GPUs without OS device) or UUIDs,\n"
+            "                     comma-separated; \"\" for none; default: every GPU\n"
             "  --cpus LIST        allowed CPUs as OS indexes (0-7,16); default: every allowed CPU\n"
             "  --json             one JSON object: {\"tasks\":[{\"local_rank\",\"cpus\",\"gpus\",\n"
-            "                     \"cuda_visible_devices\",\"nic\",\"netdev\",\"threads\",\"reason\"}]}\n");
+            "                     \"cuda_visible_devices\",\"cuda_local_devices\",\"nic\",\"netdev\",\n"
+            "                     \"ucx_net_devices\",\"threads\",\"reason\"}],\"nccl_ib_hca\"}\n");
 }
 
 static void print_text(const ct_bind_plan *plan)
@@ -40,6 +42,7 @@ static void print_text(const ct_bind_plan *plan)
         printf("%s  nic %s  threads %d\n", t->ngpus ? "" : " -", t->nic[0] ? t->nic : "-", t->threads);
         printf("        CUDA_VISIBLE_DEVICES=%s\n        why: %s\n", t->cuda_visible_devices, t->reason);
     }
+    printf("node: NCCL_IB_HCA=%s\n", ct_bind_plan_ib_hca(plan)[0] ? ct_bind_plan_ib_hca(plan) : "(none)");
 }
 
 int ct_cmd_bind(int argc, char **argv)

@@ -4,16 +4,27 @@
  * GPUs SLURM allocated, the number of tasks on the node and the CPUs per task give one binding per
  * local task. Same inputs, same plan. The SPANK plugin only applies the plan; `ctrain bind` prints it.
  *
- * Rules, in order:
+ * Rules, in order (README's "What the binding chooses, and why" gives the reasons):
+ *   0. GPUs: PCI devices with a compute OS device (NVML, CUDA, RSMI, OpenCL, Level Zero); else PCI
+ *      devices that are GPUs by vendor and class (NVIDIA display-class, AMD 3D/display-other and
+ *      GCN-or-later VGA; a BMC's VGA never), named by PCI bus id; else compute OS devices on no
+ *      PCI device. With NVIDIA
+ *      GPUs present, only those. Numbered in PCI bus order.
  *   1. Domains are the NUMA nodes or packages (whichever level has more objects) with allowed CPUs,
- *      in hwloc's logical order. Fewer tasks than domains: neighbouring domains are merged into one
- *      group per task. Otherwise tasks are spread over the domains in proportion to their weight:
- *      the allocated GPUs in each domain when there are at least as many GPUs as tasks, else the
- *      allowed cores. Neighbouring local ranks share a domain.
+ *      in hwloc's logical order; NUMA nodes whose CPUs intersect are one domain (KNL's MCDRAM).
+ *      Tasks go to the level above first (packages) in proportion to weight, then to the domains
+ *      inside it, neighbouring domains merged when it has fewer tasks than domains; with fewer
+ *      tasks than packages, whole packages merge. The weight: the allocated GPUs when there are at
+ *      least as many GPUs as tasks, else the allowed cores. Neighbouring local ranks share a domain.
+ *      A GPU local to one domain belongs there; one local to several (attached to the machine) is
+ *      spread over them in PCI order; one near no allowed CPU is used only when the local ones are
+ *      fewer than the tasks.
  *   2. Inside a group, its allowed cores are split into contiguous, disjoint chunks, one per task, and
  *      its GPUs (in PCI bus order) are split the same way: every GPU goes to at most one task.
- *   3. The NIC is the OpenFabrics device (else network interface) whose locality is closest to the
- *      task's cores; tasks of a group share the group's NICs round robin. A NIC may serve many tasks.
+ *   3. The NIC: high-speed fabrics (OpenFabrics devices; Slingshot, BXI) before Ethernet; among them
+ *      the one sharing the task's first GPU's PCIe switch, else its host bridge, else local to the
+ *      task's cores (deeper locality first), then the nearest PCI bus, then the least used so far.
+ *      NCCL_IB_HCA is one node-wide list of the high-speed HCAs (ct_bind_plan_ib_hca).
  * Documented behaviour when resources are short (never an error):
  *   - fewer GPUs than tasks: each GPU still goes to one task only; the other tasks get no GPU
  *     (cuda_visible_devices "") and their reason says so;
@@ -62,9 +73,13 @@ typedef struct ct_bind_task {
     char gpus[CT_BIND_MAX_GPUS][32]; /* OS device names, e.g. "nvml3" */
     int ngpus;
     char cuda_visible_devices[1024]; /* "3" or "GPU-…,GPU-…"; "" when no GPU */
+    char cuda_local_devices[1024];   /* the same GPUs numbered among the allocated ones ("1" for the
+                                        second allocated GPU): what a task sees when the step's
+                                        cgroup hides the other GPUs (ConstrainDevices=yes) */
     char nic[32];             /* OpenFabrics or network device, e.g. "mlx5_0"; "" when none */
     int nic_is_openfabrics;   /* 1: nic is an HCA (NCCL_IB_HCA); 0: a network interface */
     char netdev[32];          /* network interface on or nearest the NIC (NCCL_SOCKET_IFNAME); "" none */
+    char ucx_net_devices[48]; /* UCX_NET_DEVICES: "mlx5_0:1" for an HCA, else the interface; "" none */
     int threads;              /* OMP_NUM_THREADS */
     char reason[512];
 } ct_bind_task;
@@ -77,8 +92,12 @@ int ct_bind_plan_create(const ct_topology *topo, const ct_bind_request *req, ct_
                         ct_error *err);
 int ct_bind_plan_ntasks(const ct_bind_plan *plan);
 const ct_bind_task *ct_bind_plan_task(const ct_bind_plan *plan, int local_rank);
-/* {"tasks":[{"local_rank":0,"cpus":[…],"gpus":[…],"cuda_visible_devices":"…","nic":"…"|null,
- *  "threads":N,"reason":"…"}]} as a malloc'd string. */
+/* NCCL_IB_HCA for every task of the node: "=mlx5_0,mlx5_1" (exact names) listing the node's
+ * high-speed OpenFabrics devices, the same for all ranks (NCCL needs one list); "" when none. */
+const char *ct_bind_plan_ib_hca(const ct_bind_plan *plan);
+/* {"tasks":[{"local_rank":0,"cpus":[…],"gpus":[…],"cuda_visible_devices":"…","cuda_local_devices":"…",
+ *  "nic":"…"|null,"netdev":"…"|null,"ucx_net_devices":"…"|null,"threads":N,"reason":"…"}],
+ *  "nccl_ib_hca":"=mlx5_0,…"|null} as a malloc'd string. */
 char *ct_bind_plan_to_json(const ct_bind_plan *plan);
 void ct_bind_plan_free(ct_bind_plan *plan);
 

@@ -59,14 +59,15 @@ int ct_env_complete(const struct ct_env_ops *ops, ct_getenv_fn get, void *ctx, c
 /* --- rules shared by environments and the SPANK plugin -------------------------------------- */
 
 /* main_port under SLURM (and LSF, MPI without MASTER_PORT): derived from the job id and the step
- * id together, so concurrent steps of one job never collide (Lightning's 10000 + last four digits
- * of the job id gives every step of a job the same port):
+ * id together, hashed over the whole range (Lightning's 10000 + last four digits of the job id
+ * gives every step of a job the same port; job mod 1024 gave jobs 1024 apart the same one):
  *
- *     port = port_base + (job_id mod 1024) * 16 + (step_id mod 16)
+ *     port = port_base + ((job_id * 2654435761 + step_id * 2246822519) mod 2^32) / 2^18
  *
  * within port_base .. port_base + 16383 (default 15000 .. 31383, below Linux's ephemeral ports
- * from 32768). 16 concurrent steps of a job get 16 different ports; jobs whose ids differ by a
- * multiple of 1024 share a block (a problem only when their rank 0 share a node at the same time).
+ * from 32768). The 16 first steps of a job get 16 different ports, and so do jobs up to 1024
+ * apart (t/unit/test_envs checks both); srun --resv-ports' SLURM_STEP_RESV_PORTS, where the
+ * SPANK plugin sees it, and a user's MASTER_PORT take precedence.
  * Returns the port, or CT_EINVAL when port_base is outside 1024 .. 65535 - 16383. */
 #define CT_ENV_PORT_BASE_DEFAULT 15000
 #define CT_ENV_PORT_SPAN         16384

@@ -1,4 +1,5 @@
-/* The binding planner on real machine topologies (t/fixtures/topologies, from hwloc's test suite):
+/* The binding planner on real machine topologies (t/fixtures/topologies, from hwloc's test suite
+ * and LLNL mpibind's published machines):
  * disjointness, locality, even spread, determinism and the documented short-resource behaviour. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -53,6 +54,14 @@ static hwloc_obj_t osdev(hwloc_topology_t hw, const char *name)
     return NULL;
 }
 
+/* A GPU of a plan: its OS device, or its PCI device when named by bus id (no OS device). */
+static hwloc_obj_t gpu_obj(hwloc_topology_t hw, const char *name)
+{
+    hwloc_obj_t o = osdev(hw, name);
+
+    return o ? o : hwloc_get_pcidev_by_busidstring(hw, name);
+}
+
 static hwloc_bitmap_t task_cpuset(const ct_bind_task *t)
 {
     hwloc_bitmap_t cs = hwloc_bitmap_alloc();
@@ -62,7 +71,27 @@ static hwloc_bitmap_t task_cpuset(const ct_bind_task *t)
     return cs;
 }
 
-/* Packages (or NUMA nodes) the task's CPUs touch. */
+/* An object of the type over the same CPUs as an earlier one (KNL's MCDRAM beside its DDR). */
+static int same_cpus_as_earlier(hwloc_topology_t hw, hwloc_obj_type_t type, int i)
+{
+    for (int e = 0; e < i; e++)
+        if (hwloc_bitmap_isequal(hwloc_get_obj_by_type(hw, type, (unsigned)e)->cpuset,
+                                 hwloc_get_obj_by_type(hw, type, (unsigned)i)->cpuset))
+            return 1;
+    return 0;
+}
+
+/* Objects of the type with distinct CPUs. */
+static int count_distinct(hwloc_topology_t hw, hwloc_obj_type_t type)
+{
+    int n = 0;
+
+    for (int i = 0; i < hwloc_get_nbobjs_by_type(hw, type); i++)
+        n += !same_cpus_as_earlier(hw, type, i);
+    return n;
+}
+
+/* Packages (or NUMA nodes, one per set of CPUs) the task's CPUs touch. */
 static int count_touched(hwloc_topology_t hw, hwloc_obj_type_t type, hwloc_const_bitmap_t cs, int *first)
 {
     int n = 0;
@@ -70,7 +99,7 @@ static int count_touched(hwloc_topology_t hw, hwloc_obj_type_t type, hwloc_const
     for (int i = 0; i < hwloc_get_nbobjs_by_type(hw, type); i++) {
         hwloc_obj_t o = hwloc_get_obj_by_type(hw, type, (unsigned)i);
 
-        if (hwloc_bitmap_intersects(o->cpuset, cs)) {
+        if (!same_cpus_as_earlier(hw, type, i) && hwloc_bitmap_intersects(o->cpuset, cs)) {
             if (!n)
                 *first = i;
             n++;
@@ -93,9 +122,9 @@ static ct_bind_plan *plan_for(struct view *v, int ntasks, const char *gpus, cons
 }
 
 /* The rules every plan follows, checked for 1, 2, 4, 8 and 16 tasks on one topology. */
-static void check_rules(const char *name)
+static void check_rules_with(const char *name, int uneven_numa)
 {
-    static const int counts[] = { 1, 2, 4, 8, 16 };
+    static const int counts[] = { 1, 2, 3, 4, 6, 8, 12, 16, 24, 40 };
     struct view v;
 
     view_load(name, &v);
@@ -107,8 +136,8 @@ static void check_rules(const char *name)
         int npus = hwloc_get_nbobjs_by_type(v.hw, HWLOC_OBJ_PU);
         int ncores = hwloc_get_nbobjs_by_type(v.hw, HWLOC_OBJ_CORE);
         int npkg = hwloc_get_nbobjs_by_type(v.hw, HWLOC_OBJ_PACKAGE);
-        int nnuma = hwloc_get_nbobjs_by_type(v.hw, HWLOC_OBJ_NUMANODE);
-        int ngpus = ct_topology_gpu_count(v.topo), given = 0, per_numa[64] = { 0 };
+        int nnuma = count_distinct(v.hw, HWLOC_OBJ_NUMANODE);
+        int ngpus = ct_topology_gpu_count(v.topo), given = 0, per_numa[64] = { 0 }, per_pkg[64] = { 0 };
         char seen[CT_BIND_MAX_GPUS * 4][32];
         int nseen = 0;
 
@@ -138,12 +167,13 @@ static void check_rules(const char *name)
             /* With at least one task per package, a task stays inside one package and NUMA node. */
             if (n >= npkg && n >= nnuma) {
                 assert_int_equal(count_touched(v.hw, HWLOC_OBJ_PACKAGE, cs, &first), 1);
+                per_pkg[first]++;
                 assert_int_equal(count_touched(v.hw, HWLOC_OBJ_NUMANODE, cs, &first), 1);
                 per_numa[first]++;
             }
             /* Its GPUs are local to its cores when it shares a NUMA node with them. */
             for (int g = 0; g < t->ngpus; g++) {
-                hwloc_obj_t dev = osdev(v.hw, t->gpus[g]);
+                hwloc_obj_t dev = gpu_obj(v.hw, t->gpus[g]);
 
                 assert_non_null(dev);
                 if (n >= nnuma)
@@ -153,18 +183,21 @@ static void check_rules(const char *name)
                 ct_str_copy(seen[nseen++], sizeof(seen[0]), t->gpus[g]);
                 given++;
             }
-            /* The NIC is local whenever the topology has one near these cores. */
+            /* An HCA whenever the node has one; a local one whenever one is near these cores
+             * (and the task has no GPU whose PCIe switch or host bridge decides). */
             if (t->nic[0]) {
-                int local_exists = 0;
+                int local_exists = 0, any_hca = 0;
                 hwloc_obj_t nic = osdev(v.hw, t->nic);
 
                 assert_non_null(nic);
                 for (hwloc_obj_t o = hwloc_get_next_osdev(v.hw, NULL); o; o = hwloc_get_next_osdev(v.hw, o))
-                    if ((o->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS ||
-                         o->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK) &&
-                        hwloc_bitmap_intersects(hwloc_get_non_io_ancestor_obj(v.hw, o)->cpuset, cs))
-                        local_exists = 1;
-                if (local_exists)
+                    if (o->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS) {
+                        any_hca = 1;
+                        local_exists |= hwloc_bitmap_intersects(hwloc_get_non_io_ancestor_obj(v.hw, o)->cpuset, cs);
+                    }
+                if (any_hca)
+                    assert_int_equal(nic->attr->osdev.type, HWLOC_OBJ_OSDEV_OPENFABRICS);
+                if (local_exists && !t->ngpus)
                     assert_true(hwloc_bitmap_intersects(hwloc_get_non_io_ancestor_obj(v.hw, nic)->cpuset, cs));
             }
             hwloc_bitmap_free(cs);
@@ -172,15 +205,24 @@ static void check_rules(const char *name)
         /* Every GPU is used while there are at least as many GPUs as tasks. */
         if (ngpus >= n)
             assert_int_equal(given, ngpus);
-        /* Tasks spread evenly over NUMA nodes (CPU-weighted plans: fewer GPUs than tasks). */
-        if (n >= nnuma && ngpus < n) {
-            int lo = n, hi = 0;
+        /* Tasks spread evenly over packages and NUMA nodes (CPU-weighted plans: fewer GPUs than
+         * tasks; these machines have the same cores in each). */
+        if (n >= nnuma && n >= npkg && ngpus < n) {
+            int lo = n, hi = 0, plo = n, phi = 0;
 
-            for (int i = 0; i < nnuma; i++) {
+            for (int i = 0; i < hwloc_get_nbobjs_by_type(v.hw, HWLOC_OBJ_NUMANODE); i++) {
+                if (same_cpus_as_earlier(v.hw, HWLOC_OBJ_NUMANODE, i))
+                    continue;
                 lo = per_numa[i] < lo ? per_numa[i] : lo;
                 hi = per_numa[i] > hi ? per_numa[i] : hi;
             }
-            assert_true(hi - lo <= 1);
+            for (int i = 0; i < npkg; i++) {
+                plo = per_pkg[i] < plo ? per_pkg[i] : plo;
+                phi = per_pkg[i] > phi ? per_pkg[i] : phi;
+            }
+            if (!uneven_numa)
+                assert_true(hi - lo <= 1);
+            assert_true(phi - plo <= 1);
         }
         hwloc_bitmap_free(used);
         hwloc_bitmap_free(usedcores);
@@ -192,7 +234,14 @@ static void check_rules(const char *name)
     view_free(&v);
 }
 
+static void check_rules(const char *name) { check_rules_with(name, 0); }
+
 static void test_rules_dgx2(void **state) { check_rules("nvidia-dgx2.xml"); }
+static void test_rules_lassen(void **state) { check_rules("llnl-lassen.xml"); }
+static void test_rules_lassen_pci_only(void **state) { check_rules("llnl-lassen-pci-only.xml"); }
+static void test_rules_tioga(void **state) { check_rules("llnl-tioga.xml"); }
+/* KNL's clusters have 18, 18, 16 and 16 cores: tasks follow the cores, not the cluster count. */
+static void test_rules_knl(void **state) { check_rules_with("knl-snc4-flat.xml", 1); }
 static void test_rules_dual_gpu_ib(void **state) { check_rules("32em64t-2n8c2t-pci-wholeio.xml"); }
 static void test_rules_dual_eth_ib(void **state) { check_rules("24em64t-2n6c2t-pci.xml"); }
 static void test_rules_quad_numa(void **state) { check_rules("96em64t-4n4d3ca2co-pci.xml"); }
@@ -261,6 +310,7 @@ static void test_dual_gpu_and_hca_together(void **state)
     assert_string_equal(t->nic, "mlx5_0");
     assert_int_equal(t->nic_is_openfabrics, 1);
     assert_string_equal(t->netdev, "ib0");
+    assert_non_null(strstr(t->reason, "NIC mlx5_0 (fabric) on the GPU's PCIe switch"));
     assert_int_equal(ct_bind_plan_task(plan, 0)->ngpus, 0);
     assert_non_null(strstr(ct_bind_plan_task(plan, 0)->reason, "no GPU"));
     ct_bind_plan_free(plan);
@@ -323,6 +373,274 @@ static void test_bad_requests(void **state)
     assert_null(v.topo);
 }
 
+/* A task's CPUs as a list ("8-47"), to compare with mpibind's published answers. */
+static void cpus_text(const ct_bind_task *t, char *buf, size_t size)
+{
+    hwloc_bitmap_t cs = task_cpuset(t);
+
+    hwloc_bitmap_list_snprintf(buf, size, cs);
+    hwloc_bitmap_free(cs);
+}
+
+/* LLNL mpibind's expected mappings on Lassen (test-suite/expected/expected.coral-lassen): same
+ * cores and GPUs; mpibind's thread counts are its own (one PU per core unless asked). */
+static void test_lassen_mpibind_expected(void **state)
+{
+    struct view v;
+    ct_bind_plan *plan;
+    char buf[256];
+
+    view_load("llnl-lassen.xml", &v);
+    assert_int_equal(ct_topology_gpu_count(v.topo), 4);
+    /* #7 two tasks at max SMT: 8-87 with GPUs 0-1, 96-175 with GPUs 2-3. */
+    plan = plan_for(&v, 2, NULL, NULL);
+    cpus_text(ct_bind_plan_task(plan, 0), buf, sizeof(buf));
+    assert_string_equal(buf, "8-87");
+    cpus_text(ct_bind_plan_task(plan, 1), buf, sizeof(buf));
+    assert_string_equal(buf, "96-175");
+    assert_string_equal(ct_bind_plan_task(plan, 0)->gpus[1], "nvml1");
+    assert_string_equal(ct_bind_plan_task(plan, 1)->gpus[0], "nvml2");
+    ct_bind_plan_free(plan);
+    /* #1 one task per core: task r on the r-th core (8, 12, ... 84, 96, ... 172). */
+    plan = plan_for(&v, 40, NULL, NULL);
+    for (int r = 0; r < 40; r++)
+        assert_int_equal(ct_bind_plan_task(plan, r)->cpus[0], r < 20 ? 8 + 4 * r : 96 + 4 * (r - 20));
+    ct_bind_plan_free(plan);
+    /* #9 two tasks restricted to NUMA 0: cores 8-44 with GPU 0, 48-84 with GPU 1 (the local GPUs
+     * first; GPUs 2 and 3 of the other socket are left out and the reason says so). */
+    plan = plan_for(&v, 2, NULL, "8-87");
+    cpus_text(ct_bind_plan_task(plan, 0), buf, sizeof(buf));
+    assert_string_equal(buf, "8-47");
+    cpus_text(ct_bind_plan_task(plan, 1), buf, sizeof(buf));
+    assert_string_equal(buf, "48-87");
+    assert_int_equal(ct_bind_plan_task(plan, 0)->ngpus, 1);
+    assert_string_equal(ct_bind_plan_task(plan, 0)->gpus[0], "nvml0");
+    assert_string_equal(ct_bind_plan_task(plan, 1)->gpus[0], "nvml1");
+    assert_non_null(strstr(ct_bind_plan_task(plan, 1)->reason, "2 allocated GPUs near no allowed CPU left out"));
+    ct_bind_plan_free(plan);
+    view_free(&v);
+}
+
+/* Lassen through Debian's hwloc (no NVML/CUDA OS devices): the four V100s are found by PCI class,
+ * in PCI bus order; the ASPEED BMC VGA is no GPU; HCAs before the Broadcom Ethernet; one HCA
+ * list for the node; local numbering among the allocated GPUs. */
+static void test_lassen_pci_only(void **state)
+{
+    struct view v;
+    ct_bind_plan *plan;
+    const ct_bind_task *t;
+
+    view_load("llnl-lassen-pci-only.xml", &v);
+    assert_int_equal(ct_topology_gpu_count(v.topo), 4);
+    plan = plan_for(&v, 4, NULL, NULL);
+    for (int r = 0; r < 4; r++) {
+        char want[8];
+
+        t = ct_bind_plan_task(plan, r);
+        snprintf(want, sizeof(want), "%d", r);
+        assert_string_equal(t->cuda_visible_devices, want);
+        assert_int_equal(t->nic_is_openfabrics, 1);
+        snprintf(want, sizeof(want), "mlx5_%d", r);
+        assert_string_equal(t->nic, want);
+    }
+    assert_string_equal(ct_bind_plan_task(plan, 0)->gpus[0], "0004:04:00.0");
+    assert_string_equal(ct_bind_plan_task(plan, 3)->ucx_net_devices, "mlx5_3:1");
+    assert_string_equal(ct_bind_plan_ib_hca(plan), "=mlx5_0,mlx5_1,mlx5_2,mlx5_3");
+    ct_bind_plan_free(plan);
+    /* The step has GPUs 2 and 3: node-wide 2,3; numbered 0,1 inside a device cgroup. */
+    plan = plan_for(&v, 2, "2,3", NULL);
+    assert_string_equal(ct_bind_plan_task(plan, 0)->cuda_visible_devices, "2");
+    assert_string_equal(ct_bind_plan_task(plan, 0)->cuda_local_devices, "0");
+    assert_string_equal(ct_bind_plan_task(plan, 1)->cuda_local_devices, "1");
+    assert_true(ct_bind_plan_task(plan, 0)->cpus[0] >= 96);
+    ct_bind_plan_free(plan);
+    view_free(&v);
+}
+
+/* HPE EX235a (Tioga): 8 MI250X GCDs (RSMI) and 4 Slingshot NICs attached to the machine, 4 NUMA
+ * nodes. Two GCDs per NUMA node; each GCD's NIC is the Slingshot on its host bridge, else the
+ * nearest by bus with fewest GCDs; never the Ethernet; no NCCL_IB_HCA (no HCA). */
+static void test_tioga_gcds_and_slingshot(void **state)
+{
+    static const char *const nic[8] = { "hsi0", "hsi0", "hsi1", "hsi1", "hsi2", "hsi2", "hsi3", "hsi3" };
+    struct view v;
+    ct_bind_plan *plan;
+
+    view_load("llnl-tioga.xml", &v);
+    assert_int_equal(ct_topology_gpu_count(v.topo), 8);
+    plan = plan_for(&v, 8, NULL, NULL);
+    for (int r = 0; r < 8; r++) {
+        const ct_bind_task *t = ct_bind_plan_task(plan, r);
+        char want[8];
+
+        snprintf(want, sizeof(want), "rsmi%d", r);
+        assert_string_equal(t->gpus[0], want);
+        assert_int_equal(t->cpus[0], 8 * r);
+        assert_int_equal(t->ncpus, 8);
+        assert_string_equal(t->nic, nic[r]);
+        assert_string_equal(t->ucx_net_devices, nic[r]);
+        if (r % 2)
+            assert_non_null(strstr(t->reason, "on the GPU's host bridge"));
+    }
+    assert_string_equal(ct_bind_plan_ib_hca(plan), "");
+    ct_bind_plan_free(plan);
+    view_free(&v);
+}
+
+/* KNL SNC-4 flat: 8 NUMA nodes over 4 sets of CPUs. 4 tasks get one cluster each (not two tasks
+ * on the same cores through DDR and MCDRAM nodes). */
+static void test_knl_mcdram_shares_cpus(void **state)
+{
+    struct view v;
+    ct_bind_plan *plan;
+    char buf[256];
+
+    view_load("knl-snc4-flat.xml", &v);
+    plan = plan_for(&v, 4, NULL, NULL);
+    cpus_text(ct_bind_plan_task(plan, 0), buf, sizeof(buf));
+    assert_string_equal(buf, "0-17,68-85,136-153,204-221");
+    cpus_text(ct_bind_plan_task(plan, 3), buf, sizeof(buf));
+    assert_string_equal(buf, "52-67,120-135,188-203,256-271");
+    assert_non_null(strstr(ct_bind_plan_task(plan, 0)->reason, "NUMA 0+4"));
+    /* Its BMC's Matrox VGA has DRM devices (card0) and is no GPU; InfiniBand before Ethernet. */
+    assert_int_equal(ct_topology_gpu_count(v.topo), 0);
+    for (int r = 0; r < 4; r++)
+        assert_string_equal(ct_bind_plan_task(plan, r)->nic, "mlx5_0");
+    assert_string_equal(ct_bind_plan_ib_hca(plan), "=mlx5_0");
+    ct_bind_plan_free(plan);
+    view_free(&v);
+}
+
+/* Display adapters that are not GPUs: a Matrox BMC VGA beside NVIDIA GPUs and a Radeon (CUDA
+ * numbers NVIDIA's only); an ATI ES1000 server VGA with a DRM card alone is no GPU. */
+static void test_display_adapters_not_gpus(void **state)
+{
+    struct view v;
+
+    view_load("32em64t-2n8c2t-pci-wholeio.xml", &v);
+    assert_int_equal(ct_topology_gpu_count(v.topo), 1);
+    view_free(&v);
+    view_load("96em64t-4n4d3ca2co-pci.xml", &v);
+    assert_int_equal(ct_topology_gpu_count(v.topo), 0);
+    view_free(&v);
+}
+
+/* Only the CPUs of a plan that are the first PU of their core on Corona (PUs 0-47; their siblings
+ * are 48-95): mpibind's answers list one PU per core. */
+static void first_pus_text(const ct_bind_task *t, char *buf, size_t size)
+{
+    hwloc_bitmap_t cs = task_cpuset(t);
+
+    hwloc_bitmap_clr_range(cs, 48, -1);
+    hwloc_bitmap_list_snprintf(buf, size, cs);
+    hwloc_bitmap_free(cs);
+}
+
+/* LLNL mpibind's expected mappings on Corona (test-suite/expected/expected.epyc-corona): 2 EPYC
+ * sockets x 4 NUMA nodes, 4 MI50 in NUMA 1, 2, 5, 7. Through hwloc's OpenCL devices and, as
+ * Debian's hwloc in slurmstepd sees it (no OpenCL), by PCI class. */
+static void check_corona(const char *file, const char *gpu0, const char *gpu3)
+{
+    static const char *const eight[8] = { "0-5", "6-11", "12-17", "18-23", "24-29", "30-35", "36-41", "42-47" };
+    static const int eight_gpu[8] = { -1, 0, 1, -1, -1, 2, -1, 3 };
+    struct view v;
+    ct_bind_plan *plan;
+    char buf[256];
+
+    view_load(file, &v);
+    assert_int_equal(ct_topology_gpu_count(v.topo), 4); /* the ASPEED VGA is not one */
+    /* #2 one task: every CPU and GPU. */
+    plan = plan_for(&v, 1, NULL, NULL);
+    cpus_text(ct_bind_plan_task(plan, 0), buf, sizeof(buf));
+    assert_string_equal(buf, "0-95");
+    assert_int_equal(ct_bind_plan_task(plan, 0)->ngpus, 4);
+    assert_string_equal(ct_bind_plan_task(plan, 0)->gpus[0], gpu0);
+    assert_string_equal(ct_bind_plan_task(plan, 0)->gpus[3], gpu3);
+    assert_string_equal(ct_bind_plan_task(plan, 0)->cuda_visible_devices, "0,1,2,3");
+    ct_bind_plan_free(plan);
+    /* #3 two tasks: a socket each, GPUs 0,1 and 2,3. */
+    plan = plan_for(&v, 2, NULL, NULL);
+    cpus_text(ct_bind_plan_task(plan, 0), buf, sizeof(buf));
+    assert_string_equal(buf, "0-23,48-71");
+    cpus_text(ct_bind_plan_task(plan, 1), buf, sizeof(buf));
+    assert_string_equal(buf, "24-47,72-95");
+    assert_string_equal(ct_bind_plan_task(plan, 0)->cuda_visible_devices, "0,1");
+    assert_string_equal(ct_bind_plan_task(plan, 1)->cuda_visible_devices, "2,3");
+    ct_bind_plan_free(plan);
+    /* #10 eight tasks: a NUMA node each; the four GPUs go to the tasks of their NUMA nodes. */
+    plan = plan_for(&v, 8, NULL, NULL);
+    for (int r = 0; r < 8; r++) {
+        const ct_bind_task *t = ct_bind_plan_task(plan, r);
+
+        first_pus_text(t, buf, sizeof(buf));
+        assert_string_equal(buf, eight[r]);
+        assert_int_equal(t->ngpus, eight_gpu[r] >= 0);
+        if (eight_gpu[r] >= 0) {
+            char want[8];
+
+            snprintf(want, sizeof(want), "%d", eight_gpu[r]);
+            assert_string_equal(t->cuda_visible_devices, want);
+        }
+        assert_string_equal(t->nic, "mlx5_0"); /* InfiniBand, never the I350 Ethernet */
+    }
+    ct_bind_plan_free(plan);
+    /* #5 two tasks on one core's two threads, #12 eight tasks on one PU (CPUs only: mpibind gives
+     * no GPU there, ctrain hands the step's GPUs out when none is local; see README). */
+    plan = plan_for(&v, 2, NULL, "0,48");
+    assert_int_equal(ct_bind_plan_task(plan, 0)->cpus[0], 0);
+    assert_int_equal(ct_bind_plan_task(plan, 1)->cpus[0], 48);
+    assert_int_equal(ct_bind_plan_task(plan, 1)->ncpus, 1);
+    ct_bind_plan_free(plan);
+    plan = plan_for(&v, 8, NULL, "0");
+    for (int r = 0; r < 8; r++)
+        assert_int_equal(ct_bind_plan_task(plan, r)->cpus[0], 0);
+    ct_bind_plan_free(plan);
+    /* #9 two tasks inside NUMA 0: cores 0-2 and 3-5. */
+    plan = plan_for(&v, 2, NULL, "0-5,48-53");
+    first_pus_text(ct_bind_plan_task(plan, 0), buf, sizeof(buf));
+    assert_string_equal(buf, "0-2");
+    first_pus_text(ct_bind_plan_task(plan, 1), buf, sizeof(buf));
+    assert_string_equal(buf, "3-5");
+    ct_bind_plan_free(plan);
+    view_free(&v);
+}
+
+/* Four sockets on one NUMA node (hwloc's 16em64t-4s2c2t, PUs interleaved over the sockets): the
+ * packages are the domains; 4 tasks get a socket each, 6 tasks are 2, 2, 1, 1 per socket. */
+static void test_four_sockets(void **state)
+{
+    struct view v;
+    ct_bind_plan *plan;
+    char buf[64], want[64];
+
+    view_load("16em64t-4s2c2t.xml", &v);
+    plan = plan_for(&v, 4, NULL, NULL);
+    for (int r = 0; r < 4; r++) {
+        cpus_text(ct_bind_plan_task(plan, r), buf, sizeof(buf));
+        snprintf(want, sizeof(want), "%d,%d,%d,%d", r, r + 4, r + 8, r + 12);
+        assert_string_equal(buf, want);
+    }
+    ct_bind_plan_free(plan);
+    plan = plan_for(&v, 6, NULL, NULL);
+    for (int r = 0; r < 6; r++) {
+        static const int pkg[6] = { 0, 0, 1, 1, 2, 3 };
+        hwloc_bitmap_t cs = task_cpuset(ct_bind_plan_task(plan, r));
+        int first = -1;
+
+        assert_int_equal(count_touched(v.hw, HWLOC_OBJ_PACKAGE, cs, &first), 1);
+        assert_int_equal(first, pkg[r]);
+        hwloc_bitmap_free(cs);
+    }
+    ct_bind_plan_free(plan);
+    view_free(&v);
+}
+
+static void test_rules_four_sockets(void **state) { check_rules("16em64t-4s2c2t.xml"); }
+
+static void test_corona_mpibind_expected(void **state) { check_corona("llnl-corona.xml", "opencl0d0", "opencl0d3"); }
+static void test_corona_pci_only(void **state) { check_corona("llnl-corona-pci-only.xml", "0000:13:00.0", "0000:73:00.0"); }
+static void test_rules_corona(void **state) { check_rules("llnl-corona-pci-only.xml"); }
+
 int main(void)
 {
     const char *d = getenv("CT_TOPOLOGIES");
@@ -336,6 +654,20 @@ int main(void)
         cmocka_unit_test(test_dual_gpu_and_hca_together),
         cmocka_unit_test(test_cpus_per_task),
         cmocka_unit_test(test_bad_requests),
+        cmocka_unit_test(test_rules_lassen),
+        cmocka_unit_test(test_rules_lassen_pci_only),
+        cmocka_unit_test(test_rules_tioga),
+        cmocka_unit_test(test_rules_knl),
+        cmocka_unit_test(test_lassen_mpibind_expected),
+        cmocka_unit_test(test_lassen_pci_only),
+        cmocka_unit_test(test_tioga_gcds_and_slingshot),
+        cmocka_unit_test(test_knl_mcdram_shares_cpus),
+        cmocka_unit_test(test_display_adapters_not_gpus),
+        cmocka_unit_test(test_corona_mpibind_expected),
+        cmocka_unit_test(test_corona_pci_only),
+        cmocka_unit_test(test_rules_corona),
+        cmocka_unit_test(test_four_sockets),
+        cmocka_unit_test(test_rules_four_sockets),
     };
 
     snprintf(dir, sizeof(dir), "%s", d ? d : "t/fixtures/topologies");
