@@ -4,15 +4,19 @@
 # saying nothing was requeued; --ckpt-path last then continues bit for bit (single_device and
 # 2-rank ddp under ctrain's launcher); a signal while the data still loads stops at the first step.
 # The flags: --requeue-signal, --ckpt-path auto, and auto refusing a checkpoint another job wrote.
+# Under ctrain's launcher (2-rank ddp) the supervisor forwards the chosen --requeue-signal (USR2
+# here), and a SIGINT sent to the whole process group (kill -INT -- -PGID, as timeout and
+# scancel --full do) is one stop request, not two: both stop with last.safetensors, resumable bit
+# for bit.
 # t/60 and t/62 cover SLURM.
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B="$ROOT/${CTRAIN_BUILD:-build}"
 T=$(mktemp -d /tmp/ctrain-t63-XXXXXX)
 P=
-trap '[ -n "$P" ] && kill -9 $P 2>/dev/null; rm -rf "$T"' EXIT
+trap '[ -n "$P" ] && perl -e "kill 9, \$ARGV[0], -\$ARGV[0]" $P 2>/dev/null; rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM HUP
 
-PLAN=11
+PLAN=15
 echo "1..$PLAN"
 root=$ROOT
 . "$ROOT/t/lib/preempt.sh"
@@ -21,16 +25,22 @@ unset SLURM_JOB_ID SLURM_JOBID
 export OPENBLAS_NUM_THREADS=1
 
 # signalled NAME SIGNAL FLAGS...: run fit, send SIGNAL once it has logged training rows; sets rc.
+# With group=1 fit runs in a process group of its own and SIGNAL goes to the whole group.
+group=0
 signalled() {
     name=$1 sig=$2
     shift 2
-    "$B/ctrain" fit "$@" --default-root-dir "$T/$name" >"$T/$name.out" 2>&1 &
+    if [ "$group" = 1 ]; then
+        perl -e 'setpgrp(0, 0); exec @ARGV or die' "$B/ctrain" fit "$@" --default-root-dir "$T/$name" >"$T/$name.out" 2>&1 &
+    else
+        "$B/ctrain" fit "$@" --default-root-dir "$T/$name" >"$T/$name.out" 2>&1 &
+    fi
     P=$!
     for i in $(seq 600); do
         [ "$(cat "$T/$name/metrics.csv" 2>/dev/null | grep -c '^[0-9]')" -ge 2 ] && break
         sleep 0.05
     done
-    kill -"$sig" $P
+    if [ "$group" = 1 ]; then perl -e 'kill $ARGV[0], -$ARGV[1] or die' "$sig" $P; else kill -"$sig" $P; fi
     wait $P
     rc=$?
     P=
@@ -61,6 +71,29 @@ ok $? "2-rank ddp (ctrain's launcher forwards SIGUSR1): both ranks stop at the s
 "$B/ctrain" fit $D --ckpt-path last --default-root-dir "$T/ddp" >"$T/ddp-resume.out" 2>&1 &&
     "$B/t/st_compare" "$T/dref/last.safetensors" "$T/ddp/last.safetensors" >"$T/cmp2.out" 2>&1
 ok $? "... and resuming it equals the uninterrupted ddp run bit for bit" "$T/cmp2.out" "$T/ddp-resume.out"
+
+# stopped NAME SIGNAL: exit 75, both ranks stopped by SIGNAL at the same step, last.safetensors there.
+stopped() {
+    where=$(sed -n "s/.*stopped by SIG$2 at \(epoch [0-9]*, step [0-9]*\);.*/\1/p" "$T/$1.out" | sort | uniq -c)
+    [ "$rc" -eq 75 ] && [ "$(echo "$where" | wc -l)" -eq 1 ] && [ "$(echo "$where" | awk '{print $1}')" -ge 2 ] &&
+        [ -s "$T/$1/last.safetensors" ]
+}
+
+signalled ddpusr2 USR2 $D --requeue-signal USR2
+stopped ddpusr2 USR2
+ok $? "2-rank ddp, --requeue-signal USR2 sent to ctrain's launcher: forwarded, both ranks stop, exit 75 (exit $rc)" "$T/ddpusr2.out"
+"$B/ctrain" fit $D --requeue-signal USR2 --ckpt-path last --default-root-dir "$T/ddpusr2" >"$T/ddpusr2-resume.out" 2>&1 &&
+    "$B/t/st_compare" "$T/dref/last.safetensors" "$T/ddpusr2/last.safetensors" >"$T/cmp4.out" 2>&1
+ok $? "... and resuming it equals the uninterrupted ddp run bit for bit" "$T/cmp4.out" "$T/ddpusr2-resume.out"
+
+group=1
+signalled ddpgroup INT $D
+group=0
+stopped ddpgroup INT
+ok $? "2-rank ddp, SIGINT to the whole process group: one stop request, exit 75 with last.safetensors (exit $rc)" "$T/ddpgroup.out"
+"$B/ctrain" fit $D --ckpt-path last --default-root-dir "$T/ddpgroup" >"$T/ddpgroup-resume.out" 2>&1 &&
+    "$B/t/st_compare" "$T/dref/last.safetensors" "$T/ddpgroup/last.safetensors" >"$T/cmp5.out" 2>&1
+ok $? "... and resuming it equals the uninterrupted ddp run bit for bit" "$T/cmp5.out" "$T/ddpgroup-resume.out"
 
 signalled usr2 USR2 $S --requeue-signal SIGUSR2
 [ "$rc" -eq 75 ] && grep -q 'stopped by SIGUSR2' "$T/usr2.out"

@@ -20,6 +20,7 @@
 #include "ctrain/util.h"
 #include "engine/loops/loops.h"
 #include "engine/trainer/requeue.h"
+#include "engine/util/fsutil.h"
 
 #define EVAL_BATCH 1000
 
@@ -139,6 +140,11 @@ static int mkdir_p(const char *dir, ct_error *err)
             break;
     }
     return 0;
+}
+
+static int root_dir_ok(const ct_trainer_config *cfg, ct_error *err)
+{
+    return ct_fs_check_dir(cfg->default_root_dir, "--default-root-dir", err);
 }
 
 static int on_cuda(ct_strategy *s)
@@ -355,12 +361,11 @@ static void add_device_summary(cJSON *o, ct_strategy *s, const ct_run *run)
 static int write_summary(const ct_trainer_config *cfg, ct_strategy *s, const ct_trainer_result *res,
                          const ct_run *run, ct_error *err)
 {
-    char path[CT_TRAINER_PATH_MAX + 32], tmp[CT_TRAINER_PATH_MAX + 48], model[256];
+    char path[CT_TRAINER_PATH_MAX + 32], model[256];
     cJSON *o = cJSON_CreateObject();
-    char *text;
-    FILE *f;
+    char *text, *line;
     long allreduces, in_backward;
-    int ok;
+    int rc;
 
     ct_mlp_describe(run->model, model, sizeof(model));
     cJSON_AddNumberToObject(o, "epochs", res->epochs);
@@ -396,15 +401,15 @@ static int write_summary(const ct_trainer_config *cfg, ct_strategy *s, const ct_
     cJSON_AddNumberToObject(o, "wall_seconds", ct_time_now() - run->start_time);
     text = cJSON_Print(o);
     cJSON_Delete(o);
+    if (text && (line = realloc(text, strlen(text) + 2)) != NULL)
+        text = strcat(line, "\n");
     snprintf(path, sizeof(path), "%s/summary.json", cfg->default_root_dir);
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    f = fopen(tmp, "w");
-    ok = f && text && fprintf(f, "%s\n", text) > 0;
-    ok = f && !fclose(f) && ok && !rename(tmp, path);
+    if (!text)
+        return ct_error_set(err, CT_ENOMEM, "trainer-summary", "%s: out of memory", path);
+    /* Exclusive temp beside it, renamed over it: a name planted there is never followed. */
+    rc = ct_fs_write_atomic(path, text, strlen(text), err);
     free(text);
-    if (!ok)
-        return ct_error_set(err, CT_EIO, "trainer-summary", "%s: cannot write: %s", path, strerror(errno));
-    return 0;
+    return rc;
 }
 
 static int file_exists_on_zero(ct_run *run, const char *path, int *exists, ct_error *err)
@@ -427,6 +432,10 @@ static int choose_auto(ct_run *run, const ct_trainer_config *cfg, char *resume, 
         return rc;
     if (!exists)
         return 0;
+    /* Its job id is easy to copy: a file another user owns (or a link to one) is not resumed. */
+    rc = run->is_zero ? ct_fs_check_owned(path, "--ckpt-path auto:", err) : 0;
+    if ((rc = zero_only_status(run, rc, err)))
+        return rc;
     if ((rc = ct_run_checkpoint_meta(run, path, "slurm_job_id", writer, sizeof(writer), err)))
         return rc;
     if (job[0] && strcmp(writer, job)) {
@@ -509,7 +518,9 @@ static int run_fit(struct rank_state *rs, const ct_trainer_config *cfg, ct_train
 
     run->train = &rs->train;
     run->val = &rs->val;
-    if ((rc = choose_resume(run, cfg, resume, sizeof(resume), err)))
+    /* The run's directory must be this user's before anything in it is trusted or written. */
+    rc = run->is_zero && access(cfg->default_root_dir, F_OK) == 0 ? root_dir_ok(cfg, err) : 0;
+    if ((rc = zero_only_status(run, rc, err)) || (rc = choose_resume(run, cfg, resume, sizeof(resume), err)))
         return rc;
     if (resume[0]) {
         if ((rc = ct_run_load_checkpoint(run, resume, 0, err))) {
@@ -522,6 +533,8 @@ static int run_fit(struct rank_state *rs, const ct_trainer_config *cfg, ct_train
                          (long long)run->st.epoch + 1, (long long)run->st.global_step);
     }
     rc = run->is_zero ? mkdir_p(cfg->default_root_dir, err) : 0;
+    if (!rc && run->is_zero)
+        rc = root_dir_ok(cfg, err);
     if (!rc)
         rc = ct_logger_open(run, resume[0] != '\0', err);
     if ((rc = zero_only_status(run, rc, err)))
@@ -683,7 +696,7 @@ static int launch(const ct_trainer_config *cfg, enum mode mode, ct_connector *co
 {
     struct body_arg ba = { cfg, mode };
     ct_strategy *s;
-    int is_supervisor = 0, rc;
+    int is_supervisor = 0, sig = SIGUSR1, rc;
 
     result_init(res);
     if ((rc = ct_trainer_config_check(cfg, err)))
@@ -691,6 +704,9 @@ static int launch(const ct_trainer_config *cfg, enum mode mode, ct_connector *co
     ct_engine_init();
     if (!(s = ct_connector_strategy(conn, err)))
         return err && err->code ? err->code : CT_EINTERNAL;
+    /* Under ctrain's own launcher the supervisor must pass the requeue signal on to the ranks. */
+    ct_stop_signal_parse(cfg->requeue_signal, &sig);
+    ct_strategy_set_forward_signal(s, sig);
     return ct_strategy_launch(s, rank_body, &ba, res, sizeof(*res), &is_supervisor, err);
 }
 
