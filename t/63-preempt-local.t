@@ -7,7 +7,8 @@
 # Under ctrain's launcher (2-rank ddp) the supervisor forwards the chosen --requeue-signal (USR2
 # here), and a SIGINT sent to the whole process group (kill -INT -- -PGID, as timeout and
 # scancel --full do) is one stop request, not two: both stop with last.safetensors, resumable bit
-# for bit.
+# for bit. --deterministic refuses to continue a checkpoint under another BLAS thread count (which
+# changes OpenBLAS's rounding) and records what it ran with in summary.json.
 # t/60 and t/62 cover SLURM.
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B="$ROOT/${CTRAIN_BUILD:-build}"
@@ -16,7 +17,7 @@ P=
 trap '[ -n "$P" ] && perl -e "kill 9, \$ARGV[0], -\$ARGV[0]" $P 2>/dev/null; rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM HUP
 
-PLAN=15
+PLAN=18
 echo "1..$PLAN"
 root=$ROOT
 . "$ROOT/t/lib/preempt.sh"
@@ -135,3 +136,17 @@ ok $? "--ckpt-path auto with no checkpoint starts fresh" "$T/fresh.out"
 SLURM_JOB_ID=777 "$B/ctrain" fit $S --default-root-dir "$T/ref" >"$T/other.out" 2>&1
 [ $? -eq 2 ] && grep -q 'written by a run outside SLURM, not by this job 777' "$T/other.out"
 ok $? "under SLURM, auto refuses a last.safetensors another job wrote (exit 2, hint)" "$T/other.out"
+
+# --deterministic: a checkpoint written with 1 BLAS thread is not continued with 2 (exit 2, names it).
+"$B/ctrain" fit $S --max-steps 20 --default-root-dir "$T/det" >"$T/det.out" 2>&1 &&
+    grep -q '"deterministic":[[:space:]]*true' "$T/det/summary.json" && grep -q '"blas_threads":[[:space:]]*1,' "$T/det/summary.json"
+ok $? "--deterministic: summary.json records deterministic and blas_threads 1" "$T/det.out" "$T/det/summary.json"
+OPENBLAS_NUM_THREADS=2 "$B/ctrain" fit $S --max-steps 40 --ckpt-path last --default-root-dir "$T/det" >"$T/det2.out" 2>&1
+rc=$?
+[ "$rc" -eq 2 ] && grep -q 'deterministic: .*written with BLAS threads 1, this run has 2' "$T/det2.out" &&
+    grep -q 'hint: set OPENBLAS_NUM_THREADS' "$T/det2.out"
+ok $? "... resuming it with OPENBLAS_NUM_THREADS=2 is refused (exit $rc) with a hint" "$T/det2.out"
+N=$(echo "$S" | sed 's/--deterministic //')
+OPENBLAS_NUM_THREADS=2 "$B/ctrain" fit $N --max-steps 40 --ckpt-path last --default-root-dir "$T/det" >"$T/det3.out" 2>&1 &&
+    grep -q 'resumed from' "$T/det3.out"
+ok $? "... without --deterministic the same resume runs" "$T/det3.out"

@@ -32,7 +32,8 @@ static const struct flag flags[] = {
     { "--hidden", F_SPECIAL, 0, 0, "W,W,...", "hidden layer widths (default 512,256; 'none': no hidden layer)" },
     { "--seed", F_LONG, 0, LONG_MAX, "N", "seed of initialisation and shuffling (default 42)" },
     { "--deterministic", F_SWITCH, 0, 0, NULL,
-      "reproducible bit for bit (same world size and BLAS threads); recorded in the plan" },
+      "reproducible bit for bit: refuse to resume a checkpoint written with other BLAS threads, world size or "
+      "batch size; recorded in summary.json and the plan" },
     { "--default-root-dir", F_STRING, 0, 0, "DIR",
       "where metrics.csv, checkpoints and summary.json go (default runs)" },
     { "--ckpt-path", F_STRING, 0, 0, "auto|last|best|FILE",

@@ -19,6 +19,7 @@
 #include "ctrain/trainer.h"
 #include "ctrain/util.h"
 #include "engine/loops/loops.h"
+#include "engine/trainer/deterministic.h"
 #include "engine/trainer/requeue.h"
 #include "engine/util/fsutil.h"
 
@@ -387,6 +388,9 @@ static int write_summary(const ct_trainer_config *cfg, ct_strategy *s, const ct_
     cJSON_AddNumberToObject(o, "batch_size", cfg->batch_size);
     cJSON_AddNumberToObject(o, "lr", cfg->lr);
     cJSON_AddNumberToObject(o, "seed", (double)cfg->seed);
+    /* What a --deterministic run is reproducible under (engine/trainer/deterministic.h). */
+    cJSON_AddBoolToObject(o, "deterministic", cfg->deterministic);
+    cJSON_AddNumberToObject(o, "blas_threads", run->opt.blas_threads);
     cJSON_AddStringToObject(o, "strategy", ct_strategy_name(s) ? ct_strategy_name(s) : "");
     cJSON_AddStringToObject(o, "accelerator", ct_strategy_accelerator_name(s) ? ct_strategy_accelerator_name(s) : "");
     if (ct_strategy_precision(s))
@@ -529,6 +533,8 @@ static int run_fit(struct rank_state *rs, const ct_trainer_config *cfg, ct_train
                                    "the --default-root-dir of the run to resume", cfg->ckpt_path[0] ? cfg->ckpt_path : "auto");
             return rc;
         }
+        if (cfg->deterministic && (rc = ct_deterministic_check_resume(run, resume, err)))
+            return rc;
         ct_progress_line(run, "ctrain: resumed from %s at epoch %lld, step %lld", resume,
                          (long long)run->st.epoch + 1, (long long)run->st.global_step);
     }
@@ -664,6 +670,7 @@ static int rank_body(ct_strategy *s, void *arg, void *result, size_t result_size
     if ((rc = check_plan(s, err)))
         goto out;
     set_blas_threads(s);
+    rs.run.opt.blas_threads = openblas_get_num_threads();
     if ((rc = load_data(&rs, cfg, ba->mode, err)) || (rc = build_model(&rs, cfg, err)))
         goto out;
     if ((rc = place_model(&rs, s, cfg, err)))
