@@ -17,7 +17,7 @@ P=
 trap '[ -n "$P" ] && perl -e "kill 9, \$ARGV[0], -\$ARGV[0]" $P 2>/dev/null; rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM HUP
 
-PLAN=18
+PLAN=19
 echo "1..$PLAN"
 root=$ROOT
 . "$ROOT/t/lib/preempt.sh"
@@ -26,22 +26,16 @@ unset SLURM_JOB_ID SLURM_JOBID
 export OPENBLAS_NUM_THREADS=1
 
 # signalled NAME SIGNAL FLAGS...: run fit, send SIGNAL once it has logged training rows; sets rc.
-# With group=1 fit runs in a process group of its own and SIGNAL goes to the whole group.
-group=0
 signalled() {
     name=$1 sig=$2
     shift 2
-    if [ "$group" = 1 ]; then
-        perl -e 'setpgrp(0, 0); exec @ARGV or die' "$B/ctrain" fit "$@" --default-root-dir "$T/$name" >"$T/$name.out" 2>&1 &
-    else
-        "$B/ctrain" fit "$@" --default-root-dir "$T/$name" >"$T/$name.out" 2>&1 &
-    fi
+    "$B/ctrain" fit "$@" --default-root-dir "$T/$name" >"$T/$name.out" 2>&1 &
     P=$!
     for i in $(seq 600); do
         [ "$(cat "$T/$name/metrics.csv" 2>/dev/null | grep -c '^[0-9]')" -ge 2 ] && break
         sleep 0.05
     done
-    if [ "$group" = 1 ]; then perl -e 'kill $ARGV[0], -$ARGV[1] or die' "$sig" $P; else kill -"$sig" $P; fi
+    kill -"$sig" $P
     wait $P
     rc=$?
     P=
@@ -87,14 +81,49 @@ ok $? "2-rank ddp, --requeue-signal USR2 sent to ctrain's launcher: forwarded, b
     "$B/t/st_compare" "$T/dref/last.safetensors" "$T/ddpusr2/last.safetensors" >"$T/cmp4.out" 2>&1
 ok $? "... and resuming it equals the uninterrupted ddp run bit for bit" "$T/cmp4.out" "$T/ddpusr2-resume.out"
 
-group=1
-signalled ddpgroup INT $D
-group=0
-stopped ddpgroup INT
-ok $? "2-rank ddp, SIGINT to the whole process group: one stop request, exit 75 with last.safetensors (exit $rc)" "$T/ddpgroup.out"
+# grouped NAME HOW FLAGS...: run fit under ctrain's launcher in a process group of its own and, once
+# both ranks catch SIGINT (they do from before the rendezvous and the data load, which take a few
+# hundred ms), send SIGINT as `timeout` does (HOW=timeout: to ctrain, then 50 ms later to its whole
+# group) or as kill -INT -- -PGID does (HOW=group). Each rank gets it from the group and forwarded
+# by the supervisor: one request, so they stop at the first step. Sets rc.
+grouped() {
+    name=$1 how=$2
+    shift 2
+    perl -e 'setpgrp(0, 0); exec @ARGV or die' "$B/ctrain" fit "$@" --default-root-dir "$T/$name" >"$T/$name.out" 2>&1 &
+    P=$!
+    perl -e '
+        my ($sup, $how) = @ARGV;
+        for (1 .. 3000) {
+            my $caught = 0;
+            for my $s (glob "/proc/[0-9]*/stat") {
+                open(my $f, "<", $s) or next;
+                my @x = split / /, scalar <$f>;
+                next unless $x[3] == $sup;
+                open(my $g, "<", "/proc/$x[0]/status") or next;
+                for (<$g>) { $caught++ if /^SigCgt:\s*([0-9a-f]+)/ && (hex($1) & 2) }
+            }
+            if ($caught == 2) {
+                if ($how eq "timeout") { kill("INT", $sup) or die; select(undef, undef, undef, 0.05) }
+                kill("INT", -$sup) or die;
+                exit 0;
+            }
+            select(undef, undef, undef, 0.01);
+        }
+        die "the ranks never caught SIGINT\n"' $P "$how" >"$T/$name.kill" 2>&1
+    wait $P
+    rc=$?
+    P=
+}
+
+grouped ddpgroup timeout $D
+grep -q 'stopping at epoch 1 step 0;' "$T/ddpgroup.out" && stopped ddpgroup INT
+ok $? "2-rank ddp, SIGINT to ctrain then to its whole process group (as timeout sends it): one stop request, exit 75 with last.safetensors (exit $rc)" "$T/ddpgroup.out" "$T/ddpgroup.kill"
 "$B/ctrain" fit $D --ckpt-path last --default-root-dir "$T/ddpgroup" >"$T/ddpgroup-resume.out" 2>&1 &&
     "$B/t/st_compare" "$T/dref/last.safetensors" "$T/ddpgroup/last.safetensors" >"$T/cmp5.out" 2>&1
 ok $? "... and resuming it equals the uninterrupted ddp run bit for bit" "$T/cmp5.out" "$T/ddpgroup-resume.out"
+grouped ddpkill group $D
+grep -q 'stopping at epoch 1 step 0;' "$T/ddpkill.out" && stopped ddpkill INT
+ok $? "2-rank ddp, SIGINT to the whole process group (kill -INT -- -PGID): one stop request, exit 75 (exit $rc)" "$T/ddpkill.out" "$T/ddpkill.kill"
 
 signalled usr2 USR2 $S --requeue-signal SIGUSR2
 [ "$rc" -eq 75 ] && grep -q 'stopped by SIGUSR2' "$T/usr2.out"
