@@ -13,7 +13,9 @@ nok() { n=$((n + 1)); echo "not ok $n - $1"; [ -n "$2" ] && sed 's/^/# /' "$2"; 
 check() { if eval "$1"; then ok "$2"; else nok "$2" "$3"; fi; }
 
 echo "1..24"
+. "$(dirname "$0")/lib/ci.sh"
 if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+    ci_needs "dataset-fashion-mnist not installed"
     for i in $(seq 1 24); do echo "ok $i # SKIP dataset-fashion-mnist not installed (scripts/install-deps)"; done
     exit 0
 fi
@@ -114,5 +116,6 @@ if command -v script >/dev/null 2>&1; then
     check 'grep -q "Epoch 1/5 \[#*\.*\] [0-9]*/43 loss [0-9.]* [0-9]* samples/s ETA" "$T/bar.out" && tr "\r" "\n" <"$T/bar.out" | grep -q "^Epoch 1/5 \[#*\.*\] 30/43"' \
         "--progress auto on a TTY: a live bar redrawn in place" "$T/bar.out"
 else
+    ci_needs "script(1) (bsdutils) not installed"
     echo "ok 24 # SKIP script(1) not installed"
 fi

@@ -41,6 +41,8 @@ left=$(ls "$T" | grep -c 'w.safetensors.tmp')
 
 # 3-4: ctrain fit checkpointing every step, killed at random moments.
 if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+    . "$(dirname "$0")/lib/ci.sh"
+    ci_needs "dataset-fashion-mnist not installed"
     echo "ok 3 # SKIP dataset-fashion-mnist not installed"
     echo "ok 4 # SKIP dataset-fashion-mnist not installed"
     exit 0

@@ -8,6 +8,7 @@
 N=7
 
 make_data || skip_all $N "dataset-fashion-mnist not installed"
+command -v mpirun >/dev/null || ci_needs "mpirun (openmpi-bin) not installed"
 command -v mpirun >/dev/null || skip_all $N "mpirun (openmpi-bin) not installed"
 echo "1..$N"
 FIT="$FIT_FLAGS --data $tmp/data --deterministic --strategy ddp --devices 2"

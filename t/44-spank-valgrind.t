@@ -4,6 +4,7 @@
 # user's program, run the plugin under memcheck. Errors or definite leaks whose stack goes through
 # ctrain fail the test. SLURM's own findings (outside ctrain) are not ours to judge and are ignored.
 . "$(dirname "$0")/lib/spank.sh"
+command -v valgrind >/dev/null 2>&1 || ci_needs "valgrind not installed"
 command -v valgrind >/dev/null 2>&1 || { echo "1..0 # SKIP valgrind not installed (scripts/install-deps)"; exit 0; }
 spank_plan 6
 spank_cluster 1 "topology=$ROOT/t/fixtures/topologies/nvidia-dgx2.xml"

@@ -3,7 +3,8 @@
 # unmodified under srun --ctrain-strategy=ddp -N2 -n4 with Debian's python3-torch.
 . "$(dirname "$0")/lib/spank.sh"
 if ! /usr/bin/python3 -c 'import torch.distributed' >/dev/null 2>&1; then
-    echo "1..0 # SKIP python3-torch is not installed (scripts/install-deps --bench installs it)"
+    ci_needs "python3-torch not installed"
+    echo "1..0 # SKIP python3-torch is not installed (scripts/install-deps --ci installs it)"
     exit 0
 fi
 spank_plan 3

@@ -8,6 +8,7 @@ if [ ! -x "$CTRAIN" ] || ! "$CTRAIN" fit --help >/dev/null 2>&1; then
     exit 0
 fi
 if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || [ ! -x "$B/t/idx_subset" ]; then
+    ci_needs "dataset-fashion-mnist or $B/t/idx_subset missing"
     echo "1..0 # SKIP dataset-fashion-mnist or $B/t/idx_subset missing"
     exit 0
 fi

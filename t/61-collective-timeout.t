@@ -11,7 +11,9 @@ trap '[ -n "$P" ] && kill -9 $P 2>/dev/null; for p in $(rank_pids); do kill -9 $
 trap 'exit 1' INT TERM HUP
 
 echo "1..7"
+. "$(dirname "$0")/lib/ci.sh"
 if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+    ci_needs "dataset-fashion-mnist not installed"
     for i in 1 2 3 4 5 6 7; do echo "ok $i # SKIP dataset-fashion-mnist not installed"; done
     exit 0
 fi
@@ -86,6 +88,7 @@ grep -q 'rank 1 was killed by signal SIGKILL' "$T/kill1.out" && [ "$rc" -ne 0 ] 
 ok $? "ctrain launcher, rank 1 SIGKILLed mid-training: the other ends within the launcher grace period (exit $rc, ${secs}s)" "$T/kill1.out"
 
 if ! command -v mpirun >/dev/null 2>&1; then
+    ci_needs "mpirun (openmpi-bin) not installed"
     for i in 4 5 6 7; do echo "ok $i # SKIP mpirun not installed"; done
     exit 0
 fi

@@ -4,15 +4,20 @@
 # saying nothing was requeued; --ckpt-path last then continues bit for bit (single_device and
 # 2-rank ddp under ctrain's launcher); a signal while the data still loads stops at the first step.
 # The flags: --requeue-signal, --ckpt-path auto, and auto refusing a checkpoint another job wrote.
+# Under ctrain's launcher (2-rank ddp) the supervisor forwards the chosen --requeue-signal (USR2
+# here), and a SIGINT sent to the whole process group (kill -INT -- -PGID, as timeout and
+# scancel --full do) is one stop request, not two: both stop with last.safetensors, resumable bit
+# for bit. --deterministic refuses to continue a checkpoint under another BLAS thread count (which
+# changes OpenBLAS's rounding) and records what it ran with in summary.json.
 # t/60 and t/62 cover SLURM.
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B="$ROOT/${CTRAIN_BUILD:-build}"
 T=$(mktemp -d /tmp/ctrain-t63-XXXXXX)
 P=
-trap '[ -n "$P" ] && kill -9 $P 2>/dev/null; rm -rf "$T"' EXIT
+trap '[ -n "$P" ] && perl -e "kill 9, \$ARGV[0], -\$ARGV[0]" $P 2>/dev/null; rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM HUP
 
-PLAN=11
+PLAN=19
 echo "1..$PLAN"
 root=$ROOT
 . "$ROOT/t/lib/preempt.sh"
@@ -62,6 +67,64 @@ ok $? "2-rank ddp (ctrain's launcher forwards SIGUSR1): both ranks stop at the s
     "$B/t/st_compare" "$T/dref/last.safetensors" "$T/ddp/last.safetensors" >"$T/cmp2.out" 2>&1
 ok $? "... and resuming it equals the uninterrupted ddp run bit for bit" "$T/cmp2.out" "$T/ddp-resume.out"
 
+# stopped NAME SIGNAL: exit 75, both ranks stopped by SIGNAL at the same step, last.safetensors there.
+stopped() {
+    where=$(sed -n "s/.*stopped by SIG$2 at \(epoch [0-9]*, step [0-9]*\);.*/\1/p" "$T/$1.out" | sort | uniq -c)
+    [ "$rc" -eq 75 ] && [ "$(echo "$where" | wc -l)" -eq 1 ] && [ "$(echo "$where" | awk '{print $1}')" -ge 2 ] &&
+        [ -s "$T/$1/last.safetensors" ]
+}
+
+signalled ddpusr2 USR2 $D --requeue-signal USR2
+stopped ddpusr2 USR2
+ok $? "2-rank ddp, --requeue-signal USR2 sent to ctrain's launcher: forwarded, both ranks stop, exit 75 (exit $rc)" "$T/ddpusr2.out"
+"$B/ctrain" fit $D --requeue-signal USR2 --ckpt-path last --default-root-dir "$T/ddpusr2" >"$T/ddpusr2-resume.out" 2>&1 &&
+    "$B/t/st_compare" "$T/dref/last.safetensors" "$T/ddpusr2/last.safetensors" >"$T/cmp4.out" 2>&1
+ok $? "... and resuming it equals the uninterrupted ddp run bit for bit" "$T/cmp4.out" "$T/ddpusr2-resume.out"
+
+# grouped NAME HOW FLAGS...: run fit under ctrain's launcher in a process group of its own and, once
+# both ranks catch SIGINT (they do from before the rendezvous and the data load, which take a few
+# hundred ms), send SIGINT as `timeout` does (HOW=timeout: to ctrain, then 50 ms later to its whole
+# group) or as kill -INT -- -PGID does (HOW=group). Each rank gets it from the group and forwarded
+# by the supervisor: one request, so they stop at the first step. Sets rc.
+grouped() {
+    name=$1 how=$2
+    shift 2
+    perl -e 'setpgrp(0, 0); exec @ARGV or die' "$B/ctrain" fit "$@" --default-root-dir "$T/$name" >"$T/$name.out" 2>&1 &
+    P=$!
+    perl -e '
+        my ($sup, $how) = @ARGV;
+        for (1 .. 3000) {
+            my $caught = 0;
+            for my $s (glob "/proc/[0-9]*/stat") {
+                open(my $f, "<", $s) or next;
+                my @x = split / /, scalar <$f>;
+                next unless $x[3] == $sup;
+                open(my $g, "<", "/proc/$x[0]/status") or next;
+                for (<$g>) { $caught++ if /^SigCgt:\s*([0-9a-f]+)/ && (hex($1) & 2) }
+            }
+            if ($caught == 2) {
+                if ($how eq "timeout") { kill("INT", $sup) or die; select(undef, undef, undef, 0.05) }
+                kill("INT", -$sup) or die;
+                exit 0;
+            }
+            select(undef, undef, undef, 0.01);
+        }
+        die "the ranks never caught SIGINT\n"' $P "$how" >"$T/$name.kill" 2>&1
+    wait $P
+    rc=$?
+    P=
+}
+
+grouped ddpgroup timeout $D
+grep -q 'stopping at epoch 1 step 0;' "$T/ddpgroup.out" && stopped ddpgroup INT
+ok $? "2-rank ddp, SIGINT to ctrain then to its whole process group (as timeout sends it): one stop request, exit 75 with last.safetensors (exit $rc)" "$T/ddpgroup.out" "$T/ddpgroup.kill"
+"$B/ctrain" fit $D --ckpt-path last --default-root-dir "$T/ddpgroup" >"$T/ddpgroup-resume.out" 2>&1 &&
+    "$B/t/st_compare" "$T/dref/last.safetensors" "$T/ddpgroup/last.safetensors" >"$T/cmp5.out" 2>&1
+ok $? "... and resuming it equals the uninterrupted ddp run bit for bit" "$T/cmp5.out" "$T/ddpgroup-resume.out"
+grouped ddpkill group $D
+grep -q 'stopping at epoch 1 step 0;' "$T/ddpkill.out" && stopped ddpkill INT
+ok $? "2-rank ddp, SIGINT to the whole process group (kill -INT -- -PGID): one stop request, exit 75 (exit $rc)" "$T/ddpkill.out" "$T/ddpkill.kill"
+
 signalled usr2 USR2 $S --requeue-signal SIGUSR2
 [ "$rc" -eq 75 ] && grep -q 'stopped by SIGUSR2' "$T/usr2.out"
 ok $? "--requeue-signal SIGUSR2 stops on SIGUSR2" "$T/usr2.out"
@@ -102,3 +165,17 @@ ok $? "--ckpt-path auto with no checkpoint starts fresh" "$T/fresh.out"
 SLURM_JOB_ID=777 "$B/ctrain" fit $S --default-root-dir "$T/ref" >"$T/other.out" 2>&1
 [ $? -eq 2 ] && grep -q 'written by a run outside SLURM, not by this job 777' "$T/other.out"
 ok $? "under SLURM, auto refuses a last.safetensors another job wrote (exit 2, hint)" "$T/other.out"
+
+# --deterministic: a checkpoint written with 1 BLAS thread is not continued with 2 (exit 2, names it).
+"$B/ctrain" fit $S --max-steps 20 --default-root-dir "$T/det" >"$T/det.out" 2>&1 &&
+    grep -q '"deterministic":[[:space:]]*true' "$T/det/summary.json" && grep -q '"blas_threads":[[:space:]]*1,' "$T/det/summary.json"
+ok $? "--deterministic: summary.json records deterministic and blas_threads 1" "$T/det.out" "$T/det/summary.json"
+OPENBLAS_NUM_THREADS=2 "$B/ctrain" fit $S --max-steps 40 --ckpt-path last --default-root-dir "$T/det" >"$T/det2.out" 2>&1
+rc=$?
+[ "$rc" -eq 2 ] && grep -q 'deterministic: .*written with BLAS threads 1, this run has 2' "$T/det2.out" &&
+    grep -q 'hint: set OPENBLAS_NUM_THREADS' "$T/det2.out"
+ok $? "... resuming it with OPENBLAS_NUM_THREADS=2 is refused (exit $rc) with a hint" "$T/det2.out"
+N=$(echo "$S" | sed 's/--deterministic //')
+OPENBLAS_NUM_THREADS=2 "$B/ctrain" fit $N --max-steps 40 --ckpt-path last --default-root-dir "$T/det" >"$T/det3.out" 2>&1 &&
+    grep -q 'resumed from' "$T/det3.out"
+ok $? "... without --deterministic the same resume runs" "$T/det3.out"

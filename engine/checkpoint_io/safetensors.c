@@ -11,7 +11,6 @@
  * rename over the target, fsync the directory. */
 #include <errno.h>
 #include <fcntl.h>
-#include <glob.h>
 #include <libgen.h>
 #include <math.h>
 #include <stdio.h>
@@ -25,8 +24,17 @@
 #include "ctrain/util.h"
 #include "ctrain/checkpoint_io.h"
 #include "ctrain/dtype.h"
+#include "engine/util/fsutil.h"
 
-#define HEADER_MAX ((uint64_t)100 << 20) /* safetensors' own limit */
+/* Limits that bound what a header costs: a ctrain checkpoint describes at most
+ * CT_CKPT_MAX_TENSORS tensors and CT_CKPT_MAX_META metadata strings of ~1 KiB, a few tens of KiB
+ * in all; other writers' files may hold more tensors, which are read and ignored. A header within
+ * both limits costs at most its own bytes twice (the text and the strings cJSON copies) plus
+ * ~80 bytes for each of at most VALUES_MAX JSON values: under 8 MiB. (Hugging Face's loader allows
+ * 100 MB; its parser needs no node per value.) */
+#define HEADER_MAX ((uint64_t)1 << 20)
+#define VALUES_MAX 65536
+#define ENTRIES_MAX 4096
 
 static const struct {
     const char *name;
@@ -154,21 +162,6 @@ static int fsync_dir(const char *path)
     return rc;
 }
 
-/* Temp files a killed writer left beside path (PATH.tmp.XXXXXX): never a valid checkpoint, so
- * they go before the next save. One writer per path (rank 0) is the rule. */
-static void remove_stale_temps(const char *path)
-{
-    char pattern[4200];
-    glob_t g;
-
-    if (snprintf(pattern, sizeof(pattern), "%s.tmp.??????", path) >= (int)sizeof(pattern))
-        return;
-    if (glob(pattern, GLOB_NOSORT | GLOB_NOESCAPE, NULL, &g) == 0)
-        for (size_t i = 0; i < g.gl_pathc; i++)
-            unlink(g.gl_pathv[i]);
-    globfree(&g);
-}
-
 static int st_save(const char *path, const ct_ckpt *ckpt, ct_error *err)
 {
     char tmp[4200];
@@ -179,27 +172,21 @@ static int st_save(const char *path, const ct_ckpt *ckpt, ct_error *err)
 
     if (!header)
         return err ? err->code : CT_ENOMEM;
-    /* Same directory as the target, so rename() is atomic (same file system). */
-    if (snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path) >= (int)sizeof(tmp)) {
+    /* Temp files a killed writer left beside path are never a valid checkpoint: they go first (one
+     * writer per path, rank 0, is the rule). The new one is exclusive and random-named, in the same
+     * directory as the target, so rename() is atomic (same file system). */
+    ct_fs_remove_stale_temps(path);
+    fd = ct_fs_create_temp(path, tmp, sizeof(tmp));
+    if (fd < 0 && errno == ENAMETOOLONG) {
         free(header);
         return ct_error_set(err, CT_EINVAL, "ckpt-path", "checkpoint path too long: %s", path);
     }
-    remove_stale_temps(path);
-    fd = mkstemp(tmp);
     if (fd < 0) {
         rc = ct_error_set(err, CT_EIO, "ckpt-write", "%s: cannot create a temporary file beside it: %s",
                           path, strerror(errno));
         ct_error_hint(err, "check that the directory exists and is writable");
         free(header);
         return rc;
-    }
-    /* mkstemp creates 0600; a checkpoint gets the permissions of any file the user creates. */
-    {
-        mode_t mask = umask(0);
-
-        umask(mask);
-        if (fchmod(fd, 0666 & ~mask))
-            goto io_fail;
     }
     for (int i = 0; i < 8; i++)
         len8[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
@@ -250,6 +237,31 @@ static int read_at(int fd, void *buf, size_t n, off_t off)
         off += r;
     }
     return 0;
+}
+
+/* An upper bound of the JSON values in text: every value but the first follows a ':', a '[' or a
+ * ',' outside a string. Counted before parsing, so a header of a million tiny values is refused
+ * for the cost of reading it, not of a million parsed nodes. */
+static size_t json_values_bound(const char *text, size_t len)
+{
+    size_t n = 1;
+    int in_string = 0;
+
+    for (size_t i = 0; i < len; i++) {
+        char c = text[i];
+
+        if (in_string) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_string = 0;
+        } else if (c == '"') {
+            in_string = 1;
+        } else if (c == ':' || c == '[' || c == ',') {
+            n++;
+        }
+    }
+    return n;
 }
 
 /* A JSON number that is a non-negative integer below 2^53 (exact in a double). */
@@ -305,15 +317,92 @@ static int parse_entry(const char *path, const cJSON *e, uint64_t data_size, ct_
     return 0;
 }
 
+struct range {
+    uint64_t begin, end;
+    const char *name;
+};
+
+static int range_cmp(const void *a, const void *b)
+{
+    const struct range *x = a, *y = b;
+
+    if (x->begin != y->begin)
+        return x->begin < y->begin ? -1 : 1;
+    return x->end < y->end ? -1 : x->end > y->end;
+}
+
+/* Two members of one object with the same key: cJSON keeps both and a lookup finds the first,
+ * so another reader of the same file could see the other. Refused. n is small (ENTRIES_MAX). */
+static const char *duplicate_key(const cJSON *obj)
+{
+    for (const cJSON *a = obj->child; a; a = a->next)
+        for (const cJSON *b = a->next; b; b = b->next)
+            if (!strcmp(a->string, b->string))
+                return a->string;
+    return NULL;
+}
+
+/* The rules of Hugging Face's loader (Metadata::validate): sorted by offset, the tensors' data
+ * ranges follow each other from 0 with no gap or overlap and end exactly at the end of the file.
+ * Every entry is also valid on its own (parse_entry) and no key appears twice. */
+static int check_layout(const char *path, const cJSON *root, uint64_t data_size, ct_error *err)
+{
+    struct range *r;
+    const char *dup;
+    const cJSON *e;
+    ct_ckpt_tensor got;
+    uint64_t at = 0;
+    int n = cJSON_GetArraySize(root), k = 0, rc = 0;
+
+    if (n > ENTRIES_MAX)
+        return ct_error_set(err, CT_EFORMAT, "ckpt-header", "%s: the header has %d entries (at most %d)", path, n,
+                            ENTRIES_MAX);
+    if ((dup = duplicate_key(root)) != NULL)
+        return ct_error_set(err, CT_EFORMAT, "ckpt-duplicate", "%s: the header names %s twice", path, dup);
+    if (!(r = calloc((size_t)n + 1, sizeof(*r))))
+        return ct_error_set(err, CT_ENOMEM, "", "%s: out of memory checking the header", path);
+    cJSON_ArrayForEach(e, root) {
+        if (!strcmp(e->string, "__metadata__"))
+            continue;
+        if ((rc = parse_entry(path, e, data_size, &got, &r[k].begin, &r[k].end, err)))
+            goto out;
+        r[k++].name = e->string;
+    }
+    qsort(r, (size_t)k, sizeof(*r), range_cmp);
+    for (int i = 0; i < k; i++) {
+        if (r[i].begin != at) {
+            rc = ct_error_set(err, CT_EFORMAT, "ckpt-offsets", "%s: tensor %s: data_offsets [%llu, %llu] %s the "
+                              "previous tensor's data, which ends at %llu", path, r[i].name,
+                              (unsigned long long)r[i].begin, (unsigned long long)r[i].end,
+                              r[i].begin < at ? "overlap" : "leave a gap after", (unsigned long long)at);
+            goto out;
+        }
+        at = r[i].end;
+    }
+    if (at != data_size)
+        rc = ct_error_set(err, CT_EFORMAT, "ckpt-trailing", "%s: %llu byte%s after the last tensor's data (the "
+                          "tensors end at %llu of %llu data bytes)", path, (unsigned long long)(data_size - at),
+                          data_size - at == 1 ? "" : "s", (unsigned long long)at, (unsigned long long)data_size);
+out:
+    free(r);
+    return rc;
+}
+
 static int read_metadata(const char *path, const cJSON *meta, ct_ckpt *ckpt, ct_error *err)
 {
     const cJSON *kv;
+    const char *dup;
 
     ckpt->n_meta = 0;
     if (!meta)
         return 0;
     if (!cJSON_IsObject(meta))
         return ct_error_set(err, CT_EFORMAT, "ckpt-corrupt", "%s: __metadata__ is not an object", path);
+    if (cJSON_GetArraySize(meta) > CT_CKPT_MAX_META)
+        return ct_error_set(err, CT_EFORMAT, "ckpt-meta", "%s: __metadata__ has %d entries (at most %d)", path,
+                            cJSON_GetArraySize(meta), CT_CKPT_MAX_META);
+    if ((dup = duplicate_key(meta)) != NULL)
+        return ct_error_set(err, CT_EFORMAT, "ckpt-duplicate", "%s: __metadata__ names %s twice", path, dup);
     cJSON_ArrayForEach(kv, meta) {
         ct_ckpt_meta *m;
 
@@ -340,11 +429,8 @@ static int load_tensors(const char *path, int fd, const cJSON *root, uint64_t da
     uint64_t begin, end;
     int rc;
 
-    cJSON_ArrayForEach(e, root) {
-        if (strcmp(e->string, "__metadata__") &&
-            (rc = parse_entry(path, e, data_size, &got, &begin, &end, err)))
-            return rc;
-    }
+    if ((rc = check_layout(path, root, data_size, err)))
+        return rc;
     for (int i = 0; i < ckpt->n_tensors; i++) {
         ct_ckpt_tensor *want = &ckpt->tensors[i];
         char ws[96], gs[96];
@@ -397,7 +483,13 @@ static int st_load(const char *path, ct_ckpt *ckpt, ct_error *err)
     }
     for (int i = 0; i < 8; i++)
         hlen |= (uint64_t)len8[i] << (8 * i);
-    if (hlen < 2 || hlen > HEADER_MAX || hlen > (uint64_t)st.st_size - 8) {
+    if (hlen > HEADER_MAX && hlen <= (uint64_t)st.st_size - 8) {
+        rc = ct_error_set(err, CT_EFORMAT, "ckpt-header", "%s: header of %llu bytes is larger than ctrain reads "
+                          "(%llu bytes)", path, (unsigned long long)hlen, (unsigned long long)HEADER_MAX);
+        ct_error_hint(err, "a ctrain checkpoint's header is a few KiB: this file was not written by ctrain fit");
+        goto out;
+    }
+    if (hlen < 2 || hlen > (uint64_t)st.st_size - 8) {
         rc = ct_error_set(err, CT_EFORMAT, "ckpt-header", "%s: header length %llu is impossible for a file of "
                           "%lld bytes (truncated or not a safetensors file)", path, (unsigned long long)hlen,
                           (long long)st.st_size);
@@ -405,6 +497,12 @@ static int st_load(const char *path, ct_ckpt *ckpt, ct_error *err)
     }
     if (!(header = malloc(hlen)) || read_at(fd, header, hlen, 8)) {
         rc = ct_error_set(err, CT_EIO, "ckpt-read", "%s: cannot read its header", path);
+        goto out;
+    }
+    if (json_values_bound(header, hlen) > VALUES_MAX) {
+        rc = ct_error_set(err, CT_EFORMAT, "ckpt-header", "%s: the header holds more than %d JSON values", path,
+                          VALUES_MAX);
+        ct_error_hint(err, "a ctrain checkpoint's header holds a few hundred: this file was not written by ctrain fit");
         goto out;
     }
     root = cJSON_ParseWithLength(header, hlen);

@@ -33,9 +33,11 @@ static const struct flag flags[] = {
       "--model-config hidden=W-W" },
     { "--seed", F_LONG, 0, LONG_MAX, "N", "seed of initialisation and shuffling (default 42)" },
     { "--deterministic", F_SWITCH, 0, 0, NULL,
-      "reproducible bit for bit (same world size and BLAS threads); recorded in the plan" },
+      "reproducible bit for bit: refuse to resume a checkpoint written with other BLAS threads, world size or "
+      "batch size; recorded in summary.json and the plan" },
     { "--default-root-dir", F_STRING, 0, 0, "DIR",
-      "where metrics.csv, checkpoints and summary.json go (default runs)" },
+      "where metrics.csv, checkpoints and summary.json go (default runs); yours, and not writable by others "
+      "unless sticky" },
     { "--ckpt-path", F_STRING, 0, 0, "auto|last|best|FILE",
       "fit: resume from it (default: auto in a SLURM job, i.e. last.safetensors when this job wrote it; "
       "none outside SLURM); validate/test: the weights to evaluate (default best)" },

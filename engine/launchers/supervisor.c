@@ -1,6 +1,7 @@
 /* The process supervisor shared by the subprocess and fork launchers; see supervisor.h.
  *
- * Signals are handled synchronously: SIGCHLD, SIGINT, SIGTERM and SIGUSR1 are blocked and read
+ * Signals are handled synchronously: SIGCHLD, SIGINT, SIGTERM and the spec's forward_signals
+ * (default SIGUSR1) are blocked and read
  * from a signalfd in the one poll loop that also carries the ranks' output and reports, so there
  * is no handler and no race between a child's exit and the loop. signalfd coalesces SIGCHLD, so
  * every wake-up reaps every rank with WNOHANG (and a 1 s poll timeout reaps anyway, in case the
@@ -29,6 +30,10 @@
 /* After a rank exited CT_LAUNCHER_EXIT_STOPPED the others, stopping at the same step, have this
  * long to exit too (rank 0 may still be writing the checkpoint or asking SLURM to requeue). */
 #define STOPPED_WAIT_S 60.0
+/* The same signal from the same sender again within this is the same request: `timeout` signals
+ * its child and then the child's whole group, so the supervisor gets it twice while each rank got
+ * it once from the group already. */
+#define REPEAT_WINDOW_S 1.0
 /* Wait status recorded for a rank another waitpid of the process collected. */
 #define STATUS_LOST (-1)
 
@@ -76,6 +81,10 @@ struct sv {
     int stopped_by;    /* SIGINT or SIGTERM received (forwarded unless from the terminal), 0 */
     int from_terminal; /* stopped_by came from the terminal, which signalled the ranks itself */
     struct sigaction old_chld;
+    sigset_t forward;  /* what is passed on to the ranks */
+    int last_sig;      /* the last signal passed on, its sender and when */
+    pid_t last_from;
+    double last_at;
     struct pollfd *pfd;  /* the signalfd, then up to 3 descriptors per rank */
     int *who;          /* for pfd[i]: rank * 3 + (0 stdout, 1 stderr, 2 report) */
 };
@@ -194,6 +203,25 @@ static void signal_running(struct sv *sv, int sig)
             kill(sv->ranks[r].pid, sig);
 }
 
+/* Pass a signal on, tagged so the rank can tell it from a copy the sender gave the whole group. */
+static void forward_running(struct sv *sv, int sig)
+{
+    union sigval v = { .sival_int = CT_LAUNCHER_FORWARD_TAG };
+
+    for (int r = 0; r < sv->n; r++)
+        if (sv->ranks[r].running)
+            sigqueue(sv->ranks[r].pid, sig, v);
+}
+
+/* What the terminal sends (Ctrl-C, Ctrl-\, hang-up) reaches the whole foreground process group,
+ * the ranks included: passing it on would deliver it twice. */
+static int from_terminal(const struct signalfd_siginfo *si)
+{
+    int sig = (int)si->ssi_signo;
+
+    return si->ssi_code == SI_KERNEL && (sig == SIGINT || sig == SIGQUIT || sig == SIGHUP);
+}
+
 /* First failure: ask the others to stop now, kill them when the grace period is over. */
 static void begin_ending(struct sv *sv)
 {
@@ -249,14 +277,20 @@ static void handle_signals(struct sv *sv)
         int sig = (int)si.ssi_signo;
         if (sig == SIGCHLD)
             continue;   /* reap() runs after every wake-up */
-        /* From the terminal (SI_KERNEL) the whole process group, ranks included, got it already. */
-        if (si.ssi_code == SI_KERNEL && sig == SIGINT) {
-            sv->stopped_by = sig;
-            sv->from_terminal = 1;
+        if (from_terminal(&si)) {
+            if (sig == SIGINT) {
+                sv->stopped_by = sig;
+                sv->from_terminal = 1;
+            }
             continue;
         }
-        signal_running(sv, sig);
-        if (sig != SIGUSR1) {
+        if (sig == sv->last_sig && (pid_t)si.ssi_pid == sv->last_from && ct_time_now() - sv->last_at < REPEAT_WINDOW_S)
+            continue;
+        sv->last_sig = sig;
+        sv->last_from = (pid_t)si.ssi_pid;
+        sv->last_at = ct_time_now();
+        forward_running(sv, sig);
+        if (sig == SIGINT || sig == SIGTERM) {
             sv->stopped_by = sig;
             sv->from_terminal = 0;
         }
@@ -498,8 +532,31 @@ static int outcome(struct sv *sv, void *result, size_t result_size, ct_error *er
 
 /* ---------------------------------------------------------------- entry */
 
+/* SIGINT, SIGTERM and the spec's list (default SIGUSR1) into sv->forward. */
+static int forward_set(struct sv *sv, ct_error *err)
+{
+    const int *list = sv->spec->forward_signals;
+
+    sigemptyset(&sv->forward);
+    sigaddset(&sv->forward, SIGINT);
+    sigaddset(&sv->forward, SIGTERM);
+    if (!list[0])
+        sigaddset(&sv->forward, SIGUSR1);
+    for (int i = 0; i < CT_LAUNCH_MAX_SIGNALS && list[i]; i++) {
+        int sig = list[i];
+
+        if (sig < 1 || sig >= NSIG || sig == SIGKILL || sig == SIGSTOP || sig == SIGCHLD)
+            return ct_error_set(err, CT_EINVAL, "launch-signals", "signal %d cannot be forwarded to the ranks",
+                                sig);
+        sigaddset(&sv->forward, sig);
+    }
+    return 0;
+}
+
 static int sv_init(struct sv *sv, const ct_launch_spec *spec, size_t result_size, ct_error *err)
 {
+    int rc;
+
     memset(sv, 0, sizeof(*sv));
     sv->spec = spec;
     sv->n = spec->nprocs;
@@ -512,6 +569,8 @@ static int sv_init(struct sv *sv, const ct_launch_spec *spec, size_t result_size
     if (sv->n < 1 || sv->n > 4096)
         return ct_error_set(err, CT_EINVAL, "launch-nprocs", "cannot launch %d processes: the "
                             "count must be 1..4096", sv->n);
+    if ((rc = forward_set(sv, err)))
+        return rc;
     sv->ranks = calloc((size_t)sv->n, sizeof(*sv->ranks));
     sv->pfd = calloc(1 + 3 * (size_t)sv->n, sizeof(*sv->pfd));
     sv->who = calloc(1 + 3 * (size_t)sv->n, sizeof(*sv->who));
@@ -531,13 +590,9 @@ static int sv_init(struct sv *sv, const ct_launch_spec *spec, size_t result_size
 
 static int block_signals(struct sv *sv, ct_error *err)
 {
-    sigset_t set;
+    sigset_t set = sv->forward;
 
-    sigemptyset(&set);
     sigaddset(&set, SIGCHLD);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGUSR1);
     /* With SIGCHLD ignored the kernel would reap the ranks before we learn how they ended. */
     struct sigaction dfl = { .sa_handler = SIG_DFL };
     sigemptyset(&dfl.sa_mask);

@@ -94,6 +94,7 @@ int ct_run_save_checkpoint(ct_run *run, const char *path, ct_error *err)
     add_meta(c, "val_loss", "%.17g", run->st.last_val_loss);
     add_meta(c, "world_size", "%d", run->world);
     add_meta(c, "batch_size", "%d", run->opt.batch_size);
+    add_meta(c, "blas_threads", "%d", run->opt.blas_threads);
     add_meta(c, "seed", "%" PRIu64, run->opt.seed);
     add_meta(c, "rng", "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64, run->rng.s[0], run->rng.s[1],
              run->rng.s[2], run->rng.s[3]);

@@ -44,6 +44,7 @@ typedef struct ct_loop_options {
     char root_dir[1024];
     char flags_json[1024];     /* the run's flags, stored in checkpoint metadata */
     char job_id[64];           /* SLURM_JOB_ID of this run, stored in checkpoint metadata ("" outside SLURM) */
+    int blas_threads;          /* the BLAS threads of each rank, stored in checkpoint metadata */
 } ct_loop_options;
 
 /* A stop every rank agreed on at a step boundary (engine/loops/stop.c). */

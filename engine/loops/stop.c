@@ -11,20 +11,35 @@
 #include <string.h>
 #include <strings.h>
 
+#include "ctrain/launcher.h"
 #include "ctrain/util.h"
 #include "engine/loops/loops.h"
 
 static volatile sig_atomic_t got_signal;    /* the first stop signal, 0 when none */
 static volatile sig_atomic_t got_requeue;   /* the requeue signal came (first or later) */
+static volatile sig_atomic_t int_direct;    /* SIGINTs sent to this process (or its group) */
+static volatile sig_atomic_t int_forwarded; /* SIGINTs the launcher's supervisor passed on */
 static int requeue_signal;
 static const int stop_signals[] = { SIGTERM, SIGINT };
 static struct sigaction saved[3];
 static int saved_sig[3], n_saved;
 
-static void on_signal(int sig)
+/* A second stop request by SIGINT means "now": the default action, at once. A SIGINT sent to the
+ * process group of ctrain's launcher (kill -INT -- -PGID, timeout, scancel --full) reaches a rank
+ * twice, from its sender and tagged from the supervisor (CT_LAUNCHER_FORWARD_TAG): that is one
+ * request, so the two kinds are counted apart. */
+static int sigint_means_now(const siginfo_t *si)
 {
-    /* A second Ctrl-C means "now": the default action, at once. */
-    if (sig == SIGINT && got_signal && sig != requeue_signal) {
+    int forwarded = si && si->si_code == SI_QUEUE && si->si_value.sival_int == CT_LAUNCHER_FORWARD_TAG;
+    int n = forwarded ? ++int_forwarded : ++int_direct;
+
+    return n >= 2 || (got_signal && got_signal != SIGINT);
+}
+
+static void on_signal(int sig, siginfo_t *si, void *ctx)
+{
+    (void)ctx;
+    if (sig == SIGINT && sig != requeue_signal && sigint_means_now(si)) {
         signal(SIGINT, SIG_DFL);
         raise(SIGINT);
         return;
@@ -76,8 +91,8 @@ static int catch_one(int sig, ct_error *err)
         if (saved_sig[i] == sig)
             return 0;
     memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESTART;   /* reads, writes and MPI go on; the loop looks at the flag */
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_RESTART | SA_SIGINFO;   /* reads, writes and MPI go on; the loop looks at the flag */
     sigemptyset(&sa.sa_mask);
     if (sigaction(sig, &sa, &saved[n_saved]))
         return ct_error_set(err, CT_EINTERNAL, "stop-signal", "sigaction(%d) failed", sig);
@@ -91,6 +106,8 @@ int ct_stop_install(int requeue_sig, ct_error *err)
 
     got_signal = 0;
     got_requeue = 0;
+    int_direct = 0;
+    int_forwarded = 0;
     requeue_signal = requeue_sig;
     n_saved = 0;
     if ((rc = catch_one(requeue_sig, err)))

@@ -71,6 +71,11 @@ int ct_strategy_device_memory(const ct_strategy *s, ct_memstats *out)
     return s->accelerator->memory_stats(s->device, out);
 }
 
+void ct_strategy_set_forward_signal(ct_strategy *s, int sig)
+{
+    s->forward_signal = sig;
+}
+
 struct launch_ctx {
     ct_strategy *s;
     ct_rank_fn fn;
@@ -89,7 +94,8 @@ int ct_strategy_launch(ct_strategy *s, ct_rank_fn fn, void *arg, void *result, s
     struct launch_ctx lc = { s, fn, arg };
     /* After a rank fails the survivors get SIGTERM, then SIGKILL 5 s later: a peer is gone, so the
      * collective their stop handler would run cannot finish, and all must be gone within 10 s. */
-    ct_launch_spec spec = { .nprocs = s->n_devices, .quiet_others = s->quiet_others, .kill_grace_s = 5.0 };
+    ct_launch_spec spec = { .nprocs = s->n_devices, .quiet_others = s->quiet_others, .kill_grace_s = 5.0,
+                            .forward_signals = { s->forward_signal } };
 
     *is_supervisor = 0;
     return s->launcher->launch(&spec, launch_body, &lc, result, result_size, is_supervisor, err);

@@ -53,6 +53,7 @@ struct ct_strategy {
     long grad_allreduces;  /* gradient buckets allreduced since setup */
     long grad_allreduces_in_backward; /* of those, started from grad_ready (during backward) */
     int quiet_others;      /* launcher drops the output of ranks other than 0 */
+    int forward_signal;    /* the launcher forwards it besides SIGINT/SIGTERM; 0: SIGUSR1 */
     double collective_timeout_s; /* see ct_strategy_set_collective_timeout; <= 0: none */
     void *impl;            /* the implementation's state */
 };

@@ -21,7 +21,9 @@
 #include "ctrain/trainer.h"
 #include "ctrain/util.h"
 #include "engine/loops/loops.h"
+#include "engine/trainer/deterministic.h"
 #include "engine/trainer/requeue.h"
+#include "engine/util/fsutil.h"
 
 #define EVAL_BATCH 1000
 
@@ -142,6 +144,11 @@ static int mkdir_p(const char *dir, ct_error *err)
             break;
     }
     return 0;
+}
+
+static int root_dir_ok(const ct_trainer_config *cfg, ct_error *err)
+{
+    return ct_fs_check_dir(cfg->default_root_dir, "--default-root-dir", err);
 }
 
 /* One BLAS team per rank: share the cores among the ranks of a node, unless the user chose. */
@@ -362,13 +369,12 @@ static void add_device_summary(cJSON *o, ct_strategy *s, const ct_run *run)
 static int write_summary(const ct_trainer_config *cfg, ct_strategy *s, const ct_trainer_result *res,
                          const ct_run *run, ct_error *err)
 {
-    char path[CT_TRAINER_PATH_MAX + 32], tmp[CT_TRAINER_PATH_MAX + 48], key[48];
+    char path[CT_TRAINER_PATH_MAX + 32], key[48];
     const ct_model *host = ct_model_host(run->model);
     cJSON *o = cJSON_CreateObject();
-    char *text;
-    FILE *f;
+    char *text, *line;
     long allreduces, in_backward;
-    int ok;
+    int rc;
 
     cJSON_AddNumberToObject(o, "epochs", res->epochs);
     cJSON_AddNumberToObject(o, "steps", (double)res->steps);
@@ -397,6 +403,9 @@ static int write_summary(const ct_trainer_config *cfg, ct_strategy *s, const ct_
     cJSON_AddNumberToObject(o, "batch_size", cfg->batch_size);
     cJSON_AddNumberToObject(o, "lr", cfg->lr);
     cJSON_AddNumberToObject(o, "seed", (double)cfg->seed);
+    /* What a --deterministic run is reproducible under (engine/trainer/deterministic.h). */
+    cJSON_AddBoolToObject(o, "deterministic", cfg->deterministic);
+    cJSON_AddNumberToObject(o, "blas_threads", run->opt.blas_threads);
     cJSON_AddStringToObject(o, "strategy", ct_strategy_name(s) ? ct_strategy_name(s) : "");
     cJSON_AddStringToObject(o, "accelerator", ct_strategy_accelerator_name(s) ? ct_strategy_accelerator_name(s) : "");
     if (ct_strategy_precision(s))
@@ -411,15 +420,15 @@ static int write_summary(const ct_trainer_config *cfg, ct_strategy *s, const ct_
     cJSON_AddNumberToObject(o, "wall_seconds", ct_time_now() - run->start_time);
     text = cJSON_Print(o);
     cJSON_Delete(o);
+    if (text && (line = realloc(text, strlen(text) + 2)) != NULL)
+        text = strcat(line, "\n");
     snprintf(path, sizeof(path), "%s/summary.json", cfg->default_root_dir);
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    f = fopen(tmp, "w");
-    ok = f && text && fprintf(f, "%s\n", text) > 0;
-    ok = f && !fclose(f) && ok && !rename(tmp, path);
+    if (!text)
+        return ct_error_set(err, CT_ENOMEM, "trainer-summary", "%s: out of memory", path);
+    /* Exclusive temp beside it, renamed over it: a name planted there is never followed. */
+    rc = ct_fs_write_atomic(path, text, strlen(text), err);
     free(text);
-    if (!ok)
-        return ct_error_set(err, CT_EIO, "trainer-summary", "%s: cannot write: %s", path, strerror(errno));
-    return 0;
+    return rc;
 }
 
 static int file_exists_on_zero(ct_run *run, const char *path, int *exists, ct_error *err)
@@ -442,6 +451,10 @@ static int choose_auto(ct_run *run, const ct_trainer_config *cfg, char *resume, 
         return rc;
     if (!exists)
         return 0;
+    /* Its job id is easy to copy: a file another user owns (or a link to one) is not resumed. */
+    rc = run->is_zero ? ct_fs_check_owned(path, "--ckpt-path auto:", err) : 0;
+    if ((rc = zero_only_status(run, rc, err)))
+        return rc;
     if ((rc = ct_run_checkpoint_meta(run, path, "slurm_job_id", writer, sizeof(writer), err)))
         return rc;
     if (job[0] && strcmp(writer, job)) {
@@ -524,7 +537,9 @@ static int run_fit(struct rank_state *rs, const ct_trainer_config *cfg, ct_train
     int rc, exists = 0;
 
     run->data = rs->data;
-    if ((rc = choose_resume(run, cfg, resume, sizeof(resume), err)))
+    /* The run's directory must be this user's before anything in it is trusted or written. */
+    rc = run->is_zero && access(cfg->default_root_dir, F_OK) == 0 ? root_dir_ok(cfg, err) : 0;
+    if ((rc = zero_only_status(run, rc, err)) || (rc = choose_resume(run, cfg, resume, sizeof(resume), err)))
         return rc;
     if (resume[0]) {
         if ((rc = ct_run_load_checkpoint(run, resume, 0, err))) {
@@ -533,10 +548,14 @@ static int run_fit(struct rank_state *rs, const ct_trainer_config *cfg, ct_train
                                    "the --default-root-dir of the run to resume", cfg->ckpt_path[0] ? cfg->ckpt_path : "auto");
             return rc;
         }
+        if (cfg->deterministic && (rc = ct_deterministic_check_resume(run, resume, err)))
+            return rc;
         ct_progress_line(run, "ctrain: resumed from %s at epoch %lld, step %lld", resume,
                          (long long)run->st.epoch + 1, (long long)run->st.global_step);
     }
     rc = run->is_zero ? mkdir_p(cfg->default_root_dir, err) : 0;
+    if (!rc && run->is_zero)
+        rc = root_dir_ok(cfg, err);
     if (!rc)
         rc = ct_logger_open(run, resume[0] != '\0', err);
     if ((rc = zero_only_status(run, rc, err)))
@@ -671,6 +690,7 @@ static int rank_body(ct_strategy *s, void *arg, void *result, size_t result_size
     res.world_size = rs.run.world;
     fill_options(&rs.run, cfg, ba->plan);
     set_blas_threads(s);
+    rs.run.opt.blas_threads = openblas_get_num_threads();
     if ((rc = build_model(&rs, cfg, ba, err)) || (rc = place_model(&rs, s, cfg, err)))
         goto out;
     result_model(&res, rs.host);
@@ -700,7 +720,7 @@ static int launch(const ct_trainer_config *cfg, enum mode mode, ct_connector *co
 {
     struct body_arg ba = { cfg, mode, ct_connector_plan(conn) };
     ct_strategy *s;
-    int is_supervisor = 0, rc;
+    int is_supervisor = 0, sig = SIGUSR1, rc;
 
     result_init(res);
     if ((rc = ct_trainer_config_check(cfg, err)))
@@ -708,6 +728,9 @@ static int launch(const ct_trainer_config *cfg, enum mode mode, ct_connector *co
     ct_engine_init();
     if (!(s = ct_connector_strategy(conn, err)))
         return err && err->code ? err->code : CT_EINTERNAL;
+    /* Under ctrain's own launcher the supervisor must pass the requeue signal on to the ranks. */
+    ct_stop_signal_parse(cfg->requeue_signal, &sig);
+    ct_strategy_set_forward_signal(s, sig);
     return ct_strategy_launch(s, rank_body, &ba, res, sizeof(*res), &is_supervisor, err);
 }
 

@@ -6,7 +6,9 @@
  *                its own command line (/proc/self/exe with /proc/self/cmdline) as ranks 0..n-1.
  *   fork       — (ddp_fork, alias ddp_spawn) forks nprocs workers at the call; each runs the body;
  *                rank 0's result buffer comes back to the caller through a pipe.
- * Supervisors forward SIGINT, SIGTERM and SIGUSR1 to every rank; when a rank dies or exits
+ * Supervisors forward SIGINT, SIGTERM and the spec's forward_signals (default SIGUSR1) to every
+ * rank, tagged (see CT_LAUNCHER_FORWARD_TAG) and never what the terminal sent to the whole
+ * foreground process group, ranks included; when a rank dies or exits
  * non-zero the others are ended within kill_grace_s, the failing rank and how it failed are
  * reported in err, and launch returns non-zero. No orphans. Rank 0's output passes as is, the
  * others' lines are prefixed "[rank N] " (or dropped with quiet_others).
@@ -18,10 +20,15 @@
 
 #include "ctrain/error.h"
 
+#define CT_LAUNCH_MAX_SIGNALS 8
+
 typedef struct ct_launch_spec {
     int nprocs;           /* ranks to create on this node */
     int quiet_others;     /* 1: drop the output of ranks other than 0 */
     double kill_grace_s;  /* after a failure, SIGTERM then SIGKILL the rest within this (<= 10) */
+    /* Signals forwarded to every rank besides SIGINT and SIGTERM, 0-terminated; none given:
+     * SIGUSR1. ctrain fit puts its --requeue-signal here. SIGKILL, SIGSTOP and SIGCHLD are refused. */
+    int forward_signals[CT_LAUNCH_MAX_SIGNALS];
 } ct_launch_spec;
 
 /* The work of one rank. result: a buffer of result_size bytes the body may fill. */
@@ -44,6 +51,11 @@ extern const struct ct_launcher_ops ct_launcher_fork;
  * after a preemption signal: supervisors do not treat it as a failure that ends the other ranks,
  * and launch returns CT_EINTR (err->id "launch-stopped", or the rank's own id when it reported). */
 #define CT_LAUNCHER_EXIT_STOPPED 75   /* EX_TEMPFAIL of sysexits.h: "try again later" */
+
+/* A signal the supervisor forwards arrives in the rank with si_code SI_QUEUE and this si_value
+ * (sigqueue), so the rank can tell it from a copy sent to the whole process group (kill -- -PGID,
+ * timeout, scancel --full): the two copies of one group signal are one request, not two. */
+#define CT_LAUNCHER_FORWARD_TAG 0x63747266   /* "ctrf" */
 
 /* Set in every rank a ctrain launcher created, so the child knows it is a rank (and which). */
 #define CT_LAUNCHER_ENV_RANK  "CTRAIN_LAUNCHER_RANK"

@@ -55,6 +55,10 @@ int ct_strategy_launch(ct_strategy *s, ct_rank_fn fn, void *arg, void *result, s
 /* Drop the output of ranks other than 0 (otherwise prefixed "[rank N] "). Before launch. */
 void ct_strategy_set_quiet_others(ct_strategy *s, int quiet);
 
+/* A signal the launcher's supervisor forwards to every rank besides SIGINT and SIGTERM (the
+ * requeue signal); 0: SIGUSR1, the default. Before launch. */
+void ct_strategy_set_forward_signal(ct_strategy *s, int sig);
+
 /* --- lifecycle, inside a rank ----------------------------------------------------------------- */
 /* Join the process group (DDP: MPI over the PMIx-provided world) and select the device. */
 int ct_strategy_setup_environment(ct_strategy *s, ct_error *err);

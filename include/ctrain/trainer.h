@@ -53,8 +53,10 @@ typedef struct ct_trainer_config {
     int n_hidden;
     int hidden_set;                 /* 1: --hidden given (else the model's config decides) */
     uint64_t seed;                  /* --seed, default 42 */
-    int deterministic;              /* --deterministic */
-    char default_root_dir[CT_TRAINER_PATH_MAX]; /* --default-root-dir, default "runs" */
+    int deterministic;              /* --deterministic: fit refuses to resume a checkpoint written
+                                       with other BLAS threads, world size or batch size */
+    char default_root_dir[CT_TRAINER_PATH_MAX]; /* --default-root-dir, default "runs": the user's own,
+                                       not writable by others unless sticky (else refused) */
     char ckpt_path[CT_TRAINER_PATH_MAX];  /* --ckpt-path: "" (fit: "auto" in a SLURM job, else from
                                              scratch; validate/test: "best"), "auto" (fit: resume
                                              last.safetensors when this job wrote it, else start

@@ -2,6 +2,7 @@
 # subset, the fit flags that keep each run short, and finding one rank's pid to kill it.
 
 CTRAIN="$T/../${CTRAIN_BUILD:-build}/ctrain"
+. "$T/lib/ci.sh"
 FMNIST=/usr/share/datasets/fashion-mnist
 
 # skip_all N REASON: the plan and N skips
@@ -14,7 +15,7 @@ skip_all() {
 
 # make_data: $tmp/data with 6000 training images (5500 after 1/12 is held out) and 1000 test images
 make_data() {
-    [ -f "$FMNIST/train-images-idx3-ubyte.gz" ] || return 1
+    [ -f "$FMNIST/train-images-idx3-ubyte.gz" ] || { ci_needs "dataset-fashion-mnist not installed"; return 1; }
     mkdir -p "$tmp/data" && "$B/idx_subset" "$FMNIST" "$tmp/data" 6000 1000 >/dev/null
 }
 

@@ -2,6 +2,7 @@
 # whether a SLURM test can run here, and the loopback cluster with a small Fashion-MNIST subset.
 # The caller sets root (repository), B (build dir) and PLAN (its number of tests) before sourcing.
 
+. "$root/t/lib/ci.sh"
 n=0
 ok() {    # ok CONDITION-STATUS NAME [DIAG-FILE...]
     n=$((n + 1))
@@ -26,6 +27,8 @@ skip_all() {    # skip_all REASON: every planned test skipped, exit 0
 
 make_data() {    # make_data DIR: 6000 training and 1000 test images of the real data in DIR
     [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] ||
+        ci_needs "dataset-fashion-mnist not installed"
+    [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] ||
         skip_all "dataset-fashion-mnist not installed"
     mkdir -p "$1"
     "$B/t/idx_subset" /usr/share/datasets/fashion-mnist "$1" 6000 1000 >/dev/null || exit 1
@@ -34,6 +37,7 @@ make_data() {    # make_data DIR: 6000 training and 1000 test images of the real
 require_slurm() {    # skip unless a loopback cluster can run here
     [ "$(id -u)" -eq 0 ] || skip_all "needs root to start slurmd (run make test as root)"
     for b in slurmctld slurmd srun sbatch scancel munged; do
+        command -v "$b" >/dev/null 2>&1 || [ -x "/usr/sbin/$b" ] || ci_needs "$b not installed"
         command -v "$b" >/dev/null 2>&1 || [ -x "/usr/sbin/$b" ] ||
             skip_all "$b not installed (scripts/install-deps installs slurm-wlm and munge)"
     done

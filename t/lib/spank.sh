@@ -10,6 +10,7 @@
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B="$ROOT/${CTRAIN_BUILD:-build}"
 PLUGIN="$B/ctrain.so"
+. "$ROOT/t/lib/ci.sh"
 CTRAIN="$B/ctrain"
 T_PLAN=0
 CLUSTER_DIR=""
@@ -64,7 +65,7 @@ skip_rest() {  # skip_rest TOTAL REASON
 # Why a cluster cannot run here, or "" when it can.
 spank_cannot_run() {
     [ "$(id -u)" -eq 0 ] || { echo "needs root to run slurmd"; return; }
-    command -v slurmctld >/dev/null 2>&1 || { echo "slurm-wlm not installed"; return; }
+    command -v slurmctld >/dev/null 2>&1 || { ci_needs "slurm-wlm not installed"; echo "slurm-wlm not installed"; return; }
     [ -f "$PLUGIN" ] || { echo "$PLUGIN not built (make)"; return; }
     echo ""
 }

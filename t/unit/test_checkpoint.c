@@ -1,5 +1,7 @@
 /* safetensors checkpoint IO: round trip, the on-disk format, and damaged files (truncated at every
- * length, bytes flipped, another shape, missing tensors) -> CT_EFORMAT naming file and tensor. */
+ * length, bytes flipped, another shape, missing tensors, overlapping or gapped data, trailing
+ * bytes, a key twice, oversized headers) -> CT_EFORMAT naming file and tensor; stale temp files
+ * removed by name, never by a glob of the path. */
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -100,6 +102,9 @@ static void test_format_python(void **state)
     char cmd[1200];
 
     if (access("/usr/bin/python3", X_OK)) {
+        /* In CI (.ci/run sets CI=true) scripts/install-deps installed it: missing is a failure. */
+        if (getenv("CI") && !strcmp(getenv("CI"), "true"))
+            fail_msg("/usr/bin/python3 missing, and CI installs it (t/lib/ci.sh)");
         skip();
         return;
     }
@@ -237,6 +242,127 @@ static void test_bad_header(void **state)
     assert_int_equal(try_load(&err), CT_ENOENT);
 }
 
+/* A file with header json (padded to 8) followed by data_len data bytes. */
+static void write_file(const char *json, size_t data_len)
+{
+    size_t n = strlen(json), hlen = (n + 7) / 8 * 8;
+    char *buf = calloc(1, 8 + hlen + data_len);
+    FILE *f = fopen(path, "wb");
+
+    assert_non_null(buf);
+    assert_non_null(f);
+    for (int i = 0; i < 8; i++)
+        buf[i] = (char)((uint64_t)hlen >> (8 * i));
+    memcpy(buf + 8, json, n);
+    memset(buf + 8 + n, ' ', hlen - n);
+    assert_int_equal(fwrite(buf, 1, 8 + hlen + data_len, f), 8 + hlen + data_len);
+    fclose(f);
+    free(buf);
+}
+
+#define W "\"layers.0.weight\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":"
+#define B "\"layers.0.bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":"
+
+/* Hugging Face's rules: sorted by offset the data ranges follow each other from 0 and cover the
+ * data exactly; and no key twice. Entries in any order within that are fine (as for Python). */
+static void test_layout(void **state)
+{
+    static const struct { const char *json; size_t data; const char *needle; } cases[] = {
+        { "{" W "[0,24]}," B "[16,24]}}", 24, "overlap" },
+        { "{" W "[0,24]}," B "[28,36]}}", 36, "gap" },
+        { "{" W "[0,24]}," B "[24,32]}}", 40, "8 bytes after the last tensor" },
+        { "{" W "[0,24]}," B "[24,32]}}", 33, "1 byte after the last tensor" },
+        { "{" W "[8,32]}," B "[0,8]}," B "[0,8]}}", 32, "names layers.0.bias twice" },
+        { "{\"__metadata__\":{\"epoch\":\"1\",\"epoch\":\"2\"}," W "[0,24]}," B "[24,32]}}", 32,
+          "__metadata__ names epoch twice" },
+        { "{" W "[0,24]}," B "[24,32]},\"extra\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[24,28]}}", 32,
+          "overlap" },
+    };
+    float w2[6], b2[2];
+    ct_ckpt c;
+    ct_error err;
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        write_file(cases[i].json, cases[i].data);
+        assert_int_equal(try_load(&err), CT_EFORMAT);
+        print_message("# %s\n", err.msg);
+        assert_non_null(strstr(err.msg, cases[i].needle));
+        assert_non_null(strstr(err.msg, path));
+    }
+    /* Listed out of order but laid out contiguously: loads, each tensor from its own range. */
+    write_file("{" B "[24,32]}," W "[0,24]}}", 32);
+    {
+        FILE *f = fopen(path, "r+b");
+        float data[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+        struct stat st;
+
+        assert_int_equal(stat(path, &st), 0);
+        assert_int_equal(fseek(f, st.st_size - 32, SEEK_SET), 0);
+        fwrite(data, sizeof(float), 8, f);
+        fclose(f);
+    }
+    make_ckpt(&c, w2, b2);
+    assert_int_equal(ct_checkpoint_io_safetensors.load(path, &c, &err), 0);
+    assert_true(w2[0] == 1 && w2[5] == 6 && b2[0] == 7 && b2[1] == 8);
+}
+
+/* What a header may cost: a header over 1 MiB, or one of more JSON values than a checkpoint can
+ * need, is refused before it is parsed (t/fuzz/README.md has the memory figures). */
+static void test_header_limits(void **state)
+{
+    size_t n = (size_t)2 << 20;
+    char *json = malloc(n + 1);
+    ct_error err;
+
+    assert_non_null(json);
+    memset(json, ' ', n);
+    memcpy(json, "{}", 2);
+    json[n] = '\0';
+    write_file(json, 0);
+    assert_int_equal(try_load(&err), CT_EFORMAT);
+    print_message("# %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "larger than ctrain reads"));
+    /* 100000 zeros in 200 KB: small, but a parsed node each. */
+    n = 6 + 2 * 100000;
+    memcpy(json, "{\"x\":[", 6);
+    for (size_t i = 6; i < n; i += 2)
+        memcpy(json + i, "0,", 2);
+    memcpy(json + n - 1, "]}", 3);
+    write_file(json, 0);
+    assert_int_equal(try_load(&err), CT_EFORMAT);
+    print_message("# %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "more than 65536 JSON values"));
+    free(json);
+}
+
+/* A killed writer's temp files are removed before the next save, matched by name, not by a glob
+ * of the path: a directory named with [ * ? must not reach other files. */
+static void test_stale_temps_literal(void **state)
+{
+    char sub[300], other[400], stale[400], mine[300], cmd[700];
+    ct_ckpt c;
+    ct_error err;
+    int fd;
+
+    snprintf(sub, sizeof(sub), "%s/run[1]*?", dir);
+    assert_int_equal(mkdir(sub, 0700), 0);
+    snprintf(mine, sizeof(mine), "%s/last.safetensors", sub);
+    snprintf(stale, sizeof(stale), "%s.tmp.AbC123", mine);
+    snprintf(other, sizeof(other), "%s/run1x/last.safetensors.tmp.XyZ789", dir);
+    snprintf(cmd, sizeof(cmd), "mkdir -p '%s/run1x'", dir);
+    assert_int_equal(system(cmd), 0);
+    assert_true((fd = open(stale, O_CREAT | O_WRONLY, 0600)) >= 0);
+    close(fd);
+    assert_true((fd = open(other, O_CREAT | O_WRONLY, 0600)) >= 0);
+    close(fd);
+    make_ckpt(&c, w, b);
+    assert_int_equal(ct_checkpoint_io_safetensors.save(mine, &c, &err), 0);
+    assert_int_equal(access(stale, F_OK), -1);       /* its own stale temp: gone */
+    assert_int_equal(access(other, F_OK), 0);        /* another run's, which the glob matched: kept */
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s/run1x'", sub, dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void test_unwritable_dir(void **state)
 {
     ct_ckpt c;
@@ -257,6 +383,9 @@ int main(void)
         cmocka_unit_test(test_other_shape),
         cmocka_unit_test(test_bad_header),
         cmocka_unit_test(test_unwritable_dir),
+        cmocka_unit_test(test_layout),
+        cmocka_unit_test(test_header_limits),
+        cmocka_unit_test(test_stale_temps_literal),
     };
 
     cmocka_set_message_output(CM_OUTPUT_TAP);

@@ -1,0 +1,177 @@
+/* Output files in shared directories; see fsutil.h. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ctrain/util.h"
+#include "engine/util/fsutil.h"
+
+int ct_fs_check_dir(const char *dir, const char *flag, ct_error *err)
+{
+    struct stat st;
+
+    if (stat(dir, &st))
+        return ct_error_set(err, errno == ENOENT ? CT_ENOENT : CT_EIO, "fs-dir", "%s %s: %s", flag, dir,
+                            strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return ct_error_set(err, CT_ECONFLICT, "fs-dir", "%s %s is not a directory", flag, dir);
+    if (st.st_uid != geteuid()) {
+        ct_error_set(err, CT_ECONFLICT, "fs-dir-owner", "%s %s belongs to uid %ld, not to this user (uid %ld): "
+                     "its owner could replace what ctrain writes there", flag, dir, (long)st.st_uid,
+                     (long)geteuid());
+        return ct_error_hint(err, "choose a directory of your own, e.g. %s %s/<run name> after mkdir", flag, dir);
+    }
+    /* Others may create names in it: without the sticky bit they may also rename or delete ours. */
+    if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) {
+        ct_error_set(err, CT_ECONFLICT, "fs-dir-mode", "%s %s is writable by every user (mode %04o) and "
+                     "not sticky: anyone could replace what ctrain writes there", flag, dir,
+                     (unsigned)(st.st_mode & 07777));
+        return ct_error_hint(err, "chmod o-w %s (or chmod +t), or choose another directory", dir);
+    }
+    return 0;
+}
+
+static int check_fd_owned(int fd, const char *path, const char *what, ct_error *err)
+{
+    struct stat st;
+
+    if (fstat(fd, &st))
+        return ct_error_set(err, CT_EIO, "fs-file", "%s %s: %s", what, path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return ct_error_set(err, CT_ECONFLICT, "fs-file", "%s %s is not a regular file", what, path),
+               ct_error_hint(err, "remove it, or choose another --default-root-dir");
+    if (st.st_uid != geteuid()) {
+        ct_error_set(err, CT_ECONFLICT, "fs-file-owner", "%s %s belongs to uid %ld, not to this user (uid %ld)",
+                     what, path, (long)st.st_uid, (long)geteuid());
+        return ct_error_hint(err, "ctrain neither trusts nor overwrites another user's file; choose a "
+                                  "--default-root-dir of your own");
+    }
+    return 0;
+}
+
+static int refuse_link(const char *path, const char *what, ct_error *err)
+{
+    ct_error_set(err, CT_ECONFLICT, "fs-symlink", "%s %s is a symbolic link: ctrain does not write or read "
+                 "run files through one", what, path);
+    return ct_error_hint(err, "remove the link, or choose a --default-root-dir of your own");
+}
+
+int ct_fs_check_owned(const char *path, const char *what, ct_error *err)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC), rc;
+
+    if (fd < 0 && errno == ELOOP)
+        return refuse_link(path, what, err);
+    if (fd < 0)
+        return ct_error_set(err, errno == ENOENT ? CT_ENOENT : CT_EIO, "fs-file", "%s %s: %s", what, path,
+                            strerror(errno));
+    rc = check_fd_owned(fd, path, what, err);
+    close(fd);
+    return rc;
+}
+
+int ct_fs_open_output(const char *path, int append, ct_error *err)
+{
+    /* No O_TRUNC at open: a file found to be someone else's must stay as it is. */
+    int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (append ? O_APPEND : 0), 0666);
+
+    if (fd < 0 && errno == ELOOP)
+        return refuse_link(path, "output file", err), -1;
+    if (fd < 0) {
+        ct_error_set(err, CT_EIO, "fs-open", "%s: cannot open for writing: %s", path, strerror(errno));
+        return -1;
+    }
+    if (check_fd_owned(fd, path, "output file", err)) {
+        close(fd);
+        return -1;
+    }
+    if (!append && ftruncate(fd, 0)) {
+        ct_error_set(err, CT_EIO, "fs-open", "%s: cannot truncate: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
+}
+
+int ct_fs_create_temp(const char *path, char *tmp, size_t size)
+{
+    mode_t mask = umask(0);
+    int fd;
+
+    umask(mask);
+    if (snprintf(tmp, size, "%s" CT_FS_TEMP_SUFFIX "XXXXXX", path) >= (int)size) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    /* mkostemp: O_CREAT|O_EXCL with a random name, so an existing name (a planted symlink
+     * included) is never opened. It creates 0600; the file gets the mode of any file the user
+     * creates. */
+    fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd >= 0 && fchmod(fd, 0666 & ~mask)) {
+        int e = errno;
+
+        close(fd);
+        unlink(tmp);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+int ct_fs_write_atomic(const char *path, const void *data, size_t len, ct_error *err)
+{
+    char tmp[4200];
+    int fd = ct_fs_create_temp(path, tmp, sizeof(tmp)), ok;
+
+    if (fd < 0)
+        return ct_error_set(err, CT_EIO, "fs-write", "%s: cannot create a temporary file beside it: %s", path,
+                            strerror(errno));
+    ok = ct_write_all(fd, data, len) == 0 && fsync(fd) == 0;
+    ok = close(fd) == 0 && ok && rename(tmp, path) == 0;
+    if (!ok) {
+        int e = errno;
+
+        unlink(tmp);
+        return ct_error_set(err, CT_EIO, "fs-write", "%s: cannot write: %s", path, strerror(e));
+    }
+    return 0;
+}
+
+/* NAME is BASE.tmp. followed by exactly CT_FS_TEMP_RANDOM characters. */
+static int is_temp_of(const char *name, const char *base)
+{
+    size_t bl = strlen(base), sl = strlen(CT_FS_TEMP_SUFFIX);
+
+    return strlen(name) == bl + sl + CT_FS_TEMP_RANDOM && !strncmp(name, base, bl) &&
+           !strncmp(name + bl, CT_FS_TEMP_SUFFIX, sl) && !strchr(name + bl + sl, '/');
+}
+
+void ct_fs_remove_stale_temps(const char *path)
+{
+    char *dcopy = strdup(path), *bcopy = strdup(path);
+    const char *base;
+    DIR *d = NULL;
+    struct dirent *e;
+
+    if (!dcopy || !bcopy)
+        goto out;
+    base = basename(bcopy);
+    if (!(d = opendir(dirname(dcopy))))
+        goto out;
+    while ((e = readdir(d)) != NULL)
+        if (is_temp_of(e->d_name, base))
+            unlinkat(dirfd(d), e->d_name, 0);   /* the name itself: a link is removed, not followed */
+out:
+    if (d)
+        closedir(d);
+    free(dcopy);
+    free(bcopy);
+}

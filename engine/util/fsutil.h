@@ -1,0 +1,46 @@
+/* ctrain — output files in directories other users may share (internal to libctrain).
+ *
+ * A run's directory (--default-root-dir) may sit in a shared file system. Nothing ctrain writes
+ * there follows a symlink someone planted, lands in a file someone else owns, or collides with
+ * another writer's temp file:
+ *   - the directory must be ours and not writable by others unless sticky (as /tmp is);
+ *   - files are opened with O_NOFOLLOW and must be regular files we own;
+ *   - temp files get exclusive random names (O_CREAT|O_EXCL) and are renamed over the target;
+ *   - stale temps of a killed writer are found by comparing names, never by a glob of the path.
+ */
+#ifndef CTRAIN_UTIL_FSUTIL_H
+#define CTRAIN_UTIL_FSUTIL_H
+
+#include <stddef.h>
+
+#include "ctrain/error.h"
+
+/* Suffix of the temp files beside a target: TARGET.tmp.XXXXXX (six random characters). */
+#define CT_FS_TEMP_SUFFIX ".tmp."
+#define CT_FS_TEMP_RANDOM 6
+
+/* dir (named by flag, e.g. "--default-root-dir") is owned by this user and not writable by
+ * others without the sticky bit. CT_ECONFLICT with a hint otherwise; CT_EIO when it cannot be
+ * examined. */
+int ct_fs_check_dir(const char *dir, const char *flag, ct_error *err);
+
+/* path is a regular file owned by this user (not reached through a symlink). what names it in
+ * the message. CT_ECONFLICT otherwise, CT_ENOENT when it does not exist. */
+int ct_fs_check_owned(const char *path, const char *what, ct_error *err);
+
+/* Open path for writing (append: at its end, else truncated), created 0666 & ~umask when absent;
+ * never through a symlink, never a file another user owns. A descriptor, or -1 with err set. */
+int ct_fs_open_output(const char *path, int append, ct_error *err);
+
+/* Create the exclusive temp file beside path: tmp (size bytes) receives its name. A descriptor
+ * (mode 0666 & ~umask, close-on-exec), or -1 with errno set. */
+int ct_fs_create_temp(const char *path, char *tmp, size_t size);
+
+/* Write len bytes to path atomically: exclusive temp beside it, fsync, rename over path. */
+int ct_fs_write_atomic(const char *path, const void *data, size_t len, ct_error *err);
+
+/* Remove the temp files a killed writer left beside path (PATH.tmp.XXXXXX), matching the names
+ * literally: '[', '*' or '?' in path are ordinary characters. */
+void ct_fs_remove_stale_temps(const char *path);
+
+#endif

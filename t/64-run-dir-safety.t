@@ -1,0 +1,95 @@
+#!/bin/sh
+# A run's directory may be shared: ctrain fit refuses a --default-root-dir another user owns or
+# that anyone may write without the sticky bit (exit 2, a hint, nothing written); in a sticky
+# shared directory a symlink planted as metrics.csv is refused and its target untouched, a
+# metrics.csv another user owns is refused, symlinks planted as summary.json.tmp or summary.json
+# never redirect the summary; --ckpt-path auto resumes only a last.safetensors this user owns (its
+# SLURM job id is easy to copy). Other users' files are made with chown to nobody: needs root.
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+B="$ROOT/${CTRAIN_BUILD:-build}"
+T=$(mktemp -d /tmp/ctrain-t64-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+trap 'exit 1' INT TERM HUP
+
+PLAN=10
+echo "1..$PLAN"
+root=$ROOT
+. "$ROOT/t/lib/preempt.sh"
+[ "$(id -u)" -eq 0 ] || skip_all "needs root to create files owned by another user (nobody)"
+id nobody >/dev/null 2>&1 || skip_all "no user nobody to own the planted files"
+make_data "$T/data"
+unset SLURM_JOB_ID SLURM_JOBID
+export OPENBLAS_NUM_THREADS=1
+S="--data $T/data --progress plain --batch-size 64 --max-epochs 1 --max-steps 5 --val-fraction 0.1"
+
+# fit NAME DIR [FLAGS...]: run fit in DIR, output in $T/NAME.out; sets rc.
+fit() {
+    name=$1 dir=$2
+    shift 2
+    "$B/ctrain" fit $S "$@" --default-root-dir "$dir" >"$T/$name.out" 2>&1
+    rc=$?
+}
+
+mkdir "$T/theirs" && chown nobody "$T/theirs"
+fit theirs "$T/theirs"
+[ "$rc" -eq 2 ] && grep -q 'belongs to uid 65534, not to this user' "$T/theirs.out" && grep -q 'hint:' "$T/theirs.out" &&
+    [ -z "$(ls -A "$T/theirs")" ]
+ok $? "a root dir owned by another user: refused (exit $rc), with a hint, nothing written" "$T/theirs.out"
+
+mkdir "$T/open" && chmod 0777 "$T/open"
+fit open "$T/open"
+[ "$rc" -eq 2 ] && grep -q 'writable by every user (mode 0777) and not sticky' "$T/open.out" &&
+    grep -q 'hint: chmod o-w' "$T/open.out" && [ -z "$(ls -A "$T/open")" ]
+ok $? "a root dir anyone may write, not sticky: refused (exit $rc), with a hint, nothing written" "$T/open.out"
+
+# A shared sticky directory, like /tmp: accepted, but what others planted there is not followed.
+mkdir "$T/shared" && chmod 1777 "$T/shared"
+echo "victim" >"$T/victim"
+ln -s "$T/victim" "$T/shared/metrics.csv"
+fit link "$T/shared"
+[ "$rc" -ne 0 ] && grep -q 'metrics.csv is a symbolic link' "$T/link.out" && [ "$(cat "$T/victim")" = victim ]
+ok $? "metrics.csv planted as a symlink: refused (exit $rc), its target untouched" "$T/link.out"
+rm "$T/shared/metrics.csv"
+
+: >"$T/shared/metrics.csv" && chown nobody "$T/shared/metrics.csv"
+fit foreign "$T/shared"
+[ "$rc" -ne 0 ] && grep -q 'metrics.csv belongs to uid 65534' "$T/foreign.out" && [ ! -s "$T/shared/metrics.csv" ]
+ok $? "metrics.csv owned by another user: refused (exit $rc), left as it was" "$T/foreign.out"
+rm "$T/shared/metrics.csv"
+
+ln -s "$T/victim" "$T/shared/summary.json.tmp"
+ln -s "$T/victim" "$T/shared/summary.json"
+fit summary "$T/shared"
+[ "$rc" -eq 0 ] && [ "$(cat "$T/victim")" = victim ] && [ ! -L "$T/shared/summary.json" ] &&
+    grep -q '"steps":' "$T/shared/summary.json" && [ -L "$T/shared/summary.json.tmp" ]
+ok $? "symlinks planted as summary.json(.tmp): never followed, summary.json written in their place" "$T/summary.out"
+
+# --ckpt-path auto: a checkpoint of this job (SLURM_JOB_ID copied) that another user owns.
+mkdir "$T/auto"
+SLURM_JOB_ID=777 "$B/ctrain" fit $S --default-root-dir "$T/auto" >"$T/auto0.out" 2>&1
+ok $? "a run of job 777 writes last.safetensors" "$T/auto0.out"
+chown nobody "$T/auto/last.safetensors"
+SLURM_JOB_ID=777 "$B/ctrain" fit $S --max-steps 10 --default-root-dir "$T/auto" >"$T/auto1.out" 2>&1
+rc=$?
+[ "$rc" -eq 2 ] && grep -q 'auto: .*last.safetensors belongs to uid 65534' "$T/auto1.out" && ! grep -q resumed "$T/auto1.out"
+ok $? "--ckpt-path auto: job 777's last.safetensors owned by another user is not resumed (exit $rc)" "$T/auto1.out"
+mv "$T/auto/last.safetensors" "$T/auto.safetensors" && chown root "$T/auto.safetensors" &&
+    ln -s "$T/auto.safetensors" "$T/auto/last.safetensors"
+SLURM_JOB_ID=777 "$B/ctrain" fit $S --max-steps 10 --default-root-dir "$T/auto" >"$T/auto2.out" 2>&1
+rc=$?
+[ "$rc" -eq 2 ] && grep -q 'last.safetensors is a symbolic link' "$T/auto2.out"
+ok $? "--ckpt-path auto: a last.safetensors that is a symlink is not resumed (exit $rc)" "$T/auto2.out"
+rm "$T/auto/last.safetensors" && mv "$T/auto.safetensors" "$T/auto/last.safetensors"
+SLURM_JOB_ID=777 "$B/ctrain" fit $S --max-steps 10 --default-root-dir "$T/auto" >"$T/auto3.out" 2>&1
+rc=$?
+[ "$rc" -eq 0 ] && grep -q 'resumed from .*last.safetensors at epoch 1, step 5' "$T/auto3.out"
+ok $? "--ckpt-path auto: the same file owned by this user is resumed (exit $rc)" "$T/auto3.out"
+
+# The temp files of a killed writer go by their literal names: a root dir with glob characters
+# does not reach another run's files (t/03 checks the rule itself).
+mkdir "$T/run[1]*?" "$T/run1x"
+: >"$T/run1x/last.safetensors.tmp.AbC123"
+: >"$T/run[1]*?/last.safetensors.tmp.XyZ789"
+fit glob "$T/run[1]*?"
+[ "$rc" -eq 0 ] && [ -e "$T/run1x/last.safetensors.tmp.AbC123" ] && [ ! -e "$T/run[1]*?/last.safetensors.tmp.XyZ789" ]
+ok $? "root dir 'run[1]*?': its own stale temp removed, run1x's kept" "$T/glob.out"
