@@ -12,7 +12,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
-#include <libgen.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,22 +137,6 @@ oom:
     return NULL;
 }
 
-static int fsync_dir(const char *path)
-{
-    char *copy = strdup(path);
-    int fd, rc = -1;
-
-    if (!copy)
-        return -1;
-    fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        rc = fsync(fd);
-        close(fd);
-    }
-    free(copy);
-    return rc;
-}
-
 /* Temp files a killed writer left beside path (PATH.tmp.XXXXXX): never a valid checkpoint, so
  * they go before the next save. One writer per path (rank 0) is the rule. */
 static void remove_stale_temps(const char *path)
@@ -218,7 +201,7 @@ static int st_save(const char *path, const ct_ckpt *ckpt, ct_error *err)
     if (rename(tmp, path))
         goto io_fail;
     free(header);
-    if (fsync_dir(path))
+    if (ct_fsync_parent_dir(path))
         return ct_error_set(err, CT_EIO, "ckpt-write", "%s: written, but syncing its directory failed: %s",
                             path, strerror(errno));
     return 0;
