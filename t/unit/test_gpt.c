@@ -148,6 +148,9 @@ static void test_gpt_announce(void **state)
     l = (struct ready_log){ ct_gpt_num_params(m), 0, 3 };
     assert_int_equal(ct_gpt_backward(m, 10, ready, &l), 42);
     assert_int_equal(l.calls, 3);
+    /* a batch past max_batch (2) computes nothing, and there is then nothing to differentiate */
+    assert_true(isnan(ct_gpt_forward(m, in, tg, 3)));
+    assert_int_equal(ct_gpt_backward(m, 10, NULL, NULL), CT_EINTERNAL);
     ct_gpt_free(m);
 }
 

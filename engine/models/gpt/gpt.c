@@ -539,6 +539,11 @@ double ct_gpt_forward(ct_gpt *m, const int32_t *inputs, const int32_t *targets, 
     const float *x;
     int lf = 2 + L * BLK_TENSORS;
 
+    /* A batch beyond what create allocated for would write past the activations. */
+    if (batch < 1 || batch > m->max_batch) {
+        m->batch = 0;
+        return NAN;
+    }
     m->inputs = inputs;
     m->targets = targets;
     m->batch = batch;
@@ -633,6 +638,8 @@ int ct_gpt_backward(ct_gpt *m, double scale_tokens, ct_grad_ready_fn ready, void
     int lf = 2 + L * BLK_TENSORS, rv;
     float *dwte = tensor_grad(m, 0);
 
+    if (B == 0)
+        return CT_EINTERNAL; /* no forward (or a refused one) to take the gradient of */
     gpt_softmax_xent_backward(m->probs, m->targets, BT, V, (float)(1.0 / scale_tokens));
     {
         const float *dlogits = gemm_act(m, m->probs, (size_t)BT * V, 0);
