@@ -149,7 +149,7 @@ $(BUILD)/examples/%: examples/%.c $(LIB_SO)
 	@mkdir -p $(dir $@)
 	@echo "  EXAMPLE $@"
 	$(Q)ln -sf libctrain.so $(BUILD)/libctrain.so.0
-	$(Q)$(CC) $(CFLAGS) -std=gnu11 $(WARN) -Iinclude $(ALL_LDFLAGS) -o $@ $< -L$(BUILD) -lctrain \
+	$(Q)$(CC) $(CFLAGS) -std=gnu11 $(WARN) -Iinclude $(EXTRA_CFLAGS) $(ALL_LDFLAGS) -o $@ $< -L$(BUILD) -lctrain \
 	    -Wl,-rpath,$(abspath $(BUILD)) -lm
 
 demo:
@@ -174,7 +174,7 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 SAN_LDFLAGS := -Wl,--no-as-needed
 SAN_ASAN_OPTIONS := detect_leaks=1:abort_on_error=1:fast_unwind_on_malloc=0
 check-asan:
-	$(MAKE) BUILD=build-asan OPT=-O1 EXTRA_CFLAGS="$(SAN_FLAGS)" EXTRA_LDFLAGS="$(SAN_FLAGS) $(SAN_LDFLAGS)" lib cli tests
+	$(MAKE) BUILD=build-asan OPT=-O1 EXTRA_CFLAGS="$(SAN_FLAGS)" EXTRA_LDFLAGS="$(SAN_FLAGS) $(SAN_LDFLAGS)" lib cli tests examples
 	$(MAKE) BUILD=build spank
 	$(if $(SPANK_SRC),cp build/ctrain.so build-asan/ctrain.so)
 	CTRAIN_BUILD=build-asan ASAN_OPTIONS=$(SAN_ASAN_OPTIONS) UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
