@@ -11,7 +11,6 @@
  * rename over the target, fsync the directory. */
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,22 +145,6 @@ oom:
     return NULL;
 }
 
-static int fsync_dir(const char *path)
-{
-    char *copy = strdup(path);
-    int fd, rc = -1;
-
-    if (!copy)
-        return -1;
-    fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        rc = fsync(fd);
-        close(fd);
-    }
-    free(copy);
-    return rc;
-}
-
 static int st_save(const char *path, const ct_ckpt *ckpt, ct_error *err)
 {
     char tmp[4200];
@@ -205,7 +188,7 @@ static int st_save(const char *path, const ct_ckpt *ckpt, ct_error *err)
     if (rename(tmp, path))
         goto io_fail;
     free(header);
-    if (fsync_dir(path))
+    if (ct_fsync_parent_dir(path))
         return ct_error_set(err, CT_EIO, "ckpt-write", "%s: written, but syncing its directory failed: %s",
                             path, strerror(errno));
     return 0;

@@ -1,7 +1,6 @@
 /* Token shards (llm.c's format) and the windows over them; see engine/data/tokens.h. */
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,22 +15,6 @@
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "token shards are little-endian: this build needs byte swapping added to engine/data/tokens.c"
 #endif
-
-static int fsync_dir_of(const char *path)
-{
-    char *copy = ct_strdup(path);
-    int fd, rc = -1;
-
-    if (!copy)
-        return -1;
-    fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        rc = fsync(fd);
-        close(fd);
-    }
-    free(copy);
-    return rc;
-}
 
 int ct_tokens_write_temp(const char *path, const uint16_t *tokens, size_t n, char *tmp, size_t size,
                          ct_error *err)
@@ -80,7 +63,7 @@ int ct_tokens_publish(const char *tmp, const char *path, ct_error *err)
         unlink(tmp);
         return CT_EIO;
     }
-    if (fsync_dir_of(path))
+    if (ct_fsync_parent_dir(path))
         return ct_error_set(err, CT_EIO, "tokens-write", "%s: written, but syncing its directory failed: %s", path,
                             strerror(errno));
     return 0;

@@ -45,25 +45,31 @@ static const char *meta_get(const ct_ckpt *c, const char *key)
     return NULL;
 }
 
-/* The tensors of the run: the model's, then (unless weights_only) the optimizer's whole arrays. */
-static void describe_tensors(ct_run *run, ct_ckpt *c, int weights_only)
+/* The tensors of the run: the model's, then (unless weights_only) the optimizer's whole arrays.
+ * More than a checkpoint holds (a very deep model): CT_EINVAL, nothing written past the array. */
+static int describe_tensors(ct_run *run, ct_ckpt *c, int weights_only, ct_error *err)
 {
     const ct_model *host = ct_model_host(run->model);
     int64_t n = (int64_t)host->num_params;
+    int states = weights_only ? 0 : ct_optim_num_states(run->optim);
 
+    if (host->n_tensors + states > CT_CKPT_MAX_TENSORS) {
+        ct_error_set(err, CT_EINVAL, "ckpt-too-many-tensors", "model %s has %d tensors (+%d optimizer states); a "
+                     "checkpoint holds at most %d", host->name, host->n_tensors, states, CT_CKPT_MAX_TENSORS);
+        return ct_error_hint(err, "use fewer layers");
+    }
     for (int i = 0; i < host->n_tensors; i++) {
         const ct_tensor *t = &host->tensors[i];
 
         add_tensor(c, t->name, t->data, t->ndim, t->shape, t->numel);
     }
-    if (weights_only)
-        return;
-    for (int i = 0; i < ct_optim_num_states(run->optim); i++) {
+    for (int i = 0; i < states; i++) {
         char name[64];
 
         snprintf(name, sizeof(name), "optimizer.%s", ct_optim_state_name(run->optim, i));
         add_tensor(c, name, ct_optim_state(run->optim, i), 1, &n, (size_t)n);
     }
+    return 0;
 }
 
 int ct_run_save_checkpoint(ct_run *run, const char *path, ct_error *err)
@@ -75,11 +81,10 @@ int ct_run_save_checkpoint(ct_run *run, const char *path, ct_error *err)
 
     if (!c)
         return ct_error_set(err, CT_ENOMEM, "", "out of memory saving %s", path);
-    if ((rc = ct_model_to_host(run->model, run->optim, err))) {
+    if ((rc = ct_model_to_host(run->model, run->optim, err)) || (rc = describe_tensors(run, c, 0, err))) {
         free(c);
         return rc;
     }
-    describe_tensors(run, c, 0);
     add_meta(c, "format", CKPT_FORMAT);
     add_meta(c, "model", "%s %s", host->name, host->describe);
     add_meta(c, "optimizer", "%s", ct_optim_kind_name(oc->kind));
@@ -207,8 +212,8 @@ int ct_run_load_checkpoint(ct_run *run, const char *path, int weights_only, ct_e
     if ((rc = ct_strategy_load_checkpoint(run->strategy, path, c, err)) ||
         (rc = check_header(run, path, c, weights_only, err)))
         goto out;
-    describe_tensors(run, c, weights_only);
-    if ((rc = ct_strategy_load_checkpoint(run->strategy, path, c, err)))
+    if ((rc = describe_tensors(run, c, weights_only, err)) ||
+        (rc = ct_strategy_load_checkpoint(run->strategy, path, c, err)))
         goto out;
     if (!weights_only)
         rc = restore_counters(run, path, c, err);

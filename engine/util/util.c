@@ -1,5 +1,7 @@
 /* String and number helpers; see include/ctrain/util.h. */
 #include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -149,4 +151,20 @@ int ct_write_all(int fd, const void *buf, size_t len)
         len -= (size_t)w;
     }
     return 0;
+}
+
+int ct_fsync_parent_dir(const char *path)
+{
+    char *copy = ct_strdup(path);
+    int fd, rc = -1;
+
+    if (!copy)
+        return -1;
+    fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        rc = fsync(fd);
+        close(fd);
+    }
+    free(copy);
+    return rc;
 }

@@ -13,7 +13,8 @@
 #include "ctrain/dtype.h"
 #include "ctrain/error.h"
 
-#define CT_CKPT_MAX_TENSORS 64
+/* A GPT has 4 + 12 per layer tensors (engine/models/gpt: 64 layers at most), plus the optimizer's. */
+#define CT_CKPT_MAX_TENSORS 1024
 #define CT_CKPT_MAX_META    64
 #define CT_CKPT_MAX_SHAPE   4
 

@@ -29,6 +29,10 @@ const char *ct_options_get(const char *options, const char *key, char *buf, size
 /* write(2) all of buf, retrying on EINTR and short writes. 0, or -1 with errno set. */
 int ct_write_all(int fd, const void *buf, size_t len);
 
+/* fsync the directory holding path (after a rename into it, so the new name survives a crash).
+ * 0, or -1 with errno set. */
+int ct_fsync_parent_dir(const char *path);
+
 /* Monotonic clock in seconds. */
 double ct_time_now(void);
 

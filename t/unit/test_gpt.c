@@ -23,7 +23,9 @@ static char dir[] = "/tmp/ctrain-test-gpt-XXXXXX";
 
 /* --- the model ----------------------------------------------------------------------------------- */
 
-static const ct_gpt_config tiny = { .n_layer = 2, .n_head = 2, .n_embd = 8, .seq_len = 5, .vocab = 11 };
+/* seq_len 37: attention's GEMMs run in blocks of 32 query rows, so a full and a partial block */
+#define TINY_T 37
+static const ct_gpt_config tiny = { .n_layer = 2, .n_head = 2, .n_embd = 8, .seq_len = TINY_T, .vocab = 11 };
 
 /* A tiny model with parameters ~N(0, 0.3) (larger than GPT-2's init, so gradients are large enough
  * for finite differences in fp32), and a batch of 2 random sequences. */
@@ -54,7 +56,7 @@ static double mean_loss(ct_gpt *m, const int32_t *in, const int32_t *tg)
 
 static void test_gpt_gradcheck(void **state)
 {
-    int32_t in[10], tg[10];
+    int32_t in[2 * TINY_T], tg[2 * TINY_T];
     ct_gpt *m = tiny_model(in, tg);
     float *p = ct_gpt_params(m), *g;
     float *ana = malloc(sizeof(float) * ct_gpt_num_params(m));
@@ -94,7 +96,7 @@ static void test_gpt_gradcheck(void **state)
 /* bf16-mixed: the same gradients within bf16's precision, but computed differently. */
 static void test_gpt_bf16_mixed(void **state)
 {
-    int32_t in[10], tg[10];
+    int32_t in[2 * TINY_T], tg[2 * TINY_T];
     ct_gpt *m = tiny_model(in, tg);
     size_t n = ct_gpt_num_params(m);
     float *g32 = malloc(sizeof(float) * n);
@@ -136,7 +138,7 @@ static int ready(void *ctx, size_t offset, size_t count)
 /* Every tensor announced once, last first, tiling the array; a non-zero answer stops backward. */
 static void test_gpt_announce(void **state)
 {
-    int32_t in[10], tg[10];
+    int32_t in[2 * TINY_T], tg[2 * TINY_T];
     ct_gpt *m = tiny_model(in, tg);
     struct ready_log l = { ct_gpt_num_params(m), 0, 0 };
 
@@ -148,6 +150,9 @@ static void test_gpt_announce(void **state)
     l = (struct ready_log){ ct_gpt_num_params(m), 0, 3 };
     assert_int_equal(ct_gpt_backward(m, 10, ready, &l), 42);
     assert_int_equal(l.calls, 3);
+    /* a batch past max_batch (2) computes nothing, and there is then nothing to differentiate */
+    assert_true(isnan(ct_gpt_forward(m, in, tg, 3)));
+    assert_int_equal(ct_gpt_backward(m, 10, NULL, NULL), CT_EINTERNAL);
     ct_gpt_free(m);
 }
 

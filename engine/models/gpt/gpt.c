@@ -467,8 +467,17 @@ static void linear_backward(ct_gpt *m, float *din, float *dw, float *db, const f
 
 /* --- attention -------------------------------------------------------------------------------- */
 
+/* Causal attention: query row t reads keys 0..t only. The GEMMs run per block of ATT_BLOCK query
+ * rows over the keys up to the block's end (and, for the key-side gradients, per block of keys over
+ * the queries from the block's start), skipping most of the zero upper triangle: 3/8 of attention's
+ * multiply-adds at seq_len 128. Entries above the diagonal are never read; the softmax passes write
+ * them as zeros. */
+#define ATT_BLOCK 32
+
+static int att_rows(int r0, int T) { return T - r0 < ATT_BLOCK ? T - r0 : ATT_BLOCK; }
+
 /* atty[BT,C] from qkv[BT,3C]: per sequence b and head h, att = causal_softmax(q k^T / sqrt(HS)),
- * then atty = att v. Both products through sgemm on strided views of qkv. */
+ * then atty = att v, on strided views of qkv. */
 static void attention_forward(ct_gpt *m, struct gpt_block_acts *a, int B)
 {
     int T = m->cfg.seq_len, C = m->cfg.n_embd, NH = m->cfg.n_head, HS = C / NH, C3 = 3 * C;
@@ -478,11 +487,12 @@ static void attention_forward(ct_gpt *m, struct gpt_block_acts *a, int B)
 
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
-            const float *q = qkv + (size_t)b * T * C3 + h * HS;
+            const float *q = qkv + (size_t)b * T * C3 + h * HS, *k = q + C;
             float *pre = a->att + ((size_t)b * NH + h) * T * T;
 
-            /* Row t only needs keys 0..t; full rows cost little and keep one GEMM per head. */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, HS, scale, q, C3, q + C, C3, 0.0f, pre, T);
+            for (int r0 = 0; r0 < T; r0 += ATT_BLOCK)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, att_rows(r0, T), r0 + att_rows(r0, T), HS,
+                            scale, q + (size_t)r0 * C3, C3, k, C3, 0.0f, pre + (size_t)r0 * T, T);
             gpt_causal_softmax(pre, T);
         }
     att = gemm_act(m, a->att, (size_t)B * NH * T * T, 2);
@@ -490,9 +500,11 @@ static void attention_forward(ct_gpt *m, struct gpt_block_acts *a, int B)
         for (int h = 0; h < NH; h++) {
             const float *v = qkv + (size_t)b * T * C3 + 2 * C + h * HS;
             const float *p = att + ((size_t)b * NH + h) * T * T;
+            float *out = a->atty + (size_t)b * T * C + h * HS;
 
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, HS, T, 1.0f, p, T, v, C3, 0.0f,
-                        a->atty + (size_t)b * T * C + h * HS, C);
+            for (int r0 = 0; r0 < T; r0 += ATT_BLOCK)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, att_rows(r0, T), HS, r0 + att_rows(r0, T),
+                            1.0f, p + (size_t)r0 * T, T, v, C3, 0.0f, out + (size_t)r0 * C, C);
         }
 }
 
@@ -504,6 +516,7 @@ static void attention_backward(ct_gpt *m, const struct gpt_block_acts *a, int B)
     const float *qkv = gemm_act(m, a->qkv, (size_t)B * T * C3, 0);
     const float *att = gemm_act(m, a->att, (size_t)B * NH * T * T, 1);
     const float *datty = gemm_act(m, m->dbt_c, (size_t)B * T * C, 2);
+    float *d = m->datt;
 
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
@@ -514,15 +527,23 @@ static void attention_backward(ct_gpt *m, const struct gpt_block_acts *a, int B)
             const float *dy = datty + (size_t)b * T * C + h * HS;
             float *dq = m->dqkv + row, *dk = dq + C, *dv = dq + 2 * C;
 
-            /* datt = dy v^T; dv = att^T dy */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, HS, 1.0f, dy, C, v, C3, 0.0f, m->datt, T);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, HS, T, 1.0f, p, T, dy, C, 0.0f, dv, C3);
+            /* datt = dy v^T (query rows over their keys); dv = att^T dy (keys over their queries) */
+            for (int r0 = 0; r0 < T; r0 += ATT_BLOCK)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, att_rows(r0, T), r0 + att_rows(r0, T), HS,
+                            1.0f, dy + (size_t)r0 * C, C, v, C3, 0.0f, d + (size_t)r0 * T, T);
+            for (int k0 = 0; k0 < T; k0 += ATT_BLOCK)
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, att_rows(k0, T), HS, T - k0, 1.0f,
+                            p + (size_t)k0 * T + k0, T, dy + (size_t)k0 * C, C, 0.0f, dv + (size_t)k0 * C3, C3);
             /* through the softmax (fp32 probabilities), then the scaled q k^T */
-            gpt_causal_softmax_backward(m->datt, pf, T);
+            gpt_causal_softmax_backward(d, pf, T);
             if (m->gemm_dtype == CT_DTYPE_BF16)
-                ct_bf16_round_array(m->datt, m->datt, (size_t)T * T);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, HS, T, scale, m->datt, T, k, C3, 0.0f, dq, C3);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, HS, T, scale, m->datt, T, q, C3, 0.0f, dk, C3);
+                ct_bf16_round_array(d, d, (size_t)T * T);
+            for (int r0 = 0; r0 < T; r0 += ATT_BLOCK)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, att_rows(r0, T), HS, r0 + att_rows(r0, T),
+                            scale, d + (size_t)r0 * T, T, k, C3, 0.0f, dq + (size_t)r0 * C3, C3);
+            for (int k0 = 0; k0 < T; k0 += ATT_BLOCK)
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, att_rows(k0, T), HS, T - k0, scale,
+                            d + (size_t)k0 * T + k0, T, q + (size_t)k0 * C3, C3, 0.0f, dk + (size_t)k0 * C3, C3);
         }
 }
 
@@ -539,6 +560,11 @@ double ct_gpt_forward(ct_gpt *m, const int32_t *inputs, const int32_t *targets, 
     const float *x;
     int lf = 2 + L * BLK_TENSORS;
 
+    /* A batch beyond what create allocated for would write past the activations. */
+    if (batch < 1 || batch > m->max_batch) {
+        m->batch = 0;
+        return NAN;
+    }
     m->inputs = inputs;
     m->targets = targets;
     m->batch = batch;
@@ -633,6 +659,8 @@ int ct_gpt_backward(ct_gpt *m, double scale_tokens, ct_grad_ready_fn ready, void
     int lf = 2 + L * BLK_TENSORS, rv;
     float *dwte = tensor_grad(m, 0);
 
+    if (B == 0)
+        return CT_EINTERNAL; /* no forward (or a refused one) to take the gradient of */
     gpt_softmax_xent_backward(m->probs, m->targets, BT, V, (float)(1.0 / scale_tokens));
     {
         const float *dlogits = gemm_act(m, m->probs, (size_t)BT * V, 0);

@@ -77,14 +77,16 @@ int ct_gpt_num_tensors(const ct_gpt *m);
 /* Parameter tensor i (forward order) viewing the params array. */
 const ct_tensor *ct_gpt_tensor(const ct_gpt *m, int i);
 
-/* Forward on batch sequences: inputs[b*seq_len + t] and targets (the next tokens), every token
- * < vocab (the data module checks this when it loads). Keeps what backward needs. Returns the
- * summed cross-entropy over the batch*seq_len tokens, in nats. */
+/* Forward on batch (1..max_batch) sequences: inputs[b*seq_len + t] and targets (the next tokens),
+ * every token < vocab (the data module checks this when it loads). Keeps what backward needs.
+ * Returns the summed cross-entropy over the batch*seq_len tokens, in nats; NaN for a batch out of
+ * range (nothing computed). */
 double ct_gpt_forward(ct_gpt *m, const int32_t *inputs, const int32_t *targets, int batch);
 /* Backward of (summed loss of the last forward) / scale_tokens: scale_tokens is the number of
  * tokens the mean runs over (batch*seq_len on one rank; the global count under DDP when the
  * strategy sums). Gradients are overwritten, no zeroing needed. ready (may be NULL) is called as
- * each tensor's gradient is final, last tensor first; non-zero stops backward and is returned. */
+ * each tensor's gradient is final, last tensor first; non-zero stops backward and is returned.
+ * CT_EINTERNAL without a forward before it. */
 int ct_gpt_backward(ct_gpt *m, double scale_tokens, ct_grad_ready_fn ready, void *ctx);
 
 /* Bits per byte of a mean loss in nats per token when tokens are bytes (vocab 256): loss / ln 2. */
