@@ -21,9 +21,9 @@ struct ct_command {
 
 /* One line per subcommand, in the order `ctrain --help` lists them. */
 static const struct ct_command commands[] = {
-    { "fit", ct_cmd_fit, "train an MLP on Fashion-MNIST, validate, checkpoint, then test the best" },
+    { "fit", ct_cmd_fit, "train a model (--model, default an MLP on Fashion-MNIST), validate, checkpoint, then test the best" },
     { "validate", ct_cmd_validate, "evaluate a checkpoint on the validation split" },
-    { "test", ct_cmd_test, "evaluate a checkpoint on the Fashion-MNIST test set" },
+    { "test", ct_cmd_test, "evaluate a checkpoint on the data module's test split" },
     { "plan", ct_cmd_plan, "resolve flags into a training plan (JSON) without training" },
     { "env", ct_cmd_env, "show the cluster environment: ranks, nodes, rank 0's address and port" },
     { "tokenize", ct_cmd_tokenize, "turn text files into byte-level token shards for --model gpt" },
