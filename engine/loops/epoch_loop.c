@@ -29,9 +29,10 @@ int ct_training_step(ct_run *run, const uint32_t *idx, int count, double *loss, 
         return rc;
     }
     /* Every rank's batch has the same size, so averaging the per-rank mean gradients (what
-     * grad_sync does) gives the mean over the global batch. */
+     * grad_sync does) gives the mean over the global batch. The strategy owns the update (a
+     * sharded one updates its part of the parameters and gathers the rest). */
     if ((rc = ct_strategy_grad_sync(run->strategy, err)) ||
-        (rc = ct_model_optim_step(run->model, run->optim, &skipped, err)))
+        (rc = ct_strategy_optimizer_step(run->strategy, run->model, run->optim, &skipped, err)))
         return rc;
     *loss = sums.loss / sums.count;
     return 0;

@@ -22,6 +22,11 @@ struct ct_strategy_ops {
     int (*barrier)(ct_strategy *s, ct_error *err);
     int (*broadcast)(ct_strategy *s, void *buf, size_t bytes, int root, ct_error *err);
     int (*reduce_sum)(ct_strategy *s, double *values, int n, ct_error *err);
+    /* Optional: the update (NULL: the model's whole step, ct_model_optim_step). */
+    int (*optimizer_step)(ct_strategy *s, ct_model *model, ct_optim *optim, int *skipped, ct_error *err);
+    /* Optional (strategies that shard the optimizer): the shards of mine (this rank's part of one
+     * state array) into whole[] on rank 0. A collective. */
+    int (*gather_shards)(ct_strategy *s, const float *mine, float *whole, ct_error *err);
     void (*teardown)(ct_strategy *s);
     void (*destroy)(ct_strategy *s);
 };
@@ -54,6 +59,8 @@ struct ct_strategy {
     long grad_allreduces_in_backward; /* of those, started from grad_ready (during backward) */
     int quiet_others;      /* launcher drops the output of ranks other than 0 */
     double collective_timeout_s; /* see ct_strategy_set_collective_timeout; <= 0: none */
+    ct_optim *optim;       /* the engine's optimizer, as model_to_device received it */
+    float *optim_whole[2]; /* whole optimizer state arrays for a checkpoint of a sharded optimizer */
     void *impl;            /* the implementation's state */
 };
 

@@ -120,7 +120,9 @@ const char *ct_optim_kind_name(enum ct_optim_kind kind);
 
 int ct_optim_create(const ct_optim_config *cfg, size_t n, ct_optim **out, ct_error *err);
 void ct_optim_free(ct_optim *o);
-/* One update of params[n] from grads[n] with the PyTorch semantics of torch.optim.AdamW / SGD. */
+/* One update of params[n] from grads[n] with the PyTorch semantics of torch.optim.AdamW / SGD.
+ * A sharded optimizer (ct_optim_shard) updates its count elements: pass the shard's first
+ * parameter and gradient. */
 void ct_optim_step(ct_optim *o, float *params, const float *grads);
 const ct_optim_config *ct_optim_get_config(const ct_optim *o);
 /* The learning rate of the next steps (a schedule sets it before each step). */
@@ -132,5 +134,12 @@ void ct_optim_set_steps(ct_optim *o, int64_t steps);
 int ct_optim_num_states(const ct_optim *o);
 const char *ct_optim_state_name(const ct_optim *o, int i);
 float *ct_optim_state(ct_optim *o, int i);
+/* Keep the state of elements [lo, lo+count) only (a sharded strategy's partition, ZeRO stage 1):
+ * the rest is freed and later steps update count elements. */
+int ct_optim_shard(ct_optim *o, size_t lo, size_t count, ct_error *err);
+/* The elements the state covers: [lo, lo+count) of total (0, total, total when not sharded). */
+void ct_optim_shard_range(const ct_optim *o, size_t *lo, size_t *count, size_t *total);
+/* Bytes of state this optimizer holds (every state array, its shard only when sharded). */
+size_t ct_optim_state_bytes(const ct_optim *o);
 
 #endif

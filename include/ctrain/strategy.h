@@ -78,6 +78,21 @@ double ct_strategy_exposed_comm_seconds(const ct_strategy *s);
  * running (the overlap: 0 with ddp_no_overlap, or when buckets were cut across tensors). */
 void ct_strategy_grad_allreduces(const ct_strategy *s, long *total, long *during_backward);
 
+/* --- the optimizer step and its state -------------------------------------------------------- */
+/* The update after grad_sync, owned by the strategy: ddp and single_device run the model's whole
+ * step (ct_model_optim_step); ddp_sharded updates this rank's shard of the parameters with its
+ * shard of the optimizer state (partitioned at setup_model) and all-gathers the parameters for the
+ * next forward. Every rank calls it once per step. */
+int ct_strategy_optimizer_step(ct_strategy *s, ct_model *model, ct_optim *optim, int *skipped, ct_error *err);
+/* Checkpoints see the optimizer's whole state whatever the partition. begin: with gather (a save;
+ * a collective, every rank calls it) the shards are gathered into whole arrays the strategy holds
+ * for the time of the checkpoint; without (a load) the arrays are only made ready to read into.
+ * state(i): whole array i (the optimizer's own when it is not sharded). end: with scatter (after a
+ * load) every rank keeps its shard of what was read; then the arrays are freed. */
+int ct_strategy_optimizer_state_begin(ct_strategy *s, ct_optim *optim, int gather, ct_error *err);
+float *ct_strategy_optimizer_state(ct_strategy *s, ct_optim *optim, int i);
+void ct_strategy_optimizer_state_end(ct_strategy *s, ct_optim *optim, int scatter);
+
 /* --- collectives (every rank calls them in the same order) ------------------------------------ */
 /* A collective (gradient sync included) that does not complete within seconds fails on every rank
  * that waits, with CT_ETIMEOUT and a message naming the rank(s) that did not arrive; the strategy
