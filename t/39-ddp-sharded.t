@@ -99,7 +99,7 @@ if command -v mpirun >/dev/null; then
     ok $? "the mpirun run's checkpoint (weights and whole optimizer state) equals the launcher's" ||
         diag "$tmp/l.out" "$tmp/cmp.out"
 else
-    echo "ok 12 # SKIP mpirun (openmpi-bin) not installed"
+    echo "ok 11 # SKIP mpirun (openmpi-bin) not installed"
     echo "ok 12 # SKIP mpirun (openmpi-bin) not installed"
     n=12
 fi
