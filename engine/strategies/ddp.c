@@ -352,7 +352,8 @@ static int bucket_add(struct ddp *d, size_t start, size_t len, ct_error *err)
 {
     struct bucket *b;
 
-    if (d->n_buckets == d->cap_buckets) {
+    /* One slot beyond the buckets: grad_sync waits for the posted values' request with them. */
+    if (d->n_buckets + 1 >= d->cap_buckets) {
         int cap = d->cap_buckets ? 2 * d->cap_buckets : 8;
         struct bucket *nb = realloc(d->buckets, (size_t)cap * sizeof(*nb));
         MPI_Request *nr = nb ? realloc(d->reqs, (size_t)cap * sizeof(*nr)) : NULL;
@@ -444,6 +445,30 @@ static int close_bucket(ct_strategy *s, int start, ct_error *err)
     return start ? start_bucket(s, i, d->buckets[i].start > 0, err) : 0;
 }
 
+/* The posted values' allreduce, in flight beside the gradient buckets. */
+static int start_posted(ct_strategy *s, ct_error *err)
+{
+    struct ddp *d = s->impl;
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, d->posted, d->n_posted, MPI_DOUBLE, MPI_SUM, d->comm, &d->posted_req);
+
+    if (rc != MPI_SUCCESS)
+        return d->broken = 1, ct_ddp_mpi_error(rc, "MPI_Iallreduce of the posted values", err);
+    d->posted_started = 1;
+    return 0;
+}
+
+int ct_ddp_post_with_grads(ct_strategy *s, double *values, int n)
+{
+    struct ddp *d = s->impl;
+
+    if (d->comm == MPI_COMM_NULL || s->world_size == 1)
+        return 0; /* one rank: the sums are the values */
+    d->posted = values;
+    d->n_posted = n;
+    d->posted_started = 0;
+    return 0;
+}
+
 int ct_ddp_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_error *err)
 {
     struct ddp *d = s->impl;
@@ -457,6 +482,8 @@ int ct_ddp_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_error *err
                      "every tensor, from the last to the first", offset, offset + count, d->pending_lo, d->n);
         return ct_error_hint(err, "this is a bug in ctrain; please report it");
     }
+    if (d->posted && !d->posted_started && (rc = start_posted(s, err)))
+        return rc;
     if (d->pending_lo == d->pending_hi)
         d->pending_hi = offset + count;
     d->pending_lo = offset;
@@ -492,18 +519,27 @@ int ct_ddp_grad_sync(ct_strategy *s, ct_error *err)
     for (int i = 0; i < d->n_buckets; i++)
         if (!d->buckets[i].started && (rc = start_bucket(s, i, 0, err)))
             return rc;
+    if (d->posted && !d->posted_started && (rc = start_posted(s, err)))
+        return rc;
     t0 = ct_time_now();
     if (d->nccl) {
         /* NCCL averaged in the collective (ncclAvg): nothing left to scale. */
         rc = nccl_wait(d, err);
+        if (!rc && d->posted)
+            rc = ct_ddp_wait(s, &d->posted_req, 1, "the allreduce of the posted values", err);
+        d->posted = NULL;
         d->n_buckets = 0;
         d->pending_lo = d->pending_hi = d->n;
         s->exposed_comm_s += ct_time_now() - t0;
         return rc;
     }
-    if ((rc = ct_ddp_wait(s, d->reqs, d->n_buckets, d->start_reduce ? "the gradient reduce-scatter" :
-                          "the gradient allreduce", err)))
+    /* The posted values complete with the buckets: no synchronisation point of their own. */
+    if (d->posted)
+        d->reqs[d->n_buckets] = d->posted_req;
+    if ((rc = ct_ddp_wait(s, d->reqs, d->n_buckets + (d->posted != NULL), d->start_reduce ?
+                          "the gradient reduce-scatter" : "the gradient allreduce", err)))
         return rc;
+    d->posted = NULL;
     for (int i = 0; i < d->n_buckets; i++) {
         d->buckets[i].started = 0;
     }
@@ -604,6 +640,7 @@ const struct ct_strategy_ops ct_strategy_ddp = {
     .setup_model = ct_ddp_setup_model,
     .grad_ready = ct_ddp_grad_ready,
     .grad_sync = ct_ddp_grad_sync,
+    .post_with_grads = ct_ddp_post_with_grads,
     .barrier = ct_ddp_barrier,
     .broadcast = ct_ddp_broadcast,
     .reduce_sum = ct_ddp_reduce_sum,

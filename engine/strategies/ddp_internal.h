@@ -42,6 +42,12 @@ struct ddp {
     float *reduced;
     size_t reduced_n;
     void *sharded;         /* ddp_sharded's state (ddp_sharded.c) */
+    /* Values posted to ride on this step's gradient exchange (ct_strategy_post_with_grads): their
+     * allreduce starts with backward's first announcement and is waited for with the buckets. */
+    double *posted;
+    int n_posted;
+    int posted_started;
+    MPI_Request posted_req;
 };
 
 /* A failed MPI call as a ct_error naming it (and marking the world broken). */
@@ -55,6 +61,7 @@ int ct_ddp_setup_environment(ct_strategy *s, ct_error *err);
 int ct_ddp_setup_model(ct_strategy *s, float *params, float *grads, size_t n, ct_error *err);
 int ct_ddp_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_error *err);
 int ct_ddp_grad_sync(ct_strategy *s, ct_error *err);
+int ct_ddp_post_with_grads(ct_strategy *s, double *values, int n);
 int ct_ddp_barrier(ct_strategy *s, ct_error *err);
 int ct_ddp_broadcast(ct_strategy *s, void *buf, size_t bytes, int root, ct_error *err);
 int ct_ddp_reduce_sum(ct_strategy *s, double *values, int n, ct_error *err);

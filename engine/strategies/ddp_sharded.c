@@ -209,6 +209,7 @@ const struct ct_strategy_ops ct_strategy_ddp_sharded = {
     .setup_model = sharded_setup_model,
     .grad_ready = ct_ddp_grad_ready,
     .grad_sync = ct_ddp_grad_sync,
+    .post_with_grads = ct_ddp_post_with_grads,
     .optimizer_step = sharded_optimizer_step,
     .gather_shards = sharded_gather_shards,
     .barrier = ct_ddp_barrier,

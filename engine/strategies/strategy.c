@@ -117,6 +117,11 @@ int ct_strategy_grad_sync(ct_strategy *s, ct_error *err)
     return s->ops->grad_sync ? s->ops->grad_sync(s, err) : 0;
 }
 
+int ct_strategy_post_with_grads(ct_strategy *s, double *values, int n)
+{
+    return s->ops->post_with_grads ? s->ops->post_with_grads(s, values, n) : 0;
+}
+
 int ct_strategy_optimizer_step(ct_strategy *s, ct_model *model, ct_optim *optim, int *skipped, ct_error *err)
 {
     if (s->ops->optimizer_step)

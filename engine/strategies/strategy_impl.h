@@ -19,6 +19,8 @@ struct ct_strategy_ops {
     int (*setup_model)(ct_strategy *s, float *params, float *grads, size_t n, ct_error *err);
     int (*grad_ready)(ct_strategy *s, size_t offset, size_t count, ct_error *err);
     int (*grad_sync)(ct_strategy *s, ct_error *err);
+    /* Optional: values to sum beside the next gradient exchange (NULL: they stay as they are). */
+    int (*post_with_grads)(ct_strategy *s, double *values, int n);
     int (*barrier)(ct_strategy *s, ct_error *err);
     int (*broadcast)(ct_strategy *s, void *buf, size_t bytes, int root, ct_error *err);
     int (*reduce_sum)(ct_strategy *s, double *values, int n, ct_error *err);

@@ -63,6 +63,13 @@ typedef struct ct_mlp ct_mlp;
 /* Called as each parameter tensor's gradient is final, last tensor first. Non-zero stops backward
  * and is returned by ct_mlp_backward. */
 typedef int (*ct_grad_ready_fn)(void *ctx, size_t offset, size_t count);
+/* The first layer's backward (no dx) for an overlapping gradient exchange: db, announced as
+ * ready(ctx, b_offset, out), then dw in `blocks` row blocks from the last to the first, each
+ * announced as soon as it is computed, so its allreduce starts while the next block computes.
+ * Returns ready's first non-zero code. */
+int ct_linear_backward_weight_blocks(const float *x, const float *dy, float *dw, float *db, int batch, int in,
+                                     int out, int blocks, size_t w_offset, size_t b_offset, ct_grad_ready_fn ready,
+                                     void *ctx);
 
 /* dims[0] inputs, dims[n_dims-1] classes (n_dims >= 2, n_dims - 1 <= CT_MLP_MAX_LAYERS);
  * max_batch: the largest batch forward will be given. */

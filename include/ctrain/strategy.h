@@ -72,6 +72,10 @@ int ct_strategy_setup_model(ct_strategy *s, float *params, float *grads, size_t 
 int ct_strategy_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_error *err);
 /* Wait for every gradient to be averaged across ranks. Call before the optimizer step. */
 int ct_strategy_grad_sync(ct_strategy *s, ct_error *err);
+/* Small sums that ride on this step's gradient exchange instead of a collective of their own (the
+ * stop-signal agreement): post them before backward; when grad_sync returns, values[0 .. n) hold
+ * the sums over the ranks. values must stay valid until then. One rank: they stay as they are. */
+int ct_strategy_post_with_grads(ct_strategy *s, double *values, int n);
 /* Seconds spent waiting inside grad_sync since setup (exposed communication time). */
 double ct_strategy_exposed_comm_seconds(const ct_strategy *s);
 /* Gradient allreduces started since setup, and how many of them started while backward was still
