@@ -7,9 +7,10 @@
  *
  * Gradient synchronisation contract: parameters live in one contiguous fp32 array and gradients
  * in another with the same layout, parameter tensors in forward order. Backward runs from the
- * last tensor to the first and calls ct_strategy_grad_ready() as each tensor's gradient is final;
- * a DDP strategy starts a bucket's non-blocking allreduce as soon as the bucket is complete, and
- * ct_strategy_grad_sync() waits for the rest and averages. single_device does nothing there.
+ * last tensor to the first and calls ct_strategy_grad_ready() as each range of it is final (a
+ * tensor, or row blocks of a large one), contiguous and descending; a DDP strategy starts a
+ * bucket's non-blocking allreduce as soon as the bucket is complete, and ct_strategy_grad_sync()
+ * waits for the rest and averages. single_device does nothing there.
  */
 #ifndef CTRAIN_STRATEGY_H
 #define CTRAIN_STRATEGY_H
