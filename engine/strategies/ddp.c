@@ -19,6 +19,7 @@
  * On cuda the gradients live on the GPU and NCCL moves them (ddp_nccl.c): the same buckets, each
  * started as it closes; MPI still carries the small host-side collectives (metrics, barriers).
  */
+#include <cblas.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -546,8 +547,9 @@ int ct_ddp_grad_sync(ct_strategy *s, ct_error *err)
     d->n_buckets = 0;
     d->pending_lo = d->pending_hi = d->n;
     s->exposed_comm_s += ct_time_now() - t0;
-    for (size_t i = 0; i < d->reduced_n; i++)
-        d->reduced[i] *= scale;
+    /* The average from the sum: a pass over every gradient, vectorised by BLAS (a scalar loop here
+     * was 4% of a 2-rank step in `perf record`). */
+    cblas_sscal((int)d->reduced_n, scale, d->reduced, 1);
     return 0;
 }
 
