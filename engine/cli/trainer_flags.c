@@ -60,7 +60,7 @@ static const struct flag flags[] = {
 
 static const char *const connector_help[][3] = {
     { "--accelerator", "NAME", "cpu, cuda or auto (ctrain plan --help has the rules)" },
-    { "--strategy", "NAME", "single_device, ddp, ddp_fork, ... or auto" },
+    { "--strategy", "NAME", "single_device, ddp, ddp_sharded, ddp_fork, ... or auto" },
     { "--devices", "SPEC", "auto, N, -1 or a list of ids" },
     { "--num-nodes", "N", "nodes in the run" },
     { "--precision", "P", "32-true (default) or bf16-mixed; 16-mixed on cuda" },

@@ -22,6 +22,7 @@ static const ct_catalogue_entry catalogue[] = {
     { "strategy-unsupported-accelerator", "--strategy, --accelerator", "a strategy that needs GPUs on cpu" },
     { "strategy-single-device-many", "--strategy single_device, --devices", "single_device with several devices or tasks" },
     { "strategy-single-device-multinode", "--strategy single_device, --num-nodes", "single_device over several nodes" },
+    { "strategy-sharded-one-device", "--strategy ddp_sharded, --devices", "ddp_sharded with a single process (nothing to partition)" },
     { "strategy-fork-multinode", "--strategy ddp_fork, --num-nodes", "fork launcher asked to span nodes" },
     { "strategy-fork-external", "--strategy ddp_fork, srun/mpirun", "forking workers where the launcher already started ranks" },
     { "precision-empty", "--precision, CTRAIN_PRECISION", "empty precision" },

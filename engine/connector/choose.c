@@ -236,6 +236,14 @@ static int choose_strategy(const ct_final_flags *ff, ct_plan *plan, ct_error *er
                      plan->env.creates_processes_externally ? plan->cluster_env : "--devices");
         return ct_error_hint(err, "use --strategy ddp, or start a single task (srun -n 1, --devices 1)");
     }
+    /* Sharding over one rank partitions nothing: it would be ddp with extra copies. */
+    if (!strcmp(plan->strategy, "ddp_sharded") && plan->world_size < 2) {
+        ct_error_set(err, CT_ECONFLICT, "strategy-sharded-one-device",
+                     "%s ddp_sharded partitions the optimizer over ranks, but this run has %d process (%s)",
+                     plan->source_detail[CT_PLAN_STRATEGY], plan->world_size,
+                     plan->env.creates_processes_externally ? plan->cluster_env : "--devices");
+        return ct_error_hint(err, "use --devices 2 or more (srun -n 2, mpirun -n 2), or --strategy single_device");
+    }
     return 0;
 }
 

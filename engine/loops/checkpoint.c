@@ -45,8 +45,9 @@ static const char *meta_get(const ct_ckpt *c, const char *key)
     return NULL;
 }
 
-/* The tensors of the run: the model's, then (unless weights_only) the optimizer's whole arrays.
- * More than a checkpoint holds (a very deep model): CT_EINVAL, nothing written past the array. */
+/* The tensors of the run: the model's, then (unless weights_only) the optimizer's whole arrays
+ * (the strategy's whole view between ct_strategy_optimizer_state_begin and _end). More than a
+ * checkpoint holds (a very deep model): CT_EINVAL, nothing written past the array. */
 static int describe_tensors(ct_run *run, ct_ckpt *c, int weights_only, ct_error *err)
 {
     const ct_model *host = ct_model_host(run->model);
@@ -67,7 +68,7 @@ static int describe_tensors(ct_run *run, ct_ckpt *c, int weights_only, ct_error 
         char name[64];
 
         snprintf(name, sizeof(name), "optimizer.%s", ct_optim_state_name(run->optim, i));
-        add_tensor(c, name, ct_optim_state(run->optim, i), 1, &n, (size_t)n);
+        add_tensor(c, name, ct_strategy_optimizer_state(run->strategy, run->optim, i), 1, &n, (size_t)n);
     }
     return 0;
 }
@@ -81,7 +82,13 @@ int ct_run_save_checkpoint(ct_run *run, const char *path, ct_error *err)
 
     if (!c)
         return ct_error_set(err, CT_ENOMEM, "", "out of memory saving %s", path);
-    if ((rc = ct_model_to_host(run->model, run->optim, err)) || (rc = describe_tensors(run, c, 0, err))) {
+    if ((rc = ct_model_to_host(run->model, run->optim, err)) ||
+        (rc = ct_strategy_optimizer_state_begin(run->strategy, run->optim, 1, err))) {
+        free(c);
+        return rc;
+    }
+    if ((rc = describe_tensors(run, c, 0, err))) {
+        ct_strategy_optimizer_state_end(run->strategy, run->optim, 0);
         free(c);
         return rc;
     }
@@ -106,6 +113,7 @@ int ct_run_save_checkpoint(ct_run *run, const char *path, ct_error *err)
     add_meta(c, "flags", "%s", run->opt.flags_json);
     add_meta(c, "slurm_job_id", "%s", run->opt.job_id);
     rc = ct_strategy_save_checkpoint(run->strategy, path, c, err);
+    ct_strategy_optimizer_state_end(run->strategy, run->optim, 0);
     free(c);
     return rc;
 }
@@ -212,8 +220,14 @@ int ct_run_load_checkpoint(ct_run *run, const char *path, int weights_only, ct_e
     if ((rc = ct_strategy_load_checkpoint(run->strategy, path, c, err)) ||
         (rc = check_header(run, path, c, weights_only, err)))
         goto out;
-    if ((rc = describe_tensors(run, c, weights_only, err)) ||
-        (rc = ct_strategy_load_checkpoint(run->strategy, path, c, err)))
+    if (!weights_only && (rc = ct_strategy_optimizer_state_begin(run->strategy, run->optim, 0, err)))
+        goto out;
+    rc = describe_tensors(run, c, weights_only, err);
+    if (!rc)
+        rc = ct_strategy_load_checkpoint(run->strategy, path, c, err);
+    if (!weights_only)
+        ct_strategy_optimizer_state_end(run->strategy, run->optim, rc == 0);
+    if (rc)
         goto out;
     if (!weights_only)
         rc = restore_counters(run, path, c, err);

@@ -22,6 +22,9 @@ int ct_training_step(ct_run *run, const uint32_t *idx, int count, double *loss, 
         (rc = ct_model_forward(run->model, &run->batch, &sums, err)))
         return rc;
     ct_error_clear(&run->step_err);
+    run->stop_posted = 0;
+    if (run->stop_enabled)
+        ct_run_stop_post(run);
     /* The gradient of the batch's mean loss: divided by its loss terms (samples or tokens). */
     if ((rc = ct_model_backward(run->model, sums.count, grad_ready, run, err))) {
         if (run->step_err.code) /* the strategy refused a bucket, not the model */
@@ -29,9 +32,10 @@ int ct_training_step(ct_run *run, const uint32_t *idx, int count, double *loss, 
         return rc;
     }
     /* Every rank's batch has the same size, so averaging the per-rank mean gradients (what
-     * grad_sync does) gives the mean over the global batch. */
+     * grad_sync does) gives the mean over the global batch. The strategy owns the update (a
+     * sharded one updates its part of the parameters and gathers the rest). */
     if ((rc = ct_strategy_grad_sync(run->strategy, err)) ||
-        (rc = ct_model_optim_step(run->model, run->optim, &skipped, err)))
+        (rc = ct_strategy_optimizer_step(run->strategy, run->model, run->optim, &skipped, err)))
         return rc;
     *loss = sums.loss / sums.count;
     return 0;
@@ -73,6 +77,7 @@ int ct_epoch_loop_run(ct_run *run, ct_error *err)
     double loss_sum = 0, loss_n = 0, interval_samples = 0, interval_start = ct_time_now();
     int rc;
 
+    run->stop_posted = 0; /* the first boundary of an epoch asks with a collective of its own */
     ct_sampler_set_epoch(&run->train_sampler, st->epoch);
     steps = ct_sampler_steps(&run->train_sampler);
     total = ct_fit_total_steps(&run->opt, steps);
@@ -83,7 +88,8 @@ int ct_epoch_loop_run(ct_run *run, ct_error *err)
 
         if (run->opt.max_steps >= 0 && st->global_step >= run->opt.max_steps)
             break;
-        /* A step boundary: every rank learns whether any got a stop signal, and all stop here. */
+        /* A step boundary: every rank learns whether any got a stop signal, and all stop here
+         * (from the flags the last step's gradient exchange carried, see stop.c). */
         if (run->stop_enabled && (rc = ct_run_stop_agreed(run, err)) != 0)
             return rc < 0 ? rc : 0;
         count = ct_sampler_batch(&run->train_sampler, (size_t)st->step_in_epoch, &idx);

@@ -101,6 +101,8 @@ typedef struct ct_run {
     ct_error step_err;         /* filled by the grad-ready callback */
     int stop_enabled;          /* fit: look for stop signals at step boundaries */
     ct_stop_state stop;
+    double stop_sums[2];       /* the stop flags riding on the step's gradient exchange */
+    int stop_posted;           /* stop_sums holds the last step's sums, not yet looked at */
 } ct_run;
 
 /* --- stopping on a signal (engine/loops/stop.c) ----------------------------------------------- */
@@ -115,6 +117,9 @@ void ct_stop_uninstall(void);
 /* A collective at a step boundary: 1 when any rank got a stop signal (run->stop filled, the same
  * on every rank), 0 when none, or an error code. */
 int ct_run_stop_agreed(ct_run *run, ct_error *err);
+/* Post this rank's stop flags to ride on the training step's gradient exchange: the next
+ * ct_run_stop_agreed then decides from those sums without a collective of its own. */
+void ct_run_stop_post(ct_run *run);
 
 /* --- the fit loop (engine/loops/fit_loop.c) --------------------------------------------------- */
 /* Train from run->st until max_epochs or max_steps, validating and checkpointing at each epoch end.

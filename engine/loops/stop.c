@@ -125,15 +125,30 @@ void ct_stop_uninstall(void)
     n_saved = 0;
 }
 
-/* One allreduce of two numbers per step: [ranks that got a stop signal, ranks that got the
- * requeue signal]. Its cost is a few microseconds beside a training step. */
+void ct_run_stop_post(ct_run *run)
+{
+    run->stop_sums[0] = got_signal ? 1 : 0;
+    run->stop_sums[1] = got_requeue ? 1 : 0;
+    ct_strategy_post_with_grads(run->strategy, run->stop_sums, 2);
+    run->stop_posted = 1;
+}
+
+/* Two numbers summed over the ranks: [ranks that got a stop signal, ranks that got the requeue
+ * signal]. They ride on the previous step's gradient exchange when it posted them (a separate
+ * collective would stop every rank once more per step); else (the first step of an epoch) an
+ * allreduce of their own. A signal that comes after the post is seen one step later. */
 int ct_run_stop_agreed(ct_run *run, ct_error *err)
 {
     double v[2] = { got_signal ? 1 : 0, got_requeue ? 1 : 0 };
     int rc;
 
-    if ((rc = ct_strategy_reduce_sum(run->strategy, v, 2, err)))
+    if (run->stop_posted) {
+        v[0] = run->stop_sums[0];
+        v[1] = run->stop_sums[1];
+        run->stop_posted = 0;
+    } else if ((rc = ct_strategy_reduce_sum(run->strategy, v, 2, err))) {
         return rc;
+    }
     if (v[0] < 0.5)
         return 0;
     run->stop.agreed = 1;

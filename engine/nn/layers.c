@@ -72,6 +72,29 @@ void ct_linear_backward(const float *x, const float *w, const float *dy, float *
                     1.0f, dy, out, w, in, 0.0f, dx, in);
 }
 
+int ct_linear_backward_weight_blocks(const float *x, const float *dy, float *dw, float *db, int batch, int in,
+                                     int out, int blocks, size_t w_offset, size_t b_offset, ct_grad_ready_fn ready,
+                                     void *ctx)
+{
+    int rc;
+
+    column_sums(dy, db, batch, out);
+    if ((rc = ready(ctx, b_offset, (size_t)out)))
+        return rc;
+    for (int k = blocks - 1; k >= 0; k--) {
+        int r0 = (int)((long)out * k / blocks), r1 = (int)((long)out * (k + 1) / blocks);
+
+        if (r1 == r0)
+            continue;
+        /* dW[r0:r1, :] = dy[:, r0:r1]^T x: the rows of the whole product, computed alike. */
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1 - r0, in, batch,
+                    1.0f, dy + r0, out, x, in, 0.0f, dw + (size_t)r0 * in, in);
+        if ((rc = ready(ctx, w_offset + (size_t)r0 * in, (size_t)(r1 - r0) * in)))
+            return rc;
+    }
+    return 0;
+}
+
 CT_SIMD_CLONES
 void ct_relu_backward(const float *restrict y, float *restrict dy, size_t n)
 {

@@ -7,7 +7,9 @@
 
 struct ct_optim {
     ct_optim_config cfg;
-    size_t n;
+    size_t n;            /* elements the state covers: all parameters, or a shard of them */
+    size_t shard_lo;     /* first parameter of the shard (0 when whole) */
+    size_t total;        /* parameters of the model */
     int64_t steps;
     int n_states;
     const char *state_names[2];
@@ -51,6 +53,7 @@ int ct_optim_create(const ct_optim_config *cfg, size_t n, ct_optim **out, ct_err
         return ct_error_set(err, CT_ENOMEM, "", "out of memory creating the optimizer");
     o->cfg = *cfg;
     o->n = n;
+    o->total = n;
     if (cfg->kind == CT_OPTIM_ADAMW) {
         o->n_states = 2;
         o->state_names[0] = "exp_avg";
@@ -129,6 +132,38 @@ void ct_optim_step(ct_optim *o, float *params, const float *grads)
         adamw_step(o, params, grads);
     else
         sgd_step(o, params, grads);
+}
+
+int ct_optim_shard(ct_optim *o, size_t lo, size_t count, ct_error *err)
+{
+    if (lo > o->n || count > o->n - lo)
+        return ct_error_set(err, CT_EINVAL, "", "optimizer shard [%zu, %zu) outside its %zu elements", lo, lo + count,
+                            o->n);
+    for (int i = 0; i < o->n_states; i++) {
+        /* The shard's own values stay (a state loaded before sharding is kept); the rest is freed. */
+        float *part = malloc((count ? count : 1) * sizeof(float));
+
+        if (!part)
+            return ct_error_set(err, CT_ENOMEM, "", "out of memory for the optimizer state shard");
+        memcpy(part, o->state[i] + lo, count * sizeof(float));
+        free(o->state[i]);
+        o->state[i] = part;
+    }
+    o->shard_lo += lo;
+    o->n = count;
+    return 0;
+}
+
+void ct_optim_shard_range(const ct_optim *o, size_t *lo, size_t *count, size_t *total)
+{
+    *lo = o->shard_lo;
+    *count = o->n;
+    *total = o->total;
+}
+
+size_t ct_optim_state_bytes(const ct_optim *o)
+{
+    return (size_t)o->n_states * o->n * sizeof(float);
 }
 
 const ct_optim_config *ct_optim_get_config(const ct_optim *o) { return &o->cfg; }

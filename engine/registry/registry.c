@@ -36,6 +36,11 @@ static ct_registry_entry strategies[] = {
     { .name = "ddp_nccl", .description = "ddp that must run on GPUs: refuses cpu instead of falling back",
       .accelerators = CT_ACCEL_CUDA, .base = "ddp", .options = "bucket_mb=0.5,overlap=1",
       .launch = CT_LAUNCH_PROCESSES },
+    /* Stage 2 by default: it moves half an allreduce's bytes and keeps only a shard of the reduced
+     * gradients; stage 1 keeps ddp's allreduce and partitions the optimizer state only. */
+    { .name = "ddp_sharded", .description = "ddp with the optimizer state (stage 1) and reduced gradients "
+      "(stage 2) partitioned over the ranks (ZeRO): reduce-scatter per bucket, shard update, all-gather",
+      .accelerators = CT_ACCEL_CPU, .options = "bucket_mb=0.5,stage=2", .launch = CT_LAUNCH_PROCESSES },
     { .name = "ddp_large_buckets", .description = "ddp variant with PyTorch's 25 MB buckets",
       .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA, .base = "ddp", .options = "bucket_mb=25,overlap=1",
       .launch = CT_LAUNCH_PROCESSES },

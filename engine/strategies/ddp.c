@@ -19,6 +19,7 @@
  * On cuda the gradients live on the GPU and NCCL moves them (ddp_nccl.c): the same buckets, each
  * started as it closes; MPI still carries the small host-side collectives (metrics, barriers).
  */
+#include <cblas.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,39 +27,8 @@
 #include <unistd.h>
 
 #include "ctrain/util.h"
-#include "engine/strategies/ddp_nccl.h"
-#include "engine/strategies/strategies.h"
+#include "engine/strategies/ddp_internal.h"
 
-struct bucket {
-    size_t start, len;   /* floats of grads[] */
-    int started;
-};
-
-/* Tags on the fault communicator. */
-#define TAG_QUERY   1    /* rank 0 -> r: which collective do you wait in? (long: rank 0's number) */
-#define TAG_HERE    2    /* r -> rank 0: this one (long) */
-#define TAG_VERDICT 3    /* rank 0 -> r: int[1 + MAX_NAMED]: count of missing ranks, the first ones */
-#define MAX_NAMED   32
-
-struct ddp {
-    double bucket_mb;
-    int overlap;
-    int mpi_owner;       /* we called MPI_Init, so we finalize */
-    int broken;          /* a collective failed or timed out: abort instead of finalizing */
-    long seq;            /* collectives waited for so far (the same count on every rank) */
-    MPI_Comm fault_comm; /* the who-is-missing exchange, apart from the training traffic */
-    MPI_Comm comm;
-    float *grads;
-    size_t n;
-    struct bucket *buckets; /* this step's buckets, in the order they were cut */
-    MPI_Request *reqs;      /* reqs[i]: bucket i's allreduce (one array, so one wait covers them all) */
-    int n_buckets, cap_buckets;
-    size_t pending_lo, pending_hi; /* announced gradients not yet in a bucket: [lo, hi) */
-    size_t bucket_floats;
-    struct ct_nccl *nccl;  /* cuda: gradients are device memory, reduced by NCCL */
-};
-
-static int mpi_error(int rc, const char *call, ct_error *err);
 
 /* ---------------------------------------------------------------- collective timeout */
 
@@ -204,7 +174,7 @@ static int other_await_verdict(struct ddp *d, int asked, const char *what, doubl
 
 /* Wait for the requests of one collective, within the timeout. Every rank calls this once per
  * collective, in the same order, so d->seq names the same collective everywhere. */
-static int ddp_wait(ct_strategy *s, MPI_Request *reqs, int n, const char *what, ct_error *err)
+int ct_ddp_wait(ct_strategy *s, MPI_Request *reqs, int n, const char *what, ct_error *err)
 {
     struct ddp *d = s->impl;
     double timeout = s->collective_timeout_s, t0 = ct_time_now();
@@ -221,7 +191,7 @@ static int ddp_wait(ct_strategy *s, MPI_Request *reqs, int n, const char *what, 
         rc = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
         if (rc != MPI_SUCCESS) {
             d->broken = 1;
-            return mpi_error(rc, what, err);
+            return ct_ddp_mpi_error(rc, what, err);
         }
         if (done)
             return 0;
@@ -259,7 +229,7 @@ static int nccl_start(struct ddp *d, struct bucket *b, ct_error *err)
 static int nccl_wait(struct ddp *d, ct_error *err) { return ct_nccl_wait(d->nccl, err); }
 static void nccl_free(struct ddp *d) { ct_nccl_free(d->nccl); d->nccl = NULL; }
 
-static int mpi_error(int rc, const char *call, ct_error *err)
+int ct_ddp_mpi_error(int rc, const char *call, ct_error *err)
 {
     char text[MPI_MAX_ERROR_STRING];
     int len = 0;
@@ -270,7 +240,7 @@ static int mpi_error(int rc, const char *call, ct_error *err)
     return ct_error_hint(err, "a peer rank probably died or lost its connection; see the other ranks' messages");
 }
 
-static int ddp_init(ct_strategy *s, ct_error *err)
+int ct_ddp_init(ct_strategy *s, ct_error *err)
 {
     struct ddp *d = calloc(1, sizeof(*d));
     char buf[64];
@@ -325,7 +295,7 @@ static int check_mpi_layout(ct_strategy *s, int rank, int size, ct_error *err)
 
 /* Ranks come from MPI; where the cluster environment knows the node layout (srun, mpirun, our
  * subprocess launcher) local and node ranks come from it, else (forked workers) all are local. */
-static int ddp_setup_environment(ct_strategy *s, ct_error *err)
+int ct_ddp_setup_environment(ct_strategy *s, ct_error *err)
 {
     struct ddp *d = s->impl;
     int inited = 0, provided, rank, size, rc;
@@ -351,16 +321,16 @@ static int ddp_setup_environment(ct_strategy *s, ct_error *err)
         setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
         rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
         if (rc != MPI_SUCCESS)
-            return mpi_error(rc, "MPI_Init_thread", err);
+            return ct_ddp_mpi_error(rc, "MPI_Init_thread", err);
         d->mpi_owner = 1;
     }
     rc = MPI_Comm_dup(MPI_COMM_WORLD, &d->comm);
     if (rc != MPI_SUCCESS)
-        return mpi_error(rc, "MPI_Comm_dup", err);
+        return ct_ddp_mpi_error(rc, "MPI_Comm_dup", err);
     MPI_Comm_set_errhandler(d->comm, MPI_ERRORS_RETURN);
     rc = MPI_Comm_dup(MPI_COMM_WORLD, &d->fault_comm);
     if (rc != MPI_SUCCESS)
-        return mpi_error(rc, "MPI_Comm_dup", err);
+        return ct_ddp_mpi_error(rc, "MPI_Comm_dup", err);
     MPI_Comm_set_errhandler(d->fault_comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(d->comm, &rank);
     MPI_Comm_size(d->comm, &size);
@@ -383,7 +353,8 @@ static int bucket_add(struct ddp *d, size_t start, size_t len, ct_error *err)
 {
     struct bucket *b;
 
-    if (d->n_buckets == d->cap_buckets) {
+    /* One slot beyond the buckets: grad_sync waits for the posted values' request with them. */
+    if (d->n_buckets + 1 >= d->cap_buckets) {
         int cap = d->cap_buckets ? 2 * d->cap_buckets : 8;
         struct bucket *nb = realloc(d->buckets, (size_t)cap * sizeof(*nb));
         MPI_Request *nr = nb ? realloc(d->reqs, (size_t)cap * sizeof(*nr)) : NULL;
@@ -405,7 +376,7 @@ static int bucket_add(struct ddp *d, size_t start, size_t len, ct_error *err)
     return d->n_buckets++;
 }
 
-static int ddp_setup_model(ct_strategy *s, float *params, float *grads, size_t n, ct_error *err)
+int ct_ddp_setup_model(ct_strategy *s, float *params, float *grads, size_t n, ct_error *err)
 {
     struct ddp *d = s->impl;
     MPI_Request req = MPI_REQUEST_NULL;
@@ -413,6 +384,8 @@ static int ddp_setup_model(ct_strategy *s, float *params, float *grads, size_t n
 
     d->grads = grads;
     d->n = n;
+    d->reduced = grads;
+    d->reduced_n = n;
     if (d->comm == MPI_COMM_NULL)
         return 0; /* one rank, no process group */
     /* Every rank starts from rank 0's initial weights (on cuda they are in device memory). */
@@ -422,8 +395,8 @@ static int ddp_setup_model(ct_strategy *s, float *params, float *grads, size_t n
     } else {
         rc = MPI_Ibcast(params, (int)n, MPI_FLOAT, 0, d->comm, &req);
         if (rc != MPI_SUCCESS)
-            return d->broken = 1, mpi_error(rc, "MPI_Ibcast of the initial parameters", err);
-        if ((rc = ddp_wait(s, &req, 1, "the broadcast of the initial parameters", err)))
+            return d->broken = 1, ct_ddp_mpi_error(rc, "MPI_Ibcast of the initial parameters", err);
+        if ((rc = ct_ddp_wait(s, &req, 1, "the broadcast of the initial parameters", err)))
             return rc;
     }
     d->bucket_floats = (size_t)(d->bucket_mb * 1024.0 * 1024.0 / sizeof(float));
@@ -443,10 +416,13 @@ static int start_bucket(ct_strategy *s, int i, int in_backward, ct_error *err)
     if (d->nccl) {
         if ((rc = nccl_start(d, b, err)))
             return rc;
+    } else if (d->start_reduce) {
+        if ((rc = d->start_reduce(s, i, err)))
+            return rc;
     } else {
         rc = MPI_Iallreduce(MPI_IN_PLACE, d->grads + b->start, (int)b->len, MPI_FLOAT, MPI_SUM, d->comm, &d->reqs[i]);
         if (rc != MPI_SUCCESS)
-            return d->broken = 1, mpi_error(rc, "MPI_Iallreduce", err);
+            return d->broken = 1, ct_ddp_mpi_error(rc, "MPI_Iallreduce", err);
     }
     b->started = 1;
     s->grad_allreduces++;
@@ -470,7 +446,31 @@ static int close_bucket(ct_strategy *s, int start, ct_error *err)
     return start ? start_bucket(s, i, d->buckets[i].start > 0, err) : 0;
 }
 
-static int ddp_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_error *err)
+/* The posted values' allreduce, in flight beside the gradient buckets. */
+static int start_posted(ct_strategy *s, ct_error *err)
+{
+    struct ddp *d = s->impl;
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, d->posted, d->n_posted, MPI_DOUBLE, MPI_SUM, d->comm, &d->posted_req);
+
+    if (rc != MPI_SUCCESS)
+        return d->broken = 1, ct_ddp_mpi_error(rc, "MPI_Iallreduce of the posted values", err);
+    d->posted_started = 1;
+    return 0;
+}
+
+int ct_ddp_post_with_grads(ct_strategy *s, double *values, int n)
+{
+    struct ddp *d = s->impl;
+
+    if (d->comm == MPI_COMM_NULL || s->world_size == 1)
+        return 0; /* one rank: the sums are the values */
+    d->posted = values;
+    d->n_posted = n;
+    d->posted_started = 0;
+    return 0;
+}
+
+int ct_ddp_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_error *err)
 {
     struct ddp *d = s->impl;
     int rc, flag;
@@ -483,6 +483,8 @@ static int ddp_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_error 
                      "every tensor, from the last to the first", offset, offset + count, d->pending_lo, d->n);
         return ct_error_hint(err, "this is a bug in ctrain; please report it");
     }
+    if (d->posted && !d->posted_started && (rc = start_posted(s, err)))
+        return rc;
     if (d->pending_lo == d->pending_hi)
         d->pending_hi = offset + count;
     d->pending_lo = offset;
@@ -493,13 +495,13 @@ static int ddp_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_error 
         if (d->buckets[i].started && d->reqs[i] != MPI_REQUEST_NULL) {
             rc = MPI_Test(&d->reqs[i], &flag, MPI_STATUS_IGNORE);
             if (rc != MPI_SUCCESS)
-                return d->broken = 1, mpi_error(rc, "MPI_Test", err);
+                return d->broken = 1, ct_ddp_mpi_error(rc, "MPI_Test", err);
         }
     }
     return 0;
 }
 
-static int ddp_grad_sync(ct_strategy *s, ct_error *err)
+int ct_ddp_grad_sync(ct_strategy *s, ct_error *err)
 {
     struct ddp *d = s->impl;
     float scale = 1.0f / (float)s->world_size;
@@ -518,29 +520,40 @@ static int ddp_grad_sync(ct_strategy *s, ct_error *err)
     for (int i = 0; i < d->n_buckets; i++)
         if (!d->buckets[i].started && (rc = start_bucket(s, i, 0, err)))
             return rc;
+    if (d->posted && !d->posted_started && (rc = start_posted(s, err)))
+        return rc;
     t0 = ct_time_now();
     if (d->nccl) {
         /* NCCL averaged in the collective (ncclAvg): nothing left to scale. */
         rc = nccl_wait(d, err);
+        if (!rc && d->posted)
+            rc = ct_ddp_wait(s, &d->posted_req, 1, "the allreduce of the posted values", err);
+        d->posted = NULL;
         d->n_buckets = 0;
         d->pending_lo = d->pending_hi = d->n;
         s->exposed_comm_s += ct_time_now() - t0;
         return rc;
     }
-    if ((rc = ddp_wait(s, d->reqs, d->n_buckets, "the gradient allreduce", err)))
+    /* The posted values complete with the buckets: no synchronisation point of their own. */
+    if (d->posted)
+        d->reqs[d->n_buckets] = d->posted_req;
+    if ((rc = ct_ddp_wait(s, d->reqs, d->n_buckets + (d->posted != NULL), d->start_reduce ?
+                          "the gradient reduce-scatter" : "the gradient allreduce", err)))
         return rc;
+    d->posted = NULL;
     for (int i = 0; i < d->n_buckets; i++) {
         d->buckets[i].started = 0;
     }
     d->n_buckets = 0;
     d->pending_lo = d->pending_hi = d->n;
     s->exposed_comm_s += ct_time_now() - t0;
-    for (size_t i = 0; i < d->n; i++)
-        d->grads[i] *= scale;
+    /* The average from the sum: a pass over every gradient, vectorised by BLAS (a scalar loop here
+     * was 4% of a 2-rank step in `perf record`). */
+    cblas_sscal((int)d->reduced_n, scale, d->reduced, 1);
     return 0;
 }
 
-static int ddp_barrier(ct_strategy *s, ct_error *err)
+int ct_ddp_barrier(ct_strategy *s, ct_error *err)
 {
     struct ddp *d = s->impl;
     int rc;
@@ -551,11 +564,11 @@ static int ddp_barrier(ct_strategy *s, ct_error *err)
         return 0;
     rc = MPI_Ibarrier(d->comm, &req);
     if (rc != MPI_SUCCESS)
-        return d->broken = 1, mpi_error(rc, "MPI_Ibarrier", err);
-    return ddp_wait(s, &req, 1, "a barrier", err);
+        return d->broken = 1, ct_ddp_mpi_error(rc, "MPI_Ibarrier", err);
+    return ct_ddp_wait(s, &req, 1, "a barrier", err);
 }
 
-static int ddp_broadcast(ct_strategy *s, void *buf, size_t bytes, int root, ct_error *err)
+int ct_ddp_broadcast(ct_strategy *s, void *buf, size_t bytes, int root, ct_error *err)
 {
     struct ddp *d = s->impl;
     int rc;
@@ -566,11 +579,11 @@ static int ddp_broadcast(ct_strategy *s, void *buf, size_t bytes, int root, ct_e
         return 0;
     rc = MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, d->comm, &req);
     if (rc != MPI_SUCCESS)
-        return d->broken = 1, mpi_error(rc, "MPI_Ibcast", err);
-    return ddp_wait(s, &req, 1, "a broadcast", err);
+        return d->broken = 1, ct_ddp_mpi_error(rc, "MPI_Ibcast", err);
+    return ct_ddp_wait(s, &req, 1, "a broadcast", err);
 }
 
-static int ddp_reduce_sum(ct_strategy *s, double *values, int n, ct_error *err)
+int ct_ddp_reduce_sum(ct_strategy *s, double *values, int n, ct_error *err)
 {
     struct ddp *d = s->impl;
     int rc;
@@ -581,11 +594,11 @@ static int ddp_reduce_sum(ct_strategy *s, double *values, int n, ct_error *err)
         return 0;
     rc = MPI_Iallreduce(MPI_IN_PLACE, values, n, MPI_DOUBLE, MPI_SUM, d->comm, &req);
     if (rc != MPI_SUCCESS)
-        return d->broken = 1, mpi_error(rc, "MPI_Iallreduce of metrics", err);
-    return ddp_wait(s, &req, 1, "an allreduce of metrics", err);
+        return d->broken = 1, ct_ddp_mpi_error(rc, "MPI_Iallreduce of metrics", err);
+    return ct_ddp_wait(s, &req, 1, "an allreduce of metrics", err);
 }
 
-static void ddp_teardown(ct_strategy *s)
+void ct_ddp_teardown(ct_strategy *s)
 {
     struct ddp *d = s->impl;
     int finalized = 0;
@@ -606,7 +619,7 @@ static void ddp_teardown(ct_strategy *s)
     d->mpi_owner = 0;
 }
 
-static void ddp_destroy(ct_strategy *s)
+void ct_ddp_destroy(ct_strategy *s)
 {
     struct ddp *d = s->impl;
 
@@ -624,14 +637,15 @@ static void ddp_destroy(ct_strategy *s)
 
 const struct ct_strategy_ops ct_strategy_ddp = {
     .name = "ddp",
-    .init = ddp_init,
-    .setup_environment = ddp_setup_environment,
-    .setup_model = ddp_setup_model,
-    .grad_ready = ddp_grad_ready,
-    .grad_sync = ddp_grad_sync,
-    .barrier = ddp_barrier,
-    .broadcast = ddp_broadcast,
-    .reduce_sum = ddp_reduce_sum,
-    .teardown = ddp_teardown,
-    .destroy = ddp_destroy,
+    .init = ct_ddp_init,
+    .setup_environment = ct_ddp_setup_environment,
+    .setup_model = ct_ddp_setup_model,
+    .grad_ready = ct_ddp_grad_ready,
+    .grad_sync = ct_ddp_grad_sync,
+    .post_with_grads = ct_ddp_post_with_grads,
+    .barrier = ct_ddp_barrier,
+    .broadcast = ct_ddp_broadcast,
+    .reduce_sum = ct_ddp_reduce_sum,
+    .teardown = ct_ddp_teardown,
+    .destroy = ct_ddp_destroy,
 };

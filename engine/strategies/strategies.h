@@ -6,5 +6,6 @@
 
 extern const struct ct_strategy_ops ct_strategy_single_device;
 extern const struct ct_strategy_ops ct_strategy_ddp;
+extern const struct ct_strategy_ops ct_strategy_ddp_sharded;
 
 #endif

@@ -2,6 +2,7 @@
  * ops, and the parts every strategy shares — launching through its launcher, and checkpoints
  * (rank 0 writes through checkpoint IO, every rank learns whether it worked). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ctrain/util.h"
@@ -56,6 +57,7 @@ int ct_strategy_model_to_device(ct_strategy *s, ct_model *host, ct_optim *optim,
     where.loss_scaling = s->precision ? s->precision->loss_scaling : 0;
     where.max_batch = max_batch;
     where.optim = optim;
+    s->optim = optim; /* a sharded strategy partitions its state at setup_model */
     if (!s->accelerator->model_to_device) {
         ct_error_set(err, CT_ENOTAVAIL, "model-not-on-accelerator", "accelerator %s cannot hold a model",
                      s->accelerator->name);
@@ -119,6 +121,59 @@ int ct_strategy_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_error
 int ct_strategy_grad_sync(ct_strategy *s, ct_error *err)
 {
     return s->ops->grad_sync ? s->ops->grad_sync(s, err) : 0;
+}
+
+int ct_strategy_post_with_grads(ct_strategy *s, double *values, int n)
+{
+    return s->ops->post_with_grads ? s->ops->post_with_grads(s, values, n) : 0;
+}
+
+int ct_strategy_optimizer_step(ct_strategy *s, ct_model *model, ct_optim *optim, int *skipped, ct_error *err)
+{
+    if (s->ops->optimizer_step)
+        return s->ops->optimizer_step(s, model, optim, skipped, err);
+    return ct_model_optim_step(model, optim, skipped, err);
+}
+
+int ct_strategy_optimizer_state_begin(ct_strategy *s, ct_optim *optim, int gather, ct_error *err)
+{
+    size_t lo, count, total;
+    int rc;
+
+    ct_optim_shard_range(optim, &lo, &count, &total);
+    if (count == total)
+        return 0; /* not sharded: the optimizer's own arrays are whole */
+    for (int i = 0; i < ct_optim_num_states(optim); i++) {
+        s->optim_whole[i] = calloc(total ? total : 1, sizeof(float));
+        if (!s->optim_whole[i]) {
+            ct_strategy_optimizer_state_end(s, optim, 0);
+            return ct_error_set(err, CT_ENOMEM, "", "out of memory for the whole optimizer state (%zu floats)", total);
+        }
+        if (gather && (rc = s->ops->gather_shards(s, ct_optim_state(optim, i), s->optim_whole[i], err))) {
+            ct_strategy_optimizer_state_end(s, optim, 0);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+float *ct_strategy_optimizer_state(ct_strategy *s, ct_optim *optim, int i)
+{
+    return s->optim_whole[i] ? s->optim_whole[i] : ct_optim_state(optim, i);
+}
+
+void ct_strategy_optimizer_state_end(ct_strategy *s, ct_optim *optim, int scatter)
+{
+    size_t lo, count, total;
+
+    ct_optim_shard_range(optim, &lo, &count, &total);
+    for (int i = 0; i < 2; i++) {
+        /* Every rank read the whole file: each keeps its own part, no communication needed. */
+        if (scatter && s->optim_whole[i] && i < ct_optim_num_states(optim))
+            memcpy(ct_optim_state(optim, i), s->optim_whole[i] + lo, count * sizeof(float));
+        free(s->optim_whole[i]);
+        s->optim_whole[i] = NULL;
+    }
 }
 
 int ct_strategy_barrier(ct_strategy *s, ct_error *err)

@@ -19,9 +19,16 @@ struct ct_strategy_ops {
     int (*setup_model)(ct_strategy *s, float *params, float *grads, size_t n, ct_error *err);
     int (*grad_ready)(ct_strategy *s, size_t offset, size_t count, ct_error *err);
     int (*grad_sync)(ct_strategy *s, ct_error *err);
+    /* Optional: values to sum beside the next gradient exchange (NULL: they stay as they are). */
+    int (*post_with_grads)(ct_strategy *s, double *values, int n);
     int (*barrier)(ct_strategy *s, ct_error *err);
     int (*broadcast)(ct_strategy *s, void *buf, size_t bytes, int root, ct_error *err);
     int (*reduce_sum)(ct_strategy *s, double *values, int n, ct_error *err);
+    /* Optional: the update (NULL: the model's whole step, ct_model_optim_step). */
+    int (*optimizer_step)(ct_strategy *s, ct_model *model, ct_optim *optim, int *skipped, ct_error *err);
+    /* Optional (strategies that shard the optimizer): the shards of mine (this rank's part of one
+     * state array) into whole[] on rank 0. A collective. */
+    int (*gather_shards)(ct_strategy *s, const float *mine, float *whole, ct_error *err);
     void (*teardown)(ct_strategy *s);
     void (*destroy)(ct_strategy *s);
 };
@@ -55,6 +62,8 @@ struct ct_strategy {
     int quiet_others;      /* launcher drops the output of ranks other than 0 */
     int forward_signal;    /* the launcher forwards it besides SIGINT/SIGTERM; 0: SIGUSR1 */
     double collective_timeout_s; /* see ct_strategy_set_collective_timeout; <= 0: none */
+    ct_optim *optim;       /* the engine's optimizer, as model_to_device received it */
+    float *optim_whole[2]; /* whole optimizer state arrays for a checkpoint of a sharded optimizer */
     void *impl;            /* the implementation's state */
 };
 

@@ -26,6 +26,7 @@ void ct_engine_init(void)
     /* ddp_fork is ddp with another launcher; variants (ddp_no_overlap, ...) run ddp with their options. */
     ct_registry_set_ops(CT_REG_STRATEGY, "ddp", &ct_strategy_ddp);
     ct_registry_set_ops(CT_REG_STRATEGY, "ddp_fork", &ct_strategy_ddp);
+    ct_registry_set_ops(CT_REG_STRATEGY, "ddp_sharded", &ct_strategy_ddp_sharded);
     ct_registry_set_ops(CT_REG_CHECKPOINT_IO, "safetensors", &ct_checkpoint_io_safetensors);
     ct_registry_set_ops(CT_REG_LAUNCHER, "external", &ct_launcher_external);
     ct_registry_set_ops(CT_REG_LAUNCHER, "subprocess", &ct_launcher_subprocess);

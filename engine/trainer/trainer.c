@@ -417,6 +417,8 @@ static int write_summary(const ct_trainer_config *cfg, ct_strategy *s, const ct_
     cJSON_AddNumberToObject(o, "exposed_comm_seconds", ct_strategy_exposed_comm_seconds(s));
     cJSON_AddNumberToObject(o, "grad_allreduces", (double)allreduces);
     cJSON_AddNumberToObject(o, "grad_allreduces_in_backward", (double)in_backward);
+    /* Rank 0's optimizer state: a sharded strategy holds 1/world of it. */
+    cJSON_AddNumberToObject(o, "optimizer_state_bytes_per_rank", (double)ct_optim_state_bytes(run->optim));
     cJSON_AddNumberToObject(o, "wall_seconds", ct_time_now() - run->start_time);
     text = cJSON_Print(o);
     cJSON_Delete(o);

@@ -63,6 +63,13 @@ typedef struct ct_mlp ct_mlp;
 /* Called as each parameter tensor's gradient is final, last tensor first. Non-zero stops backward
  * and is returned by ct_mlp_backward. */
 typedef int (*ct_grad_ready_fn)(void *ctx, size_t offset, size_t count);
+/* The first layer's backward (no dx) for an overlapping gradient exchange: db, announced as
+ * ready(ctx, b_offset, out), then dw in `blocks` row blocks from the last to the first, each
+ * announced as soon as it is computed, so its allreduce starts while the next block computes.
+ * Returns ready's first non-zero code. */
+int ct_linear_backward_weight_blocks(const float *x, const float *dy, float *dw, float *db, int batch, int in,
+                                     int out, int blocks, size_t w_offset, size_t b_offset, ct_grad_ready_fn ready,
+                                     void *ctx);
 
 /* dims[0] inputs, dims[n_dims-1] classes (n_dims >= 2, n_dims - 1 <= CT_MLP_MAX_LAYERS);
  * max_batch: the largest batch forward will be given. */
@@ -120,7 +127,9 @@ const char *ct_optim_kind_name(enum ct_optim_kind kind);
 
 int ct_optim_create(const ct_optim_config *cfg, size_t n, ct_optim **out, ct_error *err);
 void ct_optim_free(ct_optim *o);
-/* One update of params[n] from grads[n] with the PyTorch semantics of torch.optim.AdamW / SGD. */
+/* One update of params[n] from grads[n] with the PyTorch semantics of torch.optim.AdamW / SGD.
+ * A sharded optimizer (ct_optim_shard) updates its count elements: pass the shard's first
+ * parameter and gradient. */
 void ct_optim_step(ct_optim *o, float *params, const float *grads);
 const ct_optim_config *ct_optim_get_config(const ct_optim *o);
 /* The learning rate of the next steps (a schedule sets it before each step). */
@@ -132,5 +141,12 @@ void ct_optim_set_steps(ct_optim *o, int64_t steps);
 int ct_optim_num_states(const ct_optim *o);
 const char *ct_optim_state_name(const ct_optim *o, int i);
 float *ct_optim_state(ct_optim *o, int i);
+/* Keep the state of elements [lo, lo+count) only (a sharded strategy's partition, ZeRO stage 1):
+ * the rest is freed and later steps update count elements. */
+int ct_optim_shard(ct_optim *o, size_t lo, size_t count, ct_error *err);
+/* The elements the state covers: [lo, lo+count) of total (0, total, total when not sharded). */
+void ct_optim_shard_range(const ct_optim *o, size_t *lo, size_t *count, size_t *total);
+/* Bytes of state this optimizer holds (every state array, its shard only when sharded). */
+size_t ct_optim_state_bytes(const ct_optim *o);
 
 #endif

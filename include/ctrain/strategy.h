@@ -7,9 +7,10 @@
  *
  * Gradient synchronisation contract: parameters live in one contiguous fp32 array and gradients
  * in another with the same layout, parameter tensors in forward order. Backward runs from the
- * last tensor to the first and calls ct_strategy_grad_ready() as each tensor's gradient is final;
- * a DDP strategy starts a bucket's non-blocking allreduce as soon as the bucket is complete, and
- * ct_strategy_grad_sync() waits for the rest and averages. single_device does nothing there.
+ * last tensor to the first and calls ct_strategy_grad_ready() as each range of it is final (a
+ * tensor, or row blocks of a large one), contiguous and descending; a DDP strategy starts a
+ * bucket's non-blocking allreduce as soon as the bucket is complete, and ct_strategy_grad_sync()
+ * waits for the rest and averages. single_device does nothing there.
  */
 #ifndef CTRAIN_STRATEGY_H
 #define CTRAIN_STRATEGY_H
@@ -76,11 +77,30 @@ int ct_strategy_setup_model(ct_strategy *s, float *params, float *grads, size_t 
 int ct_strategy_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_error *err);
 /* Wait for every gradient to be averaged across ranks. Call before the optimizer step. */
 int ct_strategy_grad_sync(ct_strategy *s, ct_error *err);
+/* Small sums that ride on this step's gradient exchange instead of a collective of their own (the
+ * stop-signal agreement): post them before backward; when grad_sync returns, values[0 .. n) hold
+ * the sums over the ranks. values must stay valid until then. One rank: they stay as they are. */
+int ct_strategy_post_with_grads(ct_strategy *s, double *values, int n);
 /* Seconds spent waiting inside grad_sync since setup (exposed communication time). */
 double ct_strategy_exposed_comm_seconds(const ct_strategy *s);
 /* Gradient allreduces started since setup, and how many of them started while backward was still
  * running (the overlap: 0 with ddp_no_overlap, or when buckets were cut across tensors). */
 void ct_strategy_grad_allreduces(const ct_strategy *s, long *total, long *during_backward);
+
+/* --- the optimizer step and its state -------------------------------------------------------- */
+/* The update after grad_sync, owned by the strategy: ddp and single_device run the model's whole
+ * step (ct_model_optim_step); ddp_sharded updates this rank's shard of the parameters with its
+ * shard of the optimizer state (partitioned at setup_model) and all-gathers the parameters for the
+ * next forward. Every rank calls it once per step. */
+int ct_strategy_optimizer_step(ct_strategy *s, ct_model *model, ct_optim *optim, int *skipped, ct_error *err);
+/* Checkpoints see the optimizer's whole state whatever the partition. begin: with gather (a save;
+ * a collective, every rank calls it) the shards are gathered into whole arrays the strategy holds
+ * for the time of the checkpoint; without (a load) the arrays are only made ready to read into.
+ * state(i): whole array i (the optimizer's own when it is not sharded). end: with scatter (after a
+ * load) every rank keeps its shard of what was read; then the arrays are freed. */
+int ct_strategy_optimizer_state_begin(ct_strategy *s, ct_optim *optim, int gather, ct_error *err);
+float *ct_strategy_optimizer_state(ct_strategy *s, ct_optim *optim, int i);
+void ct_strategy_optimizer_state_end(ct_strategy *s, ct_optim *optim, int scatter);
 
 /* --- collectives (every rank calls them in the same order) ------------------------------------ */
 /* A collective (gradient sync included) that does not complete within seconds fails on every rank

@@ -99,12 +99,17 @@ static void test_mlp_gradients(void **state)
     ct_mlp_forward(m, x, y, B, NULL);
     assert_int_equal(ct_mlp_backward(m, B, record_ready, &ord), 0);
 
-    /* Announced last tensor first, covering the array exactly. */
-    assert_int_equal(ord.n, 6);
-    for (int i = 0; i < 6; i++) {
+    /* Announced last tensor first, covering the array exactly; the first layer's weights (8 rows)
+     * in 8 row blocks from the last row to the first, so their exchange can start row by row. */
+    assert_int_equal(ord.n, 5 + 8);
+    for (int i = 0; i < 5; i++) {
         const ct_tensor *t = ct_mlp_tensor(m, 5 - i);
         assert_int_equal(ord.offsets[i], t->offset);
         assert_int_equal(ord.counts[i], t->numel);
+    }
+    for (int k = 0; k < 8; k++) {
+        assert_int_equal(ord.offsets[5 + k], ct_mlp_tensor(m, 0)->offset + (size_t)(7 - k) * 6);
+        assert_int_equal(ord.counts[5 + k], 6);
     }
     assert_int_equal(ct_mlp_tensor(m, 5)->offset + ct_mlp_tensor(m, 5)->numel, n);
 

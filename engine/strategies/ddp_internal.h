@@ -1,0 +1,71 @@
+/* What ddp.c shares with the strategies built on it (ddp_sharded.c): its state, the bucketed
+ * gradient exchange, the collective-timeout wait and the ops a variant reuses. */
+#ifndef CTRAIN_DDP_INTERNAL_H
+#define CTRAIN_DDP_INTERNAL_H
+
+#include <mpi.h>
+
+#include "engine/strategies/ddp_nccl.h"
+#include "engine/strategies/strategies.h"
+
+struct bucket {
+    size_t start, len;   /* floats of grads[] */
+    int started;
+};
+
+/* Tags on the fault communicator. */
+#define TAG_QUERY   1    /* rank 0 -> r: which collective do you wait in? (long: rank 0's number) */
+#define TAG_HERE    2    /* r -> rank 0: this one (long) */
+#define TAG_VERDICT 3    /* rank 0 -> r: int[1 + MAX_NAMED]: count of missing ranks, the first ones */
+#define MAX_NAMED   32
+
+struct ddp {
+    double bucket_mb;
+    int overlap;
+    int mpi_owner;       /* we called MPI_Init, so we finalize */
+    int broken;          /* a collective failed or timed out: abort instead of finalizing */
+    long seq;            /* collectives waited for so far (the same count on every rank) */
+    MPI_Comm fault_comm; /* the who-is-missing exchange, apart from the training traffic */
+    MPI_Comm comm;
+    float *grads;
+    size_t n;
+    struct bucket *buckets; /* this step's buckets, in the order they were cut */
+    MPI_Request *reqs;      /* reqs[i]: bucket i's allreduce (one array, so one wait covers them all) */
+    int n_buckets, cap_buckets;
+    size_t pending_lo, pending_hi; /* announced gradients not yet in a bucket: [lo, hi) */
+    size_t bucket_floats;
+    struct ct_nccl *nccl;  /* cuda: gradients are device memory, reduced by NCCL */
+    /* How a closed bucket's reduction starts (ddp: MPI_Iallreduce in place; ddp_sharded stage 2:
+     * MPI_Ireduce_scatter into this rank's shard) and what grad_sync scales by 1/world after it:
+     * reduced[0 .. reduced_n) (ddp: every gradient; sharded: this rank's part). */
+    int (*start_reduce)(ct_strategy *s, int bucket, ct_error *err);
+    float *reduced;
+    size_t reduced_n;
+    void *sharded;         /* ddp_sharded's state (ddp_sharded.c) */
+    /* Values posted to ride on this step's gradient exchange (ct_strategy_post_with_grads): their
+     * allreduce starts with backward's first announcement and is waited for with the buckets. */
+    double *posted;
+    int n_posted;
+    int posted_started;
+    MPI_Request posted_req;
+};
+
+/* A failed MPI call as a ct_error naming it (and marking the world broken). */
+int ct_ddp_mpi_error(int rc, const char *call, ct_error *err);
+/* Wait for the requests of one collective within --collective-timeout; on timeout every waiting
+ * rank fails naming the ranks that did not arrive. Every rank calls it once per collective. */
+int ct_ddp_wait(ct_strategy *s, MPI_Request *reqs, int n, const char *what, ct_error *err);
+
+int ct_ddp_init(ct_strategy *s, ct_error *err);
+int ct_ddp_setup_environment(ct_strategy *s, ct_error *err);
+int ct_ddp_setup_model(ct_strategy *s, float *params, float *grads, size_t n, ct_error *err);
+int ct_ddp_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_error *err);
+int ct_ddp_grad_sync(ct_strategy *s, ct_error *err);
+int ct_ddp_post_with_grads(ct_strategy *s, double *values, int n);
+int ct_ddp_barrier(ct_strategy *s, ct_error *err);
+int ct_ddp_broadcast(ct_strategy *s, void *buf, size_t bytes, int root, ct_error *err);
+int ct_ddp_reduce_sum(ct_strategy *s, double *values, int n, ct_error *err);
+void ct_ddp_teardown(ct_strategy *s);
+void ct_ddp_destroy(ct_strategy *s);
+
+#endif

@@ -1,0 +1,220 @@
+/* ddp_sharded: ddp whose optimizer state (stage 1) and reduced gradients (stage 2) are partitioned
+ * over the ranks, as ZeRO does (Lightning's ddp_sharded / DeepSpeed stages 1 and 2).
+ *
+ * The parameter array is cut into world contiguous shards, rank r owning [n*r/W, n*(r+1)/W). The
+ * engine's optimizer keeps the state of this rank's shard only (ct_optim_shard at setup_model), so
+ * each rank holds 1/world of it. Gradients go through ddp's buckets, started as backward announces
+ * them and waited for with ddp's collective timeout (ddp.c, ddp_internal.h):
+ *  - stage 1: each bucket is allreduced as in ddp; the rank reads its shard of the result;
+ *  - stage 2: each bucket is reduce-scattered (MPI_Ireduce_scatter): every rank receives the sum
+ *    of the part of the bucket inside its shard, into a shard-sized array — the reduced gradients
+ *    are partitioned too, and each rank moves half the bytes an allreduce moves.
+ * The strategy owns the update: each rank updates its shard of the parameters with its shard of
+ * the state, then an all-gather gives every rank the whole parameters for the next forward.
+ * Checkpoints hold the whole state: the shards are gathered to rank 0, which writes one file that
+ * ddp and single_device load as well (and back: each rank keeps its shard of a whole file).
+ *
+ * cpu only (the registry entry says so): on cuda the connector refuses it; the NCCL variant is not
+ * written.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctrain/util.h"
+#include "engine/strategies/ddp_internal.h"
+
+struct sharded {
+    int stage;       /* 1: optimizer state partitioned; 2: reduced gradients too */
+    float *params;
+    int *counts;     /* counts[r]: floats of rank r's shard */
+    int *displs;     /* displs[r]: its first float */
+    float *grad_shard; /* stage 2: this rank's reduced gradients, counts[rank] floats */
+    /* stage 2: per bucket, how many of its floats land on each rank. A non-blocking collective
+     * reads its counts until it completes, so every bucket in flight has its own array; a bucket
+     * index means the same bucket every step, so the arrays are made once and kept. */
+    int **bucket_counts;
+    int n_bucket_counts;
+};
+
+static int sharded_init(ct_strategy *s, ct_error *err)
+{
+    struct sharded *z = calloc(1, sizeof(*z));
+    struct ddp *d;
+    char buf[64];
+    int rc;
+
+    if (!z)
+        return ct_error_set(err, CT_ENOMEM, NULL, "ddp_sharded: out of memory");
+    if ((rc = ct_ddp_init(s, err))) {
+        free(z);
+        return rc;
+    }
+    d = s->impl;
+    d->sharded = z;
+    z->stage = 2; /* the registry's default (engine/registry/registry.c) */
+    if (ct_options_get(s->options, "stage", buf, sizeof(buf)))
+        z->stage = atoi(buf) == 1 ? 1 : 2;
+    return 0;
+}
+
+static size_t my_lo(const ct_strategy *s, const struct sharded *z) { return (size_t)z->displs[s->global_rank]; }
+static size_t my_count(const ct_strategy *s, const struct sharded *z) { return (size_t)z->counts[s->global_rank]; }
+
+/* Stage 2: reduce-scatter bucket i; each rank receives the part of it inside its shard. */
+static int start_reduce_scatter(ct_strategy *s, int i, ct_error *err)
+{
+    struct ddp *d = s->impl;
+    struct sharded *z = d->sharded;
+    size_t a = d->buckets[i].start, b = a + d->buckets[i].len, lo = my_lo(s, z), off = 0;
+    int *counts, rc;
+
+    if (i >= z->n_bucket_counts) {
+        int **grown = realloc(z->bucket_counts, (size_t)(i + 1) * sizeof(*grown));
+
+        if (!grown)
+            return ct_error_set(err, CT_ENOMEM, NULL, "ddp_sharded: out of memory for bucket %d", i);
+        z->bucket_counts = grown;
+        for (int k = z->n_bucket_counts; k <= i; k++)
+            z->bucket_counts[k] = NULL;
+        z->n_bucket_counts = i + 1;
+    }
+    if (!z->bucket_counts[i] && !(z->bucket_counts[i] = calloc((size_t)s->world_size, sizeof(int))))
+        return ct_error_set(err, CT_ENOMEM, NULL, "ddp_sharded: out of memory for bucket %d", i);
+    counts = z->bucket_counts[i];
+    for (int r = 0; r < s->world_size; r++) {
+        size_t rlo = (size_t)z->displs[r], rhi = rlo + (size_t)z->counts[r];
+        size_t x = a > rlo ? a : rlo, y = b < rhi ? b : rhi;
+
+        counts[r] = y > x ? (int)(y - x) : 0;
+    }
+    if (counts[s->global_rank] > 0)
+        off = (a > lo ? a : lo) - lo;
+    rc = MPI_Ireduce_scatter(d->grads + a, z->grad_shard + off, counts, MPI_FLOAT, MPI_SUM, d->comm, &d->reqs[i]);
+    if (rc != MPI_SUCCESS)
+        return d->broken = 1, ct_ddp_mpi_error(rc, "MPI_Ireduce_scatter", err);
+    return 0;
+}
+
+static int sharded_setup_model(ct_strategy *s, float *params, float *grads, size_t n, ct_error *err)
+{
+    struct ddp *d = s->impl;
+    struct sharded *z = d->sharded;
+    int world = s->world_size, rc;
+
+    if (!s->optim) {
+        ct_error_set(err, CT_EINTERNAL, "ddp-sharded-no-optimizer", "ddp_sharded: setup_model before model_to_device");
+        return ct_error_hint(err, "this is a bug in ctrain; please report it");
+    }
+    if (n > (size_t)2147483647) {
+        ct_error_set(err, CT_EINVAL, "ddp-sharded-too-large", "ddp_sharded: %zu parameters exceed MPI's int counts", n);
+        return ct_error_hint(err, "use --strategy ddp");
+    }
+    if ((rc = ct_ddp_setup_model(s, params, grads, n, err)))
+        return rc;
+    z->params = params;
+    z->counts = calloc((size_t)world, sizeof(int));
+    z->displs = calloc((size_t)world, sizeof(int));
+    if (!z->counts || !z->displs)
+        return ct_error_set(err, CT_ENOMEM, NULL, "ddp_sharded: out of memory");
+    for (int r = 0; r < world; r++) {
+        size_t lo = n * (size_t)r / (size_t)world, hi = n * (size_t)(r + 1) / (size_t)world;
+
+        z->displs[r] = (int)lo;
+        z->counts[r] = (int)(hi - lo);
+    }
+    /* From here this rank keeps the optimizer state of its shard only. */
+    if ((rc = ct_optim_shard(s->optim, my_lo(s, z), my_count(s, z), err)))
+        return rc;
+    if (z->stage == 2) {
+        z->grad_shard = calloc(my_count(s, z) ? my_count(s, z) : 1, sizeof(float));
+        if (!z->grad_shard)
+            return ct_error_set(err, CT_ENOMEM, NULL, "ddp_sharded: out of memory for the gradient shard");
+        d->start_reduce = start_reduce_scatter;
+        d->reduced = z->grad_shard;
+    } else {
+        d->reduced = grads + my_lo(s, z); /* averaged only where this rank reads */
+    }
+    d->reduced_n = my_count(s, z);
+    return 0;
+}
+
+/* Update this rank's shard, then every rank gathers the whole parameters. */
+static int sharded_optimizer_step(ct_strategy *s, ct_model *model, ct_optim *optim, int *skipped, ct_error *err)
+{
+    struct ddp *d = s->impl;
+    struct sharded *z = d->sharded;
+    size_t lo = my_lo(s, z);
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc;
+
+    *skipped = 0;
+    if (model->ops->optim_step || model->params != z->params) {
+        ct_error_set(err, CT_ENOTAVAIL, "ddp-sharded-device-model",
+                     "ddp_sharded: model %s updates its own device arrays", model->name);
+        return ct_error_hint(err, "use --strategy ddp on this accelerator");
+    }
+    /* One rank reduces nothing (grad_sync is an identity): its shard is every gradient. */
+    ct_optim_step(optim, z->params + lo, z->stage == 2 && s->world_size > 1 ? z->grad_shard : d->grads + lo);
+    if (d->comm == MPI_COMM_NULL)
+        return 0;
+    rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, z->params, z->counts, z->displs, MPI_FLOAT, d->comm,
+                         &req);
+    if (rc != MPI_SUCCESS)
+        return d->broken = 1, ct_ddp_mpi_error(rc, "MPI_Iallgatherv of the parameters", err);
+    return ct_ddp_wait(s, &req, 1, "the all-gather of the parameters", err);
+}
+
+/* One state array's shards to rank 0 (a checkpoint). */
+static int sharded_gather_shards(ct_strategy *s, const float *mine, float *whole, ct_error *err)
+{
+    struct ddp *d = s->impl;
+    struct sharded *z = d->sharded;
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc;
+
+    if (d->comm == MPI_COMM_NULL) {
+        memcpy(whole, mine, my_count(s, z) * sizeof(float));
+        return 0;
+    }
+    rc = MPI_Igatherv(mine, z->counts[s->global_rank], MPI_FLOAT, whole, z->counts, z->displs, MPI_FLOAT, 0,
+                      d->comm, &req);
+    if (rc != MPI_SUCCESS)
+        return d->broken = 1, ct_ddp_mpi_error(rc, "MPI_Igatherv of the optimizer state", err);
+    return ct_ddp_wait(s, &req, 1, "the gather of the optimizer state", err);
+}
+
+static void sharded_destroy(ct_strategy *s)
+{
+    struct ddp *d = s->impl;
+    struct sharded *z = d ? d->sharded : NULL;
+
+    if (z) {
+        for (int k = 0; k < z->n_bucket_counts; k++)
+            free(z->bucket_counts[k]);
+        free(z->bucket_counts);
+        free(z->counts);
+        free(z->displs);
+        free(z->grad_shard);
+        free(z);
+        d->sharded = NULL;
+    }
+    ct_ddp_destroy(s);
+}
+
+const struct ct_strategy_ops ct_strategy_ddp_sharded = {
+    .name = "ddp_sharded",
+    .init = sharded_init,
+    .setup_environment = ct_ddp_setup_environment,
+    .setup_model = sharded_setup_model,
+    .grad_ready = ct_ddp_grad_ready,
+    .grad_sync = ct_ddp_grad_sync,
+    .post_with_grads = ct_ddp_post_with_grads,
+    .optimizer_step = sharded_optimizer_step,
+    .gather_shards = sharded_gather_shards,
+    .barrier = ct_ddp_barrier,
+    .broadcast = ct_ddp_broadcast,
+    .reduce_sum = ct_ddp_reduce_sum,
+    .teardown = ct_ddp_teardown,
+    .destroy = sharded_destroy,
+};
