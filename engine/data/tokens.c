@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "ctrain/util.h"
+#include "engine/util/fsutil.h"
 #include "engine/data/tokens.h"
 
 /* The file format is little-endian; ctrain's targets (amd64, arm64) are too, so bodies are read
@@ -20,7 +21,6 @@ int ct_tokens_write_temp(const char *path, const uint16_t *tokens, size_t n, cha
                          ct_error *err)
 {
     int32_t header[CT_TOKENS_HEADER_INTS] = { CT_TOKENS_MAGIC, CT_TOKENS_VERSION, 0 };
-    mode_t mask;
     int fd;
 
     if (n > CT_TOKENS_MAX) {
@@ -29,18 +29,16 @@ int ct_tokens_write_temp(const char *path, const uint16_t *tokens, size_t n, cha
         return ct_error_hint(err, "split the text into several runs of ctrain tokenize");
     }
     header[2] = (int32_t)n;
-    if (snprintf(tmp, size, "%s.tmp.XXXXXX", path) >= (int)size)
+    /* The exclusive temp beside the shard that every output of ctrain uses (engine/util/fsutil.h). */
+    fd = ct_fs_create_temp(path, tmp, size);
+    if (fd < 0 && errno == ENAMETOOLONG)
         return ct_error_set(err, CT_EINVAL, "tokens-path", "path too long: %s", path);
-    fd = mkstemp(tmp);
     if (fd < 0) {
         ct_error_set(err, CT_EIO, "tokens-write", "%s: cannot create a temporary file beside it: %s", path,
                      strerror(errno));
         return ct_error_hint(err, "check that the directory exists and is writable");
     }
-    /* mkstemp creates 0600; a shard gets the permissions of any file the user creates. */
-    mask = umask(0);
-    umask(mask);
-    if (fchmod(fd, 0666 & ~mask) || ct_write_all(fd, header, sizeof(header)) ||
+    if (ct_write_all(fd, header, sizeof(header)) ||
         ct_write_all(fd, tokens, n * sizeof(uint16_t)) || fsync(fd)) {
         ct_error_set(err, CT_EIO, "tokens-write", "%s: writing failed: %s", path, strerror(errno));
         ct_error_hint(err, "check free space and permissions; nothing was replaced");
