@@ -44,9 +44,14 @@ check 'awk -v a="$a" -v b="$b" "BEGIN { d = a - b; if (d < 0) d = -d; exit !(a >
     "ddp 2x4 val_loss $b equals single_device 8's $a (relative 1e-4)" "$T/d4.out"
 
 # 7-9: refused before anything starts, with a hint.
-"$CTRAIN" fit --model gpt --model-config n_embd=66,n_head=4 --data "$T/tok" --max-steps 1 --progress off >"$T/e1.out" 2>&1
-check '[ $? -eq 2 ] && grep -q "n_embd=66" "$T/e1.out" && grep -q "hint:" "$T/e1.out"' \
-    "n_embd not a multiple of n_head: exit 2, with a hint" "$T/e1.out"
+# The connector refuses it (ctrain plan too), so no rank is launched: no "[rank 1]" line.
+"$CTRAIN" fit --model gpt --model-config n_embd=66,n_head=4 --data "$T/tok" --max-steps 1 --progress off \
+    --strategy ddp --devices 2 >"$T/e1.out" 2>&1
+rc=$?
+"$CTRAIN" plan --model gpt --model-config n_embd=66,n_head=4 >>"$T/e1.out" 2>&1
+prc=$?
+check '[ $rc -eq 2 ] && [ $prc -eq 2 ] && [ "$(grep -c "n_embd=66" "$T/e1.out")" = 2 ] && grep -q "hint:" "$T/e1.out" && ! grep -q "rank 1" "$T/e1.out"' \
+    "n_embd not a multiple of n_head: fit (2 ranks, none launched) and plan exit 2, with a hint" "$T/e1.out"
 head -c 500 "$T/corpus.txt" >"$T/small.txt"
 "$CTRAIN" tokenize --input "$T/small.txt" --output-dir "$T/small" >/dev/null 2>&1
 "$CTRAIN" fit --model gpt --model-config seq_len=128 --data "$T/small" --max-steps 1 --progress off >"$T/e2.out" 2>&1

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "ctrain/model.h"
 #include "ctrain/util.h"
 #include "engine/connector/connector_internal.h"
 
@@ -445,6 +446,7 @@ static int validate_model(const ct_connector_flags *f, const ct_connector_contex
 {
     struct name_input model = { CT_REG_MODEL, "--model", "CTRAIN_MODEL", NULL, 0 };
     struct name_input data = { CT_REG_DATAMODULE, "--datamodule", "CTRAIN_DATAMODULE", NULL, 0 };
+    const struct ct_model_class *cls;
     const char *env_value;
     char owner[64];
     ct_config cfg;
@@ -457,6 +459,10 @@ static int validate_model(const ct_connector_flags *f, const ct_connector_contex
         return ct_error_set(err, CT_EINTERNAL, "implementation-missing", "the default model mlp is not registered");
     snprintf(owner, sizeof(owner), "model %s", ff->model->name);
     if ((rc = ct_config_parse(ff->model->config, "--model-config", owner, f->model_config, &cfg, err)))
+        return rc;
+    /* Checks across keys, where the model's implementation is linked (not in the SPANK plugin). */
+    cls = ff->model->ops;
+    if (cls && cls->check && (rc = cls->check(&cfg, err)))
         return rc;
     snprintf(ff->model_config, sizeof(ff->model_config), "%s", f->model_config ? f->model_config : "");
     take_input(&data, f->datamodule, ctx, &env_value);

@@ -52,7 +52,8 @@ static const struct ct_model_ops gpt_ops = {
 };
 
 /* The checked --model-config onto the GPT's config, then what concerns several keys and the data. */
-static int gpt_config(const ct_config *cfg, const ct_data_info *data, ct_gpt_config *c, ct_error *err)
+/* The configuration from the checked keys, and the checks across keys. */
+static int gpt_config_keys(const ct_config *cfg, ct_gpt_config *c, ct_error *err)
 {
     static const char *const keys[] = { "n_layer", "n_head", "n_embd", "seq_len", "vocab" };
     int rc;
@@ -61,7 +62,21 @@ static int gpt_config(const ct_config *cfg, const ct_data_info *data, ct_gpt_con
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
         if ((rc = ct_gpt_config_set(c, keys[i], ct_config_text(cfg, keys[i]), err)))
             return rc;
-    if ((rc = ct_gpt_config_check(c, err)))
+    return ct_gpt_config_check(c, err);
+}
+
+static int gpt_check(const ct_config *cfg, ct_error *err)
+{
+    ct_gpt_config c;
+
+    return gpt_config_keys(cfg, &c, err);
+}
+
+static int gpt_config(const ct_config *cfg, const ct_data_info *data, ct_gpt_config *c, ct_error *err)
+{
+    int rc;
+
+    if ((rc = gpt_config_keys(cfg, c, err)))
         return rc;
     if (data->x.dtype != CT_DTYPE_I32 || data->y.dtype != CT_DTYPE_I32) {
         ct_error_set(err, CT_EINVAL, "data-model-mismatch", "model gpt trains on token windows, not on this data");
@@ -119,4 +134,4 @@ static int gpt_create(const ct_config *cfg, const ct_data_info *data, int max_ba
 }
 
 /* Evaluation batches of 8 sequences: the activations of B*T tokens are the memory that matters. */
-const struct ct_model_class ct_model_gpt = { .create = gpt_create, .eval_batch = 8 };
+const struct ct_model_class ct_model_gpt = { .create = gpt_create, .check = gpt_check, .eval_batch = 8 };

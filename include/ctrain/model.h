@@ -122,6 +122,9 @@ struct ct_model_class {
      * batches of max_batch samples. Checks across keys and against the data are the model's:
      * CT_EINVAL with id "model-config-value" (or a more specific catalogue id) naming the keys. */
     int (*create)(const ct_config *cfg, const ct_data_info *data, int max_batch, ct_model **out, ct_error *err);
+    /* Optional: the checks across keys that need no data (gpt: n_embd a multiple of n_head), so the
+     * connector refuses such a configuration before anything is launched. Same errors as create. */
+    int (*check)(const ct_config *cfg, ct_error *err);
     /* The largest evaluation batch (samples) worth its memory; 0: the engine's default (1000). The
      * engine creates the model for max(--batch-size, this) samples. */
     int eval_batch;
