@@ -48,8 +48,10 @@ a=$(json grad_allreduces "$tmp/z2/summary.json") b=$(json grad_allreduces_in_bac
 [ "$a" = 344 ] && [ "$b" = 258 ]
 ok $? "stage 2: 4 reduce-scatters a step (ddp's buckets), 3 started during backward ($b of $a in 86 steps)" || diag "$tmp/z2/summary.json"
 
-# 7-8: resume across world sizes, against one unbroken ddp run of 2 epochs.
-R="--data $tmp/data --progress off --deterministic --log-every-n-steps 5 --lr-schedule constant"
+# 7-8: resume across world sizes, against one unbroken ddp run of 2 epochs. Without --deterministic:
+# it refuses a resume under another world size or batch size (the sums' order changes), which is the
+# point of these two; the tolerances below are t/39's.
+R="--data $tmp/data --progress off --log-every-n-steps 5 --lr-schedule constant"
 timeout 120 "$CTRAIN" fit $R --max-epochs 2 --strategy ddp --devices 2 --batch-size 64 --default-root-dir "$tmp/ref" \
     >"$tmp/ref.out" 2>&1
 timeout 120 "$CTRAIN" fit $R --max-epochs 1 --strategy ddp_sharded --devices 2 --batch-size 64 --default-root-dir "$tmp/r21" \
