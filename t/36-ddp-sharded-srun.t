@@ -7,20 +7,8 @@
 . "$(dirname "$0")/lib/ddp.sh"
 N=4
 
-root_dir=$(cd "$T/.." && pwd)
 make_data || skip_all $N "dataset-fashion-mnist not installed"
-cluster=$(mktemp -d /tmp/ctrain-slurm.XXXXXX)
-trap 'cd "$root_dir" && scripts/slurm-cluster stop "$cluster" >/dev/null 2>&1; rm -rf "$cluster"; cleanup' EXIT
-(cd "$root_dir" && scripts/slurm-cluster start "$cluster" --nodes 2) >"$tmp/cluster" 2>&1
-st=$?
-[ $st -eq 3 ] && skip_all $N "no loopback SLURM cluster here: $(tail -n 1 "$tmp/cluster")"
-echo "1..$N"
-if [ $st -ne 0 ]; then
-    for i in $(seq $N); do echo "not ok $i - the loopback SLURM cluster did not start"; done
-    diag "$tmp/cluster"
-    exit 1
-fi
-. "$cluster/env"
+start_srun_cluster $N 2
 FIT="$FIT_FLAGS --data $tmp/data --deterministic --strategy ddp_sharded --devices 2"
 
 # 1-2: two tasks on one node; the same run under ctrain's own launcher gives the same checkpoint.

@@ -6,19 +6,7 @@
 . "$(dirname "$0")/lib/ddp.sh"
 N=3
 
-root_dir=$(cd "$T/.." && pwd)
-cluster=$(mktemp -d /tmp/ctrain-slurm.XXXXXX)
-trap 'cd "$root_dir" && scripts/slurm-cluster stop "$cluster" >/dev/null 2>&1; rm -rf "$cluster"; cleanup' EXIT
-(cd "$root_dir" && scripts/slurm-cluster start "$cluster" --nodes 1) >"$tmp/cluster" 2>&1
-st=$?
-[ $st -eq 3 ] && skip_all $N "no loopback SLURM cluster here: $(tail -n 1 "$tmp/cluster")"
-echo "1..$N"
-if [ $st -ne 0 ]; then
-    for i in $(seq $N); do echo "not ok $i - the loopback SLURM cluster did not start"; done
-    diag "$tmp/cluster"
-    exit 1
-fi
-. "$cluster/env"
+start_srun_cluster $N 1
 # Some 60 KB of the licence texts every Debian system has.
 cat /usr/share/common-licenses/* | head -c 60000 >"$tmp/corpus.txt"
 "$CTRAIN" tokenize --input "$tmp/corpus.txt" --output-dir "$tmp/tok" >/dev/null 2>&1
