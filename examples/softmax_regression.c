@@ -61,7 +61,10 @@ static void sr_init(ct_model *m, ct_rng *r)
 }
 
 /* logits = x W^T + b, softmax, cross-entropy summed over the batch. */
-static int sr_forward(ct_model *m, const ct_batch *b, ct_model_sums *out, ct_error *err)
+/* It does not announce its parameters (info.announces_params 0): the engine waits for all of them
+ * before forward, so need is always NULL here. */
+static int sr_forward(ct_model *m, const ct_batch *b, ct_param_need_fn need, void *ctx, ct_model_sums *out,
+                      ct_error *err)
 {
     struct softmax_regression *s = self(m);
     const float *x = b->x.data, *w = s->params, *bias = s->params + (size_t)s->classes * s->in;

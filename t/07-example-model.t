@@ -15,9 +15,9 @@ nok() { n=$((n + 1)); echo "not ok $n - $1"; [ -n "$2" ] && sed 's/^/# /' "$2"; 
 check() { if eval "$1"; then ok "$2"; else nok "$2" "$3"; fi; }
 json() { sed -n "s/.*\"$1\":[[:space:]]*\([0-9.e+-]*\).*/\1/p" "$2" | head -1; }
 
-echo "1..7"
+echo "1..8"
 if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
-    for i in $(seq 1 7); do echo "ok $i # SKIP dataset-fashion-mnist not installed (scripts/install-deps)"; done
+    for i in $(seq 1 8); do echo "ok $i # SKIP dataset-fashion-mnist not installed (scripts/install-deps)"; done
     exit 0
 fi
 if [ ! -x "$EX" ]; then
@@ -52,3 +52,10 @@ check '[ $? -eq 2 ] && grep -q "bias=2" "$T/bad.out" && grep -q "hint:" "$T/bad.
 "$EX" --model-config depth=3 --data "$T/data" --default-root-dir "$T/bad" >"$T/bad2.out" 2>&1
 check '[ $? -eq 2 ] && grep -q "no key .depth." "$T/bad2.out" && grep -q "takes bias" "$T/bad2.out"' \
     "--model-config depth=3: exit 2, the keys it takes in the hint" "$T/bad2.out"
+
+# 8: ddp_sharded (stage 2) trains a model that does not announce its parameters, and follows ddp.
+"$EX" --strategy ddp_sharded --devices 2 --max-epochs 2 --batch-size 64 --data "$T/data" --default-root-dir "$T/zero" \
+    >"$T/zero.out" 2>&1
+a=$(json val_loss "$T/ddp/summary.json"); b=$(json val_loss "$T/zero/summary.json")
+check 'awk -v a="$a" -v b="$b" "BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d / a < 1e-5) }"' \
+    "ddp_sharded val_loss $b equals ddp's $a (relative 1e-5)" "$T/zero.out"

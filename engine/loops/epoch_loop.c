@@ -13,13 +13,33 @@ static int grad_ready(void *ctx, size_t offset, size_t count)
     return ct_strategy_grad_ready(run->strategy, offset, count, &run->step_err);
 }
 
+/* Forward's "parameters needed" callback: a sharded strategy waits for that part of its
+ * all-gather of the updated parameters, so the rest keeps arriving while this layer computes. */
+static int params_needed(void *ctx, size_t offset, size_t count)
+{
+    ct_run *run = ctx;
+
+    return ct_strategy_params_needed(run->strategy, offset, count, &run->step_err);
+}
+
+int ct_run_forward(ct_run *run, ct_model_sums *sums, ct_error *err)
+{
+    int rc;
+
+    ct_error_clear(&run->step_err);
+    rc = ct_model_forward(run->model, &run->batch, params_needed, run, sums, err);
+    if (rc && run->step_err.code) /* the strategy failed, not the model */
+        *err = run->step_err;
+    return rc;
+}
+
 int ct_training_step(ct_run *run, const uint32_t *idx, int count, double *loss, ct_error *err)
 {
     ct_model_sums sums;
     int rc, skipped;
 
     if ((rc = ct_datamodule_gather(run->data, CT_SPLIT_TRAIN, idx, count, &run->batch, err)) ||
-        (rc = ct_model_forward(run->model, &run->batch, &sums, err)))
+        (rc = ct_run_forward(run, &sums, err)))
         return rc;
     ct_error_clear(&run->step_err);
     run->stop_posted = 0;

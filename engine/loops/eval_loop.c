@@ -23,7 +23,7 @@ int ct_eval_loop_run(ct_run *run, enum ct_split split, ct_eval_result *out, ct_e
         ct_model_sums sums;
 
         if ((rc = ct_datamodule_gather(run->data, split, idx, count, &run->batch, err)) ||
-            (rc = ct_model_forward(run->model, &run->batch, &sums, err))) {
+            (rc = ct_run_forward(run, &sums, err))) {
             ct_sampler_free(&s);
             return rc;
         }

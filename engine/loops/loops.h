@@ -137,6 +137,9 @@ int ct_epoch_loop_run(ct_run *run, ct_error *err);
 /* One optimizer step on a batch of count training samples: forward, backward (gradients announced
  * to the strategy as they are ready), grad_sync, update. *loss gets the batch's mean loss. */
 int ct_training_step(ct_run *run, const uint32_t *idx, int count, double *loss, ct_error *err);
+/* Forward on run->batch, announcing the parameters it reads to the strategy (training and
+ * evaluation alike). */
+int ct_run_forward(ct_run *run, ct_model_sums *sums, ct_error *err);
 
 /* --- the evaluation loop (engine/loops/eval_loop.c) ------------------------------------------- */
 /* Loss, accuracy and the model's metrics over the whole of a split, sharded over the ranks and

@@ -24,9 +24,11 @@ static int gpt_set_gemm_dtype(ct_model *m, enum ct_dtype dtype, ct_error *err)
     return ct_gpt_set_gemm_dtype(gpt_of(m), dtype, err);
 }
 
-static int gpt_forward(ct_model *m, const ct_batch *b, ct_model_sums *out, ct_error *err)
+static int gpt_forward(ct_model *m, const ct_batch *b, ct_param_need_fn need, void *ctx, ct_model_sums *out,
+                       ct_error *err)
 {
-    out->loss = ct_gpt_forward(gpt_of(m), b->x.data, b->y.data, b->count);
+    /* A need failure leaves NAN here; ct_model_forward returns the callback's code. */
+    out->loss = ct_gpt_forward(gpt_of(m), b->x.data, b->y.data, b->count, need, ctx);
     out->count = (double)b->count * ct_gpt_get_config(gpt_of(m))->seq_len;
     out->correct = 0;
     return 0;
@@ -117,6 +119,7 @@ static int gpt_create(const ct_config *cfg, const ct_data_info *data, int max_ba
     m->impl = g;
     ct_gpt_config_describe(&c, m->describe, sizeof(m->describe));
     m->info.has_accuracy = 0;
+    m->info.announces_params = 1;
     m->info.n_metrics = 1;
     m->info.metric_names[0] = metric_names[0];
     m->info.metrics = gpt_metrics;

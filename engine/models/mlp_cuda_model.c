@@ -25,7 +25,9 @@ static void cuda_destroy(ct_model *m)
     free(cm);
 }
 
-static int cuda_forward(ct_model *m, const ct_batch *b, ct_model_sums *out, ct_error *err)
+/* Device memory is never sharded (ddp_sharded is cpu only): need is never given here. */
+static int cuda_forward(ct_model *m, const ct_batch *b, ct_param_need_fn need, void *ctx, ct_model_sums *out,
+                        ct_error *err)
 {
     int correct = 0, rc = ct_mlp_cuda_forward(dev_of(m), b->count, &out->loss, &correct, err);
 
@@ -92,6 +94,7 @@ int ct_mlp_cuda_model_create(ct_model *host, const ct_model_placement *where, ct
         return rc;
     }
     cm->m = *host;  /* name, describe, info, specs, tensors (host views) */
+    cm->m.info.announces_params = 0; /* its kernels read device memory, announced as one range */
     cm->m.ops = &cuda_ops;
     cm->m.impl = cm;
     cm->m.host = host;

@@ -22,11 +22,13 @@ static int mlp_set_gemm_dtype(ct_model *m, enum ct_dtype dtype, ct_error *err)
     return ct_mlp_set_gemm_dtype(mlp_of(m), dtype, err);
 }
 
-static int mlp_forward(ct_model *m, const ct_batch *b, ct_model_sums *out, ct_error *err)
+static int mlp_forward(ct_model *m, const ct_batch *b, ct_param_need_fn need, void *ctx, ct_model_sums *out,
+                       ct_error *err)
 {
     int correct = 0;
 
-    out->loss = ct_mlp_forward(mlp_of(m), b->x.data, b->y.data, b->count, &correct);
+    /* A need failure leaves NAN here; ct_model_forward returns the callback's code. */
+    out->loss = ct_mlp_forward(mlp_of(m), b->x.data, b->y.data, b->count, &correct, need, ctx);
     out->count = b->count;
     out->correct = correct;
     return 0;
@@ -80,6 +82,7 @@ static int mlp_create(const ct_config *cfg, const ct_data_info *data, int max_ba
     m->impl = mlp;
     ct_mlp_describe(mlp, m->describe, sizeof(m->describe));
     m->info.has_accuracy = 1;
+    m->info.announces_params = 1;
     m->x.dtype = CT_DTYPE_F32;
     m->x.ndim = 1;
     m->x.shape[0] = dims[0];

@@ -104,9 +104,50 @@ int ct_model_set_gemm_dtype(ct_model *m, enum ct_dtype dtype, ct_error *err)
     return ct_error_hint(err, "use --precision 32-true");
 }
 
-int ct_model_forward(ct_model *m, const ct_batch *b, ct_model_sums *out, ct_error *err)
+/* What forward announced: the callers' need, its first failure, and how far the ranges reached. */
+struct need_track {
+    ct_param_need_fn need;
+    void *ctx;
+    size_t hi;
+    int rc;
+};
+
+static int need_tracked(void *ctx, size_t offset, size_t count)
 {
-    return m->ops->forward(m, b, out, err);
+    struct need_track *t = ctx;
+
+    if (offset + count > t->hi)
+        t->hi = offset + count;
+    return t->rc = t->need(t->ctx, offset, count);
+}
+
+int ct_model_forward(ct_model *m, const ct_batch *b, ct_param_need_fn need, void *ctx, ct_model_sums *out,
+                     ct_error *err)
+{
+    struct need_track t = { need, ctx, 0, 0 };
+    int rc;
+
+    if (!need)
+        return m->ops->forward(m, b, NULL, NULL, out, err);
+    if (!m->info.announces_params) {
+        /* A model that does not announce reads any parameter at any time: all of them first. */
+        if ((rc = need(ctx, 0, m->num_params)))
+            return rc;
+        return m->ops->forward(m, b, NULL, NULL, out, err);
+    }
+    rc = m->ops->forward(m, b, need_tracked, &t, out, err);
+    if (t.rc)
+        return t.rc;
+    if (rc)
+        return rc;
+    /* The last ranges are the ones a model forgets (a final layer norm): they would be read stale. */
+    if (t.hi < m->num_params) {
+        ct_error_set(err, CT_EINTERNAL, "model-params-unannounced", "model %s: forward announced parameters [0, %zu) "
+                     "of %zu", m->name, t.hi, m->num_params);
+        return ct_error_hint(err, "a model with info.announces_params calls need() for every tensor before it "
+                                  "reads it; this is a bug in the model");
+    }
+    return 0;
 }
 
 int ct_model_backward(ct_model *m, double grad_scale, ct_grad_ready_fn ready, void *ctx, ct_error *err)

@@ -166,7 +166,8 @@ void ct_mlp_describe(const ct_mlp *m, char *buf, size_t size)
         used += (size_t)snprintf(buf + used, size - used, "%s%d", i ? "-" : "", m->dims[i]);
 }
 
-double ct_mlp_forward(ct_mlp *m, const float *x, const uint8_t *labels, int batch, int *correct)
+double ct_mlp_forward(ct_mlp *m, const float *x, const uint8_t *labels, int batch, int *correct,
+                      ct_param_need_fn need, void *ctx)
 {
     const float *in = x;
     int last = m->n_layers - 1;
@@ -177,6 +178,9 @@ double ct_mlp_forward(ct_mlp *m, const float *x, const uint8_t *labels, int batc
     for (int l = 0; l < m->n_layers; l++) {
         const float *w = weights(m, l);
 
+        /* The layer's weights and bias are adjacent: one range. */
+        if (need && need(ctx, m->tensors[2 * l].offset, m->tensors[2 * l].numel + m->tensors[2 * l + 1].numel))
+            return NAN;
         if (m->gemm_dtype == CT_DTYPE_BF16) {
             ct_bf16_round_array(in, m->xq[l], (size_t)batch * m->dims[l]);
             ct_bf16_round_array(w, m->wq[l], (size_t)m->dims[l] * m->dims[l + 1]);

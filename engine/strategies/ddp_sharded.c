@@ -10,7 +10,11 @@
  *    of the part of the bucket inside its shard, into a shard-sized array — the reduced gradients
  *    are partitioned too, and each rank moves half the bytes an allreduce moves.
  * The strategy owns the update: each rank updates its shard of the parameters with its shard of
- * the state, then an all-gather gives every rank the whole parameters for the next forward.
+ * the state, then an all-gather gives every rank the whole parameters for the next forward. The
+ * all-gather runs in pieces of bucket_mb from the first parameter on, started after the update and
+ * waited for as forward announces the tensors it reads (ct_strategy_params_needed): the later
+ * layers' pieces arrive while the earlier layers compute. Anything else that touches the
+ * parameters or the communicator first waits for all of them (params_sync, strategy.c).
  * Checkpoints hold the whole state: the shards are gathered to rank 0, which writes one file that
  * ddp and single_device load as well (and back: each rank keeps its shard of a whole file).
  *
@@ -35,6 +39,14 @@ struct sharded {
      * index means the same bucket every step, so the arrays are made once and kept. */
     int **bucket_counts;
     int n_bucket_counts;
+    /* The parameter all-gather in pieces: piece i is [piece_lo[i], piece_lo[i + 1]) of params,
+     * piece_counts[i][r] / piece_displs[i][r] rank r's part of it (relative to the piece). */
+    int n_pieces;
+    size_t *piece_lo;
+    int **piece_counts, **piece_displs;
+    MPI_Request *piece_reqs;
+    int next_piece;    /* the first piece not yet waited for; n_pieces: none in flight */
+    int forward_began; /* forward announced its first tensor since the pieces started */
 };
 
 static int sharded_init(ct_strategy *s, ct_error *err)
@@ -96,6 +108,98 @@ static int start_reduce_scatter(ct_strategy *s, int i, ct_error *err)
     return 0;
 }
 
+/* Cut the parameters into all-gather pieces of about piece floats, with each rank's part of each. */
+static int make_pieces(ct_strategy *s, struct sharded *z, size_t n, size_t piece, ct_error *err)
+{
+    int world = s->world_size;
+
+    z->n_pieces = (int)((n + piece - 1) / piece);
+    z->piece_lo = calloc((size_t)z->n_pieces + 1, sizeof(size_t));
+    z->piece_counts = calloc((size_t)z->n_pieces, sizeof(int *));
+    z->piece_displs = calloc((size_t)z->n_pieces, sizeof(int *));
+    z->piece_reqs = calloc((size_t)z->n_pieces, sizeof(MPI_Request));
+    if (!z->piece_lo || !z->piece_counts || !z->piece_displs || !z->piece_reqs)
+        return ct_error_set(err, CT_ENOMEM, NULL, "ddp_sharded: out of memory for %d all-gather pieces", z->n_pieces);
+    for (int i = 0; i < z->n_pieces; i++) {
+        size_t a = (size_t)i * piece, b = a + piece < n ? a + piece : n;
+
+        z->piece_lo[i] = a;
+        z->piece_lo[i + 1] = b;
+        z->piece_reqs[i] = MPI_REQUEST_NULL;
+        z->piece_counts[i] = calloc((size_t)world, sizeof(int));
+        z->piece_displs[i] = calloc((size_t)world, sizeof(int));
+        if (!z->piece_counts[i] || !z->piece_displs[i])
+            return ct_error_set(err, CT_ENOMEM, NULL, "ddp_sharded: out of memory for all-gather piece %d", i);
+        for (int r = 0; r < world; r++) {
+            size_t rlo = (size_t)z->displs[r], rhi = rlo + (size_t)z->counts[r];
+            size_t x = a > rlo ? a : rlo, y = b < rhi ? b : rhi;
+
+            z->piece_counts[i][r] = y > x ? (int)(y - x) : 0;
+            z->piece_displs[i][r] = y > x ? (int)(x - a) : 0;
+        }
+    }
+    z->next_piece = z->n_pieces; /* nothing in flight */
+    return 0;
+}
+
+/* Wait for the pieces of the all-gather up to (not including) piece `until`, in order. */
+static int wait_pieces(ct_strategy *s, struct sharded *z, int until, int in_forward, ct_error *err)
+{
+    int rc;
+
+    for (; z->next_piece < until; z->next_piece++) {
+        if ((rc = ct_ddp_wait(s, &z->piece_reqs[z->next_piece], 1, "the all-gather of the parameters", err)))
+            return rc;
+        s->param_gathers_overlapped += in_forward && z->forward_began;
+    }
+    return 0;
+}
+
+/* Forward reads [offset, offset + count): the pieces up to its end must be here. */
+static int sharded_params_needed(ct_strategy *s, size_t offset, size_t count, ct_error *err)
+{
+    struct ddp *d = s->impl;
+    struct sharded *z = d->sharded;
+    int until = z->next_piece, rc;
+
+    while (until < z->n_pieces && z->piece_lo[until] < offset + count)
+        until++;
+    rc = wait_pieces(s, z, until, 1, err);
+    z->forward_began = 1;
+    return rc;
+}
+
+static int sharded_params_sync(ct_strategy *s, ct_error *err)
+{
+    struct ddp *d = s->impl;
+    struct sharded *z = d ? d->sharded : NULL;
+
+    if (!z || d->broken)
+        return 0;
+    return wait_pieces(s, z, z->n_pieces, 0, err);
+}
+
+/* Every piece's all-gather, in order, none waited for. */
+static int start_pieces(ct_strategy *s, struct sharded *z, ct_error *err)
+{
+    struct ddp *d = s->impl;
+
+    for (int i = 0; i < z->n_pieces; i++) {
+        int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, z->params + z->piece_lo[i], z->piece_counts[i],
+                                 z->piece_displs[i], MPI_FLOAT, d->comm, &z->piece_reqs[i]);
+
+        if (rc != MPI_SUCCESS) {
+            /* The pieces started so far are in flight on a broken world: nothing waits for them. */
+            z->next_piece = z->n_pieces;
+            return d->broken = 1, ct_ddp_mpi_error(rc, "MPI_Iallgatherv of the parameters", err);
+        }
+        s->param_gathers++;
+    }
+    z->next_piece = 0;
+    z->forward_began = 0;
+    return 0;
+}
+
 static int sharded_setup_model(ct_strategy *s, float *params, float *grads, size_t n, ct_error *err)
 {
     struct ddp *d = s->impl;
@@ -123,6 +227,8 @@ static int sharded_setup_model(ct_strategy *s, float *params, float *grads, size
         z->displs[r] = (int)lo;
         z->counts[r] = (int)(hi - lo);
     }
+    if ((rc = make_pieces(s, z, n, d->bucket_floats, err)))
+        return rc;
     /* From here this rank keeps the optimizer state of its shard only. */
     if ((rc = ct_optim_shard(s->optim, my_lo(s, z), my_count(s, z), err)))
         return rc;
@@ -145,10 +251,12 @@ static int sharded_optimizer_step(ct_strategy *s, ct_model *model, ct_optim *opt
     struct ddp *d = s->impl;
     struct sharded *z = d->sharded;
     size_t lo = my_lo(s, z);
-    MPI_Request req = MPI_REQUEST_NULL;
     int rc;
 
     *skipped = 0;
+    /* Forward waited for every piece; this guards the update against one still arriving. */
+    if ((rc = sharded_params_sync(s, err)))
+        return rc;
     if (model->ops->optim_step || model->params != z->params) {
         ct_error_set(err, CT_ENOTAVAIL, "ddp-sharded-device-model",
                      "ddp_sharded: model %s updates its own device arrays", model->name);
@@ -158,11 +266,7 @@ static int sharded_optimizer_step(ct_strategy *s, ct_model *model, ct_optim *opt
     ct_optim_step(optim, z->params + lo, z->stage == 2 && s->world_size > 1 ? z->grad_shard : d->grads + lo);
     if (d->comm == MPI_COMM_NULL)
         return 0;
-    rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, z->params, z->counts, z->displs, MPI_FLOAT, d->comm,
-                         &req);
-    if (rc != MPI_SUCCESS)
-        return d->broken = 1, ct_ddp_mpi_error(rc, "MPI_Iallgatherv of the parameters", err);
-    return ct_ddp_wait(s, &req, 1, "the all-gather of the parameters", err);
+    return start_pieces(s, z, err);
 }
 
 /* One state array's shards to rank 0 (a checkpoint). */
@@ -196,6 +300,16 @@ static void sharded_destroy(ct_strategy *s)
         free(z->counts);
         free(z->displs);
         free(z->grad_shard);
+        for (int k = 0; k < z->n_pieces; k++) {
+            if (z->piece_counts)
+                free(z->piece_counts[k]);
+            if (z->piece_displs)
+                free(z->piece_displs[k]);
+        }
+        free(z->piece_counts);
+        free(z->piece_displs);
+        free(z->piece_lo);
+        free(z->piece_reqs);
         free(z);
         d->sharded = NULL;
     }
@@ -209,6 +323,8 @@ const struct ct_strategy_ops ct_strategy_ddp_sharded = {
     .setup_model = sharded_setup_model,
     .grad_ready = ct_ddp_grad_ready,
     .grad_sync = ct_ddp_grad_sync,
+    .params_needed = sharded_params_needed,
+    .params_sync = sharded_params_sync,
     .post_with_grads = ct_ddp_post_with_grads,
     .optimizer_step = sharded_optimizer_step,
     .gather_shards = sharded_gather_shards,

@@ -29,6 +29,12 @@ void ct_strategy_grad_allreduces(const ct_strategy *s, long *total, long *during
     *during_backward = s->grad_allreduces_in_backward;
 }
 
+void ct_strategy_param_gathers(const ct_strategy *s, long *total, long *overlapped)
+{
+    *total = s->param_gathers;
+    *overlapped = s->param_gathers_overlapped;
+}
+
 const char *ct_strategy_option(const ct_strategy *s, const char *key)
 {
     static __thread char buf[64];
@@ -118,6 +124,18 @@ int ct_strategy_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_error
     return s->ops->grad_ready ? s->ops->grad_ready(s, offset, count, err) : 0;
 }
 
+int ct_strategy_params_needed(ct_strategy *s, size_t offset, size_t count, ct_error *err)
+{
+    return s->ops->params_needed ? s->ops->params_needed(s, offset, count, err) : 0;
+}
+
+/* The update still in flight completes before anything but forward touches the parameters or the
+ * communicator: the rule that lets ddp_sharded overlap its all-gather with forward only. */
+static int params_settle(ct_strategy *s, ct_error *err)
+{
+    return s->ops->params_sync ? s->ops->params_sync(s, err) : 0;
+}
+
 int ct_strategy_grad_sync(ct_strategy *s, ct_error *err)
 {
     return s->ops->grad_sync ? s->ops->grad_sync(s, err) : 0;
@@ -143,6 +161,8 @@ int ct_strategy_optimizer_state_begin(ct_strategy *s, ct_optim *optim, int gathe
     ct_optim_shard_range(optim, &lo, &count, &total);
     if (count == total)
         return 0; /* not sharded: the optimizer's own arrays are whole */
+    if ((rc = params_settle(s, err)))
+        return rc;
     for (int i = 0; i < ct_optim_num_states(optim); i++) {
         s->optim_whole[i] = calloc(total ? total : 1, sizeof(float));
         if (!s->optim_whole[i]) {
@@ -178,16 +198,28 @@ void ct_strategy_optimizer_state_end(ct_strategy *s, ct_optim *optim, int scatte
 
 int ct_strategy_barrier(ct_strategy *s, ct_error *err)
 {
+    int rc = params_settle(s, err);
+
+    if (rc)
+        return rc;
     return s->ops->barrier ? s->ops->barrier(s, err) : 0;
 }
 
 int ct_strategy_broadcast(ct_strategy *s, void *buf, size_t bytes, int root, ct_error *err)
 {
+    int rc = params_settle(s, err);
+
+    if (rc)
+        return rc;
     return s->ops->broadcast ? s->ops->broadcast(s, buf, bytes, root, err) : 0;
 }
 
 int ct_strategy_reduce_sum(ct_strategy *s, double *values, int n, ct_error *err)
 {
+    int rc = params_settle(s, err);
+
+    if (rc)
+        return rc;
     return s->ops->reduce_sum ? s->ops->reduce_sum(s, values, n, err) : 0;
 }
 
@@ -197,6 +229,8 @@ int ct_strategy_save_checkpoint(ct_strategy *s, const char *path, const ct_ckpt 
     int status = 0, rc;
 
     ct_error_clear(&local);
+    if ((rc = params_settle(s, err)))
+        return rc;
     if (s->global_rank == 0)
         status = s->checkpoint_io->save(path, ckpt, &local);
     if (s->world_size > 1) {
@@ -218,11 +252,20 @@ int ct_strategy_save_checkpoint(ct_strategy *s, const char *path, const ct_ckpt 
 
 int ct_strategy_load_checkpoint(ct_strategy *s, const char *path, ct_ckpt *ckpt, ct_error *err)
 {
+    int rc = params_settle(s, err);
+
+    if (rc)
+        return rc;
     return s->checkpoint_io->load(path, ckpt, err);
 }
 
 void ct_strategy_teardown(ct_strategy *s)
 {
+    ct_error ignored;
+
+    /* A failure here has marked the world broken (teardown then skips MPI_Finalize). */
+    ct_error_clear(&ignored);
+    params_settle(s, &ignored);
     if (s->ops->teardown)
         s->ops->teardown(s);
 }

@@ -19,6 +19,12 @@ struct ct_strategy_ops {
     int (*setup_model)(ct_strategy *s, float *params, float *grads, size_t n, ct_error *err);
     int (*grad_ready)(ct_strategy *s, size_t offset, size_t count, ct_error *err);
     int (*grad_sync)(ct_strategy *s, ct_error *err);
+    /* Optional (an update still in flight after optimizer_step): wait for the parameters
+     * [offset, offset + count) forward is about to read; params_sync waits for all of them. The
+     * dispatchers call params_sync before any other collective and before a checkpoint reads or
+     * writes the parameters, so only forward ever overlaps the update. */
+    int (*params_needed)(ct_strategy *s, size_t offset, size_t count, ct_error *err);
+    int (*params_sync)(ct_strategy *s, ct_error *err);
     /* Optional: values to sum beside the next gradient exchange (NULL: they stay as they are). */
     int (*post_with_grads)(ct_strategy *s, double *values, int n);
     int (*barrier)(ct_strategy *s, ct_error *err);
@@ -59,6 +65,8 @@ struct ct_strategy {
     double exposed_comm_s; /* time spent waiting in grad_sync */
     long grad_allreduces;  /* gradient buckets allreduced since setup */
     long grad_allreduces_in_backward; /* of those, started from grad_ready (during backward) */
+    long param_gathers;    /* pieces of a parameter all-gather started (ddp_sharded) */
+    long param_gathers_overlapped; /* of those, waited for after forward began computing */
     int quiet_others;      /* launcher drops the output of ranks other than 0 */
     int forward_signal;    /* the launcher forwards it besides SIGINT/SIGTERM; 0: SIGUSR1 */
     double collective_timeout_s; /* see ct_strategy_set_collective_timeout; <= 0: none */

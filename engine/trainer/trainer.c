@@ -373,7 +373,7 @@ static int write_summary(const ct_trainer_config *cfg, ct_strategy *s, const ct_
     const ct_model *host = ct_model_host(run->model);
     cJSON *o = cJSON_CreateObject();
     char *text, *line;
-    long allreduces, in_backward;
+    long allreduces, in_backward, gathers, overlapped;
     int rc;
 
     cJSON_AddNumberToObject(o, "epochs", res->epochs);
@@ -417,6 +417,10 @@ static int write_summary(const ct_trainer_config *cfg, ct_strategy *s, const ct_
     cJSON_AddNumberToObject(o, "exposed_comm_seconds", ct_strategy_exposed_comm_seconds(s));
     cJSON_AddNumberToObject(o, "grad_allreduces", (double)allreduces);
     cJSON_AddNumberToObject(o, "grad_allreduces_in_backward", (double)in_backward);
+    /* ... and of a sharded strategy's parameter all-gather: pieces, and those forward overlapped. */
+    ct_strategy_param_gathers(s, &gathers, &overlapped);
+    cJSON_AddNumberToObject(o, "param_gathers", (double)gathers);
+    cJSON_AddNumberToObject(o, "param_gathers_overlapped", (double)overlapped);
     /* Rank 0's optimizer state: a sharded strategy holds 1/world of it. */
     cJSON_AddNumberToObject(o, "optimizer_state_bytes_per_rank", (double)ct_optim_state_bytes(run->optim));
     cJSON_AddNumberToObject(o, "wall_seconds", ct_time_now() - run->start_time);

@@ -13,7 +13,12 @@
  *    parameter array in forward order and tile it exactly;
  *  - forward(batch) computes the loss of a batch and keeps what backward needs; it returns SUMS
  *    (loss summed over the batch's loss terms, the number of terms, right predictions) so the
- *    engine can reduce them over ranks and batches exactly;
+ *    engine can reduce them over ranks and batches exactly. A model that sets
+ *    info.announces_params calls need(ctx, offset, count) before it first reads each range of the
+ *    parameters, first tensor first, and reads nothing it has not announced (a sharded strategy
+ *    then waits for its all-gather of the parameters layer by layer, while earlier layers
+ *    compute); every parameter is announced by the end of forward. Without the flag the engine
+ *    announces the whole array before forward;
  *  - backward() computes the gradient of the MEAN loss over grad_scale terms, overwriting the
  *    gradient array (no zeroing needed), and calls ready(ctx, offset, count) as each range of the
  *    gradient array is final, last tensor first, so DDP's bucketed allreduce overlaps backward;
@@ -61,6 +66,8 @@ typedef struct ct_model_info {
     int n_metrics;
     const char *metric_names[CT_MODEL_MAX_METRICS];
     void (*metrics)(const ct_model *m, const ct_model_sums *sums, double *values);
+    /* 1: forward calls need() before reading each range of the parameters (see the contract). */
+    int announces_params;
 } ct_model_info;
 
 /* Where and how a device implementation computes (filled by the Accelerator). */
@@ -82,7 +89,9 @@ struct ct_model_ops {
     /* The GEMM input type: CT_DTYPE_F32 (32-true) or CT_DTYPE_BF16 (bf16-mixed). Optional: a
      * model without it runs 32-true only. */
     int (*set_gemm_dtype)(ct_model *m, enum ct_dtype dtype, ct_error *err);
-    int (*forward)(ct_model *m, const ct_batch *b, ct_model_sums *out, ct_error *err);
+    /* need may be NULL; a non-zero return from it is returned at once (its error is the caller's). */
+    int (*forward)(ct_model *m, const ct_batch *b, ct_param_need_fn need, void *ctx, ct_model_sums *out,
+                   ct_error *err);
     int (*backward)(ct_model *m, double grad_scale, ct_grad_ready_fn ready, void *ctx, ct_error *err);
     /* Optional (device implementations): apply the update of o to the model's own arrays; *skipped
      * = 1 when a loss-scaled step overflowed and nothing changed. NULL: the engine runs
@@ -151,7 +160,12 @@ void ct_model_free(ct_model *m);
 int ct_model_eval_batch(const char *name, int dflt);
 void ct_model_init(ct_model *m, ct_rng *r);
 int ct_model_set_gemm_dtype(ct_model *m, enum ct_dtype dtype, ct_error *err);
-int ct_model_forward(ct_model *m, const ct_batch *b, ct_model_sums *out, ct_error *err);
+/* Forward; need (may be NULL) hears of every range of the parameters before forward reads it (the
+ * whole array first when the model does not announce). A need failure returns its code, with
+ * err untouched (the caller's callback holds the message); a model that announced less than its
+ * parameters is CT_EINTERNAL. */
+int ct_model_forward(ct_model *m, const ct_batch *b, ct_param_need_fn need, void *ctx, ct_model_sums *out,
+                     ct_error *err);
 int ct_model_backward(ct_model *m, double grad_scale, ct_grad_ready_fn ready, void *ctx, ct_error *err);
 /* The update: the model's optim_step, else ct_optim_step on params/grads. */
 int ct_model_optim_step(ct_model *m, ct_optim *o, int *skipped, ct_error *err);

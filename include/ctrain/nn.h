@@ -63,6 +63,10 @@ typedef struct ct_mlp ct_mlp;
 /* Called as each parameter tensor's gradient is final, last tensor first. Non-zero stops backward
  * and is returned by ct_mlp_backward. */
 typedef int (*ct_grad_ready_fn)(void *ctx, size_t offset, size_t count);
+/* Called by forward before it first reads a range of the parameter array, first tensor first: a
+ * sharded strategy's all-gather of the parameters is then waited for tensor by tensor, while the
+ * earlier layers compute. Non-zero stops forward (the caller's own error says why). */
+typedef int (*ct_param_need_fn)(void *ctx, size_t offset, size_t count);
 /* The first layer's backward (no dx) for an overlapping gradient exchange: db, announced as
  * ready(ctx, b_offset, out), then dw in `blocks` row blocks from the last to the first, each
  * announced as soon as it is computed, so its allreduce starts while the next block computes.
@@ -97,8 +101,10 @@ const ct_tensor *ct_mlp_tensor(const ct_mlp *m, int i);
 void ct_mlp_describe(const ct_mlp *m, char *buf, size_t size);
 
 /* Forward on x[B, dims[0]] with labels; keeps what backward needs. Returns the summed loss over
- * the batch; *correct gets the number of right predictions (may be NULL). */
-double ct_mlp_forward(ct_mlp *m, const float *x, const uint8_t *labels, int batch, int *correct);
+ * the batch; *correct gets the number of right predictions (may be NULL). need (may be NULL) hears
+ * of each layer's weights and bias before they are read; NAN when it failed. */
+double ct_mlp_forward(ct_mlp *m, const float *x, const uint8_t *labels, int batch, int *correct,
+                      ct_param_need_fn need, void *ctx);
 /* Backward of the mean loss of the last forward; grads are overwritten (no zeroing needed).
  * grad_scale_batch: the divisor of the mean (the batch size the loss is averaged over). */
 int ct_mlp_backward(ct_mlp *m, int grad_scale_batch, ct_grad_ready_fn ready, void *ctx);

@@ -75,6 +75,10 @@ int ct_strategy_device_memory(const ct_strategy *s, ct_memstats *out);
 int ct_strategy_setup_model(ct_strategy *s, float *params, float *grads, size_t n, ct_error *err);
 /* Backward finished the gradient of grads[offset .. offset+count). */
 int ct_strategy_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_error *err);
+/* Forward is about to read parameters [offset, offset + count): a strategy whose update is still
+ * arriving (ddp_sharded's all-gather) waits for that part of it. Every rank announces the same
+ * ranges in the same order. */
+int ct_strategy_params_needed(ct_strategy *s, size_t offset, size_t count, ct_error *err);
 /* Wait for every gradient to be averaged across ranks. Call before the optimizer step. */
 int ct_strategy_grad_sync(ct_strategy *s, ct_error *err);
 /* Small sums that ride on this step's gradient exchange instead of a collective of their own (the
@@ -86,6 +90,9 @@ double ct_strategy_exposed_comm_seconds(const ct_strategy *s);
 /* Gradient allreduces started since setup, and how many of them started while backward was still
  * running (the overlap: 0 with ddp_no_overlap, or when buckets were cut across tensors). */
 void ct_strategy_grad_allreduces(const ct_strategy *s, long *total, long *during_backward);
+/* Pieces of a parameter all-gather started since setup (ddp_sharded), and how many of them forward
+ * waited for after it had begun computing (the overlap; 0 for strategies that gather nothing). */
+void ct_strategy_param_gathers(const ct_strategy *s, long *total, long *overlapped);
 
 /* --- the optimizer step and its state -------------------------------------------------------- */
 /* The update after grad_sync, owned by the strategy: ddp and single_device run the model's whole

@@ -141,7 +141,7 @@ static void run_checks(void)
     g32 = malloc(n * sizeof(float));
     gd = malloc(n * sizeof(float));
     p_cpu = malloc(n * sizeof(float));
-    lc = ct_mlp_forward(m, x, y, B, NULL);
+    lc = ct_mlp_forward(m, x, y, B, NULL, NULL, NULL);
     ct_mlp_backward(m, B, NULL, NULL);
     memcpy(g32, ct_mlp_grads(m), n * sizeof(float));
 
@@ -172,7 +172,7 @@ static void run_checks(void)
 
     /* bf16-mixed: the cpu emulation rounds the same inputs the same way (RNE). */
     ct_mlp_set_gemm_dtype(m, CT_DTYPE_BF16, &err);
-    ct_mlp_forward(m, x, y, B, NULL);
+    ct_mlp_forward(m, x, y, B, NULL, NULL, NULL);
     ct_mlp_backward(m, B, NULL, NULL);
     e = 1;
     if (device_grads(m, o, CT_DTYPE_BF16, x, y, gd, &ld, &d) == 0)
@@ -187,7 +187,7 @@ static void run_checks(void)
     ct_optim_free(o);
     make_model(dims_linear, 2, &m, &o, x, y);
     n = ct_mlp_num_params(m);
-    ct_mlp_forward(m, x, y, B, NULL);
+    ct_mlp_forward(m, x, y, B, NULL, NULL, NULL);
     ct_mlp_backward(m, B, NULL, NULL);
     memcpy(g32, ct_mlp_grads(m), n * sizeof(float));
     e = 1;

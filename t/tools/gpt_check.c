@@ -139,7 +139,7 @@ int main(int argc, char **argv)
         return perror(path), 1;
     for (long s = 0; s < steps; s++) {
         double tokens = (double)batch * cfg.seq_len;
-        double loss = ct_gpt_forward(m, in, tg, (int)batch) / tokens;
+        double loss = ct_gpt_forward(m, in, tg, (int)batch, NULL, NULL) / tokens;
         struct announced a = { ct_gpt_num_params(m), 0, 0 };
 
         if (ct_gpt_backward(m, tokens, on_ready, &a))

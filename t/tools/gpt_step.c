@@ -65,7 +65,7 @@ int main(int argc, char **argv)
             t0 = ct_time_now();
             c0 = (double)clock() / CLOCKS_PER_SEC;
         }
-        loss = ct_gpt_forward(m, x, x + 1, (int)batch) / ((double)batch * T);
+        loss = ct_gpt_forward(m, x, x + 1, (int)batch, NULL, NULL) / ((double)batch * T);
         ct_gpt_backward(m, (double)batch * T, NULL, NULL);
         ct_optim_step(opt, ct_gpt_params(m), ct_gpt_grads(m));
     }

@@ -51,7 +51,7 @@ static ct_gpt *tiny_model(int32_t *in, int32_t *tg)
 
 static double mean_loss(ct_gpt *m, const int32_t *in, const int32_t *tg)
 {
-    return ct_gpt_forward(m, in, tg, 2) / (2.0 * tiny.seq_len);
+    return ct_gpt_forward(m, in, tg, 2, NULL, NULL) / (2.0 * tiny.seq_len);
 }
 
 static void test_gpt_gradcheck(void **state)
@@ -151,8 +151,47 @@ static void test_gpt_announce(void **state)
     assert_int_equal(ct_gpt_backward(m, 10, ready, &l), 42);
     assert_int_equal(l.calls, 3);
     /* a batch past max_batch (2) computes nothing, and there is then nothing to differentiate */
-    assert_true(isnan(ct_gpt_forward(m, in, tg, 3)));
+    assert_true(isnan(ct_gpt_forward(m, in, tg, 3, NULL, NULL)));
     assert_int_equal(ct_gpt_backward(m, 10, NULL, NULL), CT_EINTERNAL);
+    ct_gpt_free(m);
+}
+
+struct need_log {
+    size_t next;      /* where the next range must start */
+    int calls, stop_at;
+};
+
+static int need(void *ctx, size_t offset, size_t count)
+{
+    struct need_log *l = ctx;
+
+    assert_int_equal(offset, l->next);
+    l->next = offset + count;
+    return ++l->calls == l->stop_at ? 42 : 0;
+}
+
+/* Forward announces the embeddings, each block and the final layernorm, first to last, tiling the
+ * array before reading them (bf16-mixed: all at once), and computes the same loss; a non-zero answer
+ * stops it. */
+static void test_gpt_forward_announces(void **state)
+{
+    int32_t in[2 * TINY_T], tg[2 * TINY_T];
+    ct_gpt *m = tiny_model(in, tg);
+    struct need_log l = { 0, 0, 0 };
+    double plain = ct_gpt_forward(m, in, tg, 2, NULL, NULL);
+    ct_error err;
+
+    assert_true(ct_gpt_forward(m, in, tg, 2, need, &l) == plain);
+    assert_int_equal(l.calls, 1 + tiny.n_layer + 1);
+    assert_int_equal(l.next, ct_gpt_num_params(m));
+    l = (struct need_log){ 0, 0, 2 };
+    assert_true(isnan(ct_gpt_forward(m, in, tg, 2, need, &l)));
+    assert_int_equal(l.calls, 2);
+    assert_int_equal(ct_gpt_set_gemm_dtype(m, CT_DTYPE_BF16, &err), 0);
+    l = (struct need_log){ 0, 0, 0 };
+    assert_false(isnan(ct_gpt_forward(m, in, tg, 2, need, &l)));
+    assert_int_equal(l.calls, 1);
+    assert_int_equal(l.next, ct_gpt_num_params(m));
     ct_gpt_free(m);
 }
 
@@ -429,6 +468,7 @@ int main(void)
         cmocka_unit_test(test_gpt_gradcheck),
         cmocka_unit_test(test_gpt_bf16_mixed),
         cmocka_unit_test(test_gpt_announce),
+        cmocka_unit_test(test_gpt_forward_announces),
         cmocka_unit_test(test_gpt_names_and_layout),
         cmocka_unit_test(test_gpt_init),
         cmocka_unit_test(test_gpt_config_errors),

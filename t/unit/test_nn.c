@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "ctrain/model.h"
 #include "ctrain/nn.h"
 
 static void test_rng(void **state)
@@ -73,7 +74,7 @@ static int record_ready(void *ctx, size_t offset, size_t count)
 /* Mean loss of the batch at the current parameters. */
 static double mean_loss(ct_mlp *m, const float *x, const uint8_t *y, int batch)
 {
-    return ct_mlp_forward(m, x, y, batch, NULL) / batch;
+    return ct_mlp_forward(m, x, y, batch, NULL, NULL, NULL) / batch;
 }
 
 static void test_mlp_gradients(void **state)
@@ -96,7 +97,7 @@ static void test_mlp_gradients(void **state)
         x[i] = (float)(2 * ct_rng_uniform(&rng) - 1);
     n = ct_mlp_num_params(m);
     assert_int_equal(n, 6 * 8 + 8 + 8 * 5 + 5 + 5 * 4 + 4);
-    ct_mlp_forward(m, x, y, B, NULL);
+    ct_mlp_forward(m, x, y, B, NULL, NULL, NULL);
     assert_int_equal(ct_mlp_backward(m, B, record_ready, &ord), 0);
 
     /* Announced last tensor first, covering the array exactly; the first layer's weights (8 rows)
@@ -272,13 +273,13 @@ static void test_mlp_bf16_mixed(void **state)
         y[i] = (uint8_t)(i % 10);
     n = ct_mlp_num_params(m);
     g32 = malloc(n * sizeof(float));
-    l32 = ct_mlp_forward(m, x, y, B, NULL);
+    l32 = ct_mlp_forward(m, x, y, B, NULL, NULL, NULL);
     assert_int_equal(ct_mlp_backward(m, B, NULL, NULL), 0);
     memcpy(g32, ct_mlp_grads(m), n * sizeof(float));
 
     assert_int_equal(ct_mlp_set_gemm_dtype(m, CT_DTYPE_F16, &err), CT_ENOTAVAIL);
     assert_int_equal(ct_mlp_set_gemm_dtype(m, CT_DTYPE_BF16, &err), 0);
-    l16 = ct_mlp_forward(m, x, y, B, NULL);
+    l16 = ct_mlp_forward(m, x, y, B, NULL, NULL, NULL);
     assert_int_equal(ct_mlp_backward(m, B, NULL, NULL), 0);
     for (size_t i = 0; i < n; i++) {
         double d = (double)ct_mlp_grads(m)[i] - g32[i];
@@ -293,7 +294,7 @@ static void test_mlp_bf16_mixed(void **state)
     assert_true(num > 0); /* the rounding really happened */
     /* Back to fp32: the same numbers as before, bit for bit. */
     assert_int_equal(ct_mlp_set_gemm_dtype(m, CT_DTYPE_F32, &err), 0);
-    assert_true(ct_mlp_forward(m, x, y, B, NULL) == l32);
+    assert_true(ct_mlp_forward(m, x, y, B, NULL, NULL, NULL) == l32);
     free(g32);
     ct_mlp_free(m);
 }
@@ -309,6 +310,62 @@ static void test_mlp_bad_shapes(void **state)
     assert_int_equal(ct_mlp_create(dims, 1, 128, &m, &err), CT_EINVAL);
 }
 
+/* --- the model seam's forward (engine/models/model.c) ------------------------------------------ */
+
+struct ranges {
+    size_t lo[4], count[4];
+    int n, fail;
+};
+
+static int log_need(void *ctx, size_t offset, size_t count)
+{
+    struct ranges *r = ctx;
+
+    r->lo[r->n] = offset;
+    r->count[r->n++] = count;
+    return r->fail;
+}
+
+/* A model whose forward announces its first half only (a model with a bug), or nothing when it
+ * does not announce. */
+static int half_forward(ct_model *m, const ct_batch *b, ct_param_need_fn need, void *ctx, ct_model_sums *out,
+                        ct_error *err)
+{
+    out->loss = out->count = out->correct = 0;
+    return need ? need(ctx, 0, m->num_params / 2) : 0;
+}
+
+static const struct ct_model_ops half_ops = { .forward = half_forward };
+
+static void test_model_forward_announcements(void **state)
+{
+    ct_model m = { .ops = &half_ops, .name = "half", .num_params = 100 };
+    ct_batch b = { 0 };
+    ct_model_sums sums;
+    struct ranges r = { 0 };
+    ct_error err;
+
+    /* not announcing: the engine announces the whole array first, the model gets no callback */
+    ct_error_clear(&err);
+    assert_int_equal(ct_model_forward(&m, &b, log_need, &r, &sums, &err), 0);
+    assert_int_equal(r.n, 1);
+    assert_true(r.lo[0] == 0 && r.count[0] == 100);
+    /* announcing, but not every parameter: an internal error naming the model and the gap */
+    m.info.announces_params = 1;
+    r = (struct ranges){ 0 };
+    assert_int_equal(ct_model_forward(&m, &b, log_need, &r, &sums, &err), CT_EINTERNAL);
+    assert_string_equal(err.id, "model-params-unannounced");
+    assert_non_null(strstr(err.msg, "half"));
+    assert_non_null(strstr(err.msg, "[0, 50) of 100"));
+    /* the callback's failure comes back as its code, err untouched (the callback holds the message) */
+    r = (struct ranges){ .fail = CT_ETIMEOUT };
+    ct_error_clear(&err);
+    assert_int_equal(ct_model_forward(&m, &b, log_need, &r, &sums, &err), CT_ETIMEOUT);
+    assert_int_equal(err.code, 0);
+    /* no callback: nothing to check */
+    assert_int_equal(ct_model_forward(&m, &b, NULL, NULL, &sums, &err), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -321,6 +378,7 @@ int main(void)
         cmocka_unit_test(test_mlp_bad_shapes),
         cmocka_unit_test(test_bf16_round),
         cmocka_unit_test(test_mlp_bf16_mixed),
+        cmocka_unit_test(test_model_forward_announcements),
     };
 
     cmocka_set_message_output(CM_OUTPUT_TAP);

@@ -553,7 +553,16 @@ static const float *tensor_data(const ct_gpt *m, int i) { return m->tensors[i].d
 static float *tensor_grad(const ct_gpt *m, int i) { return m->grads + m->tensors[i].offset; }
 static int block_tensor(int l, int which) { return 2 + l * BLK_TENSORS + which; }
 
-double ct_gpt_forward(ct_gpt *m, const int32_t *inputs, const int32_t *targets, int batch)
+/* need() for tensors first..last (adjacent in the parameter array). */
+static int need_tensors(const ct_gpt *m, int first, int last, ct_param_need_fn need, void *ctx)
+{
+    size_t lo = m->tensors[first].offset;
+
+    return need ? need(ctx, lo, m->tensors[last].offset + m->tensors[last].numel - lo) : 0;
+}
+
+double ct_gpt_forward(ct_gpt *m, const int32_t *inputs, const int32_t *targets, int batch, ct_param_need_fn need,
+                      void *ctx)
 {
     const ct_gpt_config *c = &m->cfg;
     int T = c->seq_len, C = c->n_embd, V = c->vocab, BT = batch * T, L = c->n_layer;
@@ -568,14 +577,22 @@ double ct_gpt_forward(ct_gpt *m, const int32_t *inputs, const int32_t *targets, 
     m->inputs = inputs;
     m->targets = targets;
     m->batch = batch;
-    if (m->gemm_dtype == CT_DTYPE_BF16)
+    if (m->gemm_dtype == CT_DTYPE_BF16) {
+        if (need_tensors(m, 0, m->n_tensors - 1, need, ctx))
+            return NAN;
         ct_bf16_round_array(m->params, m->params_q, m->n_params);
+    } else if (need_tensors(m, 0, 1, need, ctx)) {
+        return NAN;
+    }
     gpt_embed(m->encoded, inputs, tensor_data(m, 0), tensor_data(m, 1), batch, T, C);
     x = m->encoded;
     for (int l = 0; l < L; l++) {
         struct gpt_block_acts *a = &m->blocks[l];
         const float *w[BLK_TENSORS];
 
+        if (m->gemm_dtype != CT_DTYPE_BF16 &&
+            need_tensors(m, block_tensor(l, 0), block_tensor(l, BLK_TENSORS - 1), need, ctx))
+            return NAN;
         for (int i = 0; i < BLK_TENSORS; i++)
             w[i] = tensor_data(m, block_tensor(l, i));
         gpt_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w[BLK_LN1_W], w[BLK_LN1_B], BT, C);
@@ -588,6 +605,8 @@ double ct_gpt_forward(ct_gpt *m, const int32_t *inputs, const int32_t *targets, 
         linear_forward(m, a->res3, a->res2, a->fch_gelu, w[BLK_FPROJ_W], w[BLK_FPROJ_B], BT, 4 * C, C);
         x = a->res3;
     }
+    if (m->gemm_dtype != CT_DTYPE_BF16 && need_tensors(m, lf, lf + 1, need, ctx))
+        return NAN;
     gpt_layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, x, tensor_data(m, lf), tensor_data(m, lf + 1), BT, C);
     /* logits = lnf wte^T: the LM head is the token embedding, transposed */
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, BT, V, C, 1.0f, gemm_act(m, m->lnf, (size_t)BT * C, 0), C,

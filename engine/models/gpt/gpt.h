@@ -80,8 +80,11 @@ const ct_tensor *ct_gpt_tensor(const ct_gpt *m, int i);
 /* Forward on batch (1..max_batch) sequences: inputs[b*seq_len + t] and targets (the next tokens),
  * every token < vocab (the data module checks this when it loads). Keeps what backward needs.
  * Returns the summed cross-entropy over the batch*seq_len tokens, in nats; NaN for a batch out of
- * range (nothing computed). */
-double ct_gpt_forward(ct_gpt *m, const int32_t *inputs, const int32_t *targets, int batch);
+ * range (nothing computed) or when need failed. need (may be NULL) hears of the parameters each
+ * step reads before it reads them: the embeddings, each block's tensors, the final layernorm (under
+ * bf16-mixed all of them at once: they are rounded in one pass). */
+double ct_gpt_forward(ct_gpt *m, const int32_t *inputs, const int32_t *targets, int batch, ct_param_need_fn need,
+                      void *ctx);
 /* Backward of (summed loss of the last forward) / scale_tokens: scale_tokens is the number of
  * tokens the mean runs over (batch*seq_len on one rank; the global count under DDP when the
  * strategy sums). Gradients are overwritten, no zeroing needed. ready (may be NULL) is called as
