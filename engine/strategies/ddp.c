@@ -249,6 +249,7 @@ int ct_ddp_init(ct_strategy *s, ct_error *err)
         return ct_error_set(err, CT_ENOMEM, NULL, "ddp: out of memory");
     d->bucket_mb = 0.5; /* the registry's default (engine/registry/registry.c) */
     d->overlap = 1;
+    d->reqs_per_bucket = 1;
     if (ct_options_get(s->options, "bucket_mb", buf, sizeof(buf)))
         ct_parse_double(buf, &d->bucket_mb);
     if (ct_options_get(s->options, "overlap", buf, sizeof(buf)))
@@ -360,11 +361,12 @@ static int bucket_add(struct ddp *d, size_t start, size_t len, ct_error *err)
 {
     struct bucket *b;
 
-    /* One slot beyond the buckets: grad_sync waits for the posted values' request with them. */
+    /* reqs_per_bucket slots a bucket, and one beyond the buckets: grad_sync waits for the posted
+     * values' request with them. */
     if (d->n_buckets + 1 >= d->cap_buckets) {
         int cap = d->cap_buckets ? 2 * d->cap_buckets : 8;
         struct bucket *nb = realloc(d->buckets, (size_t)cap * sizeof(*nb));
-        MPI_Request *nr = nb ? realloc(d->reqs, (size_t)cap * sizeof(*nr)) : NULL;
+        MPI_Request *nr = nb ? realloc(d->reqs, ((size_t)cap * (size_t)d->reqs_per_bucket + 1) * sizeof(*nr)) : NULL;
 
         if (nb)
             d->buckets = nb;
@@ -379,7 +381,8 @@ static int bucket_add(struct ddp *d, size_t start, size_t len, ct_error *err)
     memset(b, 0, sizeof(*b));
     b->start = start;
     b->len = len;
-    d->reqs[d->n_buckets] = MPI_REQUEST_NULL;
+    for (int k = 0; k < d->reqs_per_bucket; k++)
+        d->reqs[d->n_buckets * d->reqs_per_bucket + k] = MPI_REQUEST_NULL;
     return d->n_buckets++;
 }
 
@@ -498,8 +501,8 @@ int ct_ddp_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_error *err
     if (d->pending_hi - d->pending_lo >= d->bucket_floats && (rc = close_bucket(s, d->overlap, err)))
         return rc;
     /* Open MPI progresses non-blocking collectives inside MPI calls: poke it between layers. */
-    for (int i = 0; i < d->n_buckets; i++) {
-        if (d->buckets[i].started && d->reqs[i] != MPI_REQUEST_NULL) {
+    for (int i = 0; i < d->n_buckets * d->reqs_per_bucket; i++) {
+        if (d->reqs[i] != MPI_REQUEST_NULL) {
             rc = MPI_Test(&d->reqs[i], &flag, MPI_STATUS_IGNORE);
             if (rc != MPI_SUCCESS)
                 return d->broken = 1, ct_ddp_mpi_error(rc, "MPI_Test", err);
@@ -513,7 +516,7 @@ int ct_ddp_grad_sync(ct_strategy *s, ct_error *err)
     struct ddp *d = s->impl;
     float scale = 1.0f / (float)s->world_size;
     double t0;
-    int rc;
+    int rc, nreqs;
 
     if (d->comm == MPI_COMM_NULL || s->world_size == 1)
         return 0;
@@ -542,9 +545,10 @@ int ct_ddp_grad_sync(ct_strategy *s, ct_error *err)
         return rc;
     }
     /* The posted values complete with the buckets: no synchronisation point of their own. */
+    nreqs = d->n_buckets * d->reqs_per_bucket;
     if (d->posted)
-        d->reqs[d->n_buckets] = d->posted_req;
-    if ((rc = ct_ddp_wait(s, d->reqs, d->n_buckets + (d->posted != NULL), d->start_reduce ?
+        d->reqs[nreqs] = d->posted_req;
+    if ((rc = ct_ddp_wait(s, d->reqs, nreqs + (d->posted != NULL), d->start_reduce ?
                           "the gradient reduce-scatter" : "the gradient allreduce", err)))
         return rc;
     d->posted = NULL;
@@ -554,6 +558,8 @@ int ct_ddp_grad_sync(ct_strategy *s, ct_error *err)
     d->n_buckets = 0;
     d->pending_lo = d->pending_hi = d->n;
     s->exposed_comm_s += ct_time_now() - t0;
+    if (d->finish_reduce)
+        d->finish_reduce(s);
     /* The average from the sum: a pass over every gradient, vectorised by BLAS (a scalar loop here
      * was 4% of a 2-rank step in `perf record`). */
     cblas_sscal((int)d->reduced_n, scale, d->reduced, 1);

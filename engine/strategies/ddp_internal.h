@@ -17,6 +17,7 @@ struct bucket {
 #define TAG_QUERY   1    /* rank 0 -> r: which collective do you wait in? (long: rank 0's number) */
 #define TAG_HERE    2    /* r -> rank 0: this one (long) */
 #define TAG_VERDICT 3    /* rank 0 -> r: int[1 + MAX_NAMED]: count of missing ranks, the first ones */
+#define TAG_REDUCE_SCATTER 4 /* on the training communicator: ddp_sharded's gradient parts */
 #define MAX_NAMED   32
 
 struct ddp {
@@ -30,7 +31,10 @@ struct ddp {
     float *grads;
     size_t n;
     struct bucket *buckets; /* this step's buckets, in the order they were cut */
-    MPI_Request *reqs;      /* reqs[i]: bucket i's allreduce (one array, so one wait covers them all) */
+    /* reqs[i * reqs_per_bucket ...]: bucket i's requests (ddp: its one allreduce; ddp_sharded
+     * stage 2: its sends and receives), one array so one wait covers them all. */
+    MPI_Request *reqs;
+    int reqs_per_bucket;
     int n_buckets, cap_buckets;
     size_t pending_lo, pending_hi; /* announced gradients not yet in a bucket: [lo, hi) */
     size_t bucket_floats;
@@ -39,6 +43,9 @@ struct ddp {
      * MPI_Ireduce_scatter into this rank's shard) and what grad_sync scales by 1/world after it:
      * reduced[0 .. reduced_n) (ddp: every gradient; sharded: this rank's part). */
     int (*start_reduce)(ct_strategy *s, int bucket, ct_error *err);
+    /* Optional: after every bucket's requests completed, before the scaling (stage 2: the sum of
+     * the received contributions into this rank's shard). */
+    void (*finish_reduce)(ct_strategy *s);
     float *reduced;
     size_t reduced_n;
     void *sharded;         /* ddp_sharded's state (ddp_sharded.c) */
