@@ -401,16 +401,16 @@ static void test_slurm_het_shared_node(void **state)
                          "SLURMD_NODENAME=n2", NULL };
     /* The same with component 0 on n2: the list "n2,n[1-2]" starts with n2, rank 3 shares it. */
     const char *s2[] = { HET_COMMON, "SLURM_STEP_NUM_TASKS=4", "SLURM_STEP_NUM_NODES=3",
-                         "SLURM_STEP_NODELIST=n2,n[1-2]", "SLURM_STEP_TASKS_PER_NODE=2,1(x2)", "SLURM_PROCID=3", "SLURM_LOCALID=0", "SLURM_NODEID=2",
-                         "SLURM_GTIDS=3", "SLURMD_NODENAME=n2", NULL };
+                         "SLURM_STEP_NODELIST=n2,n[1-2]", "SLURM_STEP_TASKS_PER_NODE=2,1(x2)", "SLURM_PROCID=3",
+                         "SLURM_LOCALID=0", "SLURM_NODEID=2", "SLURM_GTIDS=3", "SLURMD_NODENAME=n2", NULL };
     /* Two entries for n1 but SLURM_NODEID pointing at n2's: the variables contradict each other. */
     const char *wrong[] = { SHARED, "SLURM_PROCID=2", "SLURM_LOCALID=0", "SLURM_NODEID=2", "SLURM_GTIDS=2",
                             "SLURMD_NODENAME=n1", NULL };
     /* A SLURM that merged the shared node into one entry (3 tasks on n1): SLURM_GTIDS shows that
      * another component is here, nothing shows in which order. */
     const char *merged[] = { HET_COMMON, "SLURM_STEP_NUM_TASKS=4", "SLURM_STEP_NUM_NODES=2",
-                             "SLURM_STEP_NODELIST=n[1-2]", "SLURM_STEP_TASKS_PER_NODE=3,1", "SLURM_PROCID=2", "SLURM_LOCALID=0", "SLURM_NODEID=1",
-                             "SLURM_GTIDS=2", "SLURMD_NODENAME=n1", NULL };
+                             "SLURM_STEP_NODELIST=n[1-2]", "SLURM_STEP_TASKS_PER_NODE=3,1", "SLURM_PROCID=2",
+                             "SLURM_LOCALID=0", "SLURM_NODEID=1", "SLURM_GTIDS=2", "SLURMD_NODENAME=n1", NULL };
     ct_env_info info;
     ct_error err;
 
