@@ -70,5 +70,6 @@ is "$(grep -E '^[0-9]+ ' "$CLUSTER_DIR/salloc.out" | sort -n | tr '\n' '|')" \
 job=$(sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p' "$CLUSTER_DIR/salloc.err")
 rank0=$(cat "$CLUSTER_DIR"/log/slurmd-n*.log |
     sed -n "s/.*ctrain: step $job\.0 node .* rank 0 on \([^ ]*\) at .*/\1/p")
-is "$(printf '%s\n' "$rank0" | sort -u)" "n3" "plugin, one allocation: rank 0's node is component 0's (n3), on every node"
+is "$(printf '%s\n' "$rank0" | sort -u)" "n3" \
+   "plugin, one allocation: rank 0's node is component 0's (n3), on every node"
 spank_done
