@@ -66,57 +66,57 @@ static int gtids_count(ct_getenv_fn get, void *ctx)
     return n;
 }
 
-static const ct_hostlist *sort_hl;
+struct entry {
+    const char *host;
+    int index;    /* in the step's node list */
+};
 
 static int by_host_then_index(const void *a, const void *b)
 {
-    int x = *(const int *)a, y = *(const int *)b;
-    int c = strcmp(ct_hostlist_get(sort_hl, (size_t)x), ct_hostlist_get(sort_hl, (size_t)y));
+    const struct entry *x = a, *y = b;
+    int c = strcmp(x->host, y->host);
 
-    return c ? c : (x > y) - (x < y);
+    return c ? c : (x->index > y->index) - (x->index < y->index);
 }
 
-/* A list naming a host more than once (a heterogeneous step whose components share a node, left
- * in component order): number the hosts in order of first appearance and total their tasks.
- * Sets *distinct, *first_rank (the first-appearance number of host index at) and whether every
- * host runs the same number of tasks. */
+/* Number the hosts of the list in order of first appearance and total their tasks (a list names
+ * a host more than once when the components of a heterogeneous step share it). Sets *distinct,
+ * *rank_of_at (the number of host index at) and whether every host runs the same number of tasks. */
 static int host_totals(const ct_hostlist *hl, const int *counts, int n, long at, int *distinct, int *rank_of_at,
                        int *equal, ct_error *err)
 {
-    int *idx = malloc((size_t)n * sizeof(int)), total = -1;
+    struct entry *e = malloc((size_t)n * sizeof(*e));
     char *first = calloc((size_t)n, 1);
     const char *mine = ct_hostlist_get(hl, (size_t)at);
-    int my_first = n;
+    int my_first = n, total = -1;
 
-    if (!idx || !first) {
-        free(idx);
+    if (!e || !first) {
+        free(e);
         free(first);
         return ct_error_set(err, CT_ENOMEM, "out-of-memory", "out of memory reading the step's node list");
     }
     for (int i = 0; i < n; i++)
-        idx[i] = i;
-    sort_hl = hl;
-    qsort(idx, (size_t)n, sizeof(int), by_host_then_index);
+        e[i] = (struct entry){ ct_hostlist_get(hl, (size_t)i), i };
+    qsort(e, (size_t)n, sizeof(*e), by_host_then_index);
     *distinct = 0;
     *equal = 1;
-    for (int g = 0; g < n;) {
-        int e = g, sum = 0;
+    for (int g = 0, end; g < n; g = end) {
+        int sum = 0;
 
-        while (e < n && !strcmp(ct_hostlist_get(hl, (size_t)idx[e]), ct_hostlist_get(hl, (size_t)idx[g])))
-            sum += counts[idx[e++]];
-        first[idx[g]] = 1;   /* the group's lowest index: its first appearance */
-        if (!strcmp(ct_hostlist_get(hl, (size_t)idx[g]), mine))
-            my_first = idx[g];
+        for (end = g; end < n && !strcmp(e[end].host, e[g].host); end++)
+            sum += counts[e[end].index];
+        first[e[g].index] = 1;   /* the group's lowest index: the host's first appearance */
+        if (!strcmp(e[g].host, mine))
+            my_first = e[g].index;
         if (total >= 0 && sum != total)
             *equal = 0;
         total = sum;
         (*distinct)++;
-        g = e;
     }
     *rank_of_at = 0;
     for (int i = 0; i < my_first; i++)
         *rank_of_at += first[i];
-    free(idx);
+    free(e);
     free(first);
     return 0;
 }
