@@ -147,6 +147,8 @@ int ct_spank_local_user_init(spank_t sp, ct_error *err)
      * would tell the reader to find the node by SLURMD_NODENAME, which srun does not have. */
     layout_add_text(&layout, "SLURM_HET_SIZE", "");
     layout_add_text(&layout, "SLURM_PACK_SIZE", "");
+    /* In a batch script srun inherits the batch step's SLURM_GTIDS (its one task): not this step's. */
+    layout_add_text(&layout, "SLURM_GTIDS", "");
     /* srun's SLURM_NODELIST is the allocation's, larger than a step on part of it (srun -N1 in
      * salloc -N3): no node list, and rank 0's host stands in, the user's MASTER_ADDR when set. */
     layout_add_text(&layout, "SLURM_STEP_NODELIST", "");
