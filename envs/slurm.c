@@ -130,10 +130,17 @@ static int layout_by_nodeid(ct_getenv_fn get, void *ctx, const char *which, cons
     const char *het_var = NULL;
     int gtids = gtids_count(get, ctx);
 
-    if (ct_envvar_first(get, ctx, het, &het_var) || (gtids && gtids != counts[info->node_rank])) {
-        ct_error_set(err, CT_EINVAL, "env-layout-unknown", "a heterogeneous step (%s) numbers its nodes in "
-                     "component order, but %s='%s' follows the node list, and SLURMD_NODENAME is not set to "
-                     "find this node in it", het_var ? het_var : "SLURM_GTIDS disagrees with SLURM_NODEID", which, v);
+    if (ct_envvar_first(get, ctx, het, &het_var)) {
+        ct_error_set(err, CT_EINVAL, "env-layout-unknown", "%s is set: a heterogeneous step numbers its nodes "
+                     "(SLURM_NODEID) component after component, but %s='%s' follows the sorted node list, and "
+                     "SLURMD_NODENAME, which finds this node in it, is not set", het_var, which, v);
+        return ct_error_hint(err, "slurmstepd sets SLURMD_NODENAME in every task; keep it in the environment");
+    }
+    if (gtids && gtids != counts[info->node_rank]) {
+        ct_error_set(err, CT_EINVAL, "env-layout-unknown", "SLURM_GTIDS lists %d task(s) on this node, but %s='%s' "
+                     "gives %d at SLURM_NODEID=%d: a heterogeneous step (srun A : B) numbers its nodes component "
+                     "after component, and SLURMD_NODENAME, which finds this node in the list, is not set", gtids,
+                     which, v, counts[info->node_rank], info->node_rank);
         return ct_error_hint(err, "slurmstepd sets SLURMD_NODENAME in every task; keep it in the environment");
     }
     info->local_world_size = counts[info->node_rank];
