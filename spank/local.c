@@ -14,7 +14,7 @@
 /* The step's layout as SLURM variables, in front of srun's own environment, so the connector's
  * SLURM environment sees this step and not the allocation srun runs in. */
 struct layout_env {
-    char vars[10][2][64];
+    char vars[16][2][64];
     int n;
 };
 
@@ -28,11 +28,19 @@ static const char *layout_getenv(const char *name, void *ctx)
     return getenv(name);
 }
 
-static void layout_add(struct layout_env *l, const char *name, uint32_t value)
+static void layout_add_text(struct layout_env *l, const char *name, const char *value)
 {
     snprintf(l->vars[l->n][0], sizeof(l->vars[0][0]), "%s", name);
-    snprintf(l->vars[l->n][1], sizeof(l->vars[0][1]), "%u", value);
+    snprintf(l->vars[l->n][1], sizeof(l->vars[0][1]), "%s", value);
     l->n++;
+}
+
+static void layout_add(struct layout_env *l, const char *name, uint32_t value)
+{
+    char text[16];
+
+    snprintf(text, sizeof(text), "%u", value);
+    layout_add_text(l, name, text);
 }
 
 /* SLURM_STEP_TASKS_PER_NODE as a block distribution lays the step out ("3(x2),2"): srun's own
@@ -135,5 +143,18 @@ int ct_spank_local_user_init(spank_t sp, ct_error *err)
     layout_add(&layout, "SLURM_LOCALID", 0);
     layout_add(&layout, "SLURM_NODEID", 0);
     layout_tasks_per_node(&layout, ntasks, nnodes);
+    /* One component of a heterogeneous step, laid out as a plain step: srun's own SLURM_HET_SIZE
+     * would tell the reader to find the node by SLURMD_NODENAME, which srun does not have. */
+    layout_add_text(&layout, "SLURM_HET_SIZE", "");
+    layout_add_text(&layout, "SLURM_PACK_SIZE", "");
+    /* In a batch script srun inherits the batch step's SLURM_GTIDS (its one task): not this step's. */
+    layout_add_text(&layout, "SLURM_GTIDS", "");
+    /* srun's SLURM_NODELIST is the allocation's, larger than a step on part of it (srun -N1 in
+     * salloc -N3): no node list, and rank 0's host stands in, the user's MASTER_ADDR when set. */
+    layout_add_text(&layout, "SLURM_STEP_NODELIST", "");
+    layout_add_text(&layout, "SLURM_NODELIST", "");
+    layout_add_text(&layout, "SLURM_JOB_NODELIST", "");
+    if (!getenv("MASTER_ADDR") || !*getenv("MASTER_ADDR"))
+        layout_add_text(&layout, "MASTER_ADDR", "localhost");
     return check_flags(&layout, err);
 }

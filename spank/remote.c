@@ -14,6 +14,7 @@
 
 #include "ctrain/bind.h"
 #include "ctrain/environment.h"
+#include "ctrain/envs.h"
 #include "ctrain/error.h"
 #include "ctrain/util.h"
 #include "spank/plugin.h"
@@ -79,15 +80,15 @@ static int env_u32(char **env, const char *name, uint32_t *out, ct_error *err)
     return 0;
 }
 
-/* A heterogeneous step's components are separate steps of separate job ids: SLURM's items give
- * the component's tasks and job id, its variables the whole step's (the leader's SLURM_JOB_ID,
- * SLURM_STEP_NUM_TASKS over all components; SLURM_PROCID and SLURM_NODEID with the component's
- * offsets, read per task). */
+/* A heterogeneous step's components are separate steps (of separate job ids in a heterogeneous
+ * job): SLURM's items give the component's tasks and job id, its variables the whole step's (the
+ * leader's SLURM_JOB_ID, SLURM_STEP_NUM_TASKS over all components; each task's rank and node
+ * layout come from the envs/ SLURM reader in task_init). */
 static int read_het(struct step *s, char **env, ct_error *err)
 {
     int rv;
 
-    s->het = ct_spank_het(job_getenv, env);
+    s->het = ct_spank_het(job_getenv, env, s->total_tasks);
     if (!s->het)
         return 0;
     if ((rv = env_u32(env, "SLURM_JOB_ID", &s->job_id, err)) ||
@@ -174,7 +175,8 @@ int ct_spank_remote_user_init(spank_t sp)
         env = NULL;
     if (read_layout(sp, s, &s->err) != 0 || read_het(s, env, &s->err) != 0)
         return 0;
-    if (ct_spank_rendezvous(job_getenv, env, s->job_id, s->step_id, ct_spank.args.port_base, &s->rdv, &s->err) != 0)
+    if (ct_spank_rendezvous(job_getenv, env, s->job_id, s->step_id, s->het, ct_spank.args.port_base, &s->rdv,
+                            &s->err) != 0)
         return 0;
     if (s->bind != CT_SPANK_BIND_NONE && plan_binding(sp, s, env, &s->err) != 0)
         return 0;
@@ -306,6 +308,37 @@ static int apply_binding(spank_t sp, const struct step *s, int local, uint32_t r
     return 0;
 }
 
+/* A task of a heterogeneous step: SLURM's items count within its component (S_TASK_GLOBAL_ID
+ * without the component's task offset, S_TASK_ID and the local count without the other
+ * components' tasks on this node), so rank, node rank, local rank and local size are the envs/
+ * SLURM reader's, one rule for `ctrain env` and the plugin. The binding stays the component's
+ * (its own CPUs and GPUs): components sharing a node without SLURM-managed GPUs would bind the
+ * same devices, an error. */
+static int het_task(const struct step *s, char **env, uint32_t *rank, int *local_rank, int *local_size,
+                    uint32_t *node, ct_error *err)
+{
+    const struct ct_env_ops *slurm = ct_env_lookup("slurm");
+    ct_env_info info;
+    int rv;
+
+    if (!slurm)
+        return ct_error_set(err, CT_EINTERNAL, "spank-env", "the SLURM environment reader is not linked in");
+    if ((rv = slurm->read(job_getenv, env, &info, err)) != 0)
+        return rv;
+    if (info.local_world_size != (int)s->local_tasks && s->plan && !s->gpus_managed) {
+        ct_error_set(err, CT_ECONFLICT, "bind-het-shared-node", "components of the heterogeneous step share this "
+                     "node (%d of its %d tasks here are this component's): each component would bind the same "
+                     "GPUs and cores", (int)s->local_tasks, info.local_world_size);
+        return ct_error_hint(err, "place the components on different nodes, or start the step with "
+                                  "--ctrain-bind=none");
+    }
+    *rank = (uint32_t)info.global_rank;
+    *node = (uint32_t)info.node_rank;
+    *local_rank = info.local_rank;
+    *local_size = info.local_world_size;
+    return 0;
+}
+
 /* An error of the step in the task's stderr (SLURM does not pass the plugin's log to srun). */
 static int task_fail(const ct_error *err)
 {
@@ -321,7 +354,7 @@ int ct_spank_remote_task_init(spank_t sp)
     struct step *s = ct_spank.step;
     const char *strategy = ct_spank_strategy();
     uint32_t rank = 0, node;
-    int local = 0, user_port, local_gpus;
+    int local = 0, local_rank, local_size, user_port, local_gpus;
     char **env = NULL;
     ct_error err;
 
@@ -336,10 +369,11 @@ int ct_spank_remote_task_init(spank_t sp)
         ct_spank_error("reading the task's rank from SLURM failed");
         return -1;
     }
+    local_rank = local;
+    local_size = (int)s->local_tasks;
     /* Everything read from the task's environment is read now: spank_setenv below may move it.
-     * slurmstepd has put the task's own SLURM_PROCID/SLURM_NODEID, with a heterogeneous step's
-     * offsets, in it by now. */
-    if (s->het && (env_u32(env, "SLURM_PROCID", &rank, &err) || env_u32(env, "SLURM_NODEID", &node, &err)))
+     * slurmstepd has put the task's own SLURM_* variables in it by now. */
+    if (s->het && het_task(s, env, &rank, &local_rank, &local_size, &node, &err) != 0)
         return task_fail(&err);
     user_port = job_getenv("MASTER_PORT", env) != NULL;
     local_gpus = slurm_numbers_locally(env);
@@ -347,8 +381,9 @@ int ct_spank_remote_task_init(spank_t sp)
     /* Rank 0's task runs on rank 0's node: the derived port must be free there. */
     if (rank == 0 && !s->rdv.port_reserved && !user_port && ct_spank_port_free(s->rdv.port, &err) != 0)
         return task_fail(&err);
-    if (set_int(sp, "RANK", rank) || set_int(sp, "LOCAL_RANK", local) || set_int(sp, "WORLD_SIZE", s->total_tasks) ||
-        set_int(sp, "LOCAL_WORLD_SIZE", s->local_tasks) || set_int(sp, "NODE_RANK", node) ||
+    if (set_int(sp, "RANK", rank) || set_int(sp, "LOCAL_RANK", local_rank) ||
+        set_int(sp, "WORLD_SIZE", s->total_tasks) || set_int(sp, "LOCAL_WORLD_SIZE", local_size) ||
+        set_int(sp, "NODE_RANK", node) ||
         set_int(sp, "GROUP_RANK", node) || set(sp, "MASTER_ADDR", s->rdv.address, 0) ||
         set_port(sp, s->rdv.port))
         return -1;

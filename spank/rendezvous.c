@@ -47,22 +47,29 @@ static int node_addr(const char *node, char *addr, size_t size, ct_error *err)
     return rv;
 }
 
-/* A heterogeneous step (srun A : B): SLURM_HET_SIZE (SLURM_PACK_SIZE before 20.02) is set and its
- * components are separate steps of separate job ids under the leader's SLURM_JOB_ID. */
-int ct_spank_het(ct_getenv_fn get, void *ctx)
+/* A heterogeneous step (srun A : B). Of a heterogeneous job: SLURM_HET_SIZE (SLURM_PACK_SIZE before
+ * 20.02) is set and its components are separate steps of separate job ids under the leader's
+ * SLURM_JOB_ID. Of one allocation (srun A : B under salloc): no such variable, components 0, 1, ...
+ * of one step; srun's SLURM_STEP_NUM_TASKS counts all of them, SLURM's item this component's. */
+int ct_spank_het(ct_getenv_fn get, void *ctx, uint32_t step_tasks)
 {
-    return get("SLURM_HET_SIZE", ctx) != NULL || get("SLURM_PACK_SIZE", ctx) != NULL;
+    const char *all = get("SLURM_STEP_NUM_TASKS", ctx);
+    long n = 0;
+
+    if (get("SLURM_HET_SIZE", ctx) != NULL || get("SLURM_PACK_SIZE", ctx) != NULL)
+        return 1;
+    return all && ct_parse_long(all, 1, 0x7fffffff, &n) == 0 && (uint32_t)n != step_tasks;
 }
 
 /* The node running task 0, into node. Block, cyclic and plane distributions of a plain step
  * start on the first node of the list (0 returned: take it). An arbitrary distribution (-m
  * arbitrary, SLURM_HOSTFILE) may start anywhere, and task 0 of a heterogeneous step is task 0 of
  * component 0: slurmctld's step layout says where (1 returned). */
-static int rank0_node(ct_getenv_fn get, void *ctx, uint32_t job_id, uint32_t step_id, char *node, size_t size,
-                      ct_error *err)
+static int rank0_node(ct_getenv_fn get, void *ctx, uint32_t job_id, uint32_t step_id, int het, char *node,
+                      size_t size, ct_error *err)
 {
     const char *dist = get("SLURM_DISTRIBUTION", ctx);
-    int het = ct_spank_het(get, ctx), found = -1;
+    int found = -1;
     slurm_step_id_t id = { .job_id = job_id, .step_id = step_id, .step_het_comp = het ? 0 : NO_VAL };
     slurm_step_layout_t *layout;
     ct_hostlist *hl = NULL;
@@ -112,7 +119,7 @@ static int reserved_port(ct_getenv_fn get, void *ctx)
     return ct_parse_long(buf, 1, 65535, &port) == 0 ? (int)port : 0;
 }
 
-int ct_spank_rendezvous(ct_getenv_fn get, void *ctx, uint32_t job_id, uint32_t step_id, long port_base,
+int ct_spank_rendezvous(ct_getenv_fn get, void *ctx, uint32_t job_id, uint32_t step_id, int het, long port_base,
                         struct ct_spank_rendezvous *out, ct_error *err)
 {
     const char *var = "SLURM_STEP_NODELIST", *list = get(var, ctx);
@@ -128,7 +135,7 @@ int ct_spank_rendezvous(ct_getenv_fn get, void *ctx, uint32_t job_id, uint32_t s
                      "step's environment");
         return ct_error_hint(err, "run the step with srun inside a SLURM allocation");
     }
-    if ((rv = rank0_node(get, ctx, job_id, step_id, out->node, sizeof(out->node), err)) < 0)
+    if ((rv = rank0_node(get, ctx, job_id, step_id, het, out->node, sizeof(out->node), err)) < 0)
         return rv;
     if (rv == 0) {
         if ((rv = ct_hostlist_expand(list, &hl, err)) != 0)

@@ -21,10 +21,10 @@ struct ct_spank_rendezvous {
  * reserved port, else the envs/ port rule of job_id (the leader's for a heterogeneous step) and
  * step_id (port_base 0: the default). One value for every task of the step; a user's MASTER_PORT
  * is kept by remote.c. */
-int ct_spank_rendezvous(ct_getenv_fn get, void *ctx, uint32_t job_id, uint32_t step_id, long port_base,
+int ct_spank_rendezvous(ct_getenv_fn get, void *ctx, uint32_t job_id, uint32_t step_id, int het, long port_base,
                         struct ct_spank_rendezvous *out, ct_error *err);
-/* 1 for a heterogeneous step (srun A : B). */
-int ct_spank_het(ct_getenv_fn get, void *ctx);
+/* 1 for a heterogeneous step (srun A : B); step_tasks: this component's task count (SLURM's item). */
+int ct_spank_het(ct_getenv_fn get, void *ctx, uint32_t step_tasks);
 /* 0 when the port is free on this node, else -1 with err (CT_ECONFLICT). */
 int ct_spank_port_free(int port, ct_error *err);
 

@@ -331,6 +331,109 @@ static void test_validate(void **state)
     assert_non_null(strstr(err.msg, "strategy ddp"));
 }
 
+/* Heterogeneous steps. The recorded variable sets (reverse node order, srun A : B in one
+ * allocation, srun --het-group) are t/fixtures/env/slurm-het-*.env; the sets below are the
+ * recorded reverse-order step (srun -N1 -n1 -w n2 : -N1 -n2 -w n1, SLURM 22.05) cut to what the
+ * reader uses, and steps whose components share a node. SLURM 22.05 never places two components on
+ * one node (srun and slurmctld exclude earlier components' nodes), so those sets are built from
+ * SLURM's code, not recorded: srun's _reorder_het_job_recs cannot sort a list that names a node
+ * twice and leaves it in component order (each component's list, comma-joined, task counts per
+ * entry), slurmstepd sets SLURM_NODEID = component node offset + node index, SLURM_PROCID = task
+ * offset + task id, SLURM_LOCALID within the component, SLURM_GTIDS this component's tasks here. */
+#define HET_COMMON "SLURM_JOB_ID=5", "SLURM_STEP_ID=0", "SLURM_HET_SIZE=2"
+
+static void test_slurm_het(void **state)
+{
+    /* Recorded: rank 0 alone on n2 (SLURM_NODEID 0), ranks 1-2 on n1 (SLURM_NODEID 1). */
+    const char *rev0[] = { HET_COMMON, "SLURM_STEP_NUM_TASKS=3", "SLURM_STEP_NUM_NODES=2", "SLURM_PROCID=0",
+                           "SLURM_LOCALID=0", "SLURM_NODEID=0", "SLURM_GTIDS=0", "SLURMD_NODENAME=n2",
+                           "SLURM_STEP_NODELIST=n[1-2]", "SLURM_STEP_TASKS_PER_NODE=2,1",
+                           "SLURM_JOB_NODELIST_PACK_GROUP_0=n2", NULL };
+    const char *rev2[] = { HET_COMMON, "SLURM_STEP_NUM_TASKS=3", "SLURM_STEP_NUM_NODES=2", "SLURM_PROCID=2",
+                           "SLURM_LOCALID=1", "SLURM_NODEID=1", "SLURM_GTIDS=1,2", "SLURMD_NODENAME=n1",
+                           "SLURM_STEP_NODELIST=n[1-2]", "SLURM_STEP_TASKS_PER_NODE=2,1",
+                           "SLURM_JOB_NODELIST_PACK_GROUP_0=n2", NULL };
+    ct_env_info info;
+    ct_error err;
+
+    (void)state;
+    assert_int_equal(detect(rev0, NULL, &info, &err), 0);
+    assert_int_equal(info.local_world_size, 1);
+    assert_int_equal(info.local_rank, 0);
+    assert_int_equal(info.node_rank, 0);
+    assert_string_equal(info.main_address, "n2");
+    assert_int_equal(detect(rev2, NULL, &info, &err), 0);
+    assert_int_equal(info.local_world_size, 2);
+    assert_int_equal(info.local_rank, 1);
+    assert_int_equal(info.node_rank, 1);
+    assert_int_equal(info.num_nodes, 2);
+}
+
+static void check_layout(const char *const *vars, int rank, int local_rank, int local_size, int node_rank,
+                         int num_nodes)
+{
+    ct_env_info info;
+    ct_error err;
+
+    if (detect(vars, NULL, &info, &err) != 0)
+        fail_msg("rank %d: %s (%s)", rank, err.msg, err.hint);
+    assert_int_equal(info.global_rank, rank);
+    assert_int_equal(info.world_size, 4);
+    assert_int_equal(info.local_rank, local_rank);
+    assert_int_equal(info.local_world_size, local_size);
+    assert_int_equal(info.node_rank, node_rank);
+    assert_int_equal(info.num_nodes, num_nodes);
+}
+
+static void test_slurm_het_shared_node(void **state)
+{
+    /* srun -n2 -w n1 A : -N2 -n2 -w n[1-2] B: component 0 has ranks 0-1 on n1, component 1 rank 2 on
+     * n1 and rank 3 on n2. The list is "n1,n[1-2]" (3 entries), SLURM_NODEID 0 | 1, 2. */
+#define SHARED HET_COMMON, "SLURM_STEP_NUM_TASKS=4", "SLURM_STEP_NUM_NODES=3", "SLURM_STEP_NODELIST=n1,n[1-2]", \
+               "SLURM_STEP_TASKS_PER_NODE=2,1(x2)", "SLURM_JOB_NODELIST_HET_GROUP_0=n1"
+    const char *r0[] = { SHARED, "SLURM_PROCID=0", "SLURM_LOCALID=0", "SLURM_NODEID=0", "SLURM_GTIDS=0,1",
+                         "SLURMD_NODENAME=n1", NULL };
+    const char *r1[] = { SHARED, "SLURM_PROCID=1", "SLURM_LOCALID=1", "SLURM_NODEID=0", "SLURM_GTIDS=0,1",
+                         "SLURMD_NODENAME=n1", NULL };
+    const char *r2[] = { SHARED, "SLURM_PROCID=2", "SLURM_LOCALID=0", "SLURM_NODEID=1", "SLURM_GTIDS=2",
+                         "SLURMD_NODENAME=n1", NULL };
+    const char *r3[] = { SHARED, "SLURM_PROCID=3", "SLURM_LOCALID=0", "SLURM_NODEID=2", "SLURM_GTIDS=3",
+                         "SLURMD_NODENAME=n2", NULL };
+    /* The same with component 0 on n2: the list "n2,n[1-2]" starts with n2, rank 3 shares it. */
+    const char *s2[] = { HET_COMMON, "SLURM_STEP_NUM_TASKS=4", "SLURM_STEP_NUM_NODES=3",
+                         "SLURM_STEP_NODELIST=n2,n[1-2]", "SLURM_STEP_TASKS_PER_NODE=2,1(x2)", "SLURM_PROCID=3",
+                         "SLURM_LOCALID=0", "SLURM_NODEID=2", "SLURM_GTIDS=3", "SLURMD_NODENAME=n2", NULL };
+    /* Two entries for n1 but SLURM_NODEID pointing at n2's: the variables contradict each other. */
+    const char *wrong[] = { SHARED, "SLURM_PROCID=2", "SLURM_LOCALID=0", "SLURM_NODEID=2", "SLURM_GTIDS=2",
+                            "SLURMD_NODENAME=n1", NULL };
+    /* A SLURM that merged the shared node into one entry (3 tasks on n1): SLURM_GTIDS shows that
+     * another component is here, nothing shows in which order. */
+    const char *merged[] = { HET_COMMON, "SLURM_STEP_NUM_TASKS=4", "SLURM_STEP_NUM_NODES=2",
+                             "SLURM_STEP_NODELIST=n[1-2]", "SLURM_STEP_TASKS_PER_NODE=3,1", "SLURM_PROCID=2",
+                             "SLURM_LOCALID=0", "SLURM_NODEID=1", "SLURM_GTIDS=2", "SLURMD_NODENAME=n1", NULL };
+    ct_env_info info;
+    ct_error err;
+
+    (void)state;
+    check_layout(r0, 0, 0, 3, 0, 2);
+    check_layout(r1, 1, 1, 3, 0, 2);
+    check_layout(r2, 2, 2, 3, 0, 2);   /* after component 0's two tasks on n1 */
+    check_layout(r3, 3, 0, 1, 1, 2);
+    assert_int_equal(detect(r2, NULL, &info, &err), 0);
+    assert_non_null(strstr(info.source[CT_ENV_LOCAL_RANK], "SLURM_LOCALID"));
+    assert_string_equal(info.main_address, "n1");
+    assert_false(info.equal_tasks_per_node);
+    check_layout(s2, 3, 2, 3, 0, 2);   /* n2 (node 0: rank 0 is there) holds component 0's two tasks, then this one */
+    assert_int_equal(detect(wrong, NULL, &info, &err), CT_EINVAL);
+    assert_string_equal(err.id, "env-inconsistent");
+    assert_non_null(strstr(err.msg, "SLURM_NODEID=2"));
+    assert_int_equal(detect(merged, NULL, &info, &err), CT_EINVAL);
+    assert_string_equal(err.id, "env-layout-unknown");
+    assert_non_null(strstr(err.msg, "SLURM_GTIDS"));
+    assert_non_null(strstr(err.hint, "different nodes"));
+#undef SHARED
+}
+
 static void test_malformed_env(void **state)
 {
     const char *badlist[] = { "SLURM_JOB_ID=1", "SLURM_STEP_ID=0", "SLURM_NTASKS=2", "SLURM_PROCID=0",
@@ -593,7 +696,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_slurm_step),   cmocka_unit_test(test_order),
         cmocka_unit_test(test_forced),       cmocka_unit_test(test_port_rule),
-        cmocka_unit_test(test_tasks_per_node), cmocka_unit_test(test_validate),
+        cmocka_unit_test(test_tasks_per_node), cmocka_unit_test(test_validate), cmocka_unit_test(test_slurm_het),
+        cmocka_unit_test(test_slurm_het_shared_node),
         cmocka_unit_test(test_malformed_env), cmocka_unit_test(test_local),
         cmocka_unit_test(test_lsf_bad_rankfile),
         cmocka_unit_test(test_mpi_flavours), cmocka_unit_test(test_manual),
