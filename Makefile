@@ -169,8 +169,10 @@ demo:
 	$(MAKE) all
 	$(CLI) fit --max-epochs 5 --default-root-dir runs/demo
 
+# --failures --comments: a failing test's "not ok" lines and its diagnostics reach the log (CI keeps
+# only that), not just the numbers of the failed tests.
 test: all
-	prove -r t/
+	prove -r --failures --comments t/
 
 check-layering:
 	t/90-layering.t
@@ -190,7 +192,7 @@ check-asan:
 	$(MAKE) BUILD=build spank
 	$(if $(SPANK_SRC),cp build/ctrain.so build-asan/ctrain.so)
 	CTRAIN_BUILD=build-asan ASAN_OPTIONS=$(SAN_ASAN_OPTIONS) UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  LSAN_OPTIONS=suppressions=$(CURDIR)/t/lsan.supp:print_suppressions=0 prove -r t/
+	  LSAN_OPTIONS=suppressions=$(CURDIR)/t/lsan.supp:print_suppressions=0 prove -r --failures --comments t/
 
 # fuzz: libFuzzer targets t/fuzz/fuzz_<name>.c built with clang against libctrain compiled with
 # the fuzzer's coverage; each runs FUZZ_SECONDS on its seed corpus t/fuzz/corpus/<name>/ (new inputs
