@@ -45,15 +45,17 @@ int ct_training_step(ct_run *run, const uint32_t *idx, int count, double *loss, 
     run->stop_posted = 0;
     if (run->stop_enabled)
         ct_run_stop_post(run);
-    /* The gradient of the batch's mean loss: divided by its loss terms (samples or tokens). */
-    if ((rc = ct_model_backward(run->model, sums.count, grad_ready, run, err))) {
+    /* The gradient of the mean loss over the global batch: every rank's batch has the same number
+     * of loss terms (samples or tokens), so this rank's count times the ranks the strategy sums
+     * over without averaging (ct_strategy_grad_ranks). */
+    if ((rc = ct_model_backward(run->model, sums.count * ct_strategy_grad_ranks(run->strategy), grad_ready, run,
+                                err))) {
         if (run->step_err.code) /* the strategy refused a bucket, not the model */
             *err = run->step_err;
         return rc;
     }
-    /* Every rank's batch has the same size, so averaging the per-rank mean gradients (what
-     * grad_sync does) gives the mean over the global batch. The strategy owns the update (a
-     * sharded one updates its part of the parameters and gathers the rest). */
+    /* grad_sync leaves every rank the mean gradient over the global batch. The strategy owns the
+     * update (a sharded one updates its part of the parameters and gathers the rest). */
     if ((rc = ct_strategy_grad_sync(run->strategy, err)) ||
         (rc = ct_strategy_optimizer_step(run->strategy, run->model, run->optim, &skipped, err)))
         return rc;

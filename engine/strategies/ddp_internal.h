@@ -40,14 +40,13 @@ struct ddp {
     size_t bucket_floats;
     struct ct_nccl *nccl;  /* cuda: gradients are device memory, reduced by NCCL */
     /* How a closed bucket's reduction starts (ddp: MPI_Iallreduce in place; ddp_sharded stage 2:
-     * MPI_Ireduce_scatter into this rank's shard) and what grad_sync scales by 1/world after it:
-     * reduced[0 .. reduced_n) (ddp: every gradient; sharded: this rank's part). */
+     * the parts of a reduce-scatter into this rank's shard). Over MPI the ranks' gradients are
+     * summed, not averaged: each rank's backward already divided by the global count
+     * (ct_strategy_grad_ranks), which saves a pass over every gradient each step. */
     int (*start_reduce)(ct_strategy *s, int bucket, ct_error *err);
-    /* Optional: after every bucket's requests completed, before the scaling (stage 2: the sum of
-     * the received contributions into this rank's shard). */
+    /* Optional: after every bucket's requests completed (stage 2: the sum of the received
+     * contributions into this rank's shard). */
     void (*finish_reduce)(ct_strategy *s);
-    float *reduced;
-    size_t reduced_n;
     void *sharded;         /* ddp_sharded's state (ddp_sharded.c) */
     /* Values posted to ride on this step's gradient exchange (ct_strategy_post_with_grads): their
      * allreduce starts with backward's first announcement and is waited for with the buckets. */

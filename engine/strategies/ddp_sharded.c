@@ -259,11 +259,7 @@ static int sharded_setup_model(ct_strategy *s, float *params, float *grads, size
         d->start_reduce = start_reduce_scatter;
         d->finish_reduce = finish_reduce_scatter;
         d->reqs_per_bucket = 2 * (world - 1); /* a send to each peer, a receive from each */
-        d->reduced = z->grad_shard;
-    } else {
-        d->reduced = grads + my_lo(s, z); /* averaged only where this rank reads */
     }
-    d->reduced_n = my_count(s, z);
     return 0;
 }
 

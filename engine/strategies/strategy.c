@@ -29,6 +29,8 @@ void ct_strategy_grad_allreduces(const ct_strategy *s, long *total, long *during
     *during_backward = s->grad_allreduces_in_backward;
 }
 
+int ct_strategy_grad_ranks(const ct_strategy *s) { return s->grad_ranks > 1 ? s->grad_ranks : 1; }
+
 void ct_strategy_param_gathers(const ct_strategy *s, long *total, long *overlapped)
 {
     *total = s->param_gathers;

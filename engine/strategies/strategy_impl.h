@@ -62,6 +62,9 @@ struct ct_strategy {
     int node_rank;
     int num_nodes;
     int device;
+    /* The ranks whose gradients grad_sync adds without averaging (ddp over MPI: the world; 1
+     * for every other strategy): backward divides the loss gradient by count x grad_ranks. */
+    int grad_ranks;
     double exposed_comm_s; /* time spent waiting in grad_sync */
     long grad_allreduces;  /* gradient buckets allreduced since setup */
     long grad_allreduces_in_backward; /* of those, started from grad_ready (during backward) */

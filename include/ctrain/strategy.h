@@ -81,6 +81,10 @@ int ct_strategy_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_error
 int ct_strategy_params_needed(ct_strategy *s, size_t offset, size_t count, ct_error *err);
 /* Wait for every gradient to be averaged across ranks. Call before the optimizer step. */
 int ct_strategy_grad_sync(ct_strategy *s, ct_error *err);
+/* How many ranks' gradients grad_sync adds without averaging them (1 when it averages, or for one
+ * rank): the training step divides each rank's loss gradient by its count times this, so what
+ * grad_sync leaves is the mean over the global batch. Known after setup_model. */
+int ct_strategy_grad_ranks(const ct_strategy *s);
 /* Small sums that ride on this step's gradient exchange instead of a collective of their own (the
  * stop-signal agreement): post them before backward; when grad_sync returns, values[0 .. n) hold
  * the sums over the ranks. values must stay valid until then. One rank: they stay as they are. */
