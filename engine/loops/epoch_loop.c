@@ -41,7 +41,7 @@ int ct_training_step(ct_run *run, const uint32_t *idx, int count, double *loss, 
     if ((rc = ct_datamodule_gather(run->data, CT_SPLIT_TRAIN, idx, count, &run->batch, err)) ||
         (rc = ct_run_forward(run, &sums, err)))
         return rc;
-    ct_error_clear(&run->step_err);
+    /* run->step_err is clear: ct_run_forward cleared it and forward succeeded. */
     run->stop_posted = 0;
     if (run->stop_enabled)
         ct_run_stop_post(run);
