@@ -14,6 +14,9 @@
       N tokens of greedy generation after TOKENS, comma-separated
   gpt_hf.py shard PATH N VOCAB SEED
       an llm.c token shard (uint16) of N random tokens below VOCAB
+  gpt_hf.py tamper SRC DST KIND
+      SRC/model.safetensors changed into DST/model.safetensors (no config.json): untied (an
+      lm_head.weight that is not wte), unknown (a tensor GPT-2 does not have), f16 (float16 tensors)
 """
 import sys
 
@@ -79,6 +82,20 @@ def shard(path, n, vocab, seed):
         f.write(rng.integers(0, int(vocab), int(n)).astype("<u2").tobytes())
 
 
+def tamper(src, dst, kind):
+    import os
+    from safetensors.numpy import load_file, save_file
+    t = load_file(src + "/model.safetensors")
+    if kind == "untied":
+        t["lm_head.weight"] = t["transformer.wte.weight"] + np.float32(0.01)
+    elif kind == "unknown":
+        t["transformer.h.0.attn.extra.weight"] = np.zeros((2, 2), dtype=np.float32)
+    elif kind == "f16":
+        t = {k: v.astype(np.float16) for k, v in t.items()}
+    os.makedirs(dst, exist_ok=True)
+    save_file(t, dst + "/model.safetensors", metadata={"format": "pt"})
+
+
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
-    {"make": make, "logits": logits, "compare": compare, "greedy": greedy, "shard": shard}[cmd](*args)
+    {"make": make, "logits": logits, "compare": compare, "greedy": greedy, "shard": shard, "tamper": tamper}[cmd](*args)

@@ -66,7 +66,11 @@ int ct_ckpt_model_load(const char *path, const char *command, ct_model **out, ct
     }
     /* the header and metadata only: which model to build */
     if ((rc = io->load(path, c, err))) {
-        if (rc == CT_ENOENT)
+        ct_error_prefix(err, "--ckpt-path: ");
+        if (rc == CT_ENOENT) { /* a flag naming a file that is not there: bad input */
+            err->code = rc = CT_EINVAL;
+        }
+        if (!err->hint[0])
             ct_error_hint(err, "give --ckpt-path the best.safetensors or last.safetensors of a ctrain fit run");
         goto out;
     }

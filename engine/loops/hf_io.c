@@ -56,8 +56,10 @@ static int list_file(const char *path, ct_ckpt *c, ct_error *err)
     }
     if ((rc = io()->list(path, c, err))) {
         ct_error_prefix(err, "--init-from: ");
-        if (rc == CT_ENOENT)
+        if (rc == CT_ENOENT) { /* a flag naming a file that is not there: bad input */
+            err->code = rc = CT_EINVAL;
             ct_error_hint(err, "give a Hugging Face model.safetensors (GPT-2: transformer.* tensors)");
+        }
     }
     return rc;
 }
