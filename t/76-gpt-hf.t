@@ -52,8 +52,11 @@ mkdir -p "$T/tok"
 "$CTRAIN" fit --model gpt --init-from "$T/a/model.safetensors" --data "$T/tok" --max-steps 1 --lr 1e-9 \
     --weight-decay 0 --batch-size 2 --default-root-dir "$T/run" --progress off >"$T/fit.out" 2>&1
 check '[ $? -eq 0 ] && [ -f "$T/run/last.safetensors" ]' "ctrain fit --model gpt --init-from model.safetensors trains" "$T/fit.out"
-check 'grep -q "\"init_from\"" "$T/run/summary.json" || grep -q "init_from" "$T/run/last.safetensors"' \
-    "the checkpoint's flags record --init-from"
+"$CTRAIN" fit --model gpt --init-from "$T/a/model.safetensors" --data "$T/tok" --max-steps 1 --lr 1e-9 \
+    --weight-decay 0 --batch-size 2 --strategy ddp --devices 2 --default-root-dir "$T/ddp" --progress off >"$T/ddp.out" 2>&1 &&
+    "$B/t/gpt_logits" ckpt "$T/ddp/last.safetensors" $TOK >"$T/ddp.ct" 2>"$T/ddp.err" &&
+    "$PY" "$ROOT/t/gpt_hf.py" compare "$T/a.hf" "$T/ddp.ct" 1e-4 >>"$T/ddp.out" 2>&1
+check '[ $? -eq 0 ]' "--init-from under --strategy ddp --devices 2: the checkpoint's logits within 1e-4 of HF's" "$T/ddp.out"
 "$B/t/gpt_logits" ckpt "$T/run/last.safetensors" $TOK >"$T/run.ct" 2>"$T/run.err"
 "$PY" "$ROOT/t/gpt_hf.py" compare "$T/a.hf" "$T/run.ct" 1e-4 >"$T/cmp3" 2>&1
 check '[ $? -eq 0 ]' "HF -> ctrain through fit --init-from: the checkpoint's logits within 1e-4 of HF's" "$T/cmp3"

@@ -187,8 +187,6 @@ static void flags_json(const ct_trainer_config *cfg, const ct_plan *plan, char *
     cJSON_AddStringToObject(o, "model", plan->model);
     cJSON_AddStringToObject(o, "model_config", plan->model_config);
     cJSON_AddStringToObject(o, "datamodule", plan->datamodule);
-    if (cfg->init_from[0])
-        cJSON_AddStringToObject(o, "init_from", cfg->init_from);
     s = cJSON_PrintUnformatted(o);
     snprintf(buf, size, "%s", s ? s : "{}");
     free(s);
