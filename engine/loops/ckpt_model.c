@@ -82,8 +82,9 @@ int ct_ckpt_model_load(const char *path, const char *command, ct_model **out, ct
     data.x.ndim = data.y.ndim = 1;
     if ((rc = ct_model_create(name, config, &data, 1, &m, err))) {
         if (!strcmp(err->id, "data-model-mismatch")) {
-            ct_error_set(err, CT_EINVAL, "model-no-logits", "%s: model %s (from %s) is not a language model on "
-                         "token windows", command, name, path);
+            ct_error_set(err, CT_EINVAL, "model-no-logits", "%s: model %s (from %s) does not offer %s: it is not a "
+                         "language model on token windows", command, name, path,
+                         strcmp(command, "export") ? "next-token logits" : "a Hugging Face layout");
             rc = ct_error_hint(err, "%s works on models such as gpt", command);
         }
         goto out;
