@@ -31,7 +31,7 @@ refused() {
     "$@" >"$T/r.out" 2>"$T/r.err"; rc=$?
     check '[ $rc -eq $want ] && grep -q -- "$pat" "$T/r.err" && grep -q "hint" "$T/r.err"' "$name (exit $rc)" "$T/r.err"
 }
-echo "1..22"
+echo "1..24"
 TOK=1,5,299,7,42,0,100,3,250,17,9,64
 "$PY" "$ROOT/t/gpt_hf.py" make "$T/a" 2 4 32 24 300 1 >"$T/make.out" 2>&1 || { echo "Bail out! gpt_hf.py make"; cat "$T/make.out"; exit 1; }
 "$PY" "$ROOT/t/gpt_hf.py" logits "$T/a" $TOK "$T/a.hf" 2>"$T/py.err" || { echo "Bail out! gpt_hf.py logits"; cat "$T/py.err"; exit 1; }
@@ -91,6 +91,9 @@ refused "generate: text prompt for a non-byte vocabulary" 2 "not bytes" \
 
 # bad input
 refused "--init-from a missing file" 2 "nothing.safetensors" "$CTRAIN" fit --model gpt --init-from "$T/nothing.safetensors" --data "$T/tok"
+refused "--init-from with validate (it evaluates --ckpt-path)" 2 "init-from" "$CTRAIN" validate --model gpt --init-from "$T/a/model.safetensors" --data "$T/tok"
+mkdir -p "$T/badjson" && cp "$T/a/model.safetensors" "$T/badjson/" && echo '{"n_head": 4, "n_layer": 3}' >"$T/badjson/config.json"
+refused "a config.json that disagrees with the tensors" 1 "n_layer is 3" "$CTRAIN" fit --model gpt --init-from "$T/badjson/model.safetensors" --data "$T/tok"
 refused "--init-from with --model mlp (the default)" 2 "model mlp" "$CTRAIN" fit --init-from "$T/a/model.safetensors"
 refused "--model-config n_layer=3 against a 2-layer checkpoint" 2 "n_layer=3" \
     "$CTRAIN" fit --model gpt --model-config n_layer=3 --init-from "$T/a/model.safetensors" --data "$T/tok"

@@ -204,14 +204,19 @@ static int from_json(const char *text, const ct_gpt_config *t, int positions, in
     if ((rc = check_arch(root, err)))
         goto out;
     for (int i = 0; i < 4; i++)
-        if ((v = json_int(root, keys[i])) != -1 && v != want[i]) {
+        if ((v = json_int(root, keys[i])) == -2) {
+            rc = ct_error_set(err, CT_EFORMAT, "init-from-config-json", "config.json: %s is not a positive integer",
+                              keys[i]);
+            ct_error_hint(err, "give Hugging Face's config.json for the checkpoint");
+            goto out;
+        } else if (v != -1 && v != want[i]) {
             rc = ct_error_set(err, CT_EFORMAT, "init-from-config-json", "config.json: %s is %ld, the tensors say %d",
                               keys[i], v, want[i]);
             ct_error_hint(err, "the config.json beside the checkpoint belongs to another model");
             goto out;
         }
     if ((v = json_int(root, "n_head")) < 1) {
-        rc = ct_error_set(err, CT_EFORMAT, "init-from-config-json", "config.json has no n_head");
+        rc = ct_error_set(err, CT_EFORMAT, "init-from-config-json", "config.json has no n_head (a positive integer)");
         ct_error_hint(err, "give Hugging Face's config.json for the checkpoint");
         goto out;
     }
