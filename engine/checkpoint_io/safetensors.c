@@ -443,7 +443,37 @@ static int load_tensors(const char *path, int fd, const cJSON *root, uint64_t da
     return 0;
 }
 
-static int st_load(const char *path, ct_ckpt *ckpt, ct_error *err)
+/* Every entry valid (check_layout); then each tensor's name, dtype, shape and size into ckpt, data
+ * NULL, in the header's order. */
+static int list_tensors(const char *path, const cJSON *root, uint64_t data_size, ct_ckpt *ckpt, ct_error *err)
+{
+    const cJSON *e;
+    uint64_t begin, end;
+    int rc;
+
+    if ((rc = check_layout(path, root, data_size, err)))
+        return rc;
+    ckpt->n_tensors = 0;
+    cJSON_ArrayForEach(e, root) {
+        ct_ckpt_tensor *t = &ckpt->tensors[ckpt->n_tensors];
+
+        if (!strcmp(e->string, "__metadata__"))
+            continue;
+        if (ckpt->n_tensors == CT_CKPT_MAX_TENSORS)
+            return ct_error_set(err, CT_EFORMAT, "ckpt-header", "%s: more than %d tensors", path, CT_CKPT_MAX_TENSORS);
+        if (strlen(e->string) >= sizeof(t->name))
+            return ct_error_set(err, CT_EFORMAT, "ckpt-header", "%s: tensor name %.64s... is longer than %zu "
+                                "characters", path, e->string, sizeof(t->name) - 1);
+        memset(t, 0, sizeof(*t));
+        snprintf(t->name, sizeof(t->name), "%s", e->string);
+        if ((rc = parse_entry(path, e, data_size, t, &begin, &end, err)))
+            return rc;
+        ckpt->n_tensors++;
+    }
+    return 0;
+}
+
+static int st_read(const char *path, ct_ckpt *ckpt, int list, ct_error *err)
 {
     unsigned char len8[8];
     uint64_t hlen = 0;
@@ -496,7 +526,10 @@ static int st_load(const char *path, ct_ckpt *ckpt, ct_error *err)
     }
     if ((rc = read_metadata(path, cJSON_GetObjectItemCaseSensitive(root, "__metadata__"), ckpt, err)))
         goto out;
-    rc = load_tensors(path, fd, root, 8 + hlen, (uint64_t)st.st_size - 8 - hlen, ckpt, err);
+    if (list)
+        rc = list_tensors(path, root, (uint64_t)st.st_size - 8 - hlen, ckpt, err);
+    else
+        rc = load_tensors(path, fd, root, 8 + hlen, (uint64_t)st.st_size - 8 - hlen, ckpt, err);
 out:
     cJSON_Delete(root);
     free(header);
@@ -504,8 +537,12 @@ out:
     return rc;
 }
 
+static int st_load(const char *path, ct_ckpt *ckpt, ct_error *err) { return st_read(path, ckpt, 0, err); }
+static int st_list(const char *path, ct_ckpt *ckpt, ct_error *err) { return st_read(path, ckpt, 1, err); }
+
 const struct ct_checkpoint_io_ops ct_checkpoint_io_safetensors = {
     .name = "safetensors",
     .save = st_save,
     .load = st_load,
+    .list = st_list,
 };

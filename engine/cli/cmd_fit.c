@@ -10,6 +10,7 @@
 #include "ctrain/trainer.h"
 #include "engine/cli/commands.h"
 #include "engine/cli/trainer_flags.h"
+#include "engine/loops/hf_io.h"
 
 enum which { FIT, VALIDATE, TEST };
 
@@ -67,6 +68,27 @@ static void report(enum which w, const ct_trainer_result *r)
     fflush(stdout);
 }
 
+/* --init-from: the model's shape comes from the checkpoint, so the connector, the plan, every rank
+ * and the checkpoints see it as an ordinary --model-config (into buf). Refused before anything is
+ * launched when the file is not one the model can hold. */
+static int init_from_config(enum which w, const ct_trainer_config *cfg, ct_connector_flags *cf, char *buf,
+                            size_t size, ct_error *err)
+{
+    int rc;
+
+    if (!cfg->init_from[0])
+        return 0;
+    if (w != FIT) {
+        ct_error_set(err, CT_EINVAL, "flag-value", "--init-from starts a fit; %s evaluates --ckpt-path",
+                     w == VALIDATE ? "validate" : "test");
+        return ct_error_hint(err, "fit with --init-from, or give validate/test the --ckpt-path of a ctrain checkpoint");
+    }
+    if ((rc = ct_hf_model_config(cf->model ? cf->model : "mlp", cf->model_config, cfg->init_from, buf, size, err)))
+        return rc;
+    cf->model_config = buf;
+    return 0;
+}
+
 static int run(enum which w, int argc, char **argv)
 {
     ct_trainer_config cfg;
@@ -74,6 +96,7 @@ static int run(enum which w, int argc, char **argv)
     ct_connector *conn = NULL;
     ct_trainer_result res;
     ct_error err;
+    char model_config[512];
     int help = 0, rc;
 
     ct_error_clear(&err);
@@ -87,7 +110,8 @@ static int run(enum which w, int argc, char **argv)
         return 0;
     }
     ct_engine_init();
-    if ((rc = ct_connector_create(&cf, NULL, &conn, &err))) {
+    if ((rc = init_from_config(w, &cfg, &cf, model_config, sizeof(model_config), &err)) ||
+        (rc = ct_connector_create(&cf, NULL, &conn, &err))) {
         ct_error_print(stderr, &err);
         return ct_error_exit_status(rc);
     }

@@ -27,6 +27,8 @@ static const struct ct_command commands[] = {
     { "plan", ct_cmd_plan, "resolve flags into a training plan (JSON) without training" },
     { "env", ct_cmd_env, "show the cluster environment: ranks, nodes, rank 0's address and port" },
     { "tokenize", ct_cmd_tokenize, "turn text files into byte-level token shards for --model gpt" },
+    { "generate", ct_cmd_generate, "continue a prompt with a trained language model (--model gpt checkpoints)" },
+    { "export", ct_cmd_export, "write a checkpoint in Hugging Face's layout (--format hf: GPT-2 safetensors, config.json)" },
     { "bind", ct_cmd_bind, "print the cores, GPUs and NIC each task of a node gets (the SPANK plan)" },
     { NULL, NULL, NULL }
 };

@@ -41,6 +41,9 @@ static const struct flag flags[] = {
     { "--ckpt-path", F_STRING, 0, 0, "auto|last|best|FILE",
       "fit: resume from it (default: auto in a SLURM job, i.e. last.safetensors when this job wrote it; "
       "none outside SLURM); validate/test: the weights to evaluate (default best)" },
+    { "--init-from", F_STRING, 0, 0, "FILE",
+      "fit: start from these weights, a Hugging Face GPT-2 model.safetensors (--model gpt; its n_layer, n_head, "
+      "n_embd, n_positions and vocab set --model-config, n_head from the config.json beside it)" },
     { "--log-every-n-steps", F_INT, 1, INT_MAX, "N", "metrics.csv row and plain progress line every N steps (default 50)" },
     { "--checkpoint-every-n-steps", F_INT, 0, INT_MAX, "N",
       "also write last.safetensors every N steps (default 0: at epoch ends only)" },
@@ -229,6 +232,7 @@ static int apply(const struct flag *f, const char *value, ct_trainer_config *cfg
     } else {
         char *dst = !strcmp(f->name, "--default-root-dir") ? cfg->default_root_dir
                     : !strcmp(f->name, "--ckpt-path")      ? cfg->ckpt_path
+                    : !strcmp(f->name, "--init-from")      ? cfg->init_from
                                                            : cfg->data_dir;
 
         if (!strcmp(f->name, "--requeue-signal")) {

@@ -1,12 +1,13 @@
 /* The "gpt" model: the GPT-2 of engine/models/gpt behind the model seam. Its batch is x i32[T]
  * tokens and y i32[T] the next tokens (the "tokens" data module); the loss is summed over the
- * batch's B*T tokens; the extra metric is bits per byte (vocab 256: a token is a byte). No
+ * batch's B*T tokens; the extra metric is bits per byte (only with vocab 256: a token is a byte). No
  * accuracy: the best checkpoint is the lowest val_loss. cpu only (no device kernels yet). */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "ctrain/model.h"
 #include "engine/models/gpt/gpt.h"
+#include "engine/models/gpt/gpt_hf.h"
 #include "engine/models/models.h"
 
 static ct_gpt *gpt_of(const ct_model *m) { return m->impl; }
@@ -39,6 +40,26 @@ static int gpt_backward(ct_model *m, double grad_scale, ct_grad_ready_fn ready, 
     return ct_gpt_backward(gpt_of(m), grad_scale, ready, ctx);
 }
 
+static int gpt_next_token_logits(ct_model *m, const int32_t *tokens, int len, float *logits, ct_error *err)
+{
+    if (ct_gpt_next_token_logits(gpt_of(m), tokens, len, logits))
+        return ct_error_set(err, CT_EINTERNAL, "model-logits-len", "gpt: %d tokens for a context of %d", len,
+                            m->info.context);
+    return 0;
+}
+
+static int gpt_hf_tensor(const ct_model *m, int i, ct_model_hf_tensor *out)
+{
+    return ct_gpt_hf_tensor(m->tensors[i].name, out);
+}
+
+static int gpt_hf_extra(const ct_model *m, const char *hf_name) { return ct_gpt_hf_extra(hf_name); }
+
+static int gpt_hf_config_json(const ct_model *m, char *buf, size_t size)
+{
+    return ct_gpt_hf_config_json(ct_gpt_get_config(gpt_of(m)), buf, size);
+}
+
 /* Bits per byte: the mean loss in nats per token over ln 2 (a byte-level token is one byte). */
 static void gpt_metrics(const ct_model *m, const ct_model_sums *sums, double *values)
 {
@@ -51,6 +72,10 @@ static const struct ct_model_ops gpt_ops = {
     .set_gemm_dtype = gpt_set_gemm_dtype,
     .forward = gpt_forward,
     .backward = gpt_backward,
+    .next_token_logits = gpt_next_token_logits,
+    .hf_tensor = gpt_hf_tensor,
+    .hf_extra = gpt_hf_extra,
+    .hf_config_json = gpt_hf_config_json,
 };
 
 /* The checked --model-config onto the GPT's config, then what concerns several keys and the data. */
@@ -120,9 +145,12 @@ static int gpt_create(const ct_config *cfg, const ct_data_info *data, int max_ba
     ct_gpt_config_describe(&c, m->describe, sizeof(m->describe));
     m->info.has_accuracy = 0;
     m->info.announces_params = 1;
-    m->info.n_metrics = 1;
+    /* Bits per byte only where a token is a byte (GPT-2's BPE tokens are several). */
+    m->info.n_metrics = c.vocab == 256 ? 1 : 0;
     m->info.metric_names[0] = metric_names[0];
-    m->info.metrics = gpt_metrics;
+    m->info.metrics = c.vocab == 256 ? gpt_metrics : NULL;
+    m->info.vocab = c.vocab;
+    m->info.context = c.seq_len;
     m->x.dtype = m->y.dtype = CT_DTYPE_I32;
     m->x.ndim = m->y.ndim = 1;
     m->x.shape[0] = m->y.shape[0] = c.seq_len;
@@ -137,4 +165,6 @@ static int gpt_create(const ct_config *cfg, const ct_data_info *data, int max_ba
 }
 
 /* Evaluation batches of 8 sequences: the activations of B*T tokens are the memory that matters. */
-const struct ct_model_class ct_model_gpt = { .create = gpt_create, .check = gpt_check, .eval_batch = 8 };
+const struct ct_model_class ct_model_gpt = {
+    .create = gpt_create, .check = gpt_check, .eval_batch = 8, .hf_config = ct_gpt_hf_config,
+};

@@ -205,3 +205,67 @@ ct_model *ct_model_host(ct_model *m)
 {
     return m->host ? m->host : m;
 }
+
+/* --- using a trained model ---------------------------------------------------------------------- */
+
+int ct_model_next_token_logits(ct_model *m, const int32_t *tokens, int len, float *logits, ct_error *err)
+{
+    if (!m->ops->next_token_logits || m->info.vocab < 1 || m->info.context < 1) {
+        ct_error_set(err, CT_EINVAL, "model-no-logits", "model %s does not offer next-token logits: it cannot generate",
+                     m->name);
+        return ct_error_hint(err, "generate runs language models such as gpt (a model offers it through "
+                                  "next_token_logits in <ctrain/model.h>)");
+    }
+    if (len < 1 || len > m->info.context)
+        return ct_error_set(err, CT_EINVAL, "model-logits-len", "model %s reads 1 to %d tokens, not %d", m->name,
+                            m->info.context, len);
+    for (int i = 0; i < len; i++)
+        if (tokens[i] < 0 || tokens[i] >= m->info.vocab)
+            return ct_error_set(err, CT_EINVAL, "model-logits-token", "token %d at position %d is outside model %s's "
+                                "vocabulary (%d)", tokens[i], i, m->name, m->info.vocab);
+    return m->ops->next_token_logits(m, tokens, len, logits, err);
+}
+
+int ct_model_has_hf(const ct_model *m)
+{
+    return m->ops->hf_tensor && m->ops->hf_config_json;
+}
+
+int ct_model_hf_map(const ct_model *m, int i, ct_model_hf_tensor *out)
+{
+    memset(out, 0, sizeof(*out));
+    return m->ops->hf_tensor && i >= 0 && i < m->n_tensors ? m->ops->hf_tensor(m, i, out) : CT_EINVAL;
+}
+
+int ct_model_hf_extra(const ct_model *m, const char *hf_name)
+{
+    return m->ops->hf_extra ? m->ops->hf_extra(m, hf_name) : -1;
+}
+
+int ct_model_hf_config_json(const ct_model *m, char *buf, size_t size)
+{
+    return m->ops->hf_config_json ? m->ops->hf_config_json(m, buf, size) : CT_EINVAL;
+}
+
+int ct_model_hf_config(const char *name, const char *user_config, const ct_model_file_tensor *file, int n,
+                       const char *config_json, char *out, size_t size, ct_error *err)
+{
+    const ct_registry_entry *e = ct_registry_find(CT_REG_MODEL, name);
+    const struct ct_model_class *cls = e ? e->ops : NULL;
+    char owner[64];
+    ct_config cfg;
+    int rc;
+
+    if (!e) {
+        ct_error_set(err, CT_EINVAL, "model-unknown", "--model '%s' is not a known model", name);
+        return ct_error_hint(err, "ctrain plan --list shows the models");
+    }
+    if (!cls || !cls->hf_config) {
+        ct_error_set(err, CT_EINVAL, "model-no-hf", "--init-from: model %s has no Hugging Face layout to load", e->name);
+        return ct_error_hint(err, "--init-from reads GPT-2 checkpoints: use --model gpt");
+    }
+    snprintf(owner, sizeof(owner), "model %s", e->name);
+    if ((rc = ct_config_parse(e->config, "--model-config", owner, user_config ? user_config : "", &cfg, err)))
+        return rc;
+    return cls->hf_config(file, n, config_json, &cfg, out, size, err);
+}

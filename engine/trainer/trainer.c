@@ -20,6 +20,7 @@
 #include "ctrain/registry.h"
 #include "ctrain/trainer.h"
 #include "ctrain/util.h"
+#include "engine/loops/hf_io.h"
 #include "engine/loops/loops.h"
 #include "engine/trainer/deterministic.h"
 #include "engine/trainer/requeue.h"
@@ -274,6 +275,9 @@ static int build_model(struct rank_state *rs, const ct_trainer_config *cfg, cons
     /* Initialise from the seed; rank 0's values win anyway (setup_model broadcasts them). */
     ct_rng_seed(&rs->run.rng, cfg->seed);
     ct_model_init(rs->host, &rs->run.rng);
+    /* Pretrained weights over the initialisation (every rank reads them; rank 0's win anyway). */
+    if (ba->mode == MODE_FIT && cfg->init_from[0])
+        return ct_hf_load(rs->host, cfg->init_from, err);
     return 0;
 }
 

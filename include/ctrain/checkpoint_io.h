@@ -45,6 +45,10 @@ struct ct_checkpoint_io_ops {
     /* Load into the buffers already in ckpt->tensors (names, dtypes and shapes must match exactly:
      * a checkpoint for another model shape is CT_EFORMAT naming the tensor); metadata is filled. */
     int (*load)(const char *path, ct_ckpt *ckpt, ct_error *err);
+    /* What the file holds, without its data: every tensor's name, dtype, shape and nbytes (data
+     * NULL) and the metadata, after the same checks as load (another library's checkpoint:
+     * --init-from). */
+    int (*list)(const char *path, ct_ckpt *ckpt, ct_error *err);
 };
 
 /* The safetensors implementation (engine/checkpoint_io/safetensors.c). Tensors in the file that

@@ -68,7 +68,28 @@ typedef struct ct_model_info {
     void (*metrics)(const ct_model *m, const ct_model_sums *sums, double *values);
     /* 1: forward calls need() before reading each range of the parameters (see the contract). */
     int announces_params;
+    /* A language model offering next_token_logits: its vocabulary (tokens 0..vocab-1) and the
+     * longest prompt it reads (its context); 0 otherwise. */
+    int vocab;
+    int context;
 } ct_model_info;
+
+/* One of the model's tensors in Hugging Face's layout of the same architecture (hf_tensor). */
+typedef struct ct_model_hf_tensor {
+    char name[64];      /* "transformer.h.0.attn.c_attn.weight" (GPT2LMHeadModel's state_dict name) */
+    int transposed;     /* 1: a 2-D weight stored [in, out] (GPT-2's Conv1D) where the model holds [out, in] */
+    int prefix_rows;    /* 1: the model's tensor may be the first rows of a longer one (position
+                           embeddings of a longer context: the model then sees a shorter one) */
+} ct_model_hf_tensor;
+
+#define CT_MODEL_HF_BUFFER (-2)
+
+/* A tensor of another library's checkpoint, as ct_model_class.hf_config sees it. */
+typedef struct ct_model_file_tensor {
+    const char *name;
+    int ndim;
+    const int64_t *shape;
+} ct_model_file_tensor;
 
 /* Where and how a device implementation computes (filled by the Accelerator). */
 typedef struct ct_model_placement {
@@ -106,6 +127,20 @@ struct ct_model_ops {
     int (*from_host)(ct_model *m, const ct_optim *o, ct_error *err);
     /* Optional: extra numbers for summary.json (16-mixed: skipped steps and loss scale). */
     void (*stats)(const ct_model *m, int64_t *skipped_steps, double *loss_scale);
+    /* Optional (autoregressive language models, host models; ctrain generate): the unnormalised
+     * logits[info.vocab] of the token that follows tokens[0..len), 1 <= len <= info.context, every
+     * token < info.vocab. Needs a model created with max_batch >= 1; no training step in between. */
+    int (*next_token_logits)(ct_model *m, const int32_t *tokens, int len, float *logits, ct_error *err);
+    /* Optional (fit --init-from, ctrain export --format hf): tensor i (0..n_tensors-1) in Hugging
+     * Face's layout. hf_extra classifies a tensor of that layout the model does not hold: the index
+     * of the model's tensor it is tied to (GPT-2's lm_head.weight is wte.weight), CT_MODEL_HF_BUFFER
+     * for a buffer that holds no weights (GPT-2's attn.bias causal mask), -1 for a name the model
+     * does not know (a checkpoint of another architecture: refused). */
+    int (*hf_tensor)(const ct_model *m, int i, ct_model_hf_tensor *out);
+    int (*hf_extra)(const ct_model *m, const char *hf_name);
+    /* Optional, with hf_tensor: the config.json Hugging Face reads for the model (JSON text into
+     * buf); non-zero when it does not fit. */
+    int (*hf_config_json)(const ct_model *m, char *buf, size_t size);
 };
 
 /* A model. Implementations fill every field in create (device implementations: in their impl
@@ -137,6 +172,13 @@ struct ct_model_class {
     /* The largest evaluation batch (samples) worth its memory; 0: the engine's default (1000). The
      * engine creates the model for max(--batch-size, this) samples. */
     int eval_batch;
+    /* Optional (fit --init-from): the --model-config of a Hugging Face checkpoint whose tensors
+     * are file[0..n) and whose config.json text is config_json (NULL when there is none beside
+     * it), written into out as "k=v,...". given is the user's checked --model-config: a key the
+     * user set that disagrees with the file is CT_EINVAL naming both (keys the file cannot fix,
+     * such as a shorter context, may be the user's). Not this architecture: CT_EFORMAT. */
+    int (*hf_config)(const ct_model_file_tensor *file, int n, const char *config_json, const ct_config *given,
+                     char *out, size_t size, ct_error *err);
 };
 
 /* A device implementation of a model on an accelerator, made from the host model. */
@@ -177,5 +219,20 @@ int ct_model_to_host(ct_model *m, ct_optim *o, ct_error *err);
 int ct_model_from_host(ct_model *m, const ct_optim *o, ct_error *err);
 /* The host model (m itself on the host). */
 ct_model *ct_model_host(ct_model *m);
+
+/* --- using a trained model (ctrain generate, export, fit --init-from) ---------------------------- */
+/* The logits after tokens[0..len). A model without next_token_logits: CT_EINVAL naming it, with
+ * a hint (id "model-no-logits"); len outside 1..info.context or a token outside the vocabulary:
+ * CT_EINVAL. */
+int ct_model_next_token_logits(ct_model *m, const int32_t *tokens, int len, float *logits, ct_error *err);
+/* 1 when the model maps its tensors to Hugging Face's layout (hf_tensor and hf_config_json). */
+int ct_model_has_hf(const ct_model *m);
+int ct_model_hf_map(const ct_model *m, int i, ct_model_hf_tensor *out);
+int ct_model_hf_extra(const ct_model *m, const char *hf_name);
+int ct_model_hf_config_json(const ct_model *m, char *buf, size_t size);
+/* The --model-config of registered model name for a Hugging Face checkpoint (the class's
+ * hf_config on top of the user's config text). A model without it: CT_EINVAL naming it. */
+int ct_model_hf_config(const char *name, const char *user_config, const ct_model_file_tensor *file, int n,
+                       const char *config_json, char *out, size_t size, ct_error *err);
 
 #endif

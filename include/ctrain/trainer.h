@@ -61,6 +61,10 @@ typedef struct ct_trainer_config {
                                              scratch; validate/test: "best"), "auto" (fit: resume
                                              last.safetensors when this job wrote it, else start
                                              fresh), "last", "best" or a file */
+    char init_from[CT_TRAINER_PATH_MAX];  /* --init-from: fit starts from this Hugging Face checkpoint's
+                                             weights (the model's config must hold them: the CLI
+                                             derives --model-config from the file); "" none. A
+                                             resumed checkpoint (--ckpt-path) wins over it. */
     char requeue_signal[16];        /* --requeue-signal, default "USR1": stop, checkpoint, requeue */
     int auto_requeue;               /* 1 (default); 0: --no-auto-requeue (stop and checkpoint only) */
     double collective_timeout;      /* --collective-timeout seconds, default 300: a collective that

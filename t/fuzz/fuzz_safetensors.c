@@ -3,7 +3,9 @@
  * satisfy, checked here independently of the loader (Hugging Face's rules and ctrain's limits):
  * header at most 1 MiB; no key twice at the top or in __metadata__; sorted by offset the tensors'
  * data ranges follow each other from 0 with no gap or overlap and end exactly at the end of the
- * file. Each input is loaded twice: asking for two tensors (weights), and for none (the header). */
+ * file. Each input is loaded twice: asking for two tensors (weights), and for none (the header);
+ * then listed (--init-from reads another library's file so): a listing must describe tensors whose
+ * sizes are their shapes' and accept exactly what the header pass accepts. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,6 +98,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     fwrite(data, 1, size, f);
     fclose(f);
+    int header_ok = 0;
+
     for (int pass = 0; pass < 2; pass++) {
         memset(&c, 0, sizeof(c));
         if (pass == 0) {
@@ -117,6 +121,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 abort(); /* a failure must carry a CT_E* code */
         } else {
             check_invariants(data, size);
+            header_ok = pass == 1;
+        }
+    }
+    memset(&c, 0, sizeof(c));
+    if (ct_checkpoint_io_safetensors.list(path, &c, &err) != 0) {
+        if (err.code >= 0 || (header_ok && strcmp(err.id, "ckpt-header")))
+            abort(); /* a failure without a code, or a header pass accepted what the listing refuses */
+    } else {
+        if (!header_ok)
+            abort(); /* listed what loading the header refused */
+        for (int i = 0; i < c.n_tensors; i++) {
+            size_t numel = 1;
+
+            for (int d = 0; d < c.tensors[i].ndim; d++)
+                numel *= (size_t)c.tensors[i].shape[d];
+            if (c.tensors[i].data || !c.tensors[i].name[0] || numel * (c.tensors[i].dtype == CT_DTYPE_F64 ? 8 :
+                c.tensors[i].dtype == CT_DTYPE_F32 ? 4 : 2) != c.tensors[i].nbytes)
+                abort();
         }
     }
     unlink(path);

@@ -614,6 +614,24 @@ double ct_gpt_forward(ct_gpt *m, const int32_t *inputs, const int32_t *targets, 
     return gpt_softmax_xent_forward(m->probs, targets, BT, V);
 }
 
+/* A shorter sequence is a forward at seq_len len: every stride below reads cfg.seq_len, and
+ * the buffers made for seq_len hold one sequence of fewer tokens. The tokens stand in as targets
+ * (the loss is not used); the last row of the final LayerNorm then goes through the LM head. */
+int ct_gpt_next_token_logits(ct_gpt *m, const int32_t *tokens, int len, float *logits)
+{
+    int T = m->cfg.seq_len, C = m->cfg.n_embd;
+
+    if (len < 1 || len > T || m->max_batch < 1)
+        return CT_EINVAL;
+    m->cfg.seq_len = len;
+    ct_gpt_forward(m, tokens, tokens, 1, NULL, NULL);
+    m->cfg.seq_len = T;
+    m->batch = 0; /* no backward of this forward */
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, m->cfg.vocab, C, 1.0f, tensor_data(m, 0), C,
+                m->lnf + (size_t)(len - 1) * C, 1, 0.0f, logits, 1);
+    return 0;
+}
+
 /* --- backward --------------------------------------------------------------------------------- */
 
 static int announce(const ct_gpt *m, int t, ct_grad_ready_fn ready, void *ctx)

@@ -92,6 +92,12 @@ double ct_gpt_forward(ct_gpt *m, const int32_t *inputs, const int32_t *targets, 
  * CT_EINTERNAL without a forward before it. */
 int ct_gpt_backward(ct_gpt *m, double scale_tokens, ct_grad_ready_fn ready, void *ctx);
 
+/* The logits[vocab] of the token after tokens[0..len), 1 <= len <= seq_len (every token < vocab):
+ * a forward of one sequence of len tokens (a causal model's last position sees only those), then
+ * the LM head on its last row. Needs max_batch >= 1; overwrites what backward would read.
+ * CT_EINVAL for len out of range. */
+int ct_gpt_next_token_logits(ct_gpt *m, const int32_t *tokens, int len, float *logits);
+
 /* Bits per byte of a mean loss in nats per token when tokens are bytes (vocab 256): loss / ln 2. */
 double ct_gpt_bits_per_byte(double loss_nats);
 

@@ -1,0 +1,124 @@
+/* The model a ctrain checkpoint holds, rebuilt outside a run (ctrain generate, ctrain export): the
+ * model and its --model-config from the checkpoint's metadata, the weights from its tensors. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cjson/cJSON.h>
+
+#include "ctrain/checkpoint_io.h"
+#include "ctrain/model.h"
+#include "engine/loops/ckpt_model.h"
+
+#define CKPT_FORMAT "ctrain-checkpoint-1"
+
+static const char *meta_get(const ct_ckpt *c, const char *key)
+{
+    for (int i = 0; i < c->n_meta; i++)
+        if (!strcmp(c->meta[i].key, key))
+            return c->meta[i].value;
+    return NULL;
+}
+
+/* The model's name and --model-config as the run gave them (metadata "flags"). */
+static int model_of(const char *path, const ct_ckpt *c, char *name, size_t nsize, char *config, size_t csize,
+                    ct_error *err)
+{
+    const char *fmt = meta_get(c, "format"), *flags = meta_get(c, "flags");
+    cJSON *j = flags ? cJSON_Parse(flags) : NULL;
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "model");
+    const cJSON *mc = cJSON_GetObjectItemCaseSensitive(j, "model_config");
+    int rc = 0;
+
+    if (!fmt || strcmp(fmt, CKPT_FORMAT)) {
+        ct_error_set(err, CT_EFORMAT, "ckpt-format", "--ckpt-path %s: not a ctrain checkpoint (metadata format is %s)",
+                     path, fmt ? fmt : "missing");
+        rc = ct_error_hint(err, "pass a last.safetensors or best.safetensors written by ctrain fit");
+    } else if (!cJSON_IsString(m) || !cJSON_IsString(mc)) {
+        rc = ct_error_set(err, CT_EFORMAT, "ckpt-meta", "--ckpt-path %s: its metadata does not name the model", path);
+    } else {
+        snprintf(name, nsize, "%s", m->valuestring);
+        snprintf(config, csize, "%s", mc->valuestring);
+    }
+    cJSON_Delete(j);
+    return rc;
+}
+
+int ct_ckpt_model_load(const char *path, const char *command, ct_model **out, ct_error *err)
+{
+    const struct ct_checkpoint_io_ops *io = &ct_checkpoint_io_safetensors;
+    ct_ckpt *c = calloc(1, sizeof(*c));
+    ct_data_info data;
+    ct_model *m = NULL;
+    char name[64], config[512], want[320];
+    const char *model;
+    struct stat st;
+    int rc;
+
+    *out = NULL;
+    if (!c)
+        return ct_error_set(err, CT_ENOMEM, "", "out of memory reading %s", path);
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        ct_error_set(err, CT_EINVAL, "ckpt-path", "--ckpt-path %s is a directory", path);
+        rc = ct_error_hint(err, "give a checkpoint file in it, e.g. %s/best.safetensors", path);
+        goto out;
+    }
+    /* the header and metadata only: which model to build */
+    if ((rc = io->load(path, c, err))) {
+        ct_error_prefix(err, "--ckpt-path: ");
+        if (rc == CT_ENOENT) { /* a flag naming a file that is not there: bad input */
+            err->code = rc = CT_EINVAL;
+        }
+        if (!err->hint[0])
+            ct_error_hint(err, "give --ckpt-path the best.safetensors or last.safetensors of a ctrain fit run");
+        goto out;
+    }
+    if ((rc = model_of(path, c, name, sizeof(name), config, sizeof(config), err)))
+        goto out;
+    /* A model used on its own sees token windows of its own length: a language model's input. */
+    memset(&data, 0, sizeof(data));
+    data.x.dtype = data.y.dtype = CT_DTYPE_I32;
+    data.x.ndim = data.y.ndim = 1;
+    if ((rc = ct_model_create(name, config, &data, 1, &m, err))) {
+        if (!strcmp(err->id, "data-model-mismatch")) {
+            ct_error_set(err, CT_EINVAL, "model-no-logits", "%s: model %s (from %s) does not offer %s: it is not a "
+                         "language model on token windows", command, name, path,
+                         strcmp(command, "export") ? "next-token logits" : "a Hugging Face layout");
+            rc = ct_error_hint(err, "%s works on models such as gpt", command);
+        }
+        goto out;
+    }
+    model = meta_get(c, "model");
+    snprintf(want, sizeof(want), "%s %s", m->name, m->describe);
+    if (!model || strcmp(model, want)) {
+        rc = ct_error_set(err, CT_EFORMAT, "ckpt-model", "--ckpt-path %s: metadata model %s, its flags build %s", path,
+                          model ? model : "(missing)", want);
+        goto out;
+    }
+    memset(c, 0, sizeof(*c));
+    if (m->n_tensors > CT_CKPT_MAX_TENSORS) {
+        rc = ct_error_set(err, CT_EFORMAT, "ckpt-too-many-tensors", "model %s has %d tensors", m->name, m->n_tensors);
+        goto out;
+    }
+    for (int i = 0; i < m->n_tensors; i++) {
+        const ct_tensor *t = &m->tensors[i];
+        ct_ckpt_tensor *o = &c->tensors[c->n_tensors++];
+
+        snprintf(o->name, sizeof(o->name), "%s", t->name);
+        o->dtype = CT_DTYPE_F32;
+        o->ndim = t->ndim;
+        for (int d = 0; d < t->ndim; d++)
+            o->shape[d] = t->shape[d];
+        o->data = t->data;
+        o->nbytes = t->numel * sizeof(float);
+    }
+    if ((rc = io->load(path, c, err)))
+        goto out;
+    *out = m;
+    m = NULL;
+out:
+    ct_model_free(m);
+    free(c);
+    return rc;
+}
