@@ -580,6 +580,11 @@ static int write_summary(const ct_trainer_config *cfg, ct_strategy *s, const ct_
         cJSON_AddStringToObject(o, "precision", ct_strategy_precision(s)->name);
     add_device_summary(o, s, run);
     cJSON_AddNumberToObject(o, "train_seconds", run->train_seconds);
+    /* Lightning's controls: whether early stopping ended fit, and the monitored metric's best. */
+    cJSON_AddBoolToObject(o, "early_stopped", run->st.early_stopped);
+    cJSON_AddStringToObject(o, "monitor", run->opt.monitor_name);
+    if (isfinite(run->st.best_score))
+        cJSON_AddNumberToObject(o, "best_score", run->st.best_score);
     /* Rank 0's view of the gradient exchange: waiting time and how many allreduces overlapped backward. */
     ct_strategy_grad_allreduces(s, &allreduces, &in_backward);
     cJSON_AddNumberToObject(o, "exposed_comm_seconds", ct_strategy_exposed_comm_seconds(s));
