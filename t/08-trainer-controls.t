@@ -114,7 +114,7 @@ ok $? "--mode max on val_loss: the first (highest) validation stays the best"
 ES="$F --progress plain --max-epochs 10 --monitor val_loss --mode max --early-stopping-patience 2"
 fit es $ES
 [ "$(json epochs "$tmp/es/summary.json")" = 3 ] && grep -q '"early_stopped":[[:space:]]*true' "$tmp/es/summary.json" && grep -q 'early stopping: val_loss did not improve in 2 validations' "$tmp/es.out"
-ok $? "early stopping after 2 validations without improvement: 3 epochs of 10, early_stopped in summary.json" || diag "$tmp/es.out" || diag "$tmp/es.out"
+ok $? "early stopping after 2 validations without improvement: 3 epochs of 10, early_stopped in summary.json" || diag "$tmp/es.out"
 fit es --ckpt-path last $ES
 [ "$(json epochs "$tmp/es/summary.json")" = 4 ] && grep -q 'did not improve in 3 validations' "$tmp/es.out"
 ok $? "resumed after the early stop: trains to the next validation and stops again, as Lightning" || diag "$tmp/es.out"
