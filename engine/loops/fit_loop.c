@@ -141,16 +141,20 @@ int ct_fit_validate(ct_run *run, size_t batches_per_epoch, ct_error *err)
     return 0;
 }
 
-/* An epoch ended without a validation of its own (--val-check-interval): last.safetensors at the
- * start of the next epoch. */
-static int end_epoch(ct_run *run, size_t batches_per_epoch, ct_error *err)
+/* A stretch of training ended without a validation of its own (--val-check-interval): at the
+ * epoch's end or at --max-steps, last.safetensors where training stands (at the start of the next
+ * epoch after a whole one), unless a validation at this very step saved it. */
+static int end_stretch(ct_run *run, size_t batches_per_epoch, ct_error *err)
 {
+    ct_progress_state *st = &run->st;
     char path[1100];
 
-    if ((size_t)run->st.step_in_epoch < batches_per_epoch)
-        return 0; /* a validation at the epoch's last step rolled it already, and saved */
-    run->st.epoch++;
-    run->st.step_in_epoch = 0;
+    if ((size_t)st->step_in_epoch >= batches_per_epoch) {
+        st->epoch++;
+        st->step_in_epoch = 0;
+    } else if (st->global_step % run->opt.val_check_interval == 0) {
+        return 0;
+    }
     snprintf(path, sizeof(path), "%s/last.safetensors", run->opt.root_dir);
     return ct_run_save_checkpoint(run, path, err);
 }
@@ -191,7 +195,7 @@ int ct_fit_loop_run(ct_run *run, ct_error *err)
         if (st->global_step == before && st->epoch == epoch && (size_t)st->step_in_epoch < steps)
             break;
         if (run->opt.val_check_interval > 0)
-            rc = end_epoch(run, steps, err);
+            rc = end_stretch(run, steps, err);
         else
             rc = ct_fit_validate(run, steps, err);
         if (rc)
