@@ -8,7 +8,7 @@
 # --no-tensorboard writes none.
 . "$(dirname "$0")/lib/launch.sh"
 . "$(dirname "$0")/lib/ddp.sh"
-N=9
+N=10
 PY="$T/../build/venv/bin/python"
 if ! "$PY" -c 'import tensorboard' >/dev/null 2>&1; then
     ci_needs "the tensorboard Python package (build/venv)"
@@ -86,7 +86,13 @@ cat /usr/share/common-licenses/* >"$tmp/corpus.txt" 2>/dev/null
     grep -q '^hparams model gpt$' "$tmp/g.tb"
 ok $? "the GPT's val_bpb and val_loss reach TensorBoard" || diag "$tmp/g.out" "$tmp/g.tb.err"
 
-# 9: --no-tensorboard.
+# 9: a fit from scratch in the same directory replaces the event file, as it does metrics.csv.
+old=$(events a)
+fit a $F --max-steps 10 --log-every-n-steps 10
+[ "$(events a | wc -l)" = 1 ] && [ "$(events a)" != "$old" ] && [ "$(read_tb a | grep -c '^train_loss ')" = 1 ]
+ok $? "a new fit in the directory: one event file, the new run's steps only" || diag "$tmp/a.out"
+
+# 10: --no-tensorboard.
 fit off $F --max-steps 5 --no-tensorboard
 [ $? -eq 0 ] && [ -z "$(events off)" ] && [ -s "$tmp/off/metrics.csv" ]
 ok $? "--no-tensorboard: metrics.csv only"

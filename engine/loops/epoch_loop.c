@@ -13,9 +13,10 @@
 static int grad_ready(void *ctx, size_t offset, size_t count)
 {
     ct_run *run = ctx;
-    float *g = run->model->grads + offset, *a = run->accum + offset;
 
     if (run->window > 1) {
+        float *g = run->model->grads + offset, *a = run->accum + offset;
+
         if (run->micro == 0)
             memcpy(a, g, count * sizeof(float));
         else if (run->micro < run->window - 1)

@@ -7,7 +7,8 @@
  * "brain.Event:2" and the hparams plugin's session start (the run's flags), then one Event per
  * scalar at the run's global step, under metrics.csv's column names.
  *
- * Resuming appends to the newest event file of the directory, first cut after its last record of
+ * A fit from scratch replaces the directory's event files, as it does metrics.csv. Resuming appends
+ * to the newest event file of the directory, first cut after its last record of
  * a step the checkpoint had reached: what the stopped run logged past its checkpoint would
  * otherwise appear twice (TensorBoard shows both), and a record cut off by a kill is dropped.
  */
@@ -203,6 +204,25 @@ static int newest_event_file(const char *dir, char *out, size_t size)
     return 0;
 }
 
+/* A fit from scratch overwrites metrics.csv; the event files of an earlier run in the directory go
+ * too, or TensorBoard would draw both runs' steps as one curve. unlink removes a planted symlink
+ * itself, never its target. */
+static void remove_event_files(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char path[1400];
+
+    if (!d)
+        return;
+    while ((e = readdir(d)) != NULL)
+        if (!strncmp(e->d_name, EVENT_PREFIX, strlen(EVENT_PREFIX))) {
+            snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+    closedir(d);
+}
+
 /* The length of the file's leading records that are whole, check out, and hold steps up to
  * last_step (the file version and hparams records, at step 0, always stay). */
 static long keep_prefix(FILE *f, int64_t last_step)
@@ -287,6 +307,7 @@ int ct_tb_open(ct_run *run, int64_t resume_step, ct_error *err)
     } else {
         long none;
 
+        remove_event_files(run->opt.root_dir);
         gethostname(host, sizeof(host) - 1);
         snprintf(w->path, sizeof(w->path), "%s/" EVENT_PREFIX "%lld.%s.%ld.0", run->opt.root_dir,
                  (long long)time(NULL), host, (long)getpid());
