@@ -176,4 +176,4 @@ ok $? "every trainer-* catalogue id has a case here (missing:${missing:- none})"
 # covers: trainer-accumulate trainer-gradient-clip trainer-gradient-clip-algorithm-alone trainer-val-check-interval
 # covers: trainer-limit-val-batches trainer-warmup-steps trainer-min-lr trainer-min-lr-constant trainer-mode
 # covers: trainer-monitor trainer-save-top-k trainer-early-stopping-no-val trainer-early-stopping-patience
-# covers: trainer-controls-device (t/52-cuda-fit.t: cuda only)
+# covers: trainer-controls-device (its case is in t/52-cuda-fit.t, which needs a GPU)
