@@ -25,7 +25,8 @@ static const struct flag flags[] = {
     { "--batch-size", F_INT, 1, 65536, "N", "samples per step on each rank (default 128)" },
     { "--lr", F_DOUBLE, 0, 0, "X", "peak learning rate (default 1e-3)" },
     { "--lr-schedule", F_SPECIAL, 0, 0, "NAME",
-      "cosine (default: from --lr down to 0 over the fit, by global step) or constant" },
+      "cosine (default: from --lr down to --min-lr over the fit, by optimizer step, after --warmup-steps) or "
+      "constant" },
     { "--optimizer", F_SPECIAL, 0, 0, "NAME", "adamw (default) or sgd" },
     { "--weight-decay", F_DOUBLE, 0, 0, "X", "adamw: decoupled, default 0.01; sgd: L2, default 0" },
     { "--momentum", F_DOUBLE, 0, 0, "X", "sgd momentum (default 0.9)" },
@@ -125,7 +126,7 @@ void ct_trainer_flags_usage(const char *cmd, FILE *out)
     fprintf(out, "usage: ctrain %s [flags]\n", cmd);
     if (!strcmp(cmd, "fit"))
         fprintf(out, "Train a model (default: an MLP on Fashion-MNIST), validating and checkpointing after every\n"
-                     "epoch, then test the best checkpoint on the test split.\n");
+                     "epoch (or every --val-check-interval steps), then test the best checkpoint on the test split.\n");
     else if (!strcmp(cmd, "validate"))
         fprintf(out, "Evaluate a checkpoint (--ckpt-path, default best) on the validation split.\n");
     else
