@@ -20,7 +20,7 @@
 # unaveraged window) is over 1e-2 at once: the control below shows batch 64 without accumulation.
 . "$(dirname "$0")/lib/launch.sh"
 . "$(dirname "$0")/lib/ddp.sh"
-N=26
+N=27
 make_data || skip_all $N "dataset-fashion-mnist not installed"
 echo "1..$N"
 CMP="$B/st_compare"
@@ -132,7 +132,27 @@ fit w $F --batch-size 32 --lr-schedule constant --accumulate-grad-batches 2 --ma
 [ "$(meta "$tmp/w/last.safetensors" step_in_epoch)" = 12 ]
 ok $? "resumed at batch 6 with 4 per step: the window ends at batch 8, then 8..11 (Lightning's alignment), not 6..13" || diag "$tmp/w.out"
 
-# 22: the GPT through the model seam (loss terms are tokens): 2 ranks x 2 micro-batches of 2 windows.
+# 22: a stop signal that lands inside a window is acted on at the window's end: the checkpoint holds
+# no half-summed gradient, and resuming it equals the unbroken run bit for bit.
+SIG="$F --batch-size 16 --accumulate-grad-batches 8 --lr-schedule constant --max-epochs 2 --log-every-n-steps 2"
+fit sref $SIG
+"$CTRAIN" fit $SIG --default-root-dir "$tmp/sig" >"$tmp/sig.out" 2>&1 &
+P=$!
+pids="$pids $P"
+for i in $(seq 600); do
+    [ "$(cat "$tmp/sig/metrics.csv" 2>/dev/null | grep -c '^[0-9]')" -ge 2 ] && break
+    sleep 0.05
+done
+kill -TERM $P
+wait $P
+rc=$?
+at=$(meta "$tmp/sig/last.safetensors" step_in_epoch)
+[ "$rc" -eq 75 ] && [ -n "$at" ] && [ $((at % 8)) -eq 0 ] && fit sig $SIG --ckpt-path last &&
+    "$CMP" "$tmp/sref/last.safetensors" "$tmp/sig/last.safetensors" >"$tmp/cmps.out"
+ok $? "SIGTERM inside a window: stopped after it (batch $at of the epoch, exit $rc), resumed = unbroken bit for bit" ||
+    diag "$tmp/sig.out" "$tmp/cmps.out"
+
+# 23: the GPT through the model seam (loss terms are tokens): 2 ranks x 2 micro-batches of 2 windows.
 cat /usr/share/common-licenses/* >"$tmp/corpus.txt" 2>/dev/null
 G="--model gpt --model-config n_layer=2,n_head=4,n_embd=64,seq_len=64 --progress off --deterministic --optimizer sgd
    --lr 0.05 --lr-schedule constant --max-steps 6 --limit-val-batches 1"
@@ -141,7 +161,7 @@ G="--model gpt --model-config n_layer=2,n_head=4,n_embd=64,seq_len=64 --progress
         --strategy ddp --devices 2 && got=$("$CMP" --tol 1e-5 "$tmp/g8/last.safetensors" "$tmp/gd/last.safetensors")
 ok $? "gpt: ddp 2 x 2 micro-batches of 2 windows = single_device batch 8 after 6 steps ($got)" || diag "$tmp/gd.out"
 
-# 23-26: bad values and combinations.
+# 24-27: bad values and combinations.
 bad() {  # bad WORDS FLAGS...: exit 2, the words in the message, a hint, nothing trained
     words=$1; shift
     "$CTRAIN" fit $F --max-steps 1 --default-root-dir "$tmp/bad" "$@" >"$tmp/bad.out" 2>&1
