@@ -109,10 +109,11 @@ int ct_fit_validate(ct_run *run, size_t batches_per_epoch, ct_error *err)
     if (improved && !isnan(score))
         st->best_score = score;
     /* Early stopping as Lightning's EarlyStopping: wait_count validations without improvement;
-     * stop when it reaches the patience. */
+     * stop when it reaches the patience. A metric not measured yet (train_loss before the first
+     * logged row) counts neither way. */
     if (improved)
         st->wait_count = 0;
-    else if (run->opt.patience > 0 && ++st->wait_count >= run->opt.patience)
+    else if (!isnan(score) && run->opt.patience > 0 && ++st->wait_count >= run->opt.patience)
         st->early_stopped = 1;
     if (has_val && info->has_accuracy && !(val.acc <= st->best_val_acc))
         st->best_val_acc = val.acc;

@@ -87,7 +87,8 @@ typedef struct ct_stop_state {
 /* Training counters: everything a checkpoint needs to resume exactly. */
 typedef struct ct_progress_state {
     int64_t epoch;             /* the epoch being (or about to be) trained, from 0 */
-    int64_t step_in_epoch;     /* optimizer steps already done in that epoch */
+    int64_t step_in_epoch;     /* batches already trained in that epoch (Lightning's batch_idx; an
+                                  optimizer step takes --accumulate-grad-batches of them) */
     int64_t global_step;       /* optimizer steps since the start of training */
     double best_val_acc;       /* -1: none yet (models with accuracy: the best checkpoint's) */
     double best_val_loss;      /* NaN: none yet (models without accuracy: the best checkpoint's) */
@@ -163,7 +164,8 @@ int ct_run_stop_agreed(ct_run *run, ct_error *err);
 void ct_run_stop_post(ct_run *run);
 
 /* --- the fit loop (engine/loops/fit_loop.c) --------------------------------------------------- */
-/* Train from run->st until max_epochs or max_steps, validating and checkpointing at each epoch end.
+/* Train from run->st until max_epochs, max_steps or early stopping (run->st.early_stopped),
+ * validating and checkpointing at each epoch end (or every val_check_interval optimizer steps).
  * When the ranks agree to stop on a signal (run->stop_enabled), save last.safetensors where training
  * stands and return 0 with run->stop.agreed set. */
 int ct_fit_loop_run(ct_run *run, ct_error *err);
@@ -173,7 +175,8 @@ int ct_fit_loop_run(ct_run *run, ct_error *err);
 double ct_lr_at(const ct_loop_options *o, int64_t step, long total_steps);
 /* Steps the whole fit takes: max_epochs epochs of steps_per_epoch, capped by max_steps. */
 long ct_fit_total_steps(const ct_loop_options *o, size_t steps_per_epoch);
-/* Train the rest of epoch run->st.epoch; returns 0 at the epoch end or when max_steps is reached. */
+/* Train the rest of epoch run->st.epoch; returns 0 at the epoch end, when max_steps is reached, or
+ * when a validation inside it stopped fit early. */
 int ct_epoch_loop_run(ct_run *run, ct_error *err);
 /* One optimizer step on the batches first .. first + n - 1 of the epoch (an accumulation window):
  * forward and backward of each (the last one's gradients announced to the strategy as they are
