@@ -128,7 +128,8 @@ static int check_controls(const ct_trainer_config *cfg, ct_error *err)
     if (cfg->early_stopping_patience > 0 && strcmp(cfg->monitor, "train_loss") &&
         (cfg->val_fraction == 0 || cfg->limit_val_batches == 0)) {
         ct_error_set(err, CT_EINVAL, "trainer-early-stopping-no-val", "--early-stopping-patience %d watches %s, but "
-                     "%s leaves no validation", cfg->early_stopping_patience, cfg->monitor[0] ? cfg->monitor : "the validation metric",
+                     "%s leaves no validation", cfg->early_stopping_patience,
+                     cfg->monitor[0] ? cfg->monitor : "the validation metric",
                      cfg->val_fraction == 0 ? "--val-fraction 0" : "--limit-val-batches 0");
         return ct_error_hint(err, "keep a validation set, or --monitor train_loss");
     }
