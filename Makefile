@@ -34,12 +34,12 @@ CFLAGS   ?= $(OPT) -g
 # The training step's element-wise loops (bias+ReLU, optimizer updates): vectorised, and sqrtf
 # without errno so it vectorises; engine/nn also clones its hot loops per ISA (target_clones).
 NN_CFLAGS ?= -O3 -fno-math-errno -fopenmp-simd
-ALL_CFLAGS = $(CPPFLAGS) $(CFLAGS) -std=gnu11 -fPIC $(WARN) $(HARDEN_CFLAGS) -Iinclude -I. -MMD -MP $(EXTRA_CFLAGS)
+ALL_CFLAGS = $(CPPFLAGS) $(CFLAGS) -std=gnu11 -fPIC $(WARN) $(HARDEN_CFLAGS) -Iinclude -I. -I$(BUILD)/gen -MMD -MP $(EXTRA_CFLAGS)
 ALL_LDFLAGS = $(LDFLAGS) $(HARDEN_LDFLAGS) $(EXTRA_LDFLAGS)
 
 # Dependencies, through pkg-config where Debian ships a .pc file.
 PKG_CORE   := hwloc libcjson
-PKG_LIB    := $(PKG_CORE) pmix zlib openblas ompi-c
+PKG_LIB    := $(PKG_CORE) pmix zlib openblas ompi-c libprotobuf-c
 CORE_CFLAGS := $(shell pkg-config --cflags $(PKG_CORE) 2>/dev/null)
 CORE_LIBS   := $(shell pkg-config --libs $(PKG_CORE) 2>/dev/null) -lm
 LIB_CFLAGS  := $(shell pkg-config --cflags $(PKG_LIB) 2>/dev/null)
@@ -83,8 +83,14 @@ ifeq ($(CUDA),1)
                  -Iinclude -I. -DCT_HAVE_CUDA=1 $(CUDA_ARCH)
 endif
 
+# Protocol buffers (TensorBoard's event records): protoc-c compiles each .proto under engine/ into
+# $(BUILD)/gen/<same path>.pb-c.{c,h}, included as "engine/.../NAME.pb-c.h".
+PROTO_SRC := $(sort $(wildcard engine/loops/proto/*.proto))
+PROTO_H   := $(PROTO_SRC:%.proto=$(BUILD)/gen/%.pb-c.h)
+PROTO_OBJ := $(PROTO_SRC:%.proto=$(BUILD)/obj/%.pb-c.o)
+
 CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
-LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o)
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o) $(PROTO_OBJ)
 CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 SPANK_OBJ := $(SPANK_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN  := $(TEST_SRC:t/unit/%.c=$(BUILD)/t/%)
@@ -110,6 +116,20 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@$(if $(filter 1,$(V)),,echo "  CC      $<")
 	$(Q)$(CC) $(ALL_CFLAGS) $(if $(filter $(CORE_SRC) $(SPANK_SRC),$<),$(CORE_CFLAGS),$(LIB_CFLAGS)) $(if $(filter engine/nn/% engine/models/%,$<),$(NN_CFLAGS)) $(if $(filter $(CLI_SRC) $(SPANK_SRC),$<),$(VERSION_DEF)) -c $< -o $@
+
+$(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: %.proto
+	@mkdir -p $(BUILD)/gen
+	@echo "  PROTOC  $<"
+	$(Q)protoc-c --c_out=$(BUILD)/gen -I. $<
+
+# Generated code: the project's warnings are for the project's code.
+$(BUILD)/obj/%.pb-c.o: $(BUILD)/gen/%.pb-c.c
+	@mkdir -p $(dir $@)
+	@$(if $(filter 1,$(V)),,echo "  CC      $<")
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -std=gnu11 -fPIC $(HARDEN_CFLAGS) -I$(BUILD)/gen $(LIB_CFLAGS) $(EXTRA_CFLAGS) -MMD -MP -c $< -o $@
+
+# The sources that include generated headers wait for them.
+$(BUILD)/obj/engine/loops/tensorboard.o: $(PROTO_H)
 
 # `ctrain --version` and the plugin's load message name the version.
 $(CLI_OBJ) $(SPANK_OBJ): debian/changelog

@@ -27,7 +27,7 @@ COMMON="--data $T/data --progress off --deterministic"
 # 1-5: a short run learns and writes its outputs.
 "$CTRAIN" fit $COMMON --max-epochs 1 --log-every-n-steps 10 --default-root-dir "$T/a" >"$T/a.out" 2>&1
 check '[ $? -eq 0 ]' "fit of one epoch exits 0" "$T/a.out"
-check 'head -1 "$T/a/metrics.csv" | grep -qx "step,epoch,train_loss,val_loss,val_acc,lr,samples_per_sec"' \
+check 'head -1 "$T/a/metrics.csv" | grep -qx "step,epoch,train_loss,val_loss,val_acc,lr,samples_per_sec,grad_norm"' \
     "metrics.csv has the documented header" "$T/a/metrics.csv"
 first=$(awk -F, 'NR==2 {print $3}' "$T/a/metrics.csv")
 last=$(awk -F, '$3 != "" {l=$3} END {print l}' "$T/a/metrics.csv")

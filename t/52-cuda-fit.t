@@ -11,11 +11,11 @@ n=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 nok() { n=$((n + 1)); echo "not ok $n - $1"; [ -n "$2" ] && sed 's/^/# /' "$2"; }
 check() { if eval "$1"; then ok "$2"; else nok "$2" "$3"; fi; }
-skip_all() { for i in $(seq 1 9); do echo "ok $i # SKIP $1"; done; exit 0; }
+skip_all() { for i in $(seq 1 10); do echo "ok $i # SKIP $1"; done; exit 0; }
 acc_of() { sed -n 's/.*"test_acc":[[:space:]]*\([0-9.]*\).*/\1/p' "$1/summary.json"; }
 within() { awk "BEGIN {d = $1 - $2; if (d < 0) d = -d; exit !(d <= $3)}"; }
 
-echo "1..9"
+echo "1..10"
 probe=$("$B/t/cuda_check" probe) || skip_all "no CUDA device (${probe#unavailable: })"
 [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] ||
     skip_all "dataset-fashion-mnist not installed (scripts/install-deps)"
@@ -53,3 +53,10 @@ if [ "$ndev" -ge 2 ]; then
 else
     echo "ok 9 # SKIP ddp over NCCL needs 2 CUDA devices (this machine has $ndev)"
 fi
+
+# Accumulation and clipping need host gradients: on cuda they are refused (exit 2) with a hint,
+# never run on the wrong memory.
+"$CTRAIN" fit --data "$T/data" --progress off --max-steps 2 --accelerator cuda --accumulate-grad-batches 2 \
+    --default-root-dir "$T/acc" >"$T/acc.out" 2>&1
+check '[ $? -eq 2 ] && grep -q "keeps its gradients in device memory" "$T/acc.out" && grep -q "^ctrain: hint:" "$T/acc.out"' \
+    "cuda: --accumulate-grad-batches refused with a hint (trainer-controls-device)" "$T/acc.out"

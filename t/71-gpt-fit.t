@@ -28,7 +28,7 @@ first=$(awk -F, 'NR==2 {print $3}' "$T/one/metrics.csv")
 val=$(json val_loss "$T/one/summary.json"); bpb=$(json val_bpb "$T/one/summary.json")
 check 'awk -v f="$first" -v v="$val" -v b="$bpb" "BEGIN { exit !(v < 5.0 && v < f && b > 0 && (b - v / log(2)) ^ 2 < 1e-8) }"' \
     "it learns: val_loss $val below 5.0 and the first logged loss $first; val_bpb $bpb = val_loss / ln 2" "$T/one.out"
-check 'head -1 "$T/one/metrics.csv" | grep -qx "step,epoch,train_loss,val_loss,val_acc,lr,samples_per_sec,val_bpb" && grep -q "\"test_bpb\"" "$T/one/summary.json" && grep -q "wte.weight" "$T/one/best.safetensors"' \
+check 'head -1 "$T/one/metrics.csv" | grep -qx "step,epoch,train_loss,val_loss,val_acc,lr,samples_per_sec,grad_norm,val_bpb" && grep -q "\"test_bpb\"" "$T/one/summary.json" && grep -q "wte.weight" "$T/one/best.safetensors"' \
     "metrics.csv has val_bpb, summary.json test_bpb, the checkpoint GPT-2's tensor names" "$T/one/metrics.csv"
 
 # 5: resuming from last continues (the counters and the best val_loss come back).

@@ -25,7 +25,8 @@ static const struct flag flags[] = {
     { "--batch-size", F_INT, 1, 65536, "N", "samples per step on each rank (default 128)" },
     { "--lr", F_DOUBLE, 0, 0, "X", "peak learning rate (default 1e-3)" },
     { "--lr-schedule", F_SPECIAL, 0, 0, "NAME",
-      "cosine (default: from --lr down to 0 over the fit, by global step) or constant" },
+      "cosine (default: from --lr down to --min-lr over the fit, by optimizer step, after --warmup-steps) or "
+      "constant" },
     { "--optimizer", F_SPECIAL, 0, 0, "NAME", "adamw (default) or sgd" },
     { "--weight-decay", F_DOUBLE, 0, 0, "X", "adamw: decoupled, default 0.01; sgd: L2, default 0" },
     { "--momentum", F_DOUBLE, 0, 0, "X", "sgd momentum (default 0.9)" },
@@ -58,6 +59,29 @@ static const struct flag flags[] = {
     { "--data", F_STRING, 0, 0, "DIR", "the data module's directory (fashion-mnist: default "
       CT_FMNIST_DEFAULT_DIR "; tokens: train.bin and val.bin from ctrain tokenize)" },
     { "--val-fraction", F_DOUBLE, 0, 0, "X", "share of the training set held out for validation (default 1/12)" },
+    { "--accumulate-grad-batches", F_INT, 1, 1000000, "N",
+      "an optimizer step every N batches, their gradients summed (ddp exchanges only the last one's); the "
+      "effective batch is N x --batch-size x ranks (default 1)" },
+    { "--gradient-clip-val", F_DOUBLE, 0, 0, "X", "clip the gradient before each optimizer step (default 0: no clipping)" },
+    { "--gradient-clip-algorithm", F_SPECIAL, 0, 0, "norm|value",
+      "norm (default): scale the whole gradient, over all ranks, to L2 norm X at most; value: clamp each value to [-X, X]" },
+    { "--val-check-interval", F_LONG, 1, LONG_MAX, "N",
+      "validate (and checkpoint, early-stop) every N optimizer steps instead of at epoch ends" },
+    { "--limit-val-batches", F_SPECIAL, 0, 0, "N|X",
+      "validate on N batches per rank (an integer) or a fraction X of them (with a point: 0.25); default 1.0: all" },
+    { "--warmup-steps", F_LONG, 0, LONG_MAX, "N", "linear warm-up of the learning rate over the first N optimizer "
+      "steps, before the schedule (default 0)" },
+    { "--min-lr", F_DOUBLE, 0, 0, "X", "the learning rate the cosine schedule ends at (default 0)" },
+    { "--monitor", F_STRING, 0, 0, "METRIC",
+      "what best.safetensors, --save-top-k and early stopping watch: val_loss, val_acc, val_<metric> or train_loss "
+      "(default val_acc, val_loss for a model without accuracy)" },
+    { "--mode", F_SPECIAL, 0, 0, "min|max", "whether lower or higher --monitor is better (default max for val_acc, "
+      "min otherwise)" },
+    { "--save-top-k", F_INT, -1, 12, "K", "1 (default): best.safetensors; K > 1: also the K best as "
+      "epoch=E-step=S.safetensors; -1: every validation's; 0: no best checkpoint" },
+    { "--early-stopping-patience", F_INT, 0, INT_MAX, "N",
+      "stop fit after N validations without --monitor improving (default 0: never)" },
+    { "--no-tensorboard", F_SWITCH, 0, 0, NULL, "write no TensorBoard event file beside metrics.csv" },
     { NULL, 0, 0, 0, NULL, NULL }
 };
 
@@ -74,16 +98,38 @@ static const char *const connector_help[][3] = {
     { NULL, NULL, NULL }
 };
 
+static int bad_value(const struct flag *f, const char *value, const char *what, ct_error *err);
+
 static const char *const progress_names[] = { "auto", "bar", "plain", "off", NULL };
 static const char *const optimizer_names[] = { "adamw", "sgd", NULL };
 static const char *const schedule_names[] = { "cosine", "constant", NULL };
+static const char *const clip_names[] = { "norm", "value", NULL };
+static const char *const mode_names[] = { "min", "max", NULL };
+
+/* Lightning's int-or-float: "50" counts batches, "0.25" or "1.0" is a fraction. */
+static int parse_limit(const struct flag *f, const char *value, ct_trainer_config *cfg, ct_error *err)
+{
+    long n;
+    double d;
+
+    if (!ct_parse_long(value, 0, LONG_MAX, &n)) {
+        cfg->limit_val_batches = (double)n;
+        cfg->limit_val_is_count = 1;
+        return 0;
+    }
+    if (ct_parse_double(value, &d) || !(d >= 0 && d <= 1))
+        return bad_value(f, value, "a count of batches or a fraction in [0.0, 1.0]", err);
+    cfg->limit_val_batches = d;
+    cfg->limit_val_is_count = 0;
+    return 0;
+}
 
 void ct_trainer_flags_usage(const char *cmd, FILE *out)
 {
     fprintf(out, "usage: ctrain %s [flags]\n", cmd);
     if (!strcmp(cmd, "fit"))
         fprintf(out, "Train a model (default: an MLP on Fashion-MNIST), validating and checkpointing after every\n"
-                     "epoch, then test the best checkpoint on the test split.\n");
+                     "epoch (or every --val-check-interval steps), then test the best checkpoint on the test split.\n");
     else if (!strcmp(cmd, "validate"))
         fprintf(out, "Evaluate a checkpoint (--ckpt-path, default best) on the validation split.\n");
     else
@@ -103,7 +149,8 @@ void ct_trainer_flags_usage(const char *cmd, FILE *out)
         fprintf(out, "  %-34s %s\n", left, connector_help[i][2]);
     }
     fprintf(out, "\n  %-34s %s\n", "--help", "this text");
-    fprintf(out, "\nOutputs in --default-root-dir: metrics.csv, last.safetensors, best.safetensors, summary.json.\n"
+    fprintf(out, "\nOutputs in --default-root-dir: metrics.csv, events.out.tfevents.* (TensorBoard), last.safetensors,\n"
+                 "best.safetensors, summary.json.\n"
                  "Exit status: 0 success, 1 failure (files, I/O, a rank, a collective timeout), 2 bad flags or\n"
                  "configuration, 75 (fit) stopped by a signal after saving last.safetensors: the SLURM job was\n"
                  "requeued (requeue signal) or the run continues with --ckpt-path last.\n");
@@ -205,6 +252,28 @@ static int apply(const struct flag *f, const char *value, ct_trainer_config *cfg
     else if (!strcmp(f->name, "--seed")) cfg->seed = (uint64_t)l;
     else if (!strcmp(f->name, "--log-every-n-steps")) cfg->log_every_n_steps = (int)l;
     else if (!strcmp(f->name, "--checkpoint-every-n-steps")) cfg->checkpoint_every_n_steps = (int)l;
+    else if (!strcmp(f->name, "--accumulate-grad-batches")) cfg->accumulate_grad_batches = (int)l;
+    else if (!strcmp(f->name, "--val-check-interval")) cfg->val_check_interval = l;
+    else if (!strcmp(f->name, "--warmup-steps")) cfg->warmup_steps = l;
+    else if (!strcmp(f->name, "--save-top-k")) cfg->save_top_k = (int)l;
+    else if (!strcmp(f->name, "--early-stopping-patience")) cfg->early_stopping_patience = (int)l;
+    else if (!strcmp(f->name, "--gradient-clip-val")) cfg->gradient_clip_val = d;
+    else if (!strcmp(f->name, "--min-lr")) {
+        cfg->min_lr = d;
+        cfg->min_lr_set = 1;
+    } else if (!strcmp(f->name, "--limit-val-batches")) return parse_limit(f, value, cfg, err);
+    else if (!strcmp(f->name, "--gradient-clip-algorithm")) {
+        if ((i = parse_choice(f, value, clip_names, err)) < 0)
+            return i;
+        snprintf(cfg->gradient_clip_algorithm, sizeof(cfg->gradient_clip_algorithm), "%s", clip_names[i]);
+    } else if (!strcmp(f->name, "--mode")) {
+        if ((i = parse_choice(f, value, mode_names, err)) < 0)
+            return i;
+        snprintf(cfg->mode, sizeof(cfg->mode), "%s", mode_names[i]);
+    } else if (!strcmp(f->name, "--monitor")) {
+        if (!*value || ct_str_copy(cfg->monitor, sizeof(cfg->monitor), value))
+            return bad_value(f, value, "a metric name like val_loss", err);
+    }
     else if (!strcmp(f->name, "--lr")) {
         if (!(d > 0))
             return bad_value(f, value, "a positive number", err);
@@ -279,6 +348,10 @@ int ct_trainer_flags_parse(int argc, char **argv, ct_trainer_config *cfg, ct_con
             }
             if (!strcmp(name, "--no-auto-requeue")) {
                 cfg->auto_requeue = 0;
+                continue;
+            }
+            if (!strcmp(name, "--no-tensorboard")) {
+                cfg->tensorboard = 0;
                 continue;
             }
             cfg->deterministic = 1;

@@ -65,6 +65,21 @@ static const ct_catalogue_entry catalogue[] = {
     { "datamodule-unknown", "--datamodule, CTRAIN_DATAMODULE", "unknown data module (did you mean ...)" },
     { "datamodule-missing", "--model", "a model with no default data module and no --datamodule" },
     { "implementation-missing", "--strategy, --accelerator, ...", "a registered name with no implementation linked" },
+    /* The Trainer's controls (engine/trainer/trainer.c); their cases are in t/08-trainer-controls.t. */
+    { "trainer-accumulate", "--accumulate-grad-batches", "fewer than 1 batch per optimizer step" },
+    { "trainer-gradient-clip", "--gradient-clip-val, --gradient-clip-algorithm", "a negative clip or an unknown algorithm" },
+    { "trainer-gradient-clip-algorithm-alone", "--gradient-clip-algorithm", "an algorithm without --gradient-clip-val" },
+    { "trainer-val-check-interval", "--val-check-interval", "not a positive number of optimizer steps" },
+    { "trainer-limit-val-batches", "--limit-val-batches", "neither a count nor a fraction in [0.0, 1.0]" },
+    { "trainer-warmup-steps", "--warmup-steps, --max-steps", "negative, or a warm-up longer than the fit" },
+    { "trainer-min-lr", "--min-lr, --lr", "negative, or not below the peak --lr" },
+    { "trainer-min-lr-constant", "--min-lr, --lr-schedule constant", "an end value for a schedule that has none" },
+    { "trainer-mode", "--mode", "not min or max" },
+    { "trainer-monitor", "--monitor, --model", "a metric the model does not log (the hint lists those it does)" },
+    { "trainer-save-top-k", "--save-top-k", "outside [-1, 12]" },
+    { "trainer-early-stopping-patience", "--early-stopping-patience", "negative" },
+    { "trainer-early-stopping-no-val", "--early-stopping-patience, --val-fraction 0, --limit-val-batches 0", "early stopping on a validation metric with no validation" },
+    { "trainer-controls-device", "--accumulate-grad-batches, --gradient-clip-val, --accelerator cuda", "accumulation or clipping of gradients kept in device memory (not implemented)" },
 };
 
 const ct_catalogue_entry *ct_connector_catalogue(int *n)

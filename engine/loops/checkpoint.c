@@ -73,6 +73,60 @@ static int describe_tensors(ct_run *run, ct_ckpt *c, int weights_only, ct_error 
     return 0;
 }
 
+/* The state of Lightning's ModelCheckpoint and EarlyStopping callbacks: the monitored metric, its
+ * best value, the validations since it improved, whether fit stopped early, the top-k files. */
+static void add_callbacks(ct_run *run, ct_ckpt *c)
+{
+    const ct_progress_state *st = &run->st;
+    char topk[1024];
+    size_t used = 0;
+
+    add_meta(c, "monitor", "%s %s", run->opt.monitor_name, run->opt.monitor_max ? "max" : "min");
+    add_meta(c, "best_score", "%.17g", st->best_score);
+    add_meta(c, "wait_count", "%" PRId64, st->wait_count);
+    add_meta(c, "early_stopped", "%d", st->early_stopped);
+    topk[0] = '\0';
+    for (int i = 0; i < st->n_top_k && used < sizeof(topk); i++)
+        used += (size_t)snprintf(topk + used, sizeof(topk) - used, "%s%.17g %s", i ? ";" : "", st->top_k[i].score,
+                                 st->top_k[i].name);
+    add_meta(c, "top_k", "%s", topk);
+}
+
+/* Back from the metadata; a checkpoint that monitored another metric (or none: older files)
+ * leaves them fresh, as Lightning does when the monitor changed. */
+static void restore_callbacks(ct_run *run, const ct_ckpt *c)
+{
+    ct_progress_state *st = &run->st;
+    const char *mon = meta_get(c, "monitor"), *best = meta_get(c, "best_score"), *wait = meta_get(c, "wait_count");
+    const char *stopped = meta_get(c, "early_stopped"), *topk = meta_get(c, "top_k");
+    char mine[64], buf[1024], *save = NULL;
+    long n;
+
+    snprintf(mine, sizeof(mine), "%s %s", run->opt.monitor_name, run->opt.monitor_max ? "max" : "min");
+    if (!mon || strcmp(mon, mine))
+        return;
+    if (best && ct_parse_double(best, &st->best_score))
+        st->best_score = NAN;
+    if (wait && !ct_parse_long(wait, 0, INT64_MAX, &n))
+        st->wait_count = n;
+    st->early_stopped = stopped && !strcmp(stopped, "1");
+    st->n_top_k = 0;
+    snprintf(buf, sizeof(buf), "%s", topk ? topk : "");
+    for (char *tok = strtok_r(buf, ";", &save); tok && st->n_top_k < CT_TOP_K_MAX; tok = strtok_r(NULL, ";", &save)) {
+        ct_top_k_entry *e = &st->top_k[st->n_top_k];
+        char *sp = strchr(tok, ' ');
+
+        if (!sp)
+            continue;
+        *sp = '\0';
+        /* Only plain file names in the run's directory: a tampered list cannot name other files. */
+        if (ct_parse_double(tok, &e->score) || strchr(sp + 1, '/') || !sp[1] || strlen(sp + 1) >= sizeof(e->name))
+            continue;
+        snprintf(e->name, sizeof(e->name), "%s", sp + 1);
+        st->n_top_k++;
+    }
+}
+
 int ct_run_save_checkpoint(ct_run *run, const char *path, ct_error *err)
 {
     ct_ckpt *c = calloc(1, sizeof(*c));
@@ -112,6 +166,7 @@ int ct_run_save_checkpoint(ct_run *run, const char *path, ct_error *err)
              run->rng.s[2], run->rng.s[3]);
     add_meta(c, "flags", "%s", run->opt.flags_json);
     add_meta(c, "slurm_job_id", "%s", run->opt.job_id);
+    add_callbacks(run, c);
     rc = ct_strategy_save_checkpoint(run->strategy, path, c, err);
     ct_strategy_optimizer_state_end(run->strategy, run->optim, 0);
     free(c);
@@ -188,6 +243,7 @@ static int restore_counters(ct_run *run, const char *path, const ct_ckpt *c, ct_
     if (!best_loss || ct_parse_double(best_loss, &st->best_val_loss))
         st->best_val_loss = NAN;
     ct_optim_set_steps(run->optim, opt_steps);
+    restore_callbacks(run, c);
     return 0;
 }
 

@@ -1,15 +1,33 @@
 /* The training epoch loop and the training step. */
 #include <math.h>
+#include <string.h>
 
 #include "ctrain/util.h"
 #include "engine/loops/loops.h"
 
 /* Backward's "gradient ready" callback: hand each finished tensor to the strategy at once, so a
- * DDP strategy can start its bucket's allreduce while backward computes the earlier layers. */
+ * DDP strategy can start its bucket's allreduce while backward computes the earlier layers.
+ * Inside an accumulation window (Lightning's no_sync) the strategy hears nothing until the last
+ * micro-batch: the earlier ones' gradients are summed into run->accum, and the last one adds that
+ * sum to each range just before announcing it, so the exchange still overlaps its backward. */
 static int grad_ready(void *ctx, size_t offset, size_t count)
 {
     ct_run *run = ctx;
 
+    if (run->window > 1) {
+        float *g = run->model->grads + offset, *a = run->accum + offset;
+
+        if (run->micro == 0)
+            memcpy(a, g, count * sizeof(float));
+        else if (run->micro < run->window - 1)
+            for (size_t i = 0; i < count; i++)
+                a[i] += g[i];
+        else
+            for (size_t i = 0; i < count; i++)
+                g[i] += a[i];
+        if (run->micro < run->window - 1)
+            return 0;
+    }
     return ct_strategy_grad_ready(run->strategy, offset, count, &run->step_err);
 }
 
@@ -33,33 +51,97 @@ int ct_run_forward(ct_run *run, ct_model_sums *sums, ct_error *err)
     return rc;
 }
 
-int ct_training_step(ct_run *run, const uint32_t *idx, int count, double *loss, ct_error *err)
+int ct_window_size(const ct_loop_options *o, size_t batch, size_t batches)
 {
-    ct_model_sums sums;
-    int rc, skipped;
+    size_t n = (size_t)o->accumulate - batch % (size_t)o->accumulate;
+
+    return (int)(batch + n > batches ? batches - batch : n);
+}
+
+size_t ct_epoch_opt_steps(const ct_loop_options *o, size_t batches)
+{
+    return (batches + (size_t)o->accumulate - 1) / (size_t)o->accumulate;
+}
+
+/* One micro-batch: forward, then backward of the gradient of the window's mean loss. */
+static int micro_step(ct_run *run, size_t batch, int k, double window_samples, ct_model_sums *sums, ct_error *err)
+{
+    const uint32_t *idx;
+    int count = ct_sampler_batch(&run->train_sampler, batch, &idx);
+    double terms;
+    int rc;
 
     if ((rc = ct_datamodule_gather(run->data, CT_SPLIT_TRAIN, idx, count, &run->batch, err)) ||
-        (rc = ct_run_forward(run, &sums, err)))
+        (rc = ct_run_forward(run, sums, err)))
         return rc;
     /* run->step_err is clear: ct_run_forward cleared it and forward succeeded. */
-    run->stop_posted = 0;
-    if (run->stop_enabled)
-        ct_run_stop_post(run);
-    /* The gradient of the mean loss over the global batch: every rank's batch has the same number
-     * of loss terms (samples or tokens), so this rank's count times the ranks the strategy sums
-     * over without averaging (ct_strategy_grad_ranks). */
-    if ((rc = ct_model_backward(run->model, sums.count * ct_strategy_grad_ranks(run->strategy), grad_ready, run,
-                                err))) {
+    run->micro = k;
+    if (k == run->window - 1) {
+        run->stop_posted = 0;
+        if (run->stop_enabled)
+            ct_run_stop_post(run);
+    }
+    /* The gradient of the mean loss over the global batch of the whole window: every rank's batch
+     * has the same number of loss terms (samples or tokens), a sample the same number, so the
+     * window's terms on this rank times the ranks the strategy sums over without averaging
+     * (ct_strategy_grad_ranks). One batch: its own count, exactly as without accumulation. */
+    terms = run->window == 1 ? sums->count : sums->count / count * window_samples;
+    if ((rc = ct_model_backward(run->model, terms * ct_strategy_grad_ranks(run->strategy), grad_ready, run, err))) {
         if (run->step_err.code) /* the strategy refused a bucket, not the model */
             *err = run->step_err;
         return rc;
     }
+    return 0;
+}
+
+/* The norm of the reduced gradient (logged, and what norm clipping scales by), then clipping as
+ * Lightning's clip_grad_norm_ / clip_grad_value_: a factor of clip / (norm + 1e-6) when below 1. */
+static int clip_gradients(ct_run *run, int logging, ct_error *err)
+{
+    double norm;
+    int rc;
+
+    run->last_grad_norm = NAN;
+    if (!run->grads_on_host || (run->opt.clip != CT_CLIP_NORM && !logging))
+        goto value;
+    if ((rc = ct_strategy_grad_norm(run->strategy, &norm, err)))
+        return rc;
+    run->last_grad_norm = norm;
+    if (run->opt.clip == CT_CLIP_NORM && run->opt.clip_val / (norm + 1e-6) < 1)
+        ct_strategy_grad_scale(run->strategy, (float)(run->opt.clip_val / (norm + 1e-6)));
+value:
+    if (run->opt.clip == CT_CLIP_VALUE)
+        ct_strategy_grad_clamp(run->strategy, (float)run->opt.clip_val);
+    return 0;
+}
+
+int ct_training_step(ct_run *run, size_t first, int n, double *loss, double *samples, ct_error *err)
+{
+    double window_samples = 0, loss_sum = 0, terms = 0;
+    int rc, skipped;
+
+    for (int k = 0; k < n; k++) {
+        const uint32_t *idx;
+
+        window_samples += ct_sampler_batch(&run->train_sampler, first + (size_t)k, &idx);
+    }
+    run->window = n;
+    for (int k = 0; k < n; k++) {
+        ct_model_sums sums;
+
+        if ((rc = micro_step(run, first + (size_t)k, k, window_samples, &sums, err)))
+            return rc;
+        loss_sum += sums.loss;
+        terms += sums.count;
+    }
     /* grad_sync leaves every rank the mean gradient over the global batch. The strategy owns the
      * update (a sharded one updates its part of the parameters and gathers the rest). */
     if ((rc = ct_strategy_grad_sync(run->strategy, err)) ||
+        (rc = clip_gradients(run, (run->st.global_step + 1) % run->opt.log_every_n_steps == 0, err)) ||
         (rc = ct_strategy_optimizer_step(run->strategy, run->model, run->optim, &skipped, err)))
         return rc;
-    *loss = sums.loss / sums.count;
+    *loss = loss_sum / terms;
+    *samples = window_samples;
     return 0;
 }
 
@@ -72,12 +154,19 @@ long ct_fit_total_steps(const ct_loop_options *o, size_t steps_per_epoch)
     return total;
 }
 
-/* A function of the global step alone, so a resumed run continues the same curve. */
+/* A function of the global step alone, so a resumed run continues the same curve. llm.c's
+ * schedule: a linear warm-up to lr over warmup_steps ((step + 1) / warmup), then the cosine from
+ * lr down to min_lr at the last step (or lr held constant). */
 double ct_lr_at(const ct_loop_options *o, int64_t step, long total_steps)
 {
-    if (o->lr_schedule == CT_LR_CONSTANT || total_steps <= 0)
+    double t;
+
+    if (step < o->warmup_steps)
+        return o->lr * (double)(step + 1) / (double)o->warmup_steps;
+    if (o->lr_schedule == CT_LR_CONSTANT || total_steps <= o->warmup_steps)
         return o->lr;
-    return o->lr * 0.5 * (1.0 + cos(M_PI * (double)step / (double)total_steps));
+    t = (double)(step - o->warmup_steps) / (double)(total_steps - o->warmup_steps);
+    return o->min_lr + (o->lr - o->min_lr) * 0.5 * (1.0 + cos(M_PI * t));
 }
 
 /* Mean training loss over the ranks since the last log line (a collective: every rank logs at the
@@ -94,38 +183,37 @@ static int reduce_loss(ct_run *run, double loss_sum, double n, double *mean, ct_
 int ct_epoch_loop_run(ct_run *run, ct_error *err)
 {
     ct_progress_state *st = &run->st;
-    size_t steps;
+    size_t batches;
     long total;
     double loss_sum = 0, loss_n = 0, interval_samples = 0, interval_start = ct_time_now();
     int rc;
 
     run->stop_posted = 0; /* the first boundary of an epoch asks with a collective of its own */
     ct_sampler_set_epoch(&run->train_sampler, st->epoch);
-    steps = ct_sampler_steps(&run->train_sampler);
-    total = ct_fit_total_steps(&run->opt, steps);
-    while ((size_t)st->step_in_epoch < steps) {
-        const uint32_t *idx;
-        int count;
-        double loss, t0, sps, shown;
+    batches = ct_sampler_steps(&run->train_sampler);
+    total = ct_fit_total_steps(&run->opt, ct_epoch_opt_steps(&run->opt, batches));
+    while ((size_t)st->step_in_epoch < batches) {
+        int n = ct_window_size(&run->opt, (size_t)st->step_in_epoch, batches), validated = 0;
+        double loss, samples, t0, sps, shown;
 
         if (run->opt.max_steps >= 0 && st->global_step >= run->opt.max_steps)
             break;
         /* A step boundary: every rank learns whether any got a stop signal, and all stop here
-         * (from the flags the last step's gradient exchange carried, see stop.c). */
+         * (from the flags the last step's gradient exchange carried, see stop.c). Never inside an
+         * accumulation window: a checkpoint holds no half-summed gradients. */
         if (run->stop_enabled && (rc = ct_run_stop_agreed(run, err)) != 0)
             return rc < 0 ? rc : 0;
-        count = ct_sampler_batch(&run->train_sampler, (size_t)st->step_in_epoch, &idx);
         ct_optim_set_lr(run->optim, ct_lr_at(&run->opt, st->global_step, total));
         t0 = ct_time_now();
-        if ((rc = ct_training_step(run, idx, count, &loss, err)))
+        if ((rc = ct_training_step(run, (size_t)st->step_in_epoch, n, &loss, &samples, err)))
             return rc;
         run->train_seconds += ct_time_now() - t0;
-        run->train_samples += (double)count * run->world;
+        run->train_samples += samples * run->world;
         run->steps_this_run++;
-        interval_samples += (double)count * run->world;
+        interval_samples += samples * run->world;
         loss_sum += loss;
         loss_n += 1;
-        st->step_in_epoch++;
+        st->step_in_epoch += n;
         st->global_step++;
         sps = run->train_samples / run->train_seconds;
         shown = loss_sum / loss_n;
@@ -136,19 +224,31 @@ int ct_epoch_loop_run(ct_run *run, ct_error *err)
                 return rc;
             sps = interval_samples / (now - interval_start);
             st->last_train_loss = shown = mean;
-            ct_logger_row(run, mean, NULL, ct_optim_get_config(run->optim)->lr, sps);
+            ct_logger_row(run, mean, NULL, ct_optim_get_config(run->optim)->lr, sps, run->last_grad_norm);
             loss_sum = loss_n = interval_samples = 0;
             interval_start = now;
         }
-        ct_progress_step(run, steps, total, shown, sps);
-        if (run->opt.checkpoint_every_n_steps > 0 && st->global_step % run->opt.checkpoint_every_n_steps == 0 &&
-            (size_t)st->step_in_epoch < steps) {
+        ct_progress_step(run, batches, total, shown, sps);
+        /* --val-check-interval: validation (and the monitored checkpoints, early stopping) every N
+         * optimizer steps of the fit, epoch boundaries or not. */
+        if (run->opt.val_check_interval > 0 && st->global_step % run->opt.val_check_interval == 0) {
+            if ((rc = ct_fit_validate(run, batches, err)))
+                return rc;
+            if (st->early_stopped)
+                return 0;
+            validated = 1;
+        }
+        if (!validated && run->opt.checkpoint_every_n_steps > 0 &&
+            st->global_step % run->opt.checkpoint_every_n_steps == 0 && (size_t)st->step_in_epoch < batches) {
             char path[1100];
 
             snprintf(path, sizeof(path), "%s/last.safetensors", run->opt.root_dir);
             if ((rc = ct_run_save_checkpoint(run, path, err)))
                 return rc;
         }
+        /* A validation at the epoch's last step rolled the counters to the next epoch. */
+        if (validated && st->step_in_epoch == 0)
+            break;
     }
     return 0;
 }

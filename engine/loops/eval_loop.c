@@ -3,8 +3,9 @@
 
 #include "engine/loops/loops.h"
 
-int ct_eval_loop_run(ct_run *run, enum ct_split split, ct_eval_result *out, ct_error *err)
+static int eval_run(ct_run *run, enum ct_split split, int limited, ct_eval_result *out, ct_error *err)
 {
+    size_t steps;
     const ct_model_info *info = &run->model->info;
     ct_sampler s;
     double v[3] = { 0, 0, 0 }; /* loss sum, correct, loss terms */
@@ -17,7 +18,17 @@ int ct_eval_loop_run(ct_run *run, enum ct_split split, ct_eval_result *out, ct_e
     if ((rc = ct_sampler_init(&s, ct_datamodule_size(run->data, split), run->eval_batch, run->rank, run->world, 0,
                               0, err)))
         return rc;
-    for (size_t step = 0; step < ct_sampler_steps(&s); step++) {
+    /* --limit-val-batches counts each rank's batches, as Lightning's does each process's loader;
+     * the sums are reduced once at the end, so the ranks need not run the same number. */
+    steps = ct_sampler_steps(&s);
+    if (limited && run->opt.limit_val_is_count && run->opt.limit_val < (double)steps)
+        steps = (size_t)run->opt.limit_val;
+    else if (limited && !run->opt.limit_val_is_count && run->opt.limit_val < 1) {
+        size_t part = (size_t)((double)steps * run->opt.limit_val);
+
+        steps = part > 0 ? part : steps > 0 && run->opt.limit_val > 0 ? 1 : 0;
+    }
+    for (size_t step = 0; step < steps; step++) {
         const uint32_t *idx;
         int count = ct_sampler_batch(&s, step, &idx);
         ct_model_sums sums;
@@ -45,4 +56,14 @@ int ct_eval_loop_run(ct_run *run, enum ct_split split, ct_eval_result *out, ct_e
     if (info->n_metrics > 0 && info->metrics)
         info->metrics(run->model, &total, out->metrics);
     return 0;
+}
+
+int ct_eval_loop_run(ct_run *run, enum ct_split split, ct_eval_result *out, ct_error *err)
+{
+    return eval_run(run, split, 0, out, err);
+}
+
+int ct_eval_loop_run_limited(ct_run *run, enum ct_split split, ct_eval_result *out, ct_error *err)
+{
+    return eval_run(run, split, 1, out, err);
 }

@@ -31,7 +31,7 @@ int ct_logger_open(ct_run *run, int append, ct_error *err)
     fseek(run->metrics, 0, SEEK_END);
     size = ftell(run->metrics);
     if (size <= 0) {
-        fprintf(run->metrics, "step,epoch,train_loss,val_loss,val_acc,lr,samples_per_sec");
+        fprintf(run->metrics, "step,epoch,train_loss,val_loss,val_acc,lr,samples_per_sec,grad_norm");
         for (int i = 0; i < run->model->info.n_metrics; i++)
             fprintf(run->metrics, ",val_%s", run->model->info.metric_names[i]);
         fputc('\n', run->metrics);
@@ -54,12 +54,41 @@ static void field(FILE *f, double v, const char *fmt)
         fprintf(f, fmt, v);
 }
 
-void ct_logger_row(ct_run *run, double train_loss, const ct_eval_result *val, double lr, double samples_per_sec)
+/* The row's scalars for TensorBoard, under metrics.csv's column names. */
+static void tb_row(ct_run *run, double train_loss, const ct_eval_result *val, double lr, double samples_per_sec,
+                   double grad_norm)
+{
+    char tag[40];
+
+    if (!isnan(train_loss)) {
+        ct_tb_scalar(run, "train_loss", train_loss);
+        ct_tb_scalar(run, "lr", lr);
+        ct_tb_scalar(run, "epoch", (double)(run->st.step_in_epoch ? run->st.epoch : run->st.epoch - 1));
+    }
+    if (!isnan(samples_per_sec))
+        ct_tb_scalar(run, "samples_per_sec", samples_per_sec);
+    if (!isnan(grad_norm))
+        ct_tb_scalar(run, "grad_norm", grad_norm);
+    if (val) {
+        ct_tb_scalar(run, "val_loss", val->loss);
+        if (!isnan(val->acc))
+            ct_tb_scalar(run, "val_acc", val->acc);
+        for (int i = 0; i < run->model->info.n_metrics; i++) {
+            snprintf(tag, sizeof(tag), "val_%s", run->model->info.metric_names[i]);
+            ct_tb_scalar(run, tag, val->metrics[i]);
+        }
+    }
+    ct_tb_flush(run);
+}
+
+void ct_logger_row(ct_run *run, double train_loss, const ct_eval_result *val, double lr, double samples_per_sec,
+                   double grad_norm)
 {
     FILE *f = run->metrics;
 
     if (!f)
         return;
+    tb_row(run, train_loss, val, lr, samples_per_sec, grad_norm);
     /* epoch: 1-based, the epoch the step belongs to. */
     fprintf(f, "%lld,%lld", (long long)run->st.global_step,
             (long long)(run->st.step_in_epoch ? run->st.epoch + 1 : run->st.epoch));
@@ -68,6 +97,7 @@ void ct_logger_row(ct_run *run, double train_loss, const ct_eval_result *val, do
     field(f, val ? val->acc : NAN, "%.6f");
     field(f, lr, "%g");
     field(f, samples_per_sec, "%.1f");
+    field(f, grad_norm, "%.6g");
     for (int i = 0; i < run->model->info.n_metrics; i++)
         field(f, val ? val->metrics[i] : NAN, "%.6f");
     fputc('\n', f);

@@ -26,9 +26,16 @@ enum ct_progress_mode {
 };
 
 enum ct_lr_schedule {
-    CT_LR_COSINE = 0,  /* lr * (1 + cos(pi * step / total_steps)) / 2: from lr down to 0 at the end */
+    CT_LR_COSINE = 0,  /* after the warm-up, min_lr + (lr - min_lr) * (1 + cos(pi * t)) / 2, t from 0 to 1 */
     CT_LR_CONSTANT
 };
+
+enum ct_clip_algorithm { CT_CLIP_NONE = 0, CT_CLIP_NORM, CT_CLIP_VALUE };
+
+/* The metric checkpoints and early stopping watch (Lightning's ModelCheckpoint / EarlyStopping). */
+enum ct_monitor_kind { CT_MON_VAL_LOSS = 0, CT_MON_VAL_ACC, CT_MON_VAL_METRIC, CT_MON_TRAIN_LOSS };
+
+#define CT_TOP_K_MAX 12 /* --save-top-k K files tracked in a checkpoint's metadata */
 
 /* What the loops need to know from the user's flags (the Trainer maps its config onto this). */
 typedef struct ct_loop_options {
@@ -45,7 +52,29 @@ typedef struct ct_loop_options {
     char flags_json[1024];     /* the run's flags, stored in checkpoint metadata */
     char job_id[64];           /* SLURM_JOB_ID of this run, stored in checkpoint metadata ("" outside SLURM) */
     int blas_threads;          /* the BLAS threads of each rank, stored in checkpoint metadata */
+    int accumulate;            /* batches per optimizer step (--accumulate-grad-batches) */
+    enum ct_clip_algorithm clip;
+    double clip_val;
+    long val_check_interval;   /* validate every N optimizer steps; 0: at epoch ends */
+    double limit_val;          /* evaluation batches per rank: a count (limit_val_is_count) or a fraction */
+    int limit_val_is_count;
+    long warmup_steps;
+    double min_lr;
+    enum ct_monitor_kind monitor;
+    int monitor_metric;        /* CT_MON_VAL_METRIC: index into the model's metric names */
+    char monitor_name[32];     /* "val_loss", ... */
+    int monitor_max;           /* 1: higher is better */
+    int save_top_k;            /* -1: keep every one; 0: no best checkpoint */
+    int patience;              /* early stopping: validations without improvement; 0: off */
+    int tensorboard;
+    char hparams_json[2048];   /* the hyper-parameters for TensorBoard's hparams plugin */
 } ct_loop_options;
+
+/* One of the --save-top-k checkpoints. */
+typedef struct ct_top_k_entry {
+    double score;
+    char name[96];             /* file name in root_dir */
+} ct_top_k_entry;
 
 /* A stop every rank agreed on at a step boundary (engine/loops/stop.c). */
 typedef struct ct_stop_state {
@@ -58,13 +87,19 @@ typedef struct ct_stop_state {
 /* Training counters: everything a checkpoint needs to resume exactly. */
 typedef struct ct_progress_state {
     int64_t epoch;             /* the epoch being (or about to be) trained, from 0 */
-    int64_t step_in_epoch;     /* optimizer steps already done in that epoch */
+    int64_t step_in_epoch;     /* batches already trained in that epoch (Lightning's batch_idx; an
+                                  optimizer step takes --accumulate-grad-batches of them) */
     int64_t global_step;       /* optimizer steps since the start of training */
     double best_val_acc;       /* -1: none yet (models with accuracy: the best checkpoint's) */
     double best_val_loss;      /* NaN: none yet (models without accuracy: the best checkpoint's) */
     double last_val_acc, last_val_loss;
     double last_val_metrics[CT_MODEL_MAX_METRICS];
     double last_train_loss;
+    double best_score;         /* the monitored metric's best value so far (NaN: none) */
+    int64_t wait_count;        /* early stopping: validations since the best (Lightning's wait_count) */
+    int early_stopped;         /* early stopping ended fit (kept in checkpoints, as Lightning's stopped_epoch) */
+    int n_top_k;
+    ct_top_k_entry top_k[CT_TOP_K_MAX];
 } ct_progress_state;
 
 /* What an evaluation gives: mean loss per term, accuracy (NaN for a model without one) and the
@@ -103,6 +138,13 @@ typedef struct ct_run {
     ct_stop_state stop;
     double stop_sums[2];       /* the stop flags riding on the step's gradient exchange */
     int stop_posted;           /* stop_sums holds the last step's sums, not yet looked at */
+    /* Gradient accumulation: the sum of the window's earlier micro-batches' gradients (NULL when
+     * accumulate is 1), and where the micro-batch that runs now stands in its window. */
+    float *accum;
+    int micro, window;
+    int grads_on_host;         /* the model computes in host memory (accumulation, clipping, norms) */
+    double last_grad_norm;     /* of the last optimizer step (before clipping); NaN: not measured */
+    struct ct_tb_writer *tb;   /* TensorBoard event file, global zero only (engine/loops/tensorboard.c) */
 } ct_run;
 
 /* --- stopping on a signal (engine/loops/stop.c) ----------------------------------------------- */
@@ -122,7 +164,8 @@ int ct_run_stop_agreed(ct_run *run, ct_error *err);
 void ct_run_stop_post(ct_run *run);
 
 /* --- the fit loop (engine/loops/fit_loop.c) --------------------------------------------------- */
-/* Train from run->st until max_epochs or max_steps, validating and checkpointing at each epoch end.
+/* Train from run->st until max_epochs, max_steps or early stopping (run->st.early_stopped),
+ * validating and checkpointing at each epoch end (or every val_check_interval optimizer steps).
  * When the ranks agree to stop on a signal (run->stop_enabled), save last.safetensors where training
  * stands and return 0 with run->stop.agreed set. */
 int ct_fit_loop_run(ct_run *run, ct_error *err);
@@ -132,11 +175,23 @@ int ct_fit_loop_run(ct_run *run, ct_error *err);
 double ct_lr_at(const ct_loop_options *o, int64_t step, long total_steps);
 /* Steps the whole fit takes: max_epochs epochs of steps_per_epoch, capped by max_steps. */
 long ct_fit_total_steps(const ct_loop_options *o, size_t steps_per_epoch);
-/* Train the rest of epoch run->st.epoch; returns 0 at the epoch end or when max_steps is reached. */
+/* Train the rest of epoch run->st.epoch; returns 0 at the epoch end, when max_steps is reached, or
+ * when a validation inside it stopped fit early. */
 int ct_epoch_loop_run(ct_run *run, ct_error *err);
-/* One optimizer step on a batch of count training samples: forward, backward (gradients announced
- * to the strategy as they are ready), grad_sync, update. *loss gets the batch's mean loss. */
-int ct_training_step(ct_run *run, const uint32_t *idx, int count, double *loss, ct_error *err);
+/* One optimizer step on the batches first .. first + n - 1 of the epoch (an accumulation window):
+ * forward and backward of each (the last one's gradients announced to the strategy as they are
+ * ready, the others summed on this rank: Lightning's no_sync), grad_sync, clipping, update.
+ * *loss gets the window's mean loss, *samples the samples it trained on this rank. */
+int ct_training_step(ct_run *run, size_t first, int n, double *loss, double *samples, ct_error *err);
+/* Batches in the accumulation window that starts at batch `batch` of an epoch of `batches`: up to
+ * the next multiple of accumulate (Lightning: batch_progress.ready % accumulate == 0) or the
+ * epoch's end. */
+int ct_window_size(const ct_loop_options *o, size_t batch, size_t batches);
+/* Optimizer steps of an epoch of `batches` batches. */
+size_t ct_epoch_opt_steps(const ct_loop_options *o, size_t batches);
+/* After an optimizer step or a stretch of training: validate, checkpoint (top-k by the monitored
+ * metric), decide early stopping (run->st.early_stopped). */
+int ct_fit_validate(ct_run *run, size_t batches_per_epoch, ct_error *err);
 /* Forward on run->batch, announcing the parameters it reads to the strategy (training and
  * evaluation alike). */
 int ct_run_forward(ct_run *run, ct_model_sums *sums, ct_error *err);
@@ -145,6 +200,9 @@ int ct_run_forward(ct_run *run, ct_model_sums *sums, ct_error *err);
 /* Loss, accuracy and the model's metrics over the whole of a split, sharded over the ranks and
  * reduced. */
 int ct_eval_loop_run(ct_run *run, enum ct_split split, ct_eval_result *out, ct_error *err);
+/* The same over the first batches of each rank's shard as --limit-val-batches says (validation in
+ * fit): a count, or a fraction of the batches (at least one when it is above 0). */
+int ct_eval_loop_run_limited(ct_run *run, enum ct_split split, ct_eval_result *out, ct_error *err);
 
 /* --- checkpoints (engine/loops/checkpoint.c) -------------------------------------------------- */
 /* Save the run's weights, optimizer state and counters through the strategy (rank 0 writes). */
@@ -157,9 +215,22 @@ int ct_run_load_checkpoint(ct_run *run, const char *path, int weights_only, ct_e
 /* --- logging and progress (engine/loops/logger.c) --------------------------------------------- */
 int ct_logger_open(ct_run *run, int append, ct_error *err);
 void ct_logger_close(ct_run *run);
-/* One metrics.csv row; NaN fields are left empty; val NULL: no validation in this row. The model's
- * own metrics (val_<name>) are columns after samples_per_sec. */
-void ct_logger_row(ct_run *run, double train_loss, const ct_eval_result *val, double lr, double samples_per_sec);
+/* One metrics.csv row (and the same scalars in the TensorBoard file); NaN fields are left empty;
+ * val NULL: no validation in this row. The model's own metrics (val_<name>) are columns after
+ * grad_norm. */
+void ct_logger_row(ct_run *run, double train_loss, const ct_eval_result *val, double lr, double samples_per_sec,
+                   double grad_norm);
+
+/* --- TensorBoard (engine/loops/tensorboard.c) -------------------------------------------------- */
+/* Open the run's event file beside metrics.csv (global zero only; nothing when opt.tensorboard is
+ * 0). resume_step >= 0: a resumed run: the newest event file is cut after its last record of a
+ * step <= resume_step and appended to, so no step appears twice; -1: a new file. */
+int ct_tb_open(ct_run *run, int64_t resume_step, ct_error *err);
+void ct_tb_close(ct_run *run);
+/* A scalar at the run's global step (no-op without a writer). */
+void ct_tb_scalar(ct_run *run, const char *tag, double value);
+/* Flush what was written since the last flush (after each metrics row). */
+void ct_tb_flush(ct_run *run);
 /* Progress after a step (bar or periodic plain line). */
 void ct_progress_step(ct_run *run, size_t steps_per_epoch, long total_steps, double loss,
                       double samples_per_sec);

@@ -263,6 +263,19 @@ static int sharded_setup_model(ct_strategy *s, float *params, float *grads, size
     return 0;
 }
 
+/* Stage 2 on several ranks: the update reads this rank's reduced shard only. */
+static void sharded_grad_view(ct_strategy *s, float **grads, size_t *count, int *partial)
+{
+    struct ddp *d = s->impl;
+    struct sharded *z = d->sharded;
+
+    if (z->stage == 2 && s->world_size > 1 && d->comm != MPI_COMM_NULL) {
+        *grads = z->grad_shard;
+        *count = my_count(s, z);
+        *partial = 1;
+    }
+}
+
 /* Update this rank's shard, then every rank gathers the whole parameters. */
 static int sharded_optimizer_step(ct_strategy *s, ct_model *model, ct_optim *optim, int *skipped, ct_error *err)
 {
@@ -339,6 +352,7 @@ const struct ct_strategy_ops ct_strategy_ddp_sharded = {
     .setup_model = sharded_setup_model,
     .grad_ready = ct_ddp_grad_ready,
     .grad_sync = ct_ddp_grad_sync,
+    .grad_view = sharded_grad_view,
     .params_needed = sharded_params_needed,
     .params_sync = sharded_params_sync,
     .post_with_grads = ct_ddp_post_with_grads,

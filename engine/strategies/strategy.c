@@ -1,6 +1,7 @@
 /* The Strategy's public functions (include/ctrain/strategy.h): dispatch to the implementation's
  * ops, and the parts every strategy shares — launching through its launcher, and checkpoints
  * (rank 0 writes through checkpoint IO, every rank learns whether it worked). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,6 +119,8 @@ int ct_strategy_setup_environment(ct_strategy *s, ct_error *err)
 
 int ct_strategy_setup_model(ct_strategy *s, float *params, float *grads, size_t n, ct_error *err)
 {
+    s->grads = grads;
+    s->n_grads = n;
     return s->ops->setup_model(s, params, grads, n, err);
 }
 
@@ -146,6 +149,54 @@ int ct_strategy_grad_sync(ct_strategy *s, ct_error *err)
 int ct_strategy_post_with_grads(ct_strategy *s, double *values, int n)
 {
     return s->ops->post_with_grads ? s->ops->post_with_grads(s, values, n) : 0;
+}
+
+static void grad_view(ct_strategy *s, float **g, size_t *n, int *partial)
+{
+    *g = s->grads;
+    *n = s->n_grads;
+    *partial = 0;
+    if (s->ops->grad_view)
+        s->ops->grad_view(s, g, n, partial);
+}
+
+int ct_strategy_grad_norm(ct_strategy *s, double *norm, ct_error *err)
+{
+    double sq = 0;
+    float *g;
+    size_t n;
+    int partial, rc;
+
+    grad_view(s, &g, &n, &partial);
+    for (size_t i = 0; i < n; i++)
+        sq += (double)g[i] * (double)g[i];
+    /* A sharded gradient: the norm over the whole model is the root of the ranks' sums. */
+    if (partial && s->world_size > 1 && (rc = ct_strategy_reduce_sum(s, &sq, 1, err)))
+        return rc;
+    *norm = sqrt(sq);
+    return 0;
+}
+
+void ct_strategy_grad_scale(ct_strategy *s, float factor)
+{
+    float *g;
+    size_t n;
+    int partial;
+
+    grad_view(s, &g, &n, &partial);
+    for (size_t i = 0; i < n; i++)
+        g[i] *= factor;
+}
+
+void ct_strategy_grad_clamp(ct_strategy *s, float limit)
+{
+    float *g;
+    size_t n;
+    int partial;
+
+    grad_view(s, &g, &n, &partial);
+    for (size_t i = 0; i < n; i++)
+        g[i] = g[i] > limit ? limit : g[i] < -limit ? -limit : g[i];
 }
 
 int ct_strategy_optimizer_step(ct_strategy *s, ct_model *model, ct_optim *optim, int *skipped, ct_error *err)

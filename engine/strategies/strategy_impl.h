@@ -19,6 +19,11 @@ struct ct_strategy_ops {
     int (*setup_model)(ct_strategy *s, float *params, float *grads, size_t n, ct_error *err);
     int (*grad_ready)(ct_strategy *s, size_t offset, size_t count, ct_error *err);
     int (*grad_sync)(ct_strategy *s, ct_error *err);
+    /* Optional: the reduced gradients this rank's update reads after grad_sync, when they are not
+     * the whole gradient array (ddp_sharded stage 2: this rank's shard; *partial = 1: the ranks'
+     * views tile the gradient, so a norm sums over the ranks). NULL: the whole array, the same on
+     * every rank. */
+    void (*grad_view)(ct_strategy *s, float **grads, size_t *count, int *partial);
     /* Optional (an update still in flight after optimizer_step): wait for the parameters
      * [offset, offset + count) forward is about to read; params_sync waits for all of them. The
      * dispatchers call params_sync before any other collective and before a checkpoint reads or
@@ -74,6 +79,8 @@ struct ct_strategy {
     int forward_signal;    /* the launcher forwards it besides SIGINT/SIGTERM; 0: SIGUSR1 */
     double collective_timeout_s; /* see ct_strategy_set_collective_timeout; <= 0: none */
     ct_optim *optim;       /* the engine's optimizer, as model_to_device received it */
+    float *grads;          /* the gradient array setup_model received, n_grads floats */
+    size_t n_grads;
     float *optim_whole[2]; /* whole optimizer state arrays for a checkpoint of a sharded optimizer */
     void *impl;            /* the implementation's state */
 };

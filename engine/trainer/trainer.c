@@ -58,6 +58,83 @@ void ct_trainer_config_default(ct_trainer_config *cfg)
     snprintf(cfg->requeue_signal, sizeof(cfg->requeue_signal), "USR1");
     cfg->auto_requeue = 1;
     cfg->collective_timeout = 300;
+    cfg->accumulate_grad_batches = 1;
+    cfg->limit_val_batches = 1.0;
+    cfg->save_top_k = 1;
+    cfg->tensorboard = 1;
+}
+
+/* Lightning's trainer controls on their own and against each other (README, "Training controls");
+ * the monitored metric is checked against the model's metrics once it is built (resolve_monitor). */
+static int check_controls(const ct_trainer_config *cfg, ct_error *err)
+{
+    if (cfg->accumulate_grad_batches < 1)
+        return ct_error_set(err, CT_EINVAL, "trainer-accumulate", "--accumulate-grad-batches %d must be at least 1",
+                            cfg->accumulate_grad_batches);
+    if (!(cfg->gradient_clip_val >= 0) || !isfinite(cfg->gradient_clip_val)) {
+        ct_error_set(err, CT_EINVAL, "trainer-gradient-clip", "--gradient-clip-val %g must be a positive number",
+                     cfg->gradient_clip_val);
+        return ct_error_hint(err, "e.g. --gradient-clip-val 1.0 (0, the default, clips nothing)");
+    }
+    if (cfg->gradient_clip_algorithm[0] && strcmp(cfg->gradient_clip_algorithm, "norm") &&
+        strcmp(cfg->gradient_clip_algorithm, "value")) {
+        ct_error_set(err, CT_EINVAL, "trainer-gradient-clip", "--gradient-clip-algorithm '%s' is not an algorithm",
+                     cfg->gradient_clip_algorithm);
+        return ct_error_hint(err, "use norm (the default: scale the whole gradient to that L2 norm) or value "
+                                  "(clamp each value)");
+    }
+    if (cfg->gradient_clip_algorithm[0] && cfg->gradient_clip_val == 0) {
+        ct_error_set(err, CT_EINVAL, "trainer-gradient-clip-algorithm-alone",
+                     "--gradient-clip-algorithm %s without --gradient-clip-val clips nothing", cfg->gradient_clip_algorithm);
+        return ct_error_hint(err, "add --gradient-clip-val X (the largest norm or value), or drop the algorithm");
+    }
+    if (cfg->val_check_interval < 0)
+        return ct_error_set(err, CT_EINVAL, "trainer-val-check-interval",
+                            "--val-check-interval %ld must be a number of optimizer steps (>= 1)", cfg->val_check_interval);
+    if (!(cfg->limit_val_batches >= 0) || (!cfg->limit_val_is_count && cfg->limit_val_batches > 1)) {
+        ct_error_set(err, CT_EINVAL, "trainer-limit-val-batches", "--limit-val-batches %g is neither a count of "
+                     "batches nor a fraction in [0.0, 1.0]", cfg->limit_val_batches);
+        return ct_error_hint(err, "write a count as an integer (--limit-val-batches 50) and a fraction with a point "
+                                  "(--limit-val-batches 0.25)");
+    }
+    if (cfg->warmup_steps < 0)
+        return ct_error_set(err, CT_EINVAL, "trainer-warmup-steps", "--warmup-steps %ld must be >= 0", cfg->warmup_steps);
+    if (cfg->max_steps >= 0 && cfg->warmup_steps > cfg->max_steps) {
+        ct_error_set(err, CT_EINVAL, "trainer-warmup-steps", "--warmup-steps %ld is longer than --max-steps %ld",
+                     cfg->warmup_steps, cfg->max_steps);
+        return ct_error_hint(err, "warm up over a part of the fit (llm.c: a few percent of the steps)");
+    }
+    if (!(cfg->min_lr >= 0) || !isfinite(cfg->min_lr) || cfg->min_lr >= cfg->lr) {
+        ct_error_set(err, CT_EINVAL, "trainer-min-lr", "--min-lr %g must be >= 0 and below --lr %g", cfg->min_lr,
+                     cfg->lr);
+        return ct_error_hint(err, "the cosine decays from --lr to --min-lr (llm.c and nanoGPT: lr / 10)");
+    }
+    if (cfg->min_lr_set && !strcmp(cfg->lr_schedule, "constant")) {
+        ct_error_set(err, CT_EINVAL, "trainer-min-lr-constant", "--min-lr with --lr-schedule constant: a constant "
+                     "schedule has no end value");
+        return ct_error_hint(err, "use --lr-schedule cosine (the default) or drop --min-lr");
+    }
+    if (cfg->mode[0] && strcmp(cfg->mode, "min") && strcmp(cfg->mode, "max")) {
+        ct_error_set(err, CT_EINVAL, "trainer-mode", "--mode '%s' is not min or max", cfg->mode);
+        return ct_error_hint(err, "min: lower is better (losses); max: higher is better (accuracy)");
+    }
+    if (cfg->save_top_k < -1 || cfg->save_top_k > CT_TOP_K_MAX) {
+        ct_error_set(err, CT_EINVAL, "trainer-save-top-k", "--save-top-k %d is outside [-1, %d]", cfg->save_top_k,
+                     CT_TOP_K_MAX);
+        return ct_error_hint(err, "-1 keeps every validation's checkpoint, 0 none, K the K best");
+    }
+    if (cfg->early_stopping_patience < 0)
+        return ct_error_set(err, CT_EINVAL, "trainer-early-stopping-patience",
+                            "--early-stopping-patience %d must be >= 0 (0: off)", cfg->early_stopping_patience);
+    if (cfg->early_stopping_patience > 0 && strcmp(cfg->monitor, "train_loss") &&
+        (cfg->val_fraction == 0 || cfg->limit_val_batches == 0)) {
+        ct_error_set(err, CT_EINVAL, "trainer-early-stopping-no-val", "--early-stopping-patience %d watches %s, but "
+                     "%s leaves no validation", cfg->early_stopping_patience,
+                     cfg->monitor[0] ? cfg->monitor : "the validation metric",
+                     cfg->val_fraction == 0 ? "--val-fraction 0" : "--limit-val-batches 0");
+        return ct_error_hint(err, "keep a validation set, or --monitor train_loss");
+    }
+    return 0;
 }
 
 int ct_trainer_config_check(const ct_trainer_config *cfg, ct_error *err)
@@ -112,7 +189,79 @@ int ct_trainer_config_check(const ct_trainer_config *cfg, ct_error *err)
                             cfg->collective_timeout);
     if (!cfg->default_root_dir[0])
         return ct_error_set(err, CT_EINVAL, "trainer-root-dir", "--default-root-dir must not be empty");
+    return check_controls(cfg, err);
+}
+
+/* --monitor against the model's metrics: val_loss, train_loss, val_acc (models with accuracy) or
+ * val_<metric> (the model's own, e.g. val_bpb); the default is what best.safetensors always kept,
+ * val_acc or val_loss. --mode defaults to max for accuracy and min for the rest. */
+static int resolve_monitor(ct_run *run, const ct_trainer_config *cfg, ct_error *err)
+{
+    const ct_model_info *info = &run->model->info;
+    ct_loop_options *o = &run->opt;
+    const char *name = cfg->monitor[0] ? cfg->monitor : info->has_accuracy ? "val_acc" : "val_loss";
+    char known[160];
+    size_t used;
+
+    snprintf(o->monitor_name, sizeof(o->monitor_name), "%s", name);
+    o->monitor = CT_MON_VAL_METRIC;
+    o->monitor_metric = -1;
+    if (!strcmp(name, "val_loss"))
+        o->monitor = CT_MON_VAL_LOSS;
+    else if (!strcmp(name, "train_loss"))
+        o->monitor = CT_MON_TRAIN_LOSS;
+    else if (!strcmp(name, "val_acc") && info->has_accuracy)
+        o->monitor = CT_MON_VAL_ACC;
+    for (int i = 0; i < info->n_metrics && o->monitor == CT_MON_VAL_METRIC; i++)
+        if (!strncmp(name, "val_", 4) && !strcmp(name + 4, info->metric_names[i]))
+            o->monitor_metric = i;
+    if (o->monitor == CT_MON_VAL_METRIC && o->monitor_metric < 0) {
+        used = (size_t)snprintf(known, sizeof(known), "val_loss, train_loss%s", info->has_accuracy ? ", val_acc" : "");
+        for (int i = 0; i < info->n_metrics && used < sizeof(known); i++)
+            used += (size_t)snprintf(known + used, sizeof(known) - used, ", val_%s", info->metric_names[i]);
+        ct_error_set(err, CT_EINVAL, "trainer-monitor", "--monitor %s: model %s logs no such metric", name,
+                     run->model->name);
+        return ct_error_hint(err, "monitor one of %s", known);
+    }
+    o->monitor_max = cfg->mode[0] ? !strcmp(cfg->mode, "max") : o->monitor == CT_MON_VAL_ACC;
     return 0;
+}
+
+/* Accumulation, clipping and the gradient norm work on gradients in host memory; a model whose
+ * device implementation keeps them on the device (cuda) does not offer that yet. */
+static int check_host_gradients(ct_run *run, const ct_trainer_config *cfg, ct_error *err)
+{
+    run->grads_on_host = ct_model_host(run->model) == run->model;
+    if (run->grads_on_host || (cfg->accumulate_grad_batches == 1 && cfg->gradient_clip_val == 0))
+        return 0;
+    ct_error_set(err, CT_ENOTAVAIL, "trainer-controls-device", "--%s: model %s on %s keeps its gradients in device "
+                 "memory, where ctrain does not accumulate or clip them yet",
+                 cfg->accumulate_grad_batches > 1 ? "accumulate-grad-batches" : "gradient-clip-val", run->model->name,
+                 ct_strategy_accelerator_name(run->strategy));
+    return ct_error_hint(err, "train with a larger --batch-size instead, or on --accelerator cpu");
+}
+
+/* The hyper-parameters TensorBoard's hparams plugin shows: the run's flags, then where it ran. */
+static void hparams_json(ct_run *run, const ct_trainer_config *cfg)
+{
+    cJSON *o = cJSON_Parse(run->opt.flags_json);
+    char *text;
+
+    if (!o)
+        return;
+    cJSON_DeleteItemFromObject(o, "hidden");
+    cJSON_AddStringToObject(o, "gradient_clip_algorithm", cfg->gradient_clip_algorithm[0] ? cfg->gradient_clip_algorithm
+                                                                                         : "norm");
+    cJSON_AddNumberToObject(o, "val_check_interval", (double)cfg->val_check_interval);
+    cJSON_AddStringToObject(o, "monitor", run->opt.monitor_name);
+    cJSON_AddNumberToObject(o, "world_size", run->world);
+    cJSON_AddStringToObject(o, "strategy", ct_strategy_name(run->strategy) ? ct_strategy_name(run->strategy) : "");
+    if (ct_strategy_precision(run->strategy))
+        cJSON_AddStringToObject(o, "precision", ct_strategy_precision(run->strategy)->name);
+    text = cJSON_PrintUnformatted(o);
+    snprintf(run->opt.hparams_json, sizeof(run->opt.hparams_json), "%s", text ? text : "{}");
+    free(text);
+    cJSON_Delete(o);
 }
 
 /* "last" / "best" name files in the root directory; anything else is a path. */
@@ -184,6 +333,10 @@ static void flags_json(const ct_trainer_config *cfg, const ct_plan *plan, char *
     cJSON_AddNumberToObject(o, "seed", (double)cfg->seed);
     cJSON_AddBoolToObject(o, "deterministic", cfg->deterministic);
     cJSON_AddNumberToObject(o, "val_fraction", cfg->val_fraction);
+    cJSON_AddNumberToObject(o, "accumulate_grad_batches", cfg->accumulate_grad_batches);
+    cJSON_AddNumberToObject(o, "gradient_clip_val", cfg->gradient_clip_val);
+    cJSON_AddNumberToObject(o, "warmup_steps", (double)cfg->warmup_steps);
+    cJSON_AddNumberToObject(o, "min_lr", cfg->min_lr);
     cJSON_AddStringToObject(o, "model", plan->model);
     cJSON_AddStringToObject(o, "model_config", plan->model_config);
     cJSON_AddStringToObject(o, "datamodule", plan->datamodule);
@@ -205,6 +358,8 @@ struct rank_state {
 static void rank_state_free(struct rank_state *rs)
 {
     ct_logger_close(&rs->run);
+    ct_tb_close(&rs->run);
+    free(rs->run.accum);
     ct_sampler_free(&rs->run.train_sampler);
     ct_model_free_batch(rs->model, &rs->run.batch);
     if (rs->model != rs->host)
@@ -317,6 +472,19 @@ static void fill_options(ct_run *run, const ct_trainer_config *cfg, const ct_pla
     o->log_every_n_steps = cfg->log_every_n_steps;
     o->checkpoint_every_n_steps = cfg->checkpoint_every_n_steps;
     o->seed = cfg->seed;
+    o->accumulate = cfg->accumulate_grad_batches;
+    o->clip = cfg->gradient_clip_val == 0 ? CT_CLIP_NONE
+              : strcmp(cfg->gradient_clip_algorithm, "value") ? CT_CLIP_NORM : CT_CLIP_VALUE;
+    o->clip_val = cfg->gradient_clip_val;
+    o->val_check_interval = cfg->val_check_interval;
+    o->limit_val = cfg->limit_val_batches;
+    o->limit_val_is_count = cfg->limit_val_is_count;
+    o->warmup_steps = cfg->warmup_steps;
+    o->min_lr = cfg->min_lr;
+    o->save_top_k = cfg->save_top_k;
+    o->patience = cfg->early_stopping_patience;
+    o->tensorboard = cfg->tensorboard;
+    run->last_grad_norm = NAN;
     snprintf(o->root_dir, sizeof(o->root_dir), "%s", cfg->default_root_dir);
     snprintf(o->job_id, sizeof(o->job_id), "%s", slurm_job_id());
     flags_json(cfg, plan, o->flags_json, sizeof(o->flags_json));
@@ -332,6 +500,7 @@ static void fill_options(ct_run *run, const ct_trainer_config *cfg, const ct_pla
     }
     run->st.best_val_acc = -1;
     run->st.best_val_loss = NAN;
+    run->st.best_score = NAN;
     for (int i = 0; i < CT_MODEL_MAX_METRICS; i++)
         run->st.last_val_metrics[i] = NAN;
     run->st.last_val_acc = run->st.last_val_loss = run->st.last_train_loss = NAN;
@@ -416,6 +585,11 @@ static int write_summary(const ct_trainer_config *cfg, ct_strategy *s, const ct_
         cJSON_AddStringToObject(o, "precision", ct_strategy_precision(s)->name);
     add_device_summary(o, s, run);
     cJSON_AddNumberToObject(o, "train_seconds", run->train_seconds);
+    /* Lightning's controls: whether early stopping ended fit, and the monitored metric's best. */
+    cJSON_AddBoolToObject(o, "early_stopped", run->st.early_stopped);
+    cJSON_AddStringToObject(o, "monitor", run->opt.monitor_name);
+    if (isfinite(run->st.best_score))
+        cJSON_AddNumberToObject(o, "best_score", run->st.best_score);
     /* Rank 0's view of the gradient exchange: waiting time and how many allreduces overlapped backward. */
     ct_strategy_grad_allreduces(s, &allreduces, &in_backward);
     cJSON_AddNumberToObject(o, "exposed_comm_seconds", ct_strategy_exposed_comm_seconds(s));
@@ -547,6 +721,12 @@ static int run_fit(struct rank_state *rs, const ct_trainer_config *cfg, ct_train
     int rc, exists = 0;
 
     run->data = rs->data;
+    if ((rc = resolve_monitor(run, cfg, err)) || (rc = check_host_gradients(run, cfg, err)))
+        return rc;
+    if (cfg->accumulate_grad_batches > 1 && !(run->accum = calloc(run->model->num_params, sizeof(float))))
+        return ct_error_set(err, CT_ENOMEM, "", "out of memory for the accumulated gradients (%zu floats)",
+                            run->model->num_params);
+    hparams_json(run, cfg);
     /* The run's directory must be this user's before anything in it is trusted or written. */
     rc = run->is_zero && access(cfg->default_root_dir, F_OK) == 0 ? root_dir_ok(cfg, err) : 0;
     if ((rc = zero_only_status(run, rc, err)) || (rc = choose_resume(run, cfg, resume, sizeof(resume), err)))
@@ -568,6 +748,8 @@ static int run_fit(struct rank_state *rs, const ct_trainer_config *cfg, ct_train
         rc = root_dir_ok(cfg, err);
     if (!rc)
         rc = ct_logger_open(run, resume[0] != '\0', err);
+    if (!rc)
+        rc = ct_tb_open(run, resume[0] ? run->st.global_step : -1, err);
     if ((rc = zero_only_status(run, rc, err)))
         return rc;
     if ((rc = ct_sampler_init(&run->train_sampler, ct_datamodule_size(rs->data, CT_SPLIT_TRAIN), cfg->batch_size,
@@ -720,6 +902,7 @@ static int rank_body(ct_strategy *s, void *arg, void *result, size_t result_size
 out:
     ct_stop_uninstall();
     ct_logger_close(&rs.run);
+    ct_tb_close(&rs.run);
     ct_strategy_teardown(s);
     rank_state_free(&rs);
     return rc;

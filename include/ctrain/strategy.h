@@ -89,6 +89,13 @@ int ct_strategy_grad_ranks(const ct_strategy *s);
  * stop-signal agreement): post them before backward; when grad_sync returns, values[0 .. n) hold
  * the sums over the ranks. values must stay valid until then. One rank: they stay as they are. */
 int ct_strategy_post_with_grads(ct_strategy *s, double *values, int n);
+/* After grad_sync, on gradients in host memory: the L2 norm of the whole model's reduced gradient
+ * (where a strategy partitions it, the root of the ranks' sums: a collective, every rank calls
+ * it), and clipping of what the update reads — scaled by factor (norm clipping), or each value
+ * clamped to [-limit, limit]. */
+int ct_strategy_grad_norm(ct_strategy *s, double *norm, ct_error *err);
+void ct_strategy_grad_scale(ct_strategy *s, float factor);
+void ct_strategy_grad_clamp(ct_strategy *s, float limit);
 /* Seconds spent waiting inside grad_sync since setup (exposed communication time). */
 double ct_strategy_exposed_comm_seconds(const ct_strategy *s);
 /* Gradient allreduces started since setup, and how many of them started while backward was still

@@ -8,10 +8,12 @@
  * its result comes back to the caller (through a pipe under the fork launcher).
  *
  * Outputs in default_root_dir (created when missing; default "runs"):
- *   metrics.csv         step,epoch,train_loss,val_loss,val_acc,lr,samples_per_sec[,val_<metric>...]
+ *   metrics.csv         step,epoch,train_loss,val_loss,val_acc,lr,samples_per_sec,grad_norm[,val_<metric>...]
+ *   events.out.tfevents.*  the same scalars and the hyper-parameters for TensorBoard
  *   last.safetensors    after every epoch (and when fit stops inside one)
- *   best.safetensors    the checkpoint with the best val_acc so far (the lowest val_loss for a model
- *                       without accuracy, e.g. a language model)
+ *   best.safetensors    the checkpoint with the best monitored metric so far (--monitor: default
+ *                       val_acc, or val_loss for a model without accuracy, e.g. a language model);
+ *                       with --save-top-k K > 1 also the K best as epoch=E-step=S.safetensors
  *   summary.json        at the end of fit: epochs, steps, world_size, train_samples_per_sec,
  *                       val_acc, test_acc (test runs on best.safetensors), ...
  *
@@ -74,6 +76,21 @@ typedef struct ct_trainer_config {
     enum ct_trainer_progress progress; /* --progress auto|bar|plain|off */
     char data_dir[CT_TRAINER_PATH_MAX]; /* --data, default /usr/share/datasets/fashion-mnist */
     double val_fraction;            /* --val-fraction, default 1/12 */
+    /* Lightning's trainer controls (README, "Training controls"). */
+    int accumulate_grad_batches;    /* --accumulate-grad-batches, default 1: an optimizer step every N batches */
+    double gradient_clip_val;       /* --gradient-clip-val, default 0 (no clipping) */
+    char gradient_clip_algorithm[8]; /* --gradient-clip-algorithm norm|value, default "" (norm) */
+    long val_check_interval;        /* --val-check-interval N optimizer steps, default 0: at epoch ends */
+    double limit_val_batches;       /* --limit-val-batches: a count (limit_val_is_count) or a fraction, default 1.0 */
+    int limit_val_is_count;
+    long warmup_steps;              /* --warmup-steps, default 0: linear warm-up before the schedule */
+    double min_lr;                  /* --min-lr, default 0: where the cosine decay ends */
+    int min_lr_set;
+    char monitor[32];               /* --monitor, default "" (val_acc, or val_loss for a model without accuracy) */
+    char mode[8];                   /* --mode min|max, default "" (max for val_acc, min otherwise) */
+    int save_top_k;                 /* --save-top-k, default 1 (best.safetensors); -1: every validation; 0: none */
+    int early_stopping_patience;    /* --early-stopping-patience, default 0 (off) */
+    int tensorboard;                /* 1 (default): TensorBoard event files beside metrics.csv */
 } ct_trainer_config;
 
 /* What a run reports (rank 0's; plain data so it can cross a pipe). NaN where not measured. */

@@ -107,10 +107,10 @@ kill_and_time() {
 curve_diff() {
     paste -d, "$1/metrics.csv" "$2/metrics.csv" | awk -F, -v tol="$TOL" -v early="$TOL_EARLY" '
         function rel(a, b) { d = a - b; if (d < 0) d = -d; return d / (a < 0 ? -a : a) }
-        NR == 1 { next }
-        $1 != $8 || ($3 == "") != ($10 == "") { bad = 1; next }
-        $3 != "" { rows++; r = rel($3, $10); if (r > mt) mt = r; if (rows <= 2 && r > me) me = r }
-        $4 != "" { vrows++; r = rel($4, $11); if (r > mv) mv = r; a = $5 - $12; if (a < 0) a = -a; if (a > ma) ma = a }
+        NR == 1 { o = NF / 2; next }    # the columns of B start at o + 1
+        $1 != $(o + 1) || ($3 == "") != ($(o + 3) == "") { bad = 1; next }
+        $3 != "" { rows++; r = rel($3, $(o + 3)); if (r > mt) mt = r; if (rows <= 2 && r > me) me = r }
+        $4 != "" { vrows++; r = rel($4, $(o + 4)); if (r > mv) mv = r; a = $5 - $(o + 5); if (a < 0) a = -a; if (a > ma) ma = a }
         END {
             printf "rows %d+%d, first rows %.1e, train loss %.1e, val loss %.1e, val_acc %.4f\n", rows, vrows, me, mt, mv, ma
             exit !(!bad && rows >= 17 && vrows == 2 && me <= early && mt <= tol && mv <= tol && ma <= 0.01)

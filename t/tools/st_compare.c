@@ -1,5 +1,8 @@
-/* st_compare A B [PREFIX] — exit 0 when every tensor of safetensors file A (whose name starts with
- * PREFIX, default all) has the same dtype, shape and bytes in B; prints the first difference. */
+/* st_compare [--tol X] A B [PREFIX] — exit 0 when every tensor of safetensors file A (whose name
+ * starts with PREFIX, default all) has the same dtype, shape and bytes in B; prints the first
+ * difference. --tol X: F32 tensors need only agree within X relative to the tensor's largest
+ * magnitude (max |a - b| / max |a|); prints the largest such difference. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,13 +50,38 @@ static long off(const cJSON *t, int i)
     return (long)cJSON_GetArrayItem(cJSON_GetObjectItem(t, "data_offsets"), i)->valuedouble;
 }
 
+/* max |a - b| / max |a| over n floats (unaligned in the file: copied out). */
+static double rel_diff(const unsigned char *pa, const unsigned char *pb, size_t n)
+{
+    double big = 0, diff = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        float x, y;
+
+        memcpy(&x, pa + 4 * i, 4);
+        memcpy(&y, pb + 4 * i, 4);
+        if (fabs(x) > big)
+            big = fabs(x);
+        if (fabs((double)x - y) > diff || x != x || y != y)
+            diff = x != x || y != y ? 1e30 : fabs((double)x - y);
+    }
+    return big > 0 ? diff / big : diff;
+}
+
 int main(int argc, char **argv)
 {
     struct st a, b;
     const cJSON *ta;
-    const char *prefix = argc > 3 ? argv[3] : "";
+    const char *prefix;
+    double tol = -1, worst = 0;
     int compared = 0;
 
+    if (argc > 2 && !strcmp(argv[1], "--tol")) {
+        tol = atof(argv[2]);
+        argc -= 2;
+        argv += 2;
+    }
+    prefix = argc > 3 ? argv[3] : "";
     if (argc < 3 || st_open(argv[1], &a) || st_open(argv[2], &b))
         return 2;
     cJSON_ArrayForEach(ta, a.hdr) {
@@ -71,8 +99,16 @@ int main(int argc, char **argv)
         }
         sa = cJSON_PrintUnformatted(cJSON_GetObjectItem(ta, "shape"));
         sb = cJSON_PrintUnformatted(cJSON_GetObjectItem(tb, "shape"));
-        same = !strcmp(sa, sb) && off(ta, 1) - off(ta, 0) == off(tb, 1) - off(tb, 0) &&
-               !memcmp(a.data + off(ta, 0), b.data + off(tb, 0), (size_t)(off(ta, 1) - off(ta, 0)));
+        same = !strcmp(sa, sb) && off(ta, 1) - off(ta, 0) == off(tb, 1) - off(tb, 0);
+        if (same && tol >= 0 && !strcmp(cJSON_GetObjectItem(ta, "dtype")->valuestring, "F32")) {
+            double r = rel_diff(a.data + off(ta, 0), b.data + off(tb, 0), (size_t)(off(ta, 1) - off(ta, 0)) / 4);
+
+            if (r > worst)
+                worst = r;
+            same = r <= tol;
+        } else if (same) {
+            same = !memcmp(a.data + off(ta, 0), b.data + off(tb, 0), (size_t)(off(ta, 1) - off(ta, 0)));
+        }
         free(sa);
         free(sb);
         if (!same) {
@@ -84,7 +120,11 @@ int main(int argc, char **argv)
     }
     st_close(&a);
     st_close(&b);
-    if (compared > 0)
+    if (compared > 0 && tol >= 0)
+        printf("%d tensors within %g (largest relative difference %.2e)\n", compared, tol, worst);
+    else if (compared > 0)
         printf("%d tensors identical\n", compared);
+    else if (tol >= 0)
+        printf("largest relative difference %.2e\n", worst);
     return compared > 0 ? 0 : 1;
 }
