@@ -3,7 +3,7 @@
 # job within 10 s with a message naming the rank and how it failed; the supervisor forwards
 # SIGTERM and SIGUSR1; no rank, server process or server directory is left behind.
 . "$(dirname "$0")/lib/launch.sh"
-echo "1..20"
+echo "1..22"
 
 # start LAUNCHER MODE N ARGS...: run the probe in the background; P = its pid
 start() {
@@ -106,6 +106,22 @@ for l in subprocess fork; do
     rc=$?
     [ $rc -eq 0 ] && [ "$(ls "$d" | grep -c '\.usr1$')" -eq 3 ]
     ok $? "$l: SIGUSR1 forwarded to all 3 ranks, the job ends with 0" || diag "$tmp/err"
+done
+
+# The same when the caller has another thread with every signal unblocked (a host program's
+# thread, OpenBLAS's workers): the kernel may deliver a process signal there, and it must still
+# reach the supervisor instead of ending the process (exit 138) with the ranks and no checkpoint.
+for l in subprocess fork; do
+    d="$tmp/usr1t.$l"
+    mkdir -p "$d"
+    PROBE_THREAD=1 start $l usr1 3 "$d"
+    wait_files "$d" 3 30
+    kill -USR1 $P
+    wait $P
+    rc=$?
+    [ $rc -eq 0 ] && [ "$(ls "$d" | grep -c '\.usr1$')" -eq 3 ]
+    ok $? "$l, caller with a thread that does not block signals: SIGUSR1 forwarded to all 3 ranks, exit 0 (exit $rc)" ||
+        diag "$tmp/err"
 done
 
 # A caller that ignores SIGCHLD (the kernel would reap the ranks) still learns how they ended.

@@ -18,9 +18,13 @@
  *                   client stays connected under MPI_Init)
  *   detect          ct_pmix_env_register, then the registry's detection (pmix alone, or
  *                   enriching slurm / mpi), then MPI
+ * With PROBE_THREAD set the calling process first starts a thread that leaves every signal
+ * unblocked and sleeps (a host program's thread, an OpenBLAS worker): a signal sent to the process
+ * may be delivered there.
  * The calling process prints "probe: result: ..." (rank 0's result, fork launcher) and
  * "probe: ok", or the launcher's error; its exit status is ct_error_exit_status of the error.
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -286,6 +290,17 @@ static int body(void *arg, void *result, size_t size, ct_error *err)
                         p->mode);
 }
 
+static void *idle_thread(void *arg)
+{
+    sigset_t none;
+
+    sigemptyset(&none);
+    pthread_sigmask(SIG_SETMASK, &none, NULL);
+    for (;;)
+        pause();
+    return arg;
+}
+
 int main(int argc, char **argv)
 {
     const struct ct_launcher_ops *ops = NULL;
@@ -316,6 +331,14 @@ int main(int argc, char **argv)
     p.argv = argv + 4;
     if (getenv("PROBE_IGNORE_CHLD"))
         signal(SIGCHLD, SIG_IGN);   /* a caller that ignores SIGCHLD must not hide the ranks' ends */
+    if (getenv("PROBE_THREAD") && rank_env() < 0) {
+        pthread_t t;
+
+        if (pthread_create(&t, NULL, idle_thread, NULL) != 0 || pthread_detach(t) != 0) {
+            fprintf(stderr, "launch_probe: pthread_create failed\n");
+            return 1;
+        }
+    }
     ct_error_clear(&err);
     rc = ops->launch(&spec, body, &p, result, sizeof(result), &is_sup, &err);
     /* PROBE_TWICE: a second launch from the same process (fit, then test). */
