@@ -41,6 +41,10 @@ static const struct flag flags[] = {
     { "--ckpt-path", F_STRING, 0, 0, "auto|last|best|FILE",
       "fit: resume from it (default: auto in a SLURM job, i.e. last.safetensors when this job wrote it; "
       "none outside SLURM); validate/test: the weights to evaluate (default best)" },
+    { "--weights-only", F_SWITCH, 0, 0, NULL,
+      "fit with --ckpt-path: load only the checkpoint's weights and start a new run (fine-tuning: epoch 1, a "
+      "fresh optimizer, this run's seed, data and split); without it a resume must match the checkpoint's "
+      "seed, data, datamodule, val fraction and model config" },
     { "--log-every-n-steps", F_INT, 1, INT_MAX, "N", "metrics.csv row and plain progress line every N steps (default 50)" },
     { "--checkpoint-every-n-steps", F_INT, 0, INT_MAX, "N",
       "also write last.safetensors every N steps (default 0: at epoch ends only)" },
@@ -275,6 +279,10 @@ int ct_trainer_flags_parse(int argc, char **argv, ct_trainer_config *cfg, ct_con
             }
             if (!strcmp(name, "--no-auto-requeue")) {
                 cfg->auto_requeue = 0;
+                continue;
+            }
+            if (!strcmp(name, "--weights-only")) {
+                cfg->weights_only = 1;
                 continue;
             }
             cfg->deterministic = 1;

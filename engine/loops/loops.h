@@ -45,6 +45,12 @@ typedef struct ct_loop_options {
     char flags_json[1024];     /* the run's flags, stored in checkpoint metadata */
     char job_id[64];           /* SLURM_JOB_ID of this run, stored in checkpoint metadata ("" outside SLURM) */
     int blas_threads;          /* the BLAS threads of each rank, stored in checkpoint metadata */
+    /* What decides the data order and split and what is trained: recorded in a checkpoint, and
+     * resuming under another value is refused (engine/loops/checkpoint.c). */
+    char datamodule[32];
+    char data_identity[128];   /* ct_datamodule_identity of --data; "" when not taken (eval) */
+    double val_fraction;
+    char model_config[1024];   /* the model's resolved configuration */
 } ct_loop_options;
 
 /* A stop every rank agreed on at a step boundary (engine/loops/stop.c). */

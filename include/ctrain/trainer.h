@@ -61,6 +61,8 @@ typedef struct ct_trainer_config {
                                              scratch; validate/test: "best"), "auto" (fit: resume
                                              last.safetensors when this job wrote it, else start
                                              fresh), "last", "best" or a file */
+    int weights_only;               /* --weights-only: fit loads only ckpt_path's weights and starts a
+                                       new run (fine-tuning); no resume checks */
     char requeue_signal[16];        /* --requeue-signal, default "USR1": stop, checkpoint, requeue */
     int auto_requeue;               /* 1 (default); 0: --no-auto-requeue (stop and checkpoint only) */
     double collective_timeout;      /* --collective-timeout seconds, default 300: a collective that
