@@ -14,6 +14,8 @@
  *   exit R CODE     rank R exits with CODE at once, the others sleep 120 s
  *   usr1 DIR        write DIR/rank.N.pid, wait for SIGUSR1 (60 s at most), write DIR/rank.N.usr1
  *   result          nothing but rank 0 returning a result buffer
+ *   args ...        rank 0 prints "probe: args N bytes B": the count and total length of ARGS as it
+ *                   got them (the subprocess launcher re-executes the command line)
  *   env             the "pmix" cluster environment's detect/read/validate, then MPI (the shared
  *                   client stays connected under MPI_Init)
  *   detect          ct_pmix_env_register, then the registry's detection (pmix alone, or
@@ -282,6 +284,15 @@ static int body(void *arg, void *result, size_t size, ct_error *err)
         return body_detect(err);
     if (!strcmp(p->mode, "env"))
         return body_env(err);
+    if (!strcmp(p->mode, "args")) {
+        size_t bytes = 0;
+
+        for (int i = 0; i < p->argc; i++)
+            bytes += strlen(p->argv[i]);
+        if (rank_env() <= 0)
+            printf("probe: args %d bytes %zu\n", p->argc, bytes);
+        return 0;
+    }
     if (!strcmp(p->mode, "result")) {
         snprintf(result, size, "result from rank %d", rank_env());
         return 0;
