@@ -205,11 +205,12 @@ static const struct report_hdr *rank_report(const struct rank *rk)
 
 /* ---------------------------------------------------------------- ranks */
 
+/* Each rank leads its own process group (child_setup), so ending a rank ends what it started. */
 static void signal_running(struct sv *sv, int sig)
 {
     for (int r = 0; r < sv->n; r++)
         if (sv->ranks[r].running)
-            kill(sv->ranks[r].pid, sig);
+            kill(-sv->ranks[r].pid, sig);
 }
 
 /* Pass a signal on, tagged so the rank can tell it from a copy the sender gave the whole group. */
@@ -222,8 +223,9 @@ static void forward_running(struct sv *sv, int sig)
             sigqueue(sv->ranks[r].pid, sig, v);
 }
 
-/* What the terminal sends (Ctrl-C, Ctrl-\, hang-up) reaches the whole foreground process group,
- * the ranks included: passing it on would deliver it twice. */
+/* What the terminal sends (Ctrl-C, Ctrl-\, hang-up) reaches the whole foreground process group:
+ * the supervisor's, not the ranks' (each leads its own), so it is passed on like any other, but
+ * never taken for a repeat of the one before (a second Ctrl-C is a second request). */
 static int from_terminal(const struct signalfd_siginfo *si)
 {
     int sig = (int)si->ssi_signo;
@@ -257,6 +259,9 @@ static void reap(struct sv *sv)
         rk->running = 0;
         rk->status = st;
         sv->running--;
+        /* What the rank started and left behind goes with it (its group outlives it only through
+         * its members, so the id is not reused while one remains). */
+        kill(-rk->pid, SIGKILL);
         /* A rank that stopped on request after saving its state is not a failure: the others are
          * stopping at the same step and must not be cut short while they finish. */
         if (WIFEXITED(st) && WEXITSTATUS(st) == CT_LAUNCHER_EXIT_STOPPED) {
@@ -285,6 +290,7 @@ static void handle_signal(struct sv *sv, const struct signalfd_siginfo *si)
     if (sig == SIGCHLD)
         return;   /* reap() runs after every wake-up */
     if (from_terminal(si)) {
+        forward_running(sv, sig);
         if (sig == SIGINT) {
             sv->stopped_by = sig;
             sv->from_terminal = 1;
@@ -323,6 +329,7 @@ static void child_setup(struct sv *sv, int r, int out_w, int err_w, int rep_r)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != sv->self)
         _exit(1);
+    setpgid(0, 0);
     /* The caller's handlers back before anything else: the relay is the supervisor's. */
     for (int sig = 1; sig < NSIG; sig++)
         if (sv->relayed && (sig == SIGCHLD || sigismember(&sv->forward, sig) == 1))
@@ -391,6 +398,7 @@ static int spawn_rank(struct sv *sv, int r, ct_rank_main_fn rank_main, void *arg
         rank_main(&ctx);
         _exit(127);
     }
+    setpgid(rk->pid, rk->pid);   /* also here: signal_running may come before the child ran */
     rk->running = 1;
     sv->running++;
     close(rep[1]);

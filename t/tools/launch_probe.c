@@ -20,6 +20,8 @@
  *                   client stays connected under MPI_Init)
  *   detect          ct_pmix_env_register, then the registry's detection (pmix alone, or
  *                   enriching slurm / mpi), then MPI
+ * With PROBE_CHILD=DIR set each rank first starts a child of its own (sleep 300) and writes its
+ * pid to DIR/child.N.pid: the launcher must end it with the rank.
  * With PROBE_THREAD set the calling process first starts a thread that leaves every signal
  * unblocked and sleeps (a host program's thread, an OpenBLAS worker): a signal sent to the process
  * may be delivered there.
@@ -254,9 +256,30 @@ static int body_detect(ct_error *err)
     return body_mpi(NULL, 0, err);
 }
 
+/* PROBE_CHILD: a process the rank started, in the rank's process group. */
+static void start_child(const char *dir)
+{
+    char path[4096];
+    pid_t pid = fork();
+    FILE *f;
+
+    if (pid == 0) {
+        execlp("sleep", "sleep", "300", (char *)NULL);
+        _exit(127);
+    }
+    snprintf(path, sizeof(path), "%s/child.%d.pid", dir, rank_env());
+    if (pid > 0 && (f = fopen(path, "w"))) {
+        fprintf(f, "%ld\n", (long)pid);
+        fclose(f);
+    }
+}
+
 static int body(void *arg, void *result, size_t size, ct_error *err)
 {
     const struct probe *p = arg;
+
+    if (getenv("PROBE_CHILD"))
+        start_child(getenv("PROBE_CHILD"));
 
     if (!strcmp(p->mode, "mpi"))
         return body_mpi(result, size, err);
@@ -270,6 +293,8 @@ static int body(void *arg, void *result, size_t size, ct_error *err)
         return body_hang(p->argv[0], err);
     if (!strcmp(p->mode, "exit") && p->argc >= 2) {
         if (rank_env() == atoi(p->argv[0])) {
+            if (getenv("PROBE_CHILD"))
+                sleep(1);   /* every rank has started its child */
             fflush(NULL);
             _exit(atoi(p->argv[1]));
         }
