@@ -106,7 +106,8 @@ static void fnv1a(uint64_t *h, const void *p, size_t n)
     }
 }
 
-/* One regular file: its name, size and both ends (*files counts it); anything else is skipped. */
+/* One regular file: its name, size and both ends (*files counts it); a directory is skipped; a
+ * FIFO, socket or device (data streamed in) makes the data unidentifiable: *files = -1. */
 static int id_file(uint64_t *h, int dirfd, const char *name, uint64_t *bytes, int *files, ct_error *err)
 {
     unsigned char *buf = malloc(ID_EDGE);
@@ -119,7 +120,12 @@ static int id_file(uint64_t *h, int dirfd, const char *name, uint64_t *bytes, in
                           name, buf ? strerror(errno) : "out of memory");
         goto out;
     }
-    if (!S_ISREG(st.st_mode))
+    if (!S_ISREG(st.st_mode)) {
+        if (!S_ISDIR(st.st_mode))
+            *files = -1;
+        goto out;
+    }
+    if (*files < 0)
         goto out;
     fnv1a(h, name, strlen(name) + 1);
     fnv1a(h, &st.st_size, sizeof(st.st_size));
@@ -165,7 +171,9 @@ int ct_datamodule_identity(const char *dir, char *out, size_t size, ct_error *er
     }
     free(names);
     close(dirfd);
-    if (!rc)
+    if (!rc && files >= 0)
         snprintf(out, size, "%d files, %" PRIu64 " bytes, fnv1a64 %016" PRIx64, files, bytes, h);
+    else if (!rc)
+        out[0] = '\0';
     return rc;
 }

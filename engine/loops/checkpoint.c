@@ -163,13 +163,13 @@ static int check_header(ct_run *run, const char *path, const ct_ckpt *c, int wei
 }
 
 /* One setting the checkpoint recorded against this run's; a checkpoint written before ctrain
- * recorded it (no key) is not compared. */
+ * recorded it (no key) is not compared, nor data that could not be identified (streamed: ""). */
 static int same_setting(const char *path, const ct_ckpt *c, const char *key, const char *mine, const char *flag,
                         ct_error *err)
 {
     const char *theirs = meta_get(c, key);
 
-    if (!theirs || !strcmp(theirs, mine))
+    if (!theirs || !strcmp(theirs, mine) || (!strcmp(key, "data") && (!theirs[0] || !mine[0])))
         return 0;
     ct_error_set(err, CT_ECONFLICT, "ckpt-resume-mismatch", "%s: the checkpoint's run has %s %s%s%s, this run "
                  "has %s%s%s: resuming would mix two runs", path, flag, theirs[0] ? "" : "'", theirs,
@@ -254,24 +254,74 @@ int ct_run_checkpoint_meta(ct_run *run, const char *path, const char *key, char 
     return rc;
 }
 
+/* Every rank loads the checkpoint itself; all must have read the same bytes, and all must learn
+ * when one could not read it (else the others wait for it in the next collective until the
+ * timeout). Rank 0's status and digest go to every rank, then a sum says how many failed and how
+ * many read other bytes: every rank returns the same verdict. */
+static int agree_on_file(ct_run *run, const char *path, int rc, uint64_t digest, ct_error *err)
+{
+    struct { int32_t rc; uint32_t pad; uint64_t digest; } zero = { rc, 0, digest };
+    double v[2];
+    ct_error e;
+    int crc;
+
+    if (run->world <= 1)
+        return rc;
+    ct_error_clear(&e);
+    if ((crc = ct_strategy_broadcast(run->strategy, &zero, sizeof(zero), 0, &e)) == 0) {
+        v[0] = rc != 0;
+        v[1] = rc == 0 && zero.rc == 0 && zero.digest != digest;
+        crc = ct_strategy_reduce_sum(run->strategy, v, 2, &e);
+    }
+    if (rc)
+        return rc;   /* this rank's own message says more */
+    if (crc) {
+        *err = e;
+        return crc;
+    }
+    if (v[0] > 0) {
+        ct_error_set(err, zero.rc ? zero.rc : CT_EIO, "ckpt-rank-failed", "%s: %.0f of %d ranks could not load it",
+                     path, v[0], run->world);
+        return ct_error_hint(err, "%s", zero.rc ? "see rank 0's message" : "see the failing ranks' messages");
+    }
+    if (v[1] > 0) {
+        ct_error_set(err, CT_ECONFLICT, "ckpt-differs", "%s: %.0f of %d ranks read other bytes than rank 0 (a "
+                     "run directory local to each node, or the file replaced while the ranks read it)", path, v[1],
+                     run->world);
+        return ct_error_hint(err, "put --default-root-dir on a file system every node shares, or the same "
+                                  "checkpoint on each node, and run again");
+    }
+    return 0;
+}
+
 int ct_run_load_checkpoint(ct_run *run, const char *path, int weights_only, ct_error *err)
 {
     ct_ckpt *c = calloc(1, sizeof(*c));
+    uint64_t header;
     int rc;
 
     if (!c)
         return ct_error_set(err, CT_ENOMEM, "", "out of memory loading %s", path);
     /* First pass, no tensors: the header is validated and the metadata read, so a checkpoint of
      * another model gets a message about the model rather than about one tensor. */
-    if ((rc = ct_strategy_load_checkpoint(run->strategy, path, c, err)) ||
-        (rc = check_header(run, path, c, weights_only, err)) ||
-        (!weights_only && (rc = check_same_run(run, path, c, err))))
+    rc = ct_strategy_load_checkpoint(run->strategy, path, c, err);
+    if (!rc)
+        rc = check_header(run, path, c, weights_only, err);
+    if (!rc && !weights_only)
+        rc = check_same_run(run, path, c, err);
+    header = c->header_digest;
+    if ((rc = agree_on_file(run, path, rc, header, err)))
         goto out;
     if (!weights_only && (rc = ct_strategy_optimizer_state_begin(run->strategy, run->optim, 0, err)))
         goto out;
     rc = describe_tensors(run, c, weights_only, err);
     if (!rc)
         rc = ct_strategy_load_checkpoint(run->strategy, path, c, err);
+    /* The checks above were made on the first read: the second must be of the same file. */
+    if (!rc && c->header_digest != header)
+        rc = ct_error_set(err, CT_EIO, "ckpt-changed", "%s changed while it was read (replaced by another "
+                          "writer?)", path);
+    rc = agree_on_file(run, path, rc, c->digest, err);
     if (!weights_only)
         ct_strategy_optimizer_state_end(run->strategy, run->optim, rc == 0);
     if (rc)
