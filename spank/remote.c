@@ -155,12 +155,10 @@ static int plan_binding(spank_t sp, struct step *s, char **env, ct_error *err)
     req.allowed_cpus = cpus;
     s->gpus_managed = gpus != NULL;
     req.gpus = gpus ? gpus : "";
-    /* GPUs and NICs only matter to a step with GPUs (NCCL); without, skip the PCI scan. Loading
-     * hwloc's plugins (libpciaccess, OpenCL, X11 for gl) costs more than discovering the CPUs:
-     * keep the unneeded ones out, through the variable hwloc reads when slurmstepd first
-     * initialises it (a value the admin set wins; the tasks get the job's environment, not this). */
+    /* GPUs and NICs only matter to a step with GPUs (NCCL); without, skip the PCI scan and hwloc's
+     * PCI plugin (ct_topology_load keeps unneeded plugins out without changing slurmstepd's
+     * environment). */
     io = gpus && gpus[0];
-    setenv("HWLOC_PLUGINS_BLACKLIST", io ? "hwloc_opencl,hwloc_gl" : "hwloc_pci,hwloc_opencl,hwloc_gl", 0);
     if ((rv = ct_topology_load(ct_spank.args.topology[0] ? ct_spank.args.topology : NULL, io ? CT_TOPOLOGY_IO : 0,
                                &s->topo, err)) != 0)
         return rv;
