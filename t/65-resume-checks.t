@@ -10,7 +10,7 @@ T=$(mktemp -d /tmp/ctrain-t65-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM HUP
 
-PLAN=12
+PLAN=13
 echo "1..$PLAN"
 root=$ROOT
 . "$ROOT/t/lib/preempt.sh"
@@ -91,3 +91,10 @@ ok $? "--weights-only without --ckpt-path: exit 2 (got $rc)" "$T/ft2.out"
 ok $? "--weights-only with --ckpt-path auto: exit 2" "$T/ft3.out"
 "$B/ctrain" fit --help 2>&1 | grep -q -- "--weights-only"
 ok $? "fit --help lists --weights-only"
+
+# Without --data the data module's default directory is the data (and identified as it).
+"$B/ctrain" fit --progress plain --log-every-n-steps 1000 --batch-size 64 --max-steps 3 --default-root-dir "$T/def" \
+    >"$T/def.out" 2>&1 &&
+    "$B/ctrain" fit --progress plain --log-every-n-steps 1000 --batch-size 64 --max-steps 6 --ckpt-path last \
+        --default-root-dir "$T/def" >"$T/def2.out" 2>&1 && grep -q 'resumed from' "$T/def2.out"
+ok $? "without --data: fit and resume on the default data directory" "$T/def.out" "$T/def2.out"

@@ -152,11 +152,19 @@ static int visible(const struct dirent *d)
     return d->d_name[0] != '.';
 }
 
-int ct_datamodule_identity(const char *dir, char *out, size_t size, ct_error *err)
+int ct_datamodule_identity(const char *name, const char *dir, char *out, size_t size, ct_error *err)
 {
+    const ct_registry_entry *e = ct_registry_find(CT_REG_DATAMODULE, name);
     struct dirent **names = NULL;
     uint64_t h = 0xcbf29ce484222325ULL, bytes = 0;
     int n, dirfd, rc = 0, files = 0;
+
+    out[0] = '\0';
+    /* The directory the module opened: --data, else its default (ct_datamodule_open's rule). */
+    if (!dir || !dir[0])
+        dir = e ? e->default_dir : NULL;
+    if (!dir)
+        return 0;
 
     dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dirfd < 0)

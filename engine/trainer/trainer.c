@@ -261,7 +261,8 @@ static int build_model(struct rank_state *rs, const ct_trainer_config *cfg, cons
     snprintf(rs->run.opt.model_config, sizeof(rs->run.opt.model_config), "%s", config);
     rs->run.opt.val_fraction = cfg->val_fraction;
     if (ba->mode == MODE_FIT &&
-        (rc = ct_datamodule_identity(cfg->data_dir, rs->run.opt.data_identity, sizeof(rs->run.opt.data_identity), err)))
+        (rc = ct_datamodule_identity(ba->plan->datamodule, cfg->data_dir, rs->run.opt.data_identity,
+                                     sizeof(rs->run.opt.data_identity), err)))
         return rc;
     if ((rc = ct_model_create(ba->plan->model, config, ct_datamodule_info(rs->data), max_batch, &rs->host, err)) ||
         (rc = ct_datamodule_setup(rs->data, &rs->host->x, &rs->host->y, err)))
