@@ -5,6 +5,7 @@
  * job's name. The step's own variables (SLURM_STEP_*) win over the job's, because a step may use
  * part of the allocation.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,11 +42,23 @@ static int read_ids(ct_getenv_fn get, void *ctx, ct_env_info *info, unsigned lon
     const char *which = NULL, *v = ct_envvar_first(get, ctx, job, &which);
     char *end = NULL;
 
+    if (!v) {
+        ct_error_set(err, CT_EINVAL, "env-variable-missing", "SLURM_JOB_ID is not set in this SLURM step");
+        return ct_error_hint(err, "srun sets it; run under srun, or choose another --cluster-env");
+    }
     snprintf(info->job_id, sizeof(info->job_id), "%s", v);
     ct_env_source(info, CT_ENV_JOB_ID, "%s", which);
     v = ct_envvar_first(get, ctx, step, step_var);
+    if (!v) {
+        /* A heterogeneous step's task or a batch script may not carry it. */
+        ct_error_set(err, CT_EINVAL, "env-variable-missing", "SLURM_STEP_ID is not set, so the step's port "
+                     "cannot be derived");
+        return ct_error_hint(err, "srun sets it for every task of a step; set MASTER_PORT yourself, or start the "
+                                  "ranks with srun");
+    }
+    errno = 0;
     *step_id = strtoul(v, &end, 10);
-    if (!end || *end) {
+    if (!end || *end || end == v || errno) {
         ct_error_set(err, CT_EINVAL, "env-variable-malformed", "%s='%s' is not a step number", *step_var, v);
         return ct_error_hint(err, "srun sets it to the step's number; unset it if you exported it yourself");
     }

@@ -1,9 +1,25 @@
 /* ctrain SPANK plugin — entry points. Each dispatches on spank_context() to the file of that
  * context (see spank/plugin.h). SPANK counts any return >= 0 as success (ESPANK_* codes are
- * positive), so every failure here returns -1. */
+ * positive), so every failure here returns -1.
+ *
+ * Where a refusal holds. The package ships the plugin `optional`, and SLURM logs and ignores the
+ * failure of an optional plugin's init, init_post_opt, local_user_init, user_init and task_init
+ * (src/common/spank.c: only a required plugin's error stops the stack). Two places hold whatever
+ * the plugstack line says:
+ *   - an option callback's failure in srun, sbatch and salloc: SLURM prints it and exits before
+ *     anything is allocated or queued (spank_process_option). So every --ctrain-* option is
+ *     checked in its callback against the options seen so far, the connector included: the last
+ *     option of a bad combination is the one refused.
+ *   - the task itself, just before exec: what only the node can judge (the step's real layout, the
+ *     node's own plugstack arguments, its topology, rank 0's port) is checked in slurmstepd, and a
+ *     task that fails it ends itself with ctrain's message on its stderr and exit status 1, the
+ *     status slurmstepd gives a task whose required plugin failed. No task runs with a
+ *     configuration ctrain refused.
+ * init_post_opt and local_user_init still check (a required plugin stops srun there too). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <slurm/slurm_version.h>
 #include <slurm/spank.h>
@@ -59,6 +75,30 @@ static void log_version(void)
     ct_spank_info("version %s, built for SLURM %d.%02d.%d", CTRAIN_VERSION,
                   SLURM_VERSION_MAJOR(SLURM_VERSION_NUMBER), SLURM_VERSION_MINOR(SLURM_VERSION_NUMBER),
                   SLURM_VERSION_MICRO(SLURM_VERSION_NUMBER));
+}
+
+/* Every --ctrain-* option. In srun, sbatch and salloc SLURM honours a failure here even for an
+ * optional plugin (see the top of this file). In slurmstepd (remote) it ignores it, and the task
+ * would run without the option: remote.c keeps the error for the tasks. */
+int ct_spank_option_cb(int val, const char *optarg, int remote)
+{
+    ct_error err;
+    int rv;
+
+    ct_error_clear(&err);
+    rv = ct_spank_option_store(val, optarg, &err);
+    if (remote) {
+        if (rv != 0 && !ct_spank.option_err.code)
+            ct_spank.option_err = err;
+        return rv;
+    }
+    if (rv == 0 && !ct_spank.disabled)
+        rv = ct_spank_local_options_check(&err);
+    if (rv != 0) {
+        ct_spank_report(&err);
+        return -1;
+    }
+    return 0;
 }
 
 /* Every context that sees the options registers them: srun and slurmstepd, and sbatch/salloc
@@ -137,12 +177,15 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
     return ct_spank_remote_user_init(sp);
 }
 
-/* The task, as the user, just before exec. */
+/* The task, as the user, just before exec. A task ctrain cannot set up ends here, its reason on
+ * its stderr: SLURM would exec an optional plugin's failed task without its rank or binding. */
 int slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
     if (ct_spank.disabled || spank_context() != S_CTX_REMOTE)
         return 0;
-    return ct_spank_remote_task_init(sp);
+    if (ct_spank_remote_task_init(sp) != 0)
+        _exit(1);
+    return 0;
 }
 
 int slurm_spank_exit(spank_t sp, int ac, char **av)

@@ -66,7 +66,7 @@ static void layout_tasks_per_node(struct layout_env *l, uint32_t ntasks, uint32_
 }
 
 /* The connector names its flags as ctrain's CLI spells them; srun users typed --ctrain-NAME. */
-static void srun_names(char *text, size_t size)
+void ct_spank_srun_names(char *text, size_t size)
 {
     static const char *const flags[] = { "--strategy", "--accelerator", "--precision", NULL };
     char out[2048];
@@ -89,7 +89,13 @@ static void srun_names(char *text, size_t size)
     snprintf(text, size, "%s", out);
 }
 
-static int check_flags(struct layout_env *layout, ct_error *err)
+/* No environment at all: the options judged on their own. */
+static const char *no_env(const char *name, void *ctx)
+{
+    return NULL;
+}
+
+static int check_flags(struct layout_env *layout, int quiet, ct_error *err)
 {
     ct_connector_flags flags = { 0 };
     ct_connector_context ctx = { 0 };
@@ -102,27 +108,37 @@ static int check_flags(struct layout_env *layout, ct_error *err)
     flags.precision = ct_spank.opts.precision;
     if (flags.strategy && (rv = ct_spank_strategy_allowed(flags.strategy, err)) != 0)
         return rv;
-    ctx.getenv_fn = layout_getenv;
+    ctx.getenv_fn = quiet ? no_env : layout_getenv;
     ctx.getenv_ctx = layout;
     ctx.cuda = CT_CUDA_UNKNOWN; /* srun may run on a login node: the nodes decide */
     if ((rv = ct_connector_create(&flags, &ctx, &c, err)) != 0) {
-        srun_names(err->msg, sizeof(err->msg));
-        srun_names(err->hint, sizeof(err->hint));
+        ct_spank_srun_names(err->msg, sizeof(err->msg));
+        ct_spank_srun_names(err->hint, sizeof(err->hint));
         return rv;
     }
     plan = ct_connector_plan(c);
-    for (int i = 0; i < plan->n_notices; i++)
+    for (int i = 0; !quiet && i < plan->n_notices; i++)
         ct_spank_info("%s", plan->notices[i]);
-    ct_spank_info("strategy %s, accelerator %s, precision %s", plan->strategy, plan->accelerator, plan->precision);
+    if (!quiet)
+        ct_spank_info("strategy %s, accelerator %s, precision %s", plan->strategy, plan->accelerator,
+                      plan->precision);
     ct_connector_free(c);
     return 0;
+}
+
+/* From each option's callback. No environment: which allocation srun runs in (its SLURM_*
+ * variables) is not the step's, and a combination wrong in every layout is wrong here already.
+ * The step's layout is checked in local_user_init and again on the node. */
+int ct_spank_local_options_check(ct_error *err)
+{
+    return check_flags(NULL, 1, err);
 }
 
 int ct_spank_local_post_opt(spank_t sp, ct_error *err)
 {
     if (!ct_spank_active())
         return 0;
-    return check_flags(NULL, err);
+    return check_flags(NULL, 0, err);
 }
 
 /* srun only, with its allocation: the step's node and task counts are known now. */
@@ -135,7 +151,7 @@ int ct_spank_local_user_init(spank_t sp, ct_error *err)
         return 0;
     if (spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &ntasks) != ESPANK_SUCCESS ||
         spank_get_item(sp, S_JOB_NNODES, &nnodes) != ESPANK_SUCCESS)
-        return check_flags(NULL, err);
+        return check_flags(NULL, 0, err);
     layout_add(&layout, "SLURM_NTASKS", ntasks);
     layout_add(&layout, "SLURM_NNODES", nnodes);
     layout_add(&layout, "SLURM_JOB_NUM_NODES", nnodes);
@@ -156,5 +172,5 @@ int ct_spank_local_user_init(spank_t sp, ct_error *err)
     layout_add_text(&layout, "SLURM_JOB_NODELIST", "");
     if (!getenv("MASTER_ADDR") || !*getenv("MASTER_ADDR"))
         layout_add_text(&layout, "MASTER_ADDR", "localhost");
-    return check_flags(&layout, err);
+    return check_flags(&layout, 0, err);
 }

@@ -1,5 +1,6 @@
-/* ctrain SPANK plugin — the --ctrain-* options of srun, sbatch and salloc. The callbacks only
- * store and check the form of a value; the connector checks the meaning in local.c. */
+/* ctrain SPANK plugin — the --ctrain-* options of srun, sbatch and salloc. SPANK calls
+ * ct_spank_option_cb (ctrain.c) for each; this file stores a value after checking its form, and
+ * the connector checks the meaning (local.c in srun/sbatch/salloc, remote.c on the node). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,29 +33,30 @@ static int name_ok(const char *s)
            strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") == strlen(s);
 }
 
-static int store(char **slot, const char *flag, const char *optarg)
+static int store(char **slot, const char *flag, const char *optarg, ct_error *err)
 {
     if (!name_ok(optarg)) {
-        ct_spank_error("--%s='%s' is not a name", flag, optarg ? optarg : "");
-        ct_spank_error("hint: use letters, digits, '-', '_' and '.' (srun --help lists the ctrain options)");
-        return -1;
+        ct_error_set(err, CT_EINVAL, "spank-option", "--%s='%s' is not a name", flag, optarg ? optarg : "");
+        return ct_error_hint(err, "use letters, digits, '-', '_' and '.' (srun --help lists the ctrain options)");
     }
     free(*slot);
     *slot = strdup(optarg);
-    return *slot ? 0 : -1;
+    if (!*slot)
+        return ct_error_set(err, CT_ENOMEM, "spank-option", "out of memory storing --%s", flag);
+    return 0;
 }
 
-int ct_spank_option_cb(int val, const char *optarg, int remote)
+int ct_spank_option_store(int val, const char *optarg, ct_error *err)
 {
     struct ct_spank_opts *o = &ct_spank.opts;
 
     switch (val) {
     case CT_SPANK_OPT_STRATEGY:
-        return store(&o->strategy, "ctrain-strategy", optarg);
+        return store(&o->strategy, "ctrain-strategy", optarg, err);
     case CT_SPANK_OPT_ACCELERATOR:
-        return store(&o->accelerator, "ctrain-accelerator", optarg);
+        return store(&o->accelerator, "ctrain-accelerator", optarg, err);
     case CT_SPANK_OPT_PRECISION:
-        return store(&o->precision, "ctrain-precision", optarg);
+        return store(&o->precision, "ctrain-precision", optarg, err);
     case CT_SPANK_OPT_BIND:
         if (optarg && !strcmp(optarg, "closest"))
             o->bind = CT_SPANK_BIND_CLOSEST;
@@ -63,13 +65,14 @@ int ct_spank_option_cb(int val, const char *optarg, int remote)
         else if (optarg && !strcmp(optarg, "verbose"))
             o->bind = CT_SPANK_BIND_VERBOSE;
         else {
-            ct_spank_error("--ctrain-bind='%s' is not a binding mode", optarg ? optarg : "");
-            ct_spank_error("hint: use --ctrain-bind=closest, --ctrain-bind=none or --ctrain-bind=verbose");
-            return -1;
+            ct_error_set(err, CT_EINVAL, "spank-option", "--ctrain-bind='%s' is not a binding mode",
+                         optarg ? optarg : "");
+            return ct_error_hint(err, "use --ctrain-bind=closest, --ctrain-bind=none or --ctrain-bind=verbose");
         }
         return 0;
     }
-    return -1;
+    return ct_error_set(err, CT_EINTERNAL, "spank-option", "SPANK passed an option number (%d) ctrain never "
+                        "registered", val);
 }
 
 int ct_spank_options_register(spank_t sp, ct_error *err)

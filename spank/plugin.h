@@ -42,6 +42,7 @@ struct ct_spank_state {
     struct ct_spank_args args;
     struct ct_spank_opts opts;
     void *step;                   /* remote.c's per-step data */
+    ct_error option_err;          /* slurmstepd: an option the node refused (SLURM ignores it there) */
 };
 
 extern struct ct_spank_state ct_spank;
@@ -58,10 +59,13 @@ int ct_spank_args_parse(int ac, char **av, ct_error *err);
 /* options.c */
 /* The option values SPANK passes to ct_spank_option_cb (the options table's val). */
 enum ct_spank_opt { CT_SPANK_OPT_STRATEGY = 1, CT_SPANK_OPT_ACCELERATOR, CT_SPANK_OPT_PRECISION, CT_SPANK_OPT_BIND };
-/* SPANK's callback for every --ctrain-* option: store the value after checking its form; -1 with
- * a "ctrain: " message for a malformed one (SPANK then stops srun/sbatch). Not static so that the
- * fuzz target t/fuzz/fuzz_spank_options.c calls what SPANK calls. */
+/* ctrain.c: SPANK's callback for every --ctrain-* option (the options table's cb). In srun, sbatch
+ * and salloc (remote 0) it stores the value and checks every option seen so far; -1 with a
+ * "ctrain: " message stops them, whatever the plugstack line. Not static so that the fuzz target
+ * t/fuzz/fuzz_spank_options.c calls what SPANK calls. */
 int ct_spank_option_cb(int val, const char *optarg, int remote);
+/* Store a value after checking its form. */
+int ct_spank_option_store(int val, const char *optarg, ct_error *err);
 int ct_spank_options_register(spank_t sp, ct_error *err);
 void ct_spank_options_free(void);
 /* 1 when the step is ctrain's: a --ctrain-* option was given or the site set default_strategy. */
@@ -73,11 +77,16 @@ enum ct_spank_bind ct_spank_bind_mode(void);
 int ct_spank_strategy_allowed(const char *name, ct_error *err);
 
 /* local.c: srun (S_CTX_LOCAL) and sbatch/salloc (S_CTX_ALLOCATOR). */
+/* The options given so far, against each other and the site's list, without the step's layout. */
+int ct_spank_local_options_check(ct_error *err);
 int ct_spank_local_post_opt(spank_t sp, ct_error *err);
+/* The connector's flag names (--strategy) as srun users typed them (--ctrain-strategy), in place. */
+void ct_spank_srun_names(char *text, size_t size);
 int ct_spank_local_user_init(spank_t sp, ct_error *err);
 
 /* remote.c: slurmstepd (S_CTX_REMOTE). */
 int ct_spank_remote_user_init(spank_t sp);
+/* 0, or -1 after writing the reason to the task's stderr: the task must not run. */
 int ct_spank_remote_task_init(spank_t sp);
 void ct_spank_remote_exit(void);
 

@@ -1,10 +1,13 @@
 /* ctrain SPANK plugin — slurmstepd (S_CTX_REMOTE). user_init reads the step's layout once and
- * plans the binding; task_init gives each task its environment and applies its binding. An error
- * found in user_init is kept and reported from task_init: SLURM does not pass it to srun. */
+ * plans the binding; task_init checks the flags against the task's real layout, gives each task
+ * its environment and applies its binding. An error found in user_init is kept and reported from
+ * task_init: SLURM does not pass it to srun. Every task_init failure writes its reason to the
+ * task's stderr and ends the task (ctrain.c): SLURM ignores an optional plugin's failure. */
 #define _GNU_SOURCE
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +16,7 @@
 #include <slurm/slurm.h>
 
 #include "ctrain/bind.h"
+#include "ctrain/connector.h"
 #include "ctrain/environment.h"
 #include "ctrain/envs.h"
 #include "ctrain/error.h"
@@ -41,6 +45,19 @@ static const char *job_getenv(const char *name, void *ctx)
         if (!strncmp(*env, name, n) && (*env)[n] == '=')
             return *env + n + 1;
     return NULL;
+}
+
+/* A task's failure: in slurmd's log and on the task's stderr, which srun shows the user. */
+static void __attribute__((format(printf, 1, 2))) task_say(const char *fmt, ...)
+{
+    char msg[2048];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    ct_spank_error("%s", msg);
+    fprintf(stderr, "ctrain: error: %s\n", msg);
 }
 
 static int get_u32(spank_t sp, spank_item_t item, const char *what, uint32_t *out, ct_error *err)
@@ -138,12 +155,10 @@ static int plan_binding(spank_t sp, struct step *s, char **env, ct_error *err)
     req.allowed_cpus = cpus;
     s->gpus_managed = gpus != NULL;
     req.gpus = gpus ? gpus : "";
-    /* GPUs and NICs only matter to a step with GPUs (NCCL); without, skip the PCI scan. Loading
-     * hwloc's plugins (libpciaccess, OpenCL, X11 for gl) costs more than discovering the CPUs:
-     * keep the unneeded ones out, through the variable hwloc reads when slurmstepd first
-     * initialises it (a value the admin set wins; the tasks get the job's environment, not this). */
+    /* GPUs and NICs only matter to a step with GPUs (NCCL); without, skip the PCI scan and hwloc's
+     * PCI plugin (ct_topology_load keeps unneeded plugins out without changing slurmstepd's
+     * environment). */
     io = gpus && gpus[0];
-    setenv("HWLOC_PLUGINS_BLACKLIST", io ? "hwloc_opencl,hwloc_gl" : "hwloc_pci,hwloc_opencl,hwloc_gl", 0);
     if ((rv = ct_topology_load(ct_spank.args.topology[0] ? ct_spank.args.topology : NULL, io ? CT_TOPOLOGY_IO : 0,
                                &s->topo, err)) != 0)
         return rv;
@@ -161,7 +176,7 @@ int ct_spank_remote_user_init(spank_t sp)
     /* The batch script, the extern step and salloc's interactive step are not training steps. */
     if (spank_get_item(sp, S_JOB_STEPID, &step_id) != ESPANK_SUCCESS || step_id >= SLURM_INTERACTIVE_STEP)
         return 0;
-    if (!ct_spank_active())
+    if (!ct_spank_active() && !ct_spank.option_err.code)
         return 0;
     s = calloc(1, sizeof(*s));
     if (!s) {
@@ -173,6 +188,10 @@ int ct_spank_remote_user_init(spank_t sp)
     s->bind = ct_spank_bind_mode();
     if (spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS)
         env = NULL;
+    if (ct_spank.option_err.code) {
+        s->err = ct_spank.option_err;
+        return 0;
+    }
     if (read_layout(sp, s, &s->err) != 0 || read_het(s, env, &s->err) != 0)
         return 0;
     if (ct_spank_rendezvous(job_getenv, env, s->job_id, s->step_id, s->het, ct_spank.args.port_base, &s->rdv,
@@ -191,7 +210,7 @@ static int set(spank_t sp, const char *name, const char *value, int overwrite)
     spank_err_t rc = spank_setenv(sp, name, value, overwrite);
 
     if (rc != ESPANK_SUCCESS && rc != ESPANK_ENV_EXISTS) {
-        ct_spank_error("setting %s in the task's environment failed: %s", name, spank_strerror(rc));
+        task_say("setting %s in the task's environment failed: %s", name, spank_strerror(rc));
         return -1;
     }
     return 0;
@@ -263,11 +282,11 @@ static int apply_binding(spank_t sp, const struct step *s, int local, uint32_t r
     char threads[16];
 
     if (!t) {
-        ct_spank_error("no binding planned for local task %d of %u", local, s->local_tasks);
+        task_say("no binding planned for local task %d of %u", local, s->local_tasks);
         return -1;
     }
     if (t->ncpus == 0) {
-        ct_spank_error("no CPU planned for task %u (out of memory in slurmstepd?)", rank);
+        task_say("no CPU planned for task %u (out of memory in slurmstepd?)", rank);
         return -1;
     }
     CPU_ZERO(&set_cpus);
@@ -275,7 +294,7 @@ static int apply_binding(spank_t sp, const struct step *s, int local, uint32_t r
         if (t->cpus[c] < CPU_SETSIZE)
             CPU_SET(t->cpus[c], &set_cpus);
     if (sched_setaffinity(0, sizeof(set_cpus), &set_cpus) != 0) {
-        ct_spank_error("binding task %u to its CPUs failed (%s)", rank, t->reason);
+        task_say("binding task %u to its CPUs failed (%s)", rank, t->reason);
         return -1;
     }
     /* CUDA_VISIBLE_DEVICES only where SLURM said which GPUs the step has: never more than those;
@@ -342,11 +361,39 @@ static int het_task(const struct step *s, char **env, uint32_t *rank, int *local
 /* An error of the step in the task's stderr (SLURM does not pass the plugin's log to srun). */
 static int task_fail(const ct_error *err)
 {
-    ct_spank_report(err);
-    fprintf(stderr, "ctrain: error: %s\n", err->msg);
-    if (err->hint[0])
+    task_say("%s", err->msg);
+    if (err->hint[0]) {
+        ct_spank_error("hint: %s", err->hint);
         fprintf(stderr, "ctrain: hint: %s\n", err->hint);
+    }
     return -1;
+}
+
+/* The flags as the task's program will read them, in the task's own environment (its SLURM_*
+ * variables: the step's real layout) against this node's plugstack arguments: srun checked them
+ * without the layout, and a login node's plugstack.conf may differ from the node's. */
+static int check_task_flags(char **env, ct_error *err)
+{
+    ct_connector_flags flags = { 0 };
+    ct_connector_context ctx = { 0 };
+    ct_connector *c = NULL;
+    int rv;
+
+    flags.strategy = ct_spank_strategy();
+    flags.accelerator = ct_spank.opts.accelerator;
+    flags.precision = ct_spank.opts.precision;
+    if (flags.strategy && (rv = ct_spank_strategy_allowed(flags.strategy, err)) != 0)
+        return rv;
+    ctx.getenv_fn = job_getenv;
+    ctx.getenv_ctx = env;
+    ctx.cuda = CT_CUDA_UNKNOWN; /* the program probes its GPUs itself; slurmstepd must not open them */
+    if ((rv = ct_connector_create(&flags, &ctx, &c, err)) != 0) {
+        ct_spank_srun_names(err->msg, sizeof(err->msg));
+        ct_spank_srun_names(err->hint, sizeof(err->hint));
+        return rv;
+    }
+    ct_connector_free(c);
+    return 0;
 }
 
 int ct_spank_remote_task_init(spank_t sp)
@@ -366,9 +413,12 @@ int ct_spank_remote_task_init(spank_t sp)
     if (spank_get_item(sp, S_TASK_ID, &local) != ESPANK_SUCCESS ||
         spank_get_item(sp, S_TASK_GLOBAL_ID, &rank) != ESPANK_SUCCESS ||
         spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS) {
-        ct_spank_error("reading the task's rank from SLURM failed");
+        task_say("reading the task's rank from SLURM failed");
         return -1;
     }
+    ct_error_clear(&err);
+    if (check_task_flags(env, &err) != 0)
+        return task_fail(&err);
     local_rank = local;
     local_size = (int)s->local_tasks;
     /* Everything read from the task's environment is read now: spank_setenv below may move it.

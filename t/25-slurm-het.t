@@ -60,7 +60,7 @@ is "$(printf '%s\n' "$OUT" | sort -n | tr '\n' '|')" "0 0 1 0 3|1 0 2 1 3|2 1 2 
 timeout 60 salloc -N3 -n6 srun --ctrain-strategy=ddp -N1 -n2 sh -c "$SHOW" >"$CLUSTER_DIR/salloc.out" 2>&1
 is "$(grep -E '^[0-9]+ ' "$CLUSTER_DIR/salloc.out" | sort -n | tr '\n' '|')" "0 0 2 0 2|1 1 2 0 2|" \
    "plugin: a step on one node of a 3-node allocation runs"
-spank_plugstack required "verbose"
+spank_plugstack "$SHIPPED" "verbose"
 timeout 90 salloc -N3 -n6 sh -c \
     "srun --ctrain-strategy=ddp -N1 -n1 -w n3 sh -c '$SHOW' : -N2 -n3 -w n[1-2] sh -c '$SHOW'" \
     >"$CLUSTER_DIR/salloc.out" 2>"$CLUSTER_DIR/salloc.err"

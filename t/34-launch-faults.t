@@ -3,7 +3,7 @@
 # job within 10 s with a message naming the rank and how it failed; the supervisor forwards
 # SIGTERM and SIGUSR1; no rank, server process or server directory is left behind.
 . "$(dirname "$0")/lib/launch.sh"
-echo "1..20"
+echo "1..24"
 
 # start LAUNCHER MODE N ARGS...: run the probe in the background; P = its pid
 start() {
@@ -106,6 +106,37 @@ for l in subprocess fork; do
     rc=$?
     [ $rc -eq 0 ] && [ "$(ls "$d" | grep -c '\.usr1$')" -eq 3 ]
     ok $? "$l: SIGUSR1 forwarded to all 3 ranks, the job ends with 0" || diag "$tmp/err"
+done
+
+# The same when the caller has another thread with every signal unblocked (a host program's
+# thread, OpenBLAS's workers): the kernel may deliver a process signal there, and it must still
+# reach the supervisor instead of ending the process (exit 138) with the ranks and no checkpoint.
+for l in subprocess fork; do
+    d="$tmp/usr1t.$l"
+    mkdir -p "$d"
+    PROBE_THREAD=1 start $l usr1 3 "$d"
+    wait_files "$d" 3 30
+    kill -USR1 $P
+    wait $P
+    rc=$?
+    [ $rc -eq 0 ] && [ "$(ls "$d" | grep -c '\.usr1$')" -eq 3 ]
+    ok $? "$l, caller with a thread that does not block signals: SIGUSR1 forwarded to all 3 ranks, exit 0 (exit $rc)" ||
+        diag "$tmp/err"
+done
+
+# A process a rank started dies with the job: each rank has its own process group, and the whole
+# group is signalled and, once the rank is reaped, killed.
+for l in subprocess fork; do
+    d="$tmp/child.$l"
+    mkdir -p "$d"
+    PROBE_CHILD="$d" start $l exit 3 1 3
+    wait $P
+    rc=$?
+    sleep 0.5
+    cpids=$(cat "$d"/child.*.pid 2>/dev/null | tr '\n' ' ')
+    pids="$pids $cpids"
+    [ $rc -ne 0 ] && [ "$(echo $cpids | wc -w)" -eq 3 ] && all_gone $cpids
+    ok $? "$l: the ranks' own children ($cpids) are gone with the job (exit $rc)" || diag "$tmp/err"
 done
 
 # A caller that ignores SIGCHLD (the kernel would reap the ranks) still learns how they ended.

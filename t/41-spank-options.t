@@ -1,8 +1,10 @@
 #!/bin/sh
-# The SPANK plugin in srun and sbatch on a loopback SLURM cluster: the options in --help, every
-# bad value rejected before anything launches, and bad plugstack.conf arguments (required vs optional).
+# The SPANK plugin in srun and sbatch on a loopback SLURM cluster, with the plugstack line the
+# package ships (optional): the options in --help, every bad value and combination rejected before
+# anything launches, what only the node can judge ending the tasks before exec, the same with a
+# `required` line, and bad plugstack.conf arguments (required vs optional).
 . "$(dirname "$0")/lib/spank.sh"
-spank_plan 32
+spank_plan 44
 spank_cluster 1 ""
 MARK="$CLUSTER_DIR/launched"
 
@@ -41,6 +43,28 @@ rejected "precision the accelerator cannot run" "16-mixed" --ctrain-accelerator=
 rejected "bad binding mode" "sideways" --ctrain-strategy=ddp --ctrain-bind=sideways
 rejected "single_device across 2 tasks (task layout)" "single_device" --ctrain-strategy=single_device
 rejected "messages use the srun option names" "--ctrain-strategy" --ctrain-strategy=nosuch
+rejected "combination in the other order" "16-mixed" --ctrain-precision=16-mixed --ctrain-accelerator=cpu
+rejected "2 nodes: unknown strategy" "nosuch" -N2 --ctrain-strategy=nosuch
+
+# The same with a `required` line, where SLURM also honours init_post_opt's and local_user_init's failure.
+spank_plugstack required ""
+rejected "required: unknown strategy" "nosuch" --ctrain-strategy=nosuch
+rejected "required: precision the accelerator cannot run" "16-mixed" --ctrain-accelerator=cpu --ctrain-precision=16-mixed
+rejected "required: single_device across 2 tasks" "single_device" --ctrain-strategy=single_device
+spank_plugstack "$SHIPPED" ""
+
+# What only the node can judge: a login node's plugstack.conf without the nodes' allowed list. The
+# task ends before exec with the node's message; nothing runs.
+for line in "$SHIPPED" required; do
+    spank_plugstack "$line" "allowed_strategies=ddp"
+    spank_login_plugstack "$line" ""
+    rejected "$line: the node refuses a strategy the login node allowed" "not allowed on this cluster" \
+        -n1 --ctrain-strategy=single_device
+    run_srun -n2 --ctrain-strategy=ddp sh -c 'echo "$RANK"'
+    is "$RC.$(printf '%s' "$OUT" | sort | tr '\n' ' ')" "0.0 1 " "$line: the node runs a strategy it allows"
+    spank_login_plugstack
+done
+spank_plugstack "$SHIPPED" ""
 
 # sbatch and salloc check the same way before submitting anything.
 out=$(timeout 60 sbatch --ctrain-strategy=nosuch --wrap "touch $MARK" 2>&1)
@@ -50,11 +74,24 @@ ok "$([ "$rc" -ne 0 ] && printf '%s' "$out" | grep -q "ctrain: --ctrain-strategy
 out=$(timeout 60 salloc --ctrain-precision=99-weird true 2>&1)
 ok "$([ $? -ne 0 ] && printf '%s' "$out" | grep -q "ctrain: .*99-weird" && echo 0 || echo 1)" \
    "salloc --ctrain-precision=99-weird is refused"
+out=$(timeout 60 sbatch --ctrain-accelerator=cpu --ctrain-precision=16-mixed --wrap "touch $MARK" 2>&1)
+rc=$?
+ok "$([ "$rc" -ne 0 ] && printf '%s' "$out" | grep -q "ctrain: .*16-mixed" && [ -z "$(squeue -h)" ] && echo 0 || echo 1)" \
+   "sbatch with a bad combination is refused, nothing queued"
+printf '#!/bin/sh\n#SBATCH --ctrain-accelerator=cpu\n#SBATCH --ctrain-precision=16-mixed\ntouch %s\n' "$MARK" \
+    >"$CLUSTER_DIR/bad.sh"
+out=$(timeout 60 sbatch "$CLUSTER_DIR/bad.sh" 2>&1)
+rc=$?
+ok "$([ "$rc" -ne 0 ] && printf '%s' "$out" | grep -q "ctrain: .*16-mixed" && [ -z "$(squeue -h)" ] && echo 0 || echo 1)" \
+   "#SBATCH lines with a bad combination are refused, nothing queued"
+out=$(timeout 60 salloc --ctrain-accelerator=cpu --ctrain-precision=16-mixed touch "$MARK" 2>&1)
+ok "$([ $? -ne 0 ] && [ ! -e "$MARK" ] && printf '%s' "$out" | grep -q "ctrain: .*16-mixed" && echo 0 || echo 1)" \
+   "salloc with a bad combination is refused, its command not run"
 run_srun -n2 --ctrain-strategy=dpp true
 like "$ERR" "ctrain: --ctrain-strategy 'dpp' is not a known strategy" "the message names srun's option and the value"
 
 # A site list of allowed strategies.
-spank_plugstack required "allowed_strategies=ddp"
+spank_plugstack "$SHIPPED" "allowed_strategies=ddp"
 rejected "strategy outside allowed_strategies" "not allowed" --ctrain-strategy=single_device -n1
 run_srun -n1 --ctrain-strategy=ddp true
 ok "$RC" "an allowed strategy runs"

@@ -31,7 +31,7 @@ is "$(printf '%s\n' "$OUT" | cut -d'|' -f4 | sort -u)" "$want_port" \
    "one MASTER_PORT for the step: 15000 + hash(job id, step id) mod 16384"
 
 # port_base moves the ports.
-spank_plugstack required "port_base=20000"
+spank_plugstack "$SHIPPED" "port_base=20000"
 run_srun -N2 -n4 --ctrain-strategy=ddp sh -c "$SHOW"
 set -- $(printf '%s\n' "$OUT" | head -n 1 | cut -d'|' -f1)
 is "$(printf '%s\n' "$OUT" | cut -d'|' -f4 | sort -u)" "$(port_for "$4" "$5" 20000)" "port_base=20000 is used"
@@ -39,7 +39,7 @@ is "$(printf '%s\n' "$OUT" | cut -d'|' -f4 | sort -u)" "$(port_for "$4" "$5" 200
 # A step without ctrain options: the same variable names as with no plugin at all, same affinity.
 NAMES='env | cut -d= -f1 | grep -v -E "^(SLURM_JOB_ID|SLURM_JOBID|SLURM_STEP_ID|SLURM_STEPID|SLURM_TASK_PID|SLURM_LAUNCH_NODE_IPADDR|SLURM_SRUN_COMM_PORT|SLURM_STEP_LAUNCHER_PORT|PWD|OLDPWD|_)$" | sort | tr "\n" " "; grep Cpus_allowed_list /proc/self/status'
 # One output file per task (%t): the two tasks' long lines must not interleave.
-spank_plugstack required ""
+spank_plugstack "$SHIPPED" ""
 run_srun -N2 -n2 --output="$CLUSTER_DIR/with.%t" sh -c "$NAMES"
 rc_with=$RC
 echo "" >"$CLUSTER_DIR/plugstack.conf"
@@ -49,12 +49,12 @@ is "$(cat "$CLUSTER_DIR"/with.* | sort -u)" "$(cat "$CLUSTER_DIR"/without.* | so
    "a step without ctrain options is untouched (same variables, same CPU affinity)"
 
 # The site default makes every step ctrain's.
-spank_plugstack required "default_strategy=ddp"
+spank_plugstack "$SHIPPED" "default_strategy=ddp"
 run_srun -N2 -n2 sh -c 'echo "$RANK $WORLD_SIZE $CTRAIN_STRATEGY"'
 is "$(printf '%s\n' "$OUT" | sort | tr '\n' ';')" "0 2 ddp;1 2 ddp;" "default_strategy=ddp: a step without options gets the layout"
 
 # sbatch: #SBATCH --ctrain-* reaches the steps; the batch script itself is not touched.
-spank_plugstack required ""
+spank_plugstack "$SHIPPED" ""
 cat >"$CLUSTER_DIR/job.sh" <<'EOS'
 #!/bin/sh
 #SBATCH -N2 -n4

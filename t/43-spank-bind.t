@@ -39,14 +39,14 @@ is "$(printf '%s\n' "$OUT" | cut -d'|' -f3 | sort -u)" "7" "a user's OMP_NUM_THR
 run_srun -n2 --ctrain-strategy=ddp --ctrain-bind=none sh -c "$SHOW"
 is "$(printf '%s\n' "$OUT" | cut -d'|' -f2,3 | sort -u)" "$ALLOWED|unset" "--ctrain-bind=none: affinity and threads untouched"
 
-spank_plugstack required "bind=none"
+spank_plugstack "$SHIPPED" "bind=none"
 run_srun -n2 --ctrain-strategy=ddp sh -c "$SHOW"
 is "$(printf '%s\n' "$OUT" | cut -d'|' -f2 | sort -u)" "$ALLOWED" "site bind=none: no binding by default"
 run_srun -n2 --ctrain-strategy=ddp --ctrain-bind=closest sh -c "$SHOW"
 is "$(printf '%s\n' "$OUT" | cut -d'|' -f1-3 | sort)" "$(expect --tasks 2 | sort)" "--ctrain-bind=closest overrides the site's bind=none"
 
 # topology=FILE: the DGX-2 file; SLURM_STEP_GPUS stands for the GPUs SLURM gave the step.
-spank_plugstack required "topology=$DGX"
+spank_plugstack "$SHIPPED" "topology=$DGX"
 SLURM_STEP_GPUS=3,5 run_srun -n2 --ctrain-strategy=ddp sh -c "$SHOW"
 ok "$RC" "topology=FILE: the step runs"
 uuid3=$(grep -A6 '"nvml3"' "$DGX" | sed -n 's/.*NVIDIAUUID" value="\([^"]*\)".*/\1/p')
@@ -78,7 +78,7 @@ from_json() {   # from_json TOPOLOGY GPUS TASKS: "local|cpus|cuda|ucx|nccl" per 
 }
 for case in "llnl-tioga.xml 0,1" "24em64t-2n6c2t-pci.xml 1,2"; do
     set -- $case
-    spank_plugstack required "topology=$ROOT/t/fixtures/topologies/$1"
+    spank_plugstack "$SHIPPED" "topology=$ROOT/t/fixtures/topologies/$1"
     SLURM_STEP_GPUS=$2 run_srun -n2 --ctrain-strategy=ddp sh -c "$NET"
     is "$(printf '%s\n' "$OUT" | sort)" "$(from_json "$ROOT/t/fixtures/topologies/$1" "$2" 2 | sort)" \
        "topology=$1, GPUs $2: the plugin sets what ctrain bind --json plans"
@@ -97,7 +97,7 @@ UCX_NET_DEVICES=eth0 NCCL_IB_HCA=mlx5 SLURM_STEP_GPUS=1,2 run_srun -n2 --ctrain-
 is "$(printf '%s\n' "$OUT" | cut -d'|' -f4,5 | sort -u)" "eth0|mlx5" "a user's UCX_NET_DEVICES and NCCL_IB_HCA are kept"
 
 # An unreadable topology on the node: each task fails with the plugin's message, nothing runs.
-spank_plugstack required "topology=/etc/hostname"
+spank_plugstack "$SHIPPED" "topology=/etc/hostname"
 rm -f "$CLUSTER_DIR/ran"
 run_srun -n1 --ctrain-strategy=ddp touch "$CLUSTER_DIR/ran"
 if [ "$RC" -ne 0 ] && [ ! -e "$CLUSTER_DIR/ran" ] && printf '%s' "$ERR" | grep -q "ctrain: .*hostname.*hwloc XML"; then

@@ -61,7 +61,7 @@ fi
 like "$ERR" "ctrain: hint: .*--resv-ports" "the hint names srun --resv-ports"
 
 # topology= naming a missing file: steps without ctrain run; ctrain steps fail naming it.
-spank_plugstack required "topology=/nonexistent/topology.xml"
+spank_plugstack "$SHIPPED" "topology=/nonexistent/topology.xml"
 run_srun -N2 -n2 true
 ok "$RC" "topology= missing: a step without --ctrain-* runs"
 run_srun -N1 -n1 --ctrain-strategy=ddp true

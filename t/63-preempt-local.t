@@ -17,7 +17,7 @@ P=
 trap '[ -n "$P" ] && perl -e "kill 9, \$ARGV[0], -\$ARGV[0]" $P 2>/dev/null; rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM HUP
 
-PLAN=19
+PLAN=20
 echo "1..$PLAN"
 root=$ROOT
 . "$ROOT/t/lib/preempt.sh"
@@ -66,6 +66,19 @@ ok $? "2-rank ddp (ctrain's launcher forwards SIGUSR1): both ranks stop at the s
 "$B/ctrain" fit $D --ckpt-path last --default-root-dir "$T/ddp" >"$T/ddp-resume.out" 2>&1 &&
     "$B/t/st_compare" "$T/dref/last.safetensors" "$T/ddp/last.safetensors" >"$T/cmp2.out" 2>&1
 ok $? "... and resuming it equals the uninterrupted ddp run bit for bit" "$T/cmp2.out" "$T/ddp-resume.out"
+
+# The same without OPENBLAS_NUM_THREADS=1: OpenBLAS's worker threads (and a host program's) leave
+# the signals unblocked, and the supervisor must still get SIGUSR1 from any of its threads.
+(
+    unset OPENBLAS_NUM_THREADS
+    signalled ddpblas USR1 $D
+    exit "$rc"
+)
+rc=$?
+where=$(sed -n 's/.*stopped by SIGUSR1 at \(epoch [0-9]*, step [0-9]*\);.*/\1/p' "$T/ddpblas.out" | sort | uniq -c)
+[ "$rc" -eq 75 ] && [ "$(echo "$where" | awk '{print $1}')" -ge 2 ]
+ok $? "2-rank ddp with OpenBLAS's own thread count: SIGUSR1 reaches the supervisor, both ranks stop, exit 75 (exit $rc)" \
+    "$T/ddpblas.out"
 
 # stopped NAME SIGNAL: exit 75, both ranks stopped by SIGNAL at the same step, last.safetensors there.
 stopped() {

@@ -15,7 +15,7 @@ hdr() { od -An -t d4 -j $((4 * $2)) -N 4 "$1" | tr -d ' '; }
 # the tokens of a shard as the bytes they stand for
 body() { tail -c +1025 "$1" | od -An -v -t u2 | tr -s ' ' '\n' | sed '/^$/d' | awk '{ printf "%c", $1 }'; }
 
-echo "1..16"
+echo "1..17"
 printf 'Call me Ishmael. Some years ago - never mind how long precisely - having little money\n' >"$T/a.txt"
 printf 'It was the best of times, it was the worst of times.\n' >"$T/b.txt"
 "$CTRAIN" tokenize --input "$T/a.txt" --input "$T/b.txt" --output-dir "$T/out" --val-fraction 0.25 >"$T/ok.out" 2>&1
@@ -65,3 +65,15 @@ else
     printf 'x' >"$T/file"
     bad "an --output-dir that is a file" "not a directory" --input "$T/a.txt" --output-dir "$T/file"
 fi
+
+# The second rename fails (val.bin is a directory here): train.bin goes back to what it was, so DIR
+# never holds a new train.bin beside an old val.bin.
+mkdir -p "$T/half"
+"$CTRAIN" tokenize --input "$T/a.txt" --output-dir "$T/half" >/dev/null 2>&1
+cp -p "$T/half/train.bin" "$T/half.keep"
+rm "$T/half/val.bin"
+mkdir -p "$T/half/val.bin/x"
+"$CTRAIN" tokenize --input "$T/b.txt" --output-dir "$T/half" >"$T/half.out" 2>&1
+check '[ $? -ne 0 ] && grep -q "^ctrain: error: .*val.bin" "$T/half.out" && cmp -s "$T/half/train.bin" "$T/half.keep" &&
+       [ -z "$(ls -A "$T/half" | grep -v -x -e train.bin -e val.bin)" ]' \
+    "val.bin's rename fails: train.bin is the previous one again, no temp or backup left" "$T/half.out"

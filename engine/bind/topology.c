@@ -1,5 +1,6 @@
 /* Topology loading and the GPUs and NICs in it; see include/ctrain/bind.h. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,19 +206,37 @@ static void find_nics(ct_topology *t)
     }
 }
 
+/* hwloc loads its plugins (libpciaccess for PCI, OpenCL, X11 for GL) when the process first
+ * initialises a topology, leaving out those HWLOC_PLUGINS_BLACKLIST names; loading them costs more
+ * than discovering the CPUs. The ones a load does not need are named there for that one call and
+ * the variable removed again at once: the process's environment (slurmstepd's, a multithreaded
+ * root process, or a host program's) stays as it was. An admin's own value wins. */
+static int init_without_plugins(hwloc_topology_t *hw, unsigned flags)
+{
+    const char *skip = (flags & CT_TOPOLOGY_IO) ? "hwloc_opencl,hwloc_gl" : "hwloc_pci,hwloc_opencl,hwloc_gl";
+    int set = !getenv("HWLOC_PLUGINS_BLACKLIST") && setenv("HWLOC_PLUGINS_BLACKLIST", skip, 0) == 0;
+    int rc = hwloc_topology_init(hw);
+
+    if (set)
+        unsetenv("HWLOC_PLUGINS_BLACKLIST");
+    return rc;
+}
+
 int ct_topology_load(const char *xml_path, unsigned flags, ct_topology **out, ct_error *err)
 {
     ct_topology *t = NULL;
     int rv = CT_ENOMEM;
 
     *out = NULL;
-    if (xml_path && access(xml_path, R_OK) != 0) {
+    /* Whether this user can read it: the effective uid (slurmstepd runs the plugin's user_init as the
+     * user, with root as real uid, which root_squash NFS refuses where the user may read). */
+    if (xml_path && faccessat(AT_FDCWD, xml_path, R_OK, AT_EACCESS) != 0) {
         ct_error_set(err, CT_ENOENT, "topology-missing", "topology file '%s': %s", xml_path, strerror(errno));
         ct_error_hint(err, "give an hwloc XML file (lstopo --of xml --whole-io FILE writes one)");
         return CT_ENOENT;
     }
     t = calloc(1, sizeof(*t));
-    if (!t || hwloc_topology_init(&t->hw) != 0) {
+    if (!t || init_without_plugins(&t->hw, flags) != 0) {
         free(t);
         return ct_error_set(err, CT_ENOMEM, "out-of-memory", "loading the topology: out of memory");
     }

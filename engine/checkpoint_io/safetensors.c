@@ -204,6 +204,22 @@ io_fail:
 
 /* --- load ------------------------------------------------------------------------------------ */
 
+/* FNV-1a over 8-byte words (then the tail bytes): fast enough for every byte of a checkpoint. */
+static uint64_t digest_add(uint64_t h, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    uint64_t w;
+
+    for (; n >= 8; p += 8, n -= 8) {
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0x100000001b3ULL;
+        h ^= h >> 29;
+    }
+    for (; n > 0; p++, n--)
+        h = (h ^ *p) * 0x100000001b3ULL;
+    return h;
+}
+
 static int read_at(int fd, void *buf, size_t n, off_t off)
 {
     char *p = buf;
@@ -245,6 +261,37 @@ static size_t json_values_bound(const char *text, size_t len)
         }
     }
     return n;
+}
+
+/* 1 when a JSON string in text holds a control character, raw or escaped (\u0000-\u001f, \n, \t,
+ * ...): a key "w\u0000a" would be read as tensor "w" (C strings end at the NUL), and no name or
+ * metadata ctrain writes has one. */
+static int json_control_char(const char *text, size_t len)
+{
+    int in_string = 0;
+
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)text[i];
+
+        if (!in_string) {
+            in_string = c == '"';
+            continue;
+        }
+        if (c < 0x20)
+            return 1;
+        if (c == '"') {
+            in_string = 0;
+        } else if (c == '\\' && i + 1 < len) {
+            char e = text[++i];
+
+            if (strchr("bfnrt", e))
+                return 1;
+            if (e == 'u' && i + 4 < len && text[i + 1] == '0' && text[i + 2] == '0' &&
+                (text[i + 3] == '0' || text[i + 3] == '1'))
+                return 1;
+        }
+    }
+    return 0;
 }
 
 /* A JSON number that is a non-negative integer below 2^53 (exact in a double). */
@@ -439,6 +486,7 @@ static int load_tensors(const char *path, int fd, const cJSON *root, uint64_t da
         if (read_at(fd, want->data, want->nbytes, (off_t)(data_start + begin)))
             return ct_error_set(err, CT_EFORMAT, "ckpt-truncated", "%s: tensor %s: cannot read its data: %s",
                                 path, want->name, errno ? strerror(errno) : "file too short");
+        ckpt->digest = digest_add(ckpt->digest, want->data, want->nbytes);
     }
     return 0;
 }
@@ -518,12 +566,20 @@ static int st_read(const char *path, ct_ckpt *ckpt, int list, ct_error *err)
         ct_error_hint(err, "a ctrain checkpoint's header holds a few hundred: this file was not written by ctrain fit");
         goto out;
     }
+    if (json_control_char(header, hlen)) {
+        rc = ct_error_set(err, CT_EFORMAT, "ckpt-header", "%s: a name or value in the header holds a control "
+                          "character (e.g. \\u0000, which would cut a tensor's name short)", path);
+        ct_error_hint(err, "this file was not written by ctrain fit; names are printable text");
+        goto out;
+    }
     root = cJSON_ParseWithLength(header, hlen);
     if (!cJSON_IsObject(root)) {
         rc = ct_error_set(err, CT_EFORMAT, "ckpt-header", "%s: the header is not a JSON object (corrupt file)",
                           path);
         goto out;
     }
+    ckpt->header_digest = digest_add(digest_add(0xcbf29ce484222325ULL, len8, 8), header, hlen);
+    ckpt->digest = ckpt->header_digest;
     if ((rc = read_metadata(path, cJSON_GetObjectItemCaseSensitive(root, "__metadata__"), ckpt, err)))
         goto out;
     if (list)

@@ -105,14 +105,17 @@ static int make_dir(const char *dir, ct_error *err)
     return ct_error_hint(err, "give a directory you can write (its parent must exist)");
 }
 
-/* Both shards to temporary files, then both renamed: a failure leaves DIR as it was. */
+/* Both shards to temporary files, then both renamed: a failure leaves DIR as it was. The two
+ * renames are not one step, so the old train.bin keeps a second name until val.bin is in place,
+ * and goes back when val.bin's rename fails (no new train.bin beside an old val.bin). */
 static int write_shards(const char *dir, const uint16_t *tokens, size_t n_train, size_t n_val, ct_error *err)
 {
-    char path[2][4200], tmp[2][4200];
-    int rv;
+    char path[2][4200], tmp[2][4200], keep[4300];
+    int rv, kept;
 
     if (snprintf(path[0], sizeof(path[0]), "%s/train.bin", dir) >= (int)sizeof(path[0]) ||
-        snprintf(path[1], sizeof(path[1]), "%s/val.bin", dir) >= (int)sizeof(path[1]))
+        snprintf(path[1], sizeof(path[1]), "%s/val.bin", dir) >= (int)sizeof(path[1]) ||
+        snprintf(keep, sizeof(keep), "%s/.train.bin.previous", dir) >= (int)sizeof(keep))
         return ct_error_set(err, CT_EINVAL, "tokenize-output", "--output-dir is too long");
     if ((rv = ct_tokens_write_temp(path[0], tokens, n_train, tmp[0], sizeof(tmp[0]), err)) != 0)
         return rv;
@@ -120,11 +123,29 @@ static int write_shards(const char *dir, const uint16_t *tokens, size_t n_train,
         unlink(tmp[0]);
         return rv;
     }
-    if ((rv = ct_tokens_publish(tmp[0], path[0], err)) != 0) {
-        unlink(tmp[1]);
-        return rv;
+    unlink(keep);   /* left by a run that died between the renames: train.bin is in place */
+    kept = link(path[0], keep) == 0;
+    if (!kept && errno != ENOENT) {
+        rv = ct_error_set(err, CT_EIO, "tokenize-output", "%s: cannot keep the previous train.bin while replacing "
+                          "it: %s", keep, strerror(errno));
+        goto fail;
     }
-    return ct_tokens_publish(tmp[1], path[1], err);
+    if ((rv = ct_tokens_publish(tmp[0], path[0], err)) != 0)
+        goto fail;
+    if ((rv = ct_tokens_publish(tmp[1], path[1], err)) != 0) {
+        /* Put the old train.bin back (or remove the new one when there was none). */
+        if (kept ? rename(keep, path[0]) : unlink(path[0]))
+            ct_error_hint(err, "and restoring %s failed (%s): regenerate both files", path[0], strerror(errno));
+        else
+            ct_error_hint(err, "%s and %s are as they were", path[0], path[1]);
+        kept = 0;
+    }
+fail:
+    unlink(tmp[0]);
+    unlink(tmp[1]);
+    if (kept)
+        unlink(keep);
+    return rv;
 }
 
 int ct_cmd_tokenize(int argc, char **argv)

@@ -45,6 +45,10 @@ static const struct flag flags[] = {
     { "--init-from", F_STRING, 0, 0, "FILE",
       "fit: start from these weights, a Hugging Face GPT-2 model.safetensors (--model gpt; its n_layer, n_head, "
       "n_embd, n_positions and vocab set --model-config, n_head from the config.json beside it)" },
+    { "--weights-only", F_SWITCH, 0, 0, NULL,
+      "fit with --ckpt-path: load only the checkpoint's weights and start a new run (fine-tuning: epoch 1, a "
+      "fresh optimizer, this run's seed, data and split); without it a resume must match the checkpoint's "
+      "seed, data, datamodule, val fraction and model config" },
     { "--log-every-n-steps", F_INT, 1, INT_MAX, "N", "metrics.csv row and plain progress line every N steps (default 50)" },
     { "--checkpoint-every-n-steps", F_INT, 0, INT_MAX, "N",
       "also write last.safetensors every N steps (default 0: at epoch ends only)" },
@@ -352,6 +356,10 @@ int ct_trainer_flags_parse(int argc, char **argv, ct_trainer_config *cfg, ct_con
             }
             if (!strcmp(name, "--no-tensorboard")) {
                 cfg->tensorboard = 0;
+                continue;
+            }
+            if (!strcmp(name, "--weights-only")) {
+                cfg->weights_only = 1;
                 continue;
             }
             cfg->deterministic = 1;

@@ -1,7 +1,14 @@
 /* The data-module seam: open a registered data module by name and dispatch to its ops
  * (include/ctrain/datamodule.h). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "ctrain/datamodule.h"
 #include "ctrain/registry.h"
@@ -83,4 +90,98 @@ const char *ct_tensor_spec_str(const ct_tensor_spec *spec, char *buf, size_t siz
     if (used < size)
         snprintf(buf + used, size - used, "]");
     return buf;
+}
+
+/* --------------------------------------------------------------- the data's identity */
+
+#define ID_EDGE 65536   /* bytes hashed at each end of a file */
+
+static void fnv1a(uint64_t *h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+
+    for (size_t i = 0; i < n; i++) {
+        *h ^= b[i];
+        *h *= 0x100000001b3ULL;
+    }
+}
+
+/* One regular file: its name, size and both ends (*files counts it); a directory is skipped; a
+ * FIFO, socket or device (data streamed in) makes the data unidentifiable: *files = -1. */
+static int id_file(uint64_t *h, int dirfd, const char *name, uint64_t *bytes, int *files, ct_error *err)
+{
+    unsigned char *buf = malloc(ID_EDGE);
+    int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NONBLOCK), rc = 0;
+    struct stat st;
+    ssize_t got;
+
+    if (!buf || fd < 0 || fstat(fd, &st) != 0) {
+        rc = ct_error_set(err, buf ? CT_EIO : CT_ENOMEM, "data-identity", "reading %s for the data's identity: %s",
+                          name, buf ? strerror(errno) : "out of memory");
+        goto out;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        if (!S_ISDIR(st.st_mode))
+            *files = -1;
+        goto out;
+    }
+    if (*files < 0)
+        goto out;
+    fnv1a(h, name, strlen(name) + 1);
+    fnv1a(h, &st.st_size, sizeof(st.st_size));
+    *bytes += (uint64_t)st.st_size;
+    (*files)++;
+    if ((got = pread(fd, buf, ID_EDGE, 0)) > 0)
+        fnv1a(h, buf, (size_t)got);
+    if (st.st_size > ID_EDGE && (got = pread(fd, buf, ID_EDGE, st.st_size - ID_EDGE)) > 0)
+        fnv1a(h, buf, (size_t)got);
+out:
+    if (fd >= 0)
+        close(fd);
+    free(buf);
+    return rc;
+}
+
+static int by_name(const struct dirent **a, const struct dirent **b)
+{
+    return strcmp((*a)->d_name, (*b)->d_name);
+}
+
+static int visible(const struct dirent *d)
+{
+    return d->d_name[0] != '.';
+}
+
+int ct_datamodule_identity(const char *name, const char *dir, char *out, size_t size, ct_error *err)
+{
+    const ct_registry_entry *e = ct_registry_find(CT_REG_DATAMODULE, name);
+    struct dirent **names = NULL;
+    uint64_t h = 0xcbf29ce484222325ULL, bytes = 0;
+    int n, dirfd, rc = 0, files = 0;
+
+    out[0] = '\0';
+    /* The directory the module opened: --data, else its default (ct_datamodule_open's rule). */
+    if (!dir || !dir[0])
+        dir = e ? e->default_dir : NULL;
+    if (!dir)
+        return 0;
+
+    dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd < 0)
+        return ct_error_set(err, CT_EIO, "data-identity", "--data %s: %s", dir, strerror(errno));
+    n = scandir(dir, &names, visible, by_name);
+    if (n < 0)
+        rc = ct_error_set(err, CT_EIO, "data-identity", "--data %s: %s", dir, strerror(errno));
+    for (int i = 0; i < n; i++) {
+        if (!rc)
+            rc = id_file(&h, dirfd, names[i]->d_name, &bytes, &files, err);
+        free(names[i]);
+    }
+    free(names);
+    close(dirfd);
+    if (!rc && files >= 0)
+        snprintf(out, size, "%d files, %" PRIu64 " bytes, fnv1a64 %016" PRIx64, files, bytes, h);
+    else if (!rc)
+        out[0] = '\0';
+    return rc;
 }

@@ -16,49 +16,65 @@
 
 extern char **environ;
 
-#define CMDLINE_MAX (1 << 20)
+/* The kernel's own bound on a command line is ARG_MAX (a quarter of the stack limit); this is
+ * far above any real one and only stops a runaway read. */
+#define CMDLINE_MAX (64 << 20)
 
-/* /proc/self/cmdline as a NULL-terminated argv (one allocation for the strings). */
+static char **cmdline_fail(char *buf, int fd, ct_error *err, const char *why)
+{
+    ct_error_set(err, CT_ENOTAVAIL, "launch-cmdline", "cannot read /proc/self/cmdline: %s", why);
+    ct_error_hint(err, "the subprocess launcher needs /proc; use the fork launcher (ddp_fork) "
+                       "or start the ranks with mpirun or srun");
+    free(buf);
+    if (fd >= 0)
+        close(fd);
+    return NULL;
+}
+
+/* /proc/self/cmdline, whole, as a NULL-terminated argv (one allocation for the strings). The
+ * last argument gets its NUL when the kernel gave none (a program that rewrote its arguments). */
 static char **read_cmdline(char **blob, ct_error *err)
 {
     int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
-    size_t len = 0, argc = 0, k = 0;
-    char *buf;
+    size_t len = 0, cap = 4096, argc = 0, k = 0;
+    char *buf = NULL, *grown;
     char **argv;
 
     *blob = NULL;
-    buf = malloc(CMDLINE_MAX + 1);
-    if (fd < 0 || !buf) {
-        ct_error_set(err, CT_ENOTAVAIL, "launch-cmdline", "cannot read /proc/self/cmdline: %s",
-                     fd < 0 ? strerror(errno) : "out of memory");
-        ct_error_hint(err, "the subprocess launcher needs /proc; use the fork launcher (ddp_fork) "
-                           "or start the ranks with mpirun or srun");
-        free(buf);
-        if (fd >= 0)
-            close(fd);
-        return NULL;
-    }
+    if (fd < 0)
+        return cmdline_fail(NULL, fd, err, strerror(errno));
     for (;;) {
-        ssize_t r = read(fd, buf + len, CMDLINE_MAX - len);
+        ssize_t r;
+
+        if (!buf || len + 1 >= cap) {
+            if (buf && cap >= CMDLINE_MAX)
+                return cmdline_fail(buf, fd, err, "longer than 64 MiB");
+            cap = buf ? cap * 2 : cap;
+            if (!(grown = realloc(buf, cap)))
+                return cmdline_fail(buf, fd, err, "out of memory");
+            buf = grown;
+        }
+        r = read(fd, buf + len, cap - len - 1);
         if (r < 0 && errno == EINTR)
             continue;
-        if (r <= 0)
+        if (r < 0)
+            return cmdline_fail(buf, fd, err, strerror(errno));
+        if (r == 0)
             break;
         len += (size_t)r;
     }
     close(fd);
-    buf[len] = '\0';
+    if (len == 0)
+        return cmdline_fail(buf, -1, err, "it is empty");
+    if (buf[len - 1] != '\0')
+        buf[len++] = '\0';   /* room kept by the read loop */
     for (size_t i = 0; i < len; i++)
         if (buf[i] == '\0')
             argc++;
     argv = calloc(argc + 1, sizeof(char *));
-    if (!argv || argc == 0) {
-        free(argv);
-        free(buf);
-        ct_error_set(err, CT_ENOTAVAIL, "launch-cmdline", "/proc/self/cmdline is empty");
-        return NULL;
-    }
-    for (size_t i = 0; i < len; i += strlen(buf + i) + 1)
+    if (!argv)
+        return cmdline_fail(buf, -1, err, "out of memory");
+    for (size_t i = 0; i < len && k < argc; i += strlen(buf + i) + 1)
         argv[k++] = buf + i;
     *blob = buf;
     return argv;

@@ -4,8 +4,14 @@
  * (default SIGUSR1) are blocked and read
  * from a signalfd in the one poll loop that also carries the ranks' output and reports, so there
  * is no handler and no race between a child's exit and the loop. signalfd coalesces SIGCHLD, so
- * every wake-up reaps every rank with WNOHANG (and a 1 s poll timeout reaps anyway, in case the
- * signal went to another thread of a library caller). Only our own pids are waited for.
+ * every wake-up reaps every rank with WNOHANG (and a 1 s poll timeout reaps anyway). Only our own
+ * pids are waited for.
+ *
+ * The mask is this thread's only: a process-directed signal goes to any thread that does not block
+ * it (OpenBLAS's workers, a host program's threads), where its default action would end the
+ * process and, by PDEATHSIG, every rank without a checkpoint. So the same signals also get a
+ * handler, which passes the signal's siginfo to the poll loop through a pipe as the signalfd would.
+ * One supervisor per process at a time (the handler's pipe is process-wide).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -63,6 +69,10 @@ struct rank {
 
 struct sv {
     const ct_launch_spec *spec;
+    int relay[2];      /* the handler's pipe: read end, write end; -1 when closed */
+    int relayed;       /* the handler is installed for the signals in sv->forward and SIGCHLD */
+    int masked;        /* this thread blocks them; old_mask is the caller's */
+    struct sigaction old_act[NSIG];
     int n;
     double grace;
     pid_t self;
@@ -80,12 +90,11 @@ struct sv {
     double stop_deadline; /* end the others at this time unless they exited by then; 0: none */
     int stopped_by;    /* SIGINT or SIGTERM received (forwarded unless from the terminal), 0 */
     int from_terminal; /* stopped_by came from the terminal, which signalled the ranks itself */
-    struct sigaction old_chld;
     sigset_t forward;  /* what is passed on to the ranks */
     int last_sig;      /* the last signal passed on, its sender and when */
     pid_t last_from;
     double last_at;
-    struct pollfd *pfd;  /* the signalfd, then up to 3 descriptors per rank */
+    struct pollfd *pfd;  /* the signalfd, the relay pipe, then up to 3 descriptors per rank */
     int *who;          /* for pfd[i]: rank * 3 + (0 stdout, 1 stderr, 2 report) */
 };
 
@@ -196,11 +205,12 @@ static const struct report_hdr *rank_report(const struct rank *rk)
 
 /* ---------------------------------------------------------------- ranks */
 
+/* Each rank leads its own process group (child_setup), so ending a rank ends what it started. */
 static void signal_running(struct sv *sv, int sig)
 {
     for (int r = 0; r < sv->n; r++)
         if (sv->ranks[r].running)
-            kill(sv->ranks[r].pid, sig);
+            kill(-sv->ranks[r].pid, sig);
 }
 
 /* Pass a signal on, tagged so the rank can tell it from a copy the sender gave the whole group. */
@@ -213,8 +223,9 @@ static void forward_running(struct sv *sv, int sig)
             sigqueue(sv->ranks[r].pid, sig, v);
 }
 
-/* What the terminal sends (Ctrl-C, Ctrl-\, hang-up) reaches the whole foreground process group,
- * the ranks included: passing it on would deliver it twice. */
+/* What the terminal sends (Ctrl-C, Ctrl-\, hang-up) reaches the whole foreground process group:
+ * the supervisor's, not the ranks' (each leads its own), so it is passed on like any other, but
+ * never taken for a repeat of the one before (a second Ctrl-C is a second request). */
 static int from_terminal(const struct signalfd_siginfo *si)
 {
     int sig = (int)si->ssi_signo;
@@ -248,6 +259,9 @@ static void reap(struct sv *sv)
         rk->running = 0;
         rk->status = st;
         sv->running--;
+        /* What the rank started and left behind goes with it (its group outlives it only through
+         * its members, so the id is not reused while one remains). */
+        kill(-rk->pid, SIGKILL);
         /* A rank that stopped on request after saving its state is not a failure: the others are
          * stopping at the same step and must not be cut short while they finish. */
         if (WIFEXITED(st) && WEXITSTATUS(st) == CT_LAUNCHER_EXIT_STOPPED) {
@@ -269,32 +283,41 @@ static void reap(struct sv *sv)
     }
 }
 
+static void handle_signal(struct sv *sv, const struct signalfd_siginfo *si)
+{
+    int sig = (int)si->ssi_signo;
+
+    if (sig == SIGCHLD)
+        return;   /* reap() runs after every wake-up */
+    if (from_terminal(si)) {
+        forward_running(sv, sig);
+        if (sig == SIGINT) {
+            sv->stopped_by = sig;
+            sv->from_terminal = 1;
+        }
+        return;
+    }
+    if (sig == sv->last_sig && (pid_t)si->ssi_pid == sv->last_from && ct_time_now() - sv->last_at < REPEAT_WINDOW_S)
+        return;
+    sv->last_sig = sig;
+    sv->last_from = (pid_t)si->ssi_pid;
+    sv->last_at = ct_time_now();
+    forward_running(sv, sig);
+    if (sig == SIGINT || sig == SIGTERM) {
+        sv->stopped_by = sig;
+        sv->from_terminal = 0;
+    }
+}
+
+/* What the signalfd (this thread) and the handler (other threads) received. */
 static void handle_signals(struct sv *sv)
 {
     struct signalfd_siginfo si;
 
-    while (read(sv->sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-        int sig = (int)si.ssi_signo;
-        if (sig == SIGCHLD)
-            continue;   /* reap() runs after every wake-up */
-        if (from_terminal(&si)) {
-            if (sig == SIGINT) {
-                sv->stopped_by = sig;
-                sv->from_terminal = 1;
-            }
-            continue;
-        }
-        if (sig == sv->last_sig && (pid_t)si.ssi_pid == sv->last_from && ct_time_now() - sv->last_at < REPEAT_WINDOW_S)
-            continue;
-        sv->last_sig = sig;
-        sv->last_from = (pid_t)si.ssi_pid;
-        sv->last_at = ct_time_now();
-        forward_running(sv, sig);
-        if (sig == SIGINT || sig == SIGTERM) {
-            sv->stopped_by = sig;
-            sv->from_terminal = 0;
-        }
-    }
+    while (sv->sfd >= 0 && read(sv->sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+        handle_signal(sv, &si);
+    while (sv->relay[0] >= 0 && read(sv->relay[0], &si, sizeof(si)) == (ssize_t)sizeof(si))
+        handle_signal(sv, &si);
 }
 
 /* In the child, before rank_main: die with the supervisor, own descriptors only, signals as the
@@ -306,7 +329,14 @@ static void child_setup(struct sv *sv, int r, int out_w, int err_w, int rep_r)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != sv->self)
         _exit(1);
+    setpgid(0, 0);
+    /* The caller's handlers back before anything else: the relay is the supervisor's. */
+    for (int sig = 1; sig < NSIG; sig++)
+        if (sv->relayed && (sig == SIGCHLD || sigismember(&sv->forward, sig) == 1))
+            sigaction(sig, &sv->old_act[sig], NULL);
     close(sv->sfd);
+    close(sv->relay[0]);
+    close(sv->relay[1]);
     close(rep_r);
     for (int j = 0; j < r; j++) {
         for (int k = 0; k < 2; k++)
@@ -368,6 +398,7 @@ static int spawn_rank(struct sv *sv, int r, ct_rank_main_fn rank_main, void *arg
         rank_main(&ctx);
         _exit(127);
     }
+    setpgid(rk->pid, rk->pid);   /* also here: signal_running may come before the child ran */
     rk->running = 1;
     sv->running++;
     close(rep[1]);
@@ -402,8 +433,9 @@ static void watch(struct sv *sv)
     int *who = sv->who;
 
     while (sv->running > 0) {
-        size_t np = 1;
+        size_t np = 2;
         pfd[0] = (struct pollfd){ .fd = sv->sfd, .events = POLLIN };
+        pfd[1] = (struct pollfd){ .fd = sv->relay[0], .events = POLLIN };
         for (int r = 0; r < sv->n; r++) {
             struct rank *rk = &sv->ranks[r];
             int fds[3] = { rk->out[0].fd, rk->out[1].fd, rk->rep_fd };
@@ -418,7 +450,7 @@ static void watch(struct sv *sv)
             usleep(100000);
         handle_signals(sv);
         reap(sv);
-        for (size_t i = 1; i < np; i++) {
+        for (size_t i = 2; i < np; i++) {
             struct rank *rk = &sv->ranks[who[i] / 3];
             int k = who[i] % 3;
             if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
@@ -562,6 +594,7 @@ static int sv_init(struct sv *sv, const ct_launch_spec *spec, size_t result_size
     sv->n = spec->nprocs;
     sv->failed = -1;
     sv->sfd = -1;
+    sv->relay[0] = sv->relay[1] = -1;
     sv->self = getpid();
     sv->grace = spec->kill_grace_s > 0 ? spec->kill_grace_s : DEFAULT_GRACE_S;
     if (sv->grace > MAX_GRACE_S)
@@ -572,8 +605,8 @@ static int sv_init(struct sv *sv, const ct_launch_spec *spec, size_t result_size
     if ((rc = forward_set(sv, err)))
         return rc;
     sv->ranks = calloc((size_t)sv->n, sizeof(*sv->ranks));
-    sv->pfd = calloc(1 + 3 * (size_t)sv->n, sizeof(*sv->pfd));
-    sv->who = calloc(1 + 3 * (size_t)sv->n, sizeof(*sv->who));
+    sv->pfd = calloc(2 + 3 * (size_t)sv->n, sizeof(*sv->pfd));
+    sv->who = calloc(2 + 3 * (size_t)sv->n, sizeof(*sv->who));
     if (!sv->ranks || !sv->pfd || !sv->who)
         return ct_error_set(err, CT_ENOMEM, "oom", "out of memory for %d ranks", sv->n);
     for (int r = 0; r < sv->n; r++) {
@@ -588,21 +621,69 @@ static int sv_init(struct sv *sv, const ct_launch_spec *spec, size_t result_size
     return 0;
 }
 
+/* The write end of the running supervisor's relay pipe, for the handler. */
+static volatile sig_atomic_t relay_fd = -1;
+
+/* A supervised signal delivered to another thread: its siginfo, as signalfd gives it, to the loop.
+ * A pipe write of less than PIPE_BUF bytes is atomic; a full pipe drops it (the loop is behind by
+ * thousands of signals then, and SIGCHLD is coalesced anyway). */
+static void relay(int sig, siginfo_t *info, void *uc)
+{
+    int saved = errno, fd = relay_fd;
+    struct signalfd_siginfo si;
+
+    memset(&si, 0, sizeof(si));
+    si.ssi_signo = (uint32_t)sig;
+    si.ssi_code = info->si_code;
+    si.ssi_pid = (uint32_t)info->si_pid;
+    si.ssi_uid = (uint32_t)info->si_uid;
+    if (fd >= 0 && write(fd, &si, sizeof(si)) < 0) {
+        /* nothing to do in a handler */
+    }
+    errno = saved;
+}
+
 static int block_signals(struct sv *sv, ct_error *err)
 {
     sigset_t set = sv->forward;
+    struct sigaction act;
 
     sigaddset(&set, SIGCHLD);
-    /* With SIGCHLD ignored the kernel would reap the ranks before we learn how they ended. */
-    struct sigaction dfl = { .sa_handler = SIG_DFL };
-    sigemptyset(&dfl.sa_mask);
-    sigaction(SIGCHLD, &dfl, &sv->old_chld);
+    if (pipe2(sv->relay, O_CLOEXEC | O_NONBLOCK) != 0)
+        return ct_error_set(err, CT_EIO, "launch-signals", "pipe: %s", strerror(errno));
+    relay_fd = sv->relay[1];
+    /* The handler also replaces an ignored SIGCHLD, which would let the kernel reap the ranks
+     * before we learn how they ended. */
+    memset(&act, 0, sizeof(act));
+    act.sa_sigaction = relay;
+    act.sa_flags = SA_SIGINFO | SA_RESTART | SA_NOCLDSTOP;
+    sigfillset(&act.sa_mask);
+    for (int sig = 1; sig < NSIG; sig++)
+        if (sigismember(&set, sig) == 1)
+            sigaction(sig, &act, &sv->old_act[sig]);
+    sv->relayed = 1;
     if (sigprocmask(SIG_BLOCK, &set, &sv->old_mask) != 0)
         return ct_error_set(err, CT_EINTERNAL, "launch-signals", "sigprocmask: %s", strerror(errno));
+    sv->masked = 1;
     sv->sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
     if (sv->sfd < 0)
         return ct_error_set(err, CT_EINTERNAL, "launch-signals", "signalfd: %s", strerror(errno));
     return 0;
+}
+
+/* The caller's handlers and mask back, after consuming what arrived for us, so the caller does
+ * not get it late. */
+static void unblock_signals(struct sv *sv)
+{
+    for (int sig = 1; sv->relayed && sig < NSIG; sig++)
+        if (sig == SIGCHLD || sigismember(&sv->forward, sig) == 1)
+            sigaction(sig, &sv->old_act[sig], NULL);
+    sv->relayed = 0;
+    relay_fd = -1;
+    handle_signals(sv);
+    if (sv->masked)
+        sigprocmask(SIG_SETMASK, &sv->old_mask, NULL);
+    sv->masked = 0;
 }
 
 static void sv_free(struct sv *sv)
@@ -614,6 +695,9 @@ static void sv_free(struct sv *sv)
     free(sv->who);
     if (sv->sfd >= 0)
         close(sv->sfd);
+    for (int i = 0; i < 2; i++)
+        if (sv->relay[i] >= 0)
+            close(sv->relay[i]);
 }
 
 int ct_supervisor_run(const ct_launch_spec *spec, ct_rank_main_fn rank_main, void *arg,
@@ -644,13 +728,8 @@ int ct_supervisor_run(const ct_launch_spec *spec, ct_rank_main_fn rank_main, voi
         rc = outcome(&sv, result, result_size, err);
 out:
     ct_pmix_server_stop(sv.server);
-    if (masked) {
-        /* Consume what arrived for us before unmasking, so the caller does not get it late. */
-        if (sv.sfd >= 0)
-            handle_signals(&sv);
-        sigprocmask(SIG_SETMASK, &sv.old_mask, NULL);
-        sigaction(SIGCHLD, &sv.old_chld, NULL);
-    }
+    if (masked)
+        unblock_signals(&sv);
     sv_free(&sv);
     return rc;
 }

@@ -167,6 +167,10 @@ int ct_run_save_checkpoint(ct_run *run, const char *path, ct_error *err)
     add_meta(c, "flags", "%s", run->opt.flags_json);
     add_meta(c, "slurm_job_id", "%s", run->opt.job_id);
     add_callbacks(run, c);
+    add_meta(c, "datamodule", "%s", run->opt.datamodule);
+    add_meta(c, "data", "%s", run->opt.data_identity);
+    add_meta(c, "val_fraction", "%.17g", run->opt.val_fraction);
+    add_meta(c, "model_config", "%s", run->opt.model_config);
     rc = ct_strategy_save_checkpoint(run->strategy, path, c, err);
     ct_strategy_optimizer_state_end(run->strategy, run->optim, 0);
     free(c);
@@ -200,8 +204,9 @@ static int check_header(ct_run *run, const char *path, const ct_ckpt *c, int wei
         return ct_error_hint(err, "pass a last.safetensors or best.safetensors written by ctrain fit");
     }
     if (!model || strcmp(model, want)) {
-        ct_error_set(err, CT_EFORMAT, "ckpt-model", "%s: checkpoint is for model %s, this run builds %s", path,
-                     model ? model : "(missing)", want);
+        /* Resuming another model is a conflict of this run's flags with the checkpoint's (exit 2). */
+        ct_error_set(err, weights_only ? CT_EFORMAT : CT_ECONFLICT, "ckpt-model", "%s: checkpoint is for model %s, "
+                     "this run builds %s", path, model ? model : "(missing)", want);
         return ct_error_hint(err, "use the --hidden or --model and --model-config of the run that wrote it");
     }
     if (!weights_only && (!opt || strcmp(opt, mine))) {
@@ -209,6 +214,47 @@ static int check_header(ct_run *run, const char *path, const ct_ckpt *c, int wei
                      path, opt ? opt : "no", mine);
         return ct_error_hint(err, "resume with --optimizer %s", opt ? opt : "of the run that wrote it");
     }
+    return 0;
+}
+
+/* One setting the checkpoint recorded against this run's; a checkpoint written before ctrain
+ * recorded it (no key) is not compared, nor data that could not be identified (streamed: ""). */
+static int same_setting(const char *path, const ct_ckpt *c, const char *key, const char *mine, const char *flag,
+                        ct_error *err)
+{
+    const char *theirs = meta_get(c, key);
+
+    if (!theirs || !strcmp(theirs, mine) || (!strcmp(key, "data") && (!theirs[0] || !mine[0])))
+        return 0;
+    ct_error_set(err, CT_ECONFLICT, "ckpt-resume-mismatch", "%s: the checkpoint's run has %s %s%s%s, this run "
+                 "has %s%s%s: resuming would mix two runs", path, flag, theirs[0] ? "" : "'", theirs,
+                 theirs[0] ? "" : "'", mine[0] ? "" : "'", mine, mine[0] ? "" : "'");
+    return ct_error_hint(err, "resume with the checkpoint's %s, or add --weights-only to load its weights and start "
+                              "a new run (in another --default-root-dir to keep this one)", flag);
+}
+
+/* What decides the data order, the split and what is trained must be the checkpoint's: another
+ * seed reshuffles the rest of the epoch (samples repeated and skipped), another split or data
+ * moves samples between training and validation and compares best_val_acc across two sets. */
+static int check_same_run(ct_run *run, const char *path, const ct_ckpt *c, ct_error *err)
+{
+    const ct_loop_options *o = &run->opt;
+    char seed[32], vf[32];
+    const char *theirs_vf = meta_get(c, "val_fraction");
+    double d;
+    int rc;
+
+    snprintf(seed, sizeof(seed), "%" PRIu64, o->seed);
+    snprintf(vf, sizeof(vf), "%.17g", o->val_fraction);
+    /* val_fraction compares as a number ("0.1" and "0.10000000000000001" are one value). */
+    if (theirs_vf && ct_parse_double(theirs_vf, &d) == 0 && d == o->val_fraction)
+        theirs_vf = NULL;
+    if ((rc = same_setting(path, c, "seed", seed, "--seed", err)) ||
+        (rc = same_setting(path, c, "datamodule", o->datamodule, "--datamodule", err)) ||
+        (rc = same_setting(path, c, "data", o->data_identity, "--data (its files)", err)) ||
+        (theirs_vf && (rc = same_setting(path, c, "val_fraction", vf, "--val-fraction", err))) ||
+        (rc = same_setting(path, c, "model_config", o->model_config, "--model-config", err)))
+        return rc;
     return 0;
 }
 
@@ -264,23 +310,74 @@ int ct_run_checkpoint_meta(ct_run *run, const char *path, const char *key, char 
     return rc;
 }
 
+/* Every rank loads the checkpoint itself; all must have read the same bytes, and all must learn
+ * when one could not read it (else the others wait for it in the next collective until the
+ * timeout). Rank 0's status and digest go to every rank, then a sum says how many failed and how
+ * many read other bytes: every rank returns the same verdict. */
+static int agree_on_file(ct_run *run, const char *path, int rc, uint64_t digest, ct_error *err)
+{
+    struct { int32_t rc; uint32_t pad; uint64_t digest; } zero = { rc, 0, digest };
+    double v[2];
+    ct_error e;
+    int crc;
+
+    if (run->world <= 1)
+        return rc;
+    ct_error_clear(&e);
+    if ((crc = ct_strategy_broadcast(run->strategy, &zero, sizeof(zero), 0, &e)) == 0) {
+        v[0] = rc != 0;
+        v[1] = rc == 0 && zero.rc == 0 && zero.digest != digest;
+        crc = ct_strategy_reduce_sum(run->strategy, v, 2, &e);
+    }
+    if (rc)
+        return rc;   /* this rank's own message says more */
+    if (crc) {
+        *err = e;
+        return crc;
+    }
+    if (v[0] > 0) {
+        ct_error_set(err, zero.rc ? zero.rc : CT_EIO, "ckpt-rank-failed", "%s: %.0f of %d ranks could not load it",
+                     path, v[0], run->world);
+        return ct_error_hint(err, "%s", zero.rc ? "see rank 0's message" : "see the failing ranks' messages");
+    }
+    if (v[1] > 0) {
+        ct_error_set(err, CT_ECONFLICT, "ckpt-differs", "%s: %.0f of %d ranks read other bytes than rank 0 (a "
+                     "run directory local to each node, or the file replaced while the ranks read it)", path, v[1],
+                     run->world);
+        return ct_error_hint(err, "put --default-root-dir on a file system every node shares, or the same "
+                                  "checkpoint on each node, and run again");
+    }
+    return 0;
+}
+
 int ct_run_load_checkpoint(ct_run *run, const char *path, int weights_only, ct_error *err)
 {
     ct_ckpt *c = calloc(1, sizeof(*c));
+    uint64_t header;
     int rc;
 
     if (!c)
         return ct_error_set(err, CT_ENOMEM, "", "out of memory loading %s", path);
     /* First pass, no tensors: the header is validated and the metadata read, so a checkpoint of
      * another model gets a message about the model rather than about one tensor. */
-    if ((rc = ct_strategy_load_checkpoint(run->strategy, path, c, err)) ||
-        (rc = check_header(run, path, c, weights_only, err)))
+    rc = ct_strategy_load_checkpoint(run->strategy, path, c, err);
+    if (!rc)
+        rc = check_header(run, path, c, weights_only, err);
+    if (!rc && !weights_only)
+        rc = check_same_run(run, path, c, err);
+    header = c->header_digest;
+    if ((rc = agree_on_file(run, path, rc, header, err)))
         goto out;
     if (!weights_only && (rc = ct_strategy_optimizer_state_begin(run->strategy, run->optim, 0, err)))
         goto out;
     rc = describe_tensors(run, c, weights_only, err);
     if (!rc)
         rc = ct_strategy_load_checkpoint(run->strategy, path, c, err);
+    /* The checks above were made on the first read: the second must be of the same file. */
+    if (!rc && c->header_digest != header)
+        rc = ct_error_set(err, CT_EIO, "ckpt-changed", "%s changed while it was read (replaced by another "
+                          "writer?)", path);
+    rc = agree_on_file(run, path, rc, c->digest, err);
     if (!weights_only)
         ct_strategy_optimizer_state_end(run->strategy, run->optim, rc == 0);
     if (rc)

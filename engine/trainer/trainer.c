@@ -189,6 +189,11 @@ int ct_trainer_config_check(const ct_trainer_config *cfg, ct_error *err)
                             cfg->collective_timeout);
     if (!cfg->default_root_dir[0])
         return ct_error_set(err, CT_EINVAL, "trainer-root-dir", "--default-root-dir must not be empty");
+    if (cfg->weights_only && (!cfg->ckpt_path[0] || !strcmp(cfg->ckpt_path, "auto"))) {
+        ct_error_set(err, CT_EINVAL, "trainer-weights-only", "--weights-only needs the checkpoint to load (--ckpt-path "
+                     "%s)", cfg->ckpt_path[0] ? "auto resumes" : "not given");
+        return ct_error_hint(err, "give --ckpt-path last, best or a FILE with --weights-only");
+    }
     return check_controls(cfg, err);
 }
 
@@ -406,6 +411,14 @@ static int build_model(struct rank_state *rs, const ct_trainer_config *cfg, cons
 
     if ((rc = model_config(cfg, ba->plan, config, sizeof(config), err)) ||
         (rc = ct_datamodule_open(ba->plan->datamodule, cfg->data_dir, cfg->val_fraction, splits, &rs->data, err)))
+        return rc;
+    /* What a checkpoint records so that a resume cannot mix two runs. */
+    snprintf(rs->run.opt.datamodule, sizeof(rs->run.opt.datamodule), "%s", ba->plan->datamodule);
+    snprintf(rs->run.opt.model_config, sizeof(rs->run.opt.model_config), "%s", config);
+    rs->run.opt.val_fraction = cfg->val_fraction;
+    if (ba->mode == MODE_FIT &&
+        (rc = ct_datamodule_identity(ba->plan->datamodule, cfg->data_dir, rs->run.opt.data_identity,
+                                     sizeof(rs->run.opt.data_identity), err)))
         return rc;
     if ((rc = ct_model_create(ba->plan->model, config, ct_datamodule_info(rs->data), max_batch, &rs->host, err)) ||
         (rc = ct_datamodule_setup(rs->data, &rs->host->x, &rs->host->y, err)))
@@ -731,7 +744,13 @@ static int run_fit(struct rank_state *rs, const ct_trainer_config *cfg, ct_train
     rc = run->is_zero && access(cfg->default_root_dir, F_OK) == 0 ? root_dir_ok(cfg, err) : 0;
     if ((rc = zero_only_status(run, rc, err)) || (rc = choose_resume(run, cfg, resume, sizeof(resume), err)))
         return rc;
-    if (resume[0]) {
+    if (resume[0] && cfg->weights_only) {
+        /* Fine-tuning: the weights only; counters, optimizer and logs start anew. */
+        if ((rc = ct_run_load_checkpoint(run, resume, 1, err)))
+            return rc;
+        ct_progress_line(run, "ctrain: loaded the weights of %s; a new run starts (--weights-only)", resume);
+        resume[0] = '\0';
+    } else if (resume[0]) {
         if ((rc = ct_run_load_checkpoint(run, resume, 0, err))) {
             if (rc == CT_ENOENT)
                 ct_error_hint(err, "--ckpt-path %s: no such checkpoint; start without --ckpt-path, or pass "

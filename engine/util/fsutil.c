@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -44,6 +45,14 @@ static int check_fd_owned(int fd, const char *path, const char *what, ct_error *
 
     if (fstat(fd, &st))
         return ct_error_set(err, CT_EIO, "fs-file", "%s %s: %s", what, path, strerror(errno));
+    /* A second name for the file (a hard link planted in a shared sticky directory, to a file of
+     * this user's elsewhere) would have that other file truncated or appended to. */
+    if (S_ISREG(st.st_mode) && st.st_nlink != 1) {
+        ct_error_set(err, CT_ECONFLICT, "fs-file-links", "%s %s has %ld names (hard links): writing it would "
+                     "change another file too", what, path, (long)st.st_nlink);
+        return ct_error_hint(err, "remove it (the other names keep their content), or choose another "
+                                  "--default-root-dir");
+    }
     if (!S_ISREG(st.st_mode))
         return ct_error_set(err, CT_ECONFLICT, "fs-file", "%s %s is not a regular file", what, path),
                ct_error_hint(err, "remove it, or choose another --default-root-dir");
@@ -103,27 +112,33 @@ int ct_fs_open_output(const char *path, int append, ct_error *err)
 
 int ct_fs_create_temp(const char *path, char *tmp, size_t size)
 {
-    mode_t mask = umask(0);
-    int fd;
+    static const char chars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    size_t base = strlen(path) + strlen(CT_FS_TEMP_SUFFIX);
 
-    umask(mask);
-    if (snprintf(tmp, size, "%s" CT_FS_TEMP_SUFFIX "XXXXXX", path) >= (int)size) {
+    if (base + CT_FS_TEMP_RANDOM >= size) {
         errno = ENAMETOOLONG;
         return -1;
     }
-    /* mkostemp: O_CREAT|O_EXCL with a random name, so an existing name (a planted symlink
-     * included) is never opened. It creates 0600; the file gets the mode of any file the user
-     * creates. */
-    fd = mkostemp(tmp, O_CLOEXEC);
-    if (fd >= 0 && fchmod(fd, 0666 & ~mask)) {
-        int e = errno;
+    /* O_CREAT|O_EXCL with a random name, so an existing name (a planted symlink included) is
+     * never opened; mode 0666 goes through the kernel's umask, so the file gets the mode of any
+     * file the user creates without ctrain reading the umask (umask(0) to read it would change it
+     * for every thread of the process meanwhile). */
+    for (int tries = 0; tries < 100; tries++) {
+        unsigned char r[CT_FS_TEMP_RANDOM];
+        int fd;
 
-        close(fd);
-        unlink(tmp);
-        errno = e;
-        return -1;
+        if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+            return -1;
+        snprintf(tmp, size, "%s" CT_FS_TEMP_SUFFIX, path);
+        for (int i = 0; i < CT_FS_TEMP_RANDOM; i++)
+            tmp[base + (size_t)i] = chars[r[i] % (sizeof(chars) - 1)];
+        tmp[base + CT_FS_TEMP_RANDOM] = '\0';
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+        if (fd >= 0 || errno != EEXIST)
+            return fd;
     }
-    return fd;
+    errno = EEXIST;
+    return -1;
 }
 
 int ct_fs_write_atomic(const char *path, const void *data, size_t len, ct_error *err)
@@ -142,6 +157,10 @@ int ct_fs_write_atomic(const char *path, const void *data, size_t len, ct_error 
         unlink(tmp);
         return ct_error_set(err, CT_EIO, "fs-write", "%s: cannot write: %s", path, strerror(e));
     }
+    /* The rename is durable only once the directory is: else a crash may bring the old file back. */
+    if (ct_fsync_parent_dir(path))
+        return ct_error_set(err, CT_EIO, "fs-write", "%s: written, but syncing its directory failed: %s", path,
+                            strerror(errno));
     return 0;
 }
 

@@ -37,6 +37,11 @@ typedef struct ct_ckpt {
     ct_ckpt_tensor tensors[CT_CKPT_MAX_TENSORS];
     int n_meta;
     ct_ckpt_meta meta[CT_CKPT_MAX_META];
+    /* Filled by load: a 64-bit hash of the header as read (length and JSON), and of the header then
+     * every tensor's bytes read, in the order of tensors[]. Equal digests: the same bytes were read
+     * (every rank of a run compares them with rank 0's before training). */
+    uint64_t header_digest;
+    uint64_t digest;
 } ct_ckpt;
 
 struct ct_checkpoint_io_ops {

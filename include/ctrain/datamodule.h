@@ -118,6 +118,13 @@ int ct_datamodule_gather(const ct_datamodule *dm, enum ct_split split, const uin
                          ct_batch *b, ct_error *err);
 const ct_data_info *ct_datamodule_info(const ct_datamodule *dm);
 void ct_datamodule_free(ct_datamodule *dm);
+
+/* What identifies the data of data module name in directory dir (NULL or "": the module's default,
+ * as ct_datamodule_open; "" out when it has none), wherever it lies: its regular files (not hidden) by
+ * name, size and their first and last 64 KiB, as "N files, B bytes, fnv1a64 HEX"; "" when a file
+ * there is a FIFO, socket or device (streamed data cannot be identified). A checkpoint records it;
+ * resuming on other data is refused. A moved or copied data directory keeps it. */
+int ct_datamodule_identity(const char *name, const char *dir, char *out, size_t size, ct_error *err);
 /* Elements of one sample of spec (the product of its shape; 1 for a scalar). */
 size_t ct_tensor_spec_numel(const ct_tensor_spec *spec);
 /* "f32[784]", "u8[]", "i32[128]" into buf. */

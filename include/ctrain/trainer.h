@@ -67,6 +67,8 @@ typedef struct ct_trainer_config {
                                              weights (the model's config must hold them: the CLI
                                              derives --model-config from the file); "" none. A
                                              resumed checkpoint (--ckpt-path) wins over it. */
+    int weights_only;               /* --weights-only: fit loads only ckpt_path's weights and starts a
+                                       new run (fine-tuning); no resume checks */
     char requeue_signal[16];        /* --requeue-signal, default "USR1": stop, checkpoint, requeue */
     int auto_requeue;               /* 1 (default); 0: --no-auto-requeue (stop and checkpoint only) */
     double collective_timeout;      /* --collective-timeout seconds, default 300: a collective that

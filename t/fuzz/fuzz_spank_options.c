@@ -3,8 +3,8 @@
  * fuzz_spank_args); each following line is one option as SPANK hands it to the plugin: its first
  * character picks the option (s strategy, a accelerator, p precision, b bind; the upper-case
  * letter passes a NULL value; any other character an option number the plugin never registered)
- * and the rest is the value. Options are stored by ct_spank_option_cb, the callback SPANK calls,
- * then checked by ct_spank_local_post_opt, what slurm_spank_init_post_opt runs in srun: the
+ * and the rest is the value. Options are stored and checked (the options so far) by
+ * ct_spank_option_cb, the callback SPANK calls, then checked by ct_spank_local_post_opt, what slurm_spank_init_post_opt runs in srun: the
  * connector with the site's allowed list, in an empty environment (the environment has its own
  * targets). Never a crash; a refusal is a CT_E* code with an id, a message and a hint; an
  * accepted strategy is a name the callback accepted or the site's default. */

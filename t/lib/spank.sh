@@ -3,8 +3,11 @@
 #
 #   . "$(dirname "$0")/lib/spank.sh"
 #   spank_plan 12                      # 1..12, or "1..0 # SKIP reason" when a cluster cannot run here
-#   spank_cluster 2 "bind=closest"     # start 2 nodes, plugin line "required ctrain.so bind=closest"
-#   spank_plugstack optional "verbose" # rewrite the plugstack line (srun and slurmstepd read it per step)
+#   spank_cluster 2 "bind=closest"     # start 2 nodes, plugin line "$SHIPPED ctrain.so bind=closest"
+#   spank_plugstack "$SHIPPED" "verbose" # rewrite the plugstack line (srun and slurmstepd read it per step)
+#
+# SHIPPED is the control flag of the line the package installs (scripts/plugstack.conf.d/ctrain.conf,
+# `optional`): the tests run the plugin as sites run it, and name `required` where it differs.
 #   ok "$cond" "name"; is "$got" "$want" "name"
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -12,6 +15,7 @@ B="$ROOT/${CTRAIN_BUILD:-build}"
 PLUGIN="$B/ctrain.so"
 . "$ROOT/t/lib/ci.sh"
 CTRAIN="$B/ctrain"
+SHIPPED=$(awk '$1 == "optional" || $1 == "required" { print $1; exit }' "$ROOT/scripts/plugstack.conf.d/ctrain.conf")
 T_PLAN=0
 CLUSTER_DIR=""
 T_N=0
@@ -82,8 +86,23 @@ spank_plan() {
 }
 
 # spank_plugstack required|optional "ARGS": the plugstack.conf line of the running cluster.
+# (slurmstepd reads it; so does srun unless spank_login_plugstack gave srun its own.)
 spank_plugstack() {
     echo "$1 $PLUGIN $2" >"$CLUSTER_DIR/plugstack.conf"
+}
+
+# spank_login_plugstack required|optional "ARGS": a login node's plugstack.conf that differs from the
+# nodes': srun, sbatch and salloc read it (SLURM_CONF names a copy of slurm.conf pointing at it);
+# slurmstepd keeps reading plugstack.conf. spank_login_plugstack with no arguments ends the difference.
+spank_login_plugstack() {
+    if [ $# -eq 0 ]; then
+        export SLURM_CONF="$CLUSTER_DIR/slurm.conf"
+        return
+    fi
+    echo "$1 $PLUGIN $2" >"$CLUSTER_DIR/login.plugstack.conf"
+    sed "s|^PlugStackConfig=.*|PlugStackConfig=$CLUSTER_DIR/login.plugstack.conf|" "$CLUSTER_DIR/slurm.conf" \
+        >"$CLUSTER_DIR/login.slurm.conf"
+    export SLURM_CONF="$CLUSTER_DIR/login.slurm.conf"
 }
 
 # spank_cluster NODES "ARGS": start the cluster (bails out of the test when it cannot start).
@@ -91,7 +110,7 @@ spank_cluster() {
     local nodes=$1 args=$2 ps rc
     CLUSTER_DIR=$(mktemp -d /tmp/ct-spank.XXXXXX)
     ps="$CLUSTER_DIR.plugstack"
-    echo "required $PLUGIN $args" >"$ps"
+    echo "$SHIPPED $PLUGIN $args" >"$ps"
     "$ROOT/scripts/slurm-cluster" start "$CLUSTER_DIR" --nodes "$nodes" --plugstack "$ps" \
         >"$CLUSTER_DIR.start.log" 2>&1
     rc=$?

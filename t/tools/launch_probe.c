@@ -14,13 +14,21 @@
  *   exit R CODE     rank R exits with CODE at once, the others sleep 120 s
  *   usr1 DIR        write DIR/rank.N.pid, wait for SIGUSR1 (60 s at most), write DIR/rank.N.usr1
  *   result          nothing but rank 0 returning a result buffer
+ *   args ...        rank 0 prints "probe: args N bytes B": the count and total length of ARGS as it
+ *                   got them (the subprocess launcher re-executes the command line)
  *   env             the "pmix" cluster environment's detect/read/validate, then MPI (the shared
  *                   client stays connected under MPI_Init)
  *   detect          ct_pmix_env_register, then the registry's detection (pmix alone, or
  *                   enriching slurm / mpi), then MPI
+ * With PROBE_CHILD=DIR set each rank first starts a child of its own (sleep 300) and writes its
+ * pid to DIR/child.N.pid: the launcher must end it with the rank.
+ * With PROBE_THREAD set the calling process first starts a thread that leaves every signal
+ * unblocked and sleeps (a host program's thread, an OpenBLAS worker): a signal sent to the process
+ * may be delivered there.
  * The calling process prints "probe: result: ..." (rank 0's result, fork launcher) and
  * "probe: ok", or the launcher's error; its exit status is ct_error_exit_status of the error.
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -248,9 +256,30 @@ static int body_detect(ct_error *err)
     return body_mpi(NULL, 0, err);
 }
 
+/* PROBE_CHILD: a process the rank started, in the rank's process group. */
+static void start_child(const char *dir)
+{
+    char path[4096];
+    pid_t pid = fork();
+    FILE *f;
+
+    if (pid == 0) {
+        execlp("sleep", "sleep", "300", (char *)NULL);
+        _exit(127);
+    }
+    snprintf(path, sizeof(path), "%s/child.%d.pid", dir, rank_env());
+    if (pid > 0 && (f = fopen(path, "w"))) {
+        fprintf(f, "%ld\n", (long)pid);
+        fclose(f);
+    }
+}
+
 static int body(void *arg, void *result, size_t size, ct_error *err)
 {
     const struct probe *p = arg;
+
+    if (getenv("PROBE_CHILD"))
+        start_child(getenv("PROBE_CHILD"));
 
     if (!strcmp(p->mode, "mpi"))
         return body_mpi(result, size, err);
@@ -264,6 +293,8 @@ static int body(void *arg, void *result, size_t size, ct_error *err)
         return body_hang(p->argv[0], err);
     if (!strcmp(p->mode, "exit") && p->argc >= 2) {
         if (rank_env() == atoi(p->argv[0])) {
+            if (getenv("PROBE_CHILD"))
+                sleep(1);   /* every rank has started its child */
             fflush(NULL);
             _exit(atoi(p->argv[1]));
         }
@@ -278,12 +309,32 @@ static int body(void *arg, void *result, size_t size, ct_error *err)
         return body_detect(err);
     if (!strcmp(p->mode, "env"))
         return body_env(err);
+    if (!strcmp(p->mode, "args")) {
+        size_t bytes = 0;
+
+        for (int i = 0; i < p->argc; i++)
+            bytes += strlen(p->argv[i]);
+        if (rank_env() <= 0)
+            printf("probe: args %d bytes %zu\n", p->argc, bytes);
+        return 0;
+    }
     if (!strcmp(p->mode, "result")) {
         snprintf(result, size, "result from rank %d", rank_env());
         return 0;
     }
     return ct_error_set(err, CT_EINVAL, "probe-mode", "unknown mode '%s' or missing arguments",
                         p->mode);
+}
+
+static void *idle_thread(void *arg)
+{
+    sigset_t none;
+
+    sigemptyset(&none);
+    pthread_sigmask(SIG_SETMASK, &none, NULL);
+    for (;;)
+        pause();
+    return arg;
 }
 
 int main(int argc, char **argv)
@@ -316,6 +367,14 @@ int main(int argc, char **argv)
     p.argv = argv + 4;
     if (getenv("PROBE_IGNORE_CHLD"))
         signal(SIGCHLD, SIG_IGN);   /* a caller that ignores SIGCHLD must not hide the ranks' ends */
+    if (getenv("PROBE_THREAD") && rank_env() < 0) {
+        pthread_t t;
+
+        if (pthread_create(&t, NULL, idle_thread, NULL) != 0 || pthread_detach(t) != 0) {
+            fprintf(stderr, "launch_probe: pthread_create failed\n");
+            return 1;
+        }
+    }
     ct_error_clear(&err);
     rc = ops->launch(&spec, body, &p, result, sizeof(result), &is_sup, &err);
     /* PROBE_TWICE: a second launch from the same process (fit, then test). */

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <hwloc.h>
@@ -641,10 +643,59 @@ static void test_corona_mpibind_expected(void **state) { check_corona("llnl-coro
 static void test_corona_pci_only(void **state) { check_corona("llnl-corona-pci-only.xml", "0000:13:00.0", "0000:73:00.0"); }
 static void test_rules_corona(void **state) { check_rules("llnl-corona-pci-only.xml"); }
 
+/* The topology file is checked with the effective uid (the user's, in slurmstepd's user_init),
+ * not the real one (root): as euid nobody, a root-only file is refused with the system's reason. */
+static void test_topology_file_effective_uid(void **state)
+{
+    char tdir[] = "/tmp/ctrain-test-bind-XXXXXX", path[128];
+    ct_topology *t = NULL;
+    ct_error err;
+    FILE *f;
+    int rc;
+
+    (void)state;
+    if (getuid() != 0) {
+        skip();
+        return;
+    }
+    assert_non_null(mkdtemp(tdir));
+    snprintf(path, sizeof(path), "%s/topo.xml", tdir);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("<topology/>\n", f);
+    fclose(f);
+    chmod(path, 0600);
+    assert_int_equal(seteuid(65534), 0);
+    ct_error_clear(&err);
+    rc = ct_topology_load(path, 0, &t, &err);
+    assert_int_equal(seteuid(0), 0);
+    unlink(path);
+    rmdir(tdir);
+    assert_int_equal(rc, CT_ENOENT);
+    assert_string_equal(err.id, "topology-missing");
+    assert_non_null(strstr(err.msg, "Permission denied"));
+}
+
+/* Loading keeps hwloc's unneeded plugins out without leaving HWLOC_PLUGINS_BLACKLIST in the
+ * process's environment (slurmstepd's, in the plugin). */
+static void test_topology_environment_untouched(void **state)
+{
+    ct_topology *t = NULL;
+    ct_error err;
+
+    (void)state;
+    unsetenv("HWLOC_PLUGINS_BLACKLIST");
+    assert_int_equal(ct_topology_load(NULL, 0, &t, &err), 0);
+    assert_null(getenv("HWLOC_PLUGINS_BLACKLIST"));
+    ct_topology_free(t);
+}
+
 int main(void)
 {
     const char *d = getenv("CT_TOPOLOGIES");
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_topology_file_effective_uid),
+        cmocka_unit_test(test_topology_environment_untouched),
         cmocka_unit_test(test_rules_dgx2),
         cmocka_unit_test(test_rules_dual_gpu_ib),
         cmocka_unit_test(test_rules_dual_eth_ib),

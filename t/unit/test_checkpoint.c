@@ -212,6 +212,69 @@ static void write_raw(uint64_t hlen, const char *json)
     fclose(f);
 }
 
+/* A key with a control character (escaped NUL: read as "layers.0.bias" by a C reader) is refused. */
+static void test_control_char_key(void **state)
+{
+    static const char *const bad[] = {
+        "{\"layers.0.bias\\u0000x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
+        "{\"layers.0.bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},\"__metadata__\":{\"a\\n\":\"b\"}}",
+        "{\"layers.0.bias\\u001f\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
+    };
+    float bb[2];
+    ct_ckpt c;
+    ct_error err;
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        FILE *f;
+
+        write_raw(strlen(bad[i]), bad[i]);
+        f = fopen(path, "ab");
+        fwrite("\0\0\0\0\0\0\0\0", 1, 8, f);
+        fclose(f);
+        memset(&c, 0, sizeof(c));
+        add_tensor(&c, "layers.0.bias", bb, 1, 2, 0);
+        assert_int_equal(ct_checkpoint_io_safetensors.load(path, &c, &err), CT_EFORMAT);
+        assert_non_null(strstr(err.msg, "control character"));
+    }
+    /* An escaped backslash before u0000 is a printable name. */
+    write_raw(strlen("{\"a\\\\u0000\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}"),
+              "{\"a\\\\u0000\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}");
+    {
+        FILE *f = fopen(path, "ab");
+        fwrite("\0\0\0\0\0\0\0\0", 1, 8, f);
+        fclose(f);
+    }
+    memset(&c, 0, sizeof(c));
+    add_tensor(&c, "a\\u0000", bb, 1, 2, 0);
+    assert_int_equal(ct_checkpoint_io_safetensors.load(path, &c, &err), 0);
+}
+
+/* The loader's digests: equal for the same file, the header's unchanged and the whole one changed
+ * by other tensor bytes (what every rank compares with rank 0's). */
+static void test_digest(void **state)
+{
+    float w2[6], b2[2], w3[6] = { 9, 2, 3, 4, 5, 6 };
+    uint64_t h1, d1;
+    ct_ckpt c;
+    ct_error err;
+
+    save_good();
+    make_ckpt(&c, w2, b2);
+    assert_int_equal(ct_checkpoint_io_safetensors.load(path, &c, &err), 0);
+    h1 = c.header_digest;
+    d1 = c.digest;
+    assert_true(h1 != 0 && d1 != h1);
+    make_ckpt(&c, w2, b2);
+    assert_int_equal(ct_checkpoint_io_safetensors.load(path, &c, &err), 0);
+    assert_true(c.header_digest == h1 && c.digest == d1);
+    make_ckpt(&c, w3, b);
+    assert_int_equal(ct_checkpoint_io_safetensors.save(path, &c, &err), 0);
+    make_ckpt(&c, w2, b2);
+    assert_int_equal(ct_checkpoint_io_safetensors.load(path, &c, &err), 0);
+    assert_true(c.header_digest == h1);
+    assert_true(c.digest != d1);
+}
+
 static void test_bad_header(void **state)
 {
     static const struct { const char *json; const char *needle; } cases[] = {
@@ -382,6 +445,8 @@ int main(void)
         cmocka_unit_test(test_flipped_bytes),
         cmocka_unit_test(test_other_shape),
         cmocka_unit_test(test_bad_header),
+        cmocka_unit_test(test_control_char_key),
+        cmocka_unit_test(test_digest),
         cmocka_unit_test(test_unwritable_dir),
         cmocka_unit_test(test_layout),
         cmocka_unit_test(test_header_limits),

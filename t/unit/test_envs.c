@@ -464,6 +464,25 @@ static void test_malformed_env(void **state)
     assert_non_null(strstr(err.msg, "MASTER_PORT"));
 }
 
+/* The SLURM reader called directly (the SPANK plugin's heterogeneous path) without SLURM_STEP_ID:
+ * an error naming it, not strtoul(NULL). */
+static void test_slurm_no_step_id(void **state)
+{
+    const char *nostep[] = { "SLURM_JOB_ID=1", "SLURM_NTASKS=2", "SLURM_PROCID=0", "SLURM_LOCALID=0",
+                             "SLURM_NODEID=0", "SLURM_NNODES=1", "SLURM_TASKS_PER_NODE=2", "SLURM_STEP_NODELIST=n1",
+                             NULL };
+    const struct ct_env_ops *slurm = ct_env_lookup("slurm");
+    ct_env_info info;
+    ct_error err;
+
+    (void)state;
+    assert_non_null(slurm);
+    ct_error_clear(&err);
+    assert_int_equal(slurm->read(vars_get, (void *)nostep, &info, &err), CT_EINVAL);
+    assert_non_null(strstr(err.msg, "SLURM_STEP_ID"));
+    assert_true(err.hint[0] != '\0');
+}
+
 /* A rank file line that is no host name (found by t/fuzz/fuzz_env.c): an env-rankfile error
  * naming the file and line, with a hint. */
 static void test_lsf_bad_rankfile(void **state)
@@ -698,7 +717,8 @@ int main(void)
         cmocka_unit_test(test_forced),       cmocka_unit_test(test_port_rule),
         cmocka_unit_test(test_tasks_per_node), cmocka_unit_test(test_validate), cmocka_unit_test(test_slurm_het),
         cmocka_unit_test(test_slurm_het_shared_node),
-        cmocka_unit_test(test_malformed_env), cmocka_unit_test(test_local),
+        cmocka_unit_test(test_malformed_env),
+        cmocka_unit_test(test_slurm_no_step_id), cmocka_unit_test(test_local),
         cmocka_unit_test(test_lsf_bad_rankfile),
         cmocka_unit_test(test_mpi_flavours), cmocka_unit_test(test_manual),
         cmocka_unit_test(test_registry),

@@ -1,0 +1,128 @@
+/* Output files (engine/util/fsutil.c): the exclusive temp gets the user's umask without ctrain
+ * changing it (umask(0) to read it would change it for every thread meanwhile); an atomic write
+ * syncs the directory after the rename (else a crash may bring the old file back); a file with a
+ * second name (a hard link planted in a shared sticky directory) is neither truncated nor appended to.
+ * umask and fsync are interposed here to count what the library calls. */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "engine/util/fsutil.h"
+
+static int umask_calls, dir_fsyncs;
+static char dir[] = "/tmp/ctrain-test-fsutil-XXXXXX";
+
+mode_t umask(mode_t mask)
+{
+    umask_calls++;
+    return (mode_t)syscall(SYS_umask, mask);
+}
+
+int fsync(int fd)
+{
+    struct stat st;
+
+    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode))
+        dir_fsyncs++;
+    return (int)syscall(SYS_fsync, fd);
+}
+
+static int setup(void **state)
+{
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    char cmd[300];
+
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    return system(cmd);
+}
+
+static void test_temp_mode_without_umask(void **state)
+{
+    char path[512], tmp[600];
+    struct stat st;
+    mode_t old = (mode_t)syscall(SYS_umask, 027);
+    int fd;
+
+    snprintf(path, sizeof(path), "%s/a.json", dir);
+    umask_calls = 0;
+    fd = ct_fs_create_temp(path, tmp, sizeof(tmp));
+    assert_true(fd >= 0);
+    assert_int_equal(fstat(fd, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0640);
+    assert_int_equal(umask_calls, 0);
+    assert_int_equal(strncmp(tmp, path, strlen(path)), 0);
+    assert_int_equal(strlen(tmp), strlen(path) + strlen(CT_FS_TEMP_SUFFIX) + CT_FS_TEMP_RANDOM);
+    close(fd);
+    unlink(tmp);
+    syscall(SYS_umask, old);
+}
+
+static void test_atomic_syncs_dir(void **state)
+{
+    char path[512], buf[16] = "";
+    ct_error err;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/summary.json", dir);
+    dir_fsyncs = 0;
+    assert_int_equal(ct_fs_write_atomic(path, "{}\n", 3, &err), 0);
+    assert_true(dir_fsyncs >= 1);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(buf, sizeof(buf), f));
+    fclose(f);
+    assert_string_equal(buf, "{}\n");
+}
+
+static void test_output_refuses_hard_link(void **state)
+{
+    char path[512], other[512];
+    struct stat st;
+    ct_error err;
+    int fd;
+
+    snprintf(other, sizeof(other), "%s/precious", dir);
+    snprintf(path, sizeof(path), "%s/metrics.csv", dir);
+    fd = open(other, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "keep\n", 5), 5);
+    close(fd);
+    assert_int_equal(link(other, path), 0);
+    for (int append = 0; append < 2; append++) {
+        assert_int_equal(ct_fs_open_output(path, append, &err), -1);
+        assert_string_equal(err.id, "fs-file-links");
+        assert_int_equal(stat(other, &st), 0);
+        assert_int_equal(st.st_size, 5);
+    }
+    unlink(path);
+    fd = ct_fs_open_output(path, 0, &err);
+    assert_true(fd >= 0);
+    close(fd);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_temp_mode_without_umask),
+        cmocka_unit_test(test_atomic_syncs_dir),
+        cmocka_unit_test(test_output_refuses_hard_link),
+    };
+
+    cmocka_set_message_output(CM_OUTPUT_TAP);
+    return cmocka_run_group_tests_name("fsutil", tests, setup, teardown);
+}
