@@ -11,6 +11,7 @@
 #include "ctrain/envs.h"
 #include "ctrain/hostlist.h"
 #include "ctrain/util.h"
+#include "engine/util/slurm_compat.h"
 #include "spank/rendezvous.h"
 
 static int resolves(const char *host)
@@ -36,7 +37,7 @@ static int node_addr(const char *node, char *addr, size_t size, ct_error *err)
     if (slurm_load_node_single(&msg, name, 0) != SLURM_SUCCESS || !msg || msg->record_count < 1 ||
         !msg->node_array[0].node_addr) {
         rv = ct_error_set(err, CT_ECOMM, "rendezvous-host", "rank 0's node '%s' does not resolve and SLURM "
-                          "did not give its NodeAddr (%s)", node, slurm_strerror(slurm_get_errno()));
+                          "did not give its NodeAddr (%s)", node, slurm_strerror(ct_slurm_errno()));
         ct_error_hint(err, "make node names resolve on the nodes (DNS or /etc/hosts) or set NodeAddr in slurm.conf");
     } else {
         rv = ct_str_copy(addr, size, msg->node_array[0].node_addr) == 0 ? 0 :
@@ -98,7 +99,7 @@ static int rank0_node(ct_getenv_fn get, void *ctx, uint32_t job_id, uint32_t ste
     if (found < 0) {
         ct_error_set(err, CT_ECOMM, "rendezvous-host", "%s step %u.%u: slurmctld did not give the node of task 0 "
                      "(%s)", het ? "heterogeneous" : "arbitrary-distribution", job_id, step_id,
-                     slurm_strerror(slurm_get_errno()));
+                     slurm_strerror(ct_slurm_errno()));
         return ct_error_hint(err, "set MASTER_ADDR to rank 0's node, or use a block or cyclic distribution");
     }
     return 1;
