@@ -7,6 +7,8 @@
 #   make install    PREFIX=/usr/local DESTDIR= (plugin goes to SLURM's plugin directory; the plugstack
 #                   snippet to $(DATADIR)/ctrain, inert: ENABLE=1 also links it into /etc/slurm/plugstack.conf.d)
 #   make deb        the Debian packages, built by dpkg-buildpackage from a copy of the tree, into build/deb/
+#   make test-debian13  the same suite on Debian 13 (SLURM 24.11, Open MPI 5, PMIx 5, PyTorch 2.6): a
+#                   debootstrap root (scripts/debian13), ctrain built there into build/deb13
 #
 # Sources are found by folder: every .c in a core folder goes into libctrain-core (no MPI, CUDA,
 # BLAS or PMIx: the SPANK plugin links it inside srun and slurmstepd); every .c in a library
@@ -98,7 +100,7 @@ SPANK_SO := $(BUILD)/ctrain.so
 
 Q := $(if $(filter 1,$(V)),,@)
 
-.PHONY: all lib cli spank tests examples demo test install uninstall deb clean check-layering check-asan fuzz fuzz-build
+.PHONY: all lib cli spank tests examples demo test test-debian13 install uninstall deb clean check-layering check-asan fuzz fuzz-build
 all: lib cli spank tests examples
 
 lib: $(CORE_A) $(LIB_A) $(LIB_SO)
@@ -173,6 +175,15 @@ demo:
 # only that), not just the numbers of the failed tests.
 test: all
 	prove -r --failures --comments t/
+
+# The second platform: scripts/debian13 makes (once) a Debian 13 root and runs commands in it, with
+# this tree at the same path; ctrain is built there into its own build directory, so the host's
+# build/ stays the host's.
+DEB13_BUILD ?= build/deb13
+test-debian13:
+	scripts/debian13 setup
+	scripts/debian13 run $(MAKE) BUILD=$(DEB13_BUILD) all
+	scripts/debian13 run env CTRAIN_BUILD=$(DEB13_BUILD) prove -r --failures --comments t/
 
 check-layering:
 	t/90-layering.t

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <mpi.h>
 #include <pmix.h>
 
 #include "ctrain/pmix.h"
@@ -439,6 +440,9 @@ int ct_pmix_fence(ct_pmix_client *c, double timeout_s, ct_error *err)
     return 0;
 }
 
+/* The longest a get waits for the server to answer for a key the fence did not bring here. */
+#define GET_SERVER_TIMEOUT_S 5
+
 int ct_pmix_get(ct_pmix_client *c, int rank, const char *key, void *buf, size_t cap, size_t *len,
                 ct_error *err)
 {
@@ -457,10 +461,19 @@ int ct_pmix_get(ct_pmix_client *c, int rank, const char *key, void *buf, size_t 
                             "the job has ranks 0..%d", key, rank, c->size - 1);
     PMIX_LOAD_PROCID(&p, c->me.nspace, (pmix_rank_t)rank);
     /* Read what the collecting fence brought: a key nobody put is "not found" at once, instead
-     * of a request to the server that waits for it to appear (mpirun's server does). */
+     * of a request to the server that waits for it to appear (mpirun's server does). PMIx 5
+     * keeps what the fence collected from local peers in the server, not in the client: a key
+     * not found locally is asked for, with a bound on the wait. */
     PMIX_INFO_LOAD(&info, PMIX_OPTIONAL, &yes, PMIX_BOOL);
     rc = PMIx_Get(&p, key, &info, 1, &val);
     PMIX_INFO_DESTRUCT(&info);
+    if (rc == PMIX_ERR_NOT_FOUND) {
+        int tmo = GET_SERVER_TIMEOUT_S;
+
+        PMIX_INFO_LOAD(&info, PMIX_TIMEOUT, &tmo, PMIX_INT);
+        rc = PMIx_Get(&p, key, &info, 1, &val);
+        PMIX_INFO_DESTRUCT(&info);
+    }
     if (rc == PMIX_ERR_NOT_FOUND || rc == PMIX_ERR_TIMEOUT || (rc == PMIX_SUCCESS && !val))
         return ct_error_set(err, CT_ENOENT, "pmix-get-missing", "rank %d published no key '%s' "
                             "(%s)", rank, key, PMIx_Error_string(rc)),
@@ -503,15 +516,43 @@ int ct_pmix_client_shared(ct_pmix_client **out, ct_error *err)
 
     pthread_mutex_lock(&shared_lock);
     if (!shared_client) {
+        static int at_exit_set;
+
         rc = ct_pmix_client_init(&shared_client, err);
         if (rc == 0) {
             shared_client->shared = 1;
-            atexit(shared_at_exit);
+            if (!at_exit_set++)
+                atexit(shared_at_exit);
         }
     }
     *out = shared_client;
     pthread_mutex_unlock(&shared_lock);
     return rc;
+}
+
+int ct_pmix_mpi_init_needs_finalized(void)
+{
+#if defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION >= 5
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+void ct_pmix_client_before_mpi_init(void)
+{
+    ct_pmix_client *c;
+
+    if (!ct_pmix_mpi_init_needs_finalized())
+        return;
+    pthread_mutex_lock(&shared_lock);
+    c = shared_client;
+    shared_client = NULL;
+    pthread_mutex_unlock(&shared_lock);
+    if (c) {
+        c->shared = 0;
+        ct_pmix_client_finalize(c);
+    }
 }
 
 void ct_pmix_client_finalize(ct_pmix_client *c)
