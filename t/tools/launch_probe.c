@@ -207,8 +207,13 @@ static int body_hang(const char *dir, ct_error *err)
         FILE *f;
         snprintf(path, sizeof(path), "%s/ompi-dirs", dir);
         if ((f = fopen(path, "w"))) {
+            /* Open MPI 4.1's names, else 5's (btl/sm; the session directory is the server's). */
             const char *a = getenv("OMPI_MCA_btl_vader_backing_directory");
             const char *b = getenv("OMPI_MCA_orte_tmpdir_base");
+            if (!a)
+                a = getenv("OMPI_MCA_btl_sm_backing_directory");
+            if (!b)
+                b = getenv("PMIX_SERVER_TMPDIR");
             fprintf(f, "%s %s\n", a ? a : "", b ? b : "");
             fclose(f);
         }
