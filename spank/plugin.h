@@ -77,7 +77,7 @@ int ct_spank_local_post_opt(spank_t sp, ct_error *err);
 int ct_spank_local_user_init(spank_t sp, ct_error *err);
 
 /* remote.c: slurmstepd (S_CTX_REMOTE). */
-int ct_spank_remote_user_init(spank_t sp);
+int ct_spank_remote_step_init(spank_t sp);
 int ct_spank_remote_task_init(spank_t sp);
 void ct_spank_remote_exit(void);
 

@@ -1,6 +1,6 @@
-/* ctrain SPANK plugin — slurmstepd (S_CTX_REMOTE). user_init reads the step's layout once and
+/* ctrain SPANK plugin — slurmstepd (S_CTX_REMOTE). init_post_opt reads the step's layout once (as root) and
  * plans the binding; task_init gives each task its environment and applies its binding. An error
- * found in user_init is kept and reported from task_init: SLURM does not pass it to srun. */
+ * found there is kept and reported from task_init: SLURM does not pass it to srun. */
 #define _GNU_SOURCE
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -152,7 +152,7 @@ static int plan_binding(spank_t sp, struct step *s, char **env, ct_error *err)
     return 0;
 }
 
-int ct_spank_remote_user_init(spank_t sp)
+int ct_spank_remote_step_init(spank_t sp)
 {
     struct step *s = NULL;
     char **env = NULL;
