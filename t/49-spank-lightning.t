@@ -6,8 +6,9 @@
 # checks SLURMEnvironment first, and srun's tasks have SLURM_NTASKS, so SLURMEnvironment reads
 # SLURM_PROCID/LOCALID/NODEID/NTASKS (the same layout the plugin checked) and honours the plugin's
 # MASTER_ADDR and MASTER_PORT (its own default would derive a port from the job id alone, the
-# same for two steps of one job). The plugin's RANK/LOCAL_RANK/WORLD_SIZE agree with it; it sets no
-# GROUP_RANK, so TorchElasticEnvironment would not claim the job either.
+# same for two steps of one job). The plugin's RANK/GROUP_RANK/LOCAL_RANK/LOCAL_WORLD_SIZE would
+# let TorchElasticEnvironment claim the job as well, with the same layout; Lightning asks SLURM's
+# first, and the test checks that it did.
 # Lightning 2.x needs PyTorch >= 2.1: on Debian 12 (1.13) the test skips; it runs in the Debian 13
 # root (make test-debian13), whose setup installs the venv ($CTRAIN_PEERS_VENV, /opt/ctrain-peers).
 . "$(dirname "$0")/lib/spank.sh"
