@@ -45,9 +45,12 @@ int ct_pmix_client_shared(ct_pmix_client **out, ct_error *err);
  * 4.1 shares the connection (and cannot start after a full PMIx_Finalize). 0 for Open MPI 4. */
 int ct_pmix_mpi_init_needs_finalized(void);
 
-/* Call right before MPI_Init: when ct_pmix_mpi_init_needs_finalized(), finalizes the shared client
- * (the next ct_pmix_client_shared connects again, then on top of MPI's own connection); otherwise
- * nothing. A client of ct_pmix_client_init is its owner's to finalize. */
+/* Call right before MPI_Init. Under Open MPI 5 the shared client reads the layout through a child
+ * process and connects only at its first put/commit/fence/get (after MPI_Init, on top of MPI's
+ * connection): a process that connected, finalized and connects again (MPI_Init) races with the
+ * server. This finalizes the shared client if it did connect (the next ct_pmix_client_shared
+ * connects again); under Open MPI 4.1 it does nothing. A client of ct_pmix_client_init is its
+ * owner's to finalize. */
 void ct_pmix_client_before_mpi_init(void);
 
 /* Layout of the job, read at init. */
