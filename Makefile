@@ -199,9 +199,10 @@ test: all
 # this tree at the same path; ctrain is built there into its own build directory, so the host's
 # build/ stays the host's.
 DEB13_BUILD ?= build/deb13
+DEB13_JOBS  ?= $(shell nproc)
 test-debian13:
 	scripts/debian13 setup
-	scripts/debian13 run $(MAKE) BUILD=$(DEB13_BUILD) all
+	scripts/debian13 run $(MAKE) -j$(DEB13_JOBS) BUILD=$(DEB13_BUILD) all
 	scripts/debian13 run env CTRAIN_BUILD=$(DEB13_BUILD) prove -r --failures --comments t/
 
 check-layering:
