@@ -72,7 +72,7 @@ static int rank0_node(ct_getenv_fn get, void *ctx, uint32_t job_id, uint32_t ste
     const char *dist = get("SLURM_DISTRIBUTION", ctx);
     int found = -1;
     slurm_step_id_t id = { .job_id = job_id, .step_id = step_id, .step_het_comp = het ? 0 : NO_VAL };
-    slurm_step_layout_t *layout;
+    slurm_step_layout_t *layout = NULL;
     ct_hostlist *hl = NULL;
     ct_error ignored;
 
@@ -80,10 +80,18 @@ static int rank0_node(ct_getenv_fn get, void *ctx, uint32_t job_id, uint32_t ste
         return 0;
     /* A heterogeneous step of one job (srun A : B in an allocation) has components 0, 1, ...;
      * one of a heterogeneous job has a plain step in each component job, the leader's first. */
-    layout = slurm_job_step_layout_get(&id);
-    if (!layout && het) {
-        id.step_het_comp = NO_VAL;
+    /* srun creates a heterogeneous step's components one after another, and each component's
+     * slurmstepd may ask before slurmctld knows component 0's step (SLURM 24.11 then answers
+     * "Invalid job id specified"): ask again for up to 2 s. */
+    for (int attempt = 0; !layout && attempt < 10; attempt++) {
+        if (attempt)
+            usleep(200 * 1000);
+        id.step_het_comp = het ? 0 : NO_VAL;
         layout = slurm_job_step_layout_get(&id);
+        if (!layout && het) {
+            id.step_het_comp = NO_VAL;
+            layout = slurm_job_step_layout_get(&id);
+        }
     }
     for (uint32_t n = 0; layout && n < layout->node_cnt && found < 0; n++)
         for (uint16_t t = 0; t < layout->tasks[n] && found < 0; t++)
