@@ -4,9 +4,12 @@
 #   make demo       install missing Debian packages, build, train 5 epochs on Fashion-MNIST
 #   make examples   the user programs in examples/ (their own models), against the public API
 #   make test       build, then run every TAP test under t/ with prove
+#   make SLURM_PREFIX=/opt/slurm   against a site's own SLURM build (headers, libslurm, plugin directory)
 #   make install    PREFIX=/usr/local DESTDIR= (plugin goes to SLURM's plugin directory; the plugstack
 #                   snippet to $(DATADIR)/ctrain, inert: ENABLE=1 also links it into /etc/slurm/plugstack.conf.d)
 #   make deb        the Debian packages, built by dpkg-buildpackage from a copy of the tree, into build/deb/
+#   make test-debian13  the same suite on Debian 13 (SLURM 24.11, Open MPI 5, PMIx 5, PyTorch 2.6): a
+#                   debootstrap root (scripts/debian13), ctrain built there into build/deb13
 #
 # Sources are found by folder: every .c in a core folder goes into libctrain-core (no MPI, CUDA,
 # BLAS or PMIx: the SPANK plugin links it inside srun and slurmstepd); every .c in a library
@@ -34,7 +37,7 @@ CFLAGS   ?= $(OPT) -g
 # The training step's element-wise loops (bias+ReLU, optimizer updates): vectorised, and sqrtf
 # without errno so it vectorises; engine/nn also clones its hot loops per ISA (target_clones).
 NN_CFLAGS ?= -O3 -fno-math-errno -fopenmp-simd
-ALL_CFLAGS = $(CPPFLAGS) $(CFLAGS) -std=gnu11 -fPIC $(WARN) $(HARDEN_CFLAGS) -Iinclude -I. -I$(BUILD)/gen -MMD -MP $(EXTRA_CFLAGS)
+ALL_CFLAGS = $(CPPFLAGS) $(CFLAGS) -std=gnu11 -fPIC $(WARN) $(HARDEN_CFLAGS) -Iinclude -I. -I$(BUILD)/gen $(SLURM_CFLAGS) -MMD -MP $(EXTRA_CFLAGS)
 ALL_LDFLAGS = $(LDFLAGS) $(HARDEN_LDFLAGS) $(EXTRA_LDFLAGS)
 
 # Dependencies, through pkg-config where Debian ships a .pc file.
@@ -43,13 +46,31 @@ PKG_LIB    := $(PKG_CORE) pmix zlib openblas ompi-c libprotobuf-c
 CORE_CFLAGS := $(shell pkg-config --cflags $(PKG_CORE) 2>/dev/null)
 CORE_LIBS   := $(shell pkg-config --libs $(PKG_CORE) 2>/dev/null) -lm
 LIB_CFLAGS  := $(shell pkg-config --cflags $(PKG_LIB) 2>/dev/null)
+# SLURM: Debian's (headers in /usr/include/slurm, libslurm in the default search path, plugins in
+# /usr/lib/<multiarch>/slurm-wlm), or a site's own build with SLURM_PREFIX=/opt/slurm: its headers
+# (PREFIX/include, as system headers), libslurm from SLURM_LIBDIR (PREFIX/lib; found at run time through an rpath, as a
+# site's prefix is not in ld.so's path) and its plugin directory (SLURM_LIBDIR/slurm). A SPANK
+# plugin is loaded only by the SLURM release whose headers it was built with.
+SLURM_PREFIX ?=
+ifneq ($(SLURM_PREFIX),)
+  ifeq ($(wildcard $(SLURM_PREFIX)/include/slurm/spank.h),)
+    $(error SLURM_PREFIX=$(SLURM_PREFIX): no $(SLURM_PREFIX)/include/slurm/spank.h; give the prefix SLURM was installed to)
+  endif
+  SLURM_LIBDIR    ?= $(SLURM_PREFIX)/lib
+  SLURM_PLUGINDIR ?= $(SLURM_LIBDIR)/slurm
+  SLURM_CFLAGS    := -isystem $(SLURM_PREFIX)/include
+  SLURM_LIBS      := -L$(SLURM_LIBDIR) -Wl,-rpath,$(SLURM_LIBDIR) -lslurm
+else
+  SLURM_CFLAGS    :=
+  SLURM_LIBS      := -lslurm
+endif
 # libslurm (slurm_requeue, engine/trainer/requeue.c): Debian's libslurm-dev ships no .pc file.
 # libctrain only: libctrain-core and the SPANK plugin must not link it.
 # Debian's pmix.pc adds an rpath to PMIx's private directory; libpmix.so.2 is in the default search
 # path too, and a Debian package must not carry an rpath (lintian: custom-library-search-path).
 comma := ,
 LIB_LIBS    := $(filter-out -Wl$(comma)-rpath -Wl$(comma)/% -Wl$(comma)--enable-new-dtags,\
-                 $(shell pkg-config --libs $(PKG_LIB) 2>/dev/null)) -lslurm -lpthread -lm
+                 $(shell pkg-config --libs $(PKG_LIB) 2>/dev/null)) $(SLURM_LIBS) -lpthread -lm
 TEST_LIBS   := $(shell pkg-config --libs cmocka 2>/dev/null)
 
 # CUDA is compiled when the toolkit is present; `make CUDA=0` turns it off.
@@ -104,7 +125,7 @@ SPANK_SO := $(BUILD)/ctrain.so
 
 Q := $(if $(filter 1,$(V)),,@)
 
-.PHONY: all lib cli spank tests examples demo test install uninstall deb clean check-layering check-asan fuzz fuzz-build
+.PHONY: all lib cli spank tests examples demo test test-debian13 install uninstall deb clean check-layering check-asan fuzz fuzz-build
 all: lib cli spank tests examples
 
 lib: $(CORE_A) $(LIB_A) $(LIB_SO)
@@ -194,6 +215,16 @@ demo:
 test: all
 	prove -r --failures --comments t/
 
+# The second platform: scripts/debian13 makes (once) a Debian 13 root and runs commands in it, with
+# this tree at the same path; ctrain is built there into its own build directory, so the host's
+# build/ stays the host's.
+DEB13_BUILD ?= build/deb13
+DEB13_JOBS  ?= $(shell nproc)
+test-debian13:
+	scripts/debian13 setup
+	scripts/debian13 run $(MAKE) -j$(DEB13_JOBS) BUILD=$(DEB13_BUILD) all
+	scripts/debian13 run env CTRAIN_BUILD=$(DEB13_BUILD) CTRAIN_PEERS_VENV=/opt/ctrain-peers prove -r --failures --comments t/
+
 check-layering:
 	t/90-layering.t
 
@@ -232,7 +263,8 @@ FUZZ_FLAGS   := -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-poin
 
 # The SPANK targets link the plugin's objects (built with coverage too) and SLURM's libslurmfull,
 # which holds the SPANK API that slurmd and srun give the plugin.
-SLURM_FULL_DIR := $(dir $(firstword $(wildcard /usr/lib/*/slurm-wlm/libslurmfull.so /usr/lib/slurm/libslurmfull.so)))
+SLURM_FULL_DIR := $(dir $(firstword $(wildcard $(if $(SLURM_PREFIX),$(SLURM_LIBDIR)/slurm/libslurmfull.so) \
+                    /usr/lib/*/slurm-wlm/libslurmfull.so /usr/lib/slurm/libslurmfull.so)))
 FUZZ_SPANK_OBJ := $(SPANK_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
 $(FUZZ_BUILD)/fuzz_spank_%: FUZZ_EXTRA = $(FUZZ_SPANK_OBJ) -L$(SLURM_FULL_DIR) -Wl,-rpath,$(SLURM_FULL_DIR) -lslurmfull
 

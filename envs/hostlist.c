@@ -242,10 +242,7 @@ static int parse_pattern(const char *expr, size_t *i, struct pattern *p, ct_erro
         char c = expr[*i];
         if (c == '\0' || c == ',' || c == ' ' || c == '\t' || c == '\n')
             break;
-        if (c == ']') {
-            rc = malformed(err, expr, *i, "']' without '['");
-            break;
-        }
+        /* A ']' outside brackets is text, as in SLURM ("n[1-2]]" is n1] n2]). */
         if (c != '[') {
             p->lit_len[p->ngroups]++;
             (*i)++;
@@ -264,11 +261,9 @@ static int parse_pattern(const char *expr, size_t *i, struct pattern *p, ct_erro
     }
     if (!rc && *i == start)
         rc = malformed(err, expr, *i, "empty host name");
-    /* SLURM takes brackets at the end of a name only: "gpu[1-2]-ib" is refused by scontrol, and
-     * brackets before the last are prefixes of it ("r[1-2]n[1-4]"). */
-    if (!rc && p->ngroups && p->lit_len[p->ngroups])
-        rc = malformed(err, expr, *i - p->lit_len[p->ngroups],
-                       "text after the last ']' (SLURM takes brackets at the end of a name only)");
+    /* Text after the last ']' is a suffix of every name ("node[1-2]-ib" is node1-ib node2-ib), as
+     * SLURM takes it since 23.02.5; 22.05 refused such lists, and what a newer SLURM accepts is
+     * accepted here (a site's SLURM hands ctrain the lists it makes). */
     if (rc)
         free_pattern(p);
     return rc;

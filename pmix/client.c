@@ -10,8 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <mpi.h>
 #include <pmix.h>
 
 #include "ctrain/pmix.h"
@@ -25,6 +27,7 @@ struct ct_pmix_client {
     char job_id[PMIX_MAX_NSLEN + 1];
     int broken;              /* a fence timed out: the exchange is no longer in step */
     int shared;              /* the process's shared client: finalized at exit only */
+    int detached;            /* layout read by a child process; no connection from this one yet */
     /* fence completion, signalled from the PMIx progress thread */
     pthread_mutex_t lock;
     pthread_cond_t cond;
@@ -315,11 +318,21 @@ static int check_key(const char *key, ct_error *err)
     return 0;
 }
 
-static int check_usable(const ct_pmix_client *c, const char *what, ct_error *err)
+static int check_usable(ct_pmix_client *c, const char *what, ct_error *err)
 {
+    pmix_status_t rc;
+
     if (c->broken)
         return ct_error_set(err, CT_ECOMM, "pmix-broken", "PMIx %s refused: an earlier fence "
                             "timed out, the ranks are no longer in step", what);
+    /* A client whose layout a child read (ct_pmix_client_shared under Open MPI 5) connects at its
+     * first exchange: after MPI_Init, on top of MPI's connection. */
+    if (c->detached) {
+        if ((rc = PMIx_Init(&c->me, NULL, 0)) != PMIX_SUCCESS)
+            return ct_error_set(err, CT_ECOMM, "pmix-init", "PMIx %s: cannot connect to the PMIx "
+                                "server: %s", what, PMIx_Error_string(rc));
+        c->detached = 0;
+    }
     return 0;
 }
 
@@ -439,6 +452,9 @@ int ct_pmix_fence(ct_pmix_client *c, double timeout_s, ct_error *err)
     return 0;
 }
 
+/* The longest a get waits for the server to answer for a key the fence did not bring here. */
+#define GET_SERVER_TIMEOUT_S 5
+
 int ct_pmix_get(ct_pmix_client *c, int rank, const char *key, void *buf, size_t cap, size_t *len,
                 ct_error *err)
 {
@@ -457,10 +473,19 @@ int ct_pmix_get(ct_pmix_client *c, int rank, const char *key, void *buf, size_t 
                             "the job has ranks 0..%d", key, rank, c->size - 1);
     PMIX_LOAD_PROCID(&p, c->me.nspace, (pmix_rank_t)rank);
     /* Read what the collecting fence brought: a key nobody put is "not found" at once, instead
-     * of a request to the server that waits for it to appear (mpirun's server does). */
+     * of a request to the server that waits for it to appear (mpirun's server does). PMIx 5
+     * keeps what the fence collected from local peers in the server, not in the client: a key
+     * not found locally is asked for, with a bound on the wait. */
     PMIX_INFO_LOAD(&info, PMIX_OPTIONAL, &yes, PMIX_BOOL);
     rc = PMIx_Get(&p, key, &info, 1, &val);
     PMIX_INFO_DESTRUCT(&info);
+    if (rc == PMIX_ERR_NOT_FOUND) {
+        int tmo = GET_SERVER_TIMEOUT_S;
+
+        PMIX_INFO_LOAD(&info, PMIX_TIMEOUT, &tmo, PMIX_INT);
+        rc = PMIx_Get(&p, key, &info, 1, &val);
+        PMIX_INFO_DESTRUCT(&info);
+    }
     if (rc == PMIX_ERR_NOT_FOUND || rc == PMIX_ERR_TIMEOUT || (rc == PMIX_SUCCESS && !val))
         return ct_error_set(err, CT_ENOENT, "pmix-get-missing", "rank %d published no key '%s' "
                             "(%s)", rank, key, PMIx_Error_string(rc)),
@@ -483,6 +508,89 @@ int ct_pmix_get(ct_pmix_client *c, int rank, const char *key, void *buf, size_t 
     return ret;
 }
 
+/* Under Open MPI 5 a process must not be connected to PMIx when it calls MPI_Init, and one that
+ * connected, finalized and connects again (MPI_Init) races with the server: with 3 or more ranks
+ * MPI_Init then fails or hangs now and then. So a child process connects, reads the layout, sends
+ * it back and finalizes; this process connects only at its first exchange (check_usable). */
+static int read_all(int fd, void *buf, size_t len)
+{
+    char *p = buf;
+
+    while (len) {
+        ssize_t r = read(fd, p, len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        p += r;
+        len -= (size_t)r;
+    }
+    return 0;
+}
+
+static int client_init_detached(ct_pmix_client **out, ct_error *err)
+{
+    ct_pmix_client *c = NULL, got;
+    ct_error child_err;
+    int fd[2], status = 0, rc;
+    pid_t pid;
+
+    *out = NULL;
+    if (!ct_pmix_client_present(process_getenv, NULL))
+        return ct_pmix_client_init(out, err);   /* says why, connects nothing */
+    if (pipe(fd) != 0)
+        return ct_error_set(err, CT_EIO, "pmix-init", "pipe for the PMIx layout reader: %s", strerror(errno));
+    pid = fork();
+    if (pid < 0) {
+        close(fd[0]);
+        close(fd[1]);
+        return ct_error_set(err, CT_EIO, "pmix-init", "fork of the PMIx layout reader: %s", strerror(errno));
+    }
+    if (pid == 0) {
+        close(fd[0]);
+        ct_error_clear(&child_err);
+        rc = ct_pmix_client_init(&c, &child_err);
+        if (ct_write_all(fd[1], &rc, sizeof(rc)) == 0)
+            ct_write_all(fd[1], rc == 0 ? (const void *)c : (const void *)&child_err,
+                         rc == 0 ? sizeof(*c) : sizeof(child_err));
+        if (rc == 0)
+            PMIx_Finalize(NULL, 0);
+        _exit(0);
+    }
+    close(fd[1]);
+    rc = read_all(fd[0], &status, sizeof(status));
+    if (rc == 0 && status == 0)
+        rc = read_all(fd[0], &got, sizeof(got));
+    else if (rc == 0)
+        rc = read_all(fd[0], &child_err, sizeof(child_err));
+    close(fd[0]);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+    if (rc != 0)
+        return ct_error_set(err, CT_ECOMM, "pmix-init", "the PMIx layout reader (pid %ld) ended without "
+                            "an answer", (long)pid);
+    if (status != 0) {
+        if (err)
+            *err = child_err;
+        return status;
+    }
+    if (!(c = calloc(1, sizeof(*c))))
+        return ct_error_set(err, CT_ENOMEM, "oom", "out of memory creating the PMIx client");
+    *c = got;
+    c->detached = 1;
+    c->pending = NULL;
+    pthread_mutex_init(&c->lock, NULL);
+    {
+        pthread_condattr_t a;
+        pthread_condattr_init(&a);
+        pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+        pthread_cond_init(&c->cond, &a);
+        pthread_condattr_destroy(&a);
+    }
+    *out = c;
+    return 0;
+}
+
 static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
 static ct_pmix_client *shared_client;
 
@@ -503,10 +611,14 @@ int ct_pmix_client_shared(ct_pmix_client **out, ct_error *err)
 
     pthread_mutex_lock(&shared_lock);
     if (!shared_client) {
-        rc = ct_pmix_client_init(&shared_client, err);
+        static int at_exit_set;
+
+        rc = ct_pmix_mpi_init_needs_finalized() ? client_init_detached(&shared_client, err) :
+                                                  ct_pmix_client_init(&shared_client, err);
         if (rc == 0) {
             shared_client->shared = 1;
-            atexit(shared_at_exit);
+            if (!at_exit_set++)
+                atexit(shared_at_exit);
         }
     }
     *out = shared_client;
@@ -514,11 +626,40 @@ int ct_pmix_client_shared(ct_pmix_client **out, ct_error *err)
     return rc;
 }
 
+int ct_pmix_mpi_init_needs_finalized(void)
+{
+#if defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION >= 5
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+void ct_pmix_client_before_mpi_init(void)
+{
+    ct_pmix_client *c;
+
+    if (!ct_pmix_mpi_init_needs_finalized())
+        return;
+    pthread_mutex_lock(&shared_lock);
+    c = shared_client;
+    if (c && c->detached)
+        c = NULL;    /* never connected from this process: nothing to end */
+    else
+        shared_client = NULL;
+    pthread_mutex_unlock(&shared_lock);
+    if (c) {
+        c->shared = 0;
+        ct_pmix_client_finalize(c);
+    }
+}
+
 void ct_pmix_client_finalize(ct_pmix_client *c)
 {
     if (!c || c->shared)
         return;
-    PMIx_Finalize(NULL, 0);
+    if (!c->detached)
+        PMIx_Finalize(NULL, 0);
     /* A fence abandoned by a timeout may still hold the lock's address: keep it alive. */
     if (!c->broken) {
         pthread_cond_destroy(&c->cond);

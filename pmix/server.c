@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <mpi.h>
 #include <pmix.h>
 #include <pmix_server.h>
 
@@ -204,7 +205,7 @@ static void add_proc_data(void *job, int r, const char *host)
     PMIx_Info_list_release(p);
 }
 
-static pmix_status_t register_job(const char *nspace, int n)
+static pmix_status_t register_job(const char *nspace, int n, const char *tmpdir)
 {
     char host[256] = "localhost";
     char *ranks = rank_list(n);
@@ -218,6 +219,10 @@ static pmix_status_t register_job(const char *nspace, int n)
         return PMIX_ERR_NOMEM;
     gethostname(host, sizeof(host) - 1);
     PMIx_Info_list_add(job, PMIX_JOBID, nspace, PMIX_STRING);
+    /* The job's directories are ours, removed when the launch ends: PMIx 5's shared-memory job
+     * store (gds/shmem2) and Open MPI 5's session directory go there instead of /tmp. */
+    PMIx_Info_list_add(job, PMIX_TMPDIR, tmpdir, PMIX_STRING);
+    PMIx_Info_list_add(job, PMIX_NSDIR, tmpdir, PMIX_STRING);
     add_u32(job, PMIX_UNIV_SIZE, (uint32_t)n);
     add_u32(job, PMIX_JOB_SIZE, (uint32_t)n);
     add_u32(job, PMIX_MAX_PROCS, (uint32_t)n);
@@ -331,7 +336,7 @@ static void server_main(int nprocs, const char *tmpdir, const char *nspace, int 
         report_error(rep_fd, "PMIx_server_init", rc);
         _exit(1);
     }
-    rc = register_job(nspace, nprocs);
+    rc = register_job(nspace, nprocs, tmpdir);
     if (rc != PMIX_SUCCESS) {
         report_error(rep_fd, "PMIx_server_register_nspace", rc);
         PMIx_server_finalize();
@@ -422,20 +427,30 @@ static int add_var(char ***slot, const char *name, const char *value)
     return 0;
 }
 
-/* What Open MPI 4.1 needs besides PMIx's variables: ess=pmi and schizo=^orte make it take its
- * layout from our server instead of starting as a singleton. Its session directory and
- * shared-memory files go into our directories (unless the user chose others), so that ranks
- * killed before MPI_Finalize leave nothing in /tmp and /dev/shm once the launch is over. */
+/* What Open MPI needs besides PMIx's variables. Its session directory and shared-memory files go
+ * into our directories (unless the user chose others), so that ranks killed before MPI_Finalize
+ * leave nothing in /tmp and /dev/shm once the launch is over.
+ * Open MPI 4.1 (ORTE): ess=pmi and schizo=^orte make it take its layout from our server instead
+ * of starting as a singleton; orte_tmpdir_base places its session directory; btl/vader's files.
+ * Open MPI 5 (PRRTE): a rank has neither framework and reads its layout from any PMIx server as
+ * is; its session directory is the job's PMIX_NSDIR (register_job); vader is now btl/sm. */
 static int add_ompi_vars(const ct_pmix_server *s, char **slot)
 {
-    int rc = add_var(&slot, "OMPI_MCA_ess", "pmi");
+    int rc = 0;
 
+#if defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION >= 5
+    if (s->shmdir[0] && !getenv("OMPI_MCA_btl_sm_backing_directory") &&
+        !getenv("OMPI_MCA_btl_vader_backing_directory"))
+        rc = add_var(&slot, "OMPI_MCA_btl_sm_backing_directory", s->shmdir);
+#else
+    rc = add_var(&slot, "OMPI_MCA_ess", "pmi");
     if (rc == 0)
         rc = add_var(&slot, "OMPI_MCA_schizo", "^orte");
     if (rc == 0 && !getenv("OMPI_MCA_orte_tmpdir_base"))
         rc = add_var(&slot, "OMPI_MCA_orte_tmpdir_base", s->tmpdir);
     if (rc == 0 && s->shmdir[0] && !getenv("OMPI_MCA_btl_vader_backing_directory"))
         rc = add_var(&slot, "OMPI_MCA_btl_vader_backing_directory", s->shmdir);
+#endif
     return rc;
 }
 

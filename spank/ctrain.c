@@ -134,13 +134,21 @@ fail:
     return rv;
 }
 
-/* srun/sbatch/salloc: the flags are checked here, before an allocation or a task exists. */
+/* srun/sbatch/salloc: the flags are checked here, before an allocation or a task exists.
+ * slurmstepd: the step's layout and rendezvous, once per step, as root. Not in
+ * slurm_spank_user_init: slurmstepd runs that with privileges dropped, and a newer SLURM
+ * (24.11 here) holds its auth lock meanwhile, so the libslurm calls the rendezvous may need (rank 0's
+ * NodeAddr, an arbitrary step's layout) abort slurmstepd ("fatal: auth_g_create:
+ * pthread_rwlock_rdlock(): Resource deadlock avoided"). The binding stays in user_init, as the
+ * user. Errors are kept for task_init: srun never sees one from here. */
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
     spank_context_t ctx = spank_context();
     ct_error err;
 
     ct_error_clear(&err);
+    if (!ct_spank.disabled && ctx == S_CTX_REMOTE)
+        return ct_spank_remote_step_init(sp);
     if (ct_spank.disabled || (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR))
         return 0;
     if (ct_spank_local_post_opt(sp, &err) != 0) {
@@ -169,7 +177,8 @@ int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
     return 0;
 }
 
-/* slurmstepd, once per step. Errors are kept for task_init: srun never sees one from here. */
+/* slurmstepd, once per step, with privileges dropped to the job's user: the binding (remote.c).
+ * Errors are kept for task_init: srun never sees one from here. */
 int slurm_spank_user_init(spank_t sp, int ac, char **av)
 {
     if (ct_spank.disabled || spank_context() != S_CTX_REMOTE)

@@ -85,6 +85,9 @@ void ct_spank_srun_names(char *text, size_t size);
 int ct_spank_local_user_init(spank_t sp, ct_error *err);
 
 /* remote.c: slurmstepd (S_CTX_REMOTE). */
+/* init_post_opt: the step's layout and rank 0 (libslurm calls: as root, see ctrain.c). */
+int ct_spank_remote_step_init(spank_t sp);
+/* user_init: the binding, as the job's user. */
 int ct_spank_remote_user_init(spank_t sp);
 /* 0, or -1 after writing the reason to the task's stderr: the task must not run. */
 int ct_spank_remote_task_init(spank_t sp);

@@ -1,8 +1,10 @@
-/* ctrain SPANK plugin — slurmstepd (S_CTX_REMOTE). user_init reads the step's layout once and
- * plans the binding; task_init checks the flags against the task's real layout, gives each task
- * its environment and applies its binding. An error found in user_init is kept and reported from
- * task_init: SLURM does not pass it to srun. Every task_init failure writes its reason to the
- * task's stderr and ends the task (ctrain.c): SLURM ignores an optional plugin's failure. */
+/* ctrain SPANK plugin — slurmstepd (S_CTX_REMOTE). init_post_opt (as root) reads the step's layout
+ * once and finds rank 0 (the libslurm calls); user_init (privileges dropped to the user) plans the
+ * binding from the node's topology; task_init checks the flags against the task's real layout,
+ * gives each task its environment and applies its binding. An error found before task_init is kept
+ * and reported from task_init: SLURM does not pass it to srun. Every task_init failure writes its
+ * reason to the task's stderr and ends the task (ctrain.c): SLURM ignores an optional plugin's
+ * failure. */
 #define _GNU_SOURCE
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -167,7 +169,7 @@ static int plan_binding(spank_t sp, struct step *s, char **env, ct_error *err)
     return 0;
 }
 
-int ct_spank_remote_user_init(spank_t sp)
+int ct_spank_remote_step_init(spank_t sp)
 {
     struct step *s = NULL;
     char **env = NULL;
@@ -194,9 +196,21 @@ int ct_spank_remote_user_init(spank_t sp)
     }
     if (read_layout(sp, s, &s->err) != 0 || read_het(s, env, &s->err) != 0)
         return 0;
-    if (ct_spank_rendezvous(job_getenv, env, s->job_id, s->step_id, s->het, ct_spank.args.port_base, &s->rdv,
-                            &s->err) != 0)
+    ct_spank_rendezvous(job_getenv, env, s->job_id, s->step_id, s->het, ct_spank.args.port_base, &s->rdv, &s->err);
+    return 0;
+}
+
+/* The binding is planned as the user, not root: the topology file (topology=) must be one the
+ * job's user can read (a root_squash NFS refuses root), and hwloc reads /sys for that user. */
+int ct_spank_remote_user_init(spank_t sp)
+{
+    struct step *s = ct_spank.step;
+    char **env = NULL;
+
+    if (!s || s->err.code)
         return 0;
+    if (spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS)
+        env = NULL;
     if (s->bind != CT_SPANK_BIND_NONE && plan_binding(sp, s, env, &s->err) != 0)
         return 0;
     ct_spank_info("step %u.%u node %u: %u of %u tasks, rank 0 on %s at %s:%d%s, binding %s", s->job_id, s->step_id,

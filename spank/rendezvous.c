@@ -11,6 +11,7 @@
 #include "ctrain/envs.h"
 #include "ctrain/hostlist.h"
 #include "ctrain/util.h"
+#include "engine/util/slurm_compat.h"
 #include "spank/rendezvous.h"
 
 static int resolves(const char *host)
@@ -36,7 +37,7 @@ static int node_addr(const char *node, char *addr, size_t size, ct_error *err)
     if (slurm_load_node_single(&msg, name, 0) != SLURM_SUCCESS || !msg || msg->record_count < 1 ||
         !msg->node_array[0].node_addr) {
         rv = ct_error_set(err, CT_ECOMM, "rendezvous-host", "rank 0's node '%s' does not resolve and SLURM "
-                          "did not give its NodeAddr (%s)", node, slurm_strerror(slurm_get_errno()));
+                          "did not give its NodeAddr (%s)", node, slurm_strerror(ct_slurm_errno()));
         ct_error_hint(err, "make node names resolve on the nodes (DNS or /etc/hosts) or set NodeAddr in slurm.conf");
     } else {
         rv = ct_str_copy(addr, size, msg->node_array[0].node_addr) == 0 ? 0 :
@@ -71,7 +72,7 @@ static int rank0_node(ct_getenv_fn get, void *ctx, uint32_t job_id, uint32_t ste
     const char *dist = get("SLURM_DISTRIBUTION", ctx);
     int found = -1;
     slurm_step_id_t id = { .job_id = job_id, .step_id = step_id, .step_het_comp = het ? 0 : NO_VAL };
-    slurm_step_layout_t *layout;
+    slurm_step_layout_t *layout = NULL;
     ct_hostlist *hl = NULL;
     ct_error ignored;
 
@@ -79,10 +80,18 @@ static int rank0_node(ct_getenv_fn get, void *ctx, uint32_t job_id, uint32_t ste
         return 0;
     /* A heterogeneous step of one job (srun A : B in an allocation) has components 0, 1, ...;
      * one of a heterogeneous job has a plain step in each component job, the leader's first. */
-    layout = slurm_job_step_layout_get(&id);
-    if (!layout && het) {
-        id.step_het_comp = NO_VAL;
+    /* srun creates a heterogeneous step's components one after another, and each component's
+     * slurmstepd may ask before slurmctld knows component 0's step (SLURM 24.11 then answers
+     * "Invalid job id specified"): ask again for up to 2 s. */
+    for (int attempt = 0; !layout && attempt < 10; attempt++) {
+        if (attempt)
+            usleep(200 * 1000);
+        id.step_het_comp = het ? 0 : NO_VAL;
         layout = slurm_job_step_layout_get(&id);
+        if (!layout && het) {
+            id.step_het_comp = NO_VAL;
+            layout = slurm_job_step_layout_get(&id);
+        }
     }
     for (uint32_t n = 0; layout && n < layout->node_cnt && found < 0; n++)
         for (uint16_t t = 0; t < layout->tasks[n] && found < 0; t++)
@@ -98,7 +107,7 @@ static int rank0_node(ct_getenv_fn get, void *ctx, uint32_t job_id, uint32_t ste
     if (found < 0) {
         ct_error_set(err, CT_ECOMM, "rendezvous-host", "%s step %u.%u: slurmctld did not give the node of task 0 "
                      "(%s)", het ? "heterogeneous" : "arbitrary-distribution", job_id, step_id,
-                     slurm_strerror(slurm_get_errno()));
+                     slurm_strerror(ct_slurm_errno()));
         return ct_error_hint(err, "set MASTER_ADDR to rank 0's node, or use a block or cyclic distribution");
     }
     return 1;

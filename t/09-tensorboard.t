@@ -9,7 +9,7 @@
 . "$(dirname "$0")/lib/launch.sh"
 . "$(dirname "$0")/lib/ddp.sh"
 N=10
-PY="$T/../build/pyvenv/bin/python"
+PY="${CTRAIN_PEERS_VENV:-$T/../build/pyvenv}/bin/python"   # the PyPI peers (Debian 13: the root's venv)
 if ! "$PY" -c 'import tensorboard' >/dev/null 2>&1; then
     ci_needs "the tensorboard Python package (build/pyvenv)"
     skip_all $N "TensorBoard's reader not installed (scripts/pypi-peers puts it in build/pyvenv)"

@@ -93,6 +93,10 @@ sub srun_env {
     return ($st, task_outputs($tag));
 }
 
+# Rank 0's host as SLURM's PMIx plugin names it: the node name (n1) in SLURM 22.05, the node's
+# NodeHostname (this machine's name, which every emulated node has) in SLURM 24.11.
+chomp(my $node_hostname = `hostname`);
+
 # Check every rank of a step of 4 tasks on n1,n2 (ranks 0,1 on n1; 2,3 on n2).
 sub check_ranks {
     my ($label, $want_port, $rank_source, @json) = @_;
@@ -107,6 +111,7 @@ sub check_ranks {
         for my $k (sort keys %want) {
             my $v = $j;
             $v = $v->{$_} for split /\./, $k;
+            next if $k eq 'main_address' && $rank_source eq 'PMIx' && plain($v) eq $node_hostname;
             push @bad, "rank $r: $k is '" . plain($v) . "', want '$want{$k}'" if plain($v) ne plain($want{$k});
         }
         push @bad, "rank $r: sources.global_rank is '" . ($j->{sources}{global_rank} // '') . "', want it to start with '$rank_source'"

@@ -34,7 +34,7 @@ kill_one() {
     kids=$(children)
     pids="$pids $kids"
     dirs=$(cat "$d/ompi-dirs" 2>/dev/null)
-    shm_used=$(ls "${dirs%% *}" 2>/dev/null | grep -c vader)
+    shm_used=$(ls "${dirs%% *}" 2>/dev/null | grep -c -e vader -e sm_segment)   # Open MPI 4.1, 5
     t0=$(now)
     kill -KILL "$(cat "$d/rank.$2.pid")"
     wait $P

@@ -21,11 +21,12 @@ children() {
 
 # fork_rank PARENT R: among the caller's forked children (the ranks and the PMIx server process),
 # rank 0 is the one that holds metrics.csv open and rank 1 the other one running Open MPI (its
-# BTL components are mapped once MPI_Init ran; the server process maps only PMIx's). The forked ranks share the caller's command line and
-# environment, so neither tells them apart.
+# BTL components are mapped once MPI_Init ran: Open MPI 4.1's mca_btl_*.so, Open MPI 5's shared-memory
+# segment, its BTLs being built into the library; the server process maps only PMIx's). The forked
+# ranks share the caller's command line and environment, so neither tells them apart.
 fork_rank() {
     for p in $(children "$1"); do
-        grep -q 'mca_btl_' "/proc/$p/maps" 2>/dev/null || continue
+        grep -Eq 'mca_btl_|sm_segment' "/proc/$p/maps" 2>/dev/null || continue
         if ls -l "/proc/$p/fd" 2>/dev/null | grep -q 'metrics\.csv'; then
             [ "$2" = 0 ] && echo "$p"
         else

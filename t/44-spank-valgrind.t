@@ -1,7 +1,7 @@
 #!/bin/sh
-# The plugin's code under valgrind inside slurmstepd: slurmd n1 runs under valgrind with
-# --trace-children, so the slurmstepd it starts for each step, and each task until it execs the
-# user's program, run the plugin under memcheck. Errors or definite leaks whose stack goes through
+# The plugin's code under valgrind inside slurmstepd: slurmd n1 starts every slurmstepd under
+# valgrind (a wrapper bound over slurmstepd in slurmd's mount namespace), so each step's slurmstepd,
+# and each task until it execs the user's program, run the plugin under memcheck. Errors or definite leaks whose stack goes through
 # ctrain fail the test. SLURM's own findings (outside ctrain) are not ours to judge and are ignored.
 . "$(dirname "$0")/lib/spank.sh"
 command -v valgrind >/dev/null 2>&1 || ci_needs "valgrind not installed"
@@ -11,25 +11,36 @@ spank_cluster 1 "topology=$ROOT/t/fixtures/topologies/nvidia-dgx2.xml"
 VG="$CLUSTER_DIR/vg"
 mkdir -p "$VG"
 
-# Replace slurmd n1 by the same slurmd under valgrind, in its own mount namespace as
-# scripts/slurm-cluster starts it (the PMIx dir bound over the base).
+# Restart slurmd n1 in its own mount namespace as scripts/slurm-cluster starts it (the PMIx dir bound
+# over the base), with a wrapper bound over slurmstepd there: every slurmstepd slurmd starts runs
+# under valgrind, and so does each task it forks until it execs the user's program. slurmd itself is
+# not run under valgrind: SLURM 24.11's slurmd runs its helpers through its own binary
+# (/proc/self/exe), which under valgrind is valgrind's tool, and stops ("fatal: main: Unable to
+# reliably execute ...").
 pidfile="$CLUSTER_DIR/run/slurmd-n1.pid"
 old=$(cat "$pidfile")
 kill "$old"
 for i in $(seq 100); do kill -0 "$old" 2>/dev/null || break; sleep 0.1; done
 rm -f "$pidfile"
+STEPD=$(command -v slurmstepd || echo /usr/sbin/slurmstepd)
+{
+    echo '#!/bin/sh'
+    echo "exec valgrind --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite --num-callers=30 \\"
+    echo "    --log-file=\"$VG/vg.%p.log\" \"$VG/slurmstepd.real\" \"\$@\""
+} >"$VG/slurmstepd"
+chmod 755 "$VG/slurmstepd"
+: >"$VG/slurmstepd.real"
 SLURM_CONF="$CLUSTER_DIR/slurm.conf" unshare -m --propagation private sh -c \
-    'mount --bind "$1" "$2" && exec valgrind --trace-children=yes --trace-children-skip="/bin/*,/usr/bin/*" \
-        --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite --num-callers=30 \
-        --log-file="$3/vg.%p.log" slurmd -N n1' \
-    sh "$CLUSTER_DIR/pmix/n1" "$(cat "$CLUSTER_DIR/run/pmix-base")" "$VG" \
+    'mount --bind "$1" "$2" && mount --bind "$4" "$3/slurmstepd.real" && mount --bind "$3/slurmstepd" "$4" &&
+     exec slurmd -N n1' \
+    sh "$CLUSTER_DIR/pmix/n1" "$(cat "$CLUSTER_DIR/run/pmix-base")" "$VG" "$STEPD" \
     >"$CLUSTER_DIR/log/slurmd-n1.valgrind.log" 2>&1
 up=1
 for i in $(seq 600); do
     if [ "$(sinfo -h -N -n n1 -o %t 2>/dev/null)" = "idle" ] && [ -s "$pidfile" ]; then up=0; break; fi
     sleep 0.2
 done
-ok "$up" "slurmd n1 restarted under valgrind"
+ok "$up" "slurmd n1 restarted, its slurmstepd under valgrind"
 
 SHOW='echo "$RANK $LOCAL_RANK $WORLD_SIZE $MASTER_PORT $CTRAIN_STRATEGY ${CUDA_VISIBLE_DEVICES-none} $(grep Cpus_allowed_list /proc/self/status | cut -f2)"'
 SLURM_STEP_GPUS=2,3 run_srun -n2 --ctrain-strategy=ddp --ctrain-precision=32-true --ctrain-bind=verbose sh -c "$SHOW"

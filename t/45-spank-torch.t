@@ -1,6 +1,7 @@
 #!/bin/sh
 # A plain PyTorch DDP script (init_process_group(init_method="env://", backend="gloo")) runs
-# unmodified under srun --ctrain-strategy=ddp -N2 -n4 with Debian's python3-torch.
+# unmodified under srun --ctrain-strategy=ddp -N2 -n4 with Debian's python3-torch (1.13 on Debian 12,
+# 2.6 on Debian 13).
 . "$(dirname "$0")/lib/spank.sh"
 if ! /usr/bin/python3 -c 'import torch.distributed' >/dev/null 2>&1; then
     ci_needs "python3-torch not installed"
@@ -9,7 +10,10 @@ if ! /usr/bin/python3 -c 'import torch.distributed' >/dev/null 2>&1; then
 fi
 spank_plan 3
 spank_cluster 2 ""
-run_srun -N2 -n4 --ctrain-strategy=ddp /usr/bin/python3 "$ROOT/t/fixtures/ddp_plain.py"
+# Debian 13's PyTorch 2.6 is built without libuv, while its TCPStore (the env:// rendezvous) asks
+# for libuv by default since 2.4: USE_LIBUV=0 is PyTorch's own switch back (srun passes it on).
+# PyTorch 1.13 ignores it.
+USE_LIBUV=0 run_srun -N2 -n4 --ctrain-strategy=ddp /usr/bin/python3 "$ROOT/t/fixtures/ddp_plain.py"
 ok "$RC" "srun --ctrain-strategy=ddp -N2 -n4 python3 ddp_plain.py"
 [ "$RC" -eq 0 ] || printf '%s\n' "$ERR" | tail -n 15 | sed 's/^/#   /'
 is "$(printf '%s\n' "$OUT" | sort | tr '\n' ';')" \

@@ -12,7 +12,7 @@
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B="$ROOT/${CTRAIN_BUILD:-build}"
 CTRAIN="$B/ctrain"
-PY="$ROOT/build/pyvenv/bin/python"
+PY="${CTRAIN_PEERS_VENV:-$ROOT/build/pyvenv}/bin/python"   # the PyPI peers (Debian 13: the root's venv)
 . "$ROOT/t/lib/ci.sh"
 if ! "$PY" -c 'import transformers, safetensors, torch' >/dev/null 2>&1; then
     ci_needs "transformers (build/pyvenv) not installed"

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ctrain/pmix.h"
 #include "ctrain/util.h"
 #include "engine/strategies/ddp_internal.h"
 
@@ -327,6 +328,8 @@ int ct_ddp_setup_environment(ct_strategy *s, ct_error *err)
          * 2 ranks, 2 MiB in place, 0.53 ms -> 0.29 ms (scripts/bench/allreduce-algorithms). Every
          * rank still ends with the same bits. */
         setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "3", 0);
+        /* Open MPI 5 starts only in a process whose PMIx client (the pmix environment's) is gone. */
+        ct_pmix_client_before_mpi_init();
         rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
         if (rc != MPI_SUCCESS)
             return ct_ddp_mpi_error(rc, "MPI_Init_thread", err);

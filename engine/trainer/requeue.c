@@ -8,6 +8,7 @@
 
 #include "ctrain/util.h"
 #include "engine/trainer/requeue.h"
+#include "engine/util/slurm_compat.h"
 
 int ct_slurm_requeue(const char *job_id, ct_error *err)
 {
@@ -22,7 +23,7 @@ int ct_slurm_requeue(const char *job_id, ct_error *err)
     slurm_init(NULL);
     rc = slurm_requeue((uint32_t)id, 0);
     if (rc != SLURM_SUCCESS) {
-        int e = slurm_get_errno();
+        int e = ct_slurm_errno();
 
         ct_error_set(err, CT_ECOMM, "requeue-failed", "slurm_requeue(%ld) failed: %s", id, slurm_strerror(e));
         slurm_fini();

@@ -1,9 +1,11 @@
 /* ctrain — SLURM hostlists: "n[001-004,007],r[1-2]n[1-4]" <-> the host names they stand for.
  *
  * The syntax and order are SLURM's, checked against `scontrol show hostnames` / `show hostlist`
- * (t/unit/test_hostlist.c): names separated by commas or blanks (empty names skipped), each
- * ending in any number of bracket groups (text after the last ']' is refused, as scontrol does);
- * a group holds comma-separated numbers and ranges lo-hi. Zero padding is kept: the width of a
+ * (t/unit/test_hostlist.c, against SLURM 22.05's and 24.11's): names separated by commas or
+ * blanks (empty names skipped), each with any number of bracket groups and text between and after
+ * them ("node[1-2]-ib" is node1-ib node2-ib, "a[1-2]b[3-4]c" is a1b3c a1b4c a2b3c a2b4c; SLURM
+ * accepts text after the last ']' since 23.02.5, and so does ctrain: a ']' outside brackets is
+ * text too); a group holds comma-separated numbers and ranges lo-hi. Zero padding is kept: the width of a
  * range is the length of the text of its lo, blanks and '+' included ("01-10" gives 01..10,
  * "9-10" gives 9 and 10, "[089, 100]" gives 089 and 0100). Several groups expand in SLURM's
  * order: the last group turns fastest, then the first, the second, ..., the one before the last

@@ -33,10 +33,25 @@ int ct_pmix_client_init(ct_pmix_client **out, ct_error *err);
 
 /* The process's shared client: connected by the first call, kept until exit, when an atexit
  * handler finalizes it (after the program's MPI_Finalize). Code that may run before MPI_Init
- * (the pmix cluster environment) uses this one: once PMIx is fully finalized it cannot be
- * initialised again in the process (Open MPI's MPI_Init then fails "getting local rank failed").
+ * (the pmix cluster environment) uses this one: under Open MPI 4.1, once PMIx is fully finalized
+ * it cannot be initialised again in the process (MPI_Init then fails "getting local rank failed");
+ * under Open MPI 5, ct_pmix_client_before_mpi_init finalizes it first.
  * ct_pmix_client_finalize on it does nothing. */
 int ct_pmix_client_shared(ct_pmix_client **out, ct_error *err);
+
+/* 1 when the MPI ctrain is built against needs the process's PMIx client finalized before MPI_Init:
+ * Open MPI 5 and later check PMIx_Initialized() first and fail at once ("An error occurred in
+ * MPI_Init_thread on a NULL communicator") in a process whose client is connected, where Open MPI
+ * 4.1 shares the connection (and cannot start after a full PMIx_Finalize). 0 for Open MPI 4. */
+int ct_pmix_mpi_init_needs_finalized(void);
+
+/* Call right before MPI_Init. Under Open MPI 5 the shared client reads the layout through a child
+ * process and connects only at its first put/commit/fence/get (after MPI_Init, on top of MPI's
+ * connection): a process that connected, finalized and connects again (MPI_Init) races with the
+ * server. This finalizes the shared client if it did connect (the next ct_pmix_client_shared
+ * connects again); under Open MPI 4.1 it does nothing. A client of ct_pmix_client_init is its
+ * owner's to finalize. */
+void ct_pmix_client_before_mpi_init(void);
 
 /* Layout of the job, read at init. */
 int ct_pmix_client_rank(const ct_pmix_client *c);        /* 0 .. size-1 */

@@ -5,13 +5,15 @@
  * (PMIx-free) process: a rank forked without exec from a process that hosts a PMIx server hangs
  * in MPI_Init. The server registers one namespace of nprocs ranks, all on this node, registers
  * each rank as a client, and sends back over a pipe the environment PMIx_server_setup_fork gives
- * each rank (plus OMPI_MCA_ess=pmi, OMPI_MCA_schizo=^orte so Open MPI uses it). Its fence gathers
- * every rank's contribution and returns it (PMIX_COLLECT_DATA).
+ * each rank (plus, for Open MPI 4.1, OMPI_MCA_ess=pmi, OMPI_MCA_schizo=^orte so Open MPI uses it;
+ * Open MPI 5 has no such frameworks and needs none). Its fence gathers every rank's contribution
+ * and returns it (PMIX_COLLECT_DATA).
  *
- * The server's files live in a private $TMPDIR/ctrain-pmix.XXXXXX, where the ranks' Open MPI
- * session directory goes too (OMPI_MCA_orte_tmpdir_base), and Open MPI's shared-memory files in
- * /dev/shm/ctrain-ompi.XXXXXX (OMPI_MCA_btl_vader_backing_directory) — unless those variables are
- * set already. ct_pmix_server_stop removes both, so ranks killed before MPI_Finalize leave nothing.
+ * The server's files live in a private $TMPDIR/ctrain-pmix.XXXXXX (the job's PMIX_TMPDIR and
+ * PMIX_NSDIR: PMIx 5's job store), where the ranks' Open MPI session directory goes too
+ * (OMPI_MCA_orte_tmpdir_base for 4.1, PMIX_NSDIR for 5), and Open MPI's shared-memory files in
+ * /dev/shm/ctrain-ompi.XXXXXX (OMPI_MCA_btl_vader_backing_directory, btl_sm_backing_directory for
+ * 5) — unless those variables are set already. ct_pmix_server_stop removes both, so ranks killed before MPI_Finalize leave nothing.
  * The server process dies with its parent (PR_SET_PDEATHSIG) and when the parent closes its end
  * of the control pipe.
  */

@@ -38,6 +38,8 @@ def worker(rank, args, port):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     torch.set_num_threads(args.threads)
+    # Debian 13's PyTorch 2.6 is built without libuv, which its TCPStore asks for by default
+    os.environ.setdefault("USE_LIBUV", "0")
     dist.init_process_group("gloo", rank=rank, world_size=args.nprocs)
     torch.manual_seed(args.seed)
     x, y = load(args.data, "train")

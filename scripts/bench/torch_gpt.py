@@ -27,9 +27,12 @@ import torch.nn.functional as F
 
 
 class Attention(nn.Module):
-    def __init__(self, n_embd, n_head, seq_len):
+    def __init__(self, n_embd, n_head, seq_len, attention="math"):
         super().__init__()
         self.n_head = n_head
+        # "math": the masked softmax written out (any PyTorch); "sdpa": F.scaled_dot_product_attention,
+        # the fused kernel current PyTorch (>= 2.0) users take
+        self.sdpa = attention == "sdpa"
         self.c_attn = nn.Linear(n_embd, 3 * n_embd)
         self.c_proj = nn.Linear(n_embd, n_embd)
         # uint8, not bool: DDP broadcasts buffers and gloo has no bool
@@ -43,6 +46,9 @@ class Attention(nn.Module):
         q = q.view(B, T, self.n_head, hs).transpose(1, 2)
         k = k.view(B, T, self.n_head, hs).transpose(1, 2)
         v = v.view(B, T, self.n_head, hs).transpose(1, 2)
+        if self.sdpa:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
         att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf"))
         att = F.softmax(att, dim=-1)
@@ -61,10 +67,10 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, n_embd, n_head, seq_len):
+    def __init__(self, n_embd, n_head, seq_len, attention="math"):
         super().__init__()
         self.ln_1 = nn.LayerNorm(n_embd)
-        self.attn = Attention(n_embd, n_head, seq_len)
+        self.attn = Attention(n_embd, n_head, seq_len, attention)
         self.ln_2 = nn.LayerNorm(n_embd)
         self.mlp = MLP(n_embd)
 
@@ -74,11 +80,11 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, n_layer=4, n_head=4, n_embd=256, seq_len=128, vocab=256):
+    def __init__(self, n_layer=4, n_head=4, n_embd=256, seq_len=128, vocab=256, attention="math"):
         super().__init__()
         self.wte = nn.Embedding(vocab, n_embd)
         self.wpe = nn.Embedding(seq_len, n_embd)
-        self.h = nn.ModuleList([Block(n_embd, n_head, seq_len) for _ in range(n_layer)])
+        self.h = nn.ModuleList([Block(n_embd, n_head, seq_len, attention) for _ in range(n_layer)])
         self.ln_f = nn.LayerNorm(n_embd)
         # GPT-2's initialisation (ctrain's ct_gpt_init draws the same distributions)
         for name, p in self.named_parameters():
@@ -104,11 +110,13 @@ def run(rank, args, port):
     if args.nprocs > 1:
         os.environ["MASTER_ADDR"] = "127.0.0.1"
         os.environ["MASTER_PORT"] = str(port)
+        # Debian 13's PyTorch 2.6 is built without libuv, which its TCPStore asks for by default
+        os.environ.setdefault("USE_LIBUV", "0")
         dist.init_process_group("gloo", rank=rank, world_size=args.nprocs)
     torch.manual_seed(args.seed)
     if args.threads:
         torch.set_num_threads(args.threads)
-    model = GPT(args.n_layer, args.n_head, args.n_embd, args.seq_len, args.vocab)
+    model = GPT(args.n_layer, args.n_head, args.n_embd, args.seq_len, args.vocab, args.attention)
     if args.nprocs > 1:
         model = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.01)
@@ -139,7 +147,8 @@ def run(rank, args, port):
     if rank == 0:
         print(json.dumps({"tokens_per_sec": B * N * T * args.steps / dt, "tokens_per_cpu_sec": B * T * args.steps / cpu,
                           "steps": args.steps, "nprocs": N,
-                          "threads": torch.get_num_threads(), "precision": args.precision, "loss": loss}),
+                          "threads": torch.get_num_threads(), "precision": args.precision,
+                          "attention": args.attention, "torch": torch.__version__, "loss": loss}),
               flush=True)
     if N > 1:
         dist.destroy_process_group()
@@ -164,7 +173,11 @@ def main():
     ap.add_argument("--precision", choices=["32-true", "bf16-mixed"], default="32-true")
     ap.add_argument("--seed", type=int, default=1337)
     ap.add_argument("--nprocs", type=int, default=1, help="DDP ranks (gloo); 1: one plain process")
+    ap.add_argument("--attention", choices=["math", "sdpa"], default="math",
+                    help="masked softmax written out, or F.scaled_dot_product_attention (PyTorch >= 2.0)")
     args = ap.parse_args()
+    if args.attention == "sdpa" and not hasattr(F, "scaled_dot_product_attention"):
+        ap.error(f"--attention sdpa needs PyTorch >= 2.0 (this is {torch.__version__})")
     if args.nprocs > 1:
         if not args.threads:
             args.threads = 1

@@ -60,6 +60,7 @@ static int body_mpi(void *result, size_t size, ct_error *err)
     int rank, n;
     long mine, sum = -1;
 
+    ct_pmix_client_before_mpi_init();   /* as the ddp strategy does (env, detect) */
     if (MPI_Init(NULL, NULL) != MPI_SUCCESS)
         return ct_error_set(err, CT_ECOMM, "probe-mpi", "MPI_Init failed");
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -125,7 +126,18 @@ static int body_kv(void *result, size_t size, ct_error *err)
            ct_pmix_client_num_nodes(c), ct_pmix_client_equal_per_node(c),
            ct_pmix_client_hostname(c), ct_pmix_client_rank0_host(c), ct_pmix_client_nspace(c));
     fflush(stdout);
-    /* PMIx first, then MPI on the same connection (PMIx_Init is reference-counted). */
+    /* PMIx first, then MPI on the same connection under Open MPI 4.1 (PMIx_Init is
+     * reference-counted), then the exchange. Open MPI 5 starts only without a PMIx client: the
+     * exchange comes first and the client is gone before MPI_Init. */
+    if (ct_pmix_mpi_init_needs_finalized()) {
+        rc = kv_exchange(c, err);
+        if (rc == 0)
+            printf("kv ok rank %d of %d\n", ct_pmix_client_rank(c), ct_pmix_client_size(c));
+        if (rc == 0 && result)
+            snprintf(result, size, "kv ok size %d", ct_pmix_client_size(c));
+        ct_pmix_client_finalize(c);
+        return rc ? rc : body_mpi(NULL, 0, err);
+    }
     rc = body_mpi(NULL, 0, err);
     if (rc == 0)
         rc = kv_exchange(c, err);
@@ -192,6 +204,7 @@ static int body_hang(const char *dir, ct_error *err)
 
     if (getenv("PROBE_IGNORE_TERM"))
         signal(SIGTERM, SIG_IGN);   /* the supervisor must escalate to SIGKILL */
+    ct_pmix_client_before_mpi_init();   /* as the ddp strategy does (env, detect) */
     if (MPI_Init(NULL, NULL) != MPI_SUCCESS)
         return ct_error_set(err, CT_ECOMM, "probe-mpi", "MPI_Init failed");
     if ((rc = write_file(dir, "pid", err)))
@@ -202,8 +215,13 @@ static int body_hang(const char *dir, ct_error *err)
         FILE *f;
         snprintf(path, sizeof(path), "%s/ompi-dirs", dir);
         if ((f = fopen(path, "w"))) {
+            /* Open MPI 4.1's names, else 5's (btl/sm; the session directory is the server's). */
             const char *a = getenv("OMPI_MCA_btl_vader_backing_directory");
             const char *b = getenv("OMPI_MCA_orte_tmpdir_base");
+            if (!a)
+                a = getenv("OMPI_MCA_btl_sm_backing_directory");
+            if (!b)
+                b = getenv("PMIX_SERVER_TMPDIR");
             fprintf(f, "%s %s\n", a ? a : "", b ? b : "");
             fclose(f);
         }

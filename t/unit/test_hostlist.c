@@ -55,6 +55,13 @@ static void test_expand_forms(void **state)
     expect_hosts("n[3,1,2]", "n3 n1 n2");
     expect_hosts("n1 n2", "n1 n2");
     expect_hosts("node-a.example.org,node-b", "node-a.example.org node-b");
+    /* A suffix after the last bracket group, as SLURM takes it since 23.02.5 (22.05 refused it). */
+    expect_hosts("node[1-2]-ib", "node1-ib node2-ib");
+    expect_hosts("gpu-[01-02]-ib,login", "gpu-01-ib gpu-02-ib login");
+    expect_hosts("a[1-2]b[3-4]c", "a1b3c a1b4c a2b3c a2b4c");
+    expect_hosts("a[1-2]b[1-2]c[1-2]d", "a1b1c1d a1b1c2d a2b1c1d a2b1c2d a1b2c1d a1b2c2d a2b2c1d a2b2c2d");
+    expect_hosts("[1-2]a", "1a 2a");
+    expect_hosts("n[1-2]]", "n1] n2]");
 }
 
 static void expect_malformed(const char *expr, const char *what)
@@ -79,7 +86,6 @@ static void test_malformed(void **state)
     (void)state;
     expect_malformed("n[1-3", "never closed");
     expect_malformed("n[", "never closed");
-    expect_malformed("n1-3]", "']' without '['");
     expect_malformed("n[]", "empty brackets");
     expect_malformed("n[1,]", "',' before ']'");
     expect_malformed("n[a-b]", "expected a number");
@@ -87,7 +93,7 @@ static void test_malformed(void **state)
     expect_malformed("n[1-]", "upper end");
     expect_malformed("n[5-3]", "backwards");
     expect_malformed("n[1-2;3]", "unexpected character");
-    expect_malformed("gpu-[1-2]-ib", "text after the last ']'");
+    expect_malformed("n[1-2]x[", "never closed");
     expect_malformed("n[1 ]", "unexpected character");
     expect_malformed("n[1a-2]", "unexpected character");
     expect_malformed("n[1x2]", "'x' boxes");
@@ -106,7 +112,7 @@ static void test_malformed(void **state)
      * t/fuzz/fuzz_connector.c; make check-asan's LeakSanitizer fails here without the fix). */
     expect_malformed("n[1-3][1-2+", "never closed");
     expect_malformed("n[1-3][1-2x", "never closed");
-    expect_malformed("n[1-3]x]", "']' without '['");
+    expect_malformed("n[1-3]x[1", "never closed");
     expect_malformed("a[1]b[2]c[3", "never closed");
     /* Blanks only expanded to an empty list that compress wrote as "", which expand refuses
      * (found by t/fuzz/fuzz_hostlist.c's round trip). */
@@ -254,37 +260,51 @@ static void test_100k(void **state)
 /* --- the same lists through SLURM's own parser ----------------------------------------------- */
 
 /* scontrol show hostnames/hostlist needs a slurm.conf to read, not a running slurmctld: a minimal
- * one in a temporary directory is enough (checked with Debian 12's SLURM 22.05). */
-static char slurm_conf[64];
+ * one in a temporary directory is enough (checked with SLURM 22.05 and 24.11). Two SLURMs are
+ * asked when there are two: the scontrol on PATH, and when that one is older than 23.02.5 (Debian
+ * 12's 22.05), the Debian 13 root's 24.11 too (scripts/debian13; CTRAIN_DEBIAN13_ROOT, set by
+ * t/20-hostlist.t), run with chroot. */
+struct slurm {
+    const char *root;     /* NULL: the scontrol on PATH; else run inside this root */
+    char conf[128];       /* slurm.conf as scontrol sees it (inside root) */
+    char dir[256];        /* its directory as this process sees it */
+    int major, minor;
+};
 
-static int write_slurm_conf(void)
+static int slurm_open(struct slurm *sl, const char *root)
 {
-    char dir[] = "/tmp/ct-hostlist-XXXXXX";
+    char tmpl[256];
     FILE *f;
 
-    if (!mkdtemp(dir))
+    memset(sl, 0, sizeof(*sl));
+    sl->root = root;
+    snprintf(tmpl, sizeof(tmpl), "%s/tmp/ct-hostlist-XXXXXX", root ? root : "");
+    if (!mkdtemp(tmpl))
         return -1;
-    snprintf(slurm_conf, sizeof(slurm_conf), "%s/slurm.conf", dir);
-    if (!(f = fopen(slurm_conf, "w")))
+    snprintf(sl->dir, sizeof(sl->dir), "%s", tmpl);
+    snprintf(sl->conf, sizeof(sl->conf), "%s/slurm.conf", tmpl + (root ? strlen(root) : 0));
+    snprintf(tmpl, sizeof(tmpl), "%s/slurm.conf", sl->dir);
+    if (!(f = fopen(tmpl, "w")))
         return -1;
     fprintf(f, "ClusterName=hostlist\nSlurmctldHost=localhost\nNodeName=n1 State=UNKNOWN\nPartitionName=p Nodes=n1\n");
     return fclose(f);
 }
 
-static void remove_slurm_conf(void)
+static void slurm_close(struct slurm *sl)
 {
-    char dir[64];
+    char path[300];
 
-    if (!slurm_conf[0])
+    if (!sl->dir[0])
         return;
-    unlink(slurm_conf);
-    snprintf(dir, sizeof(dir), "%s", slurm_conf);
-    *strrchr(dir, '/') = '\0';
-    rmdir(dir);
+    snprintf(path, sizeof(path), "%s/slurm.conf", sl->dir);
+    unlink(path);
+    rmdir(sl->dir);
+    sl->dir[0] = '\0';
 }
 
-/* Run `scontrol show WHAT EXPR`; out = its lines joined by spaces, or "ERROR" when it refused. */
-static void scontrol(const char *what, const char *expr, char *out, size_t size)
+/* Run scontrol ARG1 ARG2 [ARG3]; out = its lines joined by spaces, or "ERROR" when it refused. */
+static void scontrol_run(const struct slurm *sl, const char *a1, const char *a2, const char *a3, char *out,
+                         size_t size)
 {
     int fd[2], status = 0;
     size_t len = 0;
@@ -300,8 +320,11 @@ static void scontrol(const char *what, const char *expr, char *out, size_t size)
         close(fd[1]);
         if (!freopen("/dev/null", "w", stderr))
             _exit(127);
-        setenv("SLURM_CONF", slurm_conf, 1);
-        execlp("scontrol", "scontrol", "show", what, expr, (char *)NULL);
+        setenv("SLURM_CONF", sl->conf, 1);
+        if (sl->root)
+            execlp("chroot", "chroot", sl->root, "scontrol", a1, a2, a3, (char *)NULL);
+        else
+            execlp("scontrol", "scontrol", a1, a2, a3, (char *)NULL);
         _exit(127);
     }
     close(fd[1]);
@@ -311,7 +334,8 @@ static void scontrol(const char *what, const char *expr, char *out, size_t size)
     out[len] = '\0';
     waitpid(pid, &status, 0);
     if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
-        fail_msg("scontrol could not be run (slurm-wlm is a test dependency: scripts/install-deps)");
+        fail_msg("scontrol could not be run%s%s (slurm-wlm is a test dependency: scripts/install-deps)",
+                 sl->root ? " in " : "", sl->root ? sl->root : "");
     while (len && out[len - 1] == '\n')
         out[--len] = '\0';
     for (char *p = out; *p; p++)
@@ -319,6 +343,29 @@ static void scontrol(const char *what, const char *expr, char *out, size_t size)
             *p = ' ';
     if (!WIFEXITED(status) || WEXITSTATUS(status) || !len)
         snprintf(out, size, "ERROR");
+}
+
+static void scontrol(const struct slurm *sl, const char *what, const char *expr, char *out, size_t size)
+{
+    scontrol_run(sl, "show", what, expr, out, size);
+}
+
+/* The version scontrol --version prints ("slurm-wlm 24.11.5", "slurm 22.05.8"). */
+static void slurm_version(struct slurm *sl)
+{
+    char v[128];
+    const char *p;
+
+    scontrol_run(sl, "--version", NULL, NULL, v, sizeof(v));
+    p = strchr(v, ' ');
+    if (!p || sscanf(p + 1, "%d.%d", &sl->major, &sl->minor) != 2)
+        fail_msg("scontrol --version%s said '%s'", sl->root ? " in the Debian 13 root" : "", v);
+}
+
+/* A suffix after the last ']' (scontrol 23.02.5 and later). */
+static int slurm_takes_suffix(const struct slurm *sl)
+{
+    return sl->major > 23 || (sl->major == 23 && sl->minor >= 2);
 }
 
 /* ctrain's expansion of expr in scontrol's form ("ERROR" when refused). */
@@ -338,54 +385,111 @@ static void ctrain_hostnames(const char *expr, char *out, size_t size)
     ct_hostlist_free(hl);
 }
 
-/* Each list expands as scontrol show hostnames expands it, or both refuse it; each plain list
- * compresses as scontrol show hostlist compresses it. */
+/* Accepted (or refused) alike by SLURM 22.05 and 24.11. */
+static const char *const same_lists[] = {
+    "n1", "n[1-3]", "n[01-03,5]", "n[9-11]", "n[009-011]", "n[9-010]", "n[098-101]", "n[1-3,2]",
+    "n[3,1,2]", "n[1-2],n[1-2]", "r[1-2]n[1-2]", "r[1-2]n[01-02]", "a[1-2]b[3,5]c[7]",
+    "a[1-2]b[1-2]c[1-2]", "a[1-2]b[3-4]c[5-6]d[7-8]", "x[01-02]y[1,3-4]z[9-10]", "n[1-3]-x[7,9]",
+    "1.2.3.[089, 100-102]", "n[ 1-2]", "n[1 -2]", "n[1- 2]", "n[  1-2]", "n[+1-2]", "n[1-+2]",
+    "[1-3]", "n[1-2] m[3-4]", "n[1-2]\tm", ",n1", "n1,", "n[1-2],,m", "n[1-00003]", "n[001-3]",
+    "node-a.example.org,node-b", "n[0-2]", "a[1]b[2]c[3]", "n1-ib", "]n[1-2]", "a]b[1-2]", "n]",
+    /* refused by both */
+    "n[3-1]", "n[]", "n[1,]", "n[,1]", "n[1 ]", "n[1,2 ]", "n[1--2]", "n[a-b]", "n[0x1-2]", "n[1-2]x[]",
+    "n[3-1]x", "n[1-2]x[a]",
+    NULL,
+};
+
+/* Accepted since SLURM 23.02.5, refused by 22.05: text after the last ']'. ctrain takes them as
+ * 24.11 does. */
+static const char *const suffix_lists[] = {
+    "gpu-[1-2]-ib", "node[1-2]-ib", "n[01-03]-ib,m[3-4]x", "n[1-2]x", "x[1-2]y[3-4]z", "[1-2]a",
+    "a[1-2]b[3-4]c", "a[1-2]b[1-2]c[1-2]d", "r[1-2]-[3-4]-s", "n[1-2][3-4]x", "n[1-2]1", "n[1-2].ib",
+    "n[1-2]]", "n[1-2]x]y", "n[1-2]-ib m[1-2]",
+    NULL,
+};
+
+/* Lists of which SLURM makes names holding a '[' (24.11: "n[[1-2]]" is n[1] n[2]; "a[b[1-2]" is a[b1
+ * a[b2 in both). No node name holds one (slurm.conf cannot name it): ctrain refuses them. */
+static const char *const bracket_names[] = { "n[[1-2]]", "a[b[1-2]", NULL };
+
+/* Each list expands as scontrol show hostnames expands it (the newer SLURM's expansion where
+ * the two differ), or both refuse it; each plain list compresses as scontrol show hostlist does. */
+static void compare(const struct slurm *sl, const char *const *lists, int newer, size_t *n)
+{
+    char want[4096], got[4096];
+
+    for (int i = 0; lists[i]; i++) {
+        scontrol(sl, "hostnames", lists[i], want, sizeof(want));
+        ctrain_hostnames(lists[i], got, sizeof(got));
+        if (newer && !slurm_takes_suffix(sl)) {
+            if (strcmp(want, "ERROR"))
+                fail_msg("'%s': SLURM %d.%02d's scontrol show hostnames gives '%s', expected a refusal",
+                         lists[i], sl->major, sl->minor, want);
+        } else if (strcmp(want, got)) {
+            fail_msg("'%s': SLURM %d.%02d's scontrol show hostnames gives '%s', ctrain '%s'", lists[i],
+                     sl->major, sl->minor, want, got);
+        }
+        (*n)++;
+    }
+}
+
 static void test_same_as_scontrol(void **state)
 {
-    static const char *const lists[] = {
-        "n1", "n[1-3]", "n[01-03,5]", "n[9-11]", "n[009-011]", "n[9-010]", "n[098-101]", "n[1-3,2]",
-        "n[3,1,2]", "n[1-2],n[1-2]", "r[1-2]n[1-2]", "r[1-2]n[01-02]", "a[1-2]b[3,5]c[7]",
-        "a[1-2]b[1-2]c[1-2]", "a[1-2]b[3-4]c[5-6]d[7-8]", "x[01-02]y[1,3-4]z[9-10]", "n[1-3]-x[7,9]",
-        "1.2.3.[089, 100-102]", "n[ 1-2]", "n[1 -2]", "n[1- 2]", "n[  1-2]", "n[+1-2]", "n[1-+2]",
-        "[1-3]", "n[1-2] m[3-4]", "n[1-2]\tm", ",n1", "n1,", "n[1-2],,m", "n[1-00003]", "n[001-3]",
-        "node-a.example.org,node-b", "n[0-2]", "a[1]b[2]c[3]",
-        /* refused by both */
-        "n[3-1]", "n[]", "n[1,]", "n[,1]", "n[1 ]", "n[1,2 ]", "n[1--2]", "n[a-b]", "n[0x1-2]",
-        "gpu-[1-2]-ib", "n[1-2]x", "x[1-2]y[3-4]z", "[1-2]a", "n[1-2]]", "n[[1-2]]",
-        NULL,
-    };
     static const char *const plain[] = {
         "n1,n2,n3,n5", "n1,m1,n2", "n3,n1,n2", "n1,n1,n2", "n01,n02,n3", "n09,n10", "n9,n10",
         "n8,n9,n010", "a,b,a", "n1a,n2a", "r1n1,r1n2,r2n1", "n001,n002,n1000", "n1,n01", "x,n1,n2,x",
         "n0,n00,n000", "gpu1-ib,gpu2-ib", "n1,n3,n2,n4", "n099,n100,n101", "n08,n9", "login,n1,n2",
+        "n1-ib,n2-ib,n3-ib", "a1b3c,a1b4c,a2b3c,a2b4c", "n1-1,n2-1", "n1x,n2x,n4x",
         NULL,
     };
-    char want[4096], got[4096];
+    struct slurm slurms[2];
+    const char *root = getenv("CTRAIN_DEBIAN13_ROOT");
+    char path[512], want[4096], got[4096];
+    size_t nslurm = 1, expanded = 0, compressed = 0;
 
     (void)state;
-    assert_int_equal(write_slurm_conf(), 0);
-    for (int i = 0; lists[i]; i++) {
-        scontrol("hostnames", lists[i], want, sizeof(want));
-        ctrain_hostnames(lists[i], got, sizeof(got));
-        if (strcmp(want, got))
-            fail_msg("'%s': scontrol show hostnames gives '%s', ctrain '%s'", lists[i], want, got);
+    assert_int_equal(slurm_open(&slurms[0], NULL), 0);
+    slurm_version(&slurms[0]);
+    snprintf(path, sizeof(path), "%s/usr/bin/scontrol", root ? root : "");
+    if (!slurm_takes_suffix(&slurms[0]) && root && *root && access(path, X_OK) == 0) {
+        assert_int_equal(slurm_open(&slurms[1], root), 0);
+        slurm_version(&slurms[1]);
+        nslurm = 2;
     }
-    for (int i = 0; plain[i]; i++) {
-        ct_hostlist *hl = NULL;
-        ct_error err;
-        char *out = NULL;
+    for (size_t s = 0; s < nslurm; s++) {
+        const struct slurm *sl = &slurms[s];
 
-        scontrol("hostlist", plain[i], want, sizeof(want));
-        assert_int_equal(ct_hostlist_expand(plain[i], &hl, &err), 0);
-        assert_int_equal(ct_hostlist_compress(hl, &out, &err), 0);
-        if (strcmp(want, out))
-            fail_msg("'%s': scontrol show hostlist gives '%s', ctrain '%s'", plain[i], want, out);
-        free(out);
-        ct_hostlist_free(hl);
+        compare(sl, same_lists, 0, &expanded);
+        compare(sl, suffix_lists, 1, &expanded);
+        for (int i = 0; plain[i]; i++) {
+            ct_hostlist *hl = NULL;
+            ct_error err;
+            char *out = NULL;
+
+            scontrol(sl, "hostlist", plain[i], want, sizeof(want));
+            assert_int_equal(ct_hostlist_expand(plain[i], &hl, &err), 0);
+            assert_int_equal(ct_hostlist_compress(hl, &out, &err), 0);
+            if (strcmp(want, out))
+                fail_msg("'%s': SLURM %d.%02d's scontrol show hostlist gives '%s', ctrain '%s'", plain[i],
+                         sl->major, sl->minor, want, out);
+            free(out);
+            ct_hostlist_free(hl);
+            compressed++;
+        }
+        printf("# SLURM %d.%02d%s: %zu lists expanded and %zu compressed as its scontrol does\n", sl->major,
+               sl->minor, sl->root ? " (Debian 13 root)" : "", expanded, compressed);
+        expanded = compressed = 0;
     }
-    printf("# %zu lists expanded and %zu compressed as scontrol does\n",
-           sizeof(lists) / sizeof(lists[0]) - 1, sizeof(plain) / sizeof(plain[0]) - 1);
-    remove_slurm_conf();
+    if (nslurm == 1 && !slurm_takes_suffix(&slurms[0]))
+        printf("# no Debian 13 root (scripts/debian13 setup): lists with a suffix checked against their "
+               "expected expansion only\n");
+    for (int i = 0; bracket_names[i]; i++) {
+        ctrain_hostnames(bracket_names[i], got, sizeof(got));
+        if (strcmp(got, "ERROR"))
+            fail_msg("'%s' (names holding '[') was accepted: '%s'", bracket_names[i], got);
+    }
+    for (size_t s = 0; s < nslurm; s++)
+        slurm_close(&slurms[s]);
 }
 
 int main(void)
