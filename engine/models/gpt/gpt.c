@@ -15,6 +15,7 @@
 #include "ctrain/util.h"
 #include "engine/models/gpt/gpt.h"
 #include "engine/models/gpt/gpt_kernels.h"
+#include "engine/nn/gemm.h"
 
 /* Tensors of one block, in forward (= layout) order. */
 enum {
@@ -58,10 +59,13 @@ struct ct_gpt {
     float *dfch;                      /* [BT,4C] */
     float *datt;                      /* [T,T] one head's attention gradient */
 
-    /* bf16-mixed: params_q holds the parameters rounded to bf16 (once per forward), q[0..2] the
-     * rounded copies of activations a GEMM reads (rounded again in backward: rounding is exact). */
+    /* bf16-mixed: params_b holds the parameters as bf16 (packed once per forward, after the
+     * optimizer step that changed them), qb[0..1] the bf16 copies of the activations a Linear's
+     * oneDNN GEMM reads (packed again in backward: rounding is exact). Attention's small per-head
+     * products run on OpenBLAS in fp32 on bf16-rounded copies: q[0..2]. */
     enum ct_dtype gemm_dtype;
-    float *params_q;
+    uint16_t *params_b;
+    uint16_t *qb[2];
     float *q[3];
     size_t q_n;
 
@@ -352,7 +356,9 @@ void ct_gpt_free(ct_gpt *m)
     free(m->blocks);
     free(m->acts_mem);
     free(m->grad_mem);
-    free(m->params_q);
+    free(m->params_b);
+    free(m->qb[0]);
+    free(m->qb[1]);
     for (int i = 0; i < 3; i++)
         free(m->q[i]);
     free(m);
@@ -374,12 +380,15 @@ int ct_gpt_set_gemm_dtype(ct_gpt *m, enum ct_dtype dtype, ct_error *err)
     if (dtype != CT_DTYPE_BF16)
         return ct_error_set(err, CT_ENOTAVAIL, "gpt-gemm-dtype", "the cpu gpt computes GEMMs in fp32 or bf16 only");
     m->q_n = widest_act(&m->cfg, (size_t)m->max_batch);
-    if (!m->params_q)
-        m->params_q = malloc(sizeof(float) * m->n_params);
+    if (!m->params_b)
+        m->params_b = malloc(sizeof(uint16_t) * m->n_params);
     for (int i = 0; i < 3; i++)
         if (!m->q[i])
             m->q[i] = malloc(sizeof(float) * m->q_n);
-    if (!m->params_q || !m->q[0] || !m->q[1] || !m->q[2])
+    for (int i = 0; i < 2; i++)
+        if (!m->qb[i])
+            m->qb[i] = malloc(sizeof(uint16_t) * m->q_n);
+    if (!m->params_b || !m->q[0] || !m->q[1] || !m->q[2] || !m->qb[0] || !m->qb[1])
         return ct_error_set(err, CT_ENOMEM, "", "out of memory for the bf16 copies of the gpt model");
     m->gemm_dtype = dtype;
     return 0;
@@ -426,13 +435,23 @@ double ct_gpt_bits_per_byte(double loss_nats)
 
 /* --- GEMMs ------------------------------------------------------------------------------------ */
 
-/* What a GEMM reads for parameter p: p itself, or its bf16 copy. */
-static const float *gemm_param(const ct_gpt *m, const float *p)
+/* What a oneDNN GEMM reads for parameter p: p itself, or its bf16 copy. */
+static const void *gemm_param(const ct_gpt *m, const float *p)
 {
-    return m->gemm_dtype == CT_DTYPE_BF16 ? m->params_q + (p - m->params) : p;
+    return m->gemm_dtype == CT_DTYPE_BF16 ? (const void *)(m->params_b + (p - m->params)) : (const void *)p;
 }
 
-/* What a GEMM reads for activation x[n]: x itself, or x rounded to bf16 in copy number slot. */
+/* What a oneDNN GEMM reads for activation x[n]: x itself, or x packed to bf16 in copy slot. */
+static const void *gemm_in(ct_gpt *m, const float *x, size_t n, int slot)
+{
+    if (m->gemm_dtype != CT_DTYPE_BF16)
+        return x;
+    ct_bf16_pack(x, m->qb[slot], n);
+    return m->qb[slot];
+}
+
+/* What an OpenBLAS GEMM (attention) reads for activation x[n]: x itself, or x rounded to bf16 in
+ * fp32 copy number slot. */
 static const float *gemm_act(ct_gpt *m, const float *x, size_t n, int slot)
 {
     if (m->gemm_dtype != CT_DTYPE_BF16)
@@ -445,24 +464,22 @@ static const float *gemm_act(ct_gpt *m, const float *x, size_t n, int slot)
 static void linear_forward(ct_gpt *m, float *out, const float *residual, const float *in, const float *w,
                            const float *b, int BT, int IC, int OC)
 {
-    const float *inq = gemm_act(m, in, (size_t)BT * IC, 0);
+    const void *inq = gemm_in(m, in, (size_t)BT * IC, 0);
 
     gpt_bias_fill(out, residual, b, BT, OC);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, BT, OC, IC, 1.0f, inq, IC, gemm_param(m, w), IC,
-                1.0f, out, OC);
+    ct_gemm(0, 1, BT, OC, IC, inq, IC, gemm_param(m, w), IC, m->gemm_dtype, 1, out, OC);
 }
 
 /* From dout[BT,OC]: dw[OC,IC] = dout^T in, db = column sums of dout, din[BT,IC] = dout W. */
 static void linear_backward(ct_gpt *m, float *din, float *dw, float *db, const float *dout, const float *in,
                             const float *w, int BT, int IC, int OC)
 {
-    const float *doutq = gemm_act(m, dout, (size_t)BT * OC, 0);
-    const float *inq = gemm_act(m, in, (size_t)BT * IC, 1);
+    const void *doutq = gemm_in(m, dout, (size_t)BT * OC, 0);
+    const void *inq = gemm_in(m, in, (size_t)BT * IC, 1);
 
     gpt_column_sums(db, dout, BT, OC);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, BT, 1.0f, doutq, OC, inq, IC, 0.0f, dw, IC);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, BT, IC, OC, 1.0f, doutq, OC, gemm_param(m, w), IC,
-                0.0f, din, IC);
+    ct_gemm(1, 0, OC, IC, BT, doutq, OC, inq, IC, m->gemm_dtype, 0, dw, IC);
+    ct_gemm(0, 0, BT, IC, OC, doutq, OC, gemm_param(m, w), IC, m->gemm_dtype, 0, din, IC);
 }
 
 /* --- attention -------------------------------------------------------------------------------- */
@@ -580,7 +597,7 @@ double ct_gpt_forward(ct_gpt *m, const int32_t *inputs, const int32_t *targets, 
     if (m->gemm_dtype == CT_DTYPE_BF16) {
         if (need_tensors(m, 0, m->n_tensors - 1, need, ctx))
             return NAN;
-        ct_bf16_round_array(m->params, m->params_q, m->n_params);
+        ct_bf16_pack(m->params, m->params_b, m->n_params);
     } else if (need_tensors(m, 0, 1, need, ctx)) {
         return NAN;
     }
@@ -609,8 +626,8 @@ double ct_gpt_forward(ct_gpt *m, const int32_t *inputs, const int32_t *targets, 
         return NAN;
     gpt_layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, x, tensor_data(m, lf), tensor_data(m, lf + 1), BT, C);
     /* logits = lnf wte^T: the LM head is the token embedding, transposed */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, BT, V, C, 1.0f, gemm_act(m, m->lnf, (size_t)BT * C, 0), C,
-                gemm_param(m, tensor_data(m, 0)), C, 0.0f, m->probs, V);
+    ct_gemm(0, 1, BT, V, C, gemm_in(m, m->lnf, (size_t)BT * C, 0), C, gemm_param(m, tensor_data(m, 0)), C,
+            m->gemm_dtype, 0, m->probs, V);
     return gpt_softmax_xent_forward(m->probs, targets, BT, V);
 }
 
@@ -682,13 +699,11 @@ int ct_gpt_backward(ct_gpt *m, double scale_tokens, ct_grad_ready_fn ready, void
         return CT_EINTERNAL; /* no forward (or a refused one) to take the gradient of */
     gpt_softmax_xent_backward(m->probs, m->targets, BT, V, (float)(1.0 / scale_tokens));
     {
-        const float *dlogits = gemm_act(m, m->probs, (size_t)BT * V, 0);
+        const void *dlogits = gemm_in(m, m->probs, (size_t)BT * V, 0);
 
         /* LM head: dlnf = dlogits wte; dwte = dlogits^T lnf (the embedding adds to it last) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, BT, C, V, 1.0f, dlogits, V,
-                    gemm_param(m, tensor_data(m, 0)), C, 0.0f, m->dbt_c, C);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V, C, BT, 1.0f, dlogits, V,
-                    gemm_act(m, m->lnf, (size_t)BT * C, 1), C, 0.0f, dwte, C);
+        ct_gemm(0, 0, BT, C, V, dlogits, V, gemm_param(m, tensor_data(m, 0)), C, m->gemm_dtype, 0, m->dbt_c, C);
+        ct_gemm(1, 0, V, C, BT, dlogits, V, gemm_in(m, m->lnf, (size_t)BT * C, 1), C, m->gemm_dtype, 0, dwte, C);
     }
     memset(m->dres, 0, sizeof(float) * (size_t)BT * C);
     gpt_layernorm_backward(m->dres, tensor_grad(m, lf), tensor_grad(m, lf + 1), m->dbt_c,

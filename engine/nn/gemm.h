@@ -1,0 +1,34 @@
+/* The training step's GEMMs on the CPU: oneDNN's matmul primitive (the library PyTorch's CPU path
+ * uses; fp32 and bf16 inputs, fp32 accumulation), one primitive per shape, transposition and input
+ * type, created on a shape's first call and reused every step after. Internal to libctrain:
+ * libctrain-core never links oneDNN. */
+#ifndef CTRAIN_NN_GEMM_H
+#define CTRAIN_NN_GEMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ctrain/dtype.h"
+
+/* Row-major C[M,N] = op(A)[M,K] op(B)[K,N], plus C's old value when accumulate is 1. op(X) is X, or
+ * X^T when its trans flag is set (A is then stored [K,M], B [N,K]). A and B are both float
+ * (CT_DTYPE_F32) or both bf16 as uint16_t (CT_DTYPE_BF16, ct_bf16_pack); C is float. */
+void ct_gemm(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda, const void *B, int ldb,
+             enum ct_dtype ab, int accumulate, float *C, int ldc);
+
+/* out[i] = in[i] rounded to bf16 (nearest, ties to even; NaN stays NaN), as its 16 bits. */
+void ct_bf16_pack(const float *in, uint16_t *out, size_t n);
+
+/* The threads oneDNN and the step's parallel loops use (OpenMP: Debian's oneDNN runs on it). */
+void ct_gemm_set_threads(int threads);
+int ct_gemm_get_threads(void);
+
+/* ct_gemm through oneDNN only: 0, or -1 when oneDNN made no primitive for it (ct_gemm then runs
+ * the product on OpenBLAS). For the microbenchmark (scripts/bench/gemm-shapes). */
+int ct_gemm_onednn(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda, const void *B, int ldb,
+                   enum ct_dtype ab, int accumulate, float *C, int ldc);
+/* The implementation oneDNN picked for that shape ("brg:avx512_core_bf16", ...), or "openblas". */
+const char *ct_gemm_impl(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, enum ct_dtype ab,
+                         int accumulate, int ldc);
+
+#endif
