@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "ctrain/dtype.h"
+#include "ctrain/nn.h"
 
 /* Row-major C[M,N] = op(A)[M,K] op(B)[K,N], plus C's old value when accumulate is 1. op(X) is X, or
  * X^T when its trans flag is set (A is then stored [K,M], B [N,K]). A and B are both float
@@ -30,5 +31,16 @@ int ct_gemm_onednn(int trans_a, int trans_b, int M, int N, int K, const void *A,
 /* The implementation oneDNN picked for that shape ("brg:avx512_core_bf16", ...), or "openblas". */
 const char *ct_gemm_impl(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, enum ct_dtype ab,
                          int accumulate, int ldc);
+
+/* ct_linear_forward / ct_linear_backward / ct_linear_backward_weight_blocks with the GEMM inputs
+ * (x, w, dyg) of type dt: fp32, or bf16 packed by ct_bf16_pack. dy is the fp32 output gradient
+ * the bias gradient sums. */
+void ct_linear_forward_dt(const void *x, const void *w, enum ct_dtype dt, const float *b, float *y, int batch, int in,
+                          int out, int relu);
+void ct_linear_backward_dt(const void *x, const void *w, const void *dyg, enum ct_dtype dt, const float *dy,
+                           float *dw, float *db, float *dx, int batch, int in, int out);
+int ct_linear_backward_weight_blocks_dt(const void *x, const void *dyg, enum ct_dtype dt, const float *dy, float *dw,
+                                        float *db, int batch, int in, int out, int blocks, size_t w_offset,
+                                        size_t b_offset, ct_grad_ready_fn ready, void *ctx);
 
 #endif
