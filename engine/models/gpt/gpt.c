@@ -57,7 +57,7 @@ struct ct_gpt {
     float *dbt_c;                     /* [BT,C] gradient of a LayerNorm output or of atty */
     float *dqkv;                      /* [BT,3C] */
     float *dfch;                      /* [BT,4C] */
-    float *datt;                      /* [T,T] one head's attention gradient */
+    float *datt;                      /* [B,NH,T,T] the heads' attention gradients (heads run in parallel) */
 
     /* bf16-mixed: params_b holds the parameters as bf16 (packed once per forward, after the
      * optimizer step that changed them), qb[0..1] the bf16 copies of the activations a Linear's
@@ -322,7 +322,7 @@ int ct_gpt_create(const ct_gpt_config *c, int max_batch, ct_gpt **out, ct_error 
     m->params = calloc(m->n_params, sizeof(float));
     m->grads = calloc(m->n_params, sizeof(float));
     m->acts_mem = calloc(acts, sizeof(float));
-    m->grad_mem = calloc(BT * C * 2 + BT * 3 * C + BT * 4 * C + T * T, sizeof(float));
+    m->grad_mem = calloc(BT * C * 2 + BT * 3 * C + BT * 4 * C + B * c->n_head * T * T, sizeof(float));
     if (!m->params || !m->grads || !m->acts_mem || !m->grad_mem)
         goto nomem;
     for (int i = 0; i < m->n_tensors; i++)
@@ -335,7 +335,7 @@ int ct_gpt_create(const ct_gpt_config *c, int max_batch, ct_gpt **out, ct_error 
         m->dbt_c = take(&p, BT * C);
         m->dqkv = take(&p, BT * 3 * C);
         m->dfch = take(&p, BT * 4 * C);
-        m->datt = take(&p, T * T);
+        m->datt = take(&p, B * c->n_head * T * T);
     }
     *out = m;
     return 0;
@@ -502,6 +502,9 @@ static void attention_forward(ct_gpt *m, struct gpt_block_acts *a, int B)
     const float *qkv = gemm_act(m, a->qkv, (size_t)B * T * C3, 1);
     const float *att;
 
+    /* Heads are independent: one per OpenMP thread, each GEMM single-threaded (OpenBLAS's small-
+     * matrix kernels run on the calling thread). */
+#pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
             const float *q = qkv + (size_t)b * T * C3 + h * HS, *k = q + C;
@@ -513,6 +516,7 @@ static void attention_forward(ct_gpt *m, struct gpt_block_acts *a, int B)
             gpt_causal_softmax(pre, T);
         }
     att = gemm_act(m, a->att, (size_t)B * NH * T * T, 2);
+#pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
             const float *v = qkv + (size_t)b * T * C3 + 2 * C + h * HS;
@@ -533,10 +537,11 @@ static void attention_backward(ct_gpt *m, const struct gpt_block_acts *a, int B)
     const float *qkv = gemm_act(m, a->qkv, (size_t)B * T * C3, 0);
     const float *att = gemm_act(m, a->att, (size_t)B * NH * T * T, 1);
     const float *datty = gemm_act(m, m->dbt_c, (size_t)B * T * C, 2);
-    float *d = m->datt;
 
+#pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
+            float *d = m->datt + ((size_t)b * NH + h) * T * T;
             size_t row = (size_t)b * T * C3 + h * HS;
             const float *q = qkv + row, *k = q + C, *v = q + 2 * C;
             const float *p = att + ((size_t)b * NH + h) * T * T;
