@@ -150,6 +150,7 @@ static const struct option_spec option_specs[] = {
     { "bucket_mb", 0.001, 1024.0, 0 },
     { "overlap", 0, 1, 1 },
     { "stage", 1, 2, 1 },
+    { "find_unused", 0, 1, 1 },
 };
 
 static const struct option_spec *find_option(const char *key)

@@ -38,7 +38,7 @@ static struct gemm_prim *gemm_cache;
 /* --- bf16 ------------------------------------------------------------------------------------- */
 
 __attribute__((target_clones("avx512f", "avx2", "default")))
-void ct_bf16_pack(const float *restrict in, uint16_t *restrict out, size_t n)
+static void bf16_pack_range(const float *restrict in, uint16_t *restrict out, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         uint32_t u;
@@ -50,6 +50,20 @@ void ct_bf16_pack(const float *restrict in, uint16_t *restrict out, size_t n)
         else
             u += 0x7fffu + ((u >> 16) & 1u);
         out[i] = (uint16_t)(u >> 16);
+    }
+}
+
+void ct_bf16_pack(const float *in, uint16_t *out, size_t n)
+{
+    /* on the OpenMP team, each thread a range cut at multiples of 32 (64 bytes of output) */
+#pragma omp parallel if (n >= 65536)
+    {
+        size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num(), blocks = (n + 31) / 32;
+        size_t lo = blocks * t / nt * 32, hi = blocks * (t + 1) / nt * 32;
+
+        hi = hi < n ? hi : n;
+        if (lo < hi)
+            bf16_pack_range(in + lo, out + lo, hi - lo);
     }
 }
 
