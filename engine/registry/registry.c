@@ -73,12 +73,13 @@ static ct_registry_entry precisions[] = {
       .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA },
     { .name = "16-mixed", .description = "fp16 GEMM inputs with dynamic loss scaling, fp32 master weights",
       .accelerators = CT_ACCEL_CUDA },
-    { .name = "64-true", .description = "fp64 weights and math (not implemented by ctrain's engine)",
-      .accelerators = 0 },
-    { .name = "bf16-true", .description = "bf16 weights and math (not implemented by ctrain's engine)",
-      .accelerators = 0 },
-    { .name = "16-true", .description = "fp16 weights and math (not implemented by ctrain's engine)",
-      .accelerators = 0 },
+    /* The description says why each is refused: the connector's error quotes it. */
+    { .name = "64-true", .description = "fp64 weights and math: not built (parameters, gradients, the optimizer, "
+      "DDP's allreduce and checkpoints are fp32 throughout the engine)", .accelerators = 0 },
+    { .name = "bf16-true", .description = "bf16 weights and math: not built (parameters, gradients, the "
+      "optimizer, DDP's allreduce and checkpoints are fp32 throughout the engine)", .accelerators = 0 },
+    { .name = "16-true", .description = "fp16 weights and math: refused until ctrain's GPU path has run on a GPU "
+      "(fp16 math is for cuda; no GPU has run it yet)", .accelerators = 0 },
     { .name = "32", .description = "legacy name of 32-true", .legacy_of = "32-true" },
     { .name = "64", .description = "legacy name of 64-true", .legacy_of = "64-true" },
     { .name = "16", .description = "legacy name of 16-mixed", .legacy_of = "16-mixed" },
