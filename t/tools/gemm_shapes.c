@@ -4,7 +4,8 @@
  * head's three), timed on their own: oneDNN fp32, oneDNN bf16 (engine/nn/gemm.c, the primitives the
  * step uses) and OpenBLAS sgemm. Each shape runs as often as one step runs it; the set repeats
  * --reps times after one warm-up. Prints one JSON line: GFLOP/s per backend over the whole set,
- * the implementation oneDNN picked per shape, and the set's FLOP per token. For
+ * the implementation oneDNN picked per shape, and the set's FLOP per token; --per-shape adds a line
+ * per shape with the three rates. For
  * scripts/bench/gemm-shapes (the share of oneDNN's own rate the training step reaches).
  * Threads: OMP_NUM_THREADS (oneDNN) and OPENBLAS_NUM_THREADS, as the step.
  */
@@ -66,11 +67,25 @@ static double run(const struct shape *s, int n, int reps, int backend, void *a, 
     return (ct_time_now() - t0) / reps;
 }
 
+/* Inputs in [-0.5, 0.5): fp32, or packed to bf16 in place (the first half of each buffer). */
+static void fill(float *a, float *b, size_t n, int bf16)
+{
+    for (size_t i = 0; i < n; i++) {
+        a[i] = (float)((i * 7919) % 1000) / 1000.0f - 0.5f;
+        b[i] = (float)((i * 104729) % 1000) / 1000.0f - 0.5f;
+    }
+    if (bf16) {
+        ct_bf16_pack(a, (uint16_t *)a, n);
+        ct_bf16_pack(b, (uint16_t *)b, n);
+    }
+}
+
 int main(int argc, char **argv)
 {
     ct_gpt_config cfg;
     ct_error err;
     long batch = 16, reps = 20;
+    int per_shape = 0;
     struct shape s[16];
     int n;
     double flops = 0, t[3];
@@ -81,11 +96,16 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i += 2) {
         const char *v = i + 1 < argc ? argv[i + 1] : "";
 
+        if (!strcmp(argv[i], "--per-shape")) {
+            per_shape = 1;
+            i--;
+            continue;
+        }
         if ((!strcmp(argv[i], "--config") && ct_gpt_config_parse(&cfg, v, &err)) ||
             (!strcmp(argv[i], "--batch") && ct_parse_long(v, 1, 4096, &batch)) ||
             (!strcmp(argv[i], "--reps") && ct_parse_long(v, 1, 100000, &reps)) ||
             (strcmp(argv[i], "--config") && strcmp(argv[i], "--batch") && strcmp(argv[i], "--reps")))
-            return fprintf(stderr, "usage: gemm_shapes [--config k=v,..] [--batch B] [--reps N]\n"), 2;
+            return fprintf(stderr, "usage: gemm_shapes [--config k=v,..] [--batch B] [--reps N] [--per-shape]\n"), 2;
     }
     n = step_shapes(&cfg, (int)batch, s);
     for (int i = 0; i < n; i++) {
@@ -98,15 +118,10 @@ int main(int argc, char **argv)
     a = malloc(sizeof(float) * big);
     b = malloc(sizeof(float) * big);
     c = calloc(big, sizeof(float));
-    for (size_t i = 0; i < big; i++) {
-        a[i] = (float)((i * 7919) % 1000) / 1000.0f - 0.5f;
-        b[i] = (float)((i * 104729) % 1000) / 1000.0f - 0.5f;
-    }
+    fill(a, b, big, 0);
     t[2] = run(s, n, (int)reps, 2, a, b, c);
     t[0] = run(s, n, (int)reps, 0, a, b, c);
-    /* bf16 inputs: the same buffers read as bf16 (values do not change a GEMM's speed) */
-    ct_bf16_pack(a, (uint16_t *)a, big);
-    ct_bf16_pack(b, (uint16_t *)b, big);
+    fill(a, b, big, 1);
     t[1] = run(s, n, (int)reps, 1, a, b, c);
     printf("{\"flop_per_token\": %.0f, \"onednn_f32_gflops\": %.1f, \"onednn_bf16_gflops\": %.1f, "
            "\"openblas_gflops\": %.1f, \"threads\": %d, \"impl\": [", flops / ((double)batch * cfg.seq_len),
@@ -119,6 +134,19 @@ int main(int argc, char **argv)
                ct_gemm_impl(s[i].ta, s[i].tb, s[i].M, s[i].N, s[i].K, s[i].lda, s[i].ldb, CT_DTYPE_BF16, s[i].acc,
                             s[i].ldc));
     printf("]}\n");
+    if (per_shape)
+        for (int i = 0; i < n; i++) {
+            double ts[3], f = 2.0 * s[i].M * s[i].N * s[i].K * s[i].count;
+
+            fill(a, b, big, 0);
+            ts[0] = run(&s[i], 1, (int)reps, 2, a, b, c);
+            ts[1] = run(&s[i], 1, (int)reps, 0, a, b, c);
+            fill(a, b, big, 1);
+            ts[2] = run(&s[i], 1, (int)reps, 1, a, b, c);
+            printf("%5dx%5dx%5d%s%s  x%d  OpenBLAS %6.1f  oneDNN fp32 %6.1f  oneDNN bf16 %6.1f GFLOP/s\n", s[i].M,
+                   s[i].N, s[i].K, s[i].ta ? " At" : "   ", s[i].tb ? " Bt" : "   ", s[i].count, f / ts[0] / 1e9,
+                   f / ts[1] / 1e9, f / ts[2] / 1e9);
+        }
     free(a);
     free(b);
     free(c);
