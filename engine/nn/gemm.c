@@ -249,6 +249,14 @@ const char *ct_gemm_impl(int trans_a, int trans_b, int M, int N, int K, int lda,
     return p ? p->impl : "openblas";
 }
 
+void ct_gemm_prepare(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, enum ct_dtype ab,
+                     int accumulate, int ldc)
+{
+    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, ab };
+
+    prim_get(&key);
+}
+
 /* bf16 rows [rows, cols] (leading dimension ld) widened to fp32, for OpenBLAS. */
 static float *bf16_widen(const uint16_t *x, int rows, int cols, int ld)
 {

@@ -17,6 +17,11 @@
 void ct_gemm(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda, const void *B, int ldb,
              enum ct_dtype ab, int accumulate, float *C, int ldc);
 
+/* Make the primitive ct_gemm will use for this problem now (at a model's set-up) instead of on the
+ * step's first call; a problem oneDNN has none for is noted for OpenBLAS. */
+void ct_gemm_prepare(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, enum ct_dtype ab,
+                     int accumulate, int ldc);
+
 /* out[i] = in[i] rounded to bf16 (nearest, ties to even; NaN stays NaN), as its 16 bits. */
 void ct_bf16_pack(const float *in, uint16_t *out, size_t n);
 

@@ -114,12 +114,28 @@ void ct_mlp_free(ct_mlp *m)
     free(m);
 }
 
+/* The oneDNN primitives of a full batch's step, made at set-up: each layer's forward and two
+ * backward products (a last, smaller batch, and the first layer's row blocks under ddp, make
+ * theirs on first use). */
+static void prepare_gemms(const ct_mlp *m)
+{
+    for (int l = 0; l < m->n_layers; l++) {
+        int B = m->max_batch, in = m->dims[l], out = m->dims[l + 1];
+
+        ct_gemm_prepare(0, 1, B, out, in, in, in, m->gemm_dtype, 0, out);
+        ct_gemm_prepare(1, 0, out, in, B, out, in, m->gemm_dtype, 0, in);
+        if (l)
+            ct_gemm_prepare(0, 0, B, in, out, out, in, m->gemm_dtype, 0, in);
+    }
+}
+
 int ct_mlp_set_gemm_dtype(ct_mlp *m, enum ct_dtype dtype, ct_error *err)
 {
     int widest = 0;
 
     if (dtype == CT_DTYPE_F32) {
         m->gemm_dtype = dtype;
+        prepare_gemms(m);
         return 0;
     }
     if (dtype != CT_DTYPE_BF16)
@@ -137,6 +153,7 @@ int ct_mlp_set_gemm_dtype(ct_mlp *m, enum ct_dtype dtype, ct_error *err)
     if (!m->dyq && !(m->dyq = malloc(sizeof(uint16_t) * (size_t)m->max_batch * widest)))
         return ct_error_set(err, CT_ENOMEM, "", "out of memory for the bf16 gradient copy");
     m->gemm_dtype = dtype;
+    prepare_gemms(m);
     return 0;
 }
 

@@ -371,10 +371,31 @@ float *ct_gpt_grads(ct_gpt *m) { return m->grads; }
 int ct_gpt_num_tensors(const ct_gpt *m) { return m->n_tensors; }
 const ct_tensor *ct_gpt_tensor(const ct_gpt *m, int i) { return &m->tensors[i]; }
 
+/* The oneDNN primitives of a full batch's step, made at set-up (a last, smaller batch makes its own
+ * on first use): every Linear's forward and two backward products, and the LM head's three. */
+static void prepare_gemms(const ct_gpt *m)
+{
+    int BT = m->max_batch * m->cfg.seq_len, C = m->cfg.n_embd, V = m->cfg.vocab;
+    int io[4][2] = { { C, 3 * C }, { C, C }, { C, 4 * C }, { 4 * C, C } };
+    enum ct_dtype dt = m->gemm_dtype;
+
+    for (int i = 0; i < 4; i++) {
+        int IC = io[i][0], OC = io[i][1];
+
+        ct_gemm_prepare(0, 1, BT, OC, IC, IC, IC, dt, 1, OC);
+        ct_gemm_prepare(1, 0, OC, IC, BT, OC, IC, dt, 0, IC);
+        ct_gemm_prepare(0, 0, BT, IC, OC, OC, IC, dt, 0, IC);
+    }
+    ct_gemm_prepare(0, 1, BT, V, C, C, C, dt, 0, V);
+    ct_gemm_prepare(0, 0, BT, C, V, V, C, dt, 0, C);
+    ct_gemm_prepare(1, 0, V, C, BT, V, C, dt, 0, C);
+}
+
 int ct_gpt_set_gemm_dtype(ct_gpt *m, enum ct_dtype dtype, ct_error *err)
 {
     if (dtype == CT_DTYPE_F32) {
         m->gemm_dtype = dtype;
+        prepare_gemms(m);
         return 0;
     }
     if (dtype != CT_DTYPE_BF16)
@@ -391,6 +412,7 @@ int ct_gpt_set_gemm_dtype(ct_gpt *m, enum ct_dtype dtype, ct_error *err)
     if (!m->params_b || !m->q[0] || !m->q[1] || !m->q[2] || !m->qb[0] || !m->qb[1])
         return ct_error_set(err, CT_ENOMEM, "", "out of memory for the bf16 copies of the gpt model");
     m->gemm_dtype = dtype;
+    prepare_gemms(m);
     return 0;
 }
 
