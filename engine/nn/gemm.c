@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <oneapi/dnnl/dnnl.h>
 
@@ -34,6 +35,11 @@ static pthread_mutex_t gemm_lock = PTHREAD_MUTEX_INITIALIZER;
 static dnnl_engine_t gemm_engine;
 static dnnl_stream_t gemm_stream;
 static struct gemm_prim *gemm_cache;
+/* The process that ran a GEMM with an OpenMP team of more than one thread (0: none yet). libgomp
+ * keeps that team's threads for later regions; a child forked without exec (the fork launcher)
+ * inherits the bookkeeping but not the threads, and its first region of more than one thread would
+ * wait for them forever. */
+static pid_t teams_pid;
 
 /* --- bf16 ------------------------------------------------------------------------------------- */
 
@@ -69,9 +75,14 @@ void ct_bf16_pack(const float *in, uint16_t *out, size_t n)
 
 /* --- threads ---------------------------------------------------------------------------------- */
 
+int ct_gemm_forked_after_teams(void)
+{
+    return teams_pid != 0 && teams_pid != getpid();
+}
+
 void ct_gemm_set_threads(int threads)
 {
-    omp_set_num_threads(threads > 0 ? threads : 1);
+    omp_set_num_threads(threads > 0 && !ct_gemm_forked_after_teams() ? threads : 1);
 }
 
 int ct_gemm_get_threads(void)
@@ -281,6 +292,8 @@ void ct_gemm(int trans_a, int trans_b, int M, int N, int K, const void *A, int l
 
     if (M <= 0 || N <= 0)
         return;
+    if (!teams_pid && omp_get_max_threads() > 1)
+        teams_pid = getpid();
     if (ct_gemm_onednn(trans_a, trans_b, M, N, K, A, lda, B, ldb, ab, accumulate, C, ldc) == 0)
         return;
     /* No oneDNN primitive for this problem: the same product on OpenBLAS, in fp32 (a product of

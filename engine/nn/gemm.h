@@ -28,6 +28,10 @@ void ct_bf16_pack(const float *in, uint16_t *out, size_t n);
 /* The threads oneDNN and the step's parallel loops use (OpenMP: Debian's oneDNN runs on it). */
 void ct_gemm_set_threads(int threads);
 int ct_gemm_get_threads(void);
+/* 1 in a child forked (without exec) from a process whose GEMMs ran on an OpenMP team: libgomp
+ * cannot start a team there (it would wait for the parent's threads), so ct_gemm_set_threads gives
+ * it one thread. */
+int ct_gemm_forked_after_teams(void);
 
 /* ct_gemm through oneDNN only: 0, or -1 when oneDNN made no primitive for it (ct_gemm then runs
  * the product on OpenBLAS). For the microbenchmark (scripts/bench/gemm-shapes). */

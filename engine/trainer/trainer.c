@@ -164,8 +164,16 @@ static void set_blas_threads(ct_strategy *s)
     const char *ob = getenv("OPENBLAS_NUM_THREADS");
     long threads, v;
 
-    if (getenv("OMP_NUM_THREADS"))
+    if (ct_gemm_forked_after_teams()) {
+        /* a ddp_fork worker of a program that already trained on several threads */
+        ct_gemm_set_threads(1);
+        if (ct_strategy_is_global_zero(s))
+            fprintf(stderr, "ctrain: note: the program trained on OpenMP threads before ddp_fork forked its "
+                    "workers, which cannot start them again (libgomp): each worker computes on 1 thread; "
+                    "--strategy ddp starts fresh workers that use their share of the cores\n");
+    } else if (getenv("OMP_NUM_THREADS")) {
         return;
+    }
     if (ob) {
         if (ct_parse_long(ob, 1, 4096, &v) == 0)
             ct_gemm_set_threads((int)v);
