@@ -36,7 +36,9 @@ endif
 CFLAGS   ?= $(OPT) -g
 # The training step's element-wise loops (bias+ReLU, optimizer updates): vectorised, and sqrtf
 # without errno so it vectorises; engine/nn also clones its hot loops per ISA (target_clones).
-NN_CFLAGS ?= -O3 -fno-math-errno -fopenmp-simd
+# OpenMP: the element-wise passes run on the rank's threads, the same OpenMP team oneDNN's GEMMs use
+# (Debian's libdnnl is built on OpenMP).
+NN_CFLAGS ?= -O3 -fno-math-errno -fopenmp
 ALL_CFLAGS = $(CPPFLAGS) $(CFLAGS) -std=gnu11 -fPIC $(WARN) $(HARDEN_CFLAGS) -Iinclude -I. -I$(BUILD)/gen $(SLURM_CFLAGS) -MMD -MP $(EXTRA_CFLAGS)
 ALL_LDFLAGS = $(LDFLAGS) $(HARDEN_LDFLAGS) $(EXTRA_LDFLAGS)
 
@@ -70,7 +72,7 @@ endif
 # path too, and a Debian package must not carry an rpath (lintian: custom-library-search-path).
 comma := ,
 LIB_LIBS    := $(filter-out -Wl$(comma)-rpath -Wl$(comma)/% -Wl$(comma)--enable-new-dtags,\
-                 $(shell pkg-config --libs $(PKG_LIB) 2>/dev/null)) $(SLURM_LIBS) -lpthread -lm
+                 $(shell pkg-config --libs $(PKG_LIB) 2>/dev/null)) -ldnnl -fopenmp $(SLURM_LIBS) -lpthread -lm
 TEST_LIBS   := $(shell pkg-config --libs cmocka 2>/dev/null)
 
 # CUDA is compiled when the toolkit is present; `make CUDA=0` turns it off.

@@ -3,7 +3,9 @@
 # model header (<ctrain/model.h>), registers it and trains it with ctrain's Trainer. Built by
 # `make examples` against libctrain.so; trained here with --strategy ddp --devices 2 on a real
 # subset of Fashion-MNIST: it learns, DDP follows single_device with the doubled batch, its
-# checkpoint carries its own tensor names, and its --model-config is checked like a built-in's.
+# checkpoint carries its own tensor names, and its --model-config is checked like a built-in's. With
+# bias=0 its bias is an unused parameter (no gradient, not announced): ddp refuses that naming
+# ddp_find_unused_parameters_true, which trains it and follows single_device.
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B="$ROOT/${CTRAIN_BUILD:-build}"
 EX="$B/examples/softmax_regression"
@@ -15,9 +17,9 @@ nok() { n=$((n + 1)); echo "not ok $n - $1"; [ -n "$2" ] && sed 's/^/# /' "$2"; 
 check() { if eval "$1"; then ok "$2"; else nok "$2" "$3"; fi; }
 json() { sed -n "s/.*\"$1\":[[:space:]]*\([0-9.e+-]*\).*/\1/p" "$2" | head -1; }
 
-echo "1..8"
+echo "1..10"
 if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
-    for i in $(seq 1 8); do echo "ok $i # SKIP dataset-fashion-mnist not installed (scripts/install-deps)"; done
+    for i in $(seq 1 10); do echo "ok $i # SKIP dataset-fashion-mnist not installed (scripts/install-deps)"; done
     exit 0
 fi
 if [ ! -x "$EX" ]; then
@@ -59,3 +61,17 @@ check '[ $? -eq 2 ] && grep -q "no key .depth." "$T/bad2.out" && grep -q "takes 
 a=$(json val_loss "$T/ddp/summary.json"); b=$(json val_loss "$T/zero/summary.json")
 check 'awk -v a="$a" -v b="$b" "BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d / a < 1e-5) }"' \
     "ddp_sharded val_loss $b equals ddp's $a (relative 1e-5)" "$T/zero.out"
+
+# 9-10: an unused parameter (bias=0: backward announces only the weight).
+"$EX" --model-config bias=0 --strategy ddp --devices 2 --max-epochs 1 --batch-size 64 --data "$T/data" \
+    --default-root-dir "$T/unused" >"$T/unused.out" 2>&1
+rc=$?
+check '[ $rc -ne 0 ] && grep -q "gave no gradient to parameters \[7840, 7850)" "$T/unused.out" && grep -q "hint: .*ddp_find_unused_parameters_true" "$T/unused.out"' \
+    "ddp refuses a model that leaves a parameter without a gradient, naming the range and ddp_find_unused_parameters_true" "$T/unused.out"
+"$EX" --model-config bias=0 --strategy ddp_find_unused_parameters_true --devices 2 --max-epochs 2 --batch-size 64 \
+    --data "$T/data" --default-root-dir "$T/found" >"$T/found.out" 2>&1
+"$EX" --model-config bias=0 --strategy single_device --max-epochs 2 --batch-size 128 --data "$T/data" \
+    --default-root-dir "$T/one0" >"$T/one0.out" 2>&1
+a=$(json val_loss "$T/found/summary.json"); b=$(json val_loss "$T/one0/summary.json")
+check 'awk -v a="$a" -v b="$b" "BEGIN { d = a - b; if (d < 0) d = -d; exit !(b > 0 && d / b < 1e-3) }"' \
+    "ddp_find_unused_parameters_true trains it: val_loss $a equals single_device's $b (relative 1e-3)" "$T/found.out"

@@ -3,10 +3,12 @@
 # --devices 2) and the fork launcher (ddp_fork) from a C program that calls the library
 # (t/tools/fit_fork.c): fit returns rank 0's result in the calling process. SIGKILL of rank 1
 # during training under each: every rank gone within 10 s, non-zero exit, the message names the
-# rank and the signal, no process left behind. (t/06 covers the subprocess launcher's results.)
+# rank and the signal, no process left behind. (t/06 covers the subprocess launcher's results.) And
+# ddp_fork from a program that trained on two OpenMP threads first: libgomp cannot start a team in
+# a child forked after one ran, so the workers compute on one thread, with a note, and do not hang.
 . "$(dirname "$0")/lib/launch.sh"
 . "$(dirname "$0")/lib/ddp.sh"
-N=12
+N=13
 
 make_data || skip_all $N "dataset-fashion-mnist not installed"
 echo "1..$N"
@@ -45,6 +47,14 @@ acc=$(sed -n 's/.* test_acc \([0-9.]*\) .*/\1/p' "$tmp/a.out")
 [ -n "$acc" ] && [ "$(json world_size "$tmp/a/summary.json")" = 2 ] &&
     awk -v a="$acc" -v b="$(json test_acc "$tmp/a/summary.json")" 'BEGIN { exit !(a - b < 0.00005 && b - a < 0.00005) }'
 ok $? "the caller's test_acc ($acc) is the one rank 0 wrote to summary.json" || diag "$tmp/a/summary.json"
+
+# 3: a program that trained first (single_device, OMP_NUM_THREADS=2), then forks its ddp workers.
+OMP_NUM_THREADS=2 timeout 120 "$B/fit_fork" "$tmp/data" "$tmp/b" 2 1 first >"$tmp/b.out" 2>&1
+rc=$?
+[ $rc -eq 0 ] && grep -q "^fit_fork: result filled 1 world_size 2 steps 43 " "$tmp/b.out" &&
+    grep -q "^ctrain: note: the program trained on OpenMP threads before ddp_fork forked" "$tmp/b.out"
+ok $? "ddp_fork after training on 2 OpenMP threads: no hang, the workers on 1 thread with a note (rc $rc)" ||
+    diag "$tmp/b.out"
 
 # fault LABEL FINDER EXPECTED_MESSAGE COMMAND...: start COMMAND, SIGKILL rank 1 once training runs
 fault() {

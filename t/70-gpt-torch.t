@@ -5,7 +5,9 @@
 # loss and every gradient within 1e-4 relative error, the 20 losses within 1e-3; bf16-mixed's loss
 # within 1e-2. Three configurations: 2 layers of 64 channels (4 heads), 3 layers of 48 (2 heads, a
 # vocabulary that is not 256, a batch of 3), and 1 layer with seq_len 80 (attention's GEMMs run in
-# blocks of 32 query rows: two full blocks and a partial one).
+# blocks of 32 query rows: two full blocks and a partial one). A fourth repeats the first with oneDNN
+# held to AVX2 (DNNL_MAX_CPU_ISA, ONEDNN_MAX_CPU_ISA from oneDNN 3): a CPU without bf16 instructions,
+# where oneDNN has no bf16 matmul and ctrain computes bf16-mixed's products on OpenBLAS.
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B="$ROOT/${CTRAIN_BUILD:-build}"
 if ! /usr/bin/python3 -c 'import torch, numpy' >/dev/null 2>&1; then
@@ -16,8 +18,9 @@ T=$(mktemp -d /tmp/ctrain-t70-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 rc=0
 
-# one configuration: NAME N_LAYER N_HEAD N_EMBD SEQ_LEN VOCAB BATCH
+# one configuration: NAME N_LAYER N_HEAD N_EMBD SEQ_LEN VOCAB BATCH [ISA]
 run() {
+    if [ -n "${8:-}" ]; then export DNNL_MAX_CPU_ISA="$8" ONEDNN_MAX_CPU_ISA="$8"; fi
     mkdir -p "$T/$1/f32" "$T/$1/bf16"
     cfg="n_layer=$2,n_head=$3,n_embd=$4,seq_len=$5,vocab=$6"
     for p in f32 bf16; do
@@ -30,16 +33,18 @@ run() {
     echo "# $1: $cfg, batch $7"
     /usr/bin/python3 "$ROOT/t/gpt_torch.py" "$T/$1/f32" "$2" "$3" "$4" "$5" "$6" 1e-3 "$T/$1/bf16" >"$T/$1/tap" 2>&1 ||
         { sed 's/^/# /' "$T/$1/tap"; rc=1; }
+    unset DNNL_MAX_CPU_ISA ONEDNN_MAX_CPU_ISA
 }
 run small 2 4 64 32 256 4
 run odd 3 2 48 17 300 3
 run long 1 2 32 80 256 2
+run avx2 2 4 64 32 256 4 AVX2
 # one plan for all: renumber each configuration's tests after the previous ones'
 total=0
-for c in small odd long; do total=$((total + $(grep -c '^\(not \)\?ok' "$T/$c/tap"))); done
+for c in small odd long avx2; do total=$((total + $(grep -c '^\(not \)\?ok' "$T/$c/tap"))); done
 echo "1..$total"
 off=0
-for c in small odd long; do
+for c in small odd long avx2; do
     grep -v '^1\.\.' "$T/$c/tap" |
         awk -v off="$off" '/^(not )?ok [0-9]+/ { for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+$/) { $i += off; break } } { print }'
     off=$((off + $(grep -c '^\(not \)\?ok' "$T/$c/tap")))

@@ -150,6 +150,7 @@ static const struct option_spec option_specs[] = {
     { "bucket_mb", 0.001, 1024.0, 0 },
     { "overlap", 0, 1, 1 },
     { "stage", 1, 2, 1 },
+    { "find_unused", 0, 1, 1 },
 };
 
 static const struct option_spec *find_option(const char *key)
@@ -337,8 +338,8 @@ static int validate_precision(const ct_connector_flags *f, const ct_connector_co
     }
     if (!ff->precision->accelerators) {
         ct_error_set(err, CT_ENOTAVAIL, "precision-not-implemented",
-                     "%s '%s' is not implemented by ctrain's engine on any accelerator", input_name(&in),
-                     ff->precision->name);
+                     "%s '%s' is not implemented by ctrain's engine on any accelerator: %s", input_name(&in),
+                     ff->precision->name, ff->precision->description);
         return ct_error_hint(err, "use --precision 32-true (any accelerator), bf16-mixed (cpu, cuda) or 16-mixed (cuda)");
     }
     return 0;

@@ -1,10 +1,11 @@
-/* Linear, ReLU and softmax cross-entropy, forward and backward; every GEMM through CBLAS.
- * Row-major throughout; Linear weights are [out, in] like PyTorch's, so checkpoints interoperate. */
-#include <cblas.h>
+/* Linear, ReLU and softmax cross-entropy, forward and backward; every GEMM through oneDNN
+ * (engine/nn/gemm.c), in fp32 or on bf16 inputs. Row-major throughout; Linear weights are [out, in]
+ * like PyTorch's, so checkpoints interoperate. */
 #include <math.h>
 #include <string.h>
 
 #include "ctrain/nn.h"
+#include "engine/nn/gemm.h"
 
 /* The element-wise passes are cloned for AVX-512 and AVX2 with a run-time pick (glibc ifunc), and
  * take restrict pointers so the compiler vectorises them without alias checks. */
@@ -34,17 +35,22 @@ static void bias_add(float *restrict y, const float *restrict b, int batch, int 
     }
 }
 
-void ct_linear_forward(const float *x, const float *w, const float *b, float *y,
-                       int batch, int in, int out, int relu)
+void ct_linear_forward_dt(const void *x, const void *w, enum ct_dtype dt, const float *b, float *y, int batch, int in,
+                          int out, int relu)
 {
     /* y = x W^T: W is [out, in], so it enters transposed. */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, out, in,
-                1.0f, x, in, w, in, 0.0f, y, out);
+    ct_gemm(0, 1, batch, out, in, x, in, w, in, dt, 0, y, out);
     /* Bias and ReLU in the same pass over y, while it is still in cache. */
     if (relu)
         bias_relu(y, b, batch, out);
     else
         bias_add(y, b, batch, out);
+}
+
+void ct_linear_forward(const float *x, const float *w, const float *b, float *y,
+                       int batch, int in, int out, int relu)
+{
+    ct_linear_forward_dt(x, w, CT_DTYPE_F32, b, y, batch, in, out, relu);
 }
 
 CT_SIMD_CLONES
@@ -59,23 +65,28 @@ static void column_sums(const float *restrict dy, float *restrict db, int batch,
     }
 }
 
-void ct_linear_backward(const float *x, const float *w, const float *dy, float *dw, float *db,
-                        float *dx, int batch, int in, int out)
+void ct_linear_backward_dt(const void *x, const void *w, const void *dyg, enum ct_dtype dt, const float *dy,
+                           float *dw, float *db, float *dx, int batch, int in, int out)
 {
     column_sums(dy, db, batch, out);
     /* dW[out,in] = dy^T[out,B] x[B,in] */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, batch,
-                1.0f, dy, out, x, in, 0.0f, dw, in);
+    ct_gemm(1, 0, out, in, batch, dyg, out, x, in, dt, 0, dw, in);
     /* dx[B,in] = dy[B,out] W[out,in] */
     if (dx)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, in, out,
-                    1.0f, dy, out, w, in, 0.0f, dx, in);
+        ct_gemm(0, 0, batch, in, out, dyg, out, w, in, dt, 0, dx, in);
 }
 
-int ct_linear_backward_weight_blocks(const float *x, const float *dy, float *dw, float *db, int batch, int in,
-                                     int out, int blocks, size_t w_offset, size_t b_offset, ct_grad_ready_fn ready,
-                                     void *ctx)
+void ct_linear_backward(const float *x, const float *w, const float *dy, float *dw, float *db,
+                        float *dx, int batch, int in, int out)
 {
+    ct_linear_backward_dt(x, w, dy, CT_DTYPE_F32, dy, dw, db, dx, batch, in, out);
+}
+
+int ct_linear_backward_weight_blocks_dt(const void *x, const void *dyg, enum ct_dtype dt, const float *dy, float *dw,
+                                        float *db, int batch, int in, int out, int blocks, size_t w_offset,
+                                        size_t b_offset, ct_grad_ready_fn ready, void *ctx)
+{
+    size_t esize = ct_dtype_size(dt);
     int rc;
 
     column_sums(dy, db, batch, out);
@@ -87,12 +98,20 @@ int ct_linear_backward_weight_blocks(const float *x, const float *dy, float *dw,
         if (r1 == r0)
             continue;
         /* dW[r0:r1, :] = dy[:, r0:r1]^T x: the rows of the whole product, computed alike. */
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1 - r0, in, batch,
-                    1.0f, dy + r0, out, x, in, 0.0f, dw + (size_t)r0 * in, in);
+        ct_gemm(1, 0, r1 - r0, in, batch, (const char *)dyg + (size_t)r0 * esize, out, x, in, dt, 0,
+                dw + (size_t)r0 * in, in);
         if ((rc = ready(ctx, w_offset + (size_t)r0 * in, (size_t)(r1 - r0) * in)))
             return rc;
     }
     return 0;
+}
+
+int ct_linear_backward_weight_blocks(const float *x, const float *dy, float *dw, float *db, int batch, int in,
+                                     int out, int blocks, size_t w_offset, size_t b_offset, ct_grad_ready_fn ready,
+                                     void *ctx)
+{
+    return ct_linear_backward_weight_blocks_dt(x, dy, CT_DTYPE_F32, dy, dw, db, batch, in, out, blocks, w_offset,
+                                               b_offset, ready, ctx);
 }
 
 CT_SIMD_CLONES

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ctrain/nn.h"
+#include "engine/nn/gemm.h"
 
 struct ct_mlp {
     int n_layers;
@@ -21,12 +22,13 @@ struct ct_mlp {
     const float *input;
     const uint8_t *labels;
     int batch;
-    /* bf16-mixed: the GEMMs read bf16-rounded copies of their inputs (xq[l]: layer l's input,
-     * wq[l]: its weight, kept from forward for backward; dyq: the output gradient being used). */
+    /* bf16-mixed: the GEMMs read bf16 copies of their inputs (xq[l]: layer l's input, wq[l]: its
+     * weight, packed in forward (after the optimizer step) and kept for backward; dyq: the output
+     * gradient being used). */
     enum ct_dtype gemm_dtype;
-    float *xq[CT_MLP_MAX_LAYERS];
-    float *wq[CT_MLP_MAX_LAYERS];
-    float *dyq;
+    uint16_t *xq[CT_MLP_MAX_LAYERS];
+    uint16_t *wq[CT_MLP_MAX_LAYERS];
+    uint16_t *dyq;
 };
 
 static float *weights(const ct_mlp *m, int l) { return m->tensors[2 * l].data; }
@@ -112,29 +114,46 @@ void ct_mlp_free(ct_mlp *m)
     free(m);
 }
 
+/* The oneDNN primitives of a full batch's step, made at set-up: each layer's forward and two
+ * backward products (a last, smaller batch, and the first layer's row blocks under ddp, make
+ * theirs on first use). */
+static void prepare_gemms(const ct_mlp *m)
+{
+    for (int l = 0; l < m->n_layers; l++) {
+        int B = m->max_batch, in = m->dims[l], out = m->dims[l + 1];
+
+        ct_gemm_prepare(0, 1, B, out, in, in, in, m->gemm_dtype, 0, out);
+        ct_gemm_prepare(1, 0, out, in, B, out, in, m->gemm_dtype, 0, in);
+        if (l)
+            ct_gemm_prepare(0, 0, B, in, out, out, in, m->gemm_dtype, 0, in);
+    }
+}
+
 int ct_mlp_set_gemm_dtype(ct_mlp *m, enum ct_dtype dtype, ct_error *err)
 {
     int widest = 0;
 
     if (dtype == CT_DTYPE_F32) {
         m->gemm_dtype = dtype;
+        prepare_gemms(m);
         return 0;
     }
     if (dtype != CT_DTYPE_BF16)
         return ct_error_set(err, CT_ENOTAVAIL, "mlp-gemm-dtype", "the cpu MLP computes GEMMs in fp32 or bf16 only");
     for (int l = 0; l < m->n_layers; l++) {
         if (!m->xq[l])
-            m->xq[l] = malloc(sizeof(float) * (size_t)m->max_batch * m->dims[l]);
+            m->xq[l] = malloc(sizeof(uint16_t) * (size_t)m->max_batch * m->dims[l]);
         if (!m->wq[l])
-            m->wq[l] = malloc(sizeof(float) * (size_t)m->dims[l] * m->dims[l + 1]);
+            m->wq[l] = malloc(sizeof(uint16_t) * (size_t)m->dims[l] * m->dims[l + 1]);
         if (!m->xq[l] || !m->wq[l])
             return ct_error_set(err, CT_ENOMEM, "", "out of memory for the bf16 copies of layer %d", l);
         if (m->dims[l + 1] > widest)
             widest = m->dims[l + 1];
     }
-    if (!m->dyq && !(m->dyq = malloc(sizeof(float) * (size_t)m->max_batch * widest)))
+    if (!m->dyq && !(m->dyq = malloc(sizeof(uint16_t) * (size_t)m->max_batch * widest)))
         return ct_error_set(err, CT_ENOMEM, "", "out of memory for the bf16 gradient copy");
     m->gemm_dtype = dtype;
+    prepare_gemms(m);
     return 0;
 }
 
@@ -176,18 +195,19 @@ double ct_mlp_forward(ct_mlp *m, const float *x, const uint8_t *labels, int batc
     m->labels = labels;
     m->batch = batch;
     for (int l = 0; l < m->n_layers; l++) {
-        const float *w = weights(m, l);
+        const void *w = weights(m, l), *inq = in;
 
         /* The layer's weights and bias are adjacent: one range. */
         if (need && need(ctx, m->tensors[2 * l].offset, m->tensors[2 * l].numel + m->tensors[2 * l + 1].numel))
             return NAN;
         if (m->gemm_dtype == CT_DTYPE_BF16) {
-            ct_bf16_round_array(in, m->xq[l], (size_t)batch * m->dims[l]);
-            ct_bf16_round_array(w, m->wq[l], (size_t)m->dims[l] * m->dims[l + 1]);
-            in = m->xq[l];
+            ct_bf16_pack(in, m->xq[l], (size_t)batch * m->dims[l]);
+            ct_bf16_pack(w, m->wq[l], (size_t)m->dims[l] * m->dims[l + 1]);
+            inq = m->xq[l];
             w = m->wq[l];
         }
-        ct_linear_forward(in, w, bias(m, l), m->acts[l], batch, m->dims[l], m->dims[l + 1], l != last);
+        ct_linear_forward_dt(inq, w, m->gemm_dtype, bias(m, l), m->acts[l], batch, m->dims[l], m->dims[l + 1],
+                             l != last);
         in = m->acts[l];
     }
     return ct_softmax_xent_forward(m->acts[last], labels, m->acts[last], batch,
@@ -206,31 +226,32 @@ int ct_mlp_backward(ct_mlp *m, int grad_scale_batch, ct_grad_ready_fn ready, voi
 
     ct_softmax_xent_backward(dy, m->labels, m->batch, m->dims[m->n_layers], grad_scale_batch);
     for (int l = last; l >= 0; l--) {
-        const float *x = l ? m->acts[l - 1] : m->input;
+        const void *x = l ? m->acts[l - 1] : m->input;
         float *dx = l ? m->dacts[l - 1] : NULL; /* the input needs no gradient */
         const ct_tensor *w = &m->tensors[2 * l], *b = &m->tensors[2 * l + 1];
-        const float *wd = w->data, *dyg = dy;
+        const void *wd = w->data, *dyg = dy;
         int rc;
 
         if (m->gemm_dtype == CT_DTYPE_BF16) {
-            /* The rounded input and weight forward used; the output gradient rounded like them. */
+            /* The bf16 input and weight forward used; the output gradient packed like them (the
+             * bias gradient sums the fp32 one). */
             x = m->xq[l];
             wd = m->wq[l];
-            ct_bf16_round_array(dy, m->dyq, (size_t)m->batch * m->dims[l + 1]);
+            ct_bf16_pack(dy, m->dyq, (size_t)m->batch * m->dims[l + 1]);
             dyg = m->dyq;
         }
         if (!dx && ready) {
             /* The first layer's weights are most of an MLP's gradient and their backward runs
              * last: in row blocks, each announced as computed, their exchange overlaps the rest
              * of the GEMM instead of all starting after backward (nothing runs after it). */
-            if ((rc = ct_linear_backward_weight_blocks(x, dyg, grad_of(m, 2 * l), grad_of(m, 2 * l + 1), m->batch,
-                                                       m->dims[l], m->dims[l + 1], FIRST_LAYER_BLOCKS, w->offset,
-                                                       b->offset, ready, ctx)))
+            if ((rc = ct_linear_backward_weight_blocks_dt(x, dyg, m->gemm_dtype, dy, grad_of(m, 2 * l),
+                                                          grad_of(m, 2 * l + 1), m->batch, m->dims[l], m->dims[l + 1],
+                                                          FIRST_LAYER_BLOCKS, w->offset, b->offset, ready, ctx)))
                 return rc;
             continue;
         }
-        ct_linear_backward(x, wd, dyg, grad_of(m, 2 * l), grad_of(m, 2 * l + 1), dx,
-                           m->batch, m->dims[l], m->dims[l + 1]);
+        ct_linear_backward_dt(x, wd, dyg, m->gemm_dtype, dy, grad_of(m, 2 * l), grad_of(m, 2 * l + 1), dx, m->batch,
+                              m->dims[l], m->dims[l + 1]);
         /* Bias is the later tensor in forward order: announce it first. */
         if (ready && ((rc = ready(ctx, b->offset, b->numel)) || (rc = ready(ctx, w->offset, w->numel))))
             return rc;

@@ -1,5 +1,6 @@
 /* SGD with momentum and AdamW, with PyTorch's update rules; see include/ctrain/nn.h. */
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,7 +90,7 @@ void ct_optim_free(ct_optim *o)
 #define CT_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 
 CT_SIMD_CLONES
-static void adamw_step(ct_optim *o, float *p, const float *g)
+static void adamw_range(ct_optim *o, float *restrict p, const float *restrict g, size_t lo, size_t hi)
 {
     const ct_optim_config *c = &o->cfg;
     float *m = o->state[0], *v = o->state[1];
@@ -99,7 +100,7 @@ static void adamw_step(ct_optim *o, float *p, const float *g)
     float step_size = (float)(c->lr / (1.0 - pow(c->beta1, t)));
     float inv_sqrt_bc2 = (float)(1.0 / sqrt(1.0 - pow(c->beta2, t)));
 
-    for (size_t i = 0; i < o->n; i++) {
+    for (size_t i = lo; i < hi; i++) {
         float gi = g[i];
 
         m[i] = b1 * m[i] + (1.0f - b1) * gi;
@@ -111,13 +112,13 @@ static void adamw_step(ct_optim *o, float *p, const float *g)
 /* torch.optim.SGD (dampening 0, not Nesterov): g += wd p; buf = mu buf + g (buf = g at the first
  * step, which a zero buffer gives too); p -= lr buf. */
 CT_SIMD_CLONES
-static void sgd_step(ct_optim *o, float *p, const float *g)
+static void sgd_range(ct_optim *o, float *restrict p, const float *restrict g, size_t lo, size_t hi)
 {
     const ct_optim_config *c = &o->cfg;
     float lr = (float)c->lr, wd = (float)c->weight_decay, mu = (float)c->momentum;
     float *buf = o->state[0];
 
-    for (size_t i = 0; i < o->n; i++) {
+    for (size_t i = lo; i < hi; i++) {
         float gi = g[i] + wd * p[i];
 
         buf[i] = mu * buf[i] + gi;
@@ -125,13 +126,24 @@ static void sgd_step(ct_optim *o, float *p, const float *g)
     }
 }
 
+/* The update is element-wise: each OpenMP thread (the rank's threads) takes one contiguous range,
+ * cut at multiples of 16 (a cache line) so no two threads write one. */
 void ct_optim_step(ct_optim *o, float *params, const float *grads)
 {
     o->steps++;
-    if (o->cfg.kind == CT_OPTIM_ADAMW)
-        adamw_step(o, params, grads);
-    else
-        sgd_step(o, params, grads);
+#pragma omp parallel if (o->n >= 65536)
+    {
+        size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num(), blocks = (o->n + 15) / 16;
+        size_t lo = blocks * t / nt * 16, hi = blocks * (t + 1) / nt * 16;
+
+        hi = hi < o->n ? hi : o->n;
+        if (lo < hi) {
+            if (o->cfg.kind == CT_OPTIM_ADAMW)
+                adamw_range(o, params, grads, lo, hi);
+            else
+                sgd_range(o, params, grads, lo, hi);
+        }
+    }
 }
 
 int ct_optim_shard(ct_optim *o, size_t lo, size_t count, ct_error *err)

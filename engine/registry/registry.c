@@ -26,10 +26,29 @@ static ct_registry_entry strategies[] = {
       "bucketed non-blocking allreduce overlapping backward",
       .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA, .options = "bucket_mb=0.5,overlap=1",
       .launch = CT_LAUNCH_PROCESSES },
-    { .name = "ddp_fork", .aliases = { "ddp_spawn", NULL },
+    { .name = "ddp_fork", .aliases = { "ddp_spawn", "ddp_notebook", NULL },
       .description = "ddp whose workers are forked from the calling program at fit (library use)",
       .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA, .options = "bucket_mb=0.5,overlap=1",
       .launch = CT_LAUNCH_FORK },
+    /* Lightning's names for its DDP with find_unused_parameters set. ctrain's ddp never searches the
+     * graph: a model announces each gradient range as backward finishes it, and every built-in
+     * model gives every parameter a gradient. _false is plain ddp (a range left unannounced is an
+     * error naming it); _true takes a model that leaves parameters without a gradient: the ranges
+     * it skips count as zero gradients on that rank, as PyTorch's reducer does. */
+    { .name = "ddp_find_unused_parameters_false", .description = "Lightning's name: ddp (every parameter gets a "
+      "gradient in backward)", .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA, .base = "ddp",
+      .options = "bucket_mb=0.5,overlap=1,find_unused=0", .launch = CT_LAUNCH_PROCESSES },
+    { .name = "ddp_find_unused_parameters_true", .description = "Lightning's name: ddp for a model that leaves "
+      "parameters without a gradient (they count as zero)", .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA,
+      .base = "ddp", .options = "bucket_mb=0.5,overlap=1,find_unused=1", .launch = CT_LAUNCH_PROCESSES },
+    { .name = "ddp_fork_find_unused_parameters_false", .aliases = { "ddp_spawn_find_unused_parameters_false", NULL },
+      .description = "Lightning's name: ddp_fork (every parameter gets a gradient in backward)",
+      .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA, .base = "ddp_fork",
+      .options = "bucket_mb=0.5,overlap=1,find_unused=0", .launch = CT_LAUNCH_FORK },
+    { .name = "ddp_fork_find_unused_parameters_true", .aliases = { "ddp_spawn_find_unused_parameters_true", NULL },
+      .description = "Lightning's name: ddp_fork for a model that leaves parameters without a gradient (they "
+      "count as zero)", .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA, .base = "ddp_fork",
+      .options = "bucket_mb=0.5,overlap=1,find_unused=1", .launch = CT_LAUNCH_FORK },
     { .name = "ddp_no_overlap", .description = "ddp variant: one allreduce per bucket after backward "
       "finishes (to measure what overlap buys)", .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA,
       .base = "ddp", .options = "bucket_mb=0.5,overlap=0", .launch = CT_LAUNCH_PROCESSES },
@@ -54,12 +73,13 @@ static ct_registry_entry precisions[] = {
       .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA },
     { .name = "16-mixed", .description = "fp16 GEMM inputs with dynamic loss scaling, fp32 master weights",
       .accelerators = CT_ACCEL_CUDA },
-    { .name = "64-true", .description = "fp64 weights and math (not implemented by ctrain's engine)",
-      .accelerators = 0 },
-    { .name = "bf16-true", .description = "bf16 weights and math (not implemented by ctrain's engine)",
-      .accelerators = 0 },
-    { .name = "16-true", .description = "fp16 weights and math (not implemented by ctrain's engine)",
-      .accelerators = 0 },
+    /* The description says why each is refused: the connector's error quotes it. */
+    { .name = "64-true", .description = "fp64 weights and math: not built (parameters, gradients, the optimizer, "
+      "DDP's allreduce and checkpoints are fp32 throughout the engine)", .accelerators = 0 },
+    { .name = "bf16-true", .description = "bf16 weights and math: not built (parameters, gradients, the "
+      "optimizer, DDP's allreduce and checkpoints are fp32 throughout the engine)", .accelerators = 0 },
+    { .name = "16-true", .description = "fp16 weights and math: refused until ctrain's GPU path has run on a GPU "
+      "(fp16 math is for cuda; no GPU has run it yet)", .accelerators = 0 },
     { .name = "32", .description = "legacy name of 32-true", .legacy_of = "32-true" },
     { .name = "64", .description = "legacy name of 64-true", .legacy_of = "64-true" },
     { .name = "16", .description = "legacy name of 16-mixed", .legacy_of = "16-mixed" },

@@ -254,6 +254,8 @@ int ct_ddp_init(ct_strategy *s, ct_error *err)
         ct_parse_double(buf, &d->bucket_mb);
     if (ct_options_get(s->options, "overlap", buf, sizeof(buf)))
         d->overlap = strcmp(buf, "0") != 0;
+    if (ct_options_get(s->options, "find_unused", buf, sizeof(buf)))
+        d->find_unused = strcmp(buf, "0") != 0;
     d->comm = MPI_COMM_NULL;
     d->fault_comm = MPI_COMM_NULL;
     s->impl = d;
@@ -486,6 +488,24 @@ int ct_ddp_post_with_grads(ct_strategy *s, double *values, int n)
     return 0;
 }
 
+/* Gradients [lo, hi) backward skipped (announced nothing for): zeros under find_unused, which then
+ * count as announced; otherwise an error naming the range. */
+static int skipped_grads(struct ddp *d, size_t lo, size_t hi, ct_error *err)
+{
+    if (d->find_unused && !d->nccl) {
+        memset(d->grads + lo, 0, sizeof(float) * (hi - lo));
+        return 0;
+    }
+    ct_error_set(err, CT_EINVAL, "ddp-grad-missing", "ddp: the model's backward gave no gradient to parameters "
+                 "[%zu, %zu) of %zu (the parameter array's offsets)", lo, hi, d->n);
+    if (d->nccl)
+        return ct_error_hint(err, "on cuda every parameter needs a gradient: announce each tensor in backward, "
+                             "from the last to the first (zeros for a parameter forward did not use)");
+    return ct_error_hint(err, "a model that leaves parameters without a gradient runs with --strategy "
+                         "ddp_find_unused_parameters_true (they count as zero); or announce each tensor, from "
+                         "the last to the first");
+}
+
 int ct_ddp_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_error *err)
 {
     struct ddp *d = s->impl;
@@ -493,11 +513,15 @@ int ct_ddp_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_error *err
 
     if (d->comm == MPI_COMM_NULL || s->world_size == 1)
         return 0;
+    if (offset + count < d->pending_lo && (rc = skipped_grads(d, offset + count, d->pending_lo, err)))
+        return rc;
+    if (offset + count < d->pending_lo)
+        count = d->pending_lo - offset; /* the skipped range rides with this one, as zeros */
     if (offset + count != d->pending_lo) {
         ct_error_set(err, CT_EINTERNAL, "ddp-grad-order",
                      "ddp: gradient [%zu, %zu) announced after [%zu, %zu) was; backward must announce "
                      "every tensor, from the last to the first", offset, offset + count, d->pending_lo, d->n);
-        return ct_error_hint(err, "this is a bug in ctrain; please report it");
+        return ct_error_hint(err, "announce each gradient range once, from the last tensor to the first");
     }
     if (d->posted && !d->posted_started && (rc = start_posted(s, err)))
         return rc;
@@ -528,9 +552,13 @@ int ct_ddp_grad_sync(ct_strategy *s, ct_error *err)
     if ((rc = close_bucket(s, 0, err)))
         return rc;
     if (d->pending_lo != 0) {
-        ct_error_set(err, CT_EINTERNAL, "ddp-grad-missing", "ddp: gradients [0, %zu) of %zu were never announced",
-                     d->pending_lo, d->n);
-        return ct_error_hint(err, "this is a bug in ctrain; please report it");
+        /* the first tensors never announced: zeros in one more bucket, or the error */
+        if ((rc = skipped_grads(d, 0, d->pending_lo, err)))
+            return rc;
+        d->pending_hi = d->pending_lo;
+        d->pending_lo = 0;
+        if ((rc = close_bucket(s, 0, err)))
+            return rc;
     }
     for (int i = 0; i < d->n_buckets; i++)
         if (!d->buckets[i].started && (rc = start_bucket(s, i, 0, err)))

@@ -23,6 +23,8 @@ struct bucket {
 struct ddp {
     double bucket_mb;
     int overlap;
+    int find_unused;     /* a gradient range backward never announced counts as zero (Lightning's
+                          * find_unused_parameters=True); without it that is an error naming it */
     int mpi_owner;       /* we called MPI_Init, so we finalize */
     int broken;          /* a collective failed or timed out: abort instead of finalizing */
     long seq;            /* collectives waited for so far (the same count on every rank) */

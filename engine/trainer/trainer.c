@@ -22,6 +22,7 @@
 #include "ctrain/util.h"
 #include "engine/loops/hf_io.h"
 #include "engine/loops/loops.h"
+#include "engine/nn/gemm.h"
 #include "engine/trainer/deterministic.h"
 #include "engine/trainer/requeue.h"
 #include "engine/util/fsutil.h"
@@ -306,18 +307,36 @@ static int root_dir_ok(const ct_trainer_config *cfg, ct_error *err)
     return ct_fs_check_dir(cfg->default_root_dir, "--default-root-dir", err);
 }
 
-/* One BLAS team per rank: share the cores among the ranks of a node, unless the user chose. */
+/* One thread team per rank: share the cores among the ranks of a node, unless the user chose.
+ * Two teams follow the rule: OpenBLAS's (its own pthreads) and OpenMP's, which runs oneDNN's GEMMs
+ * (Debian's libdnnl is built on OpenMP) and the step's element-wise passes. OMP_NUM_THREADS, when
+ * set, is libgomp's own; OPENBLAS_NUM_THREADS alone sets both. */
 static void set_blas_threads(ct_strategy *s)
 {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     int nodes = ct_strategy_num_nodes(s) > 0 ? ct_strategy_num_nodes(s) : 1;
     int per_node = (ct_strategy_world_size(s) + nodes - 1) / nodes;
-    long threads;
+    const char *ob = getenv("OPENBLAS_NUM_THREADS");
+    long threads, v;
 
-    if (getenv("OPENBLAS_NUM_THREADS") || getenv("OMP_NUM_THREADS"))
+    if (ct_gemm_forked_after_teams()) {
+        /* a ddp_fork worker of a program that already trained on several threads */
+        ct_gemm_set_threads(1);
+        if (ct_strategy_is_global_zero(s))
+            fprintf(stderr, "ctrain: note: the program trained on OpenMP threads before ddp_fork forked its "
+                    "workers, which cannot start them again (libgomp): each worker computes on 1 thread; "
+                    "--strategy ddp starts fresh workers that use their share of the cores\n");
+    } else if (getenv("OMP_NUM_THREADS")) {
         return;
+    }
+    if (ob) {
+        if (ct_parse_long(ob, 1, 4096, &v) == 0)
+            ct_gemm_set_threads((int)v);
+        return;
+    }
     threads = cpus / (per_node > 0 ? per_node : 1);
     openblas_set_num_threads(threads > 0 ? (int)threads : 1);
+    ct_gemm_set_threads(threads > 0 ? (int)threads : 1);
 }
 
 static void flags_json(const ct_trainer_config *cfg, const ct_plan *plan, char *buf, size_t size)

@@ -4,7 +4,7 @@
  * gradients in another with the same layout: weight then bias of each Linear layer, in forward
  * order. Backward runs from the last tensor to the first and calls a "gradient ready" callback as
  * each tensor's gradient is final (the Trainer wires it to the Strategy for overlapped allreduce).
- * Every GEMM goes through CBLAS (OpenBLAS). Nothing allocates inside a training step: activations
+ * Every GEMM goes through oneDNN's matmul. Nothing allocates inside a training step: activations
  * for the largest batch are allocated once by ct_mlp_create.
  */
 #ifndef CTRAIN_NN_H
@@ -81,10 +81,9 @@ int ct_mlp_create(const int *dims, int n_dims, int max_batch, ct_mlp **out, ct_e
 void ct_mlp_free(ct_mlp *m);
 
 /* The GEMMs' input type: CT_DTYPE_F32 (the default) or CT_DTYPE_BF16 (bf16-mixed: inputs and
- * weights rounded to bf16, products accumulated in fp32 by sgemm; products of two bf16 values are
- * exact in fp32, so this computes what a bf16 GEMM with fp32 accumulation computes). On the CPU
- * this is for numerics (same results as bf16-mixed on a GPU), not speed: OpenBLAS as Debian ships
- * it has no bf16 GEMM. Allocates the rounded copies here, not in the step. */
+ * weights packed to bf16, multiplied by oneDNN's bf16 matmul with fp32 accumulation; on a CPU
+ * without bf16 instructions the same products on OpenBLAS from the widened values, exact in fp32).
+ * Allocates the bf16 copies and makes the GEMM primitives here, not in the step. */
 int ct_mlp_set_gemm_dtype(ct_mlp *m, enum ct_dtype dtype, ct_error *err);
 
 /* PyTorch's nn.Linear default: W and b uniform in +-1/sqrt(fan_in), drawn from r in forward order. */

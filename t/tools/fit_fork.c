@@ -2,7 +2,10 @@
  * --strategy ddp_fork: the call to ct_trainer_fit forks the ranks at that point, and rank 0's
  * result comes back to this process through a pipe.
  *
- *   fit_fork DATA_DIR ROOT_DIR DEVICES MAX_EPOCHS
+ *   fit_fork DATA_DIR ROOT_DIR DEVICES MAX_EPOCHS [first]
+ *
+ * With "first", the program first trains single_device (into ROOT_DIR/first), as a program that
+ * trains twice does: the ddp_fork workers are then forked from a process whose OpenMP threads ran.
  *
  * Prints "fit_fork: pid P" first (the test tells the workers from the caller by it), then, when
  * fit returns 0, "fit_fork: result filled F world_size W steps S test_acc A best B summary J"
@@ -11,6 +14,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "ctrain/connector.h"
@@ -26,8 +30,8 @@ int main(int argc, char **argv)
     ct_error err;
     int rc;
 
-    if (argc != 5) {
-        fprintf(stderr, "usage: fit_fork DATA_DIR ROOT_DIR DEVICES MAX_EPOCHS\n");
+    if (argc != 5 && !(argc == 6 && !strcmp(argv[5], "first"))) {
+        fprintf(stderr, "usage: fit_fork DATA_DIR ROOT_DIR DEVICES MAX_EPOCHS [first]\n");
         return 2;
     }
     printf("fit_fork: pid %ld\n", (long)getpid());
@@ -46,6 +50,24 @@ int main(int argc, char **argv)
     cfg.n_hidden = 1;
     cfg.deterministic = 1;
     cfg.progress = CT_TRAINER_PROGRESS_OFF;
+    if (argc == 6) {
+        ct_connector_flags one = flags;
+        ct_trainer_config first = cfg;
+
+        one.strategy = "single_device";
+        one.devices = "1";
+        snprintf(first.default_root_dir, sizeof(first.default_root_dir), "%s/first", argv[2]);
+        rc = ct_connector_create(&one, NULL, &conn, &err);
+        if (rc == 0)
+            rc = ct_trainer_fit(&first, conn, &res, &err);
+        ct_connector_free(conn);
+        conn = NULL;
+        if (rc) {
+            ct_error_print(stderr, &err);
+            return ct_error_exit_status(rc);
+        }
+        memset(&res, 0, sizeof(res));
+    }
     rc = ct_connector_create(&flags, NULL, &conn, &err);
     if (rc == 0)
         rc = ct_trainer_fit(&cfg, conn, &res, &err);

@@ -13,6 +13,7 @@
 
 #include "ctrain/model.h"
 #include "ctrain/nn.h"
+#include "engine/nn/gemm.h"
 
 static void test_rng(void **state)
 {
@@ -366,6 +367,88 @@ static void test_model_forward_announcements(void **state)
     assert_int_equal(ct_model_forward(&m, &b, NULL, NULL, &sums, &err), 0);
 }
 
+/* ct_gemm against a double reference: every transposition, leading dimensions wider than the
+ * matrices, with and without accumulating into C, fp32 and bf16 inputs. bf16: the reference takes
+ * the bf16 values (products of two bf16 are exact in fp32), so both agree to fp32 summation error. */
+static void check_gemm(int ta, int tb, int M, int N, int K, enum ct_dtype dt, int acc)
+{
+    int lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 5, ldc = N + 2;
+    size_t na = (size_t)(ta ? K : M) * lda, nb = (size_t)(tb ? N : K) * ldb, nc = (size_t)M * ldc;
+    float *a = malloc(sizeof(float) * na), *b = malloc(sizeof(float) * nb), *c = malloc(sizeof(float) * nc);
+    uint16_t *ah = malloc(sizeof(uint16_t) * na), *bh = malloc(sizeof(uint16_t) * nb);
+    ct_rng r;
+
+    ct_rng_seed(&r, (uint64_t)(ta * 2 + tb + 7 * M + 13 * N + 17 * K + acc * 101 + dt));
+    for (size_t i = 0; i < na; i++)
+        a[i] = (float)ct_rng_uniform(&r) - 0.5f;
+    for (size_t i = 0; i < nb; i++)
+        b[i] = (float)ct_rng_uniform(&r) - 0.5f;
+    for (size_t i = 0; i < nc; i++)
+        c[i] = (float)ct_rng_uniform(&r);
+    if (dt == CT_DTYPE_BF16) {
+        ct_bf16_pack(a, ah, na);
+        ct_bf16_pack(b, bh, nb);
+        ct_bf16_round_array(a, a, na);
+        ct_bf16_round_array(b, b, nb);
+    }
+    {
+        double *ref = malloc(sizeof(double) * nc);
+
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < N; n++) {
+                double sum = acc ? c[(size_t)m * ldc + n] : 0.0;
+
+                for (int k = 0; k < K; k++)
+                    sum += (double)a[ta ? (size_t)k * lda + m : (size_t)m * lda + k] *
+                           b[tb ? (size_t)n * ldb + k : (size_t)k * ldb + n];
+                ref[(size_t)m * ldc + n] = sum;
+            }
+        ct_gemm(ta, tb, M, N, K, dt == CT_DTYPE_BF16 ? (const void *)ah : a, lda,
+                dt == CT_DTYPE_BF16 ? (const void *)bh : b, ldb, dt, acc, c, ldc);
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < N; n++)
+                assert_true(fabs(c[(size_t)m * ldc + n] - ref[(size_t)m * ldc + n]) < 1e-4 * (1.0 + K / 8.0));
+        free(ref);
+    }
+    free(a);
+    free(b);
+    free(c);
+    free(ah);
+    free(bh);
+}
+
+static void test_gemm(void **state)
+{
+    int shapes[][3] = { { 7, 5, 3 }, { 64, 48, 96 }, { 33, 130, 17 } };
+
+    (void)state;
+    for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+        for (int t = 0; t < 4; t++)
+            for (int acc = 0; acc < 2; acc++) {
+                check_gemm(t >> 1, t & 1, shapes[s][0], shapes[s][1], shapes[s][2], CT_DTYPE_F32, acc);
+                check_gemm(t >> 1, t & 1, shapes[s][0], shapes[s][1], shapes[s][2], CT_DTYPE_BF16, acc);
+            }
+    /* held to AVX2 (t/01-nn-avx2.t), oneDNN has no bf16 matmul: the products above ran on OpenBLAS */
+    if (getenv("DNNL_MAX_CPU_ISA") && !strcmp(getenv("DNNL_MAX_CPU_ISA"), "AVX2"))
+        assert_string_equal(ct_gemm_impl(0, 1, 64, 48, 96, 99, 101, CT_DTYPE_BF16, 0, 50), "openblas");
+    /* bf16 packing: round to nearest even, NaN stays NaN, as ct_bf16_round */
+    {
+        float in[5] = { 1.0f + 1.0f / 256.0f, 1.0f + 3.0f / 256.0f, -2.5f, NAN, 3.0e38f }, back;
+        uint16_t h[5];
+
+        ct_bf16_pack(in, h, 5);
+        for (int i = 0; i < 5; i++) {
+            uint32_t u = (uint32_t)h[i] << 16;
+
+            memcpy(&back, &u, sizeof(back));
+            if (isnan(in[i]))
+                assert_true(isnan(back));
+            else
+                assert_true(back == ct_bf16_round(in[i]));
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -379,6 +462,7 @@ int main(void)
         cmocka_unit_test(test_bf16_round),
         cmocka_unit_test(test_mlp_bf16_mixed),
         cmocka_unit_test(test_model_forward_announcements),
+        cmocka_unit_test(test_gemm),
     };
 
     cmocka_set_message_output(CM_OUTPUT_TAP);

@@ -15,6 +15,7 @@
 #include "ctrain/util.h"
 #include "engine/models/gpt/gpt.h"
 #include "engine/models/gpt/gpt_kernels.h"
+#include "engine/nn/gemm.h"
 
 /* Tensors of one block, in forward (= layout) order. */
 enum {
@@ -56,12 +57,15 @@ struct ct_gpt {
     float *dbt_c;                     /* [BT,C] gradient of a LayerNorm output or of atty */
     float *dqkv;                      /* [BT,3C] */
     float *dfch;                      /* [BT,4C] */
-    float *datt;                      /* [T,T] one head's attention gradient */
+    float *datt;                      /* [B,NH,T,T] the heads' attention gradients (heads run in parallel) */
 
-    /* bf16-mixed: params_q holds the parameters rounded to bf16 (once per forward), q[0..2] the
-     * rounded copies of activations a GEMM reads (rounded again in backward: rounding is exact). */
+    /* bf16-mixed: params_b holds the parameters as bf16 (packed once per forward, after the
+     * optimizer step that changed them), qb[0..1] the bf16 copies of the activations a Linear's
+     * oneDNN GEMM reads (packed again in backward: rounding is exact). Attention's small per-head
+     * products run on OpenBLAS in fp32 on bf16-rounded copies: q[0..2]. */
     enum ct_dtype gemm_dtype;
-    float *params_q;
+    uint16_t *params_b;
+    uint16_t *qb[2];
     float *q[3];
     size_t q_n;
 
@@ -318,7 +322,7 @@ int ct_gpt_create(const ct_gpt_config *c, int max_batch, ct_gpt **out, ct_error 
     m->params = calloc(m->n_params, sizeof(float));
     m->grads = calloc(m->n_params, sizeof(float));
     m->acts_mem = calloc(acts, sizeof(float));
-    m->grad_mem = calloc(BT * C * 2 + BT * 3 * C + BT * 4 * C + T * T, sizeof(float));
+    m->grad_mem = calloc(BT * C * 2 + BT * 3 * C + BT * 4 * C + B * c->n_head * T * T, sizeof(float));
     if (!m->params || !m->grads || !m->acts_mem || !m->grad_mem)
         goto nomem;
     for (int i = 0; i < m->n_tensors; i++)
@@ -331,7 +335,7 @@ int ct_gpt_create(const ct_gpt_config *c, int max_batch, ct_gpt **out, ct_error 
         m->dbt_c = take(&p, BT * C);
         m->dqkv = take(&p, BT * 3 * C);
         m->dfch = take(&p, BT * 4 * C);
-        m->datt = take(&p, T * T);
+        m->datt = take(&p, B * c->n_head * T * T);
     }
     *out = m;
     return 0;
@@ -352,7 +356,9 @@ void ct_gpt_free(ct_gpt *m)
     free(m->blocks);
     free(m->acts_mem);
     free(m->grad_mem);
-    free(m->params_q);
+    free(m->params_b);
+    free(m->qb[0]);
+    free(m->qb[1]);
     for (int i = 0; i < 3; i++)
         free(m->q[i]);
     free(m);
@@ -365,23 +371,48 @@ float *ct_gpt_grads(ct_gpt *m) { return m->grads; }
 int ct_gpt_num_tensors(const ct_gpt *m) { return m->n_tensors; }
 const ct_tensor *ct_gpt_tensor(const ct_gpt *m, int i) { return &m->tensors[i]; }
 
+/* The oneDNN primitives of a full batch's step, made at set-up (a last, smaller batch makes its own
+ * on first use): every Linear's forward and two backward products, and the LM head's three. */
+static void prepare_gemms(const ct_gpt *m)
+{
+    int BT = m->max_batch * m->cfg.seq_len, C = m->cfg.n_embd, V = m->cfg.vocab;
+    int io[4][2] = { { C, 3 * C }, { C, C }, { C, 4 * C }, { 4 * C, C } };
+    enum ct_dtype dt = m->gemm_dtype;
+
+    for (int i = 0; i < 4; i++) {
+        int IC = io[i][0], OC = io[i][1];
+
+        ct_gemm_prepare(0, 1, BT, OC, IC, IC, IC, dt, 1, OC);
+        ct_gemm_prepare(1, 0, OC, IC, BT, OC, IC, dt, 0, IC);
+        ct_gemm_prepare(0, 0, BT, IC, OC, OC, IC, dt, 0, IC);
+    }
+    ct_gemm_prepare(0, 1, BT, V, C, C, C, dt, 0, V);
+    ct_gemm_prepare(0, 0, BT, C, V, V, C, dt, 0, C);
+    ct_gemm_prepare(1, 0, V, C, BT, V, C, dt, 0, C);
+}
+
 int ct_gpt_set_gemm_dtype(ct_gpt *m, enum ct_dtype dtype, ct_error *err)
 {
     if (dtype == CT_DTYPE_F32) {
         m->gemm_dtype = dtype;
+        prepare_gemms(m);
         return 0;
     }
     if (dtype != CT_DTYPE_BF16)
         return ct_error_set(err, CT_ENOTAVAIL, "gpt-gemm-dtype", "the cpu gpt computes GEMMs in fp32 or bf16 only");
     m->q_n = widest_act(&m->cfg, (size_t)m->max_batch);
-    if (!m->params_q)
-        m->params_q = malloc(sizeof(float) * m->n_params);
+    if (!m->params_b)
+        m->params_b = malloc(sizeof(uint16_t) * m->n_params);
     for (int i = 0; i < 3; i++)
         if (!m->q[i])
             m->q[i] = malloc(sizeof(float) * m->q_n);
-    if (!m->params_q || !m->q[0] || !m->q[1] || !m->q[2])
+    for (int i = 0; i < 2; i++)
+        if (!m->qb[i])
+            m->qb[i] = malloc(sizeof(uint16_t) * m->q_n);
+    if (!m->params_b || !m->q[0] || !m->q[1] || !m->q[2] || !m->qb[0] || !m->qb[1])
         return ct_error_set(err, CT_ENOMEM, "", "out of memory for the bf16 copies of the gpt model");
     m->gemm_dtype = dtype;
+    prepare_gemms(m);
     return 0;
 }
 
@@ -426,13 +457,23 @@ double ct_gpt_bits_per_byte(double loss_nats)
 
 /* --- GEMMs ------------------------------------------------------------------------------------ */
 
-/* What a GEMM reads for parameter p: p itself, or its bf16 copy. */
-static const float *gemm_param(const ct_gpt *m, const float *p)
+/* What a oneDNN GEMM reads for parameter p: p itself, or its bf16 copy. */
+static const void *gemm_param(const ct_gpt *m, const float *p)
 {
-    return m->gemm_dtype == CT_DTYPE_BF16 ? m->params_q + (p - m->params) : p;
+    return m->gemm_dtype == CT_DTYPE_BF16 ? (const void *)(m->params_b + (p - m->params)) : (const void *)p;
 }
 
-/* What a GEMM reads for activation x[n]: x itself, or x rounded to bf16 in copy number slot. */
+/* What a oneDNN GEMM reads for activation x[n]: x itself, or x packed to bf16 in copy slot. */
+static const void *gemm_in(ct_gpt *m, const float *x, size_t n, int slot)
+{
+    if (m->gemm_dtype != CT_DTYPE_BF16)
+        return x;
+    ct_bf16_pack(x, m->qb[slot], n);
+    return m->qb[slot];
+}
+
+/* What an OpenBLAS GEMM (attention) reads for activation x[n]: x itself, or x rounded to bf16 in
+ * fp32 copy number slot. */
 static const float *gemm_act(ct_gpt *m, const float *x, size_t n, int slot)
 {
     if (m->gemm_dtype != CT_DTYPE_BF16)
@@ -445,24 +486,22 @@ static const float *gemm_act(ct_gpt *m, const float *x, size_t n, int slot)
 static void linear_forward(ct_gpt *m, float *out, const float *residual, const float *in, const float *w,
                            const float *b, int BT, int IC, int OC)
 {
-    const float *inq = gemm_act(m, in, (size_t)BT * IC, 0);
+    const void *inq = gemm_in(m, in, (size_t)BT * IC, 0);
 
     gpt_bias_fill(out, residual, b, BT, OC);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, BT, OC, IC, 1.0f, inq, IC, gemm_param(m, w), IC,
-                1.0f, out, OC);
+    ct_gemm(0, 1, BT, OC, IC, inq, IC, gemm_param(m, w), IC, m->gemm_dtype, 1, out, OC);
 }
 
 /* From dout[BT,OC]: dw[OC,IC] = dout^T in, db = column sums of dout, din[BT,IC] = dout W. */
 static void linear_backward(ct_gpt *m, float *din, float *dw, float *db, const float *dout, const float *in,
                             const float *w, int BT, int IC, int OC)
 {
-    const float *doutq = gemm_act(m, dout, (size_t)BT * OC, 0);
-    const float *inq = gemm_act(m, in, (size_t)BT * IC, 1);
+    const void *doutq = gemm_in(m, dout, (size_t)BT * OC, 0);
+    const void *inq = gemm_in(m, in, (size_t)BT * IC, 1);
 
     gpt_column_sums(db, dout, BT, OC);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, BT, 1.0f, doutq, OC, inq, IC, 0.0f, dw, IC);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, BT, IC, OC, 1.0f, doutq, OC, gemm_param(m, w), IC,
-                0.0f, din, IC);
+    ct_gemm(1, 0, OC, IC, BT, doutq, OC, inq, IC, m->gemm_dtype, 0, dw, IC);
+    ct_gemm(0, 0, BT, IC, OC, doutq, OC, gemm_param(m, w), IC, m->gemm_dtype, 0, din, IC);
 }
 
 /* --- attention -------------------------------------------------------------------------------- */
@@ -485,6 +524,9 @@ static void attention_forward(ct_gpt *m, struct gpt_block_acts *a, int B)
     const float *qkv = gemm_act(m, a->qkv, (size_t)B * T * C3, 1);
     const float *att;
 
+    /* Heads are independent: one per OpenMP thread, each GEMM single-threaded (OpenBLAS's small-
+     * matrix kernels run on the calling thread). */
+#pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
             const float *q = qkv + (size_t)b * T * C3 + h * HS, *k = q + C;
@@ -496,6 +538,7 @@ static void attention_forward(ct_gpt *m, struct gpt_block_acts *a, int B)
             gpt_causal_softmax(pre, T);
         }
     att = gemm_act(m, a->att, (size_t)B * NH * T * T, 2);
+#pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
             const float *v = qkv + (size_t)b * T * C3 + 2 * C + h * HS;
@@ -516,10 +559,11 @@ static void attention_backward(ct_gpt *m, const struct gpt_block_acts *a, int B)
     const float *qkv = gemm_act(m, a->qkv, (size_t)B * T * C3, 0);
     const float *att = gemm_act(m, a->att, (size_t)B * NH * T * T, 1);
     const float *datty = gemm_act(m, m->dbt_c, (size_t)B * T * C, 2);
-    float *d = m->datt;
 
+#pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
+            float *d = m->datt + ((size_t)b * NH + h) * T * T;
             size_t row = (size_t)b * T * C3 + h * HS;
             const float *q = qkv + row, *k = q + C, *v = q + 2 * C;
             const float *p = att + ((size_t)b * NH + h) * T * T;
@@ -580,7 +624,7 @@ double ct_gpt_forward(ct_gpt *m, const int32_t *inputs, const int32_t *targets, 
     if (m->gemm_dtype == CT_DTYPE_BF16) {
         if (need_tensors(m, 0, m->n_tensors - 1, need, ctx))
             return NAN;
-        ct_bf16_round_array(m->params, m->params_q, m->n_params);
+        ct_bf16_pack(m->params, m->params_b, m->n_params);
     } else if (need_tensors(m, 0, 1, need, ctx)) {
         return NAN;
     }
@@ -609,8 +653,8 @@ double ct_gpt_forward(ct_gpt *m, const int32_t *inputs, const int32_t *targets, 
         return NAN;
     gpt_layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, x, tensor_data(m, lf), tensor_data(m, lf + 1), BT, C);
     /* logits = lnf wte^T: the LM head is the token embedding, transposed */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, BT, V, C, 1.0f, gemm_act(m, m->lnf, (size_t)BT * C, 0), C,
-                gemm_param(m, tensor_data(m, 0)), C, 0.0f, m->probs, V);
+    ct_gemm(0, 1, BT, V, C, gemm_in(m, m->lnf, (size_t)BT * C, 0), C, gemm_param(m, tensor_data(m, 0)), C,
+            m->gemm_dtype, 0, m->probs, V);
     return gpt_softmax_xent_forward(m->probs, targets, BT, V);
 }
 
@@ -700,13 +744,11 @@ int ct_gpt_backward(ct_gpt *m, double scale_tokens, ct_grad_ready_fn ready, void
         return CT_EINTERNAL; /* no forward (or a refused one) to take the gradient of */
     gpt_softmax_xent_backward(m->probs, m->targets, BT, V, (float)(1.0 / scale_tokens));
     {
-        const float *dlogits = gemm_act(m, m->probs, (size_t)BT * V, 0);
+        const void *dlogits = gemm_in(m, m->probs, (size_t)BT * V, 0);
 
         /* LM head: dlnf = dlogits wte; dwte = dlogits^T lnf (the embedding adds to it last) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, BT, C, V, 1.0f, dlogits, V,
-                    gemm_param(m, tensor_data(m, 0)), C, 0.0f, m->dbt_c, C);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V, C, BT, 1.0f, dlogits, V,
-                    gemm_act(m, m->lnf, (size_t)BT * C, 1), C, 0.0f, dwte, C);
+        ct_gemm(0, 0, BT, C, V, dlogits, V, gemm_param(m, tensor_data(m, 0)), C, m->gemm_dtype, 0, m->dbt_c, C);
+        ct_gemm(1, 0, V, C, BT, dlogits, V, gemm_in(m, m->lnf, (size_t)BT * C, 1), C, m->gemm_dtype, 0, dwte, C);
     }
     memset(m->dres, 0, sizeof(float) * (size_t)BT * C);
     gpt_layernorm_backward(m->dres, tensor_grad(m, lf), tensor_grad(m, lf + 1), m->dbt_c,

@@ -3,8 +3,9 @@
  * Token + learned position embeddings, n_layer pre-LayerNorm blocks (causal self-attention, then a
  * GELU(tanh) MLP, each added to the residual stream), a final LayerNorm and an LM head tied to the
  * token embedding — GPT-2's architecture, written as llm.c writes it: forward and backward by hand,
- * straight-line loops, every GEMM through CBLAS (OpenBLAS), including attention's QK^T and AV per
- * head. Nothing allocates inside a step: activations for max_batch sequences are allocated once.
+ * straight-line loops; the Linear layers' and LM head's GEMMs on oneDNN (engine/nn/gemm.h),
+ * attention's QK^T and AV per head on OpenBLAS. Nothing allocates inside a step: activations for
+ * max_batch sequences are allocated once.
  *
  * Parameters live in ONE contiguous fp32 array and gradients in another with the same layout, one
  * tensor after another in forward order and named as PyTorch names the same nn.Module

@@ -1,8 +1,13 @@
-/* The GPT's element-wise passes; see gpt_kernels.h. Each is cloned for AVX-512 and AVX2 with a
- * run-time pick (glibc ifunc), as engine/nn does, and takes restrict pointers so it vectorises.
- * Sums over a row are vectorised with `omp simd reduction` (-fopenmp-simd: the pragma only, no
- * OpenMP run-time), which lets the compiler add in lanes as a GEMM does. */
+/* The GPT's element-wise passes; see gpt_kernels.h. Each pass's loop over a range of rows (or
+ * elements) is cloned for AVX-512 and AVX2 with a run-time pick (glibc ifunc), as engine/nn does,
+ * and takes restrict pointers so it vectorises; sums over a row are vectorised with `omp simd
+ * reduction`, which lets the compiler add in lanes as a GEMM does. The public function splits the
+ * rows among the OpenMP team (the rank's threads, the team oneDNN's GEMMs use), each thread one
+ * contiguous range; passes that sum over rows (a LayerNorm's or a bias's weight gradient) split
+ * the columns instead, so no thread adds into another's sums and the result does not depend on
+ * the thread count. */
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 #include "engine/models/gpt/gpt_kernels.h"
@@ -15,23 +20,47 @@ __attribute__((simd("notinbranch"))) float tanhf(float);
 
 #define GPT_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 
+/* Below this many elements a pass runs on the calling thread: waking the team costs more. */
+#define GPT_PAR_MIN 16384
+
+/* This thread's share [*lo, *hi) of n items, in a parallel region. */
+static void share(size_t n, size_t *lo, size_t *hi)
+{
+    size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
+
+    *lo = n * t / nt;
+    *hi = n * (t + 1) / nt;
+}
+
 #define GPT_LN_EPS 1e-5f
 #define GPT_GELU_K 0.7978845608028654f   /* sqrt(2/pi) */
 #define GPT_GELU_C 0.044715f
 
 GPT_SIMD_CLONES
-void gpt_embed(float *restrict out, const int32_t *restrict tokens, const float *restrict wte,
-               const float *restrict wpe, int B, int T, int C)
+static void embed_rows(float *restrict out, const int32_t *restrict tokens, const float *restrict wte,
+                       const float *restrict wpe, size_t n0, size_t n1, int T, int C)
 {
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) {
-            float *restrict o = out + ((size_t)b * T + t) * C;
-            const float *restrict e = wte + (size_t)tokens[b * T + t] * C;
-            const float *restrict p = wpe + (size_t)t * C;
+    for (size_t n = n0; n < n1; n++) {
+        float *restrict o = out + n * C;
+        const float *restrict e = wte + (size_t)tokens[n] * C;
+        const float *restrict p = wpe + (n % T) * C;
 
-            for (int i = 0; i < C; i++)
-                o[i] = e[i] + p[i];
-        }
+        for (int i = 0; i < C; i++)
+            o[i] = e[i] + p[i];
+    }
+}
+
+void gpt_embed(float *out, const int32_t *tokens, const float *wte, const float *wpe, int B, int T, int C)
+{
+    size_t N = (size_t)B * T;
+
+#pragma omp parallel if (N * C >= GPT_PAR_MIN)
+    {
+        size_t lo, hi;
+
+        share(N, &lo, &hi);
+        embed_rows(out, tokens, wte, wpe, lo, hi, T, C);
+    }
 }
 
 GPT_SIMD_CLONES
@@ -53,10 +82,10 @@ void gpt_embed_backward(float *restrict dwte, float *restrict dwpe, const float 
 }
 
 GPT_SIMD_CLONES
-void gpt_layernorm_forward(float *restrict out, float *restrict mean, float *restrict rstd,
-                           const float *restrict x, const float *restrict w, const float *restrict b, int N, int C)
+static void layernorm_rows(float *restrict out, float *restrict mean, float *restrict rstd, const float *restrict x,
+                           const float *restrict w, const float *restrict b, size_t n0, size_t n1, int C)
 {
-    for (int n = 0; n < N; n++) {
+    for (size_t n = n0; n < n1; n++) {
         const float *restrict xr = x + (size_t)n * C;
         float *restrict o = out + (size_t)n * C;
         float sum = 0.0f, var = 0.0f, mu, rs;
@@ -79,14 +108,25 @@ void gpt_layernorm_forward(float *restrict out, float *restrict mean, float *res
     }
 }
 
-GPT_SIMD_CLONES
-void gpt_layernorm_backward(float *restrict dx, float *restrict dw, float *restrict db, const float *restrict dout,
-                            const float *restrict x, const float *restrict w, const float *restrict mean,
-                            const float *restrict rstd, int N, int C)
+void gpt_layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w, const float *b,
+                           int N, int C)
 {
-    memset(dw, 0, sizeof(float) * (size_t)C);
-    memset(db, 0, sizeof(float) * (size_t)C);
-    for (int n = 0; n < N; n++) {
+#pragma omp parallel if ((size_t)N * C >= GPT_PAR_MIN)
+    {
+        size_t lo, hi;
+
+        share((size_t)N, &lo, &hi);
+        layernorm_rows(out, mean, rstd, x, w, b, lo, hi, C);
+    }
+}
+
+/* dx for rows n0..n1. */
+GPT_SIMD_CLONES
+static void layernorm_backward_rows(float *restrict dx, const float *restrict dout, const float *restrict x,
+                                    const float *restrict w, const float *restrict mean, const float *restrict rstd,
+                                    size_t n0, size_t n1, int C)
+{
+    for (size_t n = n0; n < n1; n++) {
         const float *restrict d = dout + (size_t)n * C;
         const float *restrict xr = x + (size_t)n * C;
         float *restrict dxr = dx + (size_t)n * C;
@@ -103,17 +143,54 @@ void gpt_layernorm_backward(float *restrict dx, float *restrict dw, float *restr
         dnorm_mean /= C;
         for (int i = 0; i < C; i++) {
             float norm = (xr[i] - mu) * rs, dn = w[i] * d[i];
-            db[i] += d[i];
-            dw[i] += norm * d[i];
             dxr[i] += (dn - dmean - norm * dnorm_mean) * rs;
         }
     }
 }
 
+/* dw, db for columns i0..i1, summed over every row in order. */
 GPT_SIMD_CLONES
-void gpt_bias_fill(float *restrict out, const float *restrict residual, const float *restrict b, int N, int OC)
+static void layernorm_backward_cols(float *restrict dw, float *restrict db, const float *restrict dout,
+                                    const float *restrict x, const float *restrict mean, const float *restrict rstd,
+                                    int N, int C, size_t i0, size_t i1)
 {
+    memset(dw + i0, 0, sizeof(float) * (i1 - i0));
+    memset(db + i0, 0, sizeof(float) * (i1 - i0));
     for (int n = 0; n < N; n++) {
+        const float *restrict d = dout + (size_t)n * C;
+        const float *restrict xr = x + (size_t)n * C;
+        float mu = mean[n], rs = rstd[n];
+
+        for (size_t i = i0; i < i1; i++) {
+            db[i] += d[i];
+            dw[i] += (xr[i] - mu) * rs * d[i];
+        }
+    }
+}
+
+void gpt_layernorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x, const float *w,
+                            const float *mean, const float *rstd, int N, int C)
+{
+#pragma omp parallel if ((size_t)N * C >= GPT_PAR_MIN)
+    {
+        size_t lo, hi;
+
+        share((size_t)N, &lo, &hi);
+        layernorm_backward_rows(dx, dout, x, w, mean, rstd, lo, hi, C);
+        /* columns in blocks of 16 (a cache line) so threads do not share one */
+        share((size_t)(C + 15) / 16, &lo, &hi);
+        lo *= 16;
+        hi = hi * 16 < (size_t)C ? hi * 16 : (size_t)C;
+        if (lo < hi)
+            layernorm_backward_cols(dw, db, dout, x, mean, rstd, N, C, lo, hi);
+    }
+}
+
+GPT_SIMD_CLONES
+static void bias_fill_rows(float *restrict out, const float *restrict residual, const float *restrict b, size_t n0,
+                           size_t n1, int OC)
+{
+    for (size_t n = n0; n < n1; n++) {
         float *restrict o = out + (size_t)n * OC;
 
         if (residual) {
@@ -128,20 +205,45 @@ void gpt_bias_fill(float *restrict out, const float *restrict residual, const fl
     }
 }
 
-GPT_SIMD_CLONES
-void gpt_column_sums(float *restrict db, const float *restrict dout, int N, int OC)
+void gpt_bias_fill(float *out, const float *residual, const float *b, int N, int OC)
 {
-    memset(db, 0, sizeof(float) * (size_t)OC);
-    for (int n = 0; n < N; n++) {
-        const float *restrict d = dout + (size_t)n * OC;
+#pragma omp parallel if ((size_t)N * OC >= GPT_PAR_MIN)
+    {
+        size_t lo, hi;
 
-        for (int j = 0; j < OC; j++)
-            db[j] += d[j];
+        share((size_t)N, &lo, &hi);
+        bias_fill_rows(out, residual, b, lo, hi, OC);
     }
 }
 
 GPT_SIMD_CLONES
-void gpt_gelu_forward(float *restrict out, const float *restrict x, size_t n)
+static void column_sums_cols(float *restrict db, const float *restrict dout, int N, int OC, size_t j0, size_t j1)
+{
+    memset(db + j0, 0, sizeof(float) * (j1 - j0));
+    for (int n = 0; n < N; n++) {
+        const float *restrict d = dout + (size_t)n * OC;
+
+        for (size_t j = j0; j < j1; j++)
+            db[j] += d[j];
+    }
+}
+
+void gpt_column_sums(float *db, const float *dout, int N, int OC)
+{
+#pragma omp parallel if ((size_t)N * OC >= GPT_PAR_MIN)
+    {
+        size_t lo, hi;
+
+        share((size_t)(OC + 15) / 16, &lo, &hi);
+        lo *= 16;
+        hi = hi * 16 < (size_t)OC ? hi * 16 : (size_t)OC;
+        if (lo < hi)
+            column_sums_cols(db, dout, N, OC, lo, hi);
+    }
+}
+
+GPT_SIMD_CLONES
+static void gelu_forward_range(float *restrict out, const float *restrict x, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         float v = x[i], u = GPT_GELU_K * (v + GPT_GELU_C * v * v * v);
@@ -149,13 +251,35 @@ void gpt_gelu_forward(float *restrict out, const float *restrict x, size_t n)
     }
 }
 
+void gpt_gelu_forward(float *out, const float *x, size_t n)
+{
+#pragma omp parallel if (n >= GPT_PAR_MIN)
+    {
+        size_t lo, hi;
+
+        share(n, &lo, &hi);
+        gelu_forward_range(out + lo, x + lo, hi - lo);
+    }
+}
+
 GPT_SIMD_CLONES
-void gpt_gelu_backward(float *restrict d, const float *restrict x, size_t n)
+static void gelu_backward_range(float *restrict d, const float *restrict x, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         float v = x[i], u = GPT_GELU_K * (v + GPT_GELU_C * v * v * v), th = tanhf(u);
         float du = GPT_GELU_K * (1.0f + 3.0f * GPT_GELU_C * v * v);
         d[i] *= 0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * du;
+    }
+}
+
+void gpt_gelu_backward(float *d, const float *x, size_t n)
+{
+#pragma omp parallel if (n >= GPT_PAR_MIN)
+    {
+        size_t lo, hi;
+
+        share(n, &lo, &hi);
+        gelu_backward_range(d + lo, x + lo, hi - lo);
     }
 }
 
@@ -201,11 +325,11 @@ void gpt_causal_softmax_backward(float *restrict datt, const float *restrict att
 }
 
 GPT_SIMD_CLONES
-double gpt_softmax_xent_forward(float *restrict probs, const int32_t *restrict targets, int N, int V)
+static double softmax_xent_rows(float *restrict probs, const int32_t *restrict targets, size_t n0, size_t n1, int V)
 {
     double loss = 0.0;
 
-    for (int n = 0; n < N; n++) {
+    for (size_t n = n0; n < n1; n++) {
         float *restrict row = probs + (size_t)n * V;
         float max = row[0], sum = 0.0f, inv, logit = row[targets[n]];
 
@@ -226,14 +350,44 @@ double gpt_softmax_xent_forward(float *restrict probs, const int32_t *restrict t
     return loss;
 }
 
-GPT_SIMD_CLONES
-void gpt_softmax_xent_backward(float *restrict probs, const int32_t *restrict targets, int N, int V, float scale)
+double gpt_softmax_xent_forward(float *probs, const int32_t *targets, int N, int V)
 {
-    for (int n = 0; n < N; n++) {
+    /* Each thread's loss in its own slot, added in thread order: the same sum every run. */
+    double part[256] = { 0 }, loss = 0.0;
+    int nt = omp_get_max_threads() < 256 ? omp_get_max_threads() : 256;
+
+#pragma omp parallel num_threads(nt) if ((size_t)N * V >= GPT_PAR_MIN)
+    {
+        size_t lo, hi;
+
+        share((size_t)N, &lo, &hi);
+        part[omp_get_thread_num()] = softmax_xent_rows(probs, targets, lo, hi, V);
+    }
+    for (int t = 0; t < nt; t++)
+        loss += part[t];
+    return loss;
+}
+
+GPT_SIMD_CLONES
+static void softmax_xent_backward_rows(float *restrict probs, const int32_t *restrict targets, size_t n0, size_t n1,
+                                       int V, float scale)
+{
+    for (size_t n = n0; n < n1; n++) {
         float *restrict row = probs + (size_t)n * V;
 
         for (int j = 0; j < V; j++)
             row[j] *= scale;
         row[targets[n]] -= scale;
+    }
+}
+
+void gpt_softmax_xent_backward(float *probs, const int32_t *targets, int N, int V, float scale)
+{
+#pragma omp parallel if ((size_t)N * V >= GPT_PAR_MIN)
+    {
+        size_t lo, hi;
+
+        share((size_t)N, &lo, &hi);
+        softmax_xent_backward_rows(probs, targets, lo, hi, V, scale);
     }
 }

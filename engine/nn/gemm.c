@@ -1,0 +1,313 @@
+/* GEMMs through oneDNN's matmul primitive; see engine/nn/gemm.h.
+ *
+ * A primitive is oneDNN's compiled kernel for one problem: shapes, strides (which carry the
+ * transpositions and leading dimensions), input type and whether C accumulates. Making one costs
+ * tens of microseconds to milliseconds (its JIT), running it a few microseconds of overhead, so
+ * each problem's primitive is made on its first call and kept, with memory objects whose data
+ * pointers are swapped in per call. A training step has a handful of shapes (a GPT's four Linear
+ * layers times forward and the two backward products, the LM head); the cache is a list. */
+#include <cblas.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include "engine/nn/gemm.h"
+
+struct gemm_key {
+    int trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate;
+    enum ct_dtype ab;
+};
+
+struct gemm_prim {
+    struct gemm_key key;
+    dnnl_primitive_t prim;   /* NULL: oneDNN made none, OpenBLAS computes this one */
+    dnnl_memory_t src, wei, dst;
+    char impl[64];
+    struct gemm_prim *next;
+};
+
+static pthread_mutex_t gemm_lock = PTHREAD_MUTEX_INITIALIZER;
+static dnnl_engine_t gemm_engine;
+static dnnl_stream_t gemm_stream;
+static struct gemm_prim *gemm_cache;
+/* The process that ran a GEMM with an OpenMP team of more than one thread (0: none yet). libgomp
+ * keeps that team's threads for later regions; a child forked without exec (the fork launcher)
+ * inherits the bookkeeping but not the threads, and its first region of more than one thread would
+ * wait for them forever. */
+static pid_t teams_pid;
+
+/* --- bf16 ------------------------------------------------------------------------------------- */
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static void bf16_pack_range(const float *restrict in, uint16_t *restrict out, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+
+        memcpy(&u, &in[i], sizeof(u));
+        /* as ct_bf16_round: nearest, ties to even; a NaN keeps a mantissa bit (stays NaN) */
+        if ((u & 0x7fffffffu) > 0x7f800000u)
+            u |= 0x00400000u;
+        else
+            u += 0x7fffu + ((u >> 16) & 1u);
+        out[i] = (uint16_t)(u >> 16);
+    }
+}
+
+void ct_bf16_pack(const float *in, uint16_t *out, size_t n)
+{
+    /* on the OpenMP team, each thread a range cut at multiples of 32 (64 bytes of output) */
+#pragma omp parallel if (n >= 65536)
+    {
+        size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num(), blocks = (n + 31) / 32;
+        size_t lo = blocks * t / nt * 32, hi = blocks * (t + 1) / nt * 32;
+
+        hi = hi < n ? hi : n;
+        if (lo < hi)
+            bf16_pack_range(in + lo, out + lo, hi - lo);
+    }
+}
+
+/* --- threads ---------------------------------------------------------------------------------- */
+
+int ct_gemm_forked_after_teams(void)
+{
+    return teams_pid != 0 && teams_pid != getpid();
+}
+
+void ct_gemm_set_threads(int threads)
+{
+    omp_set_num_threads(threads > 0 && !ct_gemm_forked_after_teams() ? threads : 1);
+}
+
+int ct_gemm_get_threads(void)
+{
+    return omp_get_max_threads();
+}
+
+/* --- primitives ------------------------------------------------------------------------------- */
+
+static int gemm_key_eq(const struct gemm_key *a, const struct gemm_key *b)
+{
+    return a->trans_a == b->trans_a && a->trans_b == b->trans_b && a->M == b->M && a->N == b->N && a->K == b->K &&
+           a->lda == b->lda && a->ldb == b->ldb && a->ldc == b->ldc && a->accumulate == b->accumulate &&
+           a->ab == b->ab;
+}
+
+/* A 2-D row-major matrix [rows, cols] with leading dimension ld, read transposed when trans. */
+#if DNNL_VERSION_MAJOR >= 3
+typedef dnnl_memory_desc_t gemm_md;
+static int md_make(gemm_md *md, int rows, int cols, int ld, int trans, dnnl_data_type_t dt)
+{
+    dnnl_dims_t dims = { rows, cols }, strides = { trans ? 1 : ld, trans ? ld : 1 };
+
+    return dnnl_memory_desc_create_with_strides(md, 2, dims, dt, strides) == dnnl_success ? 0 : -1;
+}
+static void md_free(gemm_md md) { dnnl_memory_desc_destroy(md); }
+static const_dnnl_memory_desc_t md_ptr(const gemm_md *md) { return *md; }
+#else
+typedef dnnl_memory_desc_t gemm_md;
+static int md_make(gemm_md *md, int rows, int cols, int ld, int trans, dnnl_data_type_t dt)
+{
+    dnnl_dims_t dims = { rows, cols }, strides = { trans ? 1 : ld, trans ? ld : 1 };
+
+    return dnnl_memory_desc_init_by_strides(md, 2, dims, dt, strides) == dnnl_success ? 0 : -1;
+}
+static void md_free(gemm_md md) { (void)md; }
+static const dnnl_memory_desc_t *md_ptr(const gemm_md *md) { return md; }
+#endif
+
+static dnnl_status_t pd_make(dnnl_primitive_desc_t *pd, const gemm_md *src, const gemm_md *wei,
+                             const gemm_md *dst, const_dnnl_primitive_attr_t attr)
+{
+#if DNNL_VERSION_MAJOR >= 3
+    return dnnl_matmul_primitive_desc_create(pd, gemm_engine, md_ptr(src), md_ptr(wei), NULL, md_ptr(dst), attr);
+#else
+    dnnl_matmul_desc_t d;
+    dnnl_status_t st = dnnl_matmul_desc_init(&d, md_ptr(src), md_ptr(wei), NULL, md_ptr(dst));
+
+    return st == dnnl_success ? dnnl_primitive_desc_create(pd, &d, attr, gemm_engine, NULL) : st;
+#endif
+}
+
+/* Fill p's primitive for p->key; p->prim stays NULL when oneDNN cannot (OpenBLAS then computes). */
+static void prim_make(struct gemm_prim *p)
+{
+    const struct gemm_key *k = &p->key;
+    dnnl_data_type_t dt = k->ab == CT_DTYPE_BF16 ? dnnl_bf16 : dnnl_f32;
+    gemm_md src, wei, dst;
+    int have_md = 0;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    const char *impl = NULL;
+
+    snprintf(p->impl, sizeof(p->impl), "openblas");
+    if (!gemm_engine && (dnnl_engine_create(&gemm_engine, dnnl_cpu, 0) != dnnl_success ||
+                         dnnl_stream_create(&gemm_stream, gemm_engine, dnnl_stream_default_flags) != dnnl_success)) {
+        gemm_engine = NULL;
+        return;
+    }
+    if (md_make(&src, k->M, k->K, k->lda, k->trans_a, dt) != 0)
+        return;
+    if (md_make(&wei, k->K, k->N, k->ldb, k->trans_b, dt) != 0)
+        goto out_src;
+    if (md_make(&dst, k->M, k->N, k->ldc, 0, dnnl_f32) != 0)
+        goto out_wei;
+    have_md = 1;
+    if (dnnl_primitive_attr_create(&attr) != dnnl_success)
+        goto out;
+    if (k->accumulate) {
+        /* C += product: oneDNN's sum post-op adds the old destination in fp32 */
+        if (dnnl_post_ops_create(&po) != dnnl_success)
+            goto out;
+#if DNNL_VERSION_MAJOR >= 3
+        if (dnnl_post_ops_append_sum(po, 1.0f, 0, dnnl_data_type_undef) != dnnl_success)
+#else
+        if (dnnl_post_ops_append_sum(po, 1.0f) != dnnl_success)
+#endif
+            goto out;
+        if (dnnl_primitive_attr_set_post_ops(attr, po) != dnnl_success)
+            goto out;
+    }
+    if (pd_make(&pd, &src, &wei, &dst, attr) != dnnl_success)
+        goto out;
+    if (dnnl_primitive_create(&p->prim, pd) != dnnl_success) {
+        p->prim = NULL;
+        goto out;
+    }
+    dnnl_memory_create(&p->src, md_ptr(&src), gemm_engine, DNNL_MEMORY_NONE);
+    dnnl_memory_create(&p->wei, md_ptr(&wei), gemm_engine, DNNL_MEMORY_NONE);
+    dnnl_memory_create(&p->dst, md_ptr(&dst), gemm_engine, DNNL_MEMORY_NONE);
+    if (!p->src || !p->wei || !p->dst) {
+        dnnl_primitive_destroy(p->prim);
+        p->prim = NULL;
+        goto out;
+    }
+    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
+        snprintf(p->impl, sizeof(p->impl), "%s", impl);
+out:
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    if (po)
+        dnnl_post_ops_destroy(po);
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    if (!have_md)
+        return;
+    md_free(dst);
+out_wei:
+    md_free(wei);
+out_src:
+    md_free(src);
+}
+
+/* The cached primitive for key, made on first use; NULL only when out of memory. */
+static struct gemm_prim *prim_get(const struct gemm_key *key)
+{
+    struct gemm_prim *p;
+
+    pthread_mutex_lock(&gemm_lock);
+    for (p = gemm_cache; p; p = p->next)
+        if (gemm_key_eq(&p->key, key))
+            break;
+    if (!p && (p = calloc(1, sizeof(*p)))) {
+        p->key = *key;
+        prim_make(p);
+        p->next = gemm_cache;
+        gemm_cache = p;
+    }
+    pthread_mutex_unlock(&gemm_lock);
+    return p;
+}
+
+/* --- products --------------------------------------------------------------------------------- */
+
+int ct_gemm_onednn(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda, const void *B, int ldb,
+                   enum ct_dtype ab, int accumulate, float *C, int ldc)
+{
+    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, ab };
+    struct gemm_prim *p = prim_get(&key);
+    dnnl_exec_arg_t args[3];
+
+    if (!p || !p->prim)
+        return -1;
+    /* a memory object holds its data pointer: callers on several threads would race on it */
+    pthread_mutex_lock(&gemm_lock);
+    dnnl_memory_set_data_handle(p->src, (void *)A);
+    dnnl_memory_set_data_handle(p->wei, (void *)B);
+    dnnl_memory_set_data_handle(p->dst, C);
+    args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, p->src };
+    args[1] = (dnnl_exec_arg_t){ DNNL_ARG_WEIGHTS, p->wei };
+    args[2] = (dnnl_exec_arg_t){ DNNL_ARG_DST, p->dst };
+    dnnl_primitive_execute(p->prim, gemm_stream, 3, args);
+    dnnl_stream_wait(gemm_stream);
+    pthread_mutex_unlock(&gemm_lock);
+    return 0;
+}
+
+const char *ct_gemm_impl(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, enum ct_dtype ab,
+                         int accumulate, int ldc)
+{
+    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, ab };
+    struct gemm_prim *p = prim_get(&key);
+
+    return p ? p->impl : "openblas";
+}
+
+void ct_gemm_prepare(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, enum ct_dtype ab,
+                     int accumulate, int ldc)
+{
+    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, ab };
+
+    prim_get(&key);
+}
+
+/* bf16 rows [rows, cols] (leading dimension ld) widened to fp32, for OpenBLAS. */
+static float *bf16_widen(const uint16_t *x, int rows, int cols, int ld)
+{
+    size_t n = (size_t)(rows - 1) * ld + cols;
+    float *out = malloc(sizeof(float) * n);
+
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)x[i] << 16;
+
+        memcpy(&out[i], &u, sizeof(u));
+    }
+    return out;
+}
+
+void ct_gemm(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda, const void *B, int ldb,
+             enum ct_dtype ab, int accumulate, float *C, int ldc)
+{
+    const float *a = A, *b = B;
+    float *wa = NULL, *wb = NULL;
+
+    if (M <= 0 || N <= 0)
+        return;
+    if (!teams_pid && omp_get_max_threads() > 1)
+        teams_pid = getpid();
+    if (ct_gemm_onednn(trans_a, trans_b, M, N, K, A, lda, B, ldb, ab, accumulate, C, ldc) == 0)
+        return;
+    /* No oneDNN primitive for this problem: the same product on OpenBLAS, in fp32 (a product of
+     * two bf16 values is exact in fp32, so only the order of the sums differs). */
+    if (ab == CT_DTYPE_BF16) {
+        a = wa = bf16_widen(A, trans_a ? K : M, trans_a ? M : K, lda);
+        b = wb = bf16_widen(B, trans_b ? N : K, trans_b ? K : N, ldb);
+        if (!wa || !wb) {
+            fprintf(stderr, "ctrain: out of memory widening a bf16 GEMM's inputs\n");
+            abort();
+        }
+    }
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K,
+                1.0f, a, lda, b, ldb, accumulate ? 1.0f : 0.0f, C, ldc);
+    free(wa);
+    free(wb);
+}

@@ -1,0 +1,55 @@
+/* The training step's GEMMs on the CPU: oneDNN's matmul primitive (the library PyTorch's CPU path
+ * uses; fp32 and bf16 inputs, fp32 accumulation), one primitive per shape, transposition and input
+ * type, created on a shape's first call and reused every step after. Internal to libctrain:
+ * libctrain-core never links oneDNN. */
+#ifndef CTRAIN_NN_GEMM_H
+#define CTRAIN_NN_GEMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ctrain/dtype.h"
+#include "ctrain/nn.h"
+
+/* Row-major C[M,N] = op(A)[M,K] op(B)[K,N], plus C's old value when accumulate is 1. op(X) is X, or
+ * X^T when its trans flag is set (A is then stored [K,M], B [N,K]). A and B are both float
+ * (CT_DTYPE_F32) or both bf16 as uint16_t (CT_DTYPE_BF16, ct_bf16_pack); C is float. */
+void ct_gemm(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda, const void *B, int ldb,
+             enum ct_dtype ab, int accumulate, float *C, int ldc);
+
+/* Make the primitive ct_gemm will use for this problem now (at a model's set-up) instead of on the
+ * step's first call; a problem oneDNN has none for is noted for OpenBLAS. */
+void ct_gemm_prepare(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, enum ct_dtype ab,
+                     int accumulate, int ldc);
+
+/* out[i] = in[i] rounded to bf16 (nearest, ties to even; NaN stays NaN), as its 16 bits. */
+void ct_bf16_pack(const float *in, uint16_t *out, size_t n);
+
+/* The threads oneDNN and the step's parallel loops use (OpenMP: Debian's oneDNN runs on it). */
+void ct_gemm_set_threads(int threads);
+int ct_gemm_get_threads(void);
+/* 1 in a child forked (without exec) from a process whose GEMMs ran on an OpenMP team: libgomp
+ * cannot start a team there (it would wait for the parent's threads), so ct_gemm_set_threads gives
+ * it one thread. */
+int ct_gemm_forked_after_teams(void);
+
+/* ct_gemm through oneDNN only: 0, or -1 when oneDNN made no primitive for it (ct_gemm then runs
+ * the product on OpenBLAS). For the microbenchmark (scripts/bench/gemm-shapes). */
+int ct_gemm_onednn(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda, const void *B, int ldb,
+                   enum ct_dtype ab, int accumulate, float *C, int ldc);
+/* The implementation oneDNN picked for that shape ("brg:avx512_core_bf16", ...), or "openblas". */
+const char *ct_gemm_impl(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, enum ct_dtype ab,
+                         int accumulate, int ldc);
+
+/* ct_linear_forward / ct_linear_backward / ct_linear_backward_weight_blocks with the GEMM inputs
+ * (x, w, dyg) of type dt: fp32, or bf16 packed by ct_bf16_pack. dy is the fp32 output gradient
+ * the bias gradient sums. */
+void ct_linear_forward_dt(const void *x, const void *w, enum ct_dtype dt, const float *b, float *y, int batch, int in,
+                          int out, int relu);
+void ct_linear_backward_dt(const void *x, const void *w, const void *dyg, enum ct_dtype dt, const float *dy,
+                           float *dw, float *db, float *dx, int batch, int in, int out);
+int ct_linear_backward_weight_blocks_dt(const void *x, const void *dyg, enum ct_dtype dt, const float *dy, float *dw,
+                                        float *db, int batch, int in, int out, int blocks, size_t w_offset,
+                                        size_t b_offset, ct_grad_ready_fn ready, void *ctx);
+
+#endif
