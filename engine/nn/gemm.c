@@ -148,6 +148,14 @@ static void prim_make(struct gemm_prim *p)
     const char *impl = NULL;
 
     snprintf(p->impl, sizeof(p->impl), "openblas");
+#if DNNL_VERSION_MAJOR >= 3
+    /* oneDNN 3.7 (Debian 13) multiplies wrong when a dimension is 1 with non-dense strides: a single
+     * output column (N = 1) in every transposition, a transposed single row (a weight gradient's
+     * row block, M = 1). t/unit/test_nn's test_gemm and gradient check show it; such skinny
+     * products stay on OpenBLAS there. */
+    if (k->M == 1 || k->N == 1 || k->K == 1)
+        return;
+#endif
     if (!gemm_engine && (dnnl_engine_create(&gemm_engine, dnnl_cpu, 0) != dnnl_success ||
                          dnnl_stream_create(&gemm_stream, gemm_engine, dnnl_stream_default_flags) != dnnl_success)) {
         gemm_engine = NULL;
