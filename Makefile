@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # ctrain — top-level build.
 #
 #   make            libctrain-core.a, libctrain.{a,so}, the ctrain CLI, the SPANK plugin

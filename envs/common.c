@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Helpers the environments share, and the rules of include/ctrain/envs.h (ports, SLURM step
  * context, tasks per node). */
 #include <arpa/inet.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Internal to envs/: the built-in environments and the helpers they share (envs/common.c). */
 #ifndef CTRAIN_ENVS_IMPL_H
 #define CTRAIN_ENVS_IMPL_H

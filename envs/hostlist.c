@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* SLURM hostlists: expand and compress; see include/ctrain/hostlist.h. */
 #include <stdint.h>
 #include <stdio.h>

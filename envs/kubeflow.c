@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* kubeflow: a pod of a Kubeflow PyTorchJob. The operator starts one process per pod and sets
  * MASTER_ADDR, MASTER_PORT, WORLD_SIZE (pods) and RANK (this pod). Only when chosen with
  * --cluster-env kubeflow: the same variables are exported by many scripts outside Kubernetes.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* local: no cluster launcher. Either one process, or a rank of ctrain's own launcher, which sets
  * CTRAIN_LAUNCHER_RANK and CTRAIN_LAUNCHER_NPROCS in every process it creates. Always detected:
  * it is the last in the order.

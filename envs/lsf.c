@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* LSF: processes started by jsrun (IBM Job Step Manager) inside an LSF job.
  *
  * LSB_DJOB_RANKFILE lists one host per line, one line per slot in rank order; its first line is

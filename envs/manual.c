@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* manual: processes started by hand on each node, the way PyTorch Lightning's
  * LightningEnvironment runs them: every process gets MASTER_ADDR, MASTER_PORT, WORLD_SIZE, its
  * node's number in NODE_RANK (or GROUP_RANK) and its place on the node in LOCAL_RANK.

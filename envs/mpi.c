@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* MPI launchers: Open MPI's mpirun (OMPI_COMM_WORLD_*), Cray PALS (PALS_*, PMI_*: mpiexec on HPE
  * Cray EX, srun --mpi=cray_shasta), MVAPICH2 (MV2_COMM_WORLD_*), and MPICH's Hydra mpiexec in its
  * two PMI modes (PMI_RANK, PMI_SIZE, PMI_FD; or -pmi-port: PMI_PORT, PMI_ID) with its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The registry of cluster environments and the detection order; see include/ctrain/envs.h. */
 #include <stdio.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* SLURM: the tasks of a job step started by srun.
  *
  * A salloc shell, a batch script, a one-task `srun --pty bash` and the interactive/extern step are a job

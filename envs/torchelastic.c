@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* torchelastic: processes started by torchrun (torch.distributed.run) or a launcher that sets
  * the same variables. Checked before SLURM: torchrun is often run by srun, one agent per node,
  * and then the SLURM variables describe the agents, not the ranks.

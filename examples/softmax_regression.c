@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* examples/softmax_regression.c — bring your own model to ctrain.
  *
  * A complete user program: it defines a model of its own (multinomial logistic regression: one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* PMIx client: layout and key-value exchange; see include/ctrain/pmix.h.
  *
  * Servers differ in what they publish. srun's PMIx plugin, Open MPI's mpirun (orte/prte) and

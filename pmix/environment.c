@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The "pmix" cluster environment: processes started by a PMIx server — ctrain's own launchers,
  * prun, or (as an enrichment of slurm, lsf and mpi) srun --mpi=pmix, jsrun and Open MPI's mpirun.
  * The layout comes from the server through the shared client (include/ctrain/pmix.h), so it is

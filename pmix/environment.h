@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — the "pmix" cluster environment (pmix/environment.c), an environment of envs/ that
  * lives beside the PMIx client it uses, in libctrain (libctrain-core must not link libpmix).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The PMIx server ctrain's launchers host; see include/ctrain/pmix_server.h.
  *
  * Two halves: the parent side (start, env, stop) runs in the launcher and never touches libpmix

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain SPANK plugin — plugstack.conf arguments:
  *   default_strategy=NAME      the strategy of steps that give no --ctrain-strategy (makes every step ctrain's)
  *   allowed_strategies=A,B     the strategies users may choose

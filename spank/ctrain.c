@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain SPANK plugin — entry points. Each dispatches on spank_context() to the file of that
  * context (see spank/plugin.h). SPANK counts any return >= 0 as success (ESPANK_* codes are
  * positive), so every failure here returns -1.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain SPANK plugin — srun (S_CTX_LOCAL) and sbatch/salloc (S_CTX_ALLOCATOR): the flags go
  * through libctrain-core's connector, so a conflict stops srun with the connector's message
  * before an allocation is made or a task is started. */

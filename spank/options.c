@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain SPANK plugin — the --ctrain-* options of srun, sbatch and salloc. SPANK calls
  * ct_spank_option_cb (ctrain.c) for each; this file stores a value after checking its form, and
  * the connector checks the meaning (local.c in srun/sbatch/salloc, remote.c on the node). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain SPANK plugin — state shared by the files of the plugin, one per SPANK context:
  *   ctrain.c   the SPANK entry points, dispatching on spank_context()
  *   args.c     plugstack.conf arguments (the site's settings)

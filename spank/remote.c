@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain SPANK plugin — slurmstepd (S_CTX_REMOTE). init_post_opt (as root) reads the step's layout
  * once and finds rank 0 (the libslurm calls); user_init (privileges dropped to the user) plans the
  * binding from the node's topology; task_init checks the flags against the task's real layout,

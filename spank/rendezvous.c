@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain SPANK plugin — MASTER_ADDR and MASTER_PORT of a step; see spank/rendezvous.h. */
 #include <errno.h>
 #include <netdb.h>

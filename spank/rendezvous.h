@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain SPANK plugin — where rank 0 of a step listens (MASTER_ADDR, MASTER_PORT). */
 #ifndef CTRAIN_SPANK_RENDEZVOUS_H
 #define CTRAIN_SPANK_RENDEZVOUS_H

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # ctrain fit / validate / test end to end on a real subset of Fashion-MNIST: a short run learns,
 # writes its outputs; resuming after an interruption (mid-epoch) equals an uninterrupted run bit for
 # bit; validate/test load checkpoints; damaged, foreign and missing inputs give clear errors.

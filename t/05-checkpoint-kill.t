@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # A kill -9 at any moment of a checkpoint save leaves the previous checkpoint loadable: the write
 # goes to a temp file, is fsync'd and renamed over the target. Repeated at random moments, first
 # against a writer that saves in a loop, then against ctrain fit saving every step.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The Trainer under a multi-rank strategy, unchanged: ctrain fit --strategy ddp --devices 2 (the
 # subprocess launcher, ctrain's own PMIx server, MPI between the ranks). Rank 0 alone writes the
 # outputs with the true world size; --deterministic runs are identical run to run; resuming inside

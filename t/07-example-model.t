@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # examples/softmax_regression: a user's program that defines its own model through the public
 # model header (<ctrain/model.h>), registers it and trains it with ctrain's Trainer. Built by
 # `make examples` against libctrain.so; trained here with --strategy ddp --devices 2 on a real

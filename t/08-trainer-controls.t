@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Lightning's trainer controls on a Fashion-MNIST subset (5500 training, 500 validation images):
 #  - gradient accumulation: 2 micro-batches of 64 are one batch of 128 (weights after 10 SGD steps
 #    within 1e-5 relative, fp32), on 1 rank and on 2 ranks (ddp 2 x 32 x 2 and ddp_sharded), and ddp

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # TensorBoard event files beside metrics.csv, read back with TensorBoard's own reader (t/tb_read.py,
 # the tensorboard package from PyPI in build/pyvenv: scripts/pypi-peers): every record passes
 # its TFRecord CRC32C checks; the scalars are metrics.csv's (training loss, learning rate, gradient

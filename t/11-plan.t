@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # `ctrain plan` resolves for every registered strategy that runs on cpu (and refuses the cuda-only
 # ones on cpu with exit 2 and a message naming cpu); `--list` and `--errors` print the registries
 # and the catalogue; a misconfiguration exits 2 with nothing on stdout.

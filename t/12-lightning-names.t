@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The strategy names Lightning users type resolve to ctrain's strategies: ddp_notebook and
 # ddp_spawn are ddp_fork; ddp[_spawn|_fork]_find_unused_parameters_false|true are ddp or ddp_fork
 # with find_unused=0|1 (what they mean: include/ctrain/registry.h's table, README's strategies).

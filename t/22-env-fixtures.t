@@ -1,4 +1,5 @@
 #!/usr/bin/perl
+# SPDX-License-Identifier: BSD-3-Clause
 # Real variable sets through `ctrain env --json`, field by field.
 #
 # Each t/fixtures/env/*.env holds the variables of one process (NAME=value lines, most captured on

@@ -1,4 +1,5 @@
 #!/usr/bin/perl
+# SPDX-License-Identifier: BSD-3-Clause
 # `ctrain env --json` on a real SLURM: slurmctld and two emulated slurmd on loopback
 # (scripts/slurm-cluster), srun -N2 -n4 with and without --mpi=pmix, two steps of one job, the
 # flags checked against the step, a salloc shell, and srun --pty with one task (a shell) and with

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # scripts/slurm-cluster itself: start two emulated nodes, srun --mpi=pmix across them (hostname and
 # an Open MPI allreduce, t/tools/mpi_hello.c), stop, and check that every daemon it started is gone
 # and that stop is idempotent. The cluster is stopped by pid at exit, also on failure.

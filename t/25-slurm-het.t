@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Heterogeneous steps on a real SLURM (3 emulated nodes): srun A : B (a heterogeneous job) with the
 # components in reverse node order, srun A : B inside one allocation (no SLURM_HET_SIZE there), and
 # srun --het-group=0,1 in a heterogeneous allocation. SLURM numbers the nodes (SLURM_NODEID) component

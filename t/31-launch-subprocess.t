@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The subprocess launcher: the probe becomes supervisor and PMIx server and fork+execs itself as
 # 4 ranks; Open MPI's MPI_Init works in them with no mpirun.
 . "$(dirname "$0")/lib/launch.sh"

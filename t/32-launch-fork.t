@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The fork launcher: the call forks the workers; each runs MPI; rank 0's result buffer comes back
 # to the caller, which goes on as if it had run the body itself.
 . "$(dirname "$0")/lib/launch.sh"

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # PMIx client: layout and put/commit/fence/get under ctrain's own server (subprocess and fork
 # launchers) and under Open MPI's mpirun; the client initialised before MPI_Init shares the
 # connection with Open MPI. A missing server and a fence timeout are clear errors.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Faults under the subprocess and fork launchers: a rank killed by SIGKILL or exiting 3 ends the
 # job within 10 s with a message naming the rank and how it failed; the supervisor forwards
 # SIGTERM and SIGUSR1; no rank, server process or server directory is left behind.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The PMIx client under srun --mpi=pmix on a real loopback SLURM cluster of two emulated nodes:
 # layout (node rank and local size per node, equal or not), put/commit/fence/get across the
 # nodes, and the pmix environment enriching slurm. Needs root, SLURM and munge (else SKIP).

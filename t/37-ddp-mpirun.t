@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # ctrain fit --strategy ddp under Open MPI's mpirun (the external launcher: mpirun started the
 # ranks, ctrain launches nothing): a 2-rank run equal to the same run under ctrain's own launcher,
 # and SIGKILL of one rank during training: mpirun ends the job within 10 s, exits non-zero and

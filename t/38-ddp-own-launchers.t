@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # ddp under ctrain's own launchers, no mpirun: the subprocess launcher (ctrain fit --strategy ddp
 # --devices 2) and the fork launcher (ddp_fork) from a C program that calls the library
 # (t/tools/fit_fork.c): fit returns rank 0's result in the calling process. SIGKILL of rank 1

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Equivalence: ddp with 2 ranks x batch 64 (and 4 x 32) follows the loss curve of single_device
 # with batch 128: same seed, same samples in every step. And the gradient buckets overlap backward.
 #

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # ddp_sharded (ZeRO stage 1 and 2 on cpu over MPI) under ctrain's launcher and mpirun: it follows
 # ddp with t/39's tolerances for the MLP (2 ranks, and 4 ranks whose shards are uneven) and the
 # GPT model, holds 1/world of ddp's optimizer state per rank, writes one checkpoint with the whole

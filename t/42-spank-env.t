@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Every task's environment over 2 emulated nodes x 2 tasks, one rendezvous per step, sbatch
 # options, the site default strategy, and a step without ctrain options left untouched.
 . "$(dirname "$0")/lib/spank.sh"

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Binding applied by the plugin inside slurmstepd: on this machine's own topology and with
 # topology=FILE, always what `ctrain bind` plans for the step's allowed CPUs, never outside them.
 . "$(dirname "$0")/lib/spank.sh"

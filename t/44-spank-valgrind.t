@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The plugin's code under valgrind inside slurmstepd: slurmd n1 starts every slurmstepd under
 # valgrind (a wrapper bound over slurmstepd in slurmd's mount namespace), so each step's slurmstepd,
 # and each task until it execs the user's program, run the plugin under memcheck. Errors or definite leaks whose stack goes through

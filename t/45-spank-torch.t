@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # A plain PyTorch DDP script (init_process_group(init_method="env://", backend="gloo")) runs
 # unmodified under srun --ctrain-strategy=ddp -N2 -n4 with Debian's python3-torch (1.13 on Debian 12,
 # 2.6 on Debian 13).

@@ -1,4 +1,5 @@
 #!/usr/bin/perl
+# SPDX-License-Identifier: BSD-3-Clause
 # ctrain bind: the JSON an admin (and the SPANK plugin's tests) read, and bad input.
 use strict;
 use warnings;

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Where rank 0 is and which port it listens on, as the plugin decides inside slurmstepd over 2
 # emulated nodes: heterogeneous steps (srun A : B), an arbitrary distribution, srun --resv-ports'
 # ports, a user's MASTER_PORT, a derived port already in use on rank 0's node, and a missing

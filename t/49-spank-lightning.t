@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # PyTorch Lightning 2.x (from PyPI, in a venv over the system's PyTorch: a test peer, never a
 # dependency of ctrain) under the plugin: srun -N2 --ntasks-per-node=2 --ctrain-strategy=ddp with
 # Trainer(accelerator="cpu", strategy="ddp", devices=2, num_nodes=2).

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # What the plugin may not do inside slurmstepd, checked in its source (and the binding library it
 # links): change the process's environment (setenv, putenv, unsetenv, clearenv: slurmstepd is a
 # multithreaded root process, and the change would stay for SLURM itself; only spank_setenv, the

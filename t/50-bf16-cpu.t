@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # bf16-mixed on the cpu: a short real Fashion-MNIST run lands within 0.5 points of 32-true's test
 # accuracy (same seed, same data), records its precision, and really computes differently (the
 # losses are not bit-identical); 16-mixed on cpu is refused before anything runs.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Training on a GPU: a short cuda run reaches the cpu run's accuracy; bf16-mixed and 16-mixed land
 # within 0.5 points of cuda 32-true; the summary records device memory and 16-mixed's skipped
 # steps; with two GPUs, ddp over NCCL trains to the same accuracy. SKIP without a CUDA device.

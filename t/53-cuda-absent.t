@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Where there is no CUDA device (or no CUDA in the build): --accelerator cuda is refused with the
 # reason before anything runs, auto picks cpu and says why; libctrain-core stays CUDA-free and only
 # libctrain/ctrain link the CUDA libraries.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Faults inside a 2-rank ddp fit: a rank stopped with SIGSTOP makes every other rank fail within
 # --collective-timeout with a message naming it, and the whole job ends; a rank killed with
 # SIGKILL mid-training never leaves the other waiting. Under ctrain's own launcher (--devices 2)

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Stopping on a signal without SLURM: SIGUSR1 (the default requeue signal) or SIGTERM makes ctrain
 # fit stop after the current step on every rank, save last.safetensors and exit 75 with a message
 # saying nothing was requeued; --ckpt-path last then continues bit for bit (single_device and

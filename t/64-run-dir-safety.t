@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # A run's directory may be shared: ctrain fit refuses a --default-root-dir another user owns or
 # that anyone may write without the sticky bit (exit 2, a hint, nothing written); in a sticky
 # shared directory a symlink planted as metrics.csv is refused and its target untouched, a

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Resuming must not mix two runs: a checkpoint records the seed, the data module, the data's
 # identity (its files by name, size and ends, wherever they lie), the validation fraction and the
 # model's config; fit --ckpt-path last (or auto, two fits of one job sharing a run directory)

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Every rank of a run reads the checkpoint it resumes (or tests) itself; they must read the same
 # bytes. Two ranks started by mpirun with different files under --ckpt-path (what a run directory
 # local to each node gives) stop before training with a message on every rank, exit 2; a rank that

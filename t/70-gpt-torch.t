@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # ctrain's GPT against the same model in PyTorch (llm.c's test_gpt2 idea): t/tools/gpt_check writes
 # its initial weights (safetensors), one batch, its loss and every gradient, and the losses of 20
 # AdamW steps; t/gpt_torch.py loads the weights into scripts/bench/torch_gpt.py's GPT and compares:

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # ctrain fit --model gpt on byte tokens through the model and data seams: ctrain tokenize writes
 # the shards, a small GPT learns (val loss and bits per byte below the start), metrics.csv and
 # summary.json carry val_bpb/test_bpb, resuming from last.safetensors continues, ddp on 2 ranks

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # ctrain tokenize: text files to byte-level token shards. The split (the last X of the bytes to
 # val.bin), several inputs joined in order, the shard header; and every bad input refused with a
 # message naming it, exit 2, and the output directory left as it was.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # A GPT deep enough that its checkpoint holds more than 64 tensors (n_layer 6: 76 weights and 2
 # optimizer states) saves, resumes and tests: checkpoints once held 64 tensors and such a model
 # crashed at its first save.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # GPT-2 weights in and out, checked against Hugging Face transformers' GPT2LMHeadModel on small
 # random configurations (transformers for tests only, from build/pyvenv: scripts/pypi-peers):
 #   HF -> ctrain: the weights `ctrain fit --init-from` loads give the logits HF gives (within 1e-4),

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # ctrain generate: text from a GPT checkpoint through the model seam's next-token logits. The
 # prompt comes back first, then N bytes; the same seed gives the same text and another seed another;
 # temperature 0 and top-k 1 are the most likely token whatever the seed; --prompt-file equals

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The Debian packages, the way README's "SPANK plugin — for admins" installs them: `make deb`
 # (dpkg-buildpackage from source, then lintian), dpkg -i, the one link that enables the plugin,
 # srun --ctrain-strategy=ddp on a loopback cluster that knows only the packaged files, what

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # make SLURM_PREFIX=DIR: ctrain built against a site's own SLURM installed under a prefix (the way
 # SLURM's configure --prefix=/opt/slurm lays it out: include/slurm/*.h, lib/libslurm.so,
 # lib/slurm/ for plugins). The prefix here is made of this machine's SLURM headers and libslurm;

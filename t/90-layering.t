@@ -1,4 +1,5 @@
 #!/usr/bin/perl
+# SPDX-License-Identifier: BSD-3-Clause
 # One-way layering: Trainer -> loops -> connector -> strategy -> {accelerator, precision, cluster
 # environment, checkpoint IO, launcher} -> models -> {nn, data}. Reads every #include "..." in
 # engine/, envs/, pmix/ and include/ctrain/ and fails on an include that goes up, or sideways

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Hugging Face transformers' side of t/76-gpt-hf.t (transformers for tests only).
 
   gpt_hf.py make DIR N_LAYER N_HEAD N_EMBD N_POSITIONS VOCAB SEED

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Compare ctrain's GPT with the same model in PyTorch (llm.c's test_gpt2 idea), for t/70-gpt-torch.t.
 
 usage: gpt_torch.py DIR N_LAYER N_HEAD N_EMBD SEQ_LEN VOCAB LR [BF16_DIR]

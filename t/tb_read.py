@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Read a run directory's TensorBoard event files with TensorBoard's own reader (t/09).
 
 tb_read.py DIR            every scalar as "tag step value" lines, then "hparams KEY VALUE" lines

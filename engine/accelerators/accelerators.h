@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The accelerators libctrain implements; registered by name in ct_engine_init(). */
 #ifndef CTRAIN_ACCELERATORS_H
 #define CTRAIN_ACCELERATORS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The cpu accelerator: always available; "devices" are processes on this node. */
 #include <stdio.h>
 #include <string.h>

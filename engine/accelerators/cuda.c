@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The cuda accelerator: NVIDIA GPUs through the CUDA runtime, one process per GPU.
  *
  * Compiled only when the CUDA toolkit is present (CT_HAVE_CUDA). Nothing here runs at start-up:

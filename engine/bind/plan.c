@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The binding planner; the rules are in include/ctrain/bind.h. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Topology loading and the GPUs and NICs in it; see include/ctrain/bind.h. */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — the topology as the planner sees it: hwloc plus the GPUs and NICs found in it. */
 #ifndef CTRAIN_BIND_TOPOLOGY_INTERNAL_H
 #define CTRAIN_BIND_TOPOLOGY_INTERNAL_H

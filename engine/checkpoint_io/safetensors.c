@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Checkpoint IO in the safetensors format (https://github.com/huggingface/safetensors):
  *   8 bytes   little-endian uint64 N, the header length
  *   N bytes   JSON: {"__metadata__": {str: str}, "<tensor>": {"dtype": "F32", "shape": [..],

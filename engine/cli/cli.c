@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Helpers every subcommand's flag parser shares. */
 #include <string.h>
 

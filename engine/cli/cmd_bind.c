@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain bind — print the binding plan of a node (for admins and tests); see include/ctrain/bind.h. */
 #include <stdio.h>
 #include <stdlib.h>

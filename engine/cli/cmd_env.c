@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain env — the cluster environment as this process sees it: the first thing an admin runs
  * inside srun. Prints every field, the variables that decided it and whether the flags fit. */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain export — a ctrain checkpoint's weights in another library's layout. --format hf: a
  * Hugging Face model directory (model.safetensors in GPT2LMHeadModel's names and Conv1D layout,
  * config.json) that transformers' from_pretrained loads. */

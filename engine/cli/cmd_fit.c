@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain fit | validate | test — the Trainer from the command line. The connector resolves the
  * accelerator/strategy/precision flags; the Trainer runs the ranks through the strategy. */
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain generate — text from a trained language model: the checkpoint's model (through the model
  * seam's next_token_logits), a prompt, then one sampled token at a time (temperature, top-k, a seeded
  * PRNG: the same seed gives the same text). Byte tokens (vocab 256) are text; another vocabulary

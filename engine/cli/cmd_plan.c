@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain plan — resolve the flags through the connector without training; print the plan as JSON.
  * A misconfiguration exits 2 with the connector's message on stderr; nothing is started. */
 #include <stdio.h>

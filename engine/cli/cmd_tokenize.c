@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain tokenize — text files to byte-level token shards (DIR/train.bin, DIR/val.bin) that
  * `ctrain fit --model gpt --data DIR` trains on; see engine/data/tokens.h for the format. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain CLI — one function per subcommand, each in engine/cli/cmd_<name>.c.
  * argv[0] is the subcommand name; the return value is the process exit status. */
 #ifndef CTRAIN_CLI_COMMANDS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — command-line entry: dispatch to one function per subcommand (engine/cli/cmd_*.c). */
 #include <stdio.h>
 #include <string.h>

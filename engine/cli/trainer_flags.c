@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The flags of ctrain fit / validate / test (see trainer_flags.h). The accelerator/strategy/
  * precision flags go to the connector untouched; the rest fill a ct_trainer_config. */
 #include <limits.h>

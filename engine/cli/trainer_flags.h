@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The flags of ctrain fit / validate / test: one parser for the three subcommands. */
 #ifndef CTRAIN_CLI_TRAINER_FLAGS_H
 #define CTRAIN_CLI_TRAINER_FLAGS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The connector's error catalogue: one row per misconfiguration, by the id its ct_error carries.
  * t/unit/test_connector.c fails if a row has no test case; `ctrain plan --errors` prints it. */
 #include "ctrain/connector.h"

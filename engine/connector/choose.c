@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Connector, part 2: choose the cluster environment, accelerator, devices, nodes, strategy,
  * precision and launcher from the final flags — the "auto" rules of the README's table.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The connector: parts 1 and 2 at creation, part 3 on the first ct_connector_strategy().
  * Also the plan as JSON for `ctrain plan`. */
 #include <stdlib.h>

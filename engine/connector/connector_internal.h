@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The connector's three parts share these types; nothing outside engine/connector includes this. */
 #ifndef CTRAIN_CONNECTOR_INTERNAL_H
 #define CTRAIN_CONNECTOR_INTERNAL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Connector, part 3: create the strategy and hand it its parts — accelerator, precision, cluster
  * environment, checkpoint IO, launcher and devices. Called lazily, the first time the Trainer asks.
  *

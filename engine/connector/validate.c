@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Connector, part 1: check every flag on its own and against the others, and fix the final flags.
  *
  * Names are resolved against the registries, ignoring case; a name from the wrong registry

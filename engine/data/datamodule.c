@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The data-module seam: open a registered data module by name and dispatch to its ops
  * (include/ctrain/datamodule.h). */
 #include <dirent.h>

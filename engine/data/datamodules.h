@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The data modules libctrain builds in (registered by ct_engine_init). */
 #ifndef CTRAIN_DATAMODULES_H
 #define CTRAIN_DATAMODULES_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The "fashion-mnist" data module: Debian's dataset-fashion-mnist IDX files through the IDX reader
  * (engine/data/fmnist.c), as a data module: x f32[784] normalised images, y u8[] labels. */
 #include <stdio.h>

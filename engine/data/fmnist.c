@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Fashion-MNIST: the four IDX files, checked against each other, normalised once at load. */
 #include <math.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* IDX reader through zlib (gzread reads gzip'd and plain files alike); see include/ctrain/data.h.
  * Format (http://yann.lecun.com/exdb/mnist/): magic 0x00 0x00 <type> <ndim>, ndim big-endian
  * uint32 sizes, then the data. Only type 0x08 (unsigned byte) is used by Fashion-MNIST. */

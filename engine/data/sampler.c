@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The distributed sampler; see include/ctrain/data.h for the padding and sharding rules. */
 #include <stdlib.h>
 #include <string.h>

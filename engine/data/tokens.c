@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Token shards (llm.c's format) and the windows over them; see engine/data/tokens.h. */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — token shards in llm.c's format, and the windows a language model trains on.
  *
  * A shard is a header of 256 little-endian int32 (magic 20240520, version 1, token count, the rest

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The "tokens" data module: llm.c token shards DIR/train.bin and DIR/val.bin (ctrain tokenize)
  * through the shard reader (engine/data/tokens.c). A sample is a window of the model's T tokens:
  * x i32[T] the tokens, y i32[T] the next ones; training visits the windows in order (sharded

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The external launcher: srun, mpirun, jsrun or torchrun already started every process; each
  * runs the body once, here. See include/ctrain/launcher.h. */
 #include "ctrain/launcher.h"

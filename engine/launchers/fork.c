@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The fork launcher (ddp_fork, alias ddp_spawn): for programs that call the library. The call
  * forks nprocs workers at that point; each takes its PMIx variables from the server process
  * (through the handle filled over the server's pipe), runs the body, and sends its outcome to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The subprocess launcher: this process becomes the supervisor (and starts the PMIx server
  * process), and fork+execs nprocs copies of its own command line (/proc/self/exe with
  * /proc/self/cmdline) as ranks 0..n-1, each with its PMIx variables and CTRAIN_LAUNCHER_RANK /

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The process supervisor shared by the subprocess and fork launchers; see supervisor.h.
  *
  * Signals are handled synchronously: SIGCHLD, SIGINT, SIGTERM and the spec's forward_signals

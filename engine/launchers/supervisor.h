@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — the process supervisor shared by the subprocess and fork launchers (internal).
  *
  * ct_supervisor_run starts the PMIx server process, forks nprocs ranks (each runs rank_main,

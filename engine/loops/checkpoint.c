@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The run's state as a checkpoint: weights and optimizer state as tensors, counters, the PRNG and
  * the flags in __metadata__. The strategy decides who writes (rank 0) and every rank loads. */
 #include <inttypes.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The model a ctrain checkpoint holds, rebuilt outside a run (ctrain generate, ctrain export): the
  * model and its --model-config from the checkpoint's metadata, the weights from its tensors. */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — the model of a ctrain checkpoint, outside a run (ctrain generate, ctrain export). */
 #ifndef CTRAIN_LOOPS_CKPT_MODEL_H
 #define CTRAIN_LOOPS_CKPT_MODEL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The training epoch loop and the training step. */
 #include <math.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The evaluation loop: forward only, sharded over the ranks without padding, sums reduced. */
 #include <math.h>
 

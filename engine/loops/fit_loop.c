@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The fit loop: epochs of training; validation, checkpoints and early stopping after each epoch (or
  * every --val-check-interval optimizer steps). */
 #include <math.h>

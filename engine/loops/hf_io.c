@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A model's weights in Hugging Face's layout, read and written through safetensors checkpoint IO;
  * see engine/loops/hf_io.h. */
 #include <errno.h>

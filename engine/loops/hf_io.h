@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — a model's weights in Hugging Face's layout (fit --init-from, ctrain export --format hf).
  *
  * The model says how each of its tensors is named and laid out there (ct_model_hf_map,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* metrics.csv and the progress display (global zero only). */
 #include <math.h>
 #include <stdarg.h>

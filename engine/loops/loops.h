@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — the loops: fit loop -> epoch loop -> training step; the evaluation loop.
  *
  * Internal to libctrain. The Trainer (engine/trainer) builds a ct_run and hands it to the loops;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Stopping on a signal: preemption, a time limit, Ctrl-C.
  *
  * The handler only records which signal came (sig_atomic_t): nothing else is safe inside a

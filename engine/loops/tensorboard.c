@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* TensorBoard event files beside metrics.csv (global zero only).
  *
  * The records are TensorBoard's own messages (engine/loops/proto/tensorboard.proto, a subset of its

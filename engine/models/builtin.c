@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The built-in models and data modules under their registry names, and the device
  * implementations this build has. Called by ct_engine_init. */
 #include "ctrain/registry.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The "gpt" model: the GPT-2 of engine/models/gpt behind the model seam. Its batch is x i32[T]
  * tokens and y i32[T] the next tokens (the "tokens" data module); the loss is summed over the
  * batch's B*T tokens; the extra metric is bits per byte (only with vocab 256: a token is a byte). No

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The "mlp" model on a CUDA device: engine/nn/mlp_cuda.cu behind the model seam, made by the cuda
  * accelerator (ct_model_register_impl("mlp", "cuda", ...)). The host model keeps the fp32 master
  * copy for checkpoints; batches are gathered straight into the device model's pinned buffers, and

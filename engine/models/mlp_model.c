@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The "mlp" model: the MLP of engine/nn (ct_mlp) behind the model seam. Inputs are the data's
  * flattened x (f32), classes its y values (u8 labels); --model-config hidden=512-256. */
 #include <stdio.h>

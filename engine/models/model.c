@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The model seam: create a registered model by name, dispatch to its ops, and the table of device
  * implementations (include/ctrain/model.h). */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The models libctrain builds in, and their device implementations (internal to libctrain). */
 #ifndef CTRAIN_MODELS_H
 #define CTRAIN_MODELS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Rounding fp32 to bf16 (the upper 16 bits of an fp32), kept in fp32 storage. */
 #include <omp.h>
 #include <stdint.h>

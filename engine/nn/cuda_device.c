@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Counted device allocations; see cuda_device.h. */
 #ifdef CT_HAVE_CUDA
 #include <stdatomic.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* What ctrain's CUDA code shares on the current device (internal to libctrain, CT_HAVE_CUDA only).
  * In engine/nn, the lowest of its users (the CUDA MLP; the cuda accelerator and NCCL sit above).
  *

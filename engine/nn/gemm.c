@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* GEMMs through oneDNN's matmul primitive; see engine/nn/gemm.h.
  *
  * A primitive is oneDNN's compiled kernel for one problem: shapes, strides (which carry the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The training step's GEMMs on the CPU: oneDNN's matmul primitive (the library PyTorch's CPU path
  * uses; fp32 and bf16 inputs, fp32 accumulation), one primitive per shape, transposition and input
  * type, created on a shape's first call and reused every step after. Internal to libctrain:

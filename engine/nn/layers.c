@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Linear, ReLU and softmax cross-entropy, forward and backward; every GEMM through oneDNN
  * (engine/nn/gemm.c), in fp32 or on bf16 inputs. Row-major throughout; Linear weights are [out, in]
  * like PyTorch's, so checkpoints interoperate. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The MLP: Linear(+ReLU) layers over one contiguous parameter array; see include/ctrain/nn.h. */
 #include <math.h>
 #include <stdio.h>

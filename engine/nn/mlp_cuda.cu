@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // The MLP on a CUDA device; see mlp_cuda.h. Status: compiled with nvcc, not yet run on a GPU.
 //
 // Row-major tensors as on the host. cuBLAS is column-major, and a row-major [r, c] matrix is the

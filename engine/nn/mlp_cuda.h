@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The MLP on a CUDA device (internal to libctrain; CT_HAVE_CUDA builds only).
  *
  * A device mirror of a host ct_mlp and its optimizer: the same contiguous fp32 parameter and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* SGD with momentum and AdamW, with PyTorch's update rules; see include/ctrain/nn.h. */
 #include <math.h>
 #include <omp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Precisions the engine computes in. Names the connector knows but the engine does not implement
  * (64-true, bf16-true, 16-true) have no ops here and are rejected before a run starts. */
 #include "engine/precision/precisions.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The precisions libctrain implements; registered by name in ct_engine_init(). */
 #ifndef CTRAIN_PRECISIONS_H
 #define CTRAIN_PRECISIONS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* "key=value,..." configurations checked against a schema; see include/ctrain/config.h. */
 #include <math.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Registries of names: what the connector may resolve to, and what libctrain implements.
  * Adding a strategy, precision, accelerator, checkpoint IO or launcher starts with a row here. */
 #include <stdio.h>

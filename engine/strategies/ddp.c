@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ddp: one process per device, gradients averaged across ranks by MPI over the PMIx-provided world.
  *
  * Any launcher: srun --mpi=pmix, mpirun and ctrain's own launchers all give each rank a PMIx

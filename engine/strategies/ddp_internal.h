@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* What ddp.c shares with the strategies built on it (ddp_sharded.c): its state, the bucketed
  * gradient exchange, the collective-timeout wait and the ops a variant reuses. */
 #ifndef CTRAIN_DDP_INTERNAL_H

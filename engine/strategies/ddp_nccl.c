@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* NCCL collectives for ddp on cuda; see ddp_nccl.h. Status: compiled, not yet run on a GPU. */
 #ifdef CT_HAVE_CUDA
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* NCCL for the ddp strategy on cuda (internal to libctrain). Without CUDA in the build every call
  * fails with CT_ENOTAVAIL (ddp never makes one: no accelerator there keeps device memory).
  *

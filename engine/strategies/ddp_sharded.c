@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ddp_sharded: ddp whose optimizer state (stage 1) and reduced gradients (stage 2) are partitioned
  * over the ranks, as ZeRO does (Lightning's ddp_sharded / DeepSpeed stages 1 and 2).
  *

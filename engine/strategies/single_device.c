@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* single_device: one process, one device, nothing to communicate. Collectives are identities. */
 #include "engine/strategies/strategies.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The strategies libctrain implements; registered by name in ct_engine_init(). */
 #ifndef CTRAIN_STRATEGIES_H
 #define CTRAIN_STRATEGIES_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The Strategy's public functions (include/ctrain/strategy.h): dispatch to the implementation's
  * ops, and the parts every strategy shares — launching through its launcher, and checkpoints
  * (rank 0 writes through checkpoint IO, every rank learns whether it worked). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* What a strategy implementation sees: struct ct_strategy and the ops it registers.
  * The connector (part 3) allocates a ct_strategy and hands it its parts; the public functions in
  * engine/strategies/strategy.c dispatch to ops. Trainer and loops use include/ctrain/strategy.h only. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* --deterministic: refuse to continue a checkpoint under settings that change the rounding. */
 #include <stdio.h>
 #include <string.h>

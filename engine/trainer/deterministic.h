@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* --deterministic, as Lightning's deterministic=True: a run is reproducible bit for bit, or refused
  * (internal to the Trainer). */
 #ifndef CTRAIN_TRAINER_DETERMINISTIC_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* libctrain start-up: every implementation registers under its name in libctrain-core's registries.
  * Lives at the top of the layering because it names every part below. */
 #include "ctrain/checkpoint_io.h"

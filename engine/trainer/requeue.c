@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Requeue through libslurm's API: containers and minimal nodes often have no scontrol, and a
  * library call reports SLURM's own error instead of a command's exit status. Only libctrain links
  * libslurm; libctrain-core and the SPANK plugin do not. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Requeueing the SLURM job a run belongs to (internal to the Trainer). */
 #ifndef CTRAIN_TRAINER_REQUEUE_H
 #define CTRAIN_TRAINER_REQUEUE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The Trainer: builds a run from the config and the strategy, runs it on every rank through the
  * strategy's launcher, and reports rank 0's result. See include/ctrain/trainer.h. */
 #include <cblas.h>

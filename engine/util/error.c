@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Error codes and messages; see include/ctrain/error.h. */
 #include <stdarg.h>
 #include <stdio.h>

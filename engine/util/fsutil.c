@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Output files in shared directories; see fsutil.h. */
 #define _GNU_SOURCE
 #include <dirent.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — output files in directories other users may share (internal to libctrain).
  *
  * A run's directory (--default-root-dir) may sit in a shared file system. Nothing ctrain writes

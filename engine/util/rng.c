@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* xoshiro256** seeded by splitmix64; see include/ctrain/rng.h.
  * Reference: https://prng.di.unimi.it/ (public domain reference code by Blackman & Vigna). */
 #include "ctrain/rng.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Differences between the SLURM releases ctrain builds against (22.05 to 24.11), behind
  * SLURM_VERSION_NUMBER checks as pyxis does: a site builds ctrain against its own SLURM. Include
  * after <slurm/slurm.h>. */

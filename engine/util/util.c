@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* String and number helpers; see include/ctrain/util.h. */
 #include <errno.h>
 #include <fcntl.h>

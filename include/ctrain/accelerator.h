@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — the Accelerator: knows its device and nothing else.
  *
  * Availability, device count, setting the device, memory stats, and making a model's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — the binding planner: which GPUs, cores and NIC each task of a node gets.
  *
  * A pure function of its inputs (engine/bind/, libctrain-core, hwloc): a topology, the CPUs and

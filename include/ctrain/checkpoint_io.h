@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — Checkpoint IO: how named tensors and metadata reach disk.
  *
  * The Strategy decides who writes (rank 0 under DDP) and calls this; the format (safetensors) lives

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — "key=value,..." configurations checked against a schema (libctrain-core).
  *
  * A model's --model-config is a list of key=value pairs; its registry entry carries a schema (one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — the connector: the user's flags become a training plan.
  *
  * Three parts, each a function you can read on its own (engine/connector/):

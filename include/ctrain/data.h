@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — data: the Fashion-MNIST IDX reader and the distributed sampler.
  *
  * Reads the gzip'd IDX files of Debian's dataset-fashion-mnist (/usr/share/datasets/fashion-mnist)

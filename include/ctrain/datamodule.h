@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — the data-module seam: what a model trains on (Lightning's LightningDataModule).
  *
  * A data module owns a dataset's train / val / test splits and hands out batches of typed tensors:

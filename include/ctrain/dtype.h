@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — element types of tensors (libctrain-core). Shared by precision (what the step computes
  * in), checkpoint IO (what a file stores) and batches (what a data module hands a model), which sit
  * side by side in the layering. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — cluster environments: who am I, how many are we, where is rank 0.
  *
  * One implementation per launcher family (envs/<name>.c; pmix in pmix/). Each reads variables

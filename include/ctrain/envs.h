@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — the registry of cluster environments, detection, and the rules they share.
  *
  * Detection order (first match wins; kubeflow only when chosen with --cluster-env kubeflow):

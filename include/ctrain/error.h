@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — errors as codes plus a message the caller can print.
  *
  * Every fallible ctrain function returns 0 on success or a negative CT_E* code, and fills a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — SLURM hostlists: "n[001-004,007],r[1-2]n[1-4]" <-> the host names they stand for.
  *
  * The syntax and order are SLURM's, checked against `scontrol show hostnames` / `show hostlist`

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — Launchers: how the processes of a run come to exist.
  *
  * Separate from strategies: one DDP strategy runs under every launcher.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — the model seam: ctrain's LightningModule.
  *
  * A model is a struct of function pointers over its own state. The engine never knows which model

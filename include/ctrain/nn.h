@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — the neural-network engine: fp32 tensors, layers, the MLP, optimizers, the PRNG.
  *
  * Knows nothing about ranks or strategies. Parameters live in ONE contiguous fp32 array and

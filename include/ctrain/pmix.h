@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — PMIx client: rank discovery and key-value exchange.
  *
  * A process started by srun --mpi=pmix, Open MPI's mpirun or ctrain's own launcher finds a PMIx

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — the PMIx server ctrain's local launchers host, so Open MPI's MPI_Init (and
  * ct_pmix_client_init) work in ranks started without mpirun or srun.
  *

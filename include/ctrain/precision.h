@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — the Precision plugin: which number formats the training step computes in.
  *
  * The model keeps fp32 master weights whatever the precision ("-mixed": GEMM inputs in the

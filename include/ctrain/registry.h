@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — name-keyed registries of the pluggable parts.
  *
  * libctrain-core holds the names: each entry has aliases, a one-line description and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — the PRNG every module shares (libctrain-core: no dependencies).
  *
  * xoshiro256** (Blackman & Vigna, 2018, https://prng.di.unimi.it/) seeded through splitmix64.

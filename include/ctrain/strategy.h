@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — the Strategy: how training is distributed.
  *
  * The Trainer and loops call the Strategy directly for everything about ranks, which rank writes

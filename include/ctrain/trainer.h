@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — the Trainer: fit, validate and test a registered model (--model, default the MLP) on a
  * registered data module (--datamodule, default the model's: Fashion-MNIST for the MLP).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — small string and number helpers shared by every module (libctrain-core). */
 #ifndef CTRAIN_UTIL_H
 #define CTRAIN_UTIL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* In-place MPI_Iallreduce of a gradient-sized float array, waited for at once, as ddp's buckets are:
  * milliseconds per call, wall and CPU (rank 0). Built and run by scripts/bench/allreduce-algorithms.
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """The PyTorch peer of `ctrain fit --strategy ddp` for scripts/bench/ddp-throughput.
 
 N ranks of torch DistributedDataParallel over gloo on this machine (torch.multiprocessing.spawn,

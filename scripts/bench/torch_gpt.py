@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """The PyTorch peer of ctrain's GPT (engine/models/gpt) for scripts/bench/gpt-throughput.
 
 The same GPT-2 architecture, written plainly in eager PyTorch: token + learned position

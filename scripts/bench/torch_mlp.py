@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """The PyTorch peer of `ctrain fit` for scripts/bench/train-throughput.
 
 Same model (Linear+ReLU MLP, 784-512-256-10, PyTorch's default init), same optimizer (AdamW,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* libFuzzer target: the connector's flag parsing and parts 1 and 2 (validate, choose) as the SPANK
  * plugin runs them inside srun — ct_connector_flags_set for each --flag=value line, then
  * ct_connector_create with the fuzzed variables as the job's environment (CTRAIN_* defaults and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* libFuzzer target: cluster-environment detection and reading (ct_env_detect) over a fuzzed set
  * of variables — SLURM_*, torchelastic's, OMPI_, PMI_, PALS_ and MV2_, LSF/jsrun's with
  * LSB_DJOB_RANKFILE's content, Kubeflow's, the manual environment's, CTRAIN_LAUNCHER_* — and a

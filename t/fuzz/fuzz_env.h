@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Shared by the fuzz targets that read a process environment (fuzz_env.c, fuzz_connector.c):
  * the fuzzer's bytes become a fixture environment served through a ct_getenv_fn.
  *

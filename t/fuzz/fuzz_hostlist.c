@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* libFuzzer target: SLURM hostlists (what SLURM_JOB_NODELIST, SLURM_STEP_NODELIST and --nodelist
  * carry) and task counts (SLURM_TASKS_PER_NODE) from arbitrary bytes. Never a crash; a refusal is
  * a CT_E* code naming the list, with a hint, and leaves no list; an accepted hostlist compresses to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* libFuzzer target: arbitrary bytes as a (gzip'd or plain) IDX file of images. The reader must
  * return data or a clean CT_E* error, never crash or over-read (make fuzz). */
 #include <stdint.h>

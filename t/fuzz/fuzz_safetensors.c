@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* libFuzzer target: arbitrary bytes as a safetensors checkpoint. Loading must return 0 or a clean
  * CT_E* error, never crash, read out of bounds or leak (make fuzz). A file that loads must also
  * satisfy, checked here independently of the loader (Hugging Face's rules and ctrain's limits):

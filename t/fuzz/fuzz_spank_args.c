@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* libFuzzer target: the SPANK plugin's plugstack.conf arguments (spank/args.c). The input is the
  * argument part of a plugstack.conf line ("default_strategy=ddp allowed_strategies=ddp,fsdp
  * bind=closest ..."), split at blanks as SLURM splits it into the plugin's argv; the options the

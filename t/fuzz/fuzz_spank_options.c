@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* libFuzzer target: the SPANK plugin's --ctrain-* options, as srun, sbatch and salloc see them.
  * The input's first line is the plugstack.conf argument list (split at blanks, as for
  * fuzz_spank_args); each following line is one option as SPANK hands it to the plugin: its first

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Sourced by the tests that SKIP when a package is missing. In CI (.ci/run exports CI=true)
 # scripts/install-deps --ci has installed every such package, so a missing one there is a missing
 # install step, not a reason to skip: the test fails instead.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Shared by the ddp tests t/36-*.t and up (sourced after lib/launch.sh): a small Fashion-MNIST
 # subset, the fit flags that keep each run short, and finding one rank's pid to kill it.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Shared by t/3x-*.t (sourced): TAP helpers, a private temp dir, cleanup of what a test started.
 # Every process a test starts is recorded in $pids and killed by pid on exit, even on failure.
 

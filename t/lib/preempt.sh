@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Shared by the preemption and fault tests (t/60, t/62, t/63): TAP helpers, the checks that decide
 # whether a SLURM test can run here, and the loopback cluster with a small Fashion-MNIST subset.
 # The caller sets root (repository), B (build dir) and PLAN (its number of tests) before sourcing.

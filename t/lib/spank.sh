@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Shared by the t/4x-spank-*.t tests: a loopback SLURM cluster with build/ctrain.so in its
 # plugstack.conf, TAP helpers, and cleanup by pid on exit (scripts/slurm-cluster stop).
 #

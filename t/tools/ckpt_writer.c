@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ckpt_writer PATH — save checkpoints to PATH in a loop, forever (until killed): version k has a
  * 4 MB tensor filled with k and metadata version=k. ckpt_writer --check PATH exits 0 when PATH
  * loads and its tensor matches its metadata (a complete, consistent checkpoint). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Test helper: the cuda accelerator and the CUDA MLP against the cpu implementation (TAP).
  *
  *   cuda_check probe   prints "available N" or "unavailable: WHY" (exit 0 / 1)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Test helper: a program that calls the library, the way a user's C program would, with
  * --strategy ddp_fork: the call to ct_trainer_fit forks the ranks at that point, and rank 0's
  * result comes back to this process through a pipe.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* gemm_shapes [--config k=v,..] [--batch B] [--reps N]
  *
  * The GPT training step's own GEMMs (every Linear's forward and two backward products, the tied LM

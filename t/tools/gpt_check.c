@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* gpt_check OUTDIR [--config k=v,...] [--batch B] [--steps N] [--seed S] [--lr X] [--bf16]
  *
  * What t/gpt_torch.py compares against the same model in PyTorch (llm.c's test_gpt2 idea): builds

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* gpt_logits hf|ckpt FILE TOKENS
  *
  * The logits a model gives after every prefix of TOKENS (comma-separated ids), one line per

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* gpt_step [--config k=v,...] [--batch B] [--steps N] [--bf16]
  *
  * Times ctrain's GPT training step on its own (forward, backward, AdamW on random byte tokens cut

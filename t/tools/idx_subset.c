@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* idx_subset SRC_DIR DST_DIR N_TRAIN N_TEST — write the first samples of Fashion-MNIST as a smaller
  * data set in the same gzip'd IDX format, so tests train on real images in a fraction of the time. */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Test helper: drives ctrain's launchers directly.
  *
  *   launch_probe LAUNCHER MODE NPROCS [ARGS]     LAUNCHER: subprocess | fork | external

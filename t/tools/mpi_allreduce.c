@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Test helper: MPI_Init, allreduce of the rank numbers, check the sum, exit 0 (right) or 1.
  * Prints "allreduce ok rank R of N sum S" on success. Used by t/3x-*.t under ctrain's launchers,
  * mpirun and srun. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Test helper: an Open MPI program that prints "rank R of S on HOST" and checks that every rank
  * can talk to every other (an allreduce of the ranks). Exit 0 only when the sum is right. */
 #include <mpi.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* st_compare [--tol X] A B [PREFIX] — exit 0 when every tensor of safetensors file A (whose name
  * starts with PREFIX, default all) has the same dtype, shape and bytes in B; prints the first
  * difference. --tol X: F32 tensors need only agree within X relative to the tensor's largest

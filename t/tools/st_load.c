@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* st_load PATH — load PATH with ctrain's safetensors reader asking for no tensor (the header is
  * checked whole: every entry, the data layout, the metadata) and print the verdict: "ok, N
  * metadata entries" and exit 0, or ctrain's message and exit 1. Used to measure what a hostile

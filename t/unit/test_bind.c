@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The binding planner on real machine topologies (t/fixtures/topologies, from hwloc's test suite
  * and LLNL mpibind's published machines):
  * disjointness, locality, even spread, determinism and the documented short-resource behaviour. */

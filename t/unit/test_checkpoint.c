@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* safetensors checkpoint IO: round trip, the on-disk format, and damaged files (truncated at every
  * length, bytes flipped, another shape, missing tensors, overlapping or gapped data, trailing
  * bytes, a key twice, oversized headers) -> CT_EFORMAT naming file and tensor; stale temp files

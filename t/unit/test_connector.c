@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The connector: every catalogue entry has a case that triggers it, and every row of the README's
  * auto table resolves as documented. Cases run through the public API with fixture environments. */
 #include <setjmp.h>

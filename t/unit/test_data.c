@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* IDX reader on good and damaged files (written to a temp dir), the train/val split on the real
  * data set, and the distributed sampler's sharding. */
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Cluster environments through the public API: detection order, forcing, the registry, the
  * port rule, SLURM step contexts, tasks per node and validate(). Variables come from arrays of
  * "NAME=value" strings (the same getenv hook the SPANK plugin uses). The end-to-end checks of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Output files (engine/util/fsutil.c): the exclusive temp gets the user's umask without ctrain
  * changing it (umask(0) to read it would change it for every thread meanwhile); an atomic write
  * syncs the directory after the rename (else a crash may bring the old file back); a file with a

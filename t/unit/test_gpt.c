@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The GPT model and token shards: gradients against finite differences on a tiny config, bf16-mixed
  * against fp32, the gradient announcements, config errors, GPT-2's initialisation, and token shards:
  * a round trip, every damaged-file case, windows. (t/70-gpt-torch.t checks the model against

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* SLURM hostlists: expansion and compression as SLURM defines them, malformed lists, and the
  * size a large cluster needs (100k hosts). */
 #include <setjmp.h>

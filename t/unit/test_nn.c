@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Layers, MLP and optimizers: gradients against finite differences, updates against hand-computed
  * values, the PRNG's determinism. */
 #include <float.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Unit tests of pmix/: client presence and errors, the pmix environment's refusals, and the
  * server process's handle (each rank's environment, merge, clean stop). */
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The GPT-2 model: parameters, activations, forward and backward; see engine/models/gpt/gpt.h.
  *
  * Shapes: B sequences of T tokens, C channels, NH heads of HS = C/NH channels, V vocabulary, L

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — a GPT-2 on tokens: the model behind --model gpt.
  *
  * Token + learned position embeddings, n_layer pre-LayerNorm blocks (causal self-attention, then a

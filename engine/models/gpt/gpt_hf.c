@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The GPT in Hugging Face's layout: GPT2LMHeadModel's tensor names and Conv1D weights, and its
  * config.json. ctrain's GPT is the same architecture (learned positions, pre-LayerNorm blocks,
  * GELU(tanh) = HF's "gelu_new", LayerNorm eps 1e-5, the LM head tied to wte); only the names and the

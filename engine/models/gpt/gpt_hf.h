@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — the GPT in Hugging Face's GPT-2 layout (GPT2LMHeadModel): names, Conv1D weights,
  * config.json. Used by the gpt model's hf_* entries (engine/models/gpt_model.c). */
 #ifndef CTRAIN_MODELS_GPT_HF_H

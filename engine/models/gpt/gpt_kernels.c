@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The GPT's element-wise passes; see gpt_kernels.h. Each pass's loop over a range of rows (or
  * elements) is cloned for AVX-512 and AVX2 with a run-time pick (glibc ifunc), as engine/nn does,
  * and takes restrict pointers so it vectorises; sums over a row are vectorised with `omp simd

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The GPT's element-wise passes (everything that is not a GEMM), one function per operation,
  * forward and backward. Row-major; N rows of C (or OC) values. Internal to engine/models/gpt. */
 #ifndef CTRAIN_MODELS_GPT_KERNELS_H
