@@ -49,20 +49,30 @@ ct_model_impl_fn ct_model_find_impl(const char *model, const char *accelerator)
     return NULL;
 }
 
+/* The registry's entry of model name, or NULL with err set (model-unknown). */
+static const ct_registry_entry *model_find(const char *name, ct_error *err)
+{
+    const ct_registry_entry *e = ct_registry_find(CT_REG_MODEL, name);
+
+    if (!e) {
+        ct_error_set(err, CT_EINVAL, "model-unknown", "--model '%s' is not a known model", name);
+        ct_error_hint(err, "ctrain plan --list shows the models");
+    }
+    return e;
+}
+
 int ct_model_create(const char *name, const char *config, const ct_data_info *data, int max_batch, ct_model **out,
                     ct_error *err)
 {
-    const ct_registry_entry *e = ct_registry_find(CT_REG_MODEL, name);
+    const ct_registry_entry *e = model_find(name, err);
     const struct ct_model_class *cls = e ? e->ops : NULL;
     char owner[64];
     ct_config cfg;
     int rc;
 
     *out = NULL;
-    if (!e) {
-        ct_error_set(err, CT_EINVAL, "model-unknown", "--model '%s' is not a known model", name);
-        return ct_error_hint(err, "ctrain plan --list shows the models");
-    }
+    if (!e)
+        return CT_EINVAL;
     if (!cls || !cls->create) {
         ct_error_set(err, CT_ENOTAVAIL, "implementation-missing", "model %s is not linked into this program", e->name);
         return ct_error_hint(err, "call ct_engine_init() (and ct_model_register for your own model) first");
@@ -251,16 +261,14 @@ int ct_model_hf_config_json(const ct_model *m, char *buf, size_t size)
 int ct_model_hf_config(const char *name, const char *user_config, const ct_model_file_tensor *file, int n,
                        const char *config_json, char *out, size_t size, ct_error *err)
 {
-    const ct_registry_entry *e = ct_registry_find(CT_REG_MODEL, name);
+    const ct_registry_entry *e = model_find(name, err);
     const struct ct_model_class *cls = e ? e->ops : NULL;
     char owner[64];
     ct_config cfg;
     int rc;
 
-    if (!e) {
-        ct_error_set(err, CT_EINVAL, "model-unknown", "--model '%s' is not a known model", name);
-        return ct_error_hint(err, "ctrain plan --list shows the models");
-    }
+    if (!e)
+        return CT_EINVAL;
     if (!cls || !cls->hf_config) {
         ct_error_set(err, CT_EINVAL, "model-no-hf", "--init-from: model %s has no Hugging Face layout to load", e->name);
         return ct_error_hint(err, "--init-from reads GPT-2 checkpoints: use --model gpt");
