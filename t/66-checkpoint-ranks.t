@@ -31,16 +31,26 @@ for lr in 0.001 0.003; do
 done
 MPI="mpirun --allow-run-as-root --oversubscribe"
 R="--strategy ddp --max-epochs 2 --collective-timeout 120"
+# Each rank its own --ckpt-path through one command: mpirun's MPMD form (-np 1 A : -np 1 B) makes
+# Open MPI 5.0.7's prterun crash (segfault, Debian 13) before it starts anything.
+cat >"$T/per-rank" <<'EOF'
+#!/bin/sh
+r=${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-0}}
+if [ "$r" = 0 ]; then c=$1; else c=$2; fi
+shift 2
+exec "$@" --ckpt-path "$c"
+EOF
+chmod +x "$T/per-rank"
 
-timeout 100 $MPI -np 1 "$B/ctrain" fit $F $R --ckpt-path "$T/lr0.001/last.safetensors" --default-root-dir "$T/r1" : \
-    -np 1 "$B/ctrain" fit $F $R --ckpt-path "$T/lr0.003/last.safetensors" --default-root-dir "$T/r1" >"$T/r1.out" 2>&1
+timeout 100 $MPI -np 2 "$T/per-rank" "$T/lr0.001/last.safetensors" "$T/lr0.003/last.safetensors" \
+    "$B/ctrain" fit $F $R --default-root-dir "$T/r1" >"$T/r1.out" 2>&1
 rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ "$(grep -c 'read other bytes than rank 0' "$T/r1.out")" -eq 2 ] &&
     ! grep -q 'fit done' "$T/r1.out"
 ok $? "ranks that read different checkpoints stop before training, both saying why (exit $rc)" "$T/r1.out"
 
-timeout 100 $MPI -np 1 "$B/ctrain" fit $F $R --ckpt-path "$T/lr0.001/last.safetensors" --default-root-dir "$T/r2" : \
-    -np 1 "$B/ctrain" fit $F $R --ckpt-path "$T/none/last.safetensors" --default-root-dir "$T/r2" >"$T/r2.out" 2>&1
+timeout 100 $MPI -np 2 "$T/per-rank" "$T/lr0.001/last.safetensors" "$T/none/last.safetensors" \
+    "$B/ctrain" fit $F $R --default-root-dir "$T/r2" >"$T/r2.out" 2>&1
 rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q '1 of 2 ranks could not load it' "$T/r2.out"
 ok $? "a rank that cannot read it: rank 0 says 1 of 2 ranks could not load it (exit $rc)" "$T/r2.out"

@@ -24,7 +24,7 @@ sub is_source {
 
 my @files;
 find({ no_chdir => 1, wanted => sub {
-    if (-d $_ && m{^\./(build|\.git|t/fixtures|t/fuzz/corpus)$}) { $File::Find::prune = 1; return; }
+    if (-d $_ && m{^\./(build[^/]*|\.git|t/fixtures|t/fuzz/corpus)$}) { $File::Find::prune = 1; return; }
     push @files, substr($_, 2) if -f $_ && is_source(substr($_, 2));
 } }, '.');
 @files = sort @files;
