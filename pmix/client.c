@@ -220,6 +220,19 @@ static void read_local(ct_pmix_client *c)
         c->local_size = count > 0 ? count : 1;
 }
 
+/* The lock and condition variable the client's callbacks signal; the condition waits on the
+ * monotonic clock (timeouts must not jump with the wall clock). */
+static void sync_init(ct_pmix_client *c)
+{
+    pthread_condattr_t a;
+
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->cond, &a);
+    pthread_condattr_destroy(&a);
+}
+
 static int read_layout(ct_pmix_client *c, ct_error *err)
 {
     long v;
@@ -283,14 +296,7 @@ int ct_pmix_client_init(ct_pmix_client **out, ct_error *err)
         free(c);
         return CT_ECOMM;
     }
-    pthread_mutex_init(&c->lock, NULL);
-    {
-        pthread_condattr_t a;
-        pthread_condattr_init(&a);
-        pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-        pthread_cond_init(&c->cond, &a);
-        pthread_condattr_destroy(&a);
-    }
+    sync_init(c);
     if (read_layout(c, err) != 0) {
         ct_pmix_client_finalize(c);
         return err ? err->code : CT_ECOMM;
@@ -580,14 +586,7 @@ static int client_init_detached(ct_pmix_client **out, ct_error *err)
     *c = got;
     c->detached = 1;
     c->pending = NULL;
-    pthread_mutex_init(&c->lock, NULL);
-    {
-        pthread_condattr_t a;
-        pthread_condattr_init(&a);
-        pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-        pthread_cond_init(&c->cond, &a);
-        pthread_condattr_destroy(&a);
-    }
+    sync_init(c);
     *out = c;
     return 0;
 }
