@@ -169,14 +169,18 @@ static const struct ct_env_ops *auto_ops(ct_getenv_fn get, void *ctx)
 static int enrich(ct_getenv_fn get, void *ctx, const struct ct_env_ops *base, ct_env_info *info, ct_error *err)
 {
     const struct ct_env_ops *pmix = slot_of("pmix")->ops;
+    ct_env_info before;
     int rc;
 
     if (!pmix || pmix == base || !pmix->detect(get, ctx))
         return 0;
     if (strcmp(base->name, "slurm") && strcmp(base->name, "lsf") && strcmp(base->name, "mpi"))
         return 0;
+    before = *info;
     if ((rc = pmix->read(get, ctx, info, err)))
         return ct_error_prefix(err, "%s with PMIx: ", base->name);
+    if (!memcmp(&before, info, sizeof(before)))
+        return 0;    /* nothing to add (pmix/environment.c says when) */
     snprintf(info->name, sizeof(info->name), "%s", base->name);
     snprintf(info->enriched_by, sizeof(info->enriched_by), "pmix");
     return 0;

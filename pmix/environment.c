@@ -78,6 +78,13 @@ static int fill_own(ct_getenv_fn get, void *ctx, const ct_pmix_client *c, ct_env
     return 0;
 }
 
+/* Every field a rank needs, from the base's own variables (a SLURM step, mpirun on one node). */
+static int base_complete(const ct_env_info *info)
+{
+    return info->world_size > 0 && info->global_rank >= 0 && info->local_rank >= 0 &&
+           info->local_world_size > 0 && info->node_rank >= 0 && info->num_nodes > 0 && info->main_address[0];
+}
+
 static int pmix_read(ct_getenv_fn get, void *ctx, ct_env_info *info, ct_error *err)
 {
     /* Called on an info slurm, lsf or mpi filled: enrich it (see ctrain/envs.h). */
@@ -87,6 +94,14 @@ static int pmix_read(ct_getenv_fn get, void *ctx, ct_env_info *info, ct_error *e
     ct_pmix_client *c;
     int rc;
 
+    /* Under Open MPI 5 every connection to the server as this rank before MPI_Init, even from a
+     * child that finalized (pmix/client.c), races with MPI_Init's own: with 3 or more ranks over
+     * two nodes of srun --mpi=pmix, a node's ranks then wait in MPI_Init forever now and then
+     * (seen about one run in four on a loaded machine). Where the base's variables already say
+     * everything, PMIx would only repeat them: the info stays as the base filled it (the
+     * registry then reports no enrichment). */
+    if (enrich && ct_pmix_mpi_init_needs_finalized() && base_complete(info))
+        return 0;
     if ((rc = same_process(get, ctx, err)) || (rc = ct_pmix_client_shared(&c, err)))
         return rc;
     if (!enrich && (rc = fill_own(get, ctx, c, info, err)))

@@ -41,11 +41,16 @@ rc=$?
     grep -q 'layout rank 1 size 3 local 1/2 node 0/2 equal 0' "$tmp/out"
 ok $? "unequal nodes (-N2 -n3): per-node sizes and equal_tasks_per_node 0" || diag "$tmp/out" "$tmp/err"
 
+# Built with Open MPI 5 the pmix environment leaves a complete SLURM layout alone (connecting before
+# MPI_Init races with MPI_Init there; include/ctrain/envs.h): the same fields, enriched_by "-".
+by=pmix
+[ "$(mpirun --version 2>/dev/null | sed -n 's/.*(Open MPI) \([0-9]*\)\..*/\1/p')" -ge 5 ] 2>/dev/null && by=-
 timeout 120 srun -N2 -n4 --mpi=pmix "$B/launch_probe" external detect 4 >"$tmp/out" 2>"$tmp/err"
 rc=$?
-[ $rc -eq 0 ] && [ "$(grep -c 'detect slurm enriched_by pmix world 4 rank [0-3]' "$tmp/out")" -eq 4 ] &&
-    grep -Eq "detect slurm enriched_by pmix world 4 rank 2 local 0/2 node 1/2 main (n1|$H)( |$)" "$tmp/out"
-ok $? "the pmix environment, registered, enriches slurm; MPI_Init afterwards" || diag "$tmp/out" "$tmp/err"
+[ $rc -eq 0 ] && [ "$(grep -c "detect slurm enriched_by $by world 4 rank [0-3]" "$tmp/out")" -eq 4 ] &&
+    grep -Eq "detect slurm enriched_by $by world 4 rank 2 local 0/2 node 1/2 main (n1|$H)( |$)" "$tmp/out"
+ok $? "the pmix environment, registered, enriches slurm (enriched_by $by); MPI_Init afterwards" ||
+    diag "$tmp/out" "$tmp/err"
 
 env -u PMIX_RANK "$B/launch_probe" subprocess detect 2 >"$tmp/out" 2>"$tmp/err"
 rc=$?

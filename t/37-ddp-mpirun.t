@@ -41,7 +41,7 @@ if [ -n "$r0" ] && [ -n "$r1" ]; then
     ok 0 "found rank 1 (pid $r1) training, rank 0 pid $r0"
     kill_and_time "$r1" $P $r0 $r1 $P
 else
-    ok 1 "found rank 1 training" && diag "$tmp/f.out" "$tmp/f.err"
+    ok 1 "found rank 1 training" || diag "$tmp/f.out" "$tmp/f.err"
     rc=0 took=99 gone=1
 fi
 [ $rc -ne 0 ]

@@ -76,7 +76,7 @@ fault() {
         ok 0 "$label: found rank 1 (pid $r1) training, rank 0 pid $r0"
         kill_and_time "$r1" $P $P $kids
     else
-        ok 1 "$label: found rank 1 training" && diag "$tmp/$label.out" "$tmp/$label.err"
+        ok 1 "$label: found rank 1 training" || diag "$tmp/$label.out" "$tmp/$label.err"
         rc=0 took=99 gone=1
     fi
     [ $rc -ne 0 ]

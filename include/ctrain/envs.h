@@ -21,6 +21,9 @@
  * When PMIx variables are present and the pmix environment is registered, pmix enriches slurm,
  * lsf and mpi: their read() fills the info first, then pmix's read() overwrites what the PMIx
  * server knows exactly (node rank, local size, rank 0's host) and info.enriched_by = "pmix".
+ * Built with Open MPI 5, pmix leaves a base whose variables already give the whole layout (a
+ * SLURM step, mpirun on one node) as it is: a connection before MPI_Init races with MPI_Init's
+ * own (pmix/environment.c); enriched_by stays "".
  *
  * libctrain-core knows every name (ctrain plan --list, "did you mean", error messages); the pmix
  * implementation lives in libctrain (pmix/, it links libpmix) and registers itself with

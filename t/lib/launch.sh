@@ -18,9 +18,11 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-ok() {  # ok STATUS DESCRIPTION
+ok() {  # ok STATUS DESCRIPTION: fails as the check did, so `ok $? "..." || diag FILE` shows FILE
     n=$((n + 1))
-    if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
+    if [ "$1" -eq 0 ]; then echo "ok $n - $2"; return 0; fi
+    echo "not ok $n - $2"
+    return 1
 }
 
 diag() {  # diag FILE...: show files as TAP comments
