@@ -47,4 +47,11 @@ int ct_env_check_ranges(const ct_env_info *info, ct_error *err);
 int ct_env_validate_common(const ct_env_info *info, int devices, int num_nodes, const char *devices_hint,
                            const char *nodes_hint, ct_error *err);
 
+/* The names include/ctrain/launcher.h defines as CT_LAUNCHER_ENV_RANK / _NPROC; envs/ may not
+ * include the launchers' header (same layer, t/90-layering.t). t/unit/test_envs.c includes both:
+ * a redefinition with another value does not compile (-Werror). Read by local (envs/local.c) and
+ * pmix (pmix/environment.c). */
+#define CT_LAUNCHER_ENV_RANK  "CTRAIN_LAUNCHER_RANK"
+#define CT_LAUNCHER_ENV_NPROC "CTRAIN_LAUNCHER_NPROCS"
+
 #endif

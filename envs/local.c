@@ -8,12 +8,6 @@
 #include "ctrain/envs.h"
 #include "envs/envs_impl.h"
 
-/* The names include/ctrain/launcher.h defines as CT_LAUNCHER_ENV_RANK / _NPROC; envs/ may not
- * include the launchers' header (same layer, t/90-layering.t), so t/unit/test_envs.c checks
- * that these stay equal to them. */
-#define CT_LAUNCHER_ENV_RANK  "CTRAIN_LAUNCHER_RANK"
-#define CT_LAUNCHER_ENV_NPROC "CTRAIN_LAUNCHER_NPROCS"
-
 static int local_detect(ct_getenv_fn get, void *ctx)
 {
     (void)get;

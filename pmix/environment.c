@@ -9,11 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ctrain/environment.h"
 #include "ctrain/envs.h"
 #include "ctrain/pmix.h"
 #include "ctrain/util.h"
+#include "envs/envs_impl.h"
 #include "pmix/environment.h"
 
 static void source(ct_env_info *info, enum ct_env_field f, const char *fmt, ...)
@@ -85,6 +87,35 @@ static int base_complete(const ct_env_info *info)
            info->local_world_size > 0 && info->node_rank >= 0 && info->num_nodes > 0 && info->main_address[0];
 }
 
+/* A rank of ctrain's own launcher: CTRAIN_LAUNCHER_RANK equal to PMIX_RANK. */
+static int from_ctrain_launcher(ct_getenv_fn get, void *ctx)
+{
+    const char *lr = get(CT_LAUNCHER_ENV_RANK, ctx), *pr = get("PMIX_RANK", ctx);
+
+    return lr && pr && *lr && !strcmp(lr, pr) && get(CT_LAUNCHER_ENV_NPROC, ctx);
+}
+
+/* ctrain's launchers start every rank on this node and name it in CTRAIN_LAUNCHER_RANK/NPROCS;
+ * their server would answer the same (pmix/server.c: one node, its hostname, the namespace as job
+ * id). Read there, so that under Open MPI 5 nothing connects before MPI_Init (see pmix_read). */
+static int read_launcher(ct_getenv_fn get, void *ctx, ct_env_info *info, ct_error *err)
+{
+    const struct ct_env_ops *local = ct_env_lookup("local");
+    const char *ns = get("PMIX_NAMESPACE", ctx);
+    int rc;
+
+    if ((rc = local->read(get, ctx, info, err)))
+        return rc;
+    snprintf(info->name, sizeof(info->name), "pmix");
+    ct_str_copy(info->job_id, sizeof(info->job_id), ns ? ns : "");
+    source(info, CT_ENV_JOB_ID, "PMIX_NAMESPACE (ctrain's launcher: its server's PMIX_JOBID)");
+    if (strcmp(info->source[CT_ENV_MAIN_ADDRESS], "MASTER_ADDR")) {
+        gethostname(info->main_address, sizeof(info->main_address) - 1);
+        source(info, CT_ENV_MAIN_ADDRESS, "this host (ctrain's launcher: its server's PMIX_HOSTNAME)");
+    }
+    return 0;
+}
+
 static int pmix_read(ct_getenv_fn get, void *ctx, ct_env_info *info, ct_error *err)
 {
     /* Called on an info slurm, lsf or mpi filled: enrich it (see ctrain/envs.h). */
@@ -102,6 +133,8 @@ static int pmix_read(ct_getenv_fn get, void *ctx, ct_env_info *info, ct_error *e
      * registry then reports no enrichment). */
     if (enrich && ct_pmix_mpi_init_needs_finalized() && base_complete(info))
         return 0;
+    if (!enrich && ct_pmix_mpi_init_needs_finalized() && from_ctrain_launcher(get, ctx))
+        return read_launcher(get, ctx, info, err);
     if ((rc = same_process(get, ctx, err)) || (rc = ct_pmix_client_shared(&c, err)))
         return rc;
     if (!enrich && (rc = fill_own(get, ctx, c, info, err)))

@@ -17,6 +17,7 @@
 #include "ctrain/envs.h"
 #include "ctrain/error.h"
 #include "ctrain/launcher.h"
+#include "envs/envs_impl.h" /* its CT_LAUNCHER_ENV_* must equal launcher.h's (a redefinition fails) */
 
 static const char *vars_get(const char *name, void *ctx)
 {
