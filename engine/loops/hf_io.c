@@ -304,6 +304,7 @@ int ct_hf_save(const ct_model *host, const char *dir, ct_error *err)
         ct_ckpt_tensor *o = &c->tensors[c->n_tensors++];
         ct_model_hf_tensor map;
         float *dst = copy + t->offset;
+        const float *src = t->data; /* Hugging Face's layouts are of fp32 models */
 
         if (ct_model_hf_map(host, i, &map)) {
             rc = ct_error_set(err, CT_EINTERNAL, "export", "model %s: no Hugging Face name for %s", host->name,
@@ -321,7 +322,7 @@ int ct_hf_save(const ct_model *host, const char *dir, ct_error *err)
 
             for (size_t r = 0; r < rows; r++)
                 for (size_t k = 0; k < cols; k++)
-                    dst[k * rows + r] = t->data[r * cols + k];
+                    dst[k * rows + r] = src[r * cols + k];
         } else {
             memcpy(dst, t->data, o->nbytes);
         }

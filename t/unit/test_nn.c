@@ -172,8 +172,8 @@ static void test_adamw_by_hand(void **state)
      * sqrt(v/(1-0.999)) = 0.5, so p -= 0.1 * 0.5/0.5 -> 0.899. */
     ct_optim_step(o, p, g);
     assert_float_equal(p[0], 0.899, 1e-6);
-    assert_float_equal(ct_optim_state(o, 0)[0], 0.05, 1e-7);
-    assert_float_equal(ct_optim_state(o, 1)[0], 0.00025, 1e-8);
+    assert_float_equal(((float *)ct_optim_state(o, 0))[0], 0.05, 1e-7);
+    assert_float_equal(((float *)ct_optim_state(o, 1))[0], 0.00025, 1e-8);
     /* Step 2: p = 0.899*0.999 = 0.898101; a constant gradient keeps m_hat/sqrt(v_hat) = 1. */
     ct_optim_step(o, p, g);
     assert_float_equal(p[0], 0.798101, 3e-6);
@@ -201,7 +201,7 @@ static void test_sgd_by_hand(void **state)
     /* g' = (1 + 0.425, -1 + 1) = (1.425, 0); buf = 0.9*(1.5, 0) + g' = (2.775, 0); p -> (0.5725, 2). */
     ct_optim_step(o, p, g);
     assert_float_equal(p[0], 0.5725, 1e-6);
-    assert_float_equal(ct_optim_state(o, 0)[0], 2.775, 1e-6);
+    assert_float_equal(((float *)ct_optim_state(o, 0))[0], 2.775, 1e-6);
     ct_optim_free(o);
 }
 
@@ -284,7 +284,7 @@ static void test_mlp_bf16_mixed(void **state)
     l16 = ct_mlp_forward(m, x, y, B, NULL, NULL, NULL);
     assert_int_equal(ct_mlp_backward(m, B, NULL, NULL), 0);
     for (size_t i = 0; i < n; i++) {
-        double d = (double)ct_mlp_grads(m)[i] - g32[i];
+        double d = (double)((float *)ct_mlp_grads(m))[i] - g32[i];
 
         num += d * d;
         den += (double)g32[i] * g32[i];

@@ -439,14 +439,15 @@ void ct_gpt_init(ct_gpt *m, ct_rng *r)
         int is_bias = len >= 5 && !strcmp(name + len - 5, ".bias");
         int is_ln = strstr(name, "ln_") != NULL;
         int is_proj = strstr(name, "c_proj.weight") != NULL;
+        float *data = ts->data;
 
         for (size_t j = 0; j < ts->numel; j++) {
             if (is_bias)
-                ts->data[j] = 0.0f;
+                data[j] = 0.0f;
             else if (is_ln)
-                ts->data[j] = 1.0f;
+                data[j] = 1.0f;
             else
-                ts->data[j] = (float)(normal(r) * (is_proj ? proj_std : 0.02));
+                data[j] = (float)(normal(r) * (is_proj ? proj_std : 0.02));
         }
     }
 }
