@@ -134,7 +134,7 @@ static ct_registry_entry models[8 + MAX_ADDED] = {
       .config = mlp_config, .precisions = "32-true,bf16-mixed,16-mixed,64-true", .datamodule = "fashion-mnist" },
     { .name = "gpt", .description = "GPT-2 language model (learned positions, pre-LayerNorm blocks, causal "
       "self-attention, GELU MLP, tied LM head); not on cuda until device kernels exist",
-      .accelerators = CT_ACCEL_CPU, .config = gpt_config, .precisions = "32-true,bf16-mixed",
+      .accelerators = CT_ACCEL_CPU, .config = gpt_config, .precisions = "32-true,bf16-mixed,64-true",
       .datamodule = "tokens" },
 };
 
