@@ -9,6 +9,8 @@
 #    optimizer state are F64 and its metadata names the storage; resuming under 64-true continues,
 #    under 32-true (resume or --weights-only) is refused with a hint and nothing is written;
 #  - ddp on 2 ranks x 4 sequences follows single_device with 8 (relative 1e-12: fp64 allreduce);
+#  - a 64-true GPT's checkpoint generates text and exports to Hugging Face's fp32 layout, and
+#    --init-from loads fp32 weights into a 64-true run;
 #  - refused before anything runs, with a hint: ddp_sharded (fp32 shards), a user model that
 #    stores fp32 only (examples/softmax_regression), bf16-true (not built) and 16-true (GPU).
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,7 +27,7 @@ json() { sed -n "s/.*\"$1\":[[:space:]]*\([0-9.e+-]*\).*/\1/p" "$2" | head -1; }
 # header FILE: a safetensors file's JSON header
 header() { dd if="$1" bs=1 skip=8 count="$(od -An -t u8 -N 8 "$1" | tr -d ' ')" 2>/dev/null; }
 
-echo "1..17"
+echo "1..20"
 
 # 1-3: the MLP against torch float64.
 if /usr/bin/python3 -c 'import torch, numpy' >/dev/null 2>&1; then
@@ -48,7 +50,7 @@ fi
 if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
     . "$(dirname "$0")/lib/ci.sh"
     ci_needs "dataset-fashion-mnist not installed"
-    while [ $n -lt 17 ]; do skip "dataset-fashion-mnist not installed (scripts/install-deps)"; done
+    while [ $n -lt 20 ]; do skip "dataset-fashion-mnist not installed (scripts/install-deps)"; done
     exit 0
 fi
 mkdir -p "$T/data"
@@ -97,7 +99,20 @@ c=$(json val_loss "$T/gd/summary.json")
 check 'awk -v a="$a" -v c="$c" "BEGIN { d = a - c; if (d < 0) d = -d; exit !(c > 0 && d / a < 1e-12) }"' \
     "ddp 2x4 in fp64: val_loss $c equals single_device 8's $a (relative 1e-12)" "$T/gd.out"
 
-# 14-17: refused before anything runs, with a hint.
+# 14-16: generate, export and --init-from with a 64-true GPT.
+"$CTRAIN" generate --ckpt-path "$T/g64/best.safetensors" --prompt "The " --max-new-tokens 16 --seed 1 >"$T/gen.out" 2>&1
+check '[ $? -eq 0 ] && [ "$(head -c 4 "$T/gen.out")" = "The " ] && [ "$(wc -c <"$T/gen.out")" -ge 20 ]' \
+    "ctrain generate reads a 64-true checkpoint (F64) and continues the prompt" "$T/gen.out"
+"$CTRAIN" export --ckpt-path "$T/g64/best.safetensors" --format hf --output-dir "$T/hf" >"$T/exp.out" 2>&1
+header "$T/hf/model.safetensors" >"$T/hf.hdr" 2>/dev/null
+check '[ -s "$T/hf.hdr" ] && grep -q "\"transformer.wte.weight\":{\"dtype\":\"F32\"" "$T/hf.hdr" && ! grep -q "F64" "$T/hf.hdr"' \
+    "export --format hf of a 64-true checkpoint writes Hugging Face's fp32 tensors" "$T/exp.out"
+"$CTRAIN" fit $G --batch-size 8 --max-steps 5 --precision 64-true --init-from "$T/hf/model.safetensors" \
+    --default-root-dir "$T/gi" >"$T/gi.out" 2>&1
+check '[ $? -eq 0 ] && grep -q "\"wte.weight\":{\"dtype\":\"F64\"" "$(header "$T/gi/last.safetensors" >"$T/gi.hdr"; echo "$T/gi.hdr")"' \
+    "--init-from fp32 weights into a 64-true run trains and saves F64" "$T/gi.out"
+
+# 17-20: refused before anything runs, with a hint.
 "$CTRAIN" fit $M --precision 64-true --strategy ddp_sharded --devices 2 --default-root-dir "$T/sh" >"$T/sh.out" 2>&1
 check '[ $? -eq 2 ] && grep -q "strategy ddp_sharded does not run with --precision 64-true" "$T/sh.out" && grep -q "hint: .*use --strategy ddp" "$T/sh.out" && [ ! -e "$T/sh" ]' \
     "ddp_sharded with 64-true: exit 2, hint --strategy ddp, nothing written" "$T/sh.out"
