@@ -11,8 +11,9 @@
  * Contract every model keeps:
  *  - parameters live in ONE contiguous array and gradients in another with the same layout, of
  *    element type param_dtype (fp32 unless the precision asked for another through
- *    set_param_dtype: 64-true's fp64); named tensors (PyTorch / safetensors names, e.g. "layers.0.weight", "wte.weight") view the
- *    parameter array in forward order and tile it exactly;
+ *    set_param_dtype: 64-true's fp64); named tensors (PyTorch / safetensors names, e.g.
+ *    "layers.0.weight", "wte.weight") view the parameter array in forward order and tile it
+ *    exactly;
  *  - forward(batch) computes the loss of a batch and keeps what backward needs; it returns SUMS
  *    (loss summed over the batch's loss terms, the number of terms, right predictions) so the
  *    engine can reduce them over ranks and batches exactly. A model that sets

@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* ctrain — the neural-network engine: fp32 tensors, layers, the MLP, optimizers, the PRNG.
+/* ctrain — the neural-network engine: tensors, layers, the MLP, optimizers, the PRNG.
  *
- * Knows nothing about ranks or strategies. Parameters live in ONE contiguous fp32 array and
- * gradients in another with the same layout: weight then bias of each Linear layer, in forward
- * order. Backward runs from the last tensor to the first and calls a "gradient ready" callback as
- * each tensor's gradient is final (the Trainer wires it to the Strategy for overlapped allreduce).
- * Every GEMM goes through oneDNN's matmul. Nothing allocates inside a training step: activations
- * for the largest batch are allocated once by ct_mlp_create.
+ * Knows nothing about ranks or strategies. Parameters live in ONE contiguous array (fp32; fp64
+ * under 64-true) and gradients in another with the same layout: weight then bias of each Linear
+ * layer, in forward order. Backward runs from the last tensor to the first and calls a "gradient
+ * ready" callback as each tensor's gradient is final (the Trainer wires it to the Strategy for
+ * overlapped allreduce).
+ * Every fp32 or bf16 GEMM goes through oneDNN's matmul, fp64 ones through OpenBLAS's dgemm. Nothing
+ * allocates inside a training step: activations for the largest batch are allocated once by
+ * ct_mlp_create.
  */
 #ifndef CTRAIN_NN_H
 #define CTRAIN_NN_H

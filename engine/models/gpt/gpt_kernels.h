@@ -15,7 +15,8 @@
     /* out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:] */ \
     void SFX(gpt_embed)(real *out, const int32_t *tokens, const real *wte, const real *wpe, int B, int T, int C); \
     /* dwte[tokens[b,t],:] += dout[b,t,:]; dwpe = sum over b of dout[b,t,:] (overwritten). */ \
-    void SFX(gpt_embed_backward)(real *dwte, real *dwpe, const real *dout, const int32_t *tokens, int B, int T, int C); \
+    void SFX(gpt_embed_backward)(real *dwte, real *dwpe, const real *dout, const int32_t *tokens, int B, int T, \
+                                 int C); \
  \
     /* out = (x - mean) * rstd * w + b per row (eps 1e-5, biased variance as PyTorch); keeps mean, rstd. */ \
     void SFX(gpt_layernorm_forward)(real *out, real *mean, real *rstd, const real *x, const real *w, const real *b, \

@@ -269,7 +269,8 @@ double SFX(gpt_forward)(ct_gpt *m, const int32_t *inputs, const int32_t *targets
     }
     if (m->gemm_dtype != CT_DTYPE_BF16 && need_tensors(m, lf, lf + 1, need, ctx))
         return NAN;
-    KSFX(gpt_layernorm_forward)(VW(m)->lnf, VW(m)->lnf_mean, VW(m)->lnf_rstd, x, tensor_data(m, lf), tensor_data(m, lf + 1), BT, C);
+    KSFX(gpt_layernorm_forward)(VW(m)->lnf, VW(m)->lnf_mean, VW(m)->lnf_rstd, x, tensor_data(m, lf),
+                                tensor_data(m, lf + 1), BT, C);
     /* logits = lnf wte^T: the LM head is the token embedding, transposed */
     GEMM(0, 1, BT, V, C, gemm_in(m, VW(m)->lnf, (size_t)BT * C, 0), C, gemm_param(m, tensor_data(m, 0)), C,
             m->gemm_dtype, 0, VW(m)->probs, V);
@@ -341,15 +342,16 @@ static int block_backward(ct_gpt *m, int l, const real *x, ct_grad_ready_fn read
         g[i] = tensor_grad(m, t0 + i);
     }
     /* MLP: res3 = res2 + gelu(ln2 Wfc^T + bfc) Wproj^T + bproj */
-    linear_backward(m, VW(m)->dfch, g[BLK_FPROJ_W], g[BLK_FPROJ_B], VW(m)->dres, a->fch_gelu, w[BLK_FPROJ_W], BT, 4 * C, C);
+    linear_backward(m, VW(m)->dfch, g[BLK_FPROJ_W], g[BLK_FPROJ_B], VW(m)->dres, a->fch_gelu, w[BLK_FPROJ_W], BT,
+                    4 * C, C);
     if ((rv = announce_run(m, t0 + BLK_FPROJ_B, t0 + BLK_FPROJ_W, ready, ctx)))
         return rv;
     KSFX(gpt_gelu_backward)(VW(m)->dfch, a->fch, (size_t)BT * 4 * C);
     linear_backward(m, VW(m)->dbt_c, g[BLK_FC_W], g[BLK_FC_B], VW(m)->dfch, a->ln2, w[BLK_FC_W], BT, C, 4 * C);
     if ((rv = announce_run(m, t0 + BLK_FC_B, t0 + BLK_FC_W, ready, ctx)))
         return rv;
-    KSFX(gpt_layernorm_backward)(VW(m)->dres, g[BLK_LN2_W], g[BLK_LN2_B], VW(m)->dbt_c, a->res2, w[BLK_LN2_W], a->ln2_mean,
-                           a->ln2_rstd, BT, C);
+    KSFX(gpt_layernorm_backward)(VW(m)->dres, g[BLK_LN2_W], g[BLK_LN2_B], VW(m)->dbt_c, a->res2, w[BLK_LN2_W],
+                                 a->ln2_mean, a->ln2_rstd, BT, C);
     if ((rv = announce_run(m, t0 + BLK_LN2_B, t0 + BLK_LN2_W, ready, ctx)))
         return rv;
     /* attention: res2 = x + attention(ln1 Wattn^T + battn) Wproj^T + bproj */
@@ -384,8 +386,8 @@ int SFX(gpt_backward)(ct_gpt *m, double scale_tokens, ct_grad_ready_fn ready, vo
     }
     memset(VW(m)->dres, 0, sizeof(real) * (size_t)BT * C);
     KSFX(gpt_layernorm_backward)(VW(m)->dres, tensor_grad(m, lf), tensor_grad(m, lf + 1), VW(m)->dbt_c,
-                           L ? VW(m)->blocks[L - 1].res3 : VW(m)->encoded, tensor_data(m, lf), VW(m)->lnf_mean, VW(m)->lnf_rstd,
-                           BT, C);
+                                 L ? VW(m)->blocks[L - 1].res3 : VW(m)->encoded, tensor_data(m, lf), VW(m)->lnf_mean,
+                                 VW(m)->lnf_rstd, BT, C);
     if ((rv = announce_run(m, lf + 1, lf, ready, ctx)))
         return rv;
     for (int l = L - 1; l >= 0; l--)
