@@ -9,6 +9,9 @@
 # blocks of 32 query rows: two full blocks and a partial one). A fourth repeats the first with oneDNN
 # held to AVX2 (DNNL_MAX_CPU_ISA, ONEDNN_MAX_CPU_ISA from oneDNN 3): a CPU without bf16 instructions,
 # where oneDNN has no bf16 matmul and ctrain computes bf16-mixed's products on OpenBLAS.
+# Then 64-true (gpt_check --f64: fp64 parameters, activations, gradients and AdamW) on the first
+# three configurations against torch float64: the loss, every gradient and the 20 AdamW losses
+# within 1e-10 relative error.
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B="$ROOT/${CTRAIN_BUILD:-build}"
 if ! /usr/bin/python3 -c 'import torch, numpy' >/dev/null 2>&1; then
@@ -40,12 +43,27 @@ run small 2 4 64 32 256 4
 run odd 3 2 48 17 300 3
 run long 1 2 32 80 256 2
 run avx2 2 4 64 32 256 4 AVX2
+
+# one 64-true configuration: NAME N_LAYER N_HEAD N_EMBD SEQ_LEN VOCAB BATCH
+run64() {
+    mkdir -p "$T/$1"
+    cfg="n_layer=$2,n_head=$3,n_embd=$4,seq_len=$5,vocab=$6"
+    if ! "$B/t/gpt_check" "$T/$1" --config "$cfg" --batch "$7" --steps 20 --lr 1e-3 --f64 >"$T/$1/check.out" 2>&1; then
+        echo "1..1"; echo "not ok 1 - gpt_check $cfg --f64"; sed 's/^/# /' "$T/$1/check.out"; exit 1
+    fi
+    echo "# $1: 64-true, $cfg, batch $7"
+    /usr/bin/python3 "$ROOT/t/gpt_torch.py" --tol 1e-10 "$T/$1" "$2" "$3" "$4" "$5" "$6" 1e-3 >"$T/$1/tap" 2>&1 ||
+        { sed 's/^/# /' "$T/$1/tap"; rc=1; }
+}
+run64 small64 2 4 64 32 256 4
+run64 odd64 3 2 48 17 300 3
+run64 long64 1 2 32 80 256 2
 # one plan for all: renumber each configuration's tests after the previous ones'
 total=0
-for c in small odd long avx2; do total=$((total + $(grep -c '^\(not \)\?ok' "$T/$c/tap"))); done
+for c in small odd long avx2 small64 odd64 long64; do total=$((total + $(grep -c '^\(not \)\?ok' "$T/$c/tap"))); done
 echo "1..$total"
 off=0
-for c in small odd long avx2; do
+for c in small odd long avx2 small64 odd64 long64; do
     grep -v '^1\.\.' "$T/$c/tap" |
         awk -v off="$off" '/^(not )?ok [0-9]+/ { for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+$/) { $i += off; break } } { print }'
     off=$((off + $(grep -c '^\(not \)\?ok' "$T/$c/tap")))

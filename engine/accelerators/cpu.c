@@ -46,17 +46,20 @@ static int cpu_memory_stats(int id, ct_memstats *out)
     return 0;
 }
 
-/* The host model computes on the cpu itself: only the precision's GEMM input type is set. The
+/* The host model computes on the cpu itself: only the precision's GEMM input type is set (its
+ * storage type was set when it was built). The
  * cpu engine has no loss scaling (16-mixed is refused by the connector before this). */
 static int cpu_model_to_device(ct_model *host, const ct_model_placement *where, ct_model **out, ct_error *err)
 {
     int rc;
 
     *out = NULL;
-    if (where->loss_scaling || (where->gemm_dtype != CT_DTYPE_F32 && where->gemm_dtype != CT_DTYPE_BF16)) {
+    /* fp64 GEMMs only on a model stored in fp64 (64-true: set before, with its param_dtype). */
+    if (where->loss_scaling || (where->gemm_dtype != CT_DTYPE_F32 && where->gemm_dtype != CT_DTYPE_BF16 &&
+                                !(where->gemm_dtype == CT_DTYPE_F64 && host->param_dtype == CT_DTYPE_F64))) {
         ct_error_set(err, CT_ENOTAVAIL, "model-precision-unsupported",
-                     "model %s on cpu computes in 32-true or bf16-mixed only", host->name);
-        return ct_error_hint(err, "use --precision 32-true or --precision bf16-mixed");
+                     "model %s on cpu computes in 32-true, bf16-mixed or 64-true only", host->name);
+        return ct_error_hint(err, "use --precision 32-true, bf16-mixed or 64-true");
     }
     if ((rc = ct_model_set_gemm_dtype(host, where->gemm_dtype, err)))
         return rc;

@@ -30,7 +30,7 @@ static void plan_usage(FILE *out)
         "                       or auto (default: $CTRAIN_STRATEGY, else auto); options e.g. ddp:bucket_mb=2\n"
         "  --devices SPEC       auto, N, -1 (all), or ids \"0,1\" / \"1,\" (cuda)\n"
         "  --num-nodes N        nodes in the run (default: the cluster environment's, else 1)\n"
-        "  --precision P        32-true, bf16-mixed, 16-mixed, ... (default: $CTRAIN_PRECISION, else 32-true)\n"
+        "  --precision P        32-true, bf16-mixed, 64-true, 16-mixed (default: $CTRAIN_PRECISION, else 32-true)\n"
         "  --cluster-env NAME   auto or an environment name (ctrain plan --list)\n"
         "  --model NAME         the model (default: $CTRAIN_MODEL, else mlp)\n"
         "  --model-config K=V,...  the model's settings, checked against its keys (--list shows them)\n"

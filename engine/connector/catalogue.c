@@ -62,6 +62,7 @@ static const ct_catalogue_entry catalogue[] = {
     { "model-config-value", "--model-config", "a value of the wrong type, out of range, or inconsistent with other keys or the data" },
     { "model-not-on-accelerator", "--model, --accelerator", "a model with no implementation on the accelerator (e.g. gpt on cuda)" },
     { "model-precision-unsupported", "--model, --precision", "a precision the model does not compute in" },
+    { "strategy-precision-unsupported", "--strategy, --precision", "e.g. ddp_sharded with 64-true (fp32 shards)" },
     { "datamodule-empty", "--datamodule, CTRAIN_DATAMODULE", "empty data module name" },
     { "datamodule-unknown", "--datamodule, CTRAIN_DATAMODULE", "unknown data module (did you mean ...)" },
     { "datamodule-missing", "--model", "a model with no default data module and no --datamodule" },

@@ -292,6 +292,11 @@ static int check_support(const ct_final_flags *ff, ct_plan *plan, ct_error *err)
         return ct_error_hint(err, "%s runs on: %s; choose it with --accelerator, or another strategy", st->name,
                              ct_registry_accel_list(st->accelerators, list, sizeof(list)));
     }
+    if (st->precisions && !ct_registry_model_has_precision(st, pr->name)) {
+        ct_error_set(err, CT_ECONFLICT, "strategy-precision-unsupported", "strategy %s does not run with --precision "
+                     "%s", st->name, pr->name);
+        return ct_error_hint(err, "%s runs with: %s; use --strategy ddp for %s", st->name, st->precisions, pr->name);
+    }
     if (!(pr->accelerators & bit)) {
         ct_error_set(err, CT_ECONFLICT, "precision-unsupported-accelerator",
                      "precision %s is not supported on accelerator %s (%s)", pr->name, plan->accelerator,

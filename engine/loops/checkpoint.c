@@ -13,17 +13,32 @@
 
 #define CKPT_FORMAT "ctrain-checkpoint-1"
 
-static void add_tensor(ct_ckpt *c, const char *name, float *data, int ndim, const int64_t *shape, size_t numel)
+/* What the parameters are stored in, as the metadata records it ("F32", "F64"; safetensors' names). */
+static const char *storage_name(enum ct_dtype t)
+{
+    return t == CT_DTYPE_F64 ? "F64" : t == CT_DTYPE_BF16 ? "BF16" : t == CT_DTYPE_F16 ? "F16" : "F32";
+}
+
+static const char *precision_name(ct_run *run)
+{
+    const struct ct_precision_ops *p = ct_strategy_precision(run->strategy);
+
+    return p ? p->name : "32-true";
+}
+
+/* A tensor in the type the run stores it in (64-true: F64), so the file holds what trained. */
+static void add_tensor(ct_ckpt *c, const char *name, void *data, enum ct_dtype dtype, int ndim, const int64_t *shape,
+                       size_t numel)
 {
     ct_ckpt_tensor *t = &c->tensors[c->n_tensors++];
 
     snprintf(t->name, sizeof(t->name), "%s", name);
-    t->dtype = CT_DTYPE_F32;
+    t->dtype = dtype;
     t->ndim = ndim;
     for (int d = 0; d < ndim; d++)
         t->shape[d] = shape[d];
     t->data = data;
-    t->nbytes = numel * sizeof(float);
+    t->nbytes = numel * ct_dtype_size(dtype);
 }
 
 static void add_meta(ct_ckpt *c, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -63,13 +78,14 @@ static int describe_tensors(ct_run *run, ct_ckpt *c, int weights_only, ct_error 
     for (int i = 0; i < host->n_tensors; i++) {
         const ct_tensor *t = &host->tensors[i];
 
-        add_tensor(c, t->name, t->data, t->ndim, t->shape, t->numel);
+        add_tensor(c, t->name, t->data, host->param_dtype, t->ndim, t->shape, t->numel);
     }
     for (int i = 0; i < states; i++) {
         char name[64];
 
         snprintf(name, sizeof(name), "optimizer.%s", ct_optim_state_name(run->optim, i));
-        add_tensor(c, name, ct_strategy_optimizer_state(run->strategy, run->optim, i), 1, &n, (size_t)n);
+        add_tensor(c, name, ct_strategy_optimizer_state(run->strategy, run->optim, i), ct_optim_dtype(run->optim), 1,
+                   &n, (size_t)n);
     }
     return 0;
 }
@@ -150,6 +166,8 @@ int ct_run_save_checkpoint(ct_run *run, const char *path, ct_error *err)
     add_meta(c, "format", CKPT_FORMAT);
     add_meta(c, "model", "%s %s", host->name, host->describe);
     add_meta(c, "optimizer", "%s", ct_optim_kind_name(oc->kind));
+    add_meta(c, "precision", "%s", precision_name(run));
+    add_meta(c, "param_dtype", "%s", storage_name(host->param_dtype));
     add_meta(c, "optimizer_steps", "%" PRId64, ct_optim_steps(run->optim));
     add_meta(c, "epoch", "%" PRId64, run->st.epoch);
     add_meta(c, "step_in_epoch", "%" PRId64, run->st.step_in_epoch);
@@ -190,6 +208,24 @@ static int need_int(const char *path, const ct_ckpt *c, const char *key, int64_t
     return 0;
 }
 
+/* The parameters' storage type is the precision's (64-true: F64): a checkpoint stored in another
+ * cannot be loaded into this run's arrays, nor resumed (its optimizer state is of that type too).
+ * Precisions that store alike (32-true, bf16-mixed) resume each other, as before. A checkpoint
+ * written before ctrain recorded it holds F32. */
+static int check_storage(ct_run *run, const char *path, const ct_ckpt *c, int weights_only, ct_error *err)
+{
+    const char *theirs = meta_get(c, "param_dtype"), *prec = meta_get(c, "precision");
+    const char *mine = storage_name(ct_model_host(run->model)->param_dtype);
+
+    if (!strcmp(theirs ? theirs : "F32", mine))
+        return 0;
+    ct_error_set(err, weights_only ? CT_EFORMAT : CT_ECONFLICT, "ckpt-resume-mismatch",
+                 "%s: the checkpoint stores its parameters in %s (--precision %s), this run stores them in %s "
+                 "(--precision %s)", path, theirs ? theirs : "F32", prec ? prec : "32-true", mine, precision_name(run));
+    return ct_error_hint(err, "%s with --precision %s", weights_only ? "load it" : "resume",
+                         prec ? prec : "32-true");
+}
+
 /* The metadata checks that give a clear message before any tensor is compared. */
 static int check_header(ct_run *run, const char *path, const ct_ckpt *c, int weights_only, ct_error *err)
 {
@@ -215,7 +251,7 @@ static int check_header(ct_run *run, const char *path, const ct_ckpt *c, int wei
                      path, opt ? opt : "no", mine);
         return ct_error_hint(err, "resume with --optimizer %s", opt ? opt : "of the run that wrote it");
     }
-    return 0;
+    return check_storage(run, path, c, weights_only, err);
 }
 
 /* One setting the checkpoint recorded against this run's; a checkpoint written before ctrain

@@ -53,7 +53,7 @@ int ct_ckpt_model_load(const char *path, const char *command, ct_model **out, ct
     ct_data_info data;
     ct_model *m = NULL;
     char name[64], config[512], want[320];
-    const char *model;
+    const char *model, *stored;
     struct stat st;
     int rc;
 
@@ -90,6 +90,10 @@ int ct_ckpt_model_load(const char *path, const char *command, ct_model **out, ct
         }
         goto out;
     }
+    /* A 64-true run's checkpoint holds F64 tensors: the model is rebuilt in that type. */
+    stored = meta_get(c, "param_dtype");
+    if (stored && !strcmp(stored, "F64") && (rc = ct_model_set_param_dtype(m, CT_DTYPE_F64, err)))
+        goto out;
     model = meta_get(c, "model");
     snprintf(want, sizeof(want), "%s %s", m->name, m->describe);
     if (!model || strcmp(model, want)) {
@@ -107,12 +111,12 @@ int ct_ckpt_model_load(const char *path, const char *command, ct_model **out, ct
         ct_ckpt_tensor *o = &c->tensors[c->n_tensors++];
 
         snprintf(o->name, sizeof(o->name), "%s", t->name);
-        o->dtype = CT_DTYPE_F32;
+        o->dtype = m->param_dtype;
         o->ndim = t->ndim;
         for (int d = 0; d < t->ndim; d++)
             o->shape[d] = t->shape[d];
         o->data = t->data;
-        o->nbytes = t->numel * sizeof(float);
+        o->nbytes = t->numel * ct_dtype_size(m->param_dtype);
     }
     if ((rc = io->load(path, c, err)))
         goto out;

@@ -11,21 +11,30 @@
  * Inside an accumulation window (Lightning's no_sync) the strategy hears nothing until the last
  * micro-batch: the earlier ones' gradients are summed into run->accum, and the last one adds that
  * sum to each range just before announcing it, so the exchange still overlaps its backward. */
+/* a += g (add_to_g 0) or g += a (add_to_g 1) over count elements of type T. */
+#define ACCUM(T, a, g, count, add_to_g)                                                                               \
+    do {                                                                                                               \
+        T *a_ = (T *)(a), *g_ = (T *)(g);                                                                              \
+        for (size_t i_ = 0; i_ < (count); i_++)                                                                        \
+            *((add_to_g) ? &g_[i_] : &a_[i_]) += (add_to_g) ? a_[i_] : g_[i_];                                         \
+    } while (0)
+
 static int grad_ready(void *ctx, size_t offset, size_t count)
 {
     ct_run *run = ctx;
 
     if (run->window > 1) {
-        float *g = run->model->grads + offset, *a = run->accum + offset;
+        enum ct_dtype dt = run->model->param_dtype;
+        size_t es = ct_dtype_size(dt);
+        char *g = (char *)run->model->grads + offset * es, *a = (char *)run->accum + offset * es;
+        int add_to_g = run->micro == run->window - 1;
 
         if (run->micro == 0)
-            memcpy(a, g, count * sizeof(float));
-        else if (run->micro < run->window - 1)
-            for (size_t i = 0; i < count; i++)
-                a[i] += g[i];
+            memcpy(a, g, count * es);
+        else if (dt == CT_DTYPE_F64)
+            ACCUM(double, a, g, count, add_to_g);
         else
-            for (size_t i = 0; i < count; i++)
-                g[i] += a[i];
+            ACCUM(float, a, g, count, add_to_g);
         if (run->micro < run->window - 1)
             return 0;
     }
@@ -109,10 +118,10 @@ static int clip_gradients(ct_run *run, int logging, ct_error *err)
         return rc;
     run->last_grad_norm = norm;
     if (run->opt.clip == CT_CLIP_NORM && run->opt.clip_val / (norm + 1e-6) < 1)
-        ct_strategy_grad_scale(run->strategy, (float)(run->opt.clip_val / (norm + 1e-6)));
+        ct_strategy_grad_scale(run->strategy, run->opt.clip_val / (norm + 1e-6));
 value:
     if (run->opt.clip == CT_CLIP_VALUE)
-        ct_strategy_grad_clamp(run->strategy, (float)run->opt.clip_val);
+        ct_strategy_grad_clamp(run->strategy, run->opt.clip_val);
     return 0;
 }
 

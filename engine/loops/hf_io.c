@@ -165,7 +165,13 @@ static int check_entry(const char *path, const ct_tensor *t, const ct_model_hf_t
     return 0;
 }
 
-/* Model tensor t from the file's data f (the file's layout). */
+/* Element i of model tensor t as fp32 (Hugging Face's files are fp32; a 64-true model's fp64). */
+static float value_at(const ct_model *m, const ct_tensor *t, size_t i)
+{
+    return m->param_dtype == CT_DTYPE_F64 ? (float)((const double *)t->data)[i] : ((const float *)t->data)[i];
+}
+
+/* Model tensor t from the file's data f (the file's layout), into fp32 dst. */
 static void place(float *dst, const ct_tensor *t, const ct_model_hf_tensor *map, const float *f)
 {
     if (map->transposed && t->ndim == 2) {
@@ -177,6 +183,15 @@ static void place(float *dst, const ct_tensor *t, const ct_model_hf_tensor *map,
     } else {
         memcpy(dst, f, t->numel * sizeof(float)); /* prefix rows: the first numel values */
     }
+}
+
+/* 1 when tensor t holds exactly the fp32 values f (a tied tensor of the file). */
+static int same_values(const ct_model *m, const ct_tensor *t, const float *f)
+{
+    for (size_t i = 0; i < t->numel; i++)
+        if (value_at(m, t, i) != f[i])
+            return 0;
+    return 1;
 }
 
 /* Every tensor of the file is one the model maps, one tied to the model's, or a buffer. */
@@ -200,8 +215,7 @@ static int check_extras(const ct_model *host, const char *path, const ct_ckpt *c
             return ct_error_hint(err, "give a checkpoint of the same architecture (GPT-2 for gpt)");
         }
         if (e->dtype != CT_DTYPE_F32 || e->nbytes != host->tensors[tied].numel * sizeof(float) ||
-            (rc = read_one(path, e, scratch, err)) != 0 ||
-            memcmp(scratch, host->tensors[tied].data, e->nbytes) != 0) {
+            (rc = read_one(path, e, scratch, err)) != 0 || !same_values(host, &host->tensors[tied], scratch)) {
             ct_error_set(err, CT_EFORMAT, "init-from-untied", "--init-from %s: tensor %s differs from %s, to which "
                          "model %s ties it", path, e->name, host->tensors[tied].name, host->name);
             return ct_error_hint(err, "model %s has no separate output layer: give a checkpoint with tied weights",
@@ -215,8 +229,8 @@ int ct_hf_load(ct_model *host, const char *path, ct_error *err)
 {
     ct_ckpt *c = calloc(1, sizeof(*c));
     char *used = NULL;
-    float *scratch = NULL;
-    size_t biggest = 0;
+    float *scratch = NULL, *placed = NULL;
+    size_t biggest = 0, widest = 0;
     int rc;
 
     if (!c)
@@ -231,7 +245,11 @@ int ct_hf_load(ct_model *host, const char *path, ct_error *err)
     for (int i = 0; i < c->n_tensors; i++)
         if (c->tensors[i].nbytes > biggest)
             biggest = c->tensors[i].nbytes;
-    if (!(used = calloc((size_t)c->n_tensors + 1, 1)) || !(scratch = malloc(biggest ? biggest : 1))) {
+    for (int i = 0; i < host->n_tensors; i++)
+        if (host->tensors[i].numel > widest)
+            widest = host->tensors[i].numel;
+    if (!(used = calloc((size_t)c->n_tensors + 1, 1)) || !(scratch = malloc(biggest ? biggest : 1)) ||
+        !(placed = malloc(widest * sizeof(float) + 1))) {
         rc = ct_error_set(err, CT_ENOMEM, "", "out of memory loading %s", path);
         goto out;
     }
@@ -254,10 +272,18 @@ int ct_hf_load(ct_model *host, const char *path, ct_error *err)
         used[e - c->tensors] = 1;
         if ((rc = check_entry(path, t, &map, e, err)) || (rc = read_one(path, e, scratch, err)))
             goto out;
-        place(t->data, t, &map, scratch);
+        /* fp32 values, widened where the model stores fp64 (64-true: Lightning's load, then double()) */
+        place(placed, t, &map, scratch);
+        for (size_t k = 0; k < t->numel; k++) {
+            if (host->param_dtype == CT_DTYPE_F64)
+                ((double *)t->data)[k] = placed[k];
+            else
+                ((float *)t->data)[k] = placed[k];
+        }
     }
     rc = check_extras(host, path, c, used, scratch, err);
 out:
+    free(placed);
     free(scratch);
     free(used);
     free(c);
@@ -321,9 +347,11 @@ int ct_hf_save(const ct_model *host, const char *dir, ct_error *err)
 
             for (size_t r = 0; r < rows; r++)
                 for (size_t k = 0; k < cols; k++)
-                    dst[k * rows + r] = t->data[r * cols + k];
+                    dst[k * rows + r] = value_at(host, t, r * cols + k);
         } else {
-            memcpy(dst, t->data, o->nbytes);
+            /* fp32 files; a 64-true model's values rounded to fp32 */
+            for (size_t k = 0; k < t->numel; k++)
+                dst[k] = value_at(host, t, k);
         }
     }
     /* transformers refuses a safetensors file whose metadata format is not one of its frameworks */

@@ -147,7 +147,7 @@ typedef struct ct_run {
     int stop_posted;           /* stop_sums holds the last step's sums, not yet looked at */
     /* Gradient accumulation: the sum of the window's earlier micro-batches' gradients (NULL when
      * accumulate is 1), and where the micro-batch that runs now stands in its window. */
-    float *accum;
+    void *accum;
     int micro, window;
     int grads_on_host;         /* the model computes in host memory (accumulation, clipping, norms) */
     double last_grad_norm;     /* of the last optimizer step (before clipping); NaN: not measured */

@@ -26,6 +26,19 @@ static int gpt_set_gemm_dtype(ct_model *m, enum ct_dtype dtype, ct_error *err)
     return ct_gpt_set_gemm_dtype(gpt_of(m), dtype, err);
 }
 
+/* 64-true: the GPT's arrays in fp64; the model's views follow them. */
+static int gpt_set_param_dtype(ct_model *m, enum ct_dtype dtype, ct_error *err)
+{
+    ct_gpt *g = gpt_of(m);
+    int rc = ct_gpt_set_param_dtype(g, dtype, err);
+
+    m->param_dtype = ct_gpt_param_dtype(g);
+    m->params = ct_gpt_params(g);
+    m->grads = ct_gpt_grads(g);
+    m->tensors = ct_gpt_tensor(g, 0);
+    return rc;
+}
+
 static int gpt_forward(ct_model *m, const ct_batch *b, ct_param_need_fn need, void *ctx, ct_model_sums *out,
                        ct_error *err)
 {
@@ -70,6 +83,7 @@ static void gpt_metrics(const ct_model *m, const ct_model_sums *sums, double *va
 static const struct ct_model_ops gpt_ops = {
     .destroy = gpt_destroy,
     .init = gpt_init,
+    .set_param_dtype = gpt_set_param_dtype,
     .set_gemm_dtype = gpt_set_gemm_dtype,
     .forward = gpt_forward,
     .backward = gpt_backward,

@@ -23,6 +23,19 @@ static int mlp_set_gemm_dtype(ct_model *m, enum ct_dtype dtype, ct_error *err)
     return ct_mlp_set_gemm_dtype(mlp_of(m), dtype, err);
 }
 
+/* 64-true: the MLP's arrays in fp64; the model's views follow them. */
+static int mlp_set_param_dtype(ct_model *m, enum ct_dtype dtype, ct_error *err)
+{
+    ct_mlp *mlp = mlp_of(m);
+    int rc = ct_mlp_set_param_dtype(mlp, dtype, err);
+
+    m->param_dtype = ct_mlp_param_dtype(mlp);
+    m->params = ct_mlp_params(mlp);
+    m->grads = ct_mlp_grads(mlp);
+    m->tensors = ct_mlp_tensor(mlp, 0);
+    return rc;
+}
+
 static int mlp_forward(ct_model *m, const ct_batch *b, ct_param_need_fn need, void *ctx, ct_model_sums *out,
                        ct_error *err)
 {
@@ -44,6 +57,7 @@ static int mlp_backward(ct_model *m, double grad_scale, ct_grad_ready_fn ready, 
 static const struct ct_model_ops mlp_ops = {
     .destroy = mlp_destroy,
     .init = mlp_init,
+    .set_param_dtype = mlp_set_param_dtype,
     .set_gemm_dtype = mlp_set_gemm_dtype,
     .forward = mlp_forward,
     .backward = mlp_backward,

@@ -115,6 +115,18 @@ int ct_model_set_gemm_dtype(ct_model *m, enum ct_dtype dtype, ct_error *err)
     return ct_error_hint(err, "use --precision 32-true");
 }
 
+int ct_model_set_param_dtype(ct_model *m, enum ct_dtype dtype, ct_error *err)
+{
+    if (dtype == m->param_dtype)
+        return 0;
+    if (m->ops->set_param_dtype)
+        return m->ops->set_param_dtype(m, dtype, err);
+    ct_error_set(err, CT_ENOTAVAIL, "model-precision-unsupported", "model %s stores its parameters in fp32 only",
+                 m->name);
+    return ct_error_hint(err, "use --precision 32-true or bf16-mixed, or give the model a set_param_dtype "
+                              "(include/ctrain/model.h)");
+}
+
 /* What forward announced: the callers' need, its first failure, and how far the ranges reached. */
 struct need_track {
     ct_param_need_fn need;

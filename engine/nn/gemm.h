@@ -53,4 +53,15 @@ int ct_linear_backward_weight_blocks_dt(const void *x, const void *dyg, enum ct_
                                         float *db, int batch, int in, int out, int blocks, size_t w_offset,
                                         size_t b_offset, ct_grad_ready_fn ready, void *ctx);
 
+/* 64-true's layers: the same products in fp64 on OpenBLAS's dgemm (oneDNN's matmul has no f64 on
+ * cpu), the element-wise passes in fp64. */
+void ct_linear_forward_f64(const double *x, const double *w, const double *b, double *y, int batch, int in, int out,
+                           int relu);
+void ct_linear_backward_f64(const double *x, const double *w, const double *dy, double *dw, double *db, double *dx,
+                            int batch, int in, int out);
+void ct_relu_backward_f64(const double *y, double *dy, size_t n);
+double ct_softmax_xent_forward_f64(const double *logits, const uint8_t *labels, double *probs, int batch, int classes,
+                                   int *correct);
+void ct_softmax_xent_backward_f64(double *probs, const uint8_t *labels, int batch, int classes, int scale_batch);
+
 #endif

@@ -5,6 +5,8 @@
 #include <math.h>
 #include <string.h>
 
+#include <cblas.h>
+
 #include "ctrain/nn.h"
 #include "engine/nn/gemm.h"
 
@@ -12,29 +14,51 @@
  * take restrict pointers so the compiler vectorises them without alias checks. */
 #define CT_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 
-CT_SIMD_CLONES
-static void bias_relu(float *restrict y, const float *restrict b, int batch, int out)
-{
-    for (int i = 0; i < batch; i++) {
-        float *restrict row = y + (size_t)i * out;
-
-        for (int j = 0; j < out; j++) {
-            float v = row[j] + b[j];
-            row[j] = v > 0.0f ? v : 0.0f;
-        }
+/* The element-wise passes for each element type T: fp32 for 32-true and the mixed precisions,
+ * fp64 for 64-true (computed in T's own arithmetic, as PyTorch does for a tensor of that dtype). */
+#define ELEMENTWISE(T, SFX)                                                                                           \
+    CT_SIMD_CLONES                                                                                                     \
+    static void bias_relu_##SFX(T *restrict y, const T *restrict b, int batch, int out)                               \
+    {                                                                                                                  \
+        for (int i = 0; i < batch; i++) {                                                                              \
+            T *restrict row = y + (size_t)i * out;                                                                     \
+            for (int j = 0; j < out; j++) {                                                                            \
+                T v = row[j] + b[j];                                                                                   \
+                row[j] = v > (T)0 ? v : (T)0;                                                                          \
+            }                                                                                                          \
+        }                                                                                                              \
+    }                                                                                                                  \
+    CT_SIMD_CLONES                                                                                                     \
+    static void bias_add_##SFX(T *restrict y, const T *restrict b, int batch, int out)                                \
+    {                                                                                                                  \
+        for (int i = 0; i < batch; i++) {                                                                              \
+            T *restrict row = y + (size_t)i * out;                                                                     \
+            for (int j = 0; j < out; j++)                                                                              \
+                row[j] += b[j];                                                                                        \
+        }                                                                                                              \
+    }                                                                                                                  \
+    CT_SIMD_CLONES                                                                                                     \
+    static void column_sums_##SFX(const T *restrict dy, T *restrict db, int batch, int out)                           \
+    {                                                                                                                  \
+        memset(db, 0, sizeof(T) * (size_t)out);                                                                        \
+        for (int i = 0; i < batch; i++) {                                                                              \
+            const T *restrict row = dy + (size_t)i * out;                                                              \
+            for (int j = 0; j < out; j++)                                                                              \
+                db[j] += row[j];                                                                                       \
+        }                                                                                                              \
+    }                                                                                                                  \
+    CT_SIMD_CLONES                                                                                                     \
+    static void relu_backward_##SFX(const T *restrict y, T *restrict dy, size_t n)                                    \
+    {                                                                                                                  \
+        for (size_t i = 0; i < n; i++)                                                                                 \
+            dy[i] = y[i] > (T)0 ? dy[i] : (T)0;                                                                        \
     }
-}
 
-CT_SIMD_CLONES
-static void bias_add(float *restrict y, const float *restrict b, int batch, int out)
-{
-    for (int i = 0; i < batch; i++) {
-        float *restrict row = y + (size_t)i * out;
-
-        for (int j = 0; j < out; j++)
-            row[j] += b[j];
-    }
-}
+ELEMENTWISE(float, f32)
+ELEMENTWISE(double, f64)
+#define bias_relu bias_relu_f32
+#define bias_add bias_add_f32
+#define column_sums column_sums_f32
 
 void ct_linear_forward_dt(const void *x, const void *w, enum ct_dtype dt, const float *b, float *y, int batch, int in,
                           int out, int relu)
@@ -52,18 +76,6 @@ void ct_linear_forward(const float *x, const float *w, const float *b, float *y,
                        int batch, int in, int out, int relu)
 {
     ct_linear_forward_dt(x, w, CT_DTYPE_F32, b, y, batch, in, out, relu);
-}
-
-CT_SIMD_CLONES
-static void column_sums(const float *restrict dy, float *restrict db, int batch, int out)
-{
-    memset(db, 0, sizeof(float) * (size_t)out);
-    for (int i = 0; i < batch; i++) {
-        const float *restrict row = dy + (size_t)i * out;
-
-        for (int j = 0; j < out; j++)
-            db[j] += row[j];
-    }
 }
 
 void ct_linear_backward_dt(const void *x, const void *w, const void *dyg, enum ct_dtype dt, const float *dy,
@@ -115,11 +127,9 @@ int ct_linear_backward_weight_blocks(const float *x, const float *dy, float *dw,
                                                b_offset, ready, ctx);
 }
 
-CT_SIMD_CLONES
-void ct_relu_backward(const float *restrict y, float *restrict dy, size_t n)
+void ct_relu_backward(const float *y, float *dy, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    relu_backward_f32(y, dy, n);
 }
 
 double ct_softmax_xent_forward(const float *logits, const uint8_t *labels, float *probs,
@@ -165,6 +175,76 @@ void ct_softmax_xent_backward(float *probs, const uint8_t *labels, int batch, in
         float *p = probs + (size_t)i * classes;
 
         p[labels[i]] -= 1.0f;
+        for (int j = 0; j < classes; j++)
+            p[j] *= inv;
+    }
+}
+
+/* --- fp64 (64-true): OpenBLAS's dgemm, the element-wise passes above in fp64 ------------------- */
+
+void ct_linear_forward_f64(const double *x, const double *w, const double *b, double *y, int batch, int in, int out,
+                           int relu)
+{
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, out, in, 1.0, x, in, w, in, 0.0, y, out);
+    if (relu)
+        bias_relu_f64(y, b, batch, out);
+    else
+        bias_add_f64(y, b, batch, out);
+}
+
+void ct_linear_backward_f64(const double *x, const double *w, const double *dy, double *dw, double *db, double *dx,
+                            int batch, int in, int out)
+{
+    column_sums_f64(dy, db, batch, out);
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, batch, 1.0, dy, out, x, in, 0.0, dw, in);
+    if (dx)
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, in, out, 1.0, dy, out, w, in, 0.0, dx, in);
+}
+
+void ct_relu_backward_f64(const double *y, double *dy, size_t n)
+{
+    relu_backward_f64(y, dy, n);
+}
+
+double ct_softmax_xent_forward_f64(const double *logits, const uint8_t *labels, double *probs, int batch, int classes,
+                                   int *correct)
+{
+    double loss = 0.0;
+    int right = 0;
+
+    for (int i = 0; i < batch; i++) {
+        const double *z = logits + (size_t)i * classes;
+        double *p = probs + (size_t)i * classes;
+        double max = z[0], sum = 0.0, zl = z[labels[i]];
+        int arg = 0;
+
+        for (int j = 1; j < classes; j++)
+            if (z[j] > max) {
+                max = z[j];
+                arg = j;
+            }
+        for (int j = 0; j < classes; j++) {
+            p[j] = exp(z[j] - max);
+            sum += p[j];
+        }
+        loss += log(sum) - (zl - max);
+        for (int j = 0; j < classes; j++)
+            p[j] /= sum;
+        right += arg == labels[i];
+    }
+    if (correct)
+        *correct = right;
+    return loss;
+}
+
+void ct_softmax_xent_backward_f64(double *probs, const uint8_t *labels, int batch, int classes, int scale_batch)
+{
+    double inv = 1.0 / (double)scale_batch;
+
+    for (int i = 0; i < batch; i++) {
+        double *p = probs + (size_t)i * classes;
+
+        p[labels[i]] -= 1.0;
         for (int j = 0; j < classes; j++)
             p[j] *= inv;
     }

@@ -13,13 +13,16 @@ struct ct_mlp {
     int dims[CT_MLP_MAX_LAYERS + 1];
     int max_batch;
     size_t n_params;
-    float *params;
-    float *grads;
+    /* fp32, or fp64 (64-true): params, grads, acts and dacts are of this type. */
+    enum ct_dtype param_dtype;
+    void *params;
+    void *grads;
     ct_tensor tensors[2 * CT_MLP_MAX_LAYERS];
     /* acts[l]: output of layer l, [max_batch, dims[l+1]] (ReLU applied for hidden layers; the last
      * holds logits, then softmax probabilities, then dlogits). dacts[l]: gradient of acts[l]. */
-    float *acts[CT_MLP_MAX_LAYERS];
-    float *dacts[CT_MLP_MAX_LAYERS];
+    void *acts[CT_MLP_MAX_LAYERS];
+    void *dacts[CT_MLP_MAX_LAYERS];
+    double *xd; /* 64-true: the batch's fp32 input widened (PyTorch's x.double()) */
     const float *input;
     const uint8_t *labels;
     int batch;
@@ -34,7 +37,10 @@ struct ct_mlp {
 
 static float *weights(const ct_mlp *m, int l) { return m->tensors[2 * l].data; }
 static float *bias(const ct_mlp *m, int l) { return m->tensors[2 * l + 1].data; }
-static float *grad_of(const ct_mlp *m, int t) { return m->grads + m->tensors[t].offset; }
+static void *grad_of(const ct_mlp *m, int t)
+{
+    return (char *)m->grads + m->tensors[t].offset * ct_dtype_size(m->param_dtype);
+}
 
 static void describe_tensor(ct_mlp *m, int t, int layer, int is_bias, size_t offset)
 {
@@ -47,13 +53,64 @@ static void describe_tensor(ct_mlp *m, int t, int layer, int is_bias, size_t off
     ts->shape[1] = is_bias ? 0 : in;
     ts->numel = is_bias ? (size_t)out : (size_t)out * in;
     ts->offset = offset;
-    ts->data = m->params + offset;
+    ts->data = (char *)m->params + offset * ct_dtype_size(m->param_dtype);
 }
+
+/* params, grads, activations and their gradients in param_dtype; the tensors view params. */
+static int alloc_arrays(ct_mlp *m, ct_error *err)
+{
+    size_t es = ct_dtype_size(m->param_dtype), off = 0;
+
+    if (!(m->params = calloc(m->n_params, es)) || !(m->grads = calloc(m->n_params, es)))
+        return ct_error_set(err, CT_ENOMEM, "", "out of memory for %zu parameters", m->n_params);
+    for (int l = 0; l < m->n_layers; l++) {
+        size_t n = (size_t)m->max_batch * m->dims[l + 1];
+
+        if (!(m->acts[l] = malloc(n * es)) || !(m->dacts[l] = malloc(n * es)))
+            return ct_error_set(err, CT_ENOMEM, "", "out of memory for activations");
+    }
+    if (m->param_dtype == CT_DTYPE_F64 && !(m->xd = malloc(sizeof(double) * (size_t)m->max_batch * m->dims[0])))
+        return ct_error_set(err, CT_ENOMEM, "", "out of memory for the fp64 input");
+    for (int l = 0; l < m->n_layers; l++) {
+        describe_tensor(m, 2 * l, l, 0, off);
+        off += m->tensors[2 * l].numel;
+        describe_tensor(m, 2 * l + 1, l, 1, off);
+        off += m->tensors[2 * l + 1].numel;
+    }
+    return 0;
+}
+
+static void free_arrays(ct_mlp *m)
+{
+    for (int l = 0; l < m->n_layers; l++) {
+        free(m->acts[l]);
+        free(m->dacts[l]);
+        m->acts[l] = m->dacts[l] = NULL;
+    }
+    free(m->xd);
+    free(m->params);
+    free(m->grads);
+    m->xd = NULL;
+    m->params = m->grads = NULL;
+}
+
+int ct_mlp_set_param_dtype(ct_mlp *m, enum ct_dtype dtype, ct_error *err)
+{
+    if (dtype != CT_DTYPE_F32 && dtype != CT_DTYPE_F64)
+        return ct_error_set(err, CT_ENOTAVAIL, "model-precision-unsupported",
+                            "the cpu MLP stores its parameters in fp32 or fp64 only");
+    if (dtype == m->param_dtype)
+        return 0;
+    free_arrays(m);
+    m->param_dtype = dtype;
+    return alloc_arrays(m, err);
+}
+
+enum ct_dtype ct_mlp_param_dtype(const ct_mlp *m) { return m->param_dtype; }
 
 int ct_mlp_create(const int *dims, int n_dims, int max_batch, ct_mlp **out, ct_error *err)
 {
     ct_mlp *m;
-    size_t off = 0;
 
     *out = NULL;
     if (n_dims < 2 || n_dims - 1 > CT_MLP_MAX_LAYERS)
@@ -73,27 +130,9 @@ int ct_mlp_create(const int *dims, int n_dims, int max_batch, ct_mlp **out, ct_e
     memcpy(m->dims, dims, sizeof(int) * (size_t)n_dims);
     for (int l = 0; l < m->n_layers; l++)
         m->n_params += (size_t)dims[l] * dims[l + 1] + (size_t)dims[l + 1];
-    m->params = calloc(m->n_params, sizeof(float));
-    m->grads = calloc(m->n_params, sizeof(float));
-    for (int l = 0; l < m->n_layers; l++) {
-        size_t n = (size_t)max_batch * dims[l + 1];
-
-        m->acts[l] = malloc(n * sizeof(float));
-        m->dacts[l] = malloc(n * sizeof(float));
-        if (!m->acts[l] || !m->dacts[l]) {
-            ct_mlp_free(m);
-            return ct_error_set(err, CT_ENOMEM, "", "out of memory for activations");
-        }
-    }
-    if (!m->params || !m->grads) {
+    if (alloc_arrays(m, err)) {
         ct_mlp_free(m);
-        return ct_error_set(err, CT_ENOMEM, "", "out of memory for %zu parameters", m->n_params);
-    }
-    for (int l = 0; l < m->n_layers; l++) {
-        describe_tensor(m, 2 * l, l, 0, off);
-        off += m->tensors[2 * l].numel;
-        describe_tensor(m, 2 * l + 1, l, 1, off);
-        off += m->tensors[2 * l + 1].numel;
+        return err->code;
     }
     *out = m;
     return 0;
@@ -103,15 +142,12 @@ void ct_mlp_free(ct_mlp *m)
 {
     if (!m)
         return;
+    free_arrays(m);
     for (int l = 0; l < m->n_layers; l++) {
-        free(m->acts[l]);
-        free(m->dacts[l]);
         free(m->xq[l]);
         free(m->wq[l]);
     }
     free(m->dyq);
-    free(m->params);
-    free(m->grads);
     free(m);
 }
 
@@ -134,6 +170,13 @@ int ct_mlp_set_gemm_dtype(ct_mlp *m, enum ct_dtype dtype, ct_error *err)
 {
     int widest = 0;
 
+    /* 64-true: the GEMMs are fp64 products of the fp64 arrays (dgemm: nothing to prepare). */
+    if (m->param_dtype == CT_DTYPE_F64) {
+        if (dtype != CT_DTYPE_F64)
+            return ct_error_set(err, CT_ENOTAVAIL, "mlp-gemm-dtype", "an fp64 MLP computes its GEMMs in fp64 only");
+        m->gemm_dtype = dtype;
+        return 0;
+    }
     if (dtype == CT_DTYPE_F32) {
         m->gemm_dtype = dtype;
         prepare_gemms(m);
@@ -165,14 +208,22 @@ void ct_mlp_init(ct_mlp *m, ct_rng *r)
         /* kaiming_uniform(a=sqrt(5)) for W and the bias rule both give +-1/sqrt(fan_in). */
         double bound = 1.0 / sqrt((double)m->dims[t / 2]);
 
-        for (size_t i = 0; i < ts->numel; i++)
-            ts->data[i] = (float)((2.0 * ct_rng_uniform(r) - 1.0) * bound);
+        /* The same draws in either type: an fp64 model starts from the fp32 model's values widened
+         * (what PyTorch's model.double() of the same initialisation holds). */
+        for (size_t i = 0; i < ts->numel; i++) {
+            float v = (float)((2.0 * ct_rng_uniform(r) - 1.0) * bound);
+
+            if (m->param_dtype == CT_DTYPE_F64)
+                ((double *)ts->data)[i] = v;
+            else
+                ((float *)ts->data)[i] = v;
+        }
     }
 }
 
 size_t ct_mlp_num_params(const ct_mlp *m) { return m->n_params; }
-float *ct_mlp_params(ct_mlp *m) { return m->params; }
-float *ct_mlp_grads(ct_mlp *m) { return m->grads; }
+void *ct_mlp_params(ct_mlp *m) { return m->params; }
+void *ct_mlp_grads(ct_mlp *m) { return m->grads; }
 int ct_mlp_num_layers(const ct_mlp *m) { return m->n_layers; }
 int ct_mlp_num_tensors(const ct_mlp *m) { return 2 * m->n_layers; }
 const ct_tensor *ct_mlp_tensor(const ct_mlp *m, int i) { return &m->tensors[i]; }
@@ -186,6 +237,25 @@ void ct_mlp_describe(const ct_mlp *m, char *buf, size_t size)
         used += (size_t)snprintf(buf + used, size - used, "%s%d", i ? "-" : "", m->dims[i]);
 }
 
+/* 64-true's forward: the input widened once, every layer in fp64. */
+static double forward_f64(ct_mlp *m, const float *x, const uint8_t *labels, int batch, int *correct,
+                          ct_param_need_fn need, void *ctx)
+{
+    const double *in = m->xd;
+    int last = m->n_layers - 1;
+
+    for (size_t i = 0; i < (size_t)batch * m->dims[0]; i++)
+        m->xd[i] = x[i];
+    for (int l = 0; l < m->n_layers; l++) {
+        if (need && need(ctx, m->tensors[2 * l].offset, m->tensors[2 * l].numel + m->tensors[2 * l + 1].numel))
+            return NAN;
+        ct_linear_forward_f64(in, m->tensors[2 * l].data, m->tensors[2 * l + 1].data, m->acts[l], batch, m->dims[l],
+                              m->dims[l + 1], l != last);
+        in = m->acts[l];
+    }
+    return ct_softmax_xent_forward_f64(m->acts[last], labels, m->acts[last], batch, m->dims[m->n_layers], correct);
+}
+
 double ct_mlp_forward(ct_mlp *m, const float *x, const uint8_t *labels, int batch, int *correct,
                       ct_param_need_fn need, void *ctx)
 {
@@ -193,6 +263,10 @@ double ct_mlp_forward(ct_mlp *m, const float *x, const uint8_t *labels, int batc
     int last = m->n_layers - 1;
 
     m->input = x;
+    m->labels = labels;
+    m->batch = batch;
+    if (m->param_dtype == CT_DTYPE_F64)
+        return forward_f64(m, x, labels, batch, correct, need, ctx);
     m->labels = labels;
     m->batch = batch;
     for (int l = 0; l < m->n_layers; l++) {
@@ -220,11 +294,37 @@ double ct_mlp_forward(ct_mlp *m, const float *x, const uint8_t *labels, int batc
  * only the last block's bucket waits for its end. */
 #define FIRST_LAYER_BLOCKS 8
 
+/* 64-true's backward: each layer's gradients in fp64, then announced (bias first). */
+static int backward_f64(ct_mlp *m, int grad_scale_batch, ct_grad_ready_fn ready, void *ctx)
+{
+    int last = m->n_layers - 1, rc;
+    double *dy = m->acts[last];
+
+    ct_softmax_xent_backward_f64(dy, m->labels, m->batch, m->dims[m->n_layers], grad_scale_batch);
+    for (int l = last; l >= 0; l--) {
+        const double *x = l ? m->acts[l - 1] : m->xd;
+        double *dx = l ? m->dacts[l - 1] : NULL;
+        const ct_tensor *w = &m->tensors[2 * l], *b = &m->tensors[2 * l + 1];
+
+        ct_linear_backward_f64(x, w->data, dy, grad_of(m, 2 * l), grad_of(m, 2 * l + 1), dx, m->batch, m->dims[l],
+                               m->dims[l + 1]);
+        if (ready && ((rc = ready(ctx, b->offset, b->numel)) || (rc = ready(ctx, w->offset, w->numel))))
+            return rc;
+        if (dx) {
+            ct_relu_backward_f64(m->acts[l - 1], dx, (size_t)m->batch * m->dims[l]);
+            dy = dx;
+        }
+    }
+    return 0;
+}
+
 int ct_mlp_backward(ct_mlp *m, int grad_scale_batch, ct_grad_ready_fn ready, void *ctx)
 {
     int last = m->n_layers - 1;
     float *dy = m->acts[last]; /* softmax probabilities become dlogits in place */
 
+    if (m->param_dtype == CT_DTYPE_F64)
+        return backward_f64(m, grad_scale_batch, ready, ctx);
     ct_softmax_xent_backward(dy, m->labels, m->batch, m->dims[m->n_layers], grad_scale_batch);
     for (int l = last; l >= 0; l--) {
         const void *x = l ? m->acts[l - 1] : m->input;

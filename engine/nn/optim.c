@@ -15,7 +15,7 @@ struct ct_optim {
     int64_t steps;
     int n_states;
     const char *state_names[2];
-    float *state[2];
+    void *state[2];      /* of cfg.dtype */
 };
 
 void ct_optim_config_default(ct_optim_config *cfg, enum ct_optim_kind kind)
@@ -53,6 +53,10 @@ int ct_optim_create(const ct_optim_config *cfg, size_t n, ct_optim **out, ct_err
     *out = NULL;
     if (!o)
         return ct_error_set(err, CT_ENOMEM, "", "out of memory creating the optimizer");
+    if (cfg->dtype != CT_DTYPE_F32 && cfg->dtype != CT_DTYPE_F64) {
+        free(o);
+        return ct_error_set(err, CT_ENOTAVAIL, "", "the optimizer updates fp32 or fp64 parameters only");
+    }
     o->cfg = *cfg;
     o->n = n;
     o->total = n;
@@ -65,7 +69,7 @@ int ct_optim_create(const ct_optim_config *cfg, size_t n, ct_optim **out, ct_err
         o->state_names[0] = "momentum_buffer";
     }
     for (int i = 0; i < o->n_states; i++) {
-        o->state[i] = calloc(n, sizeof(float));
+        o->state[i] = calloc(n ? n : 1, ct_dtype_size(cfg->dtype));
         if (!o->state[i]) {
             ct_optim_free(o);
             return ct_error_set(err, CT_ENOMEM, "", "out of memory for optimizer state");
@@ -85,51 +89,61 @@ void ct_optim_free(ct_optim *o)
 }
 
 /* torch.optim.AdamW: p *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
- * p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps). */
+ * p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps).
+ * torch.optim.SGD (dampening 0, not Nesterov): g += wd p; buf = mu buf + g (buf = g at the first
+ * step, which a zero buffer gives too); p -= lr buf.
+ * Both for each storage type T in T's own arithmetic, as PyTorch computes them for a tensor of that
+ * dtype (fp32 for 32-true, fp64 for 64-true). */
 /* Cloned for AVX-512 and AVX2 with a run-time pick (glibc ifunc): the update is memory-bound
  * element-wise work over every parameter, a third of a step when left scalar. */
 #define CT_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-
-CT_SIMD_CLONES
-static void adamw_range(ct_optim *o, float *restrict p, const float *restrict g, size_t lo, size_t hi)
-{
-    const ct_optim_config *c = &o->cfg;
-    float *m = o->state[0], *v = o->state[1];
-    double t = (double)o->steps;
-    float b1 = (float)c->beta1, b2 = (float)c->beta2, eps = (float)c->eps;
-    float decay = (float)(1.0 - c->lr * c->weight_decay);
-    float step_size = (float)(c->lr / (1.0 - pow(c->beta1, t)));
-    float inv_sqrt_bc2 = (float)(1.0 / sqrt(1.0 - pow(c->beta2, t)));
-
-    for (size_t i = lo; i < hi; i++) {
-        float gi = g[i];
-
-        m[i] = b1 * m[i] + (1.0f - b1) * gi;
-        v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
-        p[i] = p[i] * decay - step_size * m[i] / (sqrtf(v[i]) * inv_sqrt_bc2 + eps);
+#define OPTIM_RANGES(T, SFX, SQRT)                                                                                    \
+    CT_SIMD_CLONES                                                                                                     \
+    static void adamw_range_##SFX(ct_optim *o, T *restrict p, const T *restrict g, size_t lo, size_t hi)              \
+    {                                                                                                                  \
+        const ct_optim_config *c = &o->cfg;                                                                            \
+        T *m = o->state[0], *v = o->state[1];                                                                          \
+        double t = (double)o->steps;                                                                                   \
+        T b1 = (T)c->beta1, b2 = (T)c->beta2, eps = (T)c->eps;                                                         \
+        T decay = (T)(1.0 - c->lr * c->weight_decay);                                                                  \
+        T step_size = (T)(c->lr / (1.0 - pow(c->beta1, t)));                                                           \
+        T inv_sqrt_bc2 = (T)(1.0 / sqrt(1.0 - pow(c->beta2, t)));                                                      \
+        for (size_t i = lo; i < hi; i++) {                                                                             \
+            T gi = g[i];                                                                                               \
+            m[i] = b1 * m[i] + ((T)1 - b1) * gi;                                                                       \
+            v[i] = b2 * v[i] + ((T)1 - b2) * gi * gi;                                                                  \
+            p[i] = p[i] * decay - step_size * m[i] / (SQRT(v[i]) * inv_sqrt_bc2 + eps);                                \
+        }                                                                                                              \
+    }                                                                                                                  \
+    CT_SIMD_CLONES                                                                                                     \
+    static void sgd_range_##SFX(ct_optim *o, T *restrict p, const T *restrict g, size_t lo, size_t hi)                \
+    {                                                                                                                  \
+        const ct_optim_config *c = &o->cfg;                                                                            \
+        T lr = (T)c->lr, wd = (T)c->weight_decay, mu = (T)c->momentum;                                                 \
+        T *buf = o->state[0];                                                                                          \
+        for (size_t i = lo; i < hi; i++) {                                                                             \
+            T gi = g[i] + wd * p[i];                                                                                   \
+            buf[i] = mu * buf[i] + gi;                                                                                 \
+            p[i] -= lr * (mu != (T)0 ? buf[i] : gi);                                                                   \
+        }                                                                                                              \
     }
-}
 
-/* torch.optim.SGD (dampening 0, not Nesterov): g += wd p; buf = mu buf + g (buf = g at the first
- * step, which a zero buffer gives too); p -= lr buf. */
-CT_SIMD_CLONES
-static void sgd_range(ct_optim *o, float *restrict p, const float *restrict g, size_t lo, size_t hi)
+OPTIM_RANGES(float, f32, sqrtf)
+OPTIM_RANGES(double, f64, sqrt)
+
+static void update_range(ct_optim *o, void *p, const void *g, size_t lo, size_t hi)
 {
-    const ct_optim_config *c = &o->cfg;
-    float lr = (float)c->lr, wd = (float)c->weight_decay, mu = (float)c->momentum;
-    float *buf = o->state[0];
+    int adamw = o->cfg.kind == CT_OPTIM_ADAMW;
 
-    for (size_t i = lo; i < hi; i++) {
-        float gi = g[i] + wd * p[i];
-
-        buf[i] = mu * buf[i] + gi;
-        p[i] -= lr * (mu != 0.0f ? buf[i] : gi);
-    }
+    if (o->cfg.dtype == CT_DTYPE_F64)
+        (adamw ? adamw_range_f64 : sgd_range_f64)(o, p, g, lo, hi);
+    else
+        (adamw ? adamw_range_f32 : sgd_range_f32)(o, p, g, lo, hi);
 }
 
 /* The update is element-wise: each OpenMP thread (the rank's threads) takes one contiguous range,
  * cut at multiples of 16 (a cache line) so no two threads write one. */
-void ct_optim_step(ct_optim *o, float *params, const float *grads)
+void ct_optim_step(ct_optim *o, void *params, const void *grads)
 {
     o->steps++;
 #pragma omp parallel if (o->n >= 65536)
@@ -138,12 +152,8 @@ void ct_optim_step(ct_optim *o, float *params, const float *grads)
         size_t lo = blocks * t / nt * 16, hi = blocks * (t + 1) / nt * 16;
 
         hi = hi < o->n ? hi : o->n;
-        if (lo < hi) {
-            if (o->cfg.kind == CT_OPTIM_ADAMW)
-                adamw_range(o, params, grads, lo, hi);
-            else
-                sgd_range(o, params, grads, lo, hi);
-        }
+        if (lo < hi)
+            update_range(o, params, grads, lo, hi);
     }
 }
 
@@ -154,11 +164,12 @@ int ct_optim_shard(ct_optim *o, size_t lo, size_t count, ct_error *err)
                             o->n);
     for (int i = 0; i < o->n_states; i++) {
         /* The shard's own values stay (a state loaded before sharding is kept); the rest is freed. */
-        float *part = malloc((count ? count : 1) * sizeof(float));
+        size_t es = ct_dtype_size(o->cfg.dtype);
+        void *part = malloc((count ? count : 1) * es);
 
         if (!part)
             return ct_error_set(err, CT_ENOMEM, "", "out of memory for the optimizer state shard");
-        memcpy(part, o->state[i] + lo, count * sizeof(float));
+        memcpy(part, (char *)o->state[i] + lo * es, count * es);
         free(o->state[i]);
         o->state[i] = part;
     }
@@ -176,7 +187,7 @@ void ct_optim_shard_range(const ct_optim *o, size_t *lo, size_t *count, size_t *
 
 size_t ct_optim_state_bytes(const ct_optim *o)
 {
-    return (size_t)o->n_states * o->n * sizeof(float);
+    return (size_t)o->n_states * o->n * ct_dtype_size(o->cfg.dtype);
 }
 
 const ct_optim_config *ct_optim_get_config(const ct_optim *o) { return &o->cfg; }
@@ -185,4 +196,5 @@ int64_t ct_optim_steps(const ct_optim *o) { return o->steps; }
 void ct_optim_set_steps(ct_optim *o, int64_t steps) { o->steps = steps; }
 int ct_optim_num_states(const ct_optim *o) { return o->n_states; }
 const char *ct_optim_state_name(const ct_optim *o, int i) { return o->state_names[i]; }
-float *ct_optim_state(ct_optim *o, int i) { return o->state[i]; }
+void *ct_optim_state(ct_optim *o, int i) { return o->state[i]; }
+enum ct_dtype ct_optim_dtype(const ct_optim *o) { return o->cfg.dtype; }

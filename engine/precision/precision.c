@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Precisions the engine computes in. Names the connector knows but the engine does not implement
- * (64-true, bf16-true, 16-true) have no ops here and are rejected before a run starts. */
+ * (bf16-true, 16-true) have no ops here and are rejected before a run starts. */
 #include "engine/precision/precisions.h"
 
 const struct ct_precision_ops ct_precision_32_true = {
@@ -26,4 +26,14 @@ const struct ct_precision_ops ct_precision_16_mixed = {
     .param_dtype = CT_DTYPE_F32,
     .gemm_dtype = CT_DTYPE_F16,
     .loss_scaling = 1,
+};
+
+/* fp64 throughout, as Lightning's 64-true (model.double()): the model stores parameters,
+ * gradients and activations in fp64, the optimizer's state and update are fp64, ddp's allreduce
+ * sums fp64 and checkpoints hold F64 tensors. GEMMs are fp64 products (OpenBLAS dgemm on cpu). */
+const struct ct_precision_ops ct_precision_64_true = {
+    .name = "64-true",
+    .param_dtype = CT_DTYPE_F64,
+    .gemm_dtype = CT_DTYPE_F64,
+    .loss_scaling = 0,
 };

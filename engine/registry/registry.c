@@ -60,7 +60,8 @@ static ct_registry_entry strategies[] = {
      * gradients; stage 1 keeps ddp's allreduce and partitions the optimizer state only. */
     { .name = "ddp_sharded", .description = "ddp with the optimizer state (stage 1) and reduced gradients "
       "(stage 2) partitioned over the ranks (ZeRO): reduce-scatter per bucket, shard update, all-gather",
-      .accelerators = CT_ACCEL_CPU, .options = "bucket_mb=0.5,stage=2", .launch = CT_LAUNCH_PROCESSES },
+      .accelerators = CT_ACCEL_CPU, .options = "bucket_mb=0.5,stage=2", .launch = CT_LAUNCH_PROCESSES,
+      .precisions = "32-true,bf16-mixed" /* its shards are fp32 arrays */ },
     { .name = "ddp_large_buckets", .description = "ddp variant with PyTorch's 25 MB buckets",
       .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA, .base = "ddp", .options = "bucket_mb=25,overlap=1",
       .launch = CT_LAUNCH_PROCESSES },
@@ -75,10 +76,11 @@ static ct_registry_entry precisions[] = {
     { .name = "16-mixed", .description = "fp16 GEMM inputs with dynamic loss scaling, fp32 master weights",
       .accelerators = CT_ACCEL_CUDA },
     /* The description says why each is refused: the connector's error quotes it. */
-    { .name = "64-true", .description = "fp64 weights and math: not built (parameters, gradients, the optimizer, "
-      "DDP's allreduce and checkpoints are fp32 throughout the engine)", .accelerators = 0 },
-    { .name = "bf16-true", .description = "bf16 weights and math: not built (parameters, gradients, the "
-      "optimizer, DDP's allreduce and checkpoints are fp32 throughout the engine)", .accelerators = 0 },
+    { .name = "64-true", .description = "fp64 parameters, activations, gradients, optimizer state, collectives "
+      "and checkpoints (F64)", .accelerators = CT_ACCEL_CPU },
+    /* The description says why each is refused: the connector's error quotes it. */
+    { .name = "bf16-true", .description = "bf16 weights and math: not built (the engine stores parameters in fp32 "
+      "or fp64; bf16 storage with an fp32 update is not written yet)", .accelerators = 0 },
     { .name = "16-true", .description = "fp16 weights and math: refused until ctrain's GPU path has run on a GPU "
       "(fp16 math is for cuda; no GPU has run it yet)", .accelerators = 0 },
     { .name = "32", .description = "legacy name of 32-true", .legacy_of = "32-true" },
@@ -129,10 +131,10 @@ static const ct_config_key gpt_config[] = {
 static ct_registry_entry models[8 + MAX_ADDED] = {
     { .name = "mlp", .description = "multilayer perceptron classifier: Linear+ReLU layers, softmax "
       "cross-entropy; inputs and classes from the data", .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA,
-      .config = mlp_config, .precisions = "32-true,bf16-mixed,16-mixed", .datamodule = "fashion-mnist" },
+      .config = mlp_config, .precisions = "32-true,bf16-mixed,16-mixed,64-true", .datamodule = "fashion-mnist" },
     { .name = "gpt", .description = "GPT-2 language model (learned positions, pre-LayerNorm blocks, causal "
       "self-attention, GELU MLP, tied LM head); not on cuda until device kernels exist",
-      .accelerators = CT_ACCEL_CPU, .config = gpt_config, .precisions = "32-true,bf16-mixed",
+      .accelerators = CT_ACCEL_CPU, .config = gpt_config, .precisions = "32-true,bf16-mixed,64-true",
       .datamodule = "tokens" },
 };
 

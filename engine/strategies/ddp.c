@@ -392,14 +392,24 @@ static int bucket_add(struct ddp *d, size_t start, size_t len, ct_error *err)
     return d->n_buckets++;
 }
 
-int ct_ddp_setup_model(ct_strategy *s, float *params, float *grads, size_t n, ct_error *err)
+/* Element i of the gradient array, whatever its type. */
+static void *grad_at(const struct ddp *d, size_t i) { return (char *)d->grads + i * d->esize; }
+
+int ct_ddp_setup_model(ct_strategy *s, void *params, void *grads, size_t n, ct_error *err)
 {
     struct ddp *d = s->impl;
     MPI_Request req = MPI_REQUEST_NULL;
     int rc;
 
+    if (s->param_dtype != CT_DTYPE_F32 && s->param_dtype != CT_DTYPE_F64) {
+        ct_error_set(err, CT_ENOTAVAIL, "ddp-dtype", "%s exchanges fp32 or fp64 gradients only", s->ops->name);
+        return ct_error_hint(err, "use --precision 32-true, bf16-mixed or 64-true");
+    }
     d->grads = grads;
     d->n = n;
+    d->esize = ct_dtype_size(s->param_dtype);
+    /* The collectives run in the parameters' own type: 64-true's allreduce sums fp64. */
+    d->mpi_type = s->param_dtype == CT_DTYPE_F64 ? MPI_DOUBLE : MPI_FLOAT;
     if (d->comm == MPI_COMM_NULL)
         return 0; /* one rank, no process group */
     /* MPI sums the ranks' gradients (NCCL averages them: ncclAvg), so over MPI every rank's
@@ -412,13 +422,13 @@ int ct_ddp_setup_model(ct_strategy *s, float *params, float *grads, size_t n, ct
         if ((rc = nccl_broadcast(d, params, n, err)))
             return rc;
     } else {
-        rc = MPI_Ibcast(params, (int)n, MPI_FLOAT, 0, d->comm, &req);
+        rc = MPI_Ibcast(params, (int)n, d->mpi_type, 0, d->comm, &req);
         if (rc != MPI_SUCCESS)
             return d->broken = 1, ct_ddp_mpi_error(rc, "MPI_Ibcast of the initial parameters", err);
         if ((rc = ct_ddp_wait(s, &req, 1, "the broadcast of the initial parameters", err)))
             return rc;
     }
-    d->bucket_floats = (size_t)(d->bucket_mb * 1024.0 * 1024.0 / sizeof(float));
+    d->bucket_floats = (size_t)(d->bucket_mb * 1024.0 * 1024.0 / (double)d->esize);
     if (d->bucket_floats < 1)
         d->bucket_floats = 1;
     d->n_buckets = 0;
@@ -439,7 +449,8 @@ static int start_bucket(ct_strategy *s, int i, int in_backward, ct_error *err)
         if ((rc = d->start_reduce(s, i, err)))
             return rc;
     } else {
-        rc = MPI_Iallreduce(MPI_IN_PLACE, d->grads + b->start, (int)b->len, MPI_FLOAT, MPI_SUM, d->comm, &d->reqs[i]);
+        rc = MPI_Iallreduce(MPI_IN_PLACE, grad_at(d, b->start), (int)b->len, d->mpi_type, MPI_SUM, d->comm,
+                            &d->reqs[i]);
         if (rc != MPI_SUCCESS)
             return d->broken = 1, ct_ddp_mpi_error(rc, "MPI_Iallreduce", err);
     }
@@ -494,7 +505,7 @@ int ct_ddp_post_with_grads(ct_strategy *s, double *values, int n)
 static int skipped_grads(struct ddp *d, size_t lo, size_t hi, ct_error *err)
 {
     if (d->find_unused && !d->nccl) {
-        memset(d->grads + lo, 0, sizeof(float) * (hi - lo));
+        memset(grad_at(d, lo), 0, d->esize * (hi - lo));
         return 0;
     }
     ct_error_set(err, CT_EINVAL, "ddp-grad-missing", "ddp: the model's backward gave no gradient to parameters "

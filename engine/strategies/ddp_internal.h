@@ -31,8 +31,10 @@ struct ddp {
     long seq;            /* collectives waited for so far (the same count on every rank) */
     MPI_Comm fault_comm; /* the who-is-missing exchange, apart from the training traffic */
     MPI_Comm comm;
-    float *grads;
+    float *grads;        /* of esize-byte elements (fp64 under 64-true: see grad_at in ddp.c) */
     size_t n;
+    size_t esize;        /* bytes per gradient element */
+    MPI_Datatype mpi_type; /* MPI_FLOAT, or MPI_DOUBLE under 64-true */
     struct bucket *buckets; /* this step's buckets, in the order they were cut */
     /* reqs[i * reqs_per_bucket ...]: bucket i's requests (ddp: its one allreduce; ddp_sharded
      * stage 2: its sends and receives), one array so one wait covers them all. */
@@ -67,7 +69,7 @@ int ct_ddp_wait(ct_strategy *s, MPI_Request *reqs, int n, const char *what, ct_e
 
 int ct_ddp_init(ct_strategy *s, ct_error *err);
 int ct_ddp_setup_environment(ct_strategy *s, ct_error *err);
-int ct_ddp_setup_model(ct_strategy *s, float *params, float *grads, size_t n, ct_error *err);
+int ct_ddp_setup_model(ct_strategy *s, void *params, void *grads, size_t n, ct_error *err);
 int ct_ddp_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_error *err);
 int ct_ddp_grad_sync(ct_strategy *s, ct_error *err);
 int ct_ddp_post_with_grads(ct_strategy *s, double *values, int n);

@@ -220,7 +220,7 @@ static int start_pieces(ct_strategy *s, struct sharded *z, ct_error *err)
     return 0;
 }
 
-static int sharded_setup_model(ct_strategy *s, float *params, float *grads, size_t n, ct_error *err)
+static int sharded_setup_model(ct_strategy *s, void *params, void *grads, size_t n, ct_error *err)
 {
     struct ddp *d = s->impl;
     struct sharded *z = d->sharded;
@@ -229,6 +229,12 @@ static int sharded_setup_model(ct_strategy *s, float *params, float *grads, size
     if (!s->optim) {
         ct_error_set(err, CT_EINTERNAL, "ddp-sharded-no-optimizer", "ddp_sharded: setup_model before model_to_device");
         return ct_error_hint(err, "this is a bug in ctrain; please report it");
+    }
+    /* Its reduce-scatter, shard update and all-gather are written for fp32 arrays. */
+    if (s->param_dtype != CT_DTYPE_F32) {
+        ct_error_set(err, CT_ENOTAVAIL, "ddp-sharded-dtype", "ddp_sharded: parameters stored in fp32 only "
+                     "(--precision 32-true or bf16-mixed)");
+        return ct_error_hint(err, "use --strategy ddp for this precision");
     }
     if (n > (size_t)2147483647) {
         ct_error_set(err, CT_EINVAL, "ddp-sharded-too-large", "ddp_sharded: %zu parameters exceed MPI's int counts", n);
@@ -265,7 +271,7 @@ static int sharded_setup_model(ct_strategy *s, float *params, float *grads, size
 }
 
 /* Stage 2 on several ranks: the update reads this rank's reduced shard only. */
-static void sharded_grad_view(ct_strategy *s, float **grads, size_t *count, int *partial)
+static void sharded_grad_view(ct_strategy *s, void **grads, size_t *count, int *partial)
 {
     struct ddp *d = s->impl;
     struct sharded *z = d->sharded;
@@ -302,7 +308,7 @@ static int sharded_optimizer_step(ct_strategy *s, ct_model *model, ct_optim *opt
 }
 
 /* One state array's shards to rank 0 (a checkpoint). */
-static int sharded_gather_shards(ct_strategy *s, const float *mine, float *whole, ct_error *err)
+static int sharded_gather_shards(ct_strategy *s, const void *mine, void *whole, ct_error *err)
 {
     struct ddp *d = s->impl;
     struct sharded *z = d->sharded;

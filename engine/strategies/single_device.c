@@ -11,7 +11,7 @@ static int single_setup_environment(ct_strategy *s, ct_error *err)
     return s->accelerator->set_device(s->device, err);
 }
 
-static int single_setup_model(ct_strategy *s, float *params, float *grads, size_t n, ct_error *err)
+static int single_setup_model(ct_strategy *s, void *params, void *grads, size_t n, ct_error *err)
 {
     return 0;
 }

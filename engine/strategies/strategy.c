@@ -118,10 +118,11 @@ int ct_strategy_setup_environment(ct_strategy *s, ct_error *err)
     return s->ops->setup_environment(s, err);
 }
 
-int ct_strategy_setup_model(ct_strategy *s, float *params, float *grads, size_t n, ct_error *err)
+int ct_strategy_setup_model(ct_strategy *s, void *params, void *grads, size_t n, enum ct_dtype dtype, ct_error *err)
 {
     s->grads = grads;
     s->n_grads = n;
+    s->param_dtype = dtype;
     return s->ops->setup_model(s, params, grads, n, err);
 }
 
@@ -152,7 +153,7 @@ int ct_strategy_post_with_grads(ct_strategy *s, double *values, int n)
     return s->ops->post_with_grads ? s->ops->post_with_grads(s, values, n) : 0;
 }
 
-static void grad_view(ct_strategy *s, float **g, size_t *n, int *partial)
+static void grad_view(ct_strategy *s, void **g, size_t *n, int *partial)
 {
     *g = s->grads;
     *n = s->n_grads;
@@ -161,16 +162,38 @@ static void grad_view(ct_strategy *s, float **g, size_t *n, int *partial)
         s->ops->grad_view(s, g, n, partial);
 }
 
+/* The gradient passes for each storage type T (fp32; fp64 under 64-true). */
+#define GRAD_PASSES(T, SFX)                                                                                           \
+    static double sum_sq_##SFX(const T *g, size_t n)                                                                   \
+    {                                                                                                                  \
+        double sq = 0;                                                                                                 \
+        for (size_t i = 0; i < n; i++)                                                                                 \
+            sq += (double)g[i] * (double)g[i];                                                                         \
+        return sq;                                                                                                     \
+    }                                                                                                                  \
+    static void scale_##SFX(T *g, size_t n, T factor)                                                                  \
+    {                                                                                                                  \
+        for (size_t i = 0; i < n; i++)                                                                                 \
+            g[i] *= factor;                                                                                            \
+    }                                                                                                                  \
+    static void clamp_##SFX(T *g, size_t n, T limit)                                                                   \
+    {                                                                                                                  \
+        for (size_t i = 0; i < n; i++)                                                                                 \
+            g[i] = g[i] > limit ? limit : g[i] < -limit ? -limit : g[i];                                               \
+    }
+
+GRAD_PASSES(float, f32)
+GRAD_PASSES(double, f64)
+
 int ct_strategy_grad_norm(ct_strategy *s, double *norm, ct_error *err)
 {
-    double sq = 0;
-    float *g;
+    double sq;
+    void *g;
     size_t n;
     int partial, rc;
 
     grad_view(s, &g, &n, &partial);
-    for (size_t i = 0; i < n; i++)
-        sq += (double)g[i] * (double)g[i];
+    sq = s->param_dtype == CT_DTYPE_F64 ? sum_sq_f64(g, n) : sum_sq_f32(g, n);
     /* A sharded gradient: the norm over the whole model is the root of the ranks' sums. */
     if (partial && s->world_size > 1 && (rc = ct_strategy_reduce_sum(s, &sq, 1, err)))
         return rc;
@@ -178,26 +201,30 @@ int ct_strategy_grad_norm(ct_strategy *s, double *norm, ct_error *err)
     return 0;
 }
 
-void ct_strategy_grad_scale(ct_strategy *s, float factor)
+void ct_strategy_grad_scale(ct_strategy *s, double factor)
 {
-    float *g;
+    void *g;
     size_t n;
     int partial;
 
     grad_view(s, &g, &n, &partial);
-    for (size_t i = 0; i < n; i++)
-        g[i] *= factor;
+    if (s->param_dtype == CT_DTYPE_F64)
+        scale_f64(g, n, factor);
+    else
+        scale_f32(g, n, (float)factor);
 }
 
-void ct_strategy_grad_clamp(ct_strategy *s, float limit)
+void ct_strategy_grad_clamp(ct_strategy *s, double limit)
 {
-    float *g;
+    void *g;
     size_t n;
     int partial;
 
     grad_view(s, &g, &n, &partial);
-    for (size_t i = 0; i < n; i++)
-        g[i] = g[i] > limit ? limit : g[i] < -limit ? -limit : g[i];
+    if (s->param_dtype == CT_DTYPE_F64)
+        clamp_f64(g, n, limit);
+    else
+        clamp_f32(g, n, (float)limit);
 }
 
 int ct_strategy_optimizer_step(ct_strategy *s, ct_model *model, ct_optim *optim, int *skipped, ct_error *err)
@@ -218,10 +245,11 @@ int ct_strategy_optimizer_state_begin(ct_strategy *s, ct_optim *optim, int gathe
     if ((rc = params_settle(s, err)))
         return rc;
     for (int i = 0; i < ct_optim_num_states(optim); i++) {
-        s->optim_whole[i] = calloc(total ? total : 1, sizeof(float));
+        s->optim_whole[i] = calloc(total ? total : 1, ct_dtype_size(ct_optim_dtype(optim)));
         if (!s->optim_whole[i]) {
             ct_strategy_optimizer_state_end(s, optim, 0);
-            return ct_error_set(err, CT_ENOMEM, "", "out of memory for the whole optimizer state (%zu floats)", total);
+            return ct_error_set(err, CT_ENOMEM, "", "out of memory for the whole optimizer state (%zu elements)",
+                                total);
         }
         if (gather && (rc = s->ops->gather_shards(s, ct_optim_state(optim, i), s->optim_whole[i], err))) {
             ct_strategy_optimizer_state_end(s, optim, 0);
@@ -231,7 +259,7 @@ int ct_strategy_optimizer_state_begin(ct_strategy *s, ct_optim *optim, int gathe
     return 0;
 }
 
-float *ct_strategy_optimizer_state(ct_strategy *s, ct_optim *optim, int i)
+void *ct_strategy_optimizer_state(ct_strategy *s, ct_optim *optim, int i)
 {
     return s->optim_whole[i] ? s->optim_whole[i] : ct_optim_state(optim, i);
 }
@@ -244,7 +272,8 @@ void ct_strategy_optimizer_state_end(ct_strategy *s, ct_optim *optim, int scatte
     for (int i = 0; i < 2; i++) {
         /* Every rank read the whole file: each keeps its own part, no communication needed. */
         if (scatter && s->optim_whole[i] && i < ct_optim_num_states(optim))
-            memcpy(ct_optim_state(optim, i), s->optim_whole[i] + lo, count * sizeof(float));
+            memcpy(ct_optim_state(optim, i), (char *)s->optim_whole[i] + lo * ct_dtype_size(ct_optim_dtype(optim)),
+                   count * ct_dtype_size(ct_optim_dtype(optim)));
         free(s->optim_whole[i]);
         s->optim_whole[i] = NULL;
     }

@@ -17,14 +17,15 @@ struct ct_strategy_ops {
     /* Parse options, allocate impl. Called once by the connector. */
     int (*init)(ct_strategy *s, ct_error *err);
     int (*setup_environment)(ct_strategy *s, ct_error *err);
-    int (*setup_model)(ct_strategy *s, float *params, float *grads, size_t n, ct_error *err);
+    /* params and grads hold n elements of s->param_dtype (set before this is called). */
+    int (*setup_model)(ct_strategy *s, void *params, void *grads, size_t n, ct_error *err);
     int (*grad_ready)(ct_strategy *s, size_t offset, size_t count, ct_error *err);
     int (*grad_sync)(ct_strategy *s, ct_error *err);
     /* Optional: the reduced gradients this rank's update reads after grad_sync, when they are not
      * the whole gradient array (ddp_sharded stage 2: this rank's shard; *partial = 1: the ranks'
      * views tile the gradient, so a norm sums over the ranks). NULL: the whole array, the same on
      * every rank. */
-    void (*grad_view)(ct_strategy *s, float **grads, size_t *count, int *partial);
+    void (*grad_view)(ct_strategy *s, void **grads, size_t *count, int *partial);
     /* Optional (an update still in flight after optimizer_step): wait for the parameters
      * [offset, offset + count) forward is about to read; params_sync waits for all of them. The
      * dispatchers call params_sync before any other collective and before a checkpoint reads or
@@ -40,7 +41,7 @@ struct ct_strategy_ops {
     int (*optimizer_step)(ct_strategy *s, ct_model *model, ct_optim *optim, int *skipped, ct_error *err);
     /* Optional (strategies that shard the optimizer): the shards of mine (this rank's part of one
      * state array) into whole[] on rank 0. A collective. */
-    int (*gather_shards)(ct_strategy *s, const float *mine, float *whole, ct_error *err);
+    int (*gather_shards)(ct_strategy *s, const void *mine, void *whole, ct_error *err);
     void (*teardown)(ct_strategy *s);
     void (*destroy)(ct_strategy *s);
 };
@@ -80,9 +81,10 @@ struct ct_strategy {
     int forward_signal;    /* the launcher forwards it besides SIGINT/SIGTERM; 0: SIGUSR1 */
     double collective_timeout_s; /* see ct_strategy_set_collective_timeout; <= 0: none */
     ct_optim *optim;       /* the engine's optimizer, as model_to_device received it */
-    float *grads;          /* the gradient array setup_model received, n_grads floats */
+    void *grads;           /* the gradient array setup_model received, n_grads elements */
     size_t n_grads;
-    float *optim_whole[2]; /* whole optimizer state arrays for a checkpoint of a sharded optimizer */
+    enum ct_dtype param_dtype; /* their element type (the precision's storage type) */
+    void *optim_whole[2]; /* whole optimizer state arrays for a checkpoint of a sharded optimizer */
     void *impl;            /* the implementation's state */
 };
 

@@ -424,6 +424,7 @@ static int build_model(struct rank_state *rs, const ct_trainer_config *cfg, cons
                     : ba->mode == MODE_TEST ? CT_SPLITS_TEST : CT_SPLITS_FIT;
     int eval_batch = ct_model_eval_batch(ba->plan->model, EVAL_BATCH);
     int max_batch = cfg->batch_size > eval_batch ? cfg->batch_size : eval_batch;
+    const struct ct_precision_ops *prec = ct_strategy_precision(rs->run.strategy);
     char config[1024];
     ct_optim_config oc;
     enum ct_optim_kind kind;
@@ -443,6 +444,9 @@ static int build_model(struct rank_state *rs, const ct_trainer_config *cfg, cons
     if ((rc = ct_model_create(ba->plan->model, config, ct_datamodule_info(rs->data), max_batch, &rs->host, err)) ||
         (rc = ct_datamodule_setup(rs->data, &rs->host->x, &rs->host->y, err)))
         return rc;
+    /* A "-true" precision stores the model in its type (64-true: fp64) before anything is drawn. */
+    if (prec && (rc = ct_model_set_param_dtype(rs->host, prec->param_dtype, err)))
+        return rc;
     /* Sizes are known once the data has the model's input (token windows of its length). */
     if (ba->mode == MODE_FIT && ct_datamodule_size(rs->data, CT_SPLIT_TRAIN) < (size_t)rs->run.world)
         return ct_error_set(err, CT_EINVAL, "trainer-val-fraction",
@@ -457,6 +461,7 @@ static int build_model(struct rank_state *rs, const ct_trainer_config *cfg, cons
         oc.weight_decay = cfg->weight_decay;
     if (kind == CT_OPTIM_SGD)
         oc.momentum = cfg->momentum;
+    oc.dtype = rs->host->param_dtype; /* state and update in the parameters' type */
     if ((rc = ct_optim_create(&oc, rs->host->num_params, &rs->optim, err)))
         return rc;
     rs->run.optim = rs->optim;
@@ -756,8 +761,9 @@ static int run_fit(struct rank_state *rs, const ct_trainer_config *cfg, ct_train
     run->data = rs->data;
     if ((rc = resolve_monitor(run, cfg, err)) || (rc = check_host_gradients(run, cfg, err)))
         return rc;
-    if (cfg->accumulate_grad_batches > 1 && !(run->accum = calloc(run->model->num_params, sizeof(float))))
-        return ct_error_set(err, CT_ENOMEM, "", "out of memory for the accumulated gradients (%zu floats)",
+    if (cfg->accumulate_grad_batches > 1 &&
+        !(run->accum = calloc(run->model->num_params, ct_dtype_size(run->model->param_dtype))))
+        return ct_error_set(err, CT_ENOMEM, "", "out of memory for the accumulated gradients (%zu elements)",
                             run->model->num_params);
     hparams_json(run, cfg);
     /* The run's directory must be this user's before anything in it is trusted or written. */
@@ -926,7 +932,8 @@ static int rank_body(ct_strategy *s, void *arg, void *result, size_t result_size
         goto out;
     result_model(&res, rs.host);
     /* The strategy sees the arrays the step computes in (device memory when the device has its own). */
-    if ((rc = ct_strategy_setup_model(s, rs.model->params, rs.model->grads, rs.model->num_params, err)))
+    if ((rc = ct_strategy_setup_model(s, rs.model->params, rs.model->grads, rs.model->num_params,
+                                      rs.model->param_dtype, err)))
         goto out;
     if (ba->mode == MODE_FIT) {
         rs.run.stop_enabled = 1;

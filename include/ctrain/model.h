@@ -9,9 +9,11 @@
  * engine's (include/ctrain/nn.h): a model only exposes its parameters and gradients.
  *
  * Contract every model keeps:
- *  - parameters live in ONE contiguous fp32 array and gradients in another with the same layout;
- *    named tensors (PyTorch / safetensors names, e.g. "layers.0.weight", "wte.weight") view the
- *    parameter array in forward order and tile it exactly;
+ *  - parameters live in ONE contiguous array and gradients in another with the same layout, of
+ *    element type param_dtype (fp32 unless the precision asked for another through
+ *    set_param_dtype: 64-true's fp64); named tensors (PyTorch / safetensors names, e.g.
+ *    "layers.0.weight", "wte.weight") view the parameter array in forward order and tile it
+ *    exactly;
  *  - forward(batch) computes the loss of a batch and keeps what backward needs; it returns SUMS
  *    (loss summed over the batch's loss terms, the number of terms, right predictions) so the
  *    engine can reduce them over ranks and batches exactly. A model that sets
@@ -108,8 +110,14 @@ struct ct_model_ops {
     /* Initialise the parameters from the run's PRNG (host models; every rank draws the same, and
      * rank 0's values are broadcast anyway). */
     void (*init)(ct_model *m, ct_rng *r);
-    /* The GEMM input type: CT_DTYPE_F32 (32-true) or CT_DTYPE_BF16 (bf16-mixed). Optional: a
-     * model without it runs 32-true only. */
+    /* The element type the precision stores parameters, gradients and activations in (its
+     * param_dtype: CT_DTYPE_F64 for 64-true), called once after create, before init and before
+     * anything reads params: the model reallocates its arrays and points params, grads and its
+     * tensors' data at them. Optional: a model without it stores fp32 only and the engine refuses
+     * another storage type with a hint (as its registry entry's precisions say). */
+    int (*set_param_dtype)(ct_model *m, enum ct_dtype dtype, ct_error *err);
+    /* The GEMM input type: CT_DTYPE_F32 (32-true) or CT_DTYPE_BF16 (bf16-mixed), or the storage
+     * type itself under a "-true" precision. Optional: a model without it runs 32-true only. */
     int (*set_gemm_dtype)(ct_model *m, enum ct_dtype dtype, ct_error *err);
     /* need may be NULL; a non-zero return from it is returned at once (its error is the caller's). */
     int (*forward)(ct_model *m, const ct_batch *b, ct_param_need_fn need, void *ctx, ct_model_sums *out,
@@ -154,7 +162,8 @@ struct ct_model {
     ct_tensor_spec x, y;       /* per-sample input and target it wants (the data module's setup) */
     int max_batch;
     size_t num_params;
-    float *params, *grads;     /* contiguous, num_params each (device memory on a device model) */
+    enum ct_dtype param_dtype; /* element type of params, grads and the tensors' data (0: fp32) */
+    void *params, *grads;      /* contiguous, num_params each (device memory on a device model) */
     int n_tensors;
     const ct_tensor *tensors;  /* [n_tensors], viewing the HOST parameter array */
     ct_model *host;            /* device implementations: the host model; NULL on the host model */
@@ -203,6 +212,10 @@ void ct_model_free(ct_model *m);
 int ct_model_eval_batch(const char *name, int dflt);
 void ct_model_init(ct_model *m, ct_rng *r);
 int ct_model_set_gemm_dtype(ct_model *m, enum ct_dtype dtype, ct_error *err);
+/* The storage type of the parameters (after create, before init): the model's set_param_dtype;
+ * fp32 needs none; another type on a model without it is CT_ENOTAVAIL "model-precision-unsupported"
+ * with a hint. */
+int ct_model_set_param_dtype(ct_model *m, enum ct_dtype dtype, ct_error *err);
 /* Forward; need (may be NULL) hears of every range of the parameters before forward reads it (the
  * whole array first when the model does not announce). A need failure returns its code, with
  * err untouched (the caller's callback holds the message); a model that announced less than its

@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* ctrain — the neural-network engine: fp32 tensors, layers, the MLP, optimizers, the PRNG.
+/* ctrain — the neural-network engine: tensors, layers, the MLP, optimizers, the PRNG.
  *
- * Knows nothing about ranks or strategies. Parameters live in ONE contiguous fp32 array and
- * gradients in another with the same layout: weight then bias of each Linear layer, in forward
- * order. Backward runs from the last tensor to the first and calls a "gradient ready" callback as
- * each tensor's gradient is final (the Trainer wires it to the Strategy for overlapped allreduce).
- * Every GEMM goes through oneDNN's matmul. Nothing allocates inside a training step: activations
- * for the largest batch are allocated once by ct_mlp_create.
+ * Knows nothing about ranks or strategies. Parameters live in ONE contiguous array (fp32; fp64
+ * under 64-true) and gradients in another with the same layout: weight then bias of each Linear
+ * layer, in forward order. Backward runs from the last tensor to the first and calls a "gradient
+ * ready" callback as each tensor's gradient is final (the Trainer wires it to the Strategy for
+ * overlapped allreduce).
+ * Every fp32 or bf16 GEMM goes through oneDNN's matmul, fp64 ones through OpenBLAS's dgemm. Nothing
+ * allocates inside a training step: activations for the largest batch are allocated once by
+ * ct_mlp_create.
  */
 #ifndef CTRAIN_NN_H
 #define CTRAIN_NN_H
@@ -23,7 +25,7 @@
 
 typedef struct ct_tensor {
     char name[64];       /* e.g. "layers.0.weight" (the safetensors / PyTorch name) */
-    float *data;
+    void *data;          /* element type: the model's param_dtype */
     int ndim;
     int64_t shape[CT_TENSOR_MAX_DIMS];
     size_t offset;       /* element offset inside the model's contiguous array */
@@ -87,12 +89,18 @@ void ct_mlp_free(ct_mlp *m);
  * Allocates the bf16 copies and makes the GEMM primitives here, not in the step. */
 int ct_mlp_set_gemm_dtype(ct_mlp *m, enum ct_dtype dtype, ct_error *err);
 
+/* The storage type of parameters, gradients and activations: CT_DTYPE_F32 (the default) or
+ * CT_DTYPE_F64 (64-true: fp64 throughout, GEMMs on OpenBLAS's dgemm; inputs widened from the
+ * data's fp32). Reallocates them (the values are lost: call before ct_mlp_init). */
+int ct_mlp_set_param_dtype(ct_mlp *m, enum ct_dtype dtype, ct_error *err);
+enum ct_dtype ct_mlp_param_dtype(const ct_mlp *m);
+
 /* PyTorch's nn.Linear default: W and b uniform in +-1/sqrt(fan_in), drawn from r in forward order. */
 void ct_mlp_init(ct_mlp *m, ct_rng *r);
 
 size_t ct_mlp_num_params(const ct_mlp *m);
-float *ct_mlp_params(ct_mlp *m);
-float *ct_mlp_grads(ct_mlp *m);
+void *ct_mlp_params(ct_mlp *m);   /* of ct_mlp_param_dtype */
+void *ct_mlp_grads(ct_mlp *m);
 int ct_mlp_num_layers(const ct_mlp *m);
 int ct_mlp_num_tensors(const ct_mlp *m);
 /* Parameter tensor i (0 .. num_tensors-1, forward order) viewing the params array. */
@@ -122,6 +130,9 @@ typedef struct ct_optim_config {
     double weight_decay; /* AdamW: decoupled (p -= lr*wd*p); SGD: L2 added to the gradient */
     double momentum;     /* SGD */
     double beta1, beta2, eps; /* AdamW */
+    /* The parameters' and gradients' element type, and its state's: CT_DTYPE_F32 (default) or
+     * CT_DTYPE_F64 (64-true: the update in fp64 arithmetic). */
+    enum ct_dtype dtype;
 } ct_optim_config;
 
 typedef struct ct_optim ct_optim;
@@ -136,7 +147,7 @@ void ct_optim_free(ct_optim *o);
 /* One update of params[n] from grads[n] with the PyTorch semantics of torch.optim.AdamW / SGD.
  * A sharded optimizer (ct_optim_shard) updates its count elements: pass the shard's first
  * parameter and gradient. */
-void ct_optim_step(ct_optim *o, float *params, const float *grads);
+void ct_optim_step(ct_optim *o, void *params, const void *grads);
 const ct_optim_config *ct_optim_get_config(const ct_optim *o);
 /* The learning rate of the next steps (a schedule sets it before each step). */
 void ct_optim_set_lr(ct_optim *o, double lr);
@@ -146,7 +157,8 @@ void ct_optim_set_steps(ct_optim *o, int64_t steps);
 /* State arrays: AdamW "exp_avg", "exp_avg_sq"; SGD "momentum_buffer". */
 int ct_optim_num_states(const ct_optim *o);
 const char *ct_optim_state_name(const ct_optim *o, int i);
-float *ct_optim_state(ct_optim *o, int i);
+void *ct_optim_state(ct_optim *o, int i);   /* of the config's dtype */
+enum ct_dtype ct_optim_dtype(const ct_optim *o);
 /* Keep the state of elements [lo, lo+count) only (a sharded strategy's partition, ZeRO stage 1):
  * the rest is freed and later steps update count elements. */
 int ct_optim_shard(ct_optim *o, size_t lo, size_t count, ct_error *err);

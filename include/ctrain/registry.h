@@ -48,7 +48,8 @@ typedef struct ct_registry_entry {
     /* models only */
     const ct_config_key *config;   /* --model-config schema, NULL-key terminated (NULL: no keys) */
     const char *precisions;    /* "32-true,bf16-mixed,16-mixed": what it computes in (with the
-                                  precision's own accelerator mask) */
+                                  precision's own accelerator mask). Also on a strategy that
+                                  handles some storage types only (NULL there: every precision) */
     const char *datamodule;    /* its default data module, "fashion-mnist" */
     /* data modules only */
     const char *default_dir;   /* --data when not given */

@@ -72,8 +72,9 @@ int ct_strategy_model_to_device(ct_strategy *s, ct_model *host, ct_optim *optim,
                                 ct_error *err);
 /* Memory of this rank's device when it has its own (cuda): 0, or CT_ENOTAVAIL (host memory: cpu). */
 int ct_strategy_device_memory(const ct_strategy *s, ct_memstats *out);
-/* Hand over the model: params[n] (rank 0's values are broadcast to all), grads[n] (same layout). */
-int ct_strategy_setup_model(ct_strategy *s, float *params, float *grads, size_t n, ct_error *err);
+/* Hand over the model: params[n] (rank 0's values are broadcast to all), grads[n] (same layout),
+ * both of element type dtype (the model's param_dtype: collectives run in it). */
+int ct_strategy_setup_model(ct_strategy *s, void *params, void *grads, size_t n, enum ct_dtype dtype, ct_error *err);
 /* Backward finished the gradient of grads[offset .. offset+count). */
 int ct_strategy_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_error *err);
 /* Forward is about to read parameters [offset, offset + count): a strategy whose update is still
@@ -95,8 +96,8 @@ int ct_strategy_post_with_grads(ct_strategy *s, double *values, int n);
  * it), and clipping of what the update reads — scaled by factor (norm clipping), or each value
  * clamped to [-limit, limit]. */
 int ct_strategy_grad_norm(ct_strategy *s, double *norm, ct_error *err);
-void ct_strategy_grad_scale(ct_strategy *s, float factor);
-void ct_strategy_grad_clamp(ct_strategy *s, float limit);
+void ct_strategy_grad_scale(ct_strategy *s, double factor);
+void ct_strategy_grad_clamp(ct_strategy *s, double limit);
 /* Seconds spent waiting inside grad_sync since setup (exposed communication time). */
 double ct_strategy_exposed_comm_seconds(const ct_strategy *s);
 /* Gradient allreduces started since setup, and how many of them started while backward was still
@@ -118,7 +119,7 @@ int ct_strategy_optimizer_step(ct_strategy *s, ct_model *model, ct_optim *optim,
  * state(i): whole array i (the optimizer's own when it is not sharded). end: with scatter (after a
  * load) every rank keeps its shard of what was read; then the arrays are freed. */
 int ct_strategy_optimizer_state_begin(ct_strategy *s, ct_optim *optim, int gather, ct_error *err);
-float *ct_strategy_optimizer_state(ct_strategy *s, ct_optim *optim, int i);
+void *ct_strategy_optimizer_state(ct_strategy *s, ct_optim *optim, int i);
 void ct_strategy_optimizer_state_end(ct_strategy *s, ct_optim *optim, int scatter);
 
 /* --- collectives (every rank calls them in the same order) ------------------------------------ */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* gpt_check OUTDIR [--config k=v,...] [--batch B] [--steps N] [--seed S] [--lr X] [--bf16]
+/* gpt_check OUTDIR [--config k=v,...] [--batch B] [--steps N] [--seed S] [--lr X] [--bf16 | --f64]
  *
  * What t/gpt_torch.py compares against the same model in PyTorch (llm.c's test_gpt2 idea): builds
  * the GPT, draws its initial weights and a batch of B windows of random tokens, and writes
@@ -8,6 +8,7 @@
  *   OUTDIR/grads.safetensors   the gradients of the mean loss of that batch, same names
  *   OUTDIR/losses.txt          "step loss" for N steps of AdamW (lr X, weight decay 0.01) on the batch
  * and prints "loss L" (the first loss) and "announced K tensors" (backward's ready calls).
+ * --bf16: bf16-mixed's GEMMs; --f64: 64-true (the model, its tensors in the files and AdamW in fp64).
  */
 #include <math.h>
 #include <stdio.h>
@@ -21,7 +22,7 @@
 #include "engine/data/tokens.h"
 #include "engine/models/gpt/gpt.h"
 
-static int save_tensors(const char *path, const ct_gpt *m, const float *base, ct_error *err)
+static int save_tensors(const char *path, const ct_gpt *m, const void *base, ct_error *err)
 {
     static ct_ckpt ck;
 
@@ -35,11 +36,13 @@ static int save_tensors(const char *path, const ct_gpt *m, const float *base, ct
         ct_ckpt_tensor *c = &ck.tensors[i];
 
         snprintf(c->name, sizeof(c->name), "%s", t->name);
-        c->dtype = CT_DTYPE_F32;
+        size_t es = ct_dtype_size(ct_gpt_param_dtype(m));
+
+        c->dtype = ct_gpt_param_dtype(m);
         c->ndim = t->ndim;
         memcpy(c->shape, t->shape, sizeof(c->shape));
-        c->data = (void *)(base + t->offset);
-        c->nbytes = t->numel * sizeof(float);
+        c->data = (char *)base + t->offset * es;
+        c->nbytes = t->numel * es;
     }
     return ct_checkpoint_io_safetensors.save(path, &ck, err) ? 1 : 0;
 }
@@ -74,7 +77,7 @@ int main(int argc, char **argv)
     char path[4096];
     long batch = 4, steps = 20, seed = 1337;
     double lr = 1e-3;
-    int bf16 = 0;
+    int bf16 = 0, f64 = 0;
     int32_t *in, *tg;
     uint32_t *idx;
     FILE *losses;
@@ -86,13 +89,13 @@ int main(int argc, char **argv)
     cfg.seq_len = 32;
     if (argc < 2)
         return fprintf(stderr, "usage: gpt_check OUTDIR [--config k=v,..] [--batch B] [--steps N] [--seed S] "
-                       "[--lr X] [--bf16]\n"), 2;
+                       "[--lr X] [--bf16 | --f64]\n"), 2;
     dir = argv[1];
     for (int i = 2; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : "";
 
-        if (!strcmp(argv[i], "--bf16")) {
-            bf16 = 1;
+        if (!strcmp(argv[i], "--bf16") || !strcmp(argv[i], "--f64")) {
+            *(argv[i][2] == 'b' ? &bf16 : &f64) = 1;
             continue;
         }
         if ((!strcmp(argv[i], "--config") && ct_gpt_config_parse(&cfg, v, &err)) ||
@@ -104,7 +107,8 @@ int main(int argc, char **argv)
         i++;
     }
     if (ct_gpt_create(&cfg, (int)batch, &m, &err) ||
-        (bf16 && ct_gpt_set_gemm_dtype(m, CT_DTYPE_BF16, &err)))
+        (bf16 && ct_gpt_set_gemm_dtype(m, CT_DTYPE_BF16, &err)) ||
+        (f64 && (ct_gpt_set_param_dtype(m, CT_DTYPE_F64, &err) || ct_gpt_set_gemm_dtype(m, CT_DTYPE_F64, &err))))
         return fprintf(stderr, "gpt_check: %s (%s)\n", err.msg, err.hint), 1;
     ct_rng_seed(&rng, (uint64_t)seed);
     ct_gpt_init(m, &rng);
@@ -133,6 +137,7 @@ int main(int argc, char **argv)
         return fprintf(stderr, "gpt_check: %s\n", err.msg), 1;
     ct_optim_config_default(&ocfg, CT_OPTIM_ADAMW);
     ocfg.lr = lr;
+    ocfg.dtype = ct_gpt_param_dtype(m);
     if (ct_optim_create(&ocfg, ct_gpt_num_params(m), &opt, &err))
         return fprintf(stderr, "gpt_check: %s\n", err.msg), 1;
     snprintf(path, sizeof(path), "%s/losses.txt", dir);
@@ -146,13 +151,13 @@ int main(int argc, char **argv)
         if (ct_gpt_backward(m, tokens, on_ready, &a))
             return fprintf(stderr, "gpt_check: backward failed\n"), 1;
         if (s == 0) {
-            printf("loss %.9g\nannounced %d tensors%s\n", loss, a.count,
+            printf("loss %.17g\nannounced %d tensors%s\n", loss, a.count,
                    a.out_of_order || a.next_end != 0 ? " OUT OF ORDER" : "");
             snprintf(path, sizeof(path), "%s/grads.safetensors", dir);
             if (save_tensors(path, m, ct_gpt_grads(m), &err))
                 return fprintf(stderr, "gpt_check: %s\n", err.msg), 1;
         }
-        fprintf(losses, "%ld %.9g\n", s, loss);
+        fprintf(losses, "%ld %.17g\n", s, loss);
         ct_optim_step(opt, ct_gpt_params(m), ct_gpt_grads(m));
     }
     fclose(losses);

@@ -157,6 +157,56 @@ static void test_softmax_xent(void **state)
     assert_float_equal(z[3], 0, 1e-6);
 }
 
+/* 64-true's optimizer: the same update in fp64 arithmetic, state in fp64; bf16 state refused. */
+static void test_adamw_f64(void **state)
+{
+    ct_optim_config cfg;
+    ct_optim *o;
+    ct_error err;
+    double p[1] = { 1.0 }, g[1] = { 0.5 };
+
+    ct_optim_config_default(&cfg, CT_OPTIM_ADAMW);
+    cfg.lr = 0.1;
+    cfg.weight_decay = 0.01;
+    cfg.dtype = CT_DTYPE_F64;
+    assert_int_equal(ct_optim_create(&cfg, 1, &o, &err), 0);
+    assert_int_equal(ct_optim_dtype(o), CT_DTYPE_F64);
+    ct_optim_step(o, p, g);
+    /* 0.999 - 0.1 * 0.5 / (0.5 + 1e-8), to fp64's precision (fp32 would be off by ~1e-8) */
+    assert_true(fabs(p[0] - (0.999 - 0.1 * 0.5 / (sqrt(0.00025 / (1 - 0.999)) + 1e-8))) < 1e-15);
+    assert_true(fabs(((double *)ct_optim_state(o, 1))[0] - 0.00025) < 1e-18);
+    assert_int_equal(ct_optim_state_bytes(o), 2 * sizeof(double));
+    ct_optim_free(o);
+    cfg.dtype = CT_DTYPE_BF16;
+    assert_int_equal(ct_optim_create(&cfg, 1, &o, &err), CT_ENOTAVAIL);
+}
+
+/* The MLP stored in fp64: tensors view the new array, fp64 GEMMs only, bf16 storage refused; a
+ * model without set_param_dtype is refused fp64 with a hint. */
+static void test_mlp_param_dtype(void **state)
+{
+    int dims[] = { 6, 5, 3 };
+    ct_mlp *m;
+    ct_error err;
+    struct ct_model_ops ops = { 0 };
+    ct_model user = { .ops = &ops, .name = "user_model" };
+
+    assert_int_equal(ct_mlp_create(dims, 3, 4, &m, &err), 0);
+    assert_int_equal(ct_mlp_set_param_dtype(m, CT_DTYPE_BF16, &err), CT_ENOTAVAIL);
+    assert_int_equal(ct_mlp_set_param_dtype(m, CT_DTYPE_F64, &err), 0);
+    assert_int_equal(ct_mlp_param_dtype(m), CT_DTYPE_F64);
+    assert_ptr_equal(ct_mlp_tensor(m, 0)->data, ct_mlp_params(m));
+    assert_ptr_equal(ct_mlp_tensor(m, 1)->data, (double *)ct_mlp_params(m) + 30);
+    assert_int_equal(ct_mlp_set_gemm_dtype(m, CT_DTYPE_BF16, &err), CT_ENOTAVAIL);
+    assert_int_equal(ct_mlp_set_gemm_dtype(m, CT_DTYPE_F64, &err), 0);
+    ct_mlp_free(m);
+    assert_int_equal(ct_model_set_param_dtype(&user, CT_DTYPE_F32, &err), 0);
+    assert_int_equal(ct_model_set_param_dtype(&user, CT_DTYPE_F64, &err), CT_ENOTAVAIL);
+    assert_string_equal(err.id, "model-precision-unsupported");
+    assert_non_null(strstr(err.msg, "user_model"));
+    assert_non_null(strstr(err.hint, "set_param_dtype"));
+}
+
 static void test_adamw_by_hand(void **state)
 {
     ct_optim_config cfg;
@@ -172,8 +222,8 @@ static void test_adamw_by_hand(void **state)
      * sqrt(v/(1-0.999)) = 0.5, so p -= 0.1 * 0.5/0.5 -> 0.899. */
     ct_optim_step(o, p, g);
     assert_float_equal(p[0], 0.899, 1e-6);
-    assert_float_equal(ct_optim_state(o, 0)[0], 0.05, 1e-7);
-    assert_float_equal(ct_optim_state(o, 1)[0], 0.00025, 1e-8);
+    assert_float_equal(((float *)ct_optim_state(o, 0))[0], 0.05, 1e-7);
+    assert_float_equal(((float *)ct_optim_state(o, 1))[0], 0.00025, 1e-8);
     /* Step 2: p = 0.899*0.999 = 0.898101; a constant gradient keeps m_hat/sqrt(v_hat) = 1. */
     ct_optim_step(o, p, g);
     assert_float_equal(p[0], 0.798101, 3e-6);
@@ -201,7 +251,7 @@ static void test_sgd_by_hand(void **state)
     /* g' = (1 + 0.425, -1 + 1) = (1.425, 0); buf = 0.9*(1.5, 0) + g' = (2.775, 0); p -> (0.5725, 2). */
     ct_optim_step(o, p, g);
     assert_float_equal(p[0], 0.5725, 1e-6);
-    assert_float_equal(ct_optim_state(o, 0)[0], 2.775, 1e-6);
+    assert_float_equal(((float *)ct_optim_state(o, 0))[0], 2.775, 1e-6);
     ct_optim_free(o);
 }
 
@@ -284,7 +334,7 @@ static void test_mlp_bf16_mixed(void **state)
     l16 = ct_mlp_forward(m, x, y, B, NULL, NULL, NULL);
     assert_int_equal(ct_mlp_backward(m, B, NULL, NULL), 0);
     for (size_t i = 0; i < n; i++) {
-        double d = (double)ct_mlp_grads(m)[i] - g32[i];
+        double d = (double)((float *)ct_mlp_grads(m))[i] - g32[i];
 
         num += d * d;
         den += (double)g32[i] * g32[i];
@@ -466,6 +516,8 @@ int main(void)
         cmocka_unit_test(test_mlp_bf16_mixed),
         cmocka_unit_test(test_model_forward_announcements),
         cmocka_unit_test(test_gemm),
+        cmocka_unit_test(test_adamw_f64),
+        cmocka_unit_test(test_mlp_param_dtype),
     };
 
     cmocka_set_message_output(CM_OUTPUT_TAP);

@@ -8,7 +8,8 @@
  * attention's QK^T and AV per head on OpenBLAS. Nothing allocates inside a step: activations for
  * max_batch sequences are allocated once.
  *
- * Parameters live in ONE contiguous fp32 array and gradients in another with the same layout, one
+ * Parameters live in ONE contiguous array (fp32, or fp64 under 64-true: ct_gpt_set_param_dtype) and
+ * gradients in another with the same layout, one
  * tensor after another in forward order and named as PyTorch names the same nn.Module
  * (t/gpt_torch.py): wte.weight, wpe.weight, h.0.ln_1.weight, h.0.ln_1.bias, h.0.attn.c_attn.weight,
  * h.0.attn.c_attn.bias, h.0.attn.c_proj.weight, h.0.attn.c_proj.bias, h.0.ln_2.weight,
@@ -73,8 +74,12 @@ int ct_gpt_set_gemm_dtype(ct_gpt *m, enum ct_dtype dtype, ct_error *err);
 void ct_gpt_init(ct_gpt *m, ct_rng *r);
 
 size_t ct_gpt_num_params(const ct_gpt *m);
-float *ct_gpt_params(ct_gpt *m);
-float *ct_gpt_grads(ct_gpt *m);
+void *ct_gpt_params(ct_gpt *m);   /* of ct_gpt_param_dtype */
+void *ct_gpt_grads(ct_gpt *m);
+/* CT_DTYPE_F32 (default) or CT_DTYPE_F64 (64-true: parameters, activations and gradients in fp64,
+ * GEMMs on OpenBLAS's dgemm). Reallocates the arrays (values lost: before ct_gpt_init). */
+int ct_gpt_set_param_dtype(ct_gpt *m, enum ct_dtype dtype, ct_error *err);
+enum ct_dtype ct_gpt_param_dtype(const ct_gpt *m);
 int ct_gpt_num_tensors(const ct_gpt *m);
 /* Parameter tensor i (forward order) viewing the params array. */
 const ct_tensor *ct_gpt_tensor(const ct_gpt *m, int i);

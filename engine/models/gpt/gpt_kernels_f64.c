@@ -1,0 +1,11 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The GPT's element-wise passes in fp64 for 64-true (gpt_kernels_tmpl.h), with the scalar libm
+ * functions: their results are correctly rounded or nearly, as PyTorch's float64 kernels. */
+#include <math.h>
+
+#define real double
+#define SFX(name) name##_f64
+#define EXP exp
+#define TANH tanh
+#define SQRT sqrt
+#include "engine/models/gpt/gpt_kernels_tmpl.h"

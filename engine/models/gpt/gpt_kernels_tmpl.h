@@ -1,0 +1,392 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The GPT's element-wise passes for one element type, included once per type by gpt_kernels.c
+ * (real = float: 32-true and the mixed precisions) and gpt_kernels_f64.c (real = double: 64-true),
+ * which define real, SFX (the public names' suffix), EXP, TANH and SQRT; see gpt_kernels.h.
+ *
+ * Each pass's loop over a range of rows (or
+ * elements) is cloned for AVX-512 and AVX2 with a run-time pick (glibc ifunc), as engine/nn does,
+ * and takes restrict pointers so it vectorises; sums over a row are vectorised with `omp simd
+ * reduction`, which lets the compiler add in lanes as a GEMM does. The public function splits the
+ * rows among the OpenMP team (the rank's threads, the team oneDNN's GEMMs use), each thread one
+ * contiguous range; passes that sum over rows (a LayerNorm's or a bias's weight gradient) split
+ * the columns instead, so no thread adds into another's sums and the result does not depend on
+ * the thread count. */
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "engine/models/gpt/gpt_kernels.h"
+
+#define GPT_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+/* Below this many elements a pass runs on the calling thread: waking the team costs more. */
+#define GPT_PAR_MIN 16384
+
+/* This thread's share [*lo, *hi) of n items, in a parallel region. */
+static void share(size_t n, size_t *lo, size_t *hi)
+{
+    size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
+
+    *lo = n * t / nt;
+    *hi = n * (t + 1) / nt;
+}
+
+#define GPT_LN_EPS ((real)1e-5)
+#define GPT_GELU_K ((real)0.7978845608028654)   /* sqrt(2/pi) */
+#define GPT_GELU_C ((real)0.044715)
+
+GPT_SIMD_CLONES
+static void embed_rows(real *restrict out, const int32_t *restrict tokens, const real *restrict wte,
+                       const real *restrict wpe, size_t n0, size_t n1, int T, int C)
+{
+    for (size_t n = n0; n < n1; n++) {
+        real *restrict o = out + n * C;
+        const real *restrict e = wte + (size_t)tokens[n] * C;
+        const real *restrict p = wpe + (n % T) * C;
+
+        for (int i = 0; i < C; i++)
+            o[i] = e[i] + p[i];
+    }
+}
+
+void SFX(gpt_embed)(real *out, const int32_t *tokens, const real *wte, const real *wpe, int B, int T, int C)
+{
+    size_t N = (size_t)B * T;
+
+#pragma omp parallel if (N * C >= GPT_PAR_MIN)
+    {
+        size_t lo, hi;
+
+        share(N, &lo, &hi);
+        embed_rows(out, tokens, wte, wpe, lo, hi, T, C);
+    }
+}
+
+GPT_SIMD_CLONES
+void SFX(gpt_embed_backward)(real *restrict dwte, real *restrict dwpe, const real *restrict dout,
+                        const int32_t *restrict tokens, int B, int T, int C)
+{
+    memset(dwpe, 0, sizeof(real) * (size_t)T * C);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const real *restrict d = dout + ((size_t)b * T + t) * C;
+            real *restrict e = dwte + (size_t)tokens[b * T + t] * C;
+            real *restrict p = dwpe + (size_t)t * C;
+
+            for (int i = 0; i < C; i++) {
+                e[i] += d[i];
+                p[i] += d[i];
+            }
+        }
+}
+
+GPT_SIMD_CLONES
+static void layernorm_rows(real *restrict out, real *restrict mean, real *restrict rstd, const real *restrict x,
+                           const real *restrict w, const real *restrict b, size_t n0, size_t n1, int C)
+{
+    for (size_t n = n0; n < n1; n++) {
+        const real *restrict xr = x + (size_t)n * C;
+        real *restrict o = out + (size_t)n * C;
+        real sum = ((real)0.0), var = ((real)0.0), mu, rs;
+
+#pragma omp simd reduction(+ : sum)
+        for (int i = 0; i < C; i++)
+            sum += xr[i];
+        mu = sum / C;
+        /* two passes: the variance of (x - mean) keeps its precision when the mean is large */
+#pragma omp simd reduction(+ : var)
+        for (int i = 0; i < C; i++) {
+            real d = xr[i] - mu;
+            var += d * d;
+        }
+        rs = ((real)1.0) / SQRT(var / C + GPT_LN_EPS);
+        for (int i = 0; i < C; i++)
+            o[i] = (xr[i] - mu) * rs * w[i] + b[i];
+        mean[n] = mu;
+        rstd[n] = rs;
+    }
+}
+
+void SFX(gpt_layernorm_forward)(real *out, real *mean, real *rstd, const real *x, const real *w, const real *b,
+                           int N, int C)
+{
+#pragma omp parallel if ((size_t)N * C >= GPT_PAR_MIN)
+    {
+        size_t lo, hi;
+
+        share((size_t)N, &lo, &hi);
+        layernorm_rows(out, mean, rstd, x, w, b, lo, hi, C);
+    }
+}
+
+/* dx for rows n0..n1. */
+GPT_SIMD_CLONES
+static void layernorm_backward_rows(real *restrict dx, const real *restrict dout, const real *restrict x,
+                                    const real *restrict w, const real *restrict mean, const real *restrict rstd,
+                                    size_t n0, size_t n1, int C)
+{
+    for (size_t n = n0; n < n1; n++) {
+        const real *restrict d = dout + (size_t)n * C;
+        const real *restrict xr = x + (size_t)n * C;
+        real *restrict dxr = dx + (size_t)n * C;
+        real mu = mean[n], rs = rstd[n], dmean = ((real)0.0), dnorm_mean = ((real)0.0);
+
+        /* dnorm = w * dout; dx = rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)) */
+#pragma omp simd reduction(+ : dmean, dnorm_mean)
+        for (int i = 0; i < C; i++) {
+            real norm = (xr[i] - mu) * rs, dn = w[i] * d[i];
+            dmean += dn;
+            dnorm_mean += dn * norm;
+        }
+        dmean /= C;
+        dnorm_mean /= C;
+        for (int i = 0; i < C; i++) {
+            real norm = (xr[i] - mu) * rs, dn = w[i] * d[i];
+            dxr[i] += (dn - dmean - norm * dnorm_mean) * rs;
+        }
+    }
+}
+
+/* dw, db for columns i0..i1, summed over every row in order. */
+GPT_SIMD_CLONES
+static void layernorm_backward_cols(real *restrict dw, real *restrict db, const real *restrict dout,
+                                    const real *restrict x, const real *restrict mean, const real *restrict rstd,
+                                    int N, int C, size_t i0, size_t i1)
+{
+    memset(dw + i0, 0, sizeof(real) * (i1 - i0));
+    memset(db + i0, 0, sizeof(real) * (i1 - i0));
+    for (int n = 0; n < N; n++) {
+        const real *restrict d = dout + (size_t)n * C;
+        const real *restrict xr = x + (size_t)n * C;
+        real mu = mean[n], rs = rstd[n];
+
+        for (size_t i = i0; i < i1; i++) {
+            db[i] += d[i];
+            dw[i] += (xr[i] - mu) * rs * d[i];
+        }
+    }
+}
+
+void SFX(gpt_layernorm_backward)(real *dx, real *dw, real *db, const real *dout, const real *x, const real *w,
+                            const real *mean, const real *rstd, int N, int C)
+{
+#pragma omp parallel if ((size_t)N * C >= GPT_PAR_MIN)
+    {
+        size_t lo, hi;
+
+        share((size_t)N, &lo, &hi);
+        layernorm_backward_rows(dx, dout, x, w, mean, rstd, lo, hi, C);
+        /* columns in blocks of 16 (a cache line) so threads do not share one */
+        share((size_t)(C + 15) / 16, &lo, &hi);
+        lo *= 16;
+        hi = hi * 16 < (size_t)C ? hi * 16 : (size_t)C;
+        if (lo < hi)
+            layernorm_backward_cols(dw, db, dout, x, mean, rstd, N, C, lo, hi);
+    }
+}
+
+GPT_SIMD_CLONES
+static void bias_fill_rows(real *restrict out, const real *restrict residual, const real *restrict b, size_t n0,
+                           size_t n1, int OC)
+{
+    for (size_t n = n0; n < n1; n++) {
+        real *restrict o = out + (size_t)n * OC;
+
+        if (residual) {
+            const real *restrict r = residual + (size_t)n * OC;
+
+            for (int j = 0; j < OC; j++)
+                o[j] = r[j] + b[j];
+        } else {
+            for (int j = 0; j < OC; j++)
+                o[j] = b[j];
+        }
+    }
+}
+
+void SFX(gpt_bias_fill)(real *out, const real *residual, const real *b, int N, int OC)
+{
+#pragma omp parallel if ((size_t)N * OC >= GPT_PAR_MIN)
+    {
+        size_t lo, hi;
+
+        share((size_t)N, &lo, &hi);
+        bias_fill_rows(out, residual, b, lo, hi, OC);
+    }
+}
+
+GPT_SIMD_CLONES
+static void column_sums_cols(real *restrict db, const real *restrict dout, int N, int OC, size_t j0, size_t j1)
+{
+    memset(db + j0, 0, sizeof(real) * (j1 - j0));
+    for (int n = 0; n < N; n++) {
+        const real *restrict d = dout + (size_t)n * OC;
+
+        for (size_t j = j0; j < j1; j++)
+            db[j] += d[j];
+    }
+}
+
+void SFX(gpt_column_sums)(real *db, const real *dout, int N, int OC)
+{
+#pragma omp parallel if ((size_t)N * OC >= GPT_PAR_MIN)
+    {
+        size_t lo, hi;
+
+        share((size_t)(OC + 15) / 16, &lo, &hi);
+        lo *= 16;
+        hi = hi * 16 < (size_t)OC ? hi * 16 : (size_t)OC;
+        if (lo < hi)
+            column_sums_cols(db, dout, N, OC, lo, hi);
+    }
+}
+
+GPT_SIMD_CLONES
+static void gelu_forward_range(real *restrict out, const real *restrict x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        real v = x[i], u = GPT_GELU_K * (v + GPT_GELU_C * v * v * v);
+        out[i] = ((real)0.5) * v * (((real)1.0) + TANH(u));
+    }
+}
+
+void SFX(gpt_gelu_forward)(real *out, const real *x, size_t n)
+{
+#pragma omp parallel if (n >= GPT_PAR_MIN)
+    {
+        size_t lo, hi;
+
+        share(n, &lo, &hi);
+        gelu_forward_range(out + lo, x + lo, hi - lo);
+    }
+}
+
+GPT_SIMD_CLONES
+static void gelu_backward_range(real *restrict d, const real *restrict x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        real v = x[i], u = GPT_GELU_K * (v + GPT_GELU_C * v * v * v), th = TANH(u);
+        real du = GPT_GELU_K * (((real)1.0) + ((real)3.0) * GPT_GELU_C * v * v);
+        d[i] *= ((real)0.5) * (((real)1.0) + th) + ((real)0.5) * v * (((real)1.0) - th * th) * du;
+    }
+}
+
+void SFX(gpt_gelu_backward)(real *d, const real *x, size_t n)
+{
+#pragma omp parallel if (n >= GPT_PAR_MIN)
+    {
+        size_t lo, hi;
+
+        share(n, &lo, &hi);
+        gelu_backward_range(d + lo, x + lo, hi - lo);
+    }
+}
+
+GPT_SIMD_CLONES
+void SFX(gpt_causal_softmax)(real *restrict att, int T)
+{
+    for (int t = 0; t < T; t++) {
+        real *restrict row = att + (size_t)t * T;
+        real max = row[0], sum = ((real)0.0), inv;
+
+#pragma omp simd reduction(max : max)
+        for (int j = 1; j <= t; j++)
+            max = row[j] > max ? row[j] : max;
+#pragma omp simd reduction(+ : sum)
+        for (int j = 0; j <= t; j++) {
+            row[j] = EXP(row[j] - max);
+            sum += row[j];
+        }
+        inv = ((real)1.0) / sum;
+        for (int j = 0; j <= t; j++)
+            row[j] *= inv;
+        for (int j = t + 1; j < T; j++)
+            row[j] = ((real)0.0);
+    }
+}
+
+GPT_SIMD_CLONES
+void SFX(gpt_causal_softmax_backward)(real *restrict datt, const real *restrict att, int T)
+{
+    for (int t = 0; t < T; t++) {
+        real *restrict d = datt + (size_t)t * T;
+        const real *restrict p = att + (size_t)t * T;
+        real dot = ((real)0.0);
+
+#pragma omp simd reduction(+ : dot)
+        for (int j = 0; j <= t; j++)
+            dot += p[j] * d[j];
+        for (int j = 0; j <= t; j++)
+            d[j] = p[j] * (d[j] - dot);
+        for (int j = t + 1; j < T; j++)
+            d[j] = ((real)0.0);
+    }
+}
+
+GPT_SIMD_CLONES
+static double softmax_xent_rows(real *restrict probs, const int32_t *restrict targets, size_t n0, size_t n1, int V)
+{
+    double loss = 0.0;
+
+    for (size_t n = n0; n < n1; n++) {
+        real *restrict row = probs + (size_t)n * V;
+        real max = row[0], sum = ((real)0.0), inv, logit = row[targets[n]];
+
+#pragma omp simd reduction(max : max)
+        for (int j = 1; j < V; j++)
+            max = row[j] > max ? row[j] : max;
+#pragma omp simd reduction(+ : sum)
+        for (int j = 0; j < V; j++) {
+            row[j] = EXP(row[j] - max);
+            sum += row[j];
+        }
+        inv = ((real)1.0) / sum;
+        /* -log p = log(sum) - (logit - max): finite even where p underflows */
+        loss += log((double)sum) - ((double)logit - max);
+        for (int j = 0; j < V; j++)
+            row[j] *= inv;
+    }
+    return loss;
+}
+
+double SFX(gpt_softmax_xent_forward)(real *probs, const int32_t *targets, int N, int V)
+{
+    /* Each thread's loss in its own slot, added in thread order: the same sum every run. */
+    double part[256] = { 0 }, loss = 0.0;
+    int nt = omp_get_max_threads() < 256 ? omp_get_max_threads() : 256;
+
+#pragma omp parallel num_threads(nt) if ((size_t)N * V >= GPT_PAR_MIN)
+    {
+        size_t lo, hi;
+
+        share((size_t)N, &lo, &hi);
+        part[omp_get_thread_num()] = softmax_xent_rows(probs, targets, lo, hi, V);
+    }
+    for (int t = 0; t < nt; t++)
+        loss += part[t];
+    return loss;
+}
+
+GPT_SIMD_CLONES
+static void softmax_xent_backward_rows(real *restrict probs, const int32_t *restrict targets, size_t n0, size_t n1,
+                                       int V, real scale)
+{
+    for (size_t n = n0; n < n1; n++) {
+        real *restrict row = probs + (size_t)n * V;
+
+        for (int j = 0; j < V; j++)
+            row[j] *= scale;
+        row[targets[n]] -= scale;
+    }
+}
+
+void SFX(gpt_softmax_xent_backward)(real *probs, const int32_t *targets, int N, int V, real scale)
+{
+#pragma omp parallel if ((size_t)N * V >= GPT_PAR_MIN)
+    {
+        size_t lo, hi;
+
+        share((size_t)N, &lo, &hi);
+        softmax_xent_backward_rows(probs, targets, lo, hi, V, scale);
+    }
+}

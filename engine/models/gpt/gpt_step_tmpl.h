@@ -1,0 +1,398 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The GPT's step for one element type: GEMMs, attention, forward and backward. Included once per
+ * type by gpt_step.c (real = float: 32-true and bf16-mixed, GEMMs on oneDNN) and gpt_step_f64.c
+ * (real = double: 64-true, GEMMs on OpenBLAS's dgemm), which define
+ *   real          the element type of parameters, activations and gradients
+ *   SFX(name)     the suffix of this type's entry points (gpt_forward_f32, gpt_forward_f64, ...)
+ *   KSFX(name)    the names of this type's element-wise passes (gpt_kernels.h)
+ *   ACTS, VW(m)   this type's block activations and view of the model (gpt_internal.h)
+ *   GEMM(...)     ct_gemm's arguments, C of type real
+ *   BLAS_GEMM     cblas_sgemm or cblas_dgemm
+ *   SQRT          sqrtf or sqrt
+ *   GPT_F32       1 for fp32: the bf16-mixed copies exist only there
+ * See engine/models/gpt/gpt.c for the shapes. */
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "engine/models/gpt/gpt_internal.h"
+#include "engine/models/gpt/gpt_kernels.h"
+#include "engine/nn/gemm.h"
+
+/* Cut the model's arrays into this type's view (at create, and again when the type changes). */
+void SFX(gpt_carve)(ct_gpt *m)
+{
+    const ct_gpt_config *c = &m->cfg;
+    size_t B = (size_t)m->max_batch, T = (size_t)c->seq_len, C = (size_t)c->n_embd, BT = B * T;
+    real *p = m->acts_mem;
+
+    VW(m)->params = m->params;
+    VW(m)->grads = m->grads;
+    VW(m)->blocks = m->blocks_mem;
+    VW(m)->encoded = p, p += BT * C;
+    for (int l = 0; l < c->n_layer; l++) {
+        struct ACTS *a = &VW(m)->blocks[l];
+
+        a->ln1 = p, p += BT * C;
+        a->ln1_mean = p, p += BT;
+        a->ln1_rstd = p, p += BT;
+        a->qkv = p, p += BT * 3 * C;
+        a->att = p, p += B * c->n_head * T * T;
+        a->atty = p, p += BT * C;
+        a->res2 = p, p += BT * C;
+        a->ln2 = p, p += BT * C;
+        a->ln2_mean = p, p += BT;
+        a->ln2_rstd = p, p += BT;
+        a->fch = p, p += BT * 4 * C;
+        a->fch_gelu = p, p += BT * 4 * C;
+        a->res3 = p, p += BT * C;
+    }
+    VW(m)->lnf = p, p += BT * C;
+    VW(m)->lnf_mean = p, p += BT;
+    VW(m)->lnf_rstd = p, p += BT;
+    VW(m)->probs = p;
+    p = m->grad_mem;
+    VW(m)->dres = p, p += BT * C;
+    VW(m)->dbt_c = p, p += BT * C;
+    VW(m)->dqkv = p, p += BT * 3 * C;
+    VW(m)->dfch = p, p += BT * 4 * C;
+    VW(m)->datt = p;
+}
+
+/* --- GEMMs ------------------------------------------------------------------------------------ */
+
+/* What a oneDNN GEMM reads for parameter p: p itself, or its bf16 copy (bf16-mixed, fp32 only). */
+static const void *gemm_param(const ct_gpt *m, const real *p)
+{
+#if GPT_F32
+    if (m->gemm_dtype == CT_DTYPE_BF16)
+        return m->params_b + (p - VW(m)->params);
+#endif
+    return p;
+}
+
+/* What a oneDNN GEMM reads for activation x[n]: x itself, or x packed to bf16 in copy slot. */
+static const void *gemm_in(ct_gpt *m, const real *x, size_t n, int slot)
+{
+#if GPT_F32
+    if (m->gemm_dtype == CT_DTYPE_BF16) {
+        ct_bf16_pack(x, m->qb[slot], n);
+        return m->qb[slot];
+    }
+#endif
+    return x;
+}
+
+/* What an OpenBLAS GEMM (attention) reads for activation x[n]: x itself, or x rounded to bf16 in
+ * fp32 copy number slot. */
+static const real *gemm_act(ct_gpt *m, const real *x, size_t n, int slot)
+{
+#if GPT_F32
+    if (m->gemm_dtype == CT_DTYPE_BF16) {
+        ct_bf16_round_array(x, m->q[slot], n);
+        return m->q[slot];
+    }
+#endif
+    return x;
+}
+
+/* out[BT,OC] = (residual ? residual : 0) + in[BT,IC] W[OC,IC]^T + b */
+static void linear_forward(ct_gpt *m, real *out, const real *residual, const real *in, const real *w,
+                           const real *b, int BT, int IC, int OC)
+{
+    const void *inq = gemm_in(m, in, (size_t)BT * IC, 0);
+
+    KSFX(gpt_bias_fill)(out, residual, b, BT, OC);
+    GEMM(0, 1, BT, OC, IC, inq, IC, gemm_param(m, w), IC, m->gemm_dtype, 1, out, OC);
+}
+
+/* From dout[BT,OC]: dw[OC,IC] = dout^T in, db = column sums of dout, din[BT,IC] = dout W. */
+static void linear_backward(ct_gpt *m, real *din, real *dw, real *db, const real *dout, const real *in,
+                            const real *w, int BT, int IC, int OC)
+{
+    const void *doutq = gemm_in(m, dout, (size_t)BT * OC, 0);
+    const void *inq = gemm_in(m, in, (size_t)BT * IC, 1);
+
+    KSFX(gpt_column_sums)(db, dout, BT, OC);
+    GEMM(1, 0, OC, IC, BT, doutq, OC, inq, IC, m->gemm_dtype, 0, dw, IC);
+    GEMM(0, 0, BT, IC, OC, doutq, OC, gemm_param(m, w), IC, m->gemm_dtype, 0, din, IC);
+}
+
+/* --- attention -------------------------------------------------------------------------------- */
+
+/* Causal attention: query row t reads keys 0..t only. The GEMMs run per block of ATT_BLOCK query
+ * rows over the keys up to the block's end (and, for the key-side gradients, per block of keys over
+ * the queries from the block's start), skipping most of the zero upper triangle: 3/8 of attention's
+ * multiply-adds at seq_len 128. Entries above the diagonal are never read; the softmax passes write
+ * them as zeros. */
+#define ATT_BLOCK 32
+
+static int att_rows(int r0, int T) { return T - r0 < ATT_BLOCK ? T - r0 : ATT_BLOCK; }
+
+/* atty[BT,C] from qkv[BT,3C]: per sequence b and head h, att = causal_softmax(q k^T / sqrt(HS)),
+ * then atty = att v, on strided views of qkv. */
+static void attention_forward(ct_gpt *m, struct ACTS *a, int B)
+{
+    int T = m->cfg.seq_len, C = m->cfg.n_embd, NH = m->cfg.n_head, HS = C / NH, C3 = 3 * C;
+    real scale = (real)1 / SQRT((real)HS);
+    const real *qkv = gemm_act(m, a->qkv, (size_t)B * T * C3, 1);
+    const real *att;
+
+    /* Heads are independent: one per OpenMP thread, each GEMM single-threaded (OpenBLAS's small-
+     * matrix kernels run on the calling thread). */
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            const real *q = qkv + (size_t)b * T * C3 + h * HS, *k = q + C;
+            real *pre = a->att + ((size_t)b * NH + h) * T * T;
+
+            for (int r0 = 0; r0 < T; r0 += ATT_BLOCK)
+                BLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, att_rows(r0, T), r0 + att_rows(r0, T), HS,
+                            scale, q + (size_t)r0 * C3, C3, k, C3, (real)0, pre + (size_t)r0 * T, T);
+            KSFX(gpt_causal_softmax)(pre, T);
+        }
+    att = gemm_act(m, a->att, (size_t)B * NH * T * T, 2);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            const real *v = qkv + (size_t)b * T * C3 + 2 * C + h * HS;
+            const real *p = att + ((size_t)b * NH + h) * T * T;
+            real *out = a->atty + (size_t)b * T * C + h * HS;
+
+            for (int r0 = 0; r0 < T; r0 += ATT_BLOCK)
+                BLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, att_rows(r0, T), HS, r0 + att_rows(r0, T),
+                            (real)1, p + (size_t)r0 * T, T, v, C3, (real)0, out + (size_t)r0 * C, C);
+        }
+}
+
+/* dqkv[BT,3C] from datty[BT,C] (VW(m)->dbt_c). */
+static void attention_backward(ct_gpt *m, const struct ACTS *a, int B)
+{
+    int T = m->cfg.seq_len, C = m->cfg.n_embd, NH = m->cfg.n_head, HS = C / NH, C3 = 3 * C;
+    real scale = (real)1 / SQRT((real)HS);
+    const real *qkv = gemm_act(m, a->qkv, (size_t)B * T * C3, 0);
+    const real *att = gemm_act(m, a->att, (size_t)B * NH * T * T, 1);
+    const real *datty = gemm_act(m, VW(m)->dbt_c, (size_t)B * T * C, 2);
+
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            real *d = VW(m)->datt + ((size_t)b * NH + h) * T * T;
+            size_t row = (size_t)b * T * C3 + h * HS;
+            const real *q = qkv + row, *k = q + C, *v = q + 2 * C;
+            const real *p = att + ((size_t)b * NH + h) * T * T;
+            const real *pf = a->att + ((size_t)b * NH + h) * T * T;
+            const real *dy = datty + (size_t)b * T * C + h * HS;
+            real *dq = VW(m)->dqkv + row, *dk = dq + C, *dv = dq + 2 * C;
+
+            /* datt = dy v^T (query rows over their keys); dv = att^T dy (keys over their queries) */
+            for (int r0 = 0; r0 < T; r0 += ATT_BLOCK)
+                BLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, att_rows(r0, T), r0 + att_rows(r0, T), HS,
+                            (real)1, dy + (size_t)r0 * C, C, v, C3, (real)0, d + (size_t)r0 * T, T);
+            for (int k0 = 0; k0 < T; k0 += ATT_BLOCK)
+                BLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, att_rows(k0, T), HS, T - k0, (real)1,
+                            p + (size_t)k0 * T + k0, T, dy + (size_t)k0 * C, C, (real)0, dv + (size_t)k0 * C3, C3);
+            /* through the softmax (fp32 probabilities), then the scaled q k^T */
+            KSFX(gpt_causal_softmax_backward)(d, pf, T);
+#if GPT_F32
+            if (m->gemm_dtype == CT_DTYPE_BF16)
+                ct_bf16_round_array(d, d, (size_t)T * T);
+#endif
+            for (int r0 = 0; r0 < T; r0 += ATT_BLOCK)
+                BLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, att_rows(r0, T), HS, r0 + att_rows(r0, T),
+                            scale, d + (size_t)r0 * T, T, k, C3, (real)0, dq + (size_t)r0 * C3, C3);
+            for (int k0 = 0; k0 < T; k0 += ATT_BLOCK)
+                BLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, att_rows(k0, T), HS, T - k0, scale,
+                            d + (size_t)k0 * T + k0, T, q + (size_t)k0 * C3, C3, (real)0, dk + (size_t)k0 * C3, C3);
+        }
+}
+
+/* --- forward ---------------------------------------------------------------------------------- */
+
+static const real *tensor_data(const ct_gpt *m, int i) { return m->tensors[i].data; }
+static real *tensor_grad(const ct_gpt *m, int i) { return VW(m)->grads + m->tensors[i].offset; }
+static int block_tensor(int l, int which) { return 2 + l * BLK_TENSORS + which; }
+
+/* need() for tensors first..last (adjacent in the parameter array). */
+static int need_tensors(const ct_gpt *m, int first, int last, ct_param_need_fn need, void *ctx)
+{
+    size_t lo = m->tensors[first].offset;
+
+    return need ? need(ctx, lo, m->tensors[last].offset + m->tensors[last].numel - lo) : 0;
+}
+
+double SFX(gpt_forward)(ct_gpt *m, const int32_t *inputs, const int32_t *targets, int batch, ct_param_need_fn need,
+                      void *ctx)
+{
+    const ct_gpt_config *c = &m->cfg;
+    int T = c->seq_len, C = c->n_embd, V = c->vocab, BT = batch * T, L = c->n_layer;
+    const real *x;
+    int lf = 2 + L * BLK_TENSORS;
+
+    /* A batch beyond what create allocated for would write past the activations. */
+    if (batch < 1 || batch > m->max_batch) {
+        m->batch = 0;
+        return NAN;
+    }
+    m->inputs = inputs;
+    m->targets = targets;
+    m->batch = batch;
+    if (m->gemm_dtype == CT_DTYPE_BF16) {
+        if (need_tensors(m, 0, m->n_tensors - 1, need, ctx))
+            return NAN;
+#if GPT_F32
+        ct_bf16_pack(VW(m)->params, m->params_b, m->n_params);
+#endif
+    } else if (need_tensors(m, 0, 1, need, ctx)) {
+        return NAN;
+    }
+    KSFX(gpt_embed)(VW(m)->encoded, inputs, tensor_data(m, 0), tensor_data(m, 1), batch, T, C);
+    x = VW(m)->encoded;
+    for (int l = 0; l < L; l++) {
+        struct ACTS *a = &VW(m)->blocks[l];
+        const real *w[BLK_TENSORS];
+
+        if (m->gemm_dtype != CT_DTYPE_BF16 &&
+            need_tensors(m, block_tensor(l, 0), block_tensor(l, BLK_TENSORS - 1), need, ctx))
+            return NAN;
+        for (int i = 0; i < BLK_TENSORS; i++)
+            w[i] = tensor_data(m, block_tensor(l, i));
+        KSFX(gpt_layernorm_forward)(a->ln1, a->ln1_mean, a->ln1_rstd, x, w[BLK_LN1_W], w[BLK_LN1_B], BT, C);
+        linear_forward(m, a->qkv, NULL, a->ln1, w[BLK_ATTN_W], w[BLK_ATTN_B], BT, C, 3 * C);
+        attention_forward(m, a, batch);
+        linear_forward(m, a->res2, x, a->atty, w[BLK_APROJ_W], w[BLK_APROJ_B], BT, C, C);
+        KSFX(gpt_layernorm_forward)(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w[BLK_LN2_W], w[BLK_LN2_B], BT, C);
+        linear_forward(m, a->fch, NULL, a->ln2, w[BLK_FC_W], w[BLK_FC_B], BT, C, 4 * C);
+        KSFX(gpt_gelu_forward)(a->fch_gelu, a->fch, (size_t)BT * 4 * C);
+        linear_forward(m, a->res3, a->res2, a->fch_gelu, w[BLK_FPROJ_W], w[BLK_FPROJ_B], BT, 4 * C, C);
+        x = a->res3;
+    }
+    if (m->gemm_dtype != CT_DTYPE_BF16 && need_tensors(m, lf, lf + 1, need, ctx))
+        return NAN;
+    KSFX(gpt_layernorm_forward)(VW(m)->lnf, VW(m)->lnf_mean, VW(m)->lnf_rstd, x, tensor_data(m, lf),
+                                tensor_data(m, lf + 1), BT, C);
+    /* logits = lnf wte^T: the LM head is the token embedding, transposed */
+    GEMM(0, 1, BT, V, C, gemm_in(m, VW(m)->lnf, (size_t)BT * C, 0), C, gemm_param(m, tensor_data(m, 0)), C,
+            m->gemm_dtype, 0, VW(m)->probs, V);
+    return KSFX(gpt_softmax_xent_forward)(VW(m)->probs, targets, BT, V);
+}
+
+/* A shorter sequence is a forward at seq_len len: every stride below reads cfg.seq_len, and
+ * the buffers made for seq_len hold one sequence of fewer tokens. The tokens stand in as targets
+ * (the loss is not used); the last row of the final LayerNorm then goes through the LM head. */
+int SFX(gpt_next_token_logits)(ct_gpt *m, const int32_t *tokens, int len, float *logits)
+{
+    int T = m->cfg.seq_len, C = m->cfg.n_embd;
+
+    if (len < 1 || len > T || m->max_batch < 1)
+        return CT_EINVAL;
+    m->cfg.seq_len = len;
+    SFX(gpt_forward)(m, tokens, tokens, 1, NULL, NULL);
+    m->cfg.seq_len = T;
+    m->batch = 0; /* no backward of this forward */
+#if GPT_F32
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, m->cfg.vocab, C, 1.0f, tensor_data(m, 0), C,
+                VW(m)->lnf + (size_t)(len - 1) * C, 1, 0.0f, logits, 1);
+#else
+    {
+        const real *wte = tensor_data(m, 0), *x = VW(m)->lnf + (size_t)(len - 1) * C;
+
+        for (int v = 0; v < m->cfg.vocab; v++) {
+            real dot = 0;
+
+            for (int i = 0; i < C; i++)
+                dot += wte[(size_t)v * C + i] * x[i];
+            logits[v] = (float)dot;
+        }
+    }
+#endif
+    return 0;
+}
+
+/* --- backward --------------------------------------------------------------------------------- */
+
+static int announce(const ct_gpt *m, int t, ct_grad_ready_fn ready, void *ctx)
+{
+    return ready ? ready(ctx, m->tensors[t].offset, m->tensors[t].numel) : 0;
+}
+
+/* Announce tensors hi, hi-1, ..., lo (a contiguous run finished together). */
+static int announce_run(const ct_gpt *m, int hi, int lo, ct_grad_ready_fn ready, void *ctx)
+{
+    int rv = 0;
+
+    for (int t = hi; t >= lo && rv == 0; t--)
+        rv = announce(m, t, ready, ctx);
+    return rv;
+}
+
+/* Block l's backward: VW(m)->dres holds the gradient of its output res3 on entry and of its input on
+ * return. */
+static int block_backward(ct_gpt *m, int l, const real *x, ct_grad_ready_fn ready, void *ctx)
+{
+    const ct_gpt_config *c = &m->cfg;
+    const struct ACTS *a = &VW(m)->blocks[l];
+    int B = m->batch, T = c->seq_len, C = c->n_embd, BT = B * T;
+    const real *w[BLK_TENSORS];
+    real *g[BLK_TENSORS];
+    int t0 = block_tensor(l, 0), rv;
+
+    for (int i = 0; i < BLK_TENSORS; i++) {
+        w[i] = tensor_data(m, t0 + i);
+        g[i] = tensor_grad(m, t0 + i);
+    }
+    /* MLP: res3 = res2 + gelu(ln2 Wfc^T + bfc) Wproj^T + bproj */
+    linear_backward(m, VW(m)->dfch, g[BLK_FPROJ_W], g[BLK_FPROJ_B], VW(m)->dres, a->fch_gelu, w[BLK_FPROJ_W], BT,
+                    4 * C, C);
+    if ((rv = announce_run(m, t0 + BLK_FPROJ_B, t0 + BLK_FPROJ_W, ready, ctx)))
+        return rv;
+    KSFX(gpt_gelu_backward)(VW(m)->dfch, a->fch, (size_t)BT * 4 * C);
+    linear_backward(m, VW(m)->dbt_c, g[BLK_FC_W], g[BLK_FC_B], VW(m)->dfch, a->ln2, w[BLK_FC_W], BT, C, 4 * C);
+    if ((rv = announce_run(m, t0 + BLK_FC_B, t0 + BLK_FC_W, ready, ctx)))
+        return rv;
+    KSFX(gpt_layernorm_backward)(VW(m)->dres, g[BLK_LN2_W], g[BLK_LN2_B], VW(m)->dbt_c, a->res2, w[BLK_LN2_W],
+                                 a->ln2_mean, a->ln2_rstd, BT, C);
+    if ((rv = announce_run(m, t0 + BLK_LN2_B, t0 + BLK_LN2_W, ready, ctx)))
+        return rv;
+    /* attention: res2 = x + attention(ln1 Wattn^T + battn) Wproj^T + bproj */
+    linear_backward(m, VW(m)->dbt_c, g[BLK_APROJ_W], g[BLK_APROJ_B], VW(m)->dres, a->atty, w[BLK_APROJ_W], BT, C, C);
+    if ((rv = announce_run(m, t0 + BLK_APROJ_B, t0 + BLK_APROJ_W, ready, ctx)))
+        return rv;
+    attention_backward(m, a, B);
+    linear_backward(m, VW(m)->dbt_c, g[BLK_ATTN_W], g[BLK_ATTN_B], VW(m)->dqkv, a->ln1, w[BLK_ATTN_W], BT, C, 3 * C);
+    if ((rv = announce_run(m, t0 + BLK_ATTN_B, t0 + BLK_ATTN_W, ready, ctx)))
+        return rv;
+    KSFX(gpt_layernorm_backward)(VW(m)->dres, g[BLK_LN1_W], g[BLK_LN1_B], VW(m)->dbt_c, x, w[BLK_LN1_W], a->ln1_mean,
+                           a->ln1_rstd, BT, C);
+    return announce_run(m, t0 + BLK_LN1_B, t0 + BLK_LN1_W, ready, ctx);
+}
+
+int SFX(gpt_backward)(ct_gpt *m, double scale_tokens, ct_grad_ready_fn ready, void *ctx)
+{
+    const ct_gpt_config *c = &m->cfg;
+    int B = m->batch, T = c->seq_len, C = c->n_embd, V = c->vocab, BT = B * T, L = c->n_layer;
+    int lf = 2 + L * BLK_TENSORS, rv;
+    real *dwte = tensor_grad(m, 0);
+
+    if (B == 0)
+        return CT_EINTERNAL; /* no forward (or a refused one) to take the gradient of */
+    KSFX(gpt_softmax_xent_backward)(VW(m)->probs, m->targets, BT, V, (real)(1.0 / scale_tokens));
+    {
+        const void *dlogits = gemm_in(m, VW(m)->probs, (size_t)BT * V, 0);
+
+        /* LM head: dlnf = dlogits wte; dwte = dlogits^T lnf (the embedding adds to it last) */
+        GEMM(0, 0, BT, C, V, dlogits, V, gemm_param(m, tensor_data(m, 0)), C, m->gemm_dtype, 0, VW(m)->dbt_c, C);
+        GEMM(1, 0, V, C, BT, dlogits, V, gemm_in(m, VW(m)->lnf, (size_t)BT * C, 1), C, m->gemm_dtype, 0, dwte, C);
+    }
+    memset(VW(m)->dres, 0, sizeof(real) * (size_t)BT * C);
+    KSFX(gpt_layernorm_backward)(VW(m)->dres, tensor_grad(m, lf), tensor_grad(m, lf + 1), VW(m)->dbt_c,
+                                 L ? VW(m)->blocks[L - 1].res3 : VW(m)->encoded, tensor_data(m, lf), VW(m)->lnf_mean,
+                                 VW(m)->lnf_rstd, BT, C);
+    if ((rv = announce_run(m, lf + 1, lf, ready, ctx)))
+        return rv;
+    for (int l = L - 1; l >= 0; l--)
+        if ((rv = block_backward(m, l, l ? VW(m)->blocks[l - 1].res3 : VW(m)->encoded, ready, ctx)))
+            return rv;
+    KSFX(gpt_embed_backward)(dwte, tensor_grad(m, 1), VW(m)->dres, m->inputs, B, T, C);
+    return announce_run(m, 1, 0, ready, ctx);
+}
