@@ -40,6 +40,7 @@ struct step {
     ct_topology *topo;
     ct_bind_plan *plan;
     int gpus_managed;   /* SLURM told which GPUs the step has: CUDA_VISIBLE_DEVICES is ours to set */
+    char step_gpus[1024]; /* the step's SLURM_STEP_GPUS as user_init saw it (the step's, not a task's) */
     char addrs[8][64];  /* this node's own addresses (numeric), for its Ethernet (include/ctrain/net.h) */
     int naddrs;
     int loopback_ok;    /* rank 0's address is a loopback one: every node of the step is this host */
@@ -166,6 +167,7 @@ static int plan_binding(spank_t sp, struct step *s, char **env, ct_error *err)
         return rv;
     req.allowed_cpus = cpus;
     s->gpus_managed = gpus != NULL;
+    ct_str_copy(s->step_gpus, sizeof(s->step_gpus), gpus ? gpus : "");
     req.gpus = gpus ? gpus : "";
     /* With GPUs and NICs: every step needs its NIC (a CPU-only step's MPI, Gloo and UCX traffic too). */
     if ((rv = ct_topology_load(ct_spank.args.topology[0] ? ct_spank.args.topology : NULL, CT_TOPOLOGY_IO,
@@ -430,7 +432,60 @@ static int slurm_numbers_locally(char **env)
     return !strcmp(seen, want) && strcmp(step, want);
 }
 
-static int apply_binding(spank_t sp, const struct step *s, int local, uint32_t rank, int local_gpus)
+static int list_count(const char *list)
+{
+    int n = list[0] != '\0';
+
+    for (const char *p = list; *p; p++)
+        n += *p == ',';
+    return n;
+}
+
+/* A task's GPUs, where SLURM may have bound some itself (--gpus-per-task, --gpu-bind,
+ * --ntasks-per-gpu: the task's own SLURM_STEP_GPUS, global indexes, then names those). The plan's
+ * GPUs are set when they are among the task's; else SLURM's binding stands. Either way a difference
+ * is said, in the task's stderr with --ctrain-bind=verbose and in slurmd's log. */
+static int apply_gpus(spank_t sp, const struct step *s, const ct_bind_task *t, uint32_t rank, int local_gpus,
+                      const char *task_gpus)
+{
+    const char *cvd = local_gpus ? t->cuda_local_devices : t->cuda_visible_devices;
+    char why[1024] = "";
+    ct_error err;
+    int within = 1;
+
+    /* CUDA_VISIBLE_DEVICES only where SLURM said which GPUs the step has: never more than those;
+     * numbered among the step's GPUs when the cgroup hides the others. */
+    if (!s->gpus_managed || ct_topology_gpu_count(s->topo) == 0)
+        return 0;
+    if (task_gpus && strcmp(task_gpus, s->step_gpus)) {
+        ct_error_clear(&err);
+        within = t->ngpus > 0 && ct_bind_task_gpus_in(s->topo, t, task_gpus, &err) == 1;
+        if (!within)
+            snprintf(why, sizeof(why), "SLURM bound this task to GPU%s %s of the step's %s, ctrain's plan chose %s: "
+                     "SLURM's binding is kept%s%s", strchr(task_gpus, ',') ? "s" : "", task_gpus, s->step_gpus,
+                     t->ngpus ? t->cuda_visible_devices : "none", err.code ? " (" : "", err.code ? err.msg : "");
+        if (!within && err.code)
+            snprintf(why + strlen(why), sizeof(why) - strlen(why), ")");
+    }
+    if (within && task_gpus && t->ngpus != list_count(task_gpus))
+        snprintf(why, sizeof(why), "SLURM gave this task GPU%s %s; ctrain narrows that to %s (%s)",
+                 strchr(task_gpus, ',') ? "s" : "", task_gpus, t->ngpus ? t->cuda_visible_devices : "none",
+                 t->ngpus ? "its share of the node's GPUs, nearest its cores" : "more tasks than GPUs here");
+    if (why[0]) {
+        ct_spank_info("rank %u: %s", rank, why);
+        if (s->bind == CT_SPANK_BIND_VERBOSE)
+            fprintf(stderr, "ctrain: bind: rank %u: %s\n", rank, why);
+    }
+    if (!within)
+        return 0;
+    if (set(sp, "CUDA_VISIBLE_DEVICES", cvd, 1) ||
+        (strncmp(cvd, "GPU-", 4) && set(sp, "CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1)))
+        return -1;
+    return 0;
+}
+
+static int apply_binding(spank_t sp, const struct step *s, int local, uint32_t rank, int local_gpus,
+                         const char *task_gpus)
 {
     const ct_bind_task *t = ct_bind_plan_task(s->plan, local);
     cpu_set_t set_cpus;
@@ -452,15 +507,8 @@ static int apply_binding(spank_t sp, const struct step *s, int local, uint32_t r
         task_say("binding task %u to its CPUs failed (%s)", rank, t->reason);
         return -1;
     }
-    /* CUDA_VISIBLE_DEVICES only where SLURM said which GPUs the step has: never more than those;
-     * numbered among the step's GPUs when the cgroup hides the others. */
-    if (s->gpus_managed && ct_topology_gpu_count(s->topo) > 0) {
-        const char *cvd = local_gpus ? t->cuda_local_devices : t->cuda_visible_devices;
-
-        if (set(sp, "CUDA_VISIBLE_DEVICES", cvd, 1) ||
-            (strncmp(cvd, "GPU-", 4) && set(sp, "CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1)))
-            return -1;
-    }
+    if (apply_gpus(sp, s, t, rank, local_gpus, task_gpus) != 0)
+        return -1;
     snprintf(threads, sizeof(threads), "%d", t->threads);
     /* The user's own settings of these win. */
     if (set(sp, "OMP_NUM_THREADS", threads, 0))
@@ -552,7 +600,7 @@ int ct_spank_remote_task_init(spank_t sp)
     const char *strategy = ct_spank_strategy();
     uint32_t rank = 0, node;
     int local = 0, local_rank, local_size, user_port, local_gpus;
-    char **env = NULL;
+    char **env = NULL, task_gpus[1024] = "";
     ct_error err;
 
     if (!s)
@@ -577,6 +625,8 @@ int ct_spank_remote_task_init(spank_t sp)
         return task_fail(&err);
     user_port = job_getenv("MASTER_PORT", env) != NULL;
     local_gpus = slurm_numbers_locally(env);
+    if (job_getenv("SLURM_STEP_GPUS", env))
+        ct_str_copy(task_gpus, sizeof(task_gpus), job_getenv("SLURM_STEP_GPUS", env));
     env = NULL;
     /* Rank 0's task runs on rank 0's node: the derived port must be free there. */
     if (rank == 0 && !s->rdv.port_reserved && !user_port && ct_spank_port_free(s->rdv.port, &err) != 0)
@@ -591,7 +641,7 @@ int ct_spank_remote_task_init(spank_t sp)
         (ct_spank.opts.accelerator && set(sp, "CTRAIN_ACCELERATOR", ct_spank.opts.accelerator, 1)) ||
         (ct_spank.opts.precision && set(sp, "CTRAIN_PRECISION", ct_spank.opts.precision, 1)))
         return -1;
-    if (s->plan && apply_binding(sp, s, local, rank, local_gpus) != 0)
+    if (s->plan && apply_binding(sp, s, local, rank, local_gpus, task_gpus[0] ? task_gpus : NULL) != 0)
         return -1;
     return 0;
 }
