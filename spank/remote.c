@@ -8,6 +8,7 @@
  * failure. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netdb.h>
@@ -150,13 +151,32 @@ static const char *slurm_gpus(char **env)
     return job_getenv("SLURM_STEP_GPUS", env);
 }
 
+/* A high-speed fabric on this node: an OpenFabrics device (InfiniBand, RoCE, Omni-Path, EFA all
+ * register in /sys/class/infiniband) or HPE Slingshot's CXI devices. */
+static int node_has_fabric(void)
+{
+    static const char *const dirs[] = { "/sys/class/infiniband", "/sys/class/cxi" };
+    int found = 0;
+
+    for (int i = 0; i < 2 && !found; i++) {
+        DIR *d = opendir(dirs[i]);
+        struct dirent *e;
+
+        while (d && !found && (e = readdir(d)))
+            found = e->d_name[0] != '.';
+        if (d)
+            closedir(d);
+    }
+    return found;
+}
+
 static int plan_binding(spank_t sp, struct step *s, char **env, ct_error *err)
 {
     char cpus[8192];
     const char *cpt = job_getenv("SLURM_CPUS_PER_TASK", env), *gpus = slurm_gpus(env);
     ct_bind_request req = { .ntasks = (int)s->local_tasks };
     long n = 0;
-    int rv;
+    int rv, io;
 
     if (cpt && ct_parse_long(cpt, 1, 65536, &n) != 0) {
         ct_error_set(err, CT_EINVAL, "env-malformed", "SLURM_CPUS_PER_TASK='%s' is not a positive number", cpt);
@@ -169,8 +189,12 @@ static int plan_binding(spank_t sp, struct step *s, char **env, ct_error *err)
     s->gpus_managed = gpus != NULL;
     ct_str_copy(s->step_gpus, sizeof(s->step_gpus), gpus ? gpus : "");
     req.gpus = gpus ? gpus : "";
-    /* With GPUs and NICs: every step needs its NIC (a CPU-only step's MPI, Gloo and UCX traffic too). */
-    if ((rv = ct_topology_load(ct_spank.args.topology[0] ? ct_spank.args.topology : NULL, CT_TOPOLOGY_IO,
+    /* GPUs and NICs matter to a step with GPUs, and to any step on a node with a fabric (its MPI,
+     * Gloo and UCX traffic goes there). A CPU-only step on an Ethernet-only node skips hwloc's PCI
+     * scan (about 8 ms a step): its interface is the one carrying the node's address
+     * (include/ctrain/net.h). A topology file costs no scan. */
+    io = (gpus && gpus[0]) || ct_spank.args.topology[0] || node_has_fabric();
+    if ((rv = ct_topology_load(ct_spank.args.topology[0] ? ct_spank.args.topology : NULL, io ? CT_TOPOLOGY_IO : 0,
                                &s->topo, err)) != 0)
         return rv;
     if ((rv = ct_bind_plan_create(s->topo, &req, &s->plan, err)) != 0)
