@@ -470,7 +470,7 @@ static int list_count(const char *list)
  * GPUs are set when they are among the task's; else SLURM's binding stands. Either way a difference
  * is said, in the task's stderr with --ctrain-bind=verbose and in slurmd's log. */
 static int apply_gpus(spank_t sp, const struct step *s, const ct_bind_task *t, uint32_t rank, int local_gpus,
-                      const char *task_gpus)
+                      const char *task_gpus, int *kept)
 {
     const char *cvd = local_gpus ? t->cuda_local_devices : t->cuda_visible_devices;
     char why[1024] = "";
@@ -500,6 +500,7 @@ static int apply_gpus(spank_t sp, const struct step *s, const ct_bind_task *t, u
         if (s->bind == CT_SPANK_BIND_VERBOSE)
             fprintf(stderr, "ctrain: bind: rank %u: %s\n", rank, why);
     }
+    *kept = !within;
     if (!within)
         return 0;
     if (set(sp, "CUDA_VISIBLE_DEVICES", cvd, 1) ||
@@ -514,6 +515,7 @@ static int apply_binding(spank_t sp, const struct step *s, int local, uint32_t r
     const ct_bind_task *t = ct_bind_plan_task(s->plan, local);
     cpu_set_t set_cpus;
     char threads[16];
+    int kept = 0;
 
     if (!t) {
         task_say("no binding planned for local task %d of %u", local, s->local_tasks);
@@ -531,7 +533,7 @@ static int apply_binding(spank_t sp, const struct step *s, int local, uint32_t r
         task_say("binding task %u to its CPUs failed (%s)", rank, t->reason);
         return -1;
     }
-    if (apply_gpus(sp, s, t, rank, local_gpus, task_gpus) != 0)
+    if (apply_gpus(sp, s, t, rank, local_gpus, task_gpus, &kept) != 0)
         return -1;
     snprintf(threads, sizeof(threads), "%d", t->threads);
     /* The user's own settings of these win. */
@@ -543,7 +545,8 @@ static int apply_binding(spank_t sp, const struct step *s, int local, uint32_t r
         fprintf(stderr, "ctrain: bind: rank %u (node %u, local %d): cpus", rank, s->node_id, local);
         for (int c = 0; c < t->ncpus; c++)
             fprintf(stderr, "%s%d", c ? "," : " ", t->cpus[c]);
-        fprintf(stderr, ", gpus %s, nic %s, %d threads: %s\n", t->ngpus ? t->cuda_visible_devices : "none",
+        fprintf(stderr, ", gpus %s%s, nic %s, %d threads: %s\n", kept ? "SLURM's " : "",
+                kept ? task_gpus : t->ngpus ? t->cuda_visible_devices : "none",
                 t->nic[0] ? t->nic : "none", t->threads, t->reason);
     }
     return 0;

@@ -829,6 +829,27 @@ static void test_net_every_fixture(void **state)
     }
 }
 
+/* SLURM's per-task GPUs beside the plan: a task's GPUs are within a list, or not; the list's forms
+ * are ct_bind_request.gpus's, and a GPU the node lacks is an error. */
+static void test_task_gpus_in(void **state)
+{
+    struct view v;
+    ct_bind_plan *plan;
+    ct_error err;
+
+    view_load("nvidia-dgx2.xml", &v);
+    plan = plan_for(&v, 2, "3,5", NULL); /* an allocated subset: task 0 nvml3, task 1 nvml5 */
+    assert_int_equal(ct_bind_task_gpus_in(v.topo, ct_bind_plan_task(plan, 0), "3,5", &err), 1);
+    assert_int_equal(ct_bind_task_gpus_in(v.topo, ct_bind_plan_task(plan, 0), "3", &err), 1);
+    assert_int_equal(ct_bind_task_gpus_in(v.topo, ct_bind_plan_task(plan, 0), "nvml3", &err), 1);
+    assert_int_equal(ct_bind_task_gpus_in(v.topo, ct_bind_plan_task(plan, 1), "3", &err), 0);
+    assert_int_equal(ct_bind_task_gpus_in(v.topo, ct_bind_plan_task(plan, 1), "", &err), 0);
+    assert_int_not_equal(ct_bind_task_gpus_in(v.topo, ct_bind_plan_task(plan, 1), "3,99", &err), 1);
+    assert_string_equal(err.id, "bind-gpu-unknown");
+    ct_bind_plan_free(plan);
+    view_free(&v);
+}
+
 int main(void)
 {
     const char *d = getenv("CT_TOPOLOGIES");
@@ -858,6 +879,7 @@ int main(void)
         cmocka_unit_test(test_rules_corona),
         cmocka_unit_test(test_four_sockets),
         cmocka_unit_test(test_rules_four_sockets),
+        cmocka_unit_test(test_task_gpus_in),
         cmocka_unit_test(test_net_fabric),
         cmocka_unit_test(test_net_topology_ethernet),
         cmocka_unit_test(test_net_no_nic_in_topology),
