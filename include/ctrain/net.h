@@ -52,7 +52,8 @@ typedef struct ct_net_vars {
     char reason[512];         /* why: for the plugin's verbose log */
 } ct_net_vars;
 
-/* Fills out; returns 1 when an interface was chosen, 0 when none (out->reason says why). */
+/* Fills out; returns 1 when a variable was chosen (a fabric without a usable socket interface sets
+ * UCX_NET_DEVICES and NCCL_IB_HCA only), 0 when none (out->reason says why). */
 int ct_net_choose(const ct_net_request *req, ct_net_vars *out);
 
 #endif
