@@ -7,8 +7,12 @@
  * reason to the task's stderr and ends the task (ctrain.c): SLURM ignores an optional plugin's
  * failure. */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <dirent.h>
 #include <ifaddrs.h>
 #include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -23,6 +27,8 @@
 #include "ctrain/environment.h"
 #include "ctrain/envs.h"
 #include "ctrain/error.h"
+#include "ctrain/hostlist.h"
+#include "ctrain/net.h"
 #include "ctrain/util.h"
 #include "spank/plugin.h"
 #include "spank/rendezvous.h"
@@ -35,6 +41,11 @@ struct step {
     ct_topology *topo;
     ct_bind_plan *plan;
     int gpus_managed;   /* SLURM told which GPUs the step has: CUDA_VISIBLE_DEVICES is ours to set */
+    char step_gpus[1024]; /* the step's SLURM_STEP_GPUS as user_init saw it (the step's, not a task's) */
+    char addrs[8][64];  /* this node's own addresses (numeric), for its Ethernet (include/ctrain/net.h) */
+    int naddrs;
+    int loopback_ok;    /* rank 0's address is a loopback one: every node of the step is this host */
+    char addr_why[256]; /* why addrs is empty */
     ct_error err;       /* reported by every task_init */
 };
 
@@ -140,6 +151,25 @@ static const char *slurm_gpus(char **env)
     return job_getenv("SLURM_STEP_GPUS", env);
 }
 
+/* A high-speed fabric on this node: an OpenFabrics device (InfiniBand, RoCE, Omni-Path, EFA all
+ * register in /sys/class/infiniband) or HPE Slingshot's CXI devices. */
+static int node_has_fabric(void)
+{
+    static const char *const dirs[] = { "/sys/class/infiniband", "/sys/class/cxi" };
+    int found = 0;
+
+    for (int i = 0; i < 2 && !found; i++) {
+        DIR *d = opendir(dirs[i]);
+        struct dirent *e;
+
+        while (d && !found && (e = readdir(d)))
+            found = e->d_name[0] != '.';
+        if (d)
+            closedir(d);
+    }
+    return found;
+}
+
 static int plan_binding(spank_t sp, struct step *s, char **env, ct_error *err)
 {
     char cpus[8192];
@@ -157,17 +187,82 @@ static int plan_binding(spank_t sp, struct step *s, char **env, ct_error *err)
         return rv;
     req.allowed_cpus = cpus;
     s->gpus_managed = gpus != NULL;
+    ct_str_copy(s->step_gpus, sizeof(s->step_gpus), gpus ? gpus : "");
     req.gpus = gpus ? gpus : "";
-    /* GPUs and NICs only matter to a step with GPUs (NCCL); without, skip the PCI scan and hwloc's
-     * PCI plugin (ct_topology_load keeps unneeded plugins out without changing slurmstepd's
-     * environment). */
-    io = gpus && gpus[0];
+    /* GPUs and NICs matter to a step with GPUs, and to any step on a node with a fabric (its MPI,
+     * Gloo and UCX traffic goes there). A CPU-only step on an Ethernet-only node skips hwloc's PCI
+     * scan (about 8 ms a step): its interface is the one carrying the node's address
+     * (include/ctrain/net.h). A topology file costs no scan. */
+    io = (gpus && gpus[0]) || ct_spank.args.topology[0] || node_has_fabric();
     if ((rv = ct_topology_load(ct_spank.args.topology[0] ? ct_spank.args.topology : NULL, io ? CT_TOPOLOGY_IO : 0,
                                &s->topo, err)) != 0)
         return rv;
     if ((rv = ct_bind_plan_create(s->topo, &req, &s->plan, err)) != 0)
         return ct_error_prefix(err, "binding %u tasks on node %u: ", s->local_tasks, s->node_id);
     return 0;
+}
+
+/* The numeric addresses a host name or address resolves to, into s->addrs. */
+static int resolve_into(struct step *s, const char *host)
+{
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res = NULL;
+
+    if (getaddrinfo(host, NULL, &hints, &res) != 0)
+        return 0;
+    for (struct addrinfo *a = res; a && s->naddrs < 8; a = a->ai_next) {
+        char buf[64];
+
+        if (getnameinfo(a->ai_addr, a->ai_addrlen, buf, sizeof(buf), NULL, 0, NI_NUMERICHOST) != 0)
+            continue;
+        buf[strcspn(buf, "%")] = '\0'; /* fe80::1%eth0: getifaddrs gives the address alone */
+        ct_str_copy(s->addrs[s->naddrs++], sizeof(s->addrs[0]), buf);
+    }
+    freeaddrinfo(res);
+    return s->naddrs;
+}
+
+static int is_loopback(const char *addr)
+{
+    struct in_addr v4;
+    struct in6_addr v6;
+
+    if (inet_pton(AF_INET, addr, &v4) == 1)
+        return (ntohl(v4.s_addr) >> 24) == 127;
+    return inet_pton(AF_INET6, addr, &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
+}
+
+/* This node's own addresses, to find the interface that carries them (its Ethernet): what its
+ * SLURM node name resolves to, else its NodeAddr (asked of slurmctld, as for rank 0's node). The
+ * node is the step's node list at this node's id. As root (init_post_opt): libslurm's calls. */
+static void node_addresses(struct step *s, char **env)
+{
+    const char *list = job_getenv("SLURM_STEP_NODELIST", env);
+    struct ct_spank_rendezvous me = { 0 };
+    ct_hostlist *hl = NULL;
+    ct_error err;
+    char rank0[64] = "";
+
+    s->naddrs = 0;
+    if (resolve_into(s, s->rdv.address) > 0) /* rank 0's address: loopback means a one-host cluster */
+        ct_str_copy(rank0, sizeof(rank0), s->addrs[0]);
+    s->loopback_ok = rank0[0] && is_loopback(rank0);
+    s->naddrs = 0;
+    if (s->het || !list || ct_hostlist_expand(list, &hl, &err) != 0 || !ct_hostlist_get(hl, s->node_id)) {
+        snprintf(s->addr_why, sizeof(s->addr_why), "this node's name is not known from SLURM_STEP_NODELIST%s",
+                 s->het ? " in a heterogeneous step" : "");
+        ct_hostlist_free(hl);
+        return;
+    }
+    ct_str_copy(me.node, sizeof(me.node), ct_hostlist_get(hl, s->node_id));
+    ct_hostlist_free(hl);
+    if (!strcmp(me.node, s->rdv.node))
+        ct_str_copy(me.address, sizeof(me.address), s->rdv.address);
+    else if (ct_spank_node_address(me.node, me.address, sizeof(me.address), &err) != 0) {
+        snprintf(s->addr_why, sizeof(s->addr_why), "%s", err.msg);
+        return;
+    }
+    if (resolve_into(s, me.address) == 0)
+        snprintf(s->addr_why, sizeof(s->addr_why), "node %s's address '%s' does not resolve", me.node, me.address);
 }
 
 int ct_spank_remote_step_init(spank_t sp)
@@ -197,7 +292,9 @@ int ct_spank_remote_step_init(spank_t sp)
     }
     if (read_layout(sp, s, &s->err) != 0 || read_het(s, env, &s->err) != 0)
         return 0;
-    ct_spank_rendezvous(job_getenv, env, s->job_id, s->step_id, s->het, ct_spank.args.port_base, &s->rdv, &s->err);
+    if (ct_spank_rendezvous(job_getenv, env, s->job_id, s->step_id, s->het, ct_spank.args.port_base, &s->rdv,
+                            &s->err) == 0 && s->bind != CT_SPANK_BIND_NONE)
+        node_addresses(s, env);
     return 0;
 }
 
@@ -249,20 +346,89 @@ static int set_port(spank_t sp, int port)
     return set(sp, "MASTER_PORT", buf, 0);
 }
 
-/* An interface that is up and has an address: only then is it a useful NCCL_SOCKET_IFNAME. */
-static int netdev_usable(const char *name)
+/* This node's interfaces and their addresses, as the planner of include/ctrain/net.h takes them. */
+static int node_ifaces(ct_net_iface *out, int max)
 {
     struct ifaddrs *ifa = NULL;
-    int ok = 0;
+    int n = 0;
 
-    if (!name[0] || getifaddrs(&ifa) != 0)
+    if (getifaddrs(&ifa) != 0)
         return 0;
-    for (struct ifaddrs *i = ifa; i; i = i->ifa_next)
-        if (!strcmp(i->ifa_name, name) && i->ifa_addr && (i->ifa_flags & IFF_UP) &&
-            (i->ifa_addr->sa_family == AF_INET || i->ifa_addr->sa_family == AF_INET6))
-            ok = 1;
+    for (struct ifaddrs *i = ifa; i && n < max; i = i->ifa_next) {
+        ct_net_iface *f = &out[n];
+        socklen_t len;
+
+        if (!i->ifa_addr || (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6))
+            continue;
+        len = i->ifa_addr->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+        memset(f, 0, sizeof(*f));
+        if (getnameinfo(i->ifa_addr, len, f->addr, sizeof(f->addr), NULL, 0, NI_NUMERICHOST) != 0)
+            continue;
+        f->addr[strcspn(f->addr, "%")] = '\0';
+        ct_str_copy(f->name, sizeof(f->name), i->ifa_name);
+        f->up = (i->ifa_flags & IFF_UP) != 0;
+        f->loopback = (i->ifa_flags & IFF_LOOPBACK) != 0;
+        n++;
+    }
     freeifaddrs(ifa);
-    return ok;
+    return n;
+}
+
+/* One network variable, unless the user set it: then theirs is kept, and verbose says so. */
+static int set_net(spank_t sp, const struct step *s, uint32_t rank, const char *name, const char *value)
+{
+    char have[512];
+
+    if (!value[0])
+        return 0;
+    if (spank_getenv(sp, name, have, sizeof(have)) != ESPANK_ENV_NOEXIST) {
+        if (s->bind == CT_SPANK_BIND_VERBOSE && strcmp(have, value))
+            fprintf(stderr, "ctrain: net: rank %u: %s kept as set by the user (%s; ctrain's choice: %s)\n", rank,
+                    name, have, value);
+        ct_spank_info("rank %u: %s kept as set by the user (%s; ctrain's choice: %s)", rank, name, have, value);
+        return 0;
+    }
+    return set(sp, name, value, 0);
+}
+
+/* The network variables of the task's NIC (include/ctrain/net.h), for NCCL, Gloo, UCX and Open
+ * MPI's TCP transport; nothing, with the reason in the log, when no interface can be told. */
+static int apply_network(spank_t sp, const struct step *s, const ct_bind_task *t, uint32_t rank)
+{
+    ct_net_iface ifaces[64];
+    const char *addrs[8];
+    ct_net_request req = { .task = t, .ib_hca = ct_bind_plan_ib_hca(s->plan), .ifaces = ifaces };
+    ct_net_vars v;
+    char have[8];
+
+    for (int i = 0; i < s->naddrs; i++)
+        addrs[i] = s->addrs[i];
+    req.node_addrs = addrs;
+    req.naddrs = s->naddrs;
+    req.allow_loopback = s->loopback_ok;
+    req.nifaces = node_ifaces(ifaces, 64);
+    ct_net_choose(&req, &v);
+    if (!s->naddrs && s->addr_why[0])
+        snprintf(v.reason + strlen(v.reason), sizeof(v.reason) - strlen(v.reason), " (%s)", s->addr_why);
+    if (s->bind == CT_SPANK_BIND_VERBOSE)
+        fprintf(stderr, "ctrain: net: rank %u (node %u): %s%s%s: %s\n", rank, s->node_id,
+                v.ifname[0] ? v.ifname : "no socket interface", v.ucx_net_devices[0] ? ", UCX " : "",
+                v.ucx_net_devices, v.reason);
+    ct_spank_info("rank %u network: %s: %s", rank, v.ifname[0] ? v.ifname : "no socket interface", v.reason);
+    if (!v.ifname[0] && !v.ucx_net_devices[0])
+        ct_spank_error("rank %u: no network interface set for NCCL, Gloo, UCX or Open MPI: %s", rank, v.reason);
+    if (set_net(sp, s, rank, "NCCL_IB_HCA", v.ib_hca) || set_net(sp, s, rank, "UCX_NET_DEVICES", v.ucx_net_devices) ||
+        set_net(sp, s, rank, "NCCL_SOCKET_IFNAME", v.socket_ifname) ||
+        set_net(sp, s, rank, "GLOO_SOCKET_IFNAME", v.ifname))
+        return -1;
+    /* Open MPI refuses an include list beside an exclude list: a user's exclude list stands. */
+    if (spank_getenv(sp, "OMPI_MCA_btl_tcp_if_exclude", have, sizeof(have)) != ESPANK_ENV_NOEXIST) {
+        if (v.ifname[0])
+            ct_spank_info("rank %u: OMPI_MCA_btl_tcp_if_include not set: the user set OMPI_MCA_btl_tcp_if_exclude",
+                          rank);
+        return 0;
+    }
+    return set_net(sp, s, rank, "OMPI_MCA_btl_tcp_if_include", v.ifname);
 }
 
 /* 1 when the task sees only the step's GPUs, numbered from 0: SLURM's gres/gpu plugin decides
@@ -290,11 +456,66 @@ static int slurm_numbers_locally(char **env)
     return !strcmp(seen, want) && strcmp(step, want);
 }
 
-static int apply_binding(spank_t sp, const struct step *s, int local, uint32_t rank, int local_gpus)
+static int list_count(const char *list)
+{
+    int n = list[0] != '\0';
+
+    for (const char *p = list; *p; p++)
+        n += *p == ',';
+    return n;
+}
+
+/* A task's GPUs, where SLURM may have bound some itself (--gpus-per-task, --gpu-bind,
+ * --ntasks-per-gpu: the task's own SLURM_STEP_GPUS, global indexes, then names those). The plan's
+ * GPUs are set when they are among the task's; else SLURM's binding stands. Either way a difference
+ * is said, in the task's stderr with --ctrain-bind=verbose and in slurmd's log. */
+static int apply_gpus(spank_t sp, const struct step *s, const ct_bind_task *t, uint32_t rank, int local_gpus,
+                      const char *task_gpus, int *kept)
+{
+    const char *cvd = local_gpus ? t->cuda_local_devices : t->cuda_visible_devices;
+    char why[1024] = "";
+    ct_error err;
+    int within = 1;
+
+    /* CUDA_VISIBLE_DEVICES only where SLURM said which GPUs the step has: never more than those;
+     * numbered among the step's GPUs when the cgroup hides the others. */
+    if (!s->gpus_managed || ct_topology_gpu_count(s->topo) == 0)
+        return 0;
+    if (task_gpus && strcmp(task_gpus, s->step_gpus)) {
+        ct_error_clear(&err);
+        within = t->ngpus > 0 && ct_bind_task_gpus_in(s->topo, t, task_gpus, &err) == 1;
+        if (!within)
+            snprintf(why, sizeof(why), "SLURM bound this task to GPU%s %s of the step's %s, ctrain's plan chose %s: "
+                     "SLURM's binding is kept%s%s", strchr(task_gpus, ',') ? "s" : "", task_gpus, s->step_gpus,
+                     t->ngpus ? t->cuda_visible_devices : "none", err.code ? " (" : "", err.code ? err.msg : "");
+        if (!within && err.code)
+            snprintf(why + strlen(why), sizeof(why) - strlen(why), ")");
+    }
+    if (within && task_gpus && t->ngpus != list_count(task_gpus))
+        snprintf(why, sizeof(why), "SLURM gave this task GPU%s %s; ctrain narrows that to %s (%s)",
+                 strchr(task_gpus, ',') ? "s" : "", task_gpus, t->ngpus ? t->cuda_visible_devices : "none",
+                 t->ngpus ? "its share of the node's GPUs, nearest its cores" : "more tasks than GPUs here");
+    if (why[0]) {
+        ct_spank_info("rank %u: %s", rank, why);
+        if (s->bind == CT_SPANK_BIND_VERBOSE)
+            fprintf(stderr, "ctrain: bind: rank %u: %s\n", rank, why);
+    }
+    *kept = !within;
+    if (!within)
+        return 0;
+    if (set(sp, "CUDA_VISIBLE_DEVICES", cvd, 1) ||
+        (strncmp(cvd, "GPU-", 4) && set(sp, "CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1)))
+        return -1;
+    return 0;
+}
+
+static int apply_binding(spank_t sp, const struct step *s, int local, uint32_t rank, int local_gpus,
+                         const char *task_gpus)
 {
     const ct_bind_task *t = ct_bind_plan_task(s->plan, local);
     cpu_set_t set_cpus;
     char threads[16];
+    int kept = 0;
 
     if (!t) {
         task_say("no binding planned for local task %d of %u", local, s->local_tasks);
@@ -312,31 +533,20 @@ static int apply_binding(spank_t sp, const struct step *s, int local, uint32_t r
         task_say("binding task %u to its CPUs failed (%s)", rank, t->reason);
         return -1;
     }
-    /* CUDA_VISIBLE_DEVICES only where SLURM said which GPUs the step has: never more than those;
-     * numbered among the step's GPUs when the cgroup hides the others. */
-    if (s->gpus_managed && ct_topology_gpu_count(s->topo) > 0) {
-        const char *cvd = local_gpus ? t->cuda_local_devices : t->cuda_visible_devices;
-
-        if (set(sp, "CUDA_VISIBLE_DEVICES", cvd, 1) ||
-            (strncmp(cvd, "GPU-", 4) && set(sp, "CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1)))
-            return -1;
-    }
+    if (apply_gpus(sp, s, t, rank, local_gpus, task_gpus, &kept) != 0)
+        return -1;
     snprintf(threads, sizeof(threads), "%d", t->threads);
     /* The user's own settings of these win. */
     if (set(sp, "OMP_NUM_THREADS", threads, 0))
         return -1;
-    /* One HCA list for every rank of the node (NCCL needs the same on all); UCX gets the task's NIC. */
-    if (ct_bind_plan_ib_hca(s->plan)[0] && set(sp, "NCCL_IB_HCA", ct_bind_plan_ib_hca(s->plan), 0))
-        return -1;
-    if (t->ucx_net_devices[0] && set(sp, "UCX_NET_DEVICES", t->ucx_net_devices, 0))
-        return -1;
-    if (netdev_usable(t->netdev) && set(sp, "NCCL_SOCKET_IFNAME", t->netdev, 0))
+    if (apply_network(sp, s, t, rank) != 0)
         return -1;
     if (s->bind == CT_SPANK_BIND_VERBOSE) {
         fprintf(stderr, "ctrain: bind: rank %u (node %u, local %d): cpus", rank, s->node_id, local);
         for (int c = 0; c < t->ncpus; c++)
             fprintf(stderr, "%s%d", c ? "," : " ", t->cpus[c]);
-        fprintf(stderr, ", gpus %s, nic %s, %d threads: %s\n", t->ngpus ? t->cuda_visible_devices : "none",
+        fprintf(stderr, ", gpus %s%s, nic %s, %d threads: %s\n", kept ? "SLURM's " : "",
+                kept ? task_gpus : t->ngpus ? t->cuda_visible_devices : "none",
                 t->nic[0] ? t->nic : "none", t->threads, t->reason);
     }
     return 0;
@@ -417,7 +627,7 @@ int ct_spank_remote_task_init(spank_t sp)
     const char *strategy = ct_spank_strategy();
     uint32_t rank = 0, node;
     int local = 0, local_rank, local_size, user_port, local_gpus;
-    char **env = NULL;
+    char **env = NULL, task_gpus[1024] = "";
     ct_error err;
 
     if (!s)
@@ -442,6 +652,8 @@ int ct_spank_remote_task_init(spank_t sp)
         return task_fail(&err);
     user_port = job_getenv("MASTER_PORT", env) != NULL;
     local_gpus = slurm_numbers_locally(env);
+    if (job_getenv("SLURM_STEP_GPUS", env))
+        ct_str_copy(task_gpus, sizeof(task_gpus), job_getenv("SLURM_STEP_GPUS", env));
     env = NULL;
     /* Rank 0's task runs on rank 0's node: the derived port must be free there. */
     if (rank == 0 && !s->rdv.port_reserved && !user_port && ct_spank_port_free(s->rdv.port, &err) != 0)
@@ -456,7 +668,7 @@ int ct_spank_remote_task_init(spank_t sp)
         (ct_spank.opts.accelerator && set(sp, "CTRAIN_ACCELERATOR", ct_spank.opts.accelerator, 1)) ||
         (ct_spank.opts.precision && set(sp, "CTRAIN_PRECISION", ct_spank.opts.precision, 1)))
         return -1;
-    if (s->plan && apply_binding(sp, s, local, rank, local_gpus) != 0)
+    if (s->plan && apply_binding(sp, s, local, rank, local_gpus, task_gpus[0] ? task_gpus : NULL) != 0)
         return -1;
     return 0;
 }

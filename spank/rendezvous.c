@@ -49,6 +49,14 @@ static int node_addr(const char *node, char *addr, size_t size, ct_error *err)
     return rv;
 }
 
+int ct_spank_node_address(const char *node, char *addr, size_t size, ct_error *err)
+{
+    if (resolves(node))
+        return ct_str_copy(addr, size, node) == 0 ? 0 :
+               ct_error_set(err, CT_EINVAL, "env-malformed", "node name '%s' is too long", node);
+    return node_addr(node, addr, size, err);
+}
+
 /* A heterogeneous step (srun A : B). Of a heterogeneous job: SLURM_HET_SIZE (SLURM_PACK_SIZE before
  * 20.02) is set and its components are separate steps of separate job ids under the leader's
  * SLURM_JOB_ID. Of one allocation (srun A : B under salloc): no such variable, components 0, 1, ...
@@ -157,12 +165,7 @@ int ct_spank_rendezvous(ct_getenv_fn get, void *ctx, uint32_t job_id, uint32_t s
             return ct_error_hint(err, "run the step with srun inside a SLURM allocation");
         }
     }
-    if (resolves(out->node))
-        rv = ct_str_copy(out->address, sizeof(out->address), out->node) == 0 ? 0 :
-             ct_error_set(err, CT_EINVAL, "env-malformed", "node name '%s' is too long", out->node);
-    else
-        rv = node_addr(out->node, out->address, sizeof(out->address), err);
-    if (rv != 0)
+    if ((rv = ct_spank_node_address(out->node, out->address, sizeof(out->address), err)) != 0)
         return rv;
     out->port_reserved = 0;
     if ((out->port = reserved_port(get, ctx)) > 0) {

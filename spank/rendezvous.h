@@ -24,6 +24,8 @@ struct ct_spank_rendezvous {
  * is kept by remote.c. */
 int ct_spank_rendezvous(ct_getenv_fn get, void *ctx, uint32_t job_id, uint32_t step_id, int het, long port_base,
                         struct ct_spank_rendezvous *out, ct_error *err);
+/* A node's address: its SLURM name when that resolves here, else its NodeAddr from slurmctld. */
+int ct_spank_node_address(const char *node, char *addr, size_t size, ct_error *err);
 /* 1 for a heterogeneous step (srun A : B); step_tasks: this component's task count (SLURM's item). */
 int ct_spank_het(ct_getenv_fn get, void *ctx, uint32_t step_tasks);
 /* 0 when the port is free on this node, else -1 with err (CT_ECONFLICT). */

@@ -63,7 +63,8 @@ is "$(printf '%s\n' "$OUT" | cut -d'|' -f4 | sort -u)" "unset" "no GPU given by 
 SLURM_JOB_GPUS=0,1 run_srun -n2 --ctrain-strategy=ddp sh -c "$SHOW"
 is "$(printf '%s\n' "$OUT" | cut -d'|' -f4 | sort -u)" "unset" "a stale SLURM_JOB_GPUS without SLURM_STEP_GPUS: no GPU handed out"
 
-# ctrain bind --json and the plugin agree on CPUs, GPUs, the NIC (UCX_NET_DEVICES) and the
+# ctrain bind --json and the plugin agree on CPUs, GPUs, the NIC (UCX_NET_DEVICES: the node's own
+# interface instead when the topology's is not on this machine, see t/42-spank-net.t) and the
 # node-wide NCCL_IB_HCA, on published machines: HPE's EX235a (MI250X GCDs, Slingshot) and a dual
 # socket with InfiniBand and Ethernet (its Tesla GPUs are found by PCI class).
 NET='echo "$SLURM_LOCALID|$(grep Cpus_allowed_list /proc/self/status | cut -f2)|${CUDA_VISIBLE_DEVICES-unset}|${UCX_NET_DEVICES-unset}|${NCCL_IB_HCA-unset}"'
@@ -74,8 +75,11 @@ from_json() {   # from_json TOPOLOGY GPUS TASKS: "local|cpus|cuda|ucx|nccl" per 
             my @c = @{ $t->{cpus} }; my @r; my ($s, $e);
             for my $c (@c, -2) { if (defined $e && $c == $e + 1) { $e = $c; next }
                 push @r, (defined $s ? ($s == $e ? $s : "$s-$e") : ()); $s = $e = $c }
+            # An interface the topology names but this machine lacks: the node address'"'"'s (lo here).
+            my $ucx = $t->{ucx_net_devices} // "unset";
+            $ucx = "lo" if $ucx !~ /:/ && $ucx ne "unset" && !-e "/sys/class/net/$ucx";
             print join("|", $t->{local_rank}, join(",", @r), $t->{cuda_visible_devices},
-                       $t->{ucx_net_devices} // "unset", $p->{nccl_ib_hca} // "unset"), "\n" }'
+                       $ucx, $p->{nccl_ib_hca} // "unset"), "\n" }'
 }
 for case in "llnl-tioga.xml 0,1" "24em64t-2n6c2t-pci.xml 1,2"; do
     set -- $case

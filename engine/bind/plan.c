@@ -704,6 +704,23 @@ fail:
     return rv;
 }
 
+int ct_bind_task_gpus_in(const ct_topology *topo, const ct_bind_task *task, const char *list, ct_error *err)
+{
+    int sel[CT_TOPO_MAX_DEVS], nsel = 0, rv;
+
+    if ((rv = parse_gpus(topo, list, sel, &nsel, err)) != 0)
+        return rv;
+    for (int i = 0; i < task->ngpus; i++) {
+        int found = 0;
+
+        for (int k = 0; k < topo->ngpus && !found; k++)
+            found = sel[k] && !strcmp(topo->gpus[k].name, task->gpus[i]);
+        if (!found)
+            return 0;
+    }
+    return 1;
+}
+
 const char *ct_bind_plan_ib_hca(const ct_bind_plan *plan)
 {
     return plan->ib_hca;

@@ -93,6 +93,9 @@ int ct_bind_plan_create(const ct_topology *topo, const ct_bind_request *req, ct_
                         ct_error *err);
 int ct_bind_plan_ntasks(const ct_bind_plan *plan);
 const ct_bind_task *ct_bind_plan_task(const ct_bind_plan *plan, int local_rank);
+/* 1 when every GPU of the task is in list (the forms of ct_bind_request.gpus: what SLURM gave the
+ * task), 0 when one is not; CT_EINVAL when the list names a GPU the topology lacks. */
+int ct_bind_task_gpus_in(const ct_topology *topo, const ct_bind_task *task, const char *list, ct_error *err);
 /* NCCL_IB_HCA for every task of the node: "=mlx5_0,mlx5_1" (exact names) listing the node's
  * high-speed OpenFabrics devices, the same for all ranks (NCCL needs one list); "" when none. */
 const char *ct_bind_plan_ib_hca(const ct_bind_plan *plan);

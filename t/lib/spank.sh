@@ -5,6 +5,7 @@
 #   . "$(dirname "$0")/lib/spank.sh"
 #   spank_plan 12                      # 1..12, or "1..0 # SKIP reason" when a cluster cannot run here
 #   spank_cluster 2 "bind=closest"     # start 2 nodes, plugin line "$SHIPPED ctrain.so bind=closest"
+#   spank_cluster 2 "" --gpus 2        # more scripts/slurm-cluster start options (GPUs SLURM manages)
 #   spank_plugstack "$SHIPPED" "verbose" # rewrite the plugstack line (srun and slurmstepd read it per step)
 #
 # SHIPPED is the control flag of the line the package installs (scripts/plugstack.conf.d/ctrain.conf,
@@ -106,13 +107,15 @@ spank_login_plugstack() {
     export SLURM_CONF="$CLUSTER_DIR/login.slurm.conf"
 }
 
-# spank_cluster NODES "ARGS": start the cluster (bails out of the test when it cannot start).
+# spank_cluster NODES "ARGS" [START-OPTIONS...]: start the cluster (bails out of the test when it
+# cannot start).
 spank_cluster() {
     local nodes=$1 args=$2 ps rc
+    shift 2
     CLUSTER_DIR=$(mktemp -d /tmp/ct-spank.XXXXXX)
     ps="$CLUSTER_DIR.plugstack"
     echo "$SHIPPED $PLUGIN $args" >"$ps"
-    "$ROOT/scripts/slurm-cluster" start "$CLUSTER_DIR" --nodes "$nodes" --plugstack "$ps" \
+    "$ROOT/scripts/slurm-cluster" start "$CLUSTER_DIR" --nodes "$nodes" --plugstack "$ps" "$@" \
         >"$CLUSTER_DIR.start.log" 2>&1
     rc=$?
     rm -f "$ps"

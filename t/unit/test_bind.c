@@ -15,6 +15,7 @@
 #include <hwloc.h>
 
 #include "ctrain/bind.h"
+#include "ctrain/net.h"
 #include "ctrain/util.h"
 
 static char dir[1024];
@@ -691,6 +692,164 @@ static void test_topology_environment_untouched(void **state)
     ct_topology_free(t);
 }
 
+/* Network variables (include/ctrain/net.h): the plan's NIC on a topology file, the node's own
+ * interfaces as getifaddrs would list them. */
+static const ct_net_iface node_ifs[] = {
+    { "lo", 1, 1, "127.0.0.1" }, { "eth0", 1, 0, "10.9.0.2" }, { "eth0", 1, 0, "fe80::2" },
+    { "ib0", 1, 0, "10.1.0.2" }, { "eth4", 0, 0, "10.4.0.2" }, { "eth2", 1, 0, "10.2.0.2" },
+};
+
+static int choose(const ct_bind_plan *plan, int rank, const ct_net_iface *ifs, int nifs, const char *addr,
+                  int allow_loopback, ct_net_vars *v)
+{
+    const char *addrs[1] = { addr };
+    ct_net_request req = { .task = plan ? ct_bind_plan_task(plan, rank) : NULL,
+                           .ib_hca = plan ? ct_bind_plan_ib_hca(plan) : NULL, .ifaces = ifs, .nifaces = nifs,
+                           .node_addrs = addrs, .naddrs = addr ? 1 : 0, .allow_loopback = allow_loopback };
+
+    return ct_net_choose(&req, v);
+}
+
+/* A fabric HCA with its IPoIB interface up: sockets on ib0, UCX and NCCL on the HCA; a GPU step and
+ * a CPU-only step alike. Without ib0 here the sockets go to the node's Ethernet, and say why. */
+static void test_net_fabric(void **state)
+{
+    struct view v;
+    ct_bind_plan *plan;
+    ct_net_vars nv;
+    int n = (int)(sizeof(node_ifs) / sizeof(node_ifs[0]));
+
+    view_load("32em64t-2n8c2t-pci-wholeio.xml", &v);
+    for (int cpu_only = 0; cpu_only < 2; cpu_only++) {
+        plan = plan_for(&v, 2, cpu_only ? "" : NULL, NULL);
+        assert_int_equal(choose(plan, 1, node_ifs, n, "10.9.0.2", 0, &nv), 1);
+        assert_string_equal(nv.socket_ifname, "=ib0");
+        assert_string_equal(nv.ifname, "ib0");
+        assert_string_equal(nv.ucx_net_devices, "mlx5_0:1");
+        assert_string_equal(nv.ib_hca, "=mlx5_0");
+        ct_bind_plan_free(plan);
+    }
+    plan = plan_for(&v, 2, NULL, NULL);
+    assert_int_equal(choose(plan, 0, node_ifs, 3, "10.9.0.2", 0, &nv), 1); /* no ib0 listed */
+    assert_string_equal(nv.socket_ifname, "=eth0");
+    assert_string_equal(nv.ucx_net_devices, "mlx5_0:1");
+    assert_non_null(strstr(nv.reason, "ib0 is not up with an address here"));
+    assert_non_null(strstr(nv.reason, "eth0 carries the node's address 10.9.0.2"));
+    ct_bind_plan_free(plan);
+    view_free(&v);
+}
+
+/* Ethernet NICs from hwloc: the task's own when up; a down one falls back to the node's address. */
+static void test_net_topology_ethernet(void **state)
+{
+    struct view v;
+    ct_bind_plan *plan;
+    ct_net_vars nv;
+    int n = (int)(sizeof(node_ifs) / sizeof(node_ifs[0]));
+
+    view_load("96em64t-4n4d3ca2co-pci.xml", &v);
+    plan = plan_for(&v, 2, "", NULL);
+    assert_string_equal(ct_bind_plan_task(plan, 0)->netdev, "eth0");
+    assert_int_equal(choose(plan, 0, node_ifs, n, "10.9.0.2", 0, &nv), 1);
+    assert_string_equal(nv.socket_ifname, "=eth0");
+    assert_string_equal(nv.ucx_net_devices, "eth0");
+    assert_string_equal(nv.ib_hca, "");
+    /* eth4 is down on this node: the interface carrying the node's address instead. */
+    assert_string_equal(ct_bind_plan_task(plan, 1)->netdev, "eth4");
+    assert_int_equal(choose(plan, 1, node_ifs, n, "10.9.0.2", 0, &nv), 1);
+    assert_string_equal(nv.ifname, "eth0");
+    assert_non_null(strstr(nv.reason, "eth4 is not up"));
+    ct_bind_plan_free(plan);
+    view_free(&v);
+}
+
+/* No network device in the topology (veth and bridges are no PCI devices): the interface carrying
+ * the node's address; loopback only for a one-host cluster; otherwise nothing, with the reason. */
+static void test_net_no_nic_in_topology(void **state)
+{
+    struct view v;
+    ct_bind_plan *plan;
+    ct_net_vars nv;
+    int n = (int)(sizeof(node_ifs) / sizeof(node_ifs[0]));
+    const ct_net_iface down[] = { { "eth0", 0, 0, "10.9.0.2" } };
+
+    view_load("16em64t-4s2c2t.xml", &v);
+    plan = plan_for(&v, 4, "", NULL);
+    for (int r = 0; r < 4; r++) {
+        assert_int_equal(choose(plan, r, node_ifs, n, "10.9.0.2", 0, &nv), 1);
+        assert_string_equal(nv.socket_ifname, "=eth0");
+        assert_string_equal(nv.ifname, "eth0");
+        assert_string_equal(nv.ucx_net_devices, "eth0");
+        assert_non_null(strstr(nv.reason, "no network device in the topology"));
+    }
+    assert_int_equal(choose(plan, 0, node_ifs, n, "fe80::2", 0, &nv), 1); /* an IPv6 NodeAddr */
+    assert_string_equal(nv.ifname, "eth0");
+    assert_int_equal(choose(plan, 0, node_ifs, n, "127.0.0.1", 1, &nv), 1);
+    assert_string_equal(nv.socket_ifname, "=lo");
+    /* Debian's 127.0.1.1-style hostname entry on a multi-host cluster: no answer rather than lo. */
+    assert_int_equal(choose(plan, 0, node_ifs, n, "127.0.0.1", 0, &nv), 0);
+    assert_string_equal(nv.socket_ifname, "");
+    assert_string_equal(nv.ucx_net_devices, "");
+    assert_non_null(strstr(nv.reason, "loopback"));
+    assert_int_equal(choose(plan, 0, node_ifs, n, "10.77.0.1", 0, &nv), 0);
+    assert_non_null(strstr(nv.reason, "no interface that is up carries the node's address 10.77.0.1"));
+    assert_int_equal(choose(plan, 0, down, 1, "10.9.0.2", 0, &nv), 0);
+    assert_int_equal(choose(plan, 0, node_ifs, n, NULL, 0, &nv), 0);
+    assert_non_null(strstr(nv.reason, "address is unknown"));
+    assert_int_equal(choose(NULL, 0, node_ifs, n, "10.9.0.2", 0, &nv), 1); /* no plan at all */
+    assert_string_equal(nv.ifname, "eth0");
+    ct_bind_plan_free(plan);
+    view_free(&v);
+}
+
+/* The shared topologies (/work/shared/topologies when present, same files as the fixtures): every
+ * task of every file gets an interface when the node's address is on one, never a down one. */
+static void test_net_every_fixture(void **state)
+{
+    static const char *files[] = { "nvidia-dgx2.xml", "24em64t-2n6c2t-pci.xml", "32em64t-2n8c2t-pci-wholeio.xml",
+                                   "96em64t-4n4d3ca2co-pci.xml", "llnl-lassen.xml", "llnl-tioga.xml",
+                                   "llnl-corona.xml", "knl-snc4-flat.xml" };
+    int n = (int)(sizeof(node_ifs) / sizeof(node_ifs[0]));
+
+    for (size_t f = 0; f < sizeof(files) / sizeof(files[0]); f++) {
+        struct view v;
+        ct_bind_plan *plan;
+        ct_net_vars nv;
+
+        view_load(files[f], &v);
+        plan = plan_for(&v, 4, "", NULL);
+        for (int r = 0; r < 4; r++) {
+            assert_int_equal(choose(plan, r, node_ifs, n, "10.9.0.2", 0, &nv), 1);
+            assert_true(nv.ucx_net_devices[0] != '\0');
+            if (nv.ifname[0])
+                assert_string_not_equal(nv.ifname, "eth4");
+        }
+        ct_bind_plan_free(plan);
+        view_free(&v);
+    }
+}
+
+/* SLURM's per-task GPUs beside the plan: a task's GPUs are within a list, or not; the list's forms
+ * are ct_bind_request.gpus's, and a GPU the node lacks is an error. */
+static void test_task_gpus_in(void **state)
+{
+    struct view v;
+    ct_bind_plan *plan;
+    ct_error err;
+
+    view_load("nvidia-dgx2.xml", &v);
+    plan = plan_for(&v, 2, "3,5", NULL); /* an allocated subset: task 0 nvml3, task 1 nvml5 */
+    assert_int_equal(ct_bind_task_gpus_in(v.topo, ct_bind_plan_task(plan, 0), "3,5", &err), 1);
+    assert_int_equal(ct_bind_task_gpus_in(v.topo, ct_bind_plan_task(plan, 0), "3", &err), 1);
+    assert_int_equal(ct_bind_task_gpus_in(v.topo, ct_bind_plan_task(plan, 0), "nvml3", &err), 1);
+    assert_int_equal(ct_bind_task_gpus_in(v.topo, ct_bind_plan_task(plan, 1), "3", &err), 0);
+    assert_int_equal(ct_bind_task_gpus_in(v.topo, ct_bind_plan_task(plan, 1), "", &err), 0);
+    assert_int_not_equal(ct_bind_task_gpus_in(v.topo, ct_bind_plan_task(plan, 1), "3,99", &err), 1);
+    assert_string_equal(err.id, "bind-gpu-unknown");
+    ct_bind_plan_free(plan);
+    view_free(&v);
+}
+
 int main(void)
 {
     const char *d = getenv("CT_TOPOLOGIES");
@@ -720,6 +879,11 @@ int main(void)
         cmocka_unit_test(test_rules_corona),
         cmocka_unit_test(test_four_sockets),
         cmocka_unit_test(test_rules_four_sockets),
+        cmocka_unit_test(test_task_gpus_in),
+        cmocka_unit_test(test_net_fabric),
+        cmocka_unit_test(test_net_topology_ethernet),
+        cmocka_unit_test(test_net_no_nic_in_topology),
+        cmocka_unit_test(test_net_every_fixture),
     };
 
     snprintf(dir, sizeof(dir), "%s", d ? d : "t/fixtures/topologies");
