@@ -507,6 +507,55 @@ static void check_gemm(int ta, int tb, int M, int N, int K, enum ct_dtype dt, in
     free(bh);
 }
 
+/* ct_gemm_bf16 (bf16-true): bf16 A, B and C, the fp32 sum (plus C's old value) rounded once: each
+ * result is the bf16 nearest to the exact value, give or take one bf16 ulp (the fp32 sum's order). */
+static void check_gemm_bf16(int ta, int tb, int M, int N, int K, int acc)
+{
+    int lda = ta ? M + 1 : K + 2, ldb = tb ? K + 3 : N + 1, ldc = N + 2;
+    size_t na = (size_t)(ta ? K : M) * lda, nb = (size_t)(tb ? N : K) * ldb, nc = (size_t)M * ldc;
+    uint16_t *a = malloc(na * 2), *b = malloc(nb * 2), *c = malloc(nc * 2);
+    ct_rng r;
+
+    ct_rng_seed(&r, 7);
+    for (size_t i = 0; i < na; i++)
+        a[i] = ct_bf16_store((float)(2.0 * ct_rng_uniform(&r) - 1.0));
+    for (size_t i = 0; i < nb; i++)
+        b[i] = ct_bf16_store((float)(2.0 * ct_rng_uniform(&r) - 1.0));
+    for (size_t i = 0; i < nc; i++)
+        c[i] = ct_bf16_store((float)(2.0 * ct_rng_uniform(&r) - 1.0));
+    {
+        uint16_t *old = malloc(nc * 2);
+
+        memcpy(old, c, nc * 2);
+        ct_gemm_bf16(ta, tb, M, N, K, a, lda, b, ldb, acc, c, ldc);
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < N; n++) {
+                double want = acc ? ct_bf16_load(old[(size_t)m * ldc + n]) : 0.0, got;
+
+                for (int k = 0; k < K; k++)
+                    want += (double)ct_bf16_load(a[ta ? (size_t)k * lda + m : (size_t)m * lda + k]) *
+                            ct_bf16_load(b[tb ? (size_t)n * ldb + k : (size_t)k * ldb + n]);
+                got = ct_bf16_load(c[(size_t)m * ldc + n]);
+                assert_true(fabs(got - want) <= fabs(want) / 128.0 + 1e-6 * K);
+            }
+        free(old);
+    }
+    free(a);
+    free(b);
+    free(c);
+}
+
+static void test_gemm_bf16(void **state)
+{
+    int shapes[][3] = { { 7, 5, 3 }, { 64, 48, 96 }, { 33, 130, 17 }, { 1, 6, 5 }, { 6, 1, 5 } };
+
+    (void)state;
+    for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+        for (int t = 0; t < 4; t++)
+            for (int acc = 0; acc < 2; acc++)
+                check_gemm_bf16(t >> 1, t & 1, shapes[s][0], shapes[s][1], shapes[s][2], acc);
+}
+
 static void test_gemm(void **state)
 {
     /* M, N, K; with single rows and columns (a weight gradient's row blocks are M = 1, transposed A:
@@ -557,6 +606,7 @@ int main(void)
         cmocka_unit_test(test_gemm),
         cmocka_unit_test(test_adamw_f64),
         cmocka_unit_test(test_adamw_bf16),
+        cmocka_unit_test(test_gemm_bf16),
         cmocka_unit_test(test_mlp_param_dtype),
     };
 
