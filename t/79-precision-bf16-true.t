@@ -12,7 +12,8 @@
 #  - a bf16-true GPT's checkpoint validates, generates text and exports to Hugging Face's fp32
 #    layout; --init-from loads fp32 weights into a bf16-true run;
 #  - the MLP: fit, validate and test in bf16-true, BF16 checkpoint, ddp on 2 ranks;
-#  - ddp_sharded (fp32 shards) refuses bf16-true before anything runs, with a hint.
+#  - ddp_sharded (fp32 shards) refuses bf16-true before anything runs, with a hint;
+#  - gradient accumulation and clipping on bf16 gradients follow 32-true within 2e-2.
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B="$ROOT/${CTRAIN_BUILD:-build}"
 CTRAIN="$B/ctrain"
@@ -29,7 +30,7 @@ header() { dd if="$1" bs=1 skip=8 count="$(od -An -t u8 -N 8 "$1" | tr -d ' ')" 
 # within A B TOL: |A - B| <= TOL * |B|, both positive
 within() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && b > 0 && d <= t * b) }'; }
 
-echo "1..16"
+echo "1..17"
 
 # 1-4: the GPT in bf16: trains, follows 32-true within 2e-2 but differs, stores BF16 only.
 cat /usr/share/common-licenses/* >"$T/corpus.txt" 2>/dev/null
@@ -115,3 +116,13 @@ fi
 "$CTRAIN" fit $G --precision bf16-true --strategy ddp_sharded --devices 2 --default-root-dir "$T/sh" >"$T/sh.out" 2>&1
 check '[ $? -eq 2 ] && grep -q "strategy ddp_sharded does not run with --precision bf16-true" "$T/sh.out" && grep -q "hint: .*use --strategy ddp" "$T/sh.out" && [ ! -e "$T/sh" ]' \
     "ddp_sharded with bf16-true: exit 2, hint --strategy ddp, nothing written" "$T/sh.out"
+
+# 17: gradient accumulation (sums of bf16 gradients) and clipping (their norm and scaling).
+for p in bf16-true 32-true; do
+    "$CTRAIN" fit $G --batch-size 4 --accumulate-grad-batches 2 --gradient-clip-val 1.0 --max-steps 30 --precision $p \
+        --default-root-dir "$T/acc-$p" >"$T/acc-$p.out" 2>&1
+done
+a=$(json val_loss "$T/acc-bf16-true/summary.json"); b=$(json val_loss "$T/acc-32-true/summary.json")
+check 'within "$a" "$b" 2e-2 && [ "$a" != "$b" ]' \
+    "--accumulate-grad-batches 2 --gradient-clip-val 1 in bf16-true: val_loss $a within 2e-2 of 32-true's $b" \
+    "$T/acc-bf16-true.out"

@@ -18,6 +18,7 @@
  * the thread count. */
 #include <math.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -181,6 +182,17 @@ static void store_cols(elem *restrict out, const real *restrict acc, size_t i0, 
     for (size_t i = i0; i < i1; i++)
         out[i] = ST(acc[i]);
 }
+
+static real *row_sums_scratch(size_t n)
+{
+    real *acc = malloc(sizeof(real) * n);
+
+    if (!acc) {
+        fprintf(stderr, "ctrain: out of memory for a gradient's fp32 row sums\n");
+        abort();
+    }
+    return acc;
+}
 #endif
 
 void SFX(gpt_layernorm_backward)(elem *dx, elem *dw, elem *db, const elem *dout, const elem *x, const elem *w,
@@ -198,14 +210,12 @@ void SFX(gpt_layernorm_backward)(elem *dx, elem *dw, elem *db, const elem *dout,
         hi = hi * 16 < (size_t)C ? hi * 16 : (size_t)C;
 #if GPT_STORE_ROUNDS
         if (lo < hi) {
-            real *acc = malloc(sizeof(real) * 2 * (size_t)C);
+            real *acc = row_sums_scratch(2 * (size_t)C);
 
-            if (acc) {
-                layernorm_backward_cols(acc, acc + C, dout, x, mean, rstd, N, C, lo, hi);
-                store_cols(dw, acc, lo, hi);
-                store_cols(db, acc + C, lo, hi);
-                free(acc);
-            }
+            layernorm_backward_cols(acc, acc + C, dout, x, mean, rstd, N, C, lo, hi);
+            store_cols(dw, acc, lo, hi);
+            store_cols(db, acc + C, lo, hi);
+            free(acc);
         }
 #else
         if (lo < hi)
@@ -267,13 +277,11 @@ void SFX(gpt_column_sums)(elem *db, const elem *dout, int N, int OC)
         hi = hi * 16 < (size_t)OC ? hi * 16 : (size_t)OC;
 #if GPT_STORE_ROUNDS
         if (lo < hi) {
-            real *acc = malloc(sizeof(real) * (size_t)OC);
+            real *acc = row_sums_scratch((size_t)OC);
 
-            if (acc) {
-                column_sums_cols(acc, dout, N, OC, lo, hi);
-                store_cols(db, acc, lo, hi);
-                free(acc);
-            }
+            column_sums_cols(acc, dout, N, OC, lo, hi);
+            store_cols(db, acc, lo, hi);
+            free(acc);
         }
 #else
         if (lo < hi)
