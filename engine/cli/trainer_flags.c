@@ -95,7 +95,7 @@ static const char *const connector_help[][3] = {
     { "--strategy", "NAME", "single_device, ddp, ddp_sharded, ddp_fork, ... or auto" },
     { "--devices", "SPEC", "auto, N, -1 or a list of ids" },
     { "--num-nodes", "N", "nodes in the run" },
-    { "--precision", "P", "32-true (default), bf16-mixed or 64-true; 16-mixed on cuda" },
+    { "--precision", "P", "32-true (default), bf16-mixed, 64-true or bf16-true; 16-mixed on cuda" },
     { "--cluster-env", "NAME", "auto or a cluster environment name (ctrain plan --list)" },
     { "--model", "NAME", "the model to train (default mlp; ctrain plan --list shows the models)" },
     { "--model-config", "K=V,...", "the model's settings, e.g. hidden=1024-512 (mlp); keys in ctrain plan --list" },

@@ -342,7 +342,7 @@ static int validate_precision(const ct_connector_flags *f, const ct_connector_co
                      "%s '%s' is not implemented by ctrain's engine on any accelerator: %s", input_name(&in),
                      ff->precision->name, ff->precision->description);
         return ct_error_hint(err, "use --precision 32-true (any accelerator), bf16-mixed (cpu, cuda), 64-true "
-                                  "(cpu) or 16-mixed (cuda)");
+                                  "or bf16-true (cpu), or 16-mixed (cuda)");
     }
     return 0;
 }

@@ -90,9 +90,12 @@ int ct_ckpt_model_load(const char *path, const char *command, ct_model **out, ct
         }
         goto out;
     }
-    /* A 64-true run's checkpoint holds F64 tensors: the model is rebuilt in that type. */
+    /* A 64-true run's checkpoint holds F64 tensors, a bf16-true run's BF16: the model is rebuilt in
+     * that type. */
     stored = meta_get(c, "param_dtype");
     if (stored && !strcmp(stored, "F64") && (rc = ct_model_set_param_dtype(m, CT_DTYPE_F64, err)))
+        goto out;
+    if (stored && !strcmp(stored, "BF16") && (rc = ct_model_set_param_dtype(m, CT_DTYPE_BF16, err)))
         goto out;
     model = meta_get(c, "model");
     snprintf(want, sizeof(want), "%s %s", m->name, m->describe);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "ctrain/util.h"
+#include "engine/nn/bf16_inline.h"
 #include "engine/loops/loops.h"
 
 /* Backward's "gradient ready" callback: hand each finished tensor to the strategy at once, so a
@@ -19,6 +20,15 @@
             *((add_to_g) ? &g_[i_] : &a_[i_]) += (add_to_g) ? a_[i_] : g_[i_];                                         \
     } while (0)
 
+/* bf16-true: the sum in fp32, stored rounded (PyTorch's .grad += of a bf16 tensor). */
+static void accum_bf16(uint16_t *a, uint16_t *g, size_t count, int add_to_g)
+{
+    uint16_t *out = add_to_g ? g : a;
+
+    for (size_t i = 0; i < count; i++)
+        out[i] = ct_bf16_store(ct_bf16_load(a[i]) + ct_bf16_load(g[i]));
+}
+
 static int grad_ready(void *ctx, size_t offset, size_t count)
 {
     ct_run *run = ctx;
@@ -33,6 +43,8 @@ static int grad_ready(void *ctx, size_t offset, size_t count)
             memcpy(a, g, count * es);
         else if (dt == CT_DTYPE_F64)
             ACCUM(double, a, g, count, add_to_g);
+        else if (dt == CT_DTYPE_BF16)
+            accum_bf16((uint16_t *)a, (uint16_t *)g, count, add_to_g);
         else
             ACCUM(float, a, g, count, add_to_g);
         if (run->micro < run->window - 1)

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "engine/loops/hf_io.h"
+#include "engine/nn/bf16_inline.h"
 #include "engine/util/fsutil.h"
 
 #define CONFIG_JSON_MAX (1 << 20)
@@ -165,9 +166,12 @@ static int check_entry(const char *path, const ct_tensor *t, const ct_model_hf_t
     return 0;
 }
 
-/* Element i of model tensor t as fp32 (Hugging Face's files are fp32; a 64-true model's fp64). */
+/* Element i of model tensor t as fp32 (Hugging Face's files are fp32; a 64-true model's fp64, a
+ * bf16-true model's bf16, exact in fp32). */
 static float value_at(const ct_model *m, const ct_tensor *t, size_t i)
 {
+    if (m->param_dtype == CT_DTYPE_BF16)
+        return ct_bf16_load(((const uint16_t *)t->data)[i]);
     return m->param_dtype == CT_DTYPE_F64 ? (float)((const double *)t->data)[i] : ((const float *)t->data)[i];
 }
 
@@ -272,11 +276,14 @@ int ct_hf_load(ct_model *host, const char *path, ct_error *err)
         used[e - c->tensors] = 1;
         if ((rc = check_entry(path, t, &map, e, err)) || (rc = read_one(path, e, scratch, err)))
             goto out;
-        /* fp32 values, widened where the model stores fp64 (64-true: Lightning's load, then double()) */
+        /* fp32 values, widened where the model stores fp64 (64-true: Lightning's load, then double()),
+         * rounded where it stores bf16 (bf16-true: load, then to(torch.bfloat16)) */
         place(placed, t, &map, scratch);
         for (size_t k = 0; k < t->numel; k++) {
             if (host->param_dtype == CT_DTYPE_F64)
                 ((double *)t->data)[k] = placed[k];
+            else if (host->param_dtype == CT_DTYPE_BF16)
+                ((uint16_t *)t->data)[k] = ct_bf16_store(placed[k]);
             else
                 ((float *)t->data)[k] = placed[k];
         }
@@ -349,7 +356,7 @@ int ct_hf_save(const ct_model *host, const char *dir, ct_error *err)
                 for (size_t k = 0; k < cols; k++)
                     dst[k * rows + r] = value_at(host, t, r * cols + k);
         } else {
-            /* fp32 files; a 64-true model's values rounded to fp32 */
+            /* fp32 files; a 64-true model's values rounded to fp32, a bf16-true model's widened */
             for (size_t k = 0; k < t->numel; k++)
                 dst[k] = value_at(host, t, k);
         }

@@ -17,11 +17,13 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
+#include "engine/nn/bf16_inline.h"
 #include "engine/nn/gemm.h"
 
 struct gemm_key {
     int trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate;
     enum ct_dtype ab;
+    enum ct_dtype c;    /* C's type: fp32, or bf16 (bf16-true: rounded once, after the fp32 sum) */
 };
 
 struct gemm_prim {
@@ -97,7 +99,7 @@ static int gemm_key_eq(const struct gemm_key *a, const struct gemm_key *b)
 {
     return a->trans_a == b->trans_a && a->trans_b == b->trans_b && a->M == b->M && a->N == b->N && a->K == b->K &&
            a->lda == b->lda && a->ldb == b->ldb && a->ldc == b->ldc && a->accumulate == b->accumulate &&
-           a->ab == b->ab;
+           a->ab == b->ab && a->c == b->c;
 }
 
 /* A 2-D row-major matrix [rows, cols] with leading dimension ld, read transposed when trans. */
@@ -166,7 +168,7 @@ static void prim_make(struct gemm_prim *p)
         return;
     if (md_make(&wei, k->K, k->N, k->ldb, k->trans_b, dt) != 0)
         goto out_src;
-    if (md_make(&dst, k->M, k->N, k->ldc, 0, dnnl_f32) != 0)
+    if (md_make(&dst, k->M, k->N, k->ldc, 0, k->c == CT_DTYPE_BF16 ? dnnl_bf16 : dnnl_f32) != 0)
         goto out_wei;
     have_md = 1;
     if (dnnl_primitive_attr_create(&attr) != dnnl_success)
@@ -237,11 +239,9 @@ static struct gemm_prim *prim_get(const struct gemm_key *key)
 
 /* --- products --------------------------------------------------------------------------------- */
 
-int ct_gemm_onednn(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda, const void *B, int ldb,
-                   enum ct_dtype ab, int accumulate, float *C, int ldc)
+static int gemm_onednn(const struct gemm_key *key, const void *A, const void *B, void *C)
 {
-    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, ab };
-    struct gemm_prim *p = prim_get(&key);
+    struct gemm_prim *p = prim_get(key);
     dnnl_exec_arg_t args[3];
 
     if (!p || !p->prim)
@@ -260,10 +260,18 @@ int ct_gemm_onednn(int trans_a, int trans_b, int M, int N, int K, const void *A,
     return 0;
 }
 
+int ct_gemm_onednn(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda, const void *B, int ldb,
+                   enum ct_dtype ab, int accumulate, float *C, int ldc)
+{
+    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, ab, CT_DTYPE_F32 };
+
+    return gemm_onednn(&key, A, B, C);
+}
+
 const char *ct_gemm_impl(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, enum ct_dtype ab,
                          int accumulate, int ldc)
 {
-    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, ab };
+    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, ab, CT_DTYPE_F32 };
     struct gemm_prim *p = prim_get(&key);
 
     return p ? p->impl : "openblas";
@@ -272,7 +280,14 @@ const char *ct_gemm_impl(int trans_a, int trans_b, int M, int N, int K, int lda,
 void ct_gemm_prepare(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, enum ct_dtype ab,
                      int accumulate, int ldc)
 {
-    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, ab };
+    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, ab, CT_DTYPE_F32 };
+
+    prim_get(&key);
+}
+
+void ct_gemm_prepare_bf16(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, int accumulate, int ldc)
+{
+    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, CT_DTYPE_BF16, CT_DTYPE_BF16 };
 
     prim_get(&key);
 }
@@ -319,4 +334,30 @@ void ct_gemm(int trans_a, int trans_b, int M, int N, int K, const void *A, int l
                 1.0f, a, lda, b, ldb, accumulate ? 1.0f : 0.0f, C, ldc);
     free(wa);
     free(wb);
+}
+
+void ct_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
+                  int accumulate, uint16_t *C, int ldc)
+{
+    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, CT_DTYPE_BF16, CT_DTYPE_BF16 };
+    float *c;
+
+    if (M <= 0 || N <= 0)
+        return;
+    if (!teams_pid && omp_get_max_threads() > 1)
+        teams_pid = getpid();
+    if (gemm_onednn(&key, A, B, C) == 0)
+        return;
+    /* No oneDNN primitive (a CPU without bf16 instructions): the fp32 product of the widened inputs
+     * on OpenBLAS, added to C's old value in fp32 and rounded once, as oneDNN does. */
+    c = accumulate ? bf16_widen(C, M, N, ldc) : calloc((size_t)(M - 1) * ldc + N, sizeof(float));
+    if (!c) {
+        fprintf(stderr, "ctrain: out of memory for a bf16 GEMM's fp32 result\n");
+        abort();
+    }
+    ct_gemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, CT_DTYPE_BF16, accumulate, c, ldc);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++)
+            C[(size_t)i * ldc + j] = ct_bf16_store(c[(size_t)i * ldc + j]);
+    free(c);
 }

@@ -18,6 +18,12 @@
 void ct_gemm(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda, const void *B, int ldb,
              enum ct_dtype ab, int accumulate, float *C, int ldc);
 
+/* bf16-true's products: A, B and C all bf16, the sum in fp32 (plus C's old value when accumulate)
+ * rounded once into C. On oneDNN (a bf16 destination); without a primitive, on OpenBLAS in fp32. */
+void ct_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
+                  int accumulate, uint16_t *C, int ldc);
+void ct_gemm_prepare_bf16(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, int accumulate, int ldc);
+
 /* Make the primitive ct_gemm will use for this problem now (at a model's set-up) instead of on the
  * step's first call; a problem oneDNN has none for is noted for OpenBLAS. */
 void ct_gemm_prepare(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, enum ct_dtype ab,

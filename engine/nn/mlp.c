@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ctrain/nn.h"
+#include "engine/nn/bf16_inline.h"
 #include "engine/nn/gemm.h"
 
 struct ct_mlp {
@@ -13,7 +14,7 @@ struct ct_mlp {
     int dims[CT_MLP_MAX_LAYERS + 1];
     int max_batch;
     size_t n_params;
-    /* fp32, or fp64 (64-true): params, grads, acts and dacts are of this type. */
+    /* fp32, fp64 (64-true) or bf16 (bf16-true): params, grads, acts and dacts are of this type. */
     enum ct_dtype param_dtype;
     void *params;
     void *grads;
@@ -23,6 +24,7 @@ struct ct_mlp {
     void *acts[CT_MLP_MAX_LAYERS];
     void *dacts[CT_MLP_MAX_LAYERS];
     double *xd; /* 64-true: the batch's fp32 input widened (PyTorch's x.double()) */
+    uint16_t *xb; /* bf16-true: the batch's fp32 input rounded (PyTorch's x.to(torch.bfloat16)) */
     const float *input;
     const uint8_t *labels;
     int batch;
@@ -71,6 +73,8 @@ static int alloc_arrays(ct_mlp *m, ct_error *err)
     }
     if (m->param_dtype == CT_DTYPE_F64 && !(m->xd = malloc(sizeof(double) * (size_t)m->max_batch * m->dims[0])))
         return ct_error_set(err, CT_ENOMEM, "", "out of memory for the fp64 input");
+    if (m->param_dtype == CT_DTYPE_BF16 && !(m->xb = malloc(sizeof(uint16_t) * (size_t)m->max_batch * m->dims[0])))
+        return ct_error_set(err, CT_ENOMEM, "", "out of memory for the bf16 input");
     for (int l = 0; l < m->n_layers; l++) {
         describe_tensor(m, 2 * l, l, 0, off);
         off += m->tensors[2 * l].numel;
@@ -88,17 +92,19 @@ static void free_arrays(ct_mlp *m)
         m->acts[l] = m->dacts[l] = NULL;
     }
     free(m->xd);
+    free(m->xb);
     free(m->params);
     free(m->grads);
     m->xd = NULL;
+    m->xb = NULL;
     m->params = m->grads = NULL;
 }
 
 int ct_mlp_set_param_dtype(ct_mlp *m, enum ct_dtype dtype, ct_error *err)
 {
-    if (dtype != CT_DTYPE_F32 && dtype != CT_DTYPE_F64)
+    if (dtype != CT_DTYPE_F32 && dtype != CT_DTYPE_F64 && dtype != CT_DTYPE_BF16)
         return ct_error_set(err, CT_ENOTAVAIL, "model-precision-unsupported",
-                            "the cpu MLP stores its parameters in fp32 or fp64 only");
+                            "the cpu MLP stores its parameters in fp32, fp64 or bf16 only");
     if (dtype == m->param_dtype)
         return 0;
     free_arrays(m);
@@ -177,6 +183,21 @@ int ct_mlp_set_gemm_dtype(ct_mlp *m, enum ct_dtype dtype, ct_error *err)
         m->gemm_dtype = dtype;
         return 0;
     }
+    /* bf16-true: bf16 products of the bf16 arrays into bf16 (ct_gemm_bf16). */
+    if (m->param_dtype == CT_DTYPE_BF16) {
+        if (dtype != CT_DTYPE_BF16)
+            return ct_error_set(err, CT_ENOTAVAIL, "mlp-gemm-dtype", "a bf16 MLP computes its GEMMs in bf16 only");
+        m->gemm_dtype = dtype;
+        for (int l = 0; l < m->n_layers; l++) {
+            int B = m->max_batch, in = m->dims[l], out = m->dims[l + 1];
+
+            ct_gemm_prepare_bf16(0, 1, B, out, in, in, in, 1, out);
+            ct_gemm_prepare_bf16(1, 0, out, in, B, out, in, 0, in);
+            if (l)
+                ct_gemm_prepare_bf16(0, 0, B, in, out, out, in, 0, in);
+        }
+        return 0;
+    }
     if (dtype == CT_DTYPE_F32) {
         m->gemm_dtype = dtype;
         prepare_gemms(m);
@@ -215,6 +236,8 @@ void ct_mlp_init(ct_mlp *m, ct_rng *r)
 
             if (m->param_dtype == CT_DTYPE_F64)
                 ((double *)ts->data)[i] = v;
+            else if (m->param_dtype == CT_DTYPE_BF16)
+                ((uint16_t *)ts->data)[i] = ct_bf16_store(v);
             else
                 ((float *)ts->data)[i] = v;
         }
@@ -256,6 +279,55 @@ static double forward_f64(ct_mlp *m, const float *x, const uint8_t *labels, int 
     return ct_softmax_xent_forward_f64(m->acts[last], labels, m->acts[last], batch, m->dims[m->n_layers], correct);
 }
 
+/* bf16-true's forward, as PyTorch's model.to(torch.bfloat16) on x.to(torch.bfloat16): each Linear
+ * is addmm(bias, x, W^T) (the bias, then the product added in fp32 and rounded once), ReLU in
+ * place, the softmax's probabilities rounded to bf16 (the loss summed in fp64 from fp32 values). */
+static double forward_bf16(ct_mlp *m, const float *x, const uint8_t *labels, int batch, int *correct,
+                           ct_param_need_fn need, void *ctx)
+{
+    const uint16_t *in = m->xb;
+    int last = m->n_layers - 1, classes = m->dims[m->n_layers], right = 0;
+    uint16_t *z = m->acts[last];
+    double loss = 0.0;
+
+    ct_bf16_pack(x, m->xb, (size_t)batch * m->dims[0]);
+    for (int l = 0; l < m->n_layers; l++) {
+        const uint16_t *w = m->tensors[2 * l].data, *b = m->tensors[2 * l + 1].data;
+        uint16_t *y = m->acts[l];
+        int out = m->dims[l + 1];
+
+        if (need && need(ctx, m->tensors[2 * l].offset, m->tensors[2 * l].numel + m->tensors[2 * l + 1].numel))
+            return NAN;
+        for (int i = 0; i < batch; i++)
+            memcpy(y + (size_t)i * out, b, sizeof(uint16_t) * (size_t)out);
+        ct_gemm_bf16(0, 1, batch, out, m->dims[l], in, m->dims[l], w, m->dims[l], 1, y, out);
+        if (l != last)
+            for (size_t i = 0; i < (size_t)batch * out; i++)
+                y[i] = ct_bf16_load(y[i]) > 0.0f ? y[i] : 0;
+        in = y;
+    }
+    for (int i = 0; i < batch; i++) {
+        uint16_t *p = z + (size_t)i * classes;
+        float max = ct_bf16_load(p[0]), sum = 0.0f, zl = ct_bf16_load(p[labels[i]]);
+        int arg = 0;
+
+        for (int j = 1; j < classes; j++)
+            if (ct_bf16_load(p[j]) > max) {
+                max = ct_bf16_load(p[j]);
+                arg = j;
+            }
+        for (int j = 0; j < classes; j++)
+            sum += expf(ct_bf16_load(p[j]) - max);
+        loss += log((double)sum) - ((double)zl - max);
+        for (int j = 0; j < classes; j++)
+            p[j] = ct_bf16_store(expf(ct_bf16_load(p[j]) - max) / sum);
+        right += arg == labels[i];
+    }
+    if (correct)
+        *correct = right;
+    return loss;
+}
+
 double ct_mlp_forward(ct_mlp *m, const float *x, const uint8_t *labels, int batch, int *correct,
                       ct_param_need_fn need, void *ctx)
 {
@@ -267,6 +339,8 @@ double ct_mlp_forward(ct_mlp *m, const float *x, const uint8_t *labels, int batc
     m->batch = batch;
     if (m->param_dtype == CT_DTYPE_F64)
         return forward_f64(m, x, labels, batch, correct, need, ctx);
+    if (m->param_dtype == CT_DTYPE_BF16)
+        return forward_bf16(m, x, labels, batch, correct, need, ctx);
     m->labels = labels;
     m->batch = batch;
     for (int l = 0; l < m->n_layers; l++) {
@@ -318,6 +392,49 @@ static int backward_f64(ct_mlp *m, int grad_scale_batch, ct_grad_ready_fn ready,
     return 0;
 }
 
+/* bf16-true's backward: dlogits, every layer's gradients and the ReLU's in bf16, each GEMM's fp32
+ * sum rounded once, the bias gradient summed in fp32; then announced (bias first). */
+static int backward_bf16(ct_mlp *m, int grad_scale_batch, ct_grad_ready_fn ready, void *ctx)
+{
+    int last = m->n_layers - 1, classes = m->dims[m->n_layers], rc;
+    uint16_t *dy = m->acts[last];
+    float inv = 1.0f / (float)grad_scale_batch;
+
+    for (int i = 0; i < m->batch; i++) {
+        uint16_t *p = dy + (size_t)i * classes;
+
+        for (int j = 0; j < classes; j++)
+            p[j] = ct_bf16_store((ct_bf16_load(p[j]) - (j == m->labels[i] ? 1.0f : 0.0f)) * inv);
+    }
+    for (int l = last; l >= 0; l--) {
+        const uint16_t *x = l ? m->acts[l - 1] : m->xb;
+        uint16_t *dx = l ? m->dacts[l - 1] : NULL, *db = grad_of(m, 2 * l + 1);
+        const ct_tensor *w = &m->tensors[2 * l], *b = &m->tensors[2 * l + 1];
+        int in = m->dims[l], out = m->dims[l + 1];
+
+        for (int j = 0; j < out; j++) {
+            float s = 0.0f;
+
+            for (int i = 0; i < m->batch; i++)
+                s += ct_bf16_load(dy[(size_t)i * out + j]);
+            db[j] = ct_bf16_store(s);
+        }
+        ct_gemm_bf16(1, 0, out, in, m->batch, dy, out, x, in, 0, grad_of(m, 2 * l), in);
+        if (dx)
+            ct_gemm_bf16(0, 0, m->batch, in, out, dy, out, w->data, in, 0, dx, in);
+        if (ready && ((rc = ready(ctx, b->offset, b->numel)) || (rc = ready(ctx, w->offset, w->numel))))
+            return rc;
+        if (dx) {
+            const uint16_t *y = m->acts[l - 1];
+
+            for (size_t i = 0; i < (size_t)m->batch * in; i++)
+                dx[i] = ct_bf16_load(y[i]) > 0.0f ? dx[i] : 0;
+            dy = dx;
+        }
+    }
+    return 0;
+}
+
 int ct_mlp_backward(ct_mlp *m, int grad_scale_batch, ct_grad_ready_fn ready, void *ctx)
 {
     int last = m->n_layers - 1;
@@ -325,6 +442,8 @@ int ct_mlp_backward(ct_mlp *m, int grad_scale_batch, ct_grad_ready_fn ready, voi
 
     if (m->param_dtype == CT_DTYPE_F64)
         return backward_f64(m, grad_scale_batch, ready, ctx);
+    if (m->param_dtype == CT_DTYPE_BF16)
+        return backward_bf16(m, grad_scale_batch, ready, ctx);
     ct_softmax_xent_backward(dy, m->labels, m->batch, m->dims[m->n_layers], grad_scale_batch);
     for (int l = last; l >= 0; l--) {
         const void *x = l ? m->acts[l - 1] : m->input;

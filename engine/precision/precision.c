@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Precisions the engine computes in. Names the connector knows but the engine does not implement
- * (bf16-true, 16-true) have no ops here and are rejected before a run starts. */
+/* Precisions the engine computes in. A name the connector knows but the engine does not implement
+ * (16-true) has no ops here and is rejected before a run starts. */
 #include "engine/precision/precisions.h"
 
 const struct ct_precision_ops ct_precision_32_true = {
@@ -35,5 +35,17 @@ const struct ct_precision_ops ct_precision_64_true = {
     .name = "64-true",
     .param_dtype = CT_DTYPE_F64,
     .gemm_dtype = CT_DTYPE_F64,
+    .loss_scaling = 0,
+};
+
+/* bf16 throughout, as Lightning's bf16-true (model.to(torch.bfloat16)): parameters, gradients,
+ * activations and the optimizer's state stored in bf16; every operation loads bf16 into fp32
+ * registers, computes in fp32 (GEMMs on oneDNN with fp32 accumulation) and stores bf16. ddp's
+ * allreduce sums in fp32 and rounds once; checkpoints hold BF16 tensors. No loss scaling: bf16 has
+ * fp32's exponent range. */
+const struct ct_precision_ops ct_precision_bf16_true = {
+    .name = "bf16-true",
+    .param_dtype = CT_DTYPE_BF16,
+    .gemm_dtype = CT_DTYPE_BF16,
     .loss_scaling = 0,
 };

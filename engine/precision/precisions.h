@@ -9,5 +9,6 @@ extern const struct ct_precision_ops ct_precision_32_true;
 extern const struct ct_precision_ops ct_precision_bf16_mixed;
 extern const struct ct_precision_ops ct_precision_16_mixed;
 extern const struct ct_precision_ops ct_precision_64_true;
+extern const struct ct_precision_ops ct_precision_bf16_true;
 
 #endif

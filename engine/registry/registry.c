@@ -78,9 +78,9 @@ static ct_registry_entry precisions[] = {
     /* The description says why each is refused: the connector's error quotes it. */
     { .name = "64-true", .description = "fp64 parameters, activations, gradients, optimizer state, collectives "
       "and checkpoints (F64)", .accelerators = CT_ACCEL_CPU },
-    /* The description says why each is refused: the connector's error quotes it. */
-    { .name = "bf16-true", .description = "bf16 weights and math: not built (the engine stores parameters in fp32 "
-      "or fp64; bf16 storage with an fp32 update is not written yet)", .accelerators = 0 },
+    { .name = "bf16-true", .description = "bf16 parameters, activations, gradients, optimizer state, collectives "
+      "and checkpoints (BF16); fp32 arithmetic and GEMM accumulation", .accelerators = CT_ACCEL_CPU },
+    /* The description says why it is refused: the connector's error quotes it. */
     { .name = "16-true", .description = "fp16 weights and math: refused until ctrain's GPU path has run on a GPU "
       "(fp16 math is for cuda; no GPU has run it yet)", .accelerators = 0 },
     { .name = "32", .description = "legacy name of 32-true", .legacy_of = "32-true" },
@@ -131,10 +131,11 @@ static const ct_config_key gpt_config[] = {
 static ct_registry_entry models[8 + MAX_ADDED] = {
     { .name = "mlp", .description = "multilayer perceptron classifier: Linear+ReLU layers, softmax "
       "cross-entropy; inputs and classes from the data", .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA,
-      .config = mlp_config, .precisions = "32-true,bf16-mixed,16-mixed,64-true", .datamodule = "fashion-mnist" },
+      .config = mlp_config, .precisions = "32-true,bf16-mixed,16-mixed,64-true,bf16-true",
+      .datamodule = "fashion-mnist" },
     { .name = "gpt", .description = "GPT-2 language model (learned positions, pre-LayerNorm blocks, causal "
       "self-attention, GELU MLP, tied LM head); not on cuda until device kernels exist",
-      .accelerators = CT_ACCEL_CPU, .config = gpt_config, .precisions = "32-true,bf16-mixed,64-true",
+      .accelerators = CT_ACCEL_CPU, .config = gpt_config, .precisions = "32-true,bf16-mixed,64-true,bf16-true",
       .datamodule = "tokens" },
 };
 

@@ -34,7 +34,8 @@ struct ddp {
     float *grads;        /* of esize-byte elements (fp64 under 64-true: see grad_at in ddp.c) */
     size_t n;
     size_t esize;        /* bytes per gradient element */
-    MPI_Datatype mpi_type; /* MPI_FLOAT, or MPI_DOUBLE under 64-true */
+    MPI_Datatype mpi_type; /* MPI_FLOAT, MPI_DOUBLE under 64-true, MPI_UINT16_T (bf16) under bf16-true */
+    MPI_Op mpi_sum;        /* MPI_SUM, or under bf16-true ct_ddp_bf16_sum's op (MPI has no bf16) */
     struct bucket *buckets; /* this step's buckets, in the order they were cut */
     /* reqs[i * reqs_per_bucket ...]: bucket i's requests (ddp: its one allreduce; ddp_sharded
      * stage 2: its sends and receives), one array so one wait covers them all. */

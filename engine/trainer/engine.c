@@ -24,6 +24,7 @@ void ct_engine_init(void)
     ct_registry_set_ops(CT_REG_PRECISION, "bf16-mixed", &ct_precision_bf16_mixed);
     ct_registry_set_ops(CT_REG_PRECISION, "16-mixed", &ct_precision_16_mixed);
     ct_registry_set_ops(CT_REG_PRECISION, "64-true", &ct_precision_64_true);
+    ct_registry_set_ops(CT_REG_PRECISION, "bf16-true", &ct_precision_bf16_true);
     ct_registry_set_ops(CT_REG_STRATEGY, "single_device", &ct_strategy_single_device);
     /* ddp_fork is ddp with another launcher; variants (ddp_no_overlap, ...) run ddp with their options. */
     ct_registry_set_ops(CT_REG_STRATEGY, "ddp", &ct_strategy_ddp);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* gpt_check OUTDIR [--config k=v,...] [--batch B] [--steps N] [--seed S] [--lr X] [--bf16 | --f64]
+/* gpt_check OUTDIR [--config k=v,...] [--batch B] [--steps N] [--seed S] [--lr X] [--bf16 | --f64 | --bf16-true]
  *
  * What t/gpt_torch.py compares against the same model in PyTorch (llm.c's test_gpt2 idea): builds
  * the GPT, draws its initial weights and a batch of B windows of random tokens, and writes
@@ -8,7 +8,8 @@
  *   OUTDIR/grads.safetensors   the gradients of the mean loss of that batch, same names
  *   OUTDIR/losses.txt          "step loss" for N steps of AdamW (lr X, weight decay 0.01) on the batch
  * and prints "loss L" (the first loss) and "announced K tensors" (backward's ready calls).
- * --bf16: bf16-mixed's GEMMs; --f64: 64-true (the model, its tensors in the files and AdamW in fp64).
+ * --bf16: bf16-mixed's GEMMs; --f64: 64-true (the model, its tensors in the files and AdamW in fp64);
+ * --bf16-true: bf16-true (the model, its tensors in the files (BF16) and AdamW's state in bf16).
  */
 #include <math.h>
 #include <stdio.h>
@@ -77,7 +78,7 @@ int main(int argc, char **argv)
     char path[4096];
     long batch = 4, steps = 20, seed = 1337;
     double lr = 1e-3;
-    int bf16 = 0, f64 = 0;
+    int bf16 = 0, f64 = 0, bf16_true = 0;
     int32_t *in, *tg;
     uint32_t *idx;
     FILE *losses;
@@ -89,11 +90,15 @@ int main(int argc, char **argv)
     cfg.seq_len = 32;
     if (argc < 2)
         return fprintf(stderr, "usage: gpt_check OUTDIR [--config k=v,..] [--batch B] [--steps N] [--seed S] "
-                       "[--lr X] [--bf16 | --f64]\n"), 2;
+                       "[--lr X] [--bf16 | --f64 | --bf16-true]\n"), 2;
     dir = argv[1];
     for (int i = 2; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : "";
 
+        if (!strcmp(argv[i], "--bf16-true")) {
+            bf16_true = 1;
+            continue;
+        }
         if (!strcmp(argv[i], "--bf16") || !strcmp(argv[i], "--f64")) {
             *(argv[i][2] == 'b' ? &bf16 : &f64) = 1;
             continue;
@@ -108,7 +113,9 @@ int main(int argc, char **argv)
     }
     if (ct_gpt_create(&cfg, (int)batch, &m, &err) ||
         (bf16 && ct_gpt_set_gemm_dtype(m, CT_DTYPE_BF16, &err)) ||
-        (f64 && (ct_gpt_set_param_dtype(m, CT_DTYPE_F64, &err) || ct_gpt_set_gemm_dtype(m, CT_DTYPE_F64, &err))))
+        (f64 && (ct_gpt_set_param_dtype(m, CT_DTYPE_F64, &err) || ct_gpt_set_gemm_dtype(m, CT_DTYPE_F64, &err))) ||
+        (bf16_true &&
+         (ct_gpt_set_param_dtype(m, CT_DTYPE_BF16, &err) || ct_gpt_set_gemm_dtype(m, CT_DTYPE_BF16, &err))))
         return fprintf(stderr, "gpt_check: %s (%s)\n", err.msg, err.hint), 1;
     ct_rng_seed(&rng, (uint64_t)seed);
     ct_gpt_init(m, &rng);

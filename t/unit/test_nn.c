@@ -14,6 +14,7 @@
 
 #include "ctrain/model.h"
 #include "ctrain/nn.h"
+#include "engine/nn/bf16_inline.h"
 #include "engine/nn/gemm.h"
 
 static void test_rng(void **state)
@@ -157,7 +158,7 @@ static void test_softmax_xent(void **state)
     assert_float_equal(z[3], 0, 1e-6);
 }
 
-/* 64-true's optimizer: the same update in fp64 arithmetic, state in fp64; bf16 state refused. */
+/* 64-true's optimizer: the same update in fp64 arithmetic, state in fp64; fp16 state refused. */
 static void test_adamw_f64(void **state)
 {
     ct_optim_config cfg;
@@ -177,12 +178,46 @@ static void test_adamw_f64(void **state)
     assert_true(fabs(((double *)ct_optim_state(o, 1))[0] - 0.00025) < 1e-18);
     assert_int_equal(ct_optim_state_bytes(o), 2 * sizeof(double));
     ct_optim_free(o);
-    cfg.dtype = CT_DTYPE_BF16;
+    cfg.dtype = CT_DTYPE_F16;
     assert_int_equal(ct_optim_create(&cfg, 1, &o, &err), CT_ENOTAVAIL);
 }
 
-/* The MLP stored in fp64: tensors view the new array, fp64 GEMMs only, bf16 storage refused; a
- * model without set_param_dtype is refused fp64 with a hint. */
+/* bf16-true's optimizer: parameters, gradients and state in bf16, the update rule computed in fp32
+ * from the loaded values and each result rounded once; an update under half a bf16 ulp of its
+ * parameter is lost (a LayerNorm weight of 1.0 at lr 1e-3), as in PyTorch. */
+static void test_adamw_bf16(void **state)
+{
+    ct_optim_config cfg;
+    ct_optim *o;
+    ct_error err;
+    uint16_t p[2] = { ct_bf16_store(0.75f), ct_bf16_store(1.0f) }, g[2] = { ct_bf16_store(0.5f), ct_bf16_store(0.5f) };
+    float m, v, want;
+
+    (void)state;
+    ct_optim_config_default(&cfg, CT_OPTIM_ADAMW);
+    cfg.lr = 0.1;
+    cfg.weight_decay = 0.01;
+    cfg.dtype = CT_DTYPE_BF16;
+    assert_int_equal(ct_optim_create(&cfg, 2, &o, &err), 0);
+    assert_int_equal(ct_optim_state_bytes(o), 2 * 2 * sizeof(uint16_t));
+    ct_optim_step(o, p, g);
+    m = 0.1f * 0.5f;
+    v = 0.001f * 0.25f;
+    want = 0.75f * (float)(1.0 - 0.1 * 0.01) - (float)(0.1 / 0.1) * m / (sqrtf(v) * (float)(1.0 / sqrt(0.001)) + 1e-8f);
+    assert_int_equal(p[0], ct_bf16_store(want));
+    assert_int_equal(((uint16_t *)ct_optim_state(o, 0))[0], ct_bf16_store(m));
+    assert_int_equal(((uint16_t *)ct_optim_state(o, 1))[0], ct_bf16_store(v));
+    ct_optim_free(o);
+    cfg.lr = 1e-3;
+    p[1] = ct_bf16_store(1.0f);
+    assert_int_equal(ct_optim_create(&cfg, 2, &o, &err), 0);
+    ct_optim_step(o, p, g);
+    assert_int_equal(p[1], ct_bf16_store(1.0f));
+    ct_optim_free(o);
+}
+
+/* The MLP stored in bf16 or fp64: tensors view the new array, GEMMs in the storage type only, fp16
+ * storage refused; a model without set_param_dtype is refused fp64 with a hint. */
 static void test_mlp_param_dtype(void **state)
 {
     int dims[] = { 6, 5, 3 };
@@ -192,7 +227,11 @@ static void test_mlp_param_dtype(void **state)
     ct_model user = { .ops = &ops, .name = "user_model" };
 
     assert_int_equal(ct_mlp_create(dims, 3, 4, &m, &err), 0);
-    assert_int_equal(ct_mlp_set_param_dtype(m, CT_DTYPE_BF16, &err), CT_ENOTAVAIL);
+    assert_int_equal(ct_mlp_set_param_dtype(m, CT_DTYPE_F16, &err), CT_ENOTAVAIL);
+    assert_int_equal(ct_mlp_set_param_dtype(m, CT_DTYPE_BF16, &err), 0);
+    assert_int_equal(ct_mlp_param_dtype(m), CT_DTYPE_BF16);
+    assert_ptr_equal(ct_mlp_tensor(m, 1)->data, (uint16_t *)ct_mlp_params(m) + 30);
+    assert_int_equal(ct_mlp_set_gemm_dtype(m, CT_DTYPE_F32, &err), CT_ENOTAVAIL);
     assert_int_equal(ct_mlp_set_param_dtype(m, CT_DTYPE_F64, &err), 0);
     assert_int_equal(ct_mlp_param_dtype(m), CT_DTYPE_F64);
     assert_ptr_equal(ct_mlp_tensor(m, 0)->data, ct_mlp_params(m));
@@ -468,6 +507,55 @@ static void check_gemm(int ta, int tb, int M, int N, int K, enum ct_dtype dt, in
     free(bh);
 }
 
+/* ct_gemm_bf16 (bf16-true): bf16 A, B and C, the fp32 sum (plus C's old value) rounded once: each
+ * result is the bf16 nearest to the exact value, give or take one bf16 ulp (the fp32 sum's order). */
+static void check_gemm_bf16(int ta, int tb, int M, int N, int K, int acc)
+{
+    int lda = ta ? M + 1 : K + 2, ldb = tb ? K + 3 : N + 1, ldc = N + 2;
+    size_t na = (size_t)(ta ? K : M) * lda, nb = (size_t)(tb ? N : K) * ldb, nc = (size_t)M * ldc;
+    uint16_t *a = malloc(na * 2), *b = malloc(nb * 2), *c = malloc(nc * 2);
+    ct_rng r;
+
+    ct_rng_seed(&r, 7);
+    for (size_t i = 0; i < na; i++)
+        a[i] = ct_bf16_store((float)(2.0 * ct_rng_uniform(&r) - 1.0));
+    for (size_t i = 0; i < nb; i++)
+        b[i] = ct_bf16_store((float)(2.0 * ct_rng_uniform(&r) - 1.0));
+    for (size_t i = 0; i < nc; i++)
+        c[i] = ct_bf16_store((float)(2.0 * ct_rng_uniform(&r) - 1.0));
+    {
+        uint16_t *old = malloc(nc * 2);
+
+        memcpy(old, c, nc * 2);
+        ct_gemm_bf16(ta, tb, M, N, K, a, lda, b, ldb, acc, c, ldc);
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < N; n++) {
+                double want = acc ? ct_bf16_load(old[(size_t)m * ldc + n]) : 0.0, got;
+
+                for (int k = 0; k < K; k++)
+                    want += (double)ct_bf16_load(a[ta ? (size_t)k * lda + m : (size_t)m * lda + k]) *
+                            ct_bf16_load(b[tb ? (size_t)n * ldb + k : (size_t)k * ldb + n]);
+                got = ct_bf16_load(c[(size_t)m * ldc + n]);
+                assert_true(fabs(got - want) <= fabs(want) / 128.0 + 1e-6 * K);
+            }
+        free(old);
+    }
+    free(a);
+    free(b);
+    free(c);
+}
+
+static void test_gemm_bf16(void **state)
+{
+    int shapes[][3] = { { 7, 5, 3 }, { 64, 48, 96 }, { 33, 130, 17 }, { 1, 6, 5 }, { 6, 1, 5 } };
+
+    (void)state;
+    for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+        for (int t = 0; t < 4; t++)
+            for (int acc = 0; acc < 2; acc++)
+                check_gemm_bf16(t >> 1, t & 1, shapes[s][0], shapes[s][1], shapes[s][2], acc);
+}
+
 static void test_gemm(void **state)
 {
     /* M, N, K; with single rows and columns (a weight gradient's row blocks are M = 1, transposed A:
@@ -517,6 +605,8 @@ int main(void)
         cmocka_unit_test(test_model_forward_announcements),
         cmocka_unit_test(test_gemm),
         cmocka_unit_test(test_adamw_f64),
+        cmocka_unit_test(test_adamw_bf16),
+        cmocka_unit_test(test_gemm_bf16),
         cmocka_unit_test(test_mlp_param_dtype),
     };
 

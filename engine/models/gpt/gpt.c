@@ -15,6 +15,7 @@
 
 #include "ctrain/util.h"
 #include "engine/models/gpt/gpt_internal.h"
+#include "engine/nn/bf16_inline.h"
 #include "engine/nn/gemm.h"
 
 /* --- config ----------------------------------------------------------------------------------- */
@@ -211,6 +212,8 @@ static int alloc_arrays(ct_gpt *m)
         m->tensors[i].data = (char *)m->params + m->tensors[i].offset * es;
     if (m->param_dtype == CT_DTYPE_F64)
         gpt_carve_f64(m);
+    else if (m->param_dtype == CT_DTYPE_BF16)
+        gpt_carve_bf16(m);
     else
         gpt_carve_f32(m);
     return 0;
@@ -295,20 +298,28 @@ enum ct_dtype ct_gpt_param_dtype(const ct_gpt *m) { return m->param_dtype; }
 
 int ct_gpt_set_param_dtype(ct_gpt *m, enum ct_dtype dtype, ct_error *err)
 {
-    if (dtype != CT_DTYPE_F32 && dtype != CT_DTYPE_F64)
+    if (dtype != CT_DTYPE_F32 && dtype != CT_DTYPE_F64 && dtype != CT_DTYPE_BF16)
         return ct_error_set(err, CT_ENOTAVAIL, "model-precision-unsupported",
-                            "the cpu gpt stores its parameters in fp32 or fp64 only");
+                            "the cpu gpt stores its parameters in fp32, fp64 or bf16 only");
     if (dtype == m->param_dtype)
         return 0;
     free_arrays(m);
     m->param_dtype = dtype;
     if (alloc_arrays(m))
         return ct_error_set(err, CT_ENOMEM, "", "out of memory for the gpt model in %s",
-                            dtype == CT_DTYPE_F64 ? "fp64" : "fp32");
+                            dtype == CT_DTYPE_F64 ? "fp64" : dtype == CT_DTYPE_BF16 ? "bf16" : "fp32");
     return 0;
 }
 int ct_gpt_num_tensors(const ct_gpt *m) { return m->n_tensors; }
 const ct_tensor *ct_gpt_tensor(const ct_gpt *m, int i) { return &m->tensors[i]; }
+
+/* ct_gemm_prepare's arguments for bf16-true's products (bf16 destination). */
+static void prepare_bf16_out(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, enum ct_dtype ab,
+                             int accumulate, int ldc)
+{
+    (void)ab;
+    ct_gemm_prepare_bf16(trans_a, trans_b, M, N, K, lda, ldb, accumulate, ldc);
+}
 
 /* The oneDNN primitives of a full batch's step, made at set-up (a last, smaller batch makes its own
  * on first use): every Linear's forward and two backward products, and the LM head's three. */
@@ -317,17 +328,20 @@ static void prepare_gemms(const ct_gpt *m)
     int BT = m->max_batch * m->cfg.seq_len, C = m->cfg.n_embd, V = m->cfg.vocab;
     int io[4][2] = { { C, 3 * C }, { C, C }, { C, 4 * C }, { 4 * C, C } };
     enum ct_dtype dt = m->gemm_dtype;
+    void (*prep)(int, int, int, int, int, int, int, enum ct_dtype, int, int) = ct_gemm_prepare;
 
+    if (m->param_dtype == CT_DTYPE_BF16)
+        prep = prepare_bf16_out;
     for (int i = 0; i < 4; i++) {
         int IC = io[i][0], OC = io[i][1];
 
-        ct_gemm_prepare(0, 1, BT, OC, IC, IC, IC, dt, 1, OC);
-        ct_gemm_prepare(1, 0, OC, IC, BT, OC, IC, dt, 0, IC);
-        ct_gemm_prepare(0, 0, BT, IC, OC, OC, IC, dt, 0, IC);
+        prep(0, 1, BT, OC, IC, IC, IC, dt, 1, OC);
+        prep(1, 0, OC, IC, BT, OC, IC, dt, 0, IC);
+        prep(0, 0, BT, IC, OC, OC, IC, dt, 0, IC);
     }
-    ct_gemm_prepare(0, 1, BT, V, C, C, C, dt, 0, V);
-    ct_gemm_prepare(0, 0, BT, C, V, V, C, dt, 0, C);
-    ct_gemm_prepare(1, 0, V, C, BT, V, C, dt, 0, C);
+    prep(0, 1, BT, V, C, C, C, dt, 0, V);
+    prep(0, 0, BT, C, V, V, C, dt, 0, C);
+    prep(1, 0, V, C, BT, V, C, dt, 0, C);
 }
 
 int ct_gpt_set_gemm_dtype(ct_gpt *m, enum ct_dtype dtype, ct_error *err)
@@ -337,6 +351,14 @@ int ct_gpt_set_gemm_dtype(ct_gpt *m, enum ct_dtype dtype, ct_error *err)
         if (dtype != CT_DTYPE_F64)
             return ct_error_set(err, CT_ENOTAVAIL, "gpt-gemm-dtype", "an fp64 gpt computes its GEMMs in fp64 only");
         m->gemm_dtype = dtype;
+        return 0;
+    }
+    /* bf16-true: bf16 products of the bf16 arrays into bf16 (no copies to make). */
+    if (m->param_dtype == CT_DTYPE_BF16) {
+        if (dtype != CT_DTYPE_BF16)
+            return ct_error_set(err, CT_ENOTAVAIL, "gpt-gemm-dtype", "a bf16 gpt computes its GEMMs in bf16 only");
+        m->gemm_dtype = dtype;
+        prepare_gemms(m);
         return 0;
     }
     if (dtype == CT_DTYPE_F32) {
@@ -392,6 +414,8 @@ void ct_gpt_init(ct_gpt *m, ct_rng *r)
 
             if (m->param_dtype == CT_DTYPE_F64)
                 ((double *)ts->data)[j] = v;
+            else if (m->param_dtype == CT_DTYPE_BF16)
+                ((uint16_t *)ts->data)[j] = ct_bf16_store(v);
             else
                 ((float *)ts->data)[j] = v;
         }
@@ -411,6 +435,8 @@ double ct_gpt_forward(ct_gpt *m, const int32_t *inputs, const int32_t *targets, 
 {
     if (m->param_dtype == CT_DTYPE_F64)
         return gpt_forward_f64(m, inputs, targets, batch, need, ctx);
+    if (m->param_dtype == CT_DTYPE_BF16)
+        return gpt_forward_bf16(m, inputs, targets, batch, need, ctx);
     return gpt_forward_f32(m, inputs, targets, batch, need, ctx);
 }
 
@@ -418,6 +444,8 @@ int ct_gpt_backward(ct_gpt *m, double scale_tokens, ct_grad_ready_fn ready, void
 {
     if (m->param_dtype == CT_DTYPE_F64)
         return gpt_backward_f64(m, scale_tokens, ready, ctx);
+    if (m->param_dtype == CT_DTYPE_BF16)
+        return gpt_backward_bf16(m, scale_tokens, ready, ctx);
     return gpt_backward_f32(m, scale_tokens, ready, ctx);
 }
 
@@ -425,5 +453,7 @@ int ct_gpt_next_token_logits(ct_gpt *m, const int32_t *tokens, int len, float *l
 {
     if (m->param_dtype == CT_DTYPE_F64)
         return gpt_next_token_logits_f64(m, tokens, len, logits);
+    if (m->param_dtype == CT_DTYPE_BF16)
+        return gpt_next_token_logits_bf16(m, tokens, len, logits);
     return gpt_next_token_logits_f32(m, tokens, len, logits);
 }

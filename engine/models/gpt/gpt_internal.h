@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The GPT's state, shared by gpt.c (configuration, allocation, initialisation) and the step
  * (gpt_step_tmpl.h: GEMMs, attention, forward, backward), which is compiled once per element type:
- * fp32 (32-true, bf16-mixed) and fp64 (64-true). The arrays are one allocation each whatever the
+ * fp32 (32-true, bf16-mixed), fp64 (64-true) and bf16 (bf16-true). The arrays are one allocation each whatever the
  * type; the model's own type's view (v.f32 or v.f64) holds the typed pointers into them. Internal
  * to engine/models/gpt. */
 #ifndef CTRAIN_MODELS_GPT_INTERNAL_H
@@ -31,6 +31,7 @@ enum {
     }
 struct gpt_block_acts GPT_BLOCK_ACTS(float);
 struct gpt_block_acts_f64 GPT_BLOCK_ACTS(double);
+struct gpt_block_acts_bf16 GPT_BLOCK_ACTS(uint16_t);
 
 /* The typed pointers of one element type into the model's arrays. */
 #define GPT_VIEW(real, acts)                                                                                          \
@@ -48,12 +49,13 @@ struct gpt_block_acts_f64 GPT_BLOCK_ACTS(double);
     }
 struct gpt_view_f32 GPT_VIEW(float, gpt_block_acts);
 struct gpt_view_f64 GPT_VIEW(double, gpt_block_acts_f64);
+struct gpt_view_bf16 GPT_VIEW(uint16_t, gpt_block_acts_bf16);
 
 struct ct_gpt {
     ct_gpt_config cfg;
     int max_batch;
     size_t n_params;
-    enum ct_dtype param_dtype;        /* fp32, or fp64 (64-true) */
+    enum ct_dtype param_dtype;        /* fp32, fp64 (64-true) or bf16 (bf16-true) */
     int n_tensors;
     ct_tensor *tensors;
 
@@ -64,6 +66,7 @@ struct ct_gpt {
     union {
         struct gpt_view_f32 f32;
         struct gpt_view_f64 f64;
+        struct gpt_view_bf16 bf16;
     } v;                              /* the view of param_dtype */
 
     /* bf16-mixed: params_b holds the parameters as bf16 (packed once per forward, after the
@@ -95,7 +98,9 @@ size_t gpt_grad_buf_size(const ct_gpt_config *c, size_t B);
     int SFX(gpt_next_token_logits)(ct_gpt *m, const int32_t *tokens, int len, float *logits);
 #define GPT_STEP_SFX_F32(name) name##_f32
 #define GPT_STEP_SFX_F64(name) name##_f64
+#define GPT_STEP_SFX_BF16(name) name##_bf16
 GPT_STEP_DECLARE(GPT_STEP_SFX_F32)
 GPT_STEP_DECLARE(GPT_STEP_SFX_F64)
+GPT_STEP_DECLARE(GPT_STEP_SFX_BF16)
 
 #endif

@@ -13,4 +13,8 @@ __attribute__((simd("notinbranch"))) float tanhf(float);
 #define EXP expf
 #define TANH tanhf
 #define SQRT sqrtf
+#define elem real
+#define LD(x) (x)
+#define ST(v) (v)
+#define GPT_STORE_ROUNDS 0
 #include "engine/models/gpt/gpt_kernels_tmpl.h"

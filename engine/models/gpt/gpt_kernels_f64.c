@@ -8,4 +8,8 @@
 #define EXP exp
 #define TANH tanh
 #define SQRT sqrt
+#define elem real
+#define LD(x) (x)
+#define ST(v) (v)
+#define GPT_STORE_ROUNDS 0
 #include "engine/models/gpt/gpt_kernels_tmpl.h"

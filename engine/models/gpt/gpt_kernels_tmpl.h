@@ -1,7 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The GPT's element-wise passes for one element type, included once per type by gpt_kernels.c
- * (real = float: 32-true and the mixed precisions) and gpt_kernels_f64.c (real = double: 64-true),
- * which define real, SFX (the public names' suffix), EXP, TANH and SQRT; see gpt_kernels.h.
+/* The GPT's element-wise passes for one storage type, included once per type by gpt_kernels.c
+ * (fp32: 32-true and the mixed precisions), gpt_kernels_f64.c (fp64: 64-true) and
+ * gpt_kernels_bf16.c (bf16 storage: bf16-true), which define
+ *   elem          the type arrays are stored in
+ *   real          the type the arithmetic runs in (fp32 for bf16 storage)
+ *   LD(x), ST(v)  an element loaded into real, a real stored as an element (identity but for bf16)
+ *   SFX           the public names' suffix; EXP, TANH and SQRT of real.
+ * Sums over rows (a LayerNorm's or a bias's weight gradient) accumulate in real and store once.
  *
  * Each pass's loop over a range of rows (or
  * elements) is cloned for AVX-512 and AVX2 with a run-time pick (glibc ifunc), as engine/nn does,
@@ -13,6 +18,8 @@
  * the thread count. */
 #include <math.h>
 #include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/models/gpt/gpt_kernels.h"
@@ -36,20 +43,20 @@ static void share(size_t n, size_t *lo, size_t *hi)
 #define GPT_GELU_C ((real)0.044715)
 
 GPT_SIMD_CLONES
-static void embed_rows(real *restrict out, const int32_t *restrict tokens, const real *restrict wte,
-                       const real *restrict wpe, size_t n0, size_t n1, int T, int C)
+static void embed_rows(elem *restrict out, const int32_t *restrict tokens, const elem *restrict wte,
+                       const elem *restrict wpe, size_t n0, size_t n1, int T, int C)
 {
     for (size_t n = n0; n < n1; n++) {
-        real *restrict o = out + n * C;
-        const real *restrict e = wte + (size_t)tokens[n] * C;
-        const real *restrict p = wpe + (n % T) * C;
+        elem *restrict o = out + n * C;
+        const elem *restrict e = wte + (size_t)tokens[n] * C;
+        const elem *restrict p = wpe + (n % T) * C;
 
         for (int i = 0; i < C; i++)
-            o[i] = e[i] + p[i];
+            o[i] = ST(LD(e[i]) + LD(p[i]));
     }
 }
 
-void SFX(gpt_embed)(real *out, const int32_t *tokens, const real *wte, const real *wpe, int B, int T, int C)
+void SFX(gpt_embed)(elem *out, const int32_t *tokens, const elem *wte, const elem *wpe, int B, int T, int C)
 {
     size_t N = (size_t)B * T;
 
@@ -63,51 +70,51 @@ void SFX(gpt_embed)(real *out, const int32_t *tokens, const real *wte, const rea
 }
 
 GPT_SIMD_CLONES
-void SFX(gpt_embed_backward)(real *restrict dwte, real *restrict dwpe, const real *restrict dout,
+void SFX(gpt_embed_backward)(elem *restrict dwte, elem *restrict dwpe, const elem *restrict dout,
                         const int32_t *restrict tokens, int B, int T, int C)
 {
-    memset(dwpe, 0, sizeof(real) * (size_t)T * C);
+    memset(dwpe, 0, sizeof(elem) * (size_t)T * C);
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
-            const real *restrict d = dout + ((size_t)b * T + t) * C;
-            real *restrict e = dwte + (size_t)tokens[b * T + t] * C;
-            real *restrict p = dwpe + (size_t)t * C;
+            const elem *restrict d = dout + ((size_t)b * T + t) * C;
+            elem *restrict e = dwte + (size_t)tokens[b * T + t] * C;
+            elem *restrict p = dwpe + (size_t)t * C;
 
             for (int i = 0; i < C; i++) {
-                e[i] += d[i];
-                p[i] += d[i];
+                e[i] = ST(LD(e[i]) + LD(d[i]));
+                p[i] = ST(LD(p[i]) + LD(d[i]));
             }
         }
 }
 
 GPT_SIMD_CLONES
-static void layernorm_rows(real *restrict out, real *restrict mean, real *restrict rstd, const real *restrict x,
-                           const real *restrict w, const real *restrict b, size_t n0, size_t n1, int C)
+static void layernorm_rows(elem *restrict out, elem *restrict mean, elem *restrict rstd, const elem *restrict x,
+                           const elem *restrict w, const elem *restrict b, size_t n0, size_t n1, int C)
 {
     for (size_t n = n0; n < n1; n++) {
-        const real *restrict xr = x + (size_t)n * C;
-        real *restrict o = out + (size_t)n * C;
+        const elem *restrict xr = x + (size_t)n * C;
+        elem *restrict o = out + (size_t)n * C;
         real sum = ((real)0.0), var = ((real)0.0), mu, rs;
 
 #pragma omp simd reduction(+ : sum)
         for (int i = 0; i < C; i++)
-            sum += xr[i];
+            sum += LD(xr[i]);
         mu = sum / C;
         /* two passes: the variance of (x - mean) keeps its precision when the mean is large */
 #pragma omp simd reduction(+ : var)
         for (int i = 0; i < C; i++) {
-            real d = xr[i] - mu;
+            real d = LD(xr[i]) - mu;
             var += d * d;
         }
         rs = ((real)1.0) / SQRT(var / C + GPT_LN_EPS);
         for (int i = 0; i < C; i++)
-            o[i] = (xr[i] - mu) * rs * w[i] + b[i];
-        mean[n] = mu;
-        rstd[n] = rs;
+            o[i] = ST((LD(xr[i]) - mu) * rs * LD(w[i]) + LD(b[i]));
+        mean[n] = ST(mu);
+        rstd[n] = ST(rs);
     }
 }
 
-void SFX(gpt_layernorm_forward)(real *out, real *mean, real *rstd, const real *x, const real *w, const real *b,
+void SFX(gpt_layernorm_forward)(elem *out, elem *mean, elem *rstd, const elem *x, const elem *w, const elem *b,
                            int N, int C)
 {
 #pragma omp parallel if ((size_t)N * C >= GPT_PAR_MIN)
@@ -121,54 +128,75 @@ void SFX(gpt_layernorm_forward)(real *out, real *mean, real *rstd, const real *x
 
 /* dx for rows n0..n1. */
 GPT_SIMD_CLONES
-static void layernorm_backward_rows(real *restrict dx, const real *restrict dout, const real *restrict x,
-                                    const real *restrict w, const real *restrict mean, const real *restrict rstd,
+static void layernorm_backward_rows(elem *restrict dx, const elem *restrict dout, const elem *restrict x,
+                                    const elem *restrict w, const elem *restrict mean, const elem *restrict rstd,
                                     size_t n0, size_t n1, int C)
 {
     for (size_t n = n0; n < n1; n++) {
-        const real *restrict d = dout + (size_t)n * C;
-        const real *restrict xr = x + (size_t)n * C;
-        real *restrict dxr = dx + (size_t)n * C;
-        real mu = mean[n], rs = rstd[n], dmean = ((real)0.0), dnorm_mean = ((real)0.0);
+        const elem *restrict d = dout + (size_t)n * C;
+        const elem *restrict xr = x + (size_t)n * C;
+        elem *restrict dxr = dx + (size_t)n * C;
+        real mu = LD(mean[n]), rs = LD(rstd[n]), dmean = ((real)0.0), dnorm_mean = ((real)0.0);
 
         /* dnorm = w * dout; dx = rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)) */
 #pragma omp simd reduction(+ : dmean, dnorm_mean)
         for (int i = 0; i < C; i++) {
-            real norm = (xr[i] - mu) * rs, dn = w[i] * d[i];
+            real norm = (LD(xr[i]) - mu) * rs, dn = LD(w[i]) * LD(d[i]);
             dmean += dn;
             dnorm_mean += dn * norm;
         }
         dmean /= C;
         dnorm_mean /= C;
         for (int i = 0; i < C; i++) {
-            real norm = (xr[i] - mu) * rs, dn = w[i] * d[i];
-            dxr[i] += (dn - dmean - norm * dnorm_mean) * rs;
+            real norm = (LD(xr[i]) - mu) * rs, dn = LD(w[i]) * LD(d[i]);
+            dxr[i] = ST(LD(dxr[i]) + (dn - dmean - norm * dnorm_mean) * rs);
         }
     }
 }
 
 /* dw, db for columns i0..i1, summed over every row in order. */
 GPT_SIMD_CLONES
-static void layernorm_backward_cols(real *restrict dw, real *restrict db, const real *restrict dout,
-                                    const real *restrict x, const real *restrict mean, const real *restrict rstd,
+static void layernorm_backward_cols(real *restrict dw, real *restrict db, const elem *restrict dout,
+                                    const elem *restrict x, const elem *restrict mean, const elem *restrict rstd,
                                     int N, int C, size_t i0, size_t i1)
 {
     memset(dw + i0, 0, sizeof(real) * (i1 - i0));
     memset(db + i0, 0, sizeof(real) * (i1 - i0));
     for (int n = 0; n < N; n++) {
-        const real *restrict d = dout + (size_t)n * C;
-        const real *restrict xr = x + (size_t)n * C;
-        real mu = mean[n], rs = rstd[n];
+        const elem *restrict d = dout + (size_t)n * C;
+        const elem *restrict xr = x + (size_t)n * C;
+        real mu = LD(mean[n]), rs = LD(rstd[n]);
 
         for (size_t i = i0; i < i1; i++) {
-            db[i] += d[i];
-            dw[i] += (xr[i] - mu) * rs * d[i];
+            db[i] += LD(d[i]);
+            dw[i] += (LD(xr[i]) - mu) * rs * LD(d[i]);
         }
     }
 }
 
-void SFX(gpt_layernorm_backward)(real *dx, real *dw, real *db, const real *dout, const real *x, const real *w,
-                            const real *mean, const real *rstd, int N, int C)
+#if GPT_STORE_ROUNDS
+/* Sums over rows of a bf16-stored gradient: in fp32 for columns i0..i1, then stored once (adding
+ * 2048 rows in bf16 would keep about 3 digits of the first few). */
+static void store_cols(elem *restrict out, const real *restrict acc, size_t i0, size_t i1)
+{
+    for (size_t i = i0; i < i1; i++)
+        out[i] = ST(acc[i]);
+}
+
+static real *row_sums_scratch(size_t n)
+{
+    real *acc = malloc(sizeof(real) * n);
+
+    if (!acc) {
+        fprintf(stderr, "ctrain: out of memory for a gradient's fp32 row sums\n");
+        abort();
+    }
+    return acc;
+}
+#endif
+
+void SFX(gpt_layernorm_backward)(elem *dx, elem *dw, elem *db, const elem *dout, const elem *x, const elem *w,
+                            const elem *mean, const elem *rstd, int N, int C)
 {
 #pragma omp parallel if ((size_t)N * C >= GPT_PAR_MIN)
     {
@@ -180,23 +208,34 @@ void SFX(gpt_layernorm_backward)(real *dx, real *dw, real *db, const real *dout,
         share((size_t)(C + 15) / 16, &lo, &hi);
         lo *= 16;
         hi = hi * 16 < (size_t)C ? hi * 16 : (size_t)C;
+#if GPT_STORE_ROUNDS
+        if (lo < hi) {
+            real *acc = row_sums_scratch(2 * (size_t)C);
+
+            layernorm_backward_cols(acc, acc + C, dout, x, mean, rstd, N, C, lo, hi);
+            store_cols(dw, acc, lo, hi);
+            store_cols(db, acc + C, lo, hi);
+            free(acc);
+        }
+#else
         if (lo < hi)
             layernorm_backward_cols(dw, db, dout, x, mean, rstd, N, C, lo, hi);
+#endif
     }
 }
 
 GPT_SIMD_CLONES
-static void bias_fill_rows(real *restrict out, const real *restrict residual, const real *restrict b, size_t n0,
+static void bias_fill_rows(elem *restrict out, const elem *restrict residual, const elem *restrict b, size_t n0,
                            size_t n1, int OC)
 {
     for (size_t n = n0; n < n1; n++) {
-        real *restrict o = out + (size_t)n * OC;
+        elem *restrict o = out + (size_t)n * OC;
 
         if (residual) {
-            const real *restrict r = residual + (size_t)n * OC;
+            const elem *restrict r = residual + (size_t)n * OC;
 
             for (int j = 0; j < OC; j++)
-                o[j] = r[j] + b[j];
+                o[j] = ST(LD(r[j]) + LD(b[j]));
         } else {
             for (int j = 0; j < OC; j++)
                 o[j] = b[j];
@@ -204,7 +243,7 @@ static void bias_fill_rows(real *restrict out, const real *restrict residual, co
     }
 }
 
-void SFX(gpt_bias_fill)(real *out, const real *residual, const real *b, int N, int OC)
+void SFX(gpt_bias_fill)(elem *out, const elem *residual, const elem *b, int N, int OC)
 {
 #pragma omp parallel if ((size_t)N * OC >= GPT_PAR_MIN)
     {
@@ -216,18 +255,18 @@ void SFX(gpt_bias_fill)(real *out, const real *residual, const real *b, int N, i
 }
 
 GPT_SIMD_CLONES
-static void column_sums_cols(real *restrict db, const real *restrict dout, int N, int OC, size_t j0, size_t j1)
+static void column_sums_cols(real *restrict db, const elem *restrict dout, int N, int OC, size_t j0, size_t j1)
 {
     memset(db + j0, 0, sizeof(real) * (j1 - j0));
     for (int n = 0; n < N; n++) {
-        const real *restrict d = dout + (size_t)n * OC;
+        const elem *restrict d = dout + (size_t)n * OC;
 
         for (size_t j = j0; j < j1; j++)
-            db[j] += d[j];
+            db[j] += LD(d[j]);
     }
 }
 
-void SFX(gpt_column_sums)(real *db, const real *dout, int N, int OC)
+void SFX(gpt_column_sums)(elem *db, const elem *dout, int N, int OC)
 {
 #pragma omp parallel if ((size_t)N * OC >= GPT_PAR_MIN)
     {
@@ -236,21 +275,31 @@ void SFX(gpt_column_sums)(real *db, const real *dout, int N, int OC)
         share((size_t)(OC + 15) / 16, &lo, &hi);
         lo *= 16;
         hi = hi * 16 < (size_t)OC ? hi * 16 : (size_t)OC;
+#if GPT_STORE_ROUNDS
+        if (lo < hi) {
+            real *acc = row_sums_scratch((size_t)OC);
+
+            column_sums_cols(acc, dout, N, OC, lo, hi);
+            store_cols(db, acc, lo, hi);
+            free(acc);
+        }
+#else
         if (lo < hi)
             column_sums_cols(db, dout, N, OC, lo, hi);
+#endif
     }
 }
 
 GPT_SIMD_CLONES
-static void gelu_forward_range(real *restrict out, const real *restrict x, size_t n)
+static void gelu_forward_range(elem *restrict out, const elem *restrict x, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        real v = x[i], u = GPT_GELU_K * (v + GPT_GELU_C * v * v * v);
-        out[i] = ((real)0.5) * v * (((real)1.0) + TANH(u));
+        real v = LD(x[i]), u = GPT_GELU_K * (v + GPT_GELU_C * v * v * v);
+        out[i] = ST(((real)0.5) * v * (((real)1.0) + TANH(u)));
     }
 }
 
-void SFX(gpt_gelu_forward)(real *out, const real *x, size_t n)
+void SFX(gpt_gelu_forward)(elem *out, const elem *x, size_t n)
 {
 #pragma omp parallel if (n >= GPT_PAR_MIN)
     {
@@ -262,16 +311,16 @@ void SFX(gpt_gelu_forward)(real *out, const real *x, size_t n)
 }
 
 GPT_SIMD_CLONES
-static void gelu_backward_range(real *restrict d, const real *restrict x, size_t n)
+static void gelu_backward_range(elem *restrict d, const elem *restrict x, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        real v = x[i], u = GPT_GELU_K * (v + GPT_GELU_C * v * v * v), th = TANH(u);
+        real v = LD(x[i]), u = GPT_GELU_K * (v + GPT_GELU_C * v * v * v), th = TANH(u);
         real du = GPT_GELU_K * (((real)1.0) + ((real)3.0) * GPT_GELU_C * v * v);
-        d[i] *= ((real)0.5) * (((real)1.0) + th) + ((real)0.5) * v * (((real)1.0) - th * th) * du;
+        d[i] = ST(LD(d[i]) * (((real)0.5) * (((real)1.0) + th) + ((real)0.5) * v * (((real)1.0) - th * th) * du));
     }
 }
 
-void SFX(gpt_gelu_backward)(real *d, const real *x, size_t n)
+void SFX(gpt_gelu_backward)(elem *d, const elem *x, size_t n)
 {
 #pragma omp parallel if (n >= GPT_PAR_MIN)
     {
@@ -283,73 +332,73 @@ void SFX(gpt_gelu_backward)(real *d, const real *x, size_t n)
 }
 
 GPT_SIMD_CLONES
-void SFX(gpt_causal_softmax)(real *restrict att, int T)
+void SFX(gpt_causal_softmax)(elem *restrict att, int T)
 {
     for (int t = 0; t < T; t++) {
-        real *restrict row = att + (size_t)t * T;
-        real max = row[0], sum = ((real)0.0), inv;
+        elem *restrict row = att + (size_t)t * T;
+        real max = LD(row[0]), sum = ((real)0.0), inv;
 
 #pragma omp simd reduction(max : max)
         for (int j = 1; j <= t; j++)
-            max = row[j] > max ? row[j] : max;
+            max = LD(row[j]) > max ? LD(row[j]) : max;
 #pragma omp simd reduction(+ : sum)
         for (int j = 0; j <= t; j++) {
-            row[j] = EXP(row[j] - max);
-            sum += row[j];
+            row[j] = ST(EXP(LD(row[j]) - max));
+            sum += LD(row[j]);
         }
         inv = ((real)1.0) / sum;
         for (int j = 0; j <= t; j++)
-            row[j] *= inv;
+            row[j] = ST(LD(row[j]) * inv);
         for (int j = t + 1; j < T; j++)
-            row[j] = ((real)0.0);
+            row[j] = ST((real)0.0);
     }
 }
 
 GPT_SIMD_CLONES
-void SFX(gpt_causal_softmax_backward)(real *restrict datt, const real *restrict att, int T)
+void SFX(gpt_causal_softmax_backward)(elem *restrict datt, const elem *restrict att, int T)
 {
     for (int t = 0; t < T; t++) {
-        real *restrict d = datt + (size_t)t * T;
-        const real *restrict p = att + (size_t)t * T;
+        elem *restrict d = datt + (size_t)t * T;
+        const elem *restrict p = att + (size_t)t * T;
         real dot = ((real)0.0);
 
 #pragma omp simd reduction(+ : dot)
         for (int j = 0; j <= t; j++)
-            dot += p[j] * d[j];
+            dot += LD(p[j]) * LD(d[j]);
         for (int j = 0; j <= t; j++)
-            d[j] = p[j] * (d[j] - dot);
+            d[j] = ST(LD(p[j]) * (LD(d[j]) - dot));
         for (int j = t + 1; j < T; j++)
-            d[j] = ((real)0.0);
+            d[j] = ST((real)0.0);
     }
 }
 
 GPT_SIMD_CLONES
-static double softmax_xent_rows(real *restrict probs, const int32_t *restrict targets, size_t n0, size_t n1, int V)
+static double softmax_xent_rows(elem *restrict probs, const int32_t *restrict targets, size_t n0, size_t n1, int V)
 {
     double loss = 0.0;
 
     for (size_t n = n0; n < n1; n++) {
-        real *restrict row = probs + (size_t)n * V;
-        real max = row[0], sum = ((real)0.0), inv, logit = row[targets[n]];
+        elem *restrict row = probs + (size_t)n * V;
+        real max = LD(row[0]), sum = ((real)0.0), inv, logit = LD(row[targets[n]]);
 
 #pragma omp simd reduction(max : max)
         for (int j = 1; j < V; j++)
-            max = row[j] > max ? row[j] : max;
+            max = LD(row[j]) > max ? LD(row[j]) : max;
 #pragma omp simd reduction(+ : sum)
         for (int j = 0; j < V; j++) {
-            row[j] = EXP(row[j] - max);
-            sum += row[j];
+            row[j] = ST(EXP(LD(row[j]) - max));
+            sum += LD(row[j]);
         }
         inv = ((real)1.0) / sum;
         /* -log p = log(sum) - (logit - max): finite even where p underflows */
         loss += log((double)sum) - ((double)logit - max);
         for (int j = 0; j < V; j++)
-            row[j] *= inv;
+            row[j] = ST(LD(row[j]) * inv);
     }
     return loss;
 }
 
-double SFX(gpt_softmax_xent_forward)(real *probs, const int32_t *targets, int N, int V)
+double SFX(gpt_softmax_xent_forward)(elem *probs, const int32_t *targets, int N, int V)
 {
     /* Each thread's loss in its own slot, added in thread order: the same sum every run. */
     double part[256] = { 0 }, loss = 0.0;
@@ -368,19 +417,19 @@ double SFX(gpt_softmax_xent_forward)(real *probs, const int32_t *targets, int N,
 }
 
 GPT_SIMD_CLONES
-static void softmax_xent_backward_rows(real *restrict probs, const int32_t *restrict targets, size_t n0, size_t n1,
+static void softmax_xent_backward_rows(elem *restrict probs, const int32_t *restrict targets, size_t n0, size_t n1,
                                        int V, real scale)
 {
     for (size_t n = n0; n < n1; n++) {
-        real *restrict row = probs + (size_t)n * V;
+        elem *restrict row = probs + (size_t)n * V;
 
         for (int j = 0; j < V; j++)
-            row[j] *= scale;
-        row[targets[n]] -= scale;
+            row[j] = ST(LD(row[j]) * scale);
+        row[targets[n]] = ST(LD(row[targets[n]]) - scale);
     }
 }
 
-void SFX(gpt_softmax_xent_backward)(real *probs, const int32_t *targets, int N, int V, real scale)
+void SFX(gpt_softmax_xent_backward)(elem *probs, const int32_t *targets, int N, int V, real scale)
 {
 #pragma omp parallel if ((size_t)N * V >= GPT_PAR_MIN)
     {

@@ -14,4 +14,8 @@
 #define BLAS_GEMM cblas_sgemm
 #define SQRT sqrtf
 #define GPT_F32 1
+#define elem real
+#define LD(x) (x)
+#define ST(v) (v)
+#define GPT_BF16 0
 #include "engine/models/gpt/gpt_step_tmpl.h"

@@ -24,4 +24,8 @@ static void gemm_f64(int trans_a, int trans_b, int M, int N, int K, const void *
 #define BLAS_GEMM cblas_dgemm
 #define SQRT sqrt
 #define GPT_F32 0
+#define elem real
+#define LD(x) (x)
+#define ST(v) (v)
+#define GPT_BF16 0
 #include "engine/models/gpt/gpt_step_tmpl.h"

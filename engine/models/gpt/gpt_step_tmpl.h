@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The GPT's step for one element type: GEMMs, attention, forward and backward. Included once per
- * type by gpt_step.c (real = float: 32-true and bf16-mixed, GEMMs on oneDNN) and gpt_step_f64.c
- * (real = double: 64-true, GEMMs on OpenBLAS's dgemm), which define
- *   real          the element type of parameters, activations and gradients
+ * type by gpt_step.c (real = float: 32-true and bf16-mixed, GEMMs on oneDNN), gpt_step_f64.c
+ * (real = double: 64-true, GEMMs on OpenBLAS's dgemm) and gpt_step_bf16.c (bf16-true: bf16
+ * storage, fp32 arithmetic, GEMMs on oneDNN with a bf16 destination), which define
+ *   elem          the element type parameters, activations and gradients are stored in
+ *   real          the type the arithmetic runs in (fp32 for bf16 storage)
  *   SFX(name)     the suffix of this type's entry points (gpt_forward_f32, gpt_forward_f64, ...)
  *   KSFX(name)    the names of this type's element-wise passes (gpt_kernels.h)
  *   ACTS, VW(m)   this type's block activations and view of the model (gpt_internal.h)
@@ -10,9 +12,12 @@
  *   BLAS_GEMM     cblas_sgemm or cblas_dgemm
  *   SQRT          sqrtf or sqrt
  *   GPT_F32       1 for fp32: the bf16-mixed copies exist only there
+ *   GPT_BF16      1 for bf16 storage: attention per head on fp32 copies; LD()/ST() load and store
  * See engine/models/gpt/gpt.c for the shapes. */
 #include <cblas.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/models/gpt/gpt_internal.h"
@@ -24,7 +29,7 @@ void SFX(gpt_carve)(ct_gpt *m)
 {
     const ct_gpt_config *c = &m->cfg;
     size_t B = (size_t)m->max_batch, T = (size_t)c->seq_len, C = (size_t)c->n_embd, BT = B * T;
-    real *p = m->acts_mem;
+    elem *p = m->acts_mem;
 
     VW(m)->params = m->params;
     VW(m)->grads = m->grads;
@@ -62,7 +67,7 @@ void SFX(gpt_carve)(ct_gpt *m)
 /* --- GEMMs ------------------------------------------------------------------------------------ */
 
 /* What a oneDNN GEMM reads for parameter p: p itself, or its bf16 copy (bf16-mixed, fp32 only). */
-static const void *gemm_param(const ct_gpt *m, const real *p)
+static const void *gemm_param(const ct_gpt *m, const elem *p)
 {
 #if GPT_F32
     if (m->gemm_dtype == CT_DTYPE_BF16)
@@ -72,7 +77,7 @@ static const void *gemm_param(const ct_gpt *m, const real *p)
 }
 
 /* What a oneDNN GEMM reads for activation x[n]: x itself, or x packed to bf16 in copy slot. */
-static const void *gemm_in(ct_gpt *m, const real *x, size_t n, int slot)
+static const void *gemm_in(ct_gpt *m, const elem *x, size_t n, int slot)
 {
 #if GPT_F32
     if (m->gemm_dtype == CT_DTYPE_BF16) {
@@ -83,9 +88,10 @@ static const void *gemm_in(ct_gpt *m, const real *x, size_t n, int slot)
     return x;
 }
 
+#if !GPT_BF16
 /* What an OpenBLAS GEMM (attention) reads for activation x[n]: x itself, or x rounded to bf16 in
  * fp32 copy number slot. */
-static const real *gemm_act(ct_gpt *m, const real *x, size_t n, int slot)
+static const elem *gemm_act(ct_gpt *m, const elem *x, size_t n, int slot)
 {
 #if GPT_F32
     if (m->gemm_dtype == CT_DTYPE_BF16) {
@@ -96,9 +102,11 @@ static const real *gemm_act(ct_gpt *m, const real *x, size_t n, int slot)
     return x;
 }
 
+#endif
+
 /* out[BT,OC] = (residual ? residual : 0) + in[BT,IC] W[OC,IC]^T + b */
-static void linear_forward(ct_gpt *m, real *out, const real *residual, const real *in, const real *w,
-                           const real *b, int BT, int IC, int OC)
+static void linear_forward(ct_gpt *m, elem *out, const elem *residual, const elem *in, const elem *w,
+                           const elem *b, int BT, int IC, int OC)
 {
     const void *inq = gemm_in(m, in, (size_t)BT * IC, 0);
 
@@ -107,8 +115,8 @@ static void linear_forward(ct_gpt *m, real *out, const real *residual, const rea
 }
 
 /* From dout[BT,OC]: dw[OC,IC] = dout^T in, db = column sums of dout, din[BT,IC] = dout W. */
-static void linear_backward(ct_gpt *m, real *din, real *dw, real *db, const real *dout, const real *in,
-                            const real *w, int BT, int IC, int OC)
+static void linear_backward(ct_gpt *m, elem *din, elem *dw, elem *db, const elem *dout, const elem *in,
+                            const elem *w, int BT, int IC, int OC)
 {
     const void *doutq = gemm_in(m, dout, (size_t)BT * OC, 0);
     const void *inq = gemm_in(m, in, (size_t)BT * IC, 1);
@@ -129,22 +137,146 @@ static void linear_backward(ct_gpt *m, real *din, real *dw, real *db, const real
 
 static int att_rows(int r0, int T) { return T - r0 < ATT_BLOCK ? T - r0 : ATT_BLOCK; }
 
+#if GPT_BF16
+/* bf16-true's attention: per sequence and head, the head's q, k, v (and in backward its
+ * probabilities and output gradient) loaded into fp32 scratch of the thread, the fp32 path's
+ * products and softmax computed there, each result rounded to bf16 where PyTorch's bf16 model
+ * stores a tensor (att, atty, datt, the scores' gradient, dq, dk, dv). */
+static void head_load(float *dst, const elem *src, int T, int HS, size_t ld)
+{
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < HS; i++)
+            dst[(size_t)t * HS + i] = LD(src[t * ld + i]);
+}
+
+static void head_store(elem *dst, const float *src, int T, int HS, size_t ld)
+{
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < HS; i++)
+            dst[t * ld + i] = ST(src[(size_t)t * HS + i]);
+}
+
+/* x[n] rounded to bf16 in place (what a bf16 tensor holds). */
+static void round_in_place(float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = LD(ST(x[i]));
+}
+
+static float *head_scratch(size_t n)
+{
+    float *s = malloc(sizeof(float) * n);
+
+    if (!s) {
+        fprintf(stderr, "ctrain: out of memory for the attention's fp32 scratch\n");
+        abort();
+    }
+    return s;
+}
+
+static void attention_forward(ct_gpt *m, struct ACTS *a, int B)
+{
+    int T = m->cfg.seq_len, C = m->cfg.n_embd, NH = m->cfg.n_head, HS = C / NH, C3 = 3 * C;
+    float scale = 1.0f / sqrtf((float)HS);
+    size_t th = (size_t)T * HS, tt = (size_t)T * T;
+
+#pragma omp parallel
+    {
+        float *q = head_scratch(4 * th + tt), *k = q + th, *v = k + th, *y = v + th, *att = y + th;
+
+#pragma omp for collapse(2) schedule(static)
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < NH; h++) {
+                const elem *qs = a->qkv + (size_t)b * T * C3 + h * HS;
+                elem *stored = a->att + ((size_t)b * NH + h) * tt;
+
+                head_load(q, qs, T, HS, C3);
+                head_load(k, qs + C, T, HS, C3);
+                head_load(v, qs + 2 * C, T, HS, C3);
+                for (int r0 = 0; r0 < T; r0 += ATT_BLOCK)
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, att_rows(r0, T), r0 + att_rows(r0, T), HS,
+                                scale, q + (size_t)r0 * HS, HS, k, HS, 0.0f, att + (size_t)r0 * T, T);
+                gpt_causal_softmax(att, T);
+                for (size_t i = 0; i < tt; i++) {
+                    stored[i] = ST(att[i]);
+                    att[i] = LD(stored[i]);
+                }
+                for (int r0 = 0; r0 < T; r0 += ATT_BLOCK)
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, att_rows(r0, T), HS, r0 + att_rows(r0, T),
+                                1.0f, att + (size_t)r0 * T, T, v, HS, 0.0f, y + (size_t)r0 * HS, HS);
+                head_store(a->atty + (size_t)b * T * C + h * HS, y, T, HS, C);
+            }
+        free(q);
+    }
+}
+
+/* dqkv[BT,3C] from datty[BT,C] (VW(m)->dbt_c). */
+static void attention_backward(ct_gpt *m, const struct ACTS *a, int B)
+{
+    int T = m->cfg.seq_len, C = m->cfg.n_embd, NH = m->cfg.n_head, HS = C / NH, C3 = 3 * C;
+    float scale = 1.0f / sqrtf((float)HS);
+    size_t th = (size_t)T * HS, tt = (size_t)T * T;
+
+#pragma omp parallel
+    {
+        float *q = head_scratch(7 * th + 2 * tt), *k = q + th, *v = k + th, *dy = v + th;
+        float *dq = dy + th, *dk = dq + th, *dv = dk + th, *p = dv + th, *d = p + tt;
+
+#pragma omp for collapse(2) schedule(static)
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < NH; h++) {
+                size_t row = (size_t)b * T * C3 + h * HS;
+                const elem *pst = a->att + ((size_t)b * NH + h) * tt;
+                elem *dqs = VW(m)->dqkv + row;
+
+                head_load(q, a->qkv + row, T, HS, C3);
+                head_load(k, a->qkv + row + C, T, HS, C3);
+                head_load(v, a->qkv + row + 2 * C, T, HS, C3);
+                head_load(dy, VW(m)->dbt_c + (size_t)b * T * C + h * HS, T, HS, C);
+                for (size_t i = 0; i < tt; i++)
+                    p[i] = LD(pst[i]);
+                /* datt = dy v^T (query rows over their keys); dv = att^T dy (keys over their queries) */
+                for (int r0 = 0; r0 < T; r0 += ATT_BLOCK)
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, att_rows(r0, T), r0 + att_rows(r0, T), HS,
+                                1.0f, dy + (size_t)r0 * HS, HS, v, HS, 0.0f, d + (size_t)r0 * T, T);
+                for (int k0 = 0; k0 < T; k0 += ATT_BLOCK)
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, att_rows(k0, T), HS, T - k0, 1.0f,
+                                p + (size_t)k0 * T + k0, T, dy + (size_t)k0 * HS, HS, 0.0f, dv + (size_t)k0 * HS, HS);
+                /* through the softmax, then the scaled q k^T */
+                round_in_place(d, tt);
+                gpt_causal_softmax_backward(d, p, T);
+                round_in_place(d, tt);
+                for (int r0 = 0; r0 < T; r0 += ATT_BLOCK)
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, att_rows(r0, T), HS, r0 + att_rows(r0, T),
+                                scale, d + (size_t)r0 * T, T, k, HS, 0.0f, dq + (size_t)r0 * HS, HS);
+                for (int k0 = 0; k0 < T; k0 += ATT_BLOCK)
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, att_rows(k0, T), HS, T - k0, scale,
+                                d + (size_t)k0 * T + k0, T, q + (size_t)k0 * HS, HS, 0.0f, dk + (size_t)k0 * HS, HS);
+                head_store(dqs, dq, T, HS, C3);
+                head_store(dqs + C, dk, T, HS, C3);
+                head_store(dqs + 2 * C, dv, T, HS, C3);
+            }
+        free(q);
+    }
+}
+#else
+
 /* atty[BT,C] from qkv[BT,3C]: per sequence b and head h, att = causal_softmax(q k^T / sqrt(HS)),
  * then atty = att v, on strided views of qkv. */
 static void attention_forward(ct_gpt *m, struct ACTS *a, int B)
 {
     int T = m->cfg.seq_len, C = m->cfg.n_embd, NH = m->cfg.n_head, HS = C / NH, C3 = 3 * C;
     real scale = (real)1 / SQRT((real)HS);
-    const real *qkv = gemm_act(m, a->qkv, (size_t)B * T * C3, 1);
-    const real *att;
+    const elem *qkv = gemm_act(m, a->qkv, (size_t)B * T * C3, 1);
+    const elem *att;
 
     /* Heads are independent: one per OpenMP thread, each GEMM single-threaded (OpenBLAS's small-
      * matrix kernels run on the calling thread). */
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
-            const real *q = qkv + (size_t)b * T * C3 + h * HS, *k = q + C;
-            real *pre = a->att + ((size_t)b * NH + h) * T * T;
+            const elem *q = qkv + (size_t)b * T * C3 + h * HS, *k = q + C;
+            elem *pre = a->att + ((size_t)b * NH + h) * T * T;
 
             for (int r0 = 0; r0 < T; r0 += ATT_BLOCK)
                 BLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, att_rows(r0, T), r0 + att_rows(r0, T), HS,
@@ -155,9 +287,9 @@ static void attention_forward(ct_gpt *m, struct ACTS *a, int B)
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
-            const real *v = qkv + (size_t)b * T * C3 + 2 * C + h * HS;
-            const real *p = att + ((size_t)b * NH + h) * T * T;
-            real *out = a->atty + (size_t)b * T * C + h * HS;
+            const elem *v = qkv + (size_t)b * T * C3 + 2 * C + h * HS;
+            const elem *p = att + ((size_t)b * NH + h) * T * T;
+            elem *out = a->atty + (size_t)b * T * C + h * HS;
 
             for (int r0 = 0; r0 < T; r0 += ATT_BLOCK)
                 BLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, att_rows(r0, T), HS, r0 + att_rows(r0, T),
@@ -170,20 +302,20 @@ static void attention_backward(ct_gpt *m, const struct ACTS *a, int B)
 {
     int T = m->cfg.seq_len, C = m->cfg.n_embd, NH = m->cfg.n_head, HS = C / NH, C3 = 3 * C;
     real scale = (real)1 / SQRT((real)HS);
-    const real *qkv = gemm_act(m, a->qkv, (size_t)B * T * C3, 0);
-    const real *att = gemm_act(m, a->att, (size_t)B * NH * T * T, 1);
-    const real *datty = gemm_act(m, VW(m)->dbt_c, (size_t)B * T * C, 2);
+    const elem *qkv = gemm_act(m, a->qkv, (size_t)B * T * C3, 0);
+    const elem *att = gemm_act(m, a->att, (size_t)B * NH * T * T, 1);
+    const elem *datty = gemm_act(m, VW(m)->dbt_c, (size_t)B * T * C, 2);
 
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
-            real *d = VW(m)->datt + ((size_t)b * NH + h) * T * T;
+            elem *d = VW(m)->datt + ((size_t)b * NH + h) * T * T;
             size_t row = (size_t)b * T * C3 + h * HS;
-            const real *q = qkv + row, *k = q + C, *v = q + 2 * C;
-            const real *p = att + ((size_t)b * NH + h) * T * T;
-            const real *pf = a->att + ((size_t)b * NH + h) * T * T;
-            const real *dy = datty + (size_t)b * T * C + h * HS;
-            real *dq = VW(m)->dqkv + row, *dk = dq + C, *dv = dq + 2 * C;
+            const elem *q = qkv + row, *k = q + C, *v = q + 2 * C;
+            const elem *p = att + ((size_t)b * NH + h) * T * T;
+            const elem *pf = a->att + ((size_t)b * NH + h) * T * T;
+            const elem *dy = datty + (size_t)b * T * C + h * HS;
+            elem *dq = VW(m)->dqkv + row, *dk = dq + C, *dv = dq + 2 * C;
 
             /* datt = dy v^T (query rows over their keys); dv = att^T dy (keys over their queries) */
             for (int r0 = 0; r0 < T; r0 += ATT_BLOCK)
@@ -206,11 +338,12 @@ static void attention_backward(ct_gpt *m, const struct ACTS *a, int B)
                             d + (size_t)k0 * T + k0, T, q + (size_t)k0 * C3, C3, (real)0, dk + (size_t)k0 * C3, C3);
         }
 }
+#endif
 
 /* --- forward ---------------------------------------------------------------------------------- */
 
-static const real *tensor_data(const ct_gpt *m, int i) { return m->tensors[i].data; }
-static real *tensor_grad(const ct_gpt *m, int i) { return VW(m)->grads + m->tensors[i].offset; }
+static const elem *tensor_data(const ct_gpt *m, int i) { return m->tensors[i].data; }
+static elem *tensor_grad(const ct_gpt *m, int i) { return VW(m)->grads + m->tensors[i].offset; }
 static int block_tensor(int l, int which) { return 2 + l * BLK_TENSORS + which; }
 
 /* need() for tensors first..last (adjacent in the parameter array). */
@@ -226,7 +359,7 @@ double SFX(gpt_forward)(ct_gpt *m, const int32_t *inputs, const int32_t *targets
 {
     const ct_gpt_config *c = &m->cfg;
     int T = c->seq_len, C = c->n_embd, V = c->vocab, BT = batch * T, L = c->n_layer;
-    const real *x;
+    const elem *x;
     int lf = 2 + L * BLK_TENSORS;
 
     /* A batch beyond what create allocated for would write past the activations. */
@@ -250,7 +383,7 @@ double SFX(gpt_forward)(ct_gpt *m, const int32_t *inputs, const int32_t *targets
     x = VW(m)->encoded;
     for (int l = 0; l < L; l++) {
         struct ACTS *a = &VW(m)->blocks[l];
-        const real *w[BLK_TENSORS];
+        const elem *w[BLK_TENSORS];
 
         if (m->gemm_dtype != CT_DTYPE_BF16 &&
             need_tensors(m, block_tensor(l, 0), block_tensor(l, BLK_TENSORS - 1), need, ctx))
@@ -295,13 +428,13 @@ int SFX(gpt_next_token_logits)(ct_gpt *m, const int32_t *tokens, int len, float 
                 VW(m)->lnf + (size_t)(len - 1) * C, 1, 0.0f, logits, 1);
 #else
     {
-        const real *wte = tensor_data(m, 0), *x = VW(m)->lnf + (size_t)(len - 1) * C;
+        const elem *wte = tensor_data(m, 0), *x = VW(m)->lnf + (size_t)(len - 1) * C;
 
         for (int v = 0; v < m->cfg.vocab; v++) {
             real dot = 0;
 
             for (int i = 0; i < C; i++)
-                dot += wte[(size_t)v * C + i] * x[i];
+                dot += (real)LD(wte[(size_t)v * C + i]) * LD(x[i]);
             logits[v] = (float)dot;
         }
     }
@@ -328,13 +461,13 @@ static int announce_run(const ct_gpt *m, int hi, int lo, ct_grad_ready_fn ready,
 
 /* Block l's backward: VW(m)->dres holds the gradient of its output res3 on entry and of its input on
  * return. */
-static int block_backward(ct_gpt *m, int l, const real *x, ct_grad_ready_fn ready, void *ctx)
+static int block_backward(ct_gpt *m, int l, const elem *x, ct_grad_ready_fn ready, void *ctx)
 {
     const ct_gpt_config *c = &m->cfg;
     const struct ACTS *a = &VW(m)->blocks[l];
     int B = m->batch, T = c->seq_len, C = c->n_embd, BT = B * T;
-    const real *w[BLK_TENSORS];
-    real *g[BLK_TENSORS];
+    const elem *w[BLK_TENSORS];
+    elem *g[BLK_TENSORS];
     int t0 = block_tensor(l, 0), rv;
 
     for (int i = 0; i < BLK_TENSORS; i++) {
@@ -372,7 +505,7 @@ int SFX(gpt_backward)(ct_gpt *m, double scale_tokens, ct_grad_ready_fn ready, vo
     const ct_gpt_config *c = &m->cfg;
     int B = m->batch, T = c->seq_len, C = c->n_embd, V = c->vocab, BT = B * T, L = c->n_layer;
     int lf = 2 + L * BLK_TENSORS, rv;
-    real *dwte = tensor_grad(m, 0);
+    elem *dwte = tensor_grad(m, 0);
 
     if (B == 0)
         return CT_EINTERNAL; /* no forward (or a refused one) to take the gradient of */
@@ -384,7 +517,7 @@ int SFX(gpt_backward)(ct_gpt *m, double scale_tokens, ct_grad_ready_fn ready, vo
         GEMM(0, 0, BT, C, V, dlogits, V, gemm_param(m, tensor_data(m, 0)), C, m->gemm_dtype, 0, VW(m)->dbt_c, C);
         GEMM(1, 0, V, C, BT, dlogits, V, gemm_in(m, VW(m)->lnf, (size_t)BT * C, 1), C, m->gemm_dtype, 0, dwte, C);
     }
-    memset(VW(m)->dres, 0, sizeof(real) * (size_t)BT * C);
+    memset(VW(m)->dres, 0, sizeof(elem) * (size_t)BT * C);
     KSFX(gpt_layernorm_backward)(VW(m)->dres, tensor_grad(m, lf), tensor_grad(m, lf + 1), VW(m)->dbt_c,
                                  L ? VW(m)->blocks[L - 1].res3 : VW(m)->encoded, tensor_data(m, lf), VW(m)->lnf_mean,
                                  VW(m)->lnf_rstd, BT, C);

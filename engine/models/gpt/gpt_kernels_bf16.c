@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The GPT's element-wise passes for bf16-true (gpt_kernels_tmpl.h): arrays stored in bf16, each
+ * element loaded into fp32 registers, computed in fp32 and stored rounded to bf16 — what PyTorch's
+ * CPU kernels do for a bfloat16 tensor. Sums over rows accumulate in fp32 and are stored once. */
+#include <math.h>
+
+#include "engine/nn/bf16_inline.h"
+
+/* vector expf and tanhf from glibc's libmvec, as gpt_kernels.c */
+__attribute__((simd("notinbranch"))) float expf(float);
+__attribute__((simd("notinbranch"))) float tanhf(float);
+
+#define elem uint16_t
+#define real float
+#define LD(x) ct_bf16_load(x)
+#define ST(v) ct_bf16_store(v)
+#define GPT_STORE_ROUNDS 1
+#define SFX(name) name##_bf16
+#define EXP expf
+#define TANH tanhf
+#define SQRT sqrtf
+#include "engine/models/gpt/gpt_kernels_tmpl.h"
