@@ -1,0 +1,111 @@
+#!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
+# ctrain fit --strategy ddp across two hosts of scripts/slurm-cluster (each node its own network
+# namespace, eth0 on the cluster's bridge), and faults on that network:
+#   - the gradients cross eth0: each node's eth0 counters (its own namespace's /proc/net/dev) grow
+#     by at least the bytes an allreduce of the model sends per step, and the weights equal the
+#     same run under ctrain's own launcher on one machine;
+#   - 200 ms delay and 5% loss on n2's link (tc netem): the same weights as without;
+#   - n2's link cut mid-training: both ranks end within --collective-timeout, each naming the
+#     other's host, and nothing is left running on either node;
+#   - slurmd killed on n2 mid-step: the step ends on every node, nothing is left running.
+. "$(dirname "$0")/lib/launch.sh"
+. "$(dirname "$0")/lib/ddp.sh"
+N=10
+
+make_data || skip_all $N "dataset-fashion-mnist not installed"
+start_srun_cluster $N 2
+SC="$root_dir/scripts/slurm-cluster"
+FIT="$FIT_FLAGS --data $tmp/data --deterministic --strategy ddp --devices 1 --num-nodes 2"
+export OPENBLAS_NUM_THREADS=1
+
+# eth_bytes NODE: "RX TX" bytes of eth0 in NODE's network namespace
+eth_bytes() { "$SC" exec "$cluster" "$1" awk '$1 == "eth0:" { print $2, $10 }' /proc/net/dev; }
+# left MARK: the processes (any node) whose command line names MARK
+left() { procs_with "$1" | tr '\n' ' '; }
+
+# 1-3: one epoch over n1 and n2, one rank each.
+set -- $(eth_bytes n1) $(eth_bytes n2)
+rx1=$1 tx1=$2 rx2=$3 tx2=$4
+timeout 180 srun -N2 -n2 --mpi=pmix "$CTRAIN" fit $FIT --max-epochs 1 --default-root-dir "$tmp/a" >"$tmp/a.out" 2>&1
+rc=$?
+set -- $(eth_bytes n1) $(eth_bytes n2)
+steps=$(json steps "$tmp/a/summary.json")
+[ $rc -eq 0 ] && [ "$(json world_size "$tmp/a/summary.json")" = 2 ] && [ "$steps" = 43 ] &&
+    [ "$(srun -N2 -n2 hostname | sort | tr '\n' ' ')" = "n1 n2 " ]
+ok $? "srun -N2 -n2 ctrain fit --strategy ddp --num-nodes 2 on hosts n1 and n2: exit 0, world_size 2, 43 steps" ||
+    diag "$tmp/a.out"
+# A two-rank allreduce of P bytes sends at least P/2 each way per step (reduce-scatter + all-gather
+# send P); the checkpoint holds the parameters (P) plus a small header.
+p=$(stat -c %s "$tmp/a/last.safetensors")
+want=$((steps * p / 2))
+d_tx1=$(($2 - tx1)) d_rx1=$(($1 - rx1)) d_tx2=$(($4 - tx2)) d_rx2=$(($3 - rx2))
+[ "$d_tx1" -ge "$want" ] && [ "$d_tx2" -ge "$want" ] && [ "$d_rx1" -ge "$want" ] && [ "$d_rx2" -ge "$want" ]
+ok $? "the gradients crossed eth0: n1 sent $d_tx1 received $d_rx1, n2 sent $d_tx2 received $d_rx2 bytes (>= $want: $steps steps x $p / 2)"
+env -u SLURM_CONF timeout 180 "$CTRAIN" fit $FIT_FLAGS --data "$tmp/data" --deterministic --strategy ddp --devices 2 \
+    --max-epochs 1 --default-root-dir "$tmp/b" >"$tmp/b.out" 2>&1 &&
+    "$B/st_compare" "$tmp/a/last.safetensors" "$tmp/b/last.safetensors" >"$tmp/cmp.out" 2>&1
+ok $? "the two-host run equals ctrain's own launcher on one machine bit for bit" || diag "$tmp/b.out" "$tmp/cmp.out"
+
+# 4: a slow, lossy link to n2 (both directions).
+"$SC" link "$cluster" n2 delay 200 >"$tmp/link.out" 2>&1 && "$SC" link "$cluster" n2 loss 5 >>"$tmp/link.out" 2>&1
+st=$?
+if [ $st -eq 3 ]; then
+    echo "ok 4 # SKIP $(tail -n 1 "$tmp/link.out")"
+    n=$((n + 1))
+else
+    timeout 600 srun -N2 -n2 --mpi=pmix "$CTRAIN" fit $FIT --max-epochs 1 --default-root-dir "$tmp/slow" \
+        >"$tmp/slow.out" 2>&1 &&
+        "$B/st_compare" "$tmp/a/last.safetensors" "$tmp/slow/last.safetensors" >"$tmp/cmp2.out" 2>&1
+    ok $? "200 ms delay and 5% loss on n2's link: the same weights as without" ||
+        diag "$tmp/link.out" "$tmp/slow.out" "$tmp/cmp2.out"
+fi
+"$SC" link "$cluster" n2 clear >/dev/null 2>&1
+
+# 5-7: n2's cable pulled while the ranks train.
+timeout 300 srun -N2 -n2 --mpi=pmix "$CTRAIN" fit $FIT --max-epochs 1000 --log-every-n-steps 5 \
+    --collective-timeout 10 --default-root-dir "$tmp/cut" >"$tmp/cut.out" 2>&1 &
+P=$!
+pids="$pids $P"
+wait_training "$tmp/cut" 60
+"$SC" link "$cluster" n2 down
+t0=$(now)
+r0=$(rank_pid "$tmp/cut" SLURM_PROCID 0)
+r1=$(rank_pid "$tmp/cut" SLURM_PROCID 1)
+wait_gone 60 $r0 $r1
+gone=$?
+took=$(elapsed "$t0")
+"$SC" link "$cluster" n2 up
+[ -n "$r0" ] && [ -n "$r1" ] && [ $gone -eq 0 ]
+ok $? "link cut: both ranks (pids $r0 $r1) exit ($took s after the cut, --collective-timeout 10)" || diag "$tmp/cut.out"
+grep -q 'did not complete within 10 s: rank 1 of 2 did not arrive (on n2)' "$tmp/cut.out" &&
+    grep -q 'rank 0 (on n1) did not arrive' "$tmp/cut.out"
+ok $? "each side names the host it lost (rank 0: n2, rank 1: n1)" || diag "$tmp/cut.out"
+wait_gone 60 $P
+[ $? -eq 0 ] && [ -z "$(left "$tmp/cut")" ]
+ok $? "srun returns and nothing of the step is left on any node" || diag "$tmp/cut.out"
+
+# 8-10: slurmd on n2 killed while a step trains there.
+for i in $(seq 150); do
+    [ "$(sinfo -h -n n2 -o %t 2>/dev/null)" = idle ] && break
+    sleep 0.2
+done
+timeout 300 srun -N2 -n2 --mpi=pmix "$CTRAIN" fit $FIT --max-epochs 1000 --log-every-n-steps 5 \
+    --collective-timeout 10 --default-root-dir "$tmp/sd" >"$tmp/sd.out" 2>&1 &
+P=$!
+pids="$pids $P"
+wait_training "$tmp/sd" 60
+r0=$(rank_pid "$tmp/sd" SLURM_PROCID 0)
+r1=$(rank_pid "$tmp/sd" SLURM_PROCID 1)
+kill -KILL "$(cat "$cluster/run/slurmd-n2.pid")"
+t0=$(now)
+[ -n "$r0" ] && [ -n "$r1" ]
+ok $? "found both ranks training (pids $r0 $r1), slurmd of n2 killed"
+wait_gone 120 $P
+rc=$?
+took=$(elapsed "$t0")
+[ $rc -eq 0 ]
+ok $? "srun returns ($took s after slurmd died)" || diag "$tmp/sd.out"
+wait_gone 30 $r0 $r1
+[ $? -eq 0 ] && [ -z "$(left "$tmp/sd")" ]
+ok $? "the step ended on both nodes: nothing left running" || { diag "$tmp/sd.out"; ps -o pid,args -p "$(left "$tmp/sd")" | sed 's/^/#   /'; }
