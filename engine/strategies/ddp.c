@@ -21,6 +21,7 @@
  * started as it closes; MPI still carries the small host-side collectives (metrics, barriers).
  */
 #include <mpi.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -709,6 +710,21 @@ void ct_ddp_teardown(ct_strategy *s)
     d->mpi_owner = 0;
 }
 
+/* Seconds MPI_Abort may take before this rank ends by itself. */
+#define ABORT_WAIT_S 5
+
+static void abort_stuck(int sig)
+{
+    static const char msg[] = "ctrain: MPI_Abort did not return: the launcher cannot be reached (a cut link, a dead "
+                              "node?); this rank exits on its own\n";
+
+    (void)sig;
+    if (write(STDERR_FILENO, msg, sizeof(msg) - 1) < 0) {
+        /* nothing more to say */
+    }
+    _exit(1);
+}
+
 void ct_ddp_destroy(ct_strategy *s)
 {
     struct ddp *d = s->impl;
@@ -716,9 +732,15 @@ void ct_ddp_destroy(ct_strategy *s)
     if (!d)
         return;
     /* After a timeout or a failed collective: end the whole job now (srun, mpirun and ctrain's
-     * launchers all turn MPI_Abort into ending every rank), after the caller printed why. */
-    if (d->broken)
+     * launchers all turn MPI_Abort into ending every rank), after the caller printed why. The abort
+     * goes through the PMIx server to the launcher; on a rank cut off from it (a pulled cable: srun
+     * and slurmctld are on the other side) it waits for network timeouts, so it gets ABORT_WAIT_S
+     * and then this rank exits anyway: the launcher ends the others when it hears. */
+    if (d->broken) {
+        signal(SIGALRM, abort_stuck);
+        alarm(ABORT_WAIT_S);
         MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     free(d->hosts);
     free(d->buckets);
     free(d->reqs);
