@@ -74,7 +74,7 @@ cat >"$tmp/job.sh" <<EOF
 export OPENBLAS_NUM_THREADS=1
 echo "start: SLURM_RESTART_COUNT=\${SLURM_RESTART_COUNT:-0}"
 srun --mpi=pmix -e "$tmp/cut-\${SLURM_RESTART_COUNT:-0}-%t.err" "$CTRAIN" fit $FIT --max-epochs 2 \\
-    --log-every-n-steps 5 --progress plain --collective-timeout 10 --default-root-dir "$tmp/cut"
+    --log-every-n-steps 5 --collective-timeout 10 --default-root-dir "$tmp/cut"
 echo "srun exit \$?"
 EOF
 j=$(sbatch --parsable -o "$tmp/cut.log" "$tmp/job.sh" 2>"$tmp/sbatch.err")
