@@ -68,12 +68,14 @@ fi
 # 5-9: n2's cable pulled while an sbatch job trains, in its second epoch (epoch 1's last.safetensors
 # is written). Each task's stderr goes to a file its own node writes (-e): rank 1's words cannot
 # cross the cut to srun.
+# --progress plain: rank 0 says where it resumed from (on stdout, into the job's log).
+JOBFIT=$(echo "$FIT" | sed 's/--progress off/--progress plain/')
 cat >"$tmp/job.sh" <<EOF
 #!/bin/sh
 #SBATCH -N2 --ntasks=2 --requeue --open-mode=append
 export OPENBLAS_NUM_THREADS=1
 echo "start: SLURM_RESTART_COUNT=\${SLURM_RESTART_COUNT:-0}"
-srun --mpi=pmix -e "$tmp/cut-\${SLURM_RESTART_COUNT:-0}-%t.err" "$CTRAIN" fit $FIT --max-epochs 2 \\
+srun --mpi=pmix -e "$tmp/cut-\${SLURM_RESTART_COUNT:-0}-%t.err" "$CTRAIN" fit $JOBFIT --max-epochs 2 \\
     --log-every-n-steps 5 --collective-timeout 10 --default-root-dir "$tmp/cut"
 echo "srun exit \$?"
 EOF
