@@ -124,11 +124,12 @@ for i in $(seq 1200); do
 done
 scontrol show job "$j" >"$tmp/job.txt" 2>&1
 sinfo -N >>"$tmp/job.txt" 2>&1
+grep -E "requeue|JobId=$j" "$cluster/log/slurmctld.log" | tail -n 30 >>"$tmp/job.txt"
 grep -q 'start: SLURM_RESTART_COUNT=1' "$tmp/cut.log" && grep -q 'resumed from .*last.safetensors' "$tmp/cut.log" &&
     grep -q '^srun exit 0' "$tmp/cut.log"
 st=$?
 ok $st "link up, job $j requeued: it resumes from last.safetensors and completes"
-[ $st -eq 0 ] || diag "$tmp/requeue.err" "$tmp/job.txt" "$tmp/cut.log" "$cluster/log/slurmctld.log"
+[ $st -eq 0 ] || diag "$tmp/requeue.err" "$tmp/job.txt" "$tmp/cut.log"
 "$B/st_compare" "$tmp/a/last.safetensors" "$tmp/cut/last.safetensors" >"$tmp/cmp3.out" 2>&1
 ok $? "... with the uninterrupted run's weights bit for bit"
 
