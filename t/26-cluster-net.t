@@ -65,8 +65,8 @@ else
 fi
 "$SC" link "$cluster" n2 clear >/dev/null 2>&1
 
-# 5-9: n2's cable pulled while an sbatch job trains, in its second epoch (epoch 1's last.safetensors
-# is written). Each task's stderr goes to a file its own node writes (-e): rank 1's words cannot
+# 5-9: n2's cable pulled while an sbatch job trains (30 epochs: long enough to cut inside training
+# on a quiet machine too), in its second epoch (epoch 1's last.safetensors is written). Each task's stderr goes to a file its own node writes (-e): rank 1's words cannot
 # cross the cut to srun.
 # --progress plain: rank 0 says where it resumed from (on stdout, into the job's log).
 JOBFIT=$(echo "$FIT" | sed 's/--progress off/--progress plain/')
@@ -75,7 +75,7 @@ cat >"$tmp/job.sh" <<EOF
 #SBATCH -N2 --ntasks=2 --requeue --open-mode=append
 export OPENBLAS_NUM_THREADS=1
 echo "start: SLURM_RESTART_COUNT=\${SLURM_RESTART_COUNT:-0}"
-srun --mpi=pmix -e "$tmp/cut-\${SLURM_RESTART_COUNT:-0}-%t.err" "$CTRAIN" fit $JOBFIT --max-epochs 2 \\
+srun --mpi=pmix -e "$tmp/cut-\${SLURM_RESTART_COUNT:-0}-%t.err" "$CTRAIN" fit $JOBFIT --max-epochs 30 \\
     --log-every-n-steps 5 --collective-timeout 10 --default-root-dir "$tmp/cut"
 echo "srun exit \$?"
 EOF
@@ -130,8 +130,13 @@ grep -q 'start: SLURM_RESTART_COUNT=1' "$tmp/cut.log" && grep -q 'resumed from .
 st=$?
 ok $st "link up, job $j requeued: it resumes from last.safetensors and completes"
 [ $st -eq 0 ] || diag "$tmp/requeue.err" "$tmp/job.txt" "$tmp/cut.log"
-"$B/st_compare" "$tmp/a/last.safetensors" "$tmp/cut/last.safetensors" >"$tmp/cmp3.out" 2>&1
-ok $? "... with the uninterrupted run's weights bit for bit"
+# The uninterrupted run: ctrain's own launcher, which equals the two-host run (test 3).
+env -u SLURM_CONF timeout 600 "$CTRAIN" fit $FIT_FLAGS --data "$tmp/data" --deterministic --strategy ddp --devices 2 \
+    --max-epochs 30 --default-root-dir "$tmp/ref" >"$tmp/ref.out" 2>&1 &&
+    "$B/st_compare" "$tmp/ref/last.safetensors" "$tmp/cut/last.safetensors" >"$tmp/cmp3.out" 2>&1
+st=$?
+ok $st "... with the uninterrupted run's weights bit for bit"
+[ $st -eq 0 ] || diag "$tmp/ref.out" "$tmp/cmp3.out"
 
 # 8-10: slurmd on n2 killed while a step trains there.
 for i in $(seq 150); do
