@@ -1,8 +1,9 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
-# scripts/slurm-cluster itself: start two emulated nodes, srun --mpi=pmix across them (hostname and
-# an Open MPI allreduce, t/tools/mpi_hello.c), stop, and check that every daemon it started is gone
-# and that stop is idempotent. The cluster is stopped by pid at exit, also on failure.
+# scripts/slurm-cluster itself: start two nodes, each a host of its own (hostname, eth0 on the
+# cluster's network, /etc/hosts naming the others), srun --mpi=pmix across them (hostname and an
+# Open MPI allreduce, t/tools/mpi_hello.c), exec and link, stop, and check that every daemon,
+# namespace and link it made is gone and that stop is idempotent. The cluster is stopped by pid at exit, also on failure.
 cd "$(dirname "$0")/.." || exit 1
 root=$(pwd)
 
@@ -35,7 +36,7 @@ ok() {    # ok CONDITION-STATUS NAME [DIAG-FILE]
     fi
 }
 
-echo "1..7"
+echo "1..11"
 scripts/slurm-cluster start "$dir" --nodes 2 >"$dir.start" 2>&1
 st=$?
 if [ "$st" -eq 3 ]; then
@@ -51,16 +52,35 @@ rm -f "$dir.start"
 scripts/slurm-cluster status "$dir" >"$dir/status.out" 2>&1
 ok $? "status: slurmctld and both slurmd run" "$dir/status.out"
 
-timeout 60 srun -N2 -n4 --mpi=pmix sh -c 'echo "$SLURMD_NODENAME $SLURM_PROCID"' >"$dir/host.out" 2>&1
+timeout 60 srun -N2 -n4 --mpi=pmix sh -c 'echo "$(hostname) $SLURM_PROCID"' >"$dir/host.out" 2>&1
 [ "$(sort "$dir/host.out" | tr '\n' ' ')" = "n1 0 n1 1 n2 2 n2 3 " ]
-ok $? "srun -N2 -n4 --mpi=pmix: ranks 0,1 on n1 and 2,3 on n2" "$dir/host.out"
+ok $? "srun -N2 -n4 --mpi=pmix: ranks 0,1 on host n1 and 2,3 on host n2" "$dir/host.out"
+
+# Each node's own address on eth0, the one slurm.conf gives it, and the others by name.
+net=$(sed -n 's/^network: \([0-9.]*\)\.0\/24.*/\1/p' "$dir/status.out")
+timeout 60 srun -N2 -n2 sh -c 'echo "$(hostname) $(ip -4 -o addr show dev eth0 | awk "{print \$4}") $(getent hosts n1 n2 | tr -s " \t" " " | tr "\n" " ")"' \
+    >"$dir/addr.out" 2>&1
+[ -n "$net" ] && [ "$(sort "$dir/addr.out")" = "$(printf 'n1 %s.1/24 %s.1 n1 %s.2 n2 \nn2 %s.2/24 %s.1 n1 %s.2 n2 ' "$net" "$net" "$net" "$net" "$net" "$net")" ] &&
+    [ "$(scontrol show node n2 | grep -o 'NodeAddr=[^ ]*')" = "NodeAddr=$net.2" ]
+ok $? "nodes: eth0 $net.1 and $net.2 (NodeAddr), each resolves both names" "$dir/addr.out"
+
+(cd t && "$root/scripts/slurm-cluster" exec "$dir" n2 sh -c 'echo "$(hostname) $(pwd)"') >"$dir/exec.out" 2>&1
+[ "$(cat "$dir/exec.out")" = "n2 $root/t" ]
+ok $? "exec DIR n2 CMD: runs on n2, in the caller's directory" "$dir/exec.out"
+
+# A cut cable: n1 cannot reach n2 until the link is back up.
+probe() { "$root/scripts/slurm-cluster" exec "$dir" n1 timeout 2 bash -c "exec 3<>/dev/tcp/$net.2/6818" 2>/dev/null; }
+probe && "$root/scripts/slurm-cluster" link "$dir" n2 down && ! probe &&
+    "$root/scripts/slurm-cluster" link "$dir" n2 up && probe
+ok $? "link n2 down cuts n1 from n2's slurmd, link n2 up restores it"
 
 timeout 120 srun -N2 -n4 --mpi=pmix "${CTRAIN_BUILD:-build}/t/mpi_hello" >"$dir/mpi.out" 2>&1
 st=$?
 [ "$st" -eq 0 ] && [ "$(grep -c ' of 4 on .* sum 6$' "$dir/mpi.out")" -eq 4 ]
 ok $? "Open MPI across the emulated nodes: 4 ranks, allreduce right (exit $st)" "$dir/mpi.out"
 
-pids=$(cat "$dir"/run/*.pid 2>/dev/null)
+pids=$(cat "$dir"/run/*.pid "$dir"/run/*.ns 2>/dev/null)
+idx=$(cat "$dir/run/net")
 "$root/scripts/slurm-cluster" stop "$dir" >"$dir/stop.out" 2>&1
 ok $? "stop" "$dir/stop.out"
 
@@ -69,7 +89,9 @@ for p in $pids; do
     kill -0 "$p" 2>/dev/null && left="$left $p"
 done
 [ -n "$pids" ] && [ -z "$left" ]
-ok $? "no daemon left running (pids: $(echo $pids))${left:+; still running:$left}"
+ok $? "no daemon or namespace holder left running (pids: $(echo $pids))${left:+; still running:$left}"
+! ip link show "ctrsw$idx" >/dev/null 2>&1 && [ -z "$(ip -4 -o addr show to "$net.0/24")" ]
+ok $? "the host link ctrsw$idx and its address are gone"
 
 "$root/scripts/slurm-cluster" stop "$dir" >"$dir/stop2.out" 2>&1 &&
     ! "$root/scripts/slurm-cluster" status "$dir" >/dev/null 2>&1

@@ -12,8 +12,13 @@ ok "$RC" "srun -N2 -n4 --ctrain-strategy=ddp runs"
 [ "$RC" -eq 0 ] || printf '%s\n' "$ERR" | head -n 10 | sed 's/^/#   /'
 is "$(printf '%s\n' "$OUT" | grep -c '|')" 4 "four tasks reported"
 
-# Rank 0's node is n1; it does not resolve on this machine, so the plugin asks SLURM for its NodeAddr.
-if getent hosts n1 >/dev/null 2>&1; then want_addr=n1; else want_addr=127.0.0.1; fi
+# Rank 0's node is n1: its name where the other nodes resolve it (each node's /etc/hosts names
+# every node), else the NodeAddr the plugin asks SLURM for.
+if "$ROOT/scripts/slurm-cluster" exec "$CLUSTER_DIR" n2 getent hosts n1 >/dev/null 2>&1; then
+    want_addr=n1
+else
+    want_addr=$(scontrol show node n1 | sed -n 's/.*NodeAddr=\([^ ]*\).*/\1/p')
+fi
 for r in 0 1 2 3; do
     line=$(printf '%s\n' "$OUT" | grep "^$r ")
     set -- $(printf '%s' "$line" | cut -d'|' -f1)

@@ -12,8 +12,7 @@ spank_cluster 1 "topology=$ROOT/t/fixtures/topologies/nvidia-dgx2.xml"
 VG="$CLUSTER_DIR/vg"
 mkdir -p "$VG"
 
-# Restart slurmd n1 in its own mount namespace as scripts/slurm-cluster starts it (the PMIx dir bound
-# over the base), with a wrapper bound over slurmstepd there: every slurmstepd slurmd starts runs
+# Restart slurmd n1 on node n1 as scripts/slurm-cluster starts it, with a wrapper bound over slurmstepd there: every slurmstepd slurmd starts runs
 # under valgrind, and so does each task it forks until it execs the user's program. slurmd itself is
 # not run under valgrind: SLURM 24.11's slurmd runs its helpers through its own binary
 # (/proc/self/exe), which under valgrind is valgrind's tool, and stops ("fatal: main: Unable to
@@ -31,11 +30,10 @@ STEPD=$(command -v slurmstepd || echo /usr/sbin/slurmstepd)
 } >"$VG/slurmstepd"
 chmod 755 "$VG/slurmstepd"
 : >"$VG/slurmstepd.real"
-SLURM_CONF="$CLUSTER_DIR/slurm.conf" unshare -m --propagation private sh -c \
-    'mount --bind "$1" "$2" && mount --bind "$4" "$3/slurmstepd.real" && mount --bind "$3/slurmstepd" "$4" &&
-     exec slurmd -N n1' \
-    sh "$CLUSTER_DIR/pmix/n1" "$(cat "$CLUSTER_DIR/run/pmix-base")" "$VG" "$STEPD" \
-    >"$CLUSTER_DIR/log/slurmd-n1.valgrind.log" 2>&1
+# On host n1 (its network, hostname and mounts, the PMIx dir among them), in a mount namespace of its own.
+"$ROOT/scripts/slurm-cluster" exec "$CLUSTER_DIR" n1 unshare -m --propagation private sh -c \
+    'mount --bind "$2" "$1/slurmstepd.real" && mount --bind "$1/slurmstepd" "$2" && exec slurmd -N n1' \
+    sh "$VG" "$STEPD" >"$CLUSTER_DIR/log/slurmd-n1.valgrind.log" 2>&1
 up=1
 for i in $(seq 600); do
     if [ "$(sinfo -h -N -n n1 -o %t 2>/dev/null)" = "idle" ] && [ -s "$pidfile" ]; then up=0; break; fi

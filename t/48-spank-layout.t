@@ -45,10 +45,10 @@ is "$(printf '%s\n' "$OUT" | cut -d'|' -f4 | sort -u)" "41234" "SLURM_STEP_RESV_
 MASTER_ADDR=head MASTER_PORT=23456 run_srun --ctrain-strategy=ddp -N2 -n2 sh -c "$SHOW"
 is "$(printf '%s\n' "$OUT" | cut -d'|' -f3,4 | sort -u)" "head|23456" "a user's MASTER_ADDR and MASTER_PORT are kept"
 
-# The port the next step derives, already taken on rank 0's node (this machine): rank 0 fails.
+# The port the next step derives, already taken on rank 0's node (n1): rank 0 fails.
 next=$((job + 3))
 busy=$(port_for "$next" 0)
-python3 -c "import socket,sys,time; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('0.0.0.0', $busy)); s.listen(1); print('up', flush=True); time.sleep(120)" >"$CLUSTER_DIR/listener.out" 2>&1 &
+"$ROOT/scripts/slurm-cluster" exec "$CLUSTER_DIR" n1 python3 -c "import socket,sys,time; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('0.0.0.0', $busy)); s.listen(1); print('up', flush=True); time.sleep(120)" >"$CLUSTER_DIR/listener.out" 2>&1 &
 lpid=$!
 for i in 1 2 3 4 5 6 7 8 9 10; do grep -q up "$CLUSTER_DIR/listener.out" 2>/dev/null && break; sleep 0.2; done
 run_srun --ctrain-strategy=ddp -N1 -n1 sh -c "$SHOW"

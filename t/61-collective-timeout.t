@@ -81,7 +81,7 @@ grep -q 'did not complete within 3 s: rank 1 of 2 did not arrive' "$T/stop1.out"
 ok $? "ctrain launcher, rank 1 SIGSTOPped: rank 0 names rank 1, every process ends (exit $rc, ${secs}s)" "$T/stop1.out"
 
 fault_run stop0 STOP 0 "$B/ctrain" fit $FIT --devices 2 --collective-timeout 3
-grep -q 'rank 0 did not arrive' "$T/stop0.out" && [ "$rc" -ne 0 ] && [ -z "$left" ]
+grep -q "rank 0 (on $(hostname)) did not arrive" "$T/stop0.out" && [ "$rc" -ne 0 ] && [ -z "$left" ]
 ok $? "ctrain launcher, rank 0 SIGSTOPped: rank 1 names rank 0, every process ends (exit $rc, ${secs}s)" "$T/stop0.out"
 
 fault_run kill1 KILL 1 "$B/ctrain" fit $FIT --devices 2

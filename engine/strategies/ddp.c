@@ -21,6 +21,7 @@
  * started as it closes; MPI still carries the small host-side collectives (metrics, barriers).
  */
 #include <mpi.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,46 @@ static void rank_list(const int *ranks, int count, int total, char *buf, size_t 
         snprintf(buf + len, size - len, " and %d more", total - count);
 }
 
+/* " (on n2)", " (on n2, n3)": the distinct hosts of those ranks, into buf ("" when unknown). On a
+ * cluster the lost host is what an admin looks at first (a cut link, a dead node). */
+static void host_list(const struct ddp *d, const int *ranks, int count, char *buf, size_t size)
+{
+    size_t len = 0;
+
+    buf[0] = '\0';
+    if (!d->hosts)
+        return;
+    for (int i = 0; i < count && len < size; i++) {
+        const char *h = d->hosts + (size_t)ranks[i] * CT_DDP_HOST;
+        int seen = 0;
+
+        for (int j = 0; j < i; j++)
+            seen |= !strcmp(h, d->hosts + (size_t)ranks[j] * CT_DDP_HOST);
+        if (!seen)
+            len += (size_t)snprintf(buf + len, size - len, "%s%s", len == 0 ? " (on " : ", ", h);
+    }
+    if (len > 0 && len < size)
+        snprintf(buf + len, size - len, ")");
+}
+
+/* Every rank's host name into d->hosts (MPI_Get_processor_name: the node's hostname). Without it
+ * a timeout still names the ranks. */
+static void gather_hosts(struct ddp *d, int size)
+{
+    char name[MPI_MAX_PROCESSOR_NAME] = "", mine[CT_DDP_HOST];
+    int len = 0;
+
+    d->hosts = calloc((size_t)size, CT_DDP_HOST);
+    if (!d->hosts)
+        return;
+    MPI_Get_processor_name(name, &len);
+    ct_str_copy(mine, sizeof(mine), name);
+    if (MPI_Allgather(mine, CT_DDP_HOST, MPI_CHAR, d->hosts, CT_DDP_HOST, MPI_CHAR, d->fault_comm) != MPI_SUCCESS) {
+        free(d->hosts);
+        d->hosts = NULL;
+    }
+}
+
 static int timeout_error(struct ddp *d, const char *what, double timeout, const char *who, ct_error *err)
 {
     d->broken = 1;
@@ -73,7 +114,7 @@ static int zero_find_missing(struct ddp *d, int size, const char *what, double t
     long *answer = calloc((size_t)size, sizeof(long));
     MPI_Request *reqs = calloc((size_t)size * 2, sizeof(MPI_Request));
     int verdict[1 + MAX_NAMED], heard = 1, missing = 0, late = 0;
-    char list[512], who[700];
+    char list[512], hosts[256], who[800];
     double end;
 
     if (!answer || !reqs) {
@@ -126,10 +167,11 @@ static int zero_find_missing(struct ddp *d, int size, const char *what, double t
                 usleep(1000);
         }
     rank_list(verdict + 1, missing < MAX_NAMED ? missing : MAX_NAMED, missing, list, sizeof(list));
+    host_list(d, verdict + 1, missing < MAX_NAMED ? missing : MAX_NAMED, hosts, sizeof(hosts));
     if (missing == 0)
         snprintf(who, sizeof(who), "every rank answered rank 0 after the deadline (a rank was slower than the timeout)");
     else
-        snprintf(who, sizeof(who), "rank%s %s of %d did not arrive%s", missing == 1 ? "" : "s", list, size,
+        snprintf(who, sizeof(who), "rank%s %s of %d did not arrive%s%s", missing == 1 ? "" : "s", list, size, hosts,
                  late ? " (some wait in another collective)" : "");
     free(answer);
     free(reqs);
@@ -141,8 +183,8 @@ static int zero_find_missing(struct ddp *d, int size, const char *what, double t
 static int other_await_verdict(struct ddp *d, int asked, const char *what, double timeout, double window, ct_error *err)
 {
     double end = ct_time_now() + window;
-    int verdict[1 + MAX_NAMED];
-    char list[512], who[700];
+    int verdict[1 + MAX_NAMED], zero = 0;
+    char list[512], hosts[256], who[800];
 
     for (;;) {
         int flag = 0;
@@ -160,9 +202,12 @@ static int other_await_verdict(struct ddp *d, int asked, const char *what, doubl
         MPI_Iprobe(0, TAG_VERDICT, d->fault_comm, &flag, MPI_STATUS_IGNORE);
         if (flag)
             break;
-        if (ct_time_now() >= end)
-            return timeout_error(d, what, timeout, "rank 0 did not arrive and did not answer (other ranks may be "
-                                 "missing too)", err);
+        if (ct_time_now() >= end) {
+            host_list(d, &zero, 1, hosts, sizeof(hosts));
+            snprintf(who, sizeof(who), "rank 0%s did not arrive and did not answer (other ranks may be missing too)",
+                     hosts);
+            return timeout_error(d, what, timeout, who, err);
+        }
         usleep(1000);
     }
     MPI_Recv(verdict, 1 + MAX_NAMED, MPI_INT, 0, TAG_VERDICT, d->fault_comm, MPI_STATUS_IGNORE);
@@ -170,7 +215,8 @@ static int other_await_verdict(struct ddp *d, int asked, const char *what, doubl
         return timeout_error(d, what, timeout, "rank 0 found every rank waiting (a rank was slower than the timeout)",
                              err);
     rank_list(verdict + 1, verdict[0] < MAX_NAMED ? verdict[0] : MAX_NAMED, verdict[0], list, sizeof(list));
-    snprintf(who, sizeof(who), "rank%s %s did not arrive (as rank 0 found)", verdict[0] == 1 ? "" : "s", list);
+    host_list(d, verdict + 1, verdict[0] < MAX_NAMED ? verdict[0] : MAX_NAMED, hosts, sizeof(hosts));
+    snprintf(who, sizeof(who), "rank%s %s did not arrive%s (as rank 0 found)", verdict[0] == 1 ? "" : "s", list, hosts);
     return timeout_error(d, what, timeout, who, err);
 }
 
@@ -350,6 +396,7 @@ int ct_ddp_setup_environment(ct_strategy *s, ct_error *err)
     MPI_Comm_set_errhandler(d->fault_comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(d->comm, &rank);
     MPI_Comm_size(d->comm, &size);
+    gather_hosts(d, size);
     if ((rc = check_mpi_layout(s, rank, size, err)))
         return rc;
     s->device = s->devices[s->local_rank < s->n_devices ? s->local_rank : 0];
@@ -703,6 +750,21 @@ void ct_ddp_teardown(ct_strategy *s)
     d->mpi_owner = 0;
 }
 
+/* Seconds MPI_Abort may take before this rank ends by itself. */
+#define ABORT_WAIT_S 5
+
+static void abort_stuck(int sig)
+{
+    static const char msg[] = "ctrain: MPI_Abort did not return: the launcher cannot be reached (a cut link, a dead "
+                              "node?); this rank exits on its own\n";
+
+    (void)sig;
+    if (write(STDERR_FILENO, msg, sizeof(msg) - 1) < 0) {
+        /* nothing more to say */
+    }
+    _exit(1);
+}
+
 void ct_ddp_destroy(ct_strategy *s)
 {
     struct ddp *d = s->impl;
@@ -710,9 +772,16 @@ void ct_ddp_destroy(ct_strategy *s)
     if (!d)
         return;
     /* After a timeout or a failed collective: end the whole job now (srun, mpirun and ctrain's
-     * launchers all turn MPI_Abort into ending every rank), after the caller printed why. */
-    if (d->broken)
+     * launchers all turn MPI_Abort into ending every rank), after the caller printed why. The abort
+     * goes through the PMIx server to the launcher; on a rank cut off from it (a pulled cable: srun
+     * and slurmctld are on the other side) it waits for network timeouts, so it gets ABORT_WAIT_S
+     * and then this rank exits anyway: the launcher ends the others when it hears. */
+    if (d->broken) {
+        signal(SIGALRM, abort_stuck);
+        alarm(ABORT_WAIT_S);
         MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    free(d->hosts);
     free(d->buckets);
     free(d->reqs);
     free(d);

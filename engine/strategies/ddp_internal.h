@@ -20,6 +20,7 @@ struct bucket {
 #define TAG_VERDICT 3    /* rank 0 -> r: int[1 + MAX_NAMED]: count of missing ranks, the first ones */
 #define TAG_REDUCE_SCATTER 4 /* on the training communicator: ddp_sharded's gradient parts */
 #define MAX_NAMED   32
+#define CT_DDP_HOST 64   /* bytes of a rank's host name in struct ddp's hosts */
 
 struct ddp {
     double bucket_mb;
@@ -30,6 +31,7 @@ struct ddp {
     int broken;          /* a collective failed or timed out: abort instead of finalizing */
     long seq;            /* collectives waited for so far (the same count on every rank) */
     MPI_Comm fault_comm; /* the who-is-missing exchange, apart from the training traffic */
+    char *hosts;         /* [size][CT_DDP_HOST]: each rank's host, so a timeout names the lost ones */
     MPI_Comm comm;
     float *grads;        /* of esize-byte elements (fp64 under 64-true: see grad_at in ddp.c) */
     size_t n;
