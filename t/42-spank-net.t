@@ -2,14 +2,14 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Network variables for every task of a ctrain step, CPU-only steps too: the fabric nearest the
 # task when the topology has one, else the interface carrying the node's own address (SLURM's
-# NodeAddr here: 127.0.0.1, loopback, right only because every node of this cluster is this host).
+# NodeAddr: each node of the test cluster is a host whose one interface, eth0, holds it).
 # A user's value is kept and --ctrain-bind=verbose says so; Open MPI's include list is not set
 # beside a user's exclude list; bind=none sets none.
 . "$(dirname "$0")/lib/spank.sh"
 spank_plan 12
 spank_cluster 2 ""
 FIX="$ROOT/t/fixtures/topologies"
-# The cluster's env exports Open MPI's loopback settings; these tasks start without them.
+# The cluster's env exports Open MPI's network settings; these tasks start without them.
 unset OMPI_MCA_btl_tcp_if_include OMPI_MCA_oob_tcp_if_include NCCL_SOCKET_IFNAME GLOO_SOCKET_IFNAME \
     UCX_NET_DEVICES NCCL_IB_HCA OMPI_MCA_btl_tcp_if_exclude
 SHOW='echo "$SLURM_PROCID|${NCCL_SOCKET_IFNAME-unset}|${GLOO_SOCKET_IFNAME-unset}|${UCX_NET_DEVICES-unset}|${OMPI_MCA_btl_tcp_if_include-unset}|${NCCL_IB_HCA-unset}"'
@@ -18,15 +18,15 @@ SHOW='echo "$SLURM_PROCID|${NCCL_SOCKET_IFNAME-unset}|${GLOO_SOCKET_IFNAME-unset
 spank_plugstack "$SHIPPED" "topology=$FIX/16em64t-4s2c2t.xml"
 run_srun -N2 -n4 --ctrain-strategy=ddp --ctrain-bind=verbose sh -c "$SHOW"
 ok "$RC" "a CPU-only step over 2 nodes runs"
-is "$(printf '%s\n' "$OUT" | cut -d'|' -f2- | sort -u)" "=lo|lo|lo|lo|unset" \
+is "$(printf '%s\n' "$OUT" | cut -d'|' -f2- | sort -u)" "=eth0|eth0|eth0|eth0|unset" \
    "every task of a CPU-only step: NCCL, Gloo, UCX and Open MPI TCP on the interface of the node's address"
-is "$(printf '%s\n' "$ERR" | grep -c "ctrain: net: rank [0-3] (node [01]): lo, UCX lo: no network device in the topology, so lo carries the node's address 127.0.0.1")" 4 \
+is "$(printf '%s\n' "$ERR" | grep -c "ctrain: net: rank [0-3] (node [01]): eth0, UCX eth0: no network device in the topology, so eth0 carries the node's address 198\.1[89]\.[0-9]*\.[12]$")" 4 \
    "--ctrain-bind=verbose says which interface and why, for every task"
 
 # A user's settings are kept, and verbose says so.
 NCCL_SOCKET_IFNAME=eth7 GLOO_SOCKET_IFNAME=eth7 run_srun -N1 -n1 --ctrain-strategy=ddp --ctrain-bind=verbose sh -c "$SHOW"
-is "$(printf '%s\n' "$OUT" | cut -d'|' -f2-4)" "eth7|eth7|lo" "a user's NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME are kept"
-like "$ERR" "ctrain: net: rank 0: NCCL_SOCKET_IFNAME kept as set by the user \\(eth7; ctrain's choice: =lo\\)" \
+is "$(printf '%s\n' "$OUT" | cut -d'|' -f2-4)" "eth7|eth7|eth0" "a user's NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME are kept"
+like "$ERR" "ctrain: net: rank 0: NCCL_SOCKET_IFNAME kept as set by the user \\(eth7; ctrain's choice: =eth0\\)" \
    "verbose says a user's value was kept over ctrain's choice"
 # Open MPI refuses btl_tcp_if_include beside btl_tcp_if_exclude.
 OMPI_MCA_btl_tcp_if_exclude=docker0 run_srun -N1 -n1 --ctrain-strategy=ddp sh -c "$SHOW"
@@ -36,9 +36,9 @@ is "$(printf '%s\n' "$OUT" | cut -d'|' -f5)" "unset" "a user's OMPI_MCA_btl_tcp_
 # NCCL use the HCA, the sockets the node's interface, and the reason names ib0.
 spank_plugstack "$SHIPPED" "topology=$FIX/32em64t-2n8c2t-pci-wholeio.xml"
 run_srun -N2 -n2 --ctrain-strategy=ddp --ctrain-bind=verbose sh -c "$SHOW"
-is "$(printf '%s\n' "$OUT" | cut -d'|' -f2- | sort -u)" "=lo|lo|mlx5_0:1|lo|=mlx5_0" \
+is "$(printf '%s\n' "$OUT" | cut -d'|' -f2- | sort -u)" "=eth0|eth0|mlx5_0:1|eth0|=mlx5_0" \
    "a CPU-only step on an InfiniBand node: UCX_NET_DEVICES and NCCL_IB_HCA name the HCA"
-like "$ERR" "fabric mlx5_0; sockets: its interface ib0 is not up with an address here, so lo carries" \
+like "$ERR" "fabric mlx5_0; sockets: its interface ib0 is not up with an address here, so eth0 carries" \
    "the reason says why the sockets are not on the HCA's interface"
 
 # The machine's own topology (no topology=): the interface hwloc finds (a PCI NIC) when it is up

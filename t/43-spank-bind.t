@@ -75,9 +75,10 @@ from_json() {   # from_json TOPOLOGY GPUS TASKS: "local|cpus|cuda|ucx|nccl" per 
             my @c = @{ $t->{cpus} }; my @r; my ($s, $e);
             for my $c (@c, -2) { if (defined $e && $c == $e + 1) { $e = $c; next }
                 push @r, (defined $s ? ($s == $e ? $s : "$s-$e") : ()); $s = $e = $c }
-            # An interface the topology names but this machine lacks: the node address'"'"'s (lo here).
+            # An interface the topology names but the node lacks (a test-cluster node has eth0
+            # only): the node address'"'"'s, eth0.
             my $ucx = $t->{ucx_net_devices} // "unset";
-            $ucx = "lo" if $ucx !~ /:/ && $ucx ne "unset" && !-e "/sys/class/net/$ucx";
+            $ucx = "eth0" if $ucx !~ /:/ && $ucx ne "unset";
             print join("|", $t->{local_rank}, join(",", @r), $t->{cuda_visible_devices},
                        $ucx, $p->{nccl_ib_hca} // "unset"), "\n" }'
 }
