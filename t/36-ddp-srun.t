@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # ctrain fit --strategy ddp under srun --mpi=pmix on the loopback SLURM cluster: 2 tasks on one
 # node, 4 tasks over two emulated nodes (--num-nodes 2), the same result as ctrain's own launcher,
-# and SIGKILL of one rank during training: the step ends within 10 s, srun exits non-zero naming
+# and SIGKILL of one rank during training: the step ends within 15 s, srun exits non-zero naming
 # the task, nothing is left running. Needs root, SLURM and munge (else SKIP).
 . "$(dirname "$0")/lib/launch.sh"
 . "$(dirname "$0")/lib/ddp.sh"
@@ -58,8 +58,11 @@ fi
 ok $? "found rank 1 (pid $r1) training, rank 0 pid $r0" || diag "$tmp/f.out" "$tmp/f.err"
 [ $rc -ne 0 ]
 ok $? "srun exits non-zero when rank 1 is killed (exit $rc)"
-lt "$took" 10
-ok $? "srun and both ranks gone within 10 s (${took} s)" || diag "$tmp/f.err"
+# SLURM's PMIx plugin reports the lost rank and cancels the step; rank 0, blocked in an allreduce
+# with the dead rank, gets SIGTERM and then SIGKILL after the cluster's KillWait (5 s): about 8-11 s
+# (11.0 s with SLURM 24.11 between network namespaces), never the collective timeout.
+lt "$took" 15
+ok $? "srun and both ranks gone within 15 s (${took} s)" || diag "$tmp/f.err"
 grep -q 'task 1: Killed' "$tmp/f.err"
 ok $? "the message names the rank: srun's 'task 1: Killed'" || diag "$tmp/f.err"
 [ $gone -eq 0 ] && [ -z "$(procs_with "$tmp/f")" ]
