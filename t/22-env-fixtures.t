@@ -3,7 +3,7 @@
 # Real variable sets through `ctrain env --json`, field by field.
 #
 # Each t/fixtures/env/*.env holds the variables of one process (NAME=value lines, most captured on
-# the loopback SLURM cluster or under mpirun; the header says where each comes from) and its cases:
+# the SLURM test cluster or under mpirun; the header says where each comes from) and its cases:
 #
 #   # case: [NAME=value ...] [flags ...] => key=value key~substring key>number ... [exit=N]
 #

@@ -1,6 +1,6 @@
 #!/usr/bin/perl
 # SPDX-License-Identifier: BSD-3-Clause
-# `ctrain env --json` on a real SLURM: slurmctld and two emulated slurmd on loopback
+# `ctrain env --json` on a real SLURM: slurmctld and two slurmd, each on a host of its own (network namespaces)
 # (scripts/slurm-cluster), srun -N2 -n4 with and without --mpi=pmix, two steps of one job, the
 # flags checked against the step, a salloc shell, and srun --pty with one task (a shell) and with
 # four (a step like any other; script(1) gives srun the terminal --pty needs). Every rank's fields are checked. The cluster

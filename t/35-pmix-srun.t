@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
-# The PMIx client under srun --mpi=pmix on a real loopback SLURM cluster of two emulated nodes:
+# The PMIx client under srun --mpi=pmix on the test SLURM cluster of two hosts:
 # layout (node rank and local size per node, equal or not), put/commit/fence/get across the
 # nodes, and the pmix environment enriching slurm. Needs root, SLURM and munge (else SKIP).
 . "$(dirname "$0")/lib/launch.sh"
@@ -14,11 +14,11 @@ trap 'cd "$root_dir" && scripts/slurm-cluster stop "$cluster" >/dev/null 2>&1; r
 st=$?
 if [ $st -eq 3 ]; then
     reason=$(tail -n 1 "$tmp/cluster")
-    for i in 1 2 3 4 5; do echo "ok $i # SKIP no loopback SLURM cluster here: $reason"; done
+    for i in 1 2 3 4 5; do echo "ok $i # SKIP no SLURM test cluster here: $reason"; done
     exit 0
 fi
 if [ $st -ne 0 ]; then
-    for i in 1 2 3 4 5; do echo "not ok $i - the loopback SLURM cluster did not start"; done
+    for i in 1 2 3 4 5; do echo "not ok $i - the SLURM test cluster did not start"; done
     diag "$tmp/cluster"
     exit 1
 fi

@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
-# ctrain fit --strategy ddp_sharded under srun --mpi=pmix on the loopback SLURM cluster: 2 tasks on
+# ctrain fit --strategy ddp_sharded under srun --mpi=pmix on the SLURM test cluster: 2 tasks on
 # one node equal the same run under ctrain's own launcher (weights and whole optimizer state), 4
 # tasks over two emulated nodes (uneven shards) train, and a one-task step is refused with a hint.
 # Needs root, SLURM and munge (else SKIP).

@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
-# ctrain fit --strategy ddp under srun --mpi=pmix on the loopback SLURM cluster: 2 tasks on one
+# ctrain fit --strategy ddp under srun --mpi=pmix on the SLURM test cluster: 2 tasks on one
 # node, 4 tasks over two emulated nodes (--num-nodes 2), the same result as ctrain's own launcher,
 # and SIGKILL of one rank during training: the step ends within 15 s, srun exits non-zero naming
 # the task, nothing is left running. Needs root, SLURM and munge (else SKIP).

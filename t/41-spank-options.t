@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
-# The SPANK plugin in srun and sbatch on a loopback SLURM cluster, with the plugstack line the
+# The SPANK plugin in srun and sbatch on a SLURM test cluster, with the plugstack line the
 # package ships (optional): the options in --help, every bad value and combination rejected before
 # anything launches, what only the node can judge ending the tasks before exec, the same with a
 # `required` line, and bad plugstack.conf arguments (required vs optional).

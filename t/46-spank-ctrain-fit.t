@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
-# End to end: srun --ctrain-strategy=ddp --mpi=pmix -n 2 ctrain fit trains on the loopback
+# End to end: srun --ctrain-strategy=ddp --mpi=pmix -n 2 ctrain fit trains on the test
 # cluster. The plugin checked the flags in srun and exported CTRAIN_STRATEGY; ctrain fit reads it
 # (no --strategy flag here) and the DDP strategy finds its peers through SLURM's PMIx server.
 . "$(dirname "$0")/lib/spank.sh"

@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
-# Preemption on a real loopback SLURM cluster: two sbatch --requeue jobs run the same 2-rank ddp fit
+# Preemption on a real SLURM test cluster: two sbatch --requeue jobs run the same 2-rank ddp fit
 # (srun --mpi=pmix, --deterministic). Job B gets SIGUSR1 mid-training (scancel --signal=USR1, as
 # #SBATCH --signal=USR1@90 would send it): every rank stops after the same step, rank 0 saves
 # last.safetensors, the job requeues itself through libslurm and, when SLURM starts it again

@@ -3,7 +3,7 @@
 # Faults inside a 2-rank ddp fit: a rank stopped with SIGSTOP makes every other rank fail within
 # --collective-timeout with a message naming it, and the whole job ends; a rank killed with
 # SIGKILL mid-training never leaves the other waiting. Under ctrain's own launcher (--devices 2)
-# and under mpirun; t/62 does the same under srun on the loopback cluster.
+# and under mpirun; t/62 does the same under srun on the test cluster.
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B="$ROOT/${CTRAIN_BUILD:-build}"
 T=$(mktemp -d /tmp/ctrain-t61-XXXXXX)

@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
-# Faults and stops under srun --mpi=pmix on the loopback cluster (2-rank ddp fit):
+# Faults and stops under srun --mpi=pmix on the test cluster (2-rank ddp fit):
 #   - a SIGSTOPped rank: the other fails within --collective-timeout naming it, and the step ends
 #     (MPI_Abort: SLURM's PMIx plugin cancels the step, the stopped task included);
 #   - a SIGKILLed rank: the other never hangs, srun returns;

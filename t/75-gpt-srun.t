@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
-# ctrain fit --model gpt --strategy ddp under srun --mpi=pmix on the loopback SLURM cluster: 2 tasks
+# ctrain fit --model gpt --strategy ddp under srun --mpi=pmix on the SLURM test cluster: 2 tasks
 # on one node train a small GPT on byte tokens, rank 0 alone writes the outputs, and the weights
 # equal the same run under ctrain's own launcher bit for bit. Needs root, SLURM and munge (else SKIP).
 . "$(dirname "$0")/lib/launch.sh"

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # The Debian packages, the way README's "SPANK plugin — for admins" installs them: `make deb`
 # (dpkg-buildpackage from source, then lintian), dpkg -i, the one link that enables the plugin,
-# srun --ctrain-strategy=ddp on a loopback cluster that knows only the packaged files, what
+# srun --ctrain-strategy=ddp on a test cluster that knows only the packaged files, what
 # `optional` and `required` do with a plugin SLURM cannot load, then dpkg --purge leaves nothing.
 # Installs packages on this machine: root only. Skips without root or the packaging tools, except
 # under CI=true, where it fails instead. Leaves the machine as it found it, even on failure.
@@ -135,7 +135,7 @@ ok $? "a program compiles and links with pkg-config --cflags --libs ctrain"
 sed 's/^/#   /' "$WORK/cc.log" | head -n 10
 is "$("$WORK/hl" 2>&1)" "4 n[1-3],gpu7" "it runs against /usr/lib/$MULTIARCH/libctrain.so.0"
 
-# --- enable on a loopback cluster (README: the one link) ---------------------------------------------
+# --- enable on a test cluster (README: the one link) ---------------------------------------------
 # The cluster's plugstack.conf is Debian's /etc/slurm/plugstack.conf (include
 # /etc/slurm/plugstack.conf.d/*.conf): the link below is the only thing that enables the plugin.
 CLUSTER_DIR="$WORK/cluster"
@@ -145,7 +145,7 @@ mkdir -p "$CLUSTER_DIR"
 rc=$?
 if [ "$rc" -ne 0 ]; then
     sed 's/^/# /' "$WORK/start.log"
-    echo "Bail out! loopback SLURM cluster did not start (status $rc)"
+    echo "Bail out! SLURM test cluster did not start (status $rc)"
     exit 1
 fi
 . "$CLUSTER_DIR/env"
@@ -214,7 +214,7 @@ ok "$([ "$RC" -ne 0 ]; echo $?)" "without the link, srun does not know --ctrain-
 
 "$ROOT/scripts/slurm-cluster" stop "$CLUSTER_DIR" >/dev/null 2>&1
 "$ROOT/scripts/slurm-cluster" status "$CLUSTER_DIR" >/dev/null 2>&1
-ok "$([ $? -ne 0 ]; echo $?)" "the loopback cluster is stopped"
+ok "$([ $? -ne 0 ]; echo $?)" "the test cluster is stopped"
 CLUSTER_DIR=""
 
 # --- purge --------------------------------------------------------------------------------------------

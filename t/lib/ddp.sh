@@ -20,7 +20,7 @@ make_data() {
     mkdir -p "$tmp/data" && "$B/idx_subset" "$FMNIST" "$tmp/data" 6000 1000 >/dev/null
 }
 
-# start_srun_cluster N NODES: a loopback SLURM cluster of NODES nodes in $cluster, stopped by pid on
+# start_srun_cluster N NODES: a SLURM test cluster of NODES nodes in $cluster, stopped by pid on
 # exit; prints the plan of N tests (all skipped where no cluster can run, all failed where it did
 # not start) and sources its env so srun talks to it.
 start_srun_cluster() {
@@ -29,10 +29,10 @@ start_srun_cluster() {
     trap 'cd "$root_dir" && scripts/slurm-cluster stop "$cluster" >/dev/null 2>&1; rm -rf "$cluster"; cleanup' EXIT
     (cd "$root_dir" && scripts/slurm-cluster start "$cluster" --nodes "$2") >"$tmp/cluster" 2>&1
     st=$?
-    [ $st -eq 3 ] && skip_all "$1" "no loopback SLURM cluster here: $(tail -n 1 "$tmp/cluster")"
+    [ $st -eq 3 ] && skip_all "$1" "no SLURM test cluster here: $(tail -n 1 "$tmp/cluster")"
     echo "1..$1"
     if [ $st -ne 0 ]; then
-        for i in $(seq "$1"); do echo "not ok $i - the loopback SLURM cluster did not start"; done
+        for i in $(seq "$1"); do echo "not ok $i - the SLURM test cluster did not start"; done
         diag "$tmp/cluster"
         exit 1
     fi

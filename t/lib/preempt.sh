@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Shared by the preemption and fault tests (t/60, t/62, t/63): TAP helpers, the checks that decide
-# whether a SLURM test can run here, and the loopback cluster with a small Fashion-MNIST subset.
+# whether a SLURM test can run here, and the test cluster with a small Fashion-MNIST subset.
 # The caller sets root (repository), B (build dir) and PLAN (its number of tests) before sourcing.
 
 . "$root/t/lib/ci.sh"
@@ -35,7 +35,7 @@ make_data() {    # make_data DIR: 6000 training and 1000 test images of the real
     "$B/t/idx_subset" /usr/share/datasets/fashion-mnist "$1" 6000 1000 >/dev/null || exit 1
 }
 
-require_slurm() {    # skip unless a loopback cluster can run here
+require_slurm() {    # skip unless a test cluster can run here
     [ "$(id -u)" -eq 0 ] || skip_all "needs root to start slurmd (run make test as root)"
     for b in slurmctld slurmd srun sbatch scancel munged; do
         command -v "$b" >/dev/null 2>&1 || [ -x "/usr/sbin/$b" ] || ci_needs "$b not installed"
@@ -52,7 +52,7 @@ start_cluster() {    # start_cluster DIR: data in DIR/data, a one-node cluster i
     [ "$st" -eq 3 ] && skip_all "scripts/slurm-cluster cannot run here: $(tail -n 1 "$1/start.out")"
     if [ "$st" -ne 0 ]; then
         sed 's/^/# /' "$1/start.out"
-        echo "Bail out! the loopback cluster did not start"
+        echo "Bail out! the test cluster did not start"
         exit 1
     fi
     . "$1/c/env"

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-# Shared by the t/4x-spank-*.t tests: a loopback SLURM cluster with build/ctrain.so in its
+# Shared by the t/4x-spank-*.t tests: a SLURM test cluster with build/ctrain.so in its
 # plugstack.conf, TAP helpers, and cleanup by pid on exit (scripts/slurm-cluster stop).
 #
 #   . "$(dirname "$0")/lib/spank.sh"
@@ -120,14 +120,14 @@ spank_cluster() {
     rc=$?
     rm -f "$ps"
     if [ "$rc" -eq 3 ]; then    # cannot run here (not root, SLURM or munge missing)
-        skip_rest "$T_PLAN" "no loopback SLURM cluster here: $(tail -n 1 "$CLUSTER_DIR.start.log")"
+        skip_rest "$T_PLAN" "no SLURM test cluster here: $(tail -n 1 "$CLUSTER_DIR.start.log")"
         rm -f "$CLUSTER_DIR.start.log"
         exit 0
     fi
     if [ "$rc" -ne 0 ]; then
         sed 's/^/# /' "$CLUSTER_DIR.start.log"
         rm -f "$CLUSTER_DIR.start.log"
-        echo "Bail out! loopback SLURM cluster did not start (status $rc)"
+        echo "Bail out! SLURM test cluster did not start (status $rc)"
         exit 1
     fi
     rm -f "$CLUSTER_DIR.start.log"
