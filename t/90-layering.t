@@ -1,7 +1,8 @@
 #!/usr/bin/perl
 # SPDX-License-Identifier: BSD-3-Clause
-# One-way layering: Trainer -> loops -> connector -> strategy -> {accelerator, precision, cluster
-# environment, checkpoint IO, launcher} -> models -> {nn, data}. Reads every #include "..." in
+# One-way layering: Trainer -> loops -> strategy -> connector's plan -> {accelerator, precision,
+# cluster environment, checkpoint IO, launcher} -> models -> {nn, data}. The connector only plans
+# (libctrain-core); the strategy is created from its plan. Reads every #include "..." in
 # engine/, envs/, pmix/ and include/ctrain/ and fails on an include that goes up, or sideways
 # between modules of one level. Then the device seam: nothing above the accelerators (loops,
 # trainer, strategies) names a device, and the loops and trainer name no model or dataset.
@@ -19,8 +20,8 @@ my %level = (
     nn => 2, data => 2, pmix => 2, bind => 2,
     models => 3,
     accelerators => 4, precision => 4, envs => 4, checkpoint_io => 4, launchers => 4,
-    strategies => 5,
-    connector => 6,
+    connector => 5,
+    strategies => 6,
     loops => 7,
     trainer => 8,
     cli => 9,

@@ -1,30 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The connector: parts 1 and 2 at creation, part 3 on the first ct_connector_strategy().
- * Also the plan as JSON for `ctrain plan`. */
+/* The connector: parts 1 and 2 at creation, the plan kept for its caller. It plans only: the
+ * strategy is created from the plan by engine/strategies (ct_strategy_from_connector), which attaches
+ * it here so that it lives as long as the connector. Also the plan as JSON for `ctrain plan`. */
 #include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
 
 #include "engine/connector/connector_internal.h"
-#include "engine/strategies/strategy_impl.h"
-
-void ct_connector_context_fill(const ct_connector_context *in, ct_connector_context *out)
-{
-    if (in)
-        *out = *in;
-    else
-        memset(out, 0, sizeof(*out));
-    if (!out->getenv_fn) {
-        out->getenv_fn = ct_getenv_process;
-        out->getenv_ctx = NULL;
-    }
-}
-
-const char *ct_connector_getenv(const ct_connector_context *ctx, const char *name)
-{
-    return ctx->getenv_fn(name, ctx->getenv_ctx);
-}
 
 int ct_connector_flags_set(ct_connector_flags *f, const char *flag, const char *value, ct_error *err)
 {
@@ -88,20 +71,23 @@ const ct_plan *ct_connector_plan(const ct_connector *c)
     return &c->plan;
 }
 
-ct_strategy *ct_connector_strategy(ct_connector *c, ct_error *err)
+void *ct_connector_attached(const ct_connector *c)
 {
-    if (!c->strategy && ct_connector_create_strategy(&c->plan, &c->strategy, err))
-        return NULL;
-    return c->strategy;
+    return c->attached;
+}
+
+void ct_connector_attach(ct_connector *c, void *obj, void (*free_fn)(void *obj))
+{
+    c->attached = obj;
+    c->attached_free = free_fn;
 }
 
 void ct_connector_free(ct_connector *c)
 {
     if (!c)
         return;
-    if (c->strategy && c->strategy->ops->destroy)
-        c->strategy->ops->destroy(c->strategy);
-    free(c->strategy);
+    if (c->attached && c->attached_free)
+        c->attached_free(c->attached);
     free(c);
 }
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The connector's three parts share these types; nothing outside engine/connector includes this. */
+/* The connector's parts share these types; nothing outside engine/connector includes this. */
 #ifndef CTRAIN_CONNECTOR_INTERNAL_H
 #define CTRAIN_CONNECTOR_INTERNAL_H
 
@@ -37,7 +37,8 @@ typedef struct ct_final_flags {
 
 struct ct_connector {
     ct_plan plan;
-    ct_strategy *strategy;  /* created by part 3 on first ct_connector_strategy() */
+    void *attached;                   /* what was built from the plan (the strategy), or NULL */
+    void (*attached_free)(void *obj); /* frees it with the connector */
 };
 
 /* Part 1 — engine/connector/validate.c */
@@ -46,10 +47,8 @@ int ct_connector_validate(const ct_connector_flags *flags, const ct_connector_co
 /* Part 2 — engine/connector/choose.c */
 int ct_connector_choose(const ct_final_flags *ff, const ct_connector_context *ctx, ct_plan *plan,
                         ct_error *err);
-/* Part 3 — engine/connector/create.c */
-int ct_connector_create_strategy(const ct_plan *plan, ct_strategy **out, ct_error *err);
-
-/* The context with defaults filled in (process environment, registered accelerators). */
+/* engine/connector/context.c: the context with defaults filled in (process environment,
+ * registered accelerators), and reading a variable through it. */
 void ct_connector_context_fill(const ct_connector_context *in, ct_connector_context *out);
 const char *ct_connector_getenv(const ct_connector_context *ctx, const char *name);
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* ddp: one process per device, gradients averaged across ranks by MPI over the PMIx-provided world.
+/* ddp: one process per device, gradients summed across ranks (each rank's backward took its share of the
+ * global mean; NCCL averages) by MPI over the PMIx-provided world.
  *
  * Any launcher: srun --mpi=pmix, mpirun and ctrain's own launchers all give each rank a PMIx
  * server, so MPI_Init joins the same world everywhere. Gradients are cut into buckets of whole
@@ -682,21 +683,6 @@ int ct_ddp_grad_sync(ct_strategy *s, ct_error *err)
     return 0;
 }
 
-int ct_ddp_barrier(ct_strategy *s, ct_error *err)
-{
-    struct ddp *d = s->impl;
-    int rc;
-
-    MPI_Request req = MPI_REQUEST_NULL;
-
-    if (d->comm == MPI_COMM_NULL)
-        return 0;
-    rc = MPI_Ibarrier(d->comm, &req);
-    if (rc != MPI_SUCCESS)
-        return d->broken = 1, ct_ddp_mpi_error(rc, "MPI_Ibarrier", err);
-    return ct_ddp_wait(s, &req, 1, "a barrier", err);
-}
-
 int ct_ddp_broadcast(ct_strategy *s, void *buf, size_t bytes, int root, ct_error *err)
 {
     struct ddp *d = s->impl;
@@ -796,7 +782,6 @@ const struct ct_strategy_ops ct_strategy_ddp = {
     .grad_ready = ct_ddp_grad_ready,
     .grad_sync = ct_ddp_grad_sync,
     .post_with_grads = ct_ddp_post_with_grads,
-    .barrier = ct_ddp_barrier,
     .broadcast = ct_ddp_broadcast,
     .reduce_sum = ct_ddp_reduce_sum,
     .teardown = ct_ddp_teardown,

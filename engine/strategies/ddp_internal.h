@@ -76,7 +76,6 @@ int ct_ddp_setup_model(ct_strategy *s, void *params, void *grads, size_t n, ct_e
 int ct_ddp_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_error *err);
 int ct_ddp_grad_sync(ct_strategy *s, ct_error *err);
 int ct_ddp_post_with_grads(ct_strategy *s, double *values, int n);
-int ct_ddp_barrier(ct_strategy *s, ct_error *err);
 int ct_ddp_broadcast(ct_strategy *s, void *buf, size_t bytes, int root, ct_error *err);
 int ct_ddp_reduce_sum(ct_strategy *s, double *values, int n, ct_error *err);
 void ct_ddp_teardown(ct_strategy *s);

@@ -365,7 +365,6 @@ const struct ct_strategy_ops ct_strategy_ddp_sharded = {
     .post_with_grads = ct_ddp_post_with_grads,
     .optimizer_step = sharded_optimizer_step,
     .gather_shards = sharded_gather_shards,
-    .barrier = ct_ddp_barrier,
     .broadcast = ct_ddp_broadcast,
     .reduce_sum = ct_ddp_reduce_sum,
     .teardown = ct_ddp_teardown,

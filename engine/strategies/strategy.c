@@ -14,16 +14,11 @@
 
 const char *ct_strategy_name(const ct_strategy *s) { return s->name; }
 const char *ct_strategy_accelerator_name(const ct_strategy *s) { return s->accelerator_name; }
-const char *ct_strategy_launcher_name(const ct_strategy *s) { return s->launcher_name; }
-const char *ct_strategy_env_name(const ct_strategy *s) { return s->env_name; }
 const struct ct_precision_ops *ct_strategy_precision(const ct_strategy *s) { return s->precision; }
 int ct_strategy_world_size(const ct_strategy *s) { return s->world_size; }
 int ct_strategy_global_rank(const ct_strategy *s) { return s->global_rank; }
-int ct_strategy_local_rank(const ct_strategy *s) { return s->local_rank; }
-int ct_strategy_node_rank(const ct_strategy *s) { return s->node_rank; }
 int ct_strategy_num_nodes(const ct_strategy *s) { return s->num_nodes; }
 int ct_strategy_is_global_zero(const ct_strategy *s) { return s->global_rank == 0; }
-int ct_strategy_device(const ct_strategy *s) { return s->device; }
 double ct_strategy_exposed_comm_seconds(const ct_strategy *s) { return s->exposed_comm_s; }
 
 void ct_strategy_grad_allreduces(const ct_strategy *s, long *total, long *during_backward)
@@ -40,20 +35,9 @@ void ct_strategy_param_gathers(const ct_strategy *s, long *total, long *overlapp
     *overlapped = s->param_gathers_overlapped;
 }
 
-const char *ct_strategy_option(const ct_strategy *s, const char *key)
-{
-    static __thread char buf[64];
-    return ct_options_get(s->options, key, buf, sizeof(buf));
-}
-
 void ct_strategy_set_collective_timeout(ct_strategy *s, double seconds)
 {
     s->collective_timeout_s = seconds;
-}
-
-void ct_strategy_set_quiet_others(ct_strategy *s, int quiet)
-{
-    s->quiet_others = quiet;
 }
 
 int ct_strategy_model_to_device(ct_strategy *s, ct_model *host, ct_optim *optim, int max_batch, ct_model **out,
@@ -107,7 +91,7 @@ int ct_strategy_launch(ct_strategy *s, ct_rank_fn fn, void *arg, void *result, s
     struct launch_ctx lc = { s, fn, arg };
     /* After a rank fails the survivors get SIGTERM, then SIGKILL 5 s later: a peer is gone, so the
      * collective their stop handler would run cannot finish, and all must be gone within 10 s. */
-    ct_launch_spec spec = { .nprocs = s->n_devices, .quiet_others = s->quiet_others, .kill_grace_s = 5.0,
+    ct_launch_spec spec = { .nprocs = s->n_devices, .kill_grace_s = 5.0,
                             .forward_signals = { s->forward_signal } };
 
     *is_supervisor = 0;
@@ -309,15 +293,6 @@ void ct_strategy_optimizer_state_end(ct_strategy *s, ct_optim *optim, int scatte
         free(s->optim_whole[i]);
         s->optim_whole[i] = NULL;
     }
-}
-
-int ct_strategy_barrier(ct_strategy *s, ct_error *err)
-{
-    int rc = params_settle(s, err);
-
-    if (rc)
-        return rc;
-    return s->ops->barrier ? s->ops->barrier(s, err) : 0;
 }
 
 int ct_strategy_broadcast(ct_strategy *s, void *buf, size_t bytes, int root, ct_error *err)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* What a strategy implementation sees: struct ct_strategy and the ops it registers.
- * The connector (part 3) allocates a ct_strategy and hands it its parts; the public functions in
+ * create.c allocates a ct_strategy from the connector's plan and hands it its parts; the public functions in
  * engine/strategies/strategy.c dispatch to ops. Trainer and loops use include/ctrain/strategy.h only. */
 #ifndef CTRAIN_STRATEGY_IMPL_H
 #define CTRAIN_STRATEGY_IMPL_H
@@ -14,7 +14,7 @@
 
 struct ct_strategy_ops {
     const char *name;
-    /* Parse options, allocate impl. Called once by the connector. */
+    /* Parse options, allocate impl. Called once, by ct_strategy_create_from_plan. */
     int (*init)(ct_strategy *s, ct_error *err);
     int (*setup_environment)(ct_strategy *s, ct_error *err);
     /* params and grads hold n elements of s->param_dtype (set before this is called). */
@@ -34,7 +34,6 @@ struct ct_strategy_ops {
     int (*params_sync)(ct_strategy *s, ct_error *err);
     /* Optional: values to sum beside the next gradient exchange (NULL: they stay as they are). */
     int (*post_with_grads)(ct_strategy *s, double *values, int n);
-    int (*barrier)(ct_strategy *s, ct_error *err);
     int (*broadcast)(ct_strategy *s, void *buf, size_t bytes, int root, ct_error *err);
     int (*reduce_sum)(ct_strategy *s, double *values, int n, ct_error *err);
     /* Optional: the update (NULL: the model's whole step, ct_model_optim_step). */
@@ -50,14 +49,12 @@ struct ct_strategy {
     const struct ct_strategy_ops *ops;
     const struct ct_accelerator_ops *accelerator;
     const struct ct_precision_ops *precision;
-    const struct ct_env_ops *env;
     const struct ct_checkpoint_io_ops *checkpoint_io;
     const struct ct_launcher_ops *launcher;
-    /* What the connector resolved for this strategy. */
+    /* What the connector's plan resolved for this strategy. */
     char name[64];
     char options[128];     /* "key=value,..." */
     char accelerator_name[32];
-    char launcher_name[32];
     char env_name[32];
     int devices[CT_MAX_DEVICES]; /* device ids on this node */
     int n_devices;
@@ -77,7 +74,6 @@ struct ct_strategy {
     long grad_allreduces_in_backward; /* of those, started from grad_ready (during backward) */
     long param_gathers;    /* pieces of a parameter all-gather started (ddp_sharded) */
     long param_gathers_overlapped; /* of those, waited for after forward began computing */
-    int quiet_others;      /* launcher drops the output of ranks other than 0 */
     int forward_signal;    /* the launcher forwards it besides SIGINT/SIGTERM; 0: SIGUSR1 */
     double collective_timeout_s; /* see ct_strategy_set_collective_timeout; <= 0: none */
     ct_optim *optim;       /* the engine's optimizer, as model_to_device received it */

@@ -964,8 +964,7 @@ static int launch(const ct_trainer_config *cfg, enum mode mode, ct_connector *co
     result_init(res);
     if ((rc = ct_trainer_config_check(cfg, err)))
         return rc;
-    ct_engine_init();
-    if (!(s = ct_connector_strategy(conn, err)))
+    if (!(s = ct_strategy_from_connector(conn, err)))
         return err && err->code ? err->code : CT_EINTERNAL;
     /* Under ctrain's own launcher the supervisor must pass the requeue signal on to the ranks. */
     ct_stop_signal_parse(cfg->requeue_signal, &sig);

@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — the connector: the user's flags become a training plan.
  *
- * Three parts, each a function you can read on its own (engine/connector/):
+ * Two parts, each a function you can read on its own (engine/connector/):
  *   1. validate  — check the flags against each other (conflicts, duplicates, malformed values)
  *                  and fix the final flags (flags override CTRAIN_* environment defaults);
  *   2. choose    — accelerator, strategy, precision, cluster environment and devices;
- *   3. create    — lazily, when first asked: the strategy, handed its accelerator, precision,
- *                  checkpoint IO, cluster environment, launcher and devices.
+ * and the result, a plan: each choice with where it came from. The connector only plans; the
+ * strategy is created from the plan by engine/strategies (ct_strategy_from_connector in
+ * include/ctrain/strategy.h), handed its accelerator, precision, checkpoint IO, cluster
+ * environment, launcher and devices. The rules read what each component declares about itself
+ * (include/ctrain/registry.h), never its name.
  * Every conflict is an error with a hint (ct_error.id is the catalogue id); never a fallback.
- * Parts 1 and 2 are in libctrain-core: the SPANK plugin runs them inside srun.
+ * The connector is in libctrain-core: the SPANK plugin runs it inside srun.
  */
 #ifndef CTRAIN_CONNECTOR_H
 #define CTRAIN_CONNECTOR_H
@@ -16,7 +19,6 @@
 #include "ctrain/accelerator.h"
 #include "ctrain/environment.h"
 #include "ctrain/error.h"
-#include "ctrain/strategy.h"
 
 /* Flags as the user typed them; NULL means "not given". */
 typedef struct ct_connector_flags {
@@ -104,9 +106,12 @@ int ct_connector_flags_set(ct_connector_flags *flags, const char *flag, const ch
 int ct_connector_create(const ct_connector_flags *flags, const ct_connector_context *ctx,
                         ct_connector **out, ct_error *err);
 const ct_plan *ct_connector_plan(const ct_connector *c);
-/* Part 3, lazily: the first call creates the strategy, later calls return the same one.
- * Fails with CT_ENOTAVAIL when the implementation is not registered in this process. */
-ct_strategy *ct_connector_strategy(ct_connector *c, ct_error *err);
+/* What was built from the plan and lives as long as the connector (the strategy: see
+ * ct_strategy_from_connector), freed by ct_connector_free with free_fn — after the caller reported
+ * the run, so that a strategy that must end the job (MPI_Abort after a collective timeout) does so
+ * once the message is out. The connector never looks inside it. */
+void ct_connector_attach(ct_connector *c, void *obj, void (*free_fn)(void *obj));
+void *ct_connector_attached(const ct_connector *c);
 void ct_connector_free(ct_connector *c);
 
 /* The error catalogue: every misconfiguration the connector reports, by stable id. */

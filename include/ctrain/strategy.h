@@ -3,15 +3,20 @@
  *
  * The Trainer and loops call the Strategy directly for everything about ranks, which rank writes
  * checkpoints, model setup and collectives. A Strategy owns its parts — accelerator, precision,
- * cluster environment, checkpoint IO and launcher — which the connector hands it when it creates
- * it (ct_connector_strategy). The Strategy never calls upward (trainer, loops, connector).
+ * cluster environment, checkpoint IO and launcher — which it is handed when it is created from the
+ * connector's plan (ct_strategy_create_from_plan). The Strategy never calls upward (trainer,
+ * loops); it reads the connector's plan only.
  *
  * Gradient synchronisation contract: parameters live in one contiguous fp32 array and gradients
  * in another with the same layout, parameter tensors in forward order. Backward runs from the
  * last tensor to the first and calls ct_strategy_grad_ready() as each range of it is final (a
  * tensor, or row blocks of a large one), contiguous and descending; a DDP strategy starts a
  * bucket's non-blocking allreduce as soon as the bucket is complete, and ct_strategy_grad_sync()
- * waits for the rest and averages. single_device does nothing there.
+ * waits for the rest. Over MPI the exchange sums the ranks' gradients, it does not average them:
+ * each rank's backward has already divided its loss gradient by the global batch
+ * (ct_strategy_grad_ranks), so the sum is the mean over the global batch — one pass over every
+ * gradient saved each step. (NCCL averages in the collective itself, ncclAvg, and grad_ranks is
+ * 1 there.) single_device does nothing there.
  */
 #ifndef CTRAIN_STRATEGY_H
 #define CTRAIN_STRATEGY_H
@@ -25,23 +30,27 @@
 #include "ctrain/precision.h"
 
 typedef struct ct_strategy ct_strategy;
+struct ct_plan;
+struct ct_connector;
+
+/* --- creation from the connector's plan -------------------------------------------------------- */
+/* The strategy the plan names, handed the plan's accelerator, precision, checkpoint IO, launcher,
+ * cluster environment and devices (the implementations ct_engine_init attached to the registry's
+ * names). CT_ENOTAVAIL (implementation-missing) when one is not registered in this process. */
+int ct_strategy_create_from_plan(const struct ct_plan *plan, ct_strategy **out, ct_error *err);
+void ct_strategy_free(ct_strategy *s);
+/* The connector's strategy: created from its plan on the first call, the same one later, and
+ * freed with the connector (ct_connector_free). NULL with err set on failure. */
+ct_strategy *ct_strategy_from_connector(struct ct_connector *c, ct_error *err);
 
 /* --- what the Trainer asks ------------------------------------------------------------------ */
 const char *ct_strategy_name(const ct_strategy *s);
 const char *ct_strategy_accelerator_name(const ct_strategy *s);
-const char *ct_strategy_launcher_name(const ct_strategy *s);
-const char *ct_strategy_env_name(const ct_strategy *s);
 const struct ct_precision_ops *ct_strategy_precision(const ct_strategy *s);
 int ct_strategy_world_size(const ct_strategy *s);
 int ct_strategy_global_rank(const ct_strategy *s);
-int ct_strategy_local_rank(const ct_strategy *s);
-int ct_strategy_node_rank(const ct_strategy *s);
 int ct_strategy_num_nodes(const ct_strategy *s);
 int ct_strategy_is_global_zero(const ct_strategy *s);
-/* Device id this rank computes on (cpu: 0). */
-int ct_strategy_device(const ct_strategy *s);
-/* Strategy option by name (e.g. "bucket_mb"), or NULL. */
-const char *ct_strategy_option(const ct_strategy *s, const char *key);
 
 /* --- launching ------------------------------------------------------------------------------ */
 /* Body run on every rank. result/result_size: a buffer the body may fill; rank 0's copy comes
@@ -53,9 +62,6 @@ typedef int (*ct_rank_fn)(ct_strategy *s, void *arg, void *result, size_t result
  * launcher the supervisor (the process that called this) never runs fn itself: *is_supervisor=1. */
 int ct_strategy_launch(ct_strategy *s, ct_rank_fn fn, void *arg, void *result, size_t result_size,
                        int *is_supervisor, ct_error *err);
-
-/* Drop the output of ranks other than 0 (otherwise prefixed "[rank N] "). Before launch. */
-void ct_strategy_set_quiet_others(ct_strategy *s, int quiet);
 
 /* A signal the launcher's supervisor forwards to every rank besides SIGINT and SIGTERM (the
  * requeue signal); 0: SIGUSR1, the default. Before launch. */
@@ -81,7 +87,8 @@ int ct_strategy_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_error
  * arriving (ddp_sharded's all-gather) waits for that part of it. Every rank announces the same
  * ranges in the same order. */
 int ct_strategy_params_needed(ct_strategy *s, size_t offset, size_t count, ct_error *err);
-/* Wait for every gradient to be averaged across ranks. Call before the optimizer step. */
+/* Wait for every gradient's exchange to complete: afterwards each holds the mean over the global
+ * batch (see the contract above). Call before the optimizer step. */
 int ct_strategy_grad_sync(ct_strategy *s, ct_error *err);
 /* How many ranks' gradients grad_sync adds without averaging them (1 when it averages, or for one
  * rank): the training step divides each rank's loss gradient by its count times this, so what
@@ -128,7 +135,6 @@ void ct_strategy_optimizer_state_end(ct_strategy *s, ct_optim *optim, int scatte
  * then ends the job when it is freed (MPI_Abort under ddp), so a stopped or hung rank cannot keep
  * the others waiting. Default 300; <= 0 waits forever. Before setup_environment. */
 void ct_strategy_set_collective_timeout(ct_strategy *s, double seconds);
-int ct_strategy_barrier(ct_strategy *s, ct_error *err);
 int ct_strategy_broadcast(ct_strategy *s, void *buf, size_t bytes, int root, ct_error *err);
 /* In-place sum over ranks. */
 int ct_strategy_reduce_sum(ct_strategy *s, double *values, int n, ct_error *err);
@@ -137,7 +143,8 @@ int ct_strategy_reduce_sum(ct_strategy *s, double *values, int n, ct_error *err)
 int ct_strategy_save_checkpoint(ct_strategy *s, const char *path, const ct_ckpt *ckpt, ct_error *err);
 int ct_strategy_load_checkpoint(ct_strategy *s, const char *path, ct_ckpt *ckpt, ct_error *err);
 
-/* Leave the process group. The strategy belongs to its connector: ct_connector_free frees it. */
+/* Leave the process group. A strategy from ct_strategy_from_connector belongs to its connector:
+ * ct_connector_free frees it; one from ct_strategy_create_from_plan, ct_strategy_free. */
 void ct_strategy_teardown(ct_strategy *s);
 
 #endif

@@ -2,8 +2,9 @@
 /* ctrain — the Trainer: fit, validate and test a registered model (--model, default the MLP) on a
  * registered data module (--datamodule, default the model's: Fashion-MNIST for the MLP).
  *
- * The caller creates the connector (ct_connector_create) from the accelerator/strategy/precision
- * flags; the Trainer takes the strategy from it (ct_connector_strategy) and runs its rank body
+ * The caller calls ct_engine_init() once, then creates the connector (ct_connector_create) from the
+ * accelerator/strategy/precision flags; the Trainer has the strategy created from its plan
+ * (ct_strategy_from_connector) and runs its rank body
  * through ct_strategy_launch, so one code path serves the external, subprocess and fork launchers.
  * Every rank trains its shard; rank 0 alone writes metrics.csv, checkpoints and summary.json, and
  * its result comes back to the caller (through a pipe under the fork launcher).

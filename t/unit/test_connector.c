@@ -13,6 +13,7 @@
 
 #include "ctrain/connector.h"
 #include "ctrain/engine.h"
+#include "ctrain/strategy.h"
 
 /* A fixture environment: "NAME=value" strings. */
 static const char *fixture_getenv(const char *name, void *ctx)
@@ -341,7 +342,7 @@ static void test_implementation_missing(void **state)
 
     ct_error_clear(&err);
     assert_int_equal(run_flags(flags, env, CT_CUDA_ABSENT, 0, &conn, &err), 0);
-    assert_null(ct_connector_strategy(conn, &err));
+    assert_null(ct_strategy_from_connector(conn, &err));
     assert_string_equal(err.id, "implementation-missing");
     ct_connector_free(conn);
     ct_engine_init();

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Connector, part 3: create the strategy and hand it its parts — accelerator, precision, cluster
- * environment, checkpoint IO, launcher and devices. Called lazily, the first time the Trainer asks.
+/* The strategy from the connector's plan, handed its parts — accelerator, precision, cluster
+ * environment, checkpoint IO, launcher and devices. The connector only plans; this is where a
+ * plan becomes a running strategy, the first time the Trainer asks.
  *
  * The implementations are the ops libctrain attached to the registry entries at start-up
  * (ct_engine_init). A process that linked only libctrain-core (the SPANK plugin) never gets here.
@@ -9,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctrain/envs.h"
-#include "engine/connector/connector_internal.h"
+#include "ctrain/connector.h"
+#include "ctrain/registry.h"
 #include "engine/strategies/strategy_impl.h"
 
 static int part_ops(enum ct_registry_kind kind, const char *name, const void **ops, ct_error *err)
@@ -28,7 +29,7 @@ static int part_ops(enum ct_registry_kind kind, const char *name, const void **o
     return ct_error_hint(err, "link libctrain and call ct_engine_init() before creating the strategy");
 }
 
-int ct_connector_create_strategy(const ct_plan *plan, ct_strategy **out, ct_error *err)
+int ct_strategy_create_from_plan(const ct_plan *plan, ct_strategy **out, ct_error *err)
 {
     const void *ops[CT_REG_NKINDS];
     ct_strategy *s = NULL;
@@ -49,11 +50,9 @@ int ct_connector_create_strategy(const ct_plan *plan, ct_strategy **out, ct_erro
     s->precision = ops[CT_REG_PRECISION];
     s->checkpoint_io = ops[CT_REG_CHECKPOINT_IO];
     s->launcher = ops[CT_REG_LAUNCHER];
-    s->env = ct_env_lookup(plan->cluster_env);
     snprintf(s->name, sizeof(s->name), "%s", plan->strategy);
     snprintf(s->options, sizeof(s->options), "%s", plan->strategy_options);
     snprintf(s->accelerator_name, sizeof(s->accelerator_name), "%s", plan->accelerator);
-    snprintf(s->launcher_name, sizeof(s->launcher_name), "%s", plan->launcher);
     snprintf(s->env_name, sizeof(s->env_name), "%s", plan->cluster_env);
     memcpy(s->devices, plan->devices, sizeof(s->devices));
     s->n_devices = plan->n_devices;
@@ -72,4 +71,30 @@ int ct_connector_create_strategy(const ct_plan *plan, ct_strategy **out, ct_erro
     }
     *out = s;
     return 0;
+}
+
+void ct_strategy_free(ct_strategy *s)
+{
+    if (!s)
+        return;
+    if (s->ops->destroy)
+        s->ops->destroy(s);
+    free(s);
+}
+
+static void free_attached(void *obj)
+{
+    ct_strategy_free(obj);
+}
+
+ct_strategy *ct_strategy_from_connector(ct_connector *c, ct_error *err)
+{
+    ct_strategy *s = ct_connector_attached(c);
+
+    if (!s) {
+        if (ct_strategy_create_from_plan(ct_connector_plan(c), &s, err))
+            return NULL;
+        ct_connector_attach(c, s, free_attached);
+    }
+    return s;
 }
