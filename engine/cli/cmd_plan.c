@@ -47,7 +47,7 @@ static void plan_usage(FILE *out)
 
 static void list_kind(enum ct_registry_kind kind, const char *title)
 {
-    char accel[64];
+    char accel[64], options[128];
 
     printf("%s:\n", title);
     for (int i = 0; i < ct_registry_count(kind); i++) {
@@ -58,8 +58,8 @@ static void list_kind(enum ct_registry_kind kind, const char *title)
             printf(" [%s]", e->legacy_of ? "legacy" : ct_registry_accel_list(e->accelerators, accel, sizeof(accel)));
         for (int a = 0; a < 4 && e->aliases[a]; a++)
             printf(" (alias %s)", e->aliases[a]);
-        if (e->options)
-            printf(" {%s}", e->options);
+        if (ct_registry_strategy_options(e, NULL, options, sizeof(options)))
+            printf(" {%s}", options);
         if (e->default_dir)
             printf(" {--data %s}", e->default_dir);
         printf("  %s\n", e->description);

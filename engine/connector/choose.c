@@ -48,10 +48,20 @@ static int choose_environment(const ct_final_flags *ff, const ct_connector_conte
     return 0;
 }
 
+/* The accelerator whose devices are probed (cuda), and the one auto falls back to (cpu): what
+ * their descriptors say. */
+static const ct_registry_entry *probed_accelerator(void)
+{
+    for (int i = 0; i < ct_registry_count(CT_REG_ACCELERATOR); i++)
+        if (ct_registry_at(CT_REG_ACCELERATOR, i)->probe_devices)
+            return ct_registry_at(CT_REG_ACCELERATOR, i);
+    return NULL;
+}
+
 /* 1, 0, or -1 when unknown (the SPANK plugin on a login node). */
 static int cuda_available(const ct_connector_context *ctx, char *why, size_t size)
 {
-    const ct_registry_entry *cuda = ct_registry_find(CT_REG_ACCELERATOR, "cuda");
+    const ct_registry_entry *cuda = probed_accelerator();
     const struct ct_accelerator_ops *ops = cuda ? cuda->ops : NULL;
 
     snprintf(why, size, "no CUDA driver or device");
@@ -68,7 +78,7 @@ static int cuda_available(const ct_connector_context *ctx, char *why, size_t siz
 
 static int cuda_device_count(const ct_connector_context *ctx)
 {
-    const ct_registry_entry *cuda = ct_registry_find(CT_REG_ACCELERATOR, "cuda");
+    const ct_registry_entry *cuda = probed_accelerator();
     const struct ct_accelerator_ops *ops = cuda ? cuda->ops : NULL;
 
     if (ctx->cuda != CT_CUDA_ASK)
@@ -85,7 +95,7 @@ static int choose_accelerator(const ct_final_flags *ff, const ct_connector_conte
     if (ff->accelerator) {
         snprintf(plan->accelerator, sizeof(plan->accelerator), "%s", ff->accelerator->name);
         keep_source(plan, ff, CT_PLAN_ACCELERATOR);
-        if (!strcmp(plan->accelerator, "cuda") && avail == 0) {
+        if (ff->accelerator->probe_devices && avail == 0) {
             ct_error_set(err, CT_ENOTAVAIL, "accelerator-not-available",
                          "%s cuda: CUDA is not available on this machine (%s)",
                          plan->source_detail[CT_PLAN_ACCELERATOR], why);
@@ -99,7 +109,8 @@ static int choose_accelerator(const ct_final_flags *ff, const ct_connector_conte
         set_source(plan, CT_PLAN_ACCELERATOR, CT_SOURCE_AUTO, "resolved on the compute node");
         return 0;
     }
-    snprintf(plan->accelerator, sizeof(plan->accelerator), "%s", avail ? "cuda" : "cpu");
+    snprintf(plan->accelerator, sizeof(plan->accelerator), "%s",
+             avail ? probed_accelerator()->name : ct_registry_default(CT_REG_ACCELERATOR)->name);
     if (!avail) {
         /* Say why: "no CUDA driver (...)" is the answer to "why did auto not pick my GPU?". */
         char detail[sizeof(plan->source_detail[0])];
@@ -132,7 +143,8 @@ static int devices_beyond(const char *id, const ct_plan *plan, int asked, int ha
 static int choose_devices(const ct_final_flags *ff, const ct_connector_context *ctx, ct_plan *plan,
                           ct_error *err)
 {
-    int is_cuda = !strcmp(plan->accelerator, "cuda");
+    const ct_registry_entry *accel = ct_registry_find(CT_REG_ACCELERATOR, plan->accelerator);
+    int is_cuda = accel && accel->probe_devices;
     int have = is_cuda ? cuda_device_count(ctx) : cpu_count(ctx);
     int external = plan->env.creates_processes_externally;
     int n = 0;
@@ -154,7 +166,7 @@ static int choose_devices(const ct_final_flags *ff, const ct_connector_context *
         break;
     case CT_DEVICES_LIST:
         /* The rule of part 1 for --accelerator cpu holds when auto chose cpu too. */
-        if (!strcmp(plan->accelerator, "cpu")) {
+        if (!is_cuda) {
             ct_error_set(err, CT_EINVAL, "devices-list-on-cpu", "accelerator cpu (%s) takes a process count in "
                          "--devices, not a list of ids", plan->source_detail[CT_PLAN_ACCELERATOR]);
             return ct_error_hint(err, "use --devices %d for %d processes, or run where CUDA is available",
@@ -215,35 +227,49 @@ static int choose_world(const ct_final_flags *ff, ct_plan *plan, ct_error *err)
     return 0;
 }
 
+/* Auto's choice: the strategy whose descriptor claims a world of this size. */
+static const ct_registry_entry *auto_strategy(int world_size)
+{
+    enum ct_auto_rule rule = world_size > 1 ? CT_AUTO_PROCESSES : CT_AUTO_ONE_PROCESS;
+
+    for (int i = 0; i < ct_registry_count(CT_REG_STRATEGY); i++)
+        if (ct_registry_at(CT_REG_STRATEGY, i)->auto_rule == rule)
+            return ct_registry_at(CT_REG_STRATEGY, i);
+    return NULL;
+}
+
 static int choose_strategy(const ct_final_flags *ff, ct_plan *plan, ct_error *err)
 {
-    if (!ff->strategy) {
-        const char *name = plan->world_size > 1 ? "ddp" : "single_device";
-        const ct_registry_entry *e = ct_registry_find(CT_REG_STRATEGY, name);
-        snprintf(plan->strategy, sizeof(plan->strategy), "%s", name);
-        snprintf(plan->strategy_options, sizeof(plan->strategy_options), "%s", e->options ? e->options : "");
+    const ct_registry_entry *st = ff->strategy;
+
+    if (!st) {
+        if (!(st = auto_strategy(plan->world_size)))
+            return ct_error_set(err, CT_EINTERNAL, "implementation-missing", "no strategy is registered for auto");
+        snprintf(plan->strategy, sizeof(plan->strategy), "%s", st->name);
+        ct_registry_strategy_options(st, NULL, plan->strategy_options, sizeof(plan->strategy_options));
         set_source(plan, CT_PLAN_STRATEGY, CT_SOURCE_AUTO,
                    plan->world_size > 1 ? (plan->num_nodes > 1 ? "num_nodes > 1" : "world size > 1")
                                         : "one device");
         return 0;
     }
-    snprintf(plan->strategy, sizeof(plan->strategy), "%s", ff->strategy->name);
+    snprintf(plan->strategy, sizeof(plan->strategy), "%s", st->name);
     snprintf(plan->strategy_options, sizeof(plan->strategy_options), "%s", ff->strategy_options);
     keep_source(plan, ff, CT_PLAN_STRATEGY);
-    if (!strcmp(plan->strategy, "single_device") && plan->world_size > 1) {
+    if (st->one_process && plan->world_size > 1) {
         ct_error_set(err, CT_ECONFLICT, "strategy-single-device-many",
-                     "%s single_device runs one process, but %d processes are in this run (%s)",
-                     plan->source_detail[CT_PLAN_STRATEGY], plan->world_size,
+                     "%s %s runs one process, but %d processes are in this run (%s)",
+                     plan->source_detail[CT_PLAN_STRATEGY], st->name, plan->world_size,
                      plan->env.creates_processes_externally ? plan->cluster_env : "--devices");
         return ct_error_hint(err, "use --strategy ddp, or start a single task (srun -n 1, --devices 1)");
     }
-    /* Sharding over one rank partitions nothing: it would be ddp with extra copies. */
-    if (!strcmp(plan->strategy, "ddp_sharded") && plan->world_size < 2) {
+    if (st->min_world > 1 && plan->world_size < st->min_world) {
         ct_error_set(err, CT_ECONFLICT, "strategy-sharded-one-device",
-                     "%s ddp_sharded partitions the optimizer over ranks, but this run has %d process (%s)",
-                     plan->source_detail[CT_PLAN_STRATEGY], plan->world_size,
+                     "%s %s %s, but this run has %d process%s (%s)", plan->source_detail[CT_PLAN_STRATEGY],
+                     st->name, st->min_world_why ? st->min_world_why : "needs more processes", plan->world_size,
+                     plan->world_size == 1 ? "" : "es",
                      plan->env.creates_processes_externally ? plan->cluster_env : "--devices");
-        return ct_error_hint(err, "use --devices 2 or more (srun -n 2, mpirun -n 2), or --strategy single_device");
+        return ct_error_hint(err, "use --devices %d or more (srun -n %d, mpirun -n %d), or --strategy single_device",
+                             st->min_world, st->min_world, st->min_world);
     }
     return 0;
 }
@@ -275,14 +301,14 @@ static int check_support(const ct_final_flags *ff, ct_plan *plan, ct_error *err)
 {
     unsigned bit = ct_registry_accel_bit(plan->accelerator);
     const ct_registry_entry *st = ct_registry_find(CT_REG_STRATEGY, plan->strategy);
-    const ct_registry_entry *pr = ff->precision ? ff->precision : ct_registry_find(CT_REG_PRECISION, "32-true");
+    const ct_registry_entry *pr = ff->precision ? ff->precision : ct_registry_default(CT_REG_PRECISION);
     char list[128];
 
     snprintf(plan->precision, sizeof(plan->precision), "%s", pr->name);
     if (ff->precision)
         keep_source(plan, ff, CT_PLAN_PRECISION);
     else
-        set_source(plan, CT_PLAN_PRECISION, CT_SOURCE_DEFAULT, "32-true");
+        set_source(plan, CT_PLAN_PRECISION, CT_SOURCE_DEFAULT, pr->name);
     if (!bit)
         return 0; /* accelerator resolved on the compute node */
     if (!(st->accelerators & bit)) {

@@ -141,76 +141,45 @@ static int resolve_name(struct name_input *in, int allow_auto, const ct_registry
 
 /* --- strategy options: "ddp:bucket_mb=2,overlap=0" ------------------------------------------- */
 
-struct option_spec {
-    const char *key;
-    double min, max;
-    int integer;
-};
-
-static const struct option_spec option_specs[] = {
-    { "bucket_mb", 0.001, 1024.0, 0 },
-    { "overlap", 0, 1, 1 },
-    { "stage", 1, 2, 1 },
-    { "find_unused", 0, 1, 1 },
-};
-
-static const struct option_spec *find_option(const char *key)
+/* The option's row in the strategy's schema (its descriptor), or NULL. */
+static const ct_config_key *find_option(const ct_registry_entry *st, const char *key)
 {
-    for (size_t i = 0; i < sizeof(option_specs) / sizeof(option_specs[0]); i++)
-        if (!strcmp(option_specs[i].key, key))
-            return &option_specs[i];
+    for (const ct_config_key *k = st->option_schema; k && k->key; k++)
+        if (!strcmp(k->key, key))
+            return k;
     return NULL;
 }
 
 static int check_option(const ct_registry_entry *st, const char *input, const char *item, ct_error *err)
 {
-    char key[64], buf[64];
+    char key[64], defaults[128];
     const char *eq = strchr(item, '=');
-    const struct option_spec *spec;
-    double v;
+    const ct_config_key *spec;
+    const char *options = ct_registry_strategy_options(st, NULL, defaults, sizeof(defaults));
+    ct_config cfg;
+    ct_error ignored;
 
     if (!eq || eq == item || (size_t)(eq - item) >= sizeof(key)) {
         ct_error_set(err, CT_EINVAL, "strategy-option-malformed", "%s: strategy option '%s' is not key=value",
                      input, item);
         return ct_error_hint(err, "write %s:key=value[,key=value] (options of %s: %s)", st->name, st->name,
-                             st->options ? st->options : "none");
+                             options ? options : "none");
     }
     memcpy(key, item, (size_t)(eq - item));
     key[eq - item] = '\0';
-    spec = find_option(key);
-    if (!spec || !st->options || !ct_options_get(st->options, key, buf, sizeof(buf))) {
+    if (!(spec = find_option(st, key))) {
         ct_error_set(err, CT_EINVAL, "strategy-option-unknown", "%s: strategy '%s' has no option '%s'", input,
                      st->name, key);
-        return ct_error_hint(err, "options of %s: %s", st->name, st->options ? st->options : "none");
+        return ct_error_hint(err, "options of %s: %s", st->name, options ? options : "none");
     }
-    if (ct_parse_double(eq + 1, &v) || v < spec->min || v > spec->max || (spec->integer && v != (long)v)) {
+    /* The schema checks the value, as the strategy will read it (ct_config_parse). */
+    if (ct_config_parse(st->option_schema, input, st->name, item, &cfg, &ignored)) {
         ct_error_set(err, CT_EINVAL, "strategy-option-value", "%s: option %s=%s is out of range", input, key,
                      eq + 1);
-        return ct_error_hint(err, "%s takes %s from %g to %g", key, spec->integer ? "an integer" : "a number",
-                             spec->min, spec->max);
+        return ct_error_hint(err, "%s takes %s from %g to %g", key,
+                             spec->type == CT_CONFIG_DOUBLE ? "a number" : "an integer", spec->min, spec->max);
     }
     return 0;
-}
-
-/* Defaults of the entry, each overridden by the user's value for the same key. */
-static void merge_options(const ct_registry_entry *st, const char *user, char *out, size_t size)
-{
-    char defaults[128], item[128], val[64];
-    size_t used = 0;
-
-    snprintf(defaults, sizeof(defaults), "%s", st->options ? st->options : "");
-    out[0] = '\0';
-    for (char *save = NULL, *tok = strtok_r(defaults, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        char *eq = strchr(tok, '=');
-        if (!eq)
-            continue;
-        *eq = '\0';
-        if (user && ct_options_get(user, tok, val, sizeof(val)))
-            snprintf(item, sizeof(item), "%s=%s", tok, val);
-        else
-            snprintf(item, sizeof(item), "%s=%s", tok, eq + 1);
-        used += (size_t)snprintf(out + used, used < size ? size - used : 0, "%s%s", used ? "," : "", item);
-    }
 }
 
 static int split_strategy(struct name_input *in, char *name, size_t size, const char **options)
@@ -244,7 +213,7 @@ static const ct_registry_entry *choice_of(enum ct_registry_kind kind, const char
         e = ct_registry_find(kind, e->legacy_of);
     options[0] = '\0';
     if (e && kind == CT_REG_STRATEGY)
-        merge_options(e, colon ? colon + 1 : NULL, options, size);
+        ct_registry_strategy_options(e, colon ? colon + 1 : NULL, options, size);
     return e;
 }
 
@@ -299,7 +268,7 @@ static int check_strategy(struct name_input in, ct_final_flags *ff, ct_error *er
         if (!*options)
             return check_option(ff->strategy, input_name(&in), "", err);
     }
-    merge_options(ff->strategy, options, ff->strategy_options, sizeof(ff->strategy_options));
+    ct_registry_strategy_options(ff->strategy, options, ff->strategy_options, sizeof(ff->strategy_options));
     return 0;
 }
 
@@ -458,8 +427,8 @@ static int validate_model(const ct_connector_flags *f, const ct_connector_contex
     take_input(&model, f->model, ctx, &env_value);
     if ((rc = resolve_name(&model, 0, &ff->model, err)) || (rc = same_choice(&model, f->model, env_value, err)))
         return rc;
-    if (!ff->model && !(ff->model = ct_registry_find(CT_REG_MODEL, "mlp")))
-        return ct_error_set(err, CT_EINTERNAL, "implementation-missing", "the default model mlp is not registered");
+    if (!ff->model && !(ff->model = ct_registry_default(CT_REG_MODEL)))
+        return ct_error_set(err, CT_EINTERNAL, "implementation-missing", "no default model is registered");
     snprintf(owner, sizeof(owner), "model %s", ff->model->name);
     if ((rc = ct_config_parse(ff->model->config, "--model-config", owner, f->model_config, &cfg, err)))
         return rc;
@@ -496,18 +465,19 @@ static int cross_check(ct_final_flags *ff, ct_error *err)
 {
     char list[128];
     const char *st = ff->strategy ? ff->strategy->name : NULL;
-    unsigned accel = ff->accelerator ? ct_registry_accel_bit(ff->accelerator->name) : 0;
+    int one_process = ff->strategy && ff->strategy->one_process;
+    unsigned accel = ff->accelerator ? ff->accelerator->accelerators : 0;
 
-    if (st && !strcmp(st, "single_device") && requested_devices(ff) > 1) {
+    if (one_process && requested_devices(ff) > 1) {
         ct_error_set(err, CT_ECONFLICT, "strategy-single-device-many",
-                     "--strategy single_device runs one process on one device, but --devices asks for %d",
+                     "--strategy %s runs one process on one device, but --devices asks for %d", st,
                      requested_devices(ff));
         return ct_error_hint(err, "use --strategy ddp to train on %d devices, or --devices 1",
                              requested_devices(ff));
     }
-    if (st && !strcmp(st, "single_device") && ff->num_nodes > 1) {
+    if (one_process && ff->num_nodes > 1) {
         ct_error_set(err, CT_ECONFLICT, "strategy-single-device-multinode",
-                     "--strategy single_device cannot span --num-nodes %d", ff->num_nodes);
+                     "--strategy %s cannot span --num-nodes %d", st, ff->num_nodes);
         return ct_error_hint(err, "use --strategy ddp for several nodes, or --num-nodes 1");
     }
     if (ff->strategy && ff->strategy->launch == CT_LAUNCH_FORK && ff->num_nodes > 1) {
@@ -516,9 +486,9 @@ static int cross_check(ct_final_flags *ff, ct_error *err)
         return ct_error_hint(err, "use --strategy ddp under srun -N %d (or mpirun) for several nodes",
                              ff->num_nodes);
     }
-    if (accel == CT_ACCEL_CPU && ff->devices_kind == CT_DEVICES_LIST) {
+    if (ff->accelerator && !ff->accelerator->probe_devices && ff->devices_kind == CT_DEVICES_LIST) {
         ct_error_set(err, CT_EINVAL, "devices-list-on-cpu",
-                     "--accelerator cpu takes a process count in --devices, not a list of ids");
+                     "--accelerator %s takes a process count in --devices, not a list of ids", ff->accelerator->name);
         return ct_error_hint(err, "use --devices %d for %d processes", ff->n_device_ids, ff->n_device_ids);
     }
     if (accel && ff->strategy && !(ff->strategy->accelerators & accel)) {

@@ -1,97 +1,20 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Registries of names: what the connector may resolve to, and what libctrain implements.
- * Adding a strategy, precision, accelerator, checkpoint IO or launcher starts with a row here. */
+ * The accelerators, strategies and precisions describe themselves in their own files
+ * (components.h lists them); checkpoint IO, launchers, models and data modules are rows here. */
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
 #include "ctrain/error.h"
+#include "ctrain/util.h"
 #include "ctrain/registry.h"
-
-static ct_registry_entry accelerators[] = {
-    { .name = "cpu", .description = "the host CPU; --devices N runs N processes on this node",
-      .accelerators = CT_ACCEL_CPU },
-    { .name = "cuda", .aliases = { "gpu", NULL },
-      .description = "NVIDIA GPUs through CUDA, one process per GPU", .accelerators = CT_ACCEL_CUDA },
-};
-
-/* Default bucket 0.5 MiB: a model of a few MiB (the 784-512-256-10 MLP has 2 MiB of gradients, three
- * quarters of them the first layer's weights) then gets a bucket that closes before the first
- * layer's backward and overlaps it (measured: exposed allreduce time halved against 1 MiB, which
- * made one bucket of everything); an allreduce call costs tens of microseconds, small against
- * moving 0.5 MiB. */
-static ct_registry_entry strategies[] = {
-    { .name = "single_device", .description = "one process on one device, no communication",
-      .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA, .launch = CT_LAUNCH_SINGLE },
-    { .name = "ddp", .description = "distributed data parallel: one process per device, gradients averaged by "
-      "bucketed non-blocking allreduce overlapping backward",
-      .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA, .options = "bucket_mb=0.5,overlap=1",
-      .launch = CT_LAUNCH_PROCESSES },
-    { .name = "ddp_fork", .aliases = { "ddp_spawn", "ddp_notebook", NULL },
-      .description = "ddp whose workers are forked from the calling program at fit (library use)",
-      .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA, .options = "bucket_mb=0.5,overlap=1",
-      .launch = CT_LAUNCH_FORK },
-    /* Lightning's names for its DDP with find_unused_parameters set. ctrain's ddp never searches the
-     * graph: a model announces each gradient range as backward finishes it, and every built-in
-     * model gives every parameter a gradient. _false is plain ddp (a range left unannounced is an
-     * error naming it); _true takes a model that leaves parameters without a gradient: the ranges
-     * it skips count as zero gradients on that rank, as PyTorch's reducer does. */
-    { .name = "ddp_find_unused_parameters_false", .description = "Lightning's name: ddp (every parameter gets a "
-      "gradient in backward)", .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA, .base = "ddp",
-      .options = "bucket_mb=0.5,overlap=1,find_unused=0", .launch = CT_LAUNCH_PROCESSES },
-    { .name = "ddp_find_unused_parameters_true", .description = "Lightning's name: ddp for a model that leaves "
-      "parameters without a gradient (they count as zero)", .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA,
-      .base = "ddp", .options = "bucket_mb=0.5,overlap=1,find_unused=1", .launch = CT_LAUNCH_PROCESSES },
-    { .name = "ddp_fork_find_unused_parameters_false", .aliases = { "ddp_spawn_find_unused_parameters_false", NULL },
-      .description = "Lightning's name: ddp_fork (every parameter gets a gradient in backward)",
-      .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA, .base = "ddp_fork",
-      .options = "bucket_mb=0.5,overlap=1,find_unused=0", .launch = CT_LAUNCH_FORK },
-    { .name = "ddp_fork_find_unused_parameters_true", .aliases = { "ddp_spawn_find_unused_parameters_true", NULL },
-      .description = "Lightning's name: ddp_fork for a model that leaves parameters without a gradient (they "
-      "count as zero)", .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA, .base = "ddp_fork",
-      .options = "bucket_mb=0.5,overlap=1,find_unused=1", .launch = CT_LAUNCH_FORK },
-    { .name = "ddp_no_overlap", .description = "ddp variant: one allreduce per bucket after backward "
-      "finishes (to measure what overlap buys)", .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA,
-      .base = "ddp", .options = "bucket_mb=0.5,overlap=0", .launch = CT_LAUNCH_PROCESSES },
-    { .name = "ddp_nccl", .description = "ddp that must run on GPUs: refuses cpu instead of falling back",
-      .accelerators = CT_ACCEL_CUDA, .base = "ddp", .options = "bucket_mb=0.5,overlap=1",
-      .launch = CT_LAUNCH_PROCESSES },
-    /* Stage 2 by default: it moves half an allreduce's bytes and keeps only a shard of the reduced
-     * gradients; stage 1 keeps ddp's allreduce and partitions the optimizer state only. */
-    { .name = "ddp_sharded", .description = "ddp with the optimizer state (stage 1) and reduced gradients "
-      "(stage 2) partitioned over the ranks (ZeRO): reduce-scatter per bucket, shard update, all-gather",
-      .accelerators = CT_ACCEL_CPU, .options = "bucket_mb=0.5,stage=2", .launch = CT_LAUNCH_PROCESSES,
-      .precisions = "32-true,bf16-mixed" /* its shards are fp32 arrays */ },
-    { .name = "ddp_large_buckets", .description = "ddp variant with PyTorch's 25 MB buckets",
-      .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA, .base = "ddp", .options = "bucket_mb=25,overlap=1",
-      .launch = CT_LAUNCH_PROCESSES },
-};
-
-/* Supported masks say what ctrain's engine really computes in; names known but unsupported are
- * rejected by the connector with the list of what works, never switched silently. */
-static ct_registry_entry precisions[] = {
-    { .name = "32-true", .description = "fp32 weights and math", .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA },
-    { .name = "bf16-mixed", .description = "bf16 GEMM inputs, fp32 master weights and accumulation",
-      .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA },
-    { .name = "16-mixed", .description = "fp16 GEMM inputs with dynamic loss scaling, fp32 master weights",
-      .accelerators = CT_ACCEL_CUDA },
-    /* The description says why each is refused: the connector's error quotes it. */
-    { .name = "64-true", .description = "fp64 parameters, activations, gradients, optimizer state, collectives "
-      "and checkpoints (F64)", .accelerators = CT_ACCEL_CPU },
-    { .name = "bf16-true", .description = "bf16 parameters, activations, gradients, optimizer state, collectives "
-      "and checkpoints (BF16); fp32 arithmetic and GEMM accumulation", .accelerators = CT_ACCEL_CPU },
-    /* The description says why it is refused: the connector's error quotes it. */
-    { .name = "16-true", .description = "fp16 weights and math: refused until ctrain's GPU path has run on a GPU "
-      "(fp16 math is for cuda; no GPU has run it yet)", .accelerators = 0 },
-    { .name = "32", .description = "legacy name of 32-true", .legacy_of = "32-true" },
-    { .name = "64", .description = "legacy name of 64-true", .legacy_of = "64-true" },
-    { .name = "16", .description = "legacy name of 16-mixed", .legacy_of = "16-mixed" },
-    { .name = "bf16", .description = "legacy name of bf16-mixed", .legacy_of = "bf16-mixed" },
-};
+#include "engine/registry/components.h"
 
 static ct_registry_entry checkpoint_ios[] = {
     { .name = "safetensors", .description = "safetensors files written atomically (tmp, fsync, rename)",
       .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA },
+    { .name = NULL },
 };
 
 static ct_registry_entry launchers[] = {
@@ -101,6 +24,7 @@ static ct_registry_entry launchers[] = {
       "the command line", .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA },
     { .name = "fork", .description = "fork N workers from the calling program; rank 0's result returns to it",
       .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA },
+    { .name = NULL },
 };
 
 /* Models: the config schema (--model-config) and what each computes in. The cpu engine computes
@@ -128,8 +52,8 @@ static const ct_config_key gpt_config[] = {
 /* Room for the models and data modules a user program registers (ct_registry_add). */
 #define MAX_ADDED 32
 
-static ct_registry_entry models[8 + MAX_ADDED] = {
-    { .name = "mlp", .description = "multilayer perceptron classifier: Linear+ReLU layers, softmax "
+static ct_registry_entry models[] = {
+    { .name = "mlp", .is_default = 1, .description = "multilayer perceptron classifier: Linear+ReLU layers, softmax "
       "cross-entropy; inputs and classes from the data", .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA,
       .config = mlp_config, .precisions = "32-true,bf16-mixed,16-mixed,64-true,bf16-true",
       .datamodule = "fashion-mnist" },
@@ -137,55 +61,65 @@ static ct_registry_entry models[8 + MAX_ADDED] = {
       "self-attention, GELU MLP, tied LM head); not on cuda until device kernels exist",
       .accelerators = CT_ACCEL_CPU, .config = gpt_config, .precisions = "32-true,bf16-mixed,64-true,bf16-true",
       .datamodule = "tokens" },
+    { .name = NULL },
 };
 
-static ct_registry_entry datamodules[8 + MAX_ADDED] = {
+static ct_registry_entry datamodules[] = {
     { .name = "fashion-mnist", .aliases = { "fmnist", NULL },
       .description = "Fashion-MNIST IDX files: 60000 28x28 images in 10 classes (1/12 held out for "
       "validation) and 10000 test images", .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA,
       .default_dir = "/usr/share/datasets/fashion-mnist" },
     { .name = "tokens", .description = "llm.c token shards DIR/train.bin and DIR/val.bin (ctrain tokenize): "
       "windows of the model's seq_len, in order, sharded over the ranks", .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA },
+    { .name = NULL },
 };
+
+/* Each kind's descriptor arrays in `ctrain plan --list` order, each ended by a row without a name.
+ * A user program's models and data modules come after them (ct_registry_add). */
+static ct_registry_entry *const accelerator_descs[] = { ct_accelerator_cpu_desc, ct_accelerator_cuda_desc, NULL };
+static ct_registry_entry *const strategy_descs[] = { ct_strategy_single_device_desc, ct_strategy_ddp_desc,
+                                                     ct_strategy_ddp_sharded_desc,
+                                                     ct_strategy_ddp_large_buckets_desc, NULL };
+static ct_registry_entry *const precision_descs[] = { ct_precision_desc, NULL };
+static ct_registry_entry *const checkpoint_io_descs[] = { checkpoint_ios, NULL };
+static ct_registry_entry *const launcher_descs[] = { launchers, NULL };
+static ct_registry_entry *const model_descs[] = { models, NULL };
+static ct_registry_entry *const datamodule_descs[] = { datamodules, NULL };
+
+#define MAX_ENTRIES 64
 
 struct table {
     const char *kind_name;
-    ct_registry_entry *entries;
+    ct_registry_entry *const *descs;
+    ct_registry_entry *entries[MAX_ENTRIES];
     int n;
 };
 
-#define N_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
-
 static struct table tables[CT_REG_NKINDS] = {
-    [CT_REG_ACCELERATOR]   = { "accelerator", accelerators, N_OF(accelerators) },
-    [CT_REG_STRATEGY]      = { "strategy", strategies, N_OF(strategies) },
-    [CT_REG_PRECISION]     = { "precision", precisions, N_OF(precisions) },
-    [CT_REG_CHECKPOINT_IO] = { "checkpoint_io", checkpoint_ios, N_OF(checkpoint_ios) },
-    [CT_REG_LAUNCHER]      = { "launcher", launchers, N_OF(launchers) },
-    [CT_REG_MODEL]         = { "model", models, 0 },
-    [CT_REG_DATAMODULE]    = { "datamodule", datamodules, 0 },
+    [CT_REG_ACCELERATOR]   = { "accelerator", accelerator_descs, { NULL }, 0 },
+    [CT_REG_STRATEGY]      = { "strategy", strategy_descs, { NULL }, 0 },
+    [CT_REG_PRECISION]     = { "precision", precision_descs, { NULL }, 0 },
+    [CT_REG_CHECKPOINT_IO] = { "checkpoint IO", checkpoint_io_descs, { NULL }, 0 },
+    [CT_REG_LAUNCHER]      = { "launcher", launcher_descs, { NULL }, 0 },
+    [CT_REG_MODEL]         = { "model", model_descs, { NULL }, 0 },
+    [CT_REG_DATAMODULE]    = { "datamodule", datamodule_descs, { NULL }, 0 },
 };
 
-/* The model and data-module tables have spare rows: their count is the rows with a name. */
-static int count_named(enum ct_registry_kind kind, int cap)
-{
-    static int counted[CT_REG_NKINDS];
-
-    if (!counted[kind]) {
-        int n = 0;
-
-        while (n < cap && tables[kind].entries[n].name)
-            n++;
-        tables[kind].n = n;
-        counted[kind] = 1;
-    }
-    return tables[kind].n;
-}
-
+/* Every kind's rows with a name, gathered from its descriptors on first use. */
 static void count_tables(void)
 {
-    count_named(CT_REG_MODEL, N_OF(models));
-    count_named(CT_REG_DATAMODULE, N_OF(datamodules));
+    static int gathered;
+
+    if (gathered)
+        return;
+    gathered = 1;
+    for (int k = 0; k < CT_REG_NKINDS; k++) {
+        struct table *t = &tables[k];
+
+        for (int d = 0; t->descs[d]; d++)
+            for (ct_registry_entry *e = t->descs[d]; e->name && t->n < MAX_ENTRIES; e++)
+                t->entries[t->n++] = e;
+    }
 }
 
 /* Names and aliases of every kind, NULL-terminated, built on first use. */
@@ -207,7 +141,7 @@ const ct_registry_entry *ct_registry_at(enum ct_registry_kind kind, int i)
     count_tables();
     if ((unsigned)kind >= CT_REG_NKINDS || i < 0 || i >= tables[kind].n)
         return NULL;
-    return &tables[kind].entries[i];
+    return tables[kind].entries[i];
 }
 
 const ct_registry_entry *ct_registry_find(enum ct_registry_kind kind, const char *name)
@@ -216,7 +150,7 @@ const ct_registry_entry *ct_registry_find(enum ct_registry_kind kind, const char
         return NULL;
     count_tables();
     for (int i = 0; i < tables[kind].n; i++) {
-        const ct_registry_entry *e = &tables[kind].entries[i];
+        const ct_registry_entry *e = tables[kind].entries[i];
         /* Names are case-insensitive, as in Lightning ("DDP", "CPU", "BF16-Mixed"). */
         if (!strcasecmp(e->name, name))
             return e;
@@ -239,7 +173,7 @@ const char *const *ct_registry_names(enum ct_registry_kind kind)
     if (list[0])
         return list;
     for (int i = 0; i < tables[kind].n && n < 62; i++) {
-        const ct_registry_entry *e = &tables[kind].entries[i];
+        const ct_registry_entry *e = tables[kind].entries[i];
         list[n++] = e->name;
         for (int a = 0; a < 4 && e->aliases[a] && n < 62; a++)
             list[n++] = e->aliases[a];
@@ -254,8 +188,8 @@ int ct_registry_set_ops(enum ct_registry_kind kind, const char *name, const void
         return CT_EINVAL;
     count_tables();
     for (int i = 0; i < tables[kind].n; i++) {
-        if (!strcmp(tables[kind].entries[i].name, name)) {
-            tables[kind].entries[i].ops = ops;
+        if (!strcmp(tables[kind].entries[i]->name, name)) {
+            tables[kind].entries[i]->ops = ops;
             return 0;
         }
     }
@@ -264,15 +198,46 @@ int ct_registry_set_ops(enum ct_registry_kind kind, const char *name, const void
 
 int ct_registry_add(enum ct_registry_kind kind, const ct_registry_entry *entry)
 {
-    int cap = kind == CT_REG_MODEL ? N_OF(models) : kind == CT_REG_DATAMODULE ? N_OF(datamodules) : 0;
+    static ct_registry_entry added[2][MAX_ADDED];
+    static int n_added[2];
+    int which = kind == CT_REG_MODEL ? 0 : kind == CT_REG_DATAMODULE ? 1 : -1;
 
-    if (!cap || !entry || !entry->name || !entry->name[0] || ct_registry_find(kind, entry->name))
+    if (which < 0 || !entry || !entry->name || !entry->name[0] || ct_registry_find(kind, entry->name))
         return CT_EINVAL;
-    if (tables[kind].n >= cap)
+    if (n_added[which] >= MAX_ADDED || tables[kind].n >= MAX_ENTRIES)
         return CT_ENOMEM;
-    tables[kind].entries[tables[kind].n++] = *entry;
+    added[which][n_added[which]] = *entry;
+    tables[kind].entries[tables[kind].n++] = &added[which][n_added[which]++];
     name_lists[kind][0] = NULL; /* rebuilt with the new name on next use */
     return 0;
+}
+
+const ct_registry_entry *ct_registry_default(enum ct_registry_kind kind)
+{
+    for (int i = 0; i < ct_registry_count(kind); i++)
+        if (tables[kind].entries[i]->is_default)
+            return tables[kind].entries[i];
+    return NULL;
+}
+
+const char *ct_registry_strategy_options(const ct_registry_entry *st, const char *user, char *buf, size_t size)
+{
+    char val[64];
+    size_t used = 0;
+
+    buf[0] = '\0';
+    if (!st || !st->option_schema || !st->option_schema->key)
+        return NULL;
+    for (const ct_config_key *k = st->option_schema; k->key; k++) {
+        const char *v = k->dflt ? k->dflt : "";
+
+        if (user && ct_options_get(user, k->key, val, sizeof(val)))
+            v = val;
+        else if (st->options && ct_options_get(st->options, k->key, val, sizeof(val)))
+            v = val;
+        used += (size_t)snprintf(buf + used, used < size ? size - used : 0, "%s%s=%s", used ? "," : "", k->key, v);
+    }
+    return buf;
 }
 
 int ct_registry_model_has_precision(const ct_registry_entry *model, const char *precision)
@@ -293,13 +258,9 @@ int ct_registry_model_has_precision(const ct_registry_entry *model, const char *
 
 unsigned ct_registry_accel_bit(const char *accelerator)
 {
-    if (!accelerator)
-        return 0;
-    if (!strcmp(accelerator, "cpu"))
-        return CT_ACCEL_CPU;
-    if (!strcmp(accelerator, "cuda"))
-        return CT_ACCEL_CUDA;
-    return 0;
+    const ct_registry_entry *e = accelerator ? ct_registry_find(CT_REG_ACCELERATOR, accelerator) : NULL;
+
+    return e ? e->accelerators : 0;
 }
 
 const char *ct_registry_accel_list(unsigned mask, char *buf, int size)
@@ -308,7 +269,7 @@ const char *ct_registry_accel_list(unsigned mask, char *buf, int size)
 
     buf[0] = '\0';
     for (int i = 0; i < tables[CT_REG_ACCELERATOR].n; i++) {
-        const ct_registry_entry *e = &tables[CT_REG_ACCELERATOR].entries[i];
+        const ct_registry_entry *e = tables[CT_REG_ACCELERATOR].entries[i];
         if (!(mask & e->accelerators) || used >= size)
             continue;
         used += snprintf(buf + used, (size_t)(size - used), "%s%s", used ? ", " : "", e->name);

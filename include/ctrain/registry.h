@@ -1,14 +1,19 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — name-keyed registries of the pluggable parts.
  *
- * libctrain-core holds the names: each entry has aliases, a one-line description and the
- * accelerators it supports, so the connector can validate and resolve flags inside srun (the
- * SPANK plugin) where no implementation is linked. libctrain fills each entry's `ops` with its
- * struct of function pointers at start-up (ct_engine_init in include/ctrain/engine.h).
+ * Each component describes itself in its own file (engine/registry/<kind>_<name>.c for the
+ * accelerators, strategies and precisions; envs/<name>.c for cluster environments): its name and
+ * aliases, a one-line description, its option schema, what it supports and its constraints. The
+ * descriptors are in libctrain-core, so the connector can validate and resolve flags inside srun
+ * (the SPANK plugin) where no implementation is linked; the connector's rules read these fields,
+ * never a component's name. libctrain fills each entry's `ops` with its struct of function
+ * pointers at start-up (ct_engine_init in include/ctrain/engine.h).
  * Cluster environments have their own registry in include/ctrain/envs.h.
  */
 #ifndef CTRAIN_REGISTRY_H
 #define CTRAIN_REGISTRY_H
+
+#include <stddef.h>
 
 #include "ctrain/config.h"
 
@@ -34,15 +39,35 @@ enum ct_launch_policy {
     CT_LAUNCH_FORK          /* fork workers from the calling process */
 };
 
+/* When the connector picks a strategy by itself (--strategy auto). */
+enum ct_auto_rule {
+    CT_AUTO_NEVER = 0,      /* only when named */
+    CT_AUTO_ONE_PROCESS,    /* auto's choice for a world of one process */
+    CT_AUTO_PROCESSES       /* auto's choice for a world of several */
+};
+
 typedef struct ct_registry_entry {
     const char *name;
     const char *aliases[4];    /* NULL-terminated */
     const char *description;
-    unsigned accelerators;     /* CT_ACCEL_* this entry supports; 0: name known, not supported */
+    unsigned accelerators;     /* CT_ACCEL_* this entry supports (an accelerator: its own bit); 0: name
+                                  known, not supported */
+    int is_default;            /* the default of its kind: the accelerator auto falls back to (cpu), the
+                                  precision when none is given (32-true), the model (mlp) */
+    /* accelerators only */
+    int probe_devices;         /* its devices are probed and named by id (cuda): auto picks it when the
+                                  probe finds it; without, --devices counts processes (cpu) */
     /* strategies only */
-    const char *base;          /* registered variant of this strategy, or NULL */
-    const char *options;       /* default options "key=value,..." */
+    const char *base;          /* the registered strategy whose implementation this one runs, or NULL */
+    const ct_config_key *option_schema; /* the "NAME:key=value" options it takes, with their ranges
+                                           and defaults (NULL-key terminated; NULL: none) */
+    const char *options;       /* this name's defaults where they differ from the schema's:
+                                  "overlap=0" (ddp_no_overlap) */
     enum ct_launch_policy launch;
+    enum ct_auto_rule auto_rule;
+    int one_process;           /* runs one process on one device: refuses several devices, nodes, ranks */
+    int min_world;             /* fewest processes it makes sense on (0: any) ... */
+    const char *min_world_why; /* ... and why, for the error: "partitions the optimizer over ranks" */
     /* precisions only */
     const char *legacy_of;     /* for legacy names ("16"): the canonical name, with a notice */
     /* models only */
@@ -69,6 +94,13 @@ const char *const *ct_registry_names(enum ct_registry_kind kind);
 int ct_registry_add(enum ct_registry_kind kind, const ct_registry_entry *entry);
 /* 1 when the model entry lists precision (canonical name) among its precisions. */
 int ct_registry_model_has_precision(const ct_registry_entry *model, const char *precision);
+/* The entry of its kind marked is_default, or NULL. */
+const ct_registry_entry *ct_registry_default(enum ct_registry_kind kind);
+/* A strategy's options with every key of its schema: the value in user ("k=v,...", NULL: none)
+ * where given, else the entry's own default, else the schema's — "bucket_mb=0.5,overlap=1".
+ * Returns buf, or NULL (buf "") for a strategy that takes no options. */
+const char *ct_registry_strategy_options(const ct_registry_entry *strategy, const char *user, char *buf,
+                                         size_t size);
 /* Attach an implementation to a registered name. Returns 0, or CT_EINVAL for an unknown name. */
 int ct_registry_set_ops(enum ct_registry_kind kind, const char *name, const void *ops);
 /* "cpu, cuda" for a CT_ACCEL_* mask, into buf. */
