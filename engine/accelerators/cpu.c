@@ -79,9 +79,9 @@ const struct ct_accelerator_ops ct_accelerator_cpu = {
 
 void ct_accelerators_register(void)
 {
-    ct_registry_set_ops(CT_REG_ACCELERATOR, "cpu", &ct_accelerator_cpu);
+    ct_registry_set_ops(CT_REG_ACCELERATOR, ct_accelerator_cpu.name, &ct_accelerator_cpu);
 #ifdef CT_HAVE_CUDA
     /* Registration only: no CUDA call until the connector asks whether cuda is available. */
-    ct_registry_set_ops(CT_REG_ACCELERATOR, "cuda", &ct_accelerator_cuda);
+    ct_registry_set_ops(CT_REG_ACCELERATOR, ct_accelerator_cuda.name, &ct_accelerator_cuda);
 #endif
 }

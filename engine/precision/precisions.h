@@ -5,10 +5,7 @@
 
 #include "ctrain/precision.h"
 
-extern const struct ct_precision_ops ct_precision_32_true;
-extern const struct ct_precision_ops ct_precision_bf16_mixed;
-extern const struct ct_precision_ops ct_precision_16_mixed;
-extern const struct ct_precision_ops ct_precision_64_true;
-extern const struct ct_precision_ops ct_precision_bf16_true;
+/* The i-th implemented precision, NULL past the last: ct_engine_init registers each under its name. */
+const struct ct_precision_ops *ct_precision_at(int i);
 
 #endif

@@ -289,22 +289,29 @@ int ct_ddp_mpi_error(int rc, const char *call, ct_error *err)
     return ct_error_hint(err, "a peer rank probably died or lost its connection; see the other ranks' messages");
 }
 
-int ct_ddp_init(ct_strategy *s, ct_error *err)
+/* A 0/1 option; dflt where the strategy's schema lacks the key (ddp_sharded has no overlap). */
+static int option_flag(const ct_config *opts, const char *key, int dflt)
 {
-    struct ddp *d = calloc(1, sizeof(*d));
-    char buf[64];
+    const char *v = ct_config_text(opts, key);
 
-    if (!d)
+    return v[0] ? strcmp(v, "0") != 0 : dflt;
+}
+
+static int ct_ddp_init(ct_strategy *s, ct_error *err)
+{
+    struct ddp *d;
+    ct_config opts;
+    int rc;
+
+    /* The values and their defaults are the descriptor's schema (engine/registry/strategy_ddp.c). */
+    if ((rc = ct_strategy_options(s, &opts, err)))
+        return rc;
+    if (!(d = calloc(1, sizeof(*d))))
         return ct_error_set(err, CT_ENOMEM, NULL, "ddp: out of memory");
-    d->bucket_mb = 0.5; /* the registry's default (engine/registry/registry.c) */
-    d->overlap = 1;
+    d->bucket_mb = ct_config_double(&opts, "bucket_mb");
+    d->overlap = option_flag(&opts, "overlap", 1);
+    d->find_unused = option_flag(&opts, "find_unused", 0);
     d->reqs_per_bucket = 1;
-    if (ct_options_get(s->options, "bucket_mb", buf, sizeof(buf)))
-        ct_parse_double(buf, &d->bucket_mb);
-    if (ct_options_get(s->options, "overlap", buf, sizeof(buf)))
-        d->overlap = strcmp(buf, "0") != 0;
-    if (ct_options_get(s->options, "find_unused", buf, sizeof(buf)))
-        d->find_unused = strcmp(buf, "0") != 0;
     d->comm = MPI_COMM_NULL;
     d->fault_comm = MPI_COMM_NULL;
     d->mpi_sum = MPI_SUM;
@@ -348,7 +355,7 @@ static int check_mpi_layout(ct_strategy *s, int rank, int size, ct_error *err)
 
 /* Ranks come from MPI; where the cluster environment knows the node layout (srun, mpirun, our
  * subprocess launcher) local and node ranks come from it, else (forked workers) all are local. */
-int ct_ddp_setup_environment(ct_strategy *s, ct_error *err)
+static int ct_ddp_setup_environment(ct_strategy *s, ct_error *err)
 {
     struct ddp *d = s->impl;
     int inited = 0, provided, rank, size, rc;
@@ -461,7 +468,7 @@ static void bf16_sum(void *in, void *inout, int *len, MPI_Datatype *type)
 /* Element i of the gradient array, whatever its type. */
 static void *grad_at(const struct ddp *d, size_t i) { return (char *)d->grads + i * d->esize; }
 
-int ct_ddp_setup_model(ct_strategy *s, void *params, void *grads, size_t n, ct_error *err)
+static int ct_ddp_setup_model(ct_strategy *s, void *params, void *grads, size_t n, ct_error *err)
 {
     struct ddp *d = s->impl;
     MPI_Request req = MPI_REQUEST_NULL;
@@ -563,7 +570,7 @@ static int start_posted(ct_strategy *s, ct_error *err)
     return 0;
 }
 
-int ct_ddp_post_with_grads(ct_strategy *s, double *values, int n)
+static int ct_ddp_post_with_grads(ct_strategy *s, double *values, int n)
 {
     struct ddp *d = s->impl;
 
@@ -593,7 +600,7 @@ static int skipped_grads(struct ddp *d, size_t lo, size_t hi, ct_error *err)
                          "the last to the first");
 }
 
-int ct_ddp_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_error *err)
+static int ct_ddp_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_error *err)
 {
     struct ddp *d = s->impl;
     int rc, flag;
@@ -628,7 +635,7 @@ int ct_ddp_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_error *err
     return 0;
 }
 
-int ct_ddp_grad_sync(ct_strategy *s, ct_error *err)
+static int ct_ddp_grad_sync(ct_strategy *s, ct_error *err)
 {
     struct ddp *d = s->impl;
     double t0;
@@ -683,7 +690,7 @@ int ct_ddp_grad_sync(ct_strategy *s, ct_error *err)
     return 0;
 }
 
-int ct_ddp_broadcast(ct_strategy *s, void *buf, size_t bytes, int root, ct_error *err)
+static int ct_ddp_broadcast(ct_strategy *s, void *buf, size_t bytes, int root, ct_error *err)
 {
     struct ddp *d = s->impl;
     int rc;
@@ -698,7 +705,7 @@ int ct_ddp_broadcast(ct_strategy *s, void *buf, size_t bytes, int root, ct_error
     return ct_ddp_wait(s, &req, 1, "a broadcast", err);
 }
 
-int ct_ddp_reduce_sum(ct_strategy *s, double *values, int n, ct_error *err)
+static int ct_ddp_reduce_sum(ct_strategy *s, double *values, int n, ct_error *err)
 {
     struct ddp *d = s->impl;
     int rc;
@@ -713,7 +720,7 @@ int ct_ddp_reduce_sum(ct_strategy *s, double *values, int n, ct_error *err)
     return ct_ddp_wait(s, &req, 1, "an allreduce of metrics", err);
 }
 
-void ct_ddp_teardown(ct_strategy *s)
+static void ct_ddp_teardown(ct_strategy *s)
 {
     struct ddp *d = s->impl;
     int finalized = 0;
@@ -751,7 +758,7 @@ static void abort_stuck(int sig)
     _exit(1);
 }
 
-void ct_ddp_destroy(ct_strategy *s)
+static void ct_ddp_destroy(ct_strategy *s)
 {
     struct ddp *d = s->impl;
 

@@ -70,15 +70,7 @@ int ct_ddp_mpi_error(int rc, const char *call, ct_error *err);
  * rank fails naming the ranks that did not arrive. Every rank calls it once per collective. */
 int ct_ddp_wait(ct_strategy *s, MPI_Request *reqs, int n, const char *what, ct_error *err);
 
-int ct_ddp_init(ct_strategy *s, ct_error *err);
-int ct_ddp_setup_environment(ct_strategy *s, ct_error *err);
-int ct_ddp_setup_model(ct_strategy *s, void *params, void *grads, size_t n, ct_error *err);
-int ct_ddp_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_error *err);
-int ct_ddp_grad_sync(ct_strategy *s, ct_error *err);
-int ct_ddp_post_with_grads(ct_strategy *s, double *values, int n);
-int ct_ddp_broadcast(ct_strategy *s, void *buf, size_t bytes, int root, ct_error *err);
-int ct_ddp_reduce_sum(ct_strategy *s, double *values, int n, ct_error *err);
-void ct_ddp_teardown(ct_strategy *s);
-void ct_ddp_destroy(ct_strategy *s);
+/* ddp's own ops (ct_strategy_ddp, strategies.h) are what a variant builds on: ddp_sharded copies
+ * them and overrides what sharding changes, calling ddp's where it extends them. */
 
 #endif

@@ -56,20 +56,19 @@ static int sharded_init(ct_strategy *s, ct_error *err)
 {
     struct sharded *z = calloc(1, sizeof(*z));
     struct ddp *d;
-    char buf[64];
+    ct_config opts;
     int rc;
 
     if (!z)
         return ct_error_set(err, CT_ENOMEM, NULL, "ddp_sharded: out of memory");
-    if ((rc = ct_ddp_init(s, err))) {
+    if ((rc = ct_strategy_ddp.init(s, err)) || (rc = ct_strategy_options(s, &opts, err))) {
         free(z);
         return rc;
     }
     d = s->impl;
     d->sharded = z;
-    z->stage = 2; /* the registry's default (engine/registry/registry.c) */
-    if (ct_options_get(s->options, "stage", buf, sizeof(buf)))
-        z->stage = atoi(buf) == 1 ? 1 : 2;
+    /* The default is the descriptor's (engine/registry/strategy_ddp_sharded.c). */
+    z->stage = ct_config_int(&opts, "stage") == 1 ? 1 : 2;
     return 0;
 }
 
@@ -240,7 +239,7 @@ static int sharded_setup_model(ct_strategy *s, void *params, void *grads, size_t
         ct_error_set(err, CT_EINVAL, "ddp-sharded-too-large", "ddp_sharded: %zu parameters exceed MPI's int counts", n);
         return ct_error_hint(err, "use --strategy ddp");
     }
-    if ((rc = ct_ddp_setup_model(s, params, grads, n, err)))
+    if ((rc = ct_strategy_ddp.setup_model(s, params, grads, n, err)))
         return rc;
     z->params = params;
     z->counts = calloc((size_t)world, sizeof(int));
@@ -349,24 +348,26 @@ static void sharded_destroy(ct_strategy *s)
         free(z);
         d->sharded = NULL;
     }
-    ct_ddp_destroy(s);
+    ct_strategy_ddp.destroy(s);
 }
 
-const struct ct_strategy_ops ct_strategy_ddp_sharded = {
-    .name = "ddp_sharded",
-    .init = sharded_init,
-    .setup_environment = ct_ddp_setup_environment,
-    .setup_model = sharded_setup_model,
-    .grad_ready = ct_ddp_grad_ready,
-    .grad_sync = ct_ddp_grad_sync,
-    .grad_view = sharded_grad_view,
-    .params_needed = sharded_params_needed,
-    .params_sync = sharded_params_sync,
-    .post_with_grads = ct_ddp_post_with_grads,
-    .optimizer_step = sharded_optimizer_step,
-    .gather_shards = sharded_gather_shards,
-    .broadcast = ct_ddp_broadcast,
-    .reduce_sum = ct_ddp_reduce_sum,
-    .teardown = ct_ddp_teardown,
-    .destroy = sharded_destroy,
-};
+/* ddp's ops, with what sharding changes: the options, the model's partition, the gradients this rank
+ * reads, the parameters' all-gather, the update and the optimizer state's gather, and freeing it. */
+const struct ct_strategy_ops *ct_strategy_ddp_sharded(void)
+{
+    static struct ct_strategy_ops ops;
+
+    if (!ops.name) {
+        ops = ct_strategy_ddp;
+        ops.init = sharded_init;
+        ops.setup_model = sharded_setup_model;
+        ops.grad_view = sharded_grad_view;
+        ops.params_needed = sharded_params_needed;
+        ops.params_sync = sharded_params_sync;
+        ops.optimizer_step = sharded_optimizer_step;
+        ops.gather_shards = sharded_gather_shards;
+        ops.destroy = sharded_destroy;
+        ops.name = "ddp_sharded";
+    }
+    return &ops;
+}

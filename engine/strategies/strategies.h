@@ -7,6 +7,10 @@
 
 extern const struct ct_strategy_ops ct_strategy_single_device;
 extern const struct ct_strategy_ops ct_strategy_ddp;
-extern const struct ct_strategy_ops ct_strategy_ddp_sharded;
+/* Built from ddp's ops in code (ddp_sharded.c). */
+const struct ct_strategy_ops *ct_strategy_ddp_sharded(void);
+
+/* Every implemented strategy, NULL-terminated, for ct_engine_init to register under its name. */
+const struct ct_strategy_ops *const *ct_strategies(void);
 
 #endif

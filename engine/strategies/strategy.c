@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ctrain/registry.h"
 #include "ctrain/util.h"
 #include "engine/nn/bf16_inline.h"
 
@@ -33,6 +34,13 @@ void ct_strategy_param_gathers(const ct_strategy *s, long *total, long *overlapp
 {
     *total = s->param_gathers;
     *overlapped = s->param_gathers_overlapped;
+}
+
+int ct_strategy_options(const ct_strategy *s, ct_config *out, ct_error *err)
+{
+    const ct_registry_entry *e = ct_registry_find(CT_REG_STRATEGY, s->name);
+
+    return ct_config_parse(e ? e->option_schema : NULL, "--strategy", s->name, s->options, out, err);
 }
 
 void ct_strategy_set_collective_timeout(ct_strategy *s, double seconds)

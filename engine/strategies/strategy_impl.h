@@ -7,6 +7,7 @@
 
 #include "ctrain/accelerator.h"
 #include "ctrain/checkpoint_io.h"
+#include "ctrain/config.h"
 #include "ctrain/environment.h"
 #include "ctrain/launcher.h"
 #include "ctrain/precision.h"
@@ -83,5 +84,9 @@ struct ct_strategy {
     void *optim_whole[2]; /* whole optimizer state arrays for a checkpoint of a sharded optimizer */
     void *impl;            /* the implementation's state */
 };
+
+/* The strategy's options ("key=value,..." from the plan) read against its descriptor's schema:
+ * ct_config_double/int give each value, or the schema's default. */
+int ct_strategy_options(const ct_strategy *s, ct_config *out, ct_error *err);
 
 #endif

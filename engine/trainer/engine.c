@@ -20,16 +20,12 @@ void ct_engine_init(void)
     done = 1;
     ct_accelerators_register();
     ct_models_register_builtin();
-    ct_registry_set_ops(CT_REG_PRECISION, "32-true", &ct_precision_32_true);
-    ct_registry_set_ops(CT_REG_PRECISION, "bf16-mixed", &ct_precision_bf16_mixed);
-    ct_registry_set_ops(CT_REG_PRECISION, "16-mixed", &ct_precision_16_mixed);
-    ct_registry_set_ops(CT_REG_PRECISION, "64-true", &ct_precision_64_true);
-    ct_registry_set_ops(CT_REG_PRECISION, "bf16-true", &ct_precision_bf16_true);
-    ct_registry_set_ops(CT_REG_STRATEGY, "single_device", &ct_strategy_single_device);
-    /* ddp_fork is ddp with another launcher; variants (ddp_no_overlap, ...) run ddp with their options. */
-    ct_registry_set_ops(CT_REG_STRATEGY, "ddp", &ct_strategy_ddp);
-    ct_registry_set_ops(CT_REG_STRATEGY, "ddp_fork", &ct_strategy_ddp);
-    ct_registry_set_ops(CT_REG_STRATEGY, "ddp_sharded", &ct_strategy_ddp_sharded);
+    for (int i = 0; ct_precision_at(i); i++)
+        ct_registry_set_ops(CT_REG_PRECISION, ct_precision_at(i)->name, ct_precision_at(i));
+    /* Each under the name its ops carry; the names built on one (ddp_fork, ddp_no_overlap, ...) run
+     * their base's ops with their own options and launcher (their descriptor's base). */
+    for (const struct ct_strategy_ops *const *st = ct_strategies(); *st; st++)
+        ct_registry_set_ops(CT_REG_STRATEGY, (*st)->name, *st);
     ct_registry_set_ops(CT_REG_CHECKPOINT_IO, "safetensors", &ct_checkpoint_io_safetensors);
     ct_registry_set_ops(CT_REG_LAUNCHER, "external", &ct_launcher_external);
     ct_registry_set_ops(CT_REG_LAUNCHER, "subprocess", &ct_launcher_subprocess);
