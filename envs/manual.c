@@ -173,6 +173,9 @@ const struct ct_env_ops ct_env_manual_ops = {
     .description = "processes started by hand on each node (MASTER_ADDR/PORT, WORLD_SIZE, NODE_RANK or GROUP_RANK, "
                    "LOCAL_RANK: Lightning's LightningEnvironment)",
     .auto_detect = 1,
+    .priority = 30,
+    .needs = "LOCAL_RANK, NODE_RANK or GROUP_RANK (then also MASTER_ADDR, MASTER_PORT and WORLD_SIZE): set them in "
+             "every process you start by hand",
     .detect = manual_detect,
     .read = manual_read,
     .validate = manual_validate,

@@ -201,6 +201,11 @@ const struct ct_env_ops ct_env_mpi_ops = {
     .description = "ranks started by mpirun / mpiexec: Open MPI (OMPI_COMM_WORLD_*), Cray PALS (PALS_*, PMI_*), "
                    "MVAPICH2 (MV2_COMM_WORLD_*), MPICH Hydra (PMI_RANK/PMI_SIZE or PMI_ID/PMI_PORT, MPI_LOCAL*)",
     .auto_detect = 1,
+    .priority = 60,
+    .pmix_enriches = 1,
+    .needs = "OMPI_COMM_WORLD_RANK/SIZE (Open MPI), PALS_RANKID and PALS_NODEID (Cray PALS), MV2_COMM_WORLD_RANK/SIZE "
+             "(MVAPICH2), or PMI_RANK/PMI_SIZE or PMI_PORT/PMI_ID with MPI_LOCALRANKID (MPICH Hydra): start it with "
+             "mpirun / mpiexec",
     .detect = mpi_detect,
     .read = mpi_read,
     .validate = mpi_validate,

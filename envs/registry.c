@@ -8,40 +8,33 @@
 #include "ctrain/util.h"
 #include "envs/envs_impl.h"
 
-/* Every name in detection order. ops is the implementation: built in here, or registered at
- * start-up by libctrain (pmix: its code links libpmix, which libctrain-core must not). */
+/* Every name ctrain knows. ops is the implementation: built in here, or registered at start-up by
+ * libctrain (pmix: its code links libpmix, which libctrain-core must not). Each describes itself
+ * (include/ctrain/environment.h): detection order is its priority, not this order. */
 struct env_slot {
     const char *name;
     const struct ct_env_ops *ops;
-    const char *needs; /* what must be present, for "--cluster-env NAME" when it is not */
 };
 
 static struct env_slot slots[] = {
-    { "torchelastic", &ct_env_torchelastic_ops,
-      "TORCHELASTIC_RUN_ID, RANK, WORLD_SIZE and LOCAL_RANK: start the program with torchrun" },
-    { "lsf", &ct_env_lsf_ops,
-      "LSB_JOBID, LSB_DJOB_RANKFILE and JSM_NAMESPACE_SIZE/RANK/LOCAL_RANK: start it with jsrun in an LSF job" },
-    { "mpi", &ct_env_mpi_ops,
-      "OMPI_COMM_WORLD_RANK/SIZE (Open MPI), PALS_RANKID and PALS_NODEID (Cray PALS), MV2_COMM_WORLD_RANK/SIZE "
-      "(MVAPICH2), or PMI_RANK/PMI_SIZE or PMI_PORT/PMI_ID with MPI_LOCALRANKID (MPICH Hydra): start it with "
-      "mpirun / mpiexec" },
-    { "slurm", &ct_env_slurm_ops, "a SLURM job step: start it with srun" },
-    { "pmix", NULL,
-      "PMIX_RANK and PMIX_NAMESPACE: start it with srun --mpi=pmix, Open MPI's mpirun or ctrain's launcher" },
-    { "manual", &ct_env_manual_ops,
-      "LOCAL_RANK, NODE_RANK or GROUP_RANK (then also MASTER_ADDR, MASTER_PORT and WORLD_SIZE): set them in "
-      "every process you start by hand" },
-    { "local", &ct_env_local_ops, "nothing" },
-    { "kubeflow", &ct_env_kubeflow_ops,
-      "KUBERNETES_PORT, MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK: run it in a Kubeflow PyTorchJob pod" },
+    { "torchelastic", &ct_env_torchelastic_ops },
+    { "lsf", &ct_env_lsf_ops },
+    { "mpi", &ct_env_mpi_ops },
+    { "slurm", &ct_env_slurm_ops },
+    { "pmix", NULL },
+    { "manual", &ct_env_manual_ops },
+    { "local", &ct_env_local_ops },
+    { "kubeflow", &ct_env_kubeflow_ops },
 };
 #define NSLOTS ((int)(sizeof(slots) / sizeof(slots[0])))
 
-static const char *const names[] = { "torchelastic", "lsf", "mpi", "slurm", "pmix", "manual", "local", "kubeflow",
-                                     NULL };
+static const char *names[NSLOTS + 1];
 
 const char *const *ct_env_names(void)
 {
+    if (!names[0])
+        for (int i = 0; i < NSLOTS; i++)
+            names[i] = slots[i].name;
     return names;
 }
 
@@ -62,11 +55,24 @@ int ct_env_count(void)
     return n;
 }
 
+/* The i-th registered environment by decreasing priority (ties: the order above). */
 const struct ct_env_ops *ct_env_at(int i)
 {
-    for (int k = 0; k < NSLOTS; k++)
-        if (slots[k].ops && i-- == 0)
+    int rank[NSLOTS];
+
+    if (i < 0)
+        return NULL;
+    for (int k = 0; k < NSLOTS; k++) {
+        rank[k] = 0;
+        if (!slots[k].ops)
+            continue;
+        for (int j = 0; j < NSLOTS; j++)
+            if (j != k && slots[j].ops && (slots[j].ops->priority > slots[k].ops->priority ||
+                                           (slots[j].ops->priority == slots[k].ops->priority && j < k)))
+                rank[k]++;
+        if (rank[k] == i)
             return slots[k].ops;
+    }
     return NULL;
 }
 
@@ -93,43 +99,23 @@ int ct_env_register(const struct ct_env_ops *ops)
 
 static int unknown_name(const char *forced, ct_error *err)
 {
-    const char *guess = ct_str_closest(forced, names);
+    const char *const *known = ct_env_names();
+    const char *guess = ct_str_closest(forced, known);
+    char list[256];
+    size_t used;
 
     /* Environment names are short: also suggest at distance 2 ("slrum") for names of 4 or more. */
-    for (int i = 0; !guess && names[i] && strlen(forced) >= 4; i++)
-        if (ct_str_distance(forced, names[i]) <= 2)
-            guess = names[i];
+    for (int i = 0; !guess && known[i] && strlen(forced) >= 4; i++)
+        if (ct_str_distance(forced, known[i]) <= 2)
+            guess = known[i];
+    used = (size_t)snprintf(list, sizeof(list), "auto");
+    for (int i = 0; known[i] && used < sizeof(list); i++)
+        used += (size_t)snprintf(list + used, sizeof(list) - used, ", %s", known[i]);
 
     ct_error_set(err, CT_EINVAL, "env-unknown", "unknown cluster environment '%s'", forced);
     if (guess)
-        return ct_error_hint(err, "did you mean '%s'? (auto, torchelastic, lsf, mpi, slurm, pmix, manual, local, "
-                                  "kubeflow)",
-                             guess);
-    return ct_error_hint(err, "choose one of auto, torchelastic, lsf, mpi, slurm, pmix, manual, local, kubeflow");
-}
-
-/* --cluster-env slurm where there is no step: say what kind of SLURM context this is instead. */
-static int slurm_absent(ct_getenv_fn get, void *ctx, ct_error *err)
-{
-    switch (ct_env_slurm_context(get, ctx)) {
-    case CT_SLURM_NONE:
-        ct_error_set(err, CT_ENOTAVAIL, "env-absent", "--cluster-env slurm, but there is no SLURM job here "
-                     "(SLURM_JOB_ID is not set)");
-        return ct_error_hint(err, "run it in a job step: srun ctrain ... (from a login node, a salloc shell or an "
-                                  "sbatch script)");
-    case CT_SLURM_ALLOCATION:
-        ct_error_set(err, CT_ENOTAVAIL, "env-absent", "--cluster-env slurm, but this is a SLURM allocation (a salloc "
-                     "shell or a batch script), not a job step: SLURM_STEP_ID is not set");
-        return ct_error_hint(err, "start the training with srun inside the allocation (srun ctrain fit ...)");
-    case CT_SLURM_INTERACTIVE:
-        ct_error_set(err, CT_ENOTAVAIL, "env-absent", "--cluster-env slurm, but this is an interactive SLURM step "
-                     "(srun --pty or the interactive step), a shell rather than a training step");
-        return ct_error_hint(err, "start the training with srun from this shell (srun ctrain fit ...)");
-    case CT_SLURM_STEP:
-        break;
-    }
-    ct_error_set(err, CT_ENOTAVAIL, "env-absent", "--cluster-env slurm, but SLURM_PROCID or SLURM_NTASKS is not set");
-    return ct_error_hint(err, "srun sets both in every task; start the training with srun");
+        return ct_error_hint(err, "did you mean '%s'? (%s)", guess, list);
+    return ct_error_hint(err, "choose one of %s", list);
 }
 
 static int forced_ops(ct_getenv_fn get, void *ctx, const char *forced, const struct ct_env_ops **ops,
@@ -147,34 +133,42 @@ static int forced_ops(ct_getenv_fn get, void *ctx, const char *forced, const str
                                   "(--cluster-env slurm under srun, mpi under mpirun)");
     }
     if (!s->ops->detect(get, ctx)) {
-        if (!strcmp(s->name, "slurm"))
-            return slurm_absent(get, ctx, err);
+        if (s->ops->absent)
+            return s->ops->absent(get, ctx, err);
         ct_error_set(err, CT_ENOTAVAIL, "env-absent", "--cluster-env %s, but its variables are not set", forced);
-        return ct_error_hint(err, "%s needs %s", forced, s->needs);
+        return ct_error_hint(err, "%s needs %s", forced, s->ops->needs ? s->ops->needs : "its variables");
     }
     *ops = s->ops;
     return 0;
 }
 
+/* The first present by priority; local (always present) is the last resort. */
 static const struct ct_env_ops *auto_ops(ct_getenv_fn get, void *ctx)
 {
-    for (int i = 0; i < NSLOTS; i++)
-        if (slots[i].ops && slots[i].ops->auto_detect && slots[i].ops->detect(get, ctx))
-            return slots[i].ops;
+    for (int i = 0; ct_env_at(i); i++)
+        if (ct_env_at(i)->auto_detect && ct_env_at(i)->detect(get, ctx))
+            return ct_env_at(i);
     return &ct_env_local_ops;
 }
 
-/* pmix refines the environments whose processes a PMIx server started (srun --mpi=pmix, jsrun,
- * Open MPI's mpirun): it knows node ranks and rank 0's host exactly. */
+static const struct ct_env_ops *enricher(void)
+{
+    for (int i = 0; i < NSLOTS; i++)
+        if (slots[i].ops && slots[i].ops->enricher)
+            return slots[i].ops;
+    return NULL;
+}
+
+/* pmix refines the environments whose processes a PMIx server may have started (srun --mpi=pmix,
+ * jsrun, Open MPI's mpirun: those that say pmix_enriches): it knows node ranks and rank 0's host
+ * exactly. */
 static int enrich(ct_getenv_fn get, void *ctx, const struct ct_env_ops *base, ct_env_info *info, ct_error *err)
 {
-    const struct ct_env_ops *pmix = slot_of("pmix")->ops;
+    const struct ct_env_ops *pmix = enricher();
     ct_env_info before;
     int rc;
 
-    if (!pmix || pmix == base || !pmix->detect(get, ctx))
-        return 0;
-    if (strcmp(base->name, "slurm") && strcmp(base->name, "lsf") && strcmp(base->name, "mpi"))
+    if (!pmix || pmix == base || !base->pmix_enriches || !pmix->detect(get, ctx))
         return 0;
     before = *info;
     if ((rc = pmix->read(get, ctx, info, err)))
@@ -182,7 +176,7 @@ static int enrich(ct_getenv_fn get, void *ctx, const struct ct_env_ops *base, ct
     if (!memcmp(&before, info, sizeof(before)))
         return 0;    /* nothing to add (pmix/environment.c says when) */
     snprintf(info->name, sizeof(info->name), "%s", base->name);
-    snprintf(info->enriched_by, sizeof(info->enriched_by), "pmix");
+    snprintf(info->enriched_by, sizeof(info->enriched_by), "%s", pmix->name);
     return 0;
 }
 

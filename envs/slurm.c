@@ -405,10 +405,38 @@ static int slurm_validate(const ct_env_info *info, int devices, int num_nodes, c
     return ct_env_validate_common(info, devices, num_nodes, dhint, nhint, err);
 }
 
+/* --cluster-env slurm where there is no step: say what kind of SLURM context this is instead. */
+static int slurm_absent(ct_getenv_fn get, void *ctx, ct_error *err)
+{
+    switch (ct_env_slurm_context(get, ctx)) {
+    case CT_SLURM_NONE:
+        ct_error_set(err, CT_ENOTAVAIL, "env-absent", "--cluster-env slurm, but there is no SLURM job here "
+                     "(SLURM_JOB_ID is not set)");
+        return ct_error_hint(err, "run it in a job step: srun ctrain ... (from a login node, a salloc shell or an "
+                                  "sbatch script)");
+    case CT_SLURM_ALLOCATION:
+        ct_error_set(err, CT_ENOTAVAIL, "env-absent", "--cluster-env slurm, but this is a SLURM allocation (a salloc "
+                     "shell or a batch script), not a job step: SLURM_STEP_ID is not set");
+        return ct_error_hint(err, "start the training with srun inside the allocation (srun ctrain fit ...)");
+    case CT_SLURM_INTERACTIVE:
+        ct_error_set(err, CT_ENOTAVAIL, "env-absent", "--cluster-env slurm, but this is an interactive SLURM step "
+                     "(srun --pty or the interactive step), a shell rather than a training step");
+        return ct_error_hint(err, "start the training with srun from this shell (srun ctrain fit ...)");
+    case CT_SLURM_STEP:
+        break;
+    }
+    ct_error_set(err, CT_ENOTAVAIL, "env-absent", "--cluster-env slurm, but SLURM_PROCID or SLURM_NTASKS is not set");
+    return ct_error_hint(err, "srun sets both in every task; start the training with srun");
+}
+
 const struct ct_env_ops ct_env_slurm_ops = {
     .name = "slurm",
     .description = "SLURM job step started by srun (SLURM_PROCID, SLURM_STEP_NODELIST, ...)",
     .auto_detect = 1,
+    .priority = 50,
+    .pmix_enriches = 1,
+    .needs = "a SLURM job step: start it with srun",
+    .absent = slurm_absent,
     .detect = slurm_detect,
     .read = slurm_read,
     .validate = slurm_validate,

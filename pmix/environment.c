@@ -187,6 +187,9 @@ const struct ct_env_ops ct_env_pmix_ops = {
     .description = "processes started by a PMIx server: ctrain's launcher, prun; refines srun "
                    "--mpi=pmix, jsrun and mpirun",
     .auto_detect = 1,
+    .priority = 40,
+    .enricher = 1,
+    .needs = "PMIX_RANK and PMIX_NAMESPACE: start it with srun --mpi=pmix, Open MPI's mpirun or ctrain's launcher",
     .detect = pmix_detect,
     .read = pmix_read,
     .validate = pmix_validate,

@@ -52,6 +52,17 @@ struct ct_env_ops {
     const char *name;
     const char *description;
     int auto_detect;  /* 0: only when chosen with --cluster-env NAME (kubeflow) */
+    /* Auto-detection asks the environments in decreasing priority: the launcher closest to the
+     * process first (torchrun inside an srun step is torchelastic), the fallback (local) last. */
+    int priority;
+    /* Its processes may have been started by a PMIx server (srun --mpi=pmix, jsrun, Open MPI's
+     * mpirun): the enriching environment (pmix) then refines its fields. */
+    int pmix_enriches;
+    int enricher;     /* 1: this is that enriching environment (pmix) */
+    const char *needs; /* what must be present, for "--cluster-env NAME" when it is not */
+    /* Optional: why it is absent, more precisely than "its variables are not set" (slurm: an
+     * allocation or an interactive shell rather than a step). Returns the error's code. */
+    int (*absent)(ct_getenv_fn get, void *ctx, ct_error *err);
     /* 1 when the variables of this environment are present. */
     int (*detect)(ct_getenv_fn get, void *ctx);
     /* Fill info from the variables; malformed values are CT_EINVAL naming the variable.

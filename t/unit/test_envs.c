@@ -201,12 +201,16 @@ static int fake_pmix_validate(const ct_env_info *info, int devices, int num_node
     return 0;
 }
 
-static const struct ct_env_ops fake_pmix = { "pmix", "test", 1, fake_pmix_detect, fake_pmix_read,
-                                             fake_pmix_validate, NULL };
-static const struct ct_env_ops other_pmix = { "pmix", "test 2", 1, fake_pmix_detect, fake_pmix_read,
-                                              fake_pmix_validate, NULL };
-static const struct ct_env_ops bogus = { "bogus", "test", 1, fake_pmix_detect, fake_pmix_read,
-                                         fake_pmix_validate, NULL };
+/* The enricher, described as pmix/environment.c describes itself. */
+static const struct ct_env_ops fake_pmix = { .name = "pmix", .description = "test", .auto_detect = 1,
+                                             .priority = 40, .enricher = 1, .detect = fake_pmix_detect,
+                                             .read = fake_pmix_read, .validate = fake_pmix_validate };
+static const struct ct_env_ops other_pmix = { .name = "pmix", .description = "test 2", .auto_detect = 1,
+                                              .priority = 40, .enricher = 1, .detect = fake_pmix_detect,
+                                              .read = fake_pmix_read, .validate = fake_pmix_validate };
+static const struct ct_env_ops bogus = { .name = "bogus", .description = "test", .auto_detect = 1,
+                                         .detect = fake_pmix_detect, .read = fake_pmix_read,
+                                         .validate = fake_pmix_validate };
 
 static void test_registry(void **state)
 {
