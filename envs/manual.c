@@ -176,6 +176,7 @@ const struct ct_env_ops ct_env_manual_ops = {
     .priority = 30,
     .needs = "LOCAL_RANK, NODE_RANK or GROUP_RANK (then also MASTER_ADDR, MASTER_PORT and WORLD_SIZE): set them in "
              "every process you start by hand",
+    .started_by = "hand, on each node",
     .detect = manual_detect,
     .read = manual_read,
     .validate = manual_validate,

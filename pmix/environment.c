@@ -118,9 +118,10 @@ static int read_launcher(ct_getenv_fn get, void *ctx, ct_env_info *info, ct_erro
 
 static int pmix_read(ct_getenv_fn get, void *ctx, ct_env_info *info, ct_error *err)
 {
-    /* Called on an info slurm, lsf or mpi filled: enrich it (see ctrain/envs.h). */
-    int enrich = !strcmp(info->name, "slurm") || !strcmp(info->name, "lsf") ||
-                 !strcmp(info->name, "mpi");
+    /* Called on an info an environment that pmix enriches filled (slurm, lsf, mpi: their
+     * descriptors say pmix_enriches): enrich it (see ctrain/envs.h). */
+    const struct ct_env_ops *base = ct_env_lookup(info->name);
+    int enrich = base && base->pmix_enriches;
     const char *addr = get("MASTER_ADDR", ctx);
     ct_pmix_client *c;
     int rc;

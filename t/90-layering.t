@@ -102,7 +102,7 @@ for my $file (grep { m{^engine/(loops|trainer|strategies)/} } @files) {
     close $fh;
 }
 
-print "1..4\n";
+print "1..7\n";
 print(($edges > 20 ? "ok" : "not ok") . " 1 - read $edges includes in " . scalar(@files) . " files\n");
 if (@bad) {
     print "not ok 2 - layering holds\n";
@@ -114,3 +114,99 @@ print((@dev ? "not ok" : "ok") . " 3 - nothing above the accelerators (loops, tr
 print "# $_" for @dev;
 print((@model ? "not ok" : "ok") . " 4 - the loops and the Trainer name no model or dataset\n");
 print "# $_" for @model;
+
+# --- issue 27 (i27c): the connector only plans; components describe themselves ----------------
+# 5. The connector (libctrain-core) includes no strategy internals: the strategy is created from
+#    its plan by engine/strategies, and nothing under engine/connector includes engine/strategies/.
+# 6. No circle among the connector's files: an edge A -> B when A calls a function B defines.
+# 7. No component name (what the descriptors register: names and aliases) compared as a string
+#    literal (strcmp/strcasecmp) outside the component's own files (those that declare .name =
+#    "NAME"): rules read the components' descriptor fields instead.
+{
+    my @conn = grep { m{^engine/connector/} } @files;
+    my @internals;
+    for my $file (@conn) {
+        open(my $fh, '<', $file) or die "$file: $!";
+        while (my $line = <$fh>) {
+            push @internals, "$file:$.: $line"
+                if $line =~ m{^\s*#\s*include\s+"(engine/strategies/[^"]+|ctrain/strategy\.h)"};
+        }
+        close $fh;
+    }
+    print((@internals ? "not ok" : "ok") . " 5 - the connector includes no strategy internals\n");
+    print "# $_" for @internals;
+
+    # Functions each connector .c file defines (not static: at column 0, no ';' on the line).
+    my (%defines, %text);
+    for my $file (grep { /\.c$/ } @conn) {
+        open(my $fh, '<', $file) or die "$file: $!";
+        local $/;
+        $text{$file} = <$fh>;
+        close $fh;
+        for my $line (split /\n/, $text{$file}) {
+            next if $line =~ /^static\b/ || $line =~ /;/ || $line !~ /^[A-Za-z_][\w \*]*?\b(\w+)\s*\(/;
+            $defines{$1} = $file;
+        }
+    }
+    my %edges;
+    for my $file (keys %text) {
+        (my $body = $text{$file}) =~ s{/\*.*?\*/}{}gs;
+        for my $fn (keys %defines) {
+            next if $defines{$fn} eq $file;
+            $edges{$file}{$defines{$fn}} = $fn if $body =~ /\b\Q$fn\E\s*\(/;
+        }
+    }
+    my (@circles, %state);
+    my $visit;
+    $visit = sub {
+        my ($f, @path) = @_;
+        $state{$f} = 1;
+        for my $g (sort keys %{ $edges{$f} || {} }) {
+            if (($state{$g} // 0) == 1) {
+                my @loop = (@path, $f);
+                shift @loop while @loop && $loop[0] ne $g;
+                push @circles, join(' -> ', map { "$_" } @loop, $g) . " ($f calls $edges{$f}{$g})";
+            } elsif (!$state{$g}) {
+                $visit->($g, @path, $f);
+            }
+        }
+        $state{$f} = 2;
+    };
+    $visit->($_) for grep { !$state{$_} } sort keys %text;
+    print((@circles ? "not ok" : "ok") . " 6 - no circle among the connector's files (" .
+          scalar(keys %text) . " files)\n");
+    print "# calls in a circle: $_\n" for @circles;
+
+    # The registered names and their own files.
+    my (%owners, @compared);
+    for my $file (grep { m{^(engine/registry|engine/strategies|engine/accelerators|engine/precision|engine/models|engine/data|engine/checkpoint_io|engine/launchers|envs|pmix)/} } @files) {
+        open(my $fh, '<', $file) or die "$file: $!";
+        while (my $line = <$fh>) {
+            $owners{$1}{$file} = 1 while $line =~ /\.name\s*=\s*"([^"]+)"/g;
+            if ($line =~ /\.aliases\s*=\s*\{([^}]*)\}/) {
+                my $list = $1;
+                $owners{$1}{$file} = 1 while $list =~ /"([^"]+)"/g;
+            }
+        }
+        close $fh;
+    }
+    my @scan = @files;
+    find(sub { push @scan, $File::Find::name if /\.(c|h)$/ }, grep { -d } qw(spank));
+    for my $file (@scan) {
+        open(my $fh, '<', $file) or die "$file: $!";
+        while (my $line = <$fh>) {
+            while ($line =~ /\b(?:strcmp|strcasecmp)\s*\(([^;]*)/g) {
+                my $args = $1;
+                while ($args =~ /"([^"]*)"/g) {
+                    push @compared, "$file:$.: compares the name \"$1\": $line"
+                        if $owners{$1} && !$owners{$1}{$file};
+                }
+            }
+        }
+        close $fh;
+    }
+    print((@compared || !%owners ? "not ok" : "ok") . " 7 - no component name compared as a string outside its own " .
+          "files (" . scalar(keys %owners) . " names)\n");
+    print "# $_" for @compared;
+    print "# names: ", join(' ', sort keys %owners), "\n" if $ENV{CT_LAYERING_VERBOSE};
+}

@@ -228,6 +228,7 @@ static int print_json(const ct_env_info *info, int read_ok, const ct_error *err,
 
 static void print_text(const ct_env_info *info, const char *forced, const ct_error *verr, enum ct_slurm_context sctx)
 {
+    const struct ct_env_ops *env = ct_env_lookup(info->name);
     char value[CT_ENV_NFIELDS][300];
 
     snprintf(value[CT_ENV_WORLD_SIZE], sizeof(value[0]), "%d", info->world_size);
@@ -243,9 +244,11 @@ static void print_text(const ct_env_info *info, const char *forced, const ct_err
 
     printf("cluster environment: %s%s%s (%s)\n", info->name, info->enriched_by[0] ? " + " : "", info->enriched_by,
            forced && strcasecmp(forced, "auto") ? "chosen with --cluster-env" : "detected");
-    printf("processes started by: %s\n", !info->creates_processes_externally ? "ctrain (no launcher found)"
-                                          : !strcmp(info->name, "manual") ? "hand, on each node (external)"
-                                                                          : "the launcher (external)");
+    if (!info->creates_processes_externally)
+        printf("processes started by: ctrain (no launcher found)\n");
+    else
+        printf("processes started by: %s (external)\n",
+               env && env->started_by ? env->started_by : "the launcher");
     for (int f = 0; f < CT_ENV_NFIELDS; f++)
         printf("  %-17s %-18s %s\n", field_key[f], value[f], info->source[f]);
     if (sctx == CT_SLURM_ALLOCATION || sctx == CT_SLURM_INTERACTIVE)

@@ -141,15 +141,6 @@ static int resolve_name(struct name_input *in, int allow_auto, const ct_registry
 
 /* --- strategy options: "ddp:bucket_mb=2,overlap=0" ------------------------------------------- */
 
-/* The option's row in the strategy's schema (its descriptor), or NULL. */
-static const ct_config_key *find_option(const ct_registry_entry *st, const char *key)
-{
-    for (const ct_config_key *k = st->option_schema; k && k->key; k++)
-        if (!strcmp(k->key, key))
-            return k;
-    return NULL;
-}
-
 static int check_option(const ct_registry_entry *st, const char *input, const char *item, ct_error *err)
 {
     char key[64], defaults[128];
@@ -167,7 +158,7 @@ static int check_option(const ct_registry_entry *st, const char *input, const ch
     }
     memcpy(key, item, (size_t)(eq - item));
     key[eq - item] = '\0';
-    if (!(spec = find_option(st, key))) {
+    if (!(spec = ct_config_key_find(st->option_schema, key))) {
         ct_error_set(err, CT_EINVAL, "strategy-option-unknown", "%s: strategy '%s' has no option '%s'", input,
                      st->name, key);
         return ct_error_hint(err, "options of %s: %s", st->name, options ? options : "none");

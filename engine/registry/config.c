@@ -8,7 +8,7 @@
 #include "ctrain/config.h"
 #include "ctrain/util.h"
 
-static const ct_config_key *find_key(const ct_config_key *schema, const char *key)
+const ct_config_key *ct_config_key_find(const ct_config_key *schema, const char *key)
 {
     for (const ct_config_key *k = schema; k && k->key; k++)
         if (!strcmp(k->key, key))
@@ -120,7 +120,7 @@ int ct_config_parse(const ct_config_key *schema, const char *what, const char *o
                                  key_list(schema, keys, sizeof(keys)));
         }
         *eq = '\0';
-        if (!(k = find_key(schema, pair))) {
+        if (!(k = ct_config_key_find(schema, pair))) {
             ct_error_set(err, CT_EINVAL, "model-config-key", "%s: %s has no key '%s'", what, owner, pair);
             return ct_error_hint(err, "%s takes %s (ctrain plan --list shows them)", owner,
                                  key_list(schema, keys, sizeof(keys)));
@@ -151,7 +151,7 @@ int ct_config_given(const ct_config *c, const char *key)
 
 const char *ct_config_text(const ct_config *c, const char *key)
 {
-    const ct_config_key *k = find_key(c->schema, key);
+    const ct_config_key *k = ct_config_key_find(c->schema, key);
 
     for (int i = 0; i < c->n; i++)
         if (!strcmp(c->kv[i].key, key))
@@ -177,7 +177,7 @@ double ct_config_double(const ct_config *c, const char *key)
 
 int ct_config_int_list(const ct_config *c, const char *key, int *out, int max)
 {
-    const ct_config_key *k = find_key(c->schema, key);
+    const ct_config_key *k = ct_config_key_find(c->schema, key);
     int n = k ? parse_list(k, ct_config_text(c, key), out, max) : -1;
 
     return n > 0 ? n : 0;

@@ -397,11 +397,13 @@ static void rank_state_free(struct rank_state *rs)
 /* The model's config: --model-config, with --hidden W,W folded in as the mlp's hidden=W-W. */
 static int model_config(const ct_trainer_config *cfg, const ct_plan *plan, char *out, size_t size, ct_error *err)
 {
+    const ct_registry_entry *model = ct_registry_find(CT_REG_MODEL, plan->model);
     size_t used = (size_t)snprintf(out, size, "%s", plan->model_config);
 
     if (!cfg->hidden_set)
         return 0;
-    if (strcmp(plan->model, "mlp")) {
+    /* --hidden W,W is hidden=W-W: for a model whose schema takes that key (the mlp). */
+    if (!model || !ct_config_key_find(model->config, "hidden")) {
         ct_error_set(err, CT_EINVAL, "trainer-hidden", "--hidden sets the mlp's layers, but --model is %s", plan->model);
         return ct_error_hint(err, "use --model-config for %s (ctrain plan --list shows its keys)", plan->model);
     }

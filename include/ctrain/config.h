@@ -50,6 +50,8 @@ typedef struct ct_config {
  * model-config-key (a key the schema lacks), model-config-value (wrong type or out of range). */
 int ct_config_parse(const ct_config_key *schema, const char *what, const char *owner, const char *text,
                     ct_config *out, ct_error *err);
+/* The schema's row for key, or NULL when the schema (NULL: none) does not take it. */
+const ct_config_key *ct_config_key_find(const ct_config_key *schema, const char *key);
 /* The value of key as given, else the schema's default ("" when neither). */
 const char *ct_config_text(const ct_config *c, const char *key);
 /* Typed values (given or default). key must be in the schema with that type: parse checked them. */

@@ -60,6 +60,7 @@ struct ct_env_ops {
     int pmix_enriches;
     int enricher;     /* 1: this is that enriching environment (pmix) */
     const char *needs; /* what must be present, for "--cluster-env NAME" when it is not */
+    const char *started_by; /* who starts the processes, for `ctrain env` (NULL: "the launcher") */
     /* Optional: why it is absent, more precisely than "its variables are not set" (slurm: an
      * allocation or an interactive shell rather than a step). Returns the error's code. */
     int (*absent)(ct_getenv_fn get, void *ctx, ct_error *err);
