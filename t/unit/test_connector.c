@@ -332,7 +332,7 @@ static void test_auto_table(void **state)
     }
 }
 
-/* A name known to the registry but with no implementation linked: part 3 says so. */
+/* A name known to the registry but with no implementation linked: creating the strategy from the plan says so. */
 static void test_implementation_missing(void **state)
 {
     const char *flags[8] = { "--accelerator", "cpu" };
@@ -411,9 +411,49 @@ static void test_plan_model(void **state)
     ct_connector_free(conn);
 }
 
+/* The descriptors hold together: every strategy's defaults parse against its own schema (what the
+ * implementation reads them with), a base names a registered strategy, auto has exactly one
+ * strategy per world shape, and each kind with a default has exactly one. */
+static void test_descriptors(void **state)
+{
+    static const enum ct_registry_kind with_default[] = { CT_REG_ACCELERATOR, CT_REG_PRECISION, CT_REG_MODEL };
+    int one = 0, many = 0;
+    char buf[128];
+
+    for (int i = 0; i < ct_registry_count(CT_REG_STRATEGY); i++) {
+        const ct_registry_entry *e = ct_registry_at(CT_REG_STRATEGY, i);
+        const char *opts = ct_registry_strategy_options(e, NULL, buf, sizeof(buf));
+        ct_config cfg;
+        ct_error err;
+
+        assert_int_equal(ct_config_parse(e->option_schema, "--strategy", e->name, opts ? opts : "", &cfg, &err), 0);
+        if (e->base)
+            assert_non_null(ct_registry_find(CT_REG_STRATEGY, e->base));
+        one += e->auto_rule == CT_AUTO_ONE_PROCESS;
+        many += e->auto_rule == CT_AUTO_PROCESSES;
+    }
+    assert_int_equal(one, 1);
+    assert_int_equal(many, 1);
+    for (size_t k = 0; k < sizeof(with_default) / sizeof(with_default[0]); k++) {
+        int n = 0;
+
+        for (int i = 0; i < ct_registry_count(with_default[k]); i++)
+            n += ct_registry_at(with_default[k], i)->is_default;
+        assert_int_equal(n, 1);
+    }
+    /* A user's value, else the name's own default, else the schema's. */
+    assert_string_equal(ct_registry_strategy_options(ct_registry_find(CT_REG_STRATEGY, "ddp_no_overlap"),
+                                                     "bucket_mb=2", buf, sizeof(buf)),
+                        "bucket_mb=2,overlap=0");
+    assert_null(ct_registry_strategy_options(ct_registry_find(CT_REG_STRATEGY, "single_device"), NULL, buf,
+                                             sizeof(buf)));
+    assert_string_equal(buf, "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_descriptors),
         cmocka_unit_test(test_register_models),
         cmocka_unit_test(test_plan_model),
         cmocka_unit_test(test_implementation_missing),
