@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The components' descriptors, one file each (engine/registry/<kind>_<name>.c), gathered by
  * registry.c in the order `ctrain plan --list` shows them. Each array ends with a row without a
- * name. Adding a strategy: its descriptor file, its line below and in registry.c's list, its ops
- * in engine/strategies (registered by ct_engine_init); a variant of an existing one (other
- * defaults, another launcher) is one row in its base's descriptor file. */
+ * name. Adding a strategy: its descriptor file, its line below and in registry.c's list, and its
+ * ops in engine/strategies (listed in strategies.c, registered by ct_engine_init under their name);
+ * a variant of an existing one (other defaults, another launcher) is one row in its base's
+ * descriptor file. */
 #ifndef CTRAIN_REGISTRY_COMPONENTS_H
 #define CTRAIN_REGISTRY_COMPONENTS_H
 
