@@ -24,6 +24,7 @@ struct gemm_key {
     int trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate;
     enum ct_dtype ab;
     enum ct_dtype c;    /* C's type: fp32, or bf16 (bf16-true: rounded once, after the fp32 sum) */
+    struct ct_gemm_batch batch;   /* all zero: one product */
 };
 
 struct gemm_prim {
@@ -99,27 +100,51 @@ static int gemm_key_eq(const struct gemm_key *a, const struct gemm_key *b)
 {
     return a->trans_a == b->trans_a && a->trans_b == b->trans_b && a->M == b->M && a->N == b->N && a->K == b->K &&
            a->lda == b->lda && a->ldb == b->ldb && a->ldc == b->ldc && a->accumulate == b->accumulate &&
-           a->ab == b->ab && a->c == b->c;
+           a->ab == b->ab && a->c == b->c && !memcmp(&a->batch, &b->batch, sizeof(a->batch));
 }
 
 /* A 2-D row-major matrix [rows, cols] with leading dimension ld, read transposed when trans. */
+/* A row-major matrix [rows, cols] with leading dimension ld, read transposed when trans; with
+ * n0 > 0, a [n0, n1] grid of such matrices, matrix (i, j) at element i * s0 + j * s1. */
+struct md_shape {
+    int rows, cols, ld, trans;
+    int n0, n1;
+    long s0, s1;
+};
+
+static int md_dims(const struct md_shape *sh, dnnl_dims_t dims, dnnl_dims_t strides)
+{
+    int nd = 0;
+
+    if (sh->n0 > 0) {
+        dims[0] = sh->n0, strides[0] = sh->s0;
+        dims[1] = sh->n1, strides[1] = sh->s1;
+        nd = 2;
+    }
+    dims[nd] = sh->rows, strides[nd] = sh->trans ? 1 : sh->ld;
+    dims[nd + 1] = sh->cols, strides[nd + 1] = sh->trans ? sh->ld : 1;
+    return nd + 2;
+}
+
 #if DNNL_VERSION_MAJOR >= 3
 typedef dnnl_memory_desc_t gemm_md;
-static int md_make(gemm_md *md, int rows, int cols, int ld, int trans, dnnl_data_type_t dt)
+static int md_make(gemm_md *md, const struct md_shape *sh, dnnl_data_type_t dt)
 {
-    dnnl_dims_t dims = { rows, cols }, strides = { trans ? 1 : ld, trans ? ld : 1 };
+    dnnl_dims_t dims, strides;
+    int nd = md_dims(sh, dims, strides);
 
-    return dnnl_memory_desc_create_with_strides(md, 2, dims, dt, strides) == dnnl_success ? 0 : -1;
+    return dnnl_memory_desc_create_with_strides(md, nd, dims, dt, strides) == dnnl_success ? 0 : -1;
 }
 static void md_free(gemm_md md) { dnnl_memory_desc_destroy(md); }
 static const_dnnl_memory_desc_t md_ptr(const gemm_md *md) { return *md; }
 #else
 typedef dnnl_memory_desc_t gemm_md;
-static int md_make(gemm_md *md, int rows, int cols, int ld, int trans, dnnl_data_type_t dt)
+static int md_make(gemm_md *md, const struct md_shape *sh, dnnl_data_type_t dt)
 {
-    dnnl_dims_t dims = { rows, cols }, strides = { trans ? 1 : ld, trans ? ld : 1 };
+    dnnl_dims_t dims, strides;
+    int nd = md_dims(sh, dims, strides);
 
-    return dnnl_memory_desc_init_by_strides(md, 2, dims, dt, strides) == dnnl_success ? 0 : -1;
+    return dnnl_memory_desc_init_by_strides(md, nd, dims, dt, strides) == dnnl_success ? 0 : -1;
 }
 static void md_free(gemm_md md) { (void)md; }
 static const dnnl_memory_desc_t *md_ptr(const gemm_md *md) { return md; }
@@ -142,7 +167,9 @@ static dnnl_status_t pd_make(dnnl_primitive_desc_t *pd, const gemm_md *src, cons
 static void prim_make(struct gemm_prim *p)
 {
     const struct gemm_key *k = &p->key;
+    const struct ct_gemm_batch *b = &k->batch;
     dnnl_data_type_t dt = k->ab == CT_DTYPE_BF16 ? dnnl_bf16 : dnnl_f32;
+    struct md_shape sa, sb, sc;
     gemm_md src, wei, dst;
     int have_md = 0;
     dnnl_primitive_attr_t attr = NULL;
@@ -164,11 +191,14 @@ static void prim_make(struct gemm_prim *p)
         gemm_engine = NULL;
         return;
     }
-    if (md_make(&src, k->M, k->K, k->lda, k->trans_a, dt) != 0)
+    sa = (struct md_shape){ k->M, k->K, k->lda, k->trans_a, b->n0, b->n1, b->a0, b->a1 };
+    sb = (struct md_shape){ k->K, k->N, k->ldb, k->trans_b, b->n0, b->n1, b->b0, b->b1 };
+    sc = (struct md_shape){ k->M, k->N, k->ldc, 0, b->n0, b->n1, b->c0, b->c1 };
+    if (md_make(&src, &sa, dt) != 0)
         return;
-    if (md_make(&wei, k->K, k->N, k->ldb, k->trans_b, dt) != 0)
+    if (md_make(&wei, &sb, dt) != 0)
         goto out_src;
-    if (md_make(&dst, k->M, k->N, k->ldc, 0, k->c == CT_DTYPE_BF16 ? dnnl_bf16 : dnnl_f32) != 0)
+    if (md_make(&dst, &sc, k->c == CT_DTYPE_BF16 ? dnnl_bf16 : dnnl_f32) != 0)
         goto out_wei;
     have_md = 1;
     if (dnnl_primitive_attr_create(&attr) != dnnl_success)
@@ -202,6 +232,12 @@ static void prim_make(struct gemm_prim *p)
     }
     if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
         snprintf(p->impl, sizeof(p->impl), "%s", impl);
+    /* a batch on oneDNN's reference loops is slower than its caller's own per-product path */
+    if (b->n0 > 0 && !strncmp(p->impl, "ref", 3)) {
+        dnnl_primitive_destroy(p->prim);
+        p->prim = NULL;
+        snprintf(p->impl, sizeof(p->impl), "openblas");
+    }
 out:
     if (pd)
         dnnl_primitive_desc_destroy(pd);
@@ -263,15 +299,27 @@ static int gemm_onednn(const struct gemm_key *key, const void *A, const void *B,
 int ct_gemm_onednn(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda, const void *B, int ldb,
                    enum ct_dtype ab, int accumulate, float *C, int ldc)
 {
-    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, ab, CT_DTYPE_F32 };
+    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, ab, CT_DTYPE_F32, { 0 } };
 
+    return gemm_onednn(&key, A, B, C);
+}
+
+int ct_gemm_batched(const struct ct_gemm_batch *batch, int trans_a, int trans_b, int M, int N, int K, const void *A,
+                    int lda, const void *B, int ldb, enum ct_dtype ab, float *C, int ldc)
+{
+    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, 0, ab, CT_DTYPE_F32, *batch };
+
+    if (M <= 0 || N <= 0 || batch->n0 <= 0 || batch->n1 <= 0)
+        return -1;
+    if (!teams_pid && omp_get_max_threads() > 1)
+        teams_pid = getpid();
     return gemm_onednn(&key, A, B, C);
 }
 
 const char *ct_gemm_impl(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, enum ct_dtype ab,
                          int accumulate, int ldc)
 {
-    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, ab, CT_DTYPE_F32 };
+    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, ab, CT_DTYPE_F32, { 0 } };
     struct gemm_prim *p = prim_get(&key);
 
     return p ? p->impl : "openblas";
@@ -280,14 +328,14 @@ const char *ct_gemm_impl(int trans_a, int trans_b, int M, int N, int K, int lda,
 void ct_gemm_prepare(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, enum ct_dtype ab,
                      int accumulate, int ldc)
 {
-    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, ab, CT_DTYPE_F32 };
+    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, ab, CT_DTYPE_F32, { 0 } };
 
     prim_get(&key);
 }
 
 void ct_gemm_prepare_bf16(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, int accumulate, int ldc)
 {
-    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, CT_DTYPE_BF16, CT_DTYPE_BF16 };
+    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, CT_DTYPE_BF16, CT_DTYPE_BF16, { 0 } };
 
     prim_get(&key);
 }
@@ -339,7 +387,7 @@ void ct_gemm(int trans_a, int trans_b, int M, int N, int K, const void *A, int l
 void ct_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
                   int accumulate, uint16_t *C, int ldc)
 {
-    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, CT_DTYPE_BF16, CT_DTYPE_BF16 };
+    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, CT_DTYPE_BF16, CT_DTYPE_BF16, { 0 } };
     float *c;
 
     if (M <= 0 || N <= 0)

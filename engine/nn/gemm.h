@@ -32,6 +32,19 @@ void ct_gemm_prepare(int trans_a, int trans_b, int M, int N, int K, int lda, int
 /* out[i] = in[i] rounded to bf16 (nearest, ties to even; NaN stays NaN), as its 16 bits. */
 void ct_bf16_pack(const float *in, uint16_t *out, size_t n);
 
+/* A [n0][n1] grid of products of one shape: product (i, j) reads A + i * a0 + j * a1, B + i * b0 +
+ * j * b1 and writes C + i * c0 + j * c1 (offsets in elements), e.g. every (sequence, head) of
+ * attention in one oneDNN primitive. */
+struct ct_gemm_batch {
+    int n0, n1;
+    long a0, a1, b0, b1, c0, c1;
+};
+
+/* ct_gemm's C = op(A) op(B) (no accumulate) over the grid, on oneDNN: 0, or -1 when oneDNN made no
+ * primitive for the problem (nothing is computed; the caller takes its own path). */
+int ct_gemm_batched(const struct ct_gemm_batch *batch, int trans_a, int trans_b, int M, int N, int K, const void *A,
+                    int lda, const void *B, int ldb, enum ct_dtype ab, float *C, int ldc);
+
 /* The threads oneDNN and the step's parallel loops use (OpenMP: Debian's oneDNN runs on it). */
 void ct_gemm_set_threads(int threads);
 int ct_gemm_get_threads(void);

@@ -283,8 +283,8 @@ void ct_gpt_free(ct_gpt *m)
     free(m->tensors);
     free(m->blocks_mem);
     free(m->params_b);
-    free(m->qb[0]);
-    free(m->qb[1]);
+    for (int i = 0; i < 4; i++)
+        free(m->qb[i]);
     for (int i = 0; i < 3; i++)
         free(m->q[i]);
     free(m);
@@ -374,10 +374,10 @@ int ct_gpt_set_gemm_dtype(ct_gpt *m, enum ct_dtype dtype, ct_error *err)
     for (int i = 0; i < 3; i++)
         if (!m->q[i])
             m->q[i] = malloc(sizeof(float) * m->q_n);
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 4; i++)
         if (!m->qb[i])
             m->qb[i] = malloc(sizeof(uint16_t) * m->q_n);
-    if (!m->params_b || !m->q[0] || !m->q[1] || !m->q[2] || !m->qb[0] || !m->qb[1])
+    if (!m->params_b || !m->q[0] || !m->q[1] || !m->q[2] || !m->qb[0] || !m->qb[1] || !m->qb[2] || !m->qb[3])
         return ct_error_set(err, CT_ENOMEM, "", "out of memory for the bf16 copies of the gpt model");
     m->gemm_dtype = dtype;
     prepare_gemms(m);

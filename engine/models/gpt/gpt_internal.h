@@ -71,11 +71,12 @@ struct ct_gpt {
 
     /* bf16-mixed: params_b holds the parameters as bf16 (packed once per forward, after the
      * optimizer step that changed them), qb[0..1] the bf16 copies of the activations a Linear's
-     * oneDNN GEMM reads (packed again in backward: rounding is exact). Attention's small per-head
-     * products run on OpenBLAS in fp32 on bf16-rounded copies: q[0..2]. */
+     * oneDNN GEMM reads (packed again in backward: rounding is exact), qb[2..3] attention's (its
+     * products batched over sequences and heads on oneDNN). Where oneDNN has no primitive for
+     * attention's products, they run per head on OpenBLAS in fp32 on bf16-rounded copies: q[0..2]. */
     enum ct_dtype gemm_dtype;
     uint16_t *params_b;
-    uint16_t *qb[2];
+    uint16_t *qb[4];
     float *q[3];
     size_t q_n;
 

@@ -261,14 +261,109 @@ static void attention_backward(ct_gpt *m, const struct ACTS *a, int B)
 }
 #else
 
+#if GPT_F32
+/* bf16-mixed attention on oneDNN: each product of a block of query rows (or of keys) runs for every
+ * sequence and head at once, one batched primitive over the heads' strided views, on bf16 copies
+ * of its inputs (PyTorch's autocast runs attention's bmm in bf16 too) into fp32. These small
+ * per-head products are where OpenBLAS's fp32 kernels ran at a fraction of the Linear layers'
+ * rate. The results are those of the per-head path below up to the order of fp32 sums. 0, or -1
+ * when oneDNN made no primitive for one of the products: the caller then runs the per-head path,
+ * which rewrites everything this one wrote. */
+static void att_scale_rows(float *x, size_t rows, int cols, size_t ld, float scale)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t r = 0; r < rows; r++)
+        for (int i = 0; i < cols; i++)
+            x[r * ld + i] *= scale;
+}
+
+static int attention_forward_bf16(ct_gpt *m, struct ACTS *a, int B)
+{
+    int T = m->cfg.seq_len, C = m->cfg.n_embd, NH = m->cfg.n_head, HS = C / NH, C3 = 3 * C;
+    long tt = (long)T * T, htt = (long)NH * T * T;
+    float scale = 1.0f / sqrtf((float)HS);
+    const uint16_t *qkv = gemm_in(m, a->qkv, (size_t)B * T * C3, 2), *att;
+    /* (sequence b, head h): its q, k and v rows C3 apart in qkv, its scores T x T in att */
+    struct ct_gemm_batch scores = { B, NH, (long)T * C3, HS, (long)T * C3, HS, htt, tt };
+    struct ct_gemm_batch out = { B, NH, htt, tt, (long)T * C3, HS, (long)T * C, HS };
+
+    for (int r0 = 0; r0 < T; r0 += ATT_BLOCK)
+        if (ct_gemm_batched(&scores, 0, 1, att_rows(r0, T), r0 + att_rows(r0, T), HS, qkv + (size_t)r0 * C3, C3,
+                            qkv + C, C3, CT_DTYPE_BF16, a->att + (size_t)r0 * T, T))
+            return -1;
+#pragma omp parallel for schedule(static)
+    for (int bh = 0; bh < B * NH; bh++) {
+        float *pre = a->att + (size_t)bh * tt;
+
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j <= t; j++)
+                pre[(size_t)t * T + j] *= scale;
+        KSFX(gpt_causal_softmax)(pre, T);
+    }
+    att = gemm_in(m, a->att, (size_t)B * htt, 3);
+    for (int r0 = 0; r0 < T; r0 += ATT_BLOCK)
+        if (ct_gemm_batched(&out, 0, 0, att_rows(r0, T), HS, r0 + att_rows(r0, T), att + (size_t)r0 * T, T,
+                            qkv + 2 * C, C3, CT_DTYPE_BF16, a->atty + (size_t)r0 * C, C))
+            return -1;
+    return 0;
+}
+
+static int attention_backward_bf16(ct_gpt *m, const struct ACTS *a, int B)
+{
+    int T = m->cfg.seq_len, C = m->cfg.n_embd, NH = m->cfg.n_head, HS = C / NH, C3 = 3 * C;
+    long tt = (long)T * T, htt = (long)NH * T * T;
+    float scale = 1.0f / sqrtf((float)HS);
+    const uint16_t *qkv = gemm_in(m, a->qkv, (size_t)B * T * C3, 0);
+    const uint16_t *p = gemm_in(m, a->att, (size_t)B * htt, 1);
+    const uint16_t *dy = gemm_in(m, VW(m)->dbt_c, (size_t)B * T * C, 2), *ds;
+    float *d = VW(m)->datt, *dq = VW(m)->dqkv;
+    /* grids over (sequence, head) of: d's and the probabilities' T x T, dy's rows C apart, q's, k's,
+     * v's and their gradients' rows C3 apart */
+    struct ct_gemm_batch datt = { B, NH, (long)T * C, HS, (long)T * C3, HS, htt, tt };
+    struct ct_gemm_batch dv = { B, NH, htt, tt, (long)T * C, HS, (long)T * C3, HS };
+    struct ct_gemm_batch dqk = { B, NH, htt, tt, (long)T * C3, HS, (long)T * C3, HS };
+
+    /* datt = dy v^T (query rows over their keys); dv = att^T dy (keys over their queries) */
+    for (int r0 = 0; r0 < T; r0 += ATT_BLOCK)
+        if (ct_gemm_batched(&datt, 0, 1, att_rows(r0, T), r0 + att_rows(r0, T), HS, dy + (size_t)r0 * C, C,
+                            qkv + 2 * C, C3, CT_DTYPE_BF16, d + (size_t)r0 * T, T))
+            return -1;
+    for (int k0 = 0; k0 < T; k0 += ATT_BLOCK)
+        if (ct_gemm_batched(&dv, 1, 0, att_rows(k0, T), HS, T - k0, p + (size_t)k0 * T + k0, T,
+                            dy + (size_t)k0 * C, C, CT_DTYPE_BF16, dq + 2 * C + (size_t)k0 * C3, C3))
+            return -1;
+    /* through the softmax (fp32 probabilities), then the scaled q k^T */
+#pragma omp parallel for schedule(static)
+    for (int bh = 0; bh < B * NH; bh++)
+        KSFX(gpt_causal_softmax_backward)(d + (size_t)bh * tt, a->att + (size_t)bh * tt, T);
+    ds = gemm_in(m, d, (size_t)B * htt, 3);
+    for (int r0 = 0; r0 < T; r0 += ATT_BLOCK)
+        if (ct_gemm_batched(&dqk, 0, 0, att_rows(r0, T), HS, r0 + att_rows(r0, T), ds + (size_t)r0 * T, T,
+                            qkv + C, C3, CT_DTYPE_BF16, dq + (size_t)r0 * C3, C3))
+            return -1;
+    for (int k0 = 0; k0 < T; k0 += ATT_BLOCK)
+        if (ct_gemm_batched(&dqk, 1, 0, att_rows(k0, T), HS, T - k0, ds + (size_t)k0 * T + k0, T,
+                            qkv + (size_t)k0 * C3, C3, CT_DTYPE_BF16, dq + C + (size_t)k0 * C3, C3))
+            return -1;
+    /* dq and dk carry the scores' scale */
+    att_scale_rows(dq, (size_t)B * T, 2 * C, C3, scale);
+    return 0;
+}
+#endif
+
 /* atty[BT,C] from qkv[BT,3C]: per sequence b and head h, att = causal_softmax(q k^T / sqrt(HS)),
  * then atty = att v, on strided views of qkv. */
 static void attention_forward(ct_gpt *m, struct ACTS *a, int B)
 {
     int T = m->cfg.seq_len, C = m->cfg.n_embd, NH = m->cfg.n_head, HS = C / NH, C3 = 3 * C;
     real scale = (real)1 / SQRT((real)HS);
-    const elem *qkv = gemm_act(m, a->qkv, (size_t)B * T * C3, 1);
-    const elem *att;
+    const elem *qkv, *att;
+
+#if GPT_F32
+    if (m->gemm_dtype == CT_DTYPE_BF16 && attention_forward_bf16(m, a, B) == 0)
+        return;
+#endif
+    qkv = gemm_act(m, a->qkv, (size_t)B * T * C3, 1);
 
     /* Heads are independent: one per OpenMP thread, each GEMM single-threaded (OpenBLAS's small-
      * matrix kernels run on the calling thread). */
@@ -302,9 +397,15 @@ static void attention_backward(ct_gpt *m, const struct ACTS *a, int B)
 {
     int T = m->cfg.seq_len, C = m->cfg.n_embd, NH = m->cfg.n_head, HS = C / NH, C3 = 3 * C;
     real scale = (real)1 / SQRT((real)HS);
-    const elem *qkv = gemm_act(m, a->qkv, (size_t)B * T * C3, 0);
-    const elem *att = gemm_act(m, a->att, (size_t)B * NH * T * T, 1);
-    const elem *datty = gemm_act(m, VW(m)->dbt_c, (size_t)B * T * C, 2);
+    const elem *qkv, *att, *datty;
+
+#if GPT_F32
+    if (m->gemm_dtype == CT_DTYPE_BF16 && attention_backward_bf16(m, a, B) == 0)
+        return;
+#endif
+    qkv = gemm_act(m, a->qkv, (size_t)B * T * C3, 0);
+    att = gemm_act(m, a->att, (size_t)B * NH * T * T, 1);
+    datty = gemm_act(m, VW(m)->dbt_c, (size_t)B * T * C, 2);
 
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
