@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctrain/data.h"
+#include "engine/data/fashion_mnist.h"
 #include "ctrain/util.h"
 #include "engine/cli/commands.h"
 #include "engine/cli/trainer_flags.h"

@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "ctrain/data.h"
+#include "engine/data/sampler.h"
 #include "ctrain/datamodule.h"
 #include "ctrain/dtype.h"
 #include "ctrain/error.h"

@@ -4,6 +4,7 @@
 #define CTRAIN_MODELS_H
 
 #include "ctrain/model.h"
+#include "engine/models/mlp/mlp.h"
 
 extern const struct ct_model_class ct_model_mlp;
 extern const struct ct_model_class ct_model_gpt;
