@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ctrain/model.h"
+#include "engine/models/models.h"
 
 #define MAX_IMPLS 16
 
@@ -83,6 +84,14 @@ int ct_model_create(const char *name, const char *config, const ct_data_info *da
         return rc;
     snprintf((*out)->name, sizeof((*out)->name), "%s", e->name);
     return 0;
+}
+
+void ct_model_set_views(ct_model *m, enum ct_dtype dtype, void *params, void *grads, const ct_tensor *tensors)
+{
+    m->param_dtype = dtype;
+    m->params = params;
+    m->grads = grads;
+    m->tensors = tensors;
 }
 
 int ct_model_config_hidden(const char *name, const char *config, int hidden_set, const int *hidden, int n, char *out,

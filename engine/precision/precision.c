@@ -11,7 +11,7 @@ const struct ct_precision_ops ct_precision_32_true = {
 };
 
 /* bf16 GEMM inputs, fp32 master weights, accumulation, loss and update. bf16 keeps fp32's exponent
- * range, so no loss scaling. On cpu the engine emulates it for numerics (see engine/nn/mlp.c). */
+ * range, so no loss scaling. On cpu the engine emulates it for numerics (see engine/models/mlp/mlp.c). */
 const struct ct_precision_ops ct_precision_bf16_mixed = {
     .name = "bf16-mixed",
     .param_dtype = CT_DTYPE_F32,

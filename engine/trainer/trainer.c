@@ -87,17 +87,19 @@ static int rank_body(ct_strategy *s, void *arg, void *result, size_t result_size
     return rc;
 }
 
-/* The config is checked here, once, before anything is launched. */
+/* The config is checked here, once, before anything is launched; its errors name the command
+ * ("fit: --lr ..."). */
 static int launch(const ct_trainer_config *cfg, enum ct_trainer_mode mode, ct_connector *conn,
                   ct_trainer_result *res, ct_error *err)
 {
+    static const char *const verb[] = { "fit", "validate", "test" };
     ct_trainer_job job = { cfg, ct_connector_plan(conn), mode, 0 };
     ct_strategy *s;
     int is_supervisor = 0, rc;
 
     ct_result_init(res);
     if ((rc = ct_trainer_config_check(cfg, err)) || (rc = ct_signal_connector_parse(cfg, &job.requeue_signal, err)))
-        return rc;
+        return ct_error_prefix(err, "%s: ", verb[mode]), rc;
     if (!(s = ct_connector_strategy(conn, err)))
         return err && err->code ? err->code : CT_EINTERNAL;
     /* Under ctrain's own launcher the supervisor must pass the requeue signal on to the ranks. */
