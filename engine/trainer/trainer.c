@@ -15,8 +15,13 @@ static int fit(ct_run *run, const ct_trainer_job *job, ct_trainer_result *res, c
     ct_eval_result test;
     int resumed, rc;
 
-    if ((rc = ct_run_prepare_fit(run, job->cfg, err)) || (rc = ct_ckpt_connector_restore(run, job, &resumed, err)) ||
-        (rc = ct_ckpt_connector_open_outputs(run, job->cfg, resumed, err)) || (rc = ct_fit_loop_run(run, err)))
+    if ((rc = ct_run_prepare_fit(run, job->cfg, err)))
+        return rc;
+    if ((rc = ct_ckpt_connector_restore(run, job, &resumed, err)))
+        return rc;
+    if ((rc = ct_ckpt_connector_open_outputs(run, job->cfg, resumed, err)))
+        return rc;
+    if ((rc = ct_fit_loop_run(run, err)))
         return rc;
     if (run->stop.agreed)
         return ct_signal_connector_finish(run, job->cfg, err);
