@@ -84,7 +84,7 @@ ifeq ($(origin CUDA),undefined)
 endif
 
 CORE_DIRS := engine/util engine/registry engine/connector engine/bind envs
-LIB_DIRS  := engine/nn engine/data engine/models engine/models/gpt engine/accelerators engine/precision engine/strategies \
+LIB_DIRS  := engine/nn engine/data engine/models engine/models/gpt engine/models/mlp engine/accelerators engine/precision engine/strategies \
              engine/launchers engine/checkpoint_io engine/loops engine/trainer pmix
 
 CORE_SRC  := $(sort $(foreach d,$(CORE_DIRS),$(wildcard $(d)/*.c)))
@@ -322,13 +322,20 @@ endif
 SNIPPET     := $(DATADIR)/ctrain/plugstack.conf.d/ctrain.conf
 SNIPPET_LINK := $(SYSCONFDIR)/slurm/plugstack.conf.d/ctrain.conf
 
+# The API a user's model and program use (README, "Your own model"): the model and data module
+# headers, the Trainer's entry points the example calls (engine, connector, trainer) and what those
+# include. The rest of include/ctrain/ is libctrain's own and is not installed (t/90 checks this
+# list is exactly that closure).
+PUBLIC_HEADERS := accelerator config connector datamodule dtype engine environment error model nn registry rng \
+                  trainer
+
 install: lib cli spank
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR)/ctrain $(DESTDIR)$(PKGCONFIGDIR)
 	install -m 755 $(CLI) $(DESTDIR)$(BINDIR)/ctrain
 	install -m 644 $(LIB_A) $(CORE_A) $(DESTDIR)$(LIBDIR)/
 	install -m 644 $(LIB_SO) $(DESTDIR)$(LIBDIR)/libctrain.so.0
 	ln -sf libctrain.so.0 $(DESTDIR)$(LIBDIR)/libctrain.so
-	install -m 644 include/ctrain/*.h $(DESTDIR)$(INCLUDEDIR)/ctrain/
+	install -m 644 $(PUBLIC_HEADERS:%=include/ctrain/%.h) $(DESTDIR)$(INCLUDEDIR)/ctrain/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 	    -e 's|@VERSION@|$(VERSION)|' ctrain.pc.in >$(DESTDIR)$(PKGCONFIGDIR)/ctrain.pc
 	install -d $(DESTDIR)$(SLURM_PLUGINDIR) $(DESTDIR)$(dir $(SNIPPET)) $(DESTDIR)$(MANDIR)/man8

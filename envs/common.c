@@ -169,9 +169,18 @@ int ct_env_free_port(int *port, ct_error *err)
 #define SLURM_STEP_EXTERN      4294967292UL
 #define SLURM_STEP_INTERACTIVE 4294967290UL
 
+static const char *const slurm_job_vars[] = { "SLURM_JOB_ID", "SLURM_JOBID", NULL };
+
+const char *ct_env_slurm_job_id(ct_getenv_fn get, void *ctx)
+{
+    const char *id = ct_envvar_first(get, ctx, slurm_job_vars, NULL);
+
+    return id ? id : "";
+}
+
 enum ct_slurm_context ct_env_slurm_context(ct_getenv_fn get, void *ctx)
 {
-    static const char *const job[] = { "SLURM_JOB_ID", "SLURM_JOBID", NULL };
+    const char *const *job = slurm_job_vars;
     static const char *const step[] = { "SLURM_STEP_ID", "SLURM_STEPID", NULL };
     const char *v;
     unsigned long id;

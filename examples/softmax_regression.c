@@ -247,7 +247,7 @@ static int parse(int argc, char **argv, ct_trainer_config *cfg, ct_connector_fla
             return rc;
         }
     }
-    return ct_trainer_config_check(cfg, err);
+    return 0; /* ct_trainer_fit checks the config */
 }
 
 int main(int argc, char **argv)

@@ -57,7 +57,7 @@ ok $? "control: single_device x 64 differs from single_device x 128 by more than
 # Overlap: with the default buckets (0.5 MiB of whole announcements) the 784-512-256-10 MLP's
 # gradients form four buckets a step: the later layers' one starts before the first layer's
 # backward runs, and that layer's weight gradient is computed in 8 row blocks announced one by one
-# (engine/nn/mlp.c), so two of its three buckets start while its GEMM still runs; only the last
+# (engine/models/mlp/mlp.c), so two of its three buckets start while its GEMM still runs; only the last
 # waits for backward's end. ddp_no_overlap starts all four after backward.
 a=$(json grad_allreduces "$tmp/d2/summary.json") b=$(json grad_allreduces_in_backward "$tmp/d2/summary.json")
 [ "$a" = 344 ] && [ "$b" = 258 ]

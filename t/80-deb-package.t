@@ -106,34 +106,33 @@ is "$(objdump -p "/usr/lib/$MULTIARCH/libctrain.so.0" | awk '$1 == "SONAME" { pr
    "libctrain.so.0 has its SONAME"
 is "$(pkg-config --modversion ctrain)" "$VERSION" "pkg-config ctrain: the version"
 
-# A program built against libctrain-dev alone (headers and ctrain.pc) and run with libctrain0.
+# A program built against libctrain-dev alone (headers and ctrain.pc) and run with libctrain0: the
+# public API (the Trainer's config), and the example model program, which uses only installed headers.
 cat >"$WORK/hl.c" <<'EOF'
 #include <stdio.h>
-#include <stdlib.h>
-#include <ctrain/hostlist.h>
+#include <ctrain/trainer.h>
 
 int main(void)
 {
+    ct_trainer_config cfg;
     ct_error err;
-    ct_hostlist *hl = NULL;
-    char *s = NULL;
+    int rc;
 
     ct_error_clear(&err);
-    if (ct_hostlist_expand("n[1-3],gpu7", &hl, &err) != 0 || ct_hostlist_compress(hl, &s, &err) != 0) {
-        fprintf(stderr, "%s\n", err.msg);
-        return 1;
-    }
-    printf("%zu %s\n", ct_hostlist_count(hl), s);
-    free(s);
-    ct_hostlist_free(hl);
+    ct_trainer_config_default(&cfg);
+    cfg.lr = -1;
+    rc = ct_trainer_config_check(&cfg, &err);
+    printf("%d %s\n", rc == CT_EINVAL, err.id);
     return 0;
 }
 EOF
 # shellcheck disable=SC2046
-cc -o "$WORK/hl" "$WORK/hl.c" $(pkg-config --cflags --libs ctrain) 2>"$WORK/cc.log"
-ok $? "a program compiles and links with pkg-config --cflags --libs ctrain"
+{ cc -o "$WORK/hl" "$WORK/hl.c" $(pkg-config --cflags --libs ctrain) &&
+  cc -o "$WORK/softmax_regression" "$ROOT/examples/softmax_regression.c" $(pkg-config --cflags --libs ctrain) -lm; } \
+    2>"$WORK/cc.log"
+ok $? "a program and examples/softmax_regression.c compile and link with pkg-config --cflags --libs ctrain"
 sed 's/^/#   /' "$WORK/cc.log" | head -n 10
-is "$("$WORK/hl" 2>&1)" "4 n[1-3],gpu7" "it runs against /usr/lib/$MULTIARCH/libctrain.so.0"
+is "$("$WORK/hl" 2>&1)" "1 trainer-lr" "it runs against /usr/lib/$MULTIARCH/libctrain.so.0"
 
 # --- enable on a test cluster (README: the one link) ---------------------------------------------
 # The cluster's plugstack.conf is Debian's /etc/slurm/plugstack.conf (include

@@ -30,7 +30,7 @@ my %level = (
 # Public headers belong to the module that implements them.
 my %public = (
     'error.h' => 'util', 'util.h' => 'util', 'rankvars.h' => 'util', 'rng.h' => 'util', 'dtype.h' => 'util',
-    'registry.h' => 'registry', 'config.h' => 'registry', 'bind.h' => 'bind', 'net.h' => 'bind', 'nn.h' => 'nn', 'data.h' => 'data',
+    'registry.h' => 'registry', 'config.h' => 'registry', 'bind.h' => 'bind', 'net.h' => 'bind', 'nn.h' => 'nn',
     'datamodule.h' => 'data', 'model.h' => 'models',
     'pmix.h' => 'pmix', 'pmix_server.h' => 'pmix',
     'accelerator.h' => 'accelerators', 'precision.h' => 'precision',
@@ -102,7 +102,7 @@ for my $file (grep { m{^engine/(loops|trainer|strategies)/} } @files) {
     close $fh;
 }
 
-print "1..7\n";
+print "1..10\n";
 print(($edges > 20 ? "ok" : "not ok") . " 1 - read $edges includes in " . scalar(@files) . " files\n");
 if (@bad) {
     print "not ok 2 - layering holds\n";
@@ -210,3 +210,73 @@ print "# $_" for @model;
     print "# $_" for @compared;
     print "# names: ", join(' ', sort keys %owners), "\n" if $ENV{CT_LAYERING_VERBOSE};
 }
+# --- the installed API and a short Trainer (issue 27, items 1 and 6) -----------------------------
+# Only the public headers are installed: `make install` installs $(PUBLIC_HEADERS) (no glob of
+# include/ctrain/), and that list is exactly what a user's model and program include: model.h,
+# datamodule.h, config.h, error.h, the headers examples/*.c include, and what those include.
+# libctrain-dev ships what `make install` put under /usr/include/ctrain (no header named apart).
+my (%installed, $install_rule_ok, @api_bad);
+{
+    open(my $mk, '<', 'Makefile') or die "Makefile: $!";
+    my $text = do { local $/; <$mk> };
+    close $mk;
+    $text =~ s/\\\n/ /g;
+    if ($text =~ /^PUBLIC_HEADERS\s*:?=\s*(.*)$/m) {
+        $installed{"$_.h"} = 1 for split ' ', $1;
+    } else {
+        push @api_bad, "Makefile: no PUBLIC_HEADERS list";
+    }
+    my ($rule) = $text =~ /^install:[^\n]*\n((?:\t[^\n]*\n)+)/m;
+    $rule //= '';
+    push @api_bad, "Makefile: the install rule installs include/ctrain/ by a glob" if $rule =~ m{include/ctrain/\*};
+    push @api_bad, "Makefile: the install rule does not install \$(PUBLIC_HEADERS)"
+        unless $rule =~ /\$\(PUBLIC_HEADERS:%=include\/ctrain\/%\.h\)/;
+}
+my @entry = qw(model.h datamodule.h config.h error.h);
+for my $ex (glob 'examples/*.c') {
+    open(my $fh, '<', $ex) or die "$ex: $!";
+    while (<$fh>) { push @entry, $1 if /^\s*#\s*include\s+[<"]ctrain\/([^">]+)[">]/ }
+    close $fh;
+}
+my %closure;
+while (defined(my $h = shift @entry)) {
+    next if $closure{$h}++;
+    open(my $fh, '<', "include/ctrain/$h") or do { push @api_bad, "include/ctrain/$h: $!"; next };
+    while (<$fh>) { push @entry, $1 if /^\s*#\s*include\s+"ctrain\/([^"]+)"/ }
+    close $fh;
+}
+push @api_bad, "$_ is installed, but no public header or example needs it" for grep { !$closure{$_} } sort keys %installed;
+push @api_bad, "$_ is needed by the public API, but not installed" for grep { !$installed{$_} } sort keys %closure;
+for my $f (glob 'debian/*.install') {
+    open(my $fh, '<', $f) or die "$f: $!";
+    while (<$fh>) { push @api_bad, "$f:$.: names a header on its own: $_" if m{include/.*\.h}; }
+    close $fh;
+}
+print((@api_bad ? "not ok" : "ok") . " 8 - only the public API's " . scalar(keys %installed) . " headers are installed\n");
+print "# $_\n" for @api_bad;
+
+# trainer.c reads top to bottom (build -> place -> fit -> test): short, a few functions; its parts
+# live in their own files (engine/trainer/*.c).
+my $trainer = 'engine/trainer/trainer.c';
+open(my $tf, '<', $trainer) or die "$trainer: $!";
+my @tlines = <$tf>;
+close $tf;
+my $nfun = grep { /^[a-z][\w\s\*]*\b\w+\(.*[^;]\s*$/ && !/^(if|for|while|switch|return)\b/ } @tlines;
+my @short_bad;
+push @short_bad, "$trainer: " . scalar(@tlines) . " lines (at most 160)" if @tlines > 160;
+push @short_bad, "$trainer: $nfun functions (at most 8)" if $nfun > 8;
+print((@short_bad ? "not ok" : "ok") . " 9 - trainer.c is short: " . scalar(@tlines) . " lines, $nfun functions\n");
+print "# $_\n" for @short_bad;
+
+# The Trainer reads the environment through envs/ (the job id: ct_env_slurm_job_id) and names no
+# model: what a model needs (--hidden's key) its class says.
+my @trainer_env;
+for my $file (grep { m{^engine/trainer/} } @files) {
+    open(my $fh, '<', $file) or die "$file: $!";
+    while (my $line = <$fh>) {
+        push @trainer_env, "$file:$.: $line" if $line =~ /\bgetenv\s*\(|"SLURM_\w+"|"(mlp|gpt)"/;
+    }
+    close $fh;
+}
+print((@trainer_env ? "not ok" : "ok") . " 10 - the Trainer reads no variable itself and names no model\n");
+print "# $_" for @trainer_env;

@@ -60,11 +60,11 @@ static void report(enum which w, const ct_trainer_result *r)
     } else if (w == VALIDATE) {
         printf("ctrain: %sval_loss %.4f%s (%ld samples, %s)\n", acc_text("val", r->val_acc, a0, sizeof(a0)), r->val_loss,
                metrics("val", r->metric_names, r->val_metrics, r->n_metrics, a, sizeof(a)), r->eval_samples,
-               r->best_checkpoint);
+               r->evaluated_checkpoint);
     } else {
         printf("ctrain: %stest_loss %.4f%s (%ld samples, %s)\n", acc_text("test", r->test_acc, a0, sizeof(a0)), r->test_loss,
                metrics("test", r->metric_names, r->test_metrics, r->n_metrics, b, sizeof(b)), r->eval_samples,
-               r->best_checkpoint);
+               r->evaluated_checkpoint);
     }
     fflush(stdout);
 }

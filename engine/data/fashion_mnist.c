@@ -1,108 +1,166 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The "fashion-mnist" data module: Debian's dataset-fashion-mnist IDX files through the IDX reader
- * (engine/data/fmnist.c), as a data module: x f32[784] normalised images, y u8[] labels. */
+/* Fashion-MNIST: the four IDX files, checked against each other, normalised once at load. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctrain/data.h"
-#include "ctrain/datamodule.h"
-#include "engine/data/datamodules.h"
+#include "engine/data/fashion_mnist.h"
+#include "ctrain/rng.h"
 
-struct fmnist {
-    ct_datamodule dm;
-    ct_dataset split[CT_SPLIT_N];
+#define SPLIT_SEED 0x5eedf00dULL  /* fixed: the validation set does not move with --seed */
+
+struct raw {
+    uint32_t n, rows, cols;
+    uint8_t *images, *labels;
 };
 
-static const ct_dataset *split_of(const ct_datamodule *dm, enum ct_split s)
+static void raw_free(struct raw *r)
 {
-    const struct fmnist *f = dm->impl;
-
-    return (unsigned)s < CT_SPLIT_N ? &f->split[s] : NULL;
+    free(r->images);
+    free(r->labels);
 }
 
-/* A classifier over the flat image: x must be f32 with 784 elements, y a u8 class. */
-static int fmnist_setup(ct_datamodule *dm, const ct_tensor_spec *x, const ct_tensor_spec *y, ct_error *err)
+/* Read prefix-images-idx3-ubyte.gz and prefix-labels-idx1-ubyte.gz from dir and check they agree. */
+static int read_pair(const char *dir, const char *prefix, struct raw *r, ct_error *err)
 {
-    char want[64];
+    char ipath[4096], lpath[4096];
+    uint32_t idims[3], ldims[1];
+    int rc;
 
-    if (x->dtype != CT_DTYPE_F32 || ct_tensor_spec_numel(x) != 784 || y->dtype != CT_DTYPE_U8 || y->ndim != 0) {
-        ct_error_set(err, CT_EINVAL, "data-model-mismatch",
-                     "the model takes x %s, but fashion-mnist gives x f32[784] (28x28 images) and y u8[] (classes)",
-                     ct_tensor_spec_str(x, want, sizeof(want)));
-        return ct_error_hint(err, "use --datamodule for the model's data, or a model that classifies images");
-    }
-    return 0;
-}
-
-static size_t fmnist_size(const ct_datamodule *dm, enum ct_split s)
-{
-    const ct_dataset *d = split_of(dm, s);
-
-    return d ? d->n : 0;
-}
-
-static int fmnist_gather(const ct_datamodule *dm, enum ct_split s, const uint32_t *idx, int count, ct_batch *b,
-                         ct_error *err)
-{
-    const ct_dataset *d = split_of(dm, s);
-
-    if (!d || !d->x)
-        return ct_error_set(err, CT_EINTERNAL, "", "fashion-mnist: split %d was not loaded", (int)s);
-    ct_dataset_gather(d, idx, count, b->x.data, b->y.data);
-    b->count = count;
-    b->x.spec = dm->info.x;
-    b->y.spec = dm->info.y;
-    return 0;
-}
-
-static void fmnist_destroy(ct_datamodule *dm)
-{
-    struct fmnist *f = dm->impl;
-
-    for (int i = 0; i < CT_SPLIT_N; i++)
-        ct_dataset_free(&f->split[i]);
-    free(f);
-}
-
-static const struct ct_datamodule_ops fmnist_ops = {
-    .setup = fmnist_setup,
-    .size = fmnist_size,
-    .gather = fmnist_gather,
-    .destroy = fmnist_destroy,
-};
-
-static int fmnist_open(const char *dir, double val_fraction, unsigned splits, ct_datamodule **out, ct_error *err)
-{
-    struct fmnist *f = calloc(1, sizeof(*f));
-    ct_data_info *info;
-    int rc = 0;
-
-    *out = NULL;
-    if (!f)
-        return ct_error_set(err, CT_ENOMEM, "", "out of memory");
-    f->dm.ops = &fmnist_ops;
-    f->dm.impl = f;
-    if (splits & CT_SPLITS_FIT)
-        rc = ct_fmnist_load_fit(dir, val_fraction, &f->split[CT_SPLIT_TRAIN], &f->split[CT_SPLIT_VAL], err);
-    if (!rc && (splits & CT_SPLITS_TEST))
-        rc = ct_fmnist_load_test(dir, &f->split[CT_SPLIT_TEST], err);
-    if (rc) {
-        fmnist_destroy(&f->dm);
+    memset(r, 0, sizeof(*r));
+    if (!dir)
+        dir = CT_FMNIST_DEFAULT_DIR;
+    snprintf(ipath, sizeof(ipath), "%s/%s-images-idx3-ubyte.gz", dir, prefix);
+    snprintf(lpath, sizeof(lpath), "%s/%s-labels-idx1-ubyte.gz", dir, prefix);
+    if ((rc = ct_idx_read_u8(ipath, 3, idims, &r->images, err)) ||
+        (rc = ct_idx_read_u8(lpath, 1, ldims, &r->labels, err))) {
+        if (rc == CT_ENOENT)
+            ct_error_hint(err, "install Debian's dataset-fashion-mnist (scripts/install-deps) or point "
+                               "--data at a directory holding the four *-ubyte.gz files");
+        raw_free(r);
         return rc;
     }
-    info = &f->dm.info;
-    info->x.dtype = CT_DTYPE_F32;
-    info->x.ndim = 1;
-    info->x.shape[0] = 784;
-    info->y.dtype = CT_DTYPE_U8;
-    info->y.ndim = 0;
-    info->classes = 10;
-    info->train_order = CT_ORDER_SHUFFLE;
-    snprintf(info->description, sizeof(info->description), "Fashion-MNIST %zu/%zu/%zu images",
-             f->split[CT_SPLIT_TRAIN].n, f->split[CT_SPLIT_VAL].n, f->split[CT_SPLIT_TEST].n);
-    *out = &f->dm;
+    if (idims[1] != 28 || idims[2] != 28) {
+        raw_free(r);
+        return ct_error_set(err, CT_EFORMAT, "fmnist-dims", "%s: images are %ux%u, Fashion-MNIST's are 28x28",
+                            ipath, idims[1], idims[2]);
+    }
+    if (idims[0] != ldims[0]) {
+        raw_free(r);
+        return ct_error_set(err, CT_EFORMAT, "fmnist-count", "%s has %u labels but %s has %u images",
+                            lpath, ldims[0], ipath, idims[0]);
+    }
+    for (uint32_t i = 0; i < ldims[0]; i++)
+        if (r->labels[i] > 9) {
+            unsigned bad = r->labels[i];
+
+            raw_free(r);
+            return ct_error_set(err, CT_EFORMAT, "fmnist-label", "%s: label %u of sample %u is not a class 0-9",
+                                lpath, bad, i);
+        }
+    r->n = idims[0];
+    r->rows = idims[1];
+    r->cols = idims[2];
     return 0;
 }
 
-const struct ct_datamodule_class ct_datamodule_fashion_mnist = { .open = fmnist_open };
+static int dataset_alloc(ct_dataset *d, size_t n, int dim, ct_error *err)
+{
+    d->n = n;
+    d->dim = dim;
+    d->classes = 10;
+    d->x = malloc((n ? n : 1) * (size_t)dim * sizeof(float));
+    d->y = malloc(n ? n : 1);
+    if (!d->x || !d->y) {
+        ct_dataset_free(d);
+        return ct_error_set(err, CT_ENOMEM, "", "out of memory for %zu samples", n);
+    }
+    return 0;
+}
+
+/* Sample src of raw into row dst of d, normalised. */
+static void put_row(ct_dataset *d, size_t dst, const struct raw *r, size_t src)
+{
+    const uint8_t *p = r->images + src * (size_t)d->dim;
+    float *x = d->x + dst * (size_t)d->dim;
+    const float scale = (float)(1.0 / (255.0 * CT_FMNIST_STD));
+    const float shift = (float)(CT_FMNIST_MEAN / CT_FMNIST_STD);
+
+    for (int j = 0; j < d->dim; j++)
+        x[j] = (float)p[j] * scale - shift;
+    d->y[dst] = r->labels[src];
+}
+
+int ct_fmnist_load_fit(const char *dir, double val_fraction, ct_dataset *train, ct_dataset *val,
+                       ct_error *err)
+{
+    struct raw r;
+    uint32_t *perm;
+    size_t n_val, n_train;
+    ct_rng rng;
+    int rc;
+
+    memset(train, 0, sizeof(*train));
+    memset(val, 0, sizeof(*val));
+    if (!(val_fraction >= 0.0 && val_fraction < 1.0))
+        return ct_error_set(err, CT_EINVAL, "val-fraction", "--val-fraction %g is outside [0, 1)", val_fraction);
+    if ((rc = read_pair(dir, "train", &r, err)))
+        return rc;
+    n_val = (size_t)llround((double)r.n * val_fraction);
+    n_train = r.n - n_val;
+    perm = malloc(sizeof(uint32_t) * r.n);
+    if (!perm || (rc = dataset_alloc(train, n_train, (int)(r.rows * r.cols), err)) ||
+        (rc = dataset_alloc(val, n_val, (int)(r.rows * r.cols), err))) {
+        free(perm);
+        ct_dataset_free(train);
+        raw_free(&r);
+        return rc ? rc : ct_error_set(err, CT_ENOMEM, "", "out of memory");
+    }
+    for (uint32_t i = 0; i < r.n; i++)
+        perm[i] = i;
+    ct_rng_seed(&rng, SPLIT_SEED);
+    ct_rng_shuffle(&rng, perm, r.n);
+    for (size_t i = 0; i < n_train; i++)
+        put_row(train, i, &r, perm[i]);
+    for (size_t i = 0; i < n_val; i++)
+        put_row(val, i, &r, perm[n_train + i]);
+    free(perm);
+    raw_free(&r);
+    return 0;
+}
+
+int ct_fmnist_load_test(const char *dir, ct_dataset *test, ct_error *err)
+{
+    struct raw r;
+    int rc;
+
+    memset(test, 0, sizeof(*test));
+    if ((rc = read_pair(dir, "t10k", &r, err)))
+        return rc;
+    if ((rc = dataset_alloc(test, r.n, (int)(r.rows * r.cols), err))) {
+        raw_free(&r);
+        return rc;
+    }
+    for (size_t i = 0; i < r.n; i++)
+        put_row(test, i, &r, i);
+    raw_free(&r);
+    return 0;
+}
+
+void ct_dataset_free(ct_dataset *d)
+{
+    free(d->x);
+    free(d->y);
+    d->x = NULL;
+    d->y = NULL;
+    d->n = 0;
+}
+
+void ct_dataset_gather(const ct_dataset *d, const uint32_t *idx, int count, float *x, uint8_t *y)
+{
+    for (int i = 0; i < count; i++) {
+        memcpy(x + (size_t)i * d->dim, d->x + (size_t)idx[i] * d->dim, sizeof(float) * (size_t)d->dim);
+        y[i] = d->y[idx[i]];
+    }
+}

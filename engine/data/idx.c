@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* IDX reader through zlib (gzread reads gzip'd and plain files alike); see include/ctrain/data.h.
+/* IDX reader through zlib (gzread reads gzip'd and plain files alike); see engine/data/fashion_mnist.h.
  * Format (http://yann.lecun.com/exdb/mnist/): magic 0x00 0x00 <type> <ndim>, ndim big-endian
  * uint32 sizes, then the data. Only type 0x08 (unsigned byte) is used by Fashion-MNIST. */
 #include <errno.h>
@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
-#include "ctrain/data.h"
+#include "engine/data/fashion_mnist.h"
 
 /* Read exactly n bytes; 0, or CT_EFORMAT naming what was being read. */
 static int read_exact(gzFile f, const char *path, void *buf, size_t n, const char *what,

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The distributed sampler; see include/ctrain/data.h for the padding and sharding rules. */
+/* The distributed sampler; see engine/data/sampler.h for the padding and sharding rules. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctrain/data.h"
+#include "engine/data/sampler.h"
 #include "ctrain/rng.h"
 
 int ct_sampler_init(ct_sampler *s, size_t n, int batch, int rank, int world, int shuffle,

@@ -11,20 +11,13 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "ctrain/data.h"
+#include "engine/data/sampler.h"
 #include "ctrain/datamodule.h"
 #include "ctrain/dtype.h"
 #include "ctrain/error.h"
 #include "ctrain/model.h"
 #include "ctrain/nn.h"
 #include "ctrain/strategy.h"
-
-enum ct_progress_mode {
-    CT_PROGRESS_AUTO = 0, /* bar when stdout is a TTY, plain lines otherwise */
-    CT_PROGRESS_BAR,
-    CT_PROGRESS_PLAIN,
-    CT_PROGRESS_OFF
-};
 
 enum ct_lr_schedule {
     CT_LR_COSINE = 0,  /* after the warm-up, min_lr + (lr - min_lr) * (1 + cos(pi * t)) / 2, t from 0 to 1 */
@@ -47,7 +40,6 @@ typedef struct ct_loop_options {
     enum ct_lr_schedule lr_schedule;
     int log_every_n_steps;
     int checkpoint_every_n_steps; /* 0: checkpoint at epoch ends (and when fit stops) only */
-    enum ct_progress_mode progress;
     uint64_t seed;
     char root_dir[1024];
     char flags_json[1024];     /* the run's flags, stored in checkpoint metadata */
@@ -139,7 +131,7 @@ typedef struct ct_run {
     double start_time;
     FILE *metrics;             /* metrics.csv, global zero only */
     int bar_active;            /* a progress bar line is on screen */
-    int use_bar, use_plain;
+    int use_bar, use_plain;    /* --progress: a live bar, or plain lines (neither: off) */
     ct_error step_err;         /* filled by the grad-ready callback */
     int stop_enabled;          /* fit: look for stop signals at step boundaries */
     ct_stop_state stop;

@@ -32,10 +32,7 @@ static int gpt_set_param_dtype(ct_model *m, enum ct_dtype dtype, ct_error *err)
     ct_gpt *g = gpt_of(m);
     int rc = ct_gpt_set_param_dtype(g, dtype, err);
 
-    m->param_dtype = ct_gpt_param_dtype(g);
-    m->params = ct_gpt_params(g);
-    m->grads = ct_gpt_grads(g);
-    m->tensors = ct_gpt_tensor(g, 0);
+    ct_model_set_views(m, ct_gpt_param_dtype(g), ct_gpt_params(g), ct_gpt_grads(g), ct_gpt_tensor(g, 0));
     return rc;
 }
 
@@ -171,10 +168,8 @@ static int gpt_create(const ct_config *cfg, const ct_data_info *data, int max_ba
     m->x.shape[0] = m->y.shape[0] = c.seq_len;
     m->max_batch = max_batch;
     m->num_params = ct_gpt_num_params(g);
-    m->params = ct_gpt_params(g);
-    m->grads = ct_gpt_grads(g);
     m->n_tensors = ct_gpt_num_tensors(g);
-    m->tensors = ct_gpt_tensor(g, 0);
+    ct_model_set_views(m, ct_gpt_param_dtype(g), ct_gpt_params(g), ct_gpt_grads(g), ct_gpt_tensor(g, 0));
     *out = m;
     return 0;
 }

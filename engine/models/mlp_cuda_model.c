@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The "mlp" model on a CUDA device: engine/nn/mlp_cuda.cu behind the model seam, made by the cuda
+/* The "mlp" model on a CUDA device: engine/models/mlp/mlp_cuda.cu behind the model seam, made by the cuda
  * accelerator (ct_model_register_impl("mlp", "cuda", ...)). The host model keeps the fp32 master
  * copy for checkpoints; batches are gathered straight into the device model's pinned buffers, and
  * forward, backward and the optimizer update run on the device.
@@ -9,7 +9,7 @@
 #ifdef CT_HAVE_CUDA
 #include <stdlib.h>
 
-#include "engine/nn/mlp_cuda.h"
+#include "engine/models/mlp/mlp_cuda.h"
 
 struct mlp_cuda_model {
     ct_model m;

@@ -29,10 +29,7 @@ static int mlp_set_param_dtype(ct_model *m, enum ct_dtype dtype, ct_error *err)
     ct_mlp *mlp = mlp_of(m);
     int rc = ct_mlp_set_param_dtype(mlp, dtype, err);
 
-    m->param_dtype = ct_mlp_param_dtype(mlp);
-    m->params = ct_mlp_params(mlp);
-    m->grads = ct_mlp_grads(mlp);
-    m->tensors = ct_mlp_tensor(mlp, 0);
+    ct_model_set_views(m, ct_mlp_param_dtype(mlp), ct_mlp_params(mlp), ct_mlp_grads(mlp), ct_mlp_tensor(mlp, 0));
     return rc;
 }
 
@@ -105,12 +102,10 @@ static int mlp_create(const ct_config *cfg, const ct_data_info *data, int max_ba
     m->y.ndim = 0;
     m->max_batch = max_batch;
     m->num_params = ct_mlp_num_params(mlp);
-    m->params = ct_mlp_params(mlp);
-    m->grads = ct_mlp_grads(mlp);
     m->n_tensors = ct_mlp_num_tensors(mlp);
-    m->tensors = ct_mlp_tensor(mlp, 0);
+    ct_model_set_views(m, ct_mlp_param_dtype(mlp), ct_mlp_params(mlp), ct_mlp_grads(mlp), ct_mlp_tensor(mlp, 0));
     *out = m;
     return 0;
 }
 
-const struct ct_model_class ct_model_mlp = { .create = mlp_create };
+const struct ct_model_class ct_model_mlp = { .create = mlp_create, .hidden_key = "hidden" };

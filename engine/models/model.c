@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ctrain/model.h"
+#include "engine/models/models.h"
 
 #define MAX_IMPLS 16
 
@@ -82,6 +83,40 @@ int ct_model_create(const char *name, const char *config, const ct_data_info *da
         (rc = cls->create(&cfg, data, max_batch, out, err)))
         return rc;
     snprintf((*out)->name, sizeof((*out)->name), "%s", e->name);
+    return 0;
+}
+
+void ct_model_set_views(ct_model *m, enum ct_dtype dtype, void *params, void *grads, const ct_tensor *tensors)
+{
+    m->param_dtype = dtype;
+    m->params = params;
+    m->grads = grads;
+    m->tensors = tensors;
+}
+
+int ct_model_config_hidden(const char *name, const char *config, int hidden_set, const int *hidden, int n, char *out,
+                           size_t size, ct_error *err)
+{
+    const ct_registry_entry *e = ct_registry_find(CT_REG_MODEL, name);
+    const struct ct_model_class *cls = e ? e->ops : NULL;
+    const char *key = cls ? cls->hidden_key : NULL;
+    char eq[48];
+    size_t used = (size_t)snprintf(out, size, "%s", config);
+
+    if (!hidden_set)
+        return 0;
+    if (!key) {
+        ct_error_set(err, CT_EINVAL, "trainer-hidden", "--hidden sets the mlp's layers, but --model is %s", name);
+        return ct_error_hint(err, "use --model-config for %s (ctrain plan --list shows its keys)", name);
+    }
+    snprintf(eq, sizeof(eq), "%s=", key);
+    if (strstr(config, eq)) {
+        ct_error_set(err, CT_EINVAL, "trainer-hidden", "--hidden and --model-config %s... both set the layers", eq);
+        return ct_error_hint(err, "give one of them");
+    }
+    used += (size_t)snprintf(out + used, size - used, "%s%s%s", used ? "," : "", eq, n ? "" : "none");
+    for (int i = 0; i < n && used < size; i++)
+        used += (size_t)snprintf(out + used, size - used, "%s%d", i ? "-" : "", hidden[i]);
     return 0;
 }
 

@@ -4,6 +4,7 @@
 #define CTRAIN_MODELS_H
 
 #include "ctrain/model.h"
+#include "engine/models/mlp/mlp.h"
 
 extern const struct ct_model_class ct_model_mlp;
 extern const struct ct_model_class ct_model_gpt;
@@ -15,6 +16,10 @@ ct_mlp *ct_mlp_model_mlp(const ct_model *m);
 /* The MLP on the current CUDA device (engine/models/mlp_cuda_model.c). */
 int ct_mlp_cuda_model_create(ct_model *host, const ct_model_placement *where, ct_model **out, ct_error *err);
 #endif
+
+/* The model's views of its implementation's arrays (storage type, parameters, gradients, tensors):
+ * set by create and again by set_param_dtype, which reallocates them. */
+void ct_model_set_views(ct_model *m, enum ct_dtype dtype, void *params, void *grads, const ct_tensor *tensors);
 
 /* Register the built-in models and data modules with the registry, and the models' device
  * implementations that this build has (the MLP on cuda in CUDA builds). */

@@ -9,7 +9,7 @@ static const struct ct_precision_ops table[] = {
     { .name = "32-true", .param_dtype = CT_DTYPE_F32, .gemm_dtype = CT_DTYPE_F32 },
     /* bf16 GEMM inputs, fp32 master weights, accumulation, loss and update. bf16 keeps fp32's
      * exponent range, so no loss scaling. On cpu the engine emulates it for numerics (see
-     * engine/nn/mlp.c). */
+     * engine/models/mlp/mlp.c). */
     { .name = "bf16-mixed", .param_dtype = CT_DTYPE_F32, .gemm_dtype = CT_DTYPE_BF16 },
     /* fp16 GEMM inputs: fp16's narrow range underflows small gradients, hence dynamic loss scaling
      * (cuda only; the connector rejects it on cpu). */

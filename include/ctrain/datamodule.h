@@ -9,7 +9,7 @@
  *   "tokens"         llm.c token shards DIR/train.bin and DIR/val.bin (written by ctrain tokenize):
  *                    x i32 [T] tokens, y i32 [T] the next tokens, windows taken in order;
  *                    T is the model's (setup()).
- * The engine's sampler (include/ctrain/data.h) shards sample indices over the ranks: each rank
+ * The engine's sampler (engine/data/sampler.h) shards sample indices over the ranks: each rank
  * gathers its own indices with gather(); a data module never needs to know its rank.
  *
  * Life of a data module inside one rank:
@@ -63,7 +63,7 @@ enum ct_split {
 #define CT_SPLITS_FIT  ((1u << CT_SPLIT_TRAIN) | (1u << CT_SPLIT_VAL))
 #define CT_SPLITS_TEST (1u << CT_SPLIT_TEST)
 
-/* How the training split is visited (the engine's sampler does it; see include/ctrain/data.h). */
+/* How the training split is visited (the engine's sampler does it; see engine/data/sampler.h). */
 enum ct_train_order {
     CT_ORDER_SHUFFLE = 0,   /* a new permutation every epoch (images) */
     CT_ORDER_SEQUENTIAL     /* in order, sharded round-robin over ranks (token windows, as llm.c) */

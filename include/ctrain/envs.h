@@ -88,6 +88,9 @@ enum ct_slurm_context {
     CT_SLURM_STEP            /* srun's tasks: a training step */
 };
 enum ct_slurm_context ct_env_slurm_context(ct_getenv_fn get, void *ctx);
+/* The SLURM job this process belongs to (SLURM_JOB_ID, or the older SLURM_JOBID), "" outside a job:
+ * a batch script, srun's tasks and the ranks ctrain's own launcher starts inside a job all have it. */
+const char *ct_env_slurm_job_id(ct_getenv_fn get, void *ctx);
 
 /* Expand SLURM_TASKS_PER_NODE-style counts ("2(x3),1" -> 2,2,2,1) into a malloc'd array.
  * var names the variable in error messages. */

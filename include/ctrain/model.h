@@ -182,6 +182,9 @@ struct ct_model_class {
     /* The largest evaluation batch (samples) worth its memory; 0: the engine's default (1000). The
      * engine creates the model for max(--batch-size, this) samples. */
     int eval_batch;
+    /* Optional: the config key the Trainer's --hidden W,W sets (the mlp's "hidden": hidden=W-W);
+     * NULL: the model has no such layers and --hidden is refused. */
+    const char *hidden_key;
     /* Optional (fit --init-from): the --model-config of a Hugging Face checkpoint whose tensors
      * are file[0..n) and whose config.json text is config_json (NULL when there is none beside
      * it), written into out as "k=v,...". given is the user's checked --model-config: a key the
@@ -208,6 +211,11 @@ ct_model_impl_fn ct_model_find_impl(const char *model, const char *accelerator);
 int ct_model_create(const char *name, const char *config, const ct_data_info *data, int max_batch, ct_model **out,
                     ct_error *err);
 void ct_model_free(ct_model *m);
+/* The config of registered model name: config with --hidden's n widths folded in as the class's
+ * hidden_key (hidden=W-W; n 0: none) when hidden_set, else config itself. CT_EINVAL when the model
+ * takes no --hidden or config sets that key too. */
+int ct_model_config_hidden(const char *name, const char *config, int hidden_set, const int *hidden, int n, char *out,
+                           size_t size, ct_error *err);
 /* The evaluation batch of the registered model name: its class's eval_batch, else dflt. */
 int ct_model_eval_batch(const char *name, int dflt);
 void ct_model_init(ct_model *m, ct_rng *r);

@@ -7,8 +7,7 @@
  * ready" callback as each tensor's gradient is final (the Trainer wires it to the Strategy for
  * overlapped allreduce).
  * Every fp32 or bf16 GEMM goes through oneDNN's matmul, fp64 ones through OpenBLAS's dgemm. Nothing
- * allocates inside a training step: activations for the largest batch are allocated once by
- * ct_mlp_create.
+ * allocates inside a training step: a model allocates the activations for its largest batch once.
  */
 #ifndef CTRAIN_NN_H
 #define CTRAIN_NN_H
@@ -58,11 +57,7 @@ float ct_bf16_round(float x);
 /* out[i] = ct_bf16_round(in[i]); out may alias in. */
 void ct_bf16_round_array(const float *in, float *out, size_t n);
 
-/* --- the MLP -------------------------------------------------------------------------------- */
-#define CT_MLP_MAX_LAYERS 16
-
-typedef struct ct_mlp ct_mlp;
-
+/* --- backward and forward hooks ------------------------------------------------------------- */
 /* Called as each parameter tensor's gradient is final, last tensor first. Non-zero stops backward
  * and is returned by ct_mlp_backward. */
 typedef int (*ct_grad_ready_fn)(void *ctx, size_t offset, size_t count);
@@ -78,44 +73,6 @@ int ct_linear_backward_weight_blocks(const float *x, const float *dy, float *dw,
                                      int out, int blocks, size_t w_offset, size_t b_offset, ct_grad_ready_fn ready,
                                      void *ctx);
 
-/* dims[0] inputs, dims[n_dims-1] classes (n_dims >= 2, n_dims - 1 <= CT_MLP_MAX_LAYERS);
- * max_batch: the largest batch forward will be given. */
-int ct_mlp_create(const int *dims, int n_dims, int max_batch, ct_mlp **out, ct_error *err);
-void ct_mlp_free(ct_mlp *m);
-
-/* The GEMMs' input type: CT_DTYPE_F32 (the default) or CT_DTYPE_BF16 (bf16-mixed: inputs and
- * weights packed to bf16, multiplied by oneDNN's bf16 matmul with fp32 accumulation; on a CPU
- * without bf16 instructions the same products on OpenBLAS from the widened values, exact in fp32).
- * Allocates the bf16 copies and makes the GEMM primitives here, not in the step. */
-int ct_mlp_set_gemm_dtype(ct_mlp *m, enum ct_dtype dtype, ct_error *err);
-
-/* The storage type of parameters, gradients and activations: CT_DTYPE_F32 (the default) or
- * CT_DTYPE_F64 (64-true: fp64 throughout, GEMMs on OpenBLAS's dgemm; inputs widened from the
- * data's fp32). Reallocates them (the values are lost: call before ct_mlp_init). */
-int ct_mlp_set_param_dtype(ct_mlp *m, enum ct_dtype dtype, ct_error *err);
-enum ct_dtype ct_mlp_param_dtype(const ct_mlp *m);
-
-/* PyTorch's nn.Linear default: W and b uniform in +-1/sqrt(fan_in), drawn from r in forward order. */
-void ct_mlp_init(ct_mlp *m, ct_rng *r);
-
-size_t ct_mlp_num_params(const ct_mlp *m);
-void *ct_mlp_params(ct_mlp *m);   /* of ct_mlp_param_dtype */
-void *ct_mlp_grads(ct_mlp *m);
-int ct_mlp_num_layers(const ct_mlp *m);
-int ct_mlp_num_tensors(const ct_mlp *m);
-/* Parameter tensor i (0 .. num_tensors-1, forward order) viewing the params array. */
-const ct_tensor *ct_mlp_tensor(const ct_mlp *m, int i);
-/* "784-512-256-10" */
-void ct_mlp_describe(const ct_mlp *m, char *buf, size_t size);
-
-/* Forward on x[B, dims[0]] with labels; keeps what backward needs. Returns the summed loss over
- * the batch; *correct gets the number of right predictions (may be NULL). need (may be NULL) hears
- * of each layer's weights and bias before they are read; NAN when it failed. */
-double ct_mlp_forward(ct_mlp *m, const float *x, const uint8_t *labels, int batch, int *correct,
-                      ct_param_need_fn need, void *ctx);
-/* Backward of the mean loss of the last forward; grads are overwritten (no zeroing needed).
- * grad_scale_batch: the divisor of the mean (the batch size the loss is averaged over). */
-int ct_mlp_backward(ct_mlp *m, int grad_scale_batch, ct_grad_ready_fn ready, void *ctx);
 
 /* --- optimizers -------------------------------------------------------------------------------
  * State lives in contiguous arrays with the params' layout, so checkpoints store it whole. */

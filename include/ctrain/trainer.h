@@ -2,6 +2,8 @@
 /* ctrain — the Trainer: fit, validate and test a registered model (--model, default the MLP) on a
  * registered data module (--datamodule, default the model's: Fashion-MNIST for the MLP).
  *
+ * --deterministic is the connector's (ct_connector_flags.deterministic, recorded in the plan).
+ *
  * The caller calls ct_engine_init() once, then creates the connector (ct_connector_create) from the
  * accelerator/strategy/precision flags; the Trainer has the strategy created from its plan
  * (ct_strategy_from_connector) and runs its rank body
@@ -57,8 +59,6 @@ typedef struct ct_trainer_config {
     int n_hidden;
     int hidden_set;                 /* 1: --hidden given (else the model's config decides) */
     uint64_t seed;                  /* --seed, default 42 */
-    int deterministic;              /* --deterministic: fit refuses to resume a checkpoint written
-                                       with other BLAS threads, world size or batch size */
     char default_root_dir[CT_TRAINER_PATH_MAX]; /* --default-root-dir, default "runs": the user's own,
                                        not writable by others unless sticky (else refused) */
     char ckpt_path[CT_TRAINER_PATH_MAX];  /* --ckpt-path: "" (fit: "auto" in a SLURM job, else from
@@ -114,14 +114,16 @@ typedef struct ct_trainer_result {
     char metric_names[4][24];
     double val_metrics[4], test_metrics[4];
     char model[320];                /* "mlp 784-512-256-10" */
-    char best_checkpoint[CT_TRAINER_PATH_MAX];
+    char best_checkpoint[CT_TRAINER_PATH_MAX];     /* fit: best.safetensors, which the test ran on ("" none) */
+    char evaluated_checkpoint[CT_TRAINER_PATH_MAX]; /* validate/test: the checkpoint evaluated */
     char last_checkpoint[CT_TRAINER_PATH_MAX];
     char summary_path[CT_TRAINER_PATH_MAX];
 } ct_trainer_result;
 
 void ct_trainer_config_default(ct_trainer_config *cfg);
 
-/* Check the config on its own (ranges, names); fit/validate/test call it too. */
+/* Check the config on its own (ranges, names). fit/validate/test check the config they are given
+ * (this, and --requeue-signal), once, before launching anything: a caller need not. */
 int ct_trainer_config_check(const ct_trainer_config *cfg, ct_error *err);
 
 /* Train (resuming from ckpt_path when set), then test best.safetensors on the test set. */

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "ctrain/data.h"
+#include "engine/data/fashion_mnist.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

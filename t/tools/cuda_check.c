@@ -20,7 +20,7 @@
 #ifdef CT_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "engine/nn/mlp_cuda.h"
+#include "engine/models/mlp/mlp_cuda.h"
 #endif
 
 #define N_TESTS 8

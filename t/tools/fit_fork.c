@@ -49,7 +49,6 @@ int main(int argc, char **argv)
     cfg.batch_size = 64;
     cfg.hidden[0] = 64;
     cfg.n_hidden = 1;
-    cfg.deterministic = 1;
     cfg.progress = CT_TRAINER_PROGRESS_OFF;
     if (argc == 6) {
         ct_connector_flags one = flags;

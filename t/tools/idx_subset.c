@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <zlib.h>
 
-#include "ctrain/data.h"
+#include "engine/data/fashion_mnist.h"
 
 static int write_idx(const char *path, int ndim, const uint32_t *dims, const uint8_t *data, size_t n)
 {

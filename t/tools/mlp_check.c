@@ -17,6 +17,7 @@
 
 #include "ctrain/checkpoint_io.h"
 #include "ctrain/nn.h"
+#include "engine/models/mlp/mlp.h"
 #include "ctrain/rng.h"
 #include "ctrain/util.h"
 

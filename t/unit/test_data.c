@@ -13,7 +13,8 @@
 
 #include <cmocka.h>
 
-#include "ctrain/data.h"
+#include "engine/data/fashion_mnist.h"
+#include "engine/data/sampler.h"
 
 static char dir[] = "/tmp/ctrain-test-data-XXXXXX";
 

@@ -14,6 +14,7 @@
 
 #include "ctrain/model.h"
 #include "ctrain/nn.h"
+#include "engine/models/mlp/mlp.h"
 #include "engine/nn/bf16_inline.h"
 #include "engine/nn/gemm.h"
 

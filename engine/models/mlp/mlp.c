@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The MLP: Linear(+ReLU) layers over one contiguous parameter array; see include/ctrain/nn.h. */
+/* The MLP: Linear(+ReLU) layers over one contiguous parameter array; see engine/models/mlp/mlp.h. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ctrain/nn.h"
+#include "engine/models/mlp/mlp.h"
 #include "engine/nn/bf16_inline.h"
 #include "engine/nn/gemm.h"
 

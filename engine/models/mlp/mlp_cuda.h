@@ -28,7 +28,7 @@ extern "C" {
 /* ctrain's headers are C: their functions keep C linkage when nvcc's C++ includes them. */
 #include "ctrain/dtype.h"
 #include "ctrain/error.h"
-#include "ctrain/nn.h"
+#include "engine/models/mlp/mlp.h"
 
 typedef struct ct_mlp_cuda ct_mlp_cuda;
 

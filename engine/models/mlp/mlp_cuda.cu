@@ -17,7 +17,7 @@
 #include <cuda_runtime.h>
 
 #include "engine/nn/cuda_device.h"
-#include "engine/nn/mlp_cuda.h"
+#include "engine/models/mlp/mlp_cuda.h"
 
 // GradScaler's defaults: start at 2^16, halve on overflow, double after 2000 clean steps.
 static const float LOSS_SCALE_INIT = 65536.0f;

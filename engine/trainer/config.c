@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The Trainer's config: its defaults and its checks, in one place. The Trainer checks a config
+ * once, when fit/validate/test start (engine/trainer/trainer.c); the CLI and a user's program only
+ * fill it. The requeue signal is the signal connector's to parse (signal_connector.c). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ctrain/nn.h"
+#include "ctrain/trainer.h"
+#include "engine/loops/loops.h"
+
+void ct_trainer_config_default(ct_trainer_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->max_epochs = 5;
+    cfg->max_steps = -1;
+    cfg->batch_size = 128;
+    cfg->lr = 1e-3;
+    snprintf(cfg->optimizer, sizeof(cfg->optimizer), "adamw");
+    snprintf(cfg->lr_schedule, sizeof(cfg->lr_schedule), "cosine");
+    cfg->weight_decay = -1;
+    cfg->momentum = 0.9;
+    cfg->hidden[0] = 512;
+    cfg->hidden[1] = 256;
+    cfg->n_hidden = 2;
+    cfg->seed = 42;
+    snprintf(cfg->default_root_dir, sizeof(cfg->default_root_dir), "runs");
+    cfg->log_every_n_steps = 50;
+    cfg->progress = CT_TRAINER_PROGRESS_AUTO;
+    cfg->val_fraction = 1.0 / 12.0;
+    snprintf(cfg->requeue_signal, sizeof(cfg->requeue_signal), "USR1");
+    cfg->auto_requeue = 1;
+    cfg->collective_timeout = 300;
+    cfg->accumulate_grad_batches = 1;
+    cfg->limit_val_batches = 1.0;
+    cfg->save_top_k = 1;
+    cfg->tensorboard = 1;
+}
+
+/* Lightning's trainer controls on their own and against each other (README, "Training controls");
+ * the monitored metric is checked against the model's metrics once it is built (resolve_monitor). */
+static int check_controls(const ct_trainer_config *cfg, ct_error *err)
+{
+    if (cfg->accumulate_grad_batches < 1)
+        return ct_error_set(err, CT_EINVAL, "trainer-accumulate", "--accumulate-grad-batches %d must be at least 1",
+                            cfg->accumulate_grad_batches);
+    if (!(cfg->gradient_clip_val >= 0) || !isfinite(cfg->gradient_clip_val)) {
+        ct_error_set(err, CT_EINVAL, "trainer-gradient-clip", "--gradient-clip-val %g must be a positive number",
+                     cfg->gradient_clip_val);
+        return ct_error_hint(err, "e.g. --gradient-clip-val 1.0 (0, the default, clips nothing)");
+    }
+    if (cfg->gradient_clip_algorithm[0] && strcmp(cfg->gradient_clip_algorithm, "norm") &&
+        strcmp(cfg->gradient_clip_algorithm, "value")) {
+        ct_error_set(err, CT_EINVAL, "trainer-gradient-clip", "--gradient-clip-algorithm '%s' is not an algorithm",
+                     cfg->gradient_clip_algorithm);
+        return ct_error_hint(err, "use norm (the default: scale the whole gradient to that L2 norm) or value "
+                                  "(clamp each value)");
+    }
+    if (cfg->gradient_clip_algorithm[0] && cfg->gradient_clip_val == 0) {
+        ct_error_set(err, CT_EINVAL, "trainer-gradient-clip-algorithm-alone",
+                     "--gradient-clip-algorithm %s without --gradient-clip-val clips nothing", cfg->gradient_clip_algorithm);
+        return ct_error_hint(err, "add --gradient-clip-val X (the largest norm or value), or drop the algorithm");
+    }
+    if (cfg->val_check_interval < 0)
+        return ct_error_set(err, CT_EINVAL, "trainer-val-check-interval",
+                            "--val-check-interval %ld must be a number of optimizer steps (>= 1)", cfg->val_check_interval);
+    if (!(cfg->limit_val_batches >= 0) || (!cfg->limit_val_is_count && cfg->limit_val_batches > 1)) {
+        ct_error_set(err, CT_EINVAL, "trainer-limit-val-batches", "--limit-val-batches %g is neither a count of "
+                     "batches nor a fraction in [0.0, 1.0]", cfg->limit_val_batches);
+        return ct_error_hint(err, "write a count as an integer (--limit-val-batches 50) and a fraction with a point "
+                                  "(--limit-val-batches 0.25)");
+    }
+    if (cfg->warmup_steps < 0)
+        return ct_error_set(err, CT_EINVAL, "trainer-warmup-steps", "--warmup-steps %ld must be >= 0", cfg->warmup_steps);
+    if (cfg->max_steps >= 0 && cfg->warmup_steps > cfg->max_steps) {
+        ct_error_set(err, CT_EINVAL, "trainer-warmup-steps", "--warmup-steps %ld is longer than --max-steps %ld",
+                     cfg->warmup_steps, cfg->max_steps);
+        return ct_error_hint(err, "warm up over a part of the fit (llm.c: a few percent of the steps)");
+    }
+    if (!(cfg->min_lr >= 0) || !isfinite(cfg->min_lr) || cfg->min_lr >= cfg->lr) {
+        ct_error_set(err, CT_EINVAL, "trainer-min-lr", "--min-lr %g must be >= 0 and below --lr %g", cfg->min_lr,
+                     cfg->lr);
+        return ct_error_hint(err, "the cosine decays from --lr to --min-lr (llm.c and nanoGPT: lr / 10)");
+    }
+    if (cfg->min_lr_set && !strcmp(cfg->lr_schedule, "constant")) {
+        ct_error_set(err, CT_EINVAL, "trainer-min-lr-constant", "--min-lr with --lr-schedule constant: a constant "
+                     "schedule has no end value");
+        return ct_error_hint(err, "use --lr-schedule cosine (the default) or drop --min-lr");
+    }
+    if (cfg->mode[0] && strcmp(cfg->mode, "min") && strcmp(cfg->mode, "max")) {
+        ct_error_set(err, CT_EINVAL, "trainer-mode", "--mode '%s' is not min or max", cfg->mode);
+        return ct_error_hint(err, "min: lower is better (losses); max: higher is better (accuracy)");
+    }
+    if (cfg->save_top_k < -1 || cfg->save_top_k > CT_TOP_K_MAX) {
+        ct_error_set(err, CT_EINVAL, "trainer-save-top-k", "--save-top-k %d is outside [-1, %d]", cfg->save_top_k,
+                     CT_TOP_K_MAX);
+        return ct_error_hint(err, "-1 keeps every validation's checkpoint, 0 none, K the K best");
+    }
+    if (cfg->early_stopping_patience < 0)
+        return ct_error_set(err, CT_EINVAL, "trainer-early-stopping-patience",
+                            "--early-stopping-patience %d must be >= 0 (0: off)", cfg->early_stopping_patience);
+    if (cfg->early_stopping_patience > 0 && strcmp(cfg->monitor, "train_loss") &&
+        (cfg->val_fraction == 0 || cfg->limit_val_batches == 0)) {
+        ct_error_set(err, CT_EINVAL, "trainer-early-stopping-no-val", "--early-stopping-patience %d watches %s, but "
+                     "%s leaves no validation", cfg->early_stopping_patience,
+                     cfg->monitor[0] ? cfg->monitor : "the validation metric",
+                     cfg->val_fraction == 0 ? "--val-fraction 0" : "--limit-val-batches 0");
+        return ct_error_hint(err, "keep a validation set, or --monitor train_loss");
+    }
+    return 0;
+}
+
+int ct_trainer_config_check(const ct_trainer_config *cfg, ct_error *err)
+{
+    enum ct_optim_kind kind;
+
+    if (cfg->max_epochs < 1)
+        return ct_error_set(err, CT_EINVAL, "trainer-max-epochs", "--max-epochs %d must be at least 1",
+                            cfg->max_epochs);
+    if (cfg->max_steps < -1)
+        return ct_error_set(err, CT_EINVAL, "trainer-max-steps", "--max-steps %ld must be -1 (no limit) or >= 0",
+                            cfg->max_steps);
+    if (cfg->batch_size < 1 || cfg->batch_size > 65536)
+        return ct_error_set(err, CT_EINVAL, "trainer-batch-size", "--batch-size %d is outside [1, 65536]",
+                            cfg->batch_size);
+    if (!(cfg->lr > 0) || !isfinite(cfg->lr))
+        return ct_error_set(err, CT_EINVAL, "trainer-lr", "--lr %g must be a positive number", cfg->lr);
+    if (ct_optim_parse_kind(cfg->optimizer, &kind)) {
+        ct_error_set(err, CT_EINVAL, "trainer-optimizer", "--optimizer '%s' is not an optimizer", cfg->optimizer);
+        return ct_error_hint(err, "use --optimizer adamw or --optimizer sgd");
+    }
+    if (strcmp(cfg->lr_schedule, "cosine") && strcmp(cfg->lr_schedule, "constant")) {
+        ct_error_set(err, CT_EINVAL, "trainer-lr-schedule", "--lr-schedule '%s' is not a schedule", cfg->lr_schedule);
+        return ct_error_hint(err, "use --lr-schedule cosine or --lr-schedule constant");
+    }
+    if (cfg->n_hidden < 0 || cfg->n_hidden > CT_TRAINER_MAX_HIDDEN)
+        return ct_error_set(err, CT_EINVAL, "trainer-hidden", "--hidden: at most %d hidden layers",
+                            CT_TRAINER_MAX_HIDDEN);
+    for (int i = 0; i < cfg->n_hidden; i++)
+        if (cfg->hidden[i] < 1 || cfg->hidden[i] > 65536)
+            return ct_error_set(err, CT_EINVAL, "trainer-hidden", "--hidden: width %d is outside [1, 65536]",
+                                cfg->hidden[i]);
+    if (cfg->log_every_n_steps < 1)
+        return ct_error_set(err, CT_EINVAL, "trainer-log-every", "--log-every-n-steps %d must be at least 1",
+                            cfg->log_every_n_steps);
+    if (cfg->checkpoint_every_n_steps < 0)
+        return ct_error_set(err, CT_EINVAL, "trainer-ckpt-every", "--checkpoint-every-n-steps %d must be >= 0",
+                            cfg->checkpoint_every_n_steps);
+    if (!(cfg->val_fraction >= 0 && cfg->val_fraction < 1))
+        return ct_error_set(err, CT_EINVAL, "trainer-val-fraction", "--val-fraction %g is outside [0, 1)",
+                            cfg->val_fraction);
+    if (!(cfg->collective_timeout >= 0) || !isfinite(cfg->collective_timeout))
+        return ct_error_set(err, CT_EINVAL, "trainer-collective-timeout",
+                            "--collective-timeout %g must be a number of seconds (0: wait forever)",
+                            cfg->collective_timeout);
+    if (!cfg->default_root_dir[0])
+        return ct_error_set(err, CT_EINVAL, "trainer-root-dir", "--default-root-dir must not be empty");
+    if (cfg->weights_only && (!cfg->ckpt_path[0] || !strcmp(cfg->ckpt_path, "auto"))) {
+        ct_error_set(err, CT_EINVAL, "trainer-weights-only", "--weights-only needs the checkpoint to load (--ckpt-path "
+                     "%s)", cfg->ckpt_path[0] ? "auto resumes" : "not given");
+        return ct_error_hint(err, "give --ckpt-path last, best or a FILE with --weights-only");
+    }
+    return check_controls(cfg, err);
+}

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The signal connector (Lightning's SignalConnector): the requeue signal, parsed once, and what
+ * fit does after the ranks stopped on a signal: requeue the SLURM job (requeue.c) or say how to
+ * continue. The loops catch the signals and agree on the stop (engine/loops/stop.c). */
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/trainer/requeue.h"
+#include "engine/trainer/trainer_internal.h"
+
+int ct_signal_connector_parse(const ct_trainer_config *cfg, int *sig, ct_error *err)
+{
+    if (ct_stop_signal_parse(cfg->requeue_signal, sig) == 0)
+        return 0;
+    ct_error_set(err, CT_EINVAL, "trainer-requeue-signal", "--requeue-signal '%s' is not a signal ctrain can "
+                 "stop on", cfg->requeue_signal);
+    return ct_error_hint(err, "use USR1 (default), USR2, TERM, INT, HUP, XCPU, ALRM or QUIT, as in "
+                              "#SBATCH --signal=USR1@90");
+}
+
+/* Every rank stopped after the same step and rank 0 saved last.safetensors. Requeue the job when
+ * the requeue signal came inside SLURM (rank 0 asks slurmctld; every rank learns the outcome),
+ * then end fit with CT_EINTR: the CLI exits 75. */
+int ct_signal_connector_finish(ct_run *run, const ct_trainer_config *cfg, ct_error *err)
+{
+    char sig[32], where[CT_TRAINER_PATH_MAX + 160];
+    const char *job = run->opt.job_id;
+    int want = run->stop.requeue && cfg->auto_requeue && job[0];
+    int status = 0, rc;
+    ct_error rq;
+
+    ct_error_clear(&rq);
+    ct_stop_signal_name(run->stop.signal, sig, sizeof(sig));
+    snprintf(where, sizeof(where), "stopped by %s%s at epoch %lld, step %lld; checkpoint %s/last.safetensors written",
+             sig, run->stop.local ? "" : " (on another rank)", (long long)run->st.epoch + 1,
+             (long long)run->st.global_step, cfg->default_root_dir);
+    /* Said before asking: SLURM ends the job's processes (and srun, which carries their output) as
+     * soon as the requeue is accepted, so nothing printed after it is sure to be seen. */
+    if (want)
+        ct_progress_line(run, "ctrain: %s; requeueing SLURM job %s", where, job);
+    if (want && run->is_zero)
+        status = ct_slurm_requeue(job, &rq);
+    if (want && (rc = ct_strategy_broadcast(run->strategy, &status, sizeof(status), 0, err)))
+        return rc;
+    if (want && status) {
+        if (run->is_zero) {
+            ct_error_set(err, status, rq.id, "%s; but the job was not requeued: %s", where, rq.msg);
+            return ct_error_hint(err, "%s", rq.hint);
+        }
+        ct_error_set(err, status, "requeue-failed", "%s; rank 0 could not requeue job %s", where, job);
+        return ct_error_hint(err, "see rank 0's message");
+    }
+    if (want) {
+        ct_error_set(err, CT_EINTR, "fit-requeued", "%s; SLURM job %s requeued", where, job);
+        return ct_error_hint(err, "the job starts again under the same id and resumes from that checkpoint "
+                                  "(--ckpt-path auto)");
+    }
+    ct_error_set(err, CT_EINTR, "fit-stopped", "%s", where);
+    if (!job[0])
+        return ct_error_hint(err, "not in a SLURM job, so nothing was requeued; run the same command with "
+                                  "--ckpt-path last to continue");
+    if (!cfg->auto_requeue)
+        return ct_error_hint(err, "--no-auto-requeue: job %s was not requeued; resubmit with --ckpt-path last "
+                                  "to continue", job);
+    return ct_error_hint(err, "%s is not the requeue signal (--requeue-signal %s), so job %s was not requeued; "
+                              "resubmit with --ckpt-path last to continue", sig, cfg->requeue_signal, job);
+}
