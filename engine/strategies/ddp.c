@@ -27,6 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ctrain/launcher.h"
 #include "ctrain/pmix.h"
 #include "ctrain/util.h"
 #include "engine/nn/bf16_inline.h"
@@ -348,15 +349,16 @@ static int check_mpi_layout(ct_strategy *s, int rank, int size, ct_error *err)
 
 /* RANK and LOCAL_RANK as the launcher gave them (the SPANK plugin, torchrun), against MPI's
  * numbering: a program reading RANK must see the rank its collectives use. MPI's local rank is
- * this rank's place among the ranks on its host (gather_hosts). Forked workers inherit their
- * parent's variables: not theirs, not checked. */
+ * this rank's place among the ranks on its host (gather_hosts). Workers of ctrain's own launchers
+ * (forked, or subprocesses: CTRAIN_LAUNCHER_RANK) inherit their parent's variables: not theirs, not
+ * checked. */
 static int check_launcher_ranks(ct_strategy *s, const struct ddp *d, int rank, ct_error *err)
 {
     const char *v = getenv(CT_VAR_RANK), *lv = getenv(CT_VAR_LOCAL_RANK);
     int local = 0;
     long n;
 
-    if (!s->env_info.creates_processes_externally)
+    if (!s->env_info.creates_processes_externally || getenv(CT_LAUNCHER_ENV_RANK))
         return 0;
     if (v && ct_parse_long(v, 0, 0x7fffffff, &n) == 0 && n != rank) {
         ct_error_set(err, CT_ECONFLICT, "ddp-launcher-rank-mismatch",
