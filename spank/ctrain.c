@@ -27,7 +27,6 @@
  *     status slurmstepd gives a task whose required plugin failed. No task runs with a
  *     configuration ctrain refused.
  * init_post_opt and local_user_init still check (a required plugin stops srun there too). */
-#include <string.h>
 #include <unistd.h>
 
 #include <slurm/slurm_version.h>
@@ -75,14 +74,15 @@ int ct_spank_option_cb(int val, const char *optarg, int remote)
     ct_error_clear(&err);
     rv = ct_spank_option_store(val, optarg, &err); /* keeps a refusal for remote.c */
     if (remote)
-        return rv;
+        goto out;
     if (rv == 0 && !disabled)
         rv = ct_spank_local_options_check(&err);
     if (rv != 0) {
         ct_spank_report(&err);
-        return -1;
+        rv = -1;
     }
-    return 0;
+out:
+    return rv;
 }
 
 /* Every context that sees the options registers them: srun and slurmstepd, and sbatch/salloc
