@@ -82,12 +82,12 @@ void ct_env_source(ct_env_info *info, enum ct_env_field f, const char *fmt, ...)
 
 int ct_env_master_addr(ct_getenv_fn get, void *ctx, ct_env_info *info)
 {
-    const char *v = get("MASTER_ADDR", ctx);
+    const char *v = get(CT_VAR_MASTER_ADDR, ctx);
 
     if (!v || !*v)
         return 0;
     snprintf(info->main_address, sizeof(info->main_address), "%s", v);
-    ct_env_source(info, CT_ENV_MAIN_ADDRESS, "MASTER_ADDR");
+    ct_env_source(info, CT_ENV_MAIN_ADDRESS, CT_VAR_MASTER_ADDR);
     return 1;
 }
 
@@ -95,12 +95,12 @@ int ct_env_master_port(ct_getenv_fn get, void *ctx, ct_env_info *info, ct_error 
 {
     int port, rc;
 
-    if (!ct_envvar_has(get, ctx, "MASTER_PORT"))
+    if (!ct_envvar_has(get, ctx, CT_VAR_MASTER_PORT))
         return 0;
-    if ((rc = ct_envvar_int(get, ctx, "MASTER_PORT", 1, 65535, &port, err)))
+    if ((rc = ct_envvar_int(get, ctx, CT_VAR_MASTER_PORT, 1, 65535, &port, err)))
         return rc;
     info->main_port = port;
-    ct_env_source(info, CT_ENV_MAIN_PORT, "MASTER_PORT");
+    ct_env_source(info, CT_ENV_MAIN_PORT, CT_VAR_MASTER_PORT);
     return 1;
 }
 

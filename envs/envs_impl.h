@@ -5,6 +5,7 @@
 
 #include "ctrain/environment.h"
 #include "ctrain/error.h"
+#include "engine/util/rankvars.h"
 
 extern const struct ct_env_ops ct_env_torchelastic_ops;
 extern const struct ct_env_ops ct_env_lsf_ops;

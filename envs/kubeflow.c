@@ -11,9 +11,9 @@
 
 static int kf_detect(ct_getenv_fn get, void *ctx)
 {
-    return ct_envvar_has(get, ctx, "KUBERNETES_PORT") && ct_envvar_has(get, ctx, "MASTER_ADDR") &&
-           ct_envvar_has(get, ctx, "MASTER_PORT") && ct_envvar_has(get, ctx, "WORLD_SIZE") &&
-           ct_envvar_has(get, ctx, "RANK");
+    return ct_envvar_has(get, ctx, "KUBERNETES_PORT") && ct_envvar_has(get, ctx, CT_VAR_MASTER_ADDR) &&
+           ct_envvar_has(get, ctx, CT_VAR_MASTER_PORT) && ct_envvar_has(get, ctx, CT_VAR_WORLD_SIZE) &&
+           ct_envvar_has(get, ctx, CT_VAR_RANK);
 }
 
 static int kf_read(ct_getenv_fn get, void *ctx, ct_env_info *info, ct_error *err)
@@ -21,14 +21,14 @@ static int kf_read(ct_getenv_fn get, void *ctx, ct_env_info *info, ct_error *err
     int rc;
 
     ct_env_info_init(info, "kubeflow", 1);
-    if ((rc = ct_envvar_int(get, ctx, "WORLD_SIZE", 1, 10000000, &info->world_size, err)) ||
-        (rc = ct_envvar_int(get, ctx, "RANK", 0, 10000000, &info->global_rank, err)))
+    if ((rc = ct_envvar_int(get, ctx, CT_VAR_WORLD_SIZE, 1, 10000000, &info->world_size, err)) ||
+        (rc = ct_envvar_int(get, ctx, CT_VAR_RANK, 0, 10000000, &info->global_rank, err)))
         return rc;
     /* One process per pod, one pod per node. */
     info->num_nodes = info->world_size;
     info->node_rank = info->global_rank;
-    ct_env_source(info, CT_ENV_WORLD_SIZE, "WORLD_SIZE");
-    ct_env_source(info, CT_ENV_GLOBAL_RANK, "RANK");
+    ct_env_source(info, CT_ENV_WORLD_SIZE, CT_VAR_WORLD_SIZE);
+    ct_env_source(info, CT_ENV_GLOBAL_RANK, CT_VAR_RANK);
     ct_env_source(info, CT_ENV_NUM_NODES, "WORLD_SIZE (one process per pod)");
     ct_env_source(info, CT_ENV_NODE_RANK, "RANK (one process per pod)");
     ct_env_source(info, CT_ENV_LOCAL_RANK, "one process per pod");

@@ -16,12 +16,12 @@
 #include "ctrain/envs.h"
 #include "envs/envs_impl.h"
 
-static const char *const required[] = { "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "LOCAL_RANK", NULL };
+static const char *const required[] = { CT_VAR_MASTER_ADDR, CT_VAR_MASTER_PORT, CT_VAR_WORLD_SIZE, CT_VAR_LOCAL_RANK, NULL };
 
 static int manual_detect(ct_getenv_fn get, void *ctx)
 {
-    return ct_envvar_has(get, ctx, "LOCAL_RANK") || ct_envvar_has(get, ctx, "NODE_RANK") ||
-           ct_envvar_has(get, ctx, "GROUP_RANK");
+    return ct_envvar_has(get, ctx, CT_VAR_LOCAL_RANK) || ct_envvar_has(get, ctx, CT_VAR_NODE_RANK) ||
+           ct_envvar_has(get, ctx, CT_VAR_GROUP_RANK);
 }
 
 static int missing(ct_getenv_fn get, void *ctx, ct_error *err)
@@ -32,7 +32,7 @@ static int missing(ct_getenv_fn get, void *ctx, ct_error *err)
     for (int i = 0; required[i]; i++)
         if (!ct_envvar_has(get, ctx, required[i]))
             used += (size_t)snprintf(names + used, sizeof(names) - used, "%s%s", used ? ", " : "", required[i]);
-    if (!ct_envvar_has(get, ctx, "NODE_RANK") && !ct_envvar_has(get, ctx, "GROUP_RANK"))
+    if (!ct_envvar_has(get, ctx, CT_VAR_NODE_RANK) && !ct_envvar_has(get, ctx, CT_VAR_GROUP_RANK))
         snprintf(names + used, sizeof(names) - used, "%sNODE_RANK (or GROUP_RANK)", used ? ", " : "");
     if (!names[0])
         return 0;
@@ -46,17 +46,17 @@ static int missing(ct_getenv_fn get, void *ctx, ct_error *err)
 static int read_node_rank(ct_getenv_fn get, void *ctx, ct_env_info *info, ct_error *err)
 {
     int node = 0, group = 0, rc;
-    int has_node = ct_envvar_has(get, ctx, "NODE_RANK"), has_group = ct_envvar_has(get, ctx, "GROUP_RANK");
+    int has_node = ct_envvar_has(get, ctx, CT_VAR_NODE_RANK), has_group = ct_envvar_has(get, ctx, CT_VAR_GROUP_RANK);
 
-    if ((has_node && (rc = ct_envvar_int(get, ctx, "NODE_RANK", 0, 10000000, &node, err))) ||
-        (has_group && (rc = ct_envvar_int(get, ctx, "GROUP_RANK", 0, 10000000, &group, err))))
+    if ((has_node && (rc = ct_envvar_int(get, ctx, CT_VAR_NODE_RANK, 0, 10000000, &node, err))) ||
+        (has_group && (rc = ct_envvar_int(get, ctx, CT_VAR_GROUP_RANK, 0, 10000000, &group, err))))
         return rc;
     if (has_node && has_group && node != group) {
         ct_error_set(err, CT_EINVAL, "env-inconsistent", "manual: NODE_RANK=%d but GROUP_RANK=%d", node, group);
         return ct_error_hint(err, "both name this process's node; set one of them, or both to the same number");
     }
     info->node_rank = has_node ? node : group;
-    ct_env_source(info, CT_ENV_NODE_RANK, "%s", has_node ? "NODE_RANK" : "GROUP_RANK");
+    ct_env_source(info, CT_ENV_NODE_RANK, "%s", has_node ? CT_VAR_NODE_RANK : CT_VAR_GROUP_RANK);
     return 0;
 }
 
@@ -81,8 +81,8 @@ static int lay_out(ct_getenv_fn get, void *ctx, ct_env_info *info, const char *p
     ct_env_source(info, CT_ENV_GLOBAL_RANK, "NODE_RANK x (%s) + LOCAL_RANK", per_node);
     if ((rc = ct_env_check_ranges(info, err)))
         return rc;
-    if (ct_envvar_has(get, ctx, "RANK")) {
-        if ((rc = ct_envvar_int(get, ctx, "RANK", 0, 10000000, &rank, err)))
+    if (ct_envvar_has(get, ctx, CT_VAR_RANK)) {
+        if ((rc = ct_envvar_int(get, ctx, CT_VAR_RANK, 0, 10000000, &rank, err)))
             return rc;
         if (rank != info->global_rank) {
             ct_error_set(err, CT_EINVAL, "env-inconsistent", "manual: RANK=%d, but node %d x %d process(es) per node "
@@ -101,18 +101,18 @@ static int manual_read(ct_getenv_fn get, void *ctx, ct_env_info *info, ct_error 
 
     ct_env_info_init(info, "manual", 1);
     if ((rc = missing(get, ctx, err)) ||
-        (rc = ct_envvar_int(get, ctx, "WORLD_SIZE", 1, 10000000, &info->world_size, err)) ||
-        (rc = ct_envvar_int(get, ctx, "LOCAL_RANK", 0, 10000000, &info->local_rank, err)) ||
+        (rc = ct_envvar_int(get, ctx, CT_VAR_WORLD_SIZE, 1, 10000000, &info->world_size, err)) ||
+        (rc = ct_envvar_int(get, ctx, CT_VAR_LOCAL_RANK, 0, 10000000, &info->local_rank, err)) ||
         (rc = read_node_rank(get, ctx, info, err)) || (rc = ct_env_master_port(get, ctx, info, err)) < 0)
         return rc;
-    ct_env_source(info, CT_ENV_WORLD_SIZE, "WORLD_SIZE");
-    ct_env_source(info, CT_ENV_LOCAL_RANK, "LOCAL_RANK");
+    ct_env_source(info, CT_ENV_WORLD_SIZE, CT_VAR_WORLD_SIZE);
+    ct_env_source(info, CT_ENV_LOCAL_RANK, CT_VAR_LOCAL_RANK);
     ct_env_master_addr(get, ctx, info);
     ct_env_source(info, CT_ENV_JOB_ID, "none: processes started by hand");
-    if (ct_envvar_has(get, ctx, "LOCAL_WORLD_SIZE")) {
-        if ((rc = ct_envvar_int(get, ctx, "LOCAL_WORLD_SIZE", 1, 10000000, &info->local_world_size, err)))
+    if (ct_envvar_has(get, ctx, CT_VAR_LOCAL_WORLD_SIZE)) {
+        if ((rc = ct_envvar_int(get, ctx, CT_VAR_LOCAL_WORLD_SIZE, 1, 10000000, &info->local_world_size, err)))
             return rc;
-        return lay_out(get, ctx, info, "LOCAL_WORLD_SIZE", err);
+        return lay_out(get, ctx, info, CT_VAR_LOCAL_WORLD_SIZE, err);
     }
     /* The flags decide (manual_complete); 0 marks "not known yet" for ct_env_detect. */
     info->local_world_size = 0;

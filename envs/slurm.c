@@ -335,10 +335,37 @@ static int read_list(ct_getenv_fn get, void *ctx, ct_env_info *info, ct_hostlist
     return 0;
 }
 
-/* main_address: the first host of the step's node list, unless MASTER_ADDR or task 0's host says
- * otherwise. */
-static int read_main_address(ct_getenv_fn get, void *ctx, const ct_hostlist *hl, const char *which,
-                             ct_env_info *info, ct_error *err)
+/* Rank 0's host; see include/ctrain/envs.h. The one rule: the SLURM environment's main_address
+ * and the SPANK plugin's MASTER_ADDR both come from here. */
+int ct_env_slurm_rank0_host(ct_getenv_fn get, void *ctx, int num_nodes, char *host, size_t size,
+                            const char **source, ct_error *err)
+{
+    static const char *const lists[] = { "SLURM_STEP_NODELIST", "SLURM_NODELIST", "SLURM_JOB_NODELIST", NULL };
+    const char *list;
+    ct_hostlist *hl = NULL;
+    int rc;
+
+    if ((rc = rank0_host(get, ctx, num_nodes, host, size, source, err)) != 0)
+        return rc;
+    if (!(list = ct_envvar_first(get, ctx, lists, source))) {
+        ct_error_set(err, CT_EINVAL, "env-variable-missing", "SLURM_STEP_NODELIST and SLURM_NODELIST are not set");
+        return ct_error_hint(err, "srun sets them in every task; set MASTER_ADDR if you launch some other way");
+    }
+    if ((rc = ct_hostlist_expand(list, &hl, err)))
+        return ct_error_prefix(err, "%s: ", *source);
+    rc = ct_hostlist_get(hl, 0) && strlen(ct_hostlist_get(hl, 0)) < size ? 0 : -1;
+    if (rc == 0)
+        snprintf(host, size, "%s", ct_hostlist_get(hl, 0));
+    ct_hostlist_free(hl);
+    if (rc != 0) {
+        ct_error_set(err, CT_EINVAL, "env-malformed", "%s='%s' names no node (or a name too long)", *source, list);
+        return ct_error_hint(err, "srun sets it in every task; unset it if you exported it yourself");
+    }
+    return CT_RANK0_FIRST_HOST;
+}
+
+/* main_address: rank 0's host (ct_env_slurm_rank0_host), unless MASTER_ADDR says otherwise. */
+static int read_main_address(ct_getenv_fn get, void *ctx, const ct_hostlist *hl, ct_env_info *info, ct_error *err)
 {
     char host[256];
     const char *from = NULL;
@@ -346,15 +373,13 @@ static int read_main_address(ct_getenv_fn get, void *ctx, const ct_hostlist *hl,
 
     if (!hl || ct_env_master_addr(get, ctx, info))
         return 0;
-    if ((rc = rank0_host(get, ctx, info->num_nodes, host, sizeof(host), &from, err)) < 0)
+    if ((rc = ct_env_slurm_rank0_host(get, ctx, info->num_nodes, host, sizeof(host), &from, err)) < 0)
         return rc;
-    if (rc == 1) {
-        snprintf(info->main_address, sizeof(info->main_address), "%s", host);
+    snprintf(info->main_address, sizeof(info->main_address), "%s", host);
+    if (rc == CT_RANK0_ELSEWHERE)
         ct_env_source(info, CT_ENV_MAIN_ADDRESS, host[0] ? "%s (task 0's host)" : "%s", from);
-    } else {
-        snprintf(info->main_address, sizeof(info->main_address), "%s", ct_hostlist_get(hl, 0));
-        ct_env_source(info, CT_ENV_MAIN_ADDRESS, "%s (first host)", which);
-    }
+    else
+        ct_env_source(info, CT_ENV_MAIN_ADDRESS, "%s (first host)", from);
     return 0;
 }
 
@@ -382,7 +407,7 @@ static int slurm_read(ct_getenv_fn get, void *ctx, ct_env_info *info, ct_error *
         return ct_env_check_ranges(info, err);
     if ((rc = read_list(get, ctx, info, &hl, &list_var, err)) ||
         (rc = read_node_layout(get, ctx, hl, list_var, info, err)) ||
-        (rc = read_main_address(get, ctx, hl, list_var, info, err)) ||
+        (rc = read_main_address(get, ctx, hl, info, err)) ||
         (rc = ct_env_port_rule(get, ctx, info, info->job_id, step_id, step_var, err))) {
         ct_hostlist_free(hl);
         return rc;

@@ -13,13 +13,13 @@
 
 static int te_detect(ct_getenv_fn get, void *ctx)
 {
-    return ct_envvar_has(get, ctx, "TORCHELASTIC_RUN_ID") && ct_envvar_has(get, ctx, "RANK") &&
-           ct_envvar_has(get, ctx, "WORLD_SIZE") && ct_envvar_has(get, ctx, "LOCAL_RANK");
+    return ct_envvar_has(get, ctx, "TORCHELASTIC_RUN_ID") && ct_envvar_has(get, ctx, CT_VAR_RANK) &&
+           ct_envvar_has(get, ctx, CT_VAR_WORLD_SIZE) && ct_envvar_has(get, ctx, CT_VAR_LOCAL_RANK);
 }
 
 static int te_nodes(ct_getenv_fn get, void *ctx, ct_env_info *info, ct_error *err)
 {
-    static const char *const rank[] = { "GROUP_RANK", "NODE_RANK", NULL };
+    static const char *const rank[] = { CT_VAR_GROUP_RANK, CT_VAR_NODE_RANK, NULL };
     const char *which = NULL;
     int rc;
 
@@ -51,15 +51,15 @@ static int te_read(ct_getenv_fn get, void *ctx, ct_env_info *info, ct_error *err
     int rc;
 
     ct_env_info_init(info, "torchelastic", 1);
-    if ((rc = ct_envvar_int(get, ctx, "WORLD_SIZE", 1, 10000000, &info->world_size, err)) ||
-        (rc = ct_envvar_int(get, ctx, "RANK", 0, 10000000, &info->global_rank, err)) ||
-        (rc = ct_envvar_int(get, ctx, "LOCAL_RANK", 0, 10000000, &info->local_rank, err)) ||
-        (rc = ct_envvar_int(get, ctx, "LOCAL_WORLD_SIZE", 1, 10000000, &info->local_world_size, err)))
+    if ((rc = ct_envvar_int(get, ctx, CT_VAR_WORLD_SIZE, 1, 10000000, &info->world_size, err)) ||
+        (rc = ct_envvar_int(get, ctx, CT_VAR_RANK, 0, 10000000, &info->global_rank, err)) ||
+        (rc = ct_envvar_int(get, ctx, CT_VAR_LOCAL_RANK, 0, 10000000, &info->local_rank, err)) ||
+        (rc = ct_envvar_int(get, ctx, CT_VAR_LOCAL_WORLD_SIZE, 1, 10000000, &info->local_world_size, err)))
         return rc;
-    ct_env_source(info, CT_ENV_WORLD_SIZE, "WORLD_SIZE");
-    ct_env_source(info, CT_ENV_GLOBAL_RANK, "RANK");
-    ct_env_source(info, CT_ENV_LOCAL_RANK, "LOCAL_RANK");
-    ct_env_source(info, CT_ENV_LOCAL_WORLD_SIZE, "LOCAL_WORLD_SIZE");
+    ct_env_source(info, CT_ENV_WORLD_SIZE, CT_VAR_WORLD_SIZE);
+    ct_env_source(info, CT_ENV_GLOBAL_RANK, CT_VAR_RANK);
+    ct_env_source(info, CT_ENV_LOCAL_RANK, CT_VAR_LOCAL_RANK);
+    ct_env_source(info, CT_ENV_LOCAL_WORLD_SIZE, CT_VAR_LOCAL_WORLD_SIZE);
     if ((rc = te_nodes(get, ctx, info, err)))
         return rc;
     info->equal_tasks_per_node = info->num_nodes > 0 && info->world_size == info->local_world_size * info->num_nodes;

@@ -58,7 +58,7 @@ static int same_process(ct_getenv_fn get, void *ctx, ct_error *err)
 static int fill_own(ct_getenv_fn get, void *ctx, const ct_pmix_client *c, ct_env_info *info,
                     ct_error *err)
 {
-    const char *port = get("MASTER_PORT", ctx);
+    const char *port = get(CT_VAR_MASTER_PORT, ctx);
     long p;
 
     memset(info, 0, sizeof(*info));
@@ -72,7 +72,7 @@ static int fill_own(ct_getenv_fn get, void *ctx, const ct_pmix_client *c, ct_env
                                 "number (1..65535)", port),
                    ct_error_hint(err, "unset MASTER_PORT or give a free TCP port");
         info->main_port = (int)p;
-        source(info, CT_ENV_MAIN_PORT, "MASTER_PORT");
+        source(info, CT_ENV_MAIN_PORT, CT_VAR_MASTER_PORT);
     } else {
         source(info, CT_ENV_MAIN_PORT, "none: the ranks exchange through PMIx (set MASTER_PORT "
                                        "for PyTorch-style programs)");
@@ -109,7 +109,7 @@ static int read_launcher(ct_getenv_fn get, void *ctx, ct_env_info *info, ct_erro
     snprintf(info->name, sizeof(info->name), "pmix");
     ct_str_copy(info->job_id, sizeof(info->job_id), ns ? ns : "");
     source(info, CT_ENV_JOB_ID, "PMIX_NAMESPACE (ctrain's launcher: its server's PMIX_JOBID)");
-    if (strcmp(info->source[CT_ENV_MAIN_ADDRESS], "MASTER_ADDR")) {
+    if (strcmp(info->source[CT_ENV_MAIN_ADDRESS], CT_VAR_MASTER_ADDR)) {
         gethostname(info->main_address, sizeof(info->main_address) - 1);
         source(info, CT_ENV_MAIN_ADDRESS, "this host (ctrain's launcher: its server's PMIX_HOSTNAME)");
     }
@@ -122,7 +122,7 @@ static int pmix_read(ct_getenv_fn get, void *ctx, ct_env_info *info, ct_error *e
      * descriptors say pmix_enriches): enrich it (see ctrain/envs.h). */
     const struct ct_env_ops *base = ct_env_lookup(info->name);
     int enrich = base && base->pmix_enriches;
-    const char *addr = get("MASTER_ADDR", ctx);
+    const char *addr = get(CT_VAR_MASTER_ADDR, ctx);
     ct_pmix_client *c;
     int rc;
 
@@ -155,7 +155,7 @@ static int pmix_read(ct_getenv_fn get, void *ctx, ct_env_info *info, ct_error *e
     source(info, CT_ENV_NUM_NODES, "PMIx: PMIX_NUM_NODES (else the node map)");
     if (addr && *addr) {
         ct_str_copy(info->main_address, sizeof(info->main_address), addr);
-        source(info, CT_ENV_MAIN_ADDRESS, "MASTER_ADDR");
+        source(info, CT_ENV_MAIN_ADDRESS, CT_VAR_MASTER_ADDR);
     } else {
         ct_str_copy(info->main_address, sizeof(info->main_address), ct_pmix_client_rank0_host(c));
         source(info, CT_ENV_MAIN_ADDRESS, "PMIx: PMIX_HOSTNAME of rank 0");

@@ -12,7 +12,9 @@
 #include "ctrain/envs.h"
 #include "ctrain/error.h"
 #include "ctrain/util.h"
-#include "spank/plugin.h"
+#include "spank/args.h"
+
+static struct ct_spank_args args;
 
 static const char *const arg_names[] = { "default_strategy", "allowed_strategies", "bind", "topology",
                                          "port_base", "verbose", NULL };
@@ -96,17 +98,45 @@ static int parse_one(const char *arg, struct ct_spank_args *a, ct_error *err)
 
 int ct_spank_args_parse(int ac, char **av, ct_error *err)
 {
-    struct ct_spank_args *a = &ct_spank.args;
+    struct ct_spank_args *a = &args;
     int rv;
 
     memset(a, 0, sizeof(*a));
     for (int i = 0; i < ac; i++)
         if ((rv = parse_one(av[i], a, err)) != 0)
             return rv;
-    if (a->default_strategy[0] && a->allowed_strategies[0] && ct_spank_strategy_allowed(a->default_strategy, NULL)) {
+    if (a->default_strategy[0] && a->allowed_strategies[0] &&
+        ct_spank_args_strategy_allowed(a->default_strategy, NULL)) {
         ct_error_set(err, CT_ECONFLICT, "plugstack-arg", "plugstack.conf: default_strategy=%s is not in allowed_strategies=%s",
                      a->default_strategy, a->allowed_strategies);
         return ct_error_hint(err, "add it to allowed_strategies or choose an allowed default");
     }
     return 0;
+}
+
+const struct ct_spank_args *ct_spank_args_get(void)
+{
+    return &args;
+}
+
+int ct_spank_args_strategy_allowed(const char *name, ct_error *err)
+{
+    char list[sizeof(args.allowed_strategies)], *save = NULL;
+    const char *cands[64];
+    int n = 0;
+
+    if (!args.allowed_strategies[0])
+        return 0;
+    ct_str_copy(list, sizeof(list), args.allowed_strategies);
+    for (char *tok = strtok_r(list, ",", &save); tok && n < 63; tok = strtok_r(NULL, ",", &save)) {
+        if (!strcmp(tok, name))
+            return 0;
+        cands[n++] = tok;
+    }
+    cands[n] = NULL;
+    ct_error_set(err, CT_EINVAL, "strategy-not-allowed", "--ctrain-strategy=%s is not allowed on this cluster", name);
+    if (ct_str_closest(name, cands))
+        return ct_error_hint(err, "did you mean --ctrain-strategy=%s? (allowed: %s)", ct_str_closest(name, cands),
+                             args.allowed_strategies);
+    return ct_error_hint(err, "the administrators allow: %s", args.allowed_strategies);
 }

@@ -1,6 +1,16 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain SPANK plugin — entry points. Each dispatches on spank_context() to the file of that
- * context (see spank/plugin.h). SPANK counts any return >= 0 as success (ESPANK_* codes are
+ * context; each file owns its state (file-static, reached through its header's functions) and
+ * calls only files below it, in this order (t/90-layering.t checks it):
+ *   log.c         logging through SLURM, "ctrain: " prefix (the leaf)
+ *   args.c        plugstack.conf arguments (the site's settings)
+ *   options.c     the --ctrain-* options (the user's settings)
+ *   check.c       the options through libctrain-core's connector
+ *   rendezvous.c  MASTER_ADDR and MASTER_PORT of a step
+ *   local.c       srun, sbatch, salloc: check the flags before anything launches
+ *   remote.c      slurmstepd: rank layout, environment and binding of each task
+ *   ctrain.c      this dispatcher
+ * SPANK counts any return >= 0 as success (ESPANK_* codes are
  * positive), so every failure here returns -1.
  *
  * Where a refusal holds. The package ships the plugin `optional`, and SLURM logs and ignores the
@@ -17,15 +27,17 @@
  *     status slurmstepd gives a task whose required plugin failed. No task runs with a
  *     configuration ctrain refused.
  * init_post_opt and local_user_init still check (a required plugin stops srun there too). */
-#include <stdarg.h>
-#include <stdio.h>
-#include <string.h>
 #include <unistd.h>
 
 #include <slurm/slurm_version.h>
 #include <slurm/spank.h>
 
-#include "spank/plugin.h"
+#include "ctrain/error.h"
+#include "spank/args.h"
+#include "spank/local.h"
+#include "spank/log.h"
+#include "spank/options.h"
+#include "spank/remote.h"
 
 #ifndef CTRAIN_VERSION
 #error "CTRAIN_VERSION is set by the Makefile (from debian/changelog)"
@@ -35,39 +47,12 @@
  * plugin only into a srun/slurmstepd of the same major.minor release (debian/rules pins it). */
 SPANK_PLUGIN(ctrain, 1);
 
-struct ct_spank_state ct_spank;
+/* A bad plugstack argument: the plugin does nothing more in this process. */
+static int disabled;
 
-void ct_spank_error(const char *fmt, ...)
-{
-    char msg[2048];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    slurm_error("ctrain: %s", msg);
-}
-
-void ct_spank_info(const char *fmt, ...)
-{
-    char msg[2048];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    if (ct_spank.args.verbose)
-        slurm_info("ctrain: %s", msg);
-    else
-        slurm_verbose("ctrain: %s", msg);
-}
-
-void ct_spank_report(const ct_error *err)
-{
-    slurm_error("ctrain: %s", err->msg);
-    if (err->hint[0])
-        slurm_error("ctrain: hint: %s", err->hint);
-}
+/* SPANK's callback for every --ctrain-* option (the options table's cb). Not static so that the
+ * fuzz target t/fuzz/fuzz_spank_options.c calls what SPANK calls; not exported (ctrain.map). */
+int ct_spank_option_cb(int val, const char *optarg, int remote);
 
 /* The load message: which ctrain, built for which SLURM. At verbose level (slurmd's log with
  * SlurmdDebug=verbose, srun -v), at info level with the `verbose` argument. */
@@ -87,19 +72,17 @@ int ct_spank_option_cb(int val, const char *optarg, int remote)
     int rv;
 
     ct_error_clear(&err);
-    rv = ct_spank_option_store(val, optarg, &err);
-    if (remote) {
-        if (rv != 0 && !ct_spank.option_err.code)
-            ct_spank.option_err = err;
-        return rv;
-    }
-    if (rv == 0 && !ct_spank.disabled)
+    rv = ct_spank_option_store(val, optarg, &err); /* keeps a refusal for remote.c */
+    if (remote)
+        goto out;
+    if (rv == 0 && !disabled)
         rv = ct_spank_local_options_check(&err);
     if (rv != 0) {
         ct_spank_report(&err);
-        return -1;
+        rv = -1;
     }
-    return 0;
+out:
+    return rv;
 }
 
 /* Every context that sees the options registers them: srun and slurmstepd, and sbatch/salloc
@@ -112,20 +95,24 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
     int rv = -1;
 
     ct_error_clear(&err);
-    memset(&ct_spank, 0, sizeof(ct_spank));
+    disabled = 0;
+    ct_spank_options_free();
     if (ctx != S_CTX_LOCAL && ctx != S_CTX_REMOTE && ctx != S_CTX_ALLOCATOR)
         return 0;
     /* Options first: with an optional plugin disabled below, srun must still accept them. */
-    if (ct_spank_options_register(sp, &err) != 0) {
+    if (ct_spank_options_register(sp, ct_spank_option_cb, &err) != 0) {
         ct_spank_report(&err);
-        ct_spank.disabled = 1;
+        disabled = 1;
         goto fail;
     }
-    if (ct_spank_args_parse(ac, av, &err) != 0) {
+    rv = ct_spank_args_parse(ac, av, &err);
+    ct_spank_log_verbose(ct_spank_args_get()->verbose);
+    if (rv != 0) {
         ct_spank_report(&err);
         ct_spank_error("plugin disabled for this job because of the plugstack.conf argument above "
                        "(a 'required' plugin fails the job; an 'optional' one lets it run without ctrain)");
-        ct_spank.disabled = 1;
+        disabled = 1;
+        rv = -1;
         goto fail;
     }
     if (ctx == S_CTX_REMOTE)
@@ -144,45 +131,54 @@ fail:
  * user. Errors are kept for task_init: srun never sees one from here. */
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
-    spank_context_t ctx = spank_context();
     ct_error err;
+    int rv = 0;
 
     ct_error_clear(&err);
-    if (!ct_spank.disabled && ctx == S_CTX_REMOTE)
-        return ct_spank_remote_step_init(sp);
-    if (ct_spank.disabled || (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR))
-        return 0;
-    if (ct_spank_local_post_opt(sp, &err) != 0) {
-        ct_spank_report(&err);
-        return -1;
+    if (disabled)
+        goto out;
+    switch (spank_context()) {
+    case S_CTX_REMOTE:
+        rv = ct_spank_remote_step_init(sp);
+        break;
+    case S_CTX_LOCAL:
+    case S_CTX_ALLOCATOR:
+        if (ct_spank_local_post_opt(sp, &err) != 0) {
+            ct_spank_report(&err);
+            rv = -1;
+        }
+        break;
+    default:
+        break;
     }
-    return 0;
+out:
+    return rv;
 }
 
 /* srun, with the allocation and the step's task layout: checked again with the layout. */
 int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
 {
     ct_error err;
+    int rv = 0;
 
     ct_error_clear(&err);
     if (spank_context() != S_CTX_LOCAL)
-        return 0;
+        goto out;
     /* Here, not in slurm_spank_init: srun applies -v only after its options are parsed. */
     log_version();
-    if (ct_spank.disabled)
-        return 0;
-    if (ct_spank_local_user_init(sp, &err) != 0) {
+    if (!disabled && ct_spank_local_user_init(sp, &err) != 0) {
         ct_spank_report(&err);
-        return -1;
+        rv = -1;
     }
-    return 0;
+out:
+    return rv;
 }
 
 /* slurmstepd, once per step, with privileges dropped to the job's user: the binding (remote.c).
  * Errors are kept for task_init: srun never sees one from here. */
 int slurm_spank_user_init(spank_t sp, int ac, char **av)
 {
-    if (ct_spank.disabled || spank_context() != S_CTX_REMOTE)
+    if (disabled || spank_context() != S_CTX_REMOTE)
         return 0;
     return ct_spank_remote_user_init(sp);
 }
@@ -191,7 +187,7 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
  * its stderr: SLURM would exec an optional plugin's failed task without its rank or binding. */
 int slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
-    if (ct_spank.disabled || spank_context() != S_CTX_REMOTE)
+    if (disabled || spank_context() != S_CTX_REMOTE)
         return 0;
     if (ct_spank_remote_task_init(sp) != 0)
         _exit(1);

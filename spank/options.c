@@ -1,28 +1,39 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* ctrain SPANK plugin — the --ctrain-* options of srun, sbatch and salloc. SPANK calls
- * ct_spank_option_cb (ctrain.c) for each; this file stores a value after checking its form, and
- * the connector checks the meaning (local.c in srun/sbatch/salloc, remote.c on the node). */
+/* ctrain SPANK plugin — the --ctrain-* options of srun, sbatch and salloc. SPANK calls the
+ * dispatcher's callback (ctrain.c, given at registration) for each; this file stores a value after
+ * checking its form, and the connector checks the meaning (check.c, from local.c in
+ * srun/sbatch/salloc and remote.c on the node). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "ctrain/error.h"
 #include "ctrain/util.h"
-#include "spank/plugin.h"
+#include "spank/options.h"
 
+/* --ctrain-* options as the user gave them (NULL/UNSET = not given). */
+static struct {
+    char *strategy;
+    char *accelerator;
+    char *precision;
+    enum ct_spank_bind bind;
+} opts;
+static ct_error refused; /* the first option refused (code 0: none) */
+
+/* The callback is the dispatcher's, set by ct_spank_options_register. */
 static struct spank_option options[] = {
     { "ctrain-strategy", "NAME",
       "ctrain: training strategy of this step (ddp, ...); every task gets RANK, LOCAL_RANK, WORLD_SIZE, "
-      "MASTER_ADDR, MASTER_PORT and CTRAIN_STRATEGY", 1, CT_SPANK_OPT_STRATEGY, ct_spank_option_cb },
+      "MASTER_ADDR, MASTER_PORT and CTRAIN_STRATEGY", 1, CT_SPANK_OPT_STRATEGY, NULL },
     { "ctrain-accelerator", "NAME",
       "ctrain: accelerator (cpu, cuda or gpu, auto) as CTRAIN_ACCELERATOR; checked with the strategy before launch",
-      1, CT_SPANK_OPT_ACCELERATOR, ct_spank_option_cb },
+      1, CT_SPANK_OPT_ACCELERATOR, NULL },
     { "ctrain-precision", "P",
       "ctrain: precision (32-true, bf16-mixed, ...) as CTRAIN_PRECISION; checked before launch", 1,
-      CT_SPANK_OPT_PRECISION, ct_spank_option_cb },
+      CT_SPANK_OPT_PRECISION, NULL },
     { "ctrain-bind", "closest|none|verbose",
       "ctrain: bind each task to the GPU, cores and NIC closest to each other inside the step's allocation "
       "(closest, the default), not at all (none), or closest and print each task's binding (verbose)",
-      1, CT_SPANK_OPT_BIND, ct_spank_option_cb },
+      1, CT_SPANK_OPT_BIND, NULL },
     SPANK_OPTIONS_TABLE_END
 };
 
@@ -47,24 +58,22 @@ static int store(char **slot, const char *flag, const char *optarg, ct_error *er
     return 0;
 }
 
-int ct_spank_option_store(int val, const char *optarg, ct_error *err)
+static int store_value(int val, const char *optarg, ct_error *err)
 {
-    struct ct_spank_opts *o = &ct_spank.opts;
-
     switch (val) {
     case CT_SPANK_OPT_STRATEGY:
-        return store(&o->strategy, "ctrain-strategy", optarg, err);
+        return store(&opts.strategy, "ctrain-strategy", optarg, err);
     case CT_SPANK_OPT_ACCELERATOR:
-        return store(&o->accelerator, "ctrain-accelerator", optarg, err);
+        return store(&opts.accelerator, "ctrain-accelerator", optarg, err);
     case CT_SPANK_OPT_PRECISION:
-        return store(&o->precision, "ctrain-precision", optarg, err);
+        return store(&opts.precision, "ctrain-precision", optarg, err);
     case CT_SPANK_OPT_BIND:
         if (optarg && !strcmp(optarg, "closest"))
-            o->bind = CT_SPANK_BIND_CLOSEST;
+            opts.bind = CT_SPANK_BIND_CLOSEST;
         else if (optarg && !strcmp(optarg, "none"))
-            o->bind = CT_SPANK_BIND_NONE;
+            opts.bind = CT_SPANK_BIND_NONE;
         else if (optarg && !strcmp(optarg, "verbose"))
-            o->bind = CT_SPANK_BIND_VERBOSE;
+            opts.bind = CT_SPANK_BIND_VERBOSE;
         else {
             ct_error_set(err, CT_EINVAL, "spank-option", "--ctrain-bind='%s' is not a binding mode",
                          optarg ? optarg : "");
@@ -76,10 +85,27 @@ int ct_spank_option_store(int val, const char *optarg, ct_error *err)
                         "registered", val);
 }
 
-int ct_spank_options_register(spank_t sp, ct_error *err)
+int ct_spank_option_store(int val, const char *optarg, ct_error *err)
+{
+    int rv = store_value(val, optarg, err);
+
+    if (rv != 0 && !refused.code)
+        refused = *err;
+    return rv;
+}
+
+const ct_error *ct_spank_options_refused(void)
+{
+    return refused.code ? &refused : NULL;
+}
+
+int ct_spank_options_register(spank_t sp, spank_opt_cb_f cb, ct_error *err)
 {
     for (struct spank_option *o = options; o->name; o++) {
-        spank_err_t rc = spank_option_register(sp, o);
+        spank_err_t rc;
+
+        o->cb = cb;
+        rc = spank_option_register(sp, o);
 
         if (rc != ESPANK_SUCCESS)
             return ct_error_set(err, CT_EINTERNAL, "spank-option", "registering --%s failed: %s", o->name,
@@ -90,52 +116,43 @@ int ct_spank_options_register(spank_t sp, ct_error *err)
 
 void ct_spank_options_free(void)
 {
-    free(ct_spank.opts.strategy);
-    free(ct_spank.opts.accelerator);
-    free(ct_spank.opts.precision);
-    memset(&ct_spank.opts, 0, sizeof(ct_spank.opts));
+    free(opts.strategy);
+    free(opts.accelerator);
+    free(opts.precision);
+    memset(&opts, 0, sizeof(opts));
+    memset(&refused, 0, sizeof(refused));
 }
 
 int ct_spank_active(void)
 {
-    const struct ct_spank_opts *o = &ct_spank.opts;
-
-    return o->strategy || o->accelerator || o->precision || o->bind != CT_SPANK_BIND_UNSET ||
-           ct_spank.args.default_strategy[0];
+    return opts.strategy || opts.accelerator || opts.precision || opts.bind != CT_SPANK_BIND_UNSET ||
+           ct_spank_args_get()->default_strategy[0];
 }
 
 const char *ct_spank_strategy(void)
 {
-    if (ct_spank.opts.strategy)
-        return ct_spank.opts.strategy;
-    return ct_spank.args.default_strategy[0] ? ct_spank.args.default_strategy : NULL;
+    const struct ct_spank_args *a = ct_spank_args_get();
+
+    if (opts.strategy)
+        return opts.strategy;
+    return a->default_strategy[0] ? a->default_strategy : NULL;
+}
+
+const char *ct_spank_accelerator(void)
+{
+    return opts.accelerator;
+}
+
+const char *ct_spank_precision(void)
+{
+    return opts.precision;
 }
 
 enum ct_spank_bind ct_spank_bind_mode(void)
 {
-    if (ct_spank.opts.bind != CT_SPANK_BIND_UNSET)
-        return ct_spank.opts.bind;
-    return ct_spank.args.bind != CT_SPANK_BIND_UNSET ? ct_spank.args.bind : CT_SPANK_BIND_CLOSEST;
-}
+    const struct ct_spank_args *a = ct_spank_args_get();
 
-int ct_spank_strategy_allowed(const char *name, ct_error *err)
-{
-    char list[sizeof(ct_spank.args.allowed_strategies)], *save = NULL;
-    const char *cands[64];
-    int n = 0;
-
-    if (!ct_spank.args.allowed_strategies[0])
-        return 0;
-    ct_str_copy(list, sizeof(list), ct_spank.args.allowed_strategies);
-    for (char *tok = strtok_r(list, ",", &save); tok && n < 63; tok = strtok_r(NULL, ",", &save)) {
-        if (!strcmp(tok, name))
-            return 0;
-        cands[n++] = tok;
-    }
-    cands[n] = NULL;
-    ct_error_set(err, CT_EINVAL, "strategy-not-allowed", "--ctrain-strategy=%s is not allowed on this cluster", name);
-    if (ct_str_closest(name, cands))
-        return ct_error_hint(err, "did you mean --ctrain-strategy=%s? (allowed: %s)", ct_str_closest(name, cands),
-                             ct_spank.args.allowed_strategies);
-    return ct_error_hint(err, "the administrators allow: %s", ct_spank.args.allowed_strategies);
+    if (opts.bind != CT_SPANK_BIND_UNSET)
+        return opts.bind;
+    return a->bind != CT_SPANK_BIND_UNSET ? a->bind : CT_SPANK_BIND_CLOSEST;
 }

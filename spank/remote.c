@@ -5,7 +5,7 @@
  * gives each task its environment and applies its binding. An error found before task_init is kept
  * and reported from task_init: SLURM does not pass it to srun. Every task_init failure writes its
  * reason to the task's stderr and ends the task (ctrain.c): SLURM ignores an optional plugin's
- * failure. */
+ * failure. The step's state is this file's (one step per slurmstepd). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -30,7 +30,12 @@
 #include "ctrain/hostlist.h"
 #include "ctrain/net.h"
 #include "ctrain/util.h"
-#include "spank/plugin.h"
+#include "engine/util/rankvars.h"
+#include "spank/args.h"
+#include "spank/check.h"
+#include "spank/log.h"
+#include "spank/options.h"
+#include "spank/remote.h"
 #include "spank/rendezvous.h"
 
 struct step {
@@ -48,6 +53,8 @@ struct step {
     char addr_why[256]; /* why addrs is empty */
     ct_error err;       /* reported by every task_init */
 };
+
+static struct step *step_state; /* from init_post_opt to slurm_spank_exit; NULL: not a ctrain step */
 
 /* The job's environment as a ct_getenv_fn (the envs/ readers take one). */
 static const char *job_getenv(const char *name, void *ctx)
@@ -174,6 +181,7 @@ static int plan_binding(spank_t sp, struct step *s, char **env, ct_error *err)
 {
     char cpus[8192];
     const char *cpt = job_getenv("SLURM_CPUS_PER_TASK", env), *gpus = slurm_gpus(env);
+    const char *topology = ct_spank_args_get()->topology;
     ct_bind_request req = { .ntasks = (int)s->local_tasks };
     long n = 0;
     int rv, io;
@@ -193,8 +201,8 @@ static int plan_binding(spank_t sp, struct step *s, char **env, ct_error *err)
      * Gloo and UCX traffic goes there). A CPU-only step on an Ethernet-only node skips hwloc's PCI
      * scan (about 8 ms a step): its interface is the one carrying the node's address
      * (include/ctrain/net.h). A topology file costs no scan. */
-    io = (gpus && gpus[0]) || ct_spank.args.topology[0] || node_has_fabric();
-    if ((rv = ct_topology_load(ct_spank.args.topology[0] ? ct_spank.args.topology : NULL, io ? CT_TOPOLOGY_IO : 0,
+    io = (gpus && gpus[0]) || topology[0] || node_has_fabric();
+    if ((rv = ct_topology_load(topology[0] ? topology : NULL, io ? CT_TOPOLOGY_IO : 0,
                                &s->topo, err)) != 0)
         return rv;
     if ((rv = ct_bind_plan_create(s->topo, &req, &s->plan, err)) != 0)
@@ -268,32 +276,33 @@ static void node_addresses(struct step *s, char **env)
 int ct_spank_remote_step_init(spank_t sp)
 {
     struct step *s = NULL;
+    const ct_error *refused = ct_spank_options_refused();
     char **env = NULL;
     uint32_t step_id = 0;
 
     /* The batch script, the extern step and salloc's interactive step are not training steps. */
     if (spank_get_item(sp, S_JOB_STEPID, &step_id) != ESPANK_SUCCESS || step_id >= SLURM_INTERACTIVE_STEP)
         return 0;
-    if (!ct_spank_active() && !ct_spank.option_err.code)
+    if (!ct_spank_active() && !refused)
         return 0;
     s = calloc(1, sizeof(*s));
     if (!s) {
         ct_spank_error("out of memory in slurmstepd");
         return -1;
     }
-    ct_spank.step = s;
+    step_state = s;
     s->step_id = step_id;
     s->bind = ct_spank_bind_mode();
     if (spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS)
         env = NULL;
-    if (ct_spank.option_err.code) {
-        s->err = ct_spank.option_err;
+    if (refused) {
+        s->err = *refused;
         return 0;
     }
     if (read_layout(sp, s, &s->err) != 0 || read_het(s, env, &s->err) != 0)
         return 0;
-    if (ct_spank_rendezvous(job_getenv, env, s->job_id, s->step_id, s->het, ct_spank.args.port_base, &s->rdv,
-                            &s->err) == 0 && s->bind != CT_SPANK_BIND_NONE)
+    if (ct_spank_rendezvous(job_getenv, env, s->job_id, s->step_id, s->nnodes, s->het, ct_spank_args_get()->port_base,
+                            &s->rdv, &s->err) == 0 && s->bind != CT_SPANK_BIND_NONE)
         node_addresses(s, env);
     return 0;
 }
@@ -302,7 +311,7 @@ int ct_spank_remote_step_init(spank_t sp)
  * job's user can read (a root_squash NFS refuses root), and hwloc reads /sys for that user. */
 int ct_spank_remote_user_init(spank_t sp)
 {
-    struct step *s = ct_spank.step;
+    struct step *s = step_state;
     char **env = NULL;
 
     if (!s || s->err.code)
@@ -343,7 +352,7 @@ static int set_port(spank_t sp, int port)
     char buf[16];
 
     snprintf(buf, sizeof(buf), "%d", port);
-    return set(sp, "MASTER_PORT", buf, 0);
+    return set(sp, CT_VAR_MASTER_PORT, buf, 0);
 }
 
 /* This node's interfaces and their addresses, as the planner of include/ctrain/net.h takes them. */
@@ -594,37 +603,11 @@ static int task_fail(const ct_error *err)
     return -1;
 }
 
-/* The flags as the task's program will read them, in the task's own environment (its SLURM_*
- * variables: the step's real layout) against this node's plugstack arguments: srun checked them
- * without the layout, and a login node's plugstack.conf may differ from the node's. */
-static int check_task_flags(char **env, ct_error *err)
-{
-    ct_connector_flags flags = { 0 };
-    ct_connector_context ctx = { 0 };
-    ct_connector *c = NULL;
-    int rv;
-
-    flags.strategy = ct_spank_strategy();
-    flags.accelerator = ct_spank.opts.accelerator;
-    flags.precision = ct_spank.opts.precision;
-    if (flags.strategy && (rv = ct_spank_strategy_allowed(flags.strategy, err)) != 0)
-        return rv;
-    ctx.getenv_fn = job_getenv;
-    ctx.getenv_ctx = env;
-    ctx.cuda = CT_CUDA_UNKNOWN; /* the program probes its GPUs itself; slurmstepd must not open them */
-    if ((rv = ct_connector_create(&flags, &ctx, &c, err)) != 0) {
-        ct_spank_srun_names(err->msg, sizeof(err->msg));
-        ct_spank_srun_names(err->hint, sizeof(err->hint));
-        return rv;
-    }
-    ct_connector_free(c);
-    return 0;
-}
-
 int ct_spank_remote_task_init(spank_t sp)
 {
-    struct step *s = ct_spank.step;
-    const char *strategy = ct_spank_strategy();
+    struct step *s = step_state;
+    const char *strategy = ct_spank_strategy(), *accelerator = ct_spank_accelerator();
+    const char *precision = ct_spank_precision();
     uint32_t rank = 0, node;
     int local = 0, local_rank, local_size, user_port, local_gpus;
     char **env = NULL, task_gpus[1024] = "";
@@ -642,7 +625,10 @@ int ct_spank_remote_task_init(spank_t sp)
         return -1;
     }
     ct_error_clear(&err);
-    if (check_task_flags(env, &err) != 0)
+    /* The flags as the task's program will read them, in the task's own environment (its SLURM_*
+     * variables: the step's real layout) against this node's plugstack arguments: srun checked
+     * them without the layout, and a login node's plugstack.conf may differ from the node's. */
+    if (ct_spank_check_flags(job_getenv, env, 0, &err) != 0)
         return task_fail(&err);
     local_rank = local;
     local_size = (int)s->local_tasks;
@@ -650,7 +636,7 @@ int ct_spank_remote_task_init(spank_t sp)
      * slurmstepd has put the task's own SLURM_* variables in it by now. */
     if (s->het && het_task(s, env, &rank, &local_rank, &local_size, &node, &err) != 0)
         return task_fail(&err);
-    user_port = job_getenv("MASTER_PORT", env) != NULL;
+    user_port = job_getenv(CT_VAR_MASTER_PORT, env) != NULL;
     local_gpus = slurm_numbers_locally(env);
     if (job_getenv("SLURM_STEP_GPUS", env))
         ct_str_copy(task_gpus, sizeof(task_gpus), job_getenv("SLURM_STEP_GPUS", env));
@@ -658,15 +644,14 @@ int ct_spank_remote_task_init(spank_t sp)
     /* Rank 0's task runs on rank 0's node: the derived port must be free there. */
     if (rank == 0 && !s->rdv.port_reserved && !user_port && ct_spank_port_free(s->rdv.port, &err) != 0)
         return task_fail(&err);
-    if (set_int(sp, "RANK", rank) || set_int(sp, "LOCAL_RANK", local_rank) ||
-        set_int(sp, "WORLD_SIZE", s->total_tasks) || set_int(sp, "LOCAL_WORLD_SIZE", local_size) ||
-        set_int(sp, "NODE_RANK", node) ||
-        set_int(sp, "GROUP_RANK", node) || set(sp, "MASTER_ADDR", s->rdv.address, 0) ||
-        set_port(sp, s->rdv.port))
+    if (set_int(sp, CT_VAR_RANK, rank) || set_int(sp, CT_VAR_LOCAL_RANK, local_rank) ||
+        set_int(sp, CT_VAR_WORLD_SIZE, s->total_tasks) || set_int(sp, CT_VAR_LOCAL_WORLD_SIZE, local_size) ||
+        set_int(sp, CT_VAR_NODE_RANK, node) || set_int(sp, CT_VAR_GROUP_RANK, node) ||
+        set(sp, CT_VAR_MASTER_ADDR, s->rdv.address, 0) || set_port(sp, s->rdv.port))
         return -1;
-    if ((strategy && set(sp, "CTRAIN_STRATEGY", strategy, 1)) ||
-        (ct_spank.opts.accelerator && set(sp, "CTRAIN_ACCELERATOR", ct_spank.opts.accelerator, 1)) ||
-        (ct_spank.opts.precision && set(sp, "CTRAIN_PRECISION", ct_spank.opts.precision, 1)))
+    if ((strategy && set(sp, CT_VAR_STRATEGY, strategy, 1)) ||
+        (accelerator && set(sp, CT_VAR_ACCELERATOR, accelerator, 1)) ||
+        (precision && set(sp, CT_VAR_PRECISION, precision, 1)))
         return -1;
     if (s->plan && apply_binding(sp, s, local, rank, local_gpus, task_gpus[0] ? task_gpus : NULL) != 0)
         return -1;
@@ -675,12 +660,12 @@ int ct_spank_remote_task_init(spank_t sp)
 
 void ct_spank_remote_exit(void)
 {
-    struct step *s = ct_spank.step;
+    struct step *s = step_state;
 
     if (!s)
         return;
     ct_bind_plan_free(s->plan);
     ct_topology_free(s->topo);
     free(s);
-    ct_spank.step = NULL;
+    step_state = NULL;
 }

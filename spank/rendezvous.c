@@ -71,22 +71,17 @@ int ct_spank_het(ct_getenv_fn get, void *ctx, uint32_t step_tasks)
     return all && ct_parse_long(all, 1, 0x7fffffff, &n) == 0 && (uint32_t)n != step_tasks;
 }
 
-/* The node running task 0, into node. Block, cyclic and plane distributions of a plain step
- * start on the first node of the list (0 returned: take it). An arbitrary distribution (-m
- * arbitrary, SLURM_HOSTFILE) may start anywhere, and task 0 of a heterogeneous step is task 0 of
- * component 0: slurmctld's step layout says where (1 returned). */
-static int rank0_node(ct_getenv_fn get, void *ctx, uint32_t job_id, uint32_t step_id, int het, char *node,
-                      size_t size, ct_error *err)
+/* The node running task 0 from slurmctld's step layout, into node: for an arbitrary distribution
+ * (-m arbitrary, SLURM_HOSTFILE) and a heterogeneous step (task 0 of component 0), where the
+ * step's variables do not say (ct_env_slurm_rank0_host). */
+static int layout_rank0_node(uint32_t job_id, uint32_t step_id, int het, char *node, size_t size, ct_error *err)
 {
-    const char *dist = get("SLURM_DISTRIBUTION", ctx);
     int found = -1;
     slurm_step_id_t id = { .job_id = job_id, .step_id = step_id, .step_het_comp = het ? 0 : NO_VAL };
     slurm_step_layout_t *layout = NULL;
     ct_hostlist *hl = NULL;
     ct_error ignored;
 
-    if (!het && (!dist || strncmp(dist, "arbitrary", 9)))
-        return 0;
     /* A heterogeneous step of one job (srun A : B in an allocation) has components 0, 1, ...;
      * one of a heterogeneous job has a plain step in each component job, the leader's first. */
     /* srun creates a heterogeneous step's components one after another, and each component's
@@ -119,7 +114,39 @@ static int rank0_node(ct_getenv_fn get, void *ctx, uint32_t job_id, uint32_t ste
                      slurm_strerror(ct_slurm_errno()));
         return ct_error_hint(err, "set MASTER_ADDR to rank 0's node, or use a block or cyclic distribution");
     }
-    return 1;
+    return 0;
+}
+
+/* The step's environment as ct_env_slurm_rank0_host reads it in slurmstepd, less SLURM_HOSTFILE:
+ * slurmstepd runs as root here and opens no file the user names (a FIFO would hang the step);
+ * slurmctld's step layout says where an arbitrary distribution's task 0 is. */
+struct no_hostfile {
+    ct_getenv_fn get;
+    void *ctx;
+};
+
+static const char *no_hostfile_get(const char *name, void *ctx)
+{
+    const struct no_hostfile *n = ctx;
+
+    return strcmp(name, "SLURM_HOSTFILE") ? n->get(name, n->ctx) : NULL;
+}
+
+/* The node running task 0, into node: the envs/ rule (the first node of the step's list, else
+ * where the variables say), and slurmctld's step layout where they cannot say. */
+static int rank0_node(ct_getenv_fn get, void *ctx, uint32_t job_id, uint32_t step_id, uint32_t nnodes, int het,
+                      char *node, size_t size, ct_error *err)
+{
+    struct no_hostfile env = { get, ctx };
+    const char *source = NULL;
+    int rv;
+
+    rv = ct_env_slurm_rank0_host(no_hostfile_get, &env, (int)nnodes, node, size, &source, err);
+    if (rv < 0)
+        return rv;
+    if (het || rv == CT_RANK0_ELSEWHERE)
+        return layout_rank0_node(job_id, step_id, het, node, size, err);
+    return 0;
 }
 
 /* The first port of srun --resv-ports (SLURM_STEP_RESV_PORTS="12000-12003" or "12000,12005"):
@@ -137,34 +164,13 @@ static int reserved_port(ct_getenv_fn get, void *ctx)
     return ct_parse_long(buf, 1, 65535, &port) == 0 ? (int)port : 0;
 }
 
-int ct_spank_rendezvous(ct_getenv_fn get, void *ctx, uint32_t job_id, uint32_t step_id, int het, long port_base,
-                        struct ct_spank_rendezvous *out, ct_error *err)
+int ct_spank_rendezvous(ct_getenv_fn get, void *ctx, uint32_t job_id, uint32_t step_id, uint32_t nnodes, int het,
+                        long port_base, struct ct_spank_rendezvous *out, ct_error *err)
 {
-    const char *var = "SLURM_STEP_NODELIST", *list = get(var, ctx);
-    ct_hostlist *hl = NULL;
     int rv;
 
-    if (!list) {
-        var = "SLURM_JOB_NODELIST";
-        list = get(var, ctx);
-    }
-    if (!list) {
-        ct_error_set(err, CT_EINVAL, "env-missing", "neither SLURM_STEP_NODELIST nor SLURM_JOB_NODELIST is in the "
-                     "step's environment");
-        return ct_error_hint(err, "run the step with srun inside a SLURM allocation");
-    }
-    if ((rv = rank0_node(get, ctx, job_id, step_id, het, out->node, sizeof(out->node), err)) < 0)
+    if ((rv = rank0_node(get, ctx, job_id, step_id, nnodes, het, out->node, sizeof(out->node), err)) != 0)
         return rv;
-    if (rv == 0) {
-        if ((rv = ct_hostlist_expand(list, &hl, err)) != 0)
-            return ct_error_prefix(err, "%s: ", var);
-        rv = ct_hostlist_get(hl, 0) ? ct_str_copy(out->node, sizeof(out->node), ct_hostlist_get(hl, 0)) : -1;
-        ct_hostlist_free(hl);
-        if (rv != 0) {
-            ct_error_set(err, CT_EINVAL, "env-malformed", "%s='%s' names no node (or a name too long)", var, list);
-            return ct_error_hint(err, "run the step with srun inside a SLURM allocation");
-        }
-    }
     if ((rv = ct_spank_node_address(out->node, out->address, sizeof(out->address), err)) != 0)
         return rv;
     out->port_reserved = 0;

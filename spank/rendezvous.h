@@ -16,14 +16,15 @@ struct ct_spank_rendezvous {
     int port_reserved;   /* 1: srun --resv-ports' port; 0: derived by the envs/ rule */
 };
 
-/* Where task 0 of the step listens. The node: the first of SLURM_STEP_NODELIST (else
- * SLURM_JOB_NODELIST), or for an arbitrary distribution or a heterogeneous step the one
- * slurmctld's step layout names (component 0's task 0). The port: srun --resv-ports' first
+/* Where task 0 of the step listens. The node: envs/' rule (ct_env_slurm_rank0_host: the first of
+ * SLURM_STEP_NODELIST, else SLURM_NODELIST, SLURM_JOB_NODELIST), or for an arbitrary distribution
+ * over nnodes > 1 or a heterogeneous step the one slurmctld's step layout names (component 0's
+ * task 0). The port: srun --resv-ports' first
  * reserved port, else the envs/ port rule of job_id (the leader's for a heterogeneous step) and
  * step_id (port_base 0: the default). One value for every task of the step; a user's MASTER_PORT
  * is kept by remote.c. */
-int ct_spank_rendezvous(ct_getenv_fn get, void *ctx, uint32_t job_id, uint32_t step_id, int het, long port_base,
-                        struct ct_spank_rendezvous *out, ct_error *err);
+int ct_spank_rendezvous(ct_getenv_fn get, void *ctx, uint32_t job_id, uint32_t step_id, uint32_t nnodes, int het,
+                        long port_base, struct ct_spank_rendezvous *out, ct_error *err);
 /* A node's address: its SLURM name when that resolves here, else its NodeAddr from slurmctld. */
 int ct_spank_node_address(const char *node, char *addr, size_t size, ct_error *err);
 /* 1 for a heterogeneous step (srun A : B); step_tasks: this component's task count (SLURM's item). */

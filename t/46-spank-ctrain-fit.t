@@ -13,7 +13,7 @@ if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || [ ! 
     echo "1..0 # SKIP dataset-fashion-mnist or $B/t/idx_subset missing"
     exit 0
 fi
-spank_plan 4
+spank_plan 6
 spank_cluster 1 ""
 DATA="$CLUSTER_DIR/data"
 mkdir -p "$DATA"
@@ -30,4 +30,15 @@ like "$(cat "$summary" 2>/dev/null)" '"strategy":[[:space:]]*"ddp"' "the strateg
 run_srun --ctrain-strategy=ddp --ctrain-accelerator=cpu --ctrain-precision=16-mixed --mpi=pmix -n 2 "$CTRAIN" $FIT
 ok "$([ "$RC" -ne 0 ] && printf '%s' "$ERR" | grep -q 'ctrain: .*16-mixed' && echo 0 || echo 1)" \
    "a precision ctrain fit cannot run on cpu stops srun before launch"
+# DDP checks the plugin's RANK and LOCAL_RANK against MPI's numbering: a task whose RANK (or
+# LOCAL_RANK) is not MPI's stops with both values named (here swapped by hand between the plugin
+# and the program).
+run_srun --ctrain-strategy=ddp --mpi=pmix -n 2 sh -c 'RANK=$((1 - RANK)) exec "$0" "$@"' "$CTRAIN" $FIT
+ok "$([ "$RC" -ne 0 ] && printf '%s' "$ERR" | grep -q 'RANK=1 .*MPI numbers this process rank 0' && echo 0 || echo 1)" \
+   "a RANK that is not MPI's rank stops ddp, naming both"
+[ "$RC" -ne 0 ] || printf '%s\n' "$OUT" "$ERR" | tail -n 5 | sed 's/^/#   /'
+run_srun --ctrain-strategy=ddp --mpi=pmix -n 2 sh -c 'LOCAL_RANK=$((1 - LOCAL_RANK)) exec "$0" "$@"' "$CTRAIN" $FIT
+ok "$([ "$RC" -ne 0 ] && printf '%s' "$ERR" | grep -q 'LOCAL_RANK=1 .*MPI places this process 0 of the ranks' && echo 0 || echo 1)" \
+   "a LOCAL_RANK that is not MPI's local rank stops ddp, naming both"
+[ "$RC" -ne 0 ] || printf '%s\n' "$OUT" "$ERR" | tail -n 5 | sed 's/^/#   /'
 spank_done

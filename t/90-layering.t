@@ -29,7 +29,7 @@ my %level = (
 
 # Public headers belong to the module that implements them.
 my %public = (
-    'error.h' => 'util', 'util.h' => 'util', 'rankvars.h' => 'util', 'rng.h' => 'util', 'dtype.h' => 'util',
+    'error.h' => 'util', 'util.h' => 'util', 'rng.h' => 'util', 'dtype.h' => 'util',
     'registry.h' => 'registry', 'config.h' => 'registry', 'bind.h' => 'bind', 'net.h' => 'bind', 'nn.h' => 'nn',
     'datamodule.h' => 'data', 'model.h' => 'models',
     'pmix.h' => 'pmix', 'pmix_server.h' => 'pmix',
@@ -102,7 +102,76 @@ for my $file (grep { m{^engine/(loops|trainer|strategies)/} } @files) {
     close $fh;
 }
 
-print "1..10\n";
+# --- spank/: the plugin as pyxis lays it out (issue 27 item 5) -------------------------------
+# Each spank/*.c may include the headers of, and call the ct_spank_* functions of, only the files
+# before it in this order: log.c (logging) is the leaf, ctrain.c (the dispatcher on
+# spank_context()) the top. State is file-static: no spank/ header declares a variable. A file
+# missing from the order fails, so a new file is placed in it on purpose.
+my @spank_order = qw(log args options check rendezvous local remote ctrain);
+
+sub strip_comments {
+    my ($text) = @_;
+    $text =~ s{/\*.*?\*/}{ }gs;
+    $text =~ s{//[^\n]*}{}g;
+    return $text;
+}
+
+# Violations in a set of spank/ sources: name ("remote.c", "remote.h") => text.
+sub spank_violations {
+    my (%src) = @_;
+    my %rank = map { $spank_order[$_] => $_ } 0 .. $#spank_order;
+    my (%owner, @bad);
+    for my $f (sort keys %src) {
+        next unless $f =~ /^(\w+)\.c$/;
+        my $unit = $1;
+        push @bad, "spank/$f: not in t/90's order of spank/ files (@spank_order)" unless exists $rank{$unit};
+        for my $line (split /\n/, strip_comments($src{$f})) {
+            $owner{$1} = $unit if $line =~ /^(?!static\b)[a-z][\w\s\*]*?\b(ct_spank_\w+)\s*\([^;]*$/;
+        }
+    }
+    for my $f (sort keys %src) {
+        next unless $f =~ /^(\w+)\.[ch]$/;
+        my $unit = $1;
+        my $text = strip_comments($src{$f});
+        push @bad, "spank/$f: declares a variable ($1): state belongs file-static in the file that owns it"
+            if $f =~ /\.h$/ && $text =~ /^\s*(extern\b[^;(]*;)/m;
+        next unless exists $rank{$unit};
+        my %to;
+        $to{$1} = "includes spank/$1.h" while $text =~ /#\s*include\s+"spank\/(\w+)\.h"/g;
+        while ($text =~ /\b(ct_spank_\w+)\s*\(/g) {
+            my $o = $owner{$1};
+            $to{$o} //= "calls $1 ($o.c)" if defined $o;
+        }
+        for my $t (sort keys %to) {
+            next if $t eq $unit;
+            if (!exists $rank{$t}) {
+                push @bad, "spank/$f: $to{$t}, a file not in t/90's order";
+            } elsif ($rank{$t} >= $rank{$unit}) {
+                push @bad, "spank/$f: $to{$t}, which is not below $unit in the order (@spank_order)";
+            }
+        }
+    }
+    return @bad;
+}
+
+my %spank_src;
+for my $path (glob("spank/*.c"), glob("spank/*.h")) {
+    open(my $fh, '<', $path) or die "$path: $!";
+    local $/;
+    (my $name = $path) =~ s{^spank/}{};
+    $spank_src{$name} = <$fh>;
+    close $fh;
+}
+my @spank_bad = spank_violations(%spank_src);
+# The check itself must see a circle: log.c calling up into remote.c, args.c including local.h.
+my %injected = %spank_src;
+$injected{'log.c'} .= "\nvoid ct_spank_injected(void)\n{\n    ct_spank_remote_exit();\n}\n";
+$injected{'args.c'} = "#include \"spank/local.h\"\n" . $injected{'args.c'};
+my @injected_bad = spank_violations(%injected);
+my $caught = (grep { m{^spank/log\.c: calls ct_spank_remote_exit} } @injected_bad) &&
+             (grep { m{^spank/args\.c: includes spank/local\.h} } @injected_bad);
+
+print "1..12\n";
 print(($edges > 20 ? "ok" : "not ok") . " 1 - read $edges includes in " . scalar(@files) . " files\n");
 if (@bad) {
     print "not ok 2 - layering holds\n";
@@ -280,3 +349,8 @@ for my $file (grep { m{^engine/trainer/} } @files) {
 }
 print((@trainer_env ? "not ok" : "ok") . " 10 - the Trainer reads no variable itself and names no model\n");
 print "# $_" for @trainer_env;
+
+print((@spank_bad ? "not ok" : "ok") . " 11 - spank/ has no circle: each file includes and calls only files below it (@spank_order)\n");
+print "# $_\n" for @spank_bad;
+print(($caught && keys(%spank_src) > 8 ? "ok" : "not ok") . " 12 - the spank/ check fails on an injected circle\n");
+print "# injected: $_\n" for @injected_bad;

@@ -14,6 +14,7 @@
 #include "ctrain/model.h"
 #include "ctrain/util.h"
 #include "engine/connector/connector_internal.h"
+#include "engine/util/rankvars.h"
 
 /* One of the three name flags, with where its value came from. */
 struct name_input {
@@ -267,7 +268,7 @@ static int check_strategy(struct name_input in, ct_final_flags *ff, ct_error *er
 static int validate_strategy(const ct_connector_flags *f, const ct_connector_context *ctx, ct_final_flags *ff,
                              ct_error *err)
 {
-    struct name_input in = { CT_REG_STRATEGY, "--strategy", "CTRAIN_STRATEGY", NULL, 0 };
+    struct name_input in = { CT_REG_STRATEGY, "--strategy", CT_VAR_STRATEGY, NULL, 0 };
     const char *env_value;
     int rc;
 
@@ -280,7 +281,7 @@ static int validate_strategy(const ct_connector_flags *f, const ct_connector_con
 static int validate_precision(const ct_connector_flags *f, const ct_connector_context *ctx, ct_final_flags *ff,
                               ct_error *err)
 {
-    struct name_input in = { CT_REG_PRECISION, "--precision", "CTRAIN_PRECISION", NULL, 0 };
+    struct name_input in = { CT_REG_PRECISION, "--precision", CT_VAR_PRECISION, NULL, 0 };
     const char *env_value;
     char note[256];
     int rc;
@@ -502,7 +503,7 @@ static int cross_check(ct_final_flags *ff, ct_error *err)
 int ct_connector_validate(const ct_connector_flags *f, const ct_connector_context *ctx, ct_final_flags *ff,
                           ct_error *err)
 {
-    struct name_input accel = { CT_REG_ACCELERATOR, "--accelerator", "CTRAIN_ACCELERATOR", NULL, 0 };
+    struct name_input accel = { CT_REG_ACCELERATOR, "--accelerator", CT_VAR_ACCELERATOR, NULL, 0 };
     const char *env_value;
     int rc;
 

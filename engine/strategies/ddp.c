@@ -28,10 +28,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ctrain/launcher.h"
 #include "ctrain/pmix.h"
 #include "ctrain/util.h"
 #include "engine/nn/bf16_inline.h"
 #include "engine/strategies/ddp_internal.h"
+#include "engine/util/rankvars.h"
 
 
 /* ---------------------------------------------------------------- collective timeout */
@@ -353,6 +355,40 @@ static int check_mpi_layout(ct_strategy *s, int rank, int size, ct_error *err)
     return 0;
 }
 
+/* RANK and LOCAL_RANK as the launcher gave them (the SPANK plugin, torchrun), against MPI's
+ * numbering: a program reading RANK must see the rank its collectives use. MPI's local rank is
+ * this rank's place among the ranks on its host (gather_hosts). Workers of ctrain's own launchers
+ * (forked, or subprocesses: CTRAIN_LAUNCHER_RANK) inherit their parent's variables: not theirs, not
+ * checked. */
+static int check_launcher_ranks(ct_strategy *s, const struct ddp *d, int rank, ct_error *err)
+{
+    const char *v = getenv(CT_VAR_RANK), *lv = getenv(CT_VAR_LOCAL_RANK);
+    int local = 0;
+    long n;
+
+    if (!s->env_info.creates_processes_externally || getenv(CT_LAUNCHER_ENV_RANK))
+        return 0;
+    if (v && ct_parse_long(v, 0, 0x7fffffff, &n) == 0 && n != rank) {
+        ct_error_set(err, CT_ECONFLICT, "ddp-launcher-rank-mismatch",
+                     "ddp: %s=%s (from the launcher: srun --ctrain-strategy, torchrun) but MPI numbers this process "
+                     "rank %d", CT_VAR_RANK, v, rank);
+        return ct_error_hint(err, "launch with srun --mpi=pmix so MPI's ranks are SLURM's, or unset RANK and "
+                                  "LOCAL_RANK if you exported them yourself");
+    }
+    if (!lv || !d->hosts || ct_parse_long(lv, 0, 0x7fffffff, &n) != 0)
+        return 0;
+    for (int r = 0; r < rank; r++)
+        local += !strcmp(d->hosts + (size_t)r * CT_DDP_HOST, d->hosts + (size_t)rank * CT_DDP_HOST);
+    if (n != local) {
+        ct_error_set(err, CT_ECONFLICT, "ddp-launcher-rank-mismatch",
+                     "ddp: %s=%s (from the launcher: srun --ctrain-strategy, torchrun) but MPI places this process "
+                     "%d of the ranks on %s", CT_VAR_LOCAL_RANK, lv, local, d->hosts + (size_t)rank * CT_DDP_HOST);
+        return ct_error_hint(err, "launch with srun --mpi=pmix so MPI's ranks are SLURM's, or unset RANK and "
+                                  "LOCAL_RANK if you exported them yourself");
+    }
+    return 0;
+}
+
 /* Ranks come from MPI; where the cluster environment knows the node layout (srun, mpirun, our
  * subprocess launcher) local and node ranks come from it, else (forked workers) all are local. */
 static int ct_ddp_setup_environment(ct_strategy *s, ct_error *err)
@@ -405,7 +441,7 @@ static int ct_ddp_setup_environment(ct_strategy *s, ct_error *err)
     MPI_Comm_rank(d->comm, &rank);
     MPI_Comm_size(d->comm, &size);
     gather_hosts(d, size);
-    if ((rc = check_mpi_layout(s, rank, size, err)))
+    if ((rc = check_mpi_layout(s, rank, size, err)) || (rc = check_launcher_ranks(s, d, rank, err)))
         return rc;
     s->device = s->devices[s->local_rank < s->n_devices ? s->local_rank : 0];
     if ((rc = s->accelerator->set_device(s->device, err)))

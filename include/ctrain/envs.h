@@ -80,6 +80,18 @@ int ct_env_port_for_step(unsigned long job_id, unsigned long step_id, int port_b
 /* A port that is free now on this host (bound to port 0 and released); CT_EIO when none. */
 int ct_env_free_port(int *port, ct_error *err);
 
+/* Rank 0's host of a SLURM step, from its variables: the one rule for the SLURM environment
+ * (main_address) and the SPANK plugin (MASTER_ADDR). The first host of SLURM_STEP_NODELIST (else
+ * SLURM_NODELIST, SLURM_JOB_NODELIST) -> CT_RANK0_FIRST_HOST, unless task 0 runs elsewhere ->
+ * CT_RANK0_ELSEWHERE: a heterogeneous job's component 0 (SLURM_JOB_NODELIST_HET_GROUP_0), an
+ * arbitrary distribution over num_nodes > 1 (SLURM_HOSTFILE's first line; host "" when no line
+ * says: ask slurmctld's step layout, as the plugin does, or set MASTER_ADDR). *source names the
+ * variable (or why it is unknown). A CT_E* error when no node list is set or it names no node. */
+#define CT_RANK0_FIRST_HOST 0
+#define CT_RANK0_ELSEWHERE  1
+int ct_env_slurm_rank0_host(ct_getenv_fn get, void *ctx, int num_nodes, char *host, size_t size,
+                            const char **source, ct_error *err);
+
 /* What kind of SLURM context the variables describe. */
 enum ct_slurm_context {
     CT_SLURM_NONE = 0,       /* no SLURM job */

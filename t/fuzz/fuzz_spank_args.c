@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "ctrain/error.h"
-#include "spank/plugin.h"
+#include "spank/args.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -23,7 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *text, *save = NULL, *av[MAX_ARGS];
     int ac = 0;
     ct_error err;
-    struct ct_spank_args *a = &ct_spank.args;
+    const struct ct_spank_args *a = ct_spank_args_get();
 
     text = malloc(size + 1);
     if (!text)

@@ -14,7 +14,12 @@
 #include <string.h>
 
 #include "ctrain/error.h"
-#include "spank/plugin.h"
+#include "spank/args.h"
+#include "spank/local.h"
+#include "spank/options.h"
+
+/* The dispatcher's option callback (spank/ctrain.c), what SPANK calls. */
+int ct_spank_option_cb(int val, const char *optarg, int remote);
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -73,7 +78,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     memcpy(text, data, size);
     text[size] = '\0';
-    memset(&ct_spank.args, 0, sizeof(ct_spank.args));
     ct_error_clear(&err);
     line = strtok_r(text, "\n", &save);
     parse_args(line ? line : (char *)"", &err, &args_ok);
@@ -86,7 +90,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (args_ok && ct_spank_local_post_opt(NULL, &err) != 0)
         check_refusal(&err);
     strategy = ct_spank_strategy();
-    if (strategy && strategy != ct_spank.args.default_strategy && (!strategy[0] || strlen(strategy) >= 64))
+    if (strategy && strategy != ct_spank_args_get()->default_strategy && (!strategy[0] || strlen(strategy) >= 64))
         abort();
     ct_spank_bind_mode();
     ct_spank_options_free();
