@@ -266,9 +266,10 @@ FUZZ_RUNS    ?= -1
 FUZZ_TARGETS ?= $(patsubst t/fuzz/fuzz_%.c,%,$(sort $(wildcard t/fuzz/fuzz_*.c)))
 FUZZ_BUILD   := build-fuzz
 FUZZ_BIN     := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
-# clang knows not every gcc warning the build names (-Wno-format-truncation).
+# clang knows not every gcc warning the build names (-Wno-format-truncation), and at -O1 it does
+# not vectorise every `omp simd` loop the GPT's kernels ask for (a warning, not a fault).
 FUZZ_FLAGS   := -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer \
-                -fno-sanitize-recover=undefined -Wno-unknown-warning-option
+                -fno-sanitize-recover=undefined -Wno-unknown-warning-option -Wno-pass-failed
 
 # The SPANK targets link the plugin's objects (built with coverage too) and SLURM's libslurmfull,
 # which holds the SPANK API that slurmd and srun give the plugin.

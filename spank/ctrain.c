@@ -52,7 +52,7 @@ static int disabled;
 
 /* SPANK's callback for every --ctrain-* option (the options table's cb). Not static so that the
  * fuzz target t/fuzz/fuzz_spank_options.c calls what SPANK calls; not exported (ctrain.map). */
-int ct_spank_option_cb(int val, const char *optarg, int remote);
+int ct_spank_option_cb(int val, const char *arg, int in_remote);
 
 /* The load message: which ctrain, built for which SLURM. At verbose level (slurmd's log with
  * SlurmdDebug=verbose, srun -v), at info level with the `verbose` argument. */
@@ -66,14 +66,14 @@ static void log_version(void)
 /* Every --ctrain-* option. In srun, sbatch and salloc SLURM honours a failure here even for an
  * optional plugin (see the top of this file). In slurmstepd (remote) it ignores it, and the task
  * would run without the option: remote.c keeps the error for the tasks. */
-int ct_spank_option_cb(int val, const char *optarg, int remote)
+int ct_spank_option_cb(int val, const char *arg, int in_remote)
 {
     ct_error err;
     int rv;
 
     ct_error_clear(&err);
-    rv = ct_spank_option_store(val, optarg, &err); /* keeps a refusal for remote.c */
-    if (remote)
+    rv = ct_spank_option_store(val, arg, &err); /* keeps a refusal for remote.c */
+    if (in_remote)
         goto out;
     if (rv == 0 && !disabled)
         rv = ct_spank_local_options_check(&err);

@@ -5,8 +5,10 @@
 /* glibc's libmvec (linked through libm) has vector expf and tanhf for SSE, AVX2 and AVX-512;
  * declaring them simd, as glibc's own math.h does under -ffast-math, lets the vectorised loops
  * call them (_ZGVeN16v_tanhf, ...) instead of the scalar functions, which dominated the profile. */
+#ifndef __clang__ /* clang has no simd attribute (the fuzz build): the scalar functions there */
 __attribute__((simd("notinbranch"))) float expf(float);
 __attribute__((simd("notinbranch"))) float tanhf(float);
+#endif
 
 #define real float
 #define SFX(name) name

@@ -7,8 +7,10 @@
 #include "engine/nn/bf16_inline.h"
 
 /* vector expf and tanhf from glibc's libmvec, as gpt_kernels.c */
+#ifndef __clang__ /* clang has no simd attribute (the fuzz build): the scalar functions there */
 __attribute__((simd("notinbranch"))) float expf(float);
 __attribute__((simd("notinbranch"))) float tanhf(float);
+#endif
 
 #define elem uint16_t
 #define real float
