@@ -165,7 +165,10 @@ scontrol requeue "$j" 2>"$tmp/requeue.err"
 for i in $(seq 1200); do
     [ -s "$tmp/cut/summary.json" ] && [ -z "$(squeue -h -j "$j" -o %A 2>/dev/null)" ] && break
     case "$(squeue -h -j "$j" -o '%T %r' 2>/dev/null)" in
-        "PENDING BeginTime"*) scontrol update JobId="$j" StartTime=now 2>>"$tmp/requeue.err" ;;
+        # Not within the second of the requeue: slurmd revoked the killed run's credential then,
+        # and a credential made in that same second is refused too ("Job credential revoked":
+        # the job fails instead of starting).
+        "PENDING BeginTime"*) sleep 2; scontrol update JobId="$j" StartTime=now 2>>"$tmp/requeue.err" ;;
     esac
     sleep 0.25
 done
