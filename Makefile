@@ -195,6 +195,12 @@ $(BUILD)/t/%: t/tools/%.c $(LIB_A)
 	@echo "  TOOL    $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $(LIB_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(LIB_A) $(LIB_LIBS) $(CORE_LIBS)
 
+# scripts/slurm-cluster's packet holder (link delay without tc netem): libnetfilter-queue only.
+$(BUILD)/t/nfq_delay: t/tools/nfq_delay.c
+	@mkdir -p $(dir $@)
+	@echo "  TOOL    $@"
+	$(Q)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(shell pkg-config --libs libnetfilter_queue 2>/dev/null || echo -lnetfilter_queue)
+
 # Examples are built as a user's program is: the public headers (<ctrain/...>) and libctrain.so,
 # nothing from engine/.
 EXAMPLE_SRC := $(sort $(wildcard examples/*.c))

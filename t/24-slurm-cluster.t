@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # scripts/slurm-cluster itself: start two nodes, each a host of its own (hostname, eth0 on the
 # cluster's network, /etc/hosts naming the others), srun --mpi=pmix across them (hostname and an
-# Open MPI allreduce, t/tools/mpi_hello.c), exec and link, stop, and check that every daemon,
+# Open MPI allreduce, t/tools/mpi_hello.c), exec and link (down/up, delay and loss left on for
+# stop to remove), stop, and check that every daemon,
 # namespace and link it made is gone and that stop is idempotent. The cluster is stopped by pid at exit, also on failure.
 cd "$(dirname "$0")/.." || exit 1
 root=$(pwd)
@@ -36,7 +37,7 @@ ok() {    # ok CONDITION-STATUS NAME [DIAG-FILE]
     fi
 }
 
-echo "1..11"
+echo "1..13"
 scripts/slurm-cluster start "$dir" --nodes 2 >"$dir.start" 2>&1
 st=$?
 if [ "$st" -eq 3 ]; then
@@ -78,6 +79,29 @@ timeout 120 srun -N2 -n4 --mpi=pmix "${CTRAIN_BUILD:-build}/t/mpi_hello" >"$dir/
 st=$?
 [ "$st" -eq 0 ] && [ "$(grep -c ' of 4 on .* sum 6$' "$dir/mpi.out")" -eq 4 ]
 ok $? "Open MPI across the emulated nodes: 4 ranks, allreduce right (exit $st)" "$dir/mpi.out"
+
+# A slow, lossy link (netem, or iptables and the nfq_delay holder in n2's namespace), left on for
+# stop to remove: its holder is one of the pids that must be gone after stop.
+rtt() { "$root/scripts/slurm-cluster" exec "$dir" n1 bash -c \
+    't0=$(date +%s%N); exec 3<>/dev/tcp/'"$net"'.2/6818 && echo $((($(date +%s%N) - t0) / 1000000))' 2>/dev/null; }
+"$root/scripts/slurm-cluster" link "$dir" n2 delay 100 >"$dir/link.out" 2>&1 &&
+    "$root/scripts/slurm-cluster" link "$dir" n2 loss 1 >>"$dir/link.out" 2>&1
+st=$?
+if [ $st -eq 3 ]; then
+    echo "ok $((n + 1)) # SKIP $(tail -n 1 "$dir/link.out")"
+    n=$((n + 1))
+else
+    ms=$(rtt)
+    [ $st -eq 0 ] && grep -Eq "^n2's link: delay 100 ms each way, loss 1% each way \((netem|iptables)\)$" "$dir/link.out" &&
+        [ "${ms:-0}" -ge 200 ]
+    ok $? "link n2 delay 100, loss 1: the mechanism named, n1 -> n2 TCP round trip $ms ms (>= 200)" "$dir/link.out"
+fi
+"$root/scripts/slurm-cluster" link "$dir" n2 delay 1.5 >"$dir/bad.out" 2>&1
+st=$?
+"$root/scripts/slurm-cluster" link "$dir" n2 loss 200 >>"$dir/bad.out" 2>&1
+st2=$?
+[ $st -eq 2 ] && [ $st2 -eq 2 ] && grep -q 'whole milliseconds' "$dir/bad.out" && grep -q 'a percentage is 0-100' "$dir/bad.out"
+ok $? "link delay 1.5 and loss 200: usage errors (exit 2) naming the rule" "$dir/bad.out"
 
 pids=$(cat "$dir"/run/*.pid "$dir"/run/*.ns 2>/dev/null)
 idx=$(cat "$dir/run/net")

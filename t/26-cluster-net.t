@@ -5,7 +5,9 @@
 #   - the gradients cross eth0: each node's eth0 counters (its own namespace's /proc/net/dev) grow
 #     by at least the bytes an allreduce of the model sends per step, and the weights equal the
 #     same run under ctrain's own launcher on one machine;
-#   - 200 ms delay and 5% loss on n2's link (tc netem): the same weights as without;
+#   - 200 ms delay and 5% loss on n2's link (tc netem, or iptables and the nfq_delay holder where
+#     the kernel has no netem): the round trip n1 -> n2 is >= 400 ms, packets are dropped, and the
+#     weights are the same as without;
 #   - n2's link cut in the middle of an sbatch job's fit: both ranks end within --collective-timeout
 #     (plus the verdict wait and the abort), each naming the other's host, nothing is left running
 #     on either node; once the link is back, the job requeued resumes from last.safetensors and
@@ -14,7 +16,7 @@
 #   - slurmd killed on n2 mid-step: the step ends on every node, nothing is left running.
 . "$(dirname "$0")/lib/launch.sh"
 . "$(dirname "$0")/lib/ddp.sh"
-N=12
+N=14
 
 make_data || skip_all $N "dataset-fashion-mnist not installed"
 start_srun_cluster $N 2
@@ -50,27 +52,67 @@ env -u SLURM_CONF timeout 180 "$CTRAIN" fit $FIT_FLAGS --data "$tmp/data" --dete
     "$B/st_compare" "$tmp/a/last.safetensors" "$tmp/b/last.safetensors" >"$tmp/cmp.out" 2>&1
 ok $? "the two-host run equals ctrain's own launcher on one machine bit for bit" || diag "$tmp/b.out" "$tmp/cmp.out"
 
-# 4: a slow, lossy link to n2 (both directions).
+# 4-6: a slow, lossy link to n2 (both directions), by tc netem or, on kernels without it, by
+# iptables in n2's namespace (statistic DROP, NFQUEUE to the nfq_delay holder).
 "$SC" link "$cluster" n2 delay 200 >"$tmp/link.out" 2>&1 && "$SC" link "$cluster" n2 loss 5 >>"$tmp/link.out" 2>&1
 st=$?
 if [ $st -eq 3 ]; then
-    echo "ok 4 # SKIP $(tail -n 1 "$tmp/link.out")"
-    n=$((n + 1))
+    for i in 4 5 6; do
+        echo "ok $i # SKIP $(tail -n 1 "$tmp/link.out")"
+    done
+    n=$((n + 3))
 else
-    # 20 steps: each allreduce waits several 400 ms round trips and retransmissions. The reference
+    via=$(cat "$cluster/run/link-via" 2>/dev/null)
+    # The delay is real: a TCP connect from n1 to n2's slurmd takes one round trip (SYN, SYN-ACK),
+    # 2 x 200 ms; the quickest of 5 (a lost SYN costs a 1 s resend).
+    port=$(sed -n 's/^SlurmdPort=//p' "$cluster/slurm.conf")
+    rtt=$("$SC" exec "$cluster" n1 perl -MIO::Socket::INET -MTime::HiRes=time -e '
+        my $best;
+        for (1 .. 5) {
+            my $t0 = time;
+            my $s = IO::Socket::INET->new(PeerAddr => $ARGV[0], Proto => "tcp", Timeout => 10) or next;
+            my $t = time - $t0;
+            close $s;
+            $best = $t if !defined $best || $t < $best;
+        }
+        printf "%.0f\n", defined $best ? 1000 * $best : -1' "n2:${port:-6818}")
+    [ $st -eq 0 ] && [ -n "$via" ] && [ "${rtt:--1}" -ge 400 ] && [ "$rtt" -lt 1000 ]
+    ok $? "n2's link delayed 200 ms and 5% lossy each way ($via): n1 -> n2 TCP round trip $rtt ms (>= 400)" ||
+        diag "$tmp/link.out"
+    # 10 steps: each allreduce (200 KB each way) crawls at the ~25 KB/s TCP gets through 400 ms round
+    # trips with 5% loss each way (about 3 minutes; netem or iptables alike). The reference
     # is ctrain's own launcher (equal to the two-host run, test 3).
-    timeout 600 srun -N2 -n2 --mpi=pmix "$CTRAIN" fit $FIT --max-steps 20 --default-root-dir "$tmp/slow" \
+    t0=$(now)
+    timeout 600 srun -N2 -n2 --mpi=pmix "$CTRAIN" fit $FIT --max-steps 10 --default-root-dir "$tmp/slow" \
         >"$tmp/slow.out" 2>&1 &&
         env -u SLURM_CONF timeout 180 "$CTRAIN" fit $FIT_FLAGS --data "$tmp/data" --deterministic --strategy ddp \
-            --devices 2 --max-steps 20 --default-root-dir "$tmp/slowref" >"$tmp/slowref.out" 2>&1 &&
+            --devices 2 --max-steps 10 --default-root-dir "$tmp/slowref" >"$tmp/slowref.out" 2>&1 &&
         "$B/st_compare" "$tmp/slowref/last.safetensors" "$tmp/slow/last.safetensors" >"$tmp/cmp2.out" 2>&1
     st=$?
-    ok $st "200 ms delay and 5% loss on n2's link: the same weights as without"
+    ok $st "200 ms delay and 5% loss on n2's link: the same weights as without ($(elapsed "$t0") s)"
     [ $st -eq 0 ] || diag "$tmp/link.out" "$tmp/slow.out" "$tmp/slowref.out" "$tmp/cmp2.out"
+    # The loss is real: packets dropped on n2's link (and, by iptables, delayed through the holder).
+    if [ "$via" = iptables ]; then
+        "$SC" exec "$cluster" n2 iptables -w -t mangle -L CTRAIN_LINK -v -n -x >"$tmp/rules.out" 2>&1
+        dropped=$(awk '$3 == "DROP" { print $1 }' "$tmp/rules.out")
+        held=$(awk '$3 == "NFQUEUE" { print $1 }' "$tmp/rules.out")
+    else
+        "$SC" exec "$cluster" n2 tc -s qdisc show dev eth0 >"$tmp/rules.out" 2>&1
+        dropped=$(sed -n 's/.*dropped \([0-9]*\).*/\1/p' "$tmp/rules.out" | head -n 1)
+        held=$(sed -n 's/^ *Sent [0-9]* bytes \([0-9]*\) pkt.*/\1/p' "$tmp/rules.out" | head -n 1)
+    fi
+    holder=$(cat "$cluster/run/delay-n2.pid" 2>/dev/null)
+    "$SC" link "$cluster" n2 clear >>"$tmp/link.out" 2>&1
+    # After clear: no holder (iptables' ran as pid $holder), no rule left on n2.
+    { [ "$via" = netem ] || { [ -n "$holder" ] && ! kill -0 "$holder" 2>/dev/null; }; } &&
+        ! "$SC" exec "$cluster" n2 iptables -w -t mangle -S 2>/dev/null | grep -q CTRAIN_LINK &&
+        [ "${dropped:-0}" -gt 0 ] && [ "${held:-0}" -gt 0 ]
+    ok $? "the loss was real: $dropped packets dropped, $held delayed on n2's eth0; clear left nothing running" ||
+        diag "$tmp/rules.out" "$tmp/link.out"
 fi
 "$SC" link "$cluster" n2 clear >/dev/null 2>&1
 
-# 5-9: n2's cable pulled while an sbatch job trains (30 epochs: long enough to cut inside training
+# 7-11: n2's cable pulled while an sbatch job trains (30 epochs: long enough to cut inside training
 # on a quiet machine too), in its second epoch (epoch 1's last.safetensors is written). Each task's stderr goes to a file its own node writes (-e): rank 1's words cannot
 # cross the cut to srun.
 # --progress plain: rank 0 says where it resumed from (on stdout, into the job's log).
@@ -123,7 +165,10 @@ scontrol requeue "$j" 2>"$tmp/requeue.err"
 for i in $(seq 1200); do
     [ -s "$tmp/cut/summary.json" ] && [ -z "$(squeue -h -j "$j" -o %A 2>/dev/null)" ] && break
     case "$(squeue -h -j "$j" -o '%T %r' 2>/dev/null)" in
-        "PENDING BeginTime"*) scontrol update JobId="$j" StartTime=now 2>>"$tmp/requeue.err" ;;
+        # Not within the second of the requeue: slurmd revoked the killed run's credential then,
+        # and a credential made in that same second is refused too ("Job credential revoked":
+        # the job fails instead of starting).
+        "PENDING BeginTime"*) sleep 2; scontrol update JobId="$j" StartTime=now 2>>"$tmp/requeue.err" ;;
     esac
     sleep 0.25
 done
@@ -143,7 +188,7 @@ st=$?
 ok $st "... with the uninterrupted run's weights bit for bit"
 [ $st -eq 0 ] || diag "$tmp/ref.out" "$tmp/cmp3.out"
 
-# 8-10: slurmd on n2 killed while a step trains there.
+# 12-14: slurmd on n2 killed while a step trains there.
 for i in $(seq 150); do
     [ "$(sinfo -h -n n2 -o %t 2>/dev/null)" = idle ] && break
     sleep 0.2
