@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* libctrain start-up: every implementation registers under its name in libctrain-core's registries.
- * Lives at the top of the layering because it names every part below. */
+/* ct_engine_init, libctrain's start-up: every implementation registers under its name in
+ * libctrain-core's registries. Lives at the top of the layering because it names every part below. */
 #include "ctrain/checkpoint_io.h"
 #include "ctrain/engine.h"
 #include "ctrain/launcher.h"
