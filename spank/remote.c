@@ -33,6 +33,7 @@
 #include "engine/util/rankvars.h"
 #include "spank/args.h"
 #include "spank/check.h"
+#include "spank/gres.h"
 #include "spank/log.h"
 #include "spank/options.h"
 #include "spank/remote.h"
@@ -47,6 +48,9 @@ struct step {
     ct_bind_plan *plan;
     int gpus_managed;   /* SLURM told which GPUs the step has: CUDA_VISIBLE_DEVICES is ours to set */
     char step_gpus[1024]; /* the step's SLURM_STEP_GPUS as user_init saw it (the step's, not a task's) */
+    char step_mapped[1024]; /* the same GPUs as PCI positions in the topology (include/ctrain/gres.h) */
+    struct ct_spank_gres gres; /* gres.conf's device files and the drivers' table, to map SLURM's numbers */
+    char gres_why[1024]; /* where SLURM's numbers are not the PCI positions of its GPUs, why */
     char addrs[8][64];  /* this node's own addresses (numeric), for its Ethernet (include/ctrain/net.h) */
     int naddrs;
     int loopback_ok;    /* rank 0's address is a loopback one: every node of the step is this host */
@@ -177,6 +181,44 @@ static int node_has_fabric(void)
     return found;
 }
 
+/* This node's SLURM name: slurmstepd's SLURMD_NODENAME, else the step's node list at this node. */
+static void node_name(const struct step *s, char **env, char *out, size_t size)
+{
+    const char *name = job_getenv("SLURMD_NODENAME", env), *list = job_getenv("SLURM_STEP_NODELIST", env);
+    ct_hostlist *hl = NULL;
+    ct_error err;
+
+    out[0] = '\0';
+    if (name)
+        ct_str_copy(out, size, name);
+    else if (list && !s->het && ct_hostlist_expand(list, &hl, &err) == 0 && ct_hostlist_get(hl, s->node_id))
+        ct_str_copy(out, size, ct_hostlist_get(hl, s->node_id));
+    ct_hostlist_free(hl);
+}
+
+/* The step's GPUs in the planner's terms. SLURM's numbers are gres indexes: the GPU of the N-th
+ * device file gres.conf lists for the node, which is the N-th in PCI order only when the files are
+ * listed so (include/ctrain/gres.h). Where they differ the plugin binds the file's GPU, the one
+ * SLURM allocated, and says so. */
+static int map_step_gpus(struct step *s, const char *gpus, char **env, ct_error *err)
+{
+    char node[256], why[1024];
+    int rv;
+
+    node_name(s, env, node, sizeof(node));
+    if ((rv = ct_spank_gres_read(node, &s->gres, err)) != 0)
+        return rv;
+    if ((rv = ct_gres_map(s->topo, gpus, &s->gres.files, s->gres.devs, s->gres.ndevs, s->step_mapped,
+                          sizeof(s->step_mapped), why, sizeof(why), err)) != 0)
+        return ct_error_prefix(err, "the step's GPUs (SLURM_STEP_GPUS=%s): ", gpus);
+    if (why[0])
+        snprintf(s->gres_why, sizeof(s->gres_why), "%s: ctrain binds the GPUs of the device files SLURM allocated "
+                 "(%s)", why, s->gres.conf);
+    if (why[0])
+        ct_spank_info("node %u: %s", s->node_id, s->gres_why);
+    return 0;
+}
+
 static int plan_binding(spank_t sp, struct step *s, char **env, ct_error *err)
 {
     char cpus[8192];
@@ -196,7 +238,6 @@ static int plan_binding(spank_t sp, struct step *s, char **env, ct_error *err)
     req.allowed_cpus = cpus;
     s->gpus_managed = gpus != NULL;
     ct_str_copy(s->step_gpus, sizeof(s->step_gpus), gpus ? gpus : "");
-    req.gpus = gpus ? gpus : "";
     /* GPUs and NICs matter to a step with GPUs, and to any step on a node with a fabric (its MPI,
      * Gloo and UCX traffic goes there). A CPU-only step on an Ethernet-only node skips hwloc's PCI
      * scan (about 8 ms a step): its interface is the one carrying the node's address
@@ -205,6 +246,9 @@ static int plan_binding(spank_t sp, struct step *s, char **env, ct_error *err)
     if ((rv = ct_topology_load(topology[0] ? topology : NULL, io ? CT_TOPOLOGY_IO : 0,
                                &s->topo, err)) != 0)
         return rv;
+    if (gpus && gpus[0] && (rv = map_step_gpus(s, gpus, env, err)) != 0)
+        return rv;
+    req.gpus = gpus && gpus[0] ? s->step_mapped : "";
     if ((rv = ct_bind_plan_create(s->topo, &req, &s->plan, err)) != 0)
         return ct_error_prefix(err, "binding %u tasks on node %u: ", s->local_tasks, s->node_id);
     return 0;
@@ -474,15 +518,35 @@ static int list_count(const char *list)
     return n;
 }
 
+/* CUDA_VISIBLE_DEVICES for GPUs given as PCI positions (list): as they are, or numbered among the
+ * step's GPUs (step, PCI positions too) when the cgroup hides the others. */
+static void cuda_devices(const char *list, const char *step, int local_gpus, char *out, size_t size)
+{
+    char buf[1024], *save = NULL;
+    size_t len = 0;
+
+    out[0] = '\0';
+    ct_str_copy(buf, sizeof(buf), list);
+    for (char *tok = strtok_r(buf, ",", &save); tok && len + 12 < size; tok = strtok_r(NULL, ",", &save)) {
+        long k = strtol(tok, NULL, 10), rank = 0;
+
+        for (const char *p = step; local_gpus && *p; p += strcspn(p, ","), p += *p == ',')
+            rank += strtol(p, NULL, 10) < k;
+        len += (size_t)snprintf(out + len, size - len, "%s%ld", len ? "," : "", local_gpus ? rank : k);
+    }
+}
+
 /* A task's GPUs, where SLURM may have bound some itself (--gpus-per-task, --gpu-bind,
- * --ntasks-per-gpu: the task's own SLURM_STEP_GPUS, global indexes, then names those). The plan's
- * GPUs are set when they are among the task's; else SLURM's binding stands. Either way a difference
- * is said, in the task's stderr with --ctrain-bind=verbose and in slurmd's log. */
+ * --ntasks-per-gpu: the task's own SLURM_STEP_GPUS, gres indexes, mapped like the step's). The
+ * plan's GPUs are set when they are among the task's; else SLURM's binding stands, and where
+ * SLURM's numbers are not the GPUs' PCI positions (gres.conf's files out of PCI order) the plugin
+ * names SLURM's GPUs by position in CUDA_VISIBLE_DEVICES. Either way a difference is said, in the
+ * task's stderr with --ctrain-bind=verbose and in slurmd's log. */
 static int apply_gpus(spank_t sp, const struct step *s, const ct_bind_task *t, uint32_t rank, int local_gpus,
                       const char *task_gpus, int *kept)
 {
     const char *cvd = local_gpus ? t->cuda_local_devices : t->cuda_visible_devices;
-    char why[1024] = "";
+    char why[1024] = "", mapped[1024] = "", moved[1024] = "", slurm_cvd[1024];
     ct_error err;
     int within = 1;
 
@@ -492,10 +556,13 @@ static int apply_gpus(spank_t sp, const struct step *s, const ct_bind_task *t, u
         return 0;
     if (task_gpus && strcmp(task_gpus, s->step_gpus)) {
         ct_error_clear(&err);
-        within = t->ngpus > 0 && ct_bind_task_gpus_in(s->topo, t, task_gpus, &err) == 1;
+        within = ct_gres_map(s->topo, task_gpus, &s->gres.files, s->gres.devs, s->gres.ndevs, mapped,
+                             sizeof(mapped), moved, sizeof(moved), &err) == 0 &&
+                 t->ngpus > 0 && ct_bind_task_gpus_in(s->topo, t, mapped, &err) == 1;
         if (!within)
-            snprintf(why, sizeof(why), "SLURM bound this task to GPU%s %s of the step's %s, ctrain's plan chose %s: "
-                     "SLURM's binding is kept%s%s", strchr(task_gpus, ',') ? "s" : "", task_gpus, s->step_gpus,
+            snprintf(why, sizeof(why), "SLURM bound this task to GPU%s %s%s%s%s of the step's %s, ctrain's plan chose "
+                     "%s: SLURM's binding is kept%s%s", strchr(task_gpus, ',') ? "s" : "", task_gpus,
+                     moved[0] ? " (" : "", moved[0] ? mapped : "", moved[0] ? " in PCI order)" : "", s->step_gpus,
                      t->ngpus ? t->cuda_visible_devices : "none", err.code ? " (" : "", err.code ? err.msg : "");
         if (!within && err.code)
             snprintf(why + strlen(why), sizeof(why) - strlen(why), ")");
@@ -509,7 +576,19 @@ static int apply_gpus(spank_t sp, const struct step *s, const ct_bind_task *t, u
         if (s->bind == CT_SPANK_BIND_VERBOSE)
             fprintf(stderr, "ctrain: bind: rank %u: %s\n", rank, why);
     }
+    if (s->gres_why[0] && s->bind == CT_SPANK_BIND_VERBOSE)
+        fprintf(stderr, "ctrain: bind: rank %u: %s\n", rank, s->gres_why);
     *kept = !within;
+    /* SLURM's binding kept, but its CUDA_VISIBLE_DEVICES counts PCI order where its files are not
+     * in PCI order: the GPUs SLURM allocated, by their positions. */
+    if (!within && moved[0] && mapped[0]) {
+        cuda_devices(mapped, s->step_mapped, local_gpus, slurm_cvd, sizeof(slurm_cvd));
+        ct_spank_info("rank %u: %s: CUDA_VISIBLE_DEVICES=%s names them", rank, moved, slurm_cvd);
+        if (s->bind == CT_SPANK_BIND_VERBOSE)
+            fprintf(stderr, "ctrain: bind: rank %u: %s: CUDA_VISIBLE_DEVICES=%s names them\n", rank, moved,
+                    slurm_cvd);
+        return set(sp, "CUDA_VISIBLE_DEVICES", slurm_cvd, 1) || set(sp, "CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1) ? -1 : 0;
+    }
     if (!within)
         return 0;
     if (set(sp, "CUDA_VISIBLE_DEVICES", cvd, 1) ||
