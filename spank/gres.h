@@ -6,7 +6,7 @@
 #define CTRAIN_SPANK_GRES_H
 
 #include "ctrain/error.h"
-#include "ctrain/gres.h"
+#include "ctrain/gres_conf.h"
 
 struct ct_spank_gres {
     char conf[1024];                      /* the gres.conf read, "" when none */

@@ -30,11 +30,11 @@ my %level = (
 # Public headers belong to the module that implements them.
 my %public = (
     'error.h' => 'util', 'util.h' => 'util', 'rng.h' => 'util', 'dtype.h' => 'util',
-    'registry.h' => 'registry', 'config.h' => 'registry', 'bind.h' => 'bind', 'net.h' => 'bind', 'nn.h' => 'nn',
+    'registry.h' => 'registry', 'config.h' => 'registry', 'bind.h' => 'bind', 'net.h' => 'bind', 'gres.h' => 'bind', 'nn.h' => 'nn',
     'datamodule.h' => 'data', 'model.h' => 'models',
     'pmix.h' => 'pmix', 'pmix_server.h' => 'pmix',
     'accelerator.h' => 'accelerators', 'precision.h' => 'precision',
-    'environment.h' => 'envs', 'envs.h' => 'envs', 'hostlist.h' => 'envs',
+    'environment.h' => 'envs', 'envs.h' => 'envs', 'hostlist.h' => 'envs', 'gres_conf.h' => 'envs',
     'checkpoint_io.h' => 'checkpoint_io', 'launcher.h' => 'launchers',
     'strategy.h' => 'strategies', 'connector.h' => 'connector',
     'loops.h' => 'loops', 'trainer.h' => 'trainer', 'engine.h' => 'trainer',

@@ -12,8 +12,8 @@
  * has which minor in /proc/driver/nvidia/gpus/BUS/information); AMD's /dev/dri/renderDN points
  * at its PCI device in /sys/class/drm/renderDN/device.
  *
- * Pure functions (LLNL mpibind style): the plugin reads gres.conf and the driver's table and
- * hands them here. */
+ * Pure functions (LLNL mpibind style): the plugin reads gres.conf (parsed by include/ctrain/gres_conf.h)
+ * and the driver's table and hands them here. */
 #ifndef CTRAIN_GRES_H
 #define CTRAIN_GRES_H
 
@@ -39,10 +39,6 @@ typedef struct ct_gpu_dev {
     char file[64];
     char pci[16];        /* "0000:02:00.0" */
 } ct_gpu_dev;
-
-/* Parse gres.conf's text for node: its gpu File= entries in order (brackets expanded as SLURM
- * does: "nvidia[0-3]"), and its AutoDetect. CT_EFORMAT on a File= that does not expand. */
-int ct_gres_conf_parse(const char *text, const char *node, ct_gres_files *out, ct_error *err);
 
 /* SLURM's numbers (list: "0,2") as the planner's GPU list (PCI positions in topo, "1,0") into out.
  * With gres.conf's files and the driver's table (devs), number N is the GPU of the N-th file;

@@ -11,6 +11,7 @@
 
 #include "ctrain/bind.h"
 #include "ctrain/gres.h"
+#include "ctrain/gres_conf.h"
 
 static char dir[1024];
 
