@@ -71,11 +71,28 @@ static int gpu_of_file(const ct_topology *topo, long n, const ct_gres_files *fil
     return k;
 }
 
+/* A device file a driver's table can name: NVIDIA's nvidiaM, DRM's renderDN. Others (MIG's
+ * nvidia-caps/nvidia-capN, a site's own names) are not in the table: SLURM's PCI order stands. */
+static int file_is_mappable(const char *file)
+{
+    const char *digits = !strncmp(file, "nvidia", 6) ? file + 6 : !strncmp(file, "renderD", 7) ? file + 7 : NULL;
+
+    return digits && *digits && strspn(digits, "0123456789") == strlen(digits);
+}
+
+static int files_mappable(const ct_gres_files *files)
+{
+    for (int i = 0; i < files->nfiles; i++)
+        if (!file_is_mappable(files->files[i]))
+            return 0;
+    return files->nfiles > 0;
+}
+
 int ct_gres_map(const ct_topology *topo, const char *list, const ct_gres_files *files, const ct_gpu_dev *devs,
                 int ndevs, char *out, size_t size, char *why, size_t wsize, ct_error *err)
 {
     char buf[1024], *save = NULL;
-    int by_file = files && !files->autodetect && !files->unknown && files->nfiles > 0 && ndevs > 0;
+    int by_file = files && !files->autodetect && !files->unknown && files_mappable(files) && ndevs > 0;
     size_t len = 0;
 
     out[0] = '\0';

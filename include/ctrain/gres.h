@@ -42,8 +42,8 @@ typedef struct ct_gpu_dev {
 
 /* SLURM's numbers (list: "0,2") as the planner's GPU list (PCI positions in topo, "1,0") into out.
  * With gres.conf's files and the driver's table (devs), number N is the GPU of the N-th file;
- * else (AutoDetect, no files listed, no driver table: stand-in device files) the N-th GPU in PCI
- * order, SLURM's own meaning. Where the file's GPU is not the N-th in PCI order, why says so
+ * else (AutoDetect, no files listed, files no driver table names such as MIG's nvidia-caps, no
+ * driver table: stand-in device files) the N-th GPU in PCI order, SLURM's own meaning. Where the file's GPU is not the N-th in PCI order, why says so
  * (SLURM's CUDA_VISIBLE_DEVICES names another GPU) and the file's GPU is used: the one SLURM
  * allocated. CT_EINVAL naming SLURM's number when it cannot be mapped: beyond the node's files or
  * GPUs, a file the driver does not list, a PCI device the topology lacks. */

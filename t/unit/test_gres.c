@@ -152,6 +152,11 @@ static void test_pci_order_fallbacks(void **state)
     assert_int_equal(ct_gres_conf_parse("Name=gpu File=/dev/nvidia[0-15]\n", "dgx", &f, &err), 0);
     assert_int_equal(ct_gres_map(t, "2", &f, devs, 0, out, sizeof(out), why, sizeof(why), &err), 0);
     assert_string_equal(out, "2");
+    /* MIG's capability files are no driver table entry: PCI order. */
+    assert_int_equal(ct_gres_conf_parse("Name=gpu File=/dev/nvidia-caps/nvidia-cap[21-22]\n", "dgx", &f, &err), 0);
+    assert_int_equal(f.nfiles, 2);
+    assert_int_equal(ct_gres_map(t, "1", &f, devs, n, out, sizeof(out), why, sizeof(why), &err), 0);
+    assert_string_equal(out, "1");
     /* No gres.conf known. */
     assert_int_equal(ct_gres_map(t, "4,5", NULL, devs, n, out, sizeof(out), why, sizeof(why), &err), 0);
     assert_string_equal(out, "4,5");
