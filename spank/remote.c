@@ -556,9 +556,10 @@ static int apply_gpus(spank_t sp, const struct step *s, const ct_bind_task *t, u
         return 0;
     if (task_gpus && strcmp(task_gpus, s->step_gpus)) {
         ct_error_clear(&err);
-        within = ct_gres_map(s->topo, task_gpus, &s->gres.files, s->gres.devs, s->gres.ndevs, mapped,
-                             sizeof(mapped), moved, sizeof(moved), &err) == 0 &&
-                 t->ngpus > 0 && ct_bind_task_gpus_in(s->topo, t, mapped, &err) == 1;
+        if (ct_gres_map(s->topo, task_gpus, &s->gres.files, s->gres.devs, s->gres.ndevs, mapped, sizeof(mapped),
+                        moved, sizeof(moved), &err) != 0)
+            mapped[0] = moved[0] = '\0';
+        within = mapped[0] && t->ngpus > 0 && ct_bind_task_gpus_in(s->topo, t, mapped, &err) == 1;
         if (!within)
             snprintf(why, sizeof(why), "SLURM bound this task to GPU%s %s%s%s%s of the step's %s, ctrain's plan chose "
                      "%s: SLURM's binding is kept%s%s", strchr(task_gpus, ',') ? "s" : "", task_gpus,
