@@ -55,7 +55,14 @@ static int add_files(ct_gres_files *out, const char *file, ct_error *err)
     for (size_t i = 0; i < ct_hostlist_count(hl) && out->nfiles < CT_GRES_MAX_FILES; i++) {
         const char *path = ct_hostlist_get(hl, i), *base = strrchr(path, '/');
 
-        ct_str_copy(out->files[out->nfiles++], sizeof(out->files[0]), base ? base + 1 : path);
+        base = base ? base + 1 : path;
+        if (!base[0]) {
+            ct_error_set(err, CT_EFORMAT, "gres-conf", "gres.conf: File=%s names a directory (%s), not a device file",
+                         file, path);
+            ct_hostlist_free(hl);
+            return CT_EFORMAT;
+        }
+        ct_str_copy(out->files[out->nfiles++], sizeof(out->files[0]), base);
     }
     ct_hostlist_free(hl);
     return 0;

@@ -69,6 +69,8 @@ static void test_conf_parse(void **state)
     assert_int_equal(f.unknown, 1);
     assert_int_equal(ct_gres_conf_parse("Name=gpu File=/dev/nvidia[0-\n", "gpu01", &f, &err), CT_EFORMAT);
     assert_non_null(strstr(err.msg, "nvidia[0-"));
+    assert_int_equal(ct_gres_conf_parse("Name=gpu File=/dev/ # not a file\n", "gpu01", &f, &err), CT_EFORMAT);
+    assert_non_null(strstr(err.msg, "names a directory"));
     assert_int_equal(ct_gres_conf_parse(NULL, "gpu01", &f, &err), 0);
     assert_int_equal(f.nfiles, 0);
 }
