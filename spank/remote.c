@@ -211,11 +211,11 @@ static int map_step_gpus(struct step *s, const char *gpus, char **env, ct_error 
     if ((rv = ct_gres_map(s->topo, gpus, &s->gres.files, s->gres.devs, s->gres.ndevs, s->step_mapped,
                           sizeof(s->step_mapped), why, sizeof(why), err)) != 0)
         return ct_error_prefix(err, "the step's GPUs (SLURM_STEP_GPUS=%s): ", gpus);
-    if (why[0])
+    if (why[0]) {
         snprintf(s->gres_why, sizeof(s->gres_why), "%s: ctrain binds the GPUs of the device files SLURM allocated "
                  "(%s)", why, s->gres.conf);
-    if (why[0])
         ct_spank_info("node %u: %s", s->node_id, s->gres_why);
+    }
     return 0;
 }
 
