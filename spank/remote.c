@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <slurm/slurm.h>
 
@@ -49,10 +50,12 @@ struct step {
     ct_bind_plan *plan;
     pthread_t finder;   /* discovers the node's topology between init_post_opt and user_init */
     int finding;        /* finder started and not joined yet */
+    pid_t finder_pid;   /* the process it runs in (a child forked meanwhile has no such thread) */
     unsigned found_flags; /* the ct_topology_flags it discovers with */
     ct_topology *found; /* what it discovers (prepared before it starts); NULL: no discovery ahead */
     int found_rv;       /* its result, with found_err */
     ct_error found_err;
+    int ahead;          /* s->topo is the thread's */
     int gpus_managed;   /* SLURM told which GPUs the step has: CUDA_VISIBLE_DEVICES is ours to set */
     char step_gpus[1024]; /* the step's SLURM_STEP_GPUS as user_init saw it (the step's, not a task's) */
     char addrs[8][64];  /* this node's own addresses (numeric), for its Ethernet (include/ctrain/net.h) */
@@ -225,6 +228,7 @@ static void discovery_start(struct step *s, char **env)
     pthread_sigmask(SIG_SETMASK, &all, &old);
     s->finding = pthread_create(&s->finder, NULL, discover, s) == 0;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    s->finder_pid = getpid();
     if (s->finding)
         pthread_setname_np(s->finder, "ctrain-topology");
     else {
@@ -235,8 +239,10 @@ static void discovery_start(struct step *s, char **env)
 
 static void discovery_join(struct step *s)
 {
-    if (s->finding)
+    if (s->finding && s->finder_pid == getpid())
         pthread_join(s->finder, NULL);
+    else if (s->finding)
+        s->found = NULL; /* a forked child's copy, half made: left alone */
     s->finding = 0;
 }
 
@@ -258,6 +264,7 @@ static int load_topology(struct step *s, unsigned flags, const char *cpus, ct_er
         } else {
             s->topo = s->found;
             s->found = NULL;
+            s->ahead = 1;
         }
         return rv;
     }
@@ -404,7 +411,8 @@ int ct_spank_remote_user_init(spank_t sp)
         return 0;
     ct_spank_info("step %u.%u node %u: %u of %u tasks, rank 0 on %s at %s:%d%s, binding %s", s->job_id, s->step_id,
                   s->node_id, s->local_tasks, s->total_tasks, s->rdv.node, s->rdv.address, s->rdv.port,
-                  s->rdv.port_reserved ? " (srun --resv-ports)" : "", s->plan ? "planned" : "off");
+                  s->rdv.port_reserved ? " (srun --resv-ports)" : "",
+                  !s->plan ? "off" : s->ahead ? "planned (topology discovered ahead)" : "planned");
     return 0;
 }
 
