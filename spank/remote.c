@@ -397,7 +397,8 @@ int ct_spank_remote_step_init(spank_t sp)
 }
 
 /* The binding is planned as the user, not root: the topology file (topology=) must be one the
- * job's user can read (a root_squash NFS refuses root), and hwloc reads /sys for that user. */
+ * job's user can read (a root_squash NFS refuses root). A discovered topology comes from the thread
+ * started in init_post_opt (as root: /sys and /proc only), joined here. */
 int ct_spank_remote_user_init(spank_t sp)
 {
     struct step *s = step_state;

@@ -40,8 +40,6 @@ run_srun -n2 --ctrain-strategy=ddp sh -c 'cat /proc/$PPID/comm /proc/$PPID/task/
 like "$OUT" "slurmstepd" "the task's parent is its slurmstepd"
 ! printf '%s\n' "$OUT" | grep -q ctrain-topology
 ok $? "no ctrain-topology thread left in slurmstepd when the tasks run ($OUT)"
-like "$(cat "$CLUSTER_DIR"/log/slurmd-n*.log)" "ctrain: step [0-9]+\.0 node 0: .*binding planned \(topology discovered ahead\)" \
-    "slurmd's log: the binding planned on the topology discovered in that thread"
 
 OMP_NUM_THREADS=7 run_srun -n2 --ctrain-strategy=ddp sh -c "$SHOW"
 is "$(printf '%s\n' "$OUT" | cut -d'|' -f3 | sort -u)" "7" "a user's OMP_NUM_THREADS is kept"
