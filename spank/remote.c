@@ -404,7 +404,10 @@ int ct_spank_remote_user_init(spank_t sp)
     struct step *s = step_state;
     char **env = NULL;
 
-    if (!s || s->err.code)
+    if (!s)
+        return 0;
+    discovery_join(s); /* here whatever happens next: no thread while slurmstepd forks the tasks */
+    if (s->err.code)
         return 0;
     if (spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS)
         env = NULL;
