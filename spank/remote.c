@@ -13,12 +13,15 @@
 #include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <slurm/slurm.h>
 
@@ -46,6 +49,14 @@ struct step {
     enum ct_spank_bind bind;
     ct_topology *topo;
     ct_bind_plan *plan;
+    pthread_t finder;   /* discovers the node's topology between init_post_opt and user_init */
+    int finding;        /* finder started and not joined yet */
+    pid_t finder_pid;   /* the process it runs in (a child forked meanwhile has no such thread) */
+    unsigned found_flags; /* the ct_topology_flags it discovers with */
+    ct_topology *found; /* what it discovers (prepared before it starts); NULL: no discovery ahead */
+    int found_rv;       /* its result, with found_err */
+    ct_error found_err;
+    int ahead;          /* s->topo is the thread's */
     int gpus_managed;   /* SLURM told which GPUs the step has: CUDA_VISIBLE_DEVICES is ours to set */
     char step_gpus[1024]; /* the step's SLURM_STEP_GPUS as user_init saw it (the step's, not a task's) */
     char step_mapped[1024]; /* the same GPUs as PCI positions in the topology (include/ctrain/gres.h) */
@@ -219,14 +230,96 @@ static int map_step_gpus(struct step *s, const char *gpus, char **env, ct_error 
     return 0;
 }
 
+/* GPUs and NICs matter to a step with GPUs, and to any step on a node with a fabric (its MPI,
+ * Gloo and UCX traffic goes there). A CPU-only step on an Ethernet-only node skips hwloc's PCI
+ * scan (about 8 ms a step): its interface is the one carrying the node's address
+ * (include/ctrain/net.h). A topology file costs no scan. */
+static unsigned topology_flags(char **env)
+{
+    const char *gpus = slurm_gpus(env), *topology = ct_spank_args_get()->topology;
+
+    return (gpus && gpus[0]) || topology[0] || node_has_fabric() ? CT_TOPOLOGY_IO : 0;
+}
+
+static void *discover(void *arg)
+{
+    struct step *s = arg;
+
+    s->found_rv = ct_topology_discover(s->found, &s->found_err);
+    return NULL;
+}
+
+/* hwloc's discovery of the node (0.7 ms, most of it the kernel opening sysfs files) runs in a
+ * thread of its own from init_post_opt to user_init, while slurmstepd sets the step up (its
+ * cgroup, I/O and credentials: 5-20 ms), so that it is off the launch path. Not for a topology
+ * file: that is read as the user, in user_init. The thread reads /sys and /proc and writes only
+ * s->found*; slurmstepd's signals stay with its own threads. It is joined in user_init, or in exit
+ * when the step ends before user_init: none outlives the step or the plugin. When it cannot start,
+ * user_init discovers as before. */
+static void discovery_start(struct step *s, char **env)
+{
+    sigset_t all, old;
+
+    if (ct_spank_args_get()->topology[0])
+        return;
+    s->found_flags = topology_flags(env);
+    ct_error_clear(&s->found_err);
+    if (ct_topology_prepare(s->found_flags, &s->found, &s->found_err) != 0)
+        return;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    s->finding = pthread_create(&s->finder, NULL, discover, s) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    s->finder_pid = getpid();
+    if (s->finding)
+        pthread_setname_np(s->finder, "ctrain-topology");
+    else {
+        ct_topology_free(s->found);
+        s->found = NULL;
+    }
+}
+
+static void discovery_join(struct step *s)
+{
+    if (s->finding && s->finder_pid == getpid())
+        pthread_join(s->finder, NULL);
+    else if (s->finding)
+        s->found = NULL; /* a forked child's copy, half made: left alone */
+    s->finding = 0;
+}
+
+/* The node's topology: the thread's discovery when it used the flags this step needs and its
+ * view of the CPUs covers the step's (hwloc leaves out the CPUs outside the cpuset of the process
+ * that discovers: slurmstepd joins the step's cgroup in between, and a node with core
+ * specialization starts it in slurmd's own, narrower one); else discovered here, as before. The
+ * planner takes the step's CPUs from the affinity either way. */
+static int load_topology(struct step *s, unsigned flags, const char *cpus, ct_error *err)
+{
+    const char *topology = ct_spank_args_get()->topology;
+    int rv = 0;
+
+    discovery_join(s);
+    if (s->found && s->found_flags == flags && (s->found_rv != 0 || ct_topology_allows(s->found, cpus))) {
+        if (s->found_rv != 0) {
+            *err = s->found_err;
+            rv = s->found_rv;
+        } else {
+            s->topo = s->found;
+            s->found = NULL;
+            s->ahead = 1;
+        }
+        return rv;
+    }
+    return ct_topology_load(topology[0] ? topology : NULL, flags, &s->topo, err);
+}
+
 static int plan_binding(spank_t sp, struct step *s, char **env, ct_error *err)
 {
     char cpus[8192];
     const char *cpt = job_getenv("SLURM_CPUS_PER_TASK", env), *gpus = slurm_gpus(env);
-    const char *topology = ct_spank_args_get()->topology;
     ct_bind_request req = { .ntasks = (int)s->local_tasks };
     long n = 0;
-    int rv, io;
+    int rv;
 
     if (cpt && ct_parse_long(cpt, 1, 65536, &n) != 0) {
         ct_error_set(err, CT_EINVAL, "env-malformed", "SLURM_CPUS_PER_TASK='%s' is not a positive number", cpt);
@@ -238,13 +331,7 @@ static int plan_binding(spank_t sp, struct step *s, char **env, ct_error *err)
     req.allowed_cpus = cpus;
     s->gpus_managed = gpus != NULL;
     ct_str_copy(s->step_gpus, sizeof(s->step_gpus), gpus ? gpus : "");
-    /* GPUs and NICs matter to a step with GPUs, and to any step on a node with a fabric (its MPI,
-     * Gloo and UCX traffic goes there). A CPU-only step on an Ethernet-only node skips hwloc's PCI
-     * scan (about 8 ms a step): its interface is the one carrying the node's address
-     * (include/ctrain/net.h). A topology file costs no scan. */
-    io = (gpus && gpus[0]) || topology[0] || node_has_fabric();
-    if ((rv = ct_topology_load(topology[0] ? topology : NULL, io ? CT_TOPOLOGY_IO : 0,
-                               &s->topo, err)) != 0)
+    if ((rv = load_topology(s, topology_flags(env), cpus, err)) != 0)
         return rv;
     if (gpus && gpus[0] && (rv = map_step_gpus(s, gpus, env, err)) != 0)
         return rv;
@@ -345,6 +432,8 @@ int ct_spank_remote_step_init(spank_t sp)
     }
     if (read_layout(sp, s, &s->err) != 0 || read_het(s, env, &s->err) != 0)
         return 0;
+    if (s->bind != CT_SPANK_BIND_NONE)
+        discovery_start(s, env);
     if (ct_spank_rendezvous(job_getenv, env, s->job_id, s->step_id, s->nnodes, s->het, ct_spank_args_get()->port_base,
                             &s->rdv, &s->err) == 0 && s->bind != CT_SPANK_BIND_NONE)
         node_addresses(s, env);
@@ -352,13 +441,17 @@ int ct_spank_remote_step_init(spank_t sp)
 }
 
 /* The binding is planned as the user, not root: the topology file (topology=) must be one the
- * job's user can read (a root_squash NFS refuses root), and hwloc reads /sys for that user. */
+ * job's user can read (a root_squash NFS refuses root). A discovered topology comes from the thread
+ * started in init_post_opt (as root: /sys and /proc only), joined here. */
 int ct_spank_remote_user_init(spank_t sp)
 {
     struct step *s = step_state;
     char **env = NULL;
 
-    if (!s || s->err.code)
+    if (!s)
+        return 0;
+    discovery_join(s); /* here whatever happens next: no thread while slurmstepd forks the tasks */
+    if (s->err.code)
         return 0;
     if (spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS)
         env = NULL;
@@ -366,7 +459,8 @@ int ct_spank_remote_user_init(spank_t sp)
         return 0;
     ct_spank_info("step %u.%u node %u: %u of %u tasks, rank 0 on %s at %s:%d%s, binding %s", s->job_id, s->step_id,
                   s->node_id, s->local_tasks, s->total_tasks, s->rdv.node, s->rdv.address, s->rdv.port,
-                  s->rdv.port_reserved ? " (srun --resv-ports)" : "", s->plan ? "planned" : "off");
+                  s->rdv.port_reserved ? " (srun --resv-ports)" : "",
+                  !s->plan ? "off" : s->ahead ? "planned (topology discovered ahead)" : "planned");
     return 0;
 }
 
@@ -744,6 +838,8 @@ void ct_spank_remote_exit(void)
 
     if (!s)
         return;
+    discovery_join(s);
+    ct_topology_free(s->found);
     ct_bind_plan_free(s->plan);
     ct_topology_free(s->topo);
     free(s);

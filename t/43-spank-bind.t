@@ -3,7 +3,7 @@
 # Binding applied by the plugin inside slurmstepd: on this machine's own topology and with
 # topology=FILE, always what `ctrain bind` plans for the step's allowed CPUs, never outside them.
 . "$(dirname "$0")/lib/spank.sh"
-spank_plan 22
+spank_plan 24
 spank_cluster 1 ""
 DGX="$ROOT/t/fixtures/topologies/nvidia-dgx2.xml"
 SHOW='echo "$SLURM_LOCALID|$(grep Cpus_allowed_list /proc/self/status | cut -f2)|${OMP_NUM_THREADS-unset}|${CUDA_VISIBLE_DEVICES-unset}"'
@@ -33,6 +33,13 @@ is "$(printf '%s\n' "$OUT" | cut -d'|' -f1-3 | sort)" "$(expect --tasks 2 | sort
 is "$(printf '%s\n' "$ERR" | grep -c '^ctrain: bind: rank [01] ')" 2 "--ctrain-bind=verbose prints each task's binding"
 like "$ERR" "ctrain: bind: rank 0 .*cpus .*: " "the verbose line gives the reason"
 is "$(printf '%s\n' "$OUT" | cut -d'|' -f4 | sort -u)" "unset" "no GPU managed by SLURM here: CUDA_VISIBLE_DEVICES untouched"
+
+# hwloc's discovery runs in a thread of each slurmstepd from init_post_opt to user_init
+# (spank/remote.c), off the launch path; it is joined before any task starts.
+run_srun -n2 --ctrain-strategy=ddp sh -c 'cat /proc/$PPID/comm /proc/$PPID/task/*/comm | sort -u | tr "\n" " "'
+like "$OUT" "slurmstepd" "the task's parent is its slurmstepd"
+! printf '%s\n' "$OUT" | grep -q ctrain-topology
+ok $? "no ctrain-topology thread left in slurmstepd when the tasks run ($OUT)"
 
 OMP_NUM_THREADS=7 run_srun -n2 --ctrain-strategy=ddp sh -c "$SHOW"
 is "$(printf '%s\n' "$OUT" | cut -d'|' -f3 | sort -u)" "7" "a user's OMP_NUM_THREADS is kept"

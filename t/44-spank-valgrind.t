@@ -1,13 +1,14 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
-# The plugin's code under valgrind inside slurmstepd: slurmd n1 starts every slurmstepd under
+# The plugin's code under valgrind inside slurmstepd (with a topology= file, and discovering the node
+# in its thread): slurmd n1 starts every slurmstepd under
 # valgrind (a wrapper bound over slurmstepd in slurmd's mount namespace), so each step's slurmstepd,
 # and each task until it execs the user's program, run the plugin under memcheck. Errors or definite leaks whose stack goes through
 # ctrain fail the test. SLURM's own findings (outside ctrain) are not ours to judge and are ignored.
 . "$(dirname "$0")/lib/spank.sh"
 command -v valgrind >/dev/null 2>&1 || ci_needs "valgrind not installed"
 command -v valgrind >/dev/null 2>&1 || { echo "1..0 # SKIP valgrind not installed (scripts/install-deps)"; exit 0; }
-spank_plan 6
+spank_plan 7
 spank_cluster 1 "topology=$ROOT/t/fixtures/topologies/nvidia-dgx2.xml"
 VG="$CLUSTER_DIR/vg"
 mkdir -p "$VG"
@@ -48,6 +49,10 @@ is "$(printf '%s\n' "$OUT" | awk '{print $1, $2, $3, $5}' | sort | tr '\n' ';')"
    "the plugin ran: every task has its layout"
 run_srun -n1 true
 ok "$RC" "a plain step runs with slurmstepd under valgrind"
+# No topology= file: hwloc discovers the node in the plugin's thread from init_post_opt to user_init.
+spank_plugstack "$SHIPPED" ""
+run_srun -n2 --ctrain-strategy=ddp --ctrain-bind=verbose true
+ok "$RC" "a ctrain step on the discovered topology (the plugin's discovery thread) runs under valgrind"
 
 # Let the stepds finish and write their leak reports: stop the cluster now (by pid).
 "$ROOT/scripts/slurm-cluster" stop "$CLUSTER_DIR" >/dev/null 2>&1

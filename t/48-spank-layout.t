@@ -5,7 +5,7 @@
 # ports, a user's MASTER_PORT, a derived port already in use on rank 0's node, and a missing
 # topology= file (only ctrain steps read it).
 . "$(dirname "$0")/lib/spank.sh"
-spank_plan 15
+spank_plan 16
 spank_cluster 2 "verbose"
 SHOW='echo "$SLURM_PROCID $SLURM_NODEID $SLURM_JOB_ID|$RANK $WORLD_SIZE $NODE_RANK|$MASTER_ADDR|$MASTER_PORT"'
 
@@ -61,6 +61,13 @@ else
     printf '%s\n' "rc=$RC next job $next port $busy" "$OUT" "$ERR" | head -n 8 | sed 's/^/#   /'
 fi
 like "$ERR" "ctrain: hint: .*--resv-ports" "the hint names srun --resv-ports"
+
+# hwloc's discovery in a thread of each slurmstepd from init_post_opt to user_init (spank/remote.c):
+# each node's binding was planned on it ("verbose" logs at info).
+run_srun -N2 -n2 --ctrain-strategy=ddp sh -c 'echo $SLURM_JOB_ID'
+job=$(printf '%s\n' "$OUT" | head -n 1)
+is "$(cat "$CLUSTER_DIR"/log/slurmd-n*.log | grep -c "ctrain: step $job\.0 node [01]: .*binding planned (topology discovered ahead)")" 2 \
+   "each node's binding planned on the topology its discovery thread found while slurmstepd set the step up"
 
 # topology= naming a missing file: steps without ctrain run; ctrain steps fail naming it.
 spank_plugstack "$SHIPPED" "topology=/nonexistent/topology.xml"

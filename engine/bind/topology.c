@@ -229,7 +229,9 @@ static int init_without_plugins(hwloc_topology_t *hw, unsigned flags, int xml)
     return rc;
 }
 
-int ct_topology_load(const char *xml_path, unsigned flags, ct_topology **out, ct_error *err)
+/* The first half of a load: hwloc's topology set up (its plugins chosen, its filters, the file
+ * named), nothing read yet. */
+static int topology_prepare(const char *xml_path, unsigned flags, ct_topology **out, ct_error *err)
 {
     ct_topology *t = NULL;
     int rv = CT_ENOMEM;
@@ -262,6 +264,18 @@ int ct_topology_load(const char *xml_path, unsigned flags, ct_topology **out, ct
         ct_error_hint(err, "write one with 'lstopo --of xml --whole-io FILE' on the node");
         goto fail;
     }
+    *out = t;
+    return 0;
+fail:
+    ct_topology_free(t);
+    return rv;
+}
+
+/* The second half: the file read or the machine discovered, then its GPUs and NICs found. */
+static int topology_read(ct_topology *t, const char *xml_path, ct_error *err)
+{
+    int rv;
+
     if (hwloc_topology_load(t->hw) != 0) {
         if (xml_path)
             rv = ct_error_set(err, CT_EFORMAT, "topology-format", "topology file '%s' is not a valid hwloc XML file",
@@ -270,15 +284,47 @@ int ct_topology_load(const char *xml_path, unsigned flags, ct_topology **out, ct
             rv = ct_error_set(err, CT_EIO, "topology-discovery", "discovering this machine's topology failed: %s",
                               strerror(errno));
         ct_error_hint(err, "check it with 'lstopo --input FILE'; write one with 'lstopo --of xml --whole-io FILE'");
-        goto fail;
+        return rv;
     }
     find_gpus(t);
     find_nics(t);
+    return 0;
+}
+
+int ct_topology_load(const char *xml_path, unsigned flags, ct_topology **out, ct_error *err)
+{
+    ct_topology *t = NULL;
+    int rv;
+
+    *out = NULL;
+    if ((rv = topology_prepare(xml_path, flags, &t, err)) != 0)
+        return rv;
+    if ((rv = topology_read(t, xml_path, err)) != 0) {
+        ct_topology_free(t);
+        return rv;
+    }
     *out = t;
     return 0;
-fail:
-    ct_topology_free(t);
-    return rv;
+}
+
+int ct_topology_prepare(unsigned flags, ct_topology **out, ct_error *err)
+{
+    return topology_prepare(NULL, flags, out, err);
+}
+
+int ct_topology_discover(ct_topology *topo, ct_error *err)
+{
+    return topology_read(topo, NULL, err);
+}
+
+int ct_topology_allows(const ct_topology *topo, const char *cpus)
+{
+    hwloc_bitmap_t want = hwloc_bitmap_alloc();
+    int in = want && hwloc_bitmap_list_sscanf(want, cpus) == 0 &&
+             hwloc_bitmap_isincluded(want, hwloc_topology_get_allowed_cpuset(topo->hw));
+
+    hwloc_bitmap_free(want);
+    return in;
 }
 
 void ct_topology_free(ct_topology *topo)

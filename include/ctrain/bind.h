@@ -54,6 +54,16 @@ enum ct_topology_flags {
 
 /* Load an hwloc XML file, or discover this machine when xml_path is NULL. */
 int ct_topology_load(const char *xml_path, unsigned flags, ct_topology **out, ct_error *err);
+/* ct_topology_load of this machine in two halves, for a caller that discovers in a thread of its
+ * own: ct_topology_prepare in the calling thread (it chooses hwloc's plugins through the process's
+ * environment, which no other thread may change meanwhile), then ct_topology_discover once, in any
+ * one thread (hwloc's reads of /sys and /proc). On failure ct_topology_discover leaves topo to be
+ * freed; ct_topology_free either way. */
+int ct_topology_prepare(unsigned flags, ct_topology **out, ct_error *err);
+int ct_topology_discover(ct_topology *topo, ct_error *err);
+/* 1 when every CPU of the list (OS indexes, e.g. 0-7,16) is an allowed PU of the topology: hwloc
+ * leaves out the PUs its discovering process's cpuset excluded. */
+int ct_topology_allows(const ct_topology *topo, const char *cpus);
 void ct_topology_free(ct_topology *topo);
 /* Number of GPUs found (one per PCI device, whatever the OS devices). */
 int ct_topology_gpu_count(const ct_topology *topo);

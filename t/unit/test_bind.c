@@ -2,6 +2,7 @@
 /* The binding planner on real machine topologies (t/fixtures/topologies, from hwloc's test suite
  * and LLNL mpibind's published machines):
  * disjointness, locality, even spread, determinism and the documented short-resource behaviour. */
+#define _GNU_SOURCE /* sched_getaffinity */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <pthread.h>
+#include <sched.h>
 #include <hwloc.h>
 
 #include "ctrain/bind.h"
@@ -692,6 +695,67 @@ static void test_topology_environment_untouched(void **state)
     ct_topology_free(t);
 }
 
+/* ct_topology_prepare in this thread, ct_topology_discover in another (the SPANK plugin's discovery
+ * thread in slurmstepd): the same machine as ct_topology_load, the same plan; ct_topology_allows
+ * tells which CPU lists its allowed PUs cover. */
+static void *discover_in_thread(void *arg)
+{
+    ct_topology *t = arg;
+    ct_error err;
+
+    return (void *)(long)ct_topology_discover(t, &err);
+}
+
+static void plan_cpus(const ct_topology *t, char *out, size_t size)
+{
+    ct_bind_request req = { .ntasks = 2 };
+    ct_bind_plan *plan = NULL;
+    ct_error err;
+    size_t len = 0;
+
+    assert_int_equal(ct_bind_plan_create(t, &req, &plan, &err), 0);
+    out[0] = '\0';
+    for (int i = 0; i < 2; i++) {
+        const ct_bind_task *task = ct_bind_plan_task(plan, i);
+
+        for (int c = 0; c < task->ncpus && len + 16 < size; c++)
+            len += (size_t)snprintf(out + len, size - len, "%d%s", task->cpus[c], c + 1 < task->ncpus ? "," : ";");
+    }
+    ct_bind_plan_free(plan);
+}
+
+static void test_topology_discovered_in_a_thread(void **state)
+{
+    ct_topology *whole = NULL, *halves = NULL;
+    char want[4096], got[4096], mine[64];
+    cpu_set_t set;
+    pthread_t th;
+    void *rc = NULL;
+    ct_error err;
+    int first = -1;
+
+    (void)state;
+    assert_int_equal(ct_topology_load(NULL, 0, &whole, &err), 0);
+    assert_int_equal(ct_topology_prepare(0, &halves, &err), 0);
+    assert_int_equal(pthread_create(&th, NULL, discover_in_thread, halves), 0);
+    assert_int_equal(pthread_join(th, &rc), 0);
+    assert_int_equal((long)rc, 0);
+    plan_cpus(whole, want, sizeof(want));
+    plan_cpus(halves, got, sizeof(got));
+    assert_string_equal(got, want);
+    CPU_ZERO(&set);
+    assert_int_equal(sched_getaffinity(0, sizeof(set), &set), 0);
+    for (int c = 0; c < CPU_SETSIZE && first < 0; c++)
+        if (CPU_ISSET(c, &set))
+            first = c;
+    snprintf(mine, sizeof(mine), "%d", first);
+    assert_int_equal(ct_topology_allows(halves, mine), 1);
+    assert_int_equal(ct_topology_allows(halves, "100000"), 0);     /* no such CPU here */
+    assert_int_equal(ct_topology_allows(halves, "not a list"), 0);
+    ct_topology_free(halves);
+    ct_topology_free(whole);
+}
+
 /* Network variables (include/ctrain/net.h): the plan's NIC on a topology file, the node's own
  * interfaces as getifaddrs would list them. */
 static const ct_net_iface node_ifs[] = {
@@ -856,6 +920,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_topology_file_effective_uid),
         cmocka_unit_test(test_topology_environment_untouched),
+        cmocka_unit_test(test_topology_discovered_in_a_thread),
         cmocka_unit_test(test_rules_dgx2),
         cmocka_unit_test(test_rules_dual_gpu_ib),
         cmocka_unit_test(test_rules_dual_eth_ib),
