@@ -15,6 +15,7 @@
 
 #include "ctrain/util.h"
 #include "engine/models/gpt/gpt_internal.h"
+#include "engine/models/models.h"
 #include "engine/nn/bf16_inline.h"
 #include "engine/nn/gemm.h"
 
@@ -346,17 +347,17 @@ static void prepare_gemms(const ct_gpt *m)
 
 int ct_gpt_set_gemm_dtype(ct_gpt *m, enum ct_dtype dtype, ct_error *err)
 {
+    int rc = ct_model_check_gemm_dtype("gpt", "gpt", m->param_dtype, dtype, err);
+
+    if (rc)
+        return rc;
     /* 64-true: fp64 products of the fp64 arrays on dgemm, nothing to prepare. */
     if (m->param_dtype == CT_DTYPE_F64) {
-        if (dtype != CT_DTYPE_F64)
-            return ct_error_set(err, CT_ENOTAVAIL, "gpt-gemm-dtype", "an fp64 gpt computes its GEMMs in fp64 only");
         m->gemm_dtype = dtype;
         return 0;
     }
     /* bf16-true: bf16 products of the bf16 arrays into bf16 (no copies to make). */
     if (m->param_dtype == CT_DTYPE_BF16) {
-        if (dtype != CT_DTYPE_BF16)
-            return ct_error_set(err, CT_ENOTAVAIL, "gpt-gemm-dtype", "a bf16 gpt computes its GEMMs in bf16 only");
         m->gemm_dtype = dtype;
         prepare_gemms(m);
         return 0;
@@ -366,8 +367,6 @@ int ct_gpt_set_gemm_dtype(ct_gpt *m, enum ct_dtype dtype, ct_error *err)
         prepare_gemms(m);
         return 0;
     }
-    if (dtype != CT_DTYPE_BF16)
-        return ct_error_set(err, CT_ENOTAVAIL, "gpt-gemm-dtype", "the cpu gpt computes GEMMs in fp32 or bf16 only");
     m->q_n = widest_act(&m->cfg, (size_t)m->max_batch);
     if (!m->params_b)
         m->params_b = malloc(sizeof(uint16_t) * m->n_params);
