@@ -232,6 +232,15 @@ static size_t widest_act(const ct_gpt_config *c, size_t B)
     return w;
 }
 
+/* Elements of bf16-mixed's kept bf16 activations (gpt_step_tmpl.h's kept_slot): per block ln1,
+ * qkv, attention probabilities, atty, ln2, fch_gelu; then lnf. */
+static size_t kept_size(const ct_gpt_config *c, size_t B)
+{
+    size_t T = (size_t)c->seq_len, BT = B * T, C = (size_t)c->n_embd;
+
+    return (size_t)c->n_layer * (BT * 10 * C + B * c->n_head * T * T) + BT * C;
+}
+
 int ct_gpt_create(const ct_gpt_config *c, int max_batch, ct_gpt **out, ct_error *err)
 {
     ct_gpt *m;
@@ -284,6 +293,7 @@ void ct_gpt_free(ct_gpt *m)
     free(m->tensors);
     free(m->blocks_mem);
     free(m->params_b);
+    free(m->keep_b);
     for (int i = 0; i < 4; i++)
         free(m->qb[i]);
     for (int i = 0; i < 3; i++)
@@ -370,13 +380,15 @@ int ct_gpt_set_gemm_dtype(ct_gpt *m, enum ct_dtype dtype, ct_error *err)
     m->q_n = widest_act(&m->cfg, (size_t)m->max_batch);
     if (!m->params_b)
         m->params_b = malloc(sizeof(uint16_t) * m->n_params);
+    if (!m->keep_b)
+        m->keep_b = malloc(sizeof(uint16_t) * kept_size(&m->cfg, (size_t)m->max_batch));
     for (int i = 0; i < 3; i++)
         if (!m->q[i])
             m->q[i] = malloc(sizeof(float) * m->q_n);
     for (int i = 0; i < 4; i++)
         if (!m->qb[i])
             m->qb[i] = malloc(sizeof(uint16_t) * m->q_n);
-    if (!m->params_b || !m->q[0] || !m->q[1] || !m->q[2] || !m->qb[0] || !m->qb[1] || !m->qb[2] || !m->qb[3])
+    if (!m->params_b || !m->keep_b || !m->q[0] || !m->q[1] || !m->q[2] || !m->qb[0] || !m->qb[1] || !m->qb[2] || !m->qb[3])
         return ct_error_set(err, CT_ENOMEM, "", "out of memory for the bf16 copies of the gpt model");
     m->gemm_dtype = dtype;
     prepare_gemms(m);
