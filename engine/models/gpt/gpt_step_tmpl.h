@@ -193,7 +193,6 @@ static const elem *gemm_act(ct_gpt *m, const elem *x, size_t n, int slot)
 static void linear_forward(ct_gpt *m, elem *out, const elem *residual, const void *inq, const elem *w,
                            const elem *b, int BT, int IC, int OC)
 {
-
     KSFX(gpt_bias_fill)(out, residual, b, BT, OC);
     GEMM(0, 1, BT, OC, IC, inq, IC, gemm_param(m, w), IC, m->gemm_dtype, 1, out, OC);
 }
