@@ -258,6 +258,112 @@ static float *head_scratch(size_t n)
     return s;
 }
 
+/* bf16-true's attention on oneDNN, as bf16-mixed's below: each product of a block of query rows (or
+ * of keys) one primitive batched over every (sequence, head), reading the bf16 arrays themselves
+ * (qkv, att, datty, the scores' gradient) into fp32 scratch (m->q[0], m->q[1]), which is stored
+ * rounded to bf16 where the per-head path stores it: the same values up to the order of fp32 sums.
+ * 0, or -1 when there is no scratch or oneDNN made no primitive for a product (the per-head path then
+ * runs and rewrites everything). */
+static int attention_forward_onednn(ct_gpt *m, struct ACTS *a, int B)
+{
+    int T = m->cfg.seq_len, C = m->cfg.n_embd, NH = m->cfg.n_head, HS = C / NH, C3 = 3 * C;
+    long tt = (long)T * T, htt = (long)NH * T * T;
+    float scale = 1.0f / sqrtf((float)HS), *s = m->q[0], *y = m->q[1];
+    struct ct_gemm_batch scores = { B, NH, (long)T * C3, HS, (long)T * C3, HS, htt, tt };
+    struct ct_gemm_batch out = { B, NH, htt, tt, (long)T * C3, HS, (long)T * C, HS };
+    size_t n = (size_t)B * T * C;
+
+    if (!s || !y)
+        return -1;
+    for (int r0 = 0; r0 < T; r0 += ATT_BLOCK)
+        if (ct_gemm_batched(&scores, 0, 1, att_rows(r0, T), r0 + att_rows(r0, T), HS, a->qkv + (size_t)r0 * C3, C3,
+                            a->qkv + C, C3, CT_DTYPE_BF16, s + (size_t)r0 * T, T))
+            return -1;
+#pragma omp parallel for schedule(static)
+    for (int bh = 0; bh < B * NH; bh++) {
+        float *pre = s + (size_t)bh * tt;
+        elem *stored = a->att + (size_t)bh * tt;
+
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j <= t; j++)
+                pre[(size_t)t * T + j] *= scale;
+        gpt_causal_softmax(pre, T);
+        for (long i = 0; i < tt; i++)
+            stored[i] = ST(pre[i]);
+    }
+    for (int r0 = 0; r0 < T; r0 += ATT_BLOCK)
+        if (ct_gemm_batched(&out, 0, 0, att_rows(r0, T), HS, r0 + att_rows(r0, T), a->att + (size_t)r0 * T, T,
+                            a->qkv + 2 * C, C3, CT_DTYPE_BF16, y + (size_t)r0 * C, C))
+            return -1;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++)
+        a->atty[i] = ST(y[i]);
+    return 0;
+}
+
+static int attention_backward_onednn(ct_gpt *m, const struct ACTS *a, int B)
+{
+    int T = m->cfg.seq_len, C = m->cfg.n_embd, NH = m->cfg.n_head, HS = C / NH, C3 = 3 * C;
+    long tt = (long)T * T, htt = (long)NH * T * T;
+    float scale = 1.0f / sqrtf((float)HS), *d = m->q[0], *dq = m->q[1];
+    elem *ds = VW(m)->datt;
+    const elem *dy = VW(m)->dbt_c;
+    struct ct_gemm_batch datt = { B, NH, (long)T * C, HS, (long)T * C3, HS, htt, tt };
+    struct ct_gemm_batch dv = { B, NH, htt, tt, (long)T * C, HS, (long)T * C3, HS };
+    struct ct_gemm_batch dqk = { B, NH, htt, tt, (long)T * C3, HS, (long)T * C3, HS };
+
+    if (!d || !dq)
+        return -1;
+    /* datt = dy v^T (query rows over their keys); dv = att^T dy (keys over their queries) */
+    for (int r0 = 0; r0 < T; r0 += ATT_BLOCK)
+        if (ct_gemm_batched(&datt, 0, 1, att_rows(r0, T), r0 + att_rows(r0, T), HS, dy + (size_t)r0 * C, C,
+                            a->qkv + 2 * C, C3, CT_DTYPE_BF16, d + (size_t)r0 * T, T))
+            return -1;
+    for (int k0 = 0; k0 < T; k0 += ATT_BLOCK)
+        if (ct_gemm_batched(&dv, 1, 0, att_rows(k0, T), HS, T - k0, a->att + (size_t)k0 * T + k0, T,
+                            dy + (size_t)k0 * C, C, CT_DTYPE_BF16, dq + 2 * C + (size_t)k0 * C3, C3))
+            return -1;
+    /* through the softmax on the stored probabilities, each gradient rounded as a bf16 tensor is */
+#pragma omp parallel
+    {
+        float *p = head_scratch((size_t)tt);
+
+#pragma omp for schedule(static)
+        for (int bh = 0; bh < B * NH; bh++) {
+            float *dh = d + (size_t)bh * tt;
+            const elem *pst = a->att + (size_t)bh * tt;
+
+            for (long i = 0; i < tt; i++)
+                p[i] = LD(pst[i]);
+            round_in_place(dh, (size_t)tt);
+            gpt_causal_softmax_backward(dh, p, T);
+            for (long i = 0; i < tt; i++)
+                ds[(size_t)bh * tt + i] = ST(dh[i]);
+        }
+        free(p);
+    }
+    for (int r0 = 0; r0 < T; r0 += ATT_BLOCK)
+        if (ct_gemm_batched(&dqk, 0, 0, att_rows(r0, T), HS, r0 + att_rows(r0, T), ds + (size_t)r0 * T, T,
+                            a->qkv + C, C3, CT_DTYPE_BF16, dq + (size_t)r0 * C3, C3))
+            return -1;
+    for (int k0 = 0; k0 < T; k0 += ATT_BLOCK)
+        if (ct_gemm_batched(&dqk, 1, 0, att_rows(k0, T), HS, T - k0, ds + (size_t)k0 * T + k0, T,
+                            a->qkv + (size_t)k0 * C3, C3, CT_DTYPE_BF16, dq + C + (size_t)k0 * C3, C3))
+            return -1;
+    /* dq and dk carry the scores' scale */
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < B * T; r++) {
+        const float *src = dq + (size_t)r * C3;
+        elem *dst = VW(m)->dqkv + (size_t)r * C3;
+
+        for (int i = 0; i < 2 * C; i++)
+            dst[i] = ST(src[i] * scale);
+        for (int i = 2 * C; i < C3; i++)
+            dst[i] = ST(src[i]);
+    }
+    return 0;
+}
+
 static void attention_forward(ct_gpt *m, struct ACTS *a, int B, int l)
 {
     int T = m->cfg.seq_len, C = m->cfg.n_embd, NH = m->cfg.n_head, HS = C / NH, C3 = 3 * C;
@@ -265,6 +371,8 @@ static void attention_forward(ct_gpt *m, struct ACTS *a, int B, int l)
     size_t th = (size_t)T * HS, tt = (size_t)T * T;
 
     (void)l;
+    if (attention_forward_onednn(m, a, B) == 0)
+        return;
 #pragma omp parallel
     {
         float *q = head_scratch(4 * th + tt), *k = q + th, *v = k + th, *y = v + th, *att = y + th;
@@ -303,6 +411,8 @@ static void attention_backward(ct_gpt *m, const struct ACTS *a, int B, int l)
     size_t th = (size_t)T * HS, tt = (size_t)T * T;
 
     (void)l;
+    if (attention_backward_onednn(m, a, B) == 0)
+        return;
 #pragma omp parallel
     {
         float *q = head_scratch(7 * th + 2 * tt), *k = q + th, *v = k + th, *dy = v + th;
