@@ -124,7 +124,12 @@ def run(rank, args, port):
     if args.precision in ("bf16-true", "64-true"):
         model = model.to(torch.bfloat16 if args.precision == "bf16-true" else torch.float64)
     if args.nprocs > 1:
-        model = nn.parallel.DistributedDataParallel(model)
+        try:
+            model = nn.parallel.DistributedDataParallel(model)
+        except RuntimeError as e:
+            # PyTorch 1.13's gloo has no bfloat16: DDP's first broadcast of the parameters fails
+            raise SystemExit(f"torch_gpt.py: DistributedDataParallel over gloo in {args.precision} failed ({e}) "
+                             f"on PyTorch {torch.__version__}: run --nprocs with 32-true, bf16-mixed or 64-true")
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.01)
     T, B, N = args.seq_len, args.batch_size, args.nprocs
     # A fixed stream of random tokens cut into windows in order; rank r takes windows r, r+N, ...
