@@ -325,3 +325,18 @@ int ct_model_hf_config(const char *name, const char *user_config, const ct_model
         return rc;
     return cls->hf_config(file, n, config_json, &cfg, out, size, err);
 }
+
+int ct_model_check_gemm_dtype(const char *model, const char *id, enum ct_dtype param, enum ct_dtype gemm,
+                              ct_error *err)
+{
+    char code[48];
+
+    snprintf(code, sizeof(code), "%s-gemm-dtype", id);
+    if ((param == CT_DTYPE_F64 || param == CT_DTYPE_BF16) && gemm != param)
+        return ct_error_set(err, CT_ENOTAVAIL, code, "%s %s computes its GEMMs in %s only",
+                            param == CT_DTYPE_F64 ? "an fp64" : "a bf16", model,
+                            param == CT_DTYPE_F64 ? "fp64" : "bf16");
+    if (param == CT_DTYPE_F32 && gemm != CT_DTYPE_F32 && gemm != CT_DTYPE_BF16)
+        return ct_error_set(err, CT_ENOTAVAIL, code, "the cpu %s computes GEMMs in fp32 or bf16 only", model);
+    return 0;
+}

@@ -21,6 +21,13 @@ int ct_mlp_cuda_model_create(ct_model *host, const ct_model_placement *where, ct
  * set by create and again by set_param_dtype, which reallocates them. */
 void ct_model_set_views(ct_model *m, enum ct_dtype dtype, void *params, void *grads, const ct_tensor *tensors);
 
+/* The one rule for a cpu model's GEMM type given its parameters' type: fp64 and bf16 parameters
+ * compute in their own type only (64-true, bf16-true), fp32 parameters in fp32 or bf16 (32-true,
+ * bf16-mixed). 0 when gemm is allowed; else CT_ENOTAVAIL with id "<id>-gemm-dtype" and a message
+ * naming the model ("an fp64 MLP computes its GEMMs in fp64 only"). */
+int ct_model_check_gemm_dtype(const char *model, const char *id, enum ct_dtype param, enum ct_dtype gemm,
+                              ct_error *err);
+
 /* Register the built-in models and data modules with the registry, and the models' device
  * implementations that this build has (the MLP on cuda in CUDA builds). */
 void ct_models_register_builtin(void);

@@ -8,7 +8,10 @@ tied to the token embedding. Parameter names are ctrain's (wte.weight, h.0.attn.
 so t/gpt_torch.py loads ctrain's safetensors into it. Run as a script it times training steps
 (forward, cross-entropy, backward, AdamW) on random byte tokens and prints one JSON line with
 tokens_per_sec (wall clock; tokens_per_cpu_sec: per the process's CPU time, all its threads, rank 0's
-when distributed). With --nprocs N it runs N ranks of DistributedDataParallel over gloo on this
+when distributed). --precision: 32-true (fp32), bf16-mixed (fp32 parameters, the forward under CPU
+autocast to bfloat16) or bf16-true (the model in torch.bfloat16, model.to(torch.bfloat16), as
+Lightning's bf16-true: parameters, activations, gradients and AdamW's state in bf16) or 64-true (the
+model in torch.float64, model.double()). With --nprocs N it runs N ranks of DistributedDataParallel over gloo on this
 machine (torch.multiprocessing.spawn, one torch thread per rank unless --threads, DDP's default
 buckets and overlap), each rank taking every N-th window; tokens/s is all ranks' tokens over rank
 0's seconds in the timed steps.
@@ -118,8 +121,15 @@ def run(rank, args, port):
     if args.threads:
         torch.set_num_threads(args.threads)
     model = GPT(args.n_layer, args.n_head, args.n_embd, args.seq_len, args.vocab, args.attention)
+    if args.precision in ("bf16-true", "64-true"):
+        model = model.to(torch.bfloat16 if args.precision == "bf16-true" else torch.float64)
     if args.nprocs > 1:
-        model = nn.parallel.DistributedDataParallel(model)
+        try:
+            model = nn.parallel.DistributedDataParallel(model)
+        except RuntimeError as e:
+            # PyTorch 1.13's gloo has no bfloat16: DDP's first broadcast of the parameters fails
+            raise SystemExit(f"torch_gpt.py: DistributedDataParallel over gloo in {args.precision} failed ({e}) "
+                             f"on PyTorch {torch.__version__}: run --nprocs with 32-true, bf16-mixed or 64-true")
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.01)
     T, B, N = args.seq_len, args.batch_size, args.nprocs
     # A fixed stream of random tokens cut into windows in order; rank r takes windows r, r+N, ...
@@ -171,7 +181,7 @@ def main():
     ap.add_argument("--batch-size", type=int, default=16, help="sequences per step (per rank)")
     ap.add_argument("--steps", type=int, default=20, help="timed steps (after 3 warm-up steps)")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
-    ap.add_argument("--precision", choices=["32-true", "bf16-mixed"], default="32-true")
+    ap.add_argument("--precision", choices=["32-true", "bf16-mixed", "bf16-true", "64-true"], default="32-true")
     ap.add_argument("--seed", type=int, default=1337)
     ap.add_argument("--nprocs", type=int, default=1, help="DDP ranks (gloo); 1: one plain process")
     ap.add_argument("--attention", choices=["math", "sdpa"], default="math",

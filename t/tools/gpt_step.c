@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* gpt_step [--config k=v,...] [--batch B] [--steps N] [--bf16]
+/* gpt_step [--config k=v,...] [--batch B] [--steps N] [--precision P | --bf16]
  *
  * Times ctrain's GPT training step on its own (forward, backward, AdamW on random byte tokens cut
  * into windows in order, as scripts/bench/torch_gpt.py does for PyTorch): 3 warm-up steps, then N
- * timed ones. Prints one JSON line with tokens_per_sec (wall clock) and tokens_per_cpu_sec (the
+ * timed ones. --precision is one of the engine's cpu precisions (32-true, the default; bf16-mixed,
+ * which --bf16 also names; bf16-true; 64-true), set up as `ctrain fit --precision` sets it: the
+ * model's parameter and GEMM types from the precision's row, the optimizer's state in the
+ * parameters' type. Prints one JSON line with tokens_per_sec (wall clock) and tokens_per_cpu_sec (the
  * process's CPU time, all threads: on a shared machine the steadier per-core figure). For scripts/bench/gpt-throughput and
  * profiling (perf record build/t/gpt_step); OpenBLAS's threads follow OPENBLAS_NUM_THREADS.
  */
@@ -16,6 +19,18 @@
 #include "ctrain/rng.h"
 #include "ctrain/util.h"
 #include "engine/models/gpt/gpt.h"
+#include "engine/precision/precisions.h"
+
+/* The engine's row for a precision name; NULL for a name it does not implement. */
+static const struct ct_precision_ops *precision_named(const char *name)
+{
+    const struct ct_precision_ops *p;
+
+    for (int i = 0; (p = ct_precision_at(i)); i++)
+        if (!strcmp(p->name, name))
+            return p;
+    return NULL;
+}
 
 int main(int argc, char **argv)
 {
@@ -26,7 +41,8 @@ int main(int argc, char **argv)
     ct_rng rng;
     ct_error err;
     long batch = 16, steps = 20;
-    int bf16 = 0, T;
+    const struct ct_precision_ops *prec = precision_named("32-true");
+    int T;
     int32_t *stream;
     size_t n;
     double t0 = 0, c0 = 0, loss = 0;
@@ -36,22 +52,29 @@ int main(int argc, char **argv)
         const char *v = i + 1 < argc ? argv[i + 1] : "";
 
         if (!strcmp(argv[i], "--bf16")) {
-            bf16 = 1;
+            prec = precision_named("bf16-mixed");
             continue;
         }
+        if (!strcmp(argv[i], "--precision") && (!(prec = precision_named(v)) || prec->gemm_dtype == CT_DTYPE_F16))
+            return fprintf(stderr, "gpt_step: --precision '%s': the cpu runs 32-true, bf16-mixed, bf16-true or "
+                           "64-true\n", v), 2;
         if ((!strcmp(argv[i], "--config") && ct_gpt_config_parse(&cfg, v, &err)) ||
             (!strcmp(argv[i], "--batch") && ct_parse_long(v, 1, 4096, &batch)) ||
             (!strcmp(argv[i], "--steps") && ct_parse_long(v, 1, 1000000, &steps)) ||
-            (strcmp(argv[i], "--config") && strcmp(argv[i], "--batch") && strcmp(argv[i], "--steps")))
-            return fprintf(stderr, "usage: gpt_step [--config k=v,..] [--batch B] [--steps N] [--bf16]\n"), 2;
+            (strcmp(argv[i], "--config") && strcmp(argv[i], "--batch") && strcmp(argv[i], "--steps") &&
+             strcmp(argv[i], "--precision")))
+            return fprintf(stderr, "usage: gpt_step [--config k=v,..] [--batch B] [--steps N] "
+                           "[--precision 32-true|bf16-mixed|bf16-true|64-true | --bf16]\n"), 2;
         i++;
     }
-    if (ct_gpt_create(&cfg, (int)batch, &m, &err) || (bf16 && ct_gpt_set_gemm_dtype(m, CT_DTYPE_BF16, &err)))
+    if (ct_gpt_create(&cfg, (int)batch, &m, &err) || ct_gpt_set_param_dtype(m, prec->param_dtype, &err) ||
+        ct_gpt_set_gemm_dtype(m, prec->gemm_dtype, &err))
         return fprintf(stderr, "gpt_step: %s (%s)\n", err.msg, err.hint), 1;
     ct_rng_seed(&rng, 1337);
     ct_gpt_init(m, &rng);
     ct_optim_config_default(&ocfg, CT_OPTIM_ADAMW);
     ocfg.lr = 3e-4;
+    ocfg.dtype = prec->param_dtype;
     if (ct_optim_create(&ocfg, ct_gpt_num_params(m), &opt, &err))
         return fprintf(stderr, "gpt_step: %s\n", err.msg), 1;
     T = cfg.seq_len;
@@ -72,7 +95,7 @@ int main(int argc, char **argv)
     }
     printf("{\"tokens_per_sec\": %.1f, \"tokens_per_cpu_sec\": %.1f, \"steps\": %ld, \"precision\": \"%s\", "
            "\"loss\": %.6f}\n", (double)batch * T * steps / (ct_time_now() - t0),
-           (double)batch * T * steps / ((double)clock() / CLOCKS_PER_SEC - c0), steps, bf16 ? "bf16-mixed" : "32-true",
+           (double)batch * T * steps / ((double)clock() / CLOCKS_PER_SEC - c0), steps, prec->name,
            loss);
     ct_optim_free(opt);
     ct_gpt_free(m);

@@ -120,6 +120,8 @@ static void test_gpt_bf16_mixed(void **state)
     assert_true(fabs(l16 - l32) < 2e-2 * l32);
     assert_true(diff > 0 && sqrt(diff) < 5e-2 * sqrt(ref));
     assert_int_equal(ct_gpt_set_gemm_dtype(m, CT_DTYPE_F16, &err), CT_ENOTAVAIL);
+    assert_string_equal(err.id, "gpt-gemm-dtype");
+    assert_string_equal(err.msg, "the cpu gpt computes GEMMs in fp32 or bf16 only");
     free(g32);
     ct_gpt_free(m);
 }

@@ -233,11 +233,14 @@ static void test_mlp_param_dtype(void **state)
     assert_int_equal(ct_mlp_param_dtype(m), CT_DTYPE_BF16);
     assert_ptr_equal(ct_mlp_tensor(m, 1)->data, (uint16_t *)ct_mlp_params(m) + 30);
     assert_int_equal(ct_mlp_set_gemm_dtype(m, CT_DTYPE_F32, &err), CT_ENOTAVAIL);
+    assert_string_equal(err.id, "mlp-gemm-dtype");
+    assert_string_equal(err.msg, "a bf16 MLP computes its GEMMs in bf16 only");
     assert_int_equal(ct_mlp_set_param_dtype(m, CT_DTYPE_F64, &err), 0);
     assert_int_equal(ct_mlp_param_dtype(m), CT_DTYPE_F64);
     assert_ptr_equal(ct_mlp_tensor(m, 0)->data, ct_mlp_params(m));
     assert_ptr_equal(ct_mlp_tensor(m, 1)->data, (double *)ct_mlp_params(m) + 30);
     assert_int_equal(ct_mlp_set_gemm_dtype(m, CT_DTYPE_BF16, &err), CT_ENOTAVAIL);
+    assert_string_equal(err.msg, "an fp64 MLP computes its GEMMs in fp64 only");
     assert_int_equal(ct_mlp_set_gemm_dtype(m, CT_DTYPE_F64, &err), 0);
     ct_mlp_free(m);
     assert_int_equal(ct_model_set_param_dtype(&user, CT_DTYPE_F32, &err), 0);

@@ -15,6 +15,7 @@
 
 #include "ctrain/util.h"
 #include "engine/models/gpt/gpt_internal.h"
+#include "engine/models/models.h"
 #include "engine/nn/bf16_inline.h"
 #include "engine/nn/gemm.h"
 
@@ -231,6 +232,15 @@ static size_t widest_act(const ct_gpt_config *c, size_t B)
     return w;
 }
 
+/* Elements of bf16-mixed's kept bf16 activations (gpt_step_tmpl.h's kept_slot): per block ln1,
+ * qkv, attention probabilities, atty, ln2, fch_gelu; then lnf. */
+static size_t kept_size(const ct_gpt_config *c, size_t B)
+{
+    size_t T = (size_t)c->seq_len, BT = B * T, C = (size_t)c->n_embd;
+
+    return (size_t)c->n_layer * (BT * 10 * C + B * c->n_head * T * T) + BT * C;
+}
+
 int ct_gpt_create(const ct_gpt_config *c, int max_batch, ct_gpt **out, ct_error *err)
 {
     ct_gpt *m;
@@ -283,6 +293,7 @@ void ct_gpt_free(ct_gpt *m)
     free(m->tensors);
     free(m->blocks_mem);
     free(m->params_b);
+    free(m->keep_b);
     for (int i = 0; i < 4; i++)
         free(m->qb[i]);
     for (int i = 0; i < 3; i++)
@@ -346,17 +357,24 @@ static void prepare_gemms(const ct_gpt *m)
 
 int ct_gpt_set_gemm_dtype(ct_gpt *m, enum ct_dtype dtype, ct_error *err)
 {
+    int rc = ct_model_check_gemm_dtype("gpt", "gpt", m->param_dtype, dtype, err);
+
+    if (rc)
+        return rc;
     /* 64-true: fp64 products of the fp64 arrays on dgemm, nothing to prepare. */
     if (m->param_dtype == CT_DTYPE_F64) {
-        if (dtype != CT_DTYPE_F64)
-            return ct_error_set(err, CT_ENOTAVAIL, "gpt-gemm-dtype", "an fp64 gpt computes its GEMMs in fp64 only");
         m->gemm_dtype = dtype;
         return 0;
     }
-    /* bf16-true: bf16 products of the bf16 arrays into bf16 (no copies to make). */
+    /* bf16-true: bf16 products of the bf16 arrays into bf16 (no copies to make); attention's
+     * batched products write fp32 scratch (q[0..1]; without it they run per head). */
     if (m->param_dtype == CT_DTYPE_BF16) {
-        if (dtype != CT_DTYPE_BF16)
-            return ct_error_set(err, CT_ENOTAVAIL, "gpt-gemm-dtype", "a bf16 gpt computes its GEMMs in bf16 only");
+        m->q_n = widest_act(&m->cfg, (size_t)m->max_batch);
+        for (int i = 0; i < 2; i++)
+            if (!m->q[i])
+                m->q[i] = malloc(sizeof(float) * m->q_n);
+        if (!m->q[0] || !m->q[1])
+            return ct_error_set(err, CT_ENOMEM, "", "out of memory for the attention scratch of the gpt model");
         m->gemm_dtype = dtype;
         prepare_gemms(m);
         return 0;
@@ -366,18 +384,18 @@ int ct_gpt_set_gemm_dtype(ct_gpt *m, enum ct_dtype dtype, ct_error *err)
         prepare_gemms(m);
         return 0;
     }
-    if (dtype != CT_DTYPE_BF16)
-        return ct_error_set(err, CT_ENOTAVAIL, "gpt-gemm-dtype", "the cpu gpt computes GEMMs in fp32 or bf16 only");
     m->q_n = widest_act(&m->cfg, (size_t)m->max_batch);
     if (!m->params_b)
         m->params_b = malloc(sizeof(uint16_t) * m->n_params);
+    if (!m->keep_b)
+        m->keep_b = malloc(sizeof(uint16_t) * kept_size(&m->cfg, (size_t)m->max_batch));
     for (int i = 0; i < 3; i++)
         if (!m->q[i])
             m->q[i] = malloc(sizeof(float) * m->q_n);
     for (int i = 0; i < 4; i++)
         if (!m->qb[i])
             m->qb[i] = malloc(sizeof(uint16_t) * m->q_n);
-    if (!m->params_b || !m->q[0] || !m->q[1] || !m->q[2] || !m->qb[0] || !m->qb[1] || !m->qb[2] || !m->qb[3])
+    if (!m->params_b || !m->keep_b || !m->q[0] || !m->q[1] || !m->q[2] || !m->qb[0] || !m->qb[1] || !m->qb[2] || !m->qb[3])
         return ct_error_set(err, CT_ENOMEM, "", "out of memory for the bf16 copies of the gpt model");
     m->gemm_dtype = dtype;
     prepare_gemms(m);

@@ -70,12 +70,17 @@ struct ct_gpt {
     } v;                              /* the view of param_dtype */
 
     /* bf16-mixed: params_b holds the parameters as bf16 (packed once per forward, after the
-     * optimizer step that changed them), qb[0..1] the bf16 copies of the activations a Linear's
-     * oneDNN GEMM reads (packed again in backward: rounding is exact), qb[2..3] attention's (its
-     * products batched over sequences and heads on oneDNN). Where oneDNN has no primitive for
-     * attention's products, they run per head on OpenBLAS in fp32 on bf16-rounded copies: q[0..2]. */
+     * optimizer step that changed them); keep_b the bf16 copies of the activations forward's GEMMs
+     * read and backward's read again (ln1, qkv, attention probabilities, atty, ln2, fch_gelu of every
+     * block, then lnf: gpt_step_tmpl.h's KEEP_*), packed once in forward; qb[0..3] scratch bf16
+     * copies of what is read once (backward's gradients). att_onednn: the last forward ran
+     * attention's products batched over sequences and heads on oneDNN (backward then does too).
+     * Where oneDNN has no primitive for attention's products, they run per head on OpenBLAS in
+     * fp32 on bf16-rounded copies: q[0..2]. */
     enum ct_dtype gemm_dtype;
     uint16_t *params_b;
+    uint16_t *keep_b;
+    int att_onednn;
     uint16_t *qb[4];
     float *q[3];
     size_t q_n;

@@ -23,6 +23,9 @@
     /* out = (x - mean) * rstd * w + b per row (eps 1e-5, biased variance as PyTorch); keeps mean, rstd. */ \
     void SFX(gpt_layernorm_forward)(elem *out, elem *mean, elem *rstd, const elem *x, const elem *w, const elem *b, \
                                int N, int C); \
+    /* The same with out packed to bf16 only (bf16-mixed: all the next GEMM reads; one pass fewer). */ \
+    void SFX(gpt_layernorm_forward_packed)(uint16_t *out, elem *mean, elem *rstd, const elem *x, const elem *w, \
+                                           const elem *b, int N, int C); \
     /* dx += the input gradient; dw, db overwritten. */ \
     void SFX(gpt_layernorm_backward)(elem *dx, elem *dw, elem *db, const elem *dout, const elem *x, const elem *w, \
                                 const elem *mean, const elem *rstd, int N, int C); \
@@ -34,6 +37,8 @@
  \
     /* GELU with the tanh approximation (PyTorch's approximate='tanh'). */ \
     void SFX(gpt_gelu_forward)(elem *out, const elem *x, size_t n); \
+    /* The same with out packed to bf16 only (bf16-mixed). */ \
+    void SFX(gpt_gelu_forward_packed)(uint16_t *out, const elem *x, size_t n); \
     /* d[i] *= GELU'(x[i]), in place: d holds the output gradient on entry, the input gradient on exit. */ \
     void SFX(gpt_gelu_backward)(elem *d, const elem *x, size_t n); \
  \

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "engine/models/gpt/gpt_kernels.h"
+#include "engine/nn/bf16_inline.h"
 
 #ifdef __clang__
 /* clang 14 gives a static function's clones a global resolver, which collides between the three
@@ -93,13 +94,14 @@ void SFX(gpt_embed_backward)(elem *restrict dwte, elem *restrict dwpe, const ele
         }
 }
 
+/* Rows n0..n1 into out, or when outb is given into outb packed to bf16 instead. */
 GPT_SIMD_CLONES
-static void layernorm_rows(elem *restrict out, elem *restrict mean, elem *restrict rstd, const elem *restrict x,
-                           const elem *restrict w, const elem *restrict b, size_t n0, size_t n1, int C)
+static void layernorm_rows(elem *restrict out, uint16_t *restrict outb, elem *restrict mean, elem *restrict rstd,
+                           const elem *restrict x, const elem *restrict w, const elem *restrict b, size_t n0,
+                           size_t n1, int C)
 {
     for (size_t n = n0; n < n1; n++) {
         const elem *restrict xr = x + (size_t)n * C;
-        elem *restrict o = out + (size_t)n * C;
         real sum = ((real)0.0), var = ((real)0.0), mu, rs;
 
 #pragma omp simd reduction(+ : sum)
@@ -113,23 +115,44 @@ static void layernorm_rows(elem *restrict out, elem *restrict mean, elem *restri
             var += d * d;
         }
         rs = ((real)1.0) / SQRT(var / C + GPT_LN_EPS);
-        for (int i = 0; i < C; i++)
-            o[i] = ST((LD(xr[i]) - mu) * rs * LD(w[i]) + LD(b[i]));
+        if (outb) {
+            uint16_t *restrict o = outb + (size_t)n * C;
+
+            for (int i = 0; i < C; i++)
+                o[i] = ct_bf16_store((float)((LD(xr[i]) - mu) * rs * LD(w[i]) + LD(b[i])));
+        } else {
+            elem *restrict o = out + (size_t)n * C;
+
+            for (int i = 0; i < C; i++)
+                o[i] = ST((LD(xr[i]) - mu) * rs * LD(w[i]) + LD(b[i]));
+        }
         mean[n] = ST(mu);
         rstd[n] = ST(rs);
     }
 }
 
-void SFX(gpt_layernorm_forward)(elem *out, elem *mean, elem *rstd, const elem *x, const elem *w, const elem *b,
-                           int N, int C)
+static void layernorm_forward(elem *out, uint16_t *outb, elem *mean, elem *rstd, const elem *x, const elem *w,
+                              const elem *b, int N, int C)
 {
 #pragma omp parallel if ((size_t)N * C >= GPT_PAR_MIN)
     {
         size_t lo, hi;
 
         share((size_t)N, &lo, &hi);
-        layernorm_rows(out, mean, rstd, x, w, b, lo, hi, C);
+        layernorm_rows(out, outb, mean, rstd, x, w, b, lo, hi, C);
     }
+}
+
+void SFX(gpt_layernorm_forward)(elem *out, elem *mean, elem *rstd, const elem *x, const elem *w, const elem *b,
+                           int N, int C)
+{
+    layernorm_forward(out, NULL, mean, rstd, x, w, b, N, C);
+}
+
+void SFX(gpt_layernorm_forward_packed)(uint16_t *out, elem *mean, elem *rstd, const elem *x, const elem *w,
+                                       const elem *b, int N, int C)
+{
+    layernorm_forward(NULL, out, mean, rstd, x, w, b, N, C);
 }
 
 /* dx for rows n0..n1. */
@@ -296,25 +319,36 @@ void SFX(gpt_column_sums)(elem *db, const elem *dout, int N, int OC)
     }
 }
 
+/* x[0..n) into out, or when outb is given into outb packed to bf16 instead. */
 GPT_SIMD_CLONES
-static void gelu_forward_range(elem *restrict out, const elem *restrict x, size_t n)
+static void gelu_forward_range(elem *restrict out, uint16_t *restrict outb, const elem *restrict x, size_t n)
 {
+    if (outb) {
+        for (size_t i = 0; i < n; i++) {
+            real v = LD(x[i]), u = GPT_GELU_K * (v + GPT_GELU_C * v * v * v);
+            outb[i] = ct_bf16_store((float)(((real)0.5) * v * (((real)1.0) + TANH(u))));
+        }
+        return;
+    }
     for (size_t i = 0; i < n; i++) {
         real v = LD(x[i]), u = GPT_GELU_K * (v + GPT_GELU_C * v * v * v);
         out[i] = ST(((real)0.5) * v * (((real)1.0) + TANH(u)));
     }
 }
 
-void SFX(gpt_gelu_forward)(elem *out, const elem *x, size_t n)
+static void gelu_forward(elem *out, uint16_t *outb, const elem *x, size_t n)
 {
 #pragma omp parallel if (n >= GPT_PAR_MIN)
     {
         size_t lo, hi;
 
         share(n, &lo, &hi);
-        gelu_forward_range(out + lo, x + lo, hi - lo);
+        gelu_forward_range(out ? out + lo : NULL, outb ? outb + lo : NULL, x + lo, hi - lo);
     }
 }
+
+void SFX(gpt_gelu_forward)(elem *out, const elem *x, size_t n) { gelu_forward(out, NULL, x, n); }
+void SFX(gpt_gelu_forward_packed)(uint16_t *out, const elem *x, size_t n) { gelu_forward(NULL, out, x, n); }
 
 GPT_SIMD_CLONES
 static void gelu_backward_range(elem *restrict d, const elem *restrict x, size_t n)

@@ -88,6 +88,90 @@ static const void *gemm_in(ct_gpt *m, const elem *x, size_t n, int slot)
     return x;
 }
 
+/* bf16-mixed keeps, for backward, the bf16 copy forward packed of each activation a GEMM reads
+ * again there (packing it twice cost a pass over it each time): per block, ln1, qkv, the attention
+ * probabilities, atty, ln2 and fch_gelu; then lnf (block n_layer, KEEP_LN1). Strides are
+ * max_batch's. */
+enum { KEEP_LN1, KEEP_QKV, KEEP_ATT, KEEP_ATTY, KEEP_LN2, KEEP_FCH, KEEP_N };
+
+#if GPT_F32
+static uint16_t *kept_slot(const ct_gpt *m, int l, int which)
+{
+    const ct_gpt_config *c = &m->cfg;
+    size_t BT = (size_t)m->max_batch * c->seq_len, C = (size_t)c->n_embd;
+    size_t size[KEEP_N] = { BT * C, BT * 3 * C, (size_t)m->max_batch * c->n_head * c->seq_len * c->seq_len, BT * C,
+                            BT * C, BT * 4 * C };
+    size_t off = 0;
+
+    for (int i = 0; i < KEEP_N; i++)
+        off += size[i] * (size_t)l;
+    for (int i = 0; i < which; i++)
+        off += size[i];
+    return m->keep_b + off;
+}
+#endif
+
+/* gemm_in for an activation backward reads again: packed into block l's kept copy `which`. */
+static const void *gemm_keep(ct_gpt *m, const elem *x, size_t n, int l, int which)
+{
+#if GPT_F32
+    if (m->gemm_dtype == CT_DTYPE_BF16) {
+        uint16_t *k = kept_slot(m, l, which);
+
+        ct_bf16_pack(x, k, n);
+        return k;
+    }
+#endif
+    (void)m, (void)n, (void)l, (void)which;
+    return x;
+}
+
+/* A LayerNorm of x into out (and its mean and rstd); returns what the next GEMM reads. Under
+ * bf16-mixed that is all out is read for, so the output goes straight to block l's kept bf16 copy
+ * `which` (out itself is not written: backward reads x, mean and rstd). */
+static const void *ln_forward(ct_gpt *m, elem *out, elem *mean, elem *rstd, const elem *x, const elem *w,
+                              const elem *b, int BT, int C, int l, int which)
+{
+#if GPT_F32
+    if (m->gemm_dtype == CT_DTYPE_BF16) {
+        uint16_t *k = kept_slot(m, l, which);
+
+        KSFX(gpt_layernorm_forward_packed)(k, mean, rstd, x, w, b, BT, C);
+        return k;
+    }
+#endif
+    (void)m, (void)l, (void)which;
+    KSFX(gpt_layernorm_forward)(out, mean, rstd, x, w, b, BT, C);
+    return out;
+}
+
+/* GELU of x[n] into out, as ln_forward (backward reads x: fch). */
+static const void *gelu_forward(ct_gpt *m, elem *out, const elem *x, size_t n, int l, int which)
+{
+#if GPT_F32
+    if (m->gemm_dtype == CT_DTYPE_BF16) {
+        uint16_t *k = kept_slot(m, l, which);
+
+        KSFX(gpt_gelu_forward_packed)(k, x, n);
+        return k;
+    }
+#endif
+    (void)m, (void)l, (void)which;
+    KSFX(gpt_gelu_forward)(out, x, n);
+    return out;
+}
+
+/* What backward's GEMM reads for activation x of block l: x, or the copy forward kept. */
+static const void *gemm_kept(const ct_gpt *m, const elem *x, int l, int which)
+{
+#if GPT_F32
+    if (m->gemm_dtype == CT_DTYPE_BF16)
+        return kept_slot(m, l, which);
+#endif
+    (void)m, (void)l, (void)which;
+    return x;
+}
+
 #if !GPT_BF16
 /* What an OpenBLAS GEMM (attention) reads for activation x[n]: x itself, or x rounded to bf16 in
  * fp32 copy number slot. */
@@ -104,22 +188,22 @@ static const elem *gemm_act(ct_gpt *m, const elem *x, size_t n, int slot)
 
 #endif
 
-/* out[BT,OC] = (residual ? residual : 0) + in[BT,IC] W[OC,IC]^T + b */
-static void linear_forward(ct_gpt *m, elem *out, const elem *residual, const elem *in, const elem *w,
+/* out[BT,OC] = (residual ? residual : 0) + in[BT,IC] W[OC,IC]^T + b; inq is what the GEMM reads for
+ * in (in itself, or its bf16 copy: gemm_keep, ln_forward, gelu_forward). */
+static void linear_forward(ct_gpt *m, elem *out, const elem *residual, const void *inq, const elem *w,
                            const elem *b, int BT, int IC, int OC)
 {
-    const void *inq = gemm_in(m, in, (size_t)BT * IC, 0);
-
     KSFX(gpt_bias_fill)(out, residual, b, BT, OC);
     GEMM(0, 1, BT, OC, IC, inq, IC, gemm_param(m, w), IC, m->gemm_dtype, 1, out, OC);
 }
 
-/* From dout[BT,OC]: dw[OC,IC] = dout^T in, db = column sums of dout, din[BT,IC] = dout W. */
+/* From dout[BT,OC]: dw[OC,IC] = dout^T in, db = column sums of dout, din[BT,IC] = dout W (in: block
+ * l's activation `keep`, as forward read it). */
 static void linear_backward(ct_gpt *m, elem *din, elem *dw, elem *db, const elem *dout, const elem *in,
-                            const elem *w, int BT, int IC, int OC)
+                            const elem *w, int BT, int IC, int OC, int l, int keep)
 {
     const void *doutq = gemm_in(m, dout, (size_t)BT * OC, 0);
-    const void *inq = gemm_in(m, in, (size_t)BT * IC, 1);
+    const void *inq = gemm_kept(m, in, l, keep);
 
     KSFX(gpt_column_sums)(db, dout, BT, OC);
     GEMM(1, 0, OC, IC, BT, doutq, OC, inq, IC, m->gemm_dtype, 0, dw, IC);
@@ -174,12 +258,121 @@ static float *head_scratch(size_t n)
     return s;
 }
 
-static void attention_forward(ct_gpt *m, struct ACTS *a, int B)
+/* bf16-true's attention on oneDNN, as bf16-mixed's below: each product of a block of query rows (or
+ * of keys) one primitive batched over every (sequence, head), reading the bf16 arrays themselves
+ * (qkv, att, datty, the scores' gradient) into fp32 scratch (m->q[0], m->q[1]), which is stored
+ * rounded to bf16 where the per-head path stores it: the same values up to the order of fp32 sums.
+ * 0, or -1 when there is no scratch or oneDNN made no primitive for a product (the per-head path then
+ * runs and rewrites everything). */
+static int attention_forward_onednn(ct_gpt *m, struct ACTS *a, int B)
+{
+    int T = m->cfg.seq_len, C = m->cfg.n_embd, NH = m->cfg.n_head, HS = C / NH, C3 = 3 * C;
+    long tt = (long)T * T, htt = (long)NH * T * T;
+    float scale = 1.0f / sqrtf((float)HS), *s = m->q[0], *y = m->q[1];
+    struct ct_gemm_batch scores = { B, NH, (long)T * C3, HS, (long)T * C3, HS, htt, tt };
+    struct ct_gemm_batch out = { B, NH, htt, tt, (long)T * C3, HS, (long)T * C, HS };
+    size_t n = (size_t)B * T * C;
+
+    if (!s || !y)
+        return -1;
+    for (int r0 = 0; r0 < T; r0 += ATT_BLOCK)
+        if (ct_gemm_batched(&scores, 0, 1, att_rows(r0, T), r0 + att_rows(r0, T), HS, a->qkv + (size_t)r0 * C3, C3,
+                            a->qkv + C, C3, CT_DTYPE_BF16, s + (size_t)r0 * T, T))
+            return -1;
+#pragma omp parallel for schedule(static)
+    for (int bh = 0; bh < B * NH; bh++) {
+        float *pre = s + (size_t)bh * tt;
+        elem *stored = a->att + (size_t)bh * tt;
+
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j <= t; j++)
+                pre[(size_t)t * T + j] *= scale;
+        gpt_causal_softmax(pre, T);
+        for (long i = 0; i < tt; i++)
+            stored[i] = ST(pre[i]);
+    }
+    for (int r0 = 0; r0 < T; r0 += ATT_BLOCK)
+        if (ct_gemm_batched(&out, 0, 0, att_rows(r0, T), HS, r0 + att_rows(r0, T), a->att + (size_t)r0 * T, T,
+                            a->qkv + 2 * C, C3, CT_DTYPE_BF16, y + (size_t)r0 * C, C))
+            return -1;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++)
+        a->atty[i] = ST(y[i]);
+    return 0;
+}
+
+static int attention_backward_onednn(ct_gpt *m, const struct ACTS *a, int B)
+{
+    int T = m->cfg.seq_len, C = m->cfg.n_embd, NH = m->cfg.n_head, HS = C / NH, C3 = 3 * C;
+    long tt = (long)T * T, htt = (long)NH * T * T;
+    float scale = 1.0f / sqrtf((float)HS), *d = m->q[0], *dq = m->q[1];
+    elem *ds = VW(m)->datt;
+    const elem *dy = VW(m)->dbt_c;
+    struct ct_gemm_batch datt = { B, NH, (long)T * C, HS, (long)T * C3, HS, htt, tt };
+    struct ct_gemm_batch dv = { B, NH, htt, tt, (long)T * C, HS, (long)T * C3, HS };
+    struct ct_gemm_batch dqk = { B, NH, htt, tt, (long)T * C3, HS, (long)T * C3, HS };
+
+    if (!d || !dq)
+        return -1;
+    /* datt = dy v^T (query rows over their keys); dv = att^T dy (keys over their queries) */
+    for (int r0 = 0; r0 < T; r0 += ATT_BLOCK)
+        if (ct_gemm_batched(&datt, 0, 1, att_rows(r0, T), r0 + att_rows(r0, T), HS, dy + (size_t)r0 * C, C,
+                            a->qkv + 2 * C, C3, CT_DTYPE_BF16, d + (size_t)r0 * T, T))
+            return -1;
+    for (int k0 = 0; k0 < T; k0 += ATT_BLOCK)
+        if (ct_gemm_batched(&dv, 1, 0, att_rows(k0, T), HS, T - k0, a->att + (size_t)k0 * T + k0, T,
+                            dy + (size_t)k0 * C, C, CT_DTYPE_BF16, dq + 2 * C + (size_t)k0 * C3, C3))
+            return -1;
+    /* through the softmax on the stored probabilities, each gradient rounded as a bf16 tensor is */
+#pragma omp parallel
+    {
+        float *p = head_scratch((size_t)tt);
+
+#pragma omp for schedule(static)
+        for (int bh = 0; bh < B * NH; bh++) {
+            float *dh = d + (size_t)bh * tt;
+            const elem *pst = a->att + (size_t)bh * tt;
+
+            for (long i = 0; i < tt; i++)
+                p[i] = LD(pst[i]);
+            round_in_place(dh, (size_t)tt);
+            gpt_causal_softmax_backward(dh, p, T);
+            for (long i = 0; i < tt; i++)
+                ds[(size_t)bh * tt + i] = ST(dh[i]);
+        }
+        free(p);
+    }
+    for (int r0 = 0; r0 < T; r0 += ATT_BLOCK)
+        if (ct_gemm_batched(&dqk, 0, 0, att_rows(r0, T), HS, r0 + att_rows(r0, T), ds + (size_t)r0 * T, T,
+                            a->qkv + C, C3, CT_DTYPE_BF16, dq + (size_t)r0 * C3, C3))
+            return -1;
+    for (int k0 = 0; k0 < T; k0 += ATT_BLOCK)
+        if (ct_gemm_batched(&dqk, 1, 0, att_rows(k0, T), HS, T - k0, ds + (size_t)k0 * T + k0, T,
+                            a->qkv + (size_t)k0 * C3, C3, CT_DTYPE_BF16, dq + C + (size_t)k0 * C3, C3))
+            return -1;
+    /* dq and dk carry the scores' scale */
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < B * T; r++) {
+        const float *src = dq + (size_t)r * C3;
+        elem *dst = VW(m)->dqkv + (size_t)r * C3;
+
+        for (int i = 0; i < 2 * C; i++)
+            dst[i] = ST(src[i] * scale);
+        for (int i = 2 * C; i < C3; i++)
+            dst[i] = ST(src[i]);
+    }
+    return 0;
+}
+
+static void attention_forward(ct_gpt *m, struct ACTS *a, int B, int l)
 {
     int T = m->cfg.seq_len, C = m->cfg.n_embd, NH = m->cfg.n_head, HS = C / NH, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)HS);
     size_t th = (size_t)T * HS, tt = (size_t)T * T;
 
+    (void)l;
+    if (attention_forward_onednn(m, a, B) == 0)
+        return;
 #pragma omp parallel
     {
         float *q = head_scratch(4 * th + tt), *k = q + th, *v = k + th, *y = v + th, *att = y + th;
@@ -211,12 +404,15 @@ static void attention_forward(ct_gpt *m, struct ACTS *a, int B)
 }
 
 /* dqkv[BT,3C] from datty[BT,C] (VW(m)->dbt_c). */
-static void attention_backward(ct_gpt *m, const struct ACTS *a, int B)
+static void attention_backward(ct_gpt *m, const struct ACTS *a, int B, int l)
 {
     int T = m->cfg.seq_len, C = m->cfg.n_embd, NH = m->cfg.n_head, HS = C / NH, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)HS);
     size_t th = (size_t)T * HS, tt = (size_t)T * T;
 
+    (void)l;
+    if (attention_backward_onednn(m, a, B) == 0)
+        return;
 #pragma omp parallel
     {
         float *q = head_scratch(7 * th + 2 * tt), *k = q + th, *v = k + th, *dy = v + th;
@@ -277,12 +473,12 @@ static void att_scale_rows(float *x, size_t rows, int cols, size_t ld, float sca
             x[r * ld + i] *= scale;
 }
 
-static int attention_forward_bf16(ct_gpt *m, struct ACTS *a, int B)
+static int attention_forward_bf16(ct_gpt *m, struct ACTS *a, int B, int l)
 {
     int T = m->cfg.seq_len, C = m->cfg.n_embd, NH = m->cfg.n_head, HS = C / NH, C3 = 3 * C;
     long tt = (long)T * T, htt = (long)NH * T * T;
     float scale = 1.0f / sqrtf((float)HS);
-    const uint16_t *qkv = gemm_in(m, a->qkv, (size_t)B * T * C3, 2), *att;
+    const uint16_t *qkv = gemm_keep(m, a->qkv, (size_t)B * T * C3, l, KEEP_QKV), *att;
     /* (sequence b, head h): its q, k and v rows C3 apart in qkv, its scores T x T in att */
     struct ct_gemm_batch scores = { B, NH, (long)T * C3, HS, (long)T * C3, HS, htt, tt };
     struct ct_gemm_batch out = { B, NH, htt, tt, (long)T * C3, HS, (long)T * C, HS };
@@ -300,7 +496,7 @@ static int attention_forward_bf16(ct_gpt *m, struct ACTS *a, int B)
                 pre[(size_t)t * T + j] *= scale;
         KSFX(gpt_causal_softmax)(pre, T);
     }
-    att = gemm_in(m, a->att, (size_t)B * htt, 3);
+    att = gemm_keep(m, a->att, (size_t)B * htt, l, KEEP_ATT);
     for (int r0 = 0; r0 < T; r0 += ATT_BLOCK)
         if (ct_gemm_batched(&out, 0, 0, att_rows(r0, T), HS, r0 + att_rows(r0, T), att + (size_t)r0 * T, T,
                             qkv + 2 * C, C3, CT_DTYPE_BF16, a->atty + (size_t)r0 * C, C))
@@ -308,13 +504,13 @@ static int attention_forward_bf16(ct_gpt *m, struct ACTS *a, int B)
     return 0;
 }
 
-static int attention_backward_bf16(ct_gpt *m, const struct ACTS *a, int B)
+static int attention_backward_bf16(ct_gpt *m, const struct ACTS *a, int B, int l)
 {
     int T = m->cfg.seq_len, C = m->cfg.n_embd, NH = m->cfg.n_head, HS = C / NH, C3 = 3 * C;
     long tt = (long)T * T, htt = (long)NH * T * T;
     float scale = 1.0f / sqrtf((float)HS);
-    const uint16_t *qkv = gemm_in(m, a->qkv, (size_t)B * T * C3, 0);
-    const uint16_t *p = gemm_in(m, a->att, (size_t)B * htt, 1);
+    const uint16_t *qkv = gemm_kept(m, a->qkv, l, KEEP_QKV);
+    const uint16_t *p = gemm_kept(m, a->att, l, KEEP_ATT);
     const uint16_t *dy = gemm_in(m, VW(m)->dbt_c, (size_t)B * T * C, 2), *ds;
     float *d = VW(m)->datt, *dq = VW(m)->dqkv;
     /* grids over (sequence, head) of: d's and the probabilities' T x T, dy's rows C apart, q's, k's,
@@ -353,15 +549,19 @@ static int attention_backward_bf16(ct_gpt *m, const struct ACTS *a, int B)
 
 /* atty[BT,C] from qkv[BT,3C]: per sequence b and head h, att = causal_softmax(q k^T / sqrt(HS)),
  * then atty = att v, on strided views of qkv. */
-static void attention_forward(ct_gpt *m, struct ACTS *a, int B)
+static void attention_forward(ct_gpt *m, struct ACTS *a, int B, int l)
 {
     int T = m->cfg.seq_len, C = m->cfg.n_embd, NH = m->cfg.n_head, HS = C / NH, C3 = 3 * C;
     real scale = (real)1 / SQRT((real)HS);
     const elem *qkv, *att;
 
 #if GPT_F32
-    if (m->gemm_dtype == CT_DTYPE_BF16 && attention_forward_bf16(m, a, B) == 0)
+    /* backward takes the same path: it reads the bf16 copies this one keeps */
+    m->att_onednn = m->gemm_dtype == CT_DTYPE_BF16 && attention_forward_bf16(m, a, B, l) == 0;
+    if (m->att_onednn)
         return;
+#else
+    (void)l;
 #endif
     qkv = gemm_act(m, a->qkv, (size_t)B * T * C3, 1);
 
@@ -393,15 +593,17 @@ static void attention_forward(ct_gpt *m, struct ACTS *a, int B)
 }
 
 /* dqkv[BT,3C] from datty[BT,C] (VW(m)->dbt_c). */
-static void attention_backward(ct_gpt *m, const struct ACTS *a, int B)
+static void attention_backward(ct_gpt *m, const struct ACTS *a, int B, int l)
 {
     int T = m->cfg.seq_len, C = m->cfg.n_embd, NH = m->cfg.n_head, HS = C / NH, C3 = 3 * C;
     real scale = (real)1 / SQRT((real)HS);
     const elem *qkv, *att, *datty;
 
 #if GPT_F32
-    if (m->gemm_dtype == CT_DTYPE_BF16 && attention_backward_bf16(m, a, B) == 0)
+    if (m->att_onednn && attention_backward_bf16(m, a, B, l) == 0)
         return;
+#else
+    (void)l;
 #endif
     qkv = gemm_act(m, a->qkv, (size_t)B * T * C3, 0);
     att = gemm_act(m, a->att, (size_t)B * NH * T * T, 1);
@@ -485,20 +687,23 @@ double SFX(gpt_forward)(ct_gpt *m, const int32_t *inputs, const int32_t *targets
     for (int l = 0; l < L; l++) {
         struct ACTS *a = &VW(m)->blocks[l];
         const elem *w[BLK_TENSORS];
+        const void *in;
 
         if (m->gemm_dtype != CT_DTYPE_BF16 &&
             need_tensors(m, block_tensor(l, 0), block_tensor(l, BLK_TENSORS - 1), need, ctx))
             return NAN;
         for (int i = 0; i < BLK_TENSORS; i++)
             w[i] = tensor_data(m, block_tensor(l, i));
-        KSFX(gpt_layernorm_forward)(a->ln1, a->ln1_mean, a->ln1_rstd, x, w[BLK_LN1_W], w[BLK_LN1_B], BT, C);
-        linear_forward(m, a->qkv, NULL, a->ln1, w[BLK_ATTN_W], w[BLK_ATTN_B], BT, C, 3 * C);
-        attention_forward(m, a, batch);
-        linear_forward(m, a->res2, x, a->atty, w[BLK_APROJ_W], w[BLK_APROJ_B], BT, C, C);
-        KSFX(gpt_layernorm_forward)(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w[BLK_LN2_W], w[BLK_LN2_B], BT, C);
-        linear_forward(m, a->fch, NULL, a->ln2, w[BLK_FC_W], w[BLK_FC_B], BT, C, 4 * C);
-        KSFX(gpt_gelu_forward)(a->fch_gelu, a->fch, (size_t)BT * 4 * C);
-        linear_forward(m, a->res3, a->res2, a->fch_gelu, w[BLK_FPROJ_W], w[BLK_FPROJ_B], BT, 4 * C, C);
+        in = ln_forward(m, a->ln1, a->ln1_mean, a->ln1_rstd, x, w[BLK_LN1_W], w[BLK_LN1_B], BT, C, l, KEEP_LN1);
+        linear_forward(m, a->qkv, NULL, in, w[BLK_ATTN_W], w[BLK_ATTN_B], BT, C, 3 * C);
+        attention_forward(m, a, batch, l);
+        in = gemm_keep(m, a->atty, (size_t)BT * C, l, KEEP_ATTY);
+        linear_forward(m, a->res2, x, in, w[BLK_APROJ_W], w[BLK_APROJ_B], BT, C, C);
+        in = ln_forward(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w[BLK_LN2_W], w[BLK_LN2_B], BT, C, l,
+                        KEEP_LN2);
+        linear_forward(m, a->fch, NULL, in, w[BLK_FC_W], w[BLK_FC_B], BT, C, 4 * C);
+        in = gelu_forward(m, a->fch_gelu, a->fch, (size_t)BT * 4 * C, l, KEEP_FCH);
+        linear_forward(m, a->res3, a->res2, in, w[BLK_FPROJ_W], w[BLK_FPROJ_B], BT, 4 * C, C);
         x = a->res3;
     }
     if (m->gemm_dtype != CT_DTYPE_BF16 && need_tensors(m, lf, lf + 1, need, ctx))
@@ -506,7 +711,7 @@ double SFX(gpt_forward)(ct_gpt *m, const int32_t *inputs, const int32_t *targets
     KSFX(gpt_layernorm_forward)(VW(m)->lnf, VW(m)->lnf_mean, VW(m)->lnf_rstd, x, tensor_data(m, lf),
                                 tensor_data(m, lf + 1), BT, C);
     /* logits = lnf wte^T: the LM head is the token embedding, transposed */
-    GEMM(0, 1, BT, V, C, gemm_in(m, VW(m)->lnf, (size_t)BT * C, 0), C, gemm_param(m, tensor_data(m, 0)), C,
+    GEMM(0, 1, BT, V, C, gemm_keep(m, VW(m)->lnf, (size_t)BT * C, L, KEEP_LN1), C, gemm_param(m, tensor_data(m, 0)), C,
             m->gemm_dtype, 0, VW(m)->probs, V);
     return KSFX(gpt_softmax_xent_forward)(VW(m)->probs, targets, BT, V);
 }
@@ -577,11 +782,12 @@ static int block_backward(ct_gpt *m, int l, const elem *x, ct_grad_ready_fn read
     }
     /* MLP: res3 = res2 + gelu(ln2 Wfc^T + bfc) Wproj^T + bproj */
     linear_backward(m, VW(m)->dfch, g[BLK_FPROJ_W], g[BLK_FPROJ_B], VW(m)->dres, a->fch_gelu, w[BLK_FPROJ_W], BT,
-                    4 * C, C);
+                    4 * C, C, l, KEEP_FCH);
     if ((rv = announce_run(m, t0 + BLK_FPROJ_B, t0 + BLK_FPROJ_W, ready, ctx)))
         return rv;
     KSFX(gpt_gelu_backward)(VW(m)->dfch, a->fch, (size_t)BT * 4 * C);
-    linear_backward(m, VW(m)->dbt_c, g[BLK_FC_W], g[BLK_FC_B], VW(m)->dfch, a->ln2, w[BLK_FC_W], BT, C, 4 * C);
+    linear_backward(m, VW(m)->dbt_c, g[BLK_FC_W], g[BLK_FC_B], VW(m)->dfch, a->ln2, w[BLK_FC_W], BT, C, 4 * C, l,
+                    KEEP_LN2);
     if ((rv = announce_run(m, t0 + BLK_FC_B, t0 + BLK_FC_W, ready, ctx)))
         return rv;
     KSFX(gpt_layernorm_backward)(VW(m)->dres, g[BLK_LN2_W], g[BLK_LN2_B], VW(m)->dbt_c, a->res2, w[BLK_LN2_W],
@@ -589,11 +795,13 @@ static int block_backward(ct_gpt *m, int l, const elem *x, ct_grad_ready_fn read
     if ((rv = announce_run(m, t0 + BLK_LN2_B, t0 + BLK_LN2_W, ready, ctx)))
         return rv;
     /* attention: res2 = x + attention(ln1 Wattn^T + battn) Wproj^T + bproj */
-    linear_backward(m, VW(m)->dbt_c, g[BLK_APROJ_W], g[BLK_APROJ_B], VW(m)->dres, a->atty, w[BLK_APROJ_W], BT, C, C);
+    linear_backward(m, VW(m)->dbt_c, g[BLK_APROJ_W], g[BLK_APROJ_B], VW(m)->dres, a->atty, w[BLK_APROJ_W], BT, C, C,
+                    l, KEEP_ATTY);
     if ((rv = announce_run(m, t0 + BLK_APROJ_B, t0 + BLK_APROJ_W, ready, ctx)))
         return rv;
-    attention_backward(m, a, B);
-    linear_backward(m, VW(m)->dbt_c, g[BLK_ATTN_W], g[BLK_ATTN_B], VW(m)->dqkv, a->ln1, w[BLK_ATTN_W], BT, C, 3 * C);
+    attention_backward(m, a, B, l);
+    linear_backward(m, VW(m)->dbt_c, g[BLK_ATTN_W], g[BLK_ATTN_B], VW(m)->dqkv, a->ln1, w[BLK_ATTN_W], BT, C, 3 * C,
+                    l, KEEP_LN1);
     if ((rv = announce_run(m, t0 + BLK_ATTN_B, t0 + BLK_ATTN_W, ready, ctx)))
         return rv;
     KSFX(gpt_layernorm_backward)(VW(m)->dres, g[BLK_LN1_W], g[BLK_LN1_B], VW(m)->dbt_c, x, w[BLK_LN1_W], a->ln1_mean,
@@ -616,7 +824,7 @@ int SFX(gpt_backward)(ct_gpt *m, double scale_tokens, ct_grad_ready_fn ready, vo
 
         /* LM head: dlnf = dlogits wte; dwte = dlogits^T lnf (the embedding adds to it last) */
         GEMM(0, 0, BT, C, V, dlogits, V, gemm_param(m, tensor_data(m, 0)), C, m->gemm_dtype, 0, VW(m)->dbt_c, C);
-        GEMM(1, 0, V, C, BT, dlogits, V, gemm_in(m, VW(m)->lnf, (size_t)BT * C, 1), C, m->gemm_dtype, 0, dwte, C);
+        GEMM(1, 0, V, C, BT, dlogits, V, gemm_kept(m, VW(m)->lnf, L, KEEP_LN1), C, m->gemm_dtype, 0, dwte, C);
     }
     memset(VW(m)->dres, 0, sizeof(elem) * (size_t)BT * C);
     KSFX(gpt_layernorm_backward)(VW(m)->dres, tensor_grad(m, lf), tensor_grad(m, lf + 1), VW(m)->dbt_c,

@@ -7,6 +7,7 @@
 
 #include "ctrain/nn.h"
 #include "engine/models/mlp/mlp.h"
+#include "engine/models/models.h"
 #include "engine/nn/bf16_inline.h"
 #include "engine/nn/gemm.h"
 
@@ -175,19 +176,17 @@ static void prepare_gemms(const ct_mlp *m)
 
 int ct_mlp_set_gemm_dtype(ct_mlp *m, enum ct_dtype dtype, ct_error *err)
 {
-    int widest = 0;
+    int widest = 0, rc = ct_model_check_gemm_dtype("MLP", "mlp", m->param_dtype, dtype, err);
 
+    if (rc)
+        return rc;
     /* 64-true: the GEMMs are fp64 products of the fp64 arrays (dgemm: nothing to prepare). */
     if (m->param_dtype == CT_DTYPE_F64) {
-        if (dtype != CT_DTYPE_F64)
-            return ct_error_set(err, CT_ENOTAVAIL, "mlp-gemm-dtype", "an fp64 MLP computes its GEMMs in fp64 only");
         m->gemm_dtype = dtype;
         return 0;
     }
     /* bf16-true: bf16 products of the bf16 arrays into bf16 (ct_gemm_bf16). */
     if (m->param_dtype == CT_DTYPE_BF16) {
-        if (dtype != CT_DTYPE_BF16)
-            return ct_error_set(err, CT_ENOTAVAIL, "mlp-gemm-dtype", "a bf16 MLP computes its GEMMs in bf16 only");
         m->gemm_dtype = dtype;
         for (int l = 0; l < m->n_layers; l++) {
             int B = m->max_batch, in = m->dims[l], out = m->dims[l + 1];
@@ -204,8 +203,6 @@ int ct_mlp_set_gemm_dtype(ct_mlp *m, enum ct_dtype dtype, ct_error *err)
         prepare_gemms(m);
         return 0;
     }
-    if (dtype != CT_DTYPE_BF16)
-        return ct_error_set(err, CT_ENOTAVAIL, "mlp-gemm-dtype", "the cpu MLP computes GEMMs in fp32 or bf16 only");
     for (int l = 0; l < m->n_layers; l++) {
         if (!m->xq[l])
             m->xq[l] = malloc(sizeof(uint16_t) * (size_t)m->max_batch * m->dims[l]);
