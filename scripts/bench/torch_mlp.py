@@ -56,8 +56,10 @@ def main():
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
     ap.add_argument("--device", default="cpu", help="cpu or cuda (scripts/bench/gpu-throughput)")
-    ap.add_argument("--precision", choices=["32-true", "bf16-mixed", "16-mixed"], default="32-true",
-                    help="mixed: torch.autocast to bf16/fp16 (16-mixed with a GradScaler), fp32 weights")
+    ap.add_argument("--precision", choices=["32-true", "bf16-mixed", "bf16-true", "16-mixed"], default="32-true",
+                    help="mixed: torch.autocast to bf16/fp16 (16-mixed with a GradScaler), fp32 weights; "
+                         "bf16-true: the model and inputs in torch.bfloat16 (model.to(torch.bfloat16), as "
+                         "Lightning's bf16-true)")
     args = ap.parse_args()
     dev = torch.device(args.device)
 
@@ -78,6 +80,9 @@ def main():
         if i < len(dims) - 2:
             layers.append(torch.nn.ReLU())
     model = torch.nn.Sequential(*layers).to(dev)
+    if args.precision == "bf16-true":
+        model = model.to(torch.bfloat16)
+        x_train, x_test = x_train.to(torch.bfloat16), x_test.to(torch.bfloat16)
     amp_dtype = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}.get(args.precision)
     scaler = torch.cuda.amp.GradScaler() if args.precision == "16-mixed" else None
     if args.optimizer == "adamw":
