@@ -225,7 +225,7 @@ demo:
 # under timeout(1), which ends it with TERM (its traps then stop what it started), KILL 30 s
 # later, and prove reports it failed. The longest test takes about 4 minutes on 2 cores.
 TEST_TIMEOUT ?= 900
-PROVE := prove -r --failures --comments --exec 'timeout -k 30 $(TEST_TIMEOUT)'
+PROVE := prove -r --timer --failures --comments --exec 'timeout -k 30 $(TEST_TIMEOUT)'
 
 test: all
 	$(PROVE) t/
