@@ -79,18 +79,33 @@ else
     [ $st -eq 0 ] && [ -n "$via" ] && [ "${rtt:--1}" -ge 400 ] && [ "$rtt" -lt 1000 ]
     ok $? "n2's link delayed 200 ms and 5% lossy each way ($via): n1 -> n2 TCP round trip $rtt ms (>= 400)" ||
         diag "$tmp/link.out"
-    # 4 steps: each allreduce (200 KB each way) crawls at the ~25 KB/s TCP gets through 400 ms round
-    # trips with 5% loss each way (about 70 s; netem or iptables alike; make test's time budget). The reference
-    # is ctrain's own launcher (equal to the two-host run, test 3).
-    t0=$(now)
-    timeout 600 srun -N2 -n2 --mpi=pmix "$CTRAIN" fit $FIT --max-steps 4 --default-root-dir "$tmp/slow" \
-        >"$tmp/slow.out" 2>&1 &&
+    # 4 steps of a --hidden 8 MLP (6370 parameters: an allreduce of 25 KB, about 13 KB each way)
+    # through 400 ms round trips with 5% loss each way: TCP gets about 25 KB/s there, so a step takes
+    # seconds (the --hidden 64 model's 200 KB took about 70 s for 4: make test's time budget). The
+    # reference is ctrain's own launcher (equal to the two-host run, test 3).
+    # SLURM's pmix plugin wires the step up over the same lossy link, and a lost packet there can
+    # make its direct connection between the nodes' slurmstepds fail before any rank runs
+    # ("mpi/pmix...: Cannot establish the connection"; seen once under the ASan suite): that
+    # launch is tried again, at most twice, and the message says so. Anything else fails the test.
+    t0=$(now) tries=0
+    while :; do
+        tries=$((tries + 1))
+        rm -rf "$tmp/slow"
+        timeout 600 srun -N2 -n2 --mpi=pmix "$CTRAIN" fit $FIT --hidden 8 --max-steps 4 --default-root-dir "$tmp/slow" \
+            >"$tmp/slow.out" 2>&1
+        rc=$?
+        [ $rc -eq 0 ] && break
+        [ $tries -lt 3 ] && grep -q 'mpi/pmix.*Cannot establish' "$tmp/slow.out" || break
+        cat "$tmp/slow.out" >>"$tmp/slow-tries.out"
+    done
+    [ $rc -eq 0 ] &&
         env -u SLURM_CONF timeout 180 "$CTRAIN" fit $FIT_FLAGS --data "$tmp/data" --deterministic --strategy ddp \
-            --devices 2 --max-steps 4 --default-root-dir "$tmp/slowref" >"$tmp/slowref.out" 2>&1 &&
+            --devices 2 --hidden 8 --max-steps 4 --default-root-dir "$tmp/slowref" >"$tmp/slowref.out" 2>&1 &&
         "$B/st_compare" "$tmp/slowref/last.safetensors" "$tmp/slow/last.safetensors" >"$tmp/cmp2.out" 2>&1
     st=$?
-    ok $st "200 ms delay and 5% loss on n2's link: the same weights as without ($(elapsed "$t0") s)"
-    [ $st -eq 0 ] || diag "$tmp/link.out" "$tmp/slow.out" "$tmp/slowref.out" "$tmp/cmp2.out"
+    again=; [ $tries -gt 1 ] && again=", launched $tries times: SLURM's PMIx wire-up lost its connection"
+    ok $st "200 ms delay and 5% loss on n2's link: the same weights as without ($(elapsed "$t0") s$again)"
+    [ $st -eq 0 ] || diag "$tmp/link.out" "$tmp/slow-tries.out" "$tmp/slow.out" "$tmp/slowref.out" "$tmp/cmp2.out"
     # The loss is real: packets dropped on n2's link (and, by iptables, delayed through the holder).
     if [ "$via" = iptables ]; then
         "$SC" exec "$cluster" n2 iptables -w -t mangle -L CTRAIN_LINK -v -n -x >"$tmp/rules.out" 2>&1
