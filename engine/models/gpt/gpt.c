@@ -232,13 +232,17 @@ static size_t widest_act(const ct_gpt_config *c, size_t B)
     return w;
 }
 
-/* Elements of bf16-mixed's kept bf16 activations (gpt_step_tmpl.h's kept_slot): per block ln1,
- * qkv, attention probabilities, atty, ln2, fch_gelu; then lnf. */
-static size_t kept_size(const ct_gpt_config *c, size_t B)
+size_t gpt_kept_offset(const ct_gpt_config *c, size_t B, int l, int which)
 {
-    size_t T = (size_t)c->seq_len, BT = B * T, C = (size_t)c->n_embd;
+    size_t BT = B * (size_t)c->seq_len, C = (size_t)c->n_embd;
+    size_t size[KEEP_N] = { BT * C, BT * 3 * C, B * c->n_head * c->seq_len * c->seq_len, BT * C, BT * C, BT * 4 * C };
+    size_t off = 0;
 
-    return (size_t)c->n_layer * (BT * 10 * C + B * c->n_head * T * T) + BT * C;
+    for (int i = 0; i < KEEP_N; i++)
+        off += size[i] * (size_t)l;
+    for (int i = 0; i < which; i++)
+        off += size[i];
+    return off;
 }
 
 int ct_gpt_create(const ct_gpt_config *c, int max_batch, ct_gpt **out, ct_error *err)
@@ -388,7 +392,7 @@ int ct_gpt_set_gemm_dtype(ct_gpt *m, enum ct_dtype dtype, ct_error *err)
     if (!m->params_b)
         m->params_b = malloc(sizeof(uint16_t) * m->n_params);
     if (!m->keep_b)
-        m->keep_b = malloc(sizeof(uint16_t) * kept_size(&m->cfg, (size_t)m->max_batch));
+        m->keep_b = malloc(sizeof(uint16_t) * gpt_kept_offset(&m->cfg, (size_t)m->max_batch, m->cfg.n_layer, KEEP_QKV));
     for (int i = 0; i < 3; i++)
         if (!m->q[i])
             m->q[i] = malloc(sizeof(float) * m->q_n);

@@ -93,6 +93,11 @@ struct ct_gpt {
 /* Elements of activations for B sequences (the layout gpt_carve cuts). */
 size_t gpt_acts_size(const ct_gpt_config *c, size_t B);
 size_t gpt_grad_buf_size(const ct_gpt_config *c, size_t B);
+/* bf16-mixed's kept bf16 activations (keep_b): per block ln1, qkv, the attention probabilities,
+ * atty, ln2 and fch_gelu; then lnf as block n_layer's KEEP_LN1. Strides are batch B's (max_batch).
+ * gpt_kept_offset(c, B, c->n_layer, KEEP_QKV) is past the last of them, lnf (the allocation). */
+enum { KEEP_LN1, KEEP_QKV, KEEP_ATT, KEEP_ATTY, KEEP_LN2, KEEP_FCH, KEEP_N };
+size_t gpt_kept_offset(const ct_gpt_config *c, size_t B, int l, int which);
 
 /* The step of one element type (gpt_step.c: fp32, gpt_step_f64.c: fp64). carve points the view
  * at acts_mem, grad_mem, blocks_mem and params/grads. */

@@ -89,25 +89,11 @@ static const void *gemm_in(ct_gpt *m, const elem *x, size_t n, int slot)
 }
 
 /* bf16-mixed keeps, for backward, the bf16 copy forward packed of each activation a GEMM reads
- * again there (packing it twice cost a pass over it each time): per block, ln1, qkv, the attention
- * probabilities, atty, ln2 and fch_gelu; then lnf (block n_layer, KEEP_LN1). Strides are
- * max_batch's. */
-enum { KEEP_LN1, KEEP_QKV, KEEP_ATT, KEEP_ATTY, KEEP_LN2, KEEP_FCH, KEEP_N };
-
+ * again there (packing it twice cost a pass over it each time): gpt_internal.h's KEEP_* slots. */
 #if GPT_F32
 static uint16_t *kept_slot(const ct_gpt *m, int l, int which)
 {
-    const ct_gpt_config *c = &m->cfg;
-    size_t BT = (size_t)m->max_batch * c->seq_len, C = (size_t)c->n_embd;
-    size_t size[KEEP_N] = { BT * C, BT * 3 * C, (size_t)m->max_batch * c->n_head * c->seq_len * c->seq_len, BT * C,
-                            BT * C, BT * 4 * C };
-    size_t off = 0;
-
-    for (int i = 0; i < KEEP_N; i++)
-        off += size[i] * (size_t)l;
-    for (int i = 0; i < which; i++)
-        off += size[i];
-    return m->keep_b + off;
+    return m->keep_b + gpt_kept_offset(&m->cfg, (size_t)m->max_batch, l, which);
 }
 #endif
 
