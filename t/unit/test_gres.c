@@ -85,112 +85,131 @@ static int reversed_minors(const ct_topology *t, ct_gpu_dev *devs)
     return 16;
 }
 
-static void test_minors_not_in_pci_order(void **state)
-{
-    ct_topology *t = load("nvidia-dgx2.xml");
+/* Each mapping test: the DGX-2 with reversed minors, and the buffers ct_gres_map writes. */
+struct dgx {
+    ct_topology *t;
     ct_gpu_dev devs[16];
+    int n;
     ct_gres_files f;
     char out[256], why[1024];
     ct_error err;
-    int n = reversed_minors(t, devs);
+};
 
-    (void)state;
-    assert_int_equal(ct_topology_gpu_count(t), 16);
-    assert_non_null(ct_topology_gpu_pci(t, 0));
-    assert_null(ct_topology_gpu_pci(t, 16));
-    assert_int_equal(ct_gres_conf_parse("Name=gpu File=/dev/nvidia[0-15]\n", "dgx", &f, &err), 0);
+static int dgx_setup(void **state)
+{
+    struct dgx *d = calloc(1, sizeof(*d));
+
+    if (!d)
+        return -1;
+    d->t = load("nvidia-dgx2.xml");
+    d->n = reversed_minors(d->t, d->devs);
+    *state = d;
+    return 0;
+}
+
+static int dgx_teardown(void **state)
+{
+    struct dgx *d = *state;
+
+    ct_topology_free(d->t);
+    free(d);
+    return 0;
+}
+
+/* d->f from one gres.conf text for node "dgx". */
+static int conf(struct dgx *d, const char *text) { return ct_gres_conf_parse(text, "dgx", &d->f, &d->err); }
+
+/* SLURM's numbers gpus through files (NULL: no gres.conf) and the first ndevs driver entries. */
+static int map(struct dgx *d, const char *gpus, const ct_gres_files *files, int ndevs)
+{
+    return ct_gres_map(d->t, gpus, files, d->devs, ndevs, d->out, sizeof(d->out), d->why, sizeof(d->why), &d->err);
+}
+
+static void test_minors_not_in_pci_order(void **state)
+{
+    struct dgx *d = *state;
+
+    assert_int_equal(ct_topology_gpu_count(d->t), 16);
+    assert_non_null(ct_topology_gpu_pci(d->t, 0));
+    assert_null(ct_topology_gpu_pci(d->t, 16));
+    assert_int_equal(conf(d, "Name=gpu File=/dev/nvidia[0-15]\n"), 0);
     /* gres index 0 is /dev/nvidia0, minor 0: the last GPU in PCI order. */
-    assert_int_equal(ct_gres_map(t, "0,1", &f, devs, n, out, sizeof(out), why, sizeof(why), &err), 0);
-    assert_string_equal(out, "15,14");
-    assert_non_null(strstr(why, "SLURM's GPU 0 is nvidia0, at PCI "));
-    assert_non_null(strstr(why, "GPU 15 in PCI order, where SLURM's CUDA_VISIBLE_DEVICES counts GPU 0"));
+    assert_int_equal(map(d, "0,1", &d->f, d->n), 0);
+    assert_string_equal(d->out, "15,14");
+    assert_non_null(strstr(d->why, "SLURM's GPU 0 is nvidia0, at PCI "));
+    assert_non_null(strstr(d->why, "GPU 15 in PCI order, where SLURM's CUDA_VISIBLE_DEVICES counts GPU 0"));
     /* The planner takes that list: the task gets the GPU of the file SLURM allocated. */
     {
-        ct_bind_request req = { .gpus = out, .ntasks = 1 };
+        ct_bind_request req = { .gpus = d->out, .ntasks = 1 };
         ct_bind_plan *plan = NULL;
         const ct_bind_task *task;
 
-        assert_int_equal(ct_bind_plan_create(t, &req, &plan, &err), 0);
+        assert_int_equal(ct_bind_plan_create(d->t, &req, &plan, &d->err), 0);
         task = ct_bind_plan_task(plan, 0);
         assert_int_equal(task->ngpus, 2);
-        assert_int_equal(ct_bind_task_gpus_in(t, task, "14,15", &err), 1);
-        assert_int_equal(ct_bind_task_gpus_in(t, task, "0,1", &err), 0);
+        assert_int_equal(ct_bind_task_gpus_in(d->t, task, "14,15", &d->err), 1);
+        assert_int_equal(ct_bind_task_gpus_in(d->t, task, "0,1", &d->err), 0);
         ct_bind_plan_free(plan);
     }
     /* Files listed in PCI order (what AutoDetect=nvml writes): index N is GPU N, nothing to say. */
     {
-        char conf[1024];
+        char text[1024];
         size_t len = 0;
 
         for (int m = 15; m >= 0; m--)
-            len += (size_t)snprintf(conf + len, sizeof(conf) - len, "Name=gpu File=/dev/nvidia%d\n", m);
-        assert_int_equal(ct_gres_conf_parse(conf, "dgx", &f, &err), 0);
-        assert_int_equal(f.nfiles, 16);
-        assert_string_equal(f.files[0], "nvidia15");
-        assert_int_equal(ct_gres_map(t, "0,3", &f, devs, n, out, sizeof(out), why, sizeof(why), &err), 0);
-        assert_string_equal(out, "0,3");
-        assert_string_equal(why, "");
+            len += (size_t)snprintf(text + len, sizeof(text) - len, "Name=gpu File=/dev/nvidia%d\n", m);
+        assert_int_equal(conf(d, text), 0);
+        assert_int_equal(d->f.nfiles, 16);
+        assert_string_equal(d->f.files[0], "nvidia15");
+        assert_int_equal(map(d, "0,3", &d->f, d->n), 0);
+        assert_string_equal(d->out, "0,3");
+        assert_string_equal(d->why, "");
     }
-    ct_topology_free(t);
 }
 
 /* Where the number cannot go through a file: SLURM's own meaning, the N-th GPU in PCI order. */
 static void test_pci_order_fallbacks(void **state)
 {
-    ct_topology *t = load("nvidia-dgx2.xml");
-    ct_gpu_dev devs[16];
-    ct_gres_files f;
-    char out[256], why[1024];
-    ct_error err;
-    int n = reversed_minors(t, devs);
+    struct dgx *d = *state;
 
-    (void)state;
     /* AutoDetect: SLURM ordered the GPUs by the library's index, PCI order. */
-    assert_int_equal(ct_gres_conf_parse("AutoDetect=nvml\nName=gpu File=/dev/nvidia[0-15]\n", "dgx", &f, &err), 0);
-    assert_int_equal(ct_gres_map(t, "2", &f, devs, n, out, sizeof(out), why, sizeof(why), &err), 0);
-    assert_string_equal(out, "2");
-    assert_string_equal(why, "");
+    assert_int_equal(conf(d, "AutoDetect=nvml\nName=gpu File=/dev/nvidia[0-15]\n"), 0);
+    assert_int_equal(map(d, "2", &d->f, d->n), 0);
+    assert_string_equal(d->out, "2");
+    assert_string_equal(d->why, "");
     /* No driver table (stand-in device files, no driver loaded). */
-    assert_int_equal(ct_gres_conf_parse("Name=gpu File=/dev/nvidia[0-15]\n", "dgx", &f, &err), 0);
-    assert_int_equal(ct_gres_map(t, "2", &f, devs, 0, out, sizeof(out), why, sizeof(why), &err), 0);
-    assert_string_equal(out, "2");
+    assert_int_equal(conf(d, "Name=gpu File=/dev/nvidia[0-15]\n"), 0);
+    assert_int_equal(map(d, "2", &d->f, 0), 0);
+    assert_string_equal(d->out, "2");
     /* MIG's capability files are no driver table entry: PCI order. */
-    assert_int_equal(ct_gres_conf_parse("Name=gpu File=/dev/nvidia-caps/nvidia-cap[21-22]\n", "dgx", &f, &err), 0);
-    assert_int_equal(f.nfiles, 2);
-    assert_int_equal(ct_gres_map(t, "1", &f, devs, n, out, sizeof(out), why, sizeof(why), &err), 0);
-    assert_string_equal(out, "1");
+    assert_int_equal(conf(d, "Name=gpu File=/dev/nvidia-caps/nvidia-cap[21-22]\n"), 0);
+    assert_int_equal(d->f.nfiles, 2);
+    assert_int_equal(map(d, "1", &d->f, d->n), 0);
+    assert_string_equal(d->out, "1");
     /* No gres.conf known. */
-    assert_int_equal(ct_gres_map(t, "4,5", NULL, devs, n, out, sizeof(out), why, sizeof(why), &err), 0);
-    assert_string_equal(out, "4,5");
-    assert_int_equal(ct_gres_map(t, "16", NULL, NULL, 0, out, sizeof(out), why, sizeof(why), &err), CT_EINVAL);
-    assert_non_null(strstr(err.msg, "SLURM's GPU 16 is not on this node's topology (16 GPUs)"));
-    ct_topology_free(t);
+    assert_int_equal(map(d, "4,5", NULL, d->n), 0);
+    assert_string_equal(d->out, "4,5");
+    assert_int_equal(map(d, "16", NULL, 0), CT_EINVAL);
+    assert_non_null(strstr(d->err.msg, "SLURM's GPU 16 is not on this node's topology (16 GPUs)"));
 }
 
 /* Sources that disagree are an error naming SLURM's number, never a guess. */
 static void test_unmappable(void **state)
 {
-    ct_topology *t = load("nvidia-dgx2.xml");
-    ct_gpu_dev devs[16];
-    ct_gres_files f;
-    char out[256], why[1024];
-    ct_error err;
-    int n = reversed_minors(t, devs);
+    struct dgx *d = *state;
 
-    (void)state;
-    assert_int_equal(ct_gres_conf_parse("Name=gpu File=/dev/nvidia[0-3]\n", "dgx", &f, &err), 0);
-    assert_int_equal(ct_gres_map(t, "4", &f, devs, n, out, sizeof(out), why, sizeof(why), &err), CT_EINVAL);
-    assert_non_null(strstr(err.msg, "SLURM's GPU 4 has no device file: gres.conf lists 4 for this node"));
-    assert_int_equal(ct_gres_conf_parse("Name=gpu File=/dev/nvidia[30-31]\n", "dgx", &f, &err), 0);
-    assert_int_equal(ct_gres_map(t, "1", &f, devs, n, out, sizeof(out), why, sizeof(why), &err), CT_EINVAL);
-    assert_non_null(strstr(err.msg, "SLURM's GPU 1 is nvidia31 (gres.conf), a device the driver does not list"));
-    assert_int_equal(ct_gres_conf_parse("Name=gpu File=/dev/nvidia[0-1]\n", "dgx", &f, &err), 0);
-    snprintf(devs[1].pci, sizeof(devs[1].pci), "0000:ee:00.0");
-    assert_int_equal(ct_gres_map(t, "1", &f, devs, n, out, sizeof(out), why, sizeof(why), &err), CT_EINVAL);
-    assert_non_null(strstr(err.msg, "SLURM's GPU 1 is nvidia1 at PCI 0000:ee:00.0, which the topology has no GPU at"));
-    assert_int_equal(ct_gres_map(t, "0,x", &f, devs, n, out, sizeof(out), why, sizeof(why), &err), CT_EINVAL);
-    assert_non_null(strstr(err.msg, "'x', not a GPU number"));
-    ct_topology_free(t);
+    assert_int_equal(conf(d, "Name=gpu File=/dev/nvidia[0-3]\n"), 0);
+    assert_int_equal(map(d, "4", &d->f, d->n), CT_EINVAL);
+    assert_non_null(strstr(d->err.msg, "SLURM's GPU 4 has no device file: gres.conf lists 4 for this node"));
+    assert_int_equal(conf(d, "Name=gpu File=/dev/nvidia[30-31]\n"), 0);
+    assert_int_equal(map(d, "1", &d->f, d->n), CT_EINVAL);
+    assert_non_null(strstr(d->err.msg, "SLURM's GPU 1 is nvidia31 (gres.conf), a device the driver does not list"));
+    assert_int_equal(conf(d, "Name=gpu File=/dev/nvidia[0-1]\n"), 0);
+    snprintf(d->devs[1].pci, sizeof(d->devs[1].pci), "0000:ee:00.0");
+    assert_int_equal(map(d, "1", &d->f, d->n), CT_EINVAL);
+    assert_non_null(strstr(d->err.msg, "SLURM's GPU 1 is nvidia1 at PCI 0000:ee:00.0, which the topology has no GPU at"));
+    assert_int_equal(map(d, "0,x", &d->f, d->n), CT_EINVAL);
+    assert_non_null(strstr(d->err.msg, "'x', not a GPU number"));
 }
 
 int main(void)
@@ -198,9 +217,9 @@ int main(void)
     const char *d = getenv("CT_TOPOLOGIES");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conf_parse),
-        cmocka_unit_test(test_minors_not_in_pci_order),
-        cmocka_unit_test(test_pci_order_fallbacks),
-        cmocka_unit_test(test_unmappable),
+        cmocka_unit_test_setup_teardown(test_minors_not_in_pci_order, dgx_setup, dgx_teardown),
+        cmocka_unit_test_setup_teardown(test_pci_order_fallbacks, dgx_setup, dgx_teardown),
+        cmocka_unit_test_setup_teardown(test_unmappable, dgx_setup, dgx_teardown),
     };
 
     snprintf(dir, sizeof(dir), "%s", d ? d : "t/fixtures/topologies");
