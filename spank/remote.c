@@ -192,19 +192,29 @@ static int node_has_fabric(void)
     return found;
 }
 
-/* This node's SLURM name: slurmstepd's SLURMD_NODENAME, else the step's node list at this node. */
-static void node_name(const struct step *s, char **env, char *out, size_t size)
+/* The step's node list at this node's id; "" where it cannot say (no list, or a heterogeneous
+ * step, whose node ids count within its component). */
+static void list_node(const struct step *s, char **env, char *out, size_t size)
 {
-    const char *name = job_getenv("SLURMD_NODENAME", env), *list = job_getenv("SLURM_STEP_NODELIST", env);
+    const char *list = job_getenv("SLURM_STEP_NODELIST", env);
     ct_hostlist *hl = NULL;
     ct_error err;
 
     out[0] = '\0';
-    if (name)
-        ct_str_copy(out, size, name);
-    else if (list && !s->het && ct_hostlist_expand(list, &hl, &err) == 0 && ct_hostlist_get(hl, s->node_id))
+    if (list && !s->het && ct_hostlist_expand(list, &hl, &err) == 0 && ct_hostlist_get(hl, s->node_id))
         ct_str_copy(out, size, ct_hostlist_get(hl, s->node_id));
     ct_hostlist_free(hl);
+}
+
+/* This node's SLURM name: slurmstepd's SLURMD_NODENAME, else the step's node list at this node. */
+static void node_name(const struct step *s, char **env, char *out, size_t size)
+{
+    const char *name = job_getenv("SLURMD_NODENAME", env);
+
+    if (name)
+        ct_str_copy(out, size, name);
+    else
+        list_node(s, env, out, size);
 }
 
 /* The step's GPUs in the planner's terms. SLURM's numbers are gres indexes: the GPU of the N-th
@@ -375,9 +385,7 @@ static int is_loopback(const char *addr)
  * node is the step's node list at this node's id. As root (init_post_opt): libslurm's calls. */
 static void node_addresses(struct step *s, char **env)
 {
-    const char *list = job_getenv("SLURM_STEP_NODELIST", env);
     struct ct_spank_rendezvous me = { 0 };
-    ct_hostlist *hl = NULL;
     ct_error err;
     char rank0[64] = "";
 
@@ -386,14 +394,12 @@ static void node_addresses(struct step *s, char **env)
         ct_str_copy(rank0, sizeof(rank0), s->addrs[0]);
     s->loopback_ok = rank0[0] && is_loopback(rank0);
     s->naddrs = 0;
-    if (s->het || !list || ct_hostlist_expand(list, &hl, &err) != 0 || !ct_hostlist_get(hl, s->node_id)) {
+    list_node(s, env, me.node, sizeof(me.node));
+    if (!me.node[0]) {
         snprintf(s->addr_why, sizeof(s->addr_why), "this node's name is not known from SLURM_STEP_NODELIST%s",
                  s->het ? " in a heterogeneous step" : "");
-        ct_hostlist_free(hl);
         return;
     }
-    ct_str_copy(me.node, sizeof(me.node), ct_hostlist_get(hl, s->node_id));
-    ct_hostlist_free(hl);
     if (!strcmp(me.node, s->rdv.node))
         ct_str_copy(me.address, sizeof(me.address), s->rdv.address);
     else if (ct_spank_node_address(me.node, me.address, sizeof(me.address), &err) != 0) {
