@@ -119,7 +119,7 @@ else
     holder=$(cat "$cluster/run/delay-n2.pid" 2>/dev/null)
     "$SC" link "$cluster" n2 clear >>"$tmp/link.out" 2>&1
     # After clear: no holder (iptables' ran as pid $holder), no rule left on n2.
-    { [ "$via" = netem ] || { [ -n "$holder" ] && ! kill -0 "$holder" 2>/dev/null; }; } &&
+    { [ "$via" = netem ] || { [ -n "$holder" ] && all_gone "$holder"; }; } &&
         ! "$SC" exec "$cluster" n2 iptables -w -t mangle -S 2>/dev/null | grep -q CTRAIN_LINK &&
         [ "${dropped:-0}" -gt 0 ] && [ "${held:-0}" -gt 0 ]
     ok $? "the loss was real: $dropped packets dropped, $held delayed on n2's eth0; clear left nothing running" ||
