@@ -108,11 +108,11 @@ idx=$(cat "$dir/run/net")
 "$root/scripts/slurm-cluster" stop "$dir" >"$dir/stop.out" 2>&1
 ok $? "stop" "$dir/stop.out"
 
-# A zombie has exited: stop does not wait for init to reap what it stopped.
+# A zombie has exited: stop does not wait for init to reap what it stopped (all_gone).
+. "$root/t/lib/procs.sh"
 left=""
 for p in $pids; do
-    kill -0 "$p" 2>/dev/null && [ "$(sed 's/^.*) \([A-Za-z]\) .*$/\1/' "/proc/$p/stat" 2>/dev/null)" != Z ] &&
-        left="$left $p"
+    all_gone "$p" || left="$left $p"
 done
 [ -n "$pids" ] && [ -z "$left" ]
 ok $? "no daemon or namespace holder left running (pids: $(echo $pids))${left:+; still running:$left}"

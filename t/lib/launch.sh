@@ -44,14 +44,7 @@ wait_files() {
     return 0
 }
 
-# all_gone PID...: none of them exists any more
-all_gone() {    # a zombie is gone: dead, waiting for a parent (init here) that reaps it
-    for p in "$@"; do
-        kill -0 "$p" 2>/dev/null && [ "$(sed 's/^.*) \([A-Za-z]\) .*$/\1/' "/proc/$p/stat" 2>/dev/null)" != Z ] &&
-            return 1
-    done
-    return 0
-}
+. "$T/lib/procs.sh"    # all_gone
 
 # all_removed PATH...: none of them exists any more
 all_removed() {
