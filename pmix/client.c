@@ -613,8 +613,10 @@ int ct_pmix_client_shared(ct_pmix_client **out, ct_error *err)
     if (!shared_client) {
         static int at_exit_set;
 
-        rc = ct_pmix_mpi_init_needs_finalized() ? client_init_detached(&shared_client, err) :
-                                                  ct_pmix_client_init(&shared_client, err);
+        /* Once MPI_Init has connected, a client connects on top of MPI's connection; a child
+         * forked then would inherit that connection. */
+        rc = ct_pmix_mpi_init_needs_finalized() && !PMIx_Initialized() ?
+                 client_init_detached(&shared_client, err) : ct_pmix_client_init(&shared_client, err);
         if (rc == 0) {
             shared_client->shared = 1;
             if (!at_exit_set++)
@@ -652,6 +654,20 @@ void ct_pmix_client_before_mpi_init(void)
         c->shared = 0;
         ct_pmix_client_finalize(c);
     }
+}
+
+int ct_pmix_after_mpi_init(double timeout_s, ct_error *err)
+{
+    ct_pmix_client *c;
+    int rc;
+
+    if ((rc = ct_pmix_client_shared(&c, err)))
+        return rc;
+    /* A fence that collects data: srun's PMIx plugin (SLURM 22.05 and 24.11, measured) lets rank 0
+     * out of a fence without data at once, while the other ranks still wait. */
+    if ((rc = ct_pmix_fence(c, timeout_s, err)))
+        ct_error_hint(err, "a rank did not finish MPI_Init; check the other ranks' output");
+    return rc;
 }
 
 void ct_pmix_client_finalize(ct_pmix_client *c)

@@ -37,7 +37,7 @@ ok() {    # ok CONDITION-STATUS NAME [DIAG-FILE]
     fi
 }
 
-echo "1..13"
+echo "1..14"
 scripts/slurm-cluster start "$dir" --nodes 2 >"$dir.start" 2>&1
 st=$?
 if [ "$st" -eq 3 ]; then
@@ -79,6 +79,16 @@ timeout 120 srun -N2 -n4 --mpi=pmix "${CTRAIN_BUILD:-build}/t/mpi_hello" >"$dir/
 st=$?
 [ "$st" -eq 0 ] && [ "$(grep -c ' of 4 on .* sum 6$' "$dir/mpi.out")" -eq 4 ]
 ok $? "Open MPI across the emulated nodes: 4 ranks, allreduce right (exit $st)" "$dir/mpi.out"
+
+# Right after MPI_Init, ctrain's fence (ct_pmix_after_mpi_init) holds every rank until the last one
+# arrives, here 2 s late: a fence without data would let rank 0 go at once under srun, and Open MPI
+# 5's first message would then reach a rank still inside MPI_Init.
+MPI_HELLO_LATE=2 timeout 120 srun -N2 -n2 --mpi=pmix "${CTRAIN_BUILD:-build}/t/mpi_hello" >"$dir/late.out" 2>&1
+st=$?
+woke=$(sed -n 's/^rank 1 woke at //p' "$dir/late.out")
+first=$(sed -n 's/^rank [0-9]* passed at //p' "$dir/late.out" | sort -n | head -n 1)
+[ "$st" -eq 0 ] && [ -n "$woke" ] && [ "$(grep -c ' passed at ' "$dir/late.out")" -eq 2 ] && [ "$first" -ge "$woke" ]
+ok $? "after MPI_Init no rank passes ctrain's fence before the last one comes, 2 s late (first passed $((${first:-0} - ${woke:-0})) ms after it woke)" "$dir/late.out"
 
 # A slow, lossy link (netem, or iptables and the nfq_delay holder in n2's namespace), left on for
 # stop to remove: its holder is one of the pids that must be gone after stop.

@@ -430,6 +430,11 @@ static int ct_ddp_setup_environment(ct_strategy *s, ct_error *err)
             return ct_ddp_mpi_error(rc, "MPI_Init_thread", err);
         d->mpi_owner = 1;
     }
+    /* MPI_Init's last barrier does not hold rank 0 under srun, and under Open MPI 5 a message to a
+     * rank still inside MPI_Init crashes it (ctrain/pmix.h): every rank leaves MPI_Init before
+     * MPI_Comm_dup sends the first one. */
+    if ((rc = ct_pmix_after_mpi_init(s->collective_timeout_s, err)))
+        return rc;
     rc = MPI_Comm_dup(MPI_COMM_WORLD, &d->comm);
     if (rc != MPI_SUCCESS)
         return ct_ddp_mpi_error(rc, "MPI_Comm_dup", err);

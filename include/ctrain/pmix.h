@@ -54,6 +54,17 @@ int ct_pmix_mpi_init_needs_finalized(void);
  * owner's to finalize. */
 void ct_pmix_client_before_mpi_init(void);
 
+/* Call right after MPI_Init, before any message on MPI_COMM_WORLD: a fence over every rank
+ * through the PMIx server (the shared client) that ends only once every rank has left MPI_Init.
+ * Open MPI 5 (5.0.7) adds MPI_COMM_WORLD to its ob1 messaging layer after its modex fence and
+ * then trusts a fence without data as MPI_Init's last barrier; under srun --mpi=pmix (SLURM 22.05
+ * and 24.11, measured) such a fence lets rank 0 go at once. Rank 0's first message then reaches a
+ * rank still waiting for the modex, which crashes (SIGSEGV in mca_pml_ob1_recv_frag_callback_match:
+ * 3 of 150 two-node runs of an allreduce under load). This fence collects data, which srun's plugin
+ * does hold every rank for. timeout_s <= 0 waits forever; a rank that never leaves MPI_Init:
+ * CT_ETIMEOUT. */
+int ct_pmix_after_mpi_init(double timeout_s, ct_error *err);
+
 /* Layout of the job, read at init. */
 int ct_pmix_client_rank(const ct_pmix_client *c);        /* 0 .. size-1 */
 int ct_pmix_client_size(const ct_pmix_client *c);        /* processes in the job (PMIX_JOB_SIZE) */

@@ -64,6 +64,8 @@ static int body_mpi(void *result, size_t size, ct_error *err)
     ct_pmix_client_before_mpi_init();   /* as the ddp strategy does (env, detect) */
     if (MPI_Init(NULL, NULL) != MPI_SUCCESS)
         return ct_error_set(err, CT_ECOMM, "probe-mpi", "MPI_Init failed");
+    if (ct_pmix_after_mpi_init(20, err))  /* as the ddp strategy does: no message into MPI_Init */
+        return err->code;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
     mine = rank;
