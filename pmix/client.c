@@ -666,7 +666,7 @@ int ct_pmix_after_mpi_init(double timeout_s, ct_error *err)
     /* A fence that collects data: srun's PMIx plugin (SLURM 22.05 and 24.11, measured) lets rank 0
      * out of a fence without data at once, while the other ranks still wait. */
     if ((rc = ct_pmix_fence(c, timeout_s, err)))
-        ct_error_hint(err, "a rank did not finish MPI_Init; check the other ranks' output");
+        ct_error_prefix(err, "waiting for every rank to leave MPI_Init: ");
     return rc;
 }
 
