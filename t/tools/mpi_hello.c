@@ -5,22 +5,15 @@
  * strategy does: under srun, Open MPI 5's first message can reach a rank still inside MPI_Init and
  * crash it (ct_pmix_after_mpi_init in ctrain/pmix.h). With MPI_HELLO_LATE=S the last rank sleeps
  * S seconds before that wait and says when it woke, and every rank says when it passed the wait
- * (milliseconds of the wall clock, which the nodes of the test cluster share). */
+ * (milliseconds of ct_time_now's monotonic clock, which the test cluster's nodes, processes of
+ * one machine, share). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "ctrain/pmix.h"
-
-static long long now_ms(void)
-{
-    struct timespec t;
-
-    clock_gettime(CLOCK_REALTIME, &t);
-    return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
+#include "ctrain/util.h"
 
 int main(int argc, char **argv)
 {
@@ -37,14 +30,14 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (late && rank == size - 1) {
         sleep((unsigned)atoi(late));
-        printf("rank %d woke at %lld\n", rank, now_ms());
+        printf("rank %d woke at %.0f\n", rank, ct_time_now() * 1000);
     }
     if (ct_pmix_after_mpi_init(60, &err)) {
         fprintf(stderr, "ctrain: mpi_hello: %s\n", err.msg);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     if (late)
-        printf("rank %d passed at %lld\n", rank, now_ms());
+        printf("rank %d passed at %.0f\n", rank, ct_time_now() * 1000);
     MPI_Get_processor_name(host, &len);
     MPI_Allreduce(&rank, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     printf("rank %d of %d on %s sum %d\n", rank, size, host, sum);
