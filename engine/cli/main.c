@@ -5,6 +5,7 @@
 
 #include <slurm/slurm_version.h>
 
+#include "ctrain/trainer.h"
 #include "engine/cli/commands.h"
 #include "engine/cli/trainer_flags.h"
 
@@ -45,6 +46,10 @@ static void usage(FILE *out)
 
 int main(int argc, char **argv)
 {
+    /* fit: a stop signal from now on waits for the run's first step boundary (see
+     * ct_trainer_hold_stop_signals); before any thread exists, so every thread inherits it. */
+    if (argc >= 2 && !strcmp(argv[1], "fit"))
+        ct_trainer_hold_stop_signals();
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -151,10 +151,19 @@ typedef struct ct_run {
 int ct_stop_signal_parse(const char *name, int *sig);
 /* "SIGUSR1" into buf. */
 const char *ct_stop_signal_name(int sig, char *buf, size_t size);
-/* Catch requeue_sig, SIGTERM and SIGINT: the handler records the signal (a second SIGINT ends the
- * process at once). ct_stop_uninstall restores what was there before. */
+/* Catch requeue_sig, SIGTERM and SIGINT: blocked in the calling thread (and the threads it starts
+ * later) and read by a thread of their own, which records the signal (a second SIGINT ends the
+ * process at once); a thread started before that does not block them records it in a handler.
+ * ct_stop_uninstall restores what was there before. */
 int ct_stop_install(int requeue_sig, ct_error *err);
 void ct_stop_uninstall(void);
+/* Block every signal --requeue-signal may name, in the calling thread: the first thing `ctrain
+ * fit` does, so that a stop that comes during start-up waits for ct_stop_install instead of
+ * ending the process (the ranks ctrain's launchers start inherit the mask). */
+void ct_stop_block_early(void);
+/* After ct_stop_block_early: unblock those of them fit does not catch (all but requeue_sig,
+ * SIGTERM and SIGINT). Without ct_stop_block_early, nothing. */
+void ct_stop_keep_blocked(int requeue_sig);
 /* A collective at a step boundary: 1 when any rank got a stop signal (run->stop filled, the same
  * on every rank), 0 when none, or an error code. */
 int ct_run_stop_agreed(ct_run *run, ct_error *err);

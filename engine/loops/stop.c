@@ -1,16 +1,34 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Stopping on a signal: preemption, a time limit, Ctrl-C.
  *
- * The handler only records which signal came (sig_atomic_t): nothing else is safe inside a
- * handler, and a step half done must not be checkpointed. At each step boundary the epoch loop
- * asks ct_run_stop_agreed, a collective: every rank contributes whether it got a signal, so all
- * ranks stop after the same step even when the signal reached them at different moments.
+ * Only a flag is recorded (sig_atomic_t): a step half done must not be checkpointed. At each step
+ * boundary the epoch loop asks ct_run_stop_agreed, a collective: every rank contributes whether it
+ * got a signal, so all ranks stop after the same step even when the signal reached them at
+ * different moments.
+ *
+ * No signal handler runs on a thread that computes. oneDNN's JIT GEMM kernels (Debian 12's 2.7,
+ * Debian 13's 3.x; oneDNN #4845, fixed upstream by #4855) point rsp into a heap workspace while
+ * they run: the kernel builds a handler's frame below rsp, so a signal that lands then writes its
+ * frame over the heap (glibc's "corrupted size vs. prev_size" a moment later, in a third to a half
+ * of the stopped runs). So the stop signals are blocked in the thread that installs (and so in
+ * every thread it starts afterwards: OpenMP's team, MPI's and PMIx's progress threads) and read
+ * from a signalfd by one thread of ours that computes nothing. A thread started earlier that
+ * leaves them unblocked (a program's own) gets a handler that only records them, as before.
+ * `ctrain fit` blocks them from its first instruction (ct_stop_block_early), so a stop during
+ * start-up is kept for the first step boundary too, and so are the ranks its launchers start.
  */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdint.h>
 #include <strings.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
 
 #include "ctrain/launcher.h"
 #include "ctrain/util.h"
@@ -18,37 +36,107 @@
 
 static volatile sig_atomic_t got_signal;    /* the first stop signal, 0 when none */
 static volatile sig_atomic_t got_requeue;   /* the requeue signal came (first or later) */
-static volatile sig_atomic_t int_direct;    /* SIGINTs sent to this process (or its group) */
-static volatile sig_atomic_t int_forwarded; /* SIGINTs the launcher's supervisor passed on */
+static int int_direct;                      /* SIGINTs sent to this process (or its group) */
+static int int_forwarded;                   /* SIGINTs the launcher's supervisor passed on */
 static int requeue_signal;
 static const int stop_signals[] = { SIGTERM, SIGINT };
 static struct sigaction saved[3];
 static int saved_sig[3], n_saved;
 
+/* The thread that reads the blocked stop signals. */
+static struct {
+    pthread_t thread;
+    int running;
+    int sfd, wake;          /* the signalfd; an eventfd that ends the thread */
+    sigset_t set;           /* the stop signals */
+    sigset_t old_mask;      /* the installing thread's mask before */
+} catcher = { .sfd = -1, .wake = -1 };
+
 /* A second stop request by SIGINT means "now": the default action, at once. A SIGINT sent to the
  * process group of ctrain's launcher (kill -INT -- -PGID, timeout, scancel --full) reaches a rank
  * twice, from its sender and tagged from the supervisor (CT_LAUNCHER_FORWARD_TAG): that is one
- * request, so the two kinds are counted apart. */
-static int sigint_means_now(const siginfo_t *si)
+ * request, so the two kinds are counted apart. The counters may be bumped by the catcher thread
+ * and by a handler on another thread at once: atomics. */
+static int sigint_means_now(int forwarded)
 {
-    int forwarded = si && si->si_code == SI_QUEUE && si->si_value.sival_int == CT_LAUNCHER_FORWARD_TAG;
-    int n = forwarded ? ++int_forwarded : ++int_direct;
+    int n = __atomic_add_fetch(forwarded ? &int_forwarded : &int_direct, 1, __ATOMIC_SEQ_CST);
 
     return n >= 2 || (got_signal && got_signal != SIGINT);
 }
 
-static void on_signal(int sig, siginfo_t *si, void *ctx)
+/* Record one stop signal; 1 when it asks to end the process now (see sigint_means_now). */
+static int note_signal(int sig, int forwarded)
 {
-    (void)ctx;
-    if (sig == SIGINT && sig != requeue_signal && sigint_means_now(si)) {
-        signal(SIGINT, SIG_DFL);
-        raise(SIGINT);
-        return;
-    }
+    if (sig == SIGINT && sig != requeue_signal && sigint_means_now(forwarded))
+        return 1;
     if (!got_signal)
         got_signal = sig;
     if (sig == requeue_signal)
         got_requeue = 1;
+    return 0;
+}
+
+static int is_forwarded(int code, int value)
+{
+    return code == SI_QUEUE && value == CT_LAUNCHER_FORWARD_TAG;
+}
+
+/* For threads that do not block the stop signals (started before ct_stop_install). */
+static void on_signal(int sig, siginfo_t *si, void *ctx)
+{
+    (void)ctx;
+    if (note_signal(sig, si && is_forwarded(si->si_code, si->si_value.sival_int))) {
+        signal(SIGINT, SIG_DFL);
+        raise(SIGINT);   /* delivered when the handler returns: this thread does not block it */
+    }
+}
+
+/* SIGINT's default action from the catcher: the signal is blocked in every thread of ours, so it is
+ * raised at this thread with the block lifted. */
+static void end_now(void)
+{
+    sigset_t one;
+
+    signal(SIGINT, SIG_DFL);
+    sigemptyset(&one);
+    sigaddset(&one, SIGINT);
+    pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+    raise(SIGINT);
+}
+
+static void drain(void)
+{
+    struct signalfd_siginfo si;
+
+    while (read(catcher.sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+        if (note_signal((int)si.ssi_signo, is_forwarded((int)si.ssi_code, si.ssi_int)))
+            end_now();
+}
+
+static void *catcher_main(void *arg)
+{
+    struct pollfd p[2] = { { .fd = catcher.sfd, .events = POLLIN }, { .fd = catcher.wake, .events = POLLIN } };
+
+    (void)arg;
+    for (;;) {
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        drain();
+        if (p[1].revents)
+            break;
+    }
+    return NULL;
+}
+
+static void stop_set(int requeue_sig, sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, requeue_sig);
+    for (size_t i = 0; i < sizeof(stop_signals) / sizeof(stop_signals[0]); i++)
+        sigaddset(set, stop_signals[i]);
 }
 
 /* Signals a user may choose for --requeue-signal: those SLURM's --signal sends and that end a
@@ -101,6 +189,48 @@ static int catch_one(int sig, ct_error *err)
     return 0;
 }
 
+static void restore_handlers(void)
+{
+    for (int i = 0; i < n_saved; i++)
+        sigaction(saved_sig[i], &saved[i], NULL);
+    n_saved = 0;
+}
+
+static void close_catcher_fds(void)
+{
+    if (catcher.sfd >= 0)
+        close(catcher.sfd);
+    if (catcher.wake >= 0)
+        close(catcher.wake);
+    catcher.sfd = catcher.wake = -1;
+}
+
+/* Block the stop signals here (and in the threads started from now on) and start the thread that
+ * reads them. */
+static int start_catcher(ct_error *err)
+{
+    int rc;
+
+    if (pthread_sigmask(SIG_BLOCK, &catcher.set, &catcher.old_mask))
+        return ct_error_set(err, CT_EINTERNAL, "stop-signal", "pthread_sigmask failed");
+    catcher.sfd = signalfd(-1, &catcher.set, SFD_NONBLOCK | SFD_CLOEXEC);
+    catcher.wake = eventfd(0, EFD_CLOEXEC);
+    if (catcher.sfd < 0 || catcher.wake < 0) {
+        ct_error_set(err, CT_EINTERNAL, "stop-signal", "signalfd/eventfd: %s", strerror(errno));
+        goto fail;
+    }
+    if ((rc = pthread_create(&catcher.thread, NULL, catcher_main, NULL))) {
+        ct_error_set(err, CT_EINTERNAL, "stop-signal", "the signal thread: %s", strerror(rc));
+        goto fail;
+    }
+    catcher.running = 1;
+    return 0;
+fail:
+    close_catcher_fds();
+    pthread_sigmask(SIG_SETMASK, &catcher.old_mask, NULL);
+    return err->code;
+}
+
 int ct_stop_install(int requeue_sig, ct_error *err)
 {
     int rc;
@@ -111,19 +241,64 @@ int ct_stop_install(int requeue_sig, ct_error *err)
     int_forwarded = 0;
     requeue_signal = requeue_sig;
     n_saved = 0;
+    stop_set(requeue_sig, &catcher.set);
     if ((rc = catch_one(requeue_sig, err)))
-        return rc;
+        goto fail;
     for (size_t i = 0; i < sizeof(stop_signals) / sizeof(stop_signals[0]); i++)
         if ((rc = catch_one(stop_signals[i], err)))
-            return rc;
+            goto fail;
+    if ((rc = start_catcher(err)))
+        goto fail;
     return 0;
+fail:
+    restore_handlers();
+    return rc;
 }
 
+/* The catcher reads what came until it is told to end; then the handlers and this thread's mask
+ * are what they were (a signal still pending then takes its old disposition). */
 void ct_stop_uninstall(void)
 {
-    for (int i = 0; i < n_saved; i++)
-        sigaction(saved_sig[i], &saved[i], NULL);
-    n_saved = 0;
+    uint64_t one = 1;
+
+    if (catcher.running) {
+        if (write(catcher.wake, &one, sizeof(one)) != (ssize_t)sizeof(one))
+            pthread_cancel(catcher.thread);
+        pthread_join(catcher.thread, NULL);
+        catcher.running = 0;
+        close_catcher_fds();
+        restore_handlers();
+        pthread_sigmask(SIG_SETMASK, &catcher.old_mask, NULL);
+        return;
+    }
+    restore_handlers();
+}
+
+static int blocked_early;
+
+void ct_stop_block_early(void)
+{
+    sigset_t set;
+
+    blocked_early = 1;
+    sigemptyset(&set);
+    for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++)
+        sigaddset(&set, allowed[i]);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+}
+
+void ct_stop_keep_blocked(int requeue_sig)
+{
+    sigset_t set, keep;
+
+    if (!blocked_early)
+        return;
+    stop_set(requeue_sig, &keep);
+    sigemptyset(&set);
+    for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++)
+        if (!sigismember(&keep, allowed[i]))
+            sigaddset(&set, allowed[i]);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
 }
 
 void ct_run_stop_post(ct_run *run)

@@ -86,9 +86,11 @@ static int rank_body(ct_strategy *s, void *arg, void *result, size_t result_size
         res.filled = 1;
         memcpy(result, &res, sizeof(res));
     }
-    ct_stop_uninstall();
+    /* Still caught while the ranks tear down (MPI_Finalize waits for every rank): a stop that comes
+     * after the last step finds the run complete and changes nothing. */
     ct_run_free(&run);
     ct_strategy_teardown(s);
+    ct_stop_uninstall();
     return rc;
 }
 
@@ -109,12 +111,19 @@ static int launch(const ct_trainer_config *cfg, enum ct_trainer_mode mode, ct_co
         return err && err->code ? err->code : CT_EINTERNAL;
     /* Under ctrain's own launcher the supervisor must pass the requeue signal on to the ranks. */
     ct_strategy_set_forward_signal(s, job.requeue_signal);
+    if (mode == CT_TRAINER_FIT)
+        ct_stop_keep_blocked(job.requeue_signal);
     return ct_strategy_launch(s, rank_body, &job, res, sizeof(*res), &is_supervisor, err);
 }
 
 int ct_trainer_fit(const ct_trainer_config *cfg, ct_connector *conn, ct_trainer_result *res, ct_error *err)
 {
     return launch(cfg, CT_TRAINER_FIT, conn, res, err);
+}
+
+void ct_trainer_hold_stop_signals(void)
+{
+    ct_stop_block_early();
 }
 
 int ct_trainer_validate(const ct_trainer_config *cfg, ct_connector *conn, ct_trainer_result *res, ct_error *err)

@@ -26,6 +26,11 @@
  * SLURM job (and unless auto_requeue is 0) the job is requeued through libslurm. ct_trainer_fit
  * then returns CT_EINTR with err->id "fit-requeued" or "fit-stopped" (the CLI exits 75), or an
  * error naming the failed requeue ("requeue-failed", the checkpoint is written all the same).
+ * The stop signals are read by a thread of ctrain's, never by a handler on a computing thread
+ * (oneDNN's JIT kernels cannot take one: see engine/loops/stop.c). A program that calls
+ * ct_trainer_hold_stop_signals() first thing in main() also keeps a stop that comes during
+ * start-up (and so do the ranks ctrain's own launchers start from it): the run then stops at
+ * its first step boundary with a checkpoint, instead of the signal's default action.
  */
 #ifndef CTRAIN_TRAINER_H
 #define CTRAIN_TRAINER_H
@@ -128,6 +133,10 @@ int ct_trainer_config_check(const ct_trainer_config *cfg, ct_error *err);
 
 /* Train (resuming from ckpt_path when set), then test best.safetensors on the test set. */
 int ct_trainer_fit(const ct_trainer_config *cfg, ct_connector *conn, ct_trainer_result *res, ct_error *err);
+/* Block the signals --requeue-signal may name in the calling thread, before the program starts
+ * any thread; ct_trainer_fit then unblocks those it does not catch. Call it only in a program
+ * that goes on to ct_trainer_fit (as `ctrain fit` does). */
+void ct_trainer_hold_stop_signals(void);
 /* Evaluate a checkpoint (ckpt_path; default best) on the validation split. */
 int ct_trainer_validate(const ct_trainer_config *cfg, ct_connector *conn, ct_trainer_result *res, ct_error *err);
 /* Evaluate a checkpoint (ckpt_path; default best) on the official test set. */
