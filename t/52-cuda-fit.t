@@ -6,7 +6,7 @@
 # The data: Fashion-MNIST's four IDX files in CTRAIN_FMNIST_DIR (default Debian's dataset-fashion-mnist
 # folder; scripts/gpu-check points it at the GPU kit's copy).
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-B="$ROOT/${CTRAIN_BUILD:-build}"
+case "${CTRAIN_BUILD:-build}" in /*) B=$CTRAIN_BUILD ;; *) B="$ROOT/${CTRAIN_BUILD:-build}" ;; esac
 CTRAIN="$B/ctrain"
 T=$(mktemp -d /tmp/ctrain-t52-XXXXXX)
 trap 'rm -rf "$T"' EXIT
