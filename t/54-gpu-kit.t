@@ -6,17 +6,18 @@
 # MPI's and PMIx's folders are hidden (empty files and folders mounted over them). There, a cpu fit,
 # a GPT fit on its token shards, an MPI singleton and ctrain's own launcher with its PMIx server run
 # from the kit, and scripts/gpu-check, given no GPU (CUDA_VISIBLE_DEVICES empty), ends 0 with every
-# check skipped and the reason, a log per check and summary.json. Needs a CUDA build and root (or
-# unprivileged user namespaces).
+# check skipped and the reason, a log per check and summary.json; on a machine whose glibc is older
+# than the kit's it ends 1 and says so. Needs a CUDA build and root (or
+# unprivileged user namespaces). KEEP=1 keeps the test's folder (/tmp/ctrain-t54-*) for a look.
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 case "${CTRAIN_BUILD:-build}" in /*) B=$CTRAIN_BUILD ;; *) B="$ROOT/${CTRAIN_BUILD:-build}" ;; esac
 T=$(mktemp -d /tmp/ctrain-t54-XXXXXX)
-trap 'rm -rf "$T"' EXIT
+trap '[ -n "${KEEP:-}" ] || rm -rf "$T"' EXIT
 n=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 nok() { n=$((n + 1)); echo "not ok $n - $1"; [ -n "${2:-}" ] && sed 's/^/# /' "$2" | tail -40; }
 check() { if eval "$1"; then ok "$2"; else nok "$2" "${3:-}"; fi; }
-N=10
+N=11
 skip_all() { echo "1..0 # SKIP $1"; exit 0; }
 
 nm "$B/libctrain.a" 2>/dev/null | grep -q ' T ct_mlp_cuda_create' || skip_all "$B is not a CUDA build (the kit is one)"
@@ -93,8 +94,18 @@ check '[ $? -eq 0 ] && [ "$(grep -c "\"result\": \"skip\"" "$T/out/summary.json"
     "gpu-check without a GPU: exit 0, its 10 checks skipped with the reason" "$T/check.out"
 check 'python3 -m json.tool "$T/out/summary.json" >/dev/null && grep -q "\"device\": " "$T/out/summary.json" &&
        grep -q "\"driver\": " "$T/out/summary.json" && grep -q "\"cuda\": " "$T/out/summary.json" &&
-       [ "$(ls "$T/out"/*.log | wc -l)" -ge 10 ]' \
-    "summary.json is JSON with the device, driver and CUDA fields; a log per check" "$T/out/summary.json"
+       [ "$(grep -c "^== " "$T/out/checks.log")" -eq 10 ] && [ "$(tar tzf "$T/out/logs.tar.gz" | grep -c "\.log$")" -ge 11 ] &&
+       [ "$(ls "$T/out" | wc -l)" -eq 3 ]' \
+    "summary.json is JSON with the device, driver and CUDA fields; checks.log and logs.tar.gz hold a log per check (3 files)" \
+    "$T/out/summary.json"
+
+# A machine whose glibc is older than the kit's (ldd --version says 2.31): nothing can run; exit 1, why.
+mkdir "$T/oldglibc"
+printf '#!/bin/sh\n[ "$1" = --version ] && { echo "ldd (GNU libc) 2.31"; exit 0; }\nexec /usr/bin/ldd "$@"\n' >"$T/oldglibc/ldd"
+chmod +x "$T/oldglibc/ldd"
+PATH="$T/oldglibc:$PATH" OUT="$T/out2" "$ROOT/scripts/gpu-check" --kit "$T/kit.tar.xz" >"$T/check2.out" 2>&1
+check '[ $? -eq 1 ] && grep -q "\"skip_reason\": \"this machine.s glibc 2.31 is older than the 2.36 the kit" "$T/out2/summary.json"' \
+    "gpu-check where glibc is older than the kit's: exit 1, the reason in summary.json" "$T/check2.out"
 EOF
 $UNSHARE sh "$T/inner.sh" "$T" "$K" "$ROOT"
 [ $? -eq 0 ] || echo "# the namespace script failed (a mount?)"
