@@ -46,7 +46,7 @@ check '[ -x "$K/build/ctrain" ] && [ -x "$K/build/t/cuda_check" ] && [ -x "$K/bu
 # What to hide: every system file of a library the kit carries, and Open MPI's and PMIx's folders.
 : >"$T/empty" && mkdir "$T/empty.d"
 for lib in "$K"/lib/*; do
-    ldconfig -p | awk -v n="${lib##*/}" '$1 == n { print $NF }' | while read -r p; do readlink -f "$p"; done
+    "$(command -v ldconfig || echo /sbin/ldconfig)" -p | awk -v n="${lib##*/}" '$1 == n { print $NF }' | while read -r p; do readlink -f "$p"; done
 done | sort -u >"$T/hide.files"
 pmix=$(dirname "$(dirname "$(readlink -f "$(ldd "$B/ctrain" | awk '$1 == "libpmix.so.2" { print $3 }')")")")
 { for p in pkglibdir pkgdatadir sysconfdir; do ompi_info --path $p | sed 's/.*: *//'; done; echo "$pmix"; } >"$T/hide.dirs"
