@@ -7,7 +7,8 @@
 # a GPT fit on its token shards, an MPI singleton and ctrain's own launcher with its PMIx server run
 # from the kit, and scripts/gpu-check, given no GPU (CUDA_VISIBLE_DEVICES empty), ends 0 with every
 # check skipped and the reason, a log per check and summary.json; on a machine whose glibc is older
-# than the kit's it ends 1 and says so. Needs a CUDA build and root (or
+# than the kit's it ends 1 and says so; with the CUDA toolkit's folder hidden it finds the CUDA
+# libraries where a PyTorch wheel keeps them (site-packages/nvidia/*/lib), or ends 1 naming the missing. Needs a CUDA build and root (or
 # unprivileged user namespaces). KEEP=1 keeps the test's folder (/tmp/ctrain-t54-*) for a look.
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 case "${CTRAIN_BUILD:-build}" in /*) B=$CTRAIN_BUILD ;; *) B="$ROOT/${CTRAIN_BUILD:-build}" ;; esac
@@ -17,7 +18,7 @@ n=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 nok() { n=$((n + 1)); echo "not ok $n - $1"; [ -n "${2:-}" ] && sed 's/^/# /' "$2" | tail -40; }
 check() { if eval "$1"; then ok "$2"; else nok "$2" "${3:-}"; fi; }
-N=11
+N=13
 skip_all() { echo "1..0 # SKIP $1"; exit 0; }
 
 nm "$B/libctrain.a" 2>/dev/null | grep -q ' T ct_mlp_cuda_create' || skip_all "$B is not a CUDA build (the kit is one)"
@@ -50,6 +51,8 @@ for lib in "$K"/lib/*; do
 done | sort -u >"$T/hide.files"
 pmix=$(dirname "$(dirname "$(readlink -f "$(ldd "$B/ctrain" | awk '$1 == "libpmix.so.2" { print $3 }')")")")
 { for p in pkglibdir pkgdatadir sysconfdir; do ompi_info --path $p | sed 's/.*: *//'; done; echo "$pmix"; } >"$T/hide.dirs"
+# The CUDA toolkit's library folder (hidden last: ctrain needs it until then).
+dirname "$(readlink -f "$(ldd "$B/ctrain" | awk '$1 == "libcudart.so.13" { print $3 }')")" >"$T/cuda.dir"
 
 cat >"$T/inner.sh" <<'EOF'
 # In the namespace: hide, then run from the kit. $1: the test's folder, $2: the kit, $3: the checkout.
@@ -103,9 +106,23 @@ check 'python3 -m json.tool "$T/out/summary.json" >/dev/null && grep -q "\"devic
 mkdir "$T/oldglibc"
 printf '#!/bin/sh\n[ "$1" = --version ] && { echo "ldd (GNU libc) 2.31"; exit 0; }\nexec /usr/bin/ldd "$@"\n' >"$T/oldglibc/ldd"
 chmod +x "$T/oldglibc/ldd"
-PATH="$T/oldglibc:$PATH" OUT="$T/out2" "$ROOT/scripts/gpu-check" --kit "$T/kit.tar.xz" >"$T/check2.out" 2>&1
+CUDA_VISIBLE_DEVICES= PATH="$T/oldglibc:$PATH" OUT="$T/out2" "$ROOT/scripts/gpu-check" --kit "$T/kit.tar.xz" >"$T/check2.out" 2>&1
 check '[ $? -eq 1 ] && grep -q "\"skip_reason\": \"this machine.s glibc 2.31 is older than the 2.36 the kit" "$T/out2/summary.json"' \
     "gpu-check where glibc is older than the kit's: exit 1, the reason in summary.json" "$T/check2.out"
+# 12-13: the CUDA libraries where the toolkit's folder is gone: in a PyTorch wheel's layout
+# (site-packages/nvidia/cu13/lib, named by a stand-in python3), else missing, by name.
+cuda=$(cat "$T/cuda.dir")
+mkdir -p "$T/site/nvidia/cu13/lib" "$T/fakepy"
+mount --bind "$cuda" "$T/site/nvidia/cu13/lib" && mount --bind "$T/empty.d" "$cuda"
+printf '#!/bin/sh\ncase "$*" in *getsitepackages*) echo "%s" ;; *) exit 1 ;; esac\n' "$T/site" >"$T/fakepy/python3"
+chmod +x "$T/fakepy/python3"
+CUDA_VISIBLE_DEVICES= PYTHON="$T/fakepy/python3" OUT="$T/out3" "$ROOT/scripts/gpu-check" --kit "$T/kit.tar.xz" >"$T/check3.out" 2>&1
+check '[ $? -eq 0 ] && grep -q "\"cuda_libraries\": \"$T/site/nvidia/cu13/lib\"" "$T/out3/summary.json" &&
+       grep -q "\"skip_reason\": \"no CUDA device (" "$T/out3/summary.json" && ! grep -q "shared librar" "$T/out3/summary.json"' \
+    "gpu-check finds the CUDA libraries in a PyTorch wheel's folder when the toolkit's is gone" "$T/check3.out"
+CUDA_VISIBLE_DEVICES= PYTHON=/bin/false OUT="$T/out4" "$ROOT/scripts/gpu-check" --kit "$T/kit.tar.xz" >"$T/check4.out" 2>&1
+check '[ $? -eq 1 ] && grep -q "\"skip_reason\": \"the machine has no.*libcudart.so.13" "$T/out4/summary.json"' \
+    "without them anywhere: exit 1, the missing libraries named in summary.json" "$T/check4.out"
 EOF
 $UNSHARE sh "$T/inner.sh" "$T" "$K" "$ROOT"
 [ $? -eq 0 ] || echo "# the namespace script failed (a mount?)"
