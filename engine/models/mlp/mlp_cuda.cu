@@ -404,7 +404,9 @@ extern "C" int ct_mlp_cuda_forward(ct_mlp_cuda *d, int batch, double *loss_sum, 
     cudaError_t e;
     int rc;
 
-    // An empty grid is a launch error on some drivers and a silent no-op on others: refuse it here.
+    // Before anything is enqueued: a batch of 0 would launch the softmax kernel on an empty grid (an
+    // invalid-configuration error at the next check, with the copies already queued), and one past
+    // max_batch would overrun the device buffers.
     if (batch < 1 || batch > d->max_batch)
         return ct_error_set(err, CT_EINVAL, "cuda-batch", "cuda: a batch of %d samples (this model takes 1 to %d)",
                             batch, d->max_batch);
