@@ -18,7 +18,7 @@ n=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 nok() { n=$((n + 1)); echo "not ok $n - $1"; [ -n "${2:-}" ] && sed 's/^/# /' "$2" | tail -40; }
 check() { if eval "$1"; then ok "$2"; else nok "$2" "${3:-}"; fi; }
-N=13
+N=14
 skip_all() { echo "1..0 # SKIP $1"; exit 0; }
 
 nm "$B/libctrain.a" 2>/dev/null | grep -q ' T ct_mlp_cuda_create' || skip_all "$B is not a CUDA build (the kit is one)"
@@ -109,7 +109,12 @@ chmod +x "$T/oldglibc/ldd"
 CUDA_VISIBLE_DEVICES= PATH="$T/oldglibc:$PATH" OUT="$T/out2" "$ROOT/scripts/gpu-check" --kit "$T/kit.tar.xz" >"$T/check2.out" 2>&1
 check '[ $? -eq 1 ] && grep -q "\"skip_reason\": \"this machine.s glibc 2.31 is older than the 2.36 the kit" "$T/out2/summary.json"' \
     "gpu-check where glibc is older than the kit's: exit 1, the reason in summary.json" "$T/check2.out"
-# 12-13: the CUDA libraries where the toolkit's folder is gone: in a PyTorch wheel's layout
+CUDA_VISIBLE_DEVICES= OUT="$T/out5" "$ROOT/scripts/gpu-check" --kit "$T/kit.tar.xz" --only t51,nccl >"$T/check5.out" 2>&1
+check '[ $? -eq 0 ] && [ "$(grep -c "\"reason\": \"not among --only t51,nccl\"" "$T/out5/summary.json")" -eq 8 ] &&
+       grep -q "\"name\": \"nccl\", \"result\": \"skip\", .*\"reason\": \"no CUDA device (" "$T/out5/summary.json"' \
+    "gpu-check --only t51,nccl: the 8 others recorded as not asked for" "$T/out5/summary.json"
+
+# 13-14: the CUDA libraries where the toolkit's folder is gone: in a PyTorch wheel's layout
 # (site-packages/nvidia/cu13/lib, named by a stand-in python3), else missing, by name.
 cuda=$(cat "$T/cuda.dir")
 mkdir -p "$T/site/nvidia/cu13/lib" "$T/fakepy"
