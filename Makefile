@@ -9,6 +9,8 @@
 #   make install    PREFIX=/usr/local DESTDIR= (plugin goes to SLURM's plugin directory; the plugstack
 #                   snippet to $(DATADIR)/ctrain, inert: ENABLE=1 also links it into /etc/slurm/plugstack.conf.d)
 #   make deb        the Debian packages, built by dpkg-buildpackage from a copy of the tree, into build/deb/
+#   make gpu-kit    ctrain with CUDA (build-gpu/) and what it loads, packed for a GPU machine into .gpukit/
+#                   (scripts/gpu-kit; scripts/gpu-check runs every GPU check from it there)
 #   make test-debian13  the same suite on Debian 13 (SLURM 24.11, Open MPI 5, PMIx 5, PyTorch 2.6): a
 #                   debootstrap root (scripts/debian13), ctrain built there into build/deb13
 #
@@ -128,7 +130,7 @@ SPANK_SO := $(BUILD)/ctrain.so
 
 Q := $(if $(filter 1,$(V)),,@)
 
-.PHONY: all lib cli spank tests examples demo test test-debian13 install uninstall deb clean check-layering check-asan fuzz fuzz-build
+.PHONY: all lib cli spank tests examples demo test test-debian13 gpu-kit install uninstall deb clean check-layering check-asan fuzz fuzz-build
 all: lib cli spank tests examples
 
 lib: $(CORE_A) $(LIB_A) $(LIB_SO)
@@ -242,6 +244,9 @@ test-debian13:
 
 check-layering:
 	t/90-layering.t
+
+gpu-kit:
+	scripts/gpu-kit
 
 # --- sanitizers and fuzzing --------------------------------------------------------------------
 # check-asan: the whole suite against an ASan+UBSan build in build-asan/ (tests find their binaries
@@ -382,6 +387,6 @@ deb:
 	lintian --fail-on error,warning $(DEB_DIR)/*.changes
 
 clean:
-	rm -rf $(BUILD) build-asan $(FUZZ_BUILD)
+	rm -rf $(BUILD) build-asan build-gpu .gpukit $(FUZZ_BUILD)
 
 -include $(shell find $(BUILD)/obj $(BUILD)/t -name '*.d' 2>/dev/null)

@@ -3,8 +3,10 @@
 # Training on a GPU: a short cuda run reaches the cpu run's accuracy; bf16-mixed and 16-mixed land
 # within 0.5 points of cuda 32-true; the summary records device memory and 16-mixed's skipped
 # steps; with two GPUs, ddp over NCCL trains to the same accuracy. SKIP without a CUDA device.
+# The data: Fashion-MNIST's four IDX files in CTRAIN_FMNIST_DIR (default Debian's dataset-fashion-mnist
+# folder; scripts/gpu-check points it at the GPU kit's copy).
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-B="$ROOT/${CTRAIN_BUILD:-build}"
+case "${CTRAIN_BUILD:-build}" in /*) B=$CTRAIN_BUILD ;; *) B="$ROOT/${CTRAIN_BUILD:-build}" ;; esac
 CTRAIN="$B/ctrain"
 T=$(mktemp -d /tmp/ctrain-t52-XXXXXX)
 trap 'rm -rf "$T"' EXIT
@@ -16,13 +18,15 @@ skip_all() { for i in $(seq 1 10); do echo "ok $i # SKIP $1"; done; exit 0; }
 acc_of() { sed -n 's/.*"test_acc":[[:space:]]*\([0-9.]*\).*/\1/p' "$1/summary.json"; }
 within() { awk "BEGIN {d = $1 - $2; if (d < 0) d = -d; exit !(d <= $3)}"; }
 
+FMNIST=${CTRAIN_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
+
 echo "1..10"
 probe=$("$B/t/cuda_check" probe) || skip_all "no CUDA device (${probe#unavailable: })"
-[ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] ||
-    skip_all "dataset-fashion-mnist not installed (scripts/install-deps)"
+[ -f "$FMNIST/train-images-idx3-ubyte.gz" ] ||
+    skip_all "no Fashion-MNIST in $FMNIST (scripts/install-deps installs dataset-fashion-mnist; or set CTRAIN_FMNIST_DIR)"
 ndev=${probe#available }
 mkdir -p "$T/data"
-"$B/t/idx_subset" /usr/share/datasets/fashion-mnist "$T/data" 12000 2000 || exit 1
+"$B/t/idx_subset" "$FMNIST" "$T/data" 12000 2000 || exit 1
 COMMON="--data $T/data --progress off --deterministic --max-epochs 2 --strategy single_device --devices 1"
 
 "$CTRAIN" fit $COMMON --accelerator cpu --default-root-dir "$T/cpu" >"$T/cpu.out" 2>&1

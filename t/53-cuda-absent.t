@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Where there is no CUDA device (or no CUDA in the build): --accelerator cuda is refused with the
 # reason before anything runs, auto picks cpu and says why; libctrain-core stays CUDA-free and only
-# libctrain/ctrain link the CUDA libraries.
+# libctrain/ctrain link the CUDA libraries; t/tools/nccl_check skips all its tests with the reason.
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B="$ROOT/${CTRAIN_BUILD:-build}"
 CTRAIN="$B/ctrain"
@@ -13,7 +13,7 @@ ok() { n=$((n + 1)); echo "ok $n - $1"; }
 nok() { n=$((n + 1)); echo "not ok $n - $1"; [ -n "$2" ] && sed 's/^/# /' "$2"; }
 check() { if eval "$1"; then ok "$2"; else nok "$2" "$3"; fi; }
 
-echo "1..7"
+echo "1..8"
 # 1-2: the build's separation holds with or without a GPU.
 check '! nm -A "$B/libctrain-core.a" 2>/dev/null | grep -Eiq " [UTDB] _*(cuda|cublas|nccl)"' \
     "libctrain-core.a neither defines nor needs a CUDA, cuBLAS or NCCL symbol"
@@ -25,7 +25,7 @@ else
 fi
 
 if why=$("$B/t/cuda_check" probe); then
-    for i in 3 4 5 6 7; do echo "ok $i # SKIP a CUDA device is present ($why)"; done
+    for i in 3 4 5 6 7 8; do echo "ok $i # SKIP a CUDA device is present ($why)"; done
     exit 0
 fi
 why=${why#unavailable: }
@@ -50,3 +50,11 @@ check '[ $? -eq 2 ] && grep -q "CTRAIN_ACCELERATOR" "$T/env.out"' \
 check 'grep -q "\"accelerator\":[[:space:]]*\"cpu\"" "$T/auto.out"' "--accelerator auto resolves to cpu" "$T/auto.out"
 check 'grep -qF "cuda is not available: $(printf %s "$why" | cut -c1-20)" "$T/auto.out"' \
     "the plan gives auto's reason" "$T/auto.out"
+
+# 8: t/tools/nccl_check says why nothing of NCCL runs (a TAP skip-all plan), exit 0; a bad argument is 2.
+"$B/t/nccl_check" >"$T/nccl.out" 2>&1
+rc=$?
+"$B/t/nccl_check" --ranks 0 >/dev/null 2>&1
+rc2=$?
+check '[ $rc -eq 0 ] && [ $rc2 -eq 2 ] && grep -qF "1..0 # SKIP no CUDA device ($why)" "$T/nccl.out"' \
+    "nccl_check without a device: 1..0 # SKIP with the reason, exit 0 (bad arguments: 2)" "$T/nccl.out"

@@ -14,7 +14,8 @@ Lightning's bf16-true: parameters, activations, gradients and AdamW's state in b
 model in torch.float64, model.double()). With --nprocs N it runs N ranks of DistributedDataParallel over gloo on this
 machine (torch.multiprocessing.spawn, one torch thread per rank unless --threads, DDP's default
 buckets and overlap), each rank taking every N-th window; tokens/s is all ranks' tokens over rank
-0's seconds in the timed steps.
+0's seconds in the timed steps. --device cuda runs one process on the first GPU (scripts/gpu-check: the
+PyTorch GPT of ctrain's shape on the same GPU; bf16-mixed is CUDA autocast there).
 """
 import argparse
 import json
@@ -123,6 +124,8 @@ def run(rank, args, port):
     model = GPT(args.n_layer, args.n_head, args.n_embd, args.seq_len, args.vocab, args.attention)
     if args.precision in ("bf16-true", "64-true"):
         model = model.to(torch.bfloat16 if args.precision == "bf16-true" else torch.float64)
+    dev = torch.device(args.device)
+    model = model.to(dev)
     if args.nprocs > 1:
         try:
             model = nn.parallel.DistributedDataParallel(model)
@@ -133,14 +136,15 @@ def run(rank, args, port):
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.01)
     T, B, N = args.seq_len, args.batch_size, args.nprocs
     # A fixed stream of random tokens cut into windows in order; rank r takes windows r, r+N, ...
-    stream = torch.randint(0, args.vocab, (B * N * T * (args.steps + 3) + 1,))
-    windows = torch.arange(B * N * (args.steps + 3)).view(-1, N)[:, rank].contiguous()
+    stream = torch.randint(0, args.vocab, (B * N * T * (args.steps + 3) + 1,)).to(dev)
+    windows = torch.arange(B * N * (args.steps + 3)).view(-1, N)[:, rank].contiguous().to(dev)
+    positions = torch.arange(T, device=dev).view(1, T)
 
     def step(i):
         w = windows[i * B:(i + 1) * B] * T
-        idx = w.view(B, 1) + torch.arange(T).view(1, T)
+        idx = w.view(B, 1) + positions
         x, y = stream[idx], stream[idx + 1]
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16-mixed"):
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=args.precision == "bf16-mixed"):
             loss = model(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -159,7 +163,8 @@ def run(rank, args, port):
         print(json.dumps({"tokens_per_sec": B * N * T * args.steps / dt, "tokens_per_cpu_sec": B * T * args.steps / cpu,
                           "steps": args.steps, "nprocs": N,
                           "threads": torch.get_num_threads(), "precision": args.precision,
-                          "attention": args.attention, "torch": torch.__version__, "loss": loss}),
+                          "attention": args.attention, "torch": torch.__version__, "loss": loss,
+                          "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"}),
               flush=True)
     if N > 1:
         dist.destroy_process_group()
@@ -186,7 +191,12 @@ def main():
     ap.add_argument("--nprocs", type=int, default=1, help="DDP ranks (gloo); 1: one plain process")
     ap.add_argument("--attention", choices=["math", "sdpa"], default="math",
                     help="masked softmax written out, or F.scaled_dot_product_attention (PyTorch >= 2.0)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="cuda: one process on the first GPU")
     args = ap.parse_args()
+    if args.device == "cuda" and args.nprocs > 1:
+        ap.error("--device cuda runs one process (DDP here is gloo on the CPU)")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        ap.error(f"--device cuda: this PyTorch ({torch.__version__}) sees no CUDA device")
     if args.attention == "sdpa" and not hasattr(F, "scaled_dot_product_attention"):
         ap.error(f"--attention sdpa needs PyTorch >= 2.0 (this is {torch.__version__})")
     if args.nprocs > 1:

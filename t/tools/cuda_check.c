@@ -5,7 +5,8 @@
  *   cuda_check         TAP: without a device every test is "# SKIP no CUDA device (WHY)"; with one,
  *                      forward, gradients and the AdamW update of the device MLP against the cpu
  *                      MLP in fp32, bf16-mixed against the cpu's bf16-mixed, 16-mixed's scaled
- *                      gradients against fp32, and the device memory stats.
+ *                      gradients against fp32, the refusal of an out-of-range label and of an
+ *                      empty batch, and the device memory stats.
  */
 #include <math.h>
 #include <stdio.h>
@@ -23,7 +24,7 @@
 #include "engine/models/mlp/mlp_cuda.h"
 #endif
 
-#define N_TESTS 8
+#define N_TESTS 10
 
 static const struct ct_accelerator_ops *cuda_ops(void)
 {
@@ -103,8 +104,6 @@ static int device_grads(ct_mlp *m, ct_optim *o, enum ct_dtype t, const float *x,
 {
     ct_mlp_cuda *d;
     ct_error err;
-    size_t n = ct_mlp_num_params(m);
-
     if (ct_mlp_cuda_create(m, o, B, t, &d, &err)) {
         printf("# %s\n", err.msg);
         return -1;
@@ -112,7 +111,7 @@ static int device_grads(ct_mlp *m, ct_optim *o, enum ct_dtype t, const float *x,
     memcpy(ct_mlp_cuda_batch_x(d), x, sizeof(float) * B * dims[0]);
     memcpy(ct_mlp_cuda_batch_y(d), y, B);
     if (ct_mlp_cuda_forward(d, B, loss, NULL, &err) || ct_mlp_cuda_backward(d, B, NULL, NULL, &err) ||
-        cudaMemcpy(g, ct_mlp_cuda_grads(d), n * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess) {
+        ct_mlp_cuda_grads_copy(d, g, 0, &err)) {
         printf("# %s\n", err.msg);
         ct_mlp_cuda_free(d);
         return -1;
@@ -160,7 +159,7 @@ static void run_checks(void)
     memcpy(p_cpu, ct_mlp_params(m), n * sizeof(float));
     ct_optim_set_steps(o, 0);
     e = 1;
-    if (d && cudaMemcpy(ct_mlp_cuda_grads(d), g32, n * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess &&
+    if (d && ct_mlp_cuda_grads_copy(d, g32, 1, &err) == 0 &&
         ct_mlp_cuda_optim_step(d, o, &skipped, &err) == 0 && ct_mlp_cuda_to_host(d, m, NULL, &err) == 0)
         e = rel_l2(ct_mlp_params(m), p_cpu, n, 1.0);
     snprintf(what, sizeof(what), "AdamW update on the device equals the cpu's (relative L2 %.2e < 1e-6)", e);
@@ -198,6 +197,27 @@ static void run_checks(void)
     tap(e < 5e-3, what);
     tap(d && ct_mlp_cuda_optim_step(d, o, &skipped, &err) == 0 && !skipped && ct_mlp_cuda_skipped_steps(d) == 0,
         "16-mixed: a finite step is not skipped");
+
+    /* Bad input is an error, not a wild write or an empty launch: a label past the classes (the
+     * kernel reports it), and a batch of 0. */
+    if (d) {
+        double l;
+        int rc;
+
+        ct_mlp_cuda_batch_y(d)[3] = 200;
+        rc = ct_mlp_cuda_forward(d, B, &l, NULL, &err);
+        printf("# %s\n", rc ? err.msg : "no error");
+        tap(rc == CT_EINVAL && strstr(err.msg, "label 200 of sample 3") &&
+                ct_mlp_cuda_backward(d, B, NULL, NULL, &err) == CT_EINVAL,
+            "an out-of-range label is an error naming it (forward), and backward refuses to run");
+        ct_mlp_cuda_batch_y(d)[3] = 1;
+        rc = ct_mlp_cuda_forward(d, 0, &l, NULL, &err);
+        tap(rc == CT_EINVAL && ct_mlp_cuda_forward(d, B, &l, NULL, &err) == 0,
+            "a batch of 0 is refused before any launch; the next good batch runs");
+    } else {
+        tap(0, "an out-of-range label is an error (no device model)");
+        tap(0, "a batch of 0 is refused (no device model)");
+    }
 
     /* Memory stats: the allocator's peak covers the model; total is the device's. */
     {

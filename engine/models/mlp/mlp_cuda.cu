@@ -27,6 +27,7 @@ struct stats {
     double loss_sum;
     int correct;
     int nonfinite;
+    int bad_label;  // 1 + the first out-of-range label's index in the batch, 0 when all are in range
 };
 
 struct ct_mlp_cuda {
@@ -101,6 +102,8 @@ __global__ static void k_bias_act(float *y, const float *b, int batch, int out, 
 }
 
 // One thread per sample (the class count is small): softmax in place, loss and argmax summed.
+// A label outside [0, classes) is reported through st->bad_label (the host turns it into an error)
+// and its row is left alone: reading row[label] there would read past the logits.
 __global__ static void k_softmax_xent(float *z, const uint8_t *labels, int batch, int classes, struct stats *st)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -109,6 +112,10 @@ __global__ static void k_softmax_xent(float *z, const uint8_t *labels, int batch
 
     if (i >= batch)
         return;
+    if (labels[i] >= classes) {
+        atomicCAS(&st->bad_label, 0, i + 1);
+        return;
+    }
     row = z + (size_t)i * classes;
     max = row[0];
     zl = row[labels[i]];
@@ -136,6 +143,7 @@ __global__ static void k_softmax_xent_backward(float *p, const uint8_t *labels, 
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         int row = (int)(i / classes), col = (int)(i % classes);
 
+        // An out-of-range label never gets here: forward refused the batch.
         p[i] = (p[i] - (col == labels[row] ? 1.0f : 0.0f)) * scale;
     }
 }
@@ -254,9 +262,13 @@ static int allocate(ct_mlp_cuda *d, ct_error *err)
         (rc = dev_alloc((void **)&d->dstats, sizeof(struct stats), "loss", err)))
         return rc;
     for (int i = 0; i < d->n_states; i++) {
+        cudaError_t e;
+
         if ((rc = dev_alloc((void **)&d->state[i], pb, "optimizer state", err)))
             return rc;
-        cudaMemset(d->state[i], 0, pb);
+        // On the compute stream: the legacy default stream is not ordered against a non-blocking one.
+        if ((e = cudaMemsetAsync(d->state[i], 0, pb, d->stream)) != cudaSuccess)
+            return cuda_fail(e, "clearing the optimizer state", err);
     }
     for (int l = 0; l < d->n_layers; l++)
         if ((rc = dev_alloc((void **)&d->acts[l], act_bytes(d, l), "activations", err)) ||
@@ -392,6 +404,12 @@ extern "C" int ct_mlp_cuda_forward(ct_mlp_cuda *d, int batch, double *loss_sum, 
     cudaError_t e;
     int rc;
 
+    // Before anything is enqueued: a batch of 0 would launch the softmax kernel on an empty grid (an
+    // invalid-configuration error at the next check, with the copies already queued), and one past
+    // max_batch would overrun the device buffers.
+    if (batch < 1 || batch > d->max_batch)
+        return ct_error_set(err, CT_EINVAL, "cuda-batch", "cuda: a batch of %d samples (this model takes 1 to %d)",
+                            batch, d->max_batch);
     d->batch = batch;
     cudaMemcpyAsync(d->x, d->hx, sizeof(float) * (size_t)batch * d->dims[0], cudaMemcpyHostToDevice, d->stream);
     cudaMemcpyAsync(d->y, d->hy, (size_t)batch, cudaMemcpyHostToDevice, d->stream);
@@ -426,6 +444,13 @@ extern "C" int ct_mlp_cuda_forward(ct_mlp_cuda *d, int batch, double *loss_sum, 
     cudaMemcpyAsync(d->hstats, d->dstats, sizeof(struct stats), cudaMemcpyDeviceToHost, d->stream);
     if ((e = cudaStreamSynchronize(d->stream)) != cudaSuccess)
         return cuda_fail(e, "forward", err);
+    if (d->hstats->bad_label) {
+        int i = d->hstats->bad_label - 1;
+
+        d->batch = 0; // backward has nothing to differentiate
+        return ct_error_set(err, CT_EINVAL, "cuda-label", "cuda: label %d of sample %d in the batch is not a class "
+                            "(the model has %d)", d->hy[i], i, classes);
+    }
     *loss_sum = d->hstats->loss_sum;
     if (correct)
         *correct = d->hstats->correct;
@@ -440,6 +465,8 @@ extern "C" int ct_mlp_cuda_backward(ct_mlp_cuda *d, int grad_scale_batch, ct_gra
     float *dy = d->acts[last];
     int rc;
 
+    if (batch < 1)
+        return ct_error_set(err, CT_EINVAL, "cuda-batch", "cuda: backward without a successful forward");
     k_softmax_xent_backward<<<blocks_for((size_t)batch * d->dims[d->n_layers], T), T, 0, d->stream>>>(
         dy, d->y, batch, d->dims[d->n_layers], d->loss_scale / (float)grad_scale_batch);
     for (int l = last; l >= 0; l--) {
@@ -532,30 +559,54 @@ extern "C" int ct_mlp_cuda_optim_step(ct_mlp_cuda *d, ct_optim *o, int *skipped,
 
 // --- host copies ----------------------------------------------------------------------------
 
+// Host copies go through the compute stream, then wait for it: the host arrays are pageable,
+// and a copy on the legacy default stream would not be ordered against the (non-blocking)
+// compute stream's kernels.
+static int copy_sync(ct_mlp_cuda *d, void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, const char *what,
+                     ct_error *err)
+{
+    cudaError_t e;
+
+    if ((e = cudaMemcpyAsync(dst, src, bytes, kind, d->stream)) != cudaSuccess ||
+        (e = cudaStreamSynchronize(d->stream)) != cudaSuccess)
+        return cuda_fail(e, what, err);
+    return 0;
+}
+
 extern "C" int ct_mlp_cuda_to_host(ct_mlp_cuda *d, ct_mlp *host, ct_optim *o, ct_error *err)
 {
     size_t pb = sizeof(float) * d->n_params;
-    cudaError_t e;
+    int rc;
 
-    if ((e = cudaStreamSynchronize(d->stream)) != cudaSuccess ||
-        (e = cudaMemcpy(ct_mlp_params(host), d->params, pb, cudaMemcpyDeviceToHost)) != cudaSuccess)
-        return cuda_fail(e, "copying the parameters to the host", err);
+    if ((rc = copy_sync(d, ct_mlp_params(host), d->params, pb, cudaMemcpyDeviceToHost,
+                        "copying the parameters to the host", err)))
+        return rc;
     for (int i = 0; o && i < d->n_states && i < ct_optim_num_states(o); i++)
-        if ((e = cudaMemcpy(ct_optim_state(o, i), d->state[i], pb, cudaMemcpyDeviceToHost)) != cudaSuccess)
-            return cuda_fail(e, "copying the optimizer state to the host", err);
+        if ((rc = copy_sync(d, ct_optim_state(o, i), d->state[i], pb, cudaMemcpyDeviceToHost,
+                            "copying the optimizer state to the host", err)))
+            return rc;
     return 0;
 }
 
 extern "C" int ct_mlp_cuda_from_host(ct_mlp_cuda *d, const ct_mlp *host, const ct_optim *o, ct_error *err)
 {
     size_t pb = sizeof(float) * d->n_params;
-    cudaError_t e;
+    int rc;
 
-    if ((e = cudaStreamSynchronize(d->stream)) != cudaSuccess ||
-        (e = cudaMemcpy(d->params, ct_mlp_params((ct_mlp *)host), pb, cudaMemcpyHostToDevice)) != cudaSuccess)
-        return cuda_fail(e, "copying the parameters to the device", err);
+    if ((rc = copy_sync(d, d->params, ct_mlp_params((ct_mlp *)host), pb, cudaMemcpyHostToDevice,
+                        "copying the parameters to the device", err)))
+        return rc;
     for (int i = 0; o && i < d->n_states && i < ct_optim_num_states(o); i++)
-        if ((e = cudaMemcpy(d->state[i], ct_optim_state((ct_optim *)o, i), pb, cudaMemcpyHostToDevice)) != cudaSuccess)
-            return cuda_fail(e, "copying the optimizer state to the device", err);
+        if ((rc = copy_sync(d, d->state[i], ct_optim_state((ct_optim *)o, i), pb, cudaMemcpyHostToDevice,
+                            "copying the optimizer state to the device", err)))
+            return rc;
     return 0;
+}
+
+extern "C" int ct_mlp_cuda_grads_copy(ct_mlp_cuda *d, float *host, int to_device, ct_error *err)
+{
+    size_t gb = sizeof(float) * d->n_params;
+
+    return to_device ? copy_sync(d, d->grads, host, gb, cudaMemcpyHostToDevice, "copying gradients to the device", err)
+                     : copy_sync(d, host, d->grads, gb, cudaMemcpyDeviceToHost, "copying gradients to the host", err);
 }

@@ -43,7 +43,9 @@ float *ct_mlp_cuda_batch_x(ct_mlp_cuda *d);
 uint8_t *ct_mlp_cuda_batch_y(ct_mlp_cuda *d);
 
 /* Copies the batch in, runs forward; *loss_sum gets the summed loss, *correct (may be NULL) the
- * right predictions. Waits for the two numbers (the only host synchronisation of a step). */
+ * right predictions. Waits for the two numbers (the only host synchronisation of a step).
+ * CT_EINVAL for a batch outside 1..max_batch and for a label that is not a class (the kernel
+ * reports it; nothing is written out of bounds), and backward then refuses to run. */
 int ct_mlp_cuda_forward(ct_mlp_cuda *d, int batch, double *loss_sum, int *correct, ct_error *err);
 /* Backward of the mean loss (divided by grad_scale_batch) of the last forward. ready is called as
  * each tensor's gradient has been enqueued on the compute stream, last tensor first; offsets are
@@ -64,6 +66,9 @@ size_t ct_mlp_cuda_num_params(const ct_mlp_cuda *d);
  * loaded, or rank 0's weights were broadcast on the host). o may be NULL. Synchronous. */
 int ct_mlp_cuda_to_host(ct_mlp_cuda *d, ct_mlp *host, ct_optim *o, ct_error *err);
 int ct_mlp_cuda_from_host(ct_mlp_cuda *d, const ct_mlp *host, const ct_optim *o, ct_error *err);
+/* The gradients (n_params floats) to host (to_device 0) or from it (1), ordered on the compute
+ * stream after the work enqueued so far; synchronous (t/tools/cuda_check compares and sets them). */
+int ct_mlp_cuda_grads_copy(ct_mlp_cuda *d, float *host, int to_device, ct_error *err);
 
 /* 16-mixed: steps skipped for overflowing gradients so far, and the current loss scale (1 otherwise). */
 int64_t ct_mlp_cuda_skipped_steps(const ct_mlp_cuda *d);
