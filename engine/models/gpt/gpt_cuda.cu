@@ -49,6 +49,7 @@ struct layer_acts {
 struct ct_gpt_cuda {
     ct_gpt_cuda_layout lay;
     int max_batch, batch;
+    int vp;                       // the logits' row stride: vocab rounded up to 8 (16-byte bf16 rows)
     int bf16;                     // bf16-mixed: G is bf16
     size_t gsz;                   // bytes of a G element
     cudaDataType_t gtype;
@@ -68,7 +69,7 @@ struct ct_gpt_cuda {
     struct layer_acts layers[CT_GPT_MAX_LAYER];
     void *lnf;
     float *lnf_mean, *lnf_rstd;
-    float *logits;                // logits, then (softmax - onehot) from the fused classifier
+    float *logits;                // [BT,vp] logits, then (softmax - onehot) from the fused classifier
     void *dlogits_g;              // bf16-mixed: its bf16 copy
     float *losses;                // [BT]
     float *dres, *dbt_c, *dqkv, *dfch; // backward's; forward's fp32 scratch too
@@ -603,12 +604,12 @@ __device__ static inline void online_merge(float *m, float *s, float m2, float s
 }
 
 template <typename G>
-__global__ static void k_classifier(float *logits, G *dg, const int32_t *targets, float *losses, int V)
+__global__ static void k_classifier(float *logits, G *dg, const int32_t *targets, float *losses, int V, int ld)
 {
     __shared__ float sm[32], ss[32];
     int row = blockIdx.x, lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, nw = blockDim.x / WARP;
     int tg = targets[row];
-    float *x = logits + (size_t)row * V, m = -INFINITY, s = 0.0f, inv;
+    float *x = logits + (size_t)row * ld, m = -INFINITY, s = 0.0f, inv;
 
     for (int j = threadIdx.x; j < V; j += blockDim.x)
         online_merge(&m, &s, x[j], 1.0f);
@@ -635,7 +636,7 @@ __global__ static void k_classifier(float *logits, G *dg, const int32_t *targets
 
         x[j] = d;
         if (dg)
-            st(dg, (size_t)row * V + j, d);
+            st(dg, (size_t)row * ld + j, d);
     }
 }
 
@@ -1109,11 +1110,11 @@ extern "C" int ct_gpt_cuda_forward(ct_gpt_cuda *d, int batch, double *loss_sum, 
         if ((rc = block_forward(d, l, batch, err)))
             return rc;
     /* logits = lnf wte^T: the LM head is the token embedding, transposed */
-    head = { 1, 0, V, BT, C, 1.0f, weight(d, lay->wte), C, d->lnf, C, d->logits, V, CUBLASLT_EPILOGUE_DEFAULT, NULL,
-             NULL };
+    head = { 1, 0, V, BT, C, 1.0f, weight(d, lay->wte), C, d->lnf, C, d->logits, d->vp, CUBLASLT_EPILOGUE_DEFAULT,
+             NULL, NULL };
     if ((rc = lt_gemm(d, &head, NULL, "the LM head", err)))
         return rc;
-    LAUNCH_G(d, k_classifier, BT, 256, d->logits, (G *)d->dlogits_g, d->targets, d->losses, V);
+    LAUNCH_G(d, k_classifier, BT, 256, d->logits, (G *)d->dlogits_g, d->targets, d->losses, V, d->vp);
     if ((rc = launched("the fused classifier", err)))
         return rc;
     cudaMemcpyAsync(d->h_losses, d->losses, sizeof(float) * BT, cudaMemcpyDeviceToHost, d->stream);
@@ -1136,10 +1137,10 @@ extern "C" int ct_gpt_cuda_backward(ct_gpt_cuda *d, double scale_tokens, ct_grad
     const void *dl = d->bf16 ? d->dlogits_g : d->logits;
     /* LM head: dlnf = dlogits wte, dwte = dlogits^T lnf (the embedding adds to it last); the
      * classifier left (softmax - onehot): the mean's 1/tokens is alpha */
-    struct gemm_args dx = { 0, 0, C, BT, V, alpha, weight(d, lay->wte), C, dl, V, d->dbt_c, C,
+    struct gemm_args dx = { 0, 0, C, BT, V, alpha, weight(d, lay->wte), C, dl, d->vp, d->dbt_c, C,
                             CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL };
-    struct gemm_args dw = { 0, 1, C, V, BT, alpha, d->lnf, C, dl, V, d->grads + lay->wte, C, CUBLASLT_EPILOGUE_DEFAULT,
-                            NULL, NULL };
+    struct gemm_args dw = { 0, 1, C, V, BT, alpha, d->lnf, C, dl, d->vp, d->grads + lay->wte, C,
+                            CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL };
 
     if (B == 0)
         return ct_error_set(err, CT_EINTERNAL, "cuda", "cuda gpt: backward without a forward");
@@ -1232,7 +1233,7 @@ static void carve(ct_gpt_cuda *d, struct arena *ar)
 {
     const ct_gpt_config *c = &d->lay.cfg;
     size_t B = (size_t)d->max_batch, T = (size_t)c->seq_len, C = (size_t)c->n_embd, NH = (size_t)c->n_head;
-    size_t BT = B * T, V = (size_t)c->vocab, P = d->lay.n_params, g = d->gsz, att = B * NH * T * T;
+    size_t BT = B * T, V = (size_t)d->vp, P = d->lay.n_params, g = d->gsz, att = B * NH * T * T;
     size_t widest = BT * 4 * C > att || d->flash ? BT * 4 * C : att, chunks = (BT + COL_CHUNK - 1) / COL_CHUNK;
     int simple = !d->flash;
 
@@ -1302,7 +1303,7 @@ static int check_shapes(ct_gpt_cuda *d, enum ct_gpt_cuda_attention att, ct_error
                      "not %d", FLASH_MAX_HS, HS);
         return ct_error_hint(err, "use more heads, or the simple attention");
     }
-    if (BT * 4 * c->n_embd > INT32_MAX || BT * c->vocab > INT32_MAX || (BT + COL_CHUNK - 1) / COL_CHUNK > 65535)
+    if (BT * 4 * c->n_embd > INT32_MAX || BT * d->vp > INT32_MAX || (BT + COL_CHUNK - 1) / COL_CHUNK > 65535)
         return ct_error_set(err, CT_EINVAL, "model-config-value", "cuda gpt: batch %d x seq_len %d is too large",
                             d->max_batch, c->seq_len);
     d->flash = att == CT_GPT_ATT_FLASH ||
@@ -1355,6 +1356,7 @@ extern "C" int ct_gpt_cuda_create(ct_gpt *host, const ct_optim *o, int max_batch
     if (!(d = (ct_gpt_cuda *)calloc(1, sizeof(*d))))
         return ct_error_set(err, CT_ENOMEM, "", "out of memory creating the cuda gpt");
     d->max_batch = max_batch;
+    d->vp = (ct_gpt_get_config(host)->vocab + 7) / 8 * 8;
     d->bf16 = gemm_dtype == CT_DTYPE_BF16;
     d->gsz = d->bf16 ? 2 : 4;
     d->gtype = d->bf16 ? CUDA_R_16BF : CUDA_R_32F;
