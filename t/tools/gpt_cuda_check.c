@@ -32,6 +32,7 @@
 #include <cuda_runtime_api.h>
 
 #include "engine/models/gpt/gpt_cuda.h"
+#include "engine/nn/cuda_device.h"
 
 static int n_done, n_failed;
 
@@ -189,8 +190,8 @@ static void check_run(const struct run *rn)
         t_ratio);
 
     /* one AdamW update from the cpu's gradients on both (the device's overwritten with them) */
-    ok = cudaMemcpy(ct_gpt_cuda_grads(dev), ct_gpt_grads(cpu), n * sizeof(float), cudaMemcpyHostToDevice) ==
-             cudaSuccess &&
+    ok = cudaMemcpyAsync(ct_gpt_cuda_grads(dev), ct_gpt_grads(cpu), n * sizeof(float), cudaMemcpyHostToDevice,
+                         (cudaStream_t)ct_cuda_compute_stream()) == cudaSuccess &&
          ct_gpt_cuda_optim_step(dev, odev, &err) == 0 && dev_to_host(p, ct_gpt_cuda_params(dev), n) == 0;
     ct_optim_step(ocpu, ct_gpt_params(cpu), ct_gpt_grads(cpu));
     tap(ok && rel_l2(p, ct_gpt_params(cpu), n) <= 1e-6 && ct_optim_steps(odev) == 1,

@@ -1401,13 +1401,16 @@ extern "C" float *ct_gpt_cuda_params(ct_gpt_cuda *d) { return d->params; }
 extern "C" float *ct_gpt_cuda_grads(ct_gpt_cuda *d) { return d->grads; }
 extern "C" const ct_gpt_cuda_layout *ct_gpt_cuda_get_layout(const ct_gpt_cuda *d) { return &d->lay; }
 
-// Synchronous copies (after the compute stream drained): checkpoints and broadcasts are rare.
+// Copies on the compute stream, waited for: ordered after the step that wrote the arrays and before
+// the next one that reads them (a cudaMemcpy on the legacy stream is not ordered with a non-blocking
+// stream, and from pageable memory it may return before its DMA is done). Checkpoints are rare.
 static int copy_sync(void *ctx, int dir, void *host, void *dev, size_t bytes)
 {
-    (void)ctx;
-    if (dir == CT_GPT_TO_HOST)
-        return cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost) != cudaSuccess;
-    return cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice) != cudaSuccess;
+    cudaStream_t stream = (cudaStream_t)ctx;
+    cudaError_t e = dir == CT_GPT_TO_HOST ? cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, stream)
+                                          : cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, stream);
+
+    return e != cudaSuccess || cudaStreamSynchronize(stream) != cudaSuccess;
 }
 
 static int sync_host(ct_gpt_cuda *d, int dir, ct_gpt *host, ct_optim *o, ct_error *err)
@@ -1416,7 +1419,8 @@ static int sync_host(ct_gpt_cuda *d, int dir, ct_gpt *host, ct_optim *o, ct_erro
 
     if (e != cudaSuccess)
         return cuda_fail(e, "waiting for the step", err);
-    return ct_gpt_cuda_sync(&d->lay, dir, host, o, d->params, d->state, o ? d->n_states : 0, copy_sync, NULL, err);
+    return ct_gpt_cuda_sync(&d->lay, dir, host, o, d->params, d->state, o ? d->n_states : 0, copy_sync, d->stream,
+                            err);
 }
 
 extern "C" int ct_gpt_cuda_to_host(ct_gpt_cuda *d, ct_gpt *host, ct_optim *o, ct_error *err)
