@@ -139,16 +139,25 @@ __global__ static void k_embed_backward_wpe(float *dwpe, const float *dout, int 
     }
 }
 
-// dwte[token n, c] += dout[n, c]: one thread per channel walks the rows in order, so tokens seen
-// twice add in the same order every run (deterministic, no atomics).
-__global__ static void k_embed_backward_wte(float *dwte, const float *dout, const int32_t *tokens, int BT, int C)
+// dwte[token n, c] += dout[n, c], deterministic without atomics: thread (c, k) owns channel c of the
+// tokens in range k of WTE_RANGES and walks the rows in order, adding those of its tokens, so a token
+// seen twice adds in the same order every run; the ranges give WTE_RANGES times the parallelism of
+// one thread per channel.
+#define WTE_RANGES 32
+__global__ static void k_embed_backward_wte(float *dwte, const float *dout, const int32_t *tokens, int BT, int C,
+                                            int V)
 {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    int c = blockIdx.x * blockDim.x + threadIdx.x, k = blockIdx.y;
+    int lo = (int)((long long)V * k / WTE_RANGES), hi = (int)((long long)V * (k + 1) / WTE_RANGES);
 
     if (c >= C)
         return;
-    for (int n = 0; n < BT; n++)
-        dwte[(size_t)tokens[n] * C + c] += dout[(size_t)n * C + c];
+    for (int n = 0; n < BT; n++) {
+        int t = tokens[n];
+
+        if (t >= lo && t < hi)
+            dwte[(size_t)t * C + c] += dout[(size_t)n * C + c];
+    }
 }
 
 // One warp per row: res = a + b when a is given (the fused residual), then the LayerNorm of res into
@@ -1156,7 +1165,8 @@ extern "C" int ct_gpt_cuda_backward(ct_gpt_cuda *d, double scale_tokens, ct_grad
         if ((rc = block_backward(d, l, B, ready, ctx, err)))
             return rc;
     k_embed_backward_wpe<<<blocks_for((size_t)T * C, 256), 256, 0, d->stream>>>(d->grads + lay->wpe, d->dres, B, T, C);
-    k_embed_backward_wte<<<(C + 127) / 128, 128, 0, d->stream>>>(d->grads + lay->wte, d->dres, d->inputs, BT, C);
+    k_embed_backward_wte<<<dim3((C + 127) / 128, WTE_RANGES), 128, 0, d->stream>>>(d->grads + lay->wte, d->dres,
+                                                                                 d->inputs, BT, C, V);
     if ((rc = launched("embedding backward", err)))
         return rc;
     return ct_gpt_cuda_announce(lay, ct_gpt_cuda_stages(lay) - 1, ready, ctx);
