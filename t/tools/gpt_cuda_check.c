@@ -299,10 +299,16 @@ int main(int argc, char **argv)
             { "long", { .n_layer = 1, .n_head = 2, .n_embd = 128, .seq_len = 1024, .vocab = 256 }, 2 },
         };
 
-        if (cudaSetDevice(0) != cudaSuccess) {
+        struct cudaDeviceProp prop;
+        int rt = 0;
+
+        if (cudaSetDevice(0) != cudaSuccess || cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
             printf("1..0 # SKIP cudaSetDevice(0) failed\n");
             return 0;
         }
+        cudaRuntimeGetVersion(&rt);
+        printf("# device 0: %s (sm_%d%d, %d SMs), CUDA runtime %d\n", prop.name, prop.major, prop.minor,
+               prop.multiProcessorCount, rt);
         for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
             for (int bf = 0; bf < 2; bf++)
                 for (int fl = 0; fl < 2; fl++) {
