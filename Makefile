@@ -130,7 +130,7 @@ SPANK_SO := $(BUILD)/ctrain.so
 
 Q := $(if $(filter 1,$(V)),,@)
 
-.PHONY: all lib cli spank tests examples demo test test-debian13 gpu-kit install uninstall deb clean check-layering check-asan fuzz fuzz-build
+.PHONY: all lib cli spank tests examples demo test test-debian13 gpu-kit install uninstall deb clean check-layering check-asan fuzz fuzz-build ptxas-report
 all: lib cli spank tests examples
 
 lib: $(CORE_A) $(LIB_A) $(LIB_SO)
@@ -241,6 +241,16 @@ test-debian13:
 	scripts/debian13 setup
 	scripts/debian13 run $(MAKE) -j$(DEB13_JOBS) BUILD=$(DEB13_BUILD) all
 	scripts/debian13 run env CTRAIN_BUILD=$(DEB13_BUILD) CTRAIN_PEERS_VENV=/opt/ctrain-peers $(PROVE) t/
+
+# Registers, spills and shared memory per kernel and architecture (ptxas -v), one tab-separated line
+# each: file, arch, kernel, registers, spill stores, spill loads, smem bytes. Fails when one spills.
+ptxas-report:
+ifeq ($(CUDA),1)
+	@printf 'file\tarch\tkernel\tregisters\tspill_stores\tspill_loads\tsmem_bytes\n'
+	$(Q)rc=0; for f in $(CU_SRC); do scripts/ptxas-report $(NVCC) $$f $(NVCCFLAGS) || rc=1; done; exit $$rc
+else
+	@echo "ptxas-report: no CUDA in this build (nvcc not found, or CUDA=0)" >&2; exit 1
+endif
 
 check-layering:
 	t/90-layering.t

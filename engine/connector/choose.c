@@ -280,6 +280,12 @@ static int check_model(const ct_final_flags *ff, const ct_plan *plan, unsigned b
     const ct_registry_entry *m = ff->model;
     char list[128];
 
+    if (!(m->accelerators & bit) && m->pending) {
+        ct_error_set(err, CT_ENOTAVAIL, "model-not-on-accelerator", "model %s does not run on accelerator %s (%s) yet: %s",
+                     m->name, plan->accelerator, plan->source_detail[CT_PLAN_ACCELERATOR], m->pending);
+        return ct_error_hint(err, "%s runs on: %s; use --accelerator %s", m->name,
+                             ct_registry_accel_list(m->accelerators, list, sizeof(list)), "cpu");
+    }
     if (!(m->accelerators & bit)) {
         ct_error_set(err, CT_ENOTAVAIL, "model-not-on-accelerator",
                      "model %s is not implemented on accelerator %s (%s)", m->name, plan->accelerator,

@@ -13,5 +13,6 @@ void ct_models_register_builtin(void)
     ct_registry_set_ops(CT_REG_DATAMODULE, "tokens", &ct_datamodule_tokens);
 #ifdef CT_HAVE_CUDA
     ct_model_register_impl("mlp", "cuda", ct_mlp_cuda_model_create);
+    ct_model_register_impl("gpt", "cuda", ct_gpt_cuda_model_create);
 #endif
 }

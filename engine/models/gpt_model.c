@@ -2,7 +2,8 @@
 /* The "gpt" model: the GPT-2 of engine/models/gpt behind the model seam. Its batch is x i32[T]
  * tokens and y i32[T] the next tokens (the "tokens" data module); the loss is summed over the
  * batch's B*T tokens; the extra metric is bits per byte (only with vocab 256: a token is a byte). No
- * accuracy: the best checkpoint is the lowest val_loss. cpu only (no device kernels yet). */
+ * accuracy: the best checkpoint is the lowest val_loss. Its cuda implementation (gpt_cuda_model.c) is
+ * compiled and registered, but the connector refuses gpt on cuda until it has passed its GPU checks. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -90,7 +91,11 @@ static const struct ct_model_ops gpt_ops = {
     .hf_config_json = gpt_hf_config_json,
 };
 
-/* The checked --model-config onto the GPT's config, then what concerns several keys and the data. */
+ct_gpt *ct_gpt_model_gpt(const ct_model *m)
+{
+    return m && m->ops == &gpt_ops ? m->impl : NULL;
+}
+
 /* The configuration from the checked keys, and the checks across keys. */
 static int gpt_config_keys(const ct_config *cfg, ct_gpt_config *c, ct_error *err)
 {

@@ -11,10 +11,16 @@ extern const struct ct_model_class ct_model_gpt;
 
 /* The ct_mlp inside an "mlp" model (for its device implementations), NULL for another model. */
 ct_mlp *ct_mlp_model_mlp(const ct_model *m);
+/* The ct_gpt inside a "gpt" model, NULL for another model. */
+struct ct_gpt;
+struct ct_gpt *ct_gpt_model_gpt(const ct_model *m);
 
 #ifdef CT_HAVE_CUDA
 /* The MLP on the current CUDA device (engine/models/mlp_cuda_model.c). */
 int ct_mlp_cuda_model_create(ct_model *host, const ct_model_placement *where, ct_model **out, ct_error *err);
+/* The GPT on the current CUDA device (engine/models/gpt_cuda_model.c; not yet run on a GPU: the
+ * connector refuses gpt on cuda until t/tools/gpt_cuda_check has passed on one). */
+int ct_gpt_cuda_model_create(ct_model *host, const ct_model_placement *where, ct_model **out, ct_error *err);
 #endif
 
 /* The model's views of its implementation's arrays (storage type, parameters, gradients, tensors):
@@ -29,7 +35,7 @@ int ct_model_check_gemm_dtype(const char *model, const char *id, enum ct_dtype p
                               ct_error *err);
 
 /* Register the built-in models and data modules with the registry, and the models' device
- * implementations that this build has (the MLP on cuda in CUDA builds). */
+ * implementations that this build has (the MLP and the GPT on cuda in CUDA builds). */
 void ct_models_register_builtin(void);
 
 #endif

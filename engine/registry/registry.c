@@ -58,9 +58,10 @@ static ct_registry_entry models[] = {
       .config = mlp_config, .precisions = "32-true,bf16-mixed,16-mixed,64-true,bf16-true",
       .datamodule = "fashion-mnist" },
     { .name = "gpt", .description = "GPT-2 language model (learned positions, pre-LayerNorm blocks, causal "
-      "self-attention, GELU MLP, tied LM head); not on cuda until device kernels exist",
+      "self-attention, GELU MLP, tied LM head); not on cuda until its compiled CUDA kernels pass their GPU checks",
       .accelerators = CT_ACCEL_CPU, .config = gpt_config, .precisions = "32-true,bf16-mixed,64-true,bf16-true",
-      .datamodule = "tokens" },
+      .datamodule = "tokens",
+      .pending = "its CUDA implementation is compiled but has not passed its GPU checks yet (t/54-gpt-cuda.t)" },
     { .name = NULL },
 };
 

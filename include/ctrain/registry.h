@@ -76,6 +76,9 @@ typedef struct ct_registry_entry {
                                   precision's own accelerator mask). Also on a strategy that
                                   handles some storage types only (NULL there: every precision) */
     const char *datamodule;    /* its default data module, "fashion-mnist" */
+    const char *pending;       /* why the accelerators its mask lacks still refuse it although an
+                                  implementation is compiled there ("its CUDA implementation is
+                                  compiled but has not passed its GPU checks yet"); NULL: none */
     /* data modules only */
     const char *default_dir;   /* --data when not given */
     const void *ops;           /* implementation, set by ct_registry_set_ops(); NULL in core-only code */

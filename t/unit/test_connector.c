@@ -170,7 +170,7 @@ static const struct error_case error_cases[] = {
     { "model-not-on-accelerator", { "--model", "test_cpu_only", "--accelerator", "cuda" }, {0}, CT_CUDA_PRESENT,
       2, "--accelerator cpu" },
     { "model-not-on-accelerator", { "--model", "gpt", "--accelerator", "cuda" }, {0}, CT_CUDA_PRESENT, 2,
-      "not implemented on accelerator cuda" },
+      "compiled but has not passed its GPU checks yet" },
     { "model-config-value", { "--model", "gpt", "--model-config", "n_layer=0" }, {0}, 0, 0, "n_layer=0" },
     { "model-config-key", { "--model", "gpt", "--model-config", "hidden=64" }, {0}, 0, 0, "n_layer" },
     { "model-precision-unsupported", { "--model", "test_cpu_only", "--precision", "bf16-mixed" }, {0}, 0, 0,

@@ -1,0 +1,1444 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+// The GPT on a CUDA device; see gpt_cuda.h. Status: compiled with nvcc, not yet run on a GPU.
+//
+// Written top-down as llm.c's train_gpt2.cu: kernels, then a function per layer forward and
+// backward, then the step. Shapes as the cpu GPT (gpt.c): B sequences of T tokens, C channels, NH
+// heads of HS channels, V vocabulary, L layers, BT = B*T rows; row-major throughout. fp32 master
+// weights, gradients, residual stream and element-wise math; what a GEMM reads is of the GEMM type
+// G: fp32 under 32-true, bf16 (rounded to nearest even, as the cpu's bf16-mixed) under bf16-mixed,
+// kept per layer in G for backward's GEMMs.
+//
+// cuBLAS is column-major and a row-major [r, c] matrix is the column-major [c, r] one, so each GEMM
+// is written for the transposes (the MLP's mlp_cuda.cu explains the three of a Linear layer).
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "engine/models/gpt/gpt_cuda.h"
+#include "engine/nn/cuda_device.h"
+
+typedef __nv_bfloat16 bf16;
+
+#define WARP 32
+#define FULL_MASK 0xffffffffu
+#define LN_EPS 1e-5f
+#define GELU_K 0.7978845608028654f // sqrt(2/pi)
+#define GELU_C 0.044715f
+#define COL_CHUNK 128              // rows per partial sum of a column (bias and LayerNorm gradients)
+#define NORM_BLOCKS 512            // the grad norm's first stage: a fixed count, so a fixed order
+#define FLASH_WARPS 4              // query (or key) rows per flash block, one per warp
+#define FLASH_MAX_HS 128
+#define LT_WORKSPACE (32u << 20)   // cuBLASLt's workspace (llm.c's size for Hopper)
+
+struct layer_acts {
+    void *ln1, *qkv, *atty, *ln2, *fch_gelu; // G: what the GEMMs read, kept for backward's
+    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;
+    float *res2, *res3;                      // the residual stream after attention, after the MLP
+    float *fch;                              // pre-GELU (the GELU epilogue's aux)
+    float *att;                              // simple attention: probabilities [B,NH,T,T]
+    void *att_g;                             // bf16-mixed simple attention: their bf16 copy
+    float *lse;                              // flash attention: each row's log-sum-exp [B,NH,T]
+};
+
+struct ct_gpt_cuda {
+    ct_gpt_cuda_layout lay;
+    int max_batch, batch;
+    int vp;                       // the logits' row stride: vocab rounded up to 8 (16-byte bf16 rows)
+    int bf16;                     // bf16-mixed: G is bf16
+    size_t gsz;                   // bytes of a G element
+    cudaDataType_t gtype;
+    int flash, no_epilogues;
+    cudaStream_t stream;
+    cublasHandle_t blas;          // attention's batched GEMMs
+    cublasLtHandle_t lt;          // every other GEMM
+    void *ws;
+
+    char *arena;                  // every device array, one allocation
+    size_t arena_bytes;
+    float *params, *grads, *state[2];
+    int n_states;
+    void *params_g;               // bf16-mixed: the parameters in bf16, refreshed each forward
+    int32_t *inputs, *targets;
+    float *encoded;
+    struct layer_acts layers[CT_GPT_MAX_LAYER];
+    void *lnf;
+    float *lnf_mean, *lnf_rstd;
+    float *logits;                // [BT,vp] logits, then (softmax - onehot) from the fused classifier
+    void *dlogits_g;              // bf16-mixed: its bf16 copy
+    float *losses;                // [BT]
+    float *dres, *dbt_c, *dqkv, *dfch; // backward's; forward's fp32 scratch too
+    float *datt;                  // simple attention's gradient [B,NH,T,T]
+    void *qkvp, *dyp;             // G: q, k, v and dy per head [B,NH,T,HS]
+    float *dqkvp;                 // fp32: y, then dq, dk, dv per head
+    float *delta;                 // flash: rowsum(dy * y) [B,NH,T]
+    void *grad_g;                 // bf16-mixed: a gradient a GEMM reads, in bf16
+    float *partials;              // column sums' partials
+    float *norm_part;
+    double *norm_sq;
+
+    int32_t *h_tokens;            // pinned: inputs then targets
+    float *h_losses;              // pinned
+    double *h_norm;
+};
+
+// --- kernels ------------------------------------------------------------------------------
+
+__device__ static inline float ld(const float *p, size_t i) { return p[i]; }
+__device__ static inline float ld(const bf16 *p, size_t i) { return __bfloat162float(p[i]); }
+__device__ static inline void st(float *p, size_t i, float v) { p[i] = v; }
+__device__ static inline void st(bf16 *p, size_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+
+__device__ static inline float warp_sum(float v)
+{
+    for (int o = WARP / 2; o > 0; o /= 2)
+        v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+__device__ static inline float warp_max(float v)
+{
+    for (int o = WARP / 2; o > 0; o /= 2)
+        v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, o));
+    return v;
+}
+
+#define GRID_STRIDE(i, n) for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); \
+                               i += (size_t)gridDim.x * blockDim.x)
+
+__global__ static void k_to_bf16(const float *in, bf16 *out, size_t n)
+{
+    GRID_STRIDE(i, n) out[i] = __float2bfloat16_rn(in[i]);
+}
+
+// out[n, :] = wte[token n] + wpe[n % T]
+__global__ static void k_embed(float *out, const int32_t *tokens, const float *wte, const float *wpe, int BT, int T,
+                               int C)
+{
+    GRID_STRIDE(i, (size_t)BT * C) {
+        size_t n = i / C, c = i % C;
+
+        out[i] = wte[(size_t)tokens[n] * C + c] + wpe[(n % T) * C + c];
+    }
+}
+
+// dwpe[t, c] = sum over sequences, in order (overwrites).
+__global__ static void k_embed_backward_wpe(float *dwpe, const float *dout, int B, int T, int C)
+{
+    GRID_STRIDE(i, (size_t)T * C) {
+        float s = 0.0f;
+
+        for (int b = 0; b < B; b++)
+            s += dout[(size_t)b * T * C + i];
+        dwpe[i] = s;
+    }
+}
+
+// dwte[token n, c] += dout[n, c], deterministic without atomics: thread (c, k) owns channel c of the
+// tokens in range k of WTE_RANGES and walks the rows in order, adding those of its tokens, so a token
+// seen twice adds in the same order every run; the ranges give WTE_RANGES times the parallelism of
+// one thread per channel.
+#define WTE_RANGES 32
+__global__ static void k_embed_backward_wte(float *dwte, const float *dout, const int32_t *tokens, int BT, int C,
+                                            int V)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x, k = blockIdx.y;
+    int lo = (int)((long long)V * k / WTE_RANGES), hi = (int)((long long)V * (k + 1) / WTE_RANGES);
+
+    if (c >= C)
+        return;
+    for (int n = 0; n < BT; n++) {
+        int t = tokens[n];
+
+        if (t >= lo && t < hi)
+            dwte[(size_t)t * C + c] += dout[(size_t)n * C + c];
+    }
+}
+
+// One warp per row: res = a + b when a is given (the fused residual), then the LayerNorm of res into
+// out (G) with its mean and rstd; two passes over the row as the cpu GPT (the variance of x - mean).
+template <typename G>
+__global__ static void k_residual_layernorm(float *res, const float *a, const float *b, G *out, float *mean,
+                                            float *rstd, const float *w, const float *bias, int N, int C)
+{
+    int row = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP, lane = threadIdx.x % WARP;
+    float *x;
+    float sum = 0.0f, var = 0.0f, mu, rs;
+
+    if (row >= N)
+        return;
+    x = res + (size_t)row * C;
+    for (int i = lane; i < C; i += WARP) {
+        float v = a ? a[(size_t)row * C + i] + b[(size_t)row * C + i] : x[i];
+
+        if (a)
+            x[i] = v; // read back below by the same lane only
+        sum += v;
+    }
+    mu = warp_sum(sum) / C;
+    for (int i = lane; i < C; i += WARP) {
+        float dv = x[i] - mu;
+        var += dv * dv;
+    }
+    rs = 1.0f / sqrtf(warp_sum(var) / C + LN_EPS);
+    for (int i = lane; i < C; i += WARP)
+        st(out, (size_t)row * C + i, (x[i] - mu) * rs * w[i] + bias[i]);
+    if (lane == 0) {
+        mean[row] = mu;
+        rstd[row] = rs;
+    }
+}
+
+// One warp per row: dx += rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), dnorm = w * dout.
+__global__ static void k_layernorm_backward_dx(float *dx, const float *dout, const float *x, const float *w,
+                                               const float *mean, const float *rstd, int N, int C)
+{
+    int row = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP, lane = threadIdx.x % WARP;
+    const float *d, *xr;
+    float mu, rs, dmean = 0.0f, dnm = 0.0f;
+
+    if (row >= N)
+        return;
+    d = dout + (size_t)row * C;
+    xr = x + (size_t)row * C;
+    mu = mean[row];
+    rs = rstd[row];
+    for (int i = lane; i < C; i += WARP) {
+        float dn = w[i] * d[i];
+        dmean += dn;
+        dnm += dn * (xr[i] - mu) * rs;
+    }
+    dmean = warp_sum(dmean) / C;
+    dnm = warp_sum(dnm) / C;
+    for (int i = lane; i < C; i += WARP) {
+        float norm = (xr[i] - mu) * rs;
+        dx[(size_t)row * C + i] += (w[i] * d[i] - dmean - norm * dnm) * rs;
+    }
+}
+
+// Column sums in two stages, each in a fixed order (deterministic, no atomics): block (x, chunk)
+// sums COL_CHUNK rows of its columns; with x (a LayerNorm's input) also sum(norm * dout) for dw.
+__global__ static void k_col_partials(const float *dout, const float *x, const float *mean, const float *rstd, int N,
+                                      int OC, float *part)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x, chunk = blockIdx.y, n1;
+    float db = 0.0f, dw = 0.0f;
+
+    if (c >= OC)
+        return;
+    n1 = min(N, (chunk + 1) * COL_CHUNK);
+    for (int n = chunk * COL_CHUNK; n < n1; n++) {
+        float g = dout[(size_t)n * OC + c];
+
+        db += g;
+        if (x)
+            dw += (x[(size_t)n * OC + c] - mean[n]) * rstd[n] * g;
+    }
+    part[(size_t)chunk * OC + c] = db;
+    if (x)
+        part[((size_t)gridDim.y + chunk) * OC + c] = dw;
+}
+
+__global__ static void k_col_finish(const float *part, int chunks, int OC, float *db, float *dw)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    float s = 0.0f;
+
+    if (c >= OC)
+        return;
+    for (int k = 0; k < chunks; k++)
+        s += part[(size_t)k * OC + c];
+    db[c] = s;
+    if (!dw)
+        return;
+    s = 0.0f;
+    for (int k = 0; k < chunks; k++)
+        s += part[((size_t)chunks + k) * OC + c];
+    dw[c] = s;
+}
+
+__device__ static inline float gelu(float v)
+{
+    return 0.5f * v * (1.0f + tanhf(GELU_K * (v + GELU_C * v * v * v)));
+}
+
+__device__ static inline float gelu_grad(float v)
+{
+    float th = tanhf(GELU_K * (v + GELU_C * v * v * v));
+
+    return 0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * GELU_K * (1.0f + 3.0f * GELU_C * v * v);
+}
+
+// Where cuBLASLt has no epilogue: out[n, :] += b; with aux, aux = out + b (pre-GELU) and
+// out = gelu(aux) (out is then the GEMM's result in aux itself).
+__global__ static void k_bias_gelu(float *out, float *aux, const float *b, int N, int OC)
+{
+    GRID_STRIDE(i, (size_t)N * OC) {
+        if (aux) {
+            float v = aux[i] + b[i % OC];
+
+            aux[i] = v;
+            out[i] = gelu(v);
+        } else {
+            out[i] += b[i % OC];
+        }
+    }
+}
+
+__global__ static void k_gelu_backward(float *d, const float *pre, size_t n)
+{
+    GRID_STRIDE(i, n) d[i] *= gelu_grad(pre[i]);
+}
+
+// --- attention, the simple path: per-head copies, batched GEMMs, a softmax kernel ---
+
+// qkv [B,T,3C] (G) into q, k, v [B,NH,T,HS] each.
+template <typename G>
+__global__ static void k_permute_qkv(const G *qkv, G *q, G *k, G *v, int B, int T, int NH, int HS)
+{
+    int C = NH * HS;
+
+    GRID_STRIDE(i, (size_t)B * T * C) {
+        size_t dd = i % HS, t = (i / HS) % T, h = (i / HS / T) % NH, b = i / HS / T / NH;
+        size_t src = (b * T + t) * 3 * C + h * HS + dd;
+
+        q[i] = qkv[src];
+        k[i] = qkv[src + C];
+        v[i] = qkv[src + 2 * C];
+    }
+}
+
+// [B,NH,T,HS] (fp32) into [B,T,C] (G); and the reverse for dy.
+template <typename G>
+__global__ static void k_unpermute(const float *in, G *out, int B, int T, int NH, int HS)
+{
+    GRID_STRIDE(i, (size_t)B * T * NH * HS) {
+        size_t dd = i % HS, t = (i / HS) % T, h = (i / HS / T) % NH, b = i / HS / T / NH;
+
+        st(out, (b * T + t) * NH * HS + h * HS + dd, in[i]);
+    }
+}
+
+template <typename G>
+__global__ static void k_permute(const float *in, G *out, int B, int T, int NH, int HS)
+{
+    GRID_STRIDE(i, (size_t)B * T * NH * HS) {
+        size_t dd = i % HS, t = (i / HS) % T, h = (i / HS / T) % NH, b = i / HS / T / NH;
+
+        st(out, i, in[(b * T + t) * NH * HS + h * HS + dd]);
+    }
+}
+
+// dq, dk, dv [B,NH,T,HS] each into dqkv [B,T,3C].
+__global__ static void k_unpermute_dqkv(const float *dq, float *dqkv, int B, int T, int NH, int HS)
+{
+    size_t n = (size_t)B * T * NH * HS;
+    int C = NH * HS;
+
+    GRID_STRIDE(i, n) {
+        size_t dd = i % HS, t = (i / HS) % T, h = (i / HS / T) % NH, b = i / HS / T / NH;
+        size_t dst = (b * T + t) * 3 * C + h * HS + dd;
+
+        dqkv[dst] = dq[i];
+        dqkv[dst + C] = dq[n + i];
+        dqkv[dst + 2 * C] = dq[2 * n + i];
+    }
+}
+
+// One warp per row t of a head's scaled scores: causal softmax in place (zeros above the
+// diagonal), and its G copy for the ·V GEMM when pg is given.
+template <typename G>
+__global__ static void k_causal_softmax(float *att, G *pg, int rows, int T)
+{
+    int r = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP, lane = threadIdx.x % WARP, t;
+    float *x, mx = -INFINITY, sum = 0.0f, inv;
+
+    if (r >= rows)
+        return;
+    t = r % T;
+    x = att + (size_t)r * T;
+    for (int j = lane; j <= t; j += WARP)
+        mx = fmaxf(mx, x[j]);
+    mx = warp_max(mx);
+    for (int j = lane; j <= t; j += WARP) {
+        float e = expf(x[j] - mx);
+        x[j] = e;
+        sum += e;
+    }
+    inv = 1.0f / warp_sum(sum);
+    for (int j = lane; j < T; j += WARP) {
+        float p = j <= t ? x[j] * inv : 0.0f;
+
+        x[j] = p;
+        if (pg)
+            st(pg, (size_t)r * T + j, p);
+    }
+}
+
+// Through the softmax: d = p * (d - sum(p * d)) per row, on the fp32 probabilities; G copy in dg.
+template <typename G>
+__global__ static void k_causal_softmax_backward(float *datt, const float *att, G *dg, int rows, int T)
+{
+    int r = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP, lane = threadIdx.x % WARP, t;
+    float *d, dot = 0.0f;
+    const float *p;
+
+    if (r >= rows)
+        return;
+    t = r % T;
+    d = datt + (size_t)r * T;
+    p = att + (size_t)r * T;
+    for (int j = lane; j <= t; j += WARP)
+        dot += p[j] * d[j];
+    dot = warp_sum(dot);
+    for (int j = lane; j < T; j += WARP) {
+        float v = j <= t ? p[j] * (d[j] - dot) : 0.0f;
+
+        d[j] = v;
+        if (dg)
+            st(dg, (size_t)r * T + j, v);
+    }
+}
+
+// --- attention, the fused flash-style path ---
+// One warp per query row (forward, dq) or key row (dk, dv), FLASH_WARPS rows per block, grid.y the
+// (sequence, head) pairs. A lane scores one key (or query) of a chunk of 32; each lane owns the
+// output channels lane, lane+32, ... (HS <= 128: 4 registers). Reads q, k, v straight from qkv
+// [B,T,3C]; the probabilities are never stored: backward recomputes them from each row's
+// log-sum-exp. dq and dk, dv come from two kernels, so no two threads add into one value.
+
+#define FLASH_REGS (FLASH_MAX_HS / WARP)
+
+// head h of sequence b: row t's q (part 0), k (1) or v (2)
+template <typename G>
+__device__ static inline const G *head_row(const G *qkv, int b, int t, int h, int part, int T, int C, int HS)
+{
+    return qkv + ((size_t)b * T + t) * 3 * C + (size_t)part * C + (size_t)h * HS;
+}
+
+template <typename G>
+__device__ static inline float dot_row(const float *s, const G *r, int HS)
+{
+    float acc = 0.0f;
+
+    for (int i = 0; i < HS; i++)
+        acc += s[i] * ld(r, i);
+    return acc;
+}
+
+template <typename G>
+__global__ static void k_flash_forward(const G *qkv, G *y, float *lse, int T, int NH, int HS, float scale)
+{
+    __shared__ float qs[FLASH_WARPS][FLASH_MAX_HS];
+    int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP, b = blockIdx.y / NH, h = blockIdx.y % NH;
+    int t = blockIdx.x * FLASH_WARPS + warp, C = NH * HS;
+    float o[FLASH_REGS], m = -INFINITY, l = 0.0f;
+
+    if (t >= T)
+        return;
+    for (int i = lane; i < HS; i += WARP)
+        qs[warp][i] = ld(head_row(qkv, b, t, h, 0, T, C, HS), i);
+    __syncwarp();
+#pragma unroll
+    for (int r = 0; r < FLASH_REGS; r++)
+        o[r] = 0.0f;
+    for (int j0 = 0; j0 <= t; j0 += WARP) {
+        int j = j0 + lane, nk = min(WARP, t - j0 + 1);
+        float s = j <= t ? scale * dot_row(qs[warp], head_row(qkv, b, j, h, 1, T, C, HS), HS) : -INFINITY;
+        float mn = fmaxf(m, warp_max(s)), p = j <= t ? expf(s - mn) : 0.0f, corr = expf(m - mn);
+
+        l = l * corr + warp_sum(p);
+#pragma unroll
+        for (int r = 0; r < FLASH_REGS; r++)
+            o[r] *= corr;
+        for (int jj = 0; jj < nk; jj++) {
+            float pj = __shfl_sync(FULL_MASK, p, jj);
+            const G *v = head_row(qkv, b, j0 + jj, h, 2, T, C, HS);
+
+#pragma unroll
+            for (int r = 0; r < FLASH_REGS; r++)
+                if (lane + r * WARP < HS)
+                    o[r] += pj * ld(v, lane + r * WARP);
+        }
+        m = mn;
+    }
+#pragma unroll
+    for (int r = 0; r < FLASH_REGS; r++)
+        if (lane + r * WARP < HS)
+            st(y, ((size_t)b * T + t) * C + (size_t)h * HS + lane + r * WARP, o[r] / l);
+    if (lane == 0)
+        lse[(size_t)blockIdx.y * T + t] = m + logf(l);
+}
+
+// delta[b,h,t] = sum over the head's channels of dy * y (backward's row term).
+template <typename G>
+__global__ static void k_flash_delta(const float *dy, const G *y, float *delta, int T, int NH, int HS)
+{
+    int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP, b = blockIdx.y / NH, h = blockIdx.y % NH;
+    int t = blockIdx.x * FLASH_WARPS + warp, C = NH * HS;
+    size_t row = ((size_t)b * T + t) * C + (size_t)h * HS;
+    float s = 0.0f;
+
+    if (t >= T)
+        return;
+    for (int i = lane; i < HS; i += WARP)
+        s += dy[row + i] * ld(y, row + i);
+    s = warp_sum(s);
+    if (lane == 0)
+        delta[(size_t)blockIdx.y * T + t] = s;
+}
+
+// dq for query row t: sum over keys j <= t of ds_tj k_j, ds = p (dy_t . v_j - delta_t), times scale.
+template <typename G>
+__global__ static void k_flash_backward_dq(const G *qkv, const float *dy, const float *lse, const float *delta,
+                                           float *dqkv, int T, int NH, int HS, float scale)
+{
+    __shared__ float qs[FLASH_WARPS][FLASH_MAX_HS], dys[FLASH_WARPS][FLASH_MAX_HS];
+    int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP, b = blockIdx.y / NH, h = blockIdx.y % NH;
+    int t = blockIdx.x * FLASH_WARPS + warp, C = NH * HS;
+    float dq[FLASH_REGS], lt, dt;
+
+    if (t >= T)
+        return;
+    for (int i = lane; i < HS; i += WARP) {
+        qs[warp][i] = ld(head_row(qkv, b, t, h, 0, T, C, HS), i);
+        dys[warp][i] = dy[((size_t)b * T + t) * C + (size_t)h * HS + i];
+    }
+    __syncwarp();
+    lt = lse[(size_t)blockIdx.y * T + t];
+    dt = delta[(size_t)blockIdx.y * T + t];
+#pragma unroll
+    for (int r = 0; r < FLASH_REGS; r++)
+        dq[r] = 0.0f;
+    for (int j0 = 0; j0 <= t; j0 += WARP) {
+        int j = j0 + lane, nk = min(WARP, t - j0 + 1);
+        float ds = 0.0f;
+
+        if (j <= t) {
+            float p = expf(scale * dot_row(qs[warp], head_row(qkv, b, j, h, 1, T, C, HS), HS) - lt);
+
+            ds = p * (dot_row(dys[warp], head_row(qkv, b, j, h, 2, T, C, HS), HS) - dt);
+        }
+        for (int jj = 0; jj < nk; jj++) {
+            float dsj = __shfl_sync(FULL_MASK, ds, jj);
+            const G *k = head_row(qkv, b, j0 + jj, h, 1, T, C, HS);
+
+#pragma unroll
+            for (int r = 0; r < FLASH_REGS; r++)
+                if (lane + r * WARP < HS)
+                    dq[r] += dsj * ld(k, lane + r * WARP);
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < FLASH_REGS; r++)
+        if (lane + r * WARP < HS)
+            dqkv[((size_t)b * T + t) * 3 * C + (size_t)h * HS + lane + r * WARP] = dq[r] * scale;
+}
+
+// dk, dv for key row j: sums over queries i >= j of ds_ij q_i (times scale) and p_ij dy_i.
+template <typename G>
+__global__ static void k_flash_backward_dkdv(const G *qkv, const float *dy, const float *lse, const float *delta,
+                                             float *dqkv, int T, int NH, int HS, float scale)
+{
+    __shared__ float ks[FLASH_WARPS][FLASH_MAX_HS], vs[FLASH_WARPS][FLASH_MAX_HS];
+    int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP, b = blockIdx.y / NH, h = blockIdx.y % NH;
+    int j = blockIdx.x * FLASH_WARPS + warp, C = NH * HS;
+    float dk[FLASH_REGS], dv[FLASH_REGS];
+
+    if (j >= T)
+        return;
+    for (int i = lane; i < HS; i += WARP) {
+        ks[warp][i] = ld(head_row(qkv, b, j, h, 1, T, C, HS), i);
+        vs[warp][i] = ld(head_row(qkv, b, j, h, 2, T, C, HS), i);
+    }
+    __syncwarp();
+#pragma unroll
+    for (int r = 0; r < FLASH_REGS; r++)
+        dk[r] = dv[r] = 0.0f;
+    for (int i0 = j; i0 < T; i0 += WARP) {
+        int i = i0 + lane, nq = min(WARP, T - i0);
+        float p = 0.0f, ds = 0.0f;
+
+        if (i < T) {
+            const float *dyi = dy + ((size_t)b * T + i) * C + (size_t)h * HS;
+            float dp = 0.0f;
+
+            p = expf(scale * dot_row(ks[warp], head_row(qkv, b, i, h, 0, T, C, HS), HS) -
+                     lse[(size_t)blockIdx.y * T + i]);
+            for (int c = 0; c < HS; c++)
+                dp += dyi[c] * vs[warp][c];
+            ds = p * (dp - delta[(size_t)blockIdx.y * T + i]);
+        }
+        for (int ii = 0; ii < nq; ii++) {
+            float pi = __shfl_sync(FULL_MASK, p, ii), dsi = __shfl_sync(FULL_MASK, ds, ii);
+            const G *q = head_row(qkv, b, i0 + ii, h, 0, T, C, HS);
+            const float *dyi = dy + ((size_t)b * T + i0 + ii) * C + (size_t)h * HS;
+
+#pragma unroll
+            for (int r = 0; r < FLASH_REGS; r++)
+                if (lane + r * WARP < HS) {
+                    dk[r] += dsi * ld(q, lane + r * WARP);
+                    dv[r] += pi * dyi[lane + r * WARP];
+                }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < FLASH_REGS; r++)
+        if (lane + r * WARP < HS) {
+            size_t o = ((size_t)b * T + j) * 3 * C + (size_t)h * HS + lane + r * WARP;
+
+            dqkv[o + C] = dk[r] * scale;
+            dqkv[o + 2 * C] = dv[r];
+        }
+}
+
+// --- the fused classifier ---
+// One block per row of logits: the row's max and sum of exponentials in one online pass, the loss
+// -log p[target] = log(sum) - (logit - max), then (softmax - onehot) written over the logits (and in
+// G for the LM head's GEMMs). The probabilities are never stored; backward scales by 1/tokens in
+// the GEMMs' alpha.
+__device__ static inline void online_merge(float *m, float *s, float m2, float s2)
+{
+    float mx = fmaxf(*m, m2);
+
+    if (mx == -INFINITY)
+        return;
+    *s = *s * expf(*m - mx) + s2 * expf(m2 - mx);
+    *m = mx;
+}
+
+template <typename G>
+__global__ static void k_classifier(float *logits, G *dg, const int32_t *targets, float *losses, int V, int ld)
+{
+    __shared__ float sm[32], ss[32];
+    int row = blockIdx.x, lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, nw = blockDim.x / WARP;
+    int tg = targets[row];
+    float *x = logits + (size_t)row * ld, m = -INFINITY, s = 0.0f, inv;
+
+    for (int j = threadIdx.x; j < V; j += blockDim.x)
+        online_merge(&m, &s, x[j], 1.0f);
+    for (int o = WARP / 2; o > 0; o /= 2) {
+        float m2 = __shfl_xor_sync(FULL_MASK, m, o), s2 = __shfl_xor_sync(FULL_MASK, s, o);
+
+        online_merge(&m, &s, m2, s2);
+    }
+    if (lane == 0) {
+        sm[warp] = m;
+        ss[warp] = s;
+    }
+    __syncthreads();
+    m = -INFINITY;
+    s = 0.0f;
+    for (int w = 0; w < nw; w++)
+        online_merge(&m, &s, sm[w], ss[w]);
+    if (threadIdx.x == 0)
+        losses[row] = logf(s) - (x[tg] - m);
+    __syncthreads(); // x[tg] is read before it is overwritten
+    inv = 1.0f / s;
+    for (int j = threadIdx.x; j < V; j += blockDim.x) {
+        float d = expf(x[j] - m) * inv - (j == tg ? 1.0f : 0.0f);
+
+        x[j] = d;
+        if (dg)
+            st(dg, (size_t)row * ld + j, d);
+    }
+}
+
+// --- the update, the norm ---
+
+// torch.optim.AdamW, as engine/nn/optim.c.
+__global__ static void k_adamw(float *p, const float *g, float *m, float *v, size_t n, float b1, float b2, float eps,
+                               float decay, float step_size, float inv_sqrt_bc2)
+{
+    GRID_STRIDE(i, n) {
+        m[i] = b1 * m[i] + (1.0f - b1) * g[i];
+        v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
+        p[i] = p[i] * decay - step_size * m[i] / (sqrtf(v[i]) * inv_sqrt_bc2 + eps);
+    }
+}
+
+// torch.optim.SGD (dampening 0, not Nesterov).
+__global__ static void k_sgd(float *p, const float *g, float *buf, size_t n, float lr, float wd, float mu)
+{
+    GRID_STRIDE(i, n) {
+        float gi = g[i] + wd * p[i];
+
+        buf[i] = mu * buf[i] + gi;
+        p[i] -= lr * (mu != 0.0f ? buf[i] : gi);
+    }
+}
+
+// Stage 1 of the squared norm: NORM_BLOCKS blocks, each its grid-stride share into part[block].
+__global__ static void k_sumsq_partials(const float *g, size_t n, float *part)
+{
+    __shared__ float sh[32];
+    float s = 0.0f;
+
+    GRID_STRIDE(i, n) s += g[i] * g[i];
+    s = warp_sum(s);
+    if (threadIdx.x % WARP == 0)
+        sh[threadIdx.x / WARP] = s;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        s = 0.0f;
+        for (unsigned w = 0; w < blockDim.x / WARP; w++)
+            s += sh[w];
+        part[blockIdx.x] = s;
+    }
+}
+
+// Stage 2: the partials in block order, in double.
+__global__ static void k_sumsq_finish(const float *part, int n, double *out)
+{
+    double s = 0.0;
+
+    for (int i = 0; i < n; i++)
+        s += part[i];
+    *out = s;
+}
+
+// torch.nn.utils.clip_grad_norm_: g *= min(1, max_norm / (norm + 1e-6)), the norm read on the device.
+__global__ static void k_clip(float *g, size_t n, const double *norm_sq, float max_norm)
+{
+    float coef = max_norm / ((float)sqrt(*norm_sq) + 1e-6f);
+
+    if (coef >= 1.0f)
+        return;
+    GRID_STRIDE(i, n) g[i] *= coef;
+}
+
+// --- errors ---------------------------------------------------------------------------------
+
+static int cuda_fail(cudaError_t e, const char *what, ct_error *err)
+{
+    ct_error_set(err, CT_EIO, "cuda", "cuda gpt: %s failed: %s", what, cudaGetErrorString(e));
+    return ct_error_hint(err, "check the GPU with nvidia-smi; CUDA_LAUNCH_BLOCKING=1 shows the failing kernel");
+}
+
+static int blas_fail(cublasStatus_t s, const char *what, ct_error *err)
+{
+    ct_error_set(err, CT_EIO, "cuda", "cuda gpt: cublas %s failed: %s", what, cublasGetStatusString(s));
+    return ct_error_hint(err, "check the GPU with nvidia-smi and the cuBLAS library version");
+}
+
+// A launch's configuration error shows at once; execution errors at the next synchronisation.
+static int launched(const char *what, ct_error *err)
+{
+    cudaError_t e = cudaGetLastError();
+
+    return e == cudaSuccess ? 0 : cuda_fail(e, what, err);
+}
+
+static unsigned blocks_for(size_t n, unsigned threads)
+{
+    size_t b = (n + threads - 1) / threads;
+
+    return (unsigned)(b < 65535u * 32u ? (b ? b : 1) : 65535u * 32u);
+}
+
+// A kernel templated on the GEMM type, launched with G the model's.
+#define LAUNCH_G(d, kern, grid, block, ...)                                                                        \
+    do {                                                                                                         \
+        if ((d)->bf16) {                                                                                         \
+            typedef bf16 G;                                                                                      \
+            kern<G><<<(grid), (block), 0, (d)->stream>>>(__VA_ARGS__);                                            \
+        } else {                                                                                                 \
+            typedef float G;                                                                                     \
+            kern<G><<<(grid), (block), 0, (d)->stream>>>(__VA_ARGS__);                                            \
+        }                                                                                                        \
+    } while (0)
+
+// --- GEMMs --------------------------------------------------------------------------------
+
+// D[m,n] (column-major, fp32) = alpha op(A) op(B) with A, B of the GEMM type, fp32 accumulation,
+// and an epilogue: bias (length m) added, GELU with the pre-GELU values in aux, or dGELU with
+// aux read. *no_algo (when given) is set instead of failing where cuBLASLt has no algorithm for the
+// epilogue; the caller then runs it as a kernel.
+struct gemm_args {
+    int ta, tb, m, n, k;
+    float alpha;
+    const void *a;
+    int lda;
+    const void *b;
+    int ldb;
+    float *d;
+    int ldd;
+    cublasLtEpilogue_t epi;
+    const float *bias;
+    float *aux;
+};
+
+static int lt_gemm(ct_gpt_cuda *d, const struct gemm_args *g, int *no_algo, const char *what, ct_error *err)
+{
+    cublasLtMatmulDesc_t op = NULL;
+    cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasLtMatmulHeuristicResult_t h;
+    cublasOperation_t opa = g->ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = g->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    size_t ws = LT_WORKSPACE;
+    int64_t ld_aux = g->m;
+    float beta = 0.0f;
+    int found = 0, rc = 0;
+    cublasStatus_t s;
+
+    memset(&h, 0, sizeof(h));
+    if ((s = cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F)) != CUBLAS_STATUS_SUCCESS ||
+        (s = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa))) ||
+        (s = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb))) ||
+        (s = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &g->epi, sizeof(g->epi))) ||
+        (g->bias && (s = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias,
+                                                        sizeof(g->bias)))) ||
+        (g->aux && ((s = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g->aux,
+                                                        sizeof(g->aux))) ||
+                    (s = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux,
+                                                        sizeof(ld_aux))))) ||
+        (s = cublasLtMatrixLayoutCreate(&la, d->gtype, g->ta ? g->k : g->m, g->ta ? g->m : g->k, g->lda)) ||
+        (s = cublasLtMatrixLayoutCreate(&lb, d->gtype, g->tb ? g->n : g->k, g->tb ? g->k : g->n, g->ldb)) ||
+        (s = cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, g->m, g->n, g->ldd)) ||
+        (s = cublasLtMatmulPreferenceCreate(&pref)) ||
+        (s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)))) {
+        rc = blas_fail(s, what, err);
+        goto out;
+    }
+    s = cublasLtMatmulAlgoGetHeuristic(d->lt, op, la, lb, lc, lc, pref, 1, &h, &found);
+    if (s != CUBLAS_STATUS_SUCCESS || found == 0) {
+        if (no_algo && g->epi != CUBLASLT_EPILOGUE_DEFAULT)
+            *no_algo = 1;
+        else
+            rc = blas_fail(s != CUBLAS_STATUS_SUCCESS ? s : CUBLAS_STATUS_NOT_SUPPORTED, what, err);
+        goto out;
+    }
+    if ((s = cublasLtMatmul(d->lt, op, &g->alpha, g->a, la, g->b, lb, &beta, g->d, lc, g->d, lc, &h.algo, d->ws, ws,
+                            d->stream)) != CUBLAS_STATUS_SUCCESS)
+        rc = blas_fail(s, what, err);
+out:
+    if (pref)
+        cublasLtMatmulPreferenceDestroy(pref);
+    if (lc)
+        cublasLtMatrixLayoutDestroy(lc);
+    if (lb)
+        cublasLtMatrixLayoutDestroy(lb);
+    if (la)
+        cublasLtMatrixLayoutDestroy(la);
+    if (op)
+        cublasLtMatmulDescDestroy(op);
+    return rc;
+}
+
+// The GEMM with its epilogue, or (none offered, or no_epilogues) the plain GEMM and the kernel.
+static int gemm_epilogue(ct_gpt_cuda *d, const struct gemm_args *g, const char *what, ct_error *err)
+{
+    const unsigned TH = 256;
+    struct gemm_args plain = *g;
+    size_t n = (size_t)g->m * g->n;
+    int no_algo = d->no_epilogues && g->epi != CUBLASLT_EPILOGUE_DEFAULT, rc;
+
+    if (!no_algo && ((rc = lt_gemm(d, g, &no_algo, what, err)) || !no_algo))
+        return rc;
+    plain.epi = CUBLASLT_EPILOGUE_DEFAULT;
+    plain.bias = NULL;
+    plain.aux = NULL;
+    if (g->epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS)
+        plain.d = g->aux; // the pre-GELU values first
+    if ((rc = lt_gemm(d, &plain, NULL, what, err)))
+        return rc;
+    if (g->epi == CUBLASLT_EPILOGUE_DGELU)
+        k_gelu_backward<<<blocks_for(n, TH), TH, 0, d->stream>>>(g->d, g->aux, n);
+    else
+        k_bias_gelu<<<blocks_for(n, TH), TH, 0, d->stream>>>(g->d, g->epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ? g->aux
+                                                                                                          : NULL,
+                                                             g->bias, g->n, g->m);
+    return launched(what, err);
+}
+
+// Attention's batched GEMMs over the (sequence, head) pairs, on cuBLAS: C[m,n] = alpha op(A) op(B).
+static int batched_gemm(ct_gpt_cuda *d, int ta, int tb, int m, int n, int k, float alpha, const void *a, int lda,
+                        long long sa, const void *b, int ldb, long long sb, float *c, int ldc, long long sc, int count,
+                        const char *what, ct_error *err)
+{
+    const float beta = 0.0f;
+    cublasStatus_t s = cublasGemmStridedBatchedEx(d->blas, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                                  m, n, k, &alpha, a, d->gtype, lda, sa, b, d->gtype, ldb, sb, &beta, c,
+                                                  CUDA_R_32F, ldc, sc, count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+
+    return s == CUBLAS_STATUS_SUCCESS ? 0 : blas_fail(s, what, err);
+}
+
+// --- layers -------------------------------------------------------------------------------
+
+static const void *weight(const ct_gpt_cuda *d, size_t off)
+{
+    return d->bf16 ? (const void *)((const bf16 *)d->params_g + off) : (const void *)(d->params + off);
+}
+
+static void *g_at(const ct_gpt_cuda *d, void *base, size_t i) { return (char *)base + i * d->gsz; }
+
+// Where a GEMM whose result is kept in G writes it: the kept array itself (32-true) or fp32 scratch.
+static float *gemm_out(const ct_gpt_cuda *d, void *kept, float *scratch) { return d->bf16 ? scratch : (float *)kept; }
+
+// The kept G copy of what gemm_out wrote (bf16-mixed: rounded to nearest even).
+static int keep(ct_gpt_cuda *d, const float *out, void *kept, size_t n, ct_error *err)
+{
+    if (!d->bf16)
+        return 0;
+    k_to_bf16<<<blocks_for(n, 256), 256, 0, d->stream>>>(out, (bf16 *)kept, n);
+    return launched("a bf16 copy", err);
+}
+
+// What a GEMM reads for the fp32 gradient x[n]: x, or its bf16 copy.
+static const void *grad_for_gemm(ct_gpt_cuda *d, const float *x, size_t n)
+{
+    if (!d->bf16)
+        return x;
+    k_to_bf16<<<blocks_for(n, 256), 256, 0, d->stream>>>(x, (bf16 *)d->grad_g, n);
+    return d->grad_g;
+}
+
+// db[OC] = column sums of dout[N,OC]; with x: dw = column sums of the LayerNorm's norm * dout.
+static int column_sums(ct_gpt_cuda *d, const float *dout, const float *x, const float *mean, const float *rstd, int N,
+                       int OC, float *db, float *dw, ct_error *err)
+{
+    dim3 grid((OC + 255) / 256, (N + COL_CHUNK - 1) / COL_CHUNK);
+
+    k_col_partials<<<grid, 256, 0, d->stream>>>(dout, x, mean, rstd, N, OC, d->partials);
+    k_col_finish<<<(OC + 255) / 256, 256, 0, d->stream>>>(d->partials, (int)grid.y, OC, db, dw);
+    return launched("column sums", err);
+}
+
+// res = a + b (when a is given), then out = LayerNorm(res) with weight and bias at w, b_off.
+static int layernorm_forward(ct_gpt_cuda *d, float *res, const float *a, const float *b, void *out, float *mean,
+                             float *rstd, size_t w, size_t b_off, int N, ct_error *err)
+{
+    int C = d->lay.cfg.n_embd;
+
+    LAUNCH_G(d, k_residual_layernorm, (N + 7) / 8, 256, res, a, b, (G *)out, mean, rstd, d->params + w,
+             d->params + b_off, N, C);
+    return launched("layernorm forward", err);
+}
+
+// dx += the LayerNorm's input gradient; its weight and bias gradients overwritten.
+static int layernorm_backward(ct_gpt_cuda *d, float *dx, size_t w, size_t b_off, const float *dout, const float *x,
+                              const float *mean, const float *rstd, int N, ct_error *err)
+{
+    int C = d->lay.cfg.n_embd, rc;
+
+    k_layernorm_backward_dx<<<(N + 7) / 8, 256, 0, d->stream>>>(dx, dout, x, d->params + w, mean, rstd, N, C);
+    if ((rc = launched("layernorm backward", err)))
+        return rc;
+    return column_sums(d, dout, x, mean, rstd, N, C, d->grads + b_off, d->grads + w, err);
+}
+
+// out[BT,OC] = in[BT,IC] W[OC,IC]^T + b, one cuBLASLt GEMM with the bias epilogue; with gelu_pre
+// out = gelu(that), the pre-GELU values written to gelu_pre (the GELU_AUX_BIAS epilogue).
+static int linear_forward(ct_gpt_cuda *d, float *out, const void *in, size_t w, size_t b, int BT, int IC, int OC,
+                          float *gelu_pre, ct_error *err)
+{
+    struct gemm_args g = { 1, 0, OC, BT, IC, 1.0f, weight(d, w), IC, in, IC, out, OC,
+                           gelu_pre ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_BIAS, d->params + b, gelu_pre };
+
+    return gemm_epilogue(d, &g, "a Linear layer's forward GEMM", err);
+}
+
+// From dout[BT,OC]: db = column sums, dW = dout^T in, din = dout W (times gelu'(dgelu_pre) when
+// given: the DGELU epilogue). in is what forward's GEMM read.
+static int linear_backward(ct_gpt_cuda *d, float *din, size_t w, size_t b, const float *dout, const void *in, int BT,
+                           int IC, int OC, const float *dgelu_pre, ct_error *err)
+{
+    const void *dq = grad_for_gemm(d, dout, (size_t)BT * OC);
+    struct gemm_args gw = { 0, 1, IC, OC, BT, 1.0f, in, IC, dq, OC, d->grads + w, IC, CUBLASLT_EPILOGUE_DEFAULT, NULL,
+                            NULL };
+    struct gemm_args gx = { 0, 0, IC, BT, OC, 1.0f, weight(d, w), IC, dq, OC, din, IC,
+                            dgelu_pre ? CUBLASLT_EPILOGUE_DGELU : CUBLASLT_EPILOGUE_DEFAULT, NULL, (float *)dgelu_pre };
+    int rc;
+
+    if ((rc = column_sums(d, dout, NULL, NULL, NULL, BT, OC, d->grads + b, NULL, err)) ||
+        (rc = lt_gemm(d, &gw, NULL, "a weight-gradient GEMM", err)))
+        return rc;
+    return gemm_epilogue(d, &gx, "an input-gradient GEMM", err);
+}
+
+// atty[BT,C] (G) from qkv[BT,3C] (G): causal softmax(q k^T / sqrt(HS)) v per sequence and head.
+static int attention_forward(ct_gpt_cuda *d, struct layer_acts *a, int B, ct_error *err)
+{
+    const ct_gpt_config *c = &d->lay.cfg;
+    int T = c->seq_len, NH = c->n_head, HS = c->n_embd / NH, rc;
+    float scale = 1.0f / sqrtf((float)HS);
+    size_t n = (size_t)B * T * c->n_embd;
+    void *q = d->qkvp, *k = g_at(d, q, n), *v = g_at(d, q, 2 * n);
+    long long tt = (long long)T * T, th = (long long)T * HS;
+
+    if (d->flash) {
+        dim3 grid((T + FLASH_WARPS - 1) / FLASH_WARPS, B * NH);
+
+        LAUNCH_G(d, k_flash_forward, grid, FLASH_WARPS * WARP, (const G *)a->qkv, (G *)a->atty, a->lse, T, NH, HS,
+                 scale);
+        return launched("flash attention forward", err);
+    }
+    LAUNCH_G(d, k_permute_qkv, blocks_for(n, 256), 256, (const G *)a->qkv, (G *)q, (G *)k, (G *)v, B, T, NH, HS);
+    if ((rc = launched("attention's permute", err)) ||
+        (rc = batched_gemm(d, 1, 0, T, T, HS, scale, k, HS, th, q, HS, th, a->att, T, tt, B * NH, "q k^T", err)))
+        return rc;
+    LAUNCH_G(d, k_causal_softmax, (unsigned)(((size_t)B * NH * T + 7) / 8), 256, a->att, (G *)a->att_g, B * NH * T,
+             T);
+    if ((rc = launched("causal softmax", err)) ||
+        (rc = batched_gemm(d, 0, 0, HS, T, T, 1.0f, v, HS, th, d->bf16 ? a->att_g : a->att, T, tt, d->dqkvp, HS, th,
+                           B * NH, "att v", err)))
+        return rc;
+    LAUNCH_G(d, k_unpermute, blocks_for(n, 256), 256, d->dqkvp, (G *)a->atty, B, T, NH, HS);
+    return launched("attention's unpermute", err);
+}
+
+// dqkv[BT,3C] from datty[BT,C] (dbt_c).
+static int attention_backward(ct_gpt_cuda *d, const struct layer_acts *a, int B, ct_error *err)
+{
+    const ct_gpt_config *c = &d->lay.cfg;
+    int T = c->seq_len, NH = c->n_head, HS = c->n_embd / NH, rc;
+    float scale = 1.0f / sqrtf((float)HS);
+    size_t n = (size_t)B * T * c->n_embd;
+    void *q = d->qkvp, *k = g_at(d, q, n), *v = g_at(d, q, 2 * n);
+    const void *p = d->bf16 ? a->att_g : a->att, *ds = d->bf16 ? d->grad_g : d->datt;
+    long long tt = (long long)T * T, th = (long long)T * HS;
+
+    if (d->flash) {
+        dim3 grid((T + FLASH_WARPS - 1) / FLASH_WARPS, B * NH);
+
+        LAUNCH_G(d, k_flash_delta, grid, FLASH_WARPS * WARP, d->dbt_c, (const G *)a->atty, d->delta, T, NH, HS);
+        LAUNCH_G(d, k_flash_backward_dq, grid, FLASH_WARPS * WARP, (const G *)a->qkv, d->dbt_c, a->lse, d->delta,
+                 d->dqkv, T, NH, HS, scale);
+        LAUNCH_G(d, k_flash_backward_dkdv, grid, FLASH_WARPS * WARP, (const G *)a->qkv, d->dbt_c, a->lse, d->delta,
+                 d->dqkv, T, NH, HS, scale);
+        return launched("flash attention backward", err);
+    }
+    LAUNCH_G(d, k_permute_qkv, blocks_for(n, 256), 256, (const G *)a->qkv, (G *)q, (G *)k, (G *)v, B, T, NH, HS);
+    LAUNCH_G(d, k_permute, blocks_for(n, 256), 256, d->dbt_c, (G *)d->dyp, B, T, NH, HS);
+    /* datt = dy v^T; dv = att^T dy */
+    if ((rc = launched("attention's permutes", err)) ||
+        (rc = batched_gemm(d, 1, 0, T, T, HS, 1.0f, v, HS, th, d->dyp, HS, th, d->datt, T, tt, B * NH, "dy v^T", err)) ||
+        (rc = batched_gemm(d, 0, 1, HS, T, T, 1.0f, d->dyp, HS, th, p, T, tt, d->dqkvp + 2 * n, HS, th, B * NH,
+                           "att^T dy", err)))
+        return rc;
+    LAUNCH_G(d, k_causal_softmax_backward, (unsigned)(((size_t)B * NH * T + 7) / 8), 256, d->datt, a->att,
+             (G *)(d->bf16 ? d->grad_g : NULL), B * NH * T, T);
+    /* dq = ds k, dk = ds^T q, both times the scores' scale */
+    if ((rc = launched("causal softmax backward", err)) ||
+        (rc = batched_gemm(d, 0, 0, HS, T, T, scale, k, HS, th, ds, T, tt, d->dqkvp, HS, th, B * NH, "ds k", err)) ||
+        (rc = batched_gemm(d, 0, 1, HS, T, T, scale, q, HS, th, ds, T, tt, d->dqkvp + n, HS, th, B * NH, "ds^T q",
+                           err)))
+        return rc;
+    k_unpermute_dqkv<<<blocks_for(n, 256), 256, 0, d->stream>>>(d->dqkvp, d->dqkv, B, T, NH, HS);
+    return launched("attention's gradient unpermute", err);
+}
+
+// Block l: attention then the MLP, each added to the residual stream; the residual add fused with
+// the next LayerNorm (ln_2, then the next block's ln_1 or ln_f).
+static int block_forward(ct_gpt_cuda *d, int l, int B, ct_error *err)
+{
+    const ct_gpt_cuda_layout *lay = &d->lay;
+    int C = lay->cfg.n_embd, BT = B * lay->cfg.seq_len, last = l == lay->cfg.n_layer - 1, rc;
+    struct layer_acts *a = &d->layers[l], *next = last ? NULL : &d->layers[l + 1];
+    const float *x = l ? d->layers[l - 1].res3 : d->encoded;
+    const size_t *w = lay->blk[l];
+    float *qkv = gemm_out(d, a->qkv, d->dqkv), *fch_gelu = gemm_out(d, a->fch_gelu, d->dfch);
+
+    if ((rc = linear_forward(d, qkv, a->ln1, w[CT_GPT_ATTN_W], w[CT_GPT_ATTN_B], BT, C, 3 * C, NULL, err)) ||
+        (rc = keep(d, qkv, a->qkv, (size_t)BT * 3 * C, err)) || (rc = attention_forward(d, a, B, err)) ||
+        (rc = linear_forward(d, d->dbt_c, a->atty, w[CT_GPT_APROJ_W], w[CT_GPT_APROJ_B], BT, C, C, NULL, err)) ||
+        (rc = layernorm_forward(d, a->res2, x, d->dbt_c, a->ln2, a->ln2_mean, a->ln2_rstd, w[CT_GPT_LN2_W],
+                                w[CT_GPT_LN2_B], BT, err)) ||
+        (rc = linear_forward(d, fch_gelu, a->ln2, w[CT_GPT_FC_W], w[CT_GPT_FC_B], BT, C, 4 * C, a->fch, err)) ||
+        (rc = keep(d, fch_gelu, a->fch_gelu, (size_t)BT * 4 * C, err)) ||
+        (rc = linear_forward(d, d->dbt_c, a->fch_gelu, w[CT_GPT_FPROJ_W], w[CT_GPT_FPROJ_B], BT, 4 * C, C, NULL, err)))
+        return rc;
+    if (last)
+        return layernorm_forward(d, a->res3, a->res2, d->dbt_c, d->lnf, d->lnf_mean, d->lnf_rstd, lay->lnf_w,
+                                 lay->lnf_b, BT, err);
+    return layernorm_forward(d, a->res3, a->res2, d->dbt_c, next->ln1, next->ln1_mean, next->ln1_rstd,
+                             lay->blk[l + 1][CT_GPT_LN1_W], lay->blk[l + 1][CT_GPT_LN1_B], BT, err);
+}
+
+// Block l's backward: dres holds the gradient of its output on entry, of its input on return; each
+// tensor pair announced (stage s0 + 0..5) as soon as its gradient is enqueued.
+static int block_backward(ct_gpt_cuda *d, int l, int B, ct_grad_ready_fn ready, void *ctx, ct_error *err)
+{
+    const ct_gpt_cuda_layout *lay = &d->lay;
+    int C = lay->cfg.n_embd, BT = B * lay->cfg.seq_len, s0 = 1 + 6 * (lay->cfg.n_layer - 1 - l), rc;
+    const struct layer_acts *a = &d->layers[l];
+    const float *x = l ? d->layers[l - 1].res3 : d->encoded;
+    const size_t *w = lay->blk[l];
+
+    if ((rc = linear_backward(d, d->dfch, w[CT_GPT_FPROJ_W], w[CT_GPT_FPROJ_B], d->dres, a->fch_gelu, BT, 4 * C, C,
+                              a->fch, err)) ||
+        (rc = ct_gpt_cuda_announce(lay, s0, ready, ctx)) ||
+        (rc = linear_backward(d, d->dbt_c, w[CT_GPT_FC_W], w[CT_GPT_FC_B], d->dfch, a->ln2, BT, C, 4 * C, NULL, err)) ||
+        (rc = ct_gpt_cuda_announce(lay, s0 + 1, ready, ctx)) ||
+        (rc = layernorm_backward(d, d->dres, w[CT_GPT_LN2_W], w[CT_GPT_LN2_B], d->dbt_c, a->res2, a->ln2_mean,
+                                 a->ln2_rstd, BT, err)) ||
+        (rc = ct_gpt_cuda_announce(lay, s0 + 2, ready, ctx)) ||
+        (rc = linear_backward(d, d->dbt_c, w[CT_GPT_APROJ_W], w[CT_GPT_APROJ_B], d->dres, a->atty, BT, C, C, NULL,
+                              err)) ||
+        (rc = ct_gpt_cuda_announce(lay, s0 + 3, ready, ctx)) || (rc = attention_backward(d, a, B, err)) ||
+        (rc = linear_backward(d, d->dbt_c, w[CT_GPT_ATTN_W], w[CT_GPT_ATTN_B], d->dqkv, a->ln1, BT, C, 3 * C, NULL,
+                              err)) ||
+        (rc = ct_gpt_cuda_announce(lay, s0 + 4, ready, ctx)) ||
+        (rc = layernorm_backward(d, d->dres, w[CT_GPT_LN1_W], w[CT_GPT_LN1_B], d->dbt_c, x, a->ln1_mean, a->ln1_rstd,
+                                 BT, err)))
+        return rc;
+    return ct_gpt_cuda_announce(lay, s0 + 5, ready, ctx);
+}
+
+// --- the step -----------------------------------------------------------------------------
+
+extern "C" int ct_gpt_cuda_forward(ct_gpt_cuda *d, int batch, double *loss_sum, ct_error *err)
+{
+    const ct_gpt_cuda_layout *lay = &d->lay;
+    int T = lay->cfg.seq_len, C = lay->cfg.n_embd, V = lay->cfg.vocab, BT = batch * T, rc;
+    size_t maxbt = (size_t)d->max_batch * T;
+    struct gemm_args head;
+    cudaError_t e;
+
+    if (batch < 1 || batch > d->max_batch)
+        return ct_error_set(err, CT_EINTERNAL, "cuda", "cuda gpt: a batch of %d for at most %d", batch, d->max_batch);
+    d->batch = 0;
+    cudaMemcpyAsync(d->inputs, d->h_tokens, sizeof(int32_t) * BT, cudaMemcpyHostToDevice, d->stream);
+    cudaMemcpyAsync(d->targets, d->h_tokens + maxbt, sizeof(int32_t) * BT, cudaMemcpyHostToDevice, d->stream);
+    // The weights changed at the last update: one bf16 rounding of all of them per forward.
+    if (d->bf16)
+        k_to_bf16<<<blocks_for(lay->n_params, 256), 256, 0, d->stream>>>(d->params, (bf16 *)d->params_g, lay->n_params);
+    k_embed<<<blocks_for((size_t)BT * C, 256), 256, 0, d->stream>>>(d->encoded, d->inputs, d->params + lay->wte,
+                                                                    d->params + lay->wpe, BT, T, C);
+    if ((rc = launched("embedding", err)) ||
+        (rc = layernorm_forward(d, d->encoded, NULL, NULL, d->layers[0].ln1, d->layers[0].ln1_mean,
+                                d->layers[0].ln1_rstd, lay->blk[0][CT_GPT_LN1_W], lay->blk[0][CT_GPT_LN1_B], BT, err)))
+        return rc;
+    for (int l = 0; l < lay->cfg.n_layer; l++)
+        if ((rc = block_forward(d, l, batch, err)))
+            return rc;
+    /* logits = lnf wte^T: the LM head is the token embedding, transposed */
+    head = { 1, 0, V, BT, C, 1.0f, weight(d, lay->wte), C, d->lnf, C, d->logits, d->vp, CUBLASLT_EPILOGUE_DEFAULT,
+             NULL, NULL };
+    if ((rc = lt_gemm(d, &head, NULL, "the LM head", err)))
+        return rc;
+    LAUNCH_G(d, k_classifier, BT, 256, d->logits, (G *)d->dlogits_g, d->targets, d->losses, V, d->vp);
+    if ((rc = launched("the fused classifier", err)))
+        return rc;
+    cudaMemcpyAsync(d->h_losses, d->losses, sizeof(float) * BT, cudaMemcpyDeviceToHost, d->stream);
+    if ((e = cudaStreamSynchronize(d->stream)) != cudaSuccess)
+        return cuda_fail(e, "forward", err);
+    *loss_sum = 0.0;
+    for (int i = 0; i < BT; i++)
+        *loss_sum += d->h_losses[i];
+    d->batch = batch;
+    return 0;
+}
+
+extern "C" int ct_gpt_cuda_backward(ct_gpt_cuda *d, double scale_tokens, ct_grad_ready_fn ready, void *ctx,
+                                    ct_error *err)
+{
+    const ct_gpt_cuda_layout *lay = &d->lay;
+    int B = d->batch, T = lay->cfg.seq_len, C = lay->cfg.n_embd, V = lay->cfg.vocab, L = lay->cfg.n_layer;
+    int BT = B * T, rc;
+    float alpha = (float)(1.0 / scale_tokens);
+    const void *dl = d->bf16 ? d->dlogits_g : d->logits;
+    /* LM head: dlnf = dlogits wte, dwte = dlogits^T lnf (the embedding adds to it last); the
+     * classifier left (softmax - onehot): the mean's 1/tokens is alpha */
+    struct gemm_args dx = { 0, 0, C, BT, V, alpha, weight(d, lay->wte), C, dl, d->vp, d->dbt_c, C,
+                            CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL };
+    struct gemm_args dw = { 0, 1, C, V, BT, alpha, d->lnf, C, dl, d->vp, d->grads + lay->wte, C,
+                            CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL };
+
+    if (B == 0)
+        return ct_error_set(err, CT_EINTERNAL, "cuda", "cuda gpt: backward without a forward");
+    if ((rc = lt_gemm(d, &dx, NULL, "the LM head's input gradient", err)) ||
+        (rc = lt_gemm(d, &dw, NULL, "the LM head's weight gradient", err)))
+        return rc;
+    cudaMemsetAsync(d->dres, 0, sizeof(float) * BT * C, d->stream);
+    if ((rc = layernorm_backward(d, d->dres, lay->lnf_w, lay->lnf_b, d->dbt_c, d->layers[L - 1].res3, d->lnf_mean,
+                                 d->lnf_rstd, BT, err)) ||
+        (rc = ct_gpt_cuda_announce(lay, 0, ready, ctx)))
+        return rc;
+    for (int l = L - 1; l >= 0; l--)
+        if ((rc = block_backward(d, l, B, ready, ctx, err)))
+            return rc;
+    k_embed_backward_wpe<<<blocks_for((size_t)T * C, 256), 256, 0, d->stream>>>(d->grads + lay->wpe, d->dres, B, T, C);
+    k_embed_backward_wte<<<dim3((C + 127) / 128, WTE_RANGES), 128, 0, d->stream>>>(d->grads + lay->wte, d->dres,
+                                                                                 d->inputs, BT, C, V);
+    if ((rc = launched("embedding backward", err)))
+        return rc;
+    return ct_gpt_cuda_announce(lay, ct_gpt_cuda_stages(lay) - 1, ready, ctx);
+}
+
+static void norm_enqueue(ct_gpt_cuda *d)
+{
+    k_sumsq_partials<<<NORM_BLOCKS, 256, 0, d->stream>>>(d->grads, d->lay.n_params, d->norm_part);
+    k_sumsq_finish<<<1, 1, 0, d->stream>>>(d->norm_part, NORM_BLOCKS, d->norm_sq);
+}
+
+extern "C" int ct_gpt_cuda_grad_norm(ct_gpt_cuda *d, double *norm, ct_error *err)
+{
+    cudaError_t e;
+
+    norm_enqueue(d);
+    cudaMemcpyAsync(d->h_norm, d->norm_sq, sizeof(double), cudaMemcpyDeviceToHost, d->stream);
+    if ((e = cudaStreamSynchronize(d->stream)) != cudaSuccess)
+        return cuda_fail(e, "the gradient norm", err);
+    *norm = sqrt(*d->h_norm);
+    return 0;
+}
+
+extern "C" int ct_gpt_cuda_clip_grad_norm(ct_gpt_cuda *d, double max_norm, ct_error *err)
+{
+    norm_enqueue(d);
+    k_clip<<<blocks_for(d->lay.n_params, 256), 256, 0, d->stream>>>(d->grads, d->lay.n_params, d->norm_sq,
+                                                                    (float)max_norm);
+    return launched("gradient clipping", err);
+}
+
+extern "C" int ct_gpt_cuda_optim_step(ct_gpt_cuda *d, ct_optim *o, ct_error *err)
+{
+    const ct_optim_config *c = ct_optim_get_config(o);
+    size_t n = d->lay.n_params;
+    int need = c->kind == CT_OPTIM_ADAMW ? 2 : 1;
+
+    if (d->n_states != need)
+        return ct_error_set(err, CT_EINTERNAL, "cuda", "cuda gpt: made with %d optimizer states, %s keeps %d",
+                            d->n_states, ct_optim_kind_name(c->kind), need);
+    ct_optim_set_steps(o, ct_optim_steps(o) + 1);
+    if (c->kind == CT_OPTIM_ADAMW) {
+        double t = (double)ct_optim_steps(o);
+
+        k_adamw<<<blocks_for(n, 256), 256, 0, d->stream>>>(
+            d->params, d->grads, d->state[0], d->state[1], n, (float)c->beta1, (float)c->beta2, (float)c->eps,
+            (float)(1.0 - c->lr * c->weight_decay), (float)(c->lr / (1.0 - pow(c->beta1, t))),
+            (float)(1.0 / sqrt(1.0 - pow(c->beta2, t))));
+    } else {
+        k_sgd<<<blocks_for(n, 256), 256, 0, d->stream>>>(d->params, d->grads, d->state[0], n, (float)c->lr,
+                                                         (float)c->weight_decay, (float)c->momentum);
+    }
+    return launched("the optimizer update", err);
+}
+
+// --- create / free / host copies ------------------------------------------------------------
+
+// Every device array cut from one allocation, 256-byte aligned (cuBLASLt's preferred alignment):
+// run once without a base to measure, then with it.
+struct arena {
+    char *base;
+    size_t off;
+};
+
+static void *take(struct arena *ar, size_t bytes)
+{
+    size_t o = (ar->off + 255) & ~(size_t)255;
+
+    ar->off = o + bytes;
+    return ar->base ? ar->base + o : NULL;
+}
+
+static void carve(ct_gpt_cuda *d, struct arena *ar)
+{
+    const ct_gpt_config *c = &d->lay.cfg;
+    size_t B = (size_t)d->max_batch, T = (size_t)c->seq_len, C = (size_t)c->n_embd, NH = (size_t)c->n_head;
+    size_t BT = B * T, V = (size_t)d->vp, P = d->lay.n_params, g = d->gsz, att = B * NH * T * T;
+    size_t widest = BT * 4 * C > att || d->flash ? BT * 4 * C : att, chunks = (BT + COL_CHUNK - 1) / COL_CHUNK;
+    int simple = !d->flash;
+
+    d->ws = take(ar, LT_WORKSPACE);
+    d->params = (float *)take(ar, 4 * P);
+    d->grads = (float *)take(ar, 4 * P);
+    for (int s = 0; s < d->n_states; s++)
+        d->state[s] = (float *)take(ar, 4 * P);
+    d->params_g = d->bf16 ? take(ar, 2 * P) : NULL;
+    d->inputs = (int32_t *)take(ar, 4 * BT);
+    d->targets = (int32_t *)take(ar, 4 * BT);
+    d->encoded = (float *)take(ar, 4 * BT * C);
+    for (int l = 0; l < c->n_layer; l++) {
+        struct layer_acts *a = &d->layers[l];
+
+        a->ln1 = take(ar, g * BT * C);
+        a->qkv = take(ar, g * BT * 3 * C);
+        a->atty = take(ar, g * BT * C);
+        a->ln2 = take(ar, g * BT * C);
+        a->fch_gelu = take(ar, g * BT * 4 * C);
+        a->ln1_mean = (float *)take(ar, 4 * BT);
+        a->ln1_rstd = (float *)take(ar, 4 * BT);
+        a->ln2_mean = (float *)take(ar, 4 * BT);
+        a->ln2_rstd = (float *)take(ar, 4 * BT);
+        a->res2 = (float *)take(ar, 4 * BT * C);
+        a->res3 = (float *)take(ar, 4 * BT * C);
+        a->fch = (float *)take(ar, 4 * BT * 4 * C);
+        a->att = simple ? (float *)take(ar, 4 * att) : NULL;
+        a->att_g = simple && d->bf16 ? take(ar, 2 * att) : NULL;
+        a->lse = simple ? NULL : (float *)take(ar, 4 * B * NH * T);
+    }
+    d->lnf = take(ar, g * BT * C);
+    d->lnf_mean = (float *)take(ar, 4 * BT);
+    d->lnf_rstd = (float *)take(ar, 4 * BT);
+    d->logits = (float *)take(ar, 4 * BT * V);
+    d->dlogits_g = d->bf16 ? take(ar, 2 * BT * V) : NULL;
+    d->losses = (float *)take(ar, 4 * BT);
+    d->dres = (float *)take(ar, 4 * BT * C);
+    d->dbt_c = (float *)take(ar, 4 * BT * C);
+    d->dqkv = (float *)take(ar, 4 * BT * 3 * C);
+    d->dfch = (float *)take(ar, 4 * BT * 4 * C);
+    d->datt = simple ? (float *)take(ar, 4 * att) : NULL;
+    d->qkvp = simple ? take(ar, g * 3 * BT * C) : NULL;
+    d->dyp = simple ? take(ar, g * BT * C) : NULL;
+    d->dqkvp = simple ? (float *)take(ar, 4 * 3 * BT * C) : NULL;
+    d->delta = simple ? NULL : (float *)take(ar, 4 * B * NH * T);
+    d->grad_g = d->bf16 ? take(ar, 2 * widest) : NULL;
+    d->partials = (float *)take(ar, 4 * 2 * chunks * 4 * C);
+    d->norm_part = (float *)take(ar, 4 * NORM_BLOCKS);
+    d->norm_sq = (double *)take(ar, 8);
+}
+
+// The shapes the kernels and cuBLASLt take, or why not.
+static int check_shapes(ct_gpt_cuda *d, enum ct_gpt_cuda_attention att, ct_error *err)
+{
+    const ct_gpt_config *c = &d->lay.cfg;
+    size_t BT = (size_t)d->max_batch * c->seq_len;
+    int HS = c->n_embd / c->n_head;
+
+    if (c->n_embd % 8) {
+        ct_error_set(err, CT_ENOTAVAIL, "model-config-value",
+                     "the cuda gpt needs n_embd a multiple of 8 (16-byte aligned bf16 rows), not %d", c->n_embd);
+        return ct_error_hint(err, "use n_embd=%d", (c->n_embd / 8 + 1) * 8);
+    }
+    if (att == CT_GPT_ATT_FLASH && HS > FLASH_MAX_HS) {
+        ct_error_set(err, CT_ENOTAVAIL, "model-config-value", "flash attention takes heads of %d channels at most, "
+                     "not %d", FLASH_MAX_HS, HS);
+        return ct_error_hint(err, "use more heads, or the simple attention");
+    }
+    if (BT * 4 * c->n_embd > INT32_MAX || BT * d->vp > INT32_MAX || (BT + COL_CHUNK - 1) / COL_CHUNK > 65535)
+        return ct_error_set(err, CT_EINVAL, "model-config-value", "cuda gpt: batch %d x seq_len %d is too large",
+                            d->max_batch, c->seq_len);
+    d->flash = att == CT_GPT_ATT_FLASH ||
+               (att == CT_GPT_ATT_AUTO && c->seq_len >= CT_GPT_CUDA_FLASH_FROM && HS <= FLASH_MAX_HS);
+    return 0;
+}
+
+static int handles(ct_gpt_cuda *d, ct_error *err)
+{
+    cublasStatus_t s;
+    struct arena ar = { NULL, 0 };
+
+    d->stream = (cudaStream_t)ct_cuda_compute_stream();
+    if ((s = cublasCreate(&d->blas)) != CUBLAS_STATUS_SUCCESS) {
+        d->blas = NULL;
+        return blas_fail(s, "cublasCreate", err);
+    }
+    cublasSetStream(d->blas, d->stream);
+    if ((s = cublasLtCreate(&d->lt)) != CUBLAS_STATUS_SUCCESS) {
+        d->lt = NULL;
+        return blas_fail(s, "cublasLtCreate", err);
+    }
+    carve(d, &ar);
+    d->arena_bytes = ar.off;
+    if (ct_cuda_malloc((void **)&d->arena, d->arena_bytes) != 0) {
+        d->arena = NULL;
+        ct_error_set(err, CT_ENOMEM, "cuda", "cuda gpt: out of device memory (%zu bytes)", d->arena_bytes);
+        return ct_error_hint(err, "use a smaller --batch-size, seq_len or n_embd");
+    }
+    ar.base = d->arena;
+    ar.off = 0;
+    carve(d, &ar);
+    if (cudaMallocHost((void **)&d->h_tokens, 2 * sizeof(int32_t) * d->max_batch * d->lay.cfg.seq_len) != cudaSuccess ||
+        cudaMallocHost((void **)&d->h_losses, sizeof(float) * d->max_batch * d->lay.cfg.seq_len) != cudaSuccess ||
+        cudaMallocHost((void **)&d->h_norm, sizeof(double)) != cudaSuccess)
+        return ct_error_set(err, CT_ENOMEM, "cuda", "cuda gpt: out of pinned host memory");
+    return 0;
+}
+
+extern "C" int ct_gpt_cuda_create(ct_gpt *host, const ct_optim *o, int max_batch, enum ct_dtype gemm_dtype,
+                                  const ct_gpt_cuda_options *opt, ct_gpt_cuda **out, ct_error *err)
+{
+    ct_gpt_cuda *d;
+    int rc;
+
+    *out = NULL;
+    if (gemm_dtype != CT_DTYPE_F32 && gemm_dtype != CT_DTYPE_BF16)
+        return ct_error_set(err, CT_ENOTAVAIL, "model-precision-unsupported",
+                            "the cuda gpt computes in 32-true or bf16-mixed");
+    if (!(d = (ct_gpt_cuda *)calloc(1, sizeof(*d))))
+        return ct_error_set(err, CT_ENOMEM, "", "out of memory creating the cuda gpt");
+    d->max_batch = max_batch;
+    d->vp = (ct_gpt_get_config(host)->vocab + 7) / 8 * 8;
+    d->bf16 = gemm_dtype == CT_DTYPE_BF16;
+    d->gsz = d->bf16 ? 2 : 4;
+    d->gtype = d->bf16 ? CUDA_R_16BF : CUDA_R_32F;
+    d->no_epilogues = opt ? opt->no_epilogues : 0;
+    d->n_states = o ? ct_optim_num_states((ct_optim *)o) : 0;
+    if ((rc = ct_gpt_cuda_layout_of(host, &d->lay, err)) ||
+        (rc = check_shapes(d, opt ? opt->attention : CT_GPT_ATT_AUTO, err)) || (rc = handles(d, err)) ||
+        (rc = ct_gpt_cuda_from_host(d, host, o, err))) {
+        ct_gpt_cuda_free(d);
+        return rc;
+    }
+    *out = d;
+    return 0;
+}
+
+extern "C" void ct_gpt_cuda_free(ct_gpt_cuda *d)
+{
+    if (!d)
+        return;
+    if (d->stream || d->blas)
+        cudaStreamSynchronize(d->stream);
+    if (d->blas)
+        cublasDestroy(d->blas);
+    if (d->lt)
+        cublasLtDestroy(d->lt);
+    ct_cuda_free(d->arena, d->arena_bytes);
+    if (d->h_tokens)
+        cudaFreeHost(d->h_tokens);
+    if (d->h_losses)
+        cudaFreeHost(d->h_losses);
+    if (d->h_norm)
+        cudaFreeHost(d->h_norm);
+    free(d);
+}
+
+extern "C" int32_t *ct_gpt_cuda_batch_inputs(ct_gpt_cuda *d) { return d->h_tokens; }
+extern "C" int32_t *ct_gpt_cuda_batch_targets(ct_gpt_cuda *d)
+{
+    return d->h_tokens + (size_t)d->max_batch * d->lay.cfg.seq_len;
+}
+extern "C" float *ct_gpt_cuda_params(ct_gpt_cuda *d) { return d->params; }
+extern "C" float *ct_gpt_cuda_grads(ct_gpt_cuda *d) { return d->grads; }
+extern "C" const ct_gpt_cuda_layout *ct_gpt_cuda_get_layout(const ct_gpt_cuda *d) { return &d->lay; }
+
+// Copies on the compute stream, waited for: ordered after the step that wrote the arrays and before
+// the next one that reads them (a cudaMemcpy on the legacy stream is not ordered with a non-blocking
+// stream, and from pageable memory it may return before its DMA is done). Checkpoints are rare.
+static int copy_sync(void *ctx, int dir, void *host, void *dev, size_t bytes)
+{
+    cudaStream_t stream = (cudaStream_t)ctx;
+    cudaError_t e = dir == CT_GPT_TO_HOST ? cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, stream)
+                                          : cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, stream);
+
+    return e != cudaSuccess || cudaStreamSynchronize(stream) != cudaSuccess;
+}
+
+static int sync_host(ct_gpt_cuda *d, int dir, ct_gpt *host, ct_optim *o, ct_error *err)
+{
+    cudaError_t e = cudaStreamSynchronize(d->stream);
+
+    if (e != cudaSuccess)
+        return cuda_fail(e, "waiting for the step", err);
+    return ct_gpt_cuda_sync(&d->lay, dir, host, o, d->params, d->state, o ? d->n_states : 0, copy_sync, d->stream,
+                            err);
+}
+
+extern "C" int ct_gpt_cuda_to_host(ct_gpt_cuda *d, ct_gpt *host, ct_optim *o, ct_error *err)
+{
+    return sync_host(d, CT_GPT_TO_HOST, host, o, err);
+}
+
+extern "C" int ct_gpt_cuda_from_host(ct_gpt_cuda *d, ct_gpt *host, const ct_optim *o, ct_error *err)
+{
+    return sync_host(d, CT_GPT_TO_DEVICE, host, (ct_optim *)o, err);
+}

@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The GPT on a CUDA device (internal to libctrain), written as llm.c's train_gpt2.cu: a function per
+ * layer forward and backward, cuBLASLt GEMMs (bf16 or fp32 inputs, fp32 accumulation, bias and GELU
+ * epilogues), one compute stream, nothing allocated inside a step.
+ *
+ * Two halves:
+ *  - gpt_cuda_host.c (plain C, every build, unit-tested without a GPU: t/unit/test_gpt_cuda.c): the
+ *    layout the device code indexes (read off the cpu GPT's own tensors, so it cannot drift), the
+ *    order backward announces gradient ranges in (the cpu GPT's, for DDP's buckets), and the copy of
+ *    parameters and optimizer state between the device and the host model + optimizer through a
+ *    copy function (cudaMemcpy on the device, memcpy in the unit test), which is how checkpoints
+ *    move between cpu and cuda: they are always written from the host model.
+ *  - gpt_cuda.cu (CT_HAVE_CUDA builds): the kernels, the layers and the step.
+ *
+ * Status: compiled with nvcc, not yet run on a GPU (README ## GPUs); the connector refuses
+ * --model gpt --accelerator cuda until t/tools/gpt_cuda_check has passed on one.
+ */
+#ifndef CTRAIN_MODELS_GPT_CUDA_H
+#define CTRAIN_MODELS_GPT_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "ctrain/dtype.h"
+#include "ctrain/error.h"
+#include "ctrain/nn.h"
+#include "engine/models/gpt/gpt.h"
+
+/* --- host side (gpt_cuda_host.c) ------------------------------------------------------------ */
+
+/* Tensors of one block, in layout order (gpt_internal.h's BLK_*). */
+enum {
+    CT_GPT_LN1_W, CT_GPT_LN1_B, CT_GPT_ATTN_W, CT_GPT_ATTN_B, CT_GPT_APROJ_W, CT_GPT_APROJ_B,
+    CT_GPT_LN2_W, CT_GPT_LN2_B, CT_GPT_FC_W, CT_GPT_FC_B, CT_GPT_FPROJ_W, CT_GPT_FPROJ_B,
+    CT_GPT_BLOCK_TENSORS
+};
+
+/* Element offsets into the one parameter (and gradient) array, and each tensor's size. */
+typedef struct ct_gpt_cuda_layout {
+    ct_gpt_config cfg;
+    size_t n_params;
+    int n_tensors;
+    size_t wte, wpe;
+    size_t blk[CT_GPT_MAX_LAYER][CT_GPT_BLOCK_TENSORS];
+    size_t lnf_w, lnf_b;
+    size_t offset[2 + CT_GPT_MAX_LAYER * CT_GPT_BLOCK_TENSORS + 2]; /* every tensor, layout order */
+    size_t numel[2 + CT_GPT_MAX_LAYER * CT_GPT_BLOCK_TENSORS + 2];
+} ct_gpt_cuda_layout;
+
+/* The layout of host's tensors (the cpu GPT's own offsets). CT_ENOTAVAIL unless host stores fp32. */
+int ct_gpt_cuda_layout_of(const ct_gpt *host, ct_gpt_cuda_layout *out, ct_error *err);
+
+/* Backward announces tensors in stages, each stage's tensors as soon as the kernels and GEMMs that
+ * finish them are enqueued: stage 0 ln_f; per block l from the last down, stages 1 + 6*(L-1-l) +
+ * 0..5: mlp.c_proj, mlp.c_fc, ln_2, attn.c_proj, attn.c_attn, ln_1; the last stage (1 + 6L) wpe then
+ * wte (the tied wte is final last). In each stage the bias before the weight: the exact reverse of
+ * the layout, as the cpu GPT announces. */
+int ct_gpt_cuda_stages(const ct_gpt_cuda_layout *lay);
+/* The tensors (layout indexes) stage s announces, in order, into idx[2]; returns how many. */
+int ct_gpt_cuda_stage_tensors(const ct_gpt_cuda_layout *lay, int s, int idx[2]);
+/* ready(ctx, offset, numel) for stage s's tensors; the first non-zero return. */
+int ct_gpt_cuda_announce(const ct_gpt_cuda_layout *lay, int s, ct_grad_ready_fn ready, void *ctx);
+
+/* Moves n bytes between host memory and the device's (dir: CT_GPT_TO_HOST copies dev to host). */
+enum { CT_GPT_TO_HOST, CT_GPT_TO_DEVICE };
+typedef int (*ct_gpt_copy_fn)(void *ctx, int dir, void *host, void *dev, size_t bytes);
+
+/* The device's parameters and optimizer states (dev_states[i], n_dev_states of them) to or from
+ * the host GPT's parameter array and o's states (o may be NULL: parameters only). Checks the host
+ * stores fp32 in lay's layout and o's states are fp32 of the same size; CT_EINVAL otherwise. */
+int ct_gpt_cuda_sync(const ct_gpt_cuda_layout *lay, int dir, ct_gpt *host, ct_optim *o, float *dev_params,
+                     float *const *dev_states, int n_dev_states, ct_gpt_copy_fn copy, void *ctx, ct_error *err);
+
+/* --- device side (gpt_cuda.cu) ------------------------------------------------------------- */
+
+typedef struct ct_gpt_cuda ct_gpt_cuda;
+
+/* Attention: the simple path (batched cuBLAS QK^T, a causal softmax kernel, then ·V; keeps the
+ * [B,NH,T,T] probabilities per layer) or the fused flash-style kernels (online softmax, O(T) memory,
+ * recomputed in backward; head size 128 at most). AUTO: flash from seq_len CT_GPT_CUDA_FLASH_FROM on
+ * where the head size allows it. */
+enum ct_gpt_cuda_attention { CT_GPT_ATT_AUTO, CT_GPT_ATT_SIMPLE, CT_GPT_ATT_FLASH };
+#define CT_GPT_CUDA_FLASH_FROM 1024
+
+typedef struct ct_gpt_cuda_options {
+    enum ct_gpt_cuda_attention attention;
+    /* 1: no cuBLASLt epilogues (bias, GELU, dGELU run as kernels after plain GEMMs), the path a GEMM
+     * takes anyway when cuBLASLt offers no algorithm with its epilogue; for the GPU check. */
+    int no_epilogues;
+} ct_gpt_cuda_options;
+
+/* On the current device, host's config, layout and parameters, o's state (o may be NULL: no
+ * update); gemm_dtype CT_DTYPE_F32 (32-true) or CT_DTYPE_BF16 (bf16-mixed); opt NULL for the
+ * defaults. CT_ENOTAVAIL for n_embd not a multiple of 8 (cuBLASLt's 16-byte alignment of every
+ * tensor) or flash attention asked for with a head size over 128. */
+int ct_gpt_cuda_create(ct_gpt *host, const ct_optim *o, int max_batch, enum ct_dtype gemm_dtype,
+                       const ct_gpt_cuda_options *opt, ct_gpt_cuda **out, ct_error *err);
+void ct_gpt_cuda_free(ct_gpt_cuda *d);
+
+/* Pinned host buffers of max_batch*seq_len tokens the caller fills before forward. */
+int32_t *ct_gpt_cuda_batch_inputs(ct_gpt_cuda *d);
+int32_t *ct_gpt_cuda_batch_targets(ct_gpt_cuda *d);
+
+/* Copies the batch in, runs forward; *loss_sum gets the summed cross-entropy in nats (waits for it:
+ * the step's only host synchronisation). The fused classifier leaves (softmax - onehot) where the
+ * logits were: the probabilities are never stored. */
+int ct_gpt_cuda_forward(ct_gpt_cuda *d, int batch, double *loss_sum, ct_error *err);
+/* Backward of the last forward's summed loss / scale_tokens; gradients overwritten. ready hears of
+ * each tensor as its gradient is enqueued on the compute stream (ct_gpt_cuda_announce's order;
+ * offsets into ct_gpt_cuda_grads(), device memory). */
+int ct_gpt_cuda_backward(ct_gpt_cuda *d, double scale_tokens, ct_grad_ready_fn ready, void *ctx, ct_error *err);
+/* The global L2 norm of the gradients (two-stage reduction, fixed order: the same bits every run);
+ * waits for it. */
+int ct_gpt_cuda_grad_norm(ct_gpt_cuda *d, double *norm, ct_error *err);
+/* Clipping by norm on the device without a host round trip: gradients times
+ * min(1, max_norm / (norm + 1e-6)), the norm reduced on the device first (torch's clip_grad_norm_). */
+int ct_gpt_cuda_clip_grad_norm(ct_gpt_cuda *d, double max_norm, ct_error *err);
+/* One AdamW or SGD update over the one contiguous parameter array (o's config; its step count
+ * advanced). */
+int ct_gpt_cuda_optim_step(ct_gpt_cuda *d, ct_optim *o, ct_error *err);
+
+float *ct_gpt_cuda_params(ct_gpt_cuda *d);
+float *ct_gpt_cuda_grads(ct_gpt_cuda *d);
+const ct_gpt_cuda_layout *ct_gpt_cuda_get_layout(const ct_gpt_cuda *d);
+
+/* Parameters and optimizer state to the host model and o (before a checkpoint) and back (after a
+ * load or a broadcast on the host). Synchronous. */
+int ct_gpt_cuda_to_host(ct_gpt_cuda *d, ct_gpt *host, ct_optim *o, ct_error *err);
+int ct_gpt_cuda_from_host(ct_gpt_cuda *d, ct_gpt *host, const ct_optim *o, ct_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The CUDA GPT's host side: layout, announcement stages, parameter and optimizer-state copies; see
+ * gpt_cuda.h. Plain C in every build: the unit tests check it without a GPU. */
+#include <string.h>
+
+#include "engine/models/gpt/gpt_cuda.h"
+
+int ct_gpt_cuda_layout_of(const ct_gpt *host, ct_gpt_cuda_layout *out, ct_error *err)
+{
+    const ct_gpt_config *c = ct_gpt_get_config(host);
+    int L = c->n_layer, t = 0;
+
+    memset(out, 0, sizeof(*out));
+    if (ct_gpt_param_dtype(host) != CT_DTYPE_F32)
+        return ct_error_set(err, CT_ENOTAVAIL, "model-precision-unsupported",
+                            "the cuda gpt keeps fp32 master weights: 32-true or bf16-mixed only");
+    out->cfg = *c;
+    out->n_params = ct_gpt_num_params(host);
+    out->n_tensors = ct_gpt_num_tensors(host);
+    for (int i = 0; i < out->n_tensors; i++) {
+        out->offset[i] = ct_gpt_tensor(host, i)->offset;
+        out->numel[i] = ct_gpt_tensor(host, i)->numel;
+    }
+    out->wte = out->offset[t++];
+    out->wpe = out->offset[t++];
+    for (int l = 0; l < L; l++)
+        for (int i = 0; i < CT_GPT_BLOCK_TENSORS; i++)
+            out->blk[l][i] = out->offset[t++];
+    out->lnf_w = out->offset[t++];
+    out->lnf_b = out->offset[t++];
+    return 0;
+}
+
+int ct_gpt_cuda_stages(const ct_gpt_cuda_layout *lay)
+{
+    return 2 + 6 * lay->cfg.n_layer;
+}
+
+int ct_gpt_cuda_stage_tensors(const ct_gpt_cuda_layout *lay, int s, int idx[2])
+{
+    /* each block stage's pair, by its weight: c_proj, c_fc, ln_2, attn c_proj, c_attn, ln_1 */
+    static const int weight[6] = { CT_GPT_FPROJ_W, CT_GPT_FC_W, CT_GPT_LN2_W, CT_GPT_APROJ_W, CT_GPT_ATTN_W,
+                                   CT_GPT_LN1_W };
+    int L = lay->cfg.n_layer, last = lay->n_tensors - 1, t;
+
+    if (s < 0 || s >= ct_gpt_cuda_stages(lay))
+        return 0;
+    if (s == 0) {
+        idx[0] = last;
+        idx[1] = last - 1;
+        return 2;
+    }
+    if (s == 1 + 6 * L) {
+        idx[0] = 1;
+        idx[1] = 0;
+        return 2;
+    }
+    t = 2 + (L - 1 - (s - 1) / 6) * CT_GPT_BLOCK_TENSORS + weight[(s - 1) % 6];
+    idx[0] = t + 1;
+    idx[1] = t;
+    return 2;
+}
+
+int ct_gpt_cuda_announce(const ct_gpt_cuda_layout *lay, int s, ct_grad_ready_fn ready, void *ctx)
+{
+    int idx[2], n = ct_gpt_cuda_stage_tensors(lay, s, idx), rc = 0;
+
+    for (int i = 0; i < n && ready && rc == 0; i++)
+        rc = ready(ctx, lay->offset[idx[i]], lay->numel[idx[i]]);
+    return rc;
+}
+
+int ct_gpt_cuda_sync(const ct_gpt_cuda_layout *lay, int dir, ct_gpt *host, ct_optim *o, float *dev_params,
+                     float *const *dev_states, int n_dev_states, ct_gpt_copy_fn copy, void *ctx, ct_error *err)
+{
+    size_t bytes = sizeof(float) * lay->n_params;
+    int rc;
+
+    /* A host model of another shape or type would be read or written past its arrays. */
+    if (ct_gpt_param_dtype(host) != CT_DTYPE_F32 || ct_gpt_num_params(host) != lay->n_params ||
+        ct_gpt_num_tensors(host) != lay->n_tensors)
+        return ct_error_set(err, CT_EINVAL, "model-layout", "cuda gpt: the host model's layout differs (%zu "
+                            "parameters in %d tensors, the device holds %zu in %d)", ct_gpt_num_params(host),
+                            ct_gpt_num_tensors(host), lay->n_params, lay->n_tensors);
+    for (int i = 0; i < lay->n_tensors; i++)
+        if (ct_gpt_tensor(host, i)->offset != lay->offset[i] || ct_gpt_tensor(host, i)->numel != lay->numel[i])
+            return ct_error_set(err, CT_EINVAL, "model-layout", "cuda gpt: tensor %s is elsewhere on the host",
+                                ct_gpt_tensor(host, i)->name);
+    if (o && (ct_optim_dtype(o) != CT_DTYPE_F32 || ct_optim_num_states(o) != n_dev_states))
+        return ct_error_set(err, CT_EINVAL, "model-layout", "cuda gpt: the optimizer keeps %d state arrays of "
+                            "%zu-byte elements, the device %d of fp32", ct_optim_num_states(o),
+                            ct_dtype_size(ct_optim_dtype(o)), n_dev_states);
+    if ((rc = copy(ctx, dir, ct_gpt_params(host), dev_params, bytes)))
+        return ct_error_set(err, CT_EIO, "cuda", "cuda gpt: copying the parameters %s failed",
+                            dir == CT_GPT_TO_HOST ? "to the host" : "to the device");
+    for (int i = 0; o && i < n_dev_states; i++)
+        if ((rc = copy(ctx, dir, ct_optim_state(o, i), dev_states[i], bytes)))
+            return ct_error_set(err, CT_EIO, "cuda", "cuda gpt: copying the optimizer's %s %s failed",
+                                ct_optim_state_name(o, i), dir == CT_GPT_TO_HOST ? "to the host" : "to the device");
+    return 0;
+}

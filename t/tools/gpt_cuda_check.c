@@ -1,0 +1,336 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Test helper: the CUDA GPT (engine/models/gpt/gpt_cuda.cu) against the cpu GPT, driven directly
+ * (the connector still refuses --model gpt --accelerator cuda until this passes on a GPU). TAP.
+ *
+ *   gpt_cuda_check           without a device (or a CUDA build): "1..0 # SKIP why". With one, per
+ *                            configuration, precision (32-true, bf16-mixed) and attention path
+ *                            (simple, flash; cuBLASLt's epilogues on and off): one batch's loss and
+ *                            every gradient tensor against the cpu GPT's (relative L2 error per
+ *                            tensor <= 1e-4 in 32-true, <= 1e-2 in bf16-mixed), the announcement
+ *                            order, a second backward bit for bit (determinism), the gradient norm,
+ *                            clipping, one AdamW update against the cpu's, and the parameters' trip
+ *                            to the host model and back.
+ *   gpt_cuda_check --bench   also the ms per training step (forward, backward, AdamW) of a GPT-2
+ *                            small shape (12 layers, 768 channels, 12 heads, 1024 tokens, batch 8)
+ *                            in bf16-mixed with either attention path, as TAP comments.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ctrain/accelerator.h"
+#include "ctrain/engine.h"
+#include "ctrain/nn.h"
+#include "ctrain/registry.h"
+#include "ctrain/rng.h"
+#include "engine/models/gpt/gpt.h"
+
+#ifdef CT_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "engine/models/gpt/gpt_cuda.h"
+#include "engine/nn/cuda_device.h"
+
+static int n_done, n_failed;
+
+static void tap(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void tap(int ok, const char *fmt, ...)
+{
+    va_list ap;
+
+    printf("%sok %d - ", ok ? "" : "not ", ++n_done);
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    n_failed += !ok;
+}
+
+struct record {
+    size_t *off;
+    int n, max;
+};
+
+static int record(void *ctx, size_t offset, size_t count)
+{
+    struct record *r = ctx;
+
+    (void)count;
+    if (r->n < r->max)
+        r->off[r->n] = offset;
+    r->n++;
+    return 0;
+}
+
+/* ||a - b|| / ||b|| (||a|| when b is all zeros). */
+static double rel_l2(const float *a, const float *b, size_t n)
+{
+    double d = 0, s = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        s += (double)b[i] * b[i];
+    }
+    return s > 0 ? sqrt(d / s) : sqrt(d);
+}
+
+static int dev_to_host(float *dst, const float *src, size_t n)
+{
+    return cudaDeviceSynchronize() != cudaSuccess || cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess;
+}
+
+struct run {
+    const char *name;
+    ct_gpt_config cfg;
+    int batch;
+    enum ct_dtype gemm;
+    enum ct_gpt_cuda_attention att;
+    int no_epilogues;
+};
+
+static void fill_tokens(int32_t *in, int32_t *tg, size_t n, int vocab, uint64_t seed)
+{
+    ct_rng r;
+
+    ct_rng_seed(&r, seed);
+    for (size_t i = 0; i < n; i++) {
+        in[i] = (int32_t)ct_rng_below(&r, (uint64_t)vocab);
+        tg[i] = (int32_t)ct_rng_below(&r, (uint64_t)vocab);
+    }
+}
+
+/* Every check of one configuration; the cpu GPT is the reference. */
+static void check_run(const struct run *rn)
+{
+    const double tol = rn->gemm == CT_DTYPE_BF16 ? 1e-2 : 1e-4;
+    const char *prec = rn->gemm == CT_DTYPE_BF16 ? "bf16-mixed" : "32-true";
+    const char *att = rn->att == CT_GPT_ATT_FLASH ? "flash" : "simple";
+    ct_gpt_cuda_options opt = { rn->att, rn->no_epilogues };
+    size_t BT = (size_t)rn->batch * rn->cfg.seq_len, n;
+    ct_gpt *cpu = NULL, *back = NULL;
+    ct_gpt_cuda *dev = NULL;
+    ct_optim *ocpu = NULL, *odev = NULL;
+    ct_optim_config oc;
+    struct record rc_cpu = { 0 }, rc_dev = { 0 };
+    float *g, *g2, *p;
+    double loss_cpu, loss_dev = 0, worst = 0, norm_cpu = 0, norm_dev = 0, t_ratio;
+    char label[160];
+    ct_error err;
+    ct_rng r;
+    int ok;
+
+    snprintf(label, sizeof(label), "%s %s %s attention%s", rn->name, prec, att,
+             rn->no_epilogues ? " (no epilogues)" : "");
+    if (ct_gpt_create(&rn->cfg, rn->batch, &cpu, &err) || ct_gpt_set_gemm_dtype(cpu, rn->gemm, &err) ||
+        ct_gpt_create(&rn->cfg, rn->batch, &back, &err)) {
+        tap(0, "%s: cpu model: %s", label, err.msg);
+        goto out;
+    }
+    ct_rng_seed(&r, 11);
+    ct_gpt_init(cpu, &r);
+    n = ct_gpt_num_params(cpu);
+    ct_optim_config_default(&oc, CT_OPTIM_ADAMW);
+    oc.lr = 1e-3;
+    if (ct_optim_create(&oc, n, &ocpu, &err) || ct_optim_create(&oc, n, &odev, &err)) {
+        tap(0, "%s: optimizer: %s", label, err.msg);
+        goto out;
+    }
+    if (ct_gpt_cuda_create(cpu, odev, rn->batch, rn->gemm, &opt, &dev, &err)) {
+        tap(0, "%s: ct_gpt_cuda_create: %s", label, err.msg);
+        goto out;
+    }
+    g = malloc(n * sizeof(float));
+    g2 = malloc(n * sizeof(float));
+    p = malloc(n * sizeof(float));
+    rc_cpu.max = rc_dev.max = ct_gpt_num_tensors(cpu);
+    rc_cpu.off = calloc((size_t)rc_cpu.max, sizeof(size_t));
+    rc_dev.off = calloc((size_t)rc_dev.max, sizeof(size_t));
+
+    /* one batch forward and backward on both */
+    fill_tokens(ct_gpt_cuda_batch_inputs(dev), ct_gpt_cuda_batch_targets(dev), BT, rn->cfg.vocab, 5);
+    loss_cpu = ct_gpt_forward(cpu, ct_gpt_cuda_batch_inputs(dev), ct_gpt_cuda_batch_targets(dev), rn->batch, NULL, NULL);
+    ok = ct_gpt_cuda_forward(dev, rn->batch, &loss_dev, &err) == 0;
+    tap(ok && fabs(loss_dev - loss_cpu) <= tol * fabs(loss_cpu), "%s: loss %.6f against the cpu's %.6f%s%s", label,
+        loss_dev / BT, loss_cpu / BT, ok ? "" : ": ", ok ? "" : err.msg);
+    ct_gpt_backward(cpu, (double)BT, record, &rc_cpu);
+    ok = ct_gpt_cuda_backward(dev, (double)BT, record, &rc_dev, &err) == 0 && dev_to_host(g, ct_gpt_cuda_grads(dev), n) == 0;
+    tap(ok, "%s: backward%s%s", label, ok ? "" : ": ", ok ? "" : err.msg);
+    for (int i = 0; ok && i < ct_gpt_num_tensors(cpu); i++) {
+        const ct_tensor *t = ct_gpt_tensor(cpu, i);
+        double e = rel_l2(g + t->offset, (const float *)ct_gpt_grads(cpu) + t->offset, t->numel);
+
+        worst = e > worst ? e : worst;
+        tap(e <= tol, "%s: gradient of %s, relative error %.2e (at most %.0e)", label, t->name, e, tol);
+    }
+    printf("# %s: worst gradient relative error %.2e\n", label, worst);
+    tap(rc_dev.n == rc_cpu.n && !memcmp(rc_dev.off, rc_cpu.off, sizeof(size_t) * (size_t)rc_cpu.max),
+        "%s: %d gradient ranges announced in the cpu GPT's order", label, rc_dev.n);
+
+    /* determinism: the same batch again gives the same bits */
+    ok = ct_gpt_cuda_forward(dev, rn->batch, &t_ratio, &err) == 0 &&
+         ct_gpt_cuda_backward(dev, (double)BT, NULL, NULL, &err) == 0 && dev_to_host(g2, ct_gpt_cuda_grads(dev), n) == 0;
+    tap(ok && t_ratio == loss_dev && !memcmp(g, g2, n * sizeof(float)), "%s: a second step gives the same loss and "
+        "gradients bit for bit", label);
+
+    /* the global gradient norm, then clipping to half of it */
+    for (size_t i = 0; i < n; i++)
+        norm_cpu += (double)((float *)ct_gpt_grads(cpu))[i] * ((float *)ct_gpt_grads(cpu))[i];
+    norm_cpu = sqrt(norm_cpu);
+    ok = ct_gpt_cuda_grad_norm(dev, &norm_dev, &err) == 0;
+    tap(ok && fabs(norm_dev - norm_cpu) <= tol * norm_cpu, "%s: gradient norm %.6g against the cpu's %.6g", label,
+        norm_dev, norm_cpu);
+    ok = ct_gpt_cuda_clip_grad_norm(dev, norm_dev / 2, &err) == 0 && dev_to_host(g2, ct_gpt_cuda_grads(dev), n) == 0;
+    t_ratio = (norm_dev / 2) / (norm_dev + 1e-6);
+    for (size_t i = 0; i < n; i++)
+        g[i] = (float)(g[i] * t_ratio);
+    tap(ok && rel_l2(g2, g, n) <= 1e-6, "%s: clipping to half the norm scales every gradient by %.6f", label,
+        t_ratio);
+
+    /* one AdamW update from the cpu's gradients on both (the device's overwritten with them) */
+    ok = cudaMemcpyAsync(ct_gpt_cuda_grads(dev), ct_gpt_grads(cpu), n * sizeof(float), cudaMemcpyHostToDevice,
+                         (cudaStream_t)ct_cuda_compute_stream()) == cudaSuccess &&
+         ct_gpt_cuda_optim_step(dev, odev, &err) == 0 && dev_to_host(p, ct_gpt_cuda_params(dev), n) == 0;
+    ct_optim_step(ocpu, ct_gpt_params(cpu), ct_gpt_grads(cpu));
+    tap(ok && rel_l2(p, ct_gpt_params(cpu), n) <= 1e-6 && ct_optim_steps(odev) == 1,
+        "%s: one AdamW update equals the cpu's (relative %.2e)", label, rel_l2(p, ct_gpt_params(cpu), n));
+
+    /* to a fresh host model (a checkpoint's source) and back */
+    ok = ct_gpt_cuda_to_host(dev, back, odev, &err) == 0 && !memcmp(ct_gpt_params(back), p, n * sizeof(float));
+    ok = ok && ct_gpt_cuda_from_host(dev, back, odev, &err) == 0 && dev_to_host(g2, ct_gpt_cuda_params(dev), n) == 0 &&
+         !memcmp(g2, p, n * sizeof(float));
+    tap(ok, "%s: parameters and AdamW state to the host model and back%s%s", label, ok ? "" : ": ", ok ? "" : err.msg);
+    free(g);
+    free(g2);
+    free(p);
+    free(rc_cpu.off);
+    free(rc_dev.off);
+out:
+    ct_gpt_cuda_free(dev);
+    ct_optim_free(ocpu);
+    ct_optim_free(odev);
+    ct_gpt_free(cpu);
+    ct_gpt_free(back);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ms per step of GPT-2 small's shape, device only (the cpu GPT would take minutes). */
+static void bench(enum ct_gpt_cuda_attention att)
+{
+    ct_gpt_config c = { .n_layer = 12, .n_head = 12, .n_embd = 768, .seq_len = 1024, .vocab = 50257 };
+    ct_gpt_cuda_options opt = { att, 0 };
+    const int B = 8, steps = 10;
+    ct_gpt *host = NULL;
+    ct_gpt_cuda *dev = NULL;
+    ct_optim *o = NULL;
+    ct_optim_config oc;
+    double loss, t0 = 0;
+    ct_error err;
+    ct_rng r;
+
+    ct_optim_config_default(&oc, CT_OPTIM_ADAMW);
+    if (ct_gpt_create(&c, 1, &host, &err) || ct_optim_create(&oc, ct_gpt_num_params(host), &o, &err) ||
+        ct_gpt_cuda_create(host, o, B, CT_DTYPE_BF16, &opt, &dev, &err)) {
+        printf("# bench (%s attention): %s\n", att == CT_GPT_ATT_FLASH ? "flash" : "simple", err.msg);
+        goto out;
+    }
+    ct_rng_seed(&r, 1);
+    ct_gpt_init(host, &r);
+    ct_gpt_cuda_from_host(dev, host, o, &err);
+    fill_tokens(ct_gpt_cuda_batch_inputs(dev), ct_gpt_cuda_batch_targets(dev), (size_t)B * c.seq_len, c.vocab, 3);
+    for (int s = 0; s <= steps; s++) {
+        if (s == 1)
+            t0 = now_s(); /* the first step warms cuBLASLt's heuristics and the caches */
+        if (ct_gpt_cuda_forward(dev, B, &loss, &err) || ct_gpt_cuda_backward(dev, (double)B * c.seq_len, NULL, NULL, &err) ||
+            ct_gpt_cuda_optim_step(dev, o, &err)) {
+            printf("# bench: %s\n", err.msg);
+            goto out;
+        }
+    }
+    cudaDeviceSynchronize();
+    printf("# bench: GPT-2 small shape, batch %d x %d, bf16-mixed, %s attention: %.1f ms per step, loss %.3f\n", B,
+           c.seq_len, att == CT_GPT_ATT_FLASH ? "flash" : "simple", (now_s() - t0) * 1e3 / steps, loss / (B * c.seq_len));
+out:
+    ct_gpt_cuda_free(dev);
+    ct_optim_free(o);
+    ct_gpt_free(host);
+}
+#endif
+
+/* 1 when a device is there, else 0 with the reason. */
+static int probe(char *why, size_t size)
+{
+    const ct_registry_entry *e;
+    const struct ct_accelerator_ops *ops;
+
+    ct_engine_init();
+    e = ct_registry_find(CT_REG_ACCELERATOR, "cuda");
+    ops = e ? e->ops : NULL;
+    if (!ops) {
+        snprintf(why, size, "this build of ctrain has no CUDA support");
+        return 0;
+    }
+    return ops->is_available(why, size) && ops->device_count() > 0;
+}
+
+int main(int argc, char **argv)
+{
+    char why[256] = "";
+
+    if (!probe(why, sizeof(why))) {
+        printf("1..0 # SKIP no CUDA device (%s)\n", why);
+        return 0;
+    }
+#ifdef CT_HAVE_CUDA
+    {
+        /* seq_len 37 and vocab 1001: partial blocks and warps, rows of odd length; 3 heads of 16 */
+        static const struct { const char *name; ct_gpt_config cfg; int batch; } shapes[] = {
+            { "small", { .n_layer = 2, .n_head = 4, .n_embd = 64, .seq_len = 64, .vocab = 256 }, 4 },
+            { "odd", { .n_layer = 1, .n_head = 3, .n_embd = 48, .seq_len = 37, .vocab = 1001 }, 3 },
+            { "long", { .n_layer = 1, .n_head = 2, .n_embd = 128, .seq_len = 1024, .vocab = 256 }, 2 },
+        };
+
+        struct cudaDeviceProp prop;
+        int rt = 0;
+
+        if (cudaSetDevice(0) != cudaSuccess || cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
+            printf("1..0 # SKIP cudaSetDevice(0) failed\n");
+            return 0;
+        }
+        cudaRuntimeGetVersion(&rt);
+        printf("# device 0: %s (sm_%d%d, %d SMs), CUDA runtime %d\n", prop.name, prop.major, prop.minor,
+               prop.multiProcessorCount, rt);
+        for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+            for (int bf = 0; bf < 2; bf++)
+                for (int fl = 0; fl < 2; fl++) {
+                    struct run rn = { shapes[s].name, shapes[s].cfg, shapes[s].batch,
+                                      bf ? CT_DTYPE_BF16 : CT_DTYPE_F32, fl ? CT_GPT_ATT_FLASH : CT_GPT_ATT_SIMPLE, 0 };
+
+                    check_run(&rn);
+                    /* the kernels cuBLASLt's epilogues stand in for */
+                    if (s == 0 && !fl) {
+                        rn.no_epilogues = 1;
+                        check_run(&rn);
+                    }
+                }
+        if (argc > 1 && !strcmp(argv[1], "--bench")) {
+            bench(CT_GPT_ATT_SIMPLE);
+            bench(CT_GPT_ATT_FLASH);
+        }
+        printf("1..%d\n", n_done);
+        return n_failed ? 1 : 0;
+    }
+#else
+    (void)argc, (void)argv;
+    return 0;
+#endif
+}

@@ -1,0 +1,314 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The CUDA GPT's host side, without a GPU (engine/models/gpt/gpt_cuda_host.c): the layout its
+ * kernels index is the cpu GPT's, backward's announcement stages give the cpu GPT's exact order of
+ * gradient ranges (DDP's buckets), and parameters and optimizer state go device -> host model ->
+ * safetensors -> host model -> device unchanged, with "device memory" here plain host buffers moved
+ * by the same copy seam cudaMemcpy fills on a GPU. (t/tools/gpt_cuda_check runs the device side.) */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ctrain/checkpoint_io.h"
+#include "ctrain/nn.h"
+#include "ctrain/rng.h"
+#include "engine/models/gpt/gpt.h"
+#include "engine/models/gpt/gpt_cuda.h"
+
+static const ct_gpt_config cfg = { .n_layer = 3, .n_head = 2, .n_embd = 16, .seq_len = 9, .vocab = 13 };
+
+static ct_gpt *model(uint64_t seed)
+{
+    ct_gpt *m = NULL;
+    ct_error err;
+    ct_rng r;
+
+    assert_int_equal(ct_gpt_create(&cfg, 2, &m, &err), 0);
+    ct_rng_seed(&r, seed);
+    ct_gpt_init(m, &r);
+    return m;
+}
+
+static void test_layout_is_the_cpu_gpts(void **state)
+{
+    ct_gpt *m = model(1);
+    ct_gpt_cuda_layout lay;
+    ct_error err;
+    int t = 0;
+
+    (void)state;
+    assert_int_equal(ct_gpt_cuda_layout_of(m, &lay, &err), 0);
+    assert_int_equal(lay.n_tensors, ct_gpt_num_tensors(m));
+    assert_int_equal(lay.n_params, ct_gpt_num_params(m));
+    for (int i = 0; i < lay.n_tensors; i++) {
+        assert_int_equal(lay.offset[i], ct_gpt_tensor(m, i)->offset);
+        assert_int_equal(lay.numel[i], ct_gpt_tensor(m, i)->numel);
+    }
+    /* the named offsets the kernels use, by the tensors' names */
+    assert_string_equal(ct_gpt_tensor(m, t)->name, "wte.weight");
+    assert_int_equal(lay.wte, ct_gpt_tensor(m, t++)->offset);
+    assert_string_equal(ct_gpt_tensor(m, t)->name, "wpe.weight");
+    assert_int_equal(lay.wpe, ct_gpt_tensor(m, t++)->offset);
+    for (int l = 0; l < cfg.n_layer; l++) {
+        static const char *const suffix[CT_GPT_BLOCK_TENSORS] = {
+            "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight",
+            "attn.c_proj.bias", "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight", "mlp.c_fc.bias",
+            "mlp.c_proj.weight", "mlp.c_proj.bias",
+        };
+
+        for (int i = 0; i < CT_GPT_BLOCK_TENSORS; i++) {
+            char name[64];
+
+            snprintf(name, sizeof(name), "h.%d.%s", l, suffix[i]);
+            assert_string_equal(ct_gpt_tensor(m, t)->name, name);
+            assert_int_equal(lay.blk[l][i], ct_gpt_tensor(m, t++)->offset);
+        }
+    }
+    assert_string_equal(ct_gpt_tensor(m, t)->name, "ln_f.weight");
+    assert_int_equal(lay.lnf_w, ct_gpt_tensor(m, t++)->offset);
+    assert_string_equal(ct_gpt_tensor(m, t)->name, "ln_f.bias");
+    assert_int_equal(lay.lnf_b, ct_gpt_tensor(m, t++)->offset);
+    assert_int_equal(t, lay.n_tensors);
+    ct_gpt_free(m);
+}
+
+/* An fp64 (64-true) or bf16 (bf16-true) model is not the CUDA GPT's: refused, saying why. */
+static void test_layout_refuses_other_storage(void **state)
+{
+    ct_gpt *m = model(1);
+    ct_gpt_cuda_layout lay;
+    ct_error err;
+
+    (void)state;
+    assert_int_equal(ct_gpt_set_param_dtype(m, CT_DTYPE_F64, &err), 0);
+    assert_int_equal(ct_gpt_cuda_layout_of(m, &lay, &err), CT_ENOTAVAIL);
+    assert_non_null(strstr(err.msg, "32-true or bf16-mixed"));
+    ct_gpt_free(m);
+}
+
+struct record {
+    size_t off[256], count[256];
+    int n;
+};
+
+static int record(void *ctx, size_t offset, size_t count)
+{
+    struct record *r = ctx;
+
+    assert_true(r->n < 256);
+    r->off[r->n] = offset;
+    r->count[r->n++] = count;
+    return 0;
+}
+
+static int stop_third(void *ctx, size_t offset, size_t count)
+{
+    struct record *r = ctx;
+
+    record(ctx, offset, count);
+    return r->n == 3 ? 42 : 0;
+}
+
+/* The cpu GPT's backward announces in some order; the CUDA GPT's stages, walked as its backward walks
+ * them, announce the same ranges in the same order: every tensor once, bias before weight. */
+static void test_announcement_order(void **state)
+{
+    ct_gpt *m = model(2);
+    ct_gpt_cuda_layout lay;
+    struct record cpu = { .n = 0 }, dev = { .n = 0 }, stopped = { .n = 0 };
+    int32_t in[2 * 9], tg[2 * 9];
+    ct_error err;
+    int rc = 0;
+
+    (void)state;
+    for (int i = 0; i < 2 * cfg.seq_len; i++) {
+        in[i] = i % cfg.vocab;
+        tg[i] = (i * 7 + 3) % cfg.vocab;
+    }
+    ct_gpt_forward(m, in, tg, 2, NULL, NULL);
+    assert_int_equal(ct_gpt_backward(m, 2.0 * cfg.seq_len, record, &cpu), 0);
+    assert_int_equal(ct_gpt_cuda_layout_of(m, &lay, &err), 0);
+    assert_int_equal(ct_gpt_cuda_stages(&lay), 2 + 6 * cfg.n_layer);
+    for (int s = 0; s < ct_gpt_cuda_stages(&lay); s++)
+        assert_int_equal(ct_gpt_cuda_announce(&lay, s, record, &dev), 0);
+    assert_int_equal(dev.n, lay.n_tensors);
+    assert_int_equal(dev.n, cpu.n);
+    for (int i = 0; i < dev.n; i++) {
+        assert_int_equal(dev.off[i], cpu.off[i]);
+        assert_int_equal(dev.count[i], cpu.count[i]);
+        /* the exact reverse of the layout */
+        assert_int_equal(dev.off[i], lay.offset[lay.n_tensors - 1 - i]);
+    }
+    /* out-of-range stages announce nothing; a callback's error stops the walk and is returned */
+    assert_int_equal(ct_gpt_cuda_announce(&lay, -1, record, &dev), 0);
+    assert_int_equal(ct_gpt_cuda_announce(&lay, ct_gpt_cuda_stages(&lay), record, &dev), 0);
+    assert_int_equal(dev.n, lay.n_tensors);
+    for (int s = 0; s < ct_gpt_cuda_stages(&lay) && rc == 0; s++)
+        rc = ct_gpt_cuda_announce(&lay, s, stop_third, &stopped);
+    assert_int_equal(rc, 42);
+    assert_int_equal(stopped.n, 3);
+    ct_gpt_free(m);
+}
+
+/* "Device memory" of the round trip: host buffers, moved by the seam cudaMemcpy fills on a GPU. */
+static int copy_host(void *ctx, int dir, void *host, void *dev, size_t bytes)
+{
+    int *calls = ctx;
+
+    ++*calls;
+    if (dir == CT_GPT_TO_HOST)
+        memcpy(host, dev, bytes);
+    else
+        memcpy(dev, host, bytes);
+    return 0;
+}
+
+static int copy_fails(void *ctx, int dir, void *host, void *dev, size_t bytes)
+{
+    (void)ctx, (void)dir, (void)host, (void)dev, (void)bytes;
+    return 1;
+}
+
+static ct_optim *adamw(size_t n, float fill)
+{
+    ct_optim_config oc;
+    ct_optim *o = NULL;
+    ct_error err;
+
+    ct_optim_config_default(&oc, CT_OPTIM_ADAMW);
+    assert_int_equal(ct_optim_create(&oc, n, &o, &err), 0);
+    for (int s = 0; s < ct_optim_num_states(o); s++)
+        for (size_t i = 0; i < n; i++)
+            ((float *)ct_optim_state(o, s))[i] = fill * (float)(s + 1) + (float)i * 1e-3f;
+    return o;
+}
+
+/* The host model's tensors and o's states as a checkpoint (the names a checkpoint gives them). */
+static void checkpoint_of(ct_ckpt *c, ct_gpt *m, ct_optim *o)
+{
+    memset(c, 0, sizeof(*c));
+    for (int i = 0; i < ct_gpt_num_tensors(m); i++) {
+        const ct_tensor *t = ct_gpt_tensor(m, i);
+
+        for (int s = -1; s < ct_optim_num_states(o); s++) {
+            ct_ckpt_tensor *ct = &c->tensors[c->n_tensors++];
+
+            if (s < 0)
+                snprintf(ct->name, sizeof(ct->name), "%s", t->name);
+            else
+                snprintf(ct->name, sizeof(ct->name), "optim.%s.%s", ct_optim_state_name(o, s), t->name);
+            ct->dtype = CT_DTYPE_F32;
+            ct->ndim = t->ndim;
+            ct->shape[0] = t->shape[0];
+            ct->shape[1] = t->shape[1];
+            ct->data = s < 0 ? t->data : (float *)ct_optim_state(o, s) + t->offset;
+            ct->nbytes = t->numel * sizeof(float);
+        }
+    }
+}
+
+/* device (a) -> host model B -> safetensors -> host model C -> device (b): b is a, bit for bit. */
+static void test_checkpoint_round_trip(void **state)
+{
+    char dir[] = "/tmp/ctrain-test-gpt-cuda-XXXXXX", path[128];
+    ct_gpt *a = model(3), *b = model(4), *c = model(5);
+    size_t n = ct_gpt_num_params(a), bytes = sizeof(float) * n;
+    ct_optim *oa = adamw(n, 0.25f), *ob = adamw(n, 0.0f), *oc = adamw(n, 0.0f);
+    float *dev = malloc(bytes), *dev_states[2] = { malloc(bytes), malloc(bytes) };
+    float *back = malloc(bytes), *back_states[2] = { malloc(bytes), malloc(bytes) };
+    ct_gpt_cuda_layout lay;
+    ct_ckpt *ck = calloc(1, sizeof(*ck));
+    ct_error err;
+    int calls = 0;
+
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/last.safetensors", dir);
+    assert_int_equal(ct_gpt_cuda_layout_of(a, &lay, &err), 0);
+    /* the device as ct_gpt_cuda_create leaves it: a's parameters and oa's state */
+    assert_int_equal(ct_gpt_cuda_sync(&lay, CT_GPT_TO_DEVICE, a, oa, dev, dev_states, 2, copy_host, &calls, &err), 0);
+    assert_int_equal(calls, 3);
+    assert_memory_equal(dev, ct_gpt_params(a), bytes);
+    /* before a checkpoint: to the host model, which the checkpoint writes */
+    assert_int_equal(ct_gpt_cuda_sync(&lay, CT_GPT_TO_HOST, b, ob, dev, dev_states, 2, copy_host, &calls, &err), 0);
+    checkpoint_of(ck, b, ob);
+    assert_int_equal(ct_checkpoint_io_safetensors.save(path, ck, &err), 0);
+    /* resuming: loaded into another host model, then to the device */
+    checkpoint_of(ck, c, oc);
+    assert_int_equal(ct_checkpoint_io_safetensors.load(path, ck, &err), 0);
+    assert_int_equal(ct_gpt_cuda_sync(&lay, CT_GPT_TO_DEVICE, c, oc, back, back_states, 2, copy_host, &calls, &err), 0);
+    assert_memory_equal(back, ct_gpt_params(a), bytes);
+    for (int s = 0; s < 2; s++) {
+        assert_memory_equal(back_states[s], ct_optim_state(oa, s), bytes);
+        assert_memory_equal(back_states[s], dev_states[s], bytes);
+    }
+    /* parameters only (no optimizer: evaluation) */
+    calls = 0;
+    assert_int_equal(ct_gpt_cuda_sync(&lay, CT_GPT_TO_HOST, c, NULL, dev, NULL, 0, copy_host, &calls, &err), 0);
+    assert_int_equal(calls, 1);
+    /* a failed copy is an error naming what */
+    assert_int_equal(ct_gpt_cuda_sync(&lay, CT_GPT_TO_HOST, c, oc, dev, dev_states, 2, copy_fails, NULL, &err), CT_EIO);
+    assert_non_null(strstr(err.msg, "parameters"));
+    unlink(path);
+    rmdir(dir);
+    free(ck);
+    free(dev);
+    free(back);
+    for (int s = 0; s < 2; s++) {
+        free(dev_states[s]);
+        free(back_states[s]);
+    }
+    ct_optim_free(oa);
+    ct_optim_free(ob);
+    ct_optim_free(oc);
+    ct_gpt_free(a);
+    ct_gpt_free(b);
+    ct_gpt_free(c);
+}
+
+/* A host model of another shape, or an optimizer with other state, is refused before any copy. */
+static void test_sync_refuses_another_layout(void **state)
+{
+    ct_gpt_config other = cfg;
+    ct_gpt *a = model(6), *b = NULL;
+    ct_gpt_cuda_layout lay;
+    size_t n = ct_gpt_num_params(a);
+    float *dev = calloc(n, sizeof(float)), *states[2] = { NULL, NULL };
+    ct_optim *o = adamw(n, 1.0f);
+    ct_error err;
+    int calls = 0;
+
+    (void)state;
+    other.n_embd = 8;
+    assert_int_equal(ct_gpt_create(&other, 1, &b, &err), 0);
+    assert_int_equal(ct_gpt_cuda_layout_of(a, &lay, &err), 0);
+    assert_int_equal(ct_gpt_cuda_sync(&lay, CT_GPT_TO_HOST, b, NULL, dev, NULL, 0, copy_host, &calls, &err), CT_EINVAL);
+    assert_non_null(strstr(err.msg, "layout differs"));
+    assert_int_equal(ct_gpt_cuda_sync(&lay, CT_GPT_TO_HOST, a, o, dev, states, 1, copy_host, &calls, &err), CT_EINVAL);
+    assert_non_null(strstr(err.msg, "optimizer"));
+    assert_int_equal(calls, 0);
+    free(dev);
+    ct_optim_free(o);
+    ct_gpt_free(a);
+    ct_gpt_free(b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_layout_is_the_cpu_gpts),
+        cmocka_unit_test(test_layout_refuses_other_storage),
+        cmocka_unit_test(test_announcement_order),
+        cmocka_unit_test(test_checkpoint_round_trip),
+        cmocka_unit_test(test_sync_refuses_another_layout),
+    };
+
+    cmocka_set_message_output(CM_OUTPUT_TAP);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
