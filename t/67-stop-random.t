@@ -9,8 +9,9 @@
 #       the uninterrupted run's weights bit for bit (before the fix: SIGABRT/SIGSEGV in 6 of 6);
 #  5-8. scripts/bench/stop-stress with a few stops per launcher (subprocess, fork, mpirun, srun on
 #       a 2-node test cluster) at random moments from start-up to tear-down, the MLP and the GPT,
-#       fp32 and bf16-mixed, USR1/TERM/INT/a custom requeue signal: each ends 75 and resumes bit
-#       for bit (or had finished and exits 0 with the same weights), nothing left running.
+#       fp32 and bf16-mixed (one pair per launcher), USR1/TERM/INT/a custom requeue signal: each
+#       ends 75 and resumes bit for bit (or had finished and exits 0 with the same weights),
+#       nothing left running. CTRAIN_T67_STOPS sets the stops per launcher (default 4).
 # The long run (200 stops per launcher) is scripts/bench/stop-stress's default; its figures are
 # in scripts/bench/README.md.
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -76,28 +77,30 @@ resumed ddp $D
 ok $? "2-rank ddp: --ckpt-path last continues to the uninterrupted run's weights, bit for bit" "$T/ddp.cmp" "$T/ddp.resume.out"
 
 # The random moments, through the benchmark script (its own data, runs and checks).
-stress() {    # stress LAUNCHER: a few stops; the script's summary line and failures as the diagnosis
-    "$ROOT/scripts/bench/stop-stress" --launchers "$1" --count "$STRESS_COUNT" --seed "${CTRAIN_T67_SEED:-$$}" \
-        >"$T/stress-$1.out" 2>&1
+# Each launcher one model and precision (an uninterrupted reference run each), the four pairs over
+# the four launchers; the signal drawn per stop.
+stress() {    # stress LAUNCHER MODEL PRECISION: the script's summary line and failures as the diagnosis
+    "$ROOT/scripts/bench/stop-stress" --launchers "$1" --models "$2" --precisions "$3" --count "$STRESS_COUNT" \
+        --seed "${CTRAIN_T67_SEED:-$$}" >"$T/stress-$1.out" 2>&1
 }
-for l in subprocess fork; do
-    stress $l
-    ok $? "$STRESS_COUNT stops at random moments under the $l launcher: 75 and bit-for-bit resumes (or finished), nothing left" "$T/stress-$l.out"
-done
+stress subprocess mlp 32-true
+ok $? "$STRESS_COUNT stops at random moments under the subprocess launcher (MLP, 32-true): 75 and bit-for-bit resumes (or finished), nothing left" "$T/stress-subprocess.out"
+stress fork gpt bf16-mixed
+ok $? "$STRESS_COUNT stops at random moments under the fork launcher (GPT, bf16-mixed)" "$T/stress-fork.out"
 if command -v mpirun >/dev/null; then
-    stress mpirun
-    ok $? "$STRESS_COUNT stops at random moments under mpirun" "$T/stress-mpirun.out"
+    stress mpirun mlp bf16-mixed
+    ok $? "$STRESS_COUNT stops at random moments under mpirun (MLP, bf16-mixed)" "$T/stress-mpirun.out"
 else
     ci_needs "mpirun (openmpi-bin) not installed"
     n=$((n + 1)); echo "ok $n # SKIP mpirun not installed"
 fi
 if [ "$(id -u)" -eq 0 ] && command -v slurmd >/dev/null 2>&1 || [ -x /usr/sbin/slurmd ]; then
-    stress srun
+    stress srun gpt 32-true
     st=$?
     if [ "$st" -eq 2 ] && grep -q 'cluster did not start' "$T/stress-srun.out" && grep -q 'cannot run here' "$T/stress-srun.out"; then
         n=$((n + 1)); echo "ok $n # SKIP the test cluster cannot run here: $(tail -n 2 "$T/stress-srun.out" | head -1)"
     else
-        ok $st "$STRESS_COUNT stops at random moments under srun --mpi=pmix on 2 test-cluster nodes (scancel --signal)" "$T/stress-srun.out"
+        ok $st "$STRESS_COUNT stops at random moments under srun --mpi=pmix on 2 test-cluster nodes (GPT, 32-true; scancel --signal)" "$T/stress-srun.out"
     fi
 else
     ci_needs "slurmd (slurm-wlm) not installed, or not root"
