@@ -11,7 +11,7 @@ T=$(mktemp -d /tmp/ctrain-t65-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM HUP
 
-PLAN=13
+PLAN=14
 echo "1..$PLAN"
 root=$ROOT
 . "$ROOT/t/lib/preempt.sh"
@@ -66,6 +66,16 @@ first "$T/mc" --model-config hidden=32
 rc=$?
 [ $rc -eq 2 ] && grep -q "checkpoint is for model mlp 784-32-10, this run builds mlp 784-48-10" "$T/mc.out"
 ok $? "another --model-config: exit 2 (got $rc), both models named" "$T/mc.out"
+
+# A tampered top_k list in last.safetensors: eviction unlinks only names fit writes for top-k
+# checkpoints (epoch=N-step=M.safetensors), never best.safetensors or metrics.csv (val_acc is
+# monitored, the lowest score goes first).
+first "$T/topk" --save-top-k 2
+python3 "$ROOT/t/st_edit.py" "$T/topk/last.safetensors" --meta top_k "-1e300 best.safetensors;-1e299 metrics.csv" &&
+    "$B/ctrain" fit $S --data "$T/data" --max-epochs 1 --save-top-k 2 --ckpt-path last --default-root-dir "$T/topk" \
+        >"$T/topk.out" 2>&1 && [ -f "$T/topk/best.safetensors" ] && [ -f "$T/topk/metrics.csv" ] &&
+    [ -f "$T/topk/epoch=0-step=86.safetensors" ]
+ok $? "a tampered top_k naming best.safetensors and metrics.csv deletes neither" "$T/topk.out"
 
 # --ckpt-path auto: two fits of one SLURM job sharing a run directory.
 SLURM_JOB_ID=4242 "$B/ctrain" fit $S --data "$T/data" --max-steps 30 --seed 1 --ckpt-path auto \

@@ -109,6 +109,26 @@ static void add_callbacks(ct_run *run, ct_ckpt *c)
     add_meta(c, "top_k", "%s", topk);
 }
 
+/* A decimal count as fit_loop prints one: digits only, no sign, no leading zero. */
+static const char *skip_count(const char *p)
+{
+    const char *start = p;
+
+    while (*p >= '0' && *p <= '9')
+        p++;
+    return p == start || (*start == '0' && p - start > 1) ? NULL : p;
+}
+
+/* name is one fit_loop writes for a top-k checkpoint: epoch=N-step=M.safetensors. */
+static int top_k_name_ok(const char *name)
+{
+    const char *p = name;
+
+    if (strncmp(p, "epoch=", 6) || !(p = skip_count(p + 6)) || strncmp(p, "-step=", 6) || !(p = skip_count(p + 6)))
+        return 0;
+    return !strcmp(p, ".safetensors");
+}
+
 /* Back from the metadata; a checkpoint that monitored another metric (or none: older files)
  * leaves them fresh, as Lightning does when the monitor changed. */
 static void restore_callbacks(ct_run *run, const ct_ckpt *c)
@@ -136,8 +156,9 @@ static void restore_callbacks(ct_run *run, const ct_ckpt *c)
         if (!sp)
             continue;
         *sp = '\0';
-        /* Only plain file names in the run's directory: a tampered list cannot name other files. */
-        if (ct_parse_double(tok, &e->score) || strchr(sp + 1, '/') || !sp[1] || strlen(sp + 1) >= sizeof(e->name))
+        /* Only the names fit_loop gives top-k checkpoints: eviction unlinks them, and a tampered
+         * list must not name last.safetensors, best.safetensors, metrics.csv or another file. */
+        if (ct_parse_double(tok, &e->score) || !top_k_name_ok(sp + 1) || strlen(sp + 1) >= sizeof(e->name))
             continue;
         snprintf(e->name, sizeof(e->name), "%s", sp + 1);
         st->n_top_k++;
