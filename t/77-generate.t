@@ -22,7 +22,7 @@ refused() {
     check '[ $rc -eq $want ] && grep -q -- "$pat" "$T/r.err" && grep -q "hint" "$T/r.err" && [ ! -s "$T/r.out" ]' \
         "$name (exit $rc)" "$T/r.err"
 }
-echo "1..24"
+echo "1..26"
 for i in $(seq 1 40); do echo "It was the best of times, it was the worst of times, line $i."; done >"$T/text.txt"
 "$CTRAIN" tokenize --input "$T/text.txt" --output-dir "$T/tok" >/dev/null 2>&1 || { echo "Bail out! tokenize"; exit 1; }
 "$CTRAIN" fit --model gpt --model-config n_layer=1,n_head=2,n_embd=32,seq_len=16 --data "$T/tok" --batch-size 4 \
@@ -64,6 +64,11 @@ refused "--max-new-tokens 0" 2 "max-new-tokens" gen --prompt a --max-new-tokens 
 refused "an unknown flag, with a guess" 2 "top-k" gen --prompt a --topk 3
 printf 'not a checkpoint' >"$T/junk.safetensors"
 refused "a file that is not a checkpoint" 1 "junk.safetensors" "$CTRAIN" generate --ckpt-path "$T/junk.safetensors" --prompt a
+mkfifo "$T/fifo.safetensors" "$T/prompt.fifo"
+refused "a FIFO as --ckpt-path: refused at once, not waited on" 1 "fifo.safetensors is a FIFO" \
+    timeout 20 "$CTRAIN" generate --ckpt-path "$T/fifo.safetensors" --prompt a
+refused "a FIFO as --prompt-file: refused at once, not waited on" 2 "prompt.fifo is a FIFO" timeout 20 "$CTRAIN" \
+    generate --ckpt-path "$CK" --prompt-file "$T/prompt.fifo"
 refused "export --format onnx" 2 "onnx" "$CTRAIN" export --ckpt-path "$CK" --format onnx --output-dir "$T/x"
 check '[ ! -e "$T/x" ]' "a refused export writes nothing"
 
