@@ -247,6 +247,19 @@ static int check_storage(ct_run *run, const char *path, const ct_ckpt *c, int we
                          prec ? prec : "32-true");
 }
 
+/* The flags that build the checkpoint's model, from its metadata: --model and --model-config
+ * (an MLP's --hidden is its --model-config hidden=...). */
+static int model_hint(const ct_ckpt *c, ct_error *err)
+{
+    const char *model = meta_get(c, "model"), *config = meta_get(c, "model_config");
+    size_t name = model ? strcspn(model, " ") : 0;
+
+    if (!name)
+        return ct_error_hint(err, "use the --model and --model-config of the run that wrote it");
+    return ct_error_hint(err, "use the flags of the run that wrote it: --model %.*s%s%s", (int)name, model,
+                         config && config[0] ? " --model-config " : "", config && config[0] ? config : "");
+}
+
 /* The metadata checks that give a clear message before any tensor is compared. */
 static int check_header(ct_run *run, const char *path, const ct_ckpt *c, int weights_only, ct_error *err)
 {
@@ -265,7 +278,7 @@ static int check_header(ct_run *run, const char *path, const ct_ckpt *c, int wei
         /* Resuming another model is a conflict of this run's flags with the checkpoint's (exit 2). */
         ct_error_set(err, weights_only ? CT_EFORMAT : CT_ECONFLICT, "ckpt-model", "%s: checkpoint is for model %s, "
                      "this run builds %s", path, model ? model : "(missing)", want);
-        return ct_error_hint(err, "use the --hidden or --model and --model-config of the run that wrote it");
+        return model_hint(c, err);
     }
     if (!weights_only && (!opt || strcmp(opt, mine))) {
         ct_error_set(err, CT_EFORMAT, "ckpt-optimizer", "%s: checkpoint has %s optimizer state, this run uses %s",

@@ -87,6 +87,8 @@ int ct_ckpt_model_load(const char *path, const char *command, ct_model **out, ct
                          "language model on token windows", command, name, path,
                          strcmp(command, "export") ? "next-token logits" : "a Hugging Face layout");
             rc = ct_error_hint(err, "%s works on models such as gpt", command);
+        } else { /* the shape is the checkpoint's (a model too large for one process): name it */
+            ct_error_prefix(err, "--ckpt-path %s: ", path);
         }
         goto out;
     }
