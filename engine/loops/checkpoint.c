@@ -247,15 +247,15 @@ static int check_storage(ct_run *run, const char *path, const ct_ckpt *c, int we
                          prec ? prec : "32-true");
 }
 
-/* The flags that build the checkpoint's model, from its metadata: --model and --model-config
- * (an MLP's --hidden is its --model-config hidden=...). */
+/* The flags that build the checkpoint's model, from its metadata: --model and --model-config;
+ * an MLP's layers are --hidden's. */
 static int model_hint(const ct_ckpt *c, ct_error *err)
 {
     const char *model = meta_get(c, "model"), *config = meta_get(c, "model_config");
     size_t name = model ? strcspn(model, " ") : 0;
 
-    if (!name)
-        return ct_error_hint(err, "use the --model and --model-config of the run that wrote it");
+    if (!name || (name == 3 && !strncmp(model, "mlp", 3)))
+        return ct_error_hint(err, "use the --hidden or --model and --model-config of the run that wrote it");
     return ct_error_hint(err, "use the flags of the run that wrote it: --model %.*s%s%s", (int)name, model,
                          config && config[0] ? " --model-config " : "", config && config[0] ? config : "");
 }
