@@ -22,7 +22,7 @@ refused() {
     check '[ $rc -eq $want ] && grep -q -- "$pat" "$T/r.err" && grep -q "hint" "$T/r.err" && [ ! -s "$T/r.out" ]' \
         "$name (exit $rc)" "$T/r.err"
 }
-echo "1..31"
+echo "1..33"
 for i in $(seq 1 40); do echo "It was the best of times, it was the worst of times, line $i."; done >"$T/text.txt"
 "$CTRAIN" tokenize --input "$T/text.txt" --output-dir "$T/tok" >/dev/null 2>&1 || { echo "Bail out! tokenize"; exit 1; }
 "$CTRAIN" fit --model gpt --model-config n_layer=1,n_head=2,n_embd=32,seq_len=16 --data "$T/tok" --batch-size 4 \
@@ -92,6 +92,12 @@ python3 "$ROOT/t/st_edit.py" "$T/big.safetensors" --meta flags \
 refused "a checkpoint's model too large for one process: the message names the checkpoint" 2 \
     "big.safetensors: gpt 64 layers of n_embd=8192 .* too large" \
     "$CTRAIN" generate --ckpt-path "$T/big.safetensors" --prompt a
+
+cp "$CK" "$T/nan.safetensors" && python3 "$ROOT/t/st_edit.py" "$T/nan.safetensors" --fill wpe.weight nan
+refused "a checkpoint of NaN weights: refused, naming the tensor, no text" 1 "tensor wpe.weight holds a value that is not finite" \
+    "$CTRAIN" generate --ckpt-path "$T/nan.safetensors" --prompt a
+cp "$CK" "$T/inf.safetensors" && python3 "$ROOT/t/st_edit.py" "$T/inf.safetensors" --fill wte.weight -inf
+refused "a checkpoint of -Inf weights: refused" 1 "not finite" "$CTRAIN" generate --ckpt-path "$T/inf.safetensors" --prompt a
 
 # a model without next-token logits: the MLP
 if [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] && [ -x "$B/t/idx_subset" ]; then

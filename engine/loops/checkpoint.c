@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ctrain/util.h"
+#include "engine/loops/ckpt_model.h"
 #include "engine/loops/loops.h"
 
 #define CKPT_FORMAT "ctrain-checkpoint-1"
@@ -217,14 +218,20 @@ int ct_run_save_checkpoint(ct_run *run, const char *path, ct_error *err)
     return rc;
 }
 
+/* A count in the metadata: no run reaches 10^12 epochs, steps, ranks or samples a batch, and the
+ * bound leaves room for the arithmetic on them (an epoch of INT64_MAX wrapped to negative). */
+#define CKPT_COUNT_MAX 1000000000000L
+
 static int need_int(const char *path, const ct_ckpt *c, const char *key, int64_t *out, ct_error *err)
 {
     const char *v = meta_get(c, key);
     long n;
 
-    if (!v || ct_parse_long(v, 0, INT64_MAX, &n))
-        return ct_error_set(err, CT_EFORMAT, "ckpt-meta", "%s: metadata %s is %s%s%s", path, key,
-                            v ? "'" : "missing", v ? v : "", v ? "', not a count" : "");
+    if (!v || ct_parse_long(v, 0, CKPT_COUNT_MAX, &n)) {
+        ct_error_set(err, CT_EFORMAT, "ckpt-meta", "%s: metadata %s is %s%s%s", path, key, v ? "'" : "missing",
+                     v ? v : "", v ? "', not a count from 0 to 10^12" : "");
+        return ct_error_hint(err, "the file was altered or damaged: use another checkpoint");
+    }
     *out = n;
     return 0;
 }
@@ -449,6 +456,9 @@ int ct_run_load_checkpoint(ct_run *run, const char *path, int weights_only, ct_e
         rc = ct_error_set(err, CT_EIO, "ckpt-changed", "%s changed while it was read (replaced by another "
                           "writer?)", path);
     rc = agree_on_file(run, path, rc, c->digest, err);
+    /* Every rank read the same bytes: all refuse non-finite weights alike. */
+    if (!rc)
+        rc = ct_ckpt_check_finite(path, c, err);
     if (!weights_only)
         ct_strategy_optimizer_state_end(run->strategy, run->optim, rc == 0);
     if (rc)
