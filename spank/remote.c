@@ -217,8 +217,7 @@ static int allowed_cpus(char *buf, size_t size, ct_error *err)
         }
         for (first = c; c + 1 < n && CPU_ISSET_S(c + 1, setsize, set); c++)
             ;
-        len += (size_t)snprintf(buf + len, len < size ? size - len : 0, first == c ? "%s%d" : "%s%d-%d",
-                                len ? "," : "", first, c);
+        len += (size_t)snprintf(buf + len, size - len, first == c ? "%s%d" : "%s%d-%d", len ? "," : "", first, c);
         if (len >= size)
             rv = ct_error_set(err, CT_EINTERNAL, "bind-affinity", "slurmstepd's CPU affinity does not fit in "
                               "%zu bytes as a list", size);
