@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -424,6 +425,10 @@ static void test_tokens_damaged(void **state)
     expect_read_error("vocab.bin", CT_EFORMAT, "token 300 at position 6");
     path_of(path, sizeof(path), "");
     expect_read_error("", CT_EFORMAT, "not a regular file");
+    /* A FIFO is refused at once (its open used to wait for a writer forever). */
+    path_of(path, sizeof(path), "fifo.bin");
+    assert_int_equal(mkfifo(path, 0600), 0);
+    expect_read_error("fifo.bin", CT_EFORMAT, "is a FIFO, not a regular file");
 }
 
 /* An --init-from file's embedding dimensions are checked before they become ints: a vocabulary of
