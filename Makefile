@@ -136,7 +136,7 @@ all: lib cli spank tests examples
 lib: $(CORE_A) $(LIB_A) $(LIB_SO)
 cli: $(if $(CLI_SRC),$(CLI))
 spank: $(if $(SPANK_SRC),$(SPANK_SO))
-tests: $(TEST_BIN) $(TOOL_BIN)
+tests: $(TEST_BIN) $(TOOL_BIN) $(BUILD)/t/forge_env.so
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -196,6 +196,12 @@ $(BUILD)/t/%: t/tools/%.c $(LIB_A)
 	@mkdir -p $(dir $@)
 	@echo "  TOOL    $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $(LIB_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(LIB_A) $(LIB_LIBS) $(CORE_LIBS)
+
+# t/48's stand-in for a modified srun: a SPANK plugin that rewrites the job's environment.
+$(BUILD)/t/forge_env.so: t/spank/forge_env.c
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_CFLAGS) -fPIC -shared $(ALL_LDFLAGS) -o $@ $<
 
 # scripts/slurm-cluster's packet holder (link delay without tc netem): libnetfilter-queue only.
 $(BUILD)/t/nfq_delay: t/tools/nfq_delay.c

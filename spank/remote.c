@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <errno.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netdb.h>
@@ -34,6 +35,7 @@
 #include "ctrain/net.h"
 #include "ctrain/util.h"
 #include "engine/util/rankvars.h"
+#include "engine/util/slurm_compat.h"
 #include "spank/args.h"
 #include "spank/check.h"
 #include "spank/gres.h"
@@ -133,10 +135,33 @@ static int env_u32(char **env, const char *name, uint32_t *out, ct_error *err)
     return 0;
 }
 
+/* The job whose step layout and port the step's are: the leader of a heterogeneous job (its
+ * het_job_id, from slurmctld: root asks about this very job, S_JOB_ID), else the job itself (a
+ * heterogeneous step of one allocation, whose components share its id). */
+static int het_leader(uint32_t job_id, uint32_t *leader, ct_error *err)
+{
+    job_info_msg_t *msg = NULL;
+    uint32_t h;
+
+    if (slurm_load_job(&msg, job_id, 0) != SLURM_SUCCESS || !msg || msg->record_count < 1) {
+        ct_error_set(err, CT_ECOMM, "rendezvous-host", "heterogeneous step of job %u: slurmctld did not give the "
+                     "job (%s)", job_id, slurm_strerror(ct_slurm_errno()));
+        if (msg)
+            slurm_free_job_info_msg(msg);
+        return ct_error_hint(err, "set MASTER_ADDR and MASTER_PORT, or run the components as one step");
+    }
+    h = msg->job_array[0].het_job_id;
+    *leader = h && h != NO_VAL ? h : job_id;
+    slurm_free_job_info_msg(msg);
+    return 0;
+}
+
 /* A heterogeneous step's components are separate steps (of separate job ids in a heterogeneous
- * job): SLURM's items give the component's tasks and job id, its variables the whole step's (the
- * leader's SLURM_JOB_ID, SLURM_STEP_NUM_TASKS over all components; each task's rank and node
- * layout come from the envs/ SLURM reader in task_init). */
+ * job): SLURM's items give the component's tasks and job id, the whole step's task count is
+ * SLURM_STEP_NUM_TASKS over all components (each task's rank and node layout come from the envs/
+ * SLURM reader in task_init, as the user). The job's variables only hint that the step is one:
+ * the ids root asks slurmctld about are SPANK's items and slurmctld's answer (the leader's), so
+ * forged variables make root ask about this job and no other. */
 static int read_het(struct step *s, char **env, ct_error *err)
 {
     int rv;
@@ -144,26 +169,62 @@ static int read_het(struct step *s, char **env, ct_error *err)
     s->het = ct_spank_het(job_getenv, env, s->total_tasks);
     if (!s->het)
         return 0;
-    if ((rv = env_u32(env, "SLURM_JOB_ID", &s->job_id, err)) ||
+    if ((rv = het_leader(s->job_id, &s->job_id, err)) ||
         (rv = env_u32(env, "SLURM_STEP_NUM_TASKS", &s->total_tasks, err)))
         return rv;
     return 0;
 }
 
-/* The CPUs slurmstepd may use: the step's cpuset (cgroup or affinity) as an OS index list. */
+/* slurmstepd's CPU affinity in a set as large as the kernel's CPU mask (CPU_ALLOC): a fixed
+ * cpu_set_t holds 1,024 CPUs, and sched_getaffinity fails with EINVAL on a node with more. *n the
+ * CPUs the set covers; NULL when it cannot be read. */
+static cpu_set_t *affinity_read(int *n, size_t *size)
+{
+    for (int cpus = CPU_SETSIZE; cpus <= (1 << 22); cpus *= 2) {
+        cpu_set_t *set = CPU_ALLOC(cpus);
+
+        if (!set)
+            return NULL;
+        *size = CPU_ALLOC_SIZE(cpus);
+        CPU_ZERO_S(*size, set);
+        if (sched_getaffinity(0, *size, set) == 0) {
+            *n = cpus;
+            return set;
+        }
+        CPU_FREE(set);
+        if (errno != EINVAL)
+            return NULL;
+    }
+    return NULL;
+}
+
+/* The CPUs slurmstepd may use: the step's cpuset (cgroup or affinity) as an OS index list, runs as
+ * ranges ("0-127,256-383"). A list that does not fit is an error, never a shorter list. */
 static int allowed_cpus(char *buf, size_t size, ct_error *err)
 {
-    cpu_set_t set;
-    size_t len = 0;
+    size_t len = 0, setsize = 0;
+    int n = 0, c = 0, first, rv = 0;
+    cpu_set_t *set = affinity_read(&n, &setsize);
 
-    CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof(set), &set) != 0)
-        return ct_error_set(err, CT_EINTERNAL, "bind-affinity", "reading slurmstepd's CPU affinity failed");
+    if (!set)
+        return ct_error_set(err, CT_EINTERNAL, "bind-affinity", "reading slurmstepd's CPU affinity failed: %s",
+                            strerror(errno));
     buf[0] = '\0';
-    for (int c = 0; c < CPU_SETSIZE && len + 8 < size; c++)
-        if (CPU_ISSET(c, &set))
-            len += (size_t)snprintf(buf + len, size - len, "%s%d", len ? "," : "", c);
-    return 0;
+    while (c < n && !rv) {
+        if (!CPU_ISSET_S(c, setsize, set)) {
+            c++;
+            continue;
+        }
+        for (first = c; c + 1 < n && CPU_ISSET_S(c + 1, setsize, set); c++)
+            ;
+        len += (size_t)snprintf(buf + len, size - len, first == c ? "%s%d" : "%s%d-%d", len ? "," : "", first, c);
+        if (len >= size)
+            rv = ct_error_set(err, CT_EINTERNAL, "bind-affinity", "slurmstepd's CPU affinity does not fit in "
+                              "%zu bytes as a list", size);
+        c++;
+    }
+    CPU_FREE(set);
+    return rv;
 }
 
 /* The step's GPUs as SLURM gave them (gres indexes); NULL when the step has none. Never the
@@ -325,7 +386,7 @@ static int load_topology(struct step *s, unsigned flags, const char *cpus, ct_er
 
 static int plan_binding(spank_t sp, struct step *s, char **env, ct_error *err)
 {
-    char cpus[8192];
+    char cpus[32768];
     const char *cpt = job_getenv("SLURM_CPUS_PER_TASK", env), *gpus = slurm_gpus(env);
     ct_bind_request req = { .ntasks = (int)s->local_tasks };
     long n = 0;
@@ -386,6 +447,7 @@ static int is_loopback(const char *addr)
 static void node_addresses(struct step *s, char **env)
 {
     struct ct_spank_rendezvous me = { 0 };
+    struct ct_spank_step_node at = { s->job_id, s->step_id, s->node_id, 0, 0, 0 };
     ct_error err;
     char rank0[64] = "";
 
@@ -402,7 +464,7 @@ static void node_addresses(struct step *s, char **env)
     }
     if (!strcmp(me.node, s->rdv.node))
         ct_str_copy(me.address, sizeof(me.address), s->rdv.address);
-    else if (ct_spank_node_address(me.node, me.address, sizeof(me.address), &err) != 0) {
+    else if (ct_spank_node_address(&at, me.node, sizeof(me.node), me.address, sizeof(me.address), &err) != 0) {
         snprintf(s->addr_why, sizeof(s->addr_why), "%s", err.msg);
         return;
     }
@@ -702,9 +764,10 @@ static int apply_binding(spank_t sp, const struct step *s, int local, uint32_t r
                          const char *task_gpus)
 {
     const ct_bind_task *t = ct_bind_plan_task(s->plan, local);
-    cpu_set_t set_cpus;
+    cpu_set_t *set_cpus;
+    size_t setsize;
     char threads[16];
-    int kept = 0;
+    int kept = 0, max = 0, rv;
 
     if (!t) {
         task_say("no binding planned for local task %d of %u", local, s->local_tasks);
@@ -714,11 +777,21 @@ static int apply_binding(spank_t sp, const struct step *s, int local, uint32_t r
         task_say("no CPU planned for task %u (out of memory in slurmstepd?)", rank);
         return -1;
     }
-    CPU_ZERO(&set_cpus);
+    /* Sized for the largest CPU planned (CPU_ALLOC): a fixed cpu_set_t drops CPUs past 1,023. */
     for (int c = 0; c < t->ncpus; c++)
-        if (t->cpus[c] < CPU_SETSIZE)
-            CPU_SET(t->cpus[c], &set_cpus);
-    if (sched_setaffinity(0, sizeof(set_cpus), &set_cpus) != 0) {
+        max = t->cpus[c] > max ? t->cpus[c] : max;
+    if (!(set_cpus = CPU_ALLOC(max + 1))) {
+        task_say("binding task %u: out of memory in slurmstepd", rank);
+        return -1;
+    }
+    setsize = CPU_ALLOC_SIZE(max + 1);
+    CPU_ZERO_S(setsize, set_cpus);
+    for (int c = 0; c < t->ncpus; c++)
+        if (t->cpus[c] >= 0)
+            CPU_SET_S(t->cpus[c], setsize, set_cpus);
+    rv = sched_setaffinity(0, setsize, set_cpus);
+    CPU_FREE(set_cpus);
+    if (rv != 0) {
         task_say("binding task %u to its CPUs failed (%s)", rank, t->reason);
         return -1;
     }

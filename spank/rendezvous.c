@@ -15,6 +15,8 @@
 #include "engine/util/slurm_compat.h"
 #include "spank/rendezvous.h"
 
+static int layout_node(const struct ct_spank_step_node *at, char *node, size_t size, ct_error *err);
+
 static int resolves(const char *host)
 {
     struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res = NULL;
@@ -49,11 +51,22 @@ static int node_addr(const char *node, char *addr, size_t size, ct_error *err)
     return rv;
 }
 
-int ct_spank_node_address(const char *node, char *addr, size_t size, ct_error *err)
+/* Only a name from SLURM's own answer reaches slurmctld's node table: a name from the job's
+ * environment (what srun sent, and a modified srun sends anything) is used when it resolves,
+ * which anyone may look up, and else replaced by the layout's name for the same node. */
+int ct_spank_node_address(const struct ct_spank_step_node *at, char *node, size_t nsize, char *addr, size_t size,
+                          ct_error *err)
 {
-    if (resolves(node))
+    int rv;
+
+    if (node[0] && resolves(node))
         return ct_str_copy(addr, size, node) == 0 ? 0 :
                ct_error_set(err, CT_EINVAL, "env-malformed", "node name '%s' is too long", node);
+    if (!at->from_slurm && (rv = layout_node(at, node, nsize, err)) != 0)
+        return rv;
+    if (resolves(node))
+        return ct_str_copy(addr, size, node) == 0 ? 0 :
+               ct_error_set(err, CT_EINVAL, "rendezvous-host", "node name '%s' is too long", node);
     return node_addr(node, addr, size, err);
 }
 
@@ -71,13 +84,25 @@ int ct_spank_het(ct_getenv_fn get, void *ctx, uint32_t step_tasks)
     return all && ct_parse_long(all, 1, 0x7fffffff, &n) == 0 && (uint32_t)n != step_tasks;
 }
 
-/* The node running task 0 from slurmctld's step layout, into node: for an arbitrary distribution
- * (-m arbitrary, SLURM_HOSTFILE) and a heterogeneous step (task 0 of component 0), where the
- * step's variables do not say (ct_env_slurm_rank0_host). */
-static int layout_rank0_node(uint32_t job_id, uint32_t step_id, int het, char *node, size_t size, ct_error *err)
+/* The index in the layout's node list of the node that runs task 0, or -1. */
+static int task0_index(const slurm_step_layout_t *layout)
 {
-    int found = -1;
-    slurm_step_id_t id = { .job_id = job_id, .step_id = step_id, .step_het_comp = het ? 0 : NO_VAL };
+    for (uint32_t n = 0; n < layout->node_cnt; n++)
+        for (uint16_t t = 0; t < layout->tasks[n]; t++)
+            if (layout->tids[n][t] == 0)
+                return (int)n;
+    return -1;
+}
+
+/* From slurmctld's layout of the step at->job_id.at->step_id (SPANK's items; component 0 of a
+ * heterogeneous step), into node: the node running task 0 (at->task0: for an arbitrary
+ * distribution, -m arbitrary or SLURM_HOSTFILE, and a heterogeneous step, where the step's
+ * variables do not say) or node at->node_id. SLURM's answer for this job: no name from the job's
+ * environment. */
+static int layout_node(const struct ct_spank_step_node *at, char *node, size_t size, ct_error *err)
+{
+    int found = -1, het = at->het;
+    slurm_step_id_t id = { .job_id = at->job_id, .step_id = at->step_id, .step_het_comp = het ? 0 : NO_VAL };
     slurm_step_layout_t *layout = NULL;
     ct_hostlist *hl = NULL;
     ct_error ignored;
@@ -97,10 +122,8 @@ static int layout_rank0_node(uint32_t job_id, uint32_t step_id, int het, char *n
             layout = slurm_job_step_layout_get(&id);
         }
     }
-    for (uint32_t n = 0; layout && n < layout->node_cnt && found < 0; n++)
-        for (uint16_t t = 0; t < layout->tasks[n] && found < 0; t++)
-            if (layout->tids[n][t] == 0)
-                found = (int)n;
+    if (layout)
+        found = at->task0 ? task0_index(layout) : at->node_id < layout->node_cnt ? (int)at->node_id : -1;
     if (found >= 0 && ct_hostlist_expand(layout->node_list, &hl, &ignored) == 0 && ct_hostlist_get(hl, (size_t)found))
         ct_str_copy(node, size, ct_hostlist_get(hl, (size_t)found));
     else
@@ -108,11 +131,16 @@ static int layout_rank0_node(uint32_t job_id, uint32_t step_id, int het, char *n
     ct_hostlist_free(hl);
     if (layout)
         slurm_job_step_layout_free(layout);
-    if (found < 0) {
+    if (found < 0 && at->task0) {
         ct_error_set(err, CT_ECOMM, "rendezvous-host", "%s step %u.%u: slurmctld did not give the node of task 0 "
-                     "(%s)", het ? "heterogeneous" : "arbitrary-distribution", job_id, step_id,
+                     "(%s)", het ? "heterogeneous" : "arbitrary-distribution", at->job_id, at->step_id,
                      slurm_strerror(ct_slurm_errno()));
         return ct_error_hint(err, "set MASTER_ADDR to rank 0's node, or use a block or cyclic distribution");
+    }
+    if (found < 0) {
+        ct_error_set(err, CT_ECOMM, "rendezvous-host", "step %u.%u: slurmctld did not give the name of node %u (%s)",
+                     at->job_id, at->step_id, at->node_id, slurm_strerror(ct_slurm_errno()));
+        return ct_error_hint(err, "make node names resolve on the nodes (DNS or /etc/hosts)");
     }
     return 0;
 }
@@ -134,8 +162,8 @@ static const char *no_hostfile_get(const char *name, void *ctx)
 
 /* The node running task 0, into node: the envs/ rule (the first node of the step's list, else
  * where the variables say), and slurmctld's step layout where they cannot say. */
-static int rank0_node(ct_getenv_fn get, void *ctx, uint32_t job_id, uint32_t step_id, uint32_t nnodes, int het,
-                      char *node, size_t size, ct_error *err)
+static int rank0_node(ct_getenv_fn get, void *ctx, struct ct_spank_step_node *at, uint32_t nnodes, char *node,
+                      size_t size, ct_error *err)
 {
     struct no_hostfile env = { get, ctx };
     const char *source = NULL;
@@ -144,8 +172,10 @@ static int rank0_node(ct_getenv_fn get, void *ctx, uint32_t job_id, uint32_t ste
     rv = ct_env_slurm_rank0_host(no_hostfile_get, &env, (int)nnodes, node, size, &source, err);
     if (rv < 0)
         return rv;
-    if (het || rv == CT_RANK0_ELSEWHERE)
-        return layout_rank0_node(job_id, step_id, het, node, size, err);
+    if (at->het || rv == CT_RANK0_ELSEWHERE) {
+        at->from_slurm = 1;
+        return layout_node(at, node, size, err);
+    }
     return 0;
 }
 
@@ -167,11 +197,11 @@ static int reserved_port(ct_getenv_fn get, void *ctx)
 int ct_spank_rendezvous(ct_getenv_fn get, void *ctx, uint32_t job_id, uint32_t step_id, uint32_t nnodes, int het,
                         long port_base, struct ct_spank_rendezvous *out, ct_error *err)
 {
+    struct ct_spank_step_node at = { job_id, step_id, 0, het, 1, 0 };
     int rv;
 
-    if ((rv = rank0_node(get, ctx, job_id, step_id, nnodes, het, out->node, sizeof(out->node), err)) != 0)
-        return rv;
-    if ((rv = ct_spank_node_address(out->node, out->address, sizeof(out->address), err)) != 0)
+    if ((rv = rank0_node(get, ctx, &at, nnodes, out->node, sizeof(out->node), err)) != 0 ||
+        (rv = ct_spank_node_address(&at, out->node, sizeof(out->node), out->address, sizeof(out->address), err)) != 0)
         return rv;
     out->port_reserved = 0;
     if ((out->port = reserved_port(get, ctx)) > 0) {

@@ -9,7 +9,7 @@
 # --no-tensorboard writes none.
 . "$(dirname "$0")/lib/launch.sh"
 . "$(dirname "$0")/lib/ddp.sh"
-N=10
+N=13
 PY="${CTRAIN_PEERS_VENV:-$T/../build/pyvenv}/bin/python"   # the PyPI peers (Debian 13: the root's venv)
 if ! "$PY" -c 'import tensorboard' >/dev/null 2>&1; then
     ci_needs "the tensorboard Python package (build/pyvenv)"
@@ -78,7 +78,47 @@ printf 'torn' >>"$ev" && fit r $R --max-steps 50 --ckpt-path last && "$PY" "$T/t
 ok $? "a record torn by a kill is dropped on resume: every record reads back ($(cat "$tmp/recs")), steps 10..50" ||
     diag "$tmp/recs" "$tmp/r.out"
 
-# 8: the GPT's own validation metric (bits per byte).
+# 8-10: resuming keeps what it can. metrics.csv is cut to the checkpoint's step like the event file
+# (the run of 6-7 logged to 40, then resumed from 20: each training step once). A record with a bad
+# CRC early in the file costs that record only, and says so; an event file that cannot be read
+# back is refused as it is, not truncated to nothing.
+train_steps=$(awk -F, 'NR > 1 && $3 != "" { print $1 }' "$tmp/r/metrics.csv" | tr '\n' ' ')
+[ "$train_steps" = "10 20 30 40 50 " ]
+ok $? "metrics.csv after two resumes: each training step once ($train_steps)" || diag "$tmp/r/metrics.csv"
+"$PY" - "$ev" <<'PYEOF'
+import struct, sys
+from tensorboard.compat.proto import event_pb2
+path = sys.argv[1]
+b = bytearray(open(path, "rb").read())
+pos = 0
+while pos < len(b):
+    n = struct.unpack("<Q", bytes(b[pos:pos + 8]))[0]
+    e = event_pb2.Event.FromString(bytes(b[pos + 12:pos + 12 + n]))
+    if e.step == 10 and e.summary.value and e.summary.value[0].tag == "train_loss":
+        b[pos + 12 + n - 1] ^= 0xFF  # its data no longer matches its CRC
+        break
+    pos += 16 + n
+open(path, "wb").write(bytes(b))
+PYEOF
+fit r $R --max-steps 60 --ckpt-path last && "$PY" "$T/tb_read.py" --records "$ev" >"$tmp/recs2" &&
+    steps=$(read_tb r | grep '^train_loss ' | cut -d' ' -f2 | tr '\n' ' ') && [ "$steps" = "20 30 40 50 60 " ] &&
+    grep -q "warning: .*events.out.tfevents.*: dropped 1 damaged record; kept its intact records up to step 50" "$tmp/r.out"
+ok $? "a bad CRC at step 10: that record dropped and said, the others kept (train_loss at $steps)" ||
+    diag "$tmp/r.out" "$tmp/recs2"
+# (Root reads a file of mode 0200: as root, the run goes on as nobody in a copy of the directory.)
+cp -r "$tmp/r" "$tmp/nb" && ev=$(events nb) && size=$(wc -c <"$ev") && chmod 200 "$ev"
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+    chown -R 65534:65534 "$tmp/nb" && chmod 755 "$tmp"
+    (cd / && timeout 180 setpriv --reuid=65534 --regid=65534 --clear-groups "$CTRAIN" fit $R --max-steps 70 \
+        --ckpt-path last --default-root-dir "$tmp/nb") >"$tmp/nb.out" 2>&1
+else
+    fit nb $R --max-steps 70 --ckpt-path last
+fi
+rc=$?
+[ $rc -ne 0 ] && grep -q "$ev: cannot read it back" "$tmp/nb.out" && [ "$(wc -c <"$ev")" = "$size" ]
+ok $? "an event file that cannot be read back: refused (exit $rc), naming it, left as it is" || diag "$tmp/nb.out"
+
+# 11: the GPT's own validation metric (bits per byte).
 cat /usr/share/common-licenses/* >"$tmp/corpus.txt" 2>/dev/null
 "$CTRAIN" tokenize --input "$tmp/corpus.txt" --output-dir "$tmp/tok" >"$tmp/tok.out" 2>&1 &&
     fit g --model gpt --model-config n_layer=1,n_head=2,n_embd=32,seq_len=32 --data "$tmp/tok" --progress off \
@@ -87,13 +127,13 @@ cat /usr/share/common-licenses/* >"$tmp/corpus.txt" 2>/dev/null
     grep -q '^hparams model gpt$' "$tmp/g.tb"
 ok $? "the GPT's val_bpb and val_loss reach TensorBoard" || diag "$tmp/g.out" "$tmp/g.tb.err"
 
-# 9: a fit from scratch in the same directory replaces the event file, as it does metrics.csv.
+# 12: a fit from scratch in the same directory replaces the event file, as it does metrics.csv.
 old=$(events a)
 fit a $F --max-steps 10 --log-every-n-steps 10
 [ "$(events a | wc -l)" = 1 ] && [ "$(events a)" != "$old" ] && [ "$(read_tb a | grep -c '^train_loss ')" = 1 ]
 ok $? "a new fit in the directory: one event file, the new run's steps only" || diag "$tmp/a.out"
 
-# 10: --no-tensorboard.
+# 13: --no-tensorboard.
 fit off $F --max-steps 5 --no-tensorboard
 [ $? -eq 0 ] && [ -z "$(events off)" ] && [ -s "$tmp/off/metrics.csv" ]
 ok $? "--no-tensorboard: metrics.csv only"

@@ -5,7 +5,7 @@
 # ports, a user's MASTER_PORT, a derived port already in use on rank 0's node, and a missing
 # topology= file (only ctrain steps read it).
 . "$(dirname "$0")/lib/spank.sh"
-spank_plan 16
+spank_plan 19
 spank_cluster 2 "verbose"
 SHOW='echo "$SLURM_PROCID $SLURM_NODEID $SLURM_JOB_ID|$RANK $WORLD_SIZE $NODE_RANK|$MASTER_ADDR|$MASTER_PORT"'
 
@@ -68,6 +68,44 @@ run_srun -N2 -n2 --ctrain-strategy=ddp sh -c 'echo $SLURM_JOB_ID'
 job=$(printf '%s\n' "$OUT" | head -n 1)
 is "$(cat "$CLUSTER_DIR"/log/slurmd-n*.log | grep -c "ctrain: step $job\.0 node [01]: .*binding planned (topology discovered ahead)")" 2 \
    "each node's binding planned on the topology its discovery thread found while slurmstepd set the step up"
+
+# Root trusts no job variable for the ids and names it asks slurmctld about (issue 40 item 1):
+# forge_env.so stands in for a modified srun, rewriting the job's environment before ctrain.so
+# reads it in slurmstepd. Another job's step (job $other, on n2) is there to be read; the forged
+# SLURM_JOB_ID names it, SLURM_HET_SIZE/SLURM_PACK_SIZE and SLURM_STEP_NUM_TASKS claim a
+# heterogeneous step, the node lists name n2 or names slurmctld does not know. The plugin still
+# asks about its own step only: rank 0 on n1, the port of its own job id.
+timeout 60 srun -N1 -n1 -w n2 --job-name=other sleep 20 >/dev/null 2>&1 &
+spid=$!
+other=""
+for i in $(seq 1 50); do
+    other=$(squeue -h -n other -t R -o %i 2>/dev/null | head -n 1)
+    [ -n "$other" ] && break
+    sleep 0.2
+done
+printf '%s\n%s\n' "optional $B/t/forge_env.so" "$SHIPPED $PLUGIN verbose" >"$CLUSTER_DIR/plugstack.conf"
+CT_TEST_FORGE="SLURM_JOB_ID=$other SLURM_HET_SIZE=2 SLURM_PACK_SIZE=2 SLURM_STEP_NUM_TASKS=2 SLURM_STEP_NODELIST=n2 \
+SLURM_JOB_NODELIST_HET_GROUP_0=n2 SLURM_NODELIST=n2 SLURM_JOB_NODELIST=n2" \
+    run_srun --ctrain-strategy=ddp -N1 -n1 -w n1 --job-name=forged true
+mine=$(grep -h "ctrain: step [0-9]*\.0 node 0: " "$CLUSTER_DIR"/log/slurmd-n1.log | tail -n 1 | sed 's/.*ctrain: step \([0-9]*\)\..*/\1/')
+like "$(grep -h "ctrain: step $mine\.0 node 0: " "$CLUSTER_DIR"/log/slurmd-n1.log)" \
+     "rank 0 on n1 at [^ ]*:$(port_for "$mine" 0)" \
+     "forged SLURM_JOB_ID=$other, SLURM_HET_SIZE, SLURM_STEP_NUM_TASKS, node lists: root read its own step $mine (rank 0 on n1, its port)"
+ok "$([ -n "$other" ] && [ "$mine" != "$other" ] && ! grep -q "ctrain: step $other\.0 node" "$CLUSTER_DIR"/log/slurmd-n*.log; echo $?)" \
+   "... and never job $other's step"
+CT_TEST_FORGE="SLURM_STEP_NODELIST=nosuch1 SLURM_NODELIST=nosuch1 SLURM_JOB_NODELIST=nosuch1" \
+    run_srun --ctrain-strategy=ddp -N1 -n1 -w n1 true
+# (The task itself then refuses its own inconsistent variables: n1 is not in its node list.)
+mine=$(grep -h "ctrain: step [0-9]*\.0 node 0: " "$CLUSTER_DIR"/log/slurmd-n1.log | tail -n 1 | sed 's/.*ctrain: step \([0-9]*\)\..*/\1/')
+if [ "$mine" -gt "$((other + 1))" ] && [ "$(rank0_node "$mine")" = "n1 " ] && ! printf '%s' "$ERR" | grep -q nosuch1; then
+    ok 0 "forged node lists naming a node slurmctld does not know: never asked about, rank 0 is n1 from SLURM's layout"
+else
+    ok 1 "forged node lists naming a node slurmctld does not know: never asked about, rank 0 is n1 from SLURM's layout"
+    printf '%s\n' "step $mine, after job $other" "$ERR" | head -n 8 | sed 's/^/#   /'
+fi
+kill "$spid" 2>/dev/null
+wait "$spid" 2>/dev/null
+spank_plugstack "$SHIPPED" "verbose"
 
 # topology= naming a missing file: steps without ctrain run; ctrain steps fail naming it.
 spank_plugstack "$SHIPPED" "topology=/nonexistent/topology.xml"

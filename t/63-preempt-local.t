@@ -3,7 +3,7 @@
 # Stopping on a signal without SLURM: SIGUSR1 (the default requeue signal) or SIGTERM makes ctrain
 # fit stop after the current step on every rank, save last.safetensors and exit 75 with a message
 # saying nothing was requeued; --ckpt-path last then continues bit for bit (single_device and
-# 2-rank ddp under ctrain's launcher); a signal while the data still loads stops at the first step.
+# 2-rank ddp under ctrain's launcher); a signal during start-up is kept; a FIFO as input is refused.
 # The flags: --requeue-signal, --ckpt-path auto, and auto refusing a checkpoint another job wrote.
 # Under ctrain's launcher (2-rank ddp) the supervisor forwards the chosen --requeue-signal (USR2
 # here), and a SIGINT sent to the whole process group (kill -INT -- -PGID, as timeout and
@@ -18,7 +18,7 @@ P=
 trap '[ -n "$P" ] && perl -e "kill 9, \$ARGV[0], -\$ARGV[0]" $P 2>/dev/null; rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM HUP
 
-PLAN=20
+PLAN=21
 echo "1..$PLAN"
 root=$ROOT
 . "$ROOT/t/lib/preempt.sh"
@@ -143,29 +143,43 @@ signalled usr2 USR2 $S --requeue-signal SIGUSR2
 [ "$rc" -eq 75 ] && grep -q 'stopped by SIGUSR2' "$T/usr2.out"
 ok $? "--requeue-signal SIGUSR2 stops on SIGUSR2" "$T/usr2.out"
 
-# A signal during start-up: the training images are a FIFO, so fit waits in the data load until the
-# writer below opens it; the writer then sends SIGUSR1 and only afterwards gives the data. The run
-# must keep the signal and stop at the first step boundary, not die of SIGUSR1's default action.
+# A signal during start-up: sent as soon as fit catches SIGUSR1 (its SigCgt mask in /proc: the
+# handlers go in before the data, the model and the rendezvous), the run must keep it and stop at
+# a step boundary with last.safetensors, not die of SIGUSR1's default action. (The data cannot be
+# held back with a FIFO any more: ctrain refuses inputs that are not regular files, below.)
+caught() {    # caught PID: SIGUSR1 (signal 10, bit 9 of SigCgt) has a handler in PID
+    m=$(sed -n 's/^SigCgt:[[:space:]]*//p' "/proc/$1/status" 2>/dev/null)
+    [ -n "$m" ] && [ $((0x$m >> 9 & 1)) -eq 1 ]
+}
+"$B/ctrain" fit $S --default-root-dir "$T/early" >"$T/early.out" 2>&1 &
+P=$!
+i=0
+while ! caught $P && kill -0 $P 2>/dev/null && [ $i -lt 3000 ]; do sleep 0.01; i=$((i + 1)); done
+kill -USR1 $P 2>"$T/writer.out"
+wrc=$?
+wait $P
+rc=$?
+P=
+[ "$wrc" -eq 0 ] && [ "$rc" -eq 75 ] && grep -q 'stopped by SIGUSR1 at epoch [0-9]*, step [0-9]*;' "$T/early.out" &&
+    [ -s "$T/early/last.safetensors" ]
+ok $? "SIGUSR1 as soon as fit catches it (start-up): kept, exit 75 at a step boundary with last.safetensors (ctrain exit $rc)" \
+    "$T/early.out" "$T/writer.out"
+"$B/ctrain" fit $S --ckpt-path last --default-root-dir "$T/early" >"$T/early-resume.out" 2>&1 &&
+    "$B/t/st_compare" "$T/ref/last.safetensors" "$T/early/last.safetensors" >"$T/cmp3.out" 2>&1
+ok $? "... and --ckpt-path last from there equals the uninterrupted run bit for bit" "$T/cmp3.out" "$T/early-resume.out"
+
+# A FIFO as the training images: refused at once, naming the file (it used to block in the open,
+# deaf to SIGTERM, until a writer came).
 mkdir "$T/fifo"
 for f in "$T"/data/*; do ln -s "$f" "$T/fifo/"; done
 rm "$T/fifo/train-images-idx3-ubyte.gz"
 mkfifo "$T/fifo/train-images-idx3-ubyte.gz"
 E=$(echo "$S" | sed "s|--data $T/data|--data $T/fifo|")
-"$B/ctrain" fit $E --default-root-dir "$T/early" >"$T/early.out" 2>&1 &
-P=$!
-timeout 120 sh -c 'exec 3>"$1" && kill -USR1 "$2" && cat "$3" >&3' writer "$T/fifo/train-images-idx3-ubyte.gz" $P \
-    "$T/data/train-images-idx3-ubyte.gz" >"$T/writer.out" 2>&1
-wrc=$?
-wait $P
+timeout 60 "$B/ctrain" fit $E --default-root-dir "$T/fifo-run" >"$T/fifo.out" 2>&1
 rc=$?
-P=
-[ "$wrc" -eq 0 ] && [ "$rc" -eq 75 ] && grep -q 'stopped by SIGUSR1 at epoch 1, step 0;' "$T/early.out" &&
-    [ -s "$T/early/last.safetensors" ]
-ok $? "SIGUSR1 while the data loads: kept, exit 75 at epoch 1 step 0 with last.safetensors (ctrain exit $rc)" \
-    "$T/early.out" "$T/writer.out"
-"$B/ctrain" fit $S --ckpt-path last --default-root-dir "$T/early" >"$T/early-resume.out" 2>&1 &&
-    "$B/t/st_compare" "$T/ref/last.safetensors" "$T/early/last.safetensors" >"$T/cmp3.out" 2>&1
-ok $? "... and --ckpt-path last from there equals the uninterrupted run bit for bit" "$T/cmp3.out" "$T/early-resume.out"
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -q "fifo/train-images-idx3-ubyte.gz is a FIFO, not a regular file" "$T/fifo.out" &&
+    [ ! -e "$T/fifo-run/last.safetensors" ]
+ok $? "a FIFO as the training images: refused at once, naming it (exit $rc)" "$T/fifo.out"
 
 "$B/ctrain" fit --requeue-signal KILL >"$T/bad.out" 2>&1
 [ $? -eq 2 ] && grep -q -- "--requeue-signal 'KILL'" "$T/bad.out"

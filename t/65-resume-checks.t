@@ -11,7 +11,7 @@ T=$(mktemp -d /tmp/ctrain-t65-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM HUP
 
-PLAN=13
+PLAN=18
 echo "1..$PLAN"
 root=$ROOT
 . "$ROOT/t/lib/preempt.sh"
@@ -66,6 +66,51 @@ first "$T/mc" --model-config hidden=32
 rc=$?
 [ $rc -eq 2 ] && grep -q "checkpoint is for model mlp 784-32-10, this run builds mlp 784-48-10" "$T/mc.out"
 ok $? "another --model-config: exit 2 (got $rc), both models named" "$T/mc.out"
+
+# A tampered top_k list in last.safetensors: eviction unlinks only names fit writes for top-k
+# checkpoints (epoch=N-step=M.safetensors), never best.safetensors or metrics.csv (val_acc is
+# monitored, the lowest score goes first).
+first "$T/topk" --save-top-k 2
+python3 "$ROOT/t/st_edit.py" "$T/topk/last.safetensors" --meta top_k "-1e300 best.safetensors;-1e299 metrics.csv" &&
+    "$B/ctrain" fit $S --data "$T/data" --max-epochs 1 --save-top-k 2 --ckpt-path last --default-root-dir "$T/topk" \
+        >"$T/topk.out" 2>&1 && [ -f "$T/topk/best.safetensors" ] && [ -f "$T/topk/metrics.csv" ] &&
+    [ -f "$T/topk/epoch=0-step=86.safetensors" ]
+ok $? "a tampered top_k naming best.safetensors and metrics.csv deletes neither" "$T/topk.out"
+
+# Non-finite values (issue 40 item 6): NaN weights and an epoch of INT64_MAX are refused on resume,
+# naming the file; a training loss that turns non-finite ends the run with exit 3 and leaves the
+# last good checkpoint as it was.
+first "$T/nan"
+cp "$T/nan/last.safetensors" "$T/nan.good"
+python3 "$ROOT/t/st_edit.py" "$T/nan/last.safetensors" --fill layers.0.weight nan
+cp "$T/nan/last.safetensors" "$T/nan.bad"
+"$B/ctrain" fit $S --data "$T/data" --ckpt-path last --default-root-dir "$T/nan" >"$T/nan.out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "last.safetensors: tensor layers.0.weight holds a value that is not finite" "$T/nan.out" &&
+    cmp -s "$T/nan/last.safetensors" "$T/nan.bad"
+ok $? "NaN weights: resume refused (exit $rc), naming the file and the tensor, the file kept" "$T/nan.out"
+cp "$T/nan.good" "$T/nan/last.safetensors"
+python3 "$ROOT/t/st_edit.py" "$T/nan/last.safetensors" --fill optimizer.exp_avg inf 2>/dev/null ||
+    python3 "$ROOT/t/st_edit.py" "$T/nan/last.safetensors" --fill layers.1.bias inf
+"$B/ctrain" fit $S --data "$T/data" --ckpt-path last --default-root-dir "$T/nan" >"$T/inf.out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "holds a value that is not finite" "$T/inf.out"
+ok $? "Inf values: resume refused (exit $rc)" "$T/inf.out"
+cp "$T/nan.good" "$T/nan/last.safetensors"
+python3 "$ROOT/t/st_edit.py" "$T/nan/last.safetensors" --meta epoch 9223372036854775807
+"$B/ctrain" fit $S --data "$T/data" --ckpt-path last --default-root-dir "$T/nan" >"$T/epoch.out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "metadata epoch is '9223372036854775807', not a count from 0 to 10^12" "$T/epoch.out"
+ok $? "an epoch of INT64_MAX: resume refused (exit $rc), not wrapped to negative" "$T/epoch.out"
+first "$T/div" --optimizer sgd
+cp "$T/div/last.safetensors" "$T/div.good"
+"$B/ctrain" fit $S --data "$T/data" --optimizer sgd --lr 1e30 --ckpt-path last --default-root-dir "$T/div" \
+    >"$T/div.out" 2>&1
+rc=$?
+[ $rc -eq 3 ] && grep -q "the training loss is not finite (nan" "$T/div.out" &&
+    cmp -s "$T/div/last.safetensors" "$T/div.good" && ! grep -q ',nan,' "$T/div/metrics.csv"
+ok $? "a loss that turns NaN (--lr 1e30): exit 3 (got $rc), last.safetensors the last good one, no nan row" \
+    "$T/div.out"
 
 # --ckpt-path auto: two fits of one SLURM job sharing a run directory.
 SLURM_JOB_ID=4242 "$B/ctrain" fit $S --data "$T/data" --max-steps 30 --seed 1 --ckpt-path auto \

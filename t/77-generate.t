@@ -22,7 +22,7 @@ refused() {
     check '[ $rc -eq $want ] && grep -q -- "$pat" "$T/r.err" && grep -q "hint" "$T/r.err" && [ ! -s "$T/r.out" ]' \
         "$name (exit $rc)" "$T/r.err"
 }
-echo "1..24"
+echo "1..33"
 for i in $(seq 1 40); do echo "It was the best of times, it was the worst of times, line $i."; done >"$T/text.txt"
 "$CTRAIN" tokenize --input "$T/text.txt" --output-dir "$T/tok" >/dev/null 2>&1 || { echo "Bail out! tokenize"; exit 1; }
 "$CTRAIN" fit --model gpt --model-config n_layer=1,n_head=2,n_embd=32,seq_len=16 --data "$T/tok" --batch-size 4 \
@@ -64,8 +64,40 @@ refused "--max-new-tokens 0" 2 "max-new-tokens" gen --prompt a --max-new-tokens 
 refused "an unknown flag, with a guess" 2 "top-k" gen --prompt a --topk 3
 printf 'not a checkpoint' >"$T/junk.safetensors"
 refused "a file that is not a checkpoint" 1 "junk.safetensors" "$CTRAIN" generate --ckpt-path "$T/junk.safetensors" --prompt a
+mkfifo "$T/fifo.safetensors" "$T/prompt.fifo"
+refused "a FIFO as --ckpt-path: refused at once, not waited on" 1 "fifo.safetensors is a FIFO" \
+    timeout 20 "$CTRAIN" generate --ckpt-path "$T/fifo.safetensors" --prompt a
+refused "a FIFO as --prompt-file: refused at once, not waited on" 2 "prompt.fifo is a FIFO" timeout 20 "$CTRAIN" \
+    generate --ckpt-path "$CK" --prompt-file "$T/prompt.fifo"
 refused "export --format onnx" 2 "onnx" "$CTRAIN" export --ckpt-path "$CK" --format onnx --output-dir "$T/x"
 check '[ ! -e "$T/x" ]' "a refused export writes nothing"
+
+# Messages name the file the bad value came from (issue 40 item 7).
+"$CTRAIN" export --ckpt-path "$CK" --format hf --output-dir "$T/hf" >/dev/null 2>&1
+sed 's/"n_layer": *1/"n_layer": 3/' "$T/hf/config.json" >"$T/hf/c" && mv "$T/hf/c" "$T/hf/config.json"
+FIT="fit --model gpt --data $T/tok --max-steps 1 --progress off"
+refused "a config.json that disagrees with the tensors: named by its path" 1 "$T/hf/config.json: n_layer is 3" \
+    "$CTRAIN" $FIT --init-from "$T/hf/model.safetensors" --default-root-dir "$T/hf1"
+rm "$T/hf/config.json" && mkfifo "$T/hf/config.json"
+refused "a FIFO as config.json: refused at once, not waited on" 1 "config.json is a FIFO" \
+    timeout 20 "$CTRAIN" $FIT --init-from "$T/hf/model.safetensors" --default-root-dir "$T/hf2"
+refused "a vocabulary smaller than the data names the shard" 2 "the largest 119 in train.bin" \
+    "$CTRAIN" $FIT --model-config n_layer=1,n_head=2,n_embd=32,seq_len=16,vocab=100 --default-root-dir "$T/v"
+refused "resuming another gpt shape: the hint gives --model and --model-config, not --hidden" 2 \
+    "hint: .*--model gpt --model-config n_layer=1,n_head=2,n_embd=32,seq_len=16" \
+    "$CTRAIN" $FIT --model-config n_layer=2,n_head=2,n_embd=32,seq_len=16 --ckpt-path "$CK" --default-root-dir "$T/s"
+cp "$CK" "$T/big.safetensors"
+python3 "$ROOT/t/st_edit.py" "$T/big.safetensors" --meta flags \
+    '{"model":"gpt","model_config":"n_layer=64,n_head=2,n_embd=8192,seq_len=16"}'
+refused "a checkpoint's model too large for one process: the message names the checkpoint" 2 \
+    "big.safetensors: gpt 64 layers of n_embd=8192 .* too large" \
+    "$CTRAIN" generate --ckpt-path "$T/big.safetensors" --prompt a
+
+cp "$CK" "$T/nan.safetensors" && python3 "$ROOT/t/st_edit.py" "$T/nan.safetensors" --fill wpe.weight nan
+refused "a checkpoint of NaN weights: refused, naming the tensor, no text" 1 "tensor wpe.weight holds a value that is not finite" \
+    "$CTRAIN" generate --ckpt-path "$T/nan.safetensors" --prompt a
+cp "$CK" "$T/inf.safetensors" && python3 "$ROOT/t/st_edit.py" "$T/inf.safetensors" --fill wte.weight -inf
+refused "a checkpoint of -Inf weights: refused" 1 "not finite" "$CTRAIN" generate --ckpt-path "$T/inf.safetensors" --prompt a
 
 # a model without next-token logits: the MLP
 if [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] && [ -x "$B/t/idx_subset" ]; then

@@ -207,26 +207,25 @@ static void find_nics(ct_topology *t)
     }
 }
 
-/* hwloc loads its plugins (libpciaccess for PCI, OpenCL, X11 for GL, libxml2 with ICU for XML)
- * when the process first initialises a topology, leaving out those HWLOC_PLUGINS_BLACKLIST names;
- * loading them costs more than discovering the CPUs (libxml2's alone 1.4 ms of a 2.1 ms load here,
- * on every step launch). The ones a load does not need are named there for that one call and the
- * variable removed again at once: the process's environment (slurmstepd's, a multithreaded root
- * process, or a host program's) stays as it was. An admin's own value wins. A topology file keeps
- * libxml2 (hwloc's own minimal parser reads only what hwloc wrote). */
+/* What a load does not need of hwloc's plugins (OpenCL, GL; PCI without CT_TOPOLOGY_IO; libxml2
+ * unless a topology file is read) is left out of the topology's discovery by name. The process's
+ * environment is not touched: HWLOC_PLUGINS_BLACKLIST would also spare loading their libraries,
+ * but setenv/unsetenv race with getenv in the other threads of a multithreaded process
+ * (slurmstepd's message and I/O threads read TZ and others while the plugin loads a topology;
+ * a host program's threads likewise), and a freed environment entry is worth more than the 1.4 ms
+ * the libraries cost. An admin's own HWLOC_PLUGINS_BLACKLIST still applies, hwloc reads it. */
 static int init_without_plugins(hwloc_topology_t *hw, unsigned flags, int xml)
 {
-    char skip[96];
-    int set;
+    static const char *const unneeded[] = { "opencl", "gl", "pci", "xml_libxml" };
 
-    snprintf(skip, sizeof(skip), "%shwloc_opencl,hwloc_gl%s", (flags & CT_TOPOLOGY_IO) ? "" : "hwloc_pci,",
-             xml ? "" : ",hwloc_xml_libxml");
-    set = !getenv("HWLOC_PLUGINS_BLACKLIST") && setenv("HWLOC_PLUGINS_BLACKLIST", skip, 0) == 0;
-    int rc = hwloc_topology_init(hw);
-
-    if (set)
-        unsetenv("HWLOC_PLUGINS_BLACKLIST");
-    return rc;
+    if (hwloc_topology_init(hw) != 0)
+        return -1;
+    for (size_t i = 0; i < sizeof(unneeded) / sizeof(unneeded[0]); i++) {
+        if ((i == 2 && (flags & CT_TOPOLOGY_IO)) || (i == 3 && xml))
+            continue;
+        hwloc_topology_set_components(*hw, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, unneeded[i]);
+    }
+    return 0;
 }
 
 /* The first half of a load: hwloc's topology set up (its plugins chosen, its filters, the file

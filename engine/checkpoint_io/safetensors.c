@@ -532,12 +532,10 @@ static int st_read(const char *path, ct_ckpt *ckpt, int list, ct_error *err)
     int fd, rc;
 
     memset(&st, 0, sizeof(st));
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        rc = ct_error_set(err, errno == ENOENT ? CT_ENOENT : CT_EIO, "ckpt-open", "%s: %s", path,
-                          strerror(errno));
-        return rc;
-    }
+    /* A FIFO or a device named as a checkpoint is refused, not waited on. */
+    fd = ct_fs_open_input(path, "checkpoint", err);
+    if (fd < 0)
+        return err->code;
     if (fstat(fd, &st) || st.st_size < 8 || read_at(fd, len8, 8, 0)) {
         rc = ct_error_set(err, CT_EFORMAT, "ckpt-truncated", "%s: not a safetensors file (%lld bytes, "
                           "shorter than its 8-byte header length)", path, (long long)st.st_size);

@@ -17,6 +17,9 @@ enum which { FIT, VALIDATE, TEST };
 
 /* fit stopped by a signal after saving last.safetensors (requeued, or to continue by hand). */
 #define CT_EXIT_STOPPED CT_LAUNCHER_EXIT_STOPPED
+/* The training loss became non-finite (Lightning's EarlyStopping check_finite): not bad flags (2)
+ * nor a failure to retry as is (1); last.safetensors is still the last good checkpoint. */
+#define CT_EXIT_NONFINITE CT_LAUNCHER_EXIT_NONFINITE
 
 /* " val_bpb 1.2345" for each of the model's own metrics, into buf. */
 static const char *metrics(const char *prefix, const char names[][24], const double *v, int n, char *buf, size_t size)
@@ -136,6 +139,8 @@ static int run(enum which w, int argc, char **argv)
         report(w, &res);
     /* After a collective timeout this ends the job (MPI_Abort) once the message above is out. */
     ct_connector_free(conn);
+    if (rc && !strcmp(err.id, "fit-loss-nonfinite"))
+        return CT_EXIT_NONFINITE;
     return rc ? ct_error_exit_status(rc) : 0;
 }
 

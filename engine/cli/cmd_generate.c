@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ctrain/engine.h"
 #include "ctrain/model.h"
@@ -17,6 +18,7 @@
 #include "ctrain/util.h"
 #include "engine/loops/ckpt_model.h"
 #include "engine/cli/commands.h"
+#include "engine/util/fsutil.h"
 
 #define GEN_MAX_NEW    1000000
 #define GEN_MAX_PROMPT (16 << 20)  /* bytes of --prompt-file */
@@ -123,15 +125,17 @@ static int prompt_bytes(const struct gen_opts *o, int32_t **tokens, size_t *n, c
     size_t len = o->prompt ? strlen(o->prompt) : 0;
 
     if (o->prompt_file) {
-        FILE *f = fopen(o->prompt_file, "rb");
-        struct stat st;
+        /* Opened without blocking and only as a regular file: a FIFO is refused, not waited on. */
+        int fd = ct_fs_open_input(o->prompt_file, "--prompt-file", err);
+        FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
 
-        if (!f || fstat(fileno(f), &st) || S_ISDIR(st.st_mode)) {
-            ct_error_set(err, f ? CT_EINVAL : (errno == ENOENT ? CT_EINVAL : CT_EIO), "generate-prompt",
-                         "--prompt-file %s: %s", o->prompt_file, f ? "is a directory" : strerror(errno));
-            if (f)
-                fclose(f);
-            return ct_error_hint(err, "give a readable text file");
+        if (!f) {
+            if (fd >= 0)
+                close(fd);
+            else if (err->code == CT_ENOENT || err->code == CT_EFORMAT)
+                err->code = CT_EINVAL;
+            return fd >= 0 ? ct_error_set(err, CT_ENOMEM, "", "out of memory") :
+                   ct_error_hint(err, "give a readable text file");
         }
         if (!(text = malloc(GEN_MAX_PROMPT + 1))) {
             fclose(f);

@@ -21,11 +21,35 @@ static void raw_free(struct raw *r)
     free(r->labels);
 }
 
+/* The two headers agree with Fashion-MNIST's shape (28x28 images, a label for each): checked
+ * before any data is decompressed, so a small file announcing another shape costs nothing. */
+static int check_shapes(const char *ipath, const uint32_t *idims, const char *lpath, const uint32_t *ldims,
+                        ct_error *err)
+{
+    if (idims[1] != 28 || idims[2] != 28)
+        return ct_error_set(err, CT_EFORMAT, "fmnist-dims", "%s: images are %ux%u, Fashion-MNIST's are 28x28",
+                            ipath, idims[1], idims[2]);
+    if (idims[0] != ldims[0])
+        return ct_error_set(err, CT_EFORMAT, "fmnist-count", "%s has %u labels but %s has %u images",
+                            lpath, ldims[0], ipath, idims[0]);
+    return 0;
+}
+
+static int check_labels(const char *lpath, const struct raw *r, uint32_t n, ct_error *err)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (r->labels[i] > 9)
+            return ct_error_set(err, CT_EFORMAT, "fmnist-label", "%s: label %u of sample %u is not a class 0-9",
+                                lpath, (unsigned)r->labels[i], i);
+    return 0;
+}
+
 /* Read prefix-images-idx3-ubyte.gz and prefix-labels-idx1-ubyte.gz from dir and check they agree. */
 static int read_pair(const char *dir, const char *prefix, struct raw *r, ct_error *err)
 {
     char ipath[4096], lpath[4096];
     uint32_t idims[3], ldims[1];
+    ct_idx *images = NULL, *labels = NULL;
     int rc;
 
     memset(r, 0, sizeof(*r));
@@ -33,36 +57,26 @@ static int read_pair(const char *dir, const char *prefix, struct raw *r, ct_erro
         dir = CT_FMNIST_DEFAULT_DIR;
     snprintf(ipath, sizeof(ipath), "%s/%s-images-idx3-ubyte.gz", dir, prefix);
     snprintf(lpath, sizeof(lpath), "%s/%s-labels-idx1-ubyte.gz", dir, prefix);
-    if ((rc = ct_idx_read_u8(ipath, 3, idims, &r->images, err)) ||
-        (rc = ct_idx_read_u8(lpath, 1, ldims, &r->labels, err))) {
+    if ((rc = ct_idx_open(ipath, 3, idims, &images, err)) || (rc = ct_idx_open(lpath, 1, ldims, &labels, err))) {
         if (rc == CT_ENOENT)
             ct_error_hint(err, "install Debian's dataset-fashion-mnist (scripts/install-deps) or point "
                                "--data at a directory holding the four *-ubyte.gz files");
-        raw_free(r);
-        return rc;
+        goto fail;
     }
-    if (idims[1] != 28 || idims[2] != 28) {
-        raw_free(r);
-        return ct_error_set(err, CT_EFORMAT, "fmnist-dims", "%s: images are %ux%u, Fashion-MNIST's are 28x28",
-                            ipath, idims[1], idims[2]);
-    }
-    if (idims[0] != ldims[0]) {
-        raw_free(r);
-        return ct_error_set(err, CT_EFORMAT, "fmnist-count", "%s has %u labels but %s has %u images",
-                            lpath, ldims[0], ipath, idims[0]);
-    }
-    for (uint32_t i = 0; i < ldims[0]; i++)
-        if (r->labels[i] > 9) {
-            unsigned bad = r->labels[i];
-
-            raw_free(r);
-            return ct_error_set(err, CT_EFORMAT, "fmnist-label", "%s: label %u of sample %u is not a class 0-9",
-                                lpath, bad, i);
-        }
+    if ((rc = check_shapes(ipath, idims, lpath, ldims, err)) || (rc = ct_idx_read_data(images, &r->images, err)) ||
+        (rc = ct_idx_read_data(labels, &r->labels, err)) || (rc = check_labels(lpath, r, ldims[0], err)))
+        goto fail;
+    ct_idx_close(images);
+    ct_idx_close(labels);
     r->n = idims[0];
     r->rows = idims[1];
     r->cols = idims[2];
     return 0;
+fail:
+    ct_idx_close(images);
+    ct_idx_close(labels);
+    raw_free(r);
+    return rc;
 }
 
 static int dataset_alloc(ct_dataset *d, size_t n, int dim, ct_error *err)

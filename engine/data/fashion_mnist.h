@@ -25,6 +25,15 @@
  * the message naming the file and the problem. */
 int ct_idx_read_u8(const char *path, int ndim, uint32_t *dims, uint8_t **data, ct_error *err);
 
+/* The same in two steps, so a caller checks the header's dimensions against the shape it expects
+ * before the data is decompressed (a small gzip file may announce hundreds of MiB):
+ * ct_idx_open reads the header into dims (opened without blocking, a regular file only),
+ * ct_idx_read_data the data; ct_idx_close (NULL ok) after either. */
+typedef struct ct_idx ct_idx;
+int ct_idx_open(const char *path, int ndim, uint32_t *dims, ct_idx **out, ct_error *err);
+int ct_idx_read_data(ct_idx *x, uint8_t **data, ct_error *err);
+void ct_idx_close(ct_idx *x);
+
 /* --- datasets ------------------------------------------------------------------------------- */
 typedef struct ct_dataset {
     size_t n;       /* samples */

@@ -5,10 +5,11 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "engine/data/fashion_mnist.h"
+#include "engine/util/fsutil.h"
 
 /* Read exactly n bytes; 0, or CT_EFORMAT naming what was being read. */
 static int read_exact(gzFile f, const char *path, void *buf, size_t n, const char *what,
@@ -101,38 +102,75 @@ static int read_data(gzFile f, const char *path, size_t total, uint8_t **out, ct
     return ct_error_set(err, CT_ENOMEM, "", "%s: out of memory for %zu bytes", path, total);
 }
 
-int ct_idx_read_u8(const char *path, int ndim, uint32_t *dims, uint8_t **data, ct_error *err)
-{
-    struct stat st;
+struct ct_idx {
     gzFile f;
-    size_t total = 0;
+    const char *path;
+    size_t total; /* data bytes the header announces */
+};
+
+int ct_idx_open(const char *path, int ndim, uint32_t *dims, ct_idx **out, ct_error *err)
+{
+    ct_idx *x = calloc(1, sizeof(*x));
+    int fd, rc;
+
+    *out = NULL;
+    if (!x)
+        return ct_error_set(err, CT_ENOMEM, "", "%s: out of memory", path);
+    x->path = path;
+    /* Without blocking, a regular file only: a FIFO named as an IDX file is refused. */
+    if ((fd = ct_fs_open_input(path, "IDX file", err)) < 0) {
+        free(x);
+        return err->code;
+    }
+    if (!(x->f = gzdopen(fd, "rb"))) {
+        close(fd);
+        free(x);
+        return ct_error_set(err, CT_EIO, "idx-open", "%s: cannot open: %s", path, strerror(errno));
+    }
+    if ((rc = check_header(x->f, path, ndim, dims, &x->total, err))) {
+        ct_idx_close(x);
+        return rc;
+    }
+    *out = x;
+    return 0;
+}
+
+int ct_idx_read_data(ct_idx *x, uint8_t **data, ct_error *err)
+{
     unsigned char extra;
     uint8_t *buf = NULL;
     int rc;
 
     *data = NULL;
-    if (stat(path, &st) != 0)
-        return ct_error_set(err, errno == ENOENT ? CT_ENOENT : CT_EIO, "idx-missing", "%s: %s", path,
-                            strerror(errno));
-    f = gzopen(path, "rb");
-    if (!f)
-        return ct_error_set(err, CT_EIO, "idx-open", "%s: cannot open: %s", path, strerror(errno));
-    rc = check_header(f, path, ndim, dims, &total, err);
-    if (rc)
-        goto fail;
-    if ((rc = read_data(f, path, total, &buf, err)))
-        goto fail;
-    if (gzread(f, &extra, 1) != 0) {
-        rc = ct_error_set(err, CT_EFORMAT, "idx-trailing",
-                          "%s: bytes after the %zu data bytes its header announces (corrupt or wrong header)",
-                          path, total);
-        goto fail;
+    if ((rc = read_data(x->f, x->path, x->total, &buf, err)))
+        return rc;
+    if (gzread(x->f, &extra, 1) != 0) {
+        free(buf);
+        return ct_error_set(err, CT_EFORMAT, "idx-trailing",
+                            "%s: bytes after the %zu data bytes its header announces (corrupt or wrong header)",
+                            x->path, x->total);
     }
-    gzclose(f);
     *data = buf;
     return 0;
-fail:
-    free(buf);
-    gzclose(f);
+}
+
+void ct_idx_close(ct_idx *x)
+{
+    if (!x)
+        return;
+    if (x->f)
+        gzclose(x->f);
+    free(x);
+}
+
+int ct_idx_read_u8(const char *path, int ndim, uint32_t *dims, uint8_t **data, ct_error *err)
+{
+    ct_idx *x = NULL;
+    int rc;
+
+    *data = NULL;
+    if ((rc = ct_idx_open(path, ndim, dims, &x, err)) == 0)
+        rc = ct_idx_read_data(x, data, err);
+    ct_idx_close(x);
     return rc;
 }

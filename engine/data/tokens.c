@@ -141,18 +141,19 @@ int ct_tokens_read(const char *path, int vocab, uint16_t **tokens, size_t *n, ct
 
     *tokens = NULL;
     *n = 0;
-    fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* Opened without blocking and only as a regular file: a FIFO named train.bin is refused. */
+    fd = ct_fs_open_input(path, "token shard", err);
     if (fd < 0) {
-        if (errno == ENOENT) {
+        if (err->code == CT_ENOENT) {
             ct_error_set(err, CT_ENOENT, "tokens-missing", "token shard %s does not exist", path);
             return ct_error_hint(err, "ctrain tokenize --input TEXT --output-dir DIR writes DIR/train.bin and DIR/val.bin");
         }
-        return ct_error_set(err, CT_EIO, "tokens-read", "%s: cannot open: %s", path, strerror(errno));
+        if (err->code == CT_EFORMAT)
+            ct_error_hint(err, "--data DIR must hold the files train.bin and val.bin (ctrain tokenize writes them)");
+        return err->code;
     }
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-        ct_error_set(err, CT_EFORMAT, "tokens-format", "%s is not a regular file", path);
-        ct_error_hint(err, "--data DIR must hold the files train.bin and val.bin (ctrain tokenize writes them)");
-        rv = CT_EFORMAT;
+    if (fstat(fd, &st)) {
+        ct_error_set(err, CT_EIO, "tokens-read", "%s: cannot examine it: %s", path, strerror(errno));
         goto fail;
     }
     if (read_full(fd, header, sizeof(header), &got)) {

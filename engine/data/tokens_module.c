@@ -99,8 +99,9 @@ static int tokens_open(const char *dir, double val_fraction, unsigned splits, ct
     struct tokens *t;
     char test[1100];
     ct_data_info *info;
-    int rc = 0, max_token = -1;
+    int rc = 0, max_token = -1, max_split = 0;
     int64_t shortest = -1;
+    const char *shard[CT_SPLIT_N];
 
     *out = NULL;
     if (!dir || !dir[0]) {
@@ -127,8 +128,10 @@ static int tokens_open(const char *dir, double val_fraction, unsigned splits, ct
         if (!t->loaded[s])
             continue;
         for (size_t i = 0; i < t->w[s].n; i++)
-            if (t->w[s].tokens[i] > max_token)
+            if (t->w[s].tokens[i] > max_token) {
                 max_token = t->w[s].tokens[i];
+                max_split = s;
+            }
         if (shortest < 0 || (int64_t)t->w[s].n - 1 < shortest)
             shortest = (int64_t)t->w[s].n - 1;
     }
@@ -139,8 +142,13 @@ static int tokens_open(const char *dir, double val_fraction, unsigned splits, ct
     info->classes = max_token + 1;
     info->max_len = shortest > 0 ? shortest : 0;
     info->train_order = CT_ORDER_SEQUENTIAL;
-    snprintf(info->description, sizeof(info->description), "tokens %s: %zu train / %zu val / %zu test tokens", dir,
-             t->w[CT_SPLIT_TRAIN].n, t->w[CT_SPLIT_VAL].n, t->w[CT_SPLIT_TEST].n);
+    /* The shard holding the largest token comes first: a model's vocabulary error quotes it. */
+    shard[CT_SPLIT_TRAIN] = "train.bin";
+    shard[CT_SPLIT_VAL] = "val.bin";
+    shard[CT_SPLIT_TEST] = access(test, R_OK) == 0 ? "test.bin" : "val.bin";
+    snprintf(info->description, sizeof(info->description), "tokens %s: %zu train / %zu val / %zu test tokens, "
+             "the largest %d in %s", dir, t->w[CT_SPLIT_TRAIN].n, t->w[CT_SPLIT_VAL].n, t->w[CT_SPLIT_TEST].n,
+             max_token, shard[max_split]);
     *out = &t->dm;
     return 0;
 }

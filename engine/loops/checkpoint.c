@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ctrain/util.h"
+#include "engine/loops/ckpt_model.h"
 #include "engine/loops/loops.h"
 
 #define CKPT_FORMAT "ctrain-checkpoint-1"
@@ -109,6 +110,26 @@ static void add_callbacks(ct_run *run, ct_ckpt *c)
     add_meta(c, "top_k", "%s", topk);
 }
 
+/* A decimal count as fit_loop prints one: digits only, no sign, no leading zero. */
+static const char *skip_count(const char *p)
+{
+    const char *start = p;
+
+    while (*p >= '0' && *p <= '9')
+        p++;
+    return p == start || (*start == '0' && p - start > 1) ? NULL : p;
+}
+
+/* name is one fit_loop writes for a top-k checkpoint: epoch=N-step=M.safetensors. */
+static int top_k_name_ok(const char *name)
+{
+    const char *p = name;
+
+    if (strncmp(p, "epoch=", 6) || !(p = skip_count(p + 6)) || strncmp(p, "-step=", 6) || !(p = skip_count(p + 6)))
+        return 0;
+    return !strcmp(p, ".safetensors");
+}
+
 /* Back from the metadata; a checkpoint that monitored another metric (or none: older files)
  * leaves them fresh, as Lightning does when the monitor changed. */
 static void restore_callbacks(ct_run *run, const ct_ckpt *c)
@@ -136,8 +157,9 @@ static void restore_callbacks(ct_run *run, const ct_ckpt *c)
         if (!sp)
             continue;
         *sp = '\0';
-        /* Only plain file names in the run's directory: a tampered list cannot name other files. */
-        if (ct_parse_double(tok, &e->score) || strchr(sp + 1, '/') || !sp[1] || strlen(sp + 1) >= sizeof(e->name))
+        /* Only the names fit_loop gives top-k checkpoints: eviction unlinks them, and a tampered
+         * list must not name last.safetensors, best.safetensors, metrics.csv or another file. */
+        if (ct_parse_double(tok, &e->score) || !top_k_name_ok(sp + 1) || strlen(sp + 1) >= sizeof(e->name))
             continue;
         snprintf(e->name, sizeof(e->name), "%s", sp + 1);
         st->n_top_k++;
@@ -196,14 +218,20 @@ int ct_run_save_checkpoint(ct_run *run, const char *path, ct_error *err)
     return rc;
 }
 
+/* A count in the metadata: no run reaches 10^12 epochs, steps, ranks or samples a batch, and the
+ * bound leaves room for the arithmetic on them (an epoch of INT64_MAX wrapped to negative). */
+#define CKPT_COUNT_MAX 1000000000000L
+
 static int need_int(const char *path, const ct_ckpt *c, const char *key, int64_t *out, ct_error *err)
 {
     const char *v = meta_get(c, key);
     long n;
 
-    if (!v || ct_parse_long(v, 0, INT64_MAX, &n))
-        return ct_error_set(err, CT_EFORMAT, "ckpt-meta", "%s: metadata %s is %s%s%s", path, key,
-                            v ? "'" : "missing", v ? v : "", v ? "', not a count" : "");
+    if (!v || ct_parse_long(v, 0, CKPT_COUNT_MAX, &n)) {
+        ct_error_set(err, CT_EFORMAT, "ckpt-meta", "%s: metadata %s is %s%s%s", path, key, v ? "'" : "missing",
+                     v ? v : "", v ? "', not a count from 0 to 10^12" : "");
+        return ct_error_hint(err, "the file was altered or damaged: use another checkpoint");
+    }
     *out = n;
     return 0;
 }
@@ -226,6 +254,19 @@ static int check_storage(ct_run *run, const char *path, const ct_ckpt *c, int we
                          prec ? prec : "32-true");
 }
 
+/* The flags that build the checkpoint's model, from its metadata: --model and --model-config;
+ * an MLP's layers are --hidden's. */
+static int model_hint(const ct_ckpt *c, ct_error *err)
+{
+    const char *model = meta_get(c, "model"), *config = meta_get(c, "model_config");
+    size_t name = model ? strcspn(model, " ") : 0;
+
+    if (!name || (name == 3 && !strncmp(model, "mlp", 3)))
+        return ct_error_hint(err, "use the --hidden or --model and --model-config of the run that wrote it");
+    return ct_error_hint(err, "use the flags of the run that wrote it: --model %.*s%s%s", (int)name, model,
+                         config && config[0] ? " --model-config " : "", config && config[0] ? config : "");
+}
+
 /* The metadata checks that give a clear message before any tensor is compared. */
 static int check_header(ct_run *run, const char *path, const ct_ckpt *c, int weights_only, ct_error *err)
 {
@@ -244,7 +285,7 @@ static int check_header(ct_run *run, const char *path, const ct_ckpt *c, int wei
         /* Resuming another model is a conflict of this run's flags with the checkpoint's (exit 2). */
         ct_error_set(err, weights_only ? CT_EFORMAT : CT_ECONFLICT, "ckpt-model", "%s: checkpoint is for model %s, "
                      "this run builds %s", path, model ? model : "(missing)", want);
-        return ct_error_hint(err, "use the --hidden or --model and --model-config of the run that wrote it");
+        return model_hint(c, err);
     }
     if (!weights_only && (!opt || strcmp(opt, mine))) {
         ct_error_set(err, CT_EFORMAT, "ckpt-optimizer", "%s: checkpoint has %s optimizer state, this run uses %s",
@@ -415,6 +456,9 @@ int ct_run_load_checkpoint(ct_run *run, const char *path, int weights_only, ct_e
         rc = ct_error_set(err, CT_EIO, "ckpt-changed", "%s changed while it was read (replaced by another "
                           "writer?)", path);
     rc = agree_on_file(run, path, rc, c->digest, err);
+    /* Every rank read the same bytes: all refuse non-finite weights alike. */
+    if (!rc)
+        rc = ct_ckpt_check_finite(path, c, err);
     if (!weights_only)
         ct_strategy_optimizer_state_end(run->strategy, run->optim, rc == 0);
     if (rc)

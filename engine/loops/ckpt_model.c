@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The model a ctrain checkpoint holds, rebuilt outside a run (ctrain generate, ctrain export): the
  * model and its --model-config from the checkpoint's metadata, the weights from its tensors. */
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +48,46 @@ static int model_of(const char *path, const ct_ckpt *c, char *name, size_t nsize
     return rc;
 }
 
+/* The index of t's first element that is not finite, or -1. BF16 and F16 by their exponent bits
+ * (all ones: Inf or NaN). */
+static long first_nonfinite(const ct_ckpt_tensor *t)
+{
+    size_t n = t->nbytes / (t->dtype == CT_DTYPE_F64 ? 8 : t->dtype == CT_DTYPE_F32 ? 4 : 2);
+
+    for (size_t i = 0; t->data && i < n; i++) {
+        int bad = 0;
+
+        if (t->dtype == CT_DTYPE_F32)
+            bad = !isfinite(((const float *)t->data)[i]);
+        else if (t->dtype == CT_DTYPE_F64)
+            bad = !isfinite(((const double *)t->data)[i]);
+        else if (t->dtype == CT_DTYPE_BF16)
+            bad = (((const uint16_t *)t->data)[i] & 0x7f80) == 0x7f80;
+        else if (t->dtype == CT_DTYPE_F16)
+            bad = (((const uint16_t *)t->data)[i] & 0x7c00) == 0x7c00;
+        else
+            return -1;
+        if (bad)
+            return (long)i;
+    }
+    return -1;
+}
+
+int ct_ckpt_check_finite(const char *path, const ct_ckpt *c, ct_error *err)
+{
+    for (int i = 0; i < c->n_tensors; i++) {
+        long at = first_nonfinite(&c->tensors[i]);
+
+        if (at >= 0) {
+            ct_error_set(err, CT_EFORMAT, "ckpt-nonfinite", "%s: tensor %s holds a value that is not finite (NaN or "
+                         "Inf) at element %ld", path, c->tensors[i].name, at);
+            return ct_error_hint(err, "the run that wrote it diverged, or the file was altered: use an earlier "
+                                      "checkpoint (best.safetensors, epoch=N-step=M.safetensors)");
+        }
+    }
+    return 0;
+}
+
 int ct_ckpt_model_load(const char *path, const char *command, ct_model **out, ct_error *err)
 {
     const struct ct_checkpoint_io_ops *io = &ct_checkpoint_io_safetensors;
@@ -87,6 +129,8 @@ int ct_ckpt_model_load(const char *path, const char *command, ct_model **out, ct
                          "language model on token windows", command, name, path,
                          strcmp(command, "export") ? "next-token logits" : "a Hugging Face layout");
             rc = ct_error_hint(err, "%s works on models such as gpt", command);
+        } else { /* the shape is the checkpoint's (a model too large for one process): name it */
+            ct_error_prefix(err, "--ckpt-path %s: ", path);
         }
         goto out;
     }
@@ -121,7 +165,7 @@ int ct_ckpt_model_load(const char *path, const char *command, ct_model **out, ct
         o->data = t->data;
         o->nbytes = t->numel * ct_dtype_size(m->param_dtype);
     }
-    if ((rc = io->load(path, c, err)))
+    if ((rc = io->load(path, c, err)) || (rc = ct_ckpt_check_finite(path, c, err)))
         goto out;
     *out = m;
     m = NULL;

@@ -98,6 +98,7 @@ static int micro_step(ct_run *run, size_t batch, int k, double window_samples, c
         return rc;
     /* run->step_err is clear: ct_run_forward cleared it and forward succeeded. */
     run->micro = k;
+    run->loss_bad = (k > 0 && run->loss_bad) || !isfinite(sums->loss);
     if (k == run->window - 1) {
         run->stop_posted = 0;
         if (run->stop_enabled)
@@ -167,6 +168,23 @@ int ct_training_step(ct_run *run, size_t first, int n, double *loss, double *sam
     return 0;
 }
 
+/* Lightning's EarlyStopping(check_finite=True): a non-finite training loss ends the run before
+ * anything is logged, validated or saved from the step, so last.safetensors stays the last good
+ * checkpoint. Whether any rank's loss was non-finite rode on the step's gradient exchange (every
+ * rank decides alike, with no collective of its own); without that post, this rank's own loss. */
+static int loss_finite(ct_run *run, double loss, ct_error *err)
+{
+    double bad = run->stop_posted ? run->stop_sums[2] : !isfinite(loss);
+
+    if (bad < 0.5)
+        return 0;
+    ct_error_set(err, CT_EFORMAT, "fit-loss-nonfinite", "the training loss is not finite (%s on this rank, %.0f of "
+                 "%d ranks) at epoch %lld, step %lld: the run stops, saving nothing after the last good checkpoint",
+                 isnan(loss) ? "nan" : isinf(loss) ? (loss > 0 ? "inf" : "-inf") : "finite", bad, run->world, (long long)run->st.epoch + 1, (long long)run->st.global_step + 1);
+    return ct_error_hint(err, "lower --lr, add --gradient-clip-val 1.0 or check the data; --ckpt-path last resumes "
+                              "from %s/last.safetensors when it exists", run->opt.root_dir);
+}
+
 long ct_fit_total_steps(const ct_loop_options *o, size_t steps_per_epoch)
 {
     long total = (long)steps_per_epoch * o->max_epochs;
@@ -227,7 +245,8 @@ int ct_epoch_loop_run(ct_run *run, ct_error *err)
             return rc < 0 ? rc : 0;
         ct_optim_set_lr(run->optim, ct_lr_at(&run->opt, st->global_step, total));
         t0 = ct_time_now();
-        if ((rc = ct_training_step(run, (size_t)st->step_in_epoch, n, &loss, &samples, err)))
+        if ((rc = ct_training_step(run, (size_t)st->step_in_epoch, n, &loss, &samples, err)) ||
+            (rc = loss_finite(run, loss, err)))
             return rc;
         run->train_seconds += ct_time_now() - t0;
         run->train_samples += samples * run->world;

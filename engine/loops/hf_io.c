@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "ctrain/util.h"
 #include "engine/loops/hf_io.h"
 #include "engine/nn/bf16_inline.h"
 #include "engine/util/fsutil.h"
@@ -29,12 +31,21 @@ static int config_path(const char *path, char *out, size_t size)
 static char *read_config_json(const char *path, int *rc, ct_error *err)
 {
     char cpath[4200], *text = NULL;
-    FILE *f;
+    FILE *f = NULL;
     long len;
+    int fd;
 
     *rc = 0;
-    if (config_path(path, cpath, sizeof(cpath)) || !(f = fopen(cpath, "rb")))
+    if (config_path(path, cpath, sizeof(cpath)))
         return NULL;
+    /* A FIFO or device named config.json is refused, not waited on; an absent one is no config. */
+    if ((fd = ct_fs_open_input(cpath, "--init-from's config", err)) < 0 || !(f = fdopen(fd, "rb"))) {
+        if (fd >= 0)
+            close(fd);
+        if (fd >= 0 || err->code != CT_ENOENT)
+            *rc = fd >= 0 ? ct_error_set(err, CT_ENOMEM, "", "out of memory reading %s", cpath) : err->code;
+        return NULL;
+    }
     if (fseek(f, 0, SEEK_END) || (len = ftell(f)) < 0 || len > CONFIG_JSON_MAX || fseek(f, 0, SEEK_SET) ||
         !(text = calloc(1, (size_t)len + 1)) || fread(text, 1, (size_t)len, f) != (size_t)len) {
         *rc = ct_error_set(err, CT_EFORMAT, "init-from-config-json", "%s: cannot read it (or larger than %d bytes)",
@@ -44,6 +55,23 @@ static char *read_config_json(const char *path, int *rc, ct_error *err)
     }
     fclose(f);
     return text;
+}
+
+/* The model's parser sees config.json's text, not where it lies: its messages say "config.json";
+ * here they name the file (the one beside --init-from's checkpoint). */
+static void name_config(const char *path, ct_error *err)
+{
+    static const char *const says[] = { "the config.json beside the --init-from checkpoint", "config.json" };
+    char cpath[4200], msg[sizeof(err->msg)];
+
+    if (config_path(path, cpath, sizeof(cpath)))
+        return;
+    for (int i = 0; i < 2; i++)
+        if (!strncmp(err->msg, says[i], strlen(says[i]))) {
+            snprintf(msg, sizeof(msg), "%s%s", cpath, err->msg + strlen(says[i]));
+            ct_str_copy(err->msg, sizeof(err->msg), msg);
+            return;
+        }
 }
 
 /* The file's tensors without data (list), with "--init-from" naming the file in errors. */
@@ -88,8 +116,8 @@ int ct_hf_model_config(const char *model, const char *user_config, const char *p
         file[i].shape = c->tensors[i].shape;
     }
     json = read_config_json(path, &rc, err);
-    if (!rc)
-        rc = ct_model_hf_config(model, user_config, file, c->n_tensors, json, out, size, err);
+    if (!rc && (rc = ct_model_hf_config(model, user_config, file, c->n_tensors, json, out, size, err)) && json)
+        name_config(path, err);
 out:
     free(json);
     free(file);

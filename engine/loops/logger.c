@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* metrics.csv and the progress display (global zero only). */
+#include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -10,6 +11,37 @@
 #include "ctrain/util.h"
 #include "engine/loops/loops.h"
 #include "engine/util/fsutil.h"
+
+/* Resuming: metrics.csv keeps its header and its whole rows of steps up to the checkpoint's (a
+ * stopped run may have logged past its checkpoint, and the resumed run logs those steps again; a
+ * row cut short by a kill goes too). Read through the descriptor's own file, so the file checked
+ * is the file cut; one that cannot be read back is refused as it is. */
+static int trim_rows(int fd, const char *path, int64_t last_step, ct_error *err)
+{
+    char self[64], line[8192];
+    long keep = 0;
+    long long step;
+    FILE *rf;
+
+    snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+    if (!(rf = fopen(self, "rb"))) {
+        ct_error_set(err, CT_EIO, "metrics-open", "%s: cannot read it back to keep its rows up to step %lld: %s; it "
+                     "is left as it is", path, (long long)last_step, strerror(errno));
+        return ct_error_hint(err, "make it readable (chmod u+r), or move it out of the run directory");
+    }
+    while (fgets(line, sizeof(line), rf)) {
+        size_t len = strlen(line);
+
+        if (line[len - 1] != '\n' || (keep > 0 && (sscanf(line, "%lld,", &step) != 1 || step > last_step)))
+            break;
+        keep += (long)len;
+    }
+    fclose(rf);
+    if (ftruncate(fd, keep))
+        return ct_error_set(err, CT_EIO, "metrics-open", "%s: cannot cut it after step %lld: %s", path,
+                            (long long)last_step, strerror(errno));
+    return 0;
+}
 
 int ct_logger_open(ct_run *run, int append, ct_error *err)
 {
@@ -24,6 +56,10 @@ int ct_logger_open(ct_run *run, int append, ct_error *err)
     fd = ct_fs_open_output(path, append, err);
     if (fd < 0)
         return err->code;
+    if (append && trim_rows(fd, path, run->st.global_step, err)) {
+        close(fd);
+        return err->code;
+    }
     run->metrics = fdopen(fd, append ? "a" : "w");
     if (!run->metrics) {
         close(fd);

@@ -135,7 +135,10 @@ typedef struct ct_run {
     ct_error step_err;         /* filled by the grad-ready callback */
     int stop_enabled;          /* fit: look for stop signals at step boundaries */
     ct_stop_state stop;
-    double stop_sums[2];       /* the stop flags riding on the step's gradient exchange */
+    /* The flags riding on the step's gradient exchange, summed over the ranks: [a stop signal, the
+     * requeue signal, a non-finite training loss in the window]. */
+    double stop_sums[3];
+    int loss_bad;              /* this rank's window so far had a non-finite loss */
     int stop_posted;           /* stop_sums holds the last step's sums, not yet looked at */
     /* Gradient accumulation: the sum of the window's earlier micro-batches' gradients (NULL when
      * accumulate is 1), and where the micro-batch that runs now stands in its window. */

@@ -305,12 +305,13 @@ void ct_run_stop_post(ct_run *run)
 {
     run->stop_sums[0] = got_signal ? 1 : 0;
     run->stop_sums[1] = got_requeue ? 1 : 0;
-    ct_strategy_post_with_grads(run->strategy, run->stop_sums, 2);
+    run->stop_sums[2] = run->loss_bad ? 1 : 0;
+    ct_strategy_post_with_grads(run->strategy, run->stop_sums, 3);
     run->stop_posted = 1;
 }
 
 /* Two numbers summed over the ranks: [ranks that got a stop signal, ranks that got the requeue
- * signal]. They ride on the previous step's gradient exchange when it posted them (a separate
+ * signal] (the third posted, non-finite losses, is ct_run_loss_finite's). They ride on the previous step's gradient exchange when it posted them (a separate
  * collective would stop every rank once more per step); else (the first step of an epoch) an
  * allreduce of their own. A signal that comes after the post is seen one step later. */
 int ct_run_stop_agreed(ct_run *run, ct_error *err)

@@ -224,61 +224,151 @@ static void remove_event_files(const char *dir)
     closedir(d);
 }
 
-/* The length of the file's leading records that are whole, check out, and hold steps up to
- * last_step (the file version and hparams records, at step 0, always stay). */
-static long keep_prefix(FILE *f, int64_t last_step)
+/* What a resume keeps of an event file: its intact records of steps up to the checkpoint's, in
+ * order (kept, len bytes); damaged records (a CRC or message that does not check out) are dropped
+ * and counted. A record cut short at the end (a killed writer) and those after the checkpoint's
+ * step (logged past it) go without a word: the run writes them again. */
+struct tb_keep {
+    unsigned char *kept;
+    size_t len, cap;
+    long damaged;        /* records dropped whole (length known, data bad) */
+    long lost;           /* bytes dropped after a damaged length: no record boundary to go on from */
+    long prefix;         /* kept is the file's first prefix bytes, untouched */
+};
+
+static int keep_append(struct tb_keep *k, const unsigned char *head, const unsigned char *buf, size_t n,
+                       const unsigned char *tail)
 {
-    long kept = 0;
-    unsigned char head[12], tail[4];
+    if (k->len + 16 + n > k->cap) {
+        size_t cap = (k->len + 16 + n) * 2;
+        unsigned char *p = realloc(k->kept, cap);
+
+        if (!p)
+            return -1;
+        k->kept = p;
+        k->cap = cap;
+    }
+    memcpy(k->kept + k->len, head, 12);
+    memcpy(k->kept + k->len + 12, buf, n);
+    memcpy(k->kept + k->len + 12 + n, tail, 4);
+    k->len += 16 + n;
+    return 0;
+}
+
+/* One record at the file's position: 1 read (into *step; *intact 0 when its data or message is
+ * damaged), 0 at the end or a record cut short, -1 when its length does not check out. */
+static int read_record(FILE *f, unsigned char *head, unsigned char **buf, size_t *n, unsigned char *tail,
+                       int64_t *step, int *intact)
+{
+    Ctrain__Tb__Event *ev;
+
+    *buf = NULL;
+    if (fread(head, 1, 12, f) != 12)
+        return 0;
+    *n = get_le(head, 8);
+    if ((uint32_t)get_le(head + 8, 4) != masked_crc(head, 8) || *n > (64u << 20) || !(*buf = malloc(*n ? *n : 1)))
+        return -1;
+    if (fread(*buf, 1, *n, f) != *n || fread(tail, 1, 4, f) != 4)
+        return 0;
+    ev = (uint32_t)get_le(tail, 4) == masked_crc(*buf, *n) ? ctrain__tb__event__unpack(NULL, *n, *buf) : NULL;
+    *intact = ev != NULL;
+    *step = ev ? ev->step : 0;
+    if (ev)
+        ctrain__tb__event__free_unpacked(ev, NULL);
+    return 1;
+}
+
+/* Scan the file for what to keep (the file version and hparams records, at step 0, always stay). */
+static int keep_scan(FILE *f, int64_t last_step, struct tb_keep *k)
+{
+    unsigned char head[12], tail[4], *buf;
+    size_t n = 0;
+    long pos = 0, end;
+    int64_t step;
+    int intact = 0, r;
 
     rewind(f);
-    while (fread(head, 1, 12, f) == 12) {
-        uint64_t n = get_le(head, 8);
-        unsigned char *buf;
-        Ctrain__Tb__Event *ev;
-        int64_t step;
-
-        if ((uint32_t)get_le(head + 8, 4) != masked_crc(head, 8) || n > (64u << 20) || !(buf = malloc(n ? n : 1)))
-            break;
-        if (fread(buf, 1, n, f) != n || fread(tail, 1, 4, f) != 4 || (uint32_t)get_le(tail, 4) != masked_crc(buf, n) ||
-            !(ev = ctrain__tb__event__unpack(NULL, n, buf))) {
+    while ((r = read_record(f, head, &buf, &n, tail, &step, &intact)) == 1 && (!intact || step <= last_step)) {
+        pos += 16 + (long)n;
+        if (!intact)
+            k->damaged++;
+        else if (keep_append(k, head, buf, n, tail)) {
             free(buf);
-            break;
+            return -1;
         }
-        step = ev->step;
-        ctrain__tb__event__free_unpacked(ev, NULL);
+        if (intact && !k->damaged)
+            k->prefix = pos;
         free(buf);
-        if (step > last_step)
-            break;
-        kept += 12 + (long)n + 4;
     }
-    return kept;
+    free(buf);
+    if (r < 0 && fseek(f, 0, SEEK_END) == 0 && (end = ftell(f)) > pos)
+        k->lost = end - pos;
+    return 0;
+}
+
+/* Write the kept records over w->path (atomically: a temp file renamed over it) and open the new
+ * file for appending; then say what was dropped. */
+static int rewrite_kept(struct ct_tb_writer *w, int *fd, const struct tb_keep *k, int64_t resume_step,
+                        ct_error *err)
+{
+    char what[160];
+
+    close(*fd);
+    *fd = -1;
+    if (ct_fs_write_atomic(w->path, k->kept, k->len, err) || (*fd = ct_fs_open_output(w->path, 1, err)) < 0)
+        return err->code;
+    snprintf(what, sizeof(what), "%ld damaged record%s", k->damaged, k->damaged == 1 ? "" : "s");
+    if (k->lost)
+        snprintf(what + strlen(what), sizeof(what) - strlen(what), " and the %ld bytes after a damaged record "
+                 "length (no record boundary to go on from)", k->lost);
+    fprintf(stderr, "ctrain: warning: %s: dropped %s; kept its intact records up to step %lld\n", w->path, what,
+            (long long)resume_step);
+    return 0;
+}
+
+/* Resuming: keep the event file's intact records up to the checkpoint's step, read through the
+ * same descriptor's file (so the file checked is the file cut). A file that cannot be read back is
+ * refused as it is: cutting it blind would lose every record. */
+static int cut_file(struct ct_tb_writer *w, int *fd, int64_t resume_step, long *kept, ct_error *err)
+{
+    struct tb_keep k = { 0 };
+    char self[64];
+    FILE *rf;
+    int rc = 0;
+
+    snprintf(self, sizeof(self), "/proc/self/fd/%d", *fd);
+    if (!(rf = fopen(self, "rb"))) {
+        ct_error_set(err, CT_EIO, "tensorboard-open", "%s: cannot read it back to keep its records up to step %lld: "
+                     "%s; it is left as it is", w->path, (long long)resume_step, strerror(errno));
+        return ct_error_hint(err, "make it readable (chmod u+r), or move it out of the run directory to start a "
+                                  "new event file");
+    }
+    if (keep_scan(rf, resume_step, &k))
+        rc = ct_error_set(err, CT_ENOMEM, "", "%s: out of memory reading it back", w->path);
+    fclose(rf);
+    if (!rc && (k.damaged || k.lost))
+        rc = rewrite_kept(w, fd, &k, resume_step, err);
+    else if (!rc && ftruncate(*fd, k.prefix))
+        rc = ct_error_set(err, CT_EIO, "tensorboard-open", "%s: cannot cut it after step %lld: %s", w->path,
+                          (long long)resume_step, strerror(errno));
+    *kept = (long)k.len;
+    free(k.kept);
+    return rc;
 }
 
 /* Open w->path the safe way (no symlink, this user's file: engine/util/fsutil.h). Resuming, it is
- * first cut after its last record of a step <= resume_step, read through the same descriptor's
- * file (so the file checked is the file read) and written at its end. */
+ * first cut to its intact records up to resume_step (cut_file) and written at its end. */
 static int open_file(struct ct_tb_writer *w, int append, int64_t resume_step, long *kept, ct_error *err)
 {
     int fd = ct_fs_open_output(w->path, append, err);
-    char self[64];
-    FILE *rf;
 
     if (fd < 0)
         return err->code;
     *kept = 0;
-    if (append) {
-        snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
-        if ((rf = fopen(self, "rb")) != NULL) {
-            *kept = keep_prefix(rf, resume_step);
-            fclose(rf);
-        }
-        if (ftruncate(fd, *kept)) {
-            ct_error_set(err, CT_EIO, "tensorboard-open", "%s: cannot cut it after step %lld: %s", w->path,
-                         (long long)resume_step, strerror(errno));
+    if (append && cut_file(w, &fd, resume_step, kept, err)) {
+        if (fd >= 0)
             close(fd);
-            return err->code;
-        }
+        return err->code;
     }
     if (!(w->f = fdopen(fd, append ? "a" : "w"))) {
         close(fd);

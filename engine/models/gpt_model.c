@@ -127,8 +127,8 @@ static int gpt_config(const ct_config *cfg, const ct_data_info *data, ct_gpt_con
         return ct_error_hint(err, "use --datamodule tokens --data DIR (DIR/train.bin, DIR/val.bin from ctrain tokenize)");
     }
     if (data->classes > c->vocab) {
-        ct_error_set(err, CT_EINVAL, "model-config-value", "--model-config vocab=%d, but the data holds token %lld",
-                     c->vocab, (long long)data->classes - 1);
+        ct_error_set(err, CT_EINVAL, "model-config-value", "--model-config vocab=%d, but the data holds token %lld "
+                     "(%s)", c->vocab, (long long)data->classes - 1, data->description);
         return ct_error_hint(err, "set vocab=%lld or more (byte tokens: 256)", (long long)data->classes);
     }
     if (data->max_len > 0 && c->seq_len > data->max_len) {

@@ -118,8 +118,13 @@ int ct_run_build(ct_run *run, const ct_trainer_job *job, ct_error *err)
         (rc = ct_datamodule_open(plan->datamodule, cfg->data_dir, cfg->val_fraction, splits, &run->data, err)) ||
         (rc = record_identity(run, job, config, err)))
         return rc;
-    if ((rc = ct_model_create(plan->model, config, ct_datamodule_info(run->data), max_batch, &run->model, err)) ||
-        (rc = ct_datamodule_setup(run->data, &run->model->x, &run->model->y, err)))
+    if ((rc = ct_model_create(plan->model, config, ct_datamodule_info(run->data), max_batch, &run->model, err))) {
+        /* With --init-from the model's shape is the file's: say which file it came from. */
+        if (job->mode == CT_TRAINER_FIT && cfg->init_from[0])
+            ct_error_prefix(err, "--init-from %s: ", cfg->init_from);
+        return rc;
+    }
+    if ((rc = ct_datamodule_setup(run->data, &run->model->x, &run->model->y, err)))
         return rc;
     /* A "-true" precision stores the model in its type (64-true: fp64) before anything is drawn. */
     if (prec && (rc = ct_model_set_param_dtype(run->model, prec->param_dtype, err)))

@@ -87,6 +87,38 @@ int ct_fs_check_owned(const char *path, const char *what, ct_error *err)
     return rc;
 }
 
+static const char *file_kind(mode_t mode)
+{
+    return S_ISFIFO(mode) ? "a FIFO" : S_ISCHR(mode) ? "a character device" : S_ISBLK(mode) ? "a block device" :
+           S_ISDIR(mode) ? "a directory" : S_ISSOCK(mode) ? "a socket" : "of an unknown type";
+}
+
+int ct_fs_open_input(const char *path, const char *what, ct_error *err)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+
+    if (fd < 0) {
+        int e = errno;
+
+        ct_error_set(err, e == ENOENT ? CT_ENOENT : CT_EIO, "fs-input", "%s %s: %s", what, path, strerror(e));
+        errno = e;
+        return -1;
+    }
+    if (fstat(fd, &st) != 0)
+        st.st_mode = 0;
+    if (!S_ISREG(st.st_mode)) {
+        ct_error_set(err, CT_EFORMAT, "fs-input", "%s %s is %s, not a regular file", what, path,
+                     file_kind(st.st_mode));
+        ct_error_hint(err, "ctrain reads its inputs whole and would wait forever on a pipe or device: give a "
+                           "regular file (copy the data into one)");
+        close(fd);
+        return -1;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
+}
+
 int ct_fs_open_output(const char *path, int append, ct_error *err)
 {
     /* No O_TRUNC at open: a file found to be someone else's must stay as it is. */

@@ -33,6 +33,13 @@ int ct_fs_check_owned(const char *path, const char *what, ct_error *err);
  * never through a symlink, never a file another user owns. A descriptor, or -1 with err set. */
 int ct_fs_open_output(const char *path, int append, ct_error *err);
 
+/* Open path to read it whole (a checkpoint, config.json, a token shard, an IDX file, a prompt
+ * file): without blocking (open of a FIFO without a writer waits forever, signals included) and
+ * only when it is a regular file (read from a FIFO or a device may never end). what names it in
+ * the message ("checkpoint", "token shard"). A descriptor in blocking mode, or -1 with err set:
+ * CT_ENOENT when path does not exist, CT_EFORMAT when it is not a regular file, CT_EIO otherwise. */
+int ct_fs_open_input(const char *path, const char *what, ct_error *err);
+
 /* Create the exclusive temp file beside path: tmp (size bytes) receives its name. A descriptor
  * (mode 0666 & ~umask, close-on-exec), or -1 with errno set. */
 int ct_fs_create_temp(const char *path, char *tmp, size_t size);

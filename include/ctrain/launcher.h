@@ -52,6 +52,9 @@ extern const struct ct_launcher_ops ct_launcher_fork;
  * after a preemption signal: supervisors do not treat it as a failure that ends the other ranks,
  * and launch returns CT_EINTR (err->id "launch-stopped", or the rank's own id when it reported). */
 #define CT_LAUNCHER_EXIT_STOPPED 75   /* EX_TEMPFAIL of sysexits.h: "try again later" */
+/* A rank of ctrain fit whose training loss became non-finite exits 3; the supervisor says so with
+ * the id "fit-loss-nonfinite", and ctrain fit exits 3 too. */
+#define CT_LAUNCHER_EXIT_NONFINITE 3
 
 /* A signal the supervisor forwards arrives in the rank with si_code SI_QUEUE and this si_value
  * (sigqueue), so the rank can tell it from a copy sent to the whole process group (kill -- -PGID,

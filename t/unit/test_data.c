@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -200,6 +202,69 @@ static void test_huge_header(void **state)
     assert_null(data);
 }
 
+/* The peak resident size of this process so far, in KiB. */
+static long peak_kib(void)
+{
+    struct rusage ru;
+
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+/* 2^19 images of 16x16: 128 MiB of zeros in a gzip file of about 128 KiB, written in 1 MiB pieces
+ * so that the writer itself does not raise the peak resident size. */
+static void write_bomb(void)
+{
+    static unsigned char zeros[1 << 20];
+    unsigned char hdr[16] = { 0, 0, 8, 3 };
+    char path[512];
+    gzFile f;
+
+    put_be32(hdr + 4, 1u << 19);
+    put_be32(hdr + 8, 16);
+    put_be32(hdr + 12, 16);
+    snprintf(path, sizeof(path), "%s/t10k-images-idx3-ubyte.gz", dir);
+    assert_non_null(f = gzopen(path, "wb9"));
+    gzwrite(f, hdr, sizeof(hdr));
+    for (int i = 0; i < 128; i++)
+        gzwrite(f, zeros, sizeof(zeros));
+    gzclose(f);
+}
+
+/* The shape is checked from the headers, before any data is decompressed: a small file
+ * announcing 128 MiB of 16x16 images is refused without reading them (the peak resident size
+ * grows by less than 32 MiB; it grew by 128 MiB when the check came after the read). */
+static void test_shape_before_data(void **state)
+{
+    ct_dataset d;
+    ct_error err;
+    long before;
+
+    write_good_test_set(4);
+    write_bomb();
+    before = peak_kib();
+    assert_int_equal(ct_fmnist_load_test(dir, &d, &err), CT_EFORMAT);
+    print_message("# %s (peak grew by %ld KiB)\n", err.msg, peak_kib() - before);
+    assert_non_null(strstr(err.msg, "images are 16x16"));
+    assert_true(peak_kib() - before < 32 * 1024);
+}
+
+/* A FIFO as an IDX file is refused at once (its open used to wait for a writer forever). */
+static void test_fifo_refused(void **state)
+{
+    char path[512];
+    uint32_t got[3];
+    uint8_t *data;
+    ct_error err;
+
+    snprintf(path, sizeof(path), "%s/fifo-idx3-ubyte.gz", dir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    assert_int_equal(ct_idx_read_u8(path, 3, got, &data, &err), CT_EFORMAT);
+    print_message("# %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "fifo-idx3-ubyte.gz is a FIFO, not a regular file"));
+    assert_null(data);
+}
+
 static void test_real_split(void **state)
 {
     ct_dataset train, val, again, again_val;
@@ -296,6 +361,8 @@ int main(void)
         cmocka_unit_test(test_bad_label),
         cmocka_unit_test(test_cut_gzip_stream),
         cmocka_unit_test(test_huge_header),
+        cmocka_unit_test(test_shape_before_data),
+        cmocka_unit_test(test_fifo_refused),
         cmocka_unit_test(test_real_split),
         cmocka_unit_test(test_sampler_shards),
         cmocka_unit_test(test_sampler_eval),

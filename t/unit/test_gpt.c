@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -19,6 +20,7 @@
 #include "ctrain/nn.h"
 #include "engine/data/tokens.h"
 #include "engine/models/gpt/gpt.h"
+#include "engine/models/gpt/gpt_hf.h"
 
 static char dir[] = "/tmp/ctrain-test-gpt-XXXXXX";
 
@@ -423,6 +425,28 @@ static void test_tokens_damaged(void **state)
     expect_read_error("vocab.bin", CT_EFORMAT, "token 300 at position 6");
     path_of(path, sizeof(path), "");
     expect_read_error("", CT_EFORMAT, "not a regular file");
+    /* A FIFO is refused at once (its open used to wait for a writer forever). */
+    path_of(path, sizeof(path), "fifo.bin");
+    assert_int_equal(mkfifo(path, 0600), 0);
+    expect_read_error("fifo.bin", CT_EFORMAT, "is a FIFO, not a regular file");
+}
+
+/* An --init-from file's embedding dimensions are checked before they become ints: a vocabulary of
+ * 2^32 + 256 rows wrapped to 256 and passed as a valid GPT-2 shape. */
+static void test_hf_shape_beyond_int(void **state)
+{
+    static const int64_t wte[2] = { ((int64_t)1 << 32) + 256, 32 }, wpe[2] = { 16, 32 }, ln[1] = { 32 };
+    const ct_model_file_tensor file[3] = { { "wte.weight", 2, wte }, { "wpe.weight", 2, wpe },
+                                           { "h.0.ln_1.weight", 1, ln } };
+    ct_config given = { 0 };
+    char out[256];
+    ct_error err;
+
+    (void)state;
+    ct_error_clear(&err);
+    assert_int_equal(ct_gpt_hf_config(file, 3, "{\"n_head\": 2}", &given, out, sizeof(out), &err), CT_EFORMAT);
+    print_message("# %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "[4294967552, 32] (wte)"));
 }
 
 static void test_token_windows(void **state)
@@ -480,6 +504,7 @@ int main(void)
         cmocka_unit_test(test_bits_per_byte),
         cmocka_unit_test(test_tokens_round_trip),
         cmocka_unit_test(test_tokens_damaged),
+        cmocka_unit_test(test_hf_shape_beyond_int),
         cmocka_unit_test(test_token_windows),
     };
 

@@ -166,6 +166,9 @@ static int agree(const ct_config *given, const char *key, int file_value, const 
     return ct_error_hint(err, "leave %s out of --model-config: --init-from sets it", key);
 }
 
+/* The largest embedding dimension taken from a file (an int, with room to multiply). */
+#define SHAPE_MAX (1 << 30)
+
 /* n_layer, n_embd, vocab and the number of positions from the tensors. */
 static int from_tensors(const ct_model_file_tensor *file, int n, ct_gpt_config *c, int *positions, ct_error *err)
 {
@@ -176,6 +179,15 @@ static int from_tensors(const ct_model_file_tensor *file, int n, ct_gpt_config *
                      "(transformer.wte.weight and transformer.wpe.weight, [vocab, n_embd] and [n_positions, n_embd])");
         return ct_error_hint(err, "give a GPT-2 model.safetensors (GPT2LMHeadModel or GPT2Model)");
     }
+    /* Checked before the (int) casts: a dimension past 2^30 would wrap to a small, valid-looking
+     * size (2^32 + 768 to 768) and the tensors then be read with the wrong shape. */
+    for (int d = 0; d < 2; d++)
+        if (wte->shape[d] < 1 || wte->shape[d] > SHAPE_MAX || wpe->shape[d] < 1 || wpe->shape[d] > SHAPE_MAX) {
+            ct_error_set(err, CT_EFORMAT, "init-from-arch", "the --init-from checkpoint's embeddings are [%lld, %lld] "
+                         "(wte) and [%lld, %lld] (wpe): a dimension is outside 1 to %d", (long long)wte->shape[0],
+                         (long long)wte->shape[1], (long long)wpe->shape[0], (long long)wpe->shape[1], SHAPE_MAX);
+            return ct_error_hint(err, "give a GPT-2 model.safetensors (GPT2LMHeadModel or GPT2Model)");
+        }
     c->n_layer = count_layers(file, n);
     c->vocab = (int)wte->shape[0];
     c->n_embd = (int)wte->shape[1];
