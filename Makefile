@@ -85,7 +85,7 @@ endif
 
 CORE_DIRS := engine/util engine/registry engine/connector engine/bind envs
 LIB_DIRS  := engine/nn engine/data engine/models engine/models/gpt engine/models/mlp engine/accelerators engine/precision engine/strategies \
-             engine/launchers engine/checkpoint_io engine/loops engine/trainer pmix
+             engine/launchers engine/checkpoint_io engine/loops engine/trainer pmix engine/store
 
 CORE_SRC  := $(sort $(foreach d,$(CORE_DIRS),$(wildcard $(d)/*.c)))
 LIB_SRC   := $(sort $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
