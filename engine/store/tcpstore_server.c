@@ -481,7 +481,9 @@ static void conn_run(struct ct_tcpstore_server *s, struct conn *c)
 
 static void conn_read(struct ct_tcpstore_server *s, struct conn *c)
 {
-    for (;;) {
+    int eof = 0;
+
+    while (!eof) {
         if (c->in_cap - c->in_len < 65536) {
             size_t cap = c->in_cap ? c->in_cap * 2 : 65536;
             uint8_t *p;
@@ -498,13 +500,15 @@ static void conn_read(struct ct_tcpstore_server *s, struct conn *c)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             break;
-        if (n <= 0) {
-            c->dead = 1;   /* the peer closed (or failed): its waits go with it */
-            return;
-        }
-        c->in_len += (size_t)n;
+        if (n <= 0)
+            eof = 1;   /* the peer closed (or failed) */
+        else
+            c->in_len += (size_t)n;
     }
+    /* What came before the end still counts: a client's last SET, then close, is a common end. */
     conn_run(s, c);
+    if (eof)
+        c->dead = 1;   /* its waits go with it */
 }
 
 static void srv_accept(struct ct_tcpstore_server *s)

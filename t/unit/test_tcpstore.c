@@ -264,6 +264,27 @@ static void test_split_and_dropped(void **state)
     assert_int_equal(ct_tcpstore_ping(f->a, NULL), 0);
 }
 
+/* A client's last SET right before it closes still lands (the end of the connection arrives in
+ * the same read as the query), and wakes who waits for it. */
+static void test_set_then_close(void **state)
+{
+    struct fx *f = *state;
+    const char *keys[] = { "last0", "last19" };
+    ct_error err;
+
+    for (int i = 0; i < 20; i++) {
+        ct_tcpstore *c = NULL;
+        char key[16];
+        assert_int_equal(ct_tcpstore_connect("127.0.0.1", ct_tcpstore_server_port(f->srv), NULL, 1, 5, &c, &err), 0);
+        snprintf(key, sizeof(key), "last%d", i);
+        assert_int_equal(ct_tcpstore_set(c, key, "1", 1, &err), 0);
+        ct_tcpstore_close(c);
+    }
+    ct_error_clear(&err);
+    if (ct_tcpstore_wait(f->a, keys, 2, 5, &err))
+        fail_msg("%s", err.msg);
+}
+
 static void test_errors(void **state)
 {
     struct fx *f = *state;
@@ -326,6 +347,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_check_multi, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wait, setup, teardown),
         cmocka_unit_test_setup_teardown(test_split_and_dropped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_set_then_close, setup, teardown),
         cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_prefix, setup, teardown),
     };
