@@ -1,0 +1,117 @@
+#!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
+# ddp without a PMIx server (issue 39): two `ctrain fit --strategy ddp` processes started by hand
+# with MASTER_ADDR/MASTER_PORT/WORLD_SIZE (the manual environment) or with torchrun's variables
+# (torchelastic) meet in the TCPStore rank 0 hosts and sum their gradients with gloo
+# (ddp:backend=gloo, or auto: no PMIx server on cpu). Both end with the weights the mpi backend
+# (ctrain's own launcher and PMIx server) gives on the same data, within 1e-6. The errors: a port
+# in use, a rank 0 that never comes, a backend that is not one, nccl on cpu; none hangs, and
+# nothing is left running.
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+B="$ROOT/${CTRAIN_BUILD:-build}"
+CTRAIN="$B/ctrain"
+. "$ROOT/t/lib/ci.sh"
+. "$ROOT/t/lib/procs.sh"
+T=$(mktemp -d /tmp/ctrain-t29-XXXXXX)
+PIDS=
+trap 'for p in $PIDS; do kill "$p" 2>/dev/null; done; rm -rf "$T"' EXIT
+n=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+nok() { n=$((n + 1)); echo "not ok $n - $1"; [ -n "$2" ] && sed 's/^/# /' "$2"; }
+check() { if eval "$1"; then ok "$2"; else nok "$2" "$3"; fi; }
+
+PLAN=10
+echo "1..$PLAN"
+skip_rest() { while [ $n -lt $PLAN ]; do n=$((n + 1)); echo "ok $n # SKIP $1"; done; exit 0; }
+if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+    ci_needs "dataset-fashion-mnist not installed"
+    skip_rest "dataset-fashion-mnist not installed"
+fi
+mkdir -p "$T/data"
+"$B/t/idx_subset" /usr/share/datasets/fashion-mnist "$T/data" 6000 1000 >/dev/null || exit 1
+FIT="--data $T/data --progress off --deterministic --devices 2 --batch-size 64 --lr-schedule constant --max-epochs 1"
+
+# A port nothing listens on now: one the kernel hands the store tool, given back.
+free_port() {
+    "$B/t/tcpstore_peer" serve </dev/null | sed -n 's/^port //p'
+}
+
+# two_ranks NAME STRATEGY VAR=VALUE...: ranks 0 and 1 of one node, by hand, each with its own
+# RANK and LOCAL_RANK (and GROUP_RANK 0); their output in $T/NAME.0 and $T/NAME.1, exits in .rc
+two_ranks() {
+    name=$1 strategy=$2
+    shift 2
+    port=$(free_port)
+    for r in 0 1; do
+        (env "$@" MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" WORLD_SIZE=2 LOCAL_RANK=$r RANK=$r \
+            timeout 120 "$CTRAIN" fit $FIT --strategy "$strategy" --default-root-dir "$T/$name" >"$T/$name.$r" 2>&1
+         echo $? >"$T/$name.$r.rc") &
+        PIDS="$PIDS $!"
+    done
+    wait
+    cat "$T/$name.0" "$T/$name.1" >"$T/$name.out"
+}
+
+two_ranks gloo ddp:backend=gloo NODE_RANK=0
+if grep -q "built without gloo" "$T/gloo.out"; then
+    ci_needs "libgloo-dev not installed at build time"
+    skip_rest "this ctrain was built without gloo (libgloo-dev; scripts/install-deps installs it)"
+fi
+check '[ "$(cat "$T/gloo.0.rc") $(cat "$T/gloo.1.rc")" = "0 0" ] && grep -q "\"world_size\":[[:space:]]*2" "$T/gloo/summary.json"' \
+    "two hand-started ranks (manual environment), ddp:backend=gloo: both exit 0, world size 2" "$T/gloo.out"
+
+timeout 120 "$CTRAIN" fit $FIT --strategy ddp --default-root-dir "$T/mpi" >"$T/mpi.out" 2>&1
+check '[ $? -eq 0 ]' "the same fit with the mpi backend (ctrain's launcher and PMIx server)" "$T/mpi.out"
+"$B/t/st_compare" --tol 1e-6 "$T/mpi/last.safetensors" "$T/gloo/last.safetensors" >"$T/cmp.out" 2>&1
+check '[ $? -eq 0 ]' "gloo's weights equal mpi's within 1e-6 ($(tail -n 1 "$T/cmp.out"))" "$T/cmp.out"
+
+# The issue's case: torchrun's variables, --strategy ddp (auto: no PMIx server, cpu: gloo).
+two_ranks te ddp TORCHELASTIC_RUN_ID=t29 TORCHELASTIC_RESTART_COUNT=0 TORCHELASTIC_MAX_RESTARTS=0 GROUP_RANK=0 \
+    LOCAL_WORLD_SIZE=2 ROLE_RANK=0 ROLE_WORLD_SIZE=2
+check '[ "$(cat "$T/te.0.rc") $(cat "$T/te.1.rc")" = "0 0" ]' \
+    "torchrun's variables, --strategy ddp: auto takes gloo, both exit 0" "$T/te.out"
+"$B/t/st_compare" --tol 1e-6 "$T/mpi/last.safetensors" "$T/te/last.safetensors" >"$T/cmp2.out" 2>&1
+check '[ $? -eq 0 ]' "and the weights equal mpi's within 1e-6" "$T/cmp2.out"
+
+# A port in use: rank 0 cannot host the store; it says which port and why, at once.
+# (the store tool holds it until its stdin, a fifo this shell keeps open, ends)
+mkfifo "$T/hold"
+exec 9<>"$T/hold"
+"$B/t/tcpstore_peer" serve <"$T/hold" >"$T/held" 2>&1 9>&- &
+holder=$!
+PIDS="$PIDS $holder"
+i=0
+while [ ! -s "$T/held" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+held=$(sed -n 's/^port //p' "$T/held")
+MASTER_ADDR=127.0.0.1 MASTER_PORT="$held" WORLD_SIZE=2 NODE_RANK=0 LOCAL_RANK=0 RANK=0 \
+    timeout 60 "$CTRAIN" fit $FIT --strategy ddp:backend=gloo --default-root-dir "$T/busy" >"$T/busy.out" 2>&1
+rc=$?
+check '[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "rank 0: cannot host the TCP store on port $held" "$T/busy.out" && grep -q "^ctrain: hint:.*MASTER_PORT" "$T/busy.out"' \
+    "a MASTER_PORT in use: rank 0 fails at once naming the port, with a hint (exit $rc)" "$T/busy.out"
+exec 9>&-
+kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+
+# Rank 1 alone: nobody hosts the store; the timeout ends it naming the address and the rank.
+port=$(free_port)
+start=$(date +%s)
+MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" WORLD_SIZE=2 NODE_RANK=0 LOCAL_RANK=1 RANK=1 \
+    timeout 60 "$CTRAIN" fit $FIT --strategy ddp:backend=gloo --collective-timeout 3 --default-root-dir "$T/alone" \
+    >"$T/alone.out" 2>&1
+rc=$?
+took=$(($(date +%s) - start))
+check '[ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $took -lt 30 ] && grep -q "rank 1: cannot reach the TCP store at 127.0.0.1:$port" "$T/alone.out"' \
+    "rank 1 without rank 0: fails after --collective-timeout 3 naming the address and the rank (${took} s, exit $rc)" "$T/alone.out"
+
+MASTER_ADDR=127.0.0.1 MASTER_PORT=1 WORLD_SIZE=2 NODE_RANK=0 LOCAL_RANK=0 RANK=0 \
+    timeout 60 "$CTRAIN" fit $FIT --strategy ddp:backend=tcp --default-root-dir "$T/bad" >"$T/bad.out" 2>&1
+rc=$?
+check '[ $rc -eq 2 ] && grep -q "backend .tcp. is not one of auto, mpi, gloo, nccl" "$T/bad.out" && grep -q "^ctrain: hint:" "$T/bad.out"' \
+    "ddp:backend=tcp: an error naming it, a hint, exit 2" "$T/bad.out"
+MASTER_ADDR=127.0.0.1 MASTER_PORT=1 WORLD_SIZE=2 NODE_RANK=0 LOCAL_RANK=0 RANK=0 \
+    timeout 60 "$CTRAIN" fit $FIT --strategy ddp:backend=nccl --default-root-dir "$T/nccl" >"$T/nccl.out" 2>&1
+rc=$?
+check '[ $rc -eq 2 ] && grep -q "backend nccl needs the cuda accelerator" "$T/nccl.out"' \
+    "ddp:backend=nccl on cpu: an error with a hint, exit 2" "$T/nccl.out"
+
+# shellcheck disable=SC2086
+check 'all_gone $PIDS && ! pgrep -f "$T/" >/dev/null' "nothing left running"
