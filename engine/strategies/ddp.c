@@ -501,8 +501,8 @@ static int resolve_backend(ct_strategy *s, struct ddp *d, ct_error *err)
 
     if (d->backend == CT_DDP_AUTO) {
         d->backend = pmix ? CT_DDP_MPI : cuda ? CT_DDP_NCCL : CT_DDP_GLOO;
-        snprintf(d->backend_why, sizeof(d->backend_why), " (auto: %s, %s)",
-                 pmix ? "a PMIx server started the ranks" : "no PMIx server", cuda ? "cuda" : "cpu");
+        snprintf(d->backend_why, sizeof(d->backend_why), " (auto: %s, accelerator %s)",
+                 pmix ? "a PMIx server started the ranks" : "no PMIx server", s->accelerator_name);
     }
     name = names[d->backend];
     if (d->backend == CT_DDP_GLOO && (cuda || d->sharded)) {
