@@ -307,7 +307,9 @@ static int gloo_setup(ct_strategy *s, struct ddp *d, ct_error *err)
     if (!addr[0] || port <= 0) {
         ct_error_set(err, CT_EINVAL, "ddp-gloo-address", "ddp (gloo): rank %d: no MASTER_ADDR/MASTER_PORT to meet "
                      "the other ranks at (cluster environment: %s)", s->global_rank, s->env_name);
-        return ct_error_hint(err, "set MASTER_ADDR and MASTER_PORT to rank 0's host and a free port on it, the same "
+        return ct_error_hint(err, getenv("PMIX_RANK") ? "a PMIx server started these ranks: use backend=mpi (or auto), "
+                             "or set MASTER_ADDR and MASTER_PORT, the same on every rank"
+                             : "set MASTER_ADDR and MASTER_PORT to rank 0's host and a free port on it, the same "
                              "on every rank");
     }
     store_prefix(prefix, sizeof(prefix), &agent);
