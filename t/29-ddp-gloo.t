@@ -20,7 +20,7 @@ ok() { n=$((n + 1)); echo "ok $n - $1"; }
 nok() { n=$((n + 1)); echo "not ok $n - $1"; [ -n "$2" ] && sed 's/^/# /' "$2"; }
 check() { if eval "$1"; then ok "$2"; else nok "$2" "$3"; fi; }
 
-PLAN=10
+PLAN=11
 echo "1..$PLAN"
 skip_rest() { while [ $n -lt $PLAN ]; do n=$((n + 1)); echo "ok $n # SKIP $1"; done; exit 0; }
 if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
@@ -41,14 +41,17 @@ free_port() {
 two_ranks() {
     name=$1 strategy=$2
     shift 2
-    port=$(free_port)
+    port=${held_port:-$(free_port)}
+    ranks=
     for r in 0 1; do
         (env "$@" MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" WORLD_SIZE=2 LOCAL_RANK=$r RANK=$r \
             timeout 120 "$CTRAIN" fit $FIT --strategy "$strategy" --default-root-dir "$T/$name" >"$T/$name.$r" 2>&1
          echo $? >"$T/$name.$r.rc") &
         PIDS="$PIDS $!"
+        ranks="$ranks $!"
     done
-    wait
+    # shellcheck disable=SC2086
+    wait $ranks   # its own two: a store held for them runs on
     cat "$T/$name.0" "$T/$name.1" >"$T/$name.out"
 }
 
@@ -73,23 +76,41 @@ check '[ "$(cat "$T/te.0.rc") $(cat "$T/te.1.rc")" = "0 0" ]' \
 "$B/t/st_compare" --tol 1e-6 "$T/mpi/last.safetensors" "$T/te/last.safetensors" >"$T/cmp2.out" 2>&1
 check '[ $? -eq 0 ]' "and the weights equal mpi's within 1e-6" "$T/cmp2.out"
 
+# hold_store NAME: a TCPStore (the store tool) on a free port, $held, until release_store; it lives
+# while its stdin, a fifo this shell keeps open on fd 9, does.
+hold_store() {
+    mkfifo "$T/$1.fifo"
+    exec 9<>"$T/$1.fifo"
+    "$B/t/tcpstore_peer" serve <"$T/$1.fifo" >"$T/$1.held" 2>&1 9>&- &
+    holder=$!
+    PIDS="$PIDS $holder"
+    i=0
+    while [ ! -s "$T/$1.held" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+    held=$(sed -n 's/^port //p' "$T/$1.held")
+}
+release_store() {
+    exec 9>&-
+    kill "$holder" 2>/dev/null
+    wait "$holder" 2>/dev/null
+}
+
+# Under torchrun (TORCHELASTIC_USE_AGENT_STORE=True) the agent hosts the store and rank 0 does not:
+# here the store tool plays the agent.
+hold_store agent
+held_port=$held two_ranks agent ddp TORCHELASTIC_RUN_ID=t29 TORCHELASTIC_RESTART_COUNT=0 \
+    TORCHELASTIC_USE_AGENT_STORE=True GROUP_RANK=0 LOCAL_WORLD_SIZE=2
+release_store
+check '[ "$(cat "$T/agent.0.rc") $(cat "$T/agent.1.rc")" = "0 0" ] && "$B/t/st_compare" --tol 1e-6 "$T/mpi/last.safetensors" "$T/agent/last.safetensors" >/dev/null' \
+    "torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=True): both ranks join it, mpi's weights" "$T/agent.out"
+
 # A port in use: rank 0 cannot host the store; it says which port and why, at once.
-# (the store tool holds it until its stdin, a fifo this shell keeps open, ends)
-mkfifo "$T/hold"
-exec 9<>"$T/hold"
-"$B/t/tcpstore_peer" serve <"$T/hold" >"$T/held" 2>&1 9>&- &
-holder=$!
-PIDS="$PIDS $holder"
-i=0
-while [ ! -s "$T/held" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-held=$(sed -n 's/^port //p' "$T/held")
+hold_store busy
 MASTER_ADDR=127.0.0.1 MASTER_PORT="$held" WORLD_SIZE=2 NODE_RANK=0 LOCAL_RANK=0 RANK=0 \
     timeout 60 "$CTRAIN" fit $FIT --strategy ddp:backend=gloo --default-root-dir "$T/busy" >"$T/busy.out" 2>&1
 rc=$?
+release_store
 check '[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "rank 0: cannot host the TCP store on port $held" "$T/busy.out" && grep -q "^ctrain: hint:.*MASTER_PORT" "$T/busy.out"' \
     "a MASTER_PORT in use: rank 0 fails at once naming the port, with a hint (exit $rc)" "$T/busy.out"
-exec 9>&-
-kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
 
 # Rank 1 alone: nobody hosts the store; the timeout ends it naming the address and the rank.
 port=$(free_port)
