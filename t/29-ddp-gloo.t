@@ -20,7 +20,7 @@ ok() { n=$((n + 1)); echo "ok $n - $1"; }
 nok() { n=$((n + 1)); echo "not ok $n - $1"; [ -n "$2" ] && sed 's/^/# /' "$2"; }
 check() { if eval "$1"; then ok "$2"; else nok "$2" "$3"; fi; }
 
-PLAN=11
+PLAN=12
 echo "1..$PLAN"
 skip_rest() { while [ $n -lt $PLAN ]; do n=$((n + 1)); echo "ok $n # SKIP $1"; done; exit 0; }
 if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
@@ -133,6 +133,14 @@ MASTER_ADDR=127.0.0.1 MASTER_PORT=1 WORLD_SIZE=2 NODE_RANK=0 LOCAL_RANK=0 RANK=0
 rc=$?
 check '[ $rc -eq 2 ] && grep -q "backend nccl needs the cuda accelerator" "$T/nccl.out"' \
     "ddp:backend=nccl on cpu: an error with a hint, exit 2" "$T/nccl.out"
+
+# The plan says which backend and why (process_group_backend).
+MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 WORLD_SIZE=2 NODE_RANK=0 LOCAL_RANK=1 \
+    "$CTRAIN" plan --strategy ddp --devices 2 >"$T/plan-gloo.out" 2>&1
+"$CTRAIN" plan --strategy ddp --devices 2 >"$T/plan-mpi.out" 2>&1
+check 'tr -d "\n\t " <"$T/plan-gloo.out" | grep -q "\"process_group_backend\":{\"name\":\"gloo\",\"why\":\"auto:noPMIxserver" &&
+       tr -d "\n\t " <"$T/plan-mpi.out" | grep -q "\"process_group_backend\":{\"name\":\"mpi\",\"why\":\"auto:ctrain.slauncherhostsaPMIxserver"' \
+    "ctrain plan: gloo for hand-started ranks, mpi under ctrain's launcher, each with why" "$T/plan-gloo.out"
 
 # shellcheck disable=SC2086
 check 'all_gone $PIDS && ! pgrep -f "$T/" >/dev/null' "nothing left running"
