@@ -20,7 +20,7 @@ ok() { n=$((n + 1)); echo "ok $n - $1"; }
 nok() { n=$((n + 1)); echo "not ok $n - $1"; [ -n "$2" ] && sed 's/^/# /' "$2"; }
 check() { if eval "$1"; then ok "$2"; else nok "$2" "$3"; fi; }
 
-PLAN=12
+PLAN=14
 echo "1..$PLAN"
 skip_rest() { while [ $n -lt $PLAN ]; do n=$((n + 1)); echo "ok $n # SKIP $1"; done; exit 0; }
 if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
@@ -133,6 +133,55 @@ MASTER_ADDR=127.0.0.1 MASTER_PORT=1 WORLD_SIZE=2 NODE_RANK=0 LOCAL_RANK=0 RANK=0
 rc=$?
 check '[ $rc -eq 2 ] && grep -q "backend nccl needs the cuda accelerator" "$T/nccl.out"' \
     "ddp:backend=nccl on cpu: an error with a hint, exit 2" "$T/nccl.out"
+
+# A rank that dies, or stops answering, under gloo: rank 0 fails (at once, or after
+# --collective-timeout) instead of waiting. start_pair NAME: two ranks of a long run in the
+# background; rank1_pid: the ctrain process of rank 1 (its LOCAL_RANK), once it trains.
+start_pair() {
+    port=$(free_port)
+    for r in 0 1; do
+        (env MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" WORLD_SIZE=2 NODE_RANK=0 LOCAL_RANK=$r RANK=$r \
+            timeout 120 "$CTRAIN" fit $FIT --max-epochs 50 --collective-timeout 5 --strategy ddp \
+            --default-root-dir "$T/$1" >"$T/$1.$r" 2>&1
+         echo $? >"$T/$1.$r.rc") &
+        PIDS="$PIDS $!"
+    done
+}
+rank1_pid() {
+    i=0
+    while [ $i -lt 200 ]; do
+        for p in $(pgrep -f "default-root-dir $T/$1" 2>/dev/null); do
+            [ "$(cat "/proc/$p/comm" 2>/dev/null)" = ctrain ] &&
+                tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "LOCAL_RANK=1" &&
+                [ -f "$T/$1/metrics.csv" ] && { echo "$p"; return 0; }
+        done
+        sleep 0.1
+        i=$((i + 1))
+    done
+    return 1
+}
+# rank0_ends NAME: seconds until rank 0 exited (at most 60)
+rank0_ends() {
+    start=$(date +%s)
+    while [ ! -s "$T/$1.0.rc" ] && [ $(($(date +%s) - start)) -lt 60 ]; do sleep 0.2; done
+    echo $(($(date +%s) - start))
+}
+
+start_pair killed
+victim=$(rank1_pid killed)
+[ -n "$victim" ] && kill -KILL "$victim"
+took=$(rank0_ends killed)
+check '[ -n "$victim" ] && [ "$(cat "$T/killed.0.rc")" = 1 ] && grep -q "ddp (gloo): rank 0: an allreduce failed" "$T/killed.0" && grep -q "^ctrain: hint:" "$T/killed.0"' \
+    "rank 1 killed under gloo: rank 0 fails naming the allreduce, with a hint (${took} s)" "$T/killed.0"
+
+start_pair stopped
+victim=$(rank1_pid stopped)
+[ -n "$victim" ] && kill -STOP "$victim"
+took=$(rank0_ends stopped)
+[ -n "$victim" ] && kill -KILL "$victim" && kill -CONT "$victim"
+check '[ -n "$victim" ] && [ "$(cat "$T/stopped.0.rc")" = 1 ] && [ "$took" -ge 3 ] && [ "$took" -lt 30 ] && grep -q "Timed out" "$T/stopped.0"' \
+    "rank 1 stopped (SIGSTOP) under gloo: rank 0 fails after --collective-timeout 5 (${took} s)" "$T/stopped.0"
+wait
 
 # The plan says which backend and why (process_group_backend).
 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 WORLD_SIZE=2 NODE_RANK=0 LOCAL_RANK=1 \
