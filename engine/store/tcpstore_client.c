@@ -130,7 +130,7 @@ static int recv_value(ct_tcpstore *c, void *dst, size_t n, ct_error *err)
 
 static int recv_vec(ct_tcpstore *c, void **val, size_t *len, ct_error *err)
 {
-    uint64_t n;
+    uint64_t n = 0;
     uint8_t *p;
     int rc;
 
@@ -186,7 +186,7 @@ int ct_tcpstore_append(ct_tcpstore *c, const char *key, const void *val, size_t 
 
 int ct_tcpstore_add(ct_tcpstore *c, const char *key, int64_t delta, int64_t *out, ct_error *err)
 {
-    int64_t v;
+    int64_t v = 0;
     int rc;
 
     wbuf_u8(&c->q, CT_TCPSTORE_ADD);
@@ -215,7 +215,7 @@ int ct_tcpstore_compare_set(ct_tcpstore *c, const char *key, const void *expecte
 
 int ct_tcpstore_check(ct_tcpstore *c, const char *const *keys, int n, int *ready, ct_error *err)
 {
-    uint8_t r;
+    uint8_t r = 0;
     int rc;
 
     wbuf_u8(&c->q, CT_TCPSTORE_CHECK);
@@ -238,7 +238,7 @@ static void keys_text(char *buf, size_t size, const char *const *keys, int n)
  * crossed it, as PyTorch's doWait reads them. */
 static int wait_cancel(ct_tcpstore *c, const char *const *keys, int n, double timeout_s, ct_error *err)
 {
-    uint8_t r;
+    uint8_t r = 0;
     char names[512];
     int rc;
 
@@ -260,7 +260,7 @@ static int wait_cancel(ct_tcpstore *c, const char *const *keys, int n, double ti
 int ct_tcpstore_wait(ct_tcpstore *c, const char *const *keys, int n, double timeout_s, ct_error *err)
 {
     int timed_out = 0, rc;
-    uint8_t r;
+    uint8_t r = 0;
 
     if (timeout_s <= 0)
         timeout_s = c->timeout_s;
@@ -292,7 +292,7 @@ int ct_tcpstore_get(ct_tcpstore *c, const char *key, void **val, size_t *len, ct
 
 int ct_tcpstore_delete(ct_tcpstore *c, const char *key, int *deleted, ct_error *err)
 {
-    int64_t n;
+    int64_t n = 0;
     int rc;
 
     wbuf_u8(&c->q, CT_TCPSTORE_DELETE_KEY);
@@ -353,7 +353,7 @@ int ct_tcpstore_multi_get(ct_tcpstore *c, const char *const *keys, int n, void *
 
 int ct_tcpstore_ping(ct_tcpstore *c, ct_error *err)
 {
-    uint32_t nonce = (uint32_t)getpid(), back;
+    uint32_t nonce = (uint32_t)getpid(), back = 0;
     int rc;
 
     wbuf_u8(&c->q, CT_TCPSTORE_PING);

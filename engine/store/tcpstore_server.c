@@ -319,7 +319,7 @@ static int q_add(struct ct_tcpstore_server *s, struct conn *c, const uint8_t *k,
 
 static int q_multi_set(struct ct_tcpstore_server *s, struct rbuf *r)
 {
-    uint64_t n;
+    uint64_t n = 0;
     size_t start;
 
     if (rbuf_take(r, &n, 8))
@@ -348,7 +348,7 @@ static int q_one_key(struct ct_tcpstore_server *s, struct conn *c, struct rbuf *
 {
     const uint8_t *k, *v, *w;
     size_t kn, vn, wn;
-    int64_t delta;
+    int64_t delta = 0;
 
     if (rbuf_vec(r, &k, &kn))
         return -1;
@@ -386,8 +386,8 @@ static int q_one_key(struct ct_tcpstore_server *s, struct conn *c, struct rbuf *
  * (drop the connection: malformed, unknown, or what PyTorch's server throws on). */
 static int query(struct ct_tcpstore_server *s, struct conn *c, struct rbuf *r)
 {
-    uint8_t type;
-    uint32_t u32;
+    uint8_t type = 0;
+    uint32_t u32 = 0;
 
     if (rbuf_take(r, &type, 1))
         return -1;
