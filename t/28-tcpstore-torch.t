@@ -34,7 +34,7 @@ if ! new_enough "$version"; then
         version=$(torch_version $RUN)
     fi
     if ! new_enough "$version"; then
-        echo "1..0 # SKIP needs PyTorch >= 2.6, this platform has ${version:-none} and there is no Debian 13 root (scripts/debian13 setup; make test-debian13 runs it)"
+        echo "1..0 # SKIP needs PyTorch >= 2.6, this platform has ${version:-none} and no current Debian 13 root to run it in (scripts/debian13 setup; make test-debian13 runs it)"
         exit 0
     fi
 fi
