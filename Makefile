@@ -87,7 +87,7 @@ endif
 
 CORE_DIRS := engine/util engine/registry engine/connector engine/bind envs
 LIB_DIRS  := engine/nn engine/data engine/models engine/models/gpt engine/models/mlp engine/accelerators engine/precision engine/strategies \
-             engine/launchers engine/checkpoint_io engine/loops engine/trainer pmix
+             engine/launchers engine/checkpoint_io engine/loops engine/trainer pmix engine/store
 
 CORE_SRC  := $(sort $(foreach d,$(CORE_DIRS),$(wildcard $(d)/*.c)))
 LIB_SRC   := $(sort $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
@@ -109,6 +109,20 @@ ifeq ($(CUDA),1)
                  -Iinclude -I. -DCT_HAVE_CUDA=1 $(CUDA_ARCH)
 endif
 
+# gloo (ddp:backend=gloo: PyTorch's CPU collectives library, for ranks without a PMIx server) is
+# compiled when libgloo-dev is present; `make GLOO=0` turns it off. Its C++ (engine/**/*.cc) sits
+# behind a C interface in libctrain only: libctrain-core and the SPANK plugin never link it.
+CXX ?= c++
+ifeq ($(origin GLOO),undefined)
+  GLOO := $(if $(wildcard /usr/include/gloo/rendezvous/context.h),1,0)
+endif
+CC_SRC :=
+ifeq ($(GLOO),1)
+  CC_SRC      := $(sort $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cc)))
+  LIB_CFLAGS  += -DCT_HAVE_GLOO=1
+  LIB_LIBS    += -lgloo -lstdc++
+endif
+
 # Protocol buffers (TensorBoard's event records): protoc-c compiles each .proto under engine/ into
 # $(BUILD)/gen/<same path>.pb-c.{c,h}, included as "engine/.../NAME.pb-c.h".
 PROTO_SRC := $(sort $(wildcard engine/loops/proto/*.proto))
@@ -116,7 +130,8 @@ PROTO_H   := $(PROTO_SRC:%.proto=$(BUILD)/gen/%.pb-c.h)
 PROTO_OBJ := $(PROTO_SRC:%.proto=$(BUILD)/obj/%.pb-c.o)
 
 CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
-LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o) $(PROTO_OBJ)
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o) $(CC_SRC:%.cc=$(BUILD)/obj/%.cc.o) \
+             $(PROTO_OBJ)
 CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 SPANK_OBJ := $(SPANK_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN  := $(TEST_SRC:t/unit/%.c=$(BUILD)/t/%)
@@ -164,6 +179,12 @@ $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
 	@echo "  NVCC    $<"
 	$(Q)$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/%.cc.o: %.cc
+	@mkdir -p $(dir $@)
+	@$(if $(filter 1,$(V)),,echo "  CXX     $<")
+	$(Q)$(CXX) $(CPPFLAGS) $(CFLAGS) -std=c++17 -fPIC -Wall -Wextra -Werror -Wno-unused-parameter $(HARDEN_CFLAGS) \
+	    -Iinclude -I. -DCT_HAVE_GLOO=1 -MMD -MP $(EXTRA_CFLAGS) -c $< -o $@
 
 $(CORE_A): $(CORE_OBJ)
 	@mkdir -p $(dir $@)
@@ -306,9 +327,9 @@ FUZZ_SPANK_OBJ := $(SPANK_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
 $(FUZZ_BUILD)/fuzz_spank_%: FUZZ_EXTRA = $(FUZZ_SPANK_OBJ) -L$(SLURM_FULL_DIR) -Wl,-rpath,$(SLURM_FULL_DIR) -lslurmfull
 
 fuzz-build:
-	$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang CUDA=0 OPT=-O1 EXTRA_CFLAGS="$(FUZZ_FLAGS)" lib \
+	$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang CUDA=0 GLOO=0 OPT=-O1 EXTRA_CFLAGS="$(FUZZ_FLAGS)" lib \
 	  $(if $(filter spank_%,$(FUZZ_TARGETS)),$(FUZZ_SPANK_OBJ))
-	$(MAKE) CUDA=0 $(FUZZ_BIN)
+	$(MAKE) CUDA=0 GLOO=0 $(FUZZ_BIN)
 
 $(FUZZ_BUILD)/fuzz_%: t/fuzz/fuzz_%.c t/fuzz/fuzz_env.h $(FUZZ_BUILD)/libctrain.a
 	@echo "  FUZZ    $@"

@@ -14,14 +14,14 @@ nok() { n=$((n + 1)); echo "not ok $n - $1"; [ -n "$2" ] && sed 's/^/# /' "$2"; 
 field() { sed -n "s/^[[:space:]]*\"$1\":[[:space:]]*\"\\([^\"]*\\)\".*/\\1/p" "$2" | head -1; }
 
 # NAME STRATEGY LAUNCHER OPTIONS
-cases='ddp_notebook ddp_fork fork bucket_mb=0.5,overlap=1
-ddp_spawn ddp_fork fork bucket_mb=0.5,overlap=1
-ddp_find_unused_parameters_false ddp_find_unused_parameters_false subprocess bucket_mb=0.5,overlap=1,find_unused=0
-ddp_find_unused_parameters_true ddp_find_unused_parameters_true subprocess bucket_mb=0.5,overlap=1,find_unused=1
-ddp_spawn_find_unused_parameters_false ddp_fork_find_unused_parameters_false fork bucket_mb=0.5,overlap=1,find_unused=0
-ddp_spawn_find_unused_parameters_true ddp_fork_find_unused_parameters_true fork bucket_mb=0.5,overlap=1,find_unused=1
-ddp_fork_find_unused_parameters_false ddp_fork_find_unused_parameters_false fork bucket_mb=0.5,overlap=1,find_unused=0
-ddp_fork_find_unused_parameters_true ddp_fork_find_unused_parameters_true fork bucket_mb=0.5,overlap=1,find_unused=1'
+cases='ddp_notebook ddp_fork fork bucket_mb=0.5,overlap=1,backend=auto
+ddp_spawn ddp_fork fork bucket_mb=0.5,overlap=1,backend=auto
+ddp_find_unused_parameters_false ddp_find_unused_parameters_false subprocess bucket_mb=0.5,overlap=1,find_unused=0,backend=auto
+ddp_find_unused_parameters_true ddp_find_unused_parameters_true subprocess bucket_mb=0.5,overlap=1,find_unused=1,backend=auto
+ddp_spawn_find_unused_parameters_false ddp_fork_find_unused_parameters_false fork bucket_mb=0.5,overlap=1,find_unused=0,backend=auto
+ddp_spawn_find_unused_parameters_true ddp_fork_find_unused_parameters_true fork bucket_mb=0.5,overlap=1,find_unused=1,backend=auto
+ddp_fork_find_unused_parameters_false ddp_fork_find_unused_parameters_false fork bucket_mb=0.5,overlap=1,find_unused=0,backend=auto
+ddp_fork_find_unused_parameters_true ddp_fork_find_unused_parameters_true fork bucket_mb=0.5,overlap=1,find_unused=1,backend=auto'
 echo "1..10"
 echo "$cases" | while read -r name st launcher opts; do
     env -u SLURM_JOB_ID -u SLURM_PROCID -u OMPI_COMM_WORLD_SIZE -u PMIX_RANK \

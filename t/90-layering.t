@@ -17,7 +17,7 @@ chdir(dirname($0) . "/..") or die "cd: $!";
 my %level = (
     util => 0,
     registry => 1,
-    nn => 2, data => 2, pmix => 2, bind => 2,
+    nn => 2, data => 2, pmix => 2, bind => 2, store => 2,
     models => 3,
     accelerators => 4, precision => 4, envs => 4, checkpoint_io => 4, launchers => 4,
     connector => 5,
@@ -32,7 +32,7 @@ my %public = (
     'error.h' => 'util', 'util.h' => 'util', 'rng.h' => 'util', 'dtype.h' => 'util',
     'registry.h' => 'registry', 'config.h' => 'registry', 'bind.h' => 'bind', 'net.h' => 'bind', 'gres.h' => 'bind', 'nn.h' => 'nn',
     'datamodule.h' => 'data', 'model.h' => 'models',
-    'pmix.h' => 'pmix', 'pmix_server.h' => 'pmix',
+    'pmix.h' => 'pmix', 'pmix_server.h' => 'pmix', 'tcpstore.h' => 'store',
     'accelerator.h' => 'accelerators', 'precision.h' => 'precision',
     'environment.h' => 'envs', 'envs.h' => 'envs', 'hostlist.h' => 'envs', 'gres_conf.h' => 'envs',
     'checkpoint_io.h' => 'checkpoint_io', 'launcher.h' => 'launchers',

@@ -12,6 +12,7 @@
 
 #include "ctrain/accelerator.h"
 #include "ctrain/envs.h"
+#include "ctrain/util.h"
 #include "engine/connector/connector_internal.h"
 
 static void set_source(ct_plan *plan, enum ct_plan_field f, enum ct_source src, const char *detail)
@@ -339,7 +340,8 @@ static int check_support(const ct_final_flags *ff, ct_plan *plan, ct_error *err)
     return check_model(ff, plan, bit, err);
 }
 
-static int choose_launcher(ct_plan *plan, ct_error *err)
+/* *own: ctrain's own launcher (fork, subprocess) starts the ranks, and hosts a PMIx server. */
+static int choose_launcher(ct_plan *plan, int *own, ct_error *err)
 {
     const ct_registry_entry *st = ct_registry_find(CT_REG_STRATEGY, plan->strategy);
     int external = plan->env.creates_processes_externally;
@@ -363,15 +365,44 @@ static int choose_launcher(ct_plan *plan, ct_error *err)
             why = "more than one device on this node";
         }
     }
+    *own = st->launch == CT_LAUNCH_FORK || (st->launch == CT_LAUNCH_PROCESSES && !external && plan->n_devices > 1);
     snprintf(plan->launcher, sizeof(plan->launcher), "%s", name);
     set_source(plan, CT_PLAN_LAUNCHER, CT_SOURCE_AUTO, why);
     return 0;
 }
 
+/* backend=auto as ddp resolves it in the rank: mpi where a PMIx server starts or started the ranks
+ * (ctrain's own launchers host one; srun --mpi=pmix and mpirun give PMIX_RANK), else gloo on cpu and
+ * nccl on cuda. */
+static void choose_backend(const ct_connector_context *ctx, ct_plan *plan, int own)
+{
+    char asked[16];
+    int pmix = own || ct_connector_getenv(ctx, "PMIX_RANK") || plan->env.enriched_by[0];
+    int cuda = (ct_registry_accel_bit(plan->accelerator) & CT_ACCEL_CUDA) != 0;
+
+    if (!ct_options_get(plan->strategy_options, "backend", asked, sizeof(asked)))
+        return;
+    if (plan->world_size == 1 && !pmix) {
+        snprintf(plan->backend, sizeof(plan->backend), "none");
+        snprintf(plan->backend_why, sizeof(plan->backend_why), "one rank: no collectives");
+        return;
+    }
+    if (strcmp(asked, "auto")) {
+        snprintf(plan->backend, sizeof(plan->backend), "%s", asked);
+        snprintf(plan->backend_why, sizeof(plan->backend_why), "backend=%s", asked);
+        return;
+    }
+    snprintf(plan->backend, sizeof(plan->backend), "%s", pmix ? "mpi" : cuda ? "nccl" : "gloo");
+    snprintf(plan->backend_why, sizeof(plan->backend_why), "auto: %s, accelerator %s",
+             own ? "ctrain's launcher hosts a PMIx server" : pmix ? "a PMIx server started the ranks"
+                                                          : "no PMIx server (ranks meet at MASTER_ADDR:MASTER_PORT)",
+             plan->accelerator);
+}
+
 int ct_connector_choose(const ct_final_flags *ff, const ct_connector_context *ctx, ct_plan *plan,
                         ct_error *err)
 {
-    int rc;
+    int rc, own = 0;
 
     memset(plan, 0, sizeof(*plan));
     plan->deterministic = ff->deterministic;
@@ -395,5 +426,8 @@ int ct_connector_choose(const ct_final_flags *ff, const ct_connector_context *ct
         return rc;
     if ((rc = check_support(ff, plan, err)))
         return rc;
-    return choose_launcher(plan, err);
+    if ((rc = choose_launcher(plan, &own, err)))
+        return rc;
+    choose_backend(ctx, plan, own);
+    return 0;
 }

@@ -118,6 +118,11 @@ char *ct_plan_to_json(const ct_plan *p)
     cJSON_AddStringToObject(root, "accelerator", p->accelerator);
     cJSON_AddStringToObject(root, "strategy", p->strategy);
     cJSON_AddStringToObject(root, "strategy_options", p->strategy_options);
+    if (p->backend[0]) {
+        cJSON *b = cJSON_AddObjectToObject(root, "process_group_backend");
+        cJSON_AddStringToObject(b, "name", p->backend);
+        cJSON_AddStringToObject(b, "why", p->backend_why);
+    }
     cJSON_AddStringToObject(root, "launcher", p->launcher);
     cJSON_AddStringToObject(root, "precision", p->precision);
     cJSON_AddStringToObject(root, "cluster_env", p->cluster_env);

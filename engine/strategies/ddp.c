@@ -20,6 +20,11 @@
  *
  * On cuda the gradients live on the GPU and NCCL moves them (ddp_nccl.c): the same buckets, each
  * started as it closes; MPI still carries the small host-side collectives (metrics, barriers).
+ *
+ * Without a PMIx server (torchrun, Kubeflow, processes started by hand) the backend is gloo
+ * (option backend=, Lightning's process_group_backend): the ranks meet in a TCPStore at
+ * MASTER_ADDR:MASTER_PORT, as PyTorch's env:// rendezvous, and gloo's blocking collectives run
+ * each bucket as it closes; its context's timeout (--collective-timeout) bounds every one.
  */
 #include <mpi.h>
 #include <signal.h>
@@ -32,6 +37,7 @@
 #include "ctrain/pmix.h"
 #include "ctrain/util.h"
 #include "engine/nn/bf16_inline.h"
+#include "engine/strategies/ddp_gloo.h"
 #include "engine/strategies/ddp_internal.h"
 #include "engine/util/rankvars.h"
 
@@ -260,6 +266,81 @@ int ct_ddp_wait(ct_strategy *s, MPI_Request *reqs, int n, const char *what, ct_e
     }
 }
 
+/* --- the seam to gloo: ranks without a PMIx server ----------------------------------------------- */
+
+/* One rank and no process group: collectives are identities. */
+static int ddp_single(const struct ddp *d) { return d->comm == MPI_COMM_NULL && !d->gloo; }
+
+/* A gloo collective's result; a failed one leaves the group broken (no more collectives). */
+static int gloo_call(struct ddp *d, int rc)
+{
+    if (rc)
+        d->broken = 1;
+    return rc;
+}
+
+#ifdef CT_HAVE_GLOO
+/* Bound on the store's and gloo's waits when --collective-timeout is 0 (as PyTorch's 30 min is too
+ * long to wait for a rank that never started). */
+#define GLOO_TIMEOUT_S 300.0
+
+/* The store's keys: under torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=True) where
+ * PyTorch's workers put theirs, /worker/attempt_<restart count>, and ctrain's own below it. */
+static void store_prefix(char *buf, size_t size, int *agent)
+{
+    const char *use = getenv("TORCHELASTIC_USE_AGENT_STORE"), *restarts = getenv("TORCHELASTIC_RESTART_COUNT");
+
+    *agent = use && (!strcmp(use, "True") || !strcmp(use, "true") || !strcmp(use, "1"));
+    if (*agent)
+        snprintf(buf, size, "/worker/attempt_%s/ctrain", restarts && *restarts ? restarts : "0");
+    else
+        snprintf(buf, size, "ctrain");
+}
+
+static int gloo_setup(ct_strategy *s, struct ddp *d, ct_error *err)
+{
+    double timeout = s->collective_timeout_s > 0 ? s->collective_timeout_s : GLOO_TIMEOUT_S;
+    const char *addr = s->env_info.main_address;
+    int port = s->env_info.main_port, agent, rc;
+    char prefix[96];
+
+    if (!addr[0] || port <= 0) {
+        ct_error_set(err, CT_EINVAL, "ddp-gloo-address", "ddp (gloo): rank %d: no MASTER_ADDR/MASTER_PORT to meet "
+                     "the other ranks at (cluster environment: %s)", s->global_rank, s->env_name);
+        return ct_error_hint(err, getenv("PMIX_RANK") ? "a PMIx server started these ranks: use backend=mpi (or auto), "
+                             "or set MASTER_ADDR and MASTER_PORT, the same on every rank"
+                             : "set MASTER_ADDR and MASTER_PORT to rank 0's host and a free port on it, the same "
+                             "on every rank");
+    }
+    store_prefix(prefix, sizeof(prefix), &agent);
+    if (!agent && s->global_rank == 0 && (rc = ct_tcpstore_server_start(port, 0, &d->store_srv, err)))
+        return rc;
+    if ((rc = ct_tcpstore_connect(addr, port, prefix, s->global_rank, timeout, &d->store, err)))
+        return rc;
+    return gloo_call(d, ct_gloo_create(d->store, s->global_rank, s->world_size, timeout, &d->gloo, err));
+}
+#else
+static int gloo_setup(ct_strategy *s, struct ddp *d, ct_error *err)
+{
+    ct_error_set(err, CT_ENOTAVAIL, "ddp-no-gloo", "ddp: backend gloo%s, but this ctrain was built without gloo",
+                 d->backend_why);
+    return ct_error_hint(err, "install libgloo-dev (scripts/install-deps) and rebuild, or launch with a PMIx "
+                         "server (srun --mpi=pmix, mpirun) for backend=mpi");
+}
+#endif
+
+static void gloo_free(struct ddp *d)
+{
+#ifdef CT_HAVE_GLOO
+    ct_gloo_free(d->gloo);
+#endif
+    d->gloo = NULL;
+    ct_tcpstore_close(d->store);
+    d->store = NULL;
+    ct_tcpstore_server_stop(d->store_srv);
+    d->store_srv = NULL;
+}
+
 /* --- the seam to NCCL: when the accelerator keeps the model in device memory ------------------ */
 /* Bound on the NCCL bootstrap and each wait when --collective-timeout is 0. */
 #define NCCL_TIMEOUT_S 600.0
@@ -299,6 +380,25 @@ static int option_flag(const ct_config *opts, const char *key, int dflt)
     return v[0] ? strcmp(v, "0") != 0 : dflt;
 }
 
+static int parse_backend(const char *v, enum ct_ddp_backend *out, ct_error *err)
+{
+    static const char *const names[] = { "auto", "mpi", "gloo", "nccl", NULL };
+
+    if (!v[0]) {
+        *out = CT_DDP_AUTO;   /* a variant whose schema has no backend (ddp_sharded) */
+        return 0;
+    }
+    for (int i = 0; names[i]; i++) {
+        if (!strcmp(v, names[i])) {
+            *out = (enum ct_ddp_backend)i;
+            return 0;
+        }
+    }
+    ct_error_set(err, CT_EINVAL, "ddp-backend", "ddp: backend '%s' is not one of auto, mpi, gloo, nccl", v);
+    return ct_error_hint(err, "e.g. --strategy ddp:backend=gloo; auto takes mpi where a PMIx server started the "
+                         "ranks, else gloo on cpu and nccl on cuda");
+}
+
 static int ct_ddp_init(ct_strategy *s, ct_error *err)
 {
     struct ddp *d;
@@ -313,6 +413,10 @@ static int ct_ddp_init(ct_strategy *s, ct_error *err)
     d->bucket_mb = ct_config_double(&opts, "bucket_mb");
     d->overlap = option_flag(&opts, "overlap", 1);
     d->find_unused = option_flag(&opts, "find_unused", 0);
+    if ((rc = parse_backend(ct_config_text(&opts, "backend"), &d->backend, err))) {
+        free(d);
+        return rc;
+    }
     d->reqs_per_bucket = 1;
     d->comm = MPI_COMM_NULL;
     d->fault_comm = MPI_COMM_NULL;
@@ -389,6 +493,45 @@ static int check_launcher_ranks(ct_strategy *s, const struct ddp *d, int rank, c
     return 0;
 }
 
+/* backend=auto: mpi where a PMIx server started the ranks (MPI_Init joins them), else gloo on cpu
+ * and nccl on cuda; then whether the backend can work here. */
+static int resolve_backend(ct_strategy *s, struct ddp *d, ct_error *err)
+{
+    static const char *const names[] = { "auto", "mpi", "gloo", "nccl" };
+    int pmix = getenv("PMIX_RANK") != NULL, cuda = s->accelerator->device_memory;
+    const char *name;
+
+    if (d->backend == CT_DDP_AUTO) {
+        d->backend = pmix ? CT_DDP_MPI : cuda ? CT_DDP_NCCL : CT_DDP_GLOO;
+        snprintf(d->backend_why, sizeof(d->backend_why), " (auto: %s, accelerator %s)",
+                 pmix ? "a PMIx server started the ranks" : "no PMIx server", s->accelerator_name);
+    }
+    name = names[d->backend];
+    if (d->backend == CT_DDP_GLOO && (cuda || d->sharded)) {
+        ct_error_set(err, CT_ENOTAVAIL, "ddp-backend", "%s: backend gloo%s runs %s", s->ops->name, d->backend_why,
+                     cuda ? "on cpu tensors only, and the accelerator is cuda" : "ddp's allreduce only, not this "
+                     "strategy's sharded exchange");
+        return ct_error_hint(err, cuda ? "use --accelerator cpu, or launch with a PMIx server (srun --mpi=pmix, "
+                             "mpirun) for nccl" : "launch with a PMIx server (srun --mpi=pmix, mpirun, or `ctrain "
+                             "fit --devices N` on one node), or use --strategy ddp");
+    }
+    if (d->backend == CT_DDP_NCCL && !cuda) {
+        ct_error_set(err, CT_ENOTAVAIL, "ddp-backend", "ddp: backend nccl needs the cuda accelerator, this run's "
+                     "is %s", s->accelerator_name);
+        return ct_error_hint(err, "use --accelerator cuda, or backend=gloo or mpi on cpu");
+    }
+    if (d->backend != CT_DDP_GLOO && !pmix) {
+        /* NCCL's unique id still travels over MPI here, so nccl needs the PMIx server as mpi does. */
+        ct_error_set(err, CT_ENOTAVAIL, "ddp-no-pmix",
+                     "ddp: %d ranks but no PMIx server to join them (cluster environment: %s), which backend %s%s "
+                     "needs", s->world_size, s->env_name, name, d->backend_why);
+        return ct_error_hint(err, cuda ? "launch with srun --mpi=pmix, mpirun, or `ctrain fit --devices N` on one node"
+                                       : "launch with srun --mpi=pmix, mpirun, or `ctrain fit --devices N` on one "
+                                         "node; or use --strategy ddp:backend=gloo to meet at MASTER_ADDR:MASTER_PORT");
+    }
+    return 0;
+}
+
 /* Ranks come from MPI; where the cluster environment knows the node layout (srun, mpirun, our
  * subprocess launcher) local and node ranks come from it, else (forked workers) all are local. */
 static int ct_ddp_setup_environment(ct_strategy *s, ct_error *err)
@@ -402,11 +545,16 @@ static int ct_ddp_setup_environment(ct_strategy *s, ct_error *err)
         s->device = s->devices[0];
         return s->accelerator->set_device(s->device, err);
     }
-    if (!getenv("PMIX_RANK")) {
-        ct_error_set(err, CT_ENOTAVAIL, "ddp-no-pmix",
-                     "ddp: %d ranks but no PMIx server to join them (cluster environment: %s)", s->world_size,
-                     s->env_name);
-        return ct_error_hint(err, "launch with srun --mpi=pmix, mpirun, or `ctrain fit --devices N` on one node");
+    if ((rc = resolve_backend(s, d, err)))
+        return rc;
+    if (d->backend == CT_DDP_GLOO) {
+        /* The launcher's layout is the only one there is: no MPI to number the ranks. */
+        s->local_rank = s->env_info.local_rank;
+        s->node_rank = s->env_info.node_rank;
+        s->device = s->devices[s->local_rank < s->n_devices ? s->local_rank : 0];
+        if ((rc = s->accelerator->set_device(s->device, err)))
+            return rc;
+        return gloo_setup(s, d, err);
     }
     MPI_Initialized(&inited);
     if (!inited) {
@@ -515,6 +663,12 @@ static int ct_ddp_setup_model(ct_strategy *s, void *params, void *grads, size_t 
     MPI_Request req = MPI_REQUEST_NULL;
     int rc;
 
+    if (d->gloo && s->param_dtype == CT_DTYPE_BF16) {
+        ct_error_set(err, CT_ENOTAVAIL, "ddp-dtype", "%s: backend gloo exchanges fp32 or fp64 gradients only",
+                     s->ops->name);
+        return ct_error_hint(err, "use --precision 32-true, bf16-mixed or 64-true, or backend=mpi under a PMIx "
+                             "server for bf16-true");
+    }
     if (s->param_dtype != CT_DTYPE_F32 && s->param_dtype != CT_DTYPE_F64 &&
         !(s->param_dtype == CT_DTYPE_BF16 && !d->nccl)) {
         ct_error_set(err, CT_ENOTAVAIL, "ddp-dtype", "%s exchanges fp32, fp64 or (on cpu) bf16 gradients only",
@@ -529,9 +683,9 @@ static int ct_ddp_setup_model(ct_strategy *s, void *params, void *grads, size_t 
     d->mpi_type = s->param_dtype == CT_DTYPE_F64 ? MPI_DOUBLE : s->param_dtype == CT_DTYPE_BF16 ? MPI_UINT16_T
                                                                                                   : MPI_FLOAT;
     d->mpi_sum = MPI_SUM;
-    if (d->comm == MPI_COMM_NULL)
+    if (ddp_single(d))
         return 0; /* one rank, no process group */
-    if (s->param_dtype == CT_DTYPE_BF16 && (rc = MPI_Op_create(bf16_sum, 1, &d->mpi_sum)) != MPI_SUCCESS) {
+    if (s->param_dtype == CT_DTYPE_BF16 && !d->gloo && (rc = MPI_Op_create(bf16_sum, 1, &d->mpi_sum)) != MPI_SUCCESS) {
         d->mpi_sum = MPI_SUM;
         return ct_ddp_mpi_error(rc, "MPI_Op_create of the bf16 sum", err);
     }
@@ -541,7 +695,10 @@ static int ct_ddp_setup_model(ct_strategy *s, void *params, void *grads, size_t 
      * power-of-two world the result is the same bits as averaging after the sum. */
     s->grad_ranks = d->nccl ? 1 : s->world_size;
     /* Every rank starts from rank 0's initial weights (on cuda they are in device memory). */
-    if (d->nccl) {
+    if (d->gloo) {
+        if ((rc = gloo_call(d, ct_gloo_broadcast(d->gloo, params, n * d->esize, 0, err))))
+            return rc;
+    } else if (d->nccl) {
         if ((rc = nccl_broadcast(d, params, n, err)))
             return rc;
     } else {
@@ -565,7 +722,11 @@ static int start_bucket(ct_strategy *s, int i, int in_backward, ct_error *err)
     struct bucket *b = &d->buckets[i];
     int rc;
 
-    if (d->nccl) {
+    if (d->gloo) {
+        /* gloo's collectives block: the bucket is summed before backward goes on. */
+        if ((rc = gloo_call(d, ct_gloo_allreduce_sum(d->gloo, grad_at(d, b->start), b->len, d->esize, err))))
+            return rc;
+    } else if (d->nccl) {
         if ((rc = nccl_start(d, b, err)))
             return rc;
     } else if (d->start_reduce) {
@@ -603,8 +764,13 @@ static int close_bucket(ct_strategy *s, int start, ct_error *err)
 static int start_posted(ct_strategy *s, ct_error *err)
 {
     struct ddp *d = s->impl;
-    int rc = MPI_Iallreduce(MPI_IN_PLACE, d->posted, d->n_posted, MPI_DOUBLE, MPI_SUM, d->comm, &d->posted_req);
+    int rc;
 
+    if (d->gloo) {
+        d->posted_started = 1;
+        return gloo_call(d, ct_gloo_allreduce_sum(d->gloo, d->posted, (size_t)d->n_posted, sizeof(double), err));
+    }
+    rc = MPI_Iallreduce(MPI_IN_PLACE, d->posted, d->n_posted, MPI_DOUBLE, MPI_SUM, d->comm, &d->posted_req);
     if (rc != MPI_SUCCESS)
         return d->broken = 1, ct_ddp_mpi_error(rc, "MPI_Iallreduce of the posted values", err);
     d->posted_started = 1;
@@ -615,7 +781,7 @@ static int ct_ddp_post_with_grads(ct_strategy *s, double *values, int n)
 {
     struct ddp *d = s->impl;
 
-    if (d->comm == MPI_COMM_NULL || s->world_size == 1)
+    if (ddp_single(d) || s->world_size == 1)
         return 0; /* one rank: the sums are the values */
     d->posted = values;
     d->n_posted = n;
@@ -646,7 +812,7 @@ static int ct_ddp_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_err
     struct ddp *d = s->impl;
     int rc, flag;
 
-    if (d->comm == MPI_COMM_NULL || s->world_size == 1)
+    if (ddp_single(d) || s->world_size == 1)
         return 0;
     if (offset + count < d->pending_lo && (rc = skipped_grads(d, offset + count, d->pending_lo, err)))
         return rc;
@@ -682,7 +848,7 @@ static int ct_ddp_grad_sync(ct_strategy *s, ct_error *err)
     double t0;
     int rc, nreqs;
 
-    if (d->comm == MPI_COMM_NULL || s->world_size == 1)
+    if (ddp_single(d) || s->world_size == 1)
         return 0;
     if ((rc = close_bucket(s, 0, err)))
         return rc;
@@ -701,6 +867,15 @@ static int ct_ddp_grad_sync(ct_strategy *s, ct_error *err)
     if (d->posted && !d->posted_started && (rc = start_posted(s, err)))
         return rc;
     t0 = ct_time_now();
+    if (d->gloo) {
+        /* Every bucket was summed as it started. */
+        for (int i = 0; i < d->n_buckets; i++)
+            d->buckets[i].started = 0;
+        d->posted = NULL;
+        d->n_buckets = 0;
+        d->pending_lo = d->pending_hi = d->n;
+        return 0;
+    }
     if (d->nccl) {
         /* NCCL averaged in the collective (ncclAvg): nothing left to scale. */
         rc = nccl_wait(d, err);
@@ -738,8 +913,10 @@ static int ct_ddp_broadcast(ct_strategy *s, void *buf, size_t bytes, int root, c
 
     MPI_Request req = MPI_REQUEST_NULL;
 
-    if (d->comm == MPI_COMM_NULL)
+    if (ddp_single(d))
         return 0;
+    if (d->gloo)
+        return gloo_call(d, ct_gloo_broadcast(d->gloo, buf, bytes, root, err));
     rc = MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, d->comm, &req);
     if (rc != MPI_SUCCESS)
         return d->broken = 1, ct_ddp_mpi_error(rc, "MPI_Ibcast", err);
@@ -753,8 +930,10 @@ static int ct_ddp_reduce_sum(ct_strategy *s, double *values, int n, ct_error *er
 
     MPI_Request req = MPI_REQUEST_NULL;
 
-    if (d->comm == MPI_COMM_NULL)
+    if (ddp_single(d))
         return 0;
+    if (d->gloo)
+        return gloo_call(d, ct_gloo_allreduce_sum(d->gloo, values, (size_t)n, sizeof(double), err));
     rc = MPI_Iallreduce(MPI_IN_PLACE, values, n, MPI_DOUBLE, MPI_SUM, d->comm, &req);
     if (rc != MPI_SUCCESS)
         return d->broken = 1, ct_ddp_mpi_error(rc, "MPI_Iallreduce of metrics", err);
@@ -771,6 +950,7 @@ static void ct_ddp_teardown(ct_strategy *s)
     /* A broken world cannot finalize (MPI_Finalize waits for every rank): destroy aborts it. */
     if (d->broken)
         return;
+    gloo_free(d);
     nccl_free(d);
     if (d->mpi_sum != MPI_SUM && d->mpi_sum != MPI_OP_NULL)
         MPI_Op_free(&d->mpi_sum);
@@ -810,7 +990,10 @@ static void ct_ddp_destroy(ct_strategy *s)
      * goes through the PMIx server to the launcher; on a rank cut off from it (a pulled cable: srun
      * and slurmctld are on the other side) it waits for network timeouts, so it gets ABORT_WAIT_S
      * and then this rank exits anyway: the launcher ends the others when it hears. */
-    if (d->broken) {
+    if (d->backend == CT_DDP_GLOO) {
+        /* No MPI to abort: the other ranks' gloo timeout ends them. */
+        gloo_free(d);
+    } else if (d->broken) {
         signal(SIGALRM, abort_stuck);
         alarm(ABORT_WAIT_S);
         MPI_Abort(MPI_COMM_WORLD, 1);

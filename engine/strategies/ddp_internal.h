@@ -6,8 +6,12 @@
 
 #include <mpi.h>
 
+#include "ctrain/tcpstore.h"
 #include "engine/strategies/ddp_nccl.h"
 #include "engine/strategies/strategies.h"
+
+/* The collectives below the strategy (Lightning's process_group_backend), option backend=. */
+enum ct_ddp_backend { CT_DDP_AUTO = 0, CT_DDP_MPI, CT_DDP_GLOO, CT_DDP_NCCL };
 
 struct bucket {
     size_t start, len;   /* floats of grads[] */
@@ -62,6 +66,13 @@ struct ddp {
     int n_posted;
     int posted_started;
     MPI_Request posted_req;
+    /* backend=gloo: ranks joined through the TCPStore at MASTER_ADDR:MASTER_PORT (rank 0 hosts it
+     * unless torchrun's agent does), collectives by gloo; MPI is never initialised. */
+    enum ct_ddp_backend backend;    /* as asked (auto until setup_environment resolves it) */
+    char backend_why[160];          /* why auto chose what it did, for messages */
+    struct ct_gloo *gloo;
+    ct_tcpstore_server *store_srv;
+    ct_tcpstore *store;
 };
 
 /* A failed MPI call as a ct_error naming it (and marking the world broken). */

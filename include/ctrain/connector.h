@@ -75,6 +75,10 @@ typedef struct ct_plan {
     char model[32];           /* registry name of the model, "mlp" */
     char model_config[512];   /* --model-config as given (checked) */
     char datamodule[32];      /* registry name of the data module, "fashion-mnist" */
+    /* A strategy with a backend= option (ddp): the collectives library it will use and why
+     * (Lightning's process_group_backend); "" for the others. The rank decides again at setup. */
+    char backend[16];
+    char backend_why[96];
 } ct_plan;
 
 /* Whether CUDA is there, for the auto rules. */

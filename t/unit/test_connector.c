@@ -444,7 +444,7 @@ static void test_descriptors(void **state)
     /* A user's value, else the name's own default, else the schema's. */
     assert_string_equal(ct_registry_strategy_options(ct_registry_find(CT_REG_STRATEGY, "ddp_no_overlap"),
                                                      "bucket_mb=2", buf, sizeof(buf)),
-                        "bucket_mb=2,overlap=0");
+                        "bucket_mb=2,overlap=0,backend=auto");
     assert_null(ct_registry_strategy_options(ct_registry_find(CT_REG_STRATEGY, "single_device"), NULL, buf,
                                              sizeof(buf)));
     assert_string_equal(buf, "");

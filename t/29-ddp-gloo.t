@@ -1,0 +1,195 @@
+#!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
+# ddp without a PMIx server (issue 39): two `ctrain fit --strategy ddp` processes started by hand
+# with MASTER_ADDR/MASTER_PORT/WORLD_SIZE (the manual environment) or with torchrun's variables
+# (torchelastic) meet in the TCPStore rank 0 hosts and sum their gradients with gloo
+# (ddp:backend=gloo, or auto: no PMIx server on cpu). Both end with the weights the mpi backend
+# (ctrain's own launcher and PMIx server) gives on the same data, within 1e-6. The errors: a port
+# in use, a rank 0 that never comes, a backend that is not one, nccl on cpu; none hangs, and
+# nothing is left running.
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+B="$ROOT/${CTRAIN_BUILD:-build}"
+CTRAIN="$B/ctrain"
+. "$ROOT/t/lib/ci.sh"
+. "$ROOT/t/lib/procs.sh"
+T=$(mktemp -d /tmp/ctrain-t29-XXXXXX)
+PIDS=
+trap 'for p in $PIDS; do kill "$p" 2>/dev/null; done; rm -rf "$T"' EXIT
+n=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+nok() { n=$((n + 1)); echo "not ok $n - $1"; [ -n "$2" ] && sed 's/^/# /' "$2"; }
+check() { if eval "$1"; then ok "$2"; else nok "$2" "$3"; fi; }
+
+PLAN=14
+echo "1..$PLAN"
+skip_rest() { while [ $n -lt $PLAN ]; do n=$((n + 1)); echo "ok $n # SKIP $1"; done; exit 0; }
+if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+    ci_needs "dataset-fashion-mnist not installed"
+    skip_rest "dataset-fashion-mnist not installed"
+fi
+mkdir -p "$T/data"
+"$B/t/idx_subset" /usr/share/datasets/fashion-mnist "$T/data" 6000 1000 >/dev/null || exit 1
+FIT="--data $T/data --progress off --deterministic --devices 2 --batch-size 64 --lr-schedule constant --max-epochs 1"
+
+# A port nothing listens on now: one the kernel hands the store tool, given back.
+free_port() {
+    "$B/t/tcpstore_peer" serve </dev/null | sed -n 's/^port //p'
+}
+
+# two_ranks NAME STRATEGY VAR=VALUE...: ranks 0 and 1 of one node, by hand, each with its own
+# RANK and LOCAL_RANK (and GROUP_RANK 0); their output in $T/NAME.0 and $T/NAME.1, exits in .rc
+two_ranks() {
+    name=$1 strategy=$2
+    shift 2
+    port=${held_port:-$(free_port)}
+    ranks=
+    for r in 0 1; do
+        (env "$@" MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" WORLD_SIZE=2 LOCAL_RANK=$r RANK=$r \
+            timeout 120 "$CTRAIN" fit $FIT --strategy "$strategy" --default-root-dir "$T/$name" >"$T/$name.$r" 2>&1
+         echo $? >"$T/$name.$r.rc") &
+        PIDS="$PIDS $!"
+        ranks="$ranks $!"
+    done
+    # shellcheck disable=SC2086
+    wait $ranks   # its own two: a store held for them runs on
+    cat "$T/$name.0" "$T/$name.1" >"$T/$name.out"
+}
+
+two_ranks gloo ddp:backend=gloo NODE_RANK=0
+if grep -q "built without gloo" "$T/gloo.out"; then
+    ci_needs "libgloo-dev not installed at build time"
+    skip_rest "this ctrain was built without gloo (libgloo-dev; scripts/install-deps installs it)"
+fi
+check '[ "$(cat "$T/gloo.0.rc") $(cat "$T/gloo.1.rc")" = "0 0" ] && grep -q "\"world_size\":[[:space:]]*2" "$T/gloo/summary.json"' \
+    "two hand-started ranks (manual environment), ddp:backend=gloo: both exit 0, world size 2" "$T/gloo.out"
+
+timeout 120 "$CTRAIN" fit $FIT --strategy ddp --default-root-dir "$T/mpi" >"$T/mpi.out" 2>&1
+check '[ $? -eq 0 ]' "the same fit with the mpi backend (ctrain's launcher and PMIx server)" "$T/mpi.out"
+"$B/t/st_compare" --tol 1e-6 "$T/mpi/last.safetensors" "$T/gloo/last.safetensors" >"$T/cmp.out" 2>&1
+check '[ $? -eq 0 ]' "gloo's weights equal mpi's within 1e-6 ($(tail -n 1 "$T/cmp.out"))" "$T/cmp.out"
+
+# The issue's case: torchrun's variables, --strategy ddp (auto: no PMIx server, cpu: gloo).
+two_ranks te ddp TORCHELASTIC_RUN_ID=t29 TORCHELASTIC_RESTART_COUNT=0 TORCHELASTIC_MAX_RESTARTS=0 GROUP_RANK=0 \
+    LOCAL_WORLD_SIZE=2 ROLE_RANK=0 ROLE_WORLD_SIZE=2
+check '[ "$(cat "$T/te.0.rc") $(cat "$T/te.1.rc")" = "0 0" ]' \
+    "torchrun's variables, --strategy ddp: auto takes gloo, both exit 0" "$T/te.out"
+"$B/t/st_compare" --tol 1e-6 "$T/mpi/last.safetensors" "$T/te/last.safetensors" >"$T/cmp2.out" 2>&1
+check '[ $? -eq 0 ]' "and the weights equal mpi's within 1e-6" "$T/cmp2.out"
+
+# hold_store NAME: a TCPStore (the store tool) on a free port, $held, until release_store; it lives
+# while its stdin, a fifo this shell keeps open on fd 9, does.
+hold_store() {
+    mkfifo "$T/$1.fifo"
+    exec 9<>"$T/$1.fifo"
+    "$B/t/tcpstore_peer" serve <"$T/$1.fifo" >"$T/$1.held" 2>&1 9>&- &
+    holder=$!
+    PIDS="$PIDS $holder"
+    i=0
+    while [ ! -s "$T/$1.held" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+    held=$(sed -n 's/^port //p' "$T/$1.held")
+}
+release_store() {
+    exec 9>&-
+    kill "$holder" 2>/dev/null
+    wait "$holder" 2>/dev/null
+}
+
+# Under torchrun (TORCHELASTIC_USE_AGENT_STORE=True) the agent hosts the store and rank 0 does not:
+# here the store tool plays the agent.
+hold_store agent
+held_port=$held two_ranks agent ddp TORCHELASTIC_RUN_ID=t29 TORCHELASTIC_RESTART_COUNT=0 \
+    TORCHELASTIC_USE_AGENT_STORE=True GROUP_RANK=0 LOCAL_WORLD_SIZE=2
+release_store
+check '[ "$(cat "$T/agent.0.rc") $(cat "$T/agent.1.rc")" = "0 0" ] && "$B/t/st_compare" --tol 1e-6 "$T/mpi/last.safetensors" "$T/agent/last.safetensors" >/dev/null' \
+    "torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=True): both ranks join it, mpi's weights" "$T/agent.out"
+
+# A port in use: rank 0 cannot host the store; it says which port and why, at once.
+hold_store busy
+MASTER_ADDR=127.0.0.1 MASTER_PORT="$held" WORLD_SIZE=2 NODE_RANK=0 LOCAL_RANK=0 RANK=0 \
+    timeout 60 "$CTRAIN" fit $FIT --strategy ddp:backend=gloo --default-root-dir "$T/busy" >"$T/busy.out" 2>&1
+rc=$?
+release_store
+check '[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "rank 0: cannot host the TCP store on port $held" "$T/busy.out" && grep -q "^ctrain: hint:.*MASTER_PORT" "$T/busy.out"' \
+    "a MASTER_PORT in use: rank 0 fails at once naming the port, with a hint (exit $rc)" "$T/busy.out"
+
+# Rank 1 alone: nobody hosts the store; the timeout ends it naming the address and the rank.
+port=$(free_port)
+start=$(date +%s)
+MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" WORLD_SIZE=2 NODE_RANK=0 LOCAL_RANK=1 RANK=1 \
+    timeout 60 "$CTRAIN" fit $FIT --strategy ddp:backend=gloo --collective-timeout 3 --default-root-dir "$T/alone" \
+    >"$T/alone.out" 2>&1
+rc=$?
+took=$(($(date +%s) - start))
+check '[ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $took -lt 30 ] && grep -q "rank 1: cannot reach the TCP store at 127.0.0.1:$port" "$T/alone.out"' \
+    "rank 1 without rank 0: fails after --collective-timeout 3 naming the address and the rank (${took} s, exit $rc)" "$T/alone.out"
+
+MASTER_ADDR=127.0.0.1 MASTER_PORT=1 WORLD_SIZE=2 NODE_RANK=0 LOCAL_RANK=0 RANK=0 \
+    timeout 60 "$CTRAIN" fit $FIT --strategy ddp:backend=tcp --default-root-dir "$T/bad" >"$T/bad.out" 2>&1
+rc=$?
+check '[ $rc -eq 2 ] && grep -q "backend .tcp. is not one of auto, mpi, gloo, nccl" "$T/bad.out" && grep -q "^ctrain: hint:" "$T/bad.out"' \
+    "ddp:backend=tcp: an error naming it, a hint, exit 2" "$T/bad.out"
+MASTER_ADDR=127.0.0.1 MASTER_PORT=1 WORLD_SIZE=2 NODE_RANK=0 LOCAL_RANK=0 RANK=0 \
+    timeout 60 "$CTRAIN" fit $FIT --strategy ddp:backend=nccl --default-root-dir "$T/nccl" >"$T/nccl.out" 2>&1
+rc=$?
+check '[ $rc -eq 2 ] && grep -q "backend nccl needs the cuda accelerator" "$T/nccl.out"' \
+    "ddp:backend=nccl on cpu: an error with a hint, exit 2" "$T/nccl.out"
+
+# A rank that dies, or stops answering, under gloo: rank 0 fails (at once, or after
+# --collective-timeout) instead of waiting. start_pair NAME: two ranks of a long run in the
+# background; rank1_pid: the ctrain process of rank 1 (its LOCAL_RANK), once it trains.
+start_pair() {
+    port=$(free_port)
+    for r in 0 1; do
+        (env MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" WORLD_SIZE=2 NODE_RANK=0 LOCAL_RANK=$r RANK=$r \
+            timeout 120 "$CTRAIN" fit $FIT --max-epochs 50 --collective-timeout 5 --strategy ddp \
+            --default-root-dir "$T/$1" >"$T/$1.$r" 2>&1
+         echo $? >"$T/$1.$r.rc") &
+        PIDS="$PIDS $!"
+    done
+}
+rank1_pid() {
+    i=0
+    while [ $i -lt 200 ]; do
+        for p in $(pgrep -f "default-root-dir $T/$1" 2>/dev/null); do
+            [ "$(cat "/proc/$p/comm" 2>/dev/null)" = ctrain ] &&
+                tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "LOCAL_RANK=1" &&
+                [ -f "$T/$1/metrics.csv" ] && { echo "$p"; return 0; }
+        done
+        sleep 0.1
+        i=$((i + 1))
+    done
+    return 1
+}
+# rank0_ends NAME: seconds until rank 0 exited (at most 60)
+rank0_ends() {
+    start=$(date +%s)
+    while [ ! -s "$T/$1.0.rc" ] && [ $(($(date +%s) - start)) -lt 60 ]; do sleep 0.2; done
+    echo $(($(date +%s) - start))
+}
+
+start_pair killed
+victim=$(rank1_pid killed)
+[ -n "$victim" ] && kill -KILL "$victim"
+took=$(rank0_ends killed)
+check '[ -n "$victim" ] && [ "$(cat "$T/killed.0.rc")" = 1 ] && grep -q "ddp (gloo): rank 0: an allreduce failed" "$T/killed.0" && grep -q "^ctrain: hint:" "$T/killed.0"' \
+    "rank 1 killed under gloo: rank 0 fails naming the allreduce, with a hint (${took} s)" "$T/killed.0"
+
+start_pair stopped
+victim=$(rank1_pid stopped)
+[ -n "$victim" ] && kill -STOP "$victim"
+took=$(rank0_ends stopped)
+[ -n "$victim" ] && kill -KILL "$victim" && kill -CONT "$victim"
+check '[ -n "$victim" ] && [ "$(cat "$T/stopped.0.rc")" = 1 ] && [ "$took" -ge 3 ] && [ "$took" -lt 30 ] && grep -q "Timed out" "$T/stopped.0"' \
+    "rank 1 stopped (SIGSTOP) under gloo: rank 0 fails after --collective-timeout 5 (${took} s)" "$T/stopped.0"
+wait
+
+# The plan says which backend and why (process_group_backend).
+MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 WORLD_SIZE=2 NODE_RANK=0 LOCAL_RANK=1 \
+    "$CTRAIN" plan --strategy ddp --devices 2 >"$T/plan-gloo.out" 2>&1
+"$CTRAIN" plan --strategy ddp --devices 2 >"$T/plan-mpi.out" 2>&1
+check 'tr -d "\n\t " <"$T/plan-gloo.out" | grep -q "\"process_group_backend\":{\"name\":\"gloo\",\"why\":\"auto:noPMIxserver" &&
+       tr -d "\n\t " <"$T/plan-mpi.out" | grep -q "\"process_group_backend\":{\"name\":\"mpi\",\"why\":\"auto:ctrain.slauncherhostsaPMIxserver"' \
+    "ctrain plan: gloo for hand-started ranks, mpi under ctrain's launcher, each with why" "$T/plan-gloo.out"
+
+# shellcheck disable=SC2086
+check 'all_gone $PIDS && ! pgrep -f "$T/" >/dev/null' "nothing left running"

@@ -1,0 +1,356 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The TCPStore server and client (PyTorch's wire protocol): every query both ways, WAIT woken by
+ * another client and cancelled at its timeout, queries split across packets, what the server drops
+ * (no VALIDATE, a corrupt length, a GET of nothing), and the errors: a port in use, nothing
+ * listening, a name that does not resolve. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ctrain/error.h"
+#include "ctrain/tcpstore.h"
+#include "ctrain/util.h"
+
+struct fx {
+    ct_tcpstore_server *srv;
+    ct_tcpstore *a, *b;
+};
+
+static int setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+    ct_error err;
+
+    ct_error_clear(&err);
+    if (ct_tcpstore_server_start(0, 0, &f->srv, &err) ||
+        ct_tcpstore_connect("127.0.0.1", ct_tcpstore_server_port(f->srv), NULL, 0, 10, &f->a, &err) ||
+        ct_tcpstore_connect("localhost", ct_tcpstore_server_port(f->srv), NULL, 1, 10, &f->b, &err)) {
+        ct_error_print(stderr, &err);
+        return -1;
+    }
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+    ct_tcpstore_close(f->a);
+    ct_tcpstore_close(f->b);
+    ct_tcpstore_server_stop(f->srv);
+    free(f);
+    return 0;
+}
+
+static void expect_stored(ct_tcpstore *c, const char *key, const char *want)
+{
+    void *v = NULL;
+    size_t n = 0;
+    ct_error err;
+
+    ct_error_clear(&err);
+    if (ct_tcpstore_get(c, key, &v, &n, &err))
+        fail_msg("get %s: %s", key, err.msg);
+    assert_int_equal(n, strlen(want));
+    assert_memory_equal(v, want, n);
+    free(v);
+}
+
+static void test_set_get_add_append(void **state)
+{
+    struct fx *f = *state;
+    ct_error err;
+    int64_t v = 0, nkeys = 0;
+    int deleted = -1;
+
+    assert_int_equal(ct_tcpstore_set(f->a, "k", "hello", 5, &err), 0);
+    expect_stored(f->b, "k", "hello");
+    assert_int_equal(ct_tcpstore_append(f->b, "k", " world", 6, &err), 0);
+    assert_int_equal(ct_tcpstore_append(f->b, "fresh", "x", 1, &err), 0);
+    expect_stored(f->a, "k", "hello world");
+    expect_stored(f->a, "fresh", "x");
+    assert_int_equal(ct_tcpstore_add(f->a, "n", 5, &v, &err), 0);
+    assert_int_equal(v, 5);
+    assert_int_equal(ct_tcpstore_add(f->b, "n", -7, &v, &err), 0);
+    assert_int_equal(v, -2);
+    expect_stored(f->a, "n", "-2");   /* ADD keeps the number as text, as PyTorch's std::to_string */
+    assert_int_equal(ct_tcpstore_num_keys(f->a, &nkeys, &err), 0);
+    assert_int_equal(nkeys, 3);
+    assert_int_equal(ct_tcpstore_delete(f->a, "fresh", &deleted, &err), 0);
+    assert_int_equal(deleted, 1);
+    assert_int_equal(ct_tcpstore_delete(f->a, "fresh", &deleted, &err), 0);
+    assert_int_equal(deleted, 0);
+    assert_int_equal(ct_tcpstore_num_keys(f->b, &nkeys, &err), 0);
+    assert_int_equal(nkeys, 2);
+    assert_int_equal(ct_tcpstore_ping(f->b, &err), 0);
+}
+
+static void test_compare_set(void **state)
+{
+    struct fx *f = *state;
+    ct_error err;
+    void *cur = NULL;
+    size_t n = 0;
+
+    /* Missing key, expected not empty: nothing set, the expected value comes back. */
+    assert_int_equal(ct_tcpstore_compare_set(f->a, "cs", "old", 3, "new", 3, &cur, &n, &err), 0);
+    assert_int_equal(n, 3);
+    assert_memory_equal(cur, "old", 3);
+    free(cur);
+    /* Missing key, expected empty: set. */
+    assert_int_equal(ct_tcpstore_compare_set(f->a, "cs", "", 0, "v1", 2, &cur, &n, &err), 0);
+    assert_memory_equal(cur, "v1", 2);
+    free(cur);
+    /* Mismatch: unchanged, the current value comes back. */
+    assert_int_equal(ct_tcpstore_compare_set(f->b, "cs", "zz", 2, "v2", 2, &cur, &n, &err), 0);
+    assert_memory_equal(cur, "v1", 2);
+    free(cur);
+    assert_int_equal(ct_tcpstore_compare_set(f->b, "cs", "v1", 2, "v2", 2, &cur, &n, &err), 0);
+    assert_memory_equal(cur, "v2", 2);
+    free(cur);
+}
+
+static void test_check_multi(void **state)
+{
+    struct fx *f = *state;
+    const char *keys[] = { "m1", "m2", "m3" };
+    const void *vals[] = { "a", "bb", "" };
+    size_t lens[] = { 1, 2, 0 }, got_len[3];
+    void *got[3];
+    int ready = -1;
+    ct_error err;
+
+    assert_int_equal(ct_tcpstore_check(f->a, keys, 3, &ready, &err), 0);
+    assert_int_equal(ready, 0);
+    assert_int_equal(ct_tcpstore_multi_set(f->a, keys, vals, lens, 3, &err), 0);
+    assert_int_equal(ct_tcpstore_check(f->b, keys, 3, &ready, &err), 0);
+    assert_int_equal(ready, 1);
+    assert_int_equal(ct_tcpstore_multi_get(f->b, keys, 3, got, got_len, &err), 0);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(got_len[i], lens[i]);
+        assert_memory_equal(got[i], vals[i], lens[i]);
+        free(got[i]);
+    }
+}
+
+struct later { ct_tcpstore *c; const char *key; };
+
+static void *set_later(void *arg)
+{
+    struct later *l = arg;
+    ct_error err;
+    usleep(200000);
+    ct_tcpstore_set(l->c, l->key, "1", 1, &err);
+    return NULL;
+}
+
+static void test_wait(void **state)
+{
+    struct fx *f = *state;
+    const char *keys[] = { "w1", "w2" };
+    pthread_t t;
+    struct later l = { f->b, "w2" };
+    ct_error err;
+    double t0;
+
+    /* Woken when the last key arrives from another client. */
+    assert_int_equal(ct_tcpstore_set(f->b, "w1", "1", 1, &err), 0);
+    pthread_create(&t, NULL, set_later, &l);
+    t0 = ct_time_now();
+    assert_int_equal(ct_tcpstore_wait(f->a, keys, 2, 5, &err), 0);
+    assert_true(ct_time_now() - t0 >= 0.15);
+    pthread_join(t, NULL);
+
+    /* Timed out: CANCEL_WAIT, an error naming the key, the address and the rank; the connection
+     * still works after. */
+    const char *missing[] = { "never" };
+    t0 = ct_time_now();
+    ct_error_clear(&err);
+    assert_int_equal(ct_tcpstore_wait(f->a, missing, 1, 0.3, &err), CT_ETIMEOUT);
+    assert_true(ct_time_now() - t0 < 3);
+    assert_non_null(strstr(err.msg, "'never'"));
+    assert_non_null(strstr(err.msg, "rank 0"));
+    assert_non_null(strstr(err.msg, "127.0.0.1:"));
+    expect_stored(f->a, "w2", "1");
+}
+
+/* A raw connection to the server, for what ct_tcpstore never sends. */
+static int raw_connect(int port)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    return fd;
+}
+
+/* The server closed fd within 5 s (a read gives end-of-file). */
+static void expect_dropped(int fd)
+{
+    struct pollfd p = { .fd = fd, .events = POLLIN };
+    char c;
+    assert_int_equal(poll(&p, 1, 5000), 1);
+    assert_true(read(fd, &c, 1) <= 0);
+    close(fd);
+}
+
+static void test_split_and_dropped(void **state)
+{
+    struct fx *f = *state;
+    int port = ct_tcpstore_server_port(f->srv), fd;
+    uint8_t q[64];
+    uint32_t magic = CT_TCPSTORE_MAGIC, nonce = 4242, back = 0;
+    uint64_t len = 3;
+    size_t n = 0;
+
+    /* VALIDATE and a PING sent a byte at a time: answered once whole. */
+    fd = raw_connect(port);
+    q[n++] = CT_TCPSTORE_VALIDATE;
+    memcpy(q + n, &magic, 4), n += 4;
+    q[n++] = CT_TCPSTORE_PING;
+    memcpy(q + n, &nonce, 4), n += 4;
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(write(fd, q + i, 1), 1);
+        usleep(2000);
+    }
+    assert_int_equal(read(fd, &back, 4), 4);
+    assert_int_equal(back, nonce);
+    /* A GET of a key nobody set: dropped, as PyTorch's server does. */
+    n = 0;
+    q[n++] = CT_TCPSTORE_GET;
+    memcpy(q + n, &len, 8), n += 8;
+    memcpy(q + n, "/no", 3), n += 3;
+    assert_int_equal(write(fd, q, n), (ssize_t)n);
+    expect_dropped(fd);
+
+    /* No VALIDATE first. */
+    fd = raw_connect(port);
+    q[0] = CT_TCPSTORE_PING;
+    memcpy(q + 1, &nonce, 4);
+    assert_int_equal(write(fd, q, 5), 5);
+    expect_dropped(fd);
+
+    /* A length past the bound. */
+    fd = raw_connect(port);
+    n = 0;
+    q[n++] = CT_TCPSTORE_VALIDATE;
+    memcpy(q + n, &magic, 4), n += 4;
+    q[n++] = CT_TCPSTORE_SET;
+    len = (uint64_t)1 << 40;
+    memcpy(q + n, &len, 8), n += 8;
+    assert_int_equal(write(fd, q, n), (ssize_t)n);
+    expect_dropped(fd);
+
+    /* An unknown query type. */
+    fd = raw_connect(port);
+    q[5] = 0x7f;
+    assert_int_equal(write(fd, q, 6), 6);
+    expect_dropped(fd);
+
+    /* The store still serves the others. */
+    assert_int_equal(ct_tcpstore_ping(f->a, NULL), 0);
+}
+
+/* A client's last SET right before it closes still lands (the end of the connection arrives in
+ * the same read as the query), and wakes who waits for it. */
+static void test_set_then_close(void **state)
+{
+    struct fx *f = *state;
+    const char *keys[] = { "last0", "last19" };
+    ct_error err;
+
+    for (int i = 0; i < 20; i++) {
+        ct_tcpstore *c = NULL;
+        char key[16];
+        assert_int_equal(ct_tcpstore_connect("127.0.0.1", ct_tcpstore_server_port(f->srv), NULL, 1, 5, &c, &err), 0);
+        snprintf(key, sizeof(key), "last%d", i);
+        assert_int_equal(ct_tcpstore_set(c, key, "1", 1, &err), 0);
+        ct_tcpstore_close(c);
+    }
+    ct_error_clear(&err);
+    if (ct_tcpstore_wait(f->a, keys, 2, 5, &err))
+        fail_msg("%s", err.msg);
+}
+
+static void test_errors(void **state)
+{
+    struct fx *f = *state;
+    ct_tcpstore_server *other = NULL;
+    ct_tcpstore *c = NULL;
+    ct_error err;
+    int port = ct_tcpstore_server_port(f->srv);
+    double t0;
+
+    ct_error_clear(&err);
+    assert_int_equal(ct_tcpstore_server_start(port, 3, &other, &err), CT_ECONFLICT);
+    assert_null(other);
+    assert_non_null(strstr(err.msg, "rank 3"));
+    assert_non_null(strstr(err.hint, "MASTER_PORT"));
+
+    /* Nothing listens: tried again until the timeout, then an error naming address and rank. */
+    ct_tcpstore_server *gone = NULL;
+    assert_int_equal(ct_tcpstore_server_start(0, 0, &gone, &err), 0);
+    int free_port = ct_tcpstore_server_port(gone);
+    ct_tcpstore_server_stop(gone);
+    t0 = ct_time_now();
+    ct_error_clear(&err);
+    assert_int_equal(ct_tcpstore_connect("127.0.0.1", free_port, NULL, 5, 0.5, &c, &err), CT_ETIMEOUT);
+    assert_true(ct_time_now() - t0 < 3);
+    assert_null(c);
+    assert_non_null(strstr(err.msg, "rank 5"));
+    char where[64];
+    snprintf(where, sizeof(where), "127.0.0.1:%d", free_port);
+    assert_non_null(strstr(err.msg, where));
+
+    ct_error_clear(&err);
+    assert_int_equal(ct_tcpstore_connect("no-such-host.invalid", 29500, NULL, 2, 1, &c, &err), CT_EINVAL);
+    assert_non_null(strstr(err.msg, "no-such-host.invalid"));
+    assert_non_null(strstr(err.msg, "rank 2"));
+    assert_int_equal(ct_tcpstore_connect("127.0.0.1", 70000, NULL, 2, 1, &c, &err), CT_EINVAL);
+    assert_int_equal(ct_tcpstore_connect("", 29500, NULL, 2, 1, &c, &err), CT_EINVAL);
+}
+
+/* A prefixed client sees its own keys; the plain client sees them under the prefix, as PyTorch's
+ * PrefixStore lays them out ("/" + prefix + "/" + key). */
+static void test_prefix(void **state)
+{
+    struct fx *f = *state;
+    ct_tcpstore *p = NULL;
+    ct_error err;
+
+    assert_int_equal(ct_tcpstore_connect("127.0.0.1", ct_tcpstore_server_port(f->srv), "/worker/attempt_0", 0, 5, &p,
+                                         &err), 0);
+    assert_int_equal(ct_tcpstore_set(p, "k", "v", 1, &err), 0);
+    expect_stored(p, "k", "v");
+    expect_stored(f->a, "/worker/attempt_0/k", "v");
+    ct_tcpstore_close(p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_set_get_add_append, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_compare_set, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_check_multi, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wait, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_split_and_dropped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_set_then_close, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_prefix, setup, teardown),
+    };
+    cmocka_set_message_output(CM_OUTPUT_TAP);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
