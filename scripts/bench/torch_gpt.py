@@ -160,7 +160,8 @@ def run(rank, args, port):
         loss = step(i)
     dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     if rank == 0:
-        print(json.dumps({"tokens_per_sec": B * N * T * args.steps / dt, "tokens_per_cpu_sec": B * T * args.steps / cpu,
+        probe = {"matmul_tflops": matmul_tflops()} if args.matmul_probe and dev.type == "cuda" else {}
+        print(json.dumps({**probe, "tokens_per_sec": B * N * T * args.steps / dt, "tokens_per_cpu_sec": B * T * args.steps / cpu,
                           "steps": args.steps, "nprocs": N,
                           "threads": torch.get_num_threads(), "precision": args.precision,
                           "attention": args.attention, "torch": torch.__version__, "loss": loss,
@@ -168,6 +169,20 @@ def run(rank, args, port):
               flush=True)
     if N > 1:
         dist.destroy_process_group()
+
+
+def matmul_tflops(n=8192, reps=20):
+    """The device's measured dense bf16 rate: torch.matmul of two n x n bf16 matrices, after warm-up."""
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    for _ in range(3):
+        a @ b
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        a @ b
+    torch.cuda.synchronize()
+    return 2 * n ** 3 * reps / (time.perf_counter() - t0) / 1e12
 
 
 def free_port():
@@ -192,6 +207,8 @@ def main():
     ap.add_argument("--attention", choices=["math", "sdpa"], default="math",
                     help="masked softmax written out, or F.scaled_dot_product_attention (PyTorch >= 2.0)")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="cuda: one process on the first GPU")
+    ap.add_argument("--matmul-probe", action="store_true",
+                    help="cuda: also time an 8192^3 bf16 matmul (matmul_tflops: the device's own dense rate)")
     args = ap.parse_args()
     if args.device == "cuda" and args.nprocs > 1:
         ap.error("--device cuda runs one process (DDP here is gloo on the CPU)")
