@@ -3,6 +3,7 @@
  * and receive is bounded by the connection's timeout, so a store that is gone or silent is an
  * error naming its address and this rank, never a hang. */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -480,6 +481,23 @@ int ct_tcpstore_connect(const char *host, int port, const char *prefix, int rank
 fail:
     ct_tcpstore_close(c);
     return rc;
+}
+
+int ct_tcpstore_local_address(const ct_tcpstore *c, char *buf, size_t size)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    const void *addr;
+
+    if (!c || c->fd < 0 || getsockname(c->fd, (struct sockaddr *)&ss, &len))
+        return -1;
+    if (ss.ss_family == AF_INET)
+        addr = &((const struct sockaddr_in *)&ss)->sin_addr;
+    else if (ss.ss_family == AF_INET6)
+        addr = &((const struct sockaddr_in6 *)&ss)->sin6_addr;
+    else
+        return -1;
+    return inet_ntop(ss.ss_family, addr, buf, (socklen_t)size) ? 0 : -1;
 }
 
 void ct_tcpstore_close(ct_tcpstore *c)

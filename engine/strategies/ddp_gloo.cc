@@ -103,10 +103,16 @@ extern "C" int ct_gloo_create(ct_tcpstore *store, int rank, int size, double tim
   *out = nullptr;
   try {
     gloo::transport::tcp::attr attr;
-    // GLOO_SOCKET_IFNAME, as PyTorch's gloo backend reads it: which interface the pairs use (else
-    // the address this host's name resolves to).
+    char local[64];
+    // GLOO_SOCKET_IFNAME, as PyTorch's gloo backend reads it: which interface the pairs use. Else
+    // the address this rank reaches the store by, which the others reach it by too; gloo's own
+    // default, the address the host's name resolves to, fails where the name resolves to nothing
+    // (a container, a chroot without the host in /etc/hosts) or to a loopback address on a
+    // multi-host job.
     if (const char *ifname = getenv("GLOO_SOCKET_IFNAME"))
       attr.iface = ifname;
+    else if (ct_tcpstore_local_address(store, local, sizeof(local)) == 0)
+      attr.hostname = local;
     auto dev = gloo::transport::tcp::CreateDevice(attr);
     auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
     ctx->setTimeout(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));

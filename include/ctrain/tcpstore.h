@@ -70,6 +70,9 @@ typedef struct ct_tcpstore ct_tcpstore;
 int ct_tcpstore_connect(const char *host, int port, const char *prefix, int rank, double timeout_s,
                         ct_tcpstore **out, ct_error *err);
 void ct_tcpstore_close(ct_tcpstore *c);
+/* This end's address of the connection ("10.1.2.3", "::1"): the one this host reaches the store
+ * by, so the one the other ranks most likely reach it by. 0, or -1 when it cannot be read. */
+int ct_tcpstore_local_address(const ct_tcpstore *c, char *buf, size_t size);
 
 int ct_tcpstore_set(ct_tcpstore *c, const char *key, const void *val, size_t len, ct_error *err);
 /* Wait (within the timeout) until key exists, then its value: *val malloc'd (and NUL-terminated
