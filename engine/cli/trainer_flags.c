@@ -56,6 +56,10 @@ static const struct flag flags[] = {
     { "--requeue-signal", F_STRING, 0, 0, "SIG",
       "on this signal stop after the step, save last.safetensors and requeue the SLURM job (default USR1; "
       "SIGTERM and SIGINT stop and save without requeueing)" },
+    { "--dump-signal", F_STRING, 0, 0, "SIG|none",
+      "on this signal every rank writes DIR/hang/rank-R.json (where it is, since when) and training goes on; "
+      "read them with ctrain diagnose DIR (default USR2: scancel --signal=USR2 JOB; none when USR2 is the "
+      "requeue signal)" },
     { "--no-auto-requeue", F_SWITCH, 0, 0, NULL, "on the requeue signal stop and save, but do not requeue the job" },
     { "--collective-timeout", F_DOUBLE, 0, 0, "SECONDS",
       "a collective not done in SECONDS ends every rank, naming the rank(s) missing (default 300; 0: wait forever)" },
@@ -312,6 +316,11 @@ static int apply(const struct flag *f, const char *value, ct_trainer_config *cfg
         if (!strcmp(f->name, "--requeue-signal")) {
             if (ct_str_copy(cfg->requeue_signal, sizeof(cfg->requeue_signal), value))
                 return bad_value(f, value, "a signal name like USR1", err);
+            return 0;
+        }
+        if (!strcmp(f->name, "--dump-signal")) {
+            if (!*value || ct_str_copy(cfg->dump_signal, sizeof(cfg->dump_signal), value))
+                return bad_value(f, value, "a signal name like USR2, or none", err);
             return 0;
         }
         if (!*value)

@@ -173,6 +173,7 @@ int ct_run_save_checkpoint(ct_run *run, const char *path, ct_error *err)
     const ct_model *host = ct_model_host(run->model);
     int rc;
 
+    ct_hang_enter(CT_PHASE_CHECKPOINT);
     if (!c)
         return ct_error_set(err, CT_ENOMEM, "", "out of memory saving %s", path);
     if ((rc = ct_model_to_host(run->model, run->optim, err)) ||

@@ -81,6 +81,16 @@ void ct_strategy_set_forward_signal(ct_strategy *s, int sig)
     s->forward_signal = sig;
 }
 
+void ct_strategy_set_forward_signal2(ct_strategy *s, int sig)
+{
+    s->forward_signal2 = sig;
+}
+
+void ct_strategy_set_trace(ct_strategy *s, ct_collective_trace *trace)
+{
+    s->trace = trace;
+}
+
 struct launch_ctx {
     ct_strategy *s;
     ct_rank_fn fn;
@@ -100,7 +110,7 @@ int ct_strategy_launch(ct_strategy *s, ct_rank_fn fn, void *arg, void *result, s
     /* After a rank fails the survivors get SIGTERM, then SIGKILL 5 s later: a peer is gone, so the
      * collective their stop handler would run cannot finish, and all must be gone within 10 s. */
     ct_launch_spec spec = { .nprocs = s->n_devices, .kill_grace_s = 5.0,
-                            .forward_signals = { s->forward_signal } };
+                            .forward_signals = { s->forward_signal, s->forward_signal2 } };
 
     *is_supervisor = 0;
     return s->launcher->launch(&spec, launch_body, &lc, result, result_size, is_supervisor, err);

@@ -76,6 +76,8 @@ struct ct_strategy {
     long param_gathers;    /* pieces of a parameter all-gather started (ddp_sharded) */
     long param_gathers_overlapped; /* of those, waited for after forward began computing */
     int forward_signal;    /* the launcher forwards it besides SIGINT/SIGTERM; 0: SIGUSR1 */
+    int forward_signal2;   /* and this one too (the hang-dump signal); 0: none */
+    ct_collective_trace *trace; /* where this rank stands in the collectives (ct_strategy_set_trace) */
     double collective_timeout_s; /* see ct_strategy_set_collective_timeout; <= 0: none */
     ct_optim *optim;       /* the engine's optimizer, as model_to_device received it */
     void *grads;           /* the gradient array setup_model received, n_grads elements */

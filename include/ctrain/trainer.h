@@ -77,6 +77,8 @@ typedef struct ct_trainer_config {
     int weights_only;               /* --weights-only: fit loads only ckpt_path's weights and starts a
                                        new run (fine-tuning); no resume checks */
     char requeue_signal[16];        /* --requeue-signal, default "USR1": stop, checkpoint, requeue */
+    char dump_signal[16];           /* --dump-signal: writes every rank's hang record, stops nothing; "" (default):
+                                     * USR2, none when USR2 is the requeue signal; "none": off */
     int auto_requeue;               /* 1 (default); 0: --no-auto-requeue (stop and checkpoint only) */
     double collective_timeout;      /* --collective-timeout seconds, default 300: a collective that
                                        takes longer ends every rank, naming the missing ones */
