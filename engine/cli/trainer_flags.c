@@ -61,6 +61,9 @@ static const struct flag flags[] = {
       "read them with ctrain diagnose DIR (default USR2: scancel --signal=USR2 JOB; none when USR2 is the "
       "requeue signal)" },
     { "--no-auto-requeue", F_SWITCH, 0, 0, NULL, "on the requeue signal stop and save, but do not requeue the job" },
+    { "--async-checkpoint", F_SWITCH, 0, 0, NULL,
+      "write last.safetensors from a copy in host memory on a background thread while training goes on "
+      "(the same atomic write; the next save, the end of fit and a stop wait for it)" },
     { "--collective-timeout", F_DOUBLE, 0, 0, "SECONDS",
       "a collective not done in SECONDS ends every rank, naming the rank(s) missing (default 300; 0: wait forever)" },
     { "--progress", F_SPECIAL, 0, 0, "MODE",
@@ -362,6 +365,10 @@ int ct_trainer_flags_parse(int argc, char **argv, ct_trainer_config *cfg, ct_con
             }
             if (!strcmp(name, "--no-auto-requeue")) {
                 cfg->auto_requeue = 0;
+                continue;
+            }
+            if (!strcmp(name, "--async-checkpoint")) {
+                cfg->async_checkpoint = 1;
                 continue;
             }
             if (!strcmp(name, "--no-tensorboard")) {

@@ -40,6 +40,7 @@ typedef struct ct_loop_options {
     enum ct_lr_schedule lr_schedule;
     int log_every_n_steps;
     int checkpoint_every_n_steps; /* 0: checkpoint at epoch ends (and when fit stops) only */
+    int async_checkpoint;      /* last.safetensors written by a background thread (--async-checkpoint) */
     uint64_t seed;
     char root_dir[1024];
     char flags_json[1024];     /* the run's flags, stored in checkpoint metadata */

@@ -21,7 +21,9 @@ static int fit(ct_run *run, const ct_trainer_job *job, ct_trainer_result *res, c
         return rc;
     if ((rc = ct_ckpt_connector_open_outputs(run, job->cfg, resumed, err)))
         return rc;
-    if ((rc = ct_fit_loop_run(run, err)))
+    /* A stop, like the end of fit, leaves last.safetensors complete: the pending asynchronous write
+     * is waited for (every rank learns whether it failed) before anything reads it or exits 75. */
+    if ((rc = ct_fit_loop_run(run, err)) || (rc = ct_strategy_checkpoint_wait(run->strategy, err)))
         return rc;
     if (run->stop.agreed)
         return ct_signal_connector_finish(run, job->cfg, err);
@@ -86,6 +88,8 @@ static int rank_body(ct_strategy *s, void *arg, void *result, size_t result_size
         ct_result_model(&res, ct_model_host(run.model));
         rc = job->mode == CT_TRAINER_FIT ? fit(&run, job, &res, err) : evaluate(&run, job, &res, err);
     }
+    /* An error: rank 0 still finishes the write pending (the file stays the previous one otherwise). */
+    ct_strategy_checkpoint_wait_local(s);
     if (job->mode == CT_TRAINER_FIT && rc == CT_ETIMEOUT)
         ct_hang_after_timeout(run.is_zero);
     else if (job->mode == CT_TRAINER_FIT)

@@ -160,6 +160,15 @@ int ct_strategy_reduce_sum(ct_strategy *s, double *values, int n, ct_error *err)
 
 /* --- checkpoints: rank 0 writes, every rank waits; every rank loads ---------------------------- */
 int ct_strategy_save_checkpoint(ct_strategy *s, const char *path, const ct_ckpt *ckpt, ct_error *err);
+/* The same, but rank 0 copies the tensors and metadata into memory of its own and a background
+ * thread writes the file (every signal blocked in it): training goes on meanwhile. Every save, load
+ * and ct_strategy_checkpoint_wait waits for the write pending before; a failed write is returned
+ * by the next of them on every rank. */
+int ct_strategy_save_checkpoint_async(ct_strategy *s, const char *path, const ct_ckpt *ckpt, ct_error *err);
+/* Wait for the pending asynchronous write (a collective: every rank learns whether it failed). */
+int ct_strategy_checkpoint_wait(ct_strategy *s, ct_error *err);
+/* The same without a collective, on an error path (rank 0 waits; a failure is printed). */
+void ct_strategy_checkpoint_wait_local(ct_strategy *s);
 int ct_strategy_load_checkpoint(ct_strategy *s, const char *path, ct_ckpt *ckpt, ct_error *err);
 
 /* Leave the process group. A strategy from ct_strategy_from_connector belongs to its connector:

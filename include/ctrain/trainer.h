@@ -84,6 +84,7 @@ typedef struct ct_trainer_config {
                                        takes longer ends every rank, naming the missing ones */
     int log_every_n_steps;          /* --log-every-n-steps, default 50 */
     int checkpoint_every_n_steps;   /* --checkpoint-every-n-steps, default 0 (epoch ends only) */
+    int async_checkpoint;           /* --async-checkpoint: last.safetensors written by a background thread */
     enum ct_trainer_progress progress; /* --progress auto|bar|plain|off */
     char data_dir[CT_TRAINER_PATH_MAX]; /* --data, default /usr/share/datasets/fashion-mnist */
     double val_fraction;            /* --val-fraction, default 1/12 */
