@@ -146,6 +146,17 @@ oom:
     return NULL;
 }
 
+/* For tests only (t/94): CTRAIN_TEST_CKPT_WRITE_DELAY=S holds every write S seconds (at most 60)
+ * after its header, so that a test can kill the writer mid-write. Nothing else reads it. */
+static void test_write_delay(void)
+{
+    const char *v = getenv("CTRAIN_TEST_CKPT_WRITE_DELAY");
+    double s;
+
+    if (v && !ct_parse_double(v, &s) && s > 0 && s <= 60)
+        usleep((useconds_t)(s * 1e6));
+}
+
 static int st_save(const char *path, const ct_ckpt *ckpt, ct_error *err)
 {
     char tmp[4200];
@@ -176,6 +187,7 @@ static int st_save(const char *path, const ct_ckpt *ckpt, ct_error *err)
         len8[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
     if (ct_write_all(fd, len8, 8) || ct_write_all(fd, header, hlen))
         goto io_fail;
+    test_write_delay();
     for (int i = 0; i < ckpt->n_tensors; i++)
         if (ct_write_all(fd, ckpt->tensors[i].data, ckpt->tensors[i].nbytes))
             goto io_fail;

@@ -56,7 +56,14 @@ static const struct flag flags[] = {
     { "--requeue-signal", F_STRING, 0, 0, "SIG",
       "on this signal stop after the step, save last.safetensors and requeue the SLURM job (default USR1; "
       "SIGTERM and SIGINT stop and save without requeueing)" },
+    { "--dump-signal", F_STRING, 0, 0, "SIG|none",
+      "on this signal every rank writes DIR/hang/rank-R.json (where it is, since when) and training goes on; "
+      "read them with ctrain diagnose DIR (default USR2: scancel --signal=USR2 JOB; none when USR2 is the "
+      "requeue signal)" },
     { "--no-auto-requeue", F_SWITCH, 0, 0, NULL, "on the requeue signal stop and save, but do not requeue the job" },
+    { "--async-checkpoint", F_SWITCH, 0, 0, NULL,
+      "write last.safetensors from a copy in host memory on a background thread while training goes on "
+      "(the same atomic write; the next save, the end of fit and a stop wait for it)" },
     { "--collective-timeout", F_DOUBLE, 0, 0, "SECONDS",
       "a collective not done in SECONDS ends every rank, naming the rank(s) missing (default 300; 0: wait forever)" },
     { "--progress", F_SPECIAL, 0, 0, "MODE",
@@ -314,6 +321,11 @@ static int apply(const struct flag *f, const char *value, ct_trainer_config *cfg
                 return bad_value(f, value, "a signal name like USR1", err);
             return 0;
         }
+        if (!strcmp(f->name, "--dump-signal")) {
+            if (!*value || ct_str_copy(cfg->dump_signal, sizeof(cfg->dump_signal), value))
+                return bad_value(f, value, "a signal name like USR2, or none", err);
+            return 0;
+        }
         if (!*value)
             return bad_value(f, value, "a path", err);
         if (ct_str_copy(dst, CT_TRAINER_PATH_MAX, value))
@@ -353,6 +365,10 @@ int ct_trainer_flags_parse(int argc, char **argv, ct_trainer_config *cfg, ct_con
             }
             if (!strcmp(name, "--no-auto-requeue")) {
                 cfg->auto_requeue = 0;
+                continue;
+            }
+            if (!strcmp(name, "--async-checkpoint")) {
+                cfg->async_checkpoint = 1;
                 continue;
             }
             if (!strcmp(name, "--no-tensorboard")) {

@@ -234,11 +234,34 @@ static int from_terminal(const struct signalfd_siginfo *si)
     return si->ssi_code == SI_KERNEL && (sig == SIGINT || sig == SIGQUIT || sig == SIGHUP);
 }
 
-/* First failure: ask the others to stop now, kill them when the grace period is over. */
+/* Whether the process is stopped by a signal (SIGSTOP, SIGTSTP: state T in /proc/PID/stat). */
+static int is_stopped(pid_t pid)
+{
+    char path[64], buf[512], *close_paren;
+    FILE *f;
+    size_t n;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    if (!(f = fopen(path, "r")))
+        return 0;
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    /* "PID (COMM) STATE ...": COMM may hold spaces and parentheses, so the last ')' ends it. */
+    close_paren = strrchr(buf, ')');
+    return close_paren && close_paren[1] == ' ' && close_paren[2] == 'T';
+}
+
+/* First failure: ask the others to stop now, kill them when the grace period is over. A rank that
+ * is stopped (SIGSTOP: the usual cause of a collective timeout) cannot act on SIGTERM before the
+ * grace period ends, so it is killed at once: the job ends within --collective-timeout + 10 s. */
 static void begin_ending(struct sv *sv)
 {
     if (sv->kill_at > 0)
         return;
+    for (int r = 0; r < sv->n; r++)
+        if (sv->ranks[r].running && is_stopped(sv->ranks[r].pid))
+            kill(-sv->ranks[r].pid, SIGKILL);
     signal_running(sv, SIGTERM);
     sv->kill_at = ct_time_now() + sv->grace;
 }

@@ -166,6 +166,13 @@ static void restore_callbacks(ct_run *run, const ct_ckpt *c)
     }
 }
 
+static int is_last(const char *path)
+{
+    const char *base = strrchr(path, '/');
+
+    return !strcmp(base ? base + 1 : path, "last.safetensors");
+}
+
 int ct_run_save_checkpoint(ct_run *run, const char *path, ct_error *err)
 {
     ct_ckpt *c = calloc(1, sizeof(*c));
@@ -173,6 +180,7 @@ int ct_run_save_checkpoint(ct_run *run, const char *path, ct_error *err)
     const ct_model *host = ct_model_host(run->model);
     int rc;
 
+    ct_hang_enter(CT_PHASE_CHECKPOINT);
     if (!c)
         return ct_error_set(err, CT_ENOMEM, "", "out of memory saving %s", path);
     if ((rc = ct_model_to_host(run->model, run->optim, err)) ||
@@ -212,7 +220,13 @@ int ct_run_save_checkpoint(ct_run *run, const char *path, ct_error *err)
     add_meta(c, "data", "%s", run->opt.data_identity);
     add_meta(c, "val_fraction", "%.17g", run->opt.val_fraction);
     add_meta(c, "model_config", "%s", run->opt.model_config);
-    rc = ct_strategy_save_checkpoint(run->strategy, path, c, err);
+    /* --async-checkpoint writes last.safetensors in the background (the saves at step boundaries
+     * and on a stop); best and the top-k files stay synchronous: the top-k eviction unlinks a file
+     * right after a save, which must not race a pending rename. */
+    if (run->opt.async_checkpoint && is_last(path))
+        rc = ct_strategy_save_checkpoint_async(run->strategy, path, c, err);
+    else
+        rc = ct_strategy_save_checkpoint(run->strategy, path, c, err);
     ct_strategy_optimizer_state_end(run->strategy, run->optim, 0);
     free(c);
     return rc;

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The training epoch loop and the training step. */
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ctrain/util.h"
 #include "engine/nn/bf16_inline.h"
@@ -85,6 +88,26 @@ size_t ct_epoch_opt_steps(const ct_loop_options *o, size_t batches)
     return (batches + (size_t)o->accumulate - 1) / (size_t)o->accumulate;
 }
 
+/* For tests only (t/93): CTRAIN_TEST_DATA_STALL=R:S makes rank R sleep in the data phase of
+ * optimizer step S (from 0) for 60 s, as a rank blocked reading its data would (a FIFO is refused as
+ * an input, so a test cannot block a read for real). Read once; nothing else reads it. */
+static void test_data_stall(ct_run *run)
+{
+    static int parsed, rank = -1;
+    static long step = -1;
+    const char *v;
+
+    if (!parsed) {
+        parsed = 1;
+        if ((v = getenv("CTRAIN_TEST_DATA_STALL")) && sscanf(v, "%d:%ld", &rank, &step) != 2)
+            rank = -1;
+    }
+    if (rank == run->rank && step == run->st.global_step) {
+        step = -1;
+        sleep(60);
+    }
+}
+
 /* One micro-batch: forward, then backward of the gradient of the window's mean loss. */
 static int micro_step(ct_run *run, size_t batch, int k, double window_samples, ct_model_sums *sums, ct_error *err)
 {
@@ -93,8 +116,12 @@ static int micro_step(ct_run *run, size_t batch, int k, double window_samples, c
     double terms;
     int rc;
 
-    if ((rc = ct_datamodule_gather(run->data, CT_SPLIT_TRAIN, idx, count, &run->batch, err)) ||
-        (rc = ct_run_forward(run, sums, err)))
+    ct_hang_enter(CT_PHASE_DATA);
+    test_data_stall(run);
+    if ((rc = ct_datamodule_gather(run->data, CT_SPLIT_TRAIN, idx, count, &run->batch, err)))
+        return rc;
+    ct_hang_enter(CT_PHASE_FORWARD);
+    if ((rc = ct_run_forward(run, sums, err)))
         return rc;
     /* run->step_err is clear: ct_run_forward cleared it and forward succeeded. */
     run->micro = k;
@@ -109,6 +136,7 @@ static int micro_step(ct_run *run, size_t batch, int k, double window_samples, c
      * window's terms on this rank times the ranks the strategy sums over without averaging
      * (ct_strategy_grad_ranks). One batch: its own count, exactly as without accumulation. */
     terms = run->window == 1 ? sums->count : sums->count / count * window_samples;
+    ct_hang_enter(CT_PHASE_BACKWARD);
     if ((rc = ct_model_backward(run->model, terms * ct_strategy_grad_ranks(run->strategy), grad_ready, run, err))) {
         if (run->step_err.code) /* the strategy refused a bucket, not the model */
             *err = run->step_err;
@@ -159,8 +187,11 @@ int ct_training_step(ct_run *run, size_t first, int n, double *loss, double *sam
     }
     /* grad_sync leaves every rank the mean gradient over the global batch. The strategy owns the
      * update (a sharded one updates its part of the parameters and gathers the rest). */
-    if ((rc = ct_strategy_grad_sync(run->strategy, err)) ||
-        (rc = clip_gradients(run, (run->st.global_step + 1) % run->opt.log_every_n_steps == 0, err)) ||
+    ct_hang_enter(CT_PHASE_ALLREDUCE);
+    if ((rc = ct_strategy_grad_sync(run->strategy, err)))
+        return rc;
+    ct_hang_enter(CT_PHASE_OPTIMIZER);
+    if ((rc = clip_gradients(run, (run->st.global_step + 1) % run->opt.log_every_n_steps == 0, err)) ||
         (rc = ct_strategy_optimizer_step(run->strategy, run->model, run->optim, &skipped, err)))
         return rc;
     *loss = loss_sum / terms;
@@ -256,6 +287,7 @@ int ct_epoch_loop_run(ct_run *run, ct_error *err)
         loss_n += 1;
         st->step_in_epoch += n;
         st->global_step++;
+        ct_hang_step(st->global_step);
         sps = run->train_samples / run->train_seconds;
         shown = loss_sum / loss_n;
         if (st->global_step % run->opt.log_every_n_steps == 0) {

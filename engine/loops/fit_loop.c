@@ -86,6 +86,7 @@ int ct_fit_validate(ct_run *run, size_t batches_per_epoch, ct_error *err)
     int64_t trained_epoch = st->epoch;
     double score;
 
+    ct_hang_enter(CT_PHASE_VALIDATION);
     val.loss = val.acc = NAN;
     for (int i = 0; i < CT_MODEL_MAX_METRICS; i++)
         val.metrics[i] = NAN;

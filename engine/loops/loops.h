@@ -40,6 +40,7 @@ typedef struct ct_loop_options {
     enum ct_lr_schedule lr_schedule;
     int log_every_n_steps;
     int checkpoint_every_n_steps; /* 0: checkpoint at epoch ends (and when fit stops) only */
+    int async_checkpoint;      /* last.safetensors written by a background thread (--async-checkpoint) */
     uint64_t seed;
     char root_dir[1024];
     char flags_json[1024];     /* the run's flags, stored in checkpoint metadata */
@@ -159,6 +160,9 @@ const char *ct_stop_signal_name(int sig, char *buf, size_t size);
  * process at once); a thread started before that does not block them records it in a handler.
  * ct_stop_uninstall restores what was there before. */
 int ct_stop_install(int requeue_sig, ct_error *err);
+/* The hang-dump signal (0: none), read by the same thread: each one writes this rank's hang record
+ * (ct_hang_dump) and training goes on. Before ct_stop_install. */
+void ct_stop_set_dump_signal(int sig);
 void ct_stop_uninstall(void);
 /* Block every signal --requeue-signal may name, in the calling thread: the first thing `ctrain
  * fit` does, so that a stop that comes during start-up waits for ct_stop_install instead of
@@ -166,13 +170,38 @@ void ct_stop_uninstall(void);
 void ct_stop_block_early(void);
 /* After ct_stop_block_early: unblock those of them fit does not catch (all but requeue_sig,
  * SIGTERM and SIGINT). Without ct_stop_block_early, nothing. */
-void ct_stop_keep_blocked(int requeue_sig);
+void ct_stop_keep_blocked(int requeue_sig);   /* the dump signal (ct_stop_set_dump_signal) stays blocked too */
 /* A collective at a step boundary: 1 when any rank got a stop signal (run->stop filled, the same
  * on every rank), 0 when none, or an error code. */
 int ct_run_stop_agreed(ct_run *run, ct_error *err);
 /* Post this rank's stop flags to ride on the training step's gradient exchange: the next
  * ct_run_stop_agreed then decides from those sums without a collective of its own. */
 void ct_run_stop_post(ct_run *run);
+
+/* --- hang forensics (engine/loops/hang.c, diagnose.c) --------------------------------------- */
+/* Where a rank is, in the order a step runs them (a later phase is further on). */
+enum ct_phase {
+    CT_PHASE_START = 0, CT_PHASE_DATA, CT_PHASE_FORWARD, CT_PHASE_BACKWARD, CT_PHASE_ALLREDUCE,
+    CT_PHASE_OPTIMIZER, CT_PHASE_CHECKPOINT, CT_PHASE_VALIDATION, CT_PHASE_DONE, CT_PHASE_N
+};
+const char *ct_hang_phase_name(int phase);
+int ct_hang_phase_parse(const char *name);   /* -1: not a phase */
+/* Start this rank's record (dumps go to root_dir/hang); returns the collective trace to hand the
+ * strategy (ct_strategy_set_trace). */
+ct_collective_trace *ct_hang_init(int rank, int world, const char *root_dir);
+/* The hot path: plain stores (and the vDSO clock), nothing else. */
+void ct_hang_enter(int phase);
+void ct_hang_step(int64_t step);
+/* Write root_dir/hang/rank-R.json from a snapshot of the record (temp file, fsync, rename); reason:
+ * "signal", "collective-timeout". 0, or -1 (said on stderr). Not from a signal handler. */
+int ct_hang_dump(const char *reason);
+/* After a collective timeout: dump; rank 0 waits a moment for the others' records and prints the
+ * diagnosis, the others linger as long so that their abort does not end rank 0 first. */
+void ct_hang_after_timeout(int is_zero);
+/* Read dir/hang/rank-*.json and print which ranks are behind, where and since when: 0 when every rank
+ * is at the same point, 1 when some are behind, or an error code (dir missing, a record unreadable,
+ * naming it). */
+int ct_hang_diagnose(const char *dir, FILE *out, ct_error *err);
 
 /* --- the fit loop (engine/loops/fit_loop.c) --------------------------------------------------- */
 /* Train from run->st until max_epochs, max_steps or early stopping (run->st.early_stopped),

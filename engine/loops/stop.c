@@ -39,18 +39,20 @@ static volatile sig_atomic_t got_requeue;   /* the requeue signal came (first or
 static int int_direct;                      /* SIGINTs sent to this process (or its group) */
 static int int_forwarded;                   /* SIGINTs the launcher's supervisor passed on */
 static int requeue_signal;
+static int dump_signal;                     /* writes the hang record, stops nothing; 0: none */
 static const int stop_signals[] = { SIGTERM, SIGINT };
-static struct sigaction saved[3];
-static int saved_sig[3], n_saved;
+static struct sigaction saved[4];
+static int saved_sig[4], n_saved;
 
 /* The thread that reads the blocked stop signals. */
 static struct {
     pthread_t thread;
     int running;
     int sfd, wake;          /* the signalfd; an eventfd that ends the thread */
+    int poke;               /* an eventfd: a handler on an earlier thread got the dump signal */
     sigset_t set;           /* the stop signals */
     sigset_t old_mask;      /* the installing thread's mask before */
-} catcher = { .sfd = -1, .wake = -1 };
+} catcher = { .sfd = -1, .wake = -1, .poke = -1 };
 
 /* A second stop request by SIGINT means "now": the default action, at once. A SIGINT sent to the
  * process group of ctrain's launcher (kill -INT -- -PGID, timeout, scancel --full) reaches a rank
@@ -81,10 +83,21 @@ static int is_forwarded(int code, int value)
     return code == SI_QUEUE && value == CT_LAUNCHER_FORWARD_TAG;
 }
 
-/* For threads that do not block the stop signals (started before ct_stop_install). */
+/* For threads that do not block the stop signals (started before ct_stop_install). The dump is
+ * not written here (it formats and allocates): the catcher thread is poked to write it. */
 static void on_signal(int sig, siginfo_t *si, void *ctx)
 {
     (void)ctx;
+    if (sig == dump_signal) {
+        uint64_t one = 1;
+        int saved_errno = errno;
+
+        if (catcher.poke >= 0 && write(catcher.poke, &one, sizeof(one)) < 0) {
+            /* the counter is full: a dump is already due */
+        }
+        errno = saved_errno;
+        return;
+    }
     if (note_signal(sig, si && is_forwarded(si->si_code, si->si_value.sival_int))) {
         signal(SIGINT, SIG_DFL);
         raise(SIGINT);   /* delivered when the handler returns: this thread does not block it */
@@ -109,22 +122,28 @@ static void drain(void)
     struct signalfd_siginfo si;
 
     while (read(catcher.sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-        if (note_signal((int)si.ssi_signo, is_forwarded((int)si.ssi_code, si.ssi_int)))
+        if ((int)si.ssi_signo == dump_signal)
+            ct_hang_dump("signal");
+        else if (note_signal((int)si.ssi_signo, is_forwarded((int)si.ssi_code, si.ssi_int)))
             end_now();
 }
 
 static void *catcher_main(void *arg)
 {
-    struct pollfd p[2] = { { .fd = catcher.sfd, .events = POLLIN }, { .fd = catcher.wake, .events = POLLIN } };
+    struct pollfd p[3] = { { .fd = catcher.sfd, .events = POLLIN }, { .fd = catcher.wake, .events = POLLIN },
+                           { .fd = catcher.poke, .events = POLLIN } };
+    uint64_t n;
 
     (void)arg;
     for (;;) {
-        if (poll(p, 2, -1) < 0) {
+        if (poll(p, 3, -1) < 0) {
             if (errno == EINTR)
                 continue;
             break;
         }
         drain();
+        if (p[2].revents && read(catcher.poke, &n, sizeof(n)) == (ssize_t)sizeof(n))
+            ct_hang_dump("signal");
         if (p[1].revents)
             break;
     }
@@ -137,6 +156,13 @@ static void stop_set(int requeue_sig, sigset_t *set)
     sigaddset(set, requeue_sig);
     for (size_t i = 0; i < sizeof(stop_signals) / sizeof(stop_signals[0]); i++)
         sigaddset(set, stop_signals[i]);
+    if (dump_signal)
+        sigaddset(set, dump_signal);
+}
+
+void ct_stop_set_dump_signal(int sig)
+{
+    dump_signal = sig;
 }
 
 /* Signals a user may choose for --requeue-signal: those SLURM's --signal sends and that end a
@@ -202,7 +228,9 @@ static void close_catcher_fds(void)
         close(catcher.sfd);
     if (catcher.wake >= 0)
         close(catcher.wake);
-    catcher.sfd = catcher.wake = -1;
+    if (catcher.poke >= 0)
+        close(catcher.poke);
+    catcher.sfd = catcher.wake = catcher.poke = -1;
 }
 
 /* Block the stop signals here (and in the threads started from now on) and start the thread that
@@ -215,7 +243,8 @@ static int start_catcher(ct_error *err)
         return ct_error_set(err, CT_EINTERNAL, "stop-signal", "pthread_sigmask failed");
     catcher.sfd = signalfd(-1, &catcher.set, SFD_NONBLOCK | SFD_CLOEXEC);
     catcher.wake = eventfd(0, EFD_CLOEXEC);
-    if (catcher.sfd < 0 || catcher.wake < 0) {
+    catcher.poke = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (catcher.sfd < 0 || catcher.wake < 0 || catcher.poke < 0) {
         ct_error_set(err, CT_EINTERNAL, "stop-signal", "signalfd/eventfd: %s", strerror(errno));
         goto fail;
     }
@@ -247,6 +276,8 @@ int ct_stop_install(int requeue_sig, ct_error *err)
     for (size_t i = 0; i < sizeof(stop_signals) / sizeof(stop_signals[0]); i++)
         if ((rc = catch_one(stop_signals[i], err)))
             goto fail;
+    if (dump_signal && (rc = catch_one(dump_signal, err)))
+        goto fail;
     if ((rc = start_catcher(err)))
         goto fail;
     return 0;

@@ -77,6 +77,7 @@ void ct_strategy_free(ct_strategy *s)
 {
     if (!s)
         return;
+    ct_async_ckpt_free(s);
     if (s->ops->destroy)
         s->ops->destroy(s);
     free(s);

@@ -107,9 +107,22 @@ static void gather_hosts(struct ddp *d, int size)
     }
 }
 
+/* The missing ranks into the caller's trace, for the hang record (engine/loops/hang.c). */
+static void trace_missing(struct ddp *d, const int *ranks, int count)
+{
+    if (!d->trace)
+        return;
+    d->trace->timed_out = 1;
+    d->trace->n_missing = count;
+    for (int i = 0; i < count && i < CT_TRACE_MAX_MISSING; i++)
+        d->trace->missing[i] = ranks[i];
+}
+
 static int timeout_error(struct ddp *d, const char *what, double timeout, const char *who, ct_error *err)
 {
     d->broken = 1;
+    if (d->trace)
+        d->trace->timed_out = 1;
     ct_error_set(err, CT_ETIMEOUT, "collective-timeout", "ddp: %s (collective #%ld) did not complete within %g s: %s",
                  what, d->seq, timeout, who);
     return ct_error_hint(err, "that rank is stopped (SIGSTOP), hung or dead; ending every rank. If it is only slow "
@@ -163,6 +176,7 @@ static int zero_find_missing(struct ddp *d, int size, const char *what, double t
         missing++;
     }
     verdict[0] = missing;
+    trace_missing(d, verdict + 1, missing < MAX_NAMED ? missing : MAX_NAMED);
     for (int r = 1; r < size; r++)
         if (answer[r] >= 0)
             MPI_Isend(verdict, 1 + MAX_NAMED, MPI_INT, r, TAG_VERDICT, d->fault_comm, &reqs[size + r]);
@@ -213,6 +227,7 @@ static int other_await_verdict(struct ddp *d, int asked, const char *what, doubl
             break;
         if (ct_time_now() >= end) {
             host_list(d, &zero, 1, hosts, sizeof(hosts));
+            trace_missing(d, &zero, 1);
             snprintf(who, sizeof(who), "rank 0%s did not arrive and did not answer (other ranks may be missing too)",
                      hosts);
             return timeout_error(d, what, timeout, who, err);
@@ -220,6 +235,7 @@ static int other_await_verdict(struct ddp *d, int asked, const char *what, doubl
         usleep(1000);
     }
     MPI_Recv(verdict, 1 + MAX_NAMED, MPI_INT, 0, TAG_VERDICT, d->fault_comm, MPI_STATUS_IGNORE);
+    trace_missing(d, verdict + 1, verdict[0] <= 0 ? 0 : verdict[0] < MAX_NAMED ? verdict[0] : MAX_NAMED);
     if (verdict[0] <= 0)
         return timeout_error(d, what, timeout, "rank 0 found every rank waiting (a rank was slower than the timeout)",
                              err);
@@ -229,9 +245,30 @@ static int other_await_verdict(struct ddp *d, int asked, const char *what, doubl
     return timeout_error(d, what, timeout, who, err);
 }
 
+static int wait_deadline(ct_strategy *s, MPI_Request *reqs, int n, const char *what, ct_error *err);
+
 /* Wait for the requests of one collective, within the timeout. Every rank calls this once per
- * collective, in the same order, so d->seq names the same collective everywhere. */
+ * collective, in the same order, so d->seq names the same collective everywhere. The caller's trace
+ * says which one this rank waits in while it waits (plain stores: a hang dump reads them). */
 int ct_ddp_wait(ct_strategy *s, MPI_Request *reqs, int n, const char *what, ct_error *err)
+{
+    struct ddp *d = s->impl;
+    int rc;
+
+    d->trace = s->trace;
+    if (d->trace) {
+        d->trace->seq = d->seq + 1;
+        d->trace->what = what;
+        d->trace->wait_since = ct_time_now();
+        d->trace->waiting = 1;
+    }
+    rc = wait_deadline(s, reqs, n, what, err);
+    if (d->trace && !rc)
+        d->trace->waiting = 0;
+    return rc;
+}
+
+static int wait_deadline(ct_strategy *s, MPI_Request *reqs, int n, const char *what, ct_error *err)
 {
     struct ddp *d = s->impl;
     double timeout = s->collective_timeout_s, t0 = ct_time_now();
@@ -739,6 +776,8 @@ static int start_bucket(ct_strategy *s, int i, int in_backward, ct_error *err)
             return d->broken = 1, ct_ddp_mpi_error(rc, "MPI_Iallreduce", err);
     }
     b->started = 1;
+    if (s->trace)
+        s->trace->bucket = i;
     s->grad_allreduces++;
     s->grad_allreduces_in_backward += in_backward;
     return 0;
@@ -895,6 +934,8 @@ static int ct_ddp_grad_sync(ct_strategy *s, ct_error *err)
                           "the gradient reduce-scatter" : "the gradient allreduce", err)))
         return rc;
     d->posted = NULL;
+    if (s->trace)
+        s->trace->bucket = -1;
     for (int i = 0; i < d->n_buckets; i++) {
         d->buckets[i].started = 0;
     }

@@ -34,6 +34,7 @@ struct ddp {
     int mpi_owner;       /* we called MPI_Init, so we finalize */
     int broken;          /* a collective failed or timed out: abort instead of finalizing */
     long seq;            /* collectives waited for so far (the same count on every rank) */
+    ct_collective_trace *trace; /* the caller's record of where this rank stands (NULL: none) */
     MPI_Comm fault_comm; /* the who-is-missing exchange, apart from the training traffic */
     char *hosts;         /* [size][CT_DDP_HOST]: each rank's host, so a timeout names the lost ones */
     MPI_Comm comm;

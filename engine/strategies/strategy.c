@@ -81,6 +81,16 @@ void ct_strategy_set_forward_signal(ct_strategy *s, int sig)
     s->forward_signal = sig;
 }
 
+void ct_strategy_set_forward_signal2(ct_strategy *s, int sig)
+{
+    s->forward_signal2 = sig;
+}
+
+void ct_strategy_set_trace(ct_strategy *s, ct_collective_trace *trace)
+{
+    s->trace = trace;
+}
+
 struct launch_ctx {
     ct_strategy *s;
     ct_rank_fn fn;
@@ -100,7 +110,7 @@ int ct_strategy_launch(ct_strategy *s, ct_rank_fn fn, void *arg, void *result, s
     /* After a rank fails the survivors get SIGTERM, then SIGKILL 5 s later: a peer is gone, so the
      * collective their stop handler would run cannot finish, and all must be gone within 10 s. */
     ct_launch_spec spec = { .nprocs = s->n_devices, .kill_grace_s = 5.0,
-                            .forward_signals = { s->forward_signal } };
+                            .forward_signals = { s->forward_signal, s->forward_signal2 } };
 
     *is_supervisor = 0;
     return s->launcher->launch(&spec, launch_body, &lc, result, result_size, is_supervisor, err);
@@ -321,7 +331,27 @@ int ct_strategy_reduce_sum(ct_strategy *s, double *values, int n, ct_error *err)
     return s->ops->reduce_sum ? s->ops->reduce_sum(s, values, n, err) : 0;
 }
 
-int ct_strategy_save_checkpoint(ct_strategy *s, const char *path, const ct_ckpt *ckpt, ct_error *err)
+/* Every rank learns rank 0's status (a failed save stops all of them alike). */
+static int save_verdict(ct_strategy *s, const char *path, int status, const ct_error *local, ct_error *err)
+{
+    int rc;
+
+    if (s->world_size > 1 && (rc = ct_strategy_broadcast(s, &status, sizeof(status), 0, err)))
+        return rc;
+    if (status == 0)
+        return 0;
+    if (s->global_rank == 0) {
+        if (err)
+            *err = *local;
+        return status;
+    }
+    ct_error_set(err, status, "checkpoint-save", "rank 0 failed to write checkpoint %s", path);
+    return ct_error_hint(err, "see rank 0's message");
+}
+
+/* async: rank 0 copies the state and a thread writes it (async_ckpt.c); either way the write
+ * pending from before is waited for first, and its failure is this save's. */
+static int save(ct_strategy *s, const char *path, const ct_ckpt *ckpt, int async, ct_error *err)
 {
     ct_error local;
     int status = 0, rc;
@@ -329,23 +359,39 @@ int ct_strategy_save_checkpoint(ct_strategy *s, const char *path, const ct_ckpt 
     ct_error_clear(&local);
     if ((rc = params_settle(s, err)))
         return rc;
+    if (s->global_rank == 0 && !(status = ct_async_ckpt_join(s, &local)))
+        status = async ? ct_async_ckpt_start(s, path, ckpt, &local) : s->checkpoint_io->save(path, ckpt, &local);
+    return save_verdict(s, path, status, &local, err);
+}
+
+int ct_strategy_save_checkpoint(ct_strategy *s, const char *path, const ct_ckpt *ckpt, ct_error *err)
+{
+    return save(s, path, ckpt, 0, err);
+}
+
+int ct_strategy_save_checkpoint_async(ct_strategy *s, const char *path, const ct_ckpt *ckpt, ct_error *err)
+{
+    return save(s, path, ckpt, 1, err);
+}
+
+int ct_strategy_checkpoint_wait(ct_strategy *s, ct_error *err)
+{
+    ct_error local;
+    int status = 0;
+
+    ct_error_clear(&local);
     if (s->global_rank == 0)
-        status = s->checkpoint_io->save(path, ckpt, &local);
-    if (s->world_size > 1) {
-        /* Every rank learns rank 0's verdict, so a failed save stops all of them alike. */
-        rc = ct_strategy_broadcast(s, &status, sizeof(status), 0, err);
-        if (rc)
-            return rc;
-    }
-    if (status == 0)
-        return 0;
-    if (s->global_rank == 0) {
-        if (err)
-            *err = local;
-        return status;
-    }
-    ct_error_set(err, status, "checkpoint-save", "rank 0 failed to write checkpoint %s", path);
-    return ct_error_hint(err, "see rank 0's message");
+        status = ct_async_ckpt_join(s, &local);
+    return save_verdict(s, "(the asynchronous write)", status, &local, err);
+}
+
+void ct_strategy_checkpoint_wait_local(ct_strategy *s)
+{
+    ct_error local;
+
+    ct_error_clear(&local);
+    if (ct_async_ckpt_join(s, &local))
+        ct_error_print(stderr, &local);
 }
 
 int ct_strategy_load_checkpoint(ct_strategy *s, const char *path, ct_ckpt *ckpt, ct_error *err)
@@ -354,6 +400,7 @@ int ct_strategy_load_checkpoint(ct_strategy *s, const char *path, ct_ckpt *ckpt,
 
     if (rc)
         return rc;
+    ct_strategy_checkpoint_wait_local(s);   /* the file may be the one being written */
     return s->checkpoint_io->load(path, ckpt, err);
 }
 

@@ -76,6 +76,8 @@ struct ct_strategy {
     long param_gathers;    /* pieces of a parameter all-gather started (ddp_sharded) */
     long param_gathers_overlapped; /* of those, waited for after forward began computing */
     int forward_signal;    /* the launcher forwards it besides SIGINT/SIGTERM; 0: SIGUSR1 */
+    int forward_signal2;   /* and this one too (the hang-dump signal); 0: none */
+    ct_collective_trace *trace; /* where this rank stands in the collectives (ct_strategy_set_trace) */
     double collective_timeout_s; /* see ct_strategy_set_collective_timeout; <= 0: none */
     ct_optim *optim;       /* the engine's optimizer, as model_to_device received it */
     void *grads;           /* the gradient array setup_model received, n_grads elements */
@@ -83,7 +85,14 @@ struct ct_strategy {
     enum ct_dtype param_dtype; /* their element type (the precision's storage type) */
     void *optim_whole[2]; /* whole optimizer state arrays for a checkpoint of a sharded optimizer */
     void *impl;            /* the implementation's state */
+    struct ct_async_ckpt *async_ckpt; /* rank 0's pending asynchronous checkpoint write (async_ckpt.c) */
 };
+
+/* Asynchronous checkpoint writes (async_ckpt.c), rank 0 only: join the pending one (its status,
+ * err filled on failure; 0 when none), copy and start one, free the writer (joining first). */
+int ct_async_ckpt_join(ct_strategy *s, ct_error *err);
+int ct_async_ckpt_start(ct_strategy *s, const char *path, const ct_ckpt *c, ct_error *err);
+void ct_async_ckpt_free(ct_strategy *s);
 
 /* The strategy's options ("key=value,..." from the plan) read against its descriptor's schema:
  * ct_config_double/int give each value, or the schema's default. */

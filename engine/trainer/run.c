@@ -41,6 +41,7 @@ void ct_run_options(ct_run *run, const ct_trainer_job *job)
     o->lr_schedule = strcmp(cfg->lr_schedule, "constant") ? CT_LR_COSINE : CT_LR_CONSTANT;
     o->log_every_n_steps = cfg->log_every_n_steps;
     o->checkpoint_every_n_steps = cfg->checkpoint_every_n_steps;
+    o->async_checkpoint = cfg->async_checkpoint;
     o->seed = cfg->seed;
     o->accumulate = cfg->accumulate_grad_batches;
     o->clip = cfg->gradient_clip_val == 0 ? CT_CLIP_NONE

@@ -3,7 +3,9 @@
  * fit does after the ranks stopped on a signal: requeue the SLURM job (requeue.c) or say how to
  * continue. The loops catch the signals and agree on the stop (engine/loops/stop.c). */
 #include <stdio.h>
+#include <signal.h>
 #include <string.h>
+#include <strings.h>
 
 #include "engine/trainer/requeue.h"
 #include "engine/trainer/trainer_internal.h"
@@ -16,6 +18,33 @@ int ct_signal_connector_parse(const ct_trainer_config *cfg, int *sig, ct_error *
                  "stop on", cfg->requeue_signal);
     return ct_error_hint(err, "use USR1 (default), USR2, TERM, INT, HUP, XCPU, ALRM or QUIT, as in "
                               "#SBATCH --signal=USR1@90");
+}
+
+/* The dump signal must not be the requeue signal: one signal cannot both stop the run and leave it
+ * running. The default (USR2) gives way to a requeue signal of USR2 silently: nobody chose it. */
+int ct_signal_connector_parse_dump(const ct_trainer_config *cfg, int requeue_sig, int *sig, ct_error *err)
+{
+    char name[32];
+
+    *sig = 0;
+    if (!strcasecmp(cfg->dump_signal, "none"))
+        return 0;
+    if (!cfg->dump_signal[0]) {
+        *sig = requeue_sig == SIGUSR2 ? 0 : SIGUSR2;
+        return 0;
+    }
+    if (ct_stop_signal_parse(cfg->dump_signal, sig)) {
+        ct_error_set(err, CT_EINVAL, "trainer-dump-signal", "--dump-signal '%s' is not a signal ctrain can catch",
+                     cfg->dump_signal);
+        return ct_error_hint(err, "use USR2 (default), USR1, HUP, XCPU, ALRM or QUIT, or none");
+    }
+    if (*sig == requeue_sig || *sig == SIGTERM || *sig == SIGINT) {
+        ct_error_set(err, CT_EINVAL, "trainer-dump-signal", "--dump-signal %s is also a stop signal (--requeue-signal "
+                     "%s, TERM, INT): it cannot both stop the run and leave it running",
+                     ct_stop_signal_name(*sig, name, sizeof(name)), cfg->requeue_signal);
+        return ct_error_hint(err, "give the two different signals, e.g. --requeue-signal USR1 --dump-signal USR2");
+    }
+    return 0;
 }
 
 /* Every rank stopped after the same step and rank 0 saved last.safetensors. Requeue the job when

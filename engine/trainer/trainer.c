@@ -21,7 +21,9 @@ static int fit(ct_run *run, const ct_trainer_job *job, ct_trainer_result *res, c
         return rc;
     if ((rc = ct_ckpt_connector_open_outputs(run, job->cfg, resumed, err)))
         return rc;
-    if ((rc = ct_fit_loop_run(run, err)))
+    /* A stop, like the end of fit, leaves last.safetensors complete: the pending asynchronous write
+     * is waited for (every rank learns whether it failed) before anything reads it or exits 75. */
+    if ((rc = ct_fit_loop_run(run, err)) || (rc = ct_strategy_checkpoint_wait(run->strategy, err)))
         return rc;
     if (run->stop.agreed)
         return ct_signal_connector_finish(run, job->cfg, err);
@@ -78,10 +80,20 @@ static int rank_body(ct_strategy *s, void *arg, void *result, size_t result_size
     run.is_zero = ct_strategy_is_global_zero(s);
     run.stop_enabled = job->mode == CT_TRAINER_FIT;
     ct_run_options(&run, job);
+    /* The hang record: the strategy notes its collectives in it; dumped on the dump signal (the
+     * stop catcher thread) and after a collective timeout (below). */
+    if (job->mode == CT_TRAINER_FIT)
+        ct_strategy_set_trace(s, ct_hang_init(run.rank, run.world, run.opt.root_dir));
     if (!(rc = ct_run_build(&run, job, err)) && !(rc = ct_run_place(&run, job->cfg, err))) {
         ct_result_model(&res, ct_model_host(run.model));
         rc = job->mode == CT_TRAINER_FIT ? fit(&run, job, &res, err) : evaluate(&run, job, &res, err);
     }
+    /* An error: rank 0 still finishes the write pending (the file stays the previous one otherwise). */
+    ct_strategy_checkpoint_wait_local(s);
+    if (job->mode == CT_TRAINER_FIT && rc == CT_ETIMEOUT)
+        ct_hang_after_timeout(run.is_zero);
+    else if (job->mode == CT_TRAINER_FIT)
+        ct_hang_enter(CT_PHASE_DONE);
     if (!rc && run.is_zero && result && result_size >= sizeof(res)) {
         res.filled = 1;
         memcpy(result, &res, sizeof(res));
@@ -100,19 +112,23 @@ static int launch(const ct_trainer_config *cfg, enum ct_trainer_mode mode, ct_co
                   ct_trainer_result *res, ct_error *err)
 {
     static const char *const verb[] = { "fit", "validate", "test" };
-    ct_trainer_job job = { cfg, ct_connector_plan(conn), mode, 0 };
+    ct_trainer_job job = { cfg, ct_connector_plan(conn), mode, 0, 0 };
     ct_strategy *s;
     int is_supervisor = 0, rc;
 
     ct_result_init(res);
-    if ((rc = ct_trainer_config_check(cfg, err)) || (rc = ct_signal_connector_parse(cfg, &job.requeue_signal, err)))
+    if ((rc = ct_trainer_config_check(cfg, err)) || (rc = ct_signal_connector_parse(cfg, &job.requeue_signal, err)) ||
+        (rc = ct_signal_connector_parse_dump(cfg, job.requeue_signal, &job.dump_signal, err)))
         return ct_error_prefix(err, "%s: ", verb[mode]), rc;
     if (!(s = ct_strategy_from_connector(conn, err)))
         return err && err->code ? err->code : CT_EINTERNAL;
     /* Under ctrain's own launcher the supervisor must pass the requeue signal on to the ranks. */
     ct_strategy_set_forward_signal(s, job.requeue_signal);
-    if (mode == CT_TRAINER_FIT)
+    if (mode == CT_TRAINER_FIT) {
+        ct_strategy_set_forward_signal2(s, job.dump_signal);
+        ct_stop_set_dump_signal(job.dump_signal);
         ct_stop_keep_blocked(job.requeue_signal);
+    }
     return ct_strategy_launch(s, rank_body, &job, res, sizeof(*res), &is_supervisor, err);
 }
 

@@ -18,6 +18,7 @@ typedef struct ct_trainer_job {
     const ct_plan *plan;           /* the connector's: model, its config, data module, deterministic */
     enum ct_trainer_mode mode;
     int requeue_signal;            /* --requeue-signal, parsed once (signal_connector.c) */
+    int dump_signal;               /* --dump-signal, parsed once; 0: none */
 } ct_trainer_job;
 
 /* --- the run a rank owns (run.c) ---------------------------------------------------------------- */
@@ -54,6 +55,8 @@ int ct_ckpt_connector_load_eval(ct_run *run, const ct_trainer_config *cfg, char 
 /* --- signals and the requeue (signal_connector.c) ---------------------------------------------- */
 /* --requeue-signal into *sig (CT_EINVAL naming it). */
 int ct_signal_connector_parse(const ct_trainer_config *cfg, int *sig, ct_error *err);
+/* --dump-signal into *sig (0: none), refused when it is the requeue signal. */
+int ct_signal_connector_parse_dump(const ct_trainer_config *cfg, int requeue_sig, int *sig, ct_error *err);
 /* fit stopped on a signal (every rank after the same step, last.safetensors written): requeue the
  * SLURM job when asked, and return CT_EINTR ("fit-requeued"/"fit-stopped") or the requeue's error. */
 int ct_signal_connector_finish(ct_run *run, const ct_trainer_config *cfg, ct_error *err);

@@ -66,6 +66,25 @@ int ct_strategy_launch(ct_strategy *s, ct_rank_fn fn, void *arg, void *result, s
 /* A signal the launcher's supervisor forwards to every rank besides SIGINT and SIGTERM (the
  * requeue signal); 0: SIGUSR1, the default. Before launch. */
 void ct_strategy_set_forward_signal(ct_strategy *s, int sig);
+/* One more signal the supervisor forwards (the hang-dump signal); 0: none. Before launch. */
+void ct_strategy_set_forward_signal2(ct_strategy *s, int sig);
+
+/* Where this rank stands in the collectives, written by the strategy into a record its caller owns
+ * (the loops' hang record, engine/loops/hang.c) with plain stores: no lock, no system call, so it
+ * costs nothing on the step; the record is copied (a snapshot) when a hang is dumped. */
+#define CT_TRACE_MAX_MISSING 16
+typedef struct ct_collective_trace {
+    long seq;                 /* the collective waited for last, or now (counted from 1, the same on every rank) */
+    int waiting;              /* 1 while this rank waits in collective seq */
+    double wait_since;        /* ct_time_now() when the wait for collective seq began */
+    int bucket;               /* the gradient bucket started last this step (from 0); -1: none yet */
+    const char *what;         /* what collective seq is (a string literal), NULL before the first */
+    int timed_out;            /* collective seq passed --collective-timeout */
+    int n_missing;            /* then: ranks that did not arrive (-1: not known) */
+    int missing[CT_TRACE_MAX_MISSING];
+} ct_collective_trace;
+/* Hand the strategy the trace it keeps up to date (NULL: none). */
+void ct_strategy_set_trace(ct_strategy *s, ct_collective_trace *trace);
 
 /* --- lifecycle, inside a rank ----------------------------------------------------------------- */
 /* Join the process group (DDP: MPI over the PMIx-provided world) and select the device. */
@@ -141,6 +160,15 @@ int ct_strategy_reduce_sum(ct_strategy *s, double *values, int n, ct_error *err)
 
 /* --- checkpoints: rank 0 writes, every rank waits; every rank loads ---------------------------- */
 int ct_strategy_save_checkpoint(ct_strategy *s, const char *path, const ct_ckpt *ckpt, ct_error *err);
+/* The same, but rank 0 copies the tensors and metadata into memory of its own and a background
+ * thread writes the file (every signal blocked in it): training goes on meanwhile. Every save, load
+ * and ct_strategy_checkpoint_wait waits for the write pending before; a failed write is returned
+ * by the next of them on every rank. */
+int ct_strategy_save_checkpoint_async(ct_strategy *s, const char *path, const ct_ckpt *ckpt, ct_error *err);
+/* Wait for the pending asynchronous write (a collective: every rank learns whether it failed). */
+int ct_strategy_checkpoint_wait(ct_strategy *s, ct_error *err);
+/* The same without a collective, on an error path (rank 0 waits; a failure is printed). */
+void ct_strategy_checkpoint_wait_local(ct_strategy *s);
 int ct_strategy_load_checkpoint(ct_strategy *s, const char *path, ct_ckpt *ckpt, ct_error *err);
 
 /* Leave the process group. A strategy from ct_strategy_from_connector belongs to its connector:

@@ -77,11 +77,14 @@ typedef struct ct_trainer_config {
     int weights_only;               /* --weights-only: fit loads only ckpt_path's weights and starts a
                                        new run (fine-tuning); no resume checks */
     char requeue_signal[16];        /* --requeue-signal, default "USR1": stop, checkpoint, requeue */
+    char dump_signal[16];           /* --dump-signal: writes every rank's hang record, stops nothing; "" (default):
+                                     * USR2, none when USR2 is the requeue signal; "none": off */
     int auto_requeue;               /* 1 (default); 0: --no-auto-requeue (stop and checkpoint only) */
     double collective_timeout;      /* --collective-timeout seconds, default 300: a collective that
                                        takes longer ends every rank, naming the missing ones */
     int log_every_n_steps;          /* --log-every-n-steps, default 50 */
     int checkpoint_every_n_steps;   /* --checkpoint-every-n-steps, default 0 (epoch ends only) */
+    int async_checkpoint;           /* --async-checkpoint: last.safetensors written by a background thread */
     enum ct_trainer_progress progress; /* --progress auto|bar|plain|off */
     char data_dir[CT_TRAINER_PATH_MAX]; /* --data, default /usr/share/datasets/fashion-mnist */
     double val_fraction;            /* --val-fraction, default 1/12 */

@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* ctrain diagnose DIR — which ranks of a hung or timed-out fit are behind, from the hang records
+ * the ranks wrote (DIR/hang/rank-R.json, on the dump signal or after a collective timeout). */
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/cli/commands.h"
+#include "engine/loops/loops.h"
+
+static void diagnose_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: ctrain diagnose DIR\n"
+            "\n"
+            "Name the ranks of a fit that are behind the others, where they are and since when, from\n"
+            "the records its ranks wrote in DIR/hang/rank-R.json (DIR: the fit's --default-root-dir).\n"
+            "The ranks write them on the dump signal (--dump-signal, default USR2: scancel --signal=USR2\n"
+            "JOB, or kill -USR2 on ctrain fit; training goes on) and after a --collective-timeout.\n"
+            "A rank is behind at a lower step, or at the same step in an earlier collective or phase\n"
+            "(data, forward, backward, allreduce, optimizer, checkpoint, validation); a rank without a\n"
+            "record is stopped, dead or could not write, and is named from the others' records.\n"
+            "\n"
+            "Exit status: 0 every rank at the same point, 3 some behind, 2 bad input (DIR missing, a\n"
+            "record that is not one).\n");
+}
+
+int ct_cmd_diagnose(int argc, char **argv)
+{
+    const char *dir = NULL;
+    ct_error err;
+    int rc;
+
+    ct_error_clear(&err);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            diagnose_usage(stdout);
+            return 0;
+        }
+        if (argv[i][0] == '-' || dir) {
+            static const char *const flags[] = { "--help", NULL };
+
+            if (argv[i][0] == '-')
+                ct_cli_flag_unknown("diagnose", argv[i], flags, &err);
+            else
+                ct_error_set(&err, CT_EINVAL, "diagnose-usage", "diagnose: one DIR only ('%s' is a second)", argv[i]);
+            goto fail;
+        }
+        dir = argv[i];
+    }
+    if (!dir) {
+        ct_error_set(&err, CT_EINVAL, "diagnose-usage", "diagnose needs DIR, the fit's --default-root-dir");
+        ct_error_hint(&err, "ctrain diagnose runs/gpt");
+        goto fail;
+    }
+    rc = ct_hang_diagnose(dir, stdout, &err);
+    if (rc < 0) {
+        ct_error_print(stderr, &err);
+        return 2;
+    }
+    return rc ? 3 : 0;
+fail:
+    ct_error_print(stderr, &err);
+    return 2;
+}

@@ -1,0 +1,246 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Hang forensics: each rank's progress record and its dump (DIR/hang/rank-R.json).
+ *
+ * The record is plain data in this process: the loops store the step and the phase (and the
+ * monotonic time they entered it) at the points they already pass, and the strategy stores which
+ * collective this rank waits in through the ct_collective_trace it was handed. No lock and no system
+ * call on the step (the clock is the vDSO's), so it costs nothing measurable.
+ *
+ * It is dumped on the dump signal (by the stop catcher thread, engine/loops/stop.c: never from a
+ * handler on a computing thread) and after a collective timeout. The dump copies the record first
+ * (a snapshot: a transition that lands during the copy may leave the fields one transition apart,
+ * which the reader can live with), then formats and writes outside any compute path: a temporary
+ * file, fsync, rename, so a reader never sees half a record.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "ctrain/util.h"
+#include "engine/loops/loops.h"
+
+static const char *const phase_names[CT_PHASE_N] = {
+    "start", "data", "forward", "backward", "allreduce", "optimizer", "checkpoint", "validation", "done",
+};
+
+static struct {
+    volatile int64_t step;
+    volatile int phase;
+    volatile double entered;         /* ct_time_now() when the phase was entered */
+    ct_collective_trace coll;
+} rec = { .coll = { .bucket = -1, .n_missing = -1 } };
+
+static struct {
+    int on;
+    int rank, world;
+    char dir[1100];                  /* DIR/hang */
+    char host[256];
+} where;
+
+const char *ct_hang_phase_name(int phase)
+{
+    return phase >= 0 && phase < CT_PHASE_N ? phase_names[phase] : "unknown";
+}
+
+int ct_hang_phase_parse(const char *name)
+{
+    for (int i = 0; i < CT_PHASE_N; i++)
+        if (!strcmp(name, phase_names[i]))
+            return i;
+    return -1;
+}
+
+ct_collective_trace *ct_hang_init(int rank, int world, const char *root_dir)
+{
+    memset(&rec, 0, sizeof(rec));
+    rec.coll.bucket = -1;
+    rec.coll.n_missing = -1;
+    rec.entered = ct_time_now();
+    where.rank = rank;
+    where.world = world;
+    snprintf(where.dir, sizeof(where.dir), "%s/hang", root_dir[0] ? root_dir : ".");
+    if (gethostname(where.host, sizeof(where.host)))
+        ct_str_copy(where.host, sizeof(where.host), "?");
+    where.host[sizeof(where.host) - 1] = '\0';
+    where.on = 1;
+    return &rec.coll;
+}
+
+void ct_hang_enter(int phase)
+{
+    rec.phase = phase;
+    rec.entered = ct_time_now();
+}
+
+void ct_hang_step(int64_t step)
+{
+    rec.step = step;
+}
+
+static double wall_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static cJSON *collective_json(const ct_collective_trace *c, double now_mono)
+{
+    cJSON *o = cJSON_CreateObject(), *missing;
+
+    cJSON_AddNumberToObject(o, "seq", (double)c->seq);
+    cJSON_AddStringToObject(o, "what", c->what ? c->what : "");
+    cJSON_AddBoolToObject(o, "waiting", c->waiting);
+    cJSON_AddNumberToObject(o, "waited_s", c->waiting ? now_mono - c->wait_since : 0);
+    cJSON_AddBoolToObject(o, "timed_out", c->timed_out);
+    missing = cJSON_AddArrayToObject(o, "missing");
+    for (int i = 0; i < c->n_missing && i < CT_TRACE_MAX_MISSING; i++)
+        cJSON_AddItemToArray(missing, cJSON_CreateNumber(c->missing[i]));
+    return o;
+}
+
+static char *record_json(const char *reason)
+{
+    double now_mono = ct_time_now(), now_wall = wall_now();
+    ct_collective_trace coll = rec.coll;   /* the snapshot: copied before anything is formatted */
+    int64_t step = rec.step;
+    int phase = rec.phase;
+    double entered = rec.entered;
+    cJSON *o = cJSON_CreateObject();
+    char *text;
+
+    if (!o)
+        return NULL;
+    cJSON_AddNumberToObject(o, "rank", where.rank);
+    cJSON_AddNumberToObject(o, "world", where.world);
+    cJSON_AddStringToObject(o, "host", where.host);
+    cJSON_AddNumberToObject(o, "pid", (double)getpid());
+    cJSON_AddStringToObject(o, "reason", reason);
+    cJSON_AddNumberToObject(o, "step", (double)step);
+    cJSON_AddStringToObject(o, "phase", ct_hang_phase_name(phase));
+    cJSON_AddNumberToObject(o, "bucket", coll.bucket);
+    cJSON_AddItemToObject(o, "collective", collective_json(&coll, now_mono));
+    cJSON_AddNumberToObject(o, "entered_wall", now_wall - (now_mono - entered));
+    cJSON_AddNumberToObject(o, "entered_mono", entered);
+    cJSON_AddNumberToObject(o, "now_wall", now_wall);
+    cJSON_AddNumberToObject(o, "now_mono", now_mono);
+    text = cJSON_Print(o);
+    cJSON_Delete(o);
+    return text;
+}
+
+static int write_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int ct_hang_dump(const char *reason)
+{
+    char path[1200], tmp[1200], *text;
+    int fd, rc = -1;
+
+    if (!where.on)
+        return 0;
+    if (!(text = record_json(reason)))
+        goto out;
+    if (mkdir(where.dir, 0755) && errno != EEXIST)
+        goto out;
+    snprintf(path, sizeof(path), "%s/rank-%d.json", where.dir, where.rank);
+    snprintf(tmp, sizeof(tmp), "%s/.rank-%d.json.tmp", where.dir, where.rank);
+    if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
+        goto out;
+    if (write_all(fd, text, strlen(text)) || write_all(fd, "\n", 1) || fsync(fd)) {
+        close(fd);
+        unlink(tmp);
+        goto out;
+    }
+    close(fd);
+    if (rename(tmp, path)) {
+        unlink(tmp);
+        goto out;
+    }
+    rc = 0;
+out:
+    if (rc)
+        fprintf(stderr, "ctrain: rank %d could not write its hang record in %s: %s\n", where.rank, where.dir,
+                strerror(errno));
+    free(text);
+    return rc;
+}
+
+static void print_diagnosis(void)
+{
+    char root[1100];
+    ct_error err;
+
+    ct_str_copy(root, sizeof(root), where.dir);
+    root[strlen(root) - strlen("/hang")] = '\0';
+    ct_error_clear(&err);
+    fprintf(stderr, "ctrain: the ranks' hang records (ctrain diagnose %s):\n", root);
+    if (ct_hang_diagnose(root, stderr, &err) < 0)
+        ct_error_print(stderr, &err);
+}
+
+/* After a collective timeout every rank dumps; rank 0 then waits a moment for the others' records
+ * (those that can still write) and prints the diagnosis. */
+/* Whether the timeout found rank 0 missing (then nobody prints the diagnosis: no one lingers). */
+static int zero_missing(void)
+{
+    for (int i = 0; i < rec.coll.n_missing && i < CT_TRACE_MAX_MISSING; i++)
+        if (rec.coll.missing[i] == 0)
+            return 1;
+    return 0;
+}
+
+/* How long rank 0 waits for the others' records after a timeout, and the others linger so that
+ * their abort (which ends every rank) comes after it printed. Short beside the kill grace of the
+ * launchers (5 s), so the whole job still ends within --collective-timeout + 10 s. */
+#define LINGER_S 1.0
+
+void ct_hang_after_timeout(int is_zero)
+{
+    double start = wall_now(), end = ct_time_now() + LINGER_S;
+
+    if (!where.on || ct_hang_dump("collective-timeout"))
+        return;
+    if (!is_zero) {
+        if (!zero_missing())
+            usleep((useconds_t)(LINGER_S * 1e6));
+        return;
+    }
+    while (ct_time_now() < end) {
+        int fresh = 0;
+
+        for (int r = 0; r < where.world; r++) {
+            char path[1200];
+            struct stat sb;
+
+            snprintf(path, sizeof(path), "%s/rank-%d.json", where.dir, r);
+            fresh += !stat(path, &sb) && (double)sb.st_mtime >= start - 30;
+        }
+        /* The missing ranks write nothing: wait for all but them. */
+        if (fresh >= where.world - (rec.coll.n_missing > 0 ? rec.coll.n_missing : 0))
+            break;
+        usleep(50 * 1000);
+    }
+    print_diagnosis();
+}
