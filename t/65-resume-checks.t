@@ -11,7 +11,7 @@ T=$(mktemp -d /tmp/ctrain-t65-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM HUP
 
-PLAN=18
+PLAN=19
 echo "1..$PLAN"
 root=$ROOT
 . "$ROOT/t/lib/preempt.sh"
@@ -111,6 +111,13 @@ rc=$?
     cmp -s "$T/div/last.safetensors" "$T/div.good" && ! grep -q ',nan,' "$T/div/metrics.csv"
 ok $? "a loss that turns NaN (--lr 1e30): exit 3 (got $rc), last.safetensors the last good one, no nan row" \
     "$T/div.out"
+# The same under ctrain's launcher: an exec'd rank says so by its exit status alone (3), which the
+# supervisor reads as fit's, not as a failure of another kind (exit 1).
+"$B/ctrain" fit $S --data "$T/data" --optimizer sgd --lr 1e30 --strategy ddp --devices 2 --max-epochs 1 \
+    --default-root-dir "$T/div2" >"$T/div2.out" 2>&1
+rc=$?
+[ $rc -eq 3 ] && grep -q "training loss is not finite" "$T/div2.out" && [ ! -e "$T/div2/last.safetensors" ]
+ok $? "2-rank ddp under ctrain's launcher, a loss that turns NaN: exit 3 (got $rc), nothing saved" "$T/div2.out"
 
 # --ckpt-path auto: two fits of one SLURM job sharing a run directory.
 SLURM_JOB_ID=4242 "$B/ctrain" fit $S --data "$T/data" --max-steps 30 --seed 1 --ckpt-path auto \

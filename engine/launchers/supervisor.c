@@ -541,7 +541,7 @@ static int describe_failure(const struct sv *sv, ct_error *err)
                      h->err.msg[0] ? h->err.msg : ct_error_code_name(h->rc));
         return h->err.hint[0] ? ct_error_hint(err, "%s", h->err.hint) : err->code;
     }
-    if (st != STATUS_LOST && WIFEXITED(st) && WEXITSTATUS(st) == CT_LAUNCHER_EXIT_NONFINITE) {
+    if (sv->spec->fit_statuses && st != STATUS_LOST && WIFEXITED(st) && WEXITSTATUS(st) == CT_LAUNCHER_EXIT_NONFINITE) {
         ct_error_set(err, CT_EFORMAT, "fit-loss-nonfinite", "rank %d's training loss is not finite: the run stopped "
                      "without saving after the last good checkpoint", sv->failed);
         return ct_error_hint(err, "rank %d's output above says where; lower --lr or add --gradient-clip-val",

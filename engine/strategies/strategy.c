@@ -109,7 +109,7 @@ int ct_strategy_launch(ct_strategy *s, ct_rank_fn fn, void *arg, void *result, s
     struct launch_ctx lc = { s, fn, arg };
     /* After a rank fails the survivors get SIGTERM, then SIGKILL 5 s later: a peer is gone, so the
      * collective their stop handler would run cannot finish, and all must be gone within 10 s. */
-    ct_launch_spec spec = { .nprocs = s->n_devices, .kill_grace_s = 5.0,
+    ct_launch_spec spec = { .nprocs = s->n_devices, .kill_grace_s = 5.0, .fit_statuses = 1,
                             .forward_signals = { s->forward_signal, s->forward_signal2 } };
 
     *is_supervisor = 0;

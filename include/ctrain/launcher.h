@@ -30,6 +30,10 @@ typedef struct ct_launch_spec {
     /* Signals forwarded to every rank besides SIGINT and SIGTERM, 0-terminated; none given:
      * SIGUSR1. ctrain fit puts its --requeue-signal here. SIGKILL, SIGSTOP and SIGCHLD are refused. */
     int forward_signals[CT_LAUNCH_MAX_SIGNALS];
+    /* 1: the ranks are ctrain fit's, whose exit status CT_LAUNCHER_EXIT_NONFINITE means its training
+     * loss became non-finite (a rank the subprocess launcher execs can say so only by its status);
+     * 0: any status but CT_LAUNCHER_EXIT_STOPPED is a failure, reported with its number. */
+    int fit_statuses;
 } ct_launch_spec;
 
 /* The work of one rank. result: a buffer of result_size bytes the body may fill. */
@@ -52,8 +56,8 @@ extern const struct ct_launcher_ops ct_launcher_fork;
  * after a preemption signal: supervisors do not treat it as a failure that ends the other ranks,
  * and launch returns CT_EINTR (err->id "launch-stopped", or the rank's own id when it reported). */
 #define CT_LAUNCHER_EXIT_STOPPED 75   /* EX_TEMPFAIL of sysexits.h: "try again later" */
-/* A rank of ctrain fit whose training loss became non-finite exits 3; the supervisor says so with
- * the id "fit-loss-nonfinite", and ctrain fit exits 3 too. */
+/* A rank of ctrain fit whose training loss became non-finite exits 3; with the spec's fit_statuses
+ * the supervisor says so with the id "fit-loss-nonfinite", and ctrain fit exits 3 too. */
 #define CT_LAUNCHER_EXIT_NONFINITE 3
 
 /* A signal the supervisor forwards arrives in the rank with si_code SI_QUEUE and this si_value
