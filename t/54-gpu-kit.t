@@ -92,12 +92,12 @@ check '[ $? -eq 0 ] && [ "$(grep -c "kv ok rank [01] of 2" "$T/kv.out")" -eq 2 ]
     "ctrain's own launcher and PMIx server from the kit: 2 ranks exchange through the store, then MPI" "$T/kv.out"
 
 CUDA_VISIBLE_DEVICES= OUT="$T/out" "$ROOT/scripts/gpu-check" --kit "$T/kit.tar.xz" >"$T/check.out" 2>&1
-check '[ $? -eq 0 ] && [ "$(grep -c "\"result\": \"skip\"" "$T/out/summary.json")" -eq 10 ] &&
-       [ "$(grep -c "\"reason\": \"no CUDA device (" "$T/out/summary.json")" -eq 10 ]' \
-    "gpu-check without a GPU: exit 0, its 10 checks skipped with the reason" "$T/check.out"
+check '[ $? -eq 0 ] && [ "$(grep -c "\"result\": \"skip\"" "$T/out/summary.json")" -eq 11 ] &&
+       [ "$(grep -c "\"reason\": \"no CUDA device (" "$T/out/summary.json")" -eq 11 ]' \
+    "gpu-check without a GPU: exit 0, its 11 checks skipped with the reason" "$T/check.out"
 check 'python3 -m json.tool "$T/out/summary.json" >/dev/null && grep -q "\"device\": " "$T/out/summary.json" &&
        grep -q "\"driver\": " "$T/out/summary.json" && grep -q "\"cuda\": " "$T/out/summary.json" &&
-       [ "$(grep -c "^== " "$T/out/checks.log")" -eq 10 ] && [ "$(tar tzf "$T/out/logs.tar.gz" | grep -c "\.log$")" -ge 11 ] &&
+       [ "$(grep -c "^== " "$T/out/checks.log")" -eq 11 ] && [ "$(tar tzf "$T/out/logs.tar.gz" | grep -c "\.log$")" -ge 12 ] &&
        [ "$(ls "$T/out" | wc -l)" -eq 3 ]' \
     "summary.json is JSON with the device, driver and CUDA fields; checks.log and logs.tar.gz hold a log per check (3 files)" \
     "$T/out/summary.json"
@@ -110,9 +110,9 @@ CUDA_VISIBLE_DEVICES= PATH="$T/oldglibc:$PATH" OUT="$T/out2" "$ROOT/scripts/gpu-
 check '[ $? -eq 1 ] && grep -q "\"skip_reason\": \"this machine.s glibc 2.31 is older than the 2.36 the kit" "$T/out2/summary.json"' \
     "gpu-check where glibc is older than the kit's: exit 1, the reason in summary.json" "$T/check2.out"
 CUDA_VISIBLE_DEVICES= OUT="$T/out5" "$ROOT/scripts/gpu-check" --kit "$T/kit.tar.xz" --only t51,nccl >"$T/check5.out" 2>&1
-check '[ $? -eq 0 ] && [ "$(grep -c "\"reason\": \"not among --only t51,nccl\"" "$T/out5/summary.json")" -eq 8 ] &&
+check '[ $? -eq 0 ] && [ "$(grep -c "\"reason\": \"not among --only t51,nccl\"" "$T/out5/summary.json")" -eq 9 ] &&
        grep -q "\"name\": \"nccl\", \"result\": \"skip\", .*\"reason\": \"no CUDA device (" "$T/out5/summary.json"' \
-    "gpu-check --only t51,nccl: the 8 others recorded as not asked for" "$T/out5/summary.json"
+    "gpu-check --only t51,nccl: the 9 others recorded as not asked for" "$T/out5/summary.json"
 
 # 13-14: the CUDA libraries where the toolkit's folder is gone: in a PyTorch wheel's layout
 # (site-packages/nvidia/cu13/lib, named by a stand-in python3), else missing, by name.
