@@ -88,14 +88,14 @@ for i in $(seq 300); do
     [ -z "$(rank_pids)" ] && break
     sleep 0.1
 done
-secs=$(echo "$(date +%s.%N) - $t0" | bc)
+secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 kill -0 $P 2>/dev/null && sleep 1
 kill -9 $P 2>/dev/null
 wait $P
 rc=$?
 P=
 left=$(rank_pids)
-[ -n "$victim" ] && [ "$rc" -ne 0 ] && [ -z "$left" ] && [ "$(echo "$secs <= 15" | bc)" -eq 1 ]
+[ -n "$victim" ] && [ "$rc" -ne 0 ] && [ -z "$left" ] && awk -v s="$secs" 'BEGIN { exit !(s <= 15) }'
 ok $? "rank 1 SIGSTOPped, --collective-timeout 5: every rank ends within 15 s (${secs} s, exit $rc)" "$T/stop.out"
 grep -q "ctrain: rank 1 is behind: no record: the process is stopped, dead or could not write" "$T/stop.out"
 ok $? "rank 0 prints the diagnosis after the timeout, naming rank 1" "$T/stop.out"
