@@ -11,7 +11,7 @@
 #       a 2-node test cluster) at random moments from start-up to tear-down, the MLP and the GPT,
 #       fp32 and bf16-mixed (one pair per launcher), USR1/TERM/INT/a custom requeue signal: each
 #       ends 75 and resumes bit for bit (or had finished and exits 0 with the same weights),
-#       nothing left running. CTRAIN_T67_STOPS sets the stops per launcher (default 4).
+#       nothing left running. CTRAIN_T67_STOPS sets the stops per launcher (default 3).
 # The long run (200 stops per launcher) is scripts/bench/stop-stress's default; its figures are
 # in scripts/bench/README.md.
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,7 +28,7 @@ root=$ROOT
 make_data "$T/data"
 unset SLURM_JOB_ID SLURM_JOBID
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-STRESS_COUNT=${CTRAIN_T67_STOPS:-4}
+STRESS_COUNT=${CTRAIN_T67_STOPS:-3}
 
 S="--data $T/data --progress off --deterministic --batch-size 32 --max-epochs 2 --lr-schedule constant"
 
