@@ -216,13 +216,20 @@ $(BUILD)/t/%: t/unit/%.c $(LIB_A)
 $(BUILD)/t/%: t/tools/%.c $(LIB_A)
 	@mkdir -p $(dir $@)
 	@echo "  TOOL    $@"
-	$(Q)$(CC) $(ALL_CFLAGS) $(LIB_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(LIB_A) $(LIB_LIBS) $(CORE_LIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) $(LIB_CFLAGS) $(ALL_LDFLAGS) $(TOOL_LDFLAGS) -o $@ $< $(LIB_A) $(LIB_LIBS) $(CORE_LIBS)
+
+# t/28 runs the store's peer in the Debian 13 root, which has none of Debian 12's libraries: it
+# needs only the C library (and the sanitizers' runtimes in build-asan, which --no-as-needed would
+# otherwise fill with every library libctrain links).
+$(BUILD)/t/tcpstore_peer: TOOL_LDFLAGS := -Wl,--as-needed
 
 # t/48's stand-in for a modified srun: a SPANK plugin that rewrites the job's environment.
+# It is loaded into srun and slurmstepd, which are not ASan programs: never built with EXTRA_*FLAGS
+# (check-asan's sanitizers), like the plugin itself.
 $(BUILD)/t/forge_env.so: t/spank/forge_env.c
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(ALL_CFLAGS) -fPIC -shared $(ALL_LDFLAGS) -o $@ $<
+	$(Q)$(CC) $(filter-out $(EXTRA_CFLAGS),$(ALL_CFLAGS)) -fPIC -shared $(LDFLAGS) $(HARDEN_LDFLAGS) -o $@ $<
 
 # scripts/slurm-cluster's packet holder (link delay without tc netem): libnetfilter-queue only.
 $(BUILD)/t/nfq_delay: t/tools/nfq_delay.c

@@ -91,8 +91,9 @@ mine=$(grep -h "ctrain: step [0-9]*\.0 node 0: " "$CLUSTER_DIR"/log/slurmd-n1.lo
 like "$(grep -h "ctrain: step $mine\.0 node 0: " "$CLUSTER_DIR"/log/slurmd-n1.log)" \
      "rank 0 on n1 at [^ ]*:$(port_for "$mine" 0)" \
      "forged SLURM_JOB_ID=$other, SLURM_HET_SIZE, SLURM_STEP_NUM_TASKS, node lists: root read its own step $mine (rank 0 on n1, its port)"
-ok "$([ -n "$other" ] && [ "$mine" != "$other" ] && ! grep -q "ctrain: step $other\.0 node" "$CLUSTER_DIR"/log/slurmd-n*.log; echo $?)" \
-   "... and never job $other's step"
+# (Its job started after job $other's: a step logged before it, or none, is not the forged one.)
+ok "$([ -n "$other" ] && [ "${mine:-0}" -gt "$other" ] && ! grep -q "ctrain: step $other\.0 node" "$CLUSTER_DIR"/log/slurmd-n*.log; echo $?)" \
+   "... a step after job $other's, and never job $other's step"
 CT_TEST_FORGE="SLURM_STEP_NODELIST=nosuch1 SLURM_NODELIST=nosuch1 SLURM_JOB_NODELIST=nosuch1" \
     run_srun --ctrain-strategy=ddp -N1 -n1 -w n1 true
 # (The task itself then refuses its own inconsistent variables: n1 is not in its node list.)
