@@ -255,16 +255,14 @@ demo:
 	$(MAKE) all
 	$(CLI) fit --max-epochs 5 --default-root-dir runs/demo
 
-# --failures --comments: a failing test's "not ok" lines and its diagnostics reach the log (CI keeps
-# only that), not just the numbers of the failed tests.
-# PROVE: no test may wait forever (a hang in MPI_Init, a daemon that never answers): each runs
-# under timeout(1), which ends it with TERM (its traps then stop what it started), KILL 30 s
-# later, and prove reports it failed. The longest test takes about 4 minutes on 2 cores.
+# t/suite runs every test file under prove, TEST_JOBS at a time, each under a TEST_TIMEOUT (see
+# t/suite and t/README.md).
+TEST_JOBS    ?= 4
 TEST_TIMEOUT ?= 900
-PROVE := prove -r --timer --failures --comments --exec 'timeout -k 30 $(TEST_TIMEOUT)'
+SUITE        := TEST_JOBS=$(TEST_JOBS) TEST_TIMEOUT=$(TEST_TIMEOUT) t/suite
 
 test: all
-	$(PROVE) t/
+	$(SUITE)
 
 # The second platform: scripts/debian13 makes (once) a Debian 13 root and runs commands in it, with
 # this tree at the same path; ctrain is built there into its own build directory, so the host's
@@ -274,7 +272,7 @@ DEB13_JOBS  ?= $(shell nproc)
 test-debian13:
 	scripts/debian13 setup
 	scripts/debian13 run $(MAKE) -j$(DEB13_JOBS) BUILD=$(DEB13_BUILD) all
-	scripts/debian13 run env CTRAIN_BUILD=$(DEB13_BUILD) CTRAIN_PEERS_VENV=/opt/ctrain-peers $(PROVE) t/
+	scripts/debian13 run env CTRAIN_BUILD=$(DEB13_BUILD) CTRAIN_PEERS_VENV=/opt/ctrain-peers $(SUITE)
 
 # Registers, spills and shared memory per kernel and architecture (ptxas -v), one tab-separated line
 # each: file, arch, kernel, registers, spill stores, spill loads, smem bytes. Fails when one spills.
@@ -307,7 +305,7 @@ check-asan:
 	$(MAKE) BUILD=build spank
 	$(if $(SPANK_SRC),cp build/ctrain.so build-asan/ctrain.so)
 	CTRAIN_BUILD=build-asan ASAN_OPTIONS=$(SAN_ASAN_OPTIONS) UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  LSAN_OPTIONS=suppressions=$(CURDIR)/t/lsan.supp:print_suppressions=0 $(PROVE) t/
+	  LSAN_OPTIONS=suppressions=$(CURDIR)/t/lsan.supp:print_suppressions=0 $(SUITE)
 
 # fuzz: libFuzzer targets t/fuzz/fuzz_<name>.c built with clang against libctrain compiled with
 # the fuzzer's coverage; each runs FUZZ_SECONDS on its seed corpus t/fuzz/corpus/<name>/ (new inputs
