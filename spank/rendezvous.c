@@ -111,8 +111,9 @@ static int layout_node(const struct ct_spank_step_node *at, char *node, size_t s
      * one of a heterogeneous job has a plain step in each component job, the leader's first. */
     /* srun creates a heterogeneous step's components one after another, and each component's
      * slurmstepd may ask before slurmctld knows component 0's step (SLURM 24.11 then answers
-     * "Invalid job id specified"): ask again for up to 2 s. */
-    for (int attempt = 0; !layout && attempt < 10; attempt++) {
+     * "Invalid job id specified"): ask again, for up to 10 s (2 s was too short on a loaded
+     * machine: seen with 4 test files at a time under ASan). */
+    for (int attempt = 0; !layout && attempt < 50; attempt++) {
         if (attempt)
             usleep(200 * 1000);
         id.step_het_comp = het ? 0 : NO_VAL;
