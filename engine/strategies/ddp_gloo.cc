@@ -2,6 +2,7 @@
 // ddp's gloo backend: see ddp_gloo.h. Every gloo call is inside a try: gloo reports a dead peer or
 // a timeout by throwing, and no exception may cross into C.
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -97,10 +98,21 @@ struct ct_gloo {
   uint32_t tag;  // each collective its own, the same sequence on every rank
 };
 
+// gloo writes to its sockets with writev(2), not send(MSG_NOSIGNAL): a peer that died would end
+// this rank with SIGPIPE before gloo could throw the error that names it (seen in t/36-ddp-srun-gloo:
+// "task 0: Broken pipe" and no message). PyTorch's ranks ignore SIGPIPE (Python does at start);
+// so do ctrain's from here on, unless the program installed a handler of its own.
+static void ignore_sigpipe() {
+  struct sigaction sa;
+  if (sigaction(SIGPIPE, nullptr, &sa) == 0 && !(sa.sa_flags & SA_SIGINFO) && sa.sa_handler == SIG_DFL)
+    signal(SIGPIPE, SIG_IGN);
+}
+
 extern "C" int ct_gloo_create(ct_tcpstore *store, int rank, int size, double timeout_s, struct ct_gloo **out,
                               ct_error *err) {
   StoreAdapter adapter(store);
   *out = nullptr;
+  ignore_sigpipe();
   try {
     gloo::transport::tcp::attr attr;
     char local[64];

@@ -1,0 +1,80 @@
+#!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
+# ddp under srun without PMIx (SLURM's own default, MpiDefault=none) across two hosts of the test
+# cluster: the plugin gives every task RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, and ddp's
+# auto backend is gloo (no PMIx server), its store on rank 0's node. The plan of each task says
+# which backend and why; the weights equal the --mpi=pmix run's (mpi backend) within 1e-6 (the
+# sums in another order); a rank killed while training ends rank 0 at once, naming the peer's
+# address, and srun returns with nothing left running.
+. "$(dirname "$0")/lib/spank.sh"
+if [ ! -x "$CTRAIN" ] || [ ! -x "$B/t/idx_subset" ] || [ ! -x "$B/t/st_compare" ]; then
+    echo "1..0 # SKIP $CTRAIN, $B/t/idx_subset or $B/t/st_compare not built"
+    exit 0
+fi
+if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+    ci_needs "dataset-fashion-mnist missing"
+    echo "1..0 # SKIP dataset-fashion-mnist not installed"
+    exit 0
+fi
+spank_plan 9
+spank_cluster 2 ""
+DATA="$CLUSTER_DIR/data"
+mkdir -p "$DATA"
+"$B/t/idx_subset" /usr/share/datasets/fashion-mnist "$DATA" 3000 500 >/dev/null || exit 1
+export OPENBLAS_NUM_THREADS=1
+FIT="fit --data $DATA --progress off --hidden 64 --batch-size 64 --deterministic"
+
+# 1-2: what each task plans, without PMIx and with it.
+run_srun --ctrain-strategy=ddp --mpi=none -N2 -n2 "$CTRAIN" plan
+gloo=$(printf '%s\n' "$OUT" | tr -d '\n\t ' | grep -o '"process_group_backend":{"name":"gloo","why":"auto:noPMIxserver' | wc -l)
+ok "$([ "$RC" -eq 0 ] && [ "$gloo" -eq 2 ]; echo $?)" \
+   "srun --mpi=none -N2 -n2 --ctrain-strategy=ddp ctrain plan: both tasks plan gloo, auto with no PMIx server (exit $RC)"
+[ "$RC" -eq 0 ] && [ "$gloo" -eq 2 ] || printf '%s\n' "$OUT" "$ERR" | grep -i "backend\|error" | head -n 6 | sed 's/^/#   /'
+run_srun --ctrain-strategy=ddp --mpi=pmix -N2 -n2 "$CTRAIN" plan
+mpi=$(printf '%s\n' "$OUT" | tr -d '\n\t ' | grep -o '"process_group_backend":{"name":"mpi"' | wc -l)
+ok "$([ "$RC" -eq 0 ] && [ "$mpi" -eq 2 ]; echo $?)" "... and mpi under srun --mpi=pmix (exit $RC)"
+
+# 3-5: the same fit both ways, one rank per node.
+run_srun --ctrain-strategy=ddp --mpi=none -N2 -n2 "$CTRAIN" $FIT --max-epochs 1 --default-root-dir "$CLUSTER_DIR/gloo"
+like "$RC $(cat "$CLUSTER_DIR/gloo/summary.json" 2>/dev/null | tr -d '\n\t ')" '^0 .*"steps":22,"world_size":2' \
+     "srun --mpi=none -N2 -n2 ctrain fit: exit 0, 22 steps, world size 2"
+[ "$RC" -eq 0 ] || printf '%s\n' "$ERR" | tail -n 8 | sed 's/^/#   /'
+run_srun --ctrain-strategy=ddp --mpi=pmix -N2 -n2 "$CTRAIN" $FIT --max-epochs 1 --default-root-dir "$CLUSTER_DIR/mpi"
+ok "$RC" "the same fit under srun --mpi=pmix (the mpi backend)"
+"$B/t/st_compare" --tol 1e-6 "$CLUSTER_DIR/mpi/last.safetensors" "$CLUSTER_DIR/gloo/last.safetensors" \
+    >"$CLUSTER_DIR/cmp.out" 2>&1
+ok $? "gloo's weights equal mpi's within 1e-6 ($(tail -n 1 "$CLUSTER_DIR/cmp.out"))"
+
+# 6-9: SIGKILL of rank 1 (on n2) while it trains under gloo.
+timeout 120 srun --ctrain-strategy=ddp --mpi=none -N2 -n2 "$CTRAIN" $FIT --max-epochs 1000 --log-every-n-steps 5 \
+    --collective-timeout 20 --default-root-dir "$CLUSTER_DIR/kill" >"$CLUSTER_DIR/kill.out" 2>&1 &
+P=$!
+rank_pid() {    # rank_pid R: the pid of the training task SLURM_PROCID=R of this run
+    for p in $(pgrep -x ctrain); do
+        grep -q "$CLUSTER_DIR/kill" "/proc/$p/cmdline" 2>/dev/null || continue
+        { tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null | grep -qx "SLURM_PROCID=$1" && echo "$p" && return 0
+    done
+    return 1
+}
+r1=
+for i in $(seq 300); do
+    rows=$(grep -c '^[0-9]' "$CLUSTER_DIR/kill/metrics.csv" 2>/dev/null)
+    [ "${rows:-0}" -ge 2 ] && r1=$(rank_pid 1) && break
+    sleep 0.1
+done
+# At a random moment of training: 0 to 1.5 s on.
+sleep "$(awk 'BEGIN { srand(); printf "%.2f", rand() * 1.5 }')"
+t0=$(date +%s)
+[ -n "$r1" ] && kill -9 "$r1"
+ok "$([ -n "$r1" ]; echo $?)" "found rank 1 training (pid ${r1:-none}) and killed it"
+wait "$P"
+rc=$? took=$(($(date +%s) - t0))
+ok "$([ "$rc" -ne 0 ] && [ "$took" -lt 20 ]; echo $?)" "srun returns non-zero in ${took} s (< the collective timeout, 20 s; exit $rc)"
+like "$(cat "$CLUSTER_DIR/kill.out")" 'ddp \(gloo\): rank 0: .*failed.*198\.1[89]\.[0-9]+\.2' \
+     "rank 0 fails at once, naming gloo and the peer's address (n2's)"
+grep 'ctrain: error\|srun: error' "$CLUSTER_DIR/kill.out" | head -n 4 | sed 's/^/#   /'
+sleep 1
+left=0
+for p in $(pgrep -x ctrain); do grep -q "$CLUSTER_DIR/kill" "/proc/$p/cmdline" 2>/dev/null && left=$((left + 1)); done
+is "$left" 0 "nothing of the run is left running"
+spank_done
