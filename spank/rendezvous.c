@@ -94,6 +94,34 @@ static int task0_index(const slurm_step_layout_t *layout)
     return -1;
 }
 
+/* The first node of component 0 of the heterogeneous job LEADER, from slurmctld's record of the
+ * job: where task 0 runs once its step is gone. A component may end before another one's
+ * slurmstepd asks for the layout (srun A : B where A exits at once, on a loaded machine: seen in
+ * t/48 with 4 test files at a time), and slurmctld then knows the step no more. -1 when the job
+ * is not a heterogeneous job (the components of a step of one job share its nodes). */
+static int leader_first_node(uint32_t leader, char *node, size_t size)
+{
+    job_info_msg_t *msg = NULL;
+    ct_hostlist *hl = NULL;
+    ct_error ignored;
+    int rv = -1;
+
+    if (slurm_load_job(&msg, leader, 0) != SLURM_SUCCESS || !msg)
+        return -1;
+    for (uint32_t i = 0; i < msg->record_count && rv < 0; i++) {
+        const slurm_job_info_t *j = &msg->job_array[i];
+
+        if (j->het_job_id != leader || j->het_job_offset != 0 || !j->nodes)
+            continue;
+        if (ct_hostlist_expand(j->nodes, &hl, &ignored) == 0 && ct_hostlist_get(hl, 0))
+            rv = ct_str_copy(node, size, ct_hostlist_get(hl, 0)) == 0 ? 0 : -1;
+        ct_hostlist_free(hl);
+        hl = NULL;
+    }
+    slurm_free_job_info_msg(msg);
+    return rv;
+}
+
 /* From slurmctld's layout of the step at->job_id.at->step_id (SPANK's items; component 0 of a
  * heterogeneous step), into node: the node running task 0 (at->task0: for an arbitrary
  * distribution, -m arbitrary or SLURM_HOSTFILE, and a heterogeneous step, where the step's
@@ -111,9 +139,9 @@ static int layout_node(const struct ct_spank_step_node *at, char *node, size_t s
      * one of a heterogeneous job has a plain step in each component job, the leader's first. */
     /* srun creates a heterogeneous step's components one after another, and each component's
      * slurmstepd may ask before slurmctld knows component 0's step (SLURM 24.11 then answers
-     * "Invalid job id specified"): ask again, for up to 10 s (2 s was too short on a loaded
-     * machine: seen with 4 test files at a time under ASan). */
-    for (int attempt = 0; !layout && attempt < 50; attempt++) {
+     * "Invalid job id specified"): ask again for up to 2 s. A component that has already ended
+     * is known no more: then the job's record says where (leader_first_node). */
+    for (int attempt = 0; !layout && attempt < 10; attempt++) {
         if (attempt)
             usleep(200 * 1000);
         id.step_het_comp = het ? 0 : NO_VAL;
@@ -132,6 +160,8 @@ static int layout_node(const struct ct_spank_step_node *at, char *node, size_t s
     ct_hostlist_free(hl);
     if (layout)
         slurm_job_step_layout_free(layout);
+    if (found < 0 && het && at->task0 && leader_first_node(at->job_id, node, size) == 0)
+        found = 0;
     if (found < 0 && at->task0) {
         ct_error_set(err, CT_ECOMM, "rendezvous-host", "%s step %u.%u: slurmctld did not give the node of task 0 "
                      "(%s)", het ? "heterogeneous" : "arbitrary-distribution", at->job_id, at->step_id,

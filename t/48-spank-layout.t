@@ -5,7 +5,7 @@
 # ports, a user's MASTER_PORT, a derived port already in use on rank 0's node, and a missing
 # topology= file (only ctrain steps read it).
 . "$(dirname "$0")/lib/spank.sh"
-spank_plan 19
+spank_plan 20
 spank_cluster 2 "verbose"
 SHOW='echo "$SLURM_PROCID $SLURM_NODEID $SLURM_JOB_ID|$RANK $WORLD_SIZE $NODE_RANK|$MASTER_ADDR|$MASTER_PORT"'
 
@@ -106,6 +106,14 @@ else
 fi
 kill "$spid" 2>/dev/null
 wait "$spid" 2>/dev/null
+
+# A heterogeneous step whose component 0 (n2) is over before component 1's slurmstepd (n1, held
+# 3 s by forge_env.so) asks where task 0 ran: slurmctld knows the step no more, its job's record
+# still says.
+CT_TEST_HOLD="n1 3" run_srun --ctrain-strategy=ddp -N1 -n1 -w n2 true : -N1 -n2 -w n1 sh -c "$SHOW"
+is "$RC $(printf '%s\n' "$OUT" | cut -d'|' -f2,3 | sort | tr '\n' ' ')" "0 1 3 1|n2 2 3 1|n2 " \
+   "heterogeneous, component 0 over before component 1 starts: ranks 1 and 2 still get rank 0's node (n2)"
+[ "$RC" -eq 0 ] || printf '%s\n' "$ERR" | grep ctrain | head -n 4 | sed 's/^/#   /'
 spank_plugstack "$SHIPPED" "verbose"
 
 # topology= naming a missing file: steps without ctrain run; ctrain steps fail naming it.
