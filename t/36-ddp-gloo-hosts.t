@@ -5,7 +5,10 @@
 # auto backend is gloo (no PMIx server), its store on rank 0's node. The plan of each task says
 # which backend and why; the weights equal the --mpi=pmix run's (mpi backend) within 1e-6 (the
 # sums in another order); a rank killed while training ends rank 0 at once, naming the peer's
-# address, and srun returns with nothing left running.
+# address, and srun returns with nothing left running. Then a Kubeflow PyTorchJob's two pods, played
+# by hand on the two hosts (the operator's variables: KUBERNETES_PORT, MASTER_ADDR, MASTER_PORT,
+# WORLD_SIZE, RANK; --cluster-env kubeflow, which Lightning 2.x does not detect either): the same
+# weights again.
 . "$(dirname "$0")/lib/spank.sh"
 if [ ! -x "$CTRAIN" ] || [ ! -x "$B/t/idx_subset" ] || [ ! -x "$B/t/st_compare" ]; then
     echo "1..0 # SKIP $CTRAIN, $B/t/idx_subset or $B/t/st_compare not built"
@@ -16,7 +19,7 @@ if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
     echo "1..0 # SKIP dataset-fashion-mnist not installed"
     exit 0
 fi
-spank_plan 9
+spank_plan 11
 spank_cluster 2 ""
 DATA="$CLUSTER_DIR/data"
 mkdir -p "$DATA"
@@ -77,4 +80,21 @@ sleep 1
 left=0
 for p in $(pgrep -x ctrain); do grep -q "$CLUSTER_DIR/kill" "/proc/$p/cmdline" 2>/dev/null && left=$((left + 1)); done
 is "$left" 0 "nothing of the run is left running"
+
+# 10-11: Kubeflow's pods: one process on each host, rank 0's store on n1's MASTER_PORT.
+for r in 0 1; do
+    "$ROOT/scripts/slurm-cluster" exec "$CLUSTER_DIR" "n$((r + 1))" env -i PATH=/usr/bin:/bin \
+        KUBERNETES_PORT=tcp://10.96.0.1:443 KUBERNETES_SERVICE_HOST=10.96.0.1 MASTER_ADDR=n1 MASTER_PORT=29500 \
+        WORLD_SIZE=2 RANK=$r OPENBLAS_NUM_THREADS=1 timeout 120 "$CTRAIN" $FIT --max-epochs 1 --strategy ddp \
+        --cluster-env kubeflow --default-root-dir "$CLUSTER_DIR/kf" >"$CLUSTER_DIR/kf.$r" 2>&1 &
+    eval "kf$r=\$!"
+done
+wait "$kf0"; rc0=$?
+wait "$kf1"; rc1=$?
+like "$rc0 $rc1 $(cat "$CLUSTER_DIR/kf/summary.json" 2>/dev/null | tr -d '\n\t ')" '^0 0 .*"steps":22,"world_size":2' \
+     "Kubeflow's variables on n1 and n2, --cluster-env kubeflow: both exit 0, 22 steps, world size 2"
+[ "$rc0$rc1" = 00 ] || tail -n 3 "$CLUSTER_DIR/kf.0" "$CLUSTER_DIR/kf.1" | sed 's/^/#   /'
+"$B/t/st_compare" --tol 1e-6 "$CLUSTER_DIR/mpi/last.safetensors" "$CLUSTER_DIR/kf/last.safetensors" \
+    >"$CLUSTER_DIR/cmp-kf.out" 2>&1
+ok $? "... and their weights equal the mpi run's within 1e-6 ($(tail -n 1 "$CLUSTER_DIR/cmp-kf.out"))"
 spank_done
