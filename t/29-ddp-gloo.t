@@ -6,7 +6,9 @@
 # (ddp:backend=gloo, or auto: no PMIx server on cpu). Both end with the weights the mpi backend
 # (ctrain's own launcher and PMIx server) gives on the same data, within 1e-6. The errors: a port
 # in use, a rank 0 that never comes, a backend that is not one, nccl on cpu; none hangs, and
-# nothing is left running.
+# nothing is left running. A rank killed ends the other at once; one stopped (SIGSTOP) is named,
+# with its host, after the collective timeout (rank 1 by rank 0; rank 0, whose store goes silent
+# with it, by rank 1).
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B="$ROOT/${CTRAIN_BUILD:-build}"
 CTRAIN="$B/ctrain"
@@ -20,7 +22,7 @@ ok() { n=$((n + 1)); echo "ok $n - $1"; }
 nok() { n=$((n + 1)); echo "not ok $n - $1"; [ -n "$2" ] && sed 's/^/# /' "$2"; }
 check() { if eval "$1"; then ok "$2"; else nok "$2" "$3"; fi; }
 
-PLAN=14
+PLAN=15
 echo "1..$PLAN"
 skip_rest() { while [ $n -lt $PLAN ]; do n=$((n + 1)); echo "ok $n # SKIP $1"; done; exit 0; }
 if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
@@ -147,12 +149,13 @@ start_pair() {
         PIDS="$PIDS $!"
     done
 }
-rank1_pid() {
+rank1_pid() { rank_pid "$1" 1; }
+rank_pid() {    # rank_pid NAME R
     i=0
     while [ $i -lt 200 ]; do
         for p in $(pgrep -f "default-root-dir $T/$1" 2>/dev/null); do
             [ "$(cat "/proc/$p/comm" 2>/dev/null)" = ctrain ] &&
-                tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "LOCAL_RANK=1" &&
+                tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "LOCAL_RANK=$2" &&
                 [ -f "$T/$1/metrics.csv" ] && { echo "$p"; return 0; }
         done
         sleep 0.1
@@ -160,10 +163,10 @@ rank1_pid() {
     done
     return 1
 }
-# rank0_ends NAME: seconds until rank 0 exited (at most 60)
+# rank0_ends NAME [R]: seconds until rank 0 (or R) exited (at most 60)
 rank0_ends() {
     start=$(date +%s)
-    while [ ! -s "$T/$1.0.rc" ] && [ $(($(date +%s) - start)) -lt 60 ]; do sleep 0.2; done
+    while [ ! -s "$T/$1.${2:-0}.rc" ] && [ $(($(date +%s) - start)) -lt 60 ]; do sleep 0.2; done
     echo $(($(date +%s) - start))
 }
 
@@ -179,8 +182,22 @@ victim=$(rank1_pid stopped)
 [ -n "$victim" ] && kill -STOP "$victim"
 took=$(rank0_ends stopped)
 [ -n "$victim" ] && kill -KILL "$victim" && kill -CONT "$victim"
-check '[ -n "$victim" ] && [ "$(cat "$T/stopped.0.rc")" = 1 ] && [ "$took" -ge 3 ] && [ "$took" -lt 30 ] && grep -q "Timed out" "$T/stopped.0"' \
-    "rank 1 stopped (SIGSTOP) under gloo: rank 0 fails after --collective-timeout 5 (${took} s)" "$T/stopped.0"
+# The ranks that time out call the roll in the store; rank 0 names the one that never answers, and
+# its host, as the MPI path does.
+check '[ -n "$victim" ] && [ "$(cat "$T/stopped.0.rc")" = 1 ] && [ "$took" -ge 3 ] && [ "$took" -lt 30 ] &&
+       grep -q "did not complete within 5 s: rank 1 of 2 did not arrive (on $(hostname))" "$T/stopped.0"' \
+    "rank 1 stopped (SIGSTOP) under gloo: rank 0 fails after --collective-timeout 5 naming rank 1 and its host (${took} s)" \
+    "$T/stopped.0"
+
+# Rank 0 stopped: the store (in rank 0's process) stops answering too; rank 1 names rank 0.
+start_pair stopped0
+victim=$(rank_pid stopped0 0)
+[ -n "$victim" ] && kill -STOP "$victim"
+took=$(rank0_ends stopped0 1)
+[ -n "$victim" ] && kill -KILL "$victim" && kill -CONT "$victim"
+check '[ -n "$victim" ] && [ "$(cat "$T/stopped0.1.rc")" = 1 ] && [ "$took" -lt 40 ] &&
+       grep -q "rank 0 (on 127.0.0.1) did not arrive, and its store at 127.0.0.1:[0-9]* does not answer" "$T/stopped0.1"' \
+    "rank 0 stopped under gloo: rank 1 fails naming rank 0, its host and its silent store (${took} s)" "$T/stopped0.1"
 wait
 
 # The plan says which backend and why (process_group_backend).

@@ -439,6 +439,14 @@ static int dial(ct_tcpstore *c, const char *host, int port, ct_error *err)
     return rc;
 }
 
+void ct_tcpstore_set_timeout(ct_tcpstore *c, double timeout_s)
+{
+    if (c && timeout_s > 0)
+        c->timeout_s = timeout_s;
+}
+
+const char *ct_tcpstore_address(const ct_tcpstore *c) { return c ? c->addr : ""; }
+
 int ct_tcpstore_connect(const char *host, int port, const char *prefix, int rank, double timeout_s,
                         ct_tcpstore **out, ct_error *err)
 {

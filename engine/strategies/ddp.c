@@ -308,7 +308,7 @@ static int wait_deadline(ct_strategy *s, MPI_Request *reqs, int n, const char *w
 /* One rank and no process group: collectives are identities. */
 static int ddp_single(const struct ddp *d) { return d->comm == MPI_COMM_NULL && !d->gloo; }
 
-/* A gloo collective's result; a failed one leaves the group broken (no more collectives). */
+/* A gloo call's result; a failed one leaves the group broken (no more collectives). */
 static int gloo_call(struct ddp *d, int rc)
 {
     if (rc)
@@ -321,6 +321,109 @@ static int gloo_call(struct ddp *d, int rc)
  * long to wait for a rank that never started). */
 #define GLOO_TIMEOUT_S 300.0
 
+/* The store's keys of the roll call after a gloo timeout: every rank that timed out in collective
+ * #seq sets its own; a rank that does not within the window is missing. Each rank's host is set
+ * once at the start. */
+static void roll_key(char *buf, size_t size, long seq, int rank) { snprintf(buf, size, "timeout/%ld/%d", seq, rank); }
+static void host_key(char *buf, size_t size, int rank) { snprintf(buf, size, "host/%d", rank); }
+
+/* Where rank r runs, from the store, into d->hosts (allocated here: gloo has no MPI_Allgather of
+ * the names at start, and asking only for the missing ranks costs nothing while all is well). */
+static void store_host(struct ddp *d, int size, int r)
+{
+    char key[32];
+    const char *const keys[1] = { key };
+    void *val = NULL;
+    size_t len = 0;
+    int ready = 0;
+    ct_error ignored;
+
+    if (!d->hosts && !(d->hosts = calloc((size_t)size, CT_DDP_HOST)))
+        return;
+    host_key(key, sizeof(key), r);
+    if (ct_tcpstore_check(d->store, keys, 1, &ready, &ignored) == 0 && ready &&
+        ct_tcpstore_get(d->store, key, &val, &len, &ignored) == 0)
+        ct_str_copy(d->hosts + (size_t)r * CT_DDP_HOST, CT_DDP_HOST, val);
+    free(val);
+    if (!d->hosts[(size_t)r * CT_DDP_HOST])
+        ct_str_copy(d->hosts + (size_t)r * CT_DDP_HOST, CT_DDP_HOST, "?");
+}
+
+/* After gloo timed out in collective #d->seq (what): answer the roll call in the store, wait for
+ * the others for a window, and name those that never answered, with their hosts, as the MPI path
+ * does. The store may live in a stopped rank 0 (it is rank 0's unless torchrun's agent hosts it):
+ * when it does not answer, rank 0 is named. */
+static int gloo_find_missing(ct_strategy *s, struct ddp *d, const char *what, ct_error *err)
+{
+    double timeout = s->collective_timeout_s > 0 ? s->collective_timeout_s : GLOO_TIMEOUT_S;
+    double window = timeout < 1 ? 1 : timeout > 10 ? 10 : timeout, end;
+    int size = s->world_size, missing = 0, named[MAX_NAMED], zero = 0, ready = 0;
+    char key[48], list[512], hosts[256], who[800];
+    const char *const keys[1] = { key };
+    ct_error ignored;
+
+    ct_tcpstore_set_timeout(d->store, window);
+    roll_key(key, sizeof(key), d->seq, s->global_rank);
+    /* A set has no reply in PyTorch's protocol: the ping's says whether the store still serves. */
+    if (ct_tcpstore_set(d->store, key, "1", 1, &ignored) != 0 || ct_tcpstore_ping(d->store, &ignored) != 0) {
+        trace_missing(d, &zero, 1);
+        snprintf(who, sizeof(who), "rank 0 (on %s) did not arrive, and its store at %s does not answer (other ranks "
+                 "may be missing too)", s->env_info.main_address, ct_tcpstore_address(d->store));
+        return timeout_error(d, what, timeout, who, err);
+    }
+    end = ct_time_now() + window;
+    for (int r = 0; r < size; r++) {
+        int rc = 0;
+
+        roll_key(key, sizeof(key), d->seq, r);
+        ready = r == s->global_rank;
+        /* The window runs once for all: a rank that answered is seen at once. */
+        while (!ready && (rc = ct_tcpstore_check(d->store, keys, 1, &ready, &ignored)) == 0 && !ready &&
+               ct_time_now() < end)
+            usleep(50 * 1000);
+        if (rc != 0)
+            break; /* the store stopped answering meanwhile: name those found so far */
+        if (ready)
+            continue;
+        if (missing < MAX_NAMED)
+            named[missing] = r;
+        missing++;
+    }
+    if (missing == 0) {
+        trace_missing(d, NULL, 0);
+        return timeout_error(d, what, timeout, "every rank answered after the deadline (a rank was slower than the "
+                             "timeout)", err);
+    }
+    for (int i = 0; i < missing && i < MAX_NAMED; i++)
+        store_host(d, size, named[i]);
+    trace_missing(d, named, missing < MAX_NAMED ? missing : MAX_NAMED);
+    rank_list(named, missing < MAX_NAMED ? missing : MAX_NAMED, missing, list, sizeof(list));
+    host_list(d, named, missing < MAX_NAMED ? missing : MAX_NAMED, hosts, sizeof(hosts));
+    snprintf(who, sizeof(who), "rank%s %s of %d did not arrive%s", missing == 1 ? "" : "s", list, size, hosts);
+    return timeout_error(d, what, timeout, who, err);
+}
+
+/* A gloo collective: each counts (d->seq, the same on every rank); a timeout finds who is missing. */
+static int gloo_coll(ct_strategy *s, int rc, const char *what, ct_error *err)
+{
+    struct ddp *d = s->impl;
+
+    d->seq++;
+    if (rc == CT_ETIMEOUT && d->store)
+        return gloo_find_missing(s, d, what, err);
+    return gloo_call(d, rc);
+}
+#else
+static int gloo_coll(ct_strategy *s, int rc, const char *what, ct_error *err)
+{
+    (void)what;
+    (void)err;
+    return gloo_call(s->impl, rc);
+}
+#endif
+
+#ifdef CT_HAVE_GLOO
+
 /* The store's keys: under torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=True) where
  * PyTorch's workers put theirs, /worker/attempt_<restart count>, and ctrain's own below it. */
 static void store_prefix(char *buf, size_t size, int *agent)
@@ -332,6 +435,18 @@ static void store_prefix(char *buf, size_t size, int *agent)
         snprintf(buf, size, "/worker/attempt_%s/ctrain", restarts && *restarts ? restarts : "0");
     else
         snprintf(buf, size, "ctrain");
+}
+
+/* This rank's host name in the store, for a timeout's message on the other ranks. */
+static void publish_host(struct ddp *d, int rank)
+{
+    char key[32], name[CT_DDP_HOST] = "";
+    ct_error ignored;
+
+    if (gethostname(name, sizeof(name) - 1) != 0 || !name[0])
+        return;
+    host_key(key, sizeof(key), rank);
+    (void)ct_tcpstore_set(d->store, key, name, strlen(name), &ignored);
 }
 
 static int gloo_setup(ct_strategy *s, struct ddp *d, ct_error *err)
@@ -354,7 +469,10 @@ static int gloo_setup(ct_strategy *s, struct ddp *d, ct_error *err)
         return rc;
     if ((rc = ct_tcpstore_connect(addr, port, prefix, s->global_rank, timeout, &d->store, err)))
         return rc;
-    return gloo_call(d, ct_gloo_create(d->store, s->global_rank, s->world_size, timeout, &d->gloo, err));
+    if ((rc = gloo_call(d, ct_gloo_create(d->store, s->global_rank, s->world_size, timeout, &d->gloo, err))))
+        return rc;
+    publish_host(d, s->global_rank);
+    return 0;
 }
 #else
 static int gloo_setup(ct_strategy *s, struct ddp *d, ct_error *err)
@@ -733,7 +851,8 @@ static int ct_ddp_setup_model(ct_strategy *s, void *params, void *grads, size_t 
     s->grad_ranks = d->nccl ? 1 : s->world_size;
     /* Every rank starts from rank 0's initial weights (on cuda they are in device memory). */
     if (d->gloo) {
-        if ((rc = gloo_call(d, ct_gloo_broadcast(d->gloo, params, n * d->esize, 0, err))))
+        if ((rc = gloo_coll(s, ct_gloo_broadcast(d->gloo, params, n * d->esize, 0, err),
+                            "the broadcast of the initial parameters", err)))
             return rc;
     } else if (d->nccl) {
         if ((rc = nccl_broadcast(d, params, n, err)))
@@ -761,7 +880,8 @@ static int start_bucket(ct_strategy *s, int i, int in_backward, ct_error *err)
 
     if (d->gloo) {
         /* gloo's collectives block: the bucket is summed before backward goes on. */
-        if ((rc = gloo_call(d, ct_gloo_allreduce_sum(d->gloo, grad_at(d, b->start), b->len, d->esize, err))))
+        if ((rc = gloo_coll(s, ct_gloo_allreduce_sum(d->gloo, grad_at(d, b->start), b->len, d->esize, err),
+                            "the gradient allreduce", err)))
             return rc;
     } else if (d->nccl) {
         if ((rc = nccl_start(d, b, err)))
@@ -807,7 +927,8 @@ static int start_posted(ct_strategy *s, ct_error *err)
 
     if (d->gloo) {
         d->posted_started = 1;
-        return gloo_call(d, ct_gloo_allreduce_sum(d->gloo, d->posted, (size_t)d->n_posted, sizeof(double), err));
+        return gloo_coll(s, ct_gloo_allreduce_sum(d->gloo, d->posted, (size_t)d->n_posted, sizeof(double), err),
+                         "the allreduce of the posted values", err);
     }
     rc = MPI_Iallreduce(MPI_IN_PLACE, d->posted, d->n_posted, MPI_DOUBLE, MPI_SUM, d->comm, &d->posted_req);
     if (rc != MPI_SUCCESS)
@@ -957,7 +1078,7 @@ static int ct_ddp_broadcast(ct_strategy *s, void *buf, size_t bytes, int root, c
     if (ddp_single(d))
         return 0;
     if (d->gloo)
-        return gloo_call(d, ct_gloo_broadcast(d->gloo, buf, bytes, root, err));
+        return gloo_coll(s, ct_gloo_broadcast(d->gloo, buf, bytes, root, err), "a broadcast", err);
     rc = MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, d->comm, &req);
     if (rc != MPI_SUCCESS)
         return d->broken = 1, ct_ddp_mpi_error(rc, "MPI_Ibcast", err);
@@ -974,7 +1095,8 @@ static int ct_ddp_reduce_sum(ct_strategy *s, double *values, int n, ct_error *er
     if (ddp_single(d))
         return 0;
     if (d->gloo)
-        return gloo_call(d, ct_gloo_allreduce_sum(d->gloo, values, (size_t)n, sizeof(double), err));
+        return gloo_coll(s, ct_gloo_allreduce_sum(d->gloo, values, (size_t)n, sizeof(double), err), "an allreduce",
+                         err);
     rc = MPI_Iallreduce(MPI_IN_PLACE, values, n, MPI_DOUBLE, MPI_SUM, d->comm, &req);
     if (rc != MPI_SUCCESS)
         return d->broken = 1, ct_ddp_mpi_error(rc, "MPI_Iallreduce of metrics", err);

@@ -83,8 +83,16 @@ void sum_into(void *out, const void *a, const void *b, size_t n) {
     o[i] = x[i] + y[i];
 }
 
+// gloo says a peer went silent past the context's timeout ("Timed out waiting ...", "Read
+// timeout", "Application timeout caused pair closure"): CT_ETIMEOUT, which ddp answers by finding
+// the missing ranks through the store; anything else (a reset connection) is CT_ECOMM.
+bool timed_out(const char *why) {
+  return strstr(why, "Timed out") || strcasestr(why, "timeout");
+}
+
 int gloo_fail(ct_error *err, int rank, const char *what, const char *why) {
-  int rc = ct_error_set(err, CT_ECOMM, "gloo", "ddp (gloo): rank %d: %s failed: %s", rank, what, why);
+  int rc = ct_error_set(err, timed_out(why) ? CT_ETIMEOUT : CT_ECOMM, "gloo", "ddp (gloo): rank %d: %s failed: %s",
+                        rank, what, why);
   ct_error_hint(err, "a peer rank probably died or lost its connection, or --collective-timeout passed; see "
                 "the other ranks' messages");
   return rc;

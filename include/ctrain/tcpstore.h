@@ -70,6 +70,11 @@ typedef struct ct_tcpstore ct_tcpstore;
 int ct_tcpstore_connect(const char *host, int port, const char *prefix, int rank, double timeout_s,
                         ct_tcpstore **out, ct_error *err);
 void ct_tcpstore_close(ct_tcpstore *c);
+/* Bound every later wait by timeout_s instead (> 0): a short one to ask the store once a rank is
+ * known to be stopped — the store itself may be in that rank's process. */
+void ct_tcpstore_set_timeout(ct_tcpstore *c, double timeout_s);
+/* The store's address as "host:port" ("[::1]:29500"), for messages. */
+const char *ct_tcpstore_address(const ct_tcpstore *c);
 /* This end's address of the connection ("10.1.2.3", "::1"): the one this host reaches the store
  * by, so the one the other ranks most likely reach it by. 0, or -1 when it cannot be read. */
 int ct_tcpstore_local_address(const ct_tcpstore *c, char *buf, size_t size);
