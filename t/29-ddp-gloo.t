@@ -22,7 +22,7 @@ ok() { n=$((n + 1)); echo "ok $n - $1"; }
 nok() { n=$((n + 1)); echo "not ok $n - $1"; [ -n "$2" ] && sed 's/^/# /' "$2"; }
 check() { if eval "$1"; then ok "$2"; else nok "$2" "$3"; fi; }
 
-PLAN=15
+PLAN=16
 echo "1..$PLAN"
 skip_rest() { while [ $n -lt $PLAN ]; do n=$((n + 1)); echo "ok $n # SKIP $1"; done; exit 0; }
 if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
@@ -104,6 +104,26 @@ held_port=$held two_ranks agent ddp TORCHELASTIC_RUN_ID=t29 TORCHELASTIC_RESTART
 release_store
 check '[ "$(cat "$T/agent.0.rc") $(cat "$T/agent.1.rc")" = "0 0" ] && "$B/t/st_compare" --tol 1e-6 "$T/mpi/last.safetensors" "$T/agent/last.safetensors" >/dev/null' \
     "torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=True): both ranks join it, mpi's weights" "$T/agent.out"
+
+# torchrun itself, its agent, rendezvous and store (t/tools/torchrun.py: torchrun's main with
+# TCPStore defaulting to use_libuv=False, which Debian 13's PyTorch lacks). Debian 12's torchrun
+# (PyTorch 1.13) fails under its Python 3.11 before it starts a worker: make test-debian13 runs this.
+tv=$(/usr/bin/python3 -c 'import torch.distributed.run, torch; print(torch.__version__)' 2>/dev/null)
+case "$tv" in
+    2.*)
+        OPENBLAS_NUM_THREADS=1 timeout 120 /usr/bin/python3 "$ROOT/t/tools/torchrun.py" --nnodes 1 --nproc-per-node 2 \
+            --master-port "$(free_port)" --no-python "$CTRAIN" fit $FIT --strategy ddp --default-root-dir "$T/torchrun" \
+            >"$T/torchrun.out" 2>&1
+        check '[ $? -eq 0 ] && grep -q "\"world_size\":[[:space:]]*2" "$T/torchrun/summary.json" &&
+               "$B/t/st_compare" --tol 1e-6 "$T/mpi/last.safetensors" "$T/torchrun/last.safetensors" >/dev/null' \
+            "torchrun --nproc-per-node 2 --no-python ctrain fit --strategy ddp (PyTorch $tv): world size 2, mpi's weights" \
+            "$T/torchrun.out"
+        ;;
+    *)
+        n=$((n + 1))
+        echo "ok $n # SKIP torchrun of PyTorch ${tv:-(none)} does not run here (Debian 12's 1.13 fails under Python 3.11); make test-debian13 runs it"
+        ;;
+esac
 
 # A port in use: rank 0 cannot host the store; it says which port and why, at once.
 hold_store busy

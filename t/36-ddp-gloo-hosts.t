@@ -8,7 +8,8 @@
 # address, and srun returns with nothing left running. Then a Kubeflow PyTorchJob's two pods, played
 # by hand on the two hosts (the operator's variables: KUBERNETES_PORT, MASTER_ADDR, MASTER_PORT,
 # WORLD_SIZE, RANK; --cluster-env kubeflow, which Lightning 2.x does not detect either): the same
-# weights again.
+# weights again; and torchrun itself, one agent per host (PyTorch >= 2: the Debian 13 suite; Debian
+# 12's torchrun fails under its Python 3.11), its workers on the agents' store.
 . "$(dirname "$0")/lib/spank.sh"
 if [ ! -x "$CTRAIN" ] || [ ! -x "$B/t/idx_subset" ] || [ ! -x "$B/t/st_compare" ]; then
     echo "1..0 # SKIP $CTRAIN, $B/t/idx_subset or $B/t/st_compare not built"
@@ -19,7 +20,7 @@ if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
     echo "1..0 # SKIP dataset-fashion-mnist not installed"
     exit 0
 fi
-spank_plan 11
+spank_plan 12
 spank_cluster 2 ""
 DATA="$CLUSTER_DIR/data"
 mkdir -p "$DATA"
@@ -97,4 +98,31 @@ like "$rc0 $rc1 $(cat "$CLUSTER_DIR/kf/summary.json" 2>/dev/null | tr -d '\n\t '
 "$B/t/st_compare" --tol 1e-6 "$CLUSTER_DIR/mpi/last.safetensors" "$CLUSTER_DIR/kf/last.safetensors" \
     >"$CLUSTER_DIR/cmp-kf.out" 2>&1
 ok $? "... and their weights equal the mpi run's within 1e-6 ($(tail -n 1 "$CLUSTER_DIR/cmp-kf.out"))"
+
+# 12: torchrun --nnodes 2 (static rendezvous at n1), one worker per host (t/tools/torchrun.py:
+# torchrun's own main, its TCPStore without libuv as this PyTorch is built).
+tv=$(/usr/bin/python3 -c 'import torch.distributed.run, torch; print(torch.__version__)' 2>/dev/null)
+case "$tv" in
+    2.*)
+        for r in 0 1; do
+            "$ROOT/scripts/slurm-cluster" exec "$CLUSTER_DIR" "n$((r + 1))" env OPENBLAS_NUM_THREADS=1 timeout 120 \
+                /usr/bin/python3 "$ROOT/t/tools/torchrun.py" --nnodes 2 --node-rank $r --nproc-per-node 1 \
+                --master-addr n1 --master-port 29400 --no-python "$CTRAIN" $FIT --max-epochs 1 --strategy ddp \
+                --default-root-dir "$CLUSTER_DIR/tr" >"$CLUSTER_DIR/tr.$r" 2>&1 &
+            eval "tr$r=\$!"
+        done
+        wait "$tr0"; rc0=$?
+        wait "$tr1"; rc1=$?
+        "$B/t/st_compare" --tol 1e-6 "$CLUSTER_DIR/mpi/last.safetensors" "$CLUSTER_DIR/tr/last.safetensors" \
+            >"$CLUSTER_DIR/cmp-tr.out" 2>&1
+        cmp_rc=$?
+        ok "$([ "$rc0$rc1$cmp_rc" = 000 ] && grep -q '"world_size":[[:space:]]*2' "$CLUSTER_DIR/tr/summary.json"; echo $?)" \
+           "torchrun --nnodes 2 on n1 and n2 (PyTorch $tv), one ctrain fit each: world size 2, the mpi run's weights"
+        [ "$rc0$rc1" = 00 ] || tail -n 4 "$CLUSTER_DIR/tr.0" "$CLUSTER_DIR/tr.1" | sed 's/^/#   /'
+        ;;
+    *)
+        T_N=$((T_N + 1))
+        echo "ok $T_N # SKIP torchrun of PyTorch ${tv:-(none)} does not run here (Debian 12's 1.13 fails under Python 3.11); make test-debian13 runs it"
+        ;;
+esac
 spank_done
