@@ -94,32 +94,54 @@ static int task0_index(const slurm_step_layout_t *layout)
     return -1;
 }
 
-/* The first node of component 0 of the heterogeneous job LEADER, from slurmctld's record of the
- * job: where task 0 runs once its step is gone. A component may end before another one's
- * slurmstepd asks for the layout (srun A : B where A exits at once, on a loaded machine: seen in
- * t/48 with 4 test files at a time), and slurmctld then knows the step no more. -1 when the job
- * is not a heterogeneous job (the components of a step of one job share its nodes). */
-static int leader_first_node(uint32_t leader, char *node, size_t size)
+/* slurmctld's record of job JOB_ID: *het_job = 1 when it leads a heterogeneous job (srun A : B
+ * outside an allocation: each component a job of its own, with a plain step), 0 when it is one
+ * allocation (srun A : B under salloc: one step with components 0, 1, ...); and, for a
+ * heterogeneous job, the first node of component 0 into node, which still says where task 0 runs
+ * once its step is gone. A component may end before another one's slurmstepd asks for the layout
+ * (srun A : B where A exits at once, on a loaded machine: seen in t/48 with 4 test files at a
+ * time), and slurmctld then knows that step no more. -1 when slurmctld does not answer. */
+static int job_het_info(uint32_t job_id, int *het_job, char *node, size_t size)
 {
     job_info_msg_t *msg = NULL;
     ct_hostlist *hl = NULL;
     ct_error ignored;
-    int rv = -1;
 
-    if (slurm_load_job(&msg, leader, 0) != SLURM_SUCCESS || !msg)
+    *het_job = 0;
+    node[0] = '\0';
+    if (slurm_load_job(&msg, job_id, 0) != SLURM_SUCCESS || !msg)
         return -1;
-    for (uint32_t i = 0; i < msg->record_count && rv < 0; i++) {
+    for (uint32_t i = 0; i < msg->record_count; i++) {
         const slurm_job_info_t *j = &msg->job_array[i];
 
-        if (j->het_job_id != leader || j->het_job_offset != 0 || !j->nodes)
+        if (j->het_job_id != job_id || j->het_job_id == 0 || j->het_job_id == NO_VAL)
+            continue;
+        *het_job = 1;
+        if (j->het_job_offset != 0 || !j->nodes || node[0])
             continue;
         if (ct_hostlist_expand(j->nodes, &hl, &ignored) == 0 && ct_hostlist_get(hl, 0))
-            rv = ct_str_copy(node, size, ct_hostlist_get(hl, 0)) == 0 ? 0 : -1;
+            ct_str_copy(node, size, ct_hostlist_get(hl, 0));
         ct_hostlist_free(hl);
         hl = NULL;
     }
     slurm_free_job_info_msg(msg);
-    return rv;
+    return 0;
+}
+
+/* 1 when slurmctld holds step JOB.STEP as components (a heterogeneous step of one allocation),
+ * 0 when as one plain step, -1 when it does not answer. A component that has ended is gone from
+ * the list, the others are still components. */
+static int step_has_components(uint32_t job_id, uint32_t step_id)
+{
+    job_step_info_response_msg_t *resp = NULL;
+    int comps = 0;
+
+    if (slurm_get_job_steps((time_t)0, job_id, step_id, &resp, SHOW_ALL) != SLURM_SUCCESS || !resp)
+        return -1;
+    for (uint32_t i = 0; i < resp->job_step_count; i++)
+        comps |= resp->job_steps[i].step_id.step_het_comp != NO_VAL;
+    slurm_free_job_step_info_response_msg(resp);
+    return comps;
 }
 
 /* From slurmctld's layout of the step at->job_id.at->step_id (SPANK's items; component 0 of a
@@ -129,24 +151,32 @@ static int leader_first_node(uint32_t leader, char *node, size_t size)
  * environment. */
 static int layout_node(const struct ct_spank_step_node *at, char *node, size_t size, ct_error *err)
 {
-    int found = -1, het = at->het;
+    int found = -1, het = at->het, het_job = 0, known = -1, comps = -1;
     slurm_step_id_t id = { .job_id = at->job_id, .step_id = at->step_id, .step_het_comp = het ? 0 : NO_VAL };
     slurm_step_layout_t *layout = NULL;
     ct_hostlist *hl = NULL;
+    char first[256] = "";
     ct_error ignored;
 
-    /* A heterogeneous step of one job (srun A : B in an allocation) has components 0, 1, ...;
-     * one of a heterogeneous job has a plain step in each component job, the leader's first. */
+    /* A heterogeneous job's components are plain steps of separate jobs, the leader's first; a
+     * heterogeneous step of one allocation has components 0, 1, ... of one step. Asked for the
+     * other kind, SLURM 24.11 may answer with another component's layout (whose task 0 is that
+     * component's own: t/25 saw n1 for n3): ask for the kind the job has. */
+    if (het)
+        known = job_het_info(at->job_id, &het_job, first, sizeof(first));
+    if (het && known == 0 && !het_job)
+        comps = step_has_components(at->job_id, at->step_id);
     /* srun creates a heterogeneous step's components one after another, and each component's
      * slurmstepd may ask before slurmctld knows component 0's step (SLURM 24.11 then answers
      * "Invalid job id specified"): ask again for up to 2 s. A component that has already ended
-     * is known no more: then the job's record says where (leader_first_node). */
+     * is known no more: a heterogeneous job's record still says where its component 0 runs. */
     for (int attempt = 0; !layout && attempt < 10; attempt++) {
         if (attempt)
             usleep(200 * 1000);
-        id.step_het_comp = het ? 0 : NO_VAL;
+        id.step_het_comp = het && (known != 0 || !het_job) ? 0 : NO_VAL;
         layout = slurm_job_step_layout_get(&id);
-        if (!layout && het) {
+        /* A plain step after all (the job's variables claimed components): its own layout. */
+        if (!layout && het && (known != 0 || (!het_job && comps == 0))) {
             id.step_het_comp = NO_VAL;
             layout = slurm_job_step_layout_get(&id);
         }
@@ -160,7 +190,7 @@ static int layout_node(const struct ct_spank_step_node *at, char *node, size_t s
     ct_hostlist_free(hl);
     if (layout)
         slurm_job_step_layout_free(layout);
-    if (found < 0 && het && at->task0 && leader_first_node(at->job_id, node, size) == 0)
+    if (found < 0 && het && het_job && at->task0 && first[0] && ct_str_copy(node, size, first) == 0)
         found = 0;
     if (found < 0 && at->task0) {
         ct_error_set(err, CT_ECOMM, "rendezvous-host", "%s step %u.%u: slurmctld did not give the node of task 0 "

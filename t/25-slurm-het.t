@@ -9,7 +9,7 @@
 # LOCAL_RANK / LOCAL_WORLD_SIZE (and, in the step of one allocation, a global RANK and rank 0's
 # node). The cluster is stopped by pid at exit (t/lib/spank.sh).
 . "$(dirname "$0")/lib/spank.sh"
-spank_plan 10
+spank_plan 11
 spank_cluster 3 ""
 
 # Each task writes "RANK host local_rank local_world_size node_rank num_nodes" from ctrain env.
@@ -62,8 +62,11 @@ timeout 60 salloc -N3 -n6 srun --ctrain-strategy=ddp -N1 -n2 sh -c "$SHOW" >"$CL
 is "$(grep -E '^[0-9]+ ' "$CLUSTER_DIR/salloc.out" | sort -n | tr '\n' '|')" "0 0 2 0 2|1 1 2 0 2|" \
    "plugin: a step on one node of a 3-node allocation runs"
 spank_plugstack "$SHIPPED" "verbose"
+# (Component 0 stays until the others have asked slurmctld for its layout: a step of one
+# allocation whose component 0 is over is known no more, and nothing else says where its task 0
+# was — test 11.)
 timeout 90 salloc -N3 -n6 sh -c \
-    "srun --ctrain-strategy=ddp -N1 -n1 -w n3 sh -c '$SHOW' : -N2 -n3 -w n[1-2] sh -c '$SHOW'" \
+    "srun --ctrain-strategy=ddp -N1 -n1 -w n3 sh -c '$SHOW; sleep 5' : -N2 -n3 -w n[1-2] sh -c '$SHOW'" \
     >"$CLUSTER_DIR/salloc.out" 2>"$CLUSTER_DIR/salloc.err"
 is "$(grep -E '^[0-9]+ ' "$CLUSTER_DIR/salloc.out" | sort -n | tr '\n' '|')" \
    "0 0 1 0 4|1 0 2 1 4|2 1 2 1 4|3 0 1 2 4|" "plugin, one allocation: RANK global, WORLD_SIZE the whole step"
@@ -73,4 +76,21 @@ rank0=$(cat "$CLUSTER_DIR"/log/slurmd-n*.log |
     sed -n "s/.*ctrain: step $job\.0 node .* rank 0 on \([^ ]*\) at .*/\1/p")
 is "$(printf '%s\n' "$rank0" | sort -u)" "n3" \
    "plugin, one allocation: rank 0's node is component 0's (n3), on every node"
+
+# 11. The same step with component 0 over before n1's slurmstepd (held 3 s by forge_env.so) asks:
+# SLURM 22.05 still gives the step's layout (rank 0 on n3), 24.11 knows component 0 no more. Either
+# n3 or a message naming task 0 — never another component's node.
+printf '%s\n%s\n' "optional $B/t/forge_env.so" "$SHIPPED $PLUGIN verbose" >"$CLUSTER_DIR/plugstack.conf"
+CT_TEST_HOLD="n1 3" timeout 90 salloc -N3 -n6 sh -c \
+    "srun --ctrain-strategy=ddp -N1 -n1 -w n3 true : -N2 -n3 -w n[1-2] sh -c 'echo \$MASTER_ADDR'" \
+    >"$CLUSTER_DIR/held.out" 2>"$CLUSTER_DIR/held.err"
+addrs=$(grep -v '^salloc' "$CLUSTER_DIR/held.out" | sort -u | tr '\n' ' ')
+if [ "$addrs" = "n3 " ] || { [ -z "$addrs" ] && grep -q "slurmctld did not give the node of task 0" "$CLUSTER_DIR/held.err"; }; then
+    ok 0 "one allocation, component 0 over before component 1 asks: rank 0 is n3 or a message, never another node"
+else
+    ok 1 "one allocation, component 0 over before component 1 asks: rank 0 is n3 or a message, never another node"
+    printf '%s\n' "MASTER_ADDR: $addrs" | sed 's/^/#   /'
+    grep ctrain "$CLUSTER_DIR/held.err" | head -n 4 | sed 's/^/#   /'
+fi
+spank_plugstack "$SHIPPED" "verbose"
 spank_done
