@@ -11,6 +11,8 @@
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B="$ROOT/${CTRAIN_BUILD:-build}"
 T=$(mktemp -d /tmp/ctrain-t93-XXXXXX)
+# The launcher's PMIx server makes its directory under TMPDIR: SIGKILLed here, it cannot remove it.
+export TMPDIR="$T"
 P=
 trap '[ -n "$P" ] && kill -9 $P 2>/dev/null; for p in $(rank_pids); do kill -9 $p 2>/dev/null; done; rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM HUP
