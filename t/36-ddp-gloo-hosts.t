@@ -11,20 +11,10 @@
 # weights again; and torchrun itself, one agent per host (PyTorch >= 2: the Debian 13 suite; Debian
 # 12's torchrun fails under its Python 3.11), its workers on the agents' store.
 . "$(dirname "$0")/lib/spank.sh"
-if [ ! -x "$CTRAIN" ] || [ ! -x "$B/t/idx_subset" ] || [ ! -x "$B/t/st_compare" ]; then
-    echo "1..0 # SKIP $CTRAIN, $B/t/idx_subset or $B/t/st_compare not built"
-    exit 0
-fi
-if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
-    ci_needs "dataset-fashion-mnist missing"
-    echo "1..0 # SKIP dataset-fashion-mnist not installed"
-    exit 0
-fi
+spank_needs_fit_data st_compare
 spank_plan 12
 spank_cluster 2 ""
-DATA="$CLUSTER_DIR/data"
-mkdir -p "$DATA"
-"$B/t/idx_subset" /usr/share/datasets/fashion-mnist "$DATA" 3000 500 >/dev/null || exit 1
+spank_fit_data 3000 500
 export OPENBLAS_NUM_THREADS=1
 FIT="fit --data $DATA --progress off --hidden 64 --batch-size 64 --deterministic"
 

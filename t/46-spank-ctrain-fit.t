@@ -4,20 +4,10 @@
 # cluster. The plugin checked the flags in srun and exported CTRAIN_STRATEGY; ctrain fit reads it
 # (no --strategy flag here) and the DDP strategy finds its peers through SLURM's PMIx server.
 . "$(dirname "$0")/lib/spank.sh"
-if [ ! -x "$CTRAIN" ] || ! "$CTRAIN" fit --help >/dev/null 2>&1; then
-    echo "1..0 # SKIP 'ctrain fit' is not built ($CTRAIN fit --help fails)"
-    exit 0
-fi
-if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || [ ! -x "$B/t/idx_subset" ]; then
-    ci_needs "dataset-fashion-mnist or $B/t/idx_subset missing"
-    echo "1..0 # SKIP dataset-fashion-mnist or $B/t/idx_subset missing"
-    exit 0
-fi
+spank_needs_fit_data
 spank_plan 6
 spank_cluster 1 ""
-DATA="$CLUSTER_DIR/data"
-mkdir -p "$DATA"
-"$B/t/idx_subset" /usr/share/datasets/fashion-mnist "$DATA" 3000 500 >/dev/null || exit 1
+spank_fit_data 3000 500
 OUTDIR="$CLUSTER_DIR/run"
 FIT="fit --data $DATA --progress off --max-epochs 1 --batch-size 64 --default-root-dir $OUTDIR.fit"
 

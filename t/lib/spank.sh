@@ -76,6 +76,30 @@ spank_cannot_run() {
     echo ""
 }
 
+# spank_needs_fit_data: before spank_plan, SKIP the file (a failure under CI for the package) unless
+# `ctrain fit`, the tools it names and dataset-fashion-mnist are here. spank_fit_data TRAIN TEST: after
+# spank_cluster, a subset of that many images in DATA ($CLUSTER_DIR/data), which every node reads.
+FMNIST=/usr/share/datasets/fashion-mnist
+spank_needs_fit_data() {
+    local tool
+    if [ ! -x "$CTRAIN" ] || ! "$CTRAIN" fit --help >/dev/null 2>&1; then
+        echo "1..0 # SKIP 'ctrain fit' is not built ($CTRAIN fit --help fails)"
+        exit 0
+    fi
+    for tool in idx_subset "$@"; do
+        [ -x "$B/t/$tool" ] || { echo "1..0 # SKIP $B/t/$tool not built (make tests)"; exit 0; }
+    done
+    if [ ! -f "$FMNIST/train-images-idx3-ubyte.gz" ]; then
+        ci_needs "dataset-fashion-mnist not installed"
+        echo "1..0 # SKIP dataset-fashion-mnist not installed"
+        exit 0
+    fi
+}
+spank_fit_data() {
+    DATA="$CLUSTER_DIR/data"
+    mkdir -p "$DATA" && "$B/t/idx_subset" "$FMNIST" "$DATA" "$1" "$2" >/dev/null || exit 1
+}
+
 spank_plan() {
     local why
     why=$(spank_cannot_run)
