@@ -151,8 +151,8 @@ static int step_has_components(uint32_t job_id, uint32_t step_id)
  * environment. */
 static int layout_node(const struct ct_spank_step_node *at, char *node, size_t size, ct_error *err)
 {
-    int found = -1, het = at->het, het_job = 0, known = -1, comps = -1;
-    slurm_step_id_t id = { .job_id = at->job_id, .step_id = at->step_id, .step_het_comp = het ? 0 : NO_VAL };
+    int found = -1, het = at->het, het_job = 0, known = -1, comps = -1, ask_comp0, then_plain;
+    slurm_step_id_t id = { .job_id = at->job_id, .step_id = at->step_id, .step_het_comp = NO_VAL };
     slurm_step_layout_t *layout = NULL;
     ct_hostlist *hl = NULL;
     char first[256] = "";
@@ -166,6 +166,11 @@ static int layout_node(const struct ct_spank_step_node *at, char *node, size_t s
         known = job_het_info(at->job_id, &het_job, first, sizeof(first));
     if (het && known == 0 && !het_job)
         comps = step_has_components(at->job_id, at->step_id);
+    /* Component 0 of a step of one allocation (or of one of either kind, when slurmctld did not
+     * say which); the plain step of a heterogeneous job, or of a step that has no components after
+     * all (the job's variables claimed them), or when slurmctld did not say. */
+    ask_comp0 = het && !(known == 0 && het_job);
+    then_plain = het && (known != 0 || (!het_job && comps == 0));
     /* srun creates a heterogeneous step's components one after another, and each component's
      * slurmstepd may ask before slurmctld knows component 0's step (SLURM 24.11 then answers
      * "Invalid job id specified"): ask again for up to 2 s. A component that has already ended
@@ -173,10 +178,9 @@ static int layout_node(const struct ct_spank_step_node *at, char *node, size_t s
     for (int attempt = 0; !layout && attempt < 10; attempt++) {
         if (attempt)
             usleep(200 * 1000);
-        id.step_het_comp = het && (known != 0 || !het_job) ? 0 : NO_VAL;
+        id.step_het_comp = ask_comp0 ? 0 : NO_VAL;
         layout = slurm_job_step_layout_get(&id);
-        /* A plain step after all (the job's variables claimed components): its own layout. */
-        if (!layout && het && (known != 0 || (!het_job && comps == 0))) {
+        if (!layout && ask_comp0 && then_plain) {
             id.step_het_comp = NO_VAL;
             layout = slurm_job_step_layout_get(&id);
         }
