@@ -62,6 +62,7 @@ static int add_files(ct_gres_files *out, const char *file, ct_error *err)
             ct_hostlist_free(hl);
             return CT_EFORMAT;
         }
+        ct_str_copy(out->paths[out->nfiles], sizeof(out->paths[0]), path);
         ct_str_copy(out->files[out->nfiles++], sizeof(out->files[0]), base);
     }
     ct_hostlist_free(hl);

@@ -9,6 +9,7 @@
 #include "ctrain/error.h"
 #include "ctrain/util.h"
 #include "spank/options.h"
+#include "spank/preflight.h"
 
 /* --ctrain-* options as the user gave them (NULL/UNSET = not given). */
 static struct {
@@ -16,6 +17,7 @@ static struct {
     char *accelerator;
     char *precision;
     enum ct_spank_bind bind;
+    struct ct_spank_preflight preflight;
 } opts;
 static ct_error refused; /* the first option refused (code 0: none) */
 
@@ -34,6 +36,10 @@ static struct spank_option options[] = {
       "ctrain: bind each task to the GPU, cores and NIC closest to each other inside the step's allocation "
       "(closest, the default), not at all (none), or closest and print each task's binding (verbose)",
       1, CT_SPANK_OPT_BIND, NULL },
+    { "ctrain-preflight", "report|fail|exclude[,dir=PATH][,mem=MIB]",
+      "ctrain: check each node before the tasks start (GPU device files present and free, the network "
+      "interface up, the run directory writable, memory free): report the result, also end the step on a bad node "
+      "(fail), or also requeue a batch job without the bad node (exclude)", 1, CT_SPANK_OPT_PREFLIGHT, NULL },
     SPANK_OPTIONS_TABLE_END
 };
 
@@ -80,6 +86,8 @@ static int store_value(int val, const char *optarg, ct_error *err)
             return ct_error_hint(err, "use --ctrain-bind=closest, --ctrain-bind=none or --ctrain-bind=verbose");
         }
         return 0;
+    case CT_SPANK_OPT_PREFLIGHT:
+        return ct_spank_preflight_parse(optarg, &opts.preflight, err);
     }
     return ct_error_set(err, CT_EINTERNAL, "spank-option", "SPANK passed an option number (%d) ctrain never "
                         "registered", val);
@@ -126,7 +134,7 @@ void ct_spank_options_free(void)
 int ct_spank_active(void)
 {
     return opts.strategy || opts.accelerator || opts.precision || opts.bind != CT_SPANK_BIND_UNSET ||
-           ct_spank_args_get()->default_strategy[0];
+           opts.preflight.mode != CT_SPANK_PREFLIGHT_OFF || ct_spank_args_get()->default_strategy[0];
 }
 
 const char *ct_spank_strategy(void)
@@ -155,4 +163,9 @@ enum ct_spank_bind ct_spank_bind_mode(void)
     if (opts.bind != CT_SPANK_BIND_UNSET)
         return opts.bind;
     return a->bind != CT_SPANK_BIND_UNSET ? a->bind : CT_SPANK_BIND_CLOSEST;
+}
+
+const struct ct_spank_preflight *ct_spank_preflight_opts(void)
+{
+    return &opts.preflight;
 }

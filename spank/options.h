@@ -10,8 +10,11 @@
 #include "ctrain/error.h"
 #include "spank/args.h"
 
+struct ct_spank_preflight;   /* spank/preflight.h */
+
 /* The option values SPANK passes to the callback (the options table's val). */
-enum ct_spank_opt { CT_SPANK_OPT_STRATEGY = 1, CT_SPANK_OPT_ACCELERATOR, CT_SPANK_OPT_PRECISION, CT_SPANK_OPT_BIND };
+enum ct_spank_opt { CT_SPANK_OPT_STRATEGY = 1, CT_SPANK_OPT_ACCELERATOR, CT_SPANK_OPT_PRECISION, CT_SPANK_OPT_BIND,
+                     CT_SPANK_OPT_PREFLIGHT };
 
 /* Register every option with cb as its callback (the dispatcher's, spank/ctrain.c). */
 int ct_spank_options_register(spank_t sp, spank_opt_cb_f cb, ct_error *err);
@@ -32,5 +35,7 @@ const char *ct_spank_accelerator(void);
 const char *ct_spank_precision(void);
 /* The binding in effect: the option, else the site default, else closest. */
 enum ct_spank_bind ct_spank_bind_mode(void);
+/* --ctrain-preflight as given (mode CT_SPANK_PREFLIGHT_OFF when not). */
+const struct ct_spank_preflight *ct_spank_preflight_opts(void);
 
 #endif

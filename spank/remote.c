@@ -41,6 +41,7 @@
 #include "spank/gres.h"
 #include "spank/log.h"
 #include "spank/options.h"
+#include "spank/preflight.h"
 #include "spank/remote.h"
 #include "spank/rendezvous.h"
 
@@ -69,6 +70,11 @@ struct step {
     int loopback_ok;    /* rank 0's address is a loopback one: every node of the step is this host */
     char addr_why[256]; /* why addrs is empty */
     ct_error err;       /* reported by every task_init */
+    ct_nodecheck_result pf; /* --ctrain-preflight: the GPU checks' findings (as root) */
+    int pf_gpus;        /* pf holds them */
+    int pf_bad;         /* findings on this node, every check */
+    char pf_line[2048]; /* its one line; "" when the checks did not run */
+    char pf_node[256];  /* this node's name, as the line gives it */
 };
 
 static struct step *step_state; /* from init_post_opt to slurm_spank_exit; NULL: not a ctrain step */
@@ -267,15 +273,17 @@ static void list_node(const struct step *s, char **env, char *out, size_t size)
     ct_hostlist_free(hl);
 }
 
-/* This node's SLURM name: slurmstepd's SLURMD_NODENAME, else the step's node list at this node. */
+/* This node's SLURM name: the step's node list at this node's id, else (a heterogeneous step)
+ * SLURMD_NODENAME. Not SLURMD_NODENAME first: the step's environment is srun's, and an srun in a
+ * batch script passes on the batch host's SLURMD_NODENAME to every node (slurmstepd sets each
+ * task's own only at exec), so every node would read the batch host's gres.conf lines. */
 static void node_name(const struct step *s, char **env, char *out, size_t size)
 {
     const char *name = job_getenv("SLURMD_NODENAME", env);
 
-    if (name)
+    list_node(s, env, out, size);
+    if (!out[0] && name)
         ct_str_copy(out, size, name);
-    else
-        list_node(s, env, out, size);
 }
 
 /* The step's GPUs in the planner's terms. SLURM's numbers are gres indexes: the GPU of the N-th
@@ -472,6 +480,9 @@ static void node_addresses(struct step *s, char **env)
         snprintf(s->addr_why, sizeof(s->addr_why), "node %s's address '%s' does not resolve", me.node, me.address);
 }
 
+static void preflight_gpus(struct step *s, char **env);
+static void preflight(struct step *s, char **env);
+
 int ct_spank_remote_step_init(spank_t sp)
 {
     struct step *s = NULL;
@@ -503,10 +514,13 @@ int ct_spank_remote_step_init(spank_t sp)
     if (s->bind != CT_SPANK_BIND_NONE)
         discovery_start(s, env);
     if (ct_spank_rendezvous(job_getenv, env, s->job_id, s->step_id, s->nnodes, s->het, ct_spank_args_get()->port_base,
-                            &s->rdv, &s->err) == 0 && s->bind != CT_SPANK_BIND_NONE)
+                            &s->rdv, &s->err) == 0 &&
+        (s->bind != CT_SPANK_BIND_NONE || ct_spank_preflight_opts()->mode != CT_SPANK_PREFLIGHT_OFF))
         node_addresses(s, env);
+    preflight_gpus(s, env);
     return 0;
 }
+
 
 /* The binding is planned as the user, not root: the topology file (topology=) must be one the
  * job's user can read (a root_squash NFS refuses root). A discovered topology comes from the thread
@@ -525,6 +539,7 @@ int ct_spank_remote_user_init(spank_t sp)
         env = NULL;
     if (s->bind != CT_SPANK_BIND_NONE && plan_binding(sp, s, env, &s->err) != 0)
         return 0;
+    preflight(s, env);
     ct_spank_info("step %u.%u node %u: %u of %u tasks, rank 0 on %s at %s:%d%s, binding %s", s->job_id, s->step_id,
                   s->node_id, s->local_tasks, s->total_tasks, s->rdv.node, s->rdv.address, s->rdv.port,
                   s->rdv.port_reserved ? " (srun --resv-ports)" : "",
@@ -608,13 +623,11 @@ static int set_net(spank_t sp, const struct step *s, uint32_t rank, const char *
 
 /* The network variables of the task's NIC (include/ctrain/net.h), for NCCL, Gloo, UCX and Open
  * MPI's TCP transport; nothing, with the reason in the log, when no interface can be told. */
-static int apply_network(spank_t sp, const struct step *s, const ct_bind_task *t, uint32_t rank)
+static void choose_network(const struct step *s, const ct_bind_task *t, ct_net_vars *v)
 {
     ct_net_iface ifaces[64];
     const char *addrs[8];
-    ct_net_request req = { .task = t, .ib_hca = ct_bind_plan_ib_hca(s->plan), .ifaces = ifaces };
-    ct_net_vars v;
-    char have[8];
+    ct_net_request req = { .task = t, .ib_hca = s->plan ? ct_bind_plan_ib_hca(s->plan) : "", .ifaces = ifaces };
 
     for (int i = 0; i < s->naddrs; i++)
         addrs[i] = s->addrs[i];
@@ -622,7 +635,15 @@ static int apply_network(spank_t sp, const struct step *s, const ct_bind_task *t
     req.naddrs = s->naddrs;
     req.allow_loopback = s->loopback_ok;
     req.nifaces = node_ifaces(ifaces, 64);
-    ct_net_choose(&req, &v);
+    ct_net_choose(&req, v);
+}
+
+static int apply_network(spank_t sp, const struct step *s, const ct_bind_task *t, uint32_t rank)
+{
+    ct_net_vars v;
+    char have[8];
+
+    choose_network(s, t, &v);
     if (!s->naddrs && s->addr_why[0])
         snprintf(v.reason + strlen(v.reason), sizeof(v.reason) - strlen(v.reason), " (%s)", s->addr_why);
     if (s->bind == CT_SPANK_BIND_VERBOSE)
@@ -846,6 +867,125 @@ static int het_task(const struct step *s, char **env, uint32_t *rank, int *local
 }
 
 /* An error of the step in the task's stderr (SLURM does not pass the plugin's log to srun). */
+/* The job's memory per node in MiB, as SLURM told the job (--mem, or --mem-per-cpu times the
+ * node's CPUs); 0 when it did not ask. */
+static uint64_t job_mem_mb(char **env)
+{
+    const char *per_node = job_getenv("SLURM_MEM_PER_NODE", env), *per_cpu = job_getenv("SLURM_MEM_PER_CPU", env);
+    const char *cpus = job_getenv("SLURM_CPUS_ON_NODE", env);
+    long n = 0, c = 0;
+
+    if (per_node && ct_parse_long(per_node, 1, 1L << 40, &n) == 0)
+        return (uint64_t)n;
+    if (per_cpu && cpus && ct_parse_long(per_cpu, 1, 1L << 40, &n) == 0 && ct_parse_long(cpus, 1, 1L << 20, &c) == 0)
+        return (uint64_t)n * (uint64_t)c;
+    return 0;
+}
+
+/* --ctrain-preflight's GPU checks, as root in init_post_opt (a GPU held by another user's process
+ * shows only to root). Where SLURM has not set SLURM_STEP_GPUS by then, user_init runs them, as the
+ * user. */
+static void preflight_gpus(struct step *s, char **env)
+{
+    struct ct_spank_preflight_node in = { 0 };
+    ct_error err;
+
+    if (ct_spank_preflight_opts()->mode == CT_SPANK_PREFLIGHT_OFF || s->err.code)
+        return;
+    in.step_gpus = slurm_gpus(env);
+    if (!in.step_gpus || !in.step_gpus[0])
+        return;
+    node_name(s, env, s->pf_node, sizeof(s->pf_node));
+    in.node = s->pf_node;
+    if (ct_spank_gres_read(in.node, &s->gres, &err) == 0)
+        in.files = &s->gres.files;
+    in.gpus_mapped = 1;   /* the mapping is user_init's; a GPU it cannot map fails the step there */
+    ct_spank_preflight_gpus(&in, &s->pf);
+    s->pf_gpus = 1;
+}
+
+/* --ctrain-preflight: the node's checks, in user_init as the job's user, before any task starts
+ * (the network interface is the one the plan gives the node's first task); task_init reports the
+ * result and acts on it. */
+static void preflight(struct step *s, char **env)
+{
+    const struct ct_spank_preflight *opt = ct_spank_preflight_opts();
+    const ct_bind_task *t = s->plan ? ct_bind_plan_task(s->plan, 0) : NULL;
+    struct ct_spank_preflight_node in = { 0 };
+    ct_net_vars v;
+    ct_error err;
+
+    if (opt->mode == CT_SPANK_PREFLIGHT_OFF)
+        return;
+    ct_error_clear(&err);
+    node_name(s, env, s->pf_node, sizeof(s->pf_node));
+    in.node = s->pf_node[0] ? s->pf_node : "?";
+    in.step_gpus = slurm_gpus(env);
+    if (in.step_gpus && in.step_gpus[0] && (s->plan || ct_spank_gres_read(in.node, &s->gres, &err) == 0))
+        in.files = &s->gres.files;
+    /* planned: the plugin found every GPU in the topology; bind=none: no topology to ask */
+    in.gpus_mapped = 1;
+    in.hca = t && t->nic_is_openfabrics ? t->nic : NULL;
+    choose_network(s, t, &v);
+    in.ifname = v.ifname;
+    in.job_mem_mb = job_mem_mb(env);
+    s->pf_bad = ct_spank_preflight_node(opt, &in, s->pf_gpus ? &s->pf : NULL, s->pf_line, sizeof(s->pf_line));
+    /* info, not error, level: slurmstepd passes its errors to srun, and the node's first task
+     * writes the user's one line per node */
+    ct_spank_info("preflight: %s", s->pf_line);
+}
+
+/* A bad node: with exclude, the job requeued without it (a batch job that may be requeued);
+ * otherwise, or when that fails, the step ended (scancel JOB.STEP), so that the programs that
+ * started on the other nodes do not wait for this node's. As the user, from the node's first task,
+ * after its line is written. */
+static void preflight_act(const struct step *s)
+{
+    const char *why = s->pf_line + strlen("node ") + strlen(s->pf_node) + 2;
+    ct_error err;
+
+    ct_error_clear(&err);
+    if (ct_spank_preflight_opts()->mode == CT_SPANK_PREFLIGHT_EXCLUDE) {
+        sigset_t term;
+
+        /* The requeue ends the job's steps, this task first: SIGTERM, SIGKILL KillWait seconds
+         * later. slurmctld takes the excluded node only after the requeue, so this task holds
+         * SIGTERM off for that long (it never execs: ctrain.c ends it). */
+        sigemptyset(&term);
+        sigaddset(&term, SIGTERM);
+        sigaddset(&term, SIGINT);
+        sigaddset(&term, SIGHUP);
+        sigprocmask(SIG_BLOCK, &term, NULL);
+        if (ct_spank_preflight_exclude(s->job_id, s->pf_node, why, &err) == 0) {
+            fprintf(stderr, "ctrain: preflight: job %u requeued without node %s\n", s->job_id, s->pf_node);
+            ct_spank_info("preflight: job %u requeued without node %s", s->job_id, s->pf_node);
+            return;
+        }
+        fprintf(stderr, "ctrain: preflight: %s\nctrain: hint: %s\n", err.msg, err.hint);
+        ct_spank_info("preflight: %s", err.msg);
+    }
+    fflush(stderr);
+    if (ct_slurm_kill_step(s->job_id, s->step_id, SIGKILL) != SLURM_SUCCESS)
+        ct_spank_error("preflight: ending step %u.%u failed: %s", s->job_id, s->step_id,
+                       slurm_strerror(ct_slurm_errno()));
+}
+
+/* The preflight's line on the node's first task's stderr: every result with report, a bad node's
+ * with fail and exclude, which then end every task of the node (the others quietly). */
+static int preflight_report(const struct step *s, int local)
+{
+    enum ct_spank_preflight_mode mode = ct_spank_preflight_opts()->mode;
+    int stop = s->pf_bad && mode != CT_SPANK_PREFLIGHT_REPORT;
+
+    if (!s->pf_line[0])
+        return 0;
+    if (local == 0 && (s->pf_bad || mode == CT_SPANK_PREFLIGHT_REPORT))
+        fprintf(stderr, "ctrain: preflight: %s%s\n", s->pf_line, stop ? "; the step ends before its programs start" : "");
+    if (local == 0 && stop)
+        preflight_act(s);
+    return stop ? -1 : 0;
+}
+
 static int task_fail(const ct_error *err)
 {
     task_say("%s", err->msg);
@@ -877,6 +1017,8 @@ int ct_spank_remote_task_init(spank_t sp)
         task_say("reading the task's rank from SLURM failed");
         return -1;
     }
+    if (preflight_report(s, local) != 0)
+        return -1;
     ct_error_clear(&err);
     /* The flags as the task's program will read them, in the task's own environment (its SLURM_*
      * variables: the step's real layout) against this node's plugstack arguments: srun checked

@@ -17,7 +17,7 @@ chdir(dirname($0) . "/..") or die "cd: $!";
 my %level = (
     util => 0,
     registry => 1,
-    nn => 2, data => 2, pmix => 2, bind => 2, store => 2,
+    nn => 2, data => 2, pmix => 2, bind => 2, health => 2, store => 2,
     models => 3,
     accelerators => 4, precision => 4, envs => 4, checkpoint_io => 4, launchers => 4,
     connector => 5,
@@ -30,7 +30,7 @@ my %level = (
 # Public headers belong to the module that implements them.
 my %public = (
     'error.h' => 'util', 'util.h' => 'util', 'rng.h' => 'util', 'dtype.h' => 'util',
-    'registry.h' => 'registry', 'config.h' => 'registry', 'bind.h' => 'bind', 'net.h' => 'bind', 'gres.h' => 'bind', 'nn.h' => 'nn',
+    'registry.h' => 'registry', 'config.h' => 'registry', 'bind.h' => 'bind', 'net.h' => 'bind', 'gres.h' => 'bind', 'nodecheck.h' => 'health', 'nn.h' => 'nn',
     'datamodule.h' => 'data', 'model.h' => 'models',
     'pmix.h' => 'pmix', 'pmix_server.h' => 'pmix', 'tcpstore.h' => 'store',
     'accelerator.h' => 'accelerators', 'precision.h' => 'precision',
@@ -107,7 +107,7 @@ for my $file (grep { m{^engine/(loops|trainer|strategies)/} } @files) {
 # before it in this order: log.c (logging) is the leaf, ctrain.c (the dispatcher on
 # spank_context()) the top. State is file-static: no spank/ header declares a variable. A file
 # missing from the order fails, so a new file is placed in it on purpose.
-my @spank_order = qw(log args options check rendezvous gres local remote ctrain);
+my @spank_order = qw(log args preflight options check rendezvous gres local remote ctrain);
 
 sub strip_comments {
     my ($text) = @_;

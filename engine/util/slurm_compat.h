@@ -17,4 +17,11 @@
 #define ct_slurm_errno() slurm_get_errno()
 #endif
 
+/* End a job step (scancel JOB.STEP). SLURM 23.11 added a flags argument (KILL_* flags; 0: none). */
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 11, 0)
+#define ct_slurm_kill_step(job, step, sig) slurm_kill_job_step((job), (step), (sig), 0)
+#else
+#define ct_slurm_kill_step(job, step, sig) slurm_kill_job_step((job), (step), (sig))
+#endif
+
 #endif

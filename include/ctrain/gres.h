@@ -32,6 +32,8 @@ typedef struct ct_gres_files {
                             the list is not known */
     int nfiles;          /* 0: gres.conf names no gpu device file for this node */
     char files[CT_GRES_MAX_FILES][64]; /* basenames, "nvidia3", "renderD129" */
+    char paths[CT_GRES_MAX_FILES][256]; /* the same files as gres.conf names them ("/dev/nvidia3"):
+                                           what --ctrain-preflight checks exist */
 } ct_gres_files;
 
 /* One device file the driver knows: "nvidia3" (minor 3) or "renderD129" at a PCI bus id. */
