@@ -3,7 +3,7 @@
 # Binding applied by the plugin inside slurmstepd: on this machine's own topology and with
 # topology=FILE, always what `ctrain bind` plans for the step's allowed CPUs, never outside them.
 . "$(dirname "$0")/lib/spank.sh"
-spank_plan 31
+spank_plan 33
 spank_cluster 1 ""
 DGX="$ROOT/t/fixtures/topologies/nvidia-dgx2.xml"
 SHOW='echo "$SLURM_LOCALID|$(grep Cpus_allowed_list /proc/self/status | cut -f2)|${OMP_NUM_THREADS-unset}|${CUDA_VISIBLE_DEVICES-unset}"'
@@ -142,5 +142,23 @@ else
     ok 1 "a topology file that is not hwloc XML fails the step with the plugin's message"
     printf '%s\n' "rc=$RC" "$ERR" | head -n 8 | sed 's/^/#   /'
 fi
+
+# ctrain.so installed without its planner: a step that binds fails with the path and a hint, nothing
+# runs; a step that does not bind runs (it never loads the planner).
+mkdir -p "$CLUSTER_DIR/alone"
+cp "$PLUGIN" "$CLUSTER_DIR/alone/ctrain.so"
+echo "$SHIPPED $CLUSTER_DIR/alone/ctrain.so" >"$CLUSTER_DIR/plugstack.conf"
+rm -f "$CLUSTER_DIR/ran"
+run_srun -n1 --ctrain-strategy=ddp touch "$CLUSTER_DIR/ran"
+if [ "$RC" -ne 0 ] && [ ! -e "$CLUSTER_DIR/ran" ] &&
+   printf '%s' "$ERR" | grep -q "ctrain: error: loading the binding planner $CLUSTER_DIR/alone/ctrain-bind.so failed" &&
+   printf '%s' "$ERR" | grep -q "ctrain: hint: install ctrain-bind.so beside ctrain.so"; then
+    ok 0 "no ctrain-bind.so beside ctrain.so: a step that binds fails naming it, with a hint"
+else
+    ok 1 "no ctrain-bind.so beside ctrain.so: a step that binds fails naming it, with a hint"
+    printf '%s\n' "rc=$RC" "$ERR" | head -n 8 | sed 's/^/#   /'
+fi
+run_srun -n1 --ctrain-strategy=ddp --ctrain-bind=none sh -c 'echo $RANK'
+is "$RC $OUT" "0 0" "no ctrain-bind.so: a step with --ctrain-bind=none runs"
 
 spank_done
