@@ -43,7 +43,8 @@ const struct ct_spank_bind_ops *ct_spank_bind_open(ct_error *err)
         return ops;
     if (helper_path(path, sizeof(path), err) != 0)
         return NULL;
-    if (!(handle = dlopen(path, RTLD_NOW | RTLD_LOCAL))) {
+    /* NODELETE: it keeps the step's topology to the process's exit (topology_retire). */
+    if (!(handle = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE))) {
         why = dlerror();
         ct_error_set(err, CT_ENOENT, "bind-helper", "loading the binding planner %s failed: %s", path,
                      why ? why : "unknown error");

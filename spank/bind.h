@@ -25,6 +25,11 @@ struct ct_spank_bind_ops {
     int (*topology_allows)(const ct_topology *topo, const char *cpus);
     int (*topology_gpu_count)(const ct_topology *topo);
     void (*topology_free)(ct_topology *topo);
+    /* Keeps topo until the process exits (then the kernel frees it): destroying the process's last
+     * hwloc topology unloads hwloc's plugins (OpenCL, GL, libxml2, libpciaccess and what they link),
+     * 0.45-0.75 ms in slurm_spank_exit, which slurmstepd runs before it tells srun the step is
+     * complete. One is kept; a second is freed at once. */
+    void (*topology_retire)(ct_topology *topo);
     int (*plan_create)(const ct_topology *topo, const ct_bind_request *req, ct_bind_plan **out, ct_error *err);
     const ct_bind_task *(*plan_task)(const ct_bind_plan *plan, int local_rank);
     const char *(*plan_ib_hca)(const ct_bind_plan *plan);
@@ -39,7 +44,7 @@ struct ct_spank_bind_ops {
  * cannot be loaded or is of another build. Not thread-safe: one thread of slurmstepd at a time. */
 const struct ct_spank_bind_ops *ct_spank_bind_open(ct_error *err);
 
-/* Unload it (slurm_spank_exit), once nothing of it is held. */
+/* Let it go (slurm_spank_exit): it stays mapped (RTLD_NODELETE) with the topology it keeps. */
 void ct_spank_bind_close(void);
 
 #endif

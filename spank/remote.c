@@ -927,7 +927,7 @@ void ct_spank_remote_exit(void)
     if (s->ops) {
         s->ops->topology_free(s->found);
         s->ops->plan_free(s->plan);
-        s->ops->topology_free(s->topo);
+        s->ops->topology_retire(s->topo); /* hwloc's plugins unload at the process's exit, not here */
     }
     free(s);
     step_state = NULL;

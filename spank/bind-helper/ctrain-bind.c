@@ -10,6 +10,19 @@
 
 extern const struct ct_spank_bind_ops ct_spank_bind_table;
 
+/* The step's topology, kept to the process's exit (spank/bind.h). Here, not in ctrain.so: SLURM
+ * unloads ctrain.so after slurm_spank_exit, ctrain-bind.so stays loaded (RTLD_NODELETE), so the
+ * topology stays reachable. */
+static ct_topology *retired;
+
+static void topology_retire(ct_topology *topo)
+{
+    if (retired)
+        ct_topology_free(topo);
+    else
+        retired = topo;
+}
+
 const struct ct_spank_bind_ops ct_spank_bind_table = {
     .version = CTRAIN_VERSION,
     .size = sizeof(struct ct_spank_bind_ops),
@@ -19,6 +32,7 @@ const struct ct_spank_bind_ops ct_spank_bind_table = {
     .topology_allows = ct_topology_allows,
     .topology_gpu_count = ct_topology_gpu_count,
     .topology_free = ct_topology_free,
+    .topology_retire = topology_retire,
     .plan_create = ct_bind_plan_create,
     .plan_task = ct_bind_plan_task,
     .plan_ib_hca = ct_bind_plan_ib_hca,
