@@ -134,6 +134,9 @@ LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o) 
              $(PROTO_OBJ)
 CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 SPANK_OBJ := $(SPANK_SRC:%.c=$(BUILD)/obj/%.o)
+# ctrain-bind.so, the plugin's binding planner (spank/bind.h): built with the plugin.
+SPANK_BIND_SRC := $(if $(SPANK_SRC),spank/bind-helper/ctrain-bind.c)
+SPANK_BIND_OBJ := $(SPANK_BIND_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN  := $(TEST_SRC:t/unit/%.c=$(BUILD)/t/%)
 TOOL_BIN  := $(TOOL_SRC:t/tools/%.c=$(BUILD)/t/%)
 
@@ -142,6 +145,7 @@ LIB_A    := $(BUILD)/libctrain.a
 LIB_SO   := $(BUILD)/libctrain.so
 CLI      := $(BUILD)/ctrain
 SPANK_SO := $(BUILD)/ctrain.so
+SPANK_BIND_SO := $(BUILD)/ctrain-bind.so
 
 Q := $(if $(filter 1,$(V)),,@)
 
@@ -150,13 +154,13 @@ all: lib cli spank tests examples
 
 lib: $(CORE_A) $(LIB_A) $(LIB_SO)
 cli: $(if $(CLI_SRC),$(CLI))
-spank: $(if $(SPANK_SRC),$(SPANK_SO))
+spank: $(if $(SPANK_SRC),$(SPANK_SO) $(SPANK_BIND_SO))
 tests: $(TEST_BIN) $(TOOL_BIN) $(BUILD)/t/forge_env.so
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@$(if $(filter 1,$(V)),,echo "  CC      $<")
-	$(Q)$(CC) $(ALL_CFLAGS) $(if $(filter $(CORE_SRC) $(SPANK_SRC),$<),$(CORE_CFLAGS),$(LIB_CFLAGS)) $(if $(filter engine/nn/% engine/models/%,$<),$(NN_CFLAGS)) $(if $(filter $(CLI_SRC) $(SPANK_SRC),$<),$(VERSION_DEF)) -c $< -o $@
+	$(Q)$(CC) $(ALL_CFLAGS) $(if $(filter $(CORE_SRC) $(SPANK_SRC) $(SPANK_BIND_SRC),$<),$(CORE_CFLAGS),$(LIB_CFLAGS)) $(if $(filter engine/nn/% engine/models/%,$<),$(NN_CFLAGS)) $(if $(filter $(CLI_SRC) $(SPANK_SRC) $(SPANK_BIND_SRC),$<),$(VERSION_DEF)) -c $< -o $@
 
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: %.proto
 	@mkdir -p $(BUILD)/gen
@@ -173,7 +177,7 @@ $(BUILD)/obj/%.pb-c.o: $(BUILD)/gen/%.pb-c.c
 $(BUILD)/obj/engine/loops/tensorboard.o: $(PROTO_H)
 
 # `ctrain --version` and the plugin's load message name the version.
-$(CLI_OBJ) $(SPANK_OBJ): debian/changelog
+$(CLI_OBJ) $(SPANK_OBJ) $(SPANK_BIND_OBJ): debian/changelog
 
 $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
@@ -203,10 +207,19 @@ $(CLI): $(CLI_OBJ) $(LIB_A)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(CLI_OBJ) $(LIB_A) $(LIB_LIBS) $(CORE_LIBS)
 
-# The plugin links only libctrain-core, hwloc and cJSON, and exports only the spank symbols.
+# The plugin links only libctrain-core and cJSON, and exports only the spank symbols. It is loaded
+# into srun, sbatch, salloc and every slurmstepd of a cluster that lists it, ctrain's steps or not:
+# hwloc (with libudev) is ctrain-bind.so's, which the plugin loads from its own directory only when
+# a step binds (spank/bind.h).
+SPANK_LIBS := $(shell pkg-config --libs libcjson 2>/dev/null) -lm
 $(SPANK_SO): $(SPANK_OBJ) $(CORE_A) spank/ctrain.map
 	@echo "  LD      $@"
-	$(Q)$(CC) -shared $(ALL_LDFLAGS) -Wl,--version-script=spank/ctrain.map -o $@ $(SPANK_OBJ) $(CORE_A) $(CORE_LIBS)
+	$(Q)$(CC) -shared $(ALL_LDFLAGS) -Wl,--version-script=spank/ctrain.map -o $@ $(SPANK_OBJ) $(CORE_A) $(SPANK_LIBS)
+
+# ctrain-bind.so links libctrain-core's planner with hwloc and exports only its table.
+$(SPANK_BIND_SO): $(SPANK_BIND_OBJ) $(CORE_A) spank/bind-helper/ctrain-bind.map
+	@echo "  LD      $@"
+	$(Q)$(CC) -shared $(ALL_LDFLAGS) -Wl,--version-script=spank/bind-helper/ctrain-bind.map -o $@ $(SPANK_BIND_OBJ) $(CORE_A) $(CORE_LIBS)
 
 $(BUILD)/t/%: t/unit/%.c $(LIB_A)
 	@mkdir -p $(dir $@)
@@ -303,7 +316,7 @@ SAN_ASAN_OPTIONS := detect_leaks=1:abort_on_error=1:fast_unwind_on_malloc=0
 check-asan:
 	$(MAKE) BUILD=build-asan OPT=-O1 EXTRA_CFLAGS="$(SAN_FLAGS)" EXTRA_LDFLAGS="$(SAN_FLAGS) $(SAN_LDFLAGS)" lib cli tests examples
 	$(MAKE) BUILD=build spank
-	$(if $(SPANK_SRC),cp build/ctrain.so build-asan/ctrain.so)
+	$(if $(SPANK_SRC),cp build/ctrain.so build/ctrain-bind.so build-asan/)
 	CTRAIN_BUILD=build-asan ASAN_OPTIONS=$(SAN_ASAN_OPTIONS) UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  LSAN_OPTIONS=suppressions=$(CURDIR)/t/lsan.supp:print_suppressions=0 $(SUITE)
 
@@ -394,6 +407,7 @@ install: lib cli spank
 	    -e 's|@VERSION@|$(VERSION)|' ctrain.pc.in >$(DESTDIR)$(PKGCONFIGDIR)/ctrain.pc
 	install -d $(DESTDIR)$(SLURM_PLUGINDIR) $(DESTDIR)$(dir $(SNIPPET)) $(DESTDIR)$(MANDIR)/man8
 	install -m 644 $(SPANK_SO) $(DESTDIR)$(SLURM_PLUGINDIR)/ctrain.so
+	install -m 644 $(SPANK_BIND_SO) $(DESTDIR)$(SLURM_PLUGINDIR)/ctrain-bind.so
 	sed -e 's|@PLUGINDIR@|$(SLURM_PLUGINDIR)|' -e 's|@SNIPPET@|$(SNIPPET)|' scripts/plugstack.conf.d/ctrain.conf >$(DESTDIR)$(SNIPPET)
 	chmod 644 $(DESTDIR)$(SNIPPET)
 	install -m 644 spank/ctrain-spank.8 $(DESTDIR)$(MANDIR)/man8/
@@ -406,7 +420,7 @@ endif
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/ctrain $(DESTDIR)$(LIBDIR)/libctrain.a $(DESTDIR)$(LIBDIR)/libctrain-core.a \
 	      $(DESTDIR)$(LIBDIR)/libctrain.so $(DESTDIR)$(LIBDIR)/libctrain.so.0 $(DESTDIR)$(PKGCONFIGDIR)/ctrain.pc \
-	      $(DESTDIR)$(SLURM_PLUGINDIR)/ctrain.so $(DESTDIR)$(SNIPPET) $(DESTDIR)$(MANDIR)/man8/ctrain-spank.8
+	      $(DESTDIR)$(SLURM_PLUGINDIR)/ctrain.so $(DESTDIR)$(SLURM_PLUGINDIR)/ctrain-bind.so $(DESTDIR)$(SNIPPET) $(DESTDIR)$(MANDIR)/man8/ctrain-spank.8
 	if [ "$$(readlink $(DESTDIR)$(SNIPPET_LINK))" = "$(SNIPPET)" ]; then rm -f $(DESTDIR)$(SNIPPET_LINK); fi
 	rm -rf $(DESTDIR)$(INCLUDEDIR)/ctrain
 	-rmdir $(DESTDIR)$(dir $(SNIPPET)) $(DESTDIR)$(DATADIR)/ctrain 2>/dev/null

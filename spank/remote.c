@@ -37,6 +37,7 @@
 #include "engine/util/rankvars.h"
 #include "engine/util/slurm_compat.h"
 #include "spank/args.h"
+#include "spank/bind.h"
 #include "spank/check.h"
 #include "spank/gres.h"
 #include "spank/log.h"
@@ -50,13 +51,14 @@ struct step {
     int het;            /* a heterogeneous step: ranks and sizes from SLURM's task variables */
     struct ct_spank_rendezvous rdv;
     enum ct_spank_bind bind;
+    const struct ct_spank_bind_ops *ops; /* ctrain-bind.so, loaded by the finder or else by user_init */
     ct_topology *topo;
     ct_bind_plan *plan;
     pthread_t finder;   /* discovers the node's topology between init_post_opt and user_init */
     int finding;        /* finder started and not joined yet */
     pid_t finder_pid;   /* the process it runs in (a child forked meanwhile has no such thread) */
     unsigned found_flags; /* the ct_topology_flags it discovers with */
-    ct_topology *found; /* what it discovers (prepared before it starts); NULL: no discovery ahead */
+    ct_topology *found; /* what it discovers; NULL: no discovery ahead */
     int found_rv;       /* its result, with found_err */
     ct_error found_err;
     int ahead;          /* s->topo is the thread's */
@@ -298,7 +300,7 @@ static int map_step_gpus(struct step *s, const char *gpus, char **env, ct_error 
     node_name(s, env, node, sizeof(node));
     if ((rv = ct_spank_gres_read(node, &s->gres, err)) != 0)
         return rv;
-    if ((rv = ct_gres_map(s->topo, gpus, &s->gres.files, s->gres.devs, s->gres.ndevs, s->step_mapped,
+    if ((rv = s->ops->gres_map(s->topo, gpus, &s->gres.files, s->gres.devs, s->gres.ndevs, s->step_mapped,
                           sizeof(s->step_mapped), why, sizeof(why), err)) != 0)
         return ct_error_prefix(err, "the step's GPUs (SLURM_STEP_GPUS=%s): ", gpus);
     if (why[0]) {
@@ -320,16 +322,22 @@ static unsigned topology_flags(char **env)
     return (gpus && gpus[0]) || topology[0] || node_has_fabric() ? CT_TOPOLOGY_IO : 0;
 }
 
+/* The finder: ctrain-bind.so loaded (hwloc with it: 0.2-0.3 ms of the dynamic loader), then the
+ * node discovered. Whatever fails here, user_init loads or discovers again and reports it. */
 static void *discover(void *arg)
 {
     struct step *s = arg;
 
-    s->found_rv = ct_topology_discover(s->found, &s->found_err);
+    if (!(s->ops = ct_spank_bind_open(&s->found_err)))
+        return NULL;
+    if (s->ops->topology_prepare(s->found_flags, &s->found, &s->found_err) != 0)
+        return NULL;
+    s->found_rv = s->ops->topology_discover(s->found, &s->found_err);
     return NULL;
 }
 
-/* hwloc's discovery of the node (0.7 ms, most of it the kernel opening sysfs files) runs in a
- * thread of its own from init_post_opt to user_init, while slurmstepd sets the step up (its
+/* Loading ctrain-bind.so with hwloc, and hwloc's discovery of the node (0.7 ms, most of it the
+ * kernel opening sysfs files), run in a thread of their own from init_post_opt to user_init, while slurmstepd sets the step up (its
  * cgroup, I/O and credentials: 5-20 ms), so that it is off the launch path. Not for a topology
  * file: that is read as the user, in user_init. The thread reads /sys and /proc and writes only
  * s->found*; slurmstepd's signals stay with its own threads. It is joined in user_init, or in exit
@@ -343,8 +351,6 @@ static void discovery_start(struct step *s, char **env)
         return;
     s->found_flags = topology_flags(env);
     ct_error_clear(&s->found_err);
-    if (ct_topology_prepare(s->found_flags, &s->found, &s->found_err) != 0)
-        return;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     s->finding = pthread_create(&s->finder, NULL, discover, s) == 0;
@@ -352,18 +358,16 @@ static void discovery_start(struct step *s, char **env)
     s->finder_pid = getpid();
     if (s->finding)
         pthread_setname_np(s->finder, "ctrain-topology");
-    else {
-        ct_topology_free(s->found);
-        s->found = NULL;
-    }
 }
 
 static void discovery_join(struct step *s)
 {
     if (s->finding && s->finder_pid == getpid())
         pthread_join(s->finder, NULL);
-    else if (s->finding)
+    else if (s->finding) {
         s->found = NULL; /* a forked child's copy, half made: left alone */
+        s->ops = NULL;
+    }
     s->finding = 0;
 }
 
@@ -378,7 +382,9 @@ static int load_topology(struct step *s, unsigned flags, const char *cpus, ct_er
     int rv = 0;
 
     discovery_join(s);
-    if (s->found && s->found_flags == flags && (s->found_rv != 0 || ct_topology_allows(s->found, cpus))) {
+    if (!s->ops && !(s->ops = ct_spank_bind_open(err)))
+        return err->code;
+    if (s->found && s->found_flags == flags && (s->found_rv != 0 || s->ops->topology_allows(s->found, cpus))) {
         if (s->found_rv != 0) {
             *err = s->found_err;
             rv = s->found_rv;
@@ -389,7 +395,7 @@ static int load_topology(struct step *s, unsigned flags, const char *cpus, ct_er
         }
         return rv;
     }
-    return ct_topology_load(topology[0] ? topology : NULL, flags, &s->topo, err);
+    return s->ops->topology_load(topology[0] ? topology : NULL, flags, &s->topo, err);
 }
 
 static int plan_binding(spank_t sp, struct step *s, char **env, ct_error *err)
@@ -415,7 +421,7 @@ static int plan_binding(spank_t sp, struct step *s, char **env, ct_error *err)
     if (gpus && gpus[0] && (rv = map_step_gpus(s, gpus, env, err)) != 0)
         return rv;
     req.gpus = gpus && gpus[0] ? s->step_mapped : "";
-    if ((rv = ct_bind_plan_create(s->topo, &req, &s->plan, err)) != 0)
+    if ((rv = s->ops->plan_create(s->topo, &req, &s->plan, err)) != 0)
         return ct_error_prefix(err, "binding %u tasks on node %u: ", s->local_tasks, s->node_id);
     return 0;
 }
@@ -627,7 +633,7 @@ static void choose_network(const struct step *s, const ct_bind_task *t, ct_net_v
 {
     ct_net_iface ifaces[64];
     const char *addrs[8];
-    ct_net_request req = { .task = t, .ib_hca = s->plan ? ct_bind_plan_ib_hca(s->plan) : "", .ifaces = ifaces };
+    ct_net_request req = { .task = t, .ib_hca = s->plan ? s->ops->plan_ib_hca(s->plan) : "", .ifaces = ifaces };
 
     for (int i = 0; i < s->naddrs; i++)
         addrs[i] = s->addrs[i];
@@ -735,14 +741,14 @@ static int apply_gpus(spank_t sp, const struct step *s, const ct_bind_task *t, u
 
     /* CUDA_VISIBLE_DEVICES only where SLURM said which GPUs the step has: never more than those;
      * numbered among the step's GPUs when the cgroup hides the others. */
-    if (!s->gpus_managed || ct_topology_gpu_count(s->topo) == 0)
+    if (!s->gpus_managed || s->ops->topology_gpu_count(s->topo) == 0)
         return 0;
     if (task_gpus && strcmp(task_gpus, s->step_gpus)) {
         ct_error_clear(&err);
-        if (ct_gres_map(s->topo, task_gpus, &s->gres.files, s->gres.devs, s->gres.ndevs, mapped, sizeof(mapped),
+        if (s->ops->gres_map(s->topo, task_gpus, &s->gres.files, s->gres.devs, s->gres.ndevs, mapped, sizeof(mapped),
                         moved, sizeof(moved), &err) != 0)
             mapped[0] = moved[0] = '\0';
-        within = mapped[0] && t->ngpus > 0 && ct_bind_task_gpus_in(s->topo, t, mapped, &err) == 1;
+        within = mapped[0] && t->ngpus > 0 && s->ops->task_gpus_in(s->topo, t, mapped, &err) == 1;
         if (!within)
             snprintf(why, sizeof(why), "SLURM bound this task to GPU%s %s%s%s%s of the step's %s, ctrain's plan chose "
                      "%s: SLURM's binding is kept%s%s", strchr(task_gpus, ',') ? "s" : "", task_gpus,
@@ -784,7 +790,7 @@ static int apply_gpus(spank_t sp, const struct step *s, const ct_bind_task *t, u
 static int apply_binding(spank_t sp, const struct step *s, int local, uint32_t rank, int local_gpus,
                          const char *task_gpus)
 {
-    const ct_bind_task *t = ct_bind_plan_task(s->plan, local);
+    const ct_bind_task *t = s->ops->plan_task(s->plan, local);
     cpu_set_t *set_cpus;
     size_t setsize;
     char threads[16];
@@ -910,7 +916,7 @@ static void preflight_gpus(struct step *s, char **env)
 static void preflight(struct step *s, char **env)
 {
     const struct ct_spank_preflight *opt = ct_spank_preflight_opts();
-    const ct_bind_task *t = s->plan ? ct_bind_plan_task(s->plan, 0) : NULL;
+    const ct_bind_task *t = s->plan ? s->ops->plan_task(s->plan, 0) : NULL;
     struct ct_spank_preflight_node in = { 0 };
     ct_net_vars v;
     ct_error err;
@@ -1060,9 +1066,12 @@ void ct_spank_remote_exit(void)
     if (!s)
         return;
     discovery_join(s);
-    ct_topology_free(s->found);
-    ct_bind_plan_free(s->plan);
-    ct_topology_free(s->topo);
+    if (s->ops) {
+        s->ops->topology_free(s->found);
+        s->ops->plan_free(s->plan);
+        s->ops->topology_retire(s->topo); /* hwloc's plugins unload at the process's exit, not here */
+    }
     free(s);
     step_state = NULL;
+    ct_spank_bind_close();
 }

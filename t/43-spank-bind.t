@@ -3,7 +3,7 @@
 # Binding applied by the plugin inside slurmstepd: on this machine's own topology and with
 # topology=FILE, always what `ctrain bind` plans for the step's allowed CPUs, never outside them.
 . "$(dirname "$0")/lib/spank.sh"
-spank_plan 24
+spank_plan 33
 spank_cluster 1 ""
 DGX="$ROOT/t/fixtures/topologies/nvidia-dgx2.xml"
 SHOW='echo "$SLURM_LOCALID|$(grep Cpus_allowed_list /proc/self/status | cut -f2)|${OMP_NUM_THREADS-unset}|${CUDA_VISIBLE_DEVICES-unset}"'
@@ -36,10 +36,33 @@ is "$(printf '%s\n' "$OUT" | cut -d'|' -f4 | sort -u)" "unset" "no GPU managed b
 
 # hwloc's discovery runs in a thread of each slurmstepd from init_post_opt to user_init
 # (spank/remote.c), off the launch path; it is joined before any task starts.
-run_srun -n2 --ctrain-strategy=ddp sh -c 'cat /proc/$PPID/comm /proc/$PPID/task/*/comm | sort -u | tr "\n" " "'
+run_srun -n2 --ctrain-strategy=ddp sh -c 'cat /proc/$PPID/comm /proc/$PPID/task/*/comm | LC_ALL=C sort -u | tr "\n" " "'
 like "$OUT" "slurmstepd" "the task's parent is its slurmstepd"
 ! printf '%s\n' "$OUT" | grep -q ctrain-topology
 ok $? "no ctrain-topology thread left in slurmstepd when the tasks run ($OUT)"
+
+# hwloc (and libudev) is ctrain-bind.so's, loaded from ctrain.so's directory only into the
+# slurmstepd of a step that binds (spank/bind.h): never into srun, nor a step that does not bind.
+# (Debian's slurmstepd links libhwloc itself: there the planner is what a step without binding spares.)
+MAPS='grep -o "ctrain[-a-z]*\.so" /proc/$PPID/maps | LC_ALL=C sort -u | tr "\n" " "'
+run_srun -n1 --ctrain-strategy=ddp sh -c "$MAPS"
+is "$OUT" "ctrain-bind.so ctrain.so " "a step that binds: its slurmstepd loaded ctrain-bind.so"
+run_srun -n1 --ctrain-strategy=ddp --ctrain-bind=none sh -c "$MAPS"
+is "$OUT" "ctrain.so " "--ctrain-bind=none: no ctrain-bind.so in the step's slurmstepd"
+run_srun -n1 sh -c "$MAPS"
+is "$OUT" "ctrain.so " "a step without --ctrain options: no ctrain-bind.so in its slurmstepd"
+srun -n1 --ctrain-strategy=ddp sleep 3 >/dev/null 2>&1 &
+SRUN=$!
+for i in $(seq 100); do grep -q 'ctrain\.so' "/proc/$SRUN/maps" 2>/dev/null && break; sleep 0.1; done
+is "$(grep -o 'ctrain[-a-z]*\.so\|libhwloc\|libudev' "/proc/$SRUN/maps" 2>/dev/null | LC_ALL=C sort -u | tr '\n' ' ')" "ctrain.so " \
+   "srun loads ctrain.so without hwloc"
+wait "$SRUN" 2>/dev/null
+needed() { objdump -p "$1" | awk '$1 == "NEEDED" { print $2 }' | LC_ALL=C sort | tr '\n' ' '; }
+exported() { nm -D --defined-only "$1" | awk '{ print $3 }' | LC_ALL=C sort | tr '\n' ' '; }
+is "$(needed "$PLUGIN" | grep -o 'lib\(hwloc\|udev\|xml2\)[^ ]*')" "" "ctrain.so links no hwloc, libudev or libxml2 ($(needed "$PLUGIN"))"
+is "$(exported "$PLUGIN" | sed 's/slurm_spank_[a-z_]* //g')" "plugin_name plugin_type plugin_version spank_plugin_version " \
+   "ctrain.so exports only the SPANK symbols (spank/ctrain.map)"
+is "$(exported "$B/ctrain-bind.so")" "ct_spank_bind_table " "ctrain-bind.so exports only its table"
 
 OMP_NUM_THREADS=7 run_srun -n2 --ctrain-strategy=ddp sh -c "$SHOW"
 is "$(printf '%s\n' "$OUT" | cut -d'|' -f3 | sort -u)" "7" "a user's OMP_NUM_THREADS is kept"
@@ -119,5 +142,23 @@ else
     ok 1 "a topology file that is not hwloc XML fails the step with the plugin's message"
     printf '%s\n' "rc=$RC" "$ERR" | head -n 8 | sed 's/^/#   /'
 fi
+
+# ctrain.so installed without its planner: a step that binds fails with the path and a hint, nothing
+# runs; a step that does not bind runs (it never loads the planner).
+mkdir -p "$CLUSTER_DIR/alone"
+cp "$PLUGIN" "$CLUSTER_DIR/alone/ctrain.so"
+echo "$SHIPPED $CLUSTER_DIR/alone/ctrain.so" >"$CLUSTER_DIR/plugstack.conf"
+rm -f "$CLUSTER_DIR/ran"
+run_srun -n1 --ctrain-strategy=ddp touch "$CLUSTER_DIR/ran"
+if [ "$RC" -ne 0 ] && [ ! -e "$CLUSTER_DIR/ran" ] &&
+   printf '%s' "$ERR" | grep -q "ctrain: error: loading the binding planner $CLUSTER_DIR/alone/ctrain-bind.so failed" &&
+   printf '%s' "$ERR" | grep -q "ctrain: hint: install ctrain-bind.so beside ctrain.so"; then
+    ok 0 "no ctrain-bind.so beside ctrain.so: a step that binds fails naming it, with a hint"
+else
+    ok 1 "no ctrain-bind.so beside ctrain.so: a step that binds fails naming it, with a hint"
+    printf '%s\n' "rc=$RC" "$ERR" | head -n 8 | sed 's/^/#   /'
+fi
+run_srun -n1 --ctrain-strategy=ddp --ctrain-bind=none sh -c 'echo $RANK'
+is "$RC $OUT" "0 0" "no ctrain-bind.so: a step with --ctrain-bind=none runs"
 
 spank_done

@@ -13,6 +13,7 @@ SNIPPET=/usr/share/ctrain/plugstack.conf.d/ctrain.conf
 LINK=/etc/slurm/plugstack.conf.d/ctrain.conf
 MULTIARCH=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
 PKG_PLUGIN=/usr/lib/$MULTIARCH/slurm-wlm/ctrain.so
+PKG_BIND=/usr/lib/$MULTIARCH/slurm-wlm/ctrain-bind.so
 VERSION=$(awk 'NR == 1 { v = $2; gsub(/[()]/, "", v); print v; exit }' "$ROOT/debian/changelog")
 # The SLURM release on this machine, as srun and slurmstepd report it ("22.05.8").
 SLURM_VERSION=$(dpkg-query -W -f='${Version}' libslurm-dev 2>/dev/null | sed 's/^[0-9]*://; s/-[^-]*$//')
@@ -91,7 +92,7 @@ for p in $PKGS; do
     dpkg -L "$p" >>"$WORK/files" 2>/dev/null
 done
 
-ok "$([ -f "$PKG_PLUGIN" ] && [ -f "$SNIPPET" ]; echo $?)" "the plugin is in SLURM's plugin directory, the snippet in /usr/share/ctrain"
+ok "$([ -f "$PKG_PLUGIN" ] && [ -f "$PKG_BIND" ] && [ -f "$SNIPPET" ]; echo $?)" "the plugin and its planner (ctrain-bind.so) are in SLURM's plugin directory, the snippet in /usr/share/ctrain"
 is "$(grep -c '^/etc' "$WORK/files")" 0 "inert: no package installs anything under /etc"
 ok "$([ ! -e "$LINK" ]; echo $?)" "inert: $LINK is not there until the admin links it"
 is "$(grep -v '^#' "$SNIPPET" | grep -v '^$')" "optional $PKG_PLUGIN" "the snippet's one line: optional, the packaged plugin"
@@ -168,6 +169,7 @@ like "$ERR" "ctrain: version $VERSION, built for SLURM $SLURM_VERSION" \
 patched_plugin() {    # patched_plugin OUT HEXVERSION: the packaged plugin with another plugin_version
     local addr sec_addr sec_off v=$2
     cp "$PKG_PLUGIN" "$1"
+    cp "$PKG_BIND" "$(dirname "$1")/"    # the planner ctrain.so loads from its own directory
     addr=$(readelf -sW "$1" | awk '$8 == "plugin_version" { print $2; exit }')
     # plugin_version is a const unsigned int: in .rodata, at its address's offset in the section.
     read -r sec_addr sec_off <<EOS
