@@ -217,5 +217,6 @@ int main(void)
         cmocka_unit_test(test_network),
         cmocka_unit_test(test_run_dir_and_memory),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    cmocka_set_message_output(CM_OUTPUT_TAP);
+    return cmocka_run_group_tests_name("nodecheck", tests, setup, teardown);
 }
