@@ -427,8 +427,9 @@ int ct_ddp_gloo_wait(ct_strategy *s, long ticket, const char *what, ct_error *er
 {
     (void)ticket;
     (void)what;
-    (void)err;
-    return gloo_call(s->impl, CT_EINTERNAL);
+    /* Never reached: without gloo there is no context to wait on (gloo_setup refuses the backend). */
+    ct_error_set(err, CT_EINTERNAL, "ddp-no-gloo", "ddp: a gloo collective in a ctrain built without gloo");
+    return gloo_call(s->impl, ct_error_hint(err, "this is a bug in ctrain; please report it"));
 }
 #endif
 
@@ -479,7 +480,9 @@ static int gloo_setup(ct_strategy *s, struct ddp *d, ct_error *err)
         return rc;
     if ((rc = ct_tcpstore_connect(addr, port, prefix, s->global_rank, timeout, &d->store, err)))
         return rc;
-    if ((rc = gloo_call(d, ct_gloo_create(d->store, s->global_rank, s->world_size, timeout, d->overlap, &d->gloo, err))))
+    /* overlap (ddp_sharded: always) runs the collectives on the context's worker thread. */
+    rc = ct_gloo_create(d->store, s->global_rank, s->world_size, timeout, d->overlap, &d->gloo, err);
+    if ((rc = gloo_call(d, rc)))
         return rc;
     publish_host(d, s->global_rank);
     return 0;
@@ -1020,6 +1023,9 @@ static int ct_ddp_grad_sync(ct_strategy *s, ct_error *err)
 
     if (ct_ddp_single(d) || s->world_size == 1)
         return 0;
+    /* Everything from here is communication backward did not hide: the buckets started here (a
+     * blocking gloo allreduce under overlap=0 runs inside its start) and the waits. */
+    t0 = ct_time_now();
     if ((rc = close_bucket(s, 0, err)))
         return rc;
     if (d->pending_lo != 0) {
@@ -1036,7 +1042,6 @@ static int ct_ddp_grad_sync(ct_strategy *s, ct_error *err)
             return rc;
     if (d->posted && !d->posted_started && (rc = start_posted(s, err)))
         return rc;
-    t0 = ct_time_now();
     if (d->gloo) {
         /* The collectives complete in the order they started: the last one's end is every one's. */
         rc = ct_ddp_gloo_wait(s, ct_gloo_last(d->gloo), d->start_reduce ? "the gradient reduce-scatter"

@@ -181,7 +181,8 @@ void worker_main(ct_gloo *g) {
   }
 }
 
-// Hand a collective to the worker (or run it now, unthreaded); its ticket.
+// Hand a collective to the worker (or run it now, unthreaded); its ticket. Out of memory for the
+// queue fails the collective as gloo would: the wait for it reports the error.
 long submit(ct_gloo *g, const char *what, std::function<void()> run) {
   Job job{++g->started, what, std::move(run)};
 
@@ -190,7 +191,14 @@ long submit(ct_gloo *g, const char *what, std::function<void()> run) {
     return job.ticket;
   }
   std::lock_guard<std::mutex> lock(g->mu);
-  g->queue.push_back(std::move(job));
+  try {
+    g->queue.push_back(std::move(job));
+  } catch (...) {
+    if (!g->failed) {
+      g->failed = g->started;
+      gloo_fail(&g->error, g->rank, what, "out of memory queueing it");
+    }
+  }
   g->cv.notify_all();
   return g->started;
 }
