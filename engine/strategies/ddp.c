@@ -414,8 +414,19 @@ int ct_ddp_gloo_wait(ct_strategy *s, long ticket, const char *what, ct_error *er
 {
     struct ddp *d = s->impl;
     long failed = ticket;
-    int rc = ct_gloo_wait(d->gloo, ticket, &failed, err);
+    int rc;
 
+    /* Where this rank waits, for a hang record, as ct_ddp_wait says it. */
+    d->trace = s->trace;
+    if (d->trace) {
+        d->trace->seq = ticket;
+        d->trace->what = what;
+        d->trace->wait_since = ct_time_now();
+        d->trace->waiting = 1;
+    }
+    rc = ct_gloo_wait(d->gloo, ticket, &failed, err);
+    if (d->trace && !rc)
+        d->trace->waiting = 0;
     if (d->seq < (rc ? failed : ticket))
         d->seq = rc ? failed : ticket;
     if (rc == CT_ETIMEOUT && d->store)
@@ -490,8 +501,8 @@ static int gloo_setup(ct_strategy *s, struct ddp *d, ct_error *err)
 #else
 static int gloo_setup(ct_strategy *s, struct ddp *d, ct_error *err)
 {
-    ct_error_set(err, CT_ENOTAVAIL, "ddp-no-gloo", "ddp: backend gloo%s, but this ctrain was built without gloo",
-                 d->backend_why);
+    ct_error_set(err, CT_ENOTAVAIL, "ddp-no-gloo", "%s: backend gloo%s, but this ctrain was built without gloo",
+                 s->ops->name, d->backend_why);
     return ct_error_hint(err, "install libgloo-dev (scripts/install-deps) and rebuild, or launch with a PMIx "
                          "server (srun --mpi=pmix, mpirun) for backend=mpi");
 }
