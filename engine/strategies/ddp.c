@@ -501,8 +501,9 @@ static int gloo_setup(ct_strategy *s, struct ddp *d, ct_error *err)
 #else
 static int gloo_setup(ct_strategy *s, struct ddp *d, ct_error *err)
 {
-    ct_error_set(err, CT_ENOTAVAIL, "ddp-no-gloo", "%s: backend gloo%s, but this ctrain was built without gloo",
-                 s->ops->name, d->backend_why);
+    ct_error_set(err, CT_ENOTAVAIL, "ddp-no-gloo", "%s: backend %s%s, but this ctrain was built without gloo%s",
+                 s->ops->name, d->backend == CT_DDP_NCCL ? "nccl" : "gloo", d->backend_why,
+                 d->backend == CT_DDP_NCCL ? " (which carries the host-side values where no PMIx server is)" : "");
     return ct_error_hint(err, "install libgloo-dev (scripts/install-deps) and rebuild, or launch with a PMIx "
                          "server (srun --mpi=pmix, mpirun) for backend=mpi");
 }
@@ -528,9 +529,11 @@ static int nccl_setup(ct_strategy *s, struct ddp *d, ct_error *err)
 {
     if (!s->accelerator->device_memory)
         return 0;
-    /* --collective-timeout bounds NCCL's waits too (0 means wait forever: keep NCCL's own bound). */
+    /* --collective-timeout bounds NCCL's waits too (0 means wait forever: keep NCCL's own bound).
+     * Without a PMIx server the id travels through the store gloo_setup joined (d->store). */
     return ct_nccl_create(s->global_rank, s->world_size,
-                          s->collective_timeout_s > 0 ? s->collective_timeout_s : NCCL_TIMEOUT_S, &d->nccl, err);
+                          s->collective_timeout_s > 0 ? s->collective_timeout_s : NCCL_TIMEOUT_S, d->store, &d->nccl,
+                          err);
 }
 static int nccl_broadcast(struct ddp *d, float *p, size_t n, ct_error *err) { return ct_nccl_broadcast(d->nccl, p, n, 0, err); }
 static int nccl_start(struct ddp *d, struct bucket *b, ct_error *err)
@@ -697,8 +700,7 @@ static int resolve_backend(ct_strategy *s, struct ddp *d, ct_error *err)
                      "is %s", s->accelerator_name);
         return ct_error_hint(err, "use --accelerator cuda, or backend=gloo or mpi on cpu");
     }
-    if (d->backend != CT_DDP_GLOO && !pmix) {
-        /* NCCL's unique id still travels over MPI here, so nccl needs the PMIx server as mpi does. */
+    if (d->backend == CT_DDP_MPI && !pmix) {
         ct_error_set(err, CT_ENOTAVAIL, "ddp-no-pmix",
                      "ddp: %d ranks but no PMIx server to join them (cluster environment: %s), which backend %s%s "
                      "needs", s->world_size, s->env_name, name, d->backend_why);
@@ -724,14 +726,17 @@ static int ct_ddp_setup_environment(ct_strategy *s, ct_error *err)
     }
     if ((rc = resolve_backend(s, d, err)))
         return rc;
-    if (d->backend == CT_DDP_GLOO) {
-        /* The launcher's layout is the only one there is: no MPI to number the ranks. */
+    if (d->backend == CT_DDP_GLOO || (d->backend == CT_DDP_NCCL && !getenv("PMIX_RANK"))) {
+        /* The launcher's layout is the only one there is: no MPI to number the ranks. Under nccl
+         * (cuda, no PMIx server: compiled, not yet run on a GPU) gloo carries the host-side values
+         * (metrics, the stop agreement, broadcasts) and its store NCCL's id, as PyTorch's
+         * process groups share one store. */
         s->local_rank = s->env_info.local_rank;
         s->node_rank = s->env_info.node_rank;
         s->device = s->devices[s->local_rank < s->n_devices ? s->local_rank : 0];
-        if ((rc = s->accelerator->set_device(s->device, err)))
+        if ((rc = s->accelerator->set_device(s->device, err)) || (rc = gloo_setup(s, d, err)))
             return rc;
-        return gloo_setup(s, d, err);
+        return d->backend == CT_DDP_NCCL ? nccl_setup(s, d, err) : 0;
     }
     MPI_Initialized(&inited);
     if (!inited) {
@@ -872,12 +877,12 @@ static int ct_ddp_setup_model(ct_strategy *s, void *params, void *grads, size_t 
      * power-of-two world the result is the same bits as averaging after the sum. */
     s->grad_ranks = d->nccl ? 1 : s->world_size;
     /* Every rank starts from rank 0's initial weights (on cuda they are in device memory). */
-    if (d->gloo) {
+    if (d->nccl) {
+        if ((rc = nccl_broadcast(d, params, n, err)))
+            return rc;
+    } else if (d->gloo) {
         if ((rc = ct_ddp_gloo_wait(s, ct_gloo_broadcast_start(d->gloo, params, n * d->esize, 0),
                                    "the broadcast of the initial parameters", err)))
-            return rc;
-    } else if (d->nccl) {
-        if ((rc = nccl_broadcast(d, params, n, err)))
             return rc;
     } else {
         rc = MPI_Ibcast(params, (int)n, d->mpi_type, 0, d->comm, &req);
@@ -900,16 +905,16 @@ static int start_bucket(ct_strategy *s, int i, int in_backward, ct_error *err)
     struct bucket *b = &d->buckets[i];
     int rc;
 
-    if (d->gloo && d->start_reduce) {
+    if (d->nccl) {
+        if ((rc = nccl_start(d, b, err)))
+            return rc;
+    } else if (d->gloo && d->start_reduce) {
         if ((rc = d->start_reduce(s, i, err)))
             return rc;
     } else if (d->gloo) {
         /* Handed to the context's worker thread, which sums it while backward goes on (overlap=0:
          * no thread, summed here, in grad_sync); a failure is seen in grad_sync's wait. */
         (void)ct_gloo_allreduce_start(d->gloo, grad_at(d, b->start), b->len, d->esize);
-    } else if (d->nccl) {
-        if ((rc = nccl_start(d, b, err)))
-            return rc;
     } else if (d->start_reduce) {
         if ((rc = d->start_reduce(s, i, err)))
             return rc;
@@ -1053,6 +1058,19 @@ static int ct_ddp_grad_sync(ct_strategy *s, ct_error *err)
             return rc;
     if (d->posted && !d->posted_started && (rc = start_posted(s, err)))
         return rc;
+    if (d->nccl) {
+        /* NCCL averaged in the collective (ncclAvg): nothing left to scale. The posted values went
+         * over MPI, or gloo without a PMIx server. */
+        rc = nccl_wait(d, err);
+        if (!rc && d->posted)
+            rc = d->gloo ? ct_ddp_gloo_wait(s, ct_gloo_last(d->gloo), "the allreduce of the posted values", err)
+                         : ct_ddp_wait(s, &d->posted_req, 1, "the allreduce of the posted values", err);
+        d->posted = NULL;
+        d->n_buckets = 0;
+        d->pending_lo = d->pending_hi = d->n;
+        s->exposed_comm_s += ct_time_now() - t0;
+        return rc;
+    }
     if (d->gloo) {
         /* The collectives complete in the order they started: the last one's end is every one's. */
         rc = ct_ddp_gloo_wait(s, ct_gloo_last(d->gloo), d->start_reduce ? "the gradient reduce-scatter"
@@ -1065,17 +1083,6 @@ static int ct_ddp_grad_sync(ct_strategy *s, ct_error *err)
         d->posted = NULL;
         d->n_buckets = 0;
         d->pending_lo = d->pending_hi = d->n;
-        return rc;
-    }
-    if (d->nccl) {
-        /* NCCL averaged in the collective (ncclAvg): nothing left to scale. */
-        rc = nccl_wait(d, err);
-        if (!rc && d->posted)
-            rc = ct_ddp_wait(s, &d->posted_req, 1, "the allreduce of the posted values", err);
-        d->posted = NULL;
-        d->n_buckets = 0;
-        d->pending_lo = d->pending_hi = d->n;
-        s->exposed_comm_s += ct_time_now() - t0;
         return rc;
     }
     /* The posted values complete with the buckets: no synchronisation point of their own. */
@@ -1184,8 +1191,10 @@ static void ct_ddp_destroy(ct_strategy *s)
      * goes through the PMIx server to the launcher; on a rank cut off from it (a pulled cable: srun
      * and slurmctld are on the other side) it waits for network timeouts, so it gets ABORT_WAIT_S
      * and then this rank exits anyway: the launcher ends the others when it hears. */
-    if (d->backend == CT_DDP_GLOO) {
-        /* No MPI to abort: the other ranks' gloo timeout ends them. */
+    if (d->comm == MPI_COMM_NULL && !d->mpi_owner) {
+        /* No MPI to abort (gloo, or nccl without a PMIx server): the other ranks' collective
+         * timeout ends them. */
+        nccl_free(d);
         gloo_free(d);
     } else if (d->broken) {
         signal(SIGALRM, abort_stuck);
