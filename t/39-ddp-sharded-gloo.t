@@ -76,6 +76,7 @@ timeout 120 "$CTRAIN" fit $FIT --devices 2 --batch-size 64 --strategy ddp_sharde
     >"$T/mz.out" 2>&1 &&
     timeout 120 "$CTRAIN" fit $FIT --devices 2 --batch-size 64 --strategy ddp --default-root-dir "$T/md" \
         >"$T/md.out" 2>&1
+# shellcheck disable=SC2034 # read by check's eval
 rc=$?
 same mz gz
 check '[ $rc -eq 0 ] && same mz gz' \
@@ -103,6 +104,7 @@ check '[ "$(exits gz1)" = "0 0" ] && same mz gz1' "stage 1 on gloo: mpi's checkp
 by_hand gz3 3 ddp_sharded:backend=gloo,bucket_mb=0.25 --batch-size 32
 timeout 120 "$CTRAIN" fit $FIT --devices 3 --batch-size 32 --strategy ddp_sharded:bucket_mb=0.25 \
     --default-root-dir "$T/mz3" >"$T/mz3.out" 2>&1
+# shellcheck disable=SC2034 # read by check's eval
 rc=$?
 same mz3 gz3
 check '[ $rc -eq 0 ] && [ "$(exits gz3)" = "0 0 0" ] && same mz3 gz3' \
