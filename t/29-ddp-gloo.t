@@ -22,7 +22,7 @@ ok() { n=$((n + 1)); echo "ok $n - $1"; }
 nok() { n=$((n + 1)); echo "not ok $n - $1"; [ -n "$2" ] && sed 's/^/# /' "$2"; }
 check() { if eval "$1"; then ok "$2"; else nok "$2" "$3"; fi; }
 
-PLAN=16
+PLAN=18
 echo "1..$PLAN"
 skip_rest() { while [ $n -lt $PLAN ]; do n=$((n + 1)); echo "ok $n # SKIP $1"; done; exit 0; }
 if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
@@ -69,6 +69,13 @@ timeout 120 "$CTRAIN" fit $FIT --strategy ddp --default-root-dir "$T/mpi" >"$T/m
 check '[ $? -eq 0 ]' "the same fit with the mpi backend (ctrain's launcher and PMIx server)" "$T/mpi.out"
 "$B/t/st_compare" --tol 1e-6 "$T/mpi/last.safetensors" "$T/gloo/last.safetensors" >"$T/cmp.out" 2>&1
 check '[ $? -eq 0 ]' "gloo's weights equal mpi's within 1e-6 ($(tail -n 1 "$T/cmp.out"))" "$T/cmp.out"
+
+# overlap=0: gloo's blocking path, no worker thread; each bucket summed by the same allreduce in the
+# same order, so the same bits as the default's (where the worker sums them during backward).
+two_ranks sync ddp:backend=gloo,overlap=0 NODE_RANK=0
+"$B/t/st_compare" "$T/gloo/last.safetensors" "$T/sync/last.safetensors" >"$T/cmp0.out" 2>&1
+check '[ $? -eq 0 ] && [ "$(cat "$T/sync.0.rc") $(cat "$T/sync.1.rc")" = "0 0" ]' \
+    "ddp:backend=gloo,overlap=0 (blocking) ends with the threaded path's weights, bit for bit" "$T/cmp0.out"
 
 # The issue's case: torchrun's variables, --strategy ddp (auto: no PMIx server, cpu: gloo).
 two_ranks te ddp TORCHELASTIC_RUN_ID=t29 TORCHELASTIC_RESTART_COUNT=0 TORCHELASTIC_MAX_RESTARTS=0 GROUP_RANK=0 \
@@ -192,6 +199,9 @@ rank0_ends() {
 
 start_pair killed
 victim=$(rank1_pid killed)
+# The gloo context's collectives run on a thread of its own while backward goes on.
+threads=$(cat /proc/"$victim"/task/*/comm 2>/dev/null | grep -c '^ctrain-gloo$')
+check '[ -n "$victim" ] && [ "$threads" = 1 ]' "a training rank has one gloo worker thread (ctrain-gloo: $threads)"
 [ -n "$victim" ] && kill -KILL "$victim"
 took=$(rank0_ends killed)
 check '[ -n "$victim" ] && [ "$(cat "$T/killed.0.rc")" = 1 ] && grep -q "ddp (gloo): rank 0: an allreduce failed" "$T/killed.0" && grep -q "^ctrain: hint:" "$T/killed.0"' \

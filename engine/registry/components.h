@@ -25,4 +25,10 @@ extern ct_registry_entry ct_precision_desc[];
     { .key = "bucket_mb", .type = CT_CONFIG_DOUBLE, .min = 0.001, .max = 1024.0, .dflt = "0.5",                      \
       .help = "MiB of gradients per allreduce bucket" }
 
+/* Lightning's process_group_backend: which library moves the gradients. */
+#define CT_DDP_OPTION_BACKEND                                                                                          \
+    { .key = "backend", .type = CT_CONFIG_STRING, .dflt = "auto",                                                    \
+      .help = "auto|mpi|gloo|nccl: auto is mpi where a PMIx server started the ranks, else gloo (cpu) or nccl "      \
+              "(cuda); gloo meets at MASTER_ADDR:MASTER_PORT" }
+
 #endif

@@ -9,12 +9,6 @@
     { .key = "overlap", .type = CT_CONFIG_INT, .min = 0, .max = 1, .dflt = "1",                                      \
       .help = "1: start each bucket's allreduce as backward completes it; 0: after backward" }
 
-/* Lightning's process_group_backend: which library moves the gradients. */
-#define DDP_OPTION_BACKEND                                                                                             \
-    { .key = "backend", .type = CT_CONFIG_STRING, .dflt = "auto",                                                    \
-      .help = "auto|mpi|gloo|nccl: auto is mpi where a PMIx server started the ranks, else gloo (cpu) or nccl "      \
-              "(cuda); gloo meets at MASTER_ADDR:MASTER_PORT" }
-
 /* Default bucket 0.5 MiB: a model of a few MiB (the 784-512-256-10 MLP has 2 MiB of gradients, three
  * quarters of them the first layer's weights) then gets a bucket that closes before the first
  * layer's backward and overlaps it (measured: exposed allreduce time halved against 1 MiB, which
@@ -23,7 +17,7 @@
 static const ct_config_key ddp_options[] = {
     CT_DDP_OPTION_BUCKET_MB,
     DDP_OPTION_OVERLAP,
-    DDP_OPTION_BACKEND,
+    CT_DDP_OPTION_BACKEND,
     { .key = NULL },
 };
 
@@ -37,7 +31,7 @@ static const ct_config_key ddp_find_unused_options[] = {
     DDP_OPTION_OVERLAP,
     { .key = "find_unused", .type = CT_CONFIG_INT, .min = 0, .max = 1, .dflt = "0",
       .help = "1: gradient ranges backward never announced count as zero (else an error naming them)" },
-    DDP_OPTION_BACKEND,
+    CT_DDP_OPTION_BACKEND,
     { .key = NULL },
 };
 

@@ -8,6 +8,8 @@ static const ct_config_key sharded_options[] = {
     CT_DDP_OPTION_BUCKET_MB,
     { .key = "stage", .type = CT_CONFIG_INT, .min = 1, .max = 2, .dflt = "2",
       .help = "1: the optimizer state partitioned; 2: the reduced gradients too" },
+    /* The collectives below it, as ddp's: its reduce-scatter and all-gather are MPI's or gloo's. */
+    CT_DDP_OPTION_BACKEND,
     { .key = NULL },
 };
 

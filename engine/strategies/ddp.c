@@ -23,8 +23,12 @@
  *
  * Without a PMIx server (torchrun, Kubeflow, processes started by hand) the backend is gloo
  * (option backend=, Lightning's process_group_backend): the ranks meet in a TCPStore at
- * MASTER_ADDR:MASTER_PORT, as PyTorch's env:// rendezvous, and gloo's blocking collectives run
- * each bucket as it closes; its context's timeout (--collective-timeout) bounds every one.
+ * MASTER_ADDR:MASTER_PORT, as PyTorch's env:// rendezvous, and gloo sums each bucket as it
+ * closes. gloo's collectives block, so (as PyTorch's ProcessGroupGloo) they run on a worker thread
+ * that owns the gloo context, in the order the buckets closed, while backward goes on; grad_sync
+ * waits for them (overlap=0: no thread, each bucket summed in grad_sync). Its context's timeout
+ * (--collective-timeout) bounds every one; the wait reports a failure on the main thread, where
+ * the roll call in the store names the missing ranks.
  */
 #include <mpi.h>
 #include <signal.h>
@@ -306,7 +310,7 @@ static int wait_deadline(ct_strategy *s, MPI_Request *reqs, int n, const char *w
 /* --- the seam to gloo: ranks without a PMIx server ----------------------------------------------- */
 
 /* One rank and no process group: collectives are identities. */
-static int ddp_single(const struct ddp *d) { return d->comm == MPI_COMM_NULL && !d->gloo; }
+int ct_ddp_single(const struct ddp *d) { return d->comm == MPI_COMM_NULL && !d->gloo; }
 
 /* A gloo call's result; a failed one leaves the group broken (no more collectives). */
 static int gloo_call(struct ddp *d, int rc)
@@ -403,22 +407,40 @@ static int gloo_find_missing(ct_strategy *s, struct ddp *d, const char *what, ct
     return timeout_error(d, what, timeout, who, err);
 }
 
-/* A gloo collective: each counts (d->seq, the same on every rank); a timeout finds who is missing. */
-static int gloo_coll(ct_strategy *s, int rc, const char *what, ct_error *err)
+/* Wait for gloo's collectives up to ticket (they run in order, on the context's worker thread
+ * unless overlap=0). Tickets count the collectives as d->seq does, the same on every rank: a
+ * timeout in one finds who is missing in the roll call of its number. */
+int ct_ddp_gloo_wait(ct_strategy *s, long ticket, const char *what, ct_error *err)
 {
     struct ddp *d = s->impl;
+    long failed = ticket;
+    int rc;
 
-    d->seq++;
+    /* Where this rank waits, for a hang record, as ct_ddp_wait says it. */
+    d->trace = s->trace;
+    if (d->trace) {
+        d->trace->seq = ticket;
+        d->trace->what = what;
+        d->trace->wait_since = ct_time_now();
+        d->trace->waiting = 1;
+    }
+    rc = ct_gloo_wait(d->gloo, ticket, &failed, err);
+    if (d->trace && !rc)
+        d->trace->waiting = 0;
+    if (d->seq < (rc ? failed : ticket))
+        d->seq = rc ? failed : ticket;
     if (rc == CT_ETIMEOUT && d->store)
-        return gloo_find_missing(s, d, what, err);
+        return d->broken = 1, gloo_find_missing(s, d, what, err);
     return gloo_call(d, rc);
 }
 #else
-static int gloo_coll(ct_strategy *s, int rc, const char *what, ct_error *err)
+int ct_ddp_gloo_wait(ct_strategy *s, long ticket, const char *what, ct_error *err)
 {
+    (void)ticket;
     (void)what;
-    (void)err;
-    return gloo_call(s->impl, rc);
+    /* Never reached: without gloo there is no context to wait on (gloo_setup refuses the backend). */
+    ct_error_set(err, CT_EINTERNAL, "ddp-no-gloo", "ddp: a gloo collective in a ctrain built without gloo");
+    return gloo_call(s->impl, ct_error_hint(err, "this is a bug in ctrain; please report it"));
 }
 #endif
 
@@ -469,7 +491,9 @@ static int gloo_setup(ct_strategy *s, struct ddp *d, ct_error *err)
         return rc;
     if ((rc = ct_tcpstore_connect(addr, port, prefix, s->global_rank, timeout, &d->store, err)))
         return rc;
-    if ((rc = gloo_call(d, ct_gloo_create(d->store, s->global_rank, s->world_size, timeout, &d->gloo, err))))
+    /* overlap (ddp_sharded: always) runs the collectives on the context's worker thread. */
+    rc = ct_gloo_create(d->store, s->global_rank, s->world_size, timeout, d->overlap, &d->gloo, err);
+    if ((rc = gloo_call(d, rc)))
         return rc;
     publish_host(d, s->global_rank);
     return 0;
@@ -477,8 +501,9 @@ static int gloo_setup(ct_strategy *s, struct ddp *d, ct_error *err)
 #else
 static int gloo_setup(ct_strategy *s, struct ddp *d, ct_error *err)
 {
-    ct_error_set(err, CT_ENOTAVAIL, "ddp-no-gloo", "ddp: backend gloo%s, but this ctrain was built without gloo",
-                 d->backend_why);
+    ct_error_set(err, CT_ENOTAVAIL, "ddp-no-gloo", "%s: backend %s%s, but this ctrain was built without gloo%s",
+                 s->ops->name, d->backend == CT_DDP_NCCL ? "nccl" : "gloo", d->backend_why,
+                 d->backend == CT_DDP_NCCL ? " (which carries the host-side values where no PMIx server is)" : "");
     return ct_error_hint(err, "install libgloo-dev (scripts/install-deps) and rebuild, or launch with a PMIx "
                          "server (srun --mpi=pmix, mpirun) for backend=mpi");
 }
@@ -504,9 +529,11 @@ static int nccl_setup(ct_strategy *s, struct ddp *d, ct_error *err)
 {
     if (!s->accelerator->device_memory)
         return 0;
-    /* --collective-timeout bounds NCCL's waits too (0 means wait forever: keep NCCL's own bound). */
+    /* --collective-timeout bounds NCCL's waits too (0 means wait forever: keep NCCL's own bound).
+     * Without a PMIx server the id travels through the store gloo_setup joined (d->store). */
     return ct_nccl_create(s->global_rank, s->world_size,
-                          s->collective_timeout_s > 0 ? s->collective_timeout_s : NCCL_TIMEOUT_S, &d->nccl, err);
+                          s->collective_timeout_s > 0 ? s->collective_timeout_s : NCCL_TIMEOUT_S, d->store, &d->nccl,
+                          err);
 }
 static int nccl_broadcast(struct ddp *d, float *p, size_t n, ct_error *err) { return ct_nccl_broadcast(d->nccl, p, n, 0, err); }
 static int nccl_start(struct ddp *d, struct bucket *b, ct_error *err)
@@ -540,7 +567,7 @@ static int parse_backend(const char *v, enum ct_ddp_backend *out, ct_error *err)
     static const char *const names[] = { "auto", "mpi", "gloo", "nccl", NULL };
 
     if (!v[0]) {
-        *out = CT_DDP_AUTO;   /* a variant whose schema has no backend (ddp_sharded) */
+        *out = CT_DDP_AUTO;   /* a variant whose schema has no backend */
         return 0;
     }
     for (int i = 0; names[i]; i++) {
@@ -662,21 +689,18 @@ static int resolve_backend(ct_strategy *s, struct ddp *d, ct_error *err)
                  pmix ? "a PMIx server started the ranks" : "no PMIx server", s->accelerator_name);
     }
     name = names[d->backend];
-    if (d->backend == CT_DDP_GLOO && (cuda || d->sharded)) {
-        ct_error_set(err, CT_ENOTAVAIL, "ddp-backend", "%s: backend gloo%s runs %s", s->ops->name, d->backend_why,
-                     cuda ? "on cpu tensors only, and the accelerator is cuda" : "ddp's allreduce only, not this "
-                     "strategy's sharded exchange");
-        return ct_error_hint(err, cuda ? "use --accelerator cpu, or launch with a PMIx server (srun --mpi=pmix, "
-                             "mpirun) for nccl" : "launch with a PMIx server (srun --mpi=pmix, mpirun, or `ctrain "
-                             "fit --devices N` on one node), or use --strategy ddp");
+    if (d->backend == CT_DDP_GLOO && cuda) {
+        ct_error_set(err, CT_ENOTAVAIL, "ddp-backend", "%s: backend gloo%s runs on cpu tensors only, and the "
+                     "accelerator is cuda", s->ops->name, d->backend_why);
+        return ct_error_hint(err, "use --accelerator cpu, or launch with a PMIx server (srun --mpi=pmix, mpirun) "
+                             "for nccl");
     }
     if (d->backend == CT_DDP_NCCL && !cuda) {
         ct_error_set(err, CT_ENOTAVAIL, "ddp-backend", "ddp: backend nccl needs the cuda accelerator, this run's "
                      "is %s", s->accelerator_name);
         return ct_error_hint(err, "use --accelerator cuda, or backend=gloo or mpi on cpu");
     }
-    if (d->backend != CT_DDP_GLOO && !pmix) {
-        /* NCCL's unique id still travels over MPI here, so nccl needs the PMIx server as mpi does. */
+    if (d->backend == CT_DDP_MPI && !pmix) {
         ct_error_set(err, CT_ENOTAVAIL, "ddp-no-pmix",
                      "ddp: %d ranks but no PMIx server to join them (cluster environment: %s), which backend %s%s "
                      "needs", s->world_size, s->env_name, name, d->backend_why);
@@ -702,14 +726,17 @@ static int ct_ddp_setup_environment(ct_strategy *s, ct_error *err)
     }
     if ((rc = resolve_backend(s, d, err)))
         return rc;
-    if (d->backend == CT_DDP_GLOO) {
-        /* The launcher's layout is the only one there is: no MPI to number the ranks. */
+    if (d->backend == CT_DDP_GLOO || (d->backend == CT_DDP_NCCL && !getenv("PMIX_RANK"))) {
+        /* The launcher's layout is the only one there is: no MPI to number the ranks. Under nccl
+         * (cuda, no PMIx server: compiled, not yet run on a GPU) gloo carries the host-side values
+         * (metrics, the stop agreement, broadcasts) and its store NCCL's id, as PyTorch's
+         * process groups share one store. */
         s->local_rank = s->env_info.local_rank;
         s->node_rank = s->env_info.node_rank;
         s->device = s->devices[s->local_rank < s->n_devices ? s->local_rank : 0];
-        if ((rc = s->accelerator->set_device(s->device, err)))
+        if ((rc = s->accelerator->set_device(s->device, err)) || (rc = gloo_setup(s, d, err)))
             return rc;
-        return gloo_setup(s, d, err);
+        return d->backend == CT_DDP_NCCL ? nccl_setup(s, d, err) : 0;
     }
     MPI_Initialized(&inited);
     if (!inited) {
@@ -838,7 +865,7 @@ static int ct_ddp_setup_model(ct_strategy *s, void *params, void *grads, size_t 
     d->mpi_type = s->param_dtype == CT_DTYPE_F64 ? MPI_DOUBLE : s->param_dtype == CT_DTYPE_BF16 ? MPI_UINT16_T
                                                                                                   : MPI_FLOAT;
     d->mpi_sum = MPI_SUM;
-    if (ddp_single(d))
+    if (ct_ddp_single(d))
         return 0; /* one rank, no process group */
     if (s->param_dtype == CT_DTYPE_BF16 && !d->gloo && (rc = MPI_Op_create(bf16_sum, 1, &d->mpi_sum)) != MPI_SUCCESS) {
         d->mpi_sum = MPI_SUM;
@@ -850,12 +877,12 @@ static int ct_ddp_setup_model(ct_strategy *s, void *params, void *grads, size_t 
      * power-of-two world the result is the same bits as averaging after the sum. */
     s->grad_ranks = d->nccl ? 1 : s->world_size;
     /* Every rank starts from rank 0's initial weights (on cuda they are in device memory). */
-    if (d->gloo) {
-        if ((rc = gloo_coll(s, ct_gloo_broadcast(d->gloo, params, n * d->esize, 0, err),
-                            "the broadcast of the initial parameters", err)))
-            return rc;
-    } else if (d->nccl) {
+    if (d->nccl) {
         if ((rc = nccl_broadcast(d, params, n, err)))
+            return rc;
+    } else if (d->gloo) {
+        if ((rc = ct_ddp_gloo_wait(s, ct_gloo_broadcast_start(d->gloo, params, n * d->esize, 0),
+                                   "the broadcast of the initial parameters", err)))
             return rc;
     } else {
         rc = MPI_Ibcast(params, (int)n, d->mpi_type, 0, d->comm, &req);
@@ -878,14 +905,16 @@ static int start_bucket(ct_strategy *s, int i, int in_backward, ct_error *err)
     struct bucket *b = &d->buckets[i];
     int rc;
 
-    if (d->gloo) {
-        /* gloo's collectives block: the bucket is summed before backward goes on. */
-        if ((rc = gloo_coll(s, ct_gloo_allreduce_sum(d->gloo, grad_at(d, b->start), b->len, d->esize, err),
-                            "the gradient allreduce", err)))
-            return rc;
-    } else if (d->nccl) {
+    if (d->nccl) {
         if ((rc = nccl_start(d, b, err)))
             return rc;
+    } else if (d->gloo && d->start_reduce) {
+        if ((rc = d->start_reduce(s, i, err)))
+            return rc;
+    } else if (d->gloo) {
+        /* Handed to the context's worker thread, which sums it while backward goes on (overlap=0:
+         * no thread, summed here, in grad_sync); a failure is seen in grad_sync's wait. */
+        (void)ct_gloo_allreduce_start(d->gloo, grad_at(d, b->start), b->len, d->esize);
     } else if (d->start_reduce) {
         if ((rc = d->start_reduce(s, i, err)))
             return rc;
@@ -927,8 +956,8 @@ static int start_posted(ct_strategy *s, ct_error *err)
 
     if (d->gloo) {
         d->posted_started = 1;
-        return gloo_coll(s, ct_gloo_allreduce_sum(d->gloo, d->posted, (size_t)d->n_posted, sizeof(double), err),
-                         "the allreduce of the posted values", err);
+        (void)ct_gloo_allreduce_start(d->gloo, d->posted, (size_t)d->n_posted, sizeof(double));
+        return 0;
     }
     rc = MPI_Iallreduce(MPI_IN_PLACE, d->posted, d->n_posted, MPI_DOUBLE, MPI_SUM, d->comm, &d->posted_req);
     if (rc != MPI_SUCCESS)
@@ -941,7 +970,7 @@ static int ct_ddp_post_with_grads(ct_strategy *s, double *values, int n)
 {
     struct ddp *d = s->impl;
 
-    if (ddp_single(d) || s->world_size == 1)
+    if (ct_ddp_single(d) || s->world_size == 1)
         return 0; /* one rank: the sums are the values */
     d->posted = values;
     d->n_posted = n;
@@ -972,7 +1001,7 @@ static int ct_ddp_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_err
     struct ddp *d = s->impl;
     int rc, flag;
 
-    if (ddp_single(d) || s->world_size == 1)
+    if (ct_ddp_single(d) || s->world_size == 1)
         return 0;
     if (offset + count < d->pending_lo && (rc = skipped_grads(d, offset + count, d->pending_lo, err)))
         return rc;
@@ -1008,8 +1037,11 @@ static int ct_ddp_grad_sync(ct_strategy *s, ct_error *err)
     double t0;
     int rc, nreqs;
 
-    if (ddp_single(d) || s->world_size == 1)
+    if (ct_ddp_single(d) || s->world_size == 1)
         return 0;
+    /* Everything from here is communication backward did not hide: the buckets started here (a
+     * blocking gloo allreduce under overlap=0 runs inside its start) and the waits. */
+    t0 = ct_time_now();
     if ((rc = close_bucket(s, 0, err)))
         return rc;
     if (d->pending_lo != 0) {
@@ -1026,25 +1058,31 @@ static int ct_ddp_grad_sync(ct_strategy *s, ct_error *err)
             return rc;
     if (d->posted && !d->posted_started && (rc = start_posted(s, err)))
         return rc;
-    t0 = ct_time_now();
+    if (d->nccl) {
+        /* NCCL averaged in the collective (ncclAvg): nothing left to scale. The posted values went
+         * over MPI, or gloo without a PMIx server. */
+        rc = nccl_wait(d, err);
+        if (!rc && d->posted)
+            rc = d->gloo ? ct_ddp_gloo_wait(s, ct_gloo_last(d->gloo), "the allreduce of the posted values", err)
+                         : ct_ddp_wait(s, &d->posted_req, 1, "the allreduce of the posted values", err);
+        d->posted = NULL;
+        d->n_buckets = 0;
+        d->pending_lo = d->pending_hi = d->n;
+        s->exposed_comm_s += ct_time_now() - t0;
+        return rc;
+    }
     if (d->gloo) {
-        /* Every bucket was summed as it started. */
+        /* The collectives complete in the order they started: the last one's end is every one's. */
+        rc = ct_ddp_gloo_wait(s, ct_gloo_last(d->gloo), d->start_reduce ? "the gradient reduce-scatter"
+                              : "the gradient allreduce", err);
+        s->exposed_comm_s += ct_time_now() - t0;
+        if (!rc && d->finish_reduce)
+            d->finish_reduce(s);
         for (int i = 0; i < d->n_buckets; i++)
             d->buckets[i].started = 0;
         d->posted = NULL;
         d->n_buckets = 0;
         d->pending_lo = d->pending_hi = d->n;
-        return 0;
-    }
-    if (d->nccl) {
-        /* NCCL averaged in the collective (ncclAvg): nothing left to scale. */
-        rc = nccl_wait(d, err);
-        if (!rc && d->posted)
-            rc = ct_ddp_wait(s, &d->posted_req, 1, "the allreduce of the posted values", err);
-        d->posted = NULL;
-        d->n_buckets = 0;
-        d->pending_lo = d->pending_hi = d->n;
-        s->exposed_comm_s += ct_time_now() - t0;
         return rc;
     }
     /* The posted values complete with the buckets: no synchronisation point of their own. */
@@ -1075,10 +1113,10 @@ static int ct_ddp_broadcast(ct_strategy *s, void *buf, size_t bytes, int root, c
 
     MPI_Request req = MPI_REQUEST_NULL;
 
-    if (ddp_single(d))
+    if (ct_ddp_single(d))
         return 0;
     if (d->gloo)
-        return gloo_coll(s, ct_gloo_broadcast(d->gloo, buf, bytes, root, err), "a broadcast", err);
+        return ct_ddp_gloo_wait(s, ct_gloo_broadcast_start(d->gloo, buf, bytes, root), "a broadcast", err);
     rc = MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, d->comm, &req);
     if (rc != MPI_SUCCESS)
         return d->broken = 1, ct_ddp_mpi_error(rc, "MPI_Ibcast", err);
@@ -1092,11 +1130,11 @@ static int ct_ddp_reduce_sum(ct_strategy *s, double *values, int n, ct_error *er
 
     MPI_Request req = MPI_REQUEST_NULL;
 
-    if (ddp_single(d))
+    if (ct_ddp_single(d))
         return 0;
     if (d->gloo)
-        return gloo_coll(s, ct_gloo_allreduce_sum(d->gloo, values, (size_t)n, sizeof(double), err), "an allreduce",
-                         err);
+        return ct_ddp_gloo_wait(s, ct_gloo_allreduce_start(d->gloo, values, (size_t)n, sizeof(double)),
+                                "an allreduce", err);
     rc = MPI_Iallreduce(MPI_IN_PLACE, values, n, MPI_DOUBLE, MPI_SUM, d->comm, &req);
     if (rc != MPI_SUCCESS)
         return d->broken = 1, ct_ddp_mpi_error(rc, "MPI_Iallreduce of metrics", err);
@@ -1153,8 +1191,10 @@ static void ct_ddp_destroy(ct_strategy *s)
      * goes through the PMIx server to the launcher; on a rank cut off from it (a pulled cable: srun
      * and slurmctld are on the other side) it waits for network timeouts, so it gets ABORT_WAIT_S
      * and then this rank exits anyway: the launcher ends the others when it hears. */
-    if (d->backend == CT_DDP_GLOO) {
-        /* No MPI to abort: the other ranks' gloo timeout ends them. */
+    if (d->comm == MPI_COMM_NULL && !d->mpi_owner) {
+        /* No MPI to abort (gloo, or nccl without a PMIx server): the other ranks' collective
+         * timeout ends them. */
+        nccl_free(d);
         gloo_free(d);
     } else if (d->broken) {
         signal(SIGALRM, abort_stuck);

@@ -1,18 +1,27 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // ddp's gloo backend: see ddp_gloo.h. Every gloo call is inside a try: gloo reports a dead peer or
 // a timeout by throwing, and no exception may cross into C.
+#include <pthread.h>
+
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
 #include <stdexcept>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include <gloo/allgatherv.h>
 #include <gloo/allreduce.h>
 #include <gloo/broadcast.h>
+#include <gloo/reduce_scatter.h>
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
@@ -100,11 +109,116 @@ int gloo_fail(ct_error *err, int rank, const char *what, const char *why) {
 
 }  // namespace
 
+// One collective, as queued: what runs it and what a failure calls it.
+struct Job {
+  long ticket;
+  const char *what;
+  std::function<void()> run;
+};
+
 struct ct_gloo {
   std::shared_ptr<gloo::rendezvous::Context> context;
   int rank;
-  uint32_t tag;  // each collective its own, the same sequence on every rank
+  uint32_t tag = 0;  // each collective its own, the same sequence on every rank
+  long started = 0;  // tickets handed out (main thread only)
+  // Shared with the worker, under mu: the queue, how far it ran, the first failure.
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Job> queue;
+  long done = 0;
+  long failed = 0;
+  ct_error error{};
+  bool stop = false;
+  std::thread worker;  // not joinable: unthreaded, each collective runs in its start
 };
+
+namespace {
+
+// Run one collective; a failure (gloo throws) becomes the context's first error, and the ones after
+// it are not run: gloo's pairs are closed after a failure, and the ranks' sequences have parted.
+void run_job(ct_gloo *g, Job &job) {
+  ct_error err;
+  int rc = 0;
+  bool skip;
+
+  ct_error_clear(&err);
+  {
+    std::lock_guard<std::mutex> lock(g->mu);
+    skip = g->failed != 0;
+  }
+  if (!skip) {
+    try {
+      job.run();
+    } catch (const std::exception &e) {
+      rc = gloo_fail(&err, g->rank, job.what, e.what());
+    } catch (...) {
+      rc = gloo_fail(&err, g->rank, job.what, "an unknown exception");
+    }
+  }
+  std::lock_guard<std::mutex> lock(g->mu);
+  if (rc != 0 && !g->failed) {
+    g->failed = job.ticket;
+    g->error = err;
+  }
+  g->done = job.ticket;
+  g->cv.notify_all();
+}
+
+void worker_main(ct_gloo *g) {
+  // Its name in /proc/PID/task/*/comm and in a debugger's thread list.
+  pthread_setname_np(pthread_self(), "ctrain-gloo");
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock<std::mutex> lock(g->mu);
+      g->cv.wait(lock, [g] { return g->stop || !g->queue.empty(); });
+      if (g->queue.empty())
+        return;  // stopped, and nothing left to run
+      job = std::move(g->queue.front());
+      g->queue.pop_front();
+    }
+    run_job(g, job);
+  }
+}
+
+// Hand a collective to the worker (or run it now, unthreaded); its ticket. Out of memory for the
+// queue fails the collective as gloo would: the wait for it reports the error.
+long submit(ct_gloo *g, const char *what, std::function<void()> run) {
+  Job job{++g->started, what, std::move(run)};
+
+  if (!g->worker.joinable()) {
+    run_job(g, job);
+    return job.ticket;
+  }
+  std::lock_guard<std::mutex> lock(g->mu);
+  try {
+    g->queue.push_back(std::move(job));
+  } catch (...) {
+    if (!g->failed) {
+      g->failed = g->started;
+      gloo_fail(&g->error, g->rank, what, "out of memory queueing it");
+    }
+  }
+  g->cv.notify_all();
+  return g->started;
+}
+
+// The worker runs with every signal blocked (its mask is set before it starts): the stop and dump
+// signals are the main thread's (engine/loops/stop.c), and one delivered here would interrupt gloo.
+void start_worker(ct_gloo *g) {
+  sigset_t all, old;
+
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  try {
+    g->worker = std::thread(worker_main, g);
+  } catch (...) {
+    // No thread (a system out of them): each collective runs in its start, as unthreaded.
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+}  // namespace
 
 // gloo writes to its sockets with writev(2), not send(MSG_NOSIGNAL): a peer that died would end
 // this rank with SIGPIPE before gloo could throw the error that names it (seen in t/36-ddp-srun-gloo:
@@ -116,8 +230,8 @@ static void ignore_sigpipe() {
     signal(SIGPIPE, SIG_IGN);
 }
 
-extern "C" int ct_gloo_create(ct_tcpstore *store, int rank, int size, double timeout_s, struct ct_gloo **out,
-                              ct_error *err) {
+extern "C" int ct_gloo_create(ct_tcpstore *store, int rank, int size, double timeout_s, int threaded,
+                              struct ct_gloo **out, ct_error *err) {
   StoreAdapter adapter(store);
   *out = nullptr;
   ignore_sigpipe();
@@ -137,7 +251,12 @@ extern "C" int ct_gloo_create(ct_tcpstore *store, int rank, int size, double tim
     auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
     ctx->setTimeout(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
     ctx->connectFullMesh(adapter, dev);
-    *out = new ct_gloo{ctx, rank, 0};
+    auto *g = new ct_gloo;
+    g->context = ctx;
+    g->rank = rank;
+    if (threaded)
+      start_worker(g);
+    *out = g;
     return 0;
   } catch (const std::exception &e) {
     if (adapter.last.code) {
@@ -152,9 +271,12 @@ extern "C" int ct_gloo_create(ct_tcpstore *store, int rank, int size, double tim
   }
 }
 
-extern "C" int ct_gloo_allreduce_sum(struct ct_gloo *g, void *buf, size_t count, size_t esize, ct_error *err) {
-  try {
-    gloo::AllreduceOptions opts(g->context);
+extern "C" long ct_gloo_allreduce_start(struct ct_gloo *g, void *buf, size_t count, size_t esize) {
+  auto ctx = g->context;
+  uint32_t tag = g->tag++;
+
+  return submit(g, "an allreduce", [ctx, buf, count, esize, tag] {
+    gloo::AllreduceOptions opts(ctx);
     if (esize == 8) {
       opts.setOutput(static_cast<double *>(buf), count);
       opts.setReduceFunction(&sum_into<double>);
@@ -162,25 +284,84 @@ extern "C" int ct_gloo_allreduce_sum(struct ct_gloo *g, void *buf, size_t count,
       opts.setOutput(static_cast<float *>(buf), count);
       opts.setReduceFunction(&sum_into<float>);
     }
-    opts.setTag(g->tag++);
+    opts.setTag(tag);
     gloo::allreduce(opts);
+  });
+}
+
+extern "C" long ct_gloo_reduce_scatter_start(struct ct_gloo *g, float *buf, int count, const int *recv_counts) {
+  auto ctx = g->context;
+  std::vector<int> counts(recv_counts, recv_counts + ctx->size);
+
+  // gloo's algorithm classes take their slots from the context when they are built: built on the
+  // worker, in the same order as every collective, they take the same slots on every rank.
+  return submit(g, "a reduce-scatter", [ctx, buf, count, counts] {
+    gloo::ReduceScatterHalvingDoubling<float> rs(ctx, std::vector<float *>{buf}, count, counts);
+    rs.run();
+  });
+}
+
+extern "C" long ct_gloo_allgatherv_start(struct ct_gloo *g, float *buf, const size_t *counts) {
+  auto ctx = g->context;
+  std::vector<size_t> elements(counts, counts + ctx->size);
+  uint32_t tag = g->tag++;
+
+  return submit(g, "an all-gather", [ctx, buf, elements, tag] {
+    gloo::AllgathervOptions opts(ctx);
+    // No input: this rank's part is in place in the output, as gloo's allgatherv allows.
+    opts.setOutput(buf, elements);
+    opts.setTag(tag);
+    gloo::allgatherv(opts);
+  });
+}
+
+extern "C" long ct_gloo_broadcast_start(struct ct_gloo *g, void *buf, size_t bytes, int root) {
+  auto ctx = g->context;
+  uint32_t tag = g->tag++;
+
+  return submit(g, "a broadcast", [ctx, buf, bytes, root, tag] {
+    gloo::BroadcastOptions opts(ctx);
+    opts.setOutput(static_cast<uint8_t *>(buf), bytes);
+    opts.setRoot(root);
+    opts.setTag(tag);
+    gloo::broadcast(opts);
+  });
+}
+
+extern "C" int ct_gloo_wait(struct ct_gloo *g, long ticket, long *failed, ct_error *err) {
+  std::unique_lock<std::mutex> lock(g->mu);
+
+  // Every collective fails within the context's timeout, so this wait ends.
+  g->cv.wait(lock, [g, ticket] { return g->done >= ticket || (g->failed && g->failed <= ticket); });
+  if (!g->failed || g->failed > ticket)
     return 0;
-  } catch (const std::exception &e) {
-    return gloo_fail(err, g->rank, "an allreduce", e.what());
-  }
+  if (failed)
+    *failed = g->failed;
+  if (err)
+    *err = g->error;
+  return g->error.code;
+}
+
+extern "C" long ct_gloo_last(const struct ct_gloo *g) { return g->started; }
+
+extern "C" int ct_gloo_allreduce_sum(struct ct_gloo *g, void *buf, size_t count, size_t esize, ct_error *err) {
+  return ct_gloo_wait(g, ct_gloo_allreduce_start(g, buf, count, esize), nullptr, err);
 }
 
 extern "C" int ct_gloo_broadcast(struct ct_gloo *g, void *buf, size_t bytes, int root, ct_error *err) {
-  try {
-    gloo::BroadcastOptions opts(g->context);
-    opts.setOutput(static_cast<uint8_t *>(buf), bytes);
-    opts.setRoot(root);
-    opts.setTag(g->tag++);
-    gloo::broadcast(opts);
-    return 0;
-  } catch (const std::exception &e) {
-    return gloo_fail(err, g->rank, "a broadcast", e.what());
-  }
+  return ct_gloo_wait(g, ct_gloo_broadcast_start(g, buf, bytes, root), nullptr, err);
 }
 
-extern "C" void ct_gloo_free(struct ct_gloo *g) { delete g; }
+extern "C" void ct_gloo_free(struct ct_gloo *g) {
+  if (!g)
+    return;
+  if (g->worker.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(g->mu);
+      g->stop = true;
+      g->cv.notify_all();
+    }
+    g->worker.join();
+  }
+  delete g;
+}

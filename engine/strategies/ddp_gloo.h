@@ -18,12 +18,39 @@ struct ct_gloo;
 
 /* Join size ranks as rank through store (every rank's address under the store's keys), with a
  * TCP pair to each. timeout_s bounds the bootstrap and every later collective: a rank that dies
- * makes the others fail with an error, not hang. */
-int ct_gloo_create(ct_tcpstore *store, int rank, int size, double timeout_s, struct ct_gloo **out,
+ * makes the others fail with an error, not hang. threaded: the collectives run on a worker thread
+ * of the context's own, in the order they were started (a gloo context is not for concurrent use:
+ * every collective of it runs on that one thread), so a start returns at once and the caller
+ * computes meanwhile (PyTorch's ProcessGroupGloo does the same); else each start runs its
+ * collective before it returns. Either way the result is the same bits. */
+int ct_gloo_create(ct_tcpstore *store, int rank, int size, double timeout_s, int threaded, struct ct_gloo **out,
                    ct_error *err);
-/* In place, summed over the ranks; esize 4 (float) or 8 (double). Blocking. */
+
+/* Starting a collective gives its ticket: its number among the context's collectives (1, 2, ...,
+ * the same on every rank that starts the same ones in the same order). The buffers belong to the
+ * collective until a wait for its ticket returned. */
+
+/* In place, summed over the ranks; esize 4 (float) or 8 (double). */
+long ct_gloo_allreduce_start(struct ct_gloo *g, void *buf, size_t count, size_t esize);
+/* buf's count floats summed over the ranks, rank r receiving recv_counts[r] of them (in rank
+ * order: rank r's are those after the counts of the ranks before it), which land at buf[0...]
+ * (gloo's ReduceScatterHalvingDoubling); the rest of buf is left undefined. */
+long ct_gloo_reduce_scatter_start(struct ct_gloo *g, float *buf, int count, const int *recv_counts);
+/* In place: rank r's counts[r] floats, after those of the ranks before it, to every rank. */
+long ct_gloo_allgatherv_start(struct ct_gloo *g, float *buf, const size_t *counts);
+long ct_gloo_broadcast_start(struct ct_gloo *g, void *buf, size_t bytes, int root);
+/* Wait until every collective up to ticket has run (they complete in order). On failure: the
+ * first error of the context (a collective after a failed one does not run) and, in *failed, the
+ * ticket of the collective that failed. */
+int ct_gloo_wait(struct ct_gloo *g, long ticket, long *failed, ct_error *err);
+/* The ticket of the last collective started (0: none). */
+long ct_gloo_last(const struct ct_gloo *g);
+
+/* Blocking forms: start and wait. */
 int ct_gloo_allreduce_sum(struct ct_gloo *g, void *buf, size_t count, size_t esize, ct_error *err);
 int ct_gloo_broadcast(struct ct_gloo *g, void *buf, size_t bytes, int root, ct_error *err);
+/* After a wait for whatever was started (or with collectives in flight when the caller ends
+ * anyway: they run to their timeout first); stops the thread. */
 void ct_gloo_free(struct ct_gloo *g);
 
 #ifdef __cplusplus

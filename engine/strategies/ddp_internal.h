@@ -82,6 +82,13 @@ int ct_ddp_mpi_error(int rc, const char *call, ct_error *err);
  * rank fails naming the ranks that did not arrive. Every rank calls it once per collective. */
 int ct_ddp_wait(ct_strategy *s, MPI_Request *reqs, int n, const char *what, ct_error *err);
 
+/* One rank and no process group (no MPI communicator, no gloo context): collectives are
+ * identities. */
+int ct_ddp_single(const struct ddp *d);
+/* backend=gloo: wait for the context's collectives up to ticket (ct_gloo_*_start), as ct_ddp_wait
+ * does for MPI's requests: a timeout names the missing ranks (a roll call in the store). */
+int ct_ddp_gloo_wait(ct_strategy *s, long ticket, const char *what, ct_error *err);
+
 /* ddp's own ops (ct_strategy_ddp, strategies.h) are what a variant builds on: ddp_sharded copies
  * them and overrides what sharding changes, calling ddp's where it extends them. */
 

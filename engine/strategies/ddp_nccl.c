@@ -97,6 +97,34 @@ static int wait_event(ct_nccl *n, cudaEvent_t ev, const char *what, ct_error *er
     return e == cudaSuccess ? 0 : cuda_fail(n, e, what, err);
 }
 
+/* Rank 0's ncclUniqueId to every rank through the TCPStore (no PMIx server): rank 0 sets it, the
+ * others wait for the key within timeout_s and read it. */
+static int exchange_id_store(ct_tcpstore *store, int rank, double timeout_s, ncclUniqueId *id, ct_error *err)
+{
+    const char *const keys[1] = { NCCL_ID_KEY };
+    void *v = NULL;
+    size_t len = 0;
+    ncclResult_t r;
+    int rc;
+
+    if (rank == 0) {
+        if ((r = ncclGetUniqueId(id)) != ncclSuccess)
+            return nccl_fail(NULL, r, "ncclGetUniqueId", err);
+        return ct_tcpstore_set(store, NCCL_ID_KEY, id, sizeof(*id), err);
+    }
+    if ((rc = ct_tcpstore_wait(store, keys, 1, timeout_s, err)) ||
+        (rc = ct_tcpstore_get(store, NCCL_ID_KEY, &v, &len, err)))
+        return rc;
+    if (len != sizeof(*id)) {
+        free(v);
+        return ct_error_set(err, CT_ECOMM, "nccl", "ddp: rank 0's NCCL id in the store at %s has %zu bytes, "
+                            "expected %zu", ct_tcpstore_address(store), len, sizeof(*id));
+    }
+    memcpy(id, v, sizeof(*id));
+    free(v);
+    return 0;
+}
+
 /* Rank 0's ncclUniqueId to every rank through the PMIx key-value store. */
 static int exchange_id(int rank, double timeout_s, ncclUniqueId *id, ct_error *err)
 {
@@ -123,7 +151,7 @@ static int exchange_id(int rank, double timeout_s, ncclUniqueId *id, ct_error *e
     return 0;
 }
 
-int ct_nccl_create(int rank, int world, double timeout_s, ct_nccl **out, ct_error *err)
+int ct_nccl_create(int rank, int world, double timeout_s, ct_tcpstore *store, ct_nccl **out, ct_error *err)
 {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     ncclUniqueId id;
@@ -132,7 +160,8 @@ int ct_nccl_create(int rank, int world, double timeout_s, ct_nccl **out, ct_erro
     int rc;
 
     *out = NULL;
-    if ((rc = exchange_id(rank, timeout_s, &id, err)))
+    rc = store ? exchange_id_store(store, rank, timeout_s, &id, err) : exchange_id(rank, timeout_s, &id, err);
+    if (rc)
         return rc;
     n = calloc(1, sizeof(*n));
     if (!n)
@@ -229,8 +258,9 @@ void ct_nccl_free(ct_nccl *n)
 #else /* no CUDA in this build: the cuda accelerator is not registered, so ddp never asks */
 #include "engine/strategies/ddp_nccl.h"
 
-int ct_nccl_create(int rank, int world, double timeout_s, ct_nccl **out, ct_error *err)
+int ct_nccl_create(int rank, int world, double timeout_s, ct_tcpstore *store, ct_nccl **out, ct_error *err)
 {
+    (void)store;
     *out = NULL;
     ct_error_set(err, CT_ENOTAVAIL, "accelerator-not-available", "this build of ctrain has no NCCL (no CUDA support)");
     return ct_error_hint(err, "rebuild with the CUDA toolkit installed (make CUDA=1), or use --accelerator cpu");
@@ -238,17 +268,17 @@ int ct_nccl_create(int rank, int world, double timeout_s, ct_nccl **out, ct_erro
 
 int ct_nccl_broadcast(ct_nccl *n, float *buf, size_t count, int root, ct_error *err)
 {
-    return ct_nccl_create(0, 1, 0, &n, err);
+    return ct_nccl_create(0, 1, 0, NULL, &n, err);
 }
 
 int ct_nccl_allreduce_start(ct_nccl *n, float *buf, size_t count, ct_error *err)
 {
-    return ct_nccl_create(0, 1, 0, &n, err);
+    return ct_nccl_create(0, 1, 0, NULL, &n, err);
 }
 
 int ct_nccl_wait(ct_nccl *n, ct_error *err)
 {
-    return ct_nccl_create(0, 1, 0, &n, err);
+    return ct_nccl_create(0, 1, 0, NULL, &n, err);
 }
 
 void ct_nccl_free(ct_nccl *n) { }

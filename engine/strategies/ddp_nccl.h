@@ -5,6 +5,8 @@
  * One communicator over the job's ranks, bootstrapped through PMIx: rank 0 makes the
  * ncclUniqueId and puts it in the PMIx key-value store, a fence publishes it, every rank gets it
  * — the same under srun --mpi=pmix, mpirun and ctrain's own launcher, with no port or shared file.
+ * Without a PMIx server (torchrun, srun --mpi=none, processes started by hand) the id travels
+ * through the TCPStore at MASTER_ADDR:MASTER_PORT instead, as PyTorch's NCCL process group does.
  * Allreduces run on a stream of their own, each ordered after the compute stream's work so far
  * (an event), so a bucket's allreduce overlaps the backward of earlier layers. NCCL runs
  * non-blocking: every wait polls ncclCommGetAsyncError and a deadline, and a dead or stuck peer ends
@@ -18,12 +20,14 @@
 #include <stddef.h>
 
 #include "ctrain/error.h"
+#include "ctrain/tcpstore.h"
 
 typedef struct ct_nccl ct_nccl;
 
 /* Join the communicator of world ranks as rank (on the current device); timeout_s bounds the
- * bootstrap and every later wait. */
-int ct_nccl_create(int rank, int world, double timeout_s, ct_nccl **out, ct_error *err);
+ * bootstrap and every later wait. store: where rank 0's id travels when no PMIx server joined the
+ * ranks (NULL: through PMIx). */
+int ct_nccl_create(int rank, int world, double timeout_s, ct_tcpstore *store, ct_nccl **out, ct_error *err);
 /* buf[count] (device memory) from root to every rank; returns when done. */
 int ct_nccl_broadcast(ct_nccl *n, float *buf, size_t count, int root, ct_error *err);
 /* Start averaging buf[count] (device memory) over the ranks, after the compute stream's work. */

@@ -22,6 +22,12 @@
  * Checkpoints hold the whole state: the shards are gathered to rank 0, which writes one file that
  * ddp and single_device load as well (and back: each rank keeps its shard of a whole file).
  *
+ * On every cpu backend (option backend=, as ddp's): over MPI the exchanges are the point-to-point
+ * parts and MPI_Iallgatherv above; over gloo (ranks without a PMIx server) they are gloo's own
+ * ReduceScatterHalvingDoubling and allgatherv, run in order on the gloo context's worker thread
+ * (ddp.c), so the buckets still reduce during backward and the pieces arrive during forward. The
+ * shards, and so what each rank owns and what a checkpoint holds, are the same on both.
+ *
  * cpu only (the registry entry says so): on cuda the connector refuses it; the NCCL variant is not
  * written.
  */
@@ -31,6 +37,7 @@
 #include <string.h>
 
 #include "ctrain/util.h"
+#include "engine/strategies/ddp_gloo.h"
 #include "engine/strategies/ddp_internal.h"
 
 struct sharded {
@@ -48,6 +55,9 @@ struct sharded {
     size_t *piece_lo;
     int **piece_counts, **piece_displs;
     MPI_Request *piece_reqs;
+    long *piece_tickets; /* backend=gloo: each piece's collective (ct_gloo_allgatherv_start) */
+    int *bucket_counts;  /* backend=gloo, stage 2: scratch, each rank's part of one bucket */
+    size_t *gather_counts; /* backend=gloo: scratch, each rank's part of one piece or array */
     int next_piece;    /* the first piece not yet waited for; n_pieces: none in flight */
     int forward_began; /* forward announced its first tensor since the pieces started */
 };
@@ -78,6 +88,8 @@ static size_t my_count(const ct_strategy *s, const struct sharded *z) { return (
 /* Stage 2: reduce-scatter bucket i [a, b): send each peer the part inside its shard, receive each
  * peer's part of this rank's shard. Both sides post the buckets in the same order, so one tag
  * matches them (MPI keeps the order of messages between two ranks). */
+static int start_reduce_scatter_gloo(ct_strategy *s, int i);
+
 static int start_reduce_scatter(ct_strategy *s, int i, ct_error *err)
 {
     struct ddp *d = s->impl;
@@ -86,6 +98,8 @@ static int start_reduce_scatter(ct_strategy *s, int i, ct_error *err)
     MPI_Request *req = &d->reqs[i * d->reqs_per_bucket];
     int me = s->global_rank, rc = MPI_SUCCESS;
 
+    if (d->gloo)
+        return start_reduce_scatter_gloo(s, i);
     for (int q = 0; q < s->world_size && rc == MPI_SUCCESS; q++) {
         size_t qlo = (size_t)z->displs[q], qhi = qlo + (size_t)z->counts[q];
         size_t x = a > qlo ? a : qlo, y = b < qhi ? b : qhi;
@@ -106,6 +120,51 @@ static int start_reduce_scatter(ct_strategy *s, int i, ct_error *err)
     if (rc != MPI_SUCCESS)
         return d->broken = 1, ct_ddp_mpi_error(rc, "MPI_Isend/MPI_Irecv of a gradient part", err);
     return 0;
+}
+
+/* The part of [a, b) inside rank q's shard: [*x, *y), empty when *y <= *x. */
+static void shard_part(const struct sharded *z, int q, size_t a, size_t b, size_t *x, size_t *y)
+{
+    size_t qlo = (size_t)z->displs[q], qhi = qlo + (size_t)z->counts[q];
+
+    *x = a > qlo ? a : qlo;
+    *y = b < qhi ? b : qhi;
+}
+
+/* Stage 2 over gloo: gloo's reduce-scatter of the bucket, each rank receiving the part inside its
+ * shard (the shards are contiguous and in rank order, so the parts are too). Its result lands at
+ * the bucket's start, where finish_reduce_scatter_gloo reads it. */
+static int start_reduce_scatter_gloo(ct_strategy *s, int i)
+{
+    struct ddp *d = s->impl;
+    struct sharded *z = d->sharded;
+    size_t a = d->buckets[i].start, b = a + d->buckets[i].len;
+
+    for (int q = 0; q < s->world_size; q++) {
+        size_t x, y;
+
+        shard_part(z, q, a, b, &x, &y);
+        z->bucket_counts[q] = y > x ? (int)(y - x) : 0;
+    }
+    (void)ct_gloo_reduce_scatter_start(d->gloo, d->grads + a, (int)(b - a), z->bucket_counts);
+    return 0;
+}
+
+/* Every bucket's reduce-scatter over gloo completed: this rank's part of each, at the bucket's
+ * start, into its place in the shard. */
+static void finish_reduce_scatter_gloo(ct_strategy *s)
+{
+    struct ddp *d = s->impl;
+    struct sharded *z = d->sharded;
+    size_t lo = my_lo(s, z);
+
+    for (int i = 0; i < d->n_buckets; i++) {
+        size_t a = d->buckets[i].start, x, y;
+
+        shard_part(z, s->global_rank, a, a + d->buckets[i].len, &x, &y);
+        if (y > x)
+            memcpy(z->grad_shard + (x - lo), d->grads + a, (y - x) * sizeof(float));
+    }
 }
 
 /* Stage 2, every part arrived: this rank's shard is the sum over the ranks, in rank order (the
@@ -137,7 +196,10 @@ static int make_pieces(ct_strategy *s, struct sharded *z, size_t n, size_t piece
     z->piece_counts = calloc((size_t)z->n_pieces, sizeof(int *));
     z->piece_displs = calloc((size_t)z->n_pieces, sizeof(int *));
     z->piece_reqs = calloc((size_t)z->n_pieces, sizeof(MPI_Request));
-    if (!z->piece_lo || !z->piece_counts || !z->piece_displs || !z->piece_reqs)
+    z->piece_tickets = calloc((size_t)z->n_pieces, sizeof(long));
+    z->gather_counts = calloc((size_t)world, sizeof(size_t));
+    if (!z->piece_lo || !z->piece_counts || !z->piece_displs || !z->piece_reqs || !z->piece_tickets ||
+        !z->gather_counts)
         return ct_error_set(err, CT_ENOMEM, NULL, "ddp_sharded: out of memory for %d all-gather pieces", z->n_pieces);
     for (int i = 0; i < z->n_pieces; i++) {
         size_t a = (size_t)i * piece, b = a + piece < n ? a + piece : n;
@@ -164,10 +226,15 @@ static int make_pieces(ct_strategy *s, struct sharded *z, size_t n, size_t piece
 /* Wait for the pieces of the all-gather up to (not including) piece `until`, in order. */
 static int wait_pieces(ct_strategy *s, struct sharded *z, int until, int in_forward, ct_error *err)
 {
+    struct ddp *d = s->impl;
     int rc;
 
     for (; z->next_piece < until; z->next_piece++) {
-        if ((rc = ct_ddp_wait(s, &z->piece_reqs[z->next_piece], 1, "the all-gather of the parameters", err)))
+        const char *what = "the all-gather of the parameters";
+
+        rc = d->gloo ? ct_ddp_gloo_wait(s, z->piece_tickets[z->next_piece], what, err)
+                     : ct_ddp_wait(s, &z->piece_reqs[z->next_piece], 1, what, err);
+        if (rc)
             return rc;
         s->param_gathers_overlapped += in_forward && z->forward_began;
     }
@@ -204,7 +271,17 @@ static int start_pieces(ct_strategy *s, struct sharded *z, ct_error *err)
     struct ddp *d = s->impl;
 
     for (int i = 0; i < z->n_pieces; i++) {
-        int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, z->params + z->piece_lo[i], z->piece_counts[i],
+        int rc;
+
+        if (d->gloo) {
+            /* On the gloo context's worker, in order: forward waits for each as it reaches it. */
+            for (int r = 0; r < s->world_size; r++)
+                z->gather_counts[r] = (size_t)z->piece_counts[i][r];
+            z->piece_tickets[i] = ct_gloo_allgatherv_start(d->gloo, z->params + z->piece_lo[i], z->gather_counts);
+            s->param_gathers++;
+            continue;
+        }
+        rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, z->params + z->piece_lo[i], z->piece_counts[i],
                                  z->piece_displs[i], MPI_FLOAT, d->comm, &z->piece_reqs[i]);
 
         if (rc != MPI_SUCCESS) {
@@ -259,11 +336,15 @@ static int sharded_setup_model(ct_strategy *s, void *params, void *grads, size_t
         return rc;
     if (z->stage == 2) {
         z->grad_shard = calloc(my_count(s, z) ? my_count(s, z) : 1, sizeof(float));
-        z->received = calloc((size_t)(world - 1) * my_count(s, z) + 1, sizeof(float));
-        if (!z->grad_shard || !z->received)
+        /* gloo's reduce-scatter keeps its own buffers; MPI's receives each peer's part here. */
+        if (d->gloo)
+            z->bucket_counts = calloc((size_t)world, sizeof(int));
+        else
+            z->received = calloc((size_t)(world - 1) * my_count(s, z) + 1, sizeof(float));
+        if (!z->grad_shard || !(d->gloo ? (void *)z->bucket_counts : (void *)z->received))
             return ct_error_set(err, CT_ENOMEM, NULL, "ddp_sharded: out of memory for the gradient shard");
         d->start_reduce = start_reduce_scatter;
-        d->finish_reduce = finish_reduce_scatter;
+        d->finish_reduce = d->gloo ? finish_reduce_scatter_gloo : finish_reduce_scatter;
         d->reqs_per_bucket = 2 * (world - 1); /* a send to each peer, a receive from each */
     }
     return 0;
@@ -275,7 +356,7 @@ static void sharded_grad_view(ct_strategy *s, void **grads, size_t *count, int *
     struct ddp *d = s->impl;
     struct sharded *z = d->sharded;
 
-    if (z->stage == 2 && s->world_size > 1 && d->comm != MPI_COMM_NULL) {
+    if (z->stage == 2 && s->world_size > 1 && !ct_ddp_single(d)) {
         *grads = z->grad_shard;
         *count = my_count(s, z);
         *partial = 1;
@@ -301,7 +382,7 @@ static int sharded_optimizer_step(ct_strategy *s, ct_model *model, ct_optim *opt
     }
     /* One rank reduces nothing (grad_sync is an identity): its shard is every gradient. */
     ct_optim_step(optim, z->params + lo, z->stage == 2 && s->world_size > 1 ? z->grad_shard : d->grads + lo);
-    if (d->comm == MPI_COMM_NULL)
+    if (ct_ddp_single(d))
         return 0;
     return start_pieces(s, z, err);
 }
@@ -314,9 +395,18 @@ static int sharded_gather_shards(ct_strategy *s, const void *mine, void *whole, 
     MPI_Request req = MPI_REQUEST_NULL;
     int rc;
 
-    if (d->comm == MPI_COMM_NULL) {
+    if (ct_ddp_single(d)) {
         memcpy(whole, mine, my_count(s, z) * sizeof(float));
         return 0;
+    }
+    if (d->gloo) {
+        /* gloo has no gatherv: every rank gathers the whole array (each has one to fill: strategy.c),
+         * its own shard in place. A checkpoint's cost, not a step's. */
+        for (int r = 0; r < s->world_size; r++)
+            z->gather_counts[r] = (size_t)z->counts[r];
+        memcpy((float *)whole + my_lo(s, z), mine, my_count(s, z) * sizeof(float));
+        return ct_ddp_gloo_wait(s, ct_gloo_allgatherv_start(d->gloo, whole, z->gather_counts),
+                                "the gather of the optimizer state", err);
     }
     rc = MPI_Igatherv(mine, z->counts[s->global_rank], MPI_FLOAT, whole, z->counts, z->displs, MPI_FLOAT, 0,
                       d->comm, &req);
@@ -345,6 +435,9 @@ static void sharded_destroy(ct_strategy *s)
         free(z->piece_displs);
         free(z->piece_lo);
         free(z->piece_reqs);
+        free(z->piece_tickets);
+        free(z->bucket_counts);
+        free(z->gather_counts);
         free(z);
         d->sharded = NULL;
     }

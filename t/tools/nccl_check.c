@@ -143,7 +143,7 @@ static int rank_checks(int rank, int world, double timeout_s, ct_error *err)
     }
 
     t0 = ct_time_now();
-    rc = ct_nccl_create(rank, world, timeout_s, &n, err);
+    rc = ct_nccl_create(rank, world, timeout_s, NULL, &n, err);
     if (rc)
         printf("# rank %d: %s\n", rank, err->msg);
     failed += tap(rc == 0, "PMIx id exchange and non-blocking communicator set-up over %d rank(s) in %.2f s",

@@ -332,6 +332,65 @@ static void test_auto_table(void **state)
     }
 }
 
+/* The README's backend table (process_group_backend), row by row: mpi where a PMIx server starts or
+ * started the ranks, else gloo on cpu and nccl on cuda, for ddp and ddp_sharded alike; an explicit
+ * backend= as given; one rank none; strategies without collectives no backend at all. */
+struct backend_case {
+    const char *row;
+    const char *flags[8];
+    const char *env[14];
+    enum ct_cuda_probe cuda;
+    int cuda_count;
+    const char *backend, *why;
+};
+
+#define BY_HAND "MASTER_ADDR=n1", "MASTER_PORT=29500", "WORLD_SIZE=2", "NODE_RANK=0", "LOCAL_RANK=1"
+
+static const struct backend_case backend_cases[] = {
+    { "ctrain's launcher (--devices 2)", { "--devices", "2" }, {0}, CT_CUDA_ABSENT, 0, "mpi",
+      "auto: ctrain's launcher hosts a PMIx server" },
+    { "srun --mpi=pmix", { 0 }, { SLURM_2x2, "PMIX_RANK=1" }, CT_CUDA_ABSENT, 0, "mpi",
+      "auto: a PMIx server started the ranks" },
+    { "srun --mpi=none", { 0 }, { SLURM_2x2 }, CT_CUDA_ABSENT, 0, "gloo", "auto: no PMIx server" },
+    { "processes started by hand, cpu", { "--devices", "2" }, { BY_HAND }, CT_CUDA_ABSENT, 0, "gloo",
+      "auto: no PMIx server" },
+    { "processes started by hand, cuda", { "--devices", "2" }, { BY_HAND }, CT_CUDA_PRESENT, 2, "nccl",
+      "auto: no PMIx server" },
+    { "ddp_sharded started by hand", { "--strategy", "ddp_sharded", "--devices", "2" }, { BY_HAND },
+      CT_CUDA_ABSENT, 0, "gloo", "auto: no PMIx server" },
+    { "ddp_sharded under ctrain's launcher", { "--strategy", "ddp_sharded", "--devices", "2" }, {0},
+      CT_CUDA_ABSENT, 0, "mpi", "auto: ctrain's launcher" },
+    { "backend=gloo under ctrain's launcher", { "--strategy", "ddp:backend=gloo", "--devices", "2" }, {0},
+      CT_CUDA_ABSENT, 0, "gloo", "backend=gloo" },
+    { "ddp_sharded:backend=gloo", { "--strategy", "ddp_sharded:backend=gloo", "--devices", "2" }, { BY_HAND },
+      CT_CUDA_ABSENT, 0, "gloo", "backend=gloo" },
+    { "ddp on one rank", { "--strategy", "ddp" }, {0}, CT_CUDA_ABSENT, 0, "none", "one rank" },
+    { "single_device", { 0 }, {0}, CT_CUDA_ABSENT, 0, "", "" },
+};
+
+static void test_backend_table(void **state)
+{
+    for (size_t i = 0; i < sizeof(backend_cases) / sizeof(backend_cases[0]); i++) {
+        const struct backend_case *c = &backend_cases[i];
+        ct_connector *conn = NULL;
+        const ct_plan *p;
+        ct_error err;
+
+        ct_error_clear(&err);
+        if (run_flags(c->flags, c->env, c->cuda, c->cuda_count, &conn, &err)) {
+            print_error("row '%s': %s (%s)\n", c->row, err.msg, err.id);
+            fail();
+        }
+        p = ct_connector_plan(conn);
+        if (strcmp(p->backend, c->backend) || strncmp(p->backend_why, c->why, strlen(c->why))) {
+            print_error("row '%s': got backend '%s' (%s)\n", c->row, p->backend, p->backend_why);
+            ct_connector_free(conn);
+            fail();
+        }
+        ct_connector_free(conn);
+    }
+}
+
 /* A name known to the registry but with no implementation linked: creating the strategy from the plan says so. */
 static void test_implementation_missing(void **state)
 {
@@ -460,6 +519,7 @@ int main(void)
         cmocka_unit_test(test_error_catalogue),
         cmocka_unit_test(test_catalogue_covered),
         cmocka_unit_test(test_auto_table),
+        cmocka_unit_test(test_backend_table),
         cmocka_unit_test(test_sources_and_json),
     };
 

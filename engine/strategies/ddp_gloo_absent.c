@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* ddp_gloo.h in a ctrain built without gloo (make GLOO=0, or no libgloo-dev): there is never a
+ * context (ddp's gloo_setup refuses backend gloo with a hint first), so nothing reaches these; they
+ * exist so that ddp.c and ddp_sharded.c link, and each fails as a missing library would. */
+#ifndef CT_HAVE_GLOO
+#include "engine/strategies/ddp_gloo.h"
+
+static int absent(ct_error *err)
+{
+    ct_error_set(err, CT_ENOTAVAIL, "ddp-no-gloo", "ddp: this ctrain was built without gloo");
+    return ct_error_hint(err, "install libgloo-dev (scripts/install-deps) and rebuild");
+}
+
+int ct_gloo_create(ct_tcpstore *store, int rank, int size, double timeout_s, int threaded, struct ct_gloo **out,
+                   ct_error *err)
+{
+    (void)store;
+    (void)rank;
+    (void)size;
+    (void)timeout_s;
+    (void)threaded;
+    *out = NULL;
+    return absent(err);
+}
+
+long ct_gloo_allreduce_start(struct ct_gloo *g, void *buf, size_t count, size_t esize)
+{
+    (void)g;
+    (void)buf;
+    (void)count;
+    (void)esize;
+    return 0;
+}
+
+long ct_gloo_reduce_scatter_start(struct ct_gloo *g, float *buf, int count, const int *recv_counts)
+{
+    (void)g;
+    (void)buf;
+    (void)count;
+    (void)recv_counts;
+    return 0;
+}
+
+long ct_gloo_allgatherv_start(struct ct_gloo *g, float *buf, const size_t *counts)
+{
+    (void)g;
+    (void)buf;
+    (void)counts;
+    return 0;
+}
+
+long ct_gloo_broadcast_start(struct ct_gloo *g, void *buf, size_t bytes, int root)
+{
+    (void)g;
+    (void)buf;
+    (void)bytes;
+    (void)root;
+    return 0;
+}
+
+int ct_gloo_wait(struct ct_gloo *g, long ticket, long *failed, ct_error *err)
+{
+    (void)g;
+    if (failed)
+        *failed = ticket;
+    return absent(err);
+}
+
+long ct_gloo_last(const struct ct_gloo *g)
+{
+    (void)g;
+    return 0;
+}
+
+int ct_gloo_allreduce_sum(struct ct_gloo *g, void *buf, size_t count, size_t esize, ct_error *err)
+{
+    (void)g;
+    (void)buf;
+    (void)count;
+    (void)esize;
+    return absent(err);
+}
+
+int ct_gloo_broadcast(struct ct_gloo *g, void *buf, size_t bytes, int root, ct_error *err)
+{
+    (void)g;
+    (void)buf;
+    (void)bytes;
+    (void)root;
+    return absent(err);
+}
+
+void ct_gloo_free(struct ct_gloo *g)
+{
+    (void)g;
+}
+#else
+/* ISO C wants a translation unit to declare something. */
+typedef int ct_ddp_gloo_present;
+#endif
