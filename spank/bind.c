@@ -17,7 +17,7 @@ static const struct ct_spank_bind_ops *ops;
 /* PATH_MAX bytes: ctrain.so's directory and "/ctrain-bind.so". */
 static int helper_path(char *path, size_t size, ct_error *err)
 {
-    Dl_info info;
+    Dl_info info = { 0 };
     const char *slash;
 
     if (!dladdr((void *)ct_spank_bind_open, &info) || !info.dli_fname || info.dli_fname[0] != '/' ||

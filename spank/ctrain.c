@@ -7,6 +7,8 @@
  *   options.c     the --ctrain-* options (the user's settings)
  *   check.c       the options through libctrain-core's connector
  *   rendezvous.c  MASTER_ADDR and MASTER_PORT of a step
+ *   gres.c        gres.conf's device files and the drivers' table
+ *   bind.c        loads ctrain-bind.so, the binding planner with hwloc (spank/bind.h)
  *   local.c       srun, sbatch, salloc: check the flags before anything launches
  *   remote.c      slurmstepd: rank layout, environment and binding of each task
  *   ctrain.c      this dispatcher

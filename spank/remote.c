@@ -301,7 +301,7 @@ static int map_step_gpus(struct step *s, const char *gpus, char **env, ct_error 
     if ((rv = ct_spank_gres_read(node, &s->gres, err)) != 0)
         return rv;
     if ((rv = s->ops->gres_map(s->topo, gpus, &s->gres.files, s->gres.devs, s->gres.ndevs, s->step_mapped,
-                          sizeof(s->step_mapped), why, sizeof(why), err)) != 0)
+                               sizeof(s->step_mapped), why, sizeof(why), err)) != 0)
         return ct_error_prefix(err, "the step's GPUs (SLURM_STEP_GPUS=%s): ", gpus);
     if (why[0]) {
         snprintf(s->gres_why, sizeof(s->gres_why), "%s: ctrain binds the GPUs of the device files SLURM allocated "
@@ -322,8 +322,9 @@ static unsigned topology_flags(char **env)
     return (gpus && gpus[0]) || topology[0] || node_has_fabric() ? CT_TOPOLOGY_IO : 0;
 }
 
-/* The finder: ctrain-bind.so loaded (hwloc with it: 0.2-0.3 ms of the dynamic loader), then the
- * node discovered. Whatever fails here, user_init loads or discovers again and reports it. */
+/* The finder: ctrain-bind.so loaded (0.1-0.2 ms), hwloc set up (hwloc_topology_init loads hwloc's
+ * plugins, 2-6 ms here: main's init_post_opt did it on the launch path), then the node discovered.
+ * Whatever fails here, user_init loads or discovers again and reports it. */
 static void *discover(void *arg)
 {
     struct step *s = arg;
@@ -336,13 +337,14 @@ static void *discover(void *arg)
     return NULL;
 }
 
-/* Loading ctrain-bind.so with hwloc, and hwloc's discovery of the node (0.7 ms, most of it the
- * kernel opening sysfs files), run in a thread of their own from init_post_opt to user_init, while slurmstepd sets the step up (its
- * cgroup, I/O and credentials: 5-20 ms), so that it is off the launch path. Not for a topology
- * file: that is read as the user, in user_init. The thread reads /sys and /proc and writes only
- * s->found*; slurmstepd's signals stay with its own threads. It is joined in user_init, or in exit
- * when the step ends before user_init: none outlives the step or the plugin. When it cannot start,
- * user_init discovers as before. */
+/* Loading ctrain-bind.so and hwloc, and hwloc's discovery of the node (0.7 ms, most of it the
+ * kernel opening sysfs files), run in a thread of their own from init_post_opt to user_init, while
+ * slurmstepd sets the step up (its cgroup, I/O and credentials: 5-20 ms), off the launch path. Not
+ * for a topology file: that is read as the user, in user_init. The thread reads /sys and /proc (and
+ * ctrain-bind.so from ctrain.so's directory) and writes only s->found* and s->ops; slurmstepd's
+ * signals stay with its own threads. It is joined in user_init, or in exit when the step ends before
+ * user_init: none outlives the step or the plugin. When it cannot start, user_init loads and
+ * discovers as before. */
 static void discovery_start(struct step *s, char **env)
 {
     sigset_t all, old;
@@ -745,8 +747,8 @@ static int apply_gpus(spank_t sp, const struct step *s, const ct_bind_task *t, u
         return 0;
     if (task_gpus && strcmp(task_gpus, s->step_gpus)) {
         ct_error_clear(&err);
-        if (s->ops->gres_map(s->topo, task_gpus, &s->gres.files, s->gres.devs, s->gres.ndevs, mapped, sizeof(mapped),
-                        moved, sizeof(moved), &err) != 0)
+        if (s->ops->gres_map(s->topo, task_gpus, &s->gres.files, s->gres.devs, s->gres.ndevs, mapped,
+                             sizeof(mapped), moved, sizeof(moved), &err) != 0)
             mapped[0] = moved[0] = '\0';
         within = mapped[0] && t->ngpus > 0 && s->ops->task_gpus_in(s->topo, t, mapped, &err) == 1;
         if (!within)

@@ -51,12 +51,21 @@ run_srun -n1 --ctrain-strategy=ddp --ctrain-bind=none sh -c "$MAPS"
 is "$OUT" "ctrain.so " "--ctrain-bind=none: no ctrain-bind.so in the step's slurmstepd"
 run_srun -n1 sh -c "$MAPS"
 is "$OUT" "ctrain.so " "a step without --ctrain options: no ctrain-bind.so in its slurmstepd"
-srun -n1 --ctrain-strategy=ddp sleep 3 >/dev/null 2>&1 &
-SRUN=$!
-for i in $(seq 100); do grep -q 'ctrain\.so' "/proc/$SRUN/maps" 2>/dev/null && break; sleep 0.1; done
-is "$(grep -o 'ctrain[-a-z]*\.so\|libhwloc\|libudev' "/proc/$SRUN/maps" 2>/dev/null | LC_ALL=C sort -u | tr '\n' ' ')" "ctrain.so " \
-   "srun loads ctrain.so without hwloc"
-wait "$SRUN" 2>/dev/null
+# srun_maps ARGS: what srun ARGS sleep 3 maps of ctrain's and hwloc's, once its step runs. SLURM's own
+# libraries may bring hwloc into srun (a release whose srun links it): the baseline is srun without
+# the plugin, which ctrain.so must not change.
+srun_maps() {
+    local p i
+    srun -n1 "$@" sleep 3 >/dev/null 2>&1 &
+    p=$!
+    for i in $(seq 100); do squeue -h -s -o %i 2>/dev/null | grep -q '\.0$' && break; sleep 0.1; done
+    grep -o 'ctrain[-a-z]*\.so\|libhwloc\|libudev' "/proc/$p/maps" 2>/dev/null | LC_ALL=C sort -u | tr '\n' ' '
+    wait "$p" 2>/dev/null
+}
+: >"$CLUSTER_DIR/plugstack.conf"
+BASE=$(srun_maps)
+spank_plugstack "$SHIPPED" ""
+is "$(srun_maps --ctrain-strategy=ddp)" "ctrain.so $BASE" "srun loads ctrain.so and no hwloc or libudev with it"
 needed() { objdump -p "$1" | awk '$1 == "NEEDED" { print $2 }' | LC_ALL=C sort | tr '\n' ' '; }
 exported() { nm -D --defined-only "$1" | awk '{ print $3 }' | LC_ALL=C sort | tr '\n' ' '; }
 is "$(needed "$PLUGIN" | grep -o 'lib\(hwloc\|udev\|xml2\)[^ ]*')" "" "ctrain.so links no hwloc, libudev or libxml2 ($(needed "$PLUGIN"))"
