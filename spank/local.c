@@ -71,16 +71,28 @@ static void layout_tasks_per_node(struct layout_env *l, uint32_t ntasks, uint32_
 /* From each option's callback. No environment: which allocation srun runs in (its SLURM_*
  * variables) is not the step's, and a combination wrong in every layout is wrong here already.
  * The step's layout is checked in local_user_init and again on the node. */
+/* What depends on the step's task count (ddp_sharded on one task, single_device on several) is
+ * judged only with the step's layout: before it, srun's environment holds at most the
+ * allocation's counts (salloc -n4, then srun -n1), or none (world size 1). */
+static int without_layout(int rv, ct_error *err)
+{
+    if (rv != 0 && (!strcmp(err->id, "strategy-sharded-one-device") || !strcmp(err->id, "strategy-single-device-many"))) {
+        ct_error_clear(err);
+        return 0;
+    }
+    return rv;
+}
+
 int ct_spank_local_options_check(ct_error *err)
 {
-    return ct_spank_check_flags(NULL, NULL, 0, err);
+    return without_layout(ct_spank_check_flags(NULL, NULL, 0, err), err);
 }
 
 int ct_spank_local_post_opt(spank_t sp, ct_error *err)
 {
     if (!ct_spank_active())
         return 0;
-    return ct_spank_check_flags(layout_getenv, NULL, 1, err);
+    return without_layout(ct_spank_check_flags(layout_getenv, NULL, 1, err), err);
 }
 
 /* srun only, with its allocation: the step's node and task counts are known now. */

@@ -5,7 +5,7 @@
 # anything launches, what only the node can judge ending the tasks before exec, the same with a
 # `required` line, and bad plugstack.conf arguments (required vs optional).
 . "$(dirname "$0")/lib/spank.sh"
-spank_plan 44
+spank_plan 47
 spank_cluster 1 ""
 MARK="$CLUSTER_DIR/launched"
 
@@ -44,6 +44,10 @@ rejected "precision the accelerator cannot run" "16-mixed" --ctrain-accelerator=
 rejected "bad binding mode" "sideways" --ctrain-strategy=ddp --ctrain-bind=sideways
 rejected "single_device across 2 tasks (task layout)" "single_device" --ctrain-strategy=single_device
 rejected "messages use the srun option names" "--ctrain-strategy" --ctrain-strategy=nosuch
+rejected "ddp_sharded on 1 task (task layout)" "ddp_sharded" -n1 --ctrain-strategy=ddp_sharded
+# A strategy that needs 2 tasks or more is judged with the step's layout, not before it.
+run_srun -n2 --ctrain-strategy=ddp_sharded sh -c 'echo "$RANK"'
+is "$RC.$(printf '%s' "$OUT" | sort | tr '\n' ' ')" "0.0 1 " "ddp_sharded on 2 tasks runs (not judged on 1 before the layout is known)"
 rejected "combination in the other order" "16-mixed" --ctrain-precision=16-mixed --ctrain-accelerator=cpu
 rejected "2 nodes: unknown strategy" "nosuch" -N2 --ctrain-strategy=nosuch
 
@@ -52,6 +56,8 @@ spank_plugstack required ""
 rejected "required: unknown strategy" "nosuch" --ctrain-strategy=nosuch
 rejected "required: precision the accelerator cannot run" "16-mixed" --ctrain-accelerator=cpu --ctrain-precision=16-mixed
 rejected "required: single_device across 2 tasks" "single_device" --ctrain-strategy=single_device
+run_srun -n2 --ctrain-strategy=ddp_sharded sh -c 'echo "$RANK"'
+is "$RC.$(printf '%s' "$OUT" | sort | tr '\n' ' ')" "0.0 1 " "required: ddp_sharded on 2 tasks runs"
 spank_plugstack "$SHIPPED" ""
 
 # What only the node can judge: a login node's plugstack.conf without the nodes' allowed list. The
