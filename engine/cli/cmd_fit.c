@@ -141,6 +141,8 @@ static int run(enum which w, int argc, char **argv)
     ct_connector_free(conn);
     if (rc && !strcmp(err.id, "fit-loss-nonfinite"))
         return CT_EXIT_NONFINITE;
+    if (rc && !strcmp(err.id, "preflight-named"))
+        return 3; /* as ctrain preflight's: a node failed a check or is an outlier */
     return rc ? ct_error_exit_status(rc) : 0;
 }
 

@@ -17,6 +17,8 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
+#include <gloo/types.h>
 
 // ctrain's headers are C: their functions have C linkage.
 extern "C" {
@@ -180,6 +182,34 @@ extern "C" int ct_gloo_broadcast(struct ct_gloo *g, void *buf, size_t bytes, int
     return 0;
   } catch (const std::exception &e) {
     return gloo_fail(err, g->rank, "a broadcast", e.what());
+  }
+}
+
+// Point-to-point messages have a slot of their own, apart from every collective's (gloo's
+// collectives build theirs from small prefixes and the tag): a pair's messages match in order.
+static const uint8_t kP2PSlotPrefix = 0x7f;
+
+extern "C" int ct_gloo_sendrecv(struct ct_gloo *g, const void *sendbuf, size_t send_bytes, int to, void *recvbuf,
+                                size_t recv_bytes, int from, ct_error *err) {
+  try {
+    const uint64_t slot = gloo::Slot::build(kP2PSlotPrefix, 0);
+    std::unique_ptr<gloo::transport::UnboundBuffer> out, in;
+    if (from >= 0) {
+      in = g->context->createUnboundBuffer(recvbuf, recv_bytes);
+      in->recv(from, slot);
+    }
+    if (to >= 0) {
+      // gloo's buffer is not const, but a send only reads it.
+      out = g->context->createUnboundBuffer(const_cast<void *>(sendbuf), send_bytes);
+      out->send(to, slot);
+    }
+    if (in)
+      in->waitRecv(g->context->getTimeout());
+    if (out)
+      out->waitSend(g->context->getTimeout());
+    return 0;
+  } catch (const std::exception &e) {
+    return gloo_fail(err, g->rank, "a point-to-point exchange", e.what());
   }
 }
 

@@ -24,6 +24,10 @@ int ct_gloo_create(ct_tcpstore *store, int rank, int size, double timeout_s, str
 /* In place, summed over the ranks; esize 4 (float) or 8 (double). Blocking. */
 int ct_gloo_allreduce_sum(struct ct_gloo *g, void *buf, size_t count, size_t esize, ct_error *err);
 int ct_gloo_broadcast(struct ct_gloo *g, void *buf, size_t bytes, int root, ct_error *err);
+/* Point to point (ct_strategy_sendrecv): to/from -1 for none. Blocking, within the context's
+ * timeout. */
+int ct_gloo_sendrecv(struct ct_gloo *g, const void *sendbuf, size_t send_bytes, int to, void *recvbuf,
+                     size_t recv_bytes, int from, ct_error *err);
 void ct_gloo_free(struct ct_gloo *g);
 
 #ifdef __cplusplus
