@@ -37,6 +37,20 @@ int ct_trainer_run_preflight(ct_strategy *s, const ct_trainer_config *cfg, FILE 
     return ct_preflight_run(s, &o, named, err);
 }
 
+int ct_trainer_fit_preflight(ct_strategy *s, const ct_trainer_job *job, ct_error *err)
+{
+    int named = 0, rc;
+
+    if (job->mode != CT_TRAINER_FIT || !job->cfg->preflight)
+        return 0;
+    if ((rc = ct_trainer_run_preflight(s, job->cfg, stdout, &named, err)) || !named)
+        return rc;
+    ct_error_set(err, CT_ECOMM, "preflight-named", "fit: preflight named %d node%s (the table above, %s/preflight.json): "
+                 "not training", named, named == 1 ? "" : "s", job->cfg->default_root_dir);
+    return ct_error_hint(err, "leave them out (srun --exclude=NODE, or the job's --exclude) and start again; the "
+                         "thresholds are the --preflight-* flags");
+}
+
 static int preflight_body(ct_strategy *s, void *arg, void *result, size_t result_size, ct_error *err)
 {
     const ct_trainer_config *cfg = arg;

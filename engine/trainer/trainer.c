@@ -53,19 +53,6 @@ static int evaluate(ct_run *run, const ct_trainer_job *job, ct_trainer_result *r
     return 0;
 }
 
-/* fit --preflight: a node named stops the fit before its first step (ctrain fit exits 3). */
-static int preflight(ct_run *run, const ct_trainer_config *cfg, ct_error *err)
-{
-    int named = 0, rc = ct_trainer_run_preflight(run->strategy, cfg, stdout, &named, err);
-
-    if (rc || !named)
-        return rc;
-    ct_error_set(err, CT_ECOMM, "preflight-named", "fit: preflight named %d node%s (the table above, %s/preflight.json): "
-                 "not training", named, named == 1 ? "" : "s", cfg->default_root_dir);
-    return ct_error_hint(err, "leave them out (srun --exclude=NODE, or the job's --exclude) and start again; the "
-                         "thresholds are --preflight-*-factor");
-}
-
 /* What every rank runs (the launcher calls it back); rank 0's result goes back to the caller. */
 static int rank_body(ct_strategy *s, void *arg, void *result, size_t result_size, ct_error *err)
 {
@@ -93,17 +80,13 @@ static int rank_body(ct_strategy *s, void *arg, void *result, size_t result_size
     run.is_zero = ct_strategy_is_global_zero(s);
     run.stop_enabled = job->mode == CT_TRAINER_FIT;
     ct_run_options(&run, job);
-    /* fit --preflight: the checks before anything is built (the compute threads are set). */
-    if (job->mode == CT_TRAINER_FIT && job->cfg->preflight && (rc = preflight(&run, job->cfg, err))) {
-        ct_strategy_teardown(s);
-        ct_stop_uninstall();
-        return rc;
-    }
     /* The hang record: the strategy notes its collectives in it; dumped on the dump signal (the
      * stop catcher thread) and after a collective timeout (below). */
     if (job->mode == CT_TRAINER_FIT)
         ct_strategy_set_trace(s, ct_hang_init(run.rank, run.world, run.opt.root_dir));
-    if (!(rc = ct_run_build(&run, job, err)) && !(rc = ct_run_place(&run, job->cfg, err))) {
+    /* fit --preflight: the checks before anything is built (the compute threads are set). */
+    if (!(rc = ct_trainer_fit_preflight(s, job, err)) && !(rc = ct_run_build(&run, job, err)) &&
+        !(rc = ct_run_place(&run, job->cfg, err))) {
         ct_result_model(&res, ct_model_host(run.model));
         rc = job->mode == CT_TRAINER_FIT ? fit(&run, job, &res, err) : evaluate(&run, job, &res, err);
     }
