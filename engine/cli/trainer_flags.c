@@ -94,6 +94,14 @@ static const struct flag flags[] = {
     { "--early-stopping-patience", F_INT, 0, INT_MAX, "N",
       "stop fit after N validations without --monitor improving (default 0: never)" },
     { "--no-tensorboard", F_SWITCH, 0, 0, NULL, "write no TensorBoard event file beside metrics.csv" },
+    { "--on-straggler", F_STRING, 0, 0, "off|warn|stop",
+      "fit: every --straggler-every steps find a node whose busy time a step (its step less its waiting in "
+      "collectives) is above --straggler-factor x the median node's for --straggler-windows windows in a row; "
+      "warn names it (log, metrics.csv, TensorBoard, summary.json), stop also saves last.safetensors and exits "
+      "76 (default off)" },
+    { "--straggler-every", F_INT, 1, 1000000, "N", "the window of straggler detection, in optimizer steps (default 10)" },
+    { "--straggler-factor", F_DOUBLE, 0, 0, "X", "a node busy more than X times the median node is slow (default 2)" },
+    { "--straggler-windows", F_INT, 1, 1000000, "K", "windows in a row a node must be slow to be named (default 3)" },
     { "--preflight", F_SWITCH, 0, 0, NULL,
       "fit: run ctrain preflight's checks before the first step; a node named stops the fit (exit status 3)" },
     { "--preflight-checks", F_STRING, 0, 0, "LIST",
@@ -309,7 +317,13 @@ static int apply(const struct flag *f, const char *value, ct_trainer_config *cfg
     else if (!strcmp(f->name, "--preflight-latency-factor")) cfg->preflight_latency_factor = d;
     else if (!strcmp(f->name, "--preflight-latency-floor")) cfg->preflight_latency_floor_ms = d;
     else if (!strcmp(f->name, "--preflight-bandwidth-factor")) cfg->preflight_bandwidth_factor = d;
-    else if (!strcmp(f->name, "--preflight-checks")) {
+    else if (!strcmp(f->name, "--straggler-every")) cfg->straggler_every = (int)l;
+    else if (!strcmp(f->name, "--straggler-windows")) cfg->straggler_windows = (int)l;
+    else if (!strcmp(f->name, "--straggler-factor")) cfg->straggler_factor = d;
+    else if (!strcmp(f->name, "--on-straggler")) {
+        if (ct_str_copy(cfg->on_straggler, sizeof(cfg->on_straggler), value))
+            return bad_value(f, value, "off, warn or stop", err);
+    } else if (!strcmp(f->name, "--preflight-checks")) {
         if (ct_str_copy(cfg->preflight_checks, sizeof(cfg->preflight_checks), value))
             return bad_value(f, value, "a list of compute, network and allreduce", err);
     }

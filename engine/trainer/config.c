@@ -42,6 +42,10 @@ void ct_trainer_config_default(ct_trainer_config *cfg)
     cfg->preflight_latency_factor = 4;
     cfg->preflight_latency_floor_ms = 5;
     cfg->preflight_bandwidth_factor = 4;
+    snprintf(cfg->on_straggler, sizeof(cfg->on_straggler), "off");
+    cfg->straggler_every = 10;
+    cfg->straggler_factor = 2;
+    cfg->straggler_windows = 3;
 }
 
 /* Lightning's trainer controls on their own and against each other (README, "Training controls");
@@ -137,6 +141,17 @@ static int check_preflight(const ct_trainer_config *cfg, ct_error *err)
     if (!(cfg->preflight_latency_floor_ms >= 0) || !isfinite(cfg->preflight_latency_floor_ms))
         return ct_error_set(err, CT_EINVAL, "trainer-preflight", "--preflight-latency-floor %g is not a number of "
                             "milliseconds", cfg->preflight_latency_floor_ms);
+    if (strcmp(cfg->on_straggler, "off") && strcmp(cfg->on_straggler, "warn") && strcmp(cfg->on_straggler, "stop")) {
+        ct_error_set(err, CT_EINVAL, "trainer-straggler", "--on-straggler '%s' is not off, warn or stop", cfg->on_straggler);
+        return ct_error_hint(err, "warn names a slow node in the log; stop also saves last.safetensors and ends the fit");
+    }
+    if (!(cfg->straggler_factor > 1) || !isfinite(cfg->straggler_factor) || cfg->straggler_every < 1 ||
+        cfg->straggler_windows < 1) {
+        ct_error_set(err, CT_EINVAL, "trainer-straggler", "--straggler-factor %g, --straggler-every %d, "
+                     "--straggler-windows %d: a factor above 1 and counts of at least 1", cfg->straggler_factor,
+                     cfg->straggler_every, cfg->straggler_windows);
+        return ct_error_hint(err, "the defaults are 2, 10 and 3");
+    }
     return ct_preflight_parse_checks(cfg->preflight_checks, &checks, err);
 }
 

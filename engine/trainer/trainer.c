@@ -25,7 +25,7 @@ static int fit(ct_run *run, const ct_trainer_job *job, ct_trainer_result *res, c
      * is waited for (every rank learns whether it failed) before anything reads it or exits 75. */
     if ((rc = ct_fit_loop_run(run, err)) || (rc = ct_strategy_checkpoint_wait(run->strategy, err)))
         return rc;
-    if (run->stop.agreed)
+    if (run->stop.agreed || run->straggler_stop)
         return ct_signal_connector_finish(run, job->cfg, err);
     if ((rc = ct_ckpt_connector_load_best(run, job->cfg, best, sizeof(best), err)) ||
         (rc = ct_eval_loop_run(run, CT_SPLIT_TEST, &test, err)))
