@@ -42,7 +42,7 @@ void ct_preflight_defaults(ct_preflight_options *o)
     o->gemm_window_s = 0.25;
     o->pings = 8;
     o->bandwidth_bytes = 1 << 20;
-    o->bandwidth_reps = 3;
+    o->bandwidth_reps = 5;
     o->allreduce_bytes = 4 << 20;
     o->allreduce_reps = 3;
 }

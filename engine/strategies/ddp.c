@@ -880,9 +880,14 @@ static int start_bucket(ct_strategy *s, int i, int in_backward, ct_error *err)
     int rc;
 
     if (d->gloo) {
-        /* gloo's collectives block: the bucket is summed before backward goes on. */
-        if ((rc = gloo_coll(s, ct_gloo_allreduce_sum(d->gloo, grad_at(d, b->start), b->len, d->esize, err),
-                            "the gradient allreduce", err)))
+        /* gloo's collectives block: the bucket is summed before backward goes on, and all of its
+         * time is exposed (waited for), as grad_sync's wait is under MPI. */
+        double t0 = ct_time_now();
+
+        rc = gloo_coll(s, ct_gloo_allreduce_sum(d->gloo, grad_at(d, b->start), b->len, d->esize, err),
+                       "the gradient allreduce", err);
+        s->exposed_comm_s += ct_time_now() - t0;
+        if (rc)
             return rc;
     } else if (d->nccl) {
         if ((rc = nccl_start(d, b, err)))
