@@ -25,7 +25,7 @@ static void preflight_usage(FILE *out)
             "  compute    a fixed fp32 GEMM (256 x 256 x 256, oneDNN as the cpu accelerator runs it),\n"
             "             GFLOP/s of the best of 3 windows of 0.25 s, on every rank;\n"
             "  network    latency (8-byte round trips, the best / 2) and bandwidth (1 MiB messages, the\n"
-            "             best of 5) between the first ranks of neighbouring nodes on a ring of nodes,\n"
+            "             best of 10) between the first ranks of neighbouring nodes on a ring of nodes,\n"
             "             all pairs of a phase at once; a node's figure is the better of its two pairs;\n"
             "  allreduce  4 MiB over every rank, timed (the best of 3) and its sum checked.\n"
             "Each figure is set against the median: a rank whose GEMM rate is below the median / X\n"

@@ -96,12 +96,13 @@ static const struct flag flags[] = {
     { "--no-tensorboard", F_SWITCH, 0, 0, NULL, "write no TensorBoard event file beside metrics.csv" },
     { "--on-straggler", F_STRING, 0, 0, "off|warn|stop",
       "fit: every --straggler-every steps find a node whose busy time a step (its step less its waiting in "
-      "collectives) is above --straggler-factor x the median node's for --straggler-windows windows in a row; "
+      "collectives), averaged over the last --straggler-windows windows, is above --straggler-factor x the "
+      "median node's; "
       "warn names it (log, metrics.csv, TensorBoard, summary.json), stop also saves last.safetensors and exits "
       "76 (default off)" },
     { "--straggler-every", F_INT, 1, 1000000, "N", "the window of straggler detection, in optimizer steps (default 10)" },
     { "--straggler-factor", F_DOUBLE, 0, 0, "X", "a node busy more than X times the median node is slow (default 2)" },
-    { "--straggler-windows", F_INT, 1, 1000000, "K", "windows in a row a node must be slow to be named (default 3)" },
+    { "--straggler-windows", F_INT, 1, 1000000, "K", "the windows a node's busy time is averaged over (default 3)" },
     { "--preflight", F_SWITCH, 0, 0, NULL,
       "fit: run ctrain preflight's checks before the first step; a node named stops the fit (exit status 3)" },
     { "--preflight-checks", F_STRING, 0, 0, "LIST",

@@ -40,9 +40,9 @@ void ct_preflight_defaults(ct_preflight_options *o)
     o->gemm_n = 256;
     o->gemm_windows = 3;
     o->gemm_window_s = 0.25;
-    o->pings = 8;
+    o->pings = 16;
     o->bandwidth_bytes = 1 << 20;
-    o->bandwidth_reps = 5;
+    o->bandwidth_reps = 10;
     o->allreduce_bytes = 4 << 20;
     o->allreduce_reps = 3;
 }

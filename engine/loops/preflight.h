@@ -32,9 +32,9 @@ typedef struct ct_preflight_options {
     int gemm_n;                 /* square fp32 GEMM of this side, default 256 */
     int gemm_windows;           /* the rate is the best of these windows, default 3 */
     double gemm_window_s;       /* each at least this long, default 0.25 (> the 100 ms CFS period) */
-    int pings;                  /* 8-byte round trips per pair, default 8 (latency: the best) */
+    int pings;                  /* 8-byte round trips per pair, default 16 (latency: the best) */
     size_t bandwidth_bytes;     /* one message per repetition, default 1 MiB */
-    int bandwidth_reps;         /* default 5 (bandwidth: the best) */
+    int bandwidth_reps;         /* default 10 (bandwidth: the best) */
     size_t allreduce_bytes;     /* default 4 MiB of doubles */
     int allreduce_reps;         /* default 3 (time: the best) */
     const char *root_dir;       /* DIR/preflight.json written by rank 0; NULL or "": none */
