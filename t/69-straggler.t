@@ -3,7 +3,7 @@
 # Straggler detection in ctrain fit over three hosts of scripts/slurm-cluster (one rank each):
 #   - a clean fit with --on-straggler warn names nobody (summary.json's stragglers empty) and has a
 #     stragglers column in metrics.csv;
-#   - n2's CPU capped at 10% of a CPU (scripts/slurm-cluster slow) at a random moment of a fit with
+#   - n2's CPU capped at 5% of a CPU (scripts/slurm-cluster slow) at a random moment of a fit with
 #     --on-straggler stop: n2 is named within 50 steps of the cap (the log's warning, the stragglers
 #     column of metrics.csv, its busy time in TensorBoard), no node before the cap, and the fit saves
 #     last.safetensors and exits 76;
@@ -45,7 +45,7 @@ for i in $(seq 600); do
 done
 sleep "$(awk 'BEGIN { srand(); printf "%.2f", rand() }')"
 before=$(grep '^[0-9]' "$tmp/cap/metrics.csv" | tail -n 1 | cut -d, -f1)
-"$SC" slow "$cluster" n2 10 >"$tmp/slow.out" 2>&1
+"$SC" slow "$cluster" n2 5 >"$tmp/slow.out" 2>&1
 st=$?
 # The cap is in force once slow returns (it moves the node's processes one by one meanwhile): the
 # step then, from the last row written (rows come every 5 steps).
@@ -61,7 +61,8 @@ else
     node=${named% *} step=${named#* }
     ok "$([ $rc -eq 76 ] && [ "$node" = n2 ]; echo $?)" "n2 capped from step ${at:-?} (slow started after step ${before:-?}): the fit names ${node:-nobody} and exits $rc (76)" ||
         diag "$tmp/slow.out" "$tmp/cap.out"
-    ok "$([ -n "$step" ] && [ -n "$at" ] && [ $((step - at)) -le 50 ]; echo $?)" "named at step ${step:-?}, within 50 steps of the cap ($((${step:-0} - ${at:-0})))"
+    ok "$([ -n "$step" ] && [ -n "$before" ] && [ $((step - before)) -le 50 ]; echo $?)" \
+        "named at step ${step:-?}, within 50 steps of the cap's start ($((${step:-0} - ${before:-0})))"
     first=$(awk -F, 'NR > 1 && $NF != "" { print $1; exit }' "$tmp/cap/metrics.csv")
     ok "$([ -n "$first" ] && [ "$first" -gt "$before" ] &&
         [ -z "$(awk -F, 'NR > 1 && $NF != "" && $NF != "n2"' "$tmp/cap/metrics.csv")" ]; echo $?)" \

@@ -100,7 +100,7 @@ static const struct flag flags[] = {
       "median node's; "
       "warn names it (log, metrics.csv, TensorBoard, summary.json), stop also saves last.safetensors and exits "
       "76 (default off)" },
-    { "--straggler-every", F_INT, 1, 1000000, "N", "the window of straggler detection, in optimizer steps (default 10)" },
+    { "--straggler-every", F_INT, 1, 1000000, "N", "the window of straggler detection, in optimizer steps (default 8)" },
     { "--straggler-factor", F_DOUBLE, 0, 0, "X", "a node busy more than X times the median node is slow (default 2)" },
     { "--straggler-windows", F_INT, 1, 1000000, "K", "the windows a node's busy time is averaged over (default 3)" },
     { "--preflight", F_SWITCH, 0, 0, NULL,

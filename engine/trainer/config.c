@@ -43,7 +43,7 @@ void ct_trainer_config_default(ct_trainer_config *cfg)
     cfg->preflight_latency_floor_ms = 5;
     cfg->preflight_bandwidth_factor = 4;
     snprintf(cfg->on_straggler, sizeof(cfg->on_straggler), "off");
-    cfg->straggler_every = 10;
+    cfg->straggler_every = 8;
     cfg->straggler_factor = 2;
     cfg->straggler_windows = 3;
 }
