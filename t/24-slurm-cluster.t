@@ -3,7 +3,8 @@
 # scripts/slurm-cluster itself: start two nodes, each a host of its own (hostname, eth0 on the
 # cluster's network, /etc/hosts naming the others), srun --mpi=pmix across them (hostname and an
 # Open MPI allreduce, t/tools/mpi_hello.c), exec and link (down/up, delay and loss left on for
-# stop to remove), stop, and check that every daemon,
+# stop to remove), slow (a CPU cap through the node's cgroup: the same work takes several times
+# longer on the capped node, the kernel throttled it; left on for stop to remove), stop, and check that every daemon,
 # namespace and link it made is gone and that stop is idempotent. The cluster is stopped by pid at exit, also on failure.
 cd "$(dirname "$0")/.." || exit 1
 root=$(pwd)
@@ -37,7 +38,7 @@ ok() {    # ok CONDITION-STATUS NAME [DIAG-FILE]
     fi
 }
 
-echo "1..14"
+echo "1..18"
 scripts/slurm-cluster start "$dir" --nodes 2 >"$dir.start" 2>&1
 st=$?
 if [ "$st" -eq 3 ]; then
@@ -113,8 +114,45 @@ st2=$?
 [ $st -eq 2 ] && [ $st2 -eq 2 ] && grep -q 'whole milliseconds' "$dir/bad.out" && grep -q 'a percentage is 0-100' "$dir/bad.out"
 ok $? "link delay 1.5 and loss 200: usage errors (exit 2) naming the rule" "$dir/bad.out"
 
+# slow: n2's processes capped at 10% of one CPU. The same fixed work (a shell loop, one process) on
+# n1 and on n2: uncapped, it gets a core, or half of one on this machine shared with others; capped,
+# a tenth, so n2 takes five times as long or more. The test asks for twice, and the kernel's own
+# count of the periods it throttled n2's cgroup in.
+work() {    # work NODE: milliseconds the fixed loop takes as a step on NODE
+    timeout 120 srun -w "$1" -N1 -n1 sh -c 't0=$(date +%s%N); i=0; while [ $i -lt 200000 ]; do i=$((i + 1)); done
+        echo $((($(date +%s%N) - t0) / 1000000))'
+}
+"$root/scripts/slurm-cluster" slow "$dir" n2 10 >"$dir/slow.out" 2>&1
+st=$?
+if [ $st -eq 3 ]; then
+    echo "ok $((n + 1)) # SKIP $(tail -n 1 "$dir/slow.out")"
+    echo "ok $((n + 2)) # SKIP $(tail -n 1 "$dir/slow.out")"
+    n=$((n + 2))
+else
+    cg=$(cat "$dir/run/cgroup-n2" 2>/dev/null)
+    fast=$(work n1)
+    slow=$(work n2)
+    throttled=$(awk '$1 == "nr_throttled" { print $2 }' "$cg/cpu.stat" 2>/dev/null)
+    { echo "n1 $fast ms, n2 $slow ms, throttled $throttled"; cat "$cg/cgroup.procs"; } >>"$dir/slow.out" 2>&1
+    [ $st -eq 0 ] && grep -Eq "^n2's CPU: capped at 10% of one CPU \(cgroup v[12] /.*/ctrain-${dir##*/}-n2\)$" "$dir/slow.out" &&
+        grep -qxF "$(cat "$dir/run/slurmd-n2.pid")" "$cg/cgroup.procs" &&
+        [ "${slow:-0}" -ge $((2 * ${fast:-999999})) ] && [ "${throttled:-0}" -gt 0 ]
+    ok $? "slow n2 10: n2's slurmd in its cgroup, the same loop takes $slow ms there, $fast ms on n1 (>= 2x), throttled $throttled periods" "$dir/slow.out"
+    "$root/scripts/slurm-cluster" slow "$dir" n2 clear >"$dir/clear.out" 2>&1 &&
+        if [ -e "$cg/cpu.max" ]; then [ "$(cut -d' ' -f1 "$cg/cpu.max")" = max ]; else [ "$(cat "$cg/cpu.cfs_quota_us")" = -1 ]; fi &&
+        "$root/scripts/slurm-cluster" slow "$dir" n2 10 >>"$dir/clear.out" 2>&1    # left on for stop
+    ok $? "slow n2 clear lifts the cap (cpu.max max, or cfs_quota_us -1); capped again for stop to remove" "$dir/clear.out"
+fi
+"$root/scripts/slurm-cluster" slow "$dir" n2 1.5 >"$dir/bad.out" 2>&1
+st=$?
+"$root/scripts/slurm-cluster" slow "$dir" n7 10 >>"$dir/bad.out" 2>&1
+st2=$?
+[ $st -eq 2 ] && [ $st2 -eq 127 ] && grep -q 'percentage of one CPU' "$dir/bad.out" && grep -q "no node 'n7'\|node n7 of" "$dir/bad.out"
+ok $? "slow n2 1.5: usage error (exit 2); slow on n7, no such node: exit 127" "$dir/bad.out"
+
 pids=$(cat "$dir"/run/*.pid "$dir"/run/*.ns 2>/dev/null)
 idx=$(cat "$dir/run/net")
+cg=$(cat "$dir/run/cgroup-n2" 2>/dev/null)
 "$root/scripts/slurm-cluster" stop "$dir" >"$dir/stop.out" 2>&1
 ok $? "stop" "$dir/stop.out"
 
@@ -128,6 +166,8 @@ done
 ok $? "no daemon or namespace holder left running (pids: $(echo $pids))${left:+; still running:$left}"
 ! ip link show "ctrsw$idx" >/dev/null 2>&1 && [ -z "$(ip -4 -o addr show to "$net.0/24")" ]
 ok $? "the host link ctrsw$idx and its address are gone"
+[ -z "$cg" ] || [ ! -d "$cg" ]
+ok $? "n2's cgroup ${cg:-(none made)} is gone"
 
 "$root/scripts/slurm-cluster" stop "$dir" >"$dir/stop2.out" 2>&1 &&
     ! "$root/scripts/slurm-cluster" status "$dir" >/dev/null 2>&1

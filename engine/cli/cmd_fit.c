@@ -20,6 +20,8 @@ enum which { FIT, VALIDATE, TEST };
 /* The training loss became non-finite (Lightning's EarlyStopping check_finite): not bad flags (2)
  * nor a failure to retry as is (1); last.safetensors is still the last good checkpoint. */
 #define CT_EXIT_NONFINITE CT_LAUNCHER_EXIT_NONFINITE
+/* --on-straggler stop named a node and saved last.safetensors. */
+#define CT_EXIT_STRAGGLER 76
 
 /* " val_bpb 1.2345" for each of the model's own metrics, into buf. */
 static const char *metrics(const char *prefix, const char names[][24], const double *v, int n, char *buf, size_t size)
@@ -124,6 +126,12 @@ static int run(enum which w, int argc, char **argv)
     rc = w == FIT ? ct_trainer_fit(&cfg, conn, &res, &err)
        : w == VALIDATE ? ct_trainer_validate(&cfg, conn, &res, &err)
                        : ct_trainer_test(&cfg, conn, &res, &err);
+    if (rc == CT_EINTR && !strcmp(err.id, "fit-straggler")) {
+        /* --on-straggler stop: the checkpoint is safe; a status of its own, to resubmit without the node. */
+        ct_error_print(stderr, &err);
+        ct_connector_free(conn);
+        return CT_EXIT_STRAGGLER;
+    }
     if (rc == CT_EINTR && (!strcmp(err.id, "fit-requeued") || !strcmp(err.id, "fit-stopped") ||
                            !strcmp(err.id, "launch-stopped"))) {
         /* Not a failure: the checkpoint is safe and the run continues (requeued or by hand). */
@@ -141,6 +149,8 @@ static int run(enum which w, int argc, char **argv)
     ct_connector_free(conn);
     if (rc && !strcmp(err.id, "fit-loss-nonfinite"))
         return CT_EXIT_NONFINITE;
+    if (rc && !strcmp(err.id, "preflight-named"))
+        return 3; /* as ctrain preflight's: a node failed a check or is an outlier */
     return rc ? ct_error_exit_status(rc) : 0;
 }
 

@@ -31,6 +31,7 @@ static const struct ct_command commands[] = {
     { "tokenize", ct_cmd_tokenize, "turn text files into byte-level token shards for --model gpt" },
     { "generate", ct_cmd_generate, "continue a prompt with a trained language model (--model gpt checkpoints)" },
     { "export", ct_cmd_export, "write a checkpoint in Hugging Face's layout (--format hf: GPT-2 safetensors, config.json)" },
+    { "preflight", ct_cmd_preflight, "check the nodes before training: GEMM rate, latency and bandwidth, allreduce; name outliers" },
     { "diagnose", ct_cmd_diagnose, "name the ranks of a hung fit that are behind, from their records in DIR/hang" },
     { "bind", ct_cmd_bind, "print the cores, GPUs and NIC each task of a node gets (the SPANK plan)" },
     { NULL, NULL, NULL }

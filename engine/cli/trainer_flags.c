@@ -94,6 +94,27 @@ static const struct flag flags[] = {
     { "--early-stopping-patience", F_INT, 0, INT_MAX, "N",
       "stop fit after N validations without --monitor improving (default 0: never)" },
     { "--no-tensorboard", F_SWITCH, 0, 0, NULL, "write no TensorBoard event file beside metrics.csv" },
+    { "--on-straggler", F_STRING, 0, 0, "off|warn|stop",
+      "fit: every --straggler-every steps find a node whose busy time a step (its step less its waiting in "
+      "collectives), averaged over the last --straggler-windows windows, is above --straggler-factor x the "
+      "median node's; "
+      "warn names it (log, metrics.csv, TensorBoard, summary.json), stop also saves last.safetensors and exits "
+      "76 (default off)" },
+    { "--straggler-every", F_INT, 1, 1000000, "N", "the window of straggler detection, in optimizer steps (default 8)" },
+    { "--straggler-factor", F_DOUBLE, 0, 0, "X", "a node busy more than X times the median node is slow (default 2)" },
+    { "--straggler-windows", F_INT, 1, 1000000, "K", "the windows a node's busy time is averaged over (default 3)" },
+    { "--preflight", F_SWITCH, 0, 0, NULL,
+      "fit: run ctrain preflight's checks before the first step; a node named stops the fit (exit status 3)" },
+    { "--preflight-checks", F_STRING, 0, 0, "LIST",
+      "preflight: which checks, of compute, network and allreduce (default all)" },
+    { "--preflight-compute-factor", F_DOUBLE, 0, 0, "X",
+      "preflight: name a rank whose GEMM rate is below the median rank's / X (default 3)" },
+    { "--preflight-latency-factor", F_DOUBLE, 0, 0, "X",
+      "preflight: name a node whose latency is above X times the median node's (default 4) ..." },
+    { "--preflight-latency-floor", F_DOUBLE, 0, 0, "MS",
+      "preflight: ... and above the median + MS milliseconds (default 5)" },
+    { "--preflight-bandwidth-factor", F_DOUBLE, 0, 0, "X",
+      "preflight: name a node whose bandwidth is below the median node's / X (default 4)" },
     { NULL, 0, 0, 0, NULL, NULL }
 };
 
@@ -187,7 +208,7 @@ void ct_trainer_flags_summary(FILE *out)
 
 static int unknown_flag(const char *command, const char *name, ct_error *err)
 {
-    const char *names[64];
+    const char *names[96];
     int n = 0;
 
     for (const struct flag *f = flags; f->name; f++)
@@ -293,6 +314,20 @@ static int apply(const struct flag *f, const char *value, ct_trainer_config *cfg
     } else if (!strcmp(f->name, "--weight-decay")) cfg->weight_decay = d;
     else if (!strcmp(f->name, "--momentum")) cfg->momentum = d;
     else if (!strcmp(f->name, "--collective-timeout")) cfg->collective_timeout = d;
+    else if (!strcmp(f->name, "--preflight-compute-factor")) cfg->preflight_compute_factor = d;
+    else if (!strcmp(f->name, "--preflight-latency-factor")) cfg->preflight_latency_factor = d;
+    else if (!strcmp(f->name, "--preflight-latency-floor")) cfg->preflight_latency_floor_ms = d;
+    else if (!strcmp(f->name, "--preflight-bandwidth-factor")) cfg->preflight_bandwidth_factor = d;
+    else if (!strcmp(f->name, "--straggler-every")) cfg->straggler_every = (int)l;
+    else if (!strcmp(f->name, "--straggler-windows")) cfg->straggler_windows = (int)l;
+    else if (!strcmp(f->name, "--straggler-factor")) cfg->straggler_factor = d;
+    else if (!strcmp(f->name, "--on-straggler")) {
+        if (ct_str_copy(cfg->on_straggler, sizeof(cfg->on_straggler), value))
+            return bad_value(f, value, "off, warn or stop", err);
+    } else if (!strcmp(f->name, "--preflight-checks")) {
+        if (ct_str_copy(cfg->preflight_checks, sizeof(cfg->preflight_checks), value))
+            return bad_value(f, value, "a list of compute, network and allreduce", err);
+    }
     else if (!strcmp(f->name, "--val-fraction")) {
         if (d >= 1)
             return bad_value(f, value, "a fraction in [0, 1)", err);
@@ -377,6 +412,10 @@ int ct_trainer_flags_parse(int argc, char **argv, ct_trainer_config *cfg, ct_con
             }
             if (!strcmp(name, "--weights-only")) {
                 cfg->weights_only = 1;
+                continue;
+            }
+            if (!strcmp(name, "--preflight")) {
+                cfg->preflight = 1;
                 continue;
             }
             cf->deterministic = 1;

@@ -288,6 +288,10 @@ int ct_epoch_loop_run(ct_run *run, ct_error *err)
         st->step_in_epoch += n;
         st->global_step++;
         ct_hang_step(st->global_step);
+        if ((rc = ct_straggler_step(run, ct_time_now() - t0, err)))
+            return rc;
+        if (run->straggler_stop)
+            return 0; /* every rank after this step: the fit loop saves last.safetensors */
         sps = run->train_samples / run->train_seconds;
         shown = loss_sum / loss_n;
         if (st->global_step % run->opt.log_every_n_steps == 0) {

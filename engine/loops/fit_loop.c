@@ -169,6 +169,11 @@ static int save_on_stop(ct_run *run, ct_error *err)
     char path[1100], sig[32];
 
     snprintf(path, sizeof(path), "%s/last.safetensors", run->opt.root_dir);
+    if (run->straggler_stop) {
+        ct_progress_line(run, "ctrain: straggler: stopping at epoch %lld step %lld; saving %s",
+                         (long long)run->st.epoch + 1, (long long)run->st.global_step, path);
+        return ct_run_save_checkpoint(run, path, err);
+    }
     ct_progress_line(run, "ctrain: %s: stopping at epoch %lld step %lld; saving %s",
                      ct_stop_signal_name(run->stop.signal, sig, sizeof(sig)), (long long)run->st.epoch + 1,
                      (long long)run->st.global_step, path);
@@ -183,6 +188,8 @@ int ct_fit_loop_run(ct_run *run, ct_error *err)
     /* Resumed after an early stop: as Lightning, training goes on with the stopper's count kept,
      * so the next validation without improvement stops it again. */
     st->early_stopped = 0;
+    if ((rc = ct_straggler_start(run, err)))
+        return rc;
     while (st->epoch < run->opt.max_epochs &&
            !(run->opt.max_steps >= 0 && st->global_step >= run->opt.max_steps)) {
         size_t steps = ct_sampler_steps(&run->train_sampler);
@@ -190,7 +197,7 @@ int ct_fit_loop_run(ct_run *run, ct_error *err)
 
         if ((rc = ct_epoch_loop_run(run, err)))
             return rc;
-        if (run->stop.agreed)
+        if (run->stop.agreed || run->straggler_stop)
             return save_on_stop(run, err);
         if (st->early_stopped)
             return 0;

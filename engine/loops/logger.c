@@ -71,6 +71,8 @@ int ct_logger_open(ct_run *run, int append, ct_error *err)
         fprintf(run->metrics, "step,epoch,train_loss,val_loss,val_acc,lr,samples_per_sec,grad_norm");
         for (int i = 0; i < run->model->info.n_metrics; i++)
             fprintf(run->metrics, ",val_%s", run->model->info.metric_names[i]);
+        if (run->opt.on_straggler != CT_STRAGGLER_OFF)
+            fputs(",stragglers", run->metrics); /* the nodes slow in the last window, ';' between */
         fputc('\n', run->metrics);
     }
     fflush(run->metrics);
@@ -137,6 +139,8 @@ void ct_logger_row(ct_run *run, double train_loss, const ct_eval_result *val, do
     field(f, grad_norm, "%.6g");
     for (int i = 0; i < run->model->info.n_metrics; i++)
         field(f, val ? val->metrics[i] : NAN, "%.6f");
+    if (run->opt.on_straggler != CT_STRAGGLER_OFF)
+        fprintf(f, ",%s", run->straggling_now);
     fputc('\n', f);
     fflush(f);
 }

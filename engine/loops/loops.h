@@ -68,6 +68,13 @@ typedef struct ct_loop_options {
     char data_identity[128];   /* ct_datamodule_identity of --data; "" when not taken (eval) */
     double val_fraction;
     char model_config[1024];   /* the model's resolved configuration */
+    /* Straggler detection (engine/loops/straggler.c): off, warn or stop; every N optimizer steps
+     * the ranks' busy and waiting times are gathered; a node whose busy time per step is above
+     * factor x the median node's for windows windows in a row is named. */
+    enum ct_on_straggler { CT_STRAGGLER_OFF = 0, CT_STRAGGLER_WARN, CT_STRAGGLER_STOP } on_straggler;
+    int straggler_every;
+    double straggler_factor;
+    int straggler_windows;
 } ct_loop_options;
 
 /* One of the --save-top-k checkpoints. */
@@ -148,6 +155,20 @@ typedef struct ct_run {
     int grads_on_host;         /* the model computes in host memory (accumulation, clipping, norms) */
     double last_grad_norm;     /* of the last optimizer step (before clipping); NaN: not measured */
     struct ct_tb_writer *tb;   /* TensorBoard event file, global zero only (engine/loops/tensorboard.c) */
+    /* Straggler detection (engine/loops/straggler.c): its state (NULL: off), the nodes named so far
+     * (for summary.json), those slow in the last window (metrics.csv's stragglers column), and
+     * whether --on-straggler stop ended the fit. */
+    struct ct_straggler *strag;
+#define CT_MAX_STRAGGLERS 8
+    struct ct_straggler_named {
+        char node[64];
+        int rank;              /* the node's slowest rank */
+        int64_t step;          /* the optimizer step it was named at */
+        double busy_ms, median_ms; /* its busy time per step, the median node's, in that window */
+    } stragglers[CT_MAX_STRAGGLERS];
+    int n_stragglers;
+    char straggling_now[256];
+    int straggler_stop;
 } ct_run;
 
 /* --- stopping on a signal (engine/loops/stop.c) ----------------------------------------------- */
@@ -209,6 +230,15 @@ int ct_hang_diagnose(const char *dir, FILE *out, ct_error *err);
  * When the ranks agree to stop on a signal (run->stop_enabled), save last.safetensors where training
  * stands and return 0 with run->stop.agreed set. */
 int ct_fit_loop_run(ct_run *run, ct_error *err);
+
+/* --- stragglers (engine/loops/straggler.c) ---------------------------------------------------- */
+/* A collective, before the first step (nothing when --on-straggler is off): every rank's node. */
+int ct_straggler_start(ct_run *run, ct_error *err);
+/* After every optimizer step, on every rank, with the step's wall time: every straggler_every steps
+ * one allreduce of each rank's busy and waiting time; a node named is logged (and, with stop,
+ * run->straggler_stop set: the fit saves last.safetensors and ends). */
+int ct_straggler_step(ct_run *run, double step_seconds, ct_error *err);
+void ct_straggler_free(ct_run *run);
 
 /* --- the training epoch loop and step (engine/loops/epoch_loop.c) -------------------------- */
 /* The learning rate of optimizer step `step` (from 0) of a fit of total_steps steps. */

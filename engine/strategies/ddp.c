@@ -30,6 +30,7 @@
  * (--collective-timeout) bounds every one; the wait reports a failure on the main thread, where
  * the roll call in the store names the missing ranks.
  */
+#include <limits.h>
 #include <mpi.h>
 #include <signal.h>
 #include <stdio.h>
@@ -1141,6 +1142,52 @@ static int ct_ddp_reduce_sum(ct_strategy *s, double *values, int n, ct_error *er
     return ct_ddp_wait(s, &req, 1, "an allreduce of metrics", err);
 }
 
+/* A pair's exchange: not a collective, so outside d->seq and the who-is-missing protocol (every
+ * rank would have to take part); past the timeout it names the peer and breaks the world. */
+static int p2p_wait(ct_strategy *s, MPI_Request *reqs, int to, int from, ct_error *err)
+{
+    struct ddp *d = s->impl;
+    double t0 = ct_time_now(), timeout = s->collective_timeout_s;
+
+    for (;;) {
+        int done = 0, rc = MPI_Testall(2, reqs, &done, MPI_STATUSES_IGNORE);
+        double waited = ct_time_now() - t0;
+
+        if (rc != MPI_SUCCESS)
+            return d->broken = 1, ct_ddp_mpi_error(rc, "a point-to-point exchange (MPI_Isend/MPI_Irecv)", err);
+        if (done)
+            return 0;
+        if (timeout > 0 && waited >= timeout) {
+            d->broken = 1;
+            ct_error_set(err, CT_ETIMEOUT, "ddp-timeout", "ddp: rank %d: a point-to-point exchange with rank %d did not "
+                         "complete within %.0f s (--collective-timeout)", s->global_rank, to >= 0 ? to : from, timeout);
+            return ct_error_hint(err, "that rank is stopped, dead or cut off; see its node");
+        }
+        sleep_for(waited);
+    }
+}
+
+static int ct_ddp_sendrecv(ct_strategy *s, const void *sendbuf, size_t send_bytes, int to, void *recvbuf,
+                           size_t recv_bytes, int from, ct_error *err)
+{
+    struct ddp *d = s->impl;
+    MPI_Request reqs[2] = { MPI_REQUEST_NULL, MPI_REQUEST_NULL };
+    int rc;
+
+    if (ddp_single(d))
+        return 0;
+    if (d->gloo)
+        return gloo_call(d, ct_gloo_sendrecv(d->gloo, sendbuf, send_bytes, to, recvbuf, recv_bytes, from, err));
+    if (send_bytes > INT_MAX || recv_bytes > INT_MAX)
+        return ct_error_set(err, CT_EINVAL, "ddp-p2p-size", "ddp: a point-to-point message of more than 2 GiB");
+    if (from >= 0 && (rc = MPI_Irecv(recvbuf, (int)recv_bytes, MPI_BYTE, from, TAG_P2P, d->comm, &reqs[0])) != MPI_SUCCESS)
+        return d->broken = 1, ct_ddp_mpi_error(rc, "MPI_Irecv", err);
+    if (to >= 0 &&
+        (rc = MPI_Isend((void *)sendbuf, (int)send_bytes, MPI_BYTE, to, TAG_P2P, d->comm, &reqs[1])) != MPI_SUCCESS)
+        return d->broken = 1, ct_ddp_mpi_error(rc, "MPI_Isend", err);
+    return p2p_wait(s, reqs, to, from, err);
+}
+
 static void ct_ddp_teardown(ct_strategy *s)
 {
     struct ddp *d = s->impl;
@@ -1218,6 +1265,7 @@ const struct ct_strategy_ops ct_strategy_ddp = {
     .post_with_grads = ct_ddp_post_with_grads,
     .broadcast = ct_ddp_broadcast,
     .reduce_sum = ct_ddp_reduce_sum,
+    .sendrecv = ct_ddp_sendrecv,
     .teardown = ct_ddp_teardown,
     .destroy = ct_ddp_destroy,
 };

@@ -26,6 +26,8 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
+#include <gloo/types.h>
 
 // ctrain's headers are C: their functions have C linkage.
 extern "C" {
@@ -350,6 +352,34 @@ extern "C" int ct_gloo_allreduce_sum(struct ct_gloo *g, void *buf, size_t count,
 
 extern "C" int ct_gloo_broadcast(struct ct_gloo *g, void *buf, size_t bytes, int root, ct_error *err) {
   return ct_gloo_wait(g, ct_gloo_broadcast_start(g, buf, bytes, root), nullptr, err);
+}
+
+// Point-to-point messages have a slot of their own, apart from every collective's (gloo's
+// collectives build theirs from small prefixes and the tag): a pair's messages match in order.
+static const uint8_t kP2PSlotPrefix = 0x7f;
+
+// Run on the context's worker, in order with the collectives, as everything of the context.
+extern "C" int ct_gloo_sendrecv(struct ct_gloo *g, const void *sendbuf, size_t send_bytes, int to, void *recvbuf,
+                                size_t recv_bytes, int from, ct_error *err) {
+  auto ctx = g->context;
+  long ticket = submit(g, "a point-to-point exchange", [ctx, sendbuf, send_bytes, to, recvbuf, recv_bytes, from] {
+    const uint64_t slot = gloo::Slot::build(kP2PSlotPrefix, 0);
+    std::unique_ptr<gloo::transport::UnboundBuffer> out, in;
+    if (from >= 0) {
+      in = ctx->createUnboundBuffer(recvbuf, recv_bytes);
+      in->recv(from, slot);
+    }
+    if (to >= 0) {
+      // gloo's buffer is not const, but a send only reads it.
+      out = ctx->createUnboundBuffer(const_cast<void *>(sendbuf), send_bytes);
+      out->send(to, slot);
+    }
+    if (in)
+      in->waitRecv(ctx->getTimeout());
+    if (out)
+      out->waitSend(ctx->getTimeout());
+  });
+  return ct_gloo_wait(g, ticket, nullptr, err);
 }
 
 extern "C" void ct_gloo_free(struct ct_gloo *g) {

@@ -23,6 +23,7 @@ struct bucket {
 #define TAG_HERE    2    /* r -> rank 0: this one (long) */
 #define TAG_VERDICT 3    /* rank 0 -> r: int[1 + MAX_NAMED]: count of missing ranks, the first ones */
 #define TAG_REDUCE_SCATTER 4 /* on the training communicator: ddp_sharded's gradient parts */
+#define TAG_P2P     5    /* on the training communicator: ct_strategy_sendrecv */
 #define MAX_NAMED   32
 #define CT_DDP_HOST 64   /* bytes of a rank's host name in struct ddp's hosts */
 

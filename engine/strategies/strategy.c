@@ -331,6 +331,26 @@ int ct_strategy_reduce_sum(ct_strategy *s, double *values, int n, ct_error *err)
     return s->ops->reduce_sum ? s->ops->reduce_sum(s, values, n, err) : 0;
 }
 
+int ct_strategy_sendrecv(ct_strategy *s, const void *sendbuf, size_t send_bytes, int to, void *recvbuf,
+                         size_t recv_bytes, int from, ct_error *err)
+{
+    int rc;
+
+    if ((to >= s->world_size || from >= s->world_size) || (to < 0 && from < 0))
+        return to < 0 && from < 0 ? 0
+                                  : ct_error_set(err, CT_EINVAL, "strategy-peer", "%s: rank %d: no rank %d in a world of %d",
+                                                 s->ops->name, s->global_rank, to >= s->world_size ? to : from,
+                                                 s->world_size);
+    if (!s->ops->sendrecv) {
+        ct_error_set(err, CT_ENOTAVAIL, "strategy-no-p2p", "%s has no point-to-point exchange (one process)",
+                     s->ops->name);
+        return ct_error_hint(err, "use --strategy ddp");
+    }
+    if ((rc = params_settle(s, err)))
+        return rc;
+    return s->ops->sendrecv(s, sendbuf, send_bytes, to, recvbuf, recv_bytes, from, err);
+}
+
 /* Every rank learns rank 0's status (a failed save stops all of them alike). */
 static int save_verdict(ct_strategy *s, const char *path, int status, const ct_error *local, ct_error *err)
 {

@@ -37,6 +37,9 @@ struct ct_strategy_ops {
     int (*post_with_grads)(ct_strategy *s, double *values, int n);
     int (*broadcast)(ct_strategy *s, void *buf, size_t bytes, int root, ct_error *err);
     int (*reduce_sum)(ct_strategy *s, double *values, int n, ct_error *err);
+    /* Optional: point to point (ct_strategy_sendrecv); NULL: a strategy without peers. */
+    int (*sendrecv)(ct_strategy *s, const void *sendbuf, size_t send_bytes, int to, void *recvbuf,
+                    size_t recv_bytes, int from, ct_error *err);
     /* Optional: the update (NULL: the model's whole step, ct_model_optim_step). */
     int (*optimizer_step)(ct_strategy *s, ct_model *model, ct_optim *optim, int *skipped, ct_error *err);
     /* Optional (strategies that shard the optimizer): the shards of mine (this rank's part of one

@@ -93,6 +93,13 @@ static int choose_resume(ct_run *run, const ct_trainer_config *cfg, char *resume
     return 0;
 }
 
+int ct_ckpt_connector_make_root(const ct_trainer_config *cfg, ct_error *err)
+{
+    int rc = mkdir_p(cfg->default_root_dir, err);
+
+    return rc ? rc : root_dir_ok(cfg, err);
+}
+
 int ct_ckpt_connector_restore(ct_run *run, const ct_trainer_job *job, int *resumed, ct_error *err)
 {
     const ct_trainer_config *cfg = job->cfg;

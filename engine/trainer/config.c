@@ -9,6 +9,7 @@
 #include "ctrain/nn.h"
 #include "ctrain/trainer.h"
 #include "engine/loops/loops.h"
+#include "engine/loops/preflight.h"
 
 void ct_trainer_config_default(ct_trainer_config *cfg)
 {
@@ -36,6 +37,15 @@ void ct_trainer_config_default(ct_trainer_config *cfg)
     cfg->limit_val_batches = 1.0;
     cfg->save_top_k = 1;
     cfg->tensorboard = 1;
+    snprintf(cfg->preflight_checks, sizeof(cfg->preflight_checks), "all");
+    cfg->preflight_compute_factor = 3;
+    cfg->preflight_latency_factor = 4;
+    cfg->preflight_latency_floor_ms = 5;
+    cfg->preflight_bandwidth_factor = 4;
+    snprintf(cfg->on_straggler, sizeof(cfg->on_straggler), "off");
+    cfg->straggler_every = 8;
+    cfg->straggler_factor = 2;
+    cfg->straggler_windows = 3;
 }
 
 /* Lightning's trainer controls on their own and against each other (README, "Training controls");
@@ -111,9 +121,44 @@ static int check_controls(const ct_trainer_config *cfg, ct_error *err)
     return 0;
 }
 
+/* The preflight thresholds are factors away from the median: below 1 every node would be named. */
+static int check_preflight(const ct_trainer_config *cfg, ct_error *err)
+{
+    const struct {
+        const char *flag;
+        double v;
+    } f[] = { { "--preflight-compute-factor", cfg->preflight_compute_factor },
+              { "--preflight-latency-factor", cfg->preflight_latency_factor },
+              { "--preflight-bandwidth-factor", cfg->preflight_bandwidth_factor } };
+    int checks;
+
+    for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
+        if (!(f[i].v >= 1) || !isfinite(f[i].v)) {
+            ct_error_set(err, CT_EINVAL, "trainer-preflight", "%s %g: a factor away from the median is at least 1",
+                         f[i].flag, f[i].v);
+            return ct_error_hint(err, "e.g. %s 3 names a node 3 times worse than the median node", f[i].flag);
+        }
+    if (!(cfg->preflight_latency_floor_ms >= 0) || !isfinite(cfg->preflight_latency_floor_ms))
+        return ct_error_set(err, CT_EINVAL, "trainer-preflight", "--preflight-latency-floor %g is not a number of "
+                            "milliseconds", cfg->preflight_latency_floor_ms);
+    if (strcmp(cfg->on_straggler, "off") && strcmp(cfg->on_straggler, "warn") && strcmp(cfg->on_straggler, "stop")) {
+        ct_error_set(err, CT_EINVAL, "trainer-straggler", "--on-straggler '%s' is not off, warn or stop", cfg->on_straggler);
+        return ct_error_hint(err, "warn names a slow node in the log; stop also saves last.safetensors and ends the fit");
+    }
+    if (!(cfg->straggler_factor > 1) || !isfinite(cfg->straggler_factor) || cfg->straggler_every < 1 ||
+        cfg->straggler_windows < 1) {
+        ct_error_set(err, CT_EINVAL, "trainer-straggler", "--straggler-factor %g, --straggler-every %d, "
+                     "--straggler-windows %d: a factor above 1 and counts of at least 1", cfg->straggler_factor,
+                     cfg->straggler_every, cfg->straggler_windows);
+        return ct_error_hint(err, "the defaults are 2, 10 and 3");
+    }
+    return ct_preflight_parse_checks(cfg->preflight_checks, &checks, err);
+}
+
 int ct_trainer_config_check(const ct_trainer_config *cfg, ct_error *err)
 {
     enum ct_optim_kind kind;
+    int rc;
 
     if (cfg->max_epochs < 1)
         return ct_error_set(err, CT_EINVAL, "trainer-max-epochs", "--max-epochs %d must be at least 1",
@@ -156,6 +201,8 @@ int ct_trainer_config_check(const ct_trainer_config *cfg, ct_error *err)
                             cfg->collective_timeout);
     if (!cfg->default_root_dir[0])
         return ct_error_set(err, CT_EINVAL, "trainer-root-dir", "--default-root-dir must not be empty");
+    if ((rc = check_preflight(cfg, err)))
+        return rc;
     if (cfg->weights_only && (!cfg->ckpt_path[0] || !strcmp(cfg->ckpt_path, "auto"))) {
         ct_error_set(err, CT_EINVAL, "trainer-weights-only", "--weights-only needs the checkpoint to load (--ckpt-path "
                      "%s)", cfg->ckpt_path[0] ? "auto resumes" : "not given");

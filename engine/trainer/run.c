@@ -41,6 +41,12 @@ void ct_run_options(ct_run *run, const ct_trainer_job *job)
     o->lr_schedule = strcmp(cfg->lr_schedule, "constant") ? CT_LR_COSINE : CT_LR_CONSTANT;
     o->log_every_n_steps = cfg->log_every_n_steps;
     o->checkpoint_every_n_steps = cfg->checkpoint_every_n_steps;
+    o->on_straggler = !strcmp(cfg->on_straggler, "warn")   ? CT_STRAGGLER_WARN
+                      : !strcmp(cfg->on_straggler, "stop") ? CT_STRAGGLER_STOP
+                                                           : CT_STRAGGLER_OFF;
+    o->straggler_every = cfg->straggler_every;
+    o->straggler_factor = cfg->straggler_factor;
+    o->straggler_windows = cfg->straggler_windows;
     o->async_checkpoint = cfg->async_checkpoint;
     o->seed = cfg->seed;
     o->accumulate = cfg->accumulate_grad_batches;
@@ -236,6 +242,7 @@ void ct_run_free(ct_run *run)
 
     ct_logger_close(run);
     ct_tb_close(run);
+    ct_straggler_free(run);
     free(run->accum);
     ct_sampler_free(&run->train_sampler);
     ct_model_free_batch(run->model, &run->batch);

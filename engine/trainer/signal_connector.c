@@ -59,6 +59,14 @@ int ct_signal_connector_finish(ct_run *run, const ct_trainer_config *cfg, ct_err
     ct_error rq;
 
     ct_error_clear(&rq);
+    if (run->straggler_stop) {
+        /* --on-straggler stop: not a signal, and not requeued as is (it would start on the same nodes). */
+        ct_error_set(err, CT_EINTR, "fit-straggler", "stopped at epoch %lld, step %lld: node %s is a straggler; "
+                     "checkpoint %s/last.safetensors written", (long long)run->st.epoch + 1,
+                     (long long)run->st.global_step, run->stragglers[0].node, cfg->default_root_dir);
+        return ct_error_hint(err, "resubmit without that node (--exclude=%s) and --ckpt-path last",
+                             run->stragglers[0].node);
+    }
     ct_stop_signal_name(run->stop.signal, sig, sizeof(sig));
     snprintf(where, sizeof(where), "stopped by %s%s at epoch %lld, step %lld; checkpoint %s/last.safetensors written",
              sig, run->stop.local ? "" : " (on another rank)", (long long)run->st.epoch + 1,

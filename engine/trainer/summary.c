@@ -152,6 +152,20 @@ int ct_summary_write(const ct_trainer_job *job, const ct_trainer_result *res, co
     /* Rank 0's optimizer state: a sharded strategy holds 1/world of it. */
     cJSON_AddNumberToObject(o, "optimizer_state_bytes_per_rank", (double)ct_optim_state_bytes(run->optim));
     cJSON_AddNumberToObject(o, "wall_seconds", ct_time_now() - run->start_time);
+    if (run->opt.on_straggler != CT_STRAGGLER_OFF) {
+        cJSON *a = cJSON_AddArrayToObject(o, "stragglers");
+
+        for (int i = 0; i < run->n_stragglers; i++) {
+            cJSON *e = cJSON_CreateObject();
+
+            cJSON_AddStringToObject(e, "node", run->stragglers[i].node);
+            cJSON_AddNumberToObject(e, "rank", run->stragglers[i].rank);
+            cJSON_AddNumberToObject(e, "step", (double)run->stragglers[i].step);
+            cJSON_AddNumberToObject(e, "busy_ms_per_step", run->stragglers[i].busy_ms);
+            cJSON_AddNumberToObject(e, "median_ms_per_step", run->stragglers[i].median_ms);
+            cJSON_AddItemToArray(a, e);
+        }
+    }
     text = cJSON_Print(o);
     cJSON_Delete(o);
     if (text && (line = realloc(text, strlen(text) + 2)) != NULL)

@@ -25,7 +25,7 @@ static int fit(ct_run *run, const ct_trainer_job *job, ct_trainer_result *res, c
      * is waited for (every rank learns whether it failed) before anything reads it or exits 75. */
     if ((rc = ct_fit_loop_run(run, err)) || (rc = ct_strategy_checkpoint_wait(run->strategy, err)))
         return rc;
-    if (run->stop.agreed)
+    if (run->stop.agreed || run->straggler_stop)
         return ct_signal_connector_finish(run, job->cfg, err);
     if ((rc = ct_ckpt_connector_load_best(run, job->cfg, best, sizeof(best), err)) ||
         (rc = ct_eval_loop_run(run, CT_SPLIT_TEST, &test, err)))
@@ -84,7 +84,9 @@ static int rank_body(ct_strategy *s, void *arg, void *result, size_t result_size
      * stop catcher thread) and after a collective timeout (below). */
     if (job->mode == CT_TRAINER_FIT)
         ct_strategy_set_trace(s, ct_hang_init(run.rank, run.world, run.opt.root_dir));
-    if (!(rc = ct_run_build(&run, job, err)) && !(rc = ct_run_place(&run, job->cfg, err))) {
+    /* fit --preflight: the checks before anything is built (the compute threads are set). */
+    if (!(rc = ct_trainer_fit_preflight(s, job, err)) && !(rc = ct_run_build(&run, job, err)) &&
+        !(rc = ct_run_place(&run, job->cfg, err))) {
         ct_result_model(&res, ct_model_host(run.model));
         rc = job->mode == CT_TRAINER_FIT ? fit(&run, job, &res, err) : evaluate(&run, job, &res, err);
     }

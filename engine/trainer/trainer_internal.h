@@ -45,6 +45,16 @@ int ct_rank_zero_file_exists(ct_run *run, const char *path, int *exists, ct_erro
 /* fit: check the output directory, choose the checkpoint to resume (--ckpt-path, auto under SLURM)
  * and load it (weights only with --weights-only); *resumed: 1 when the run continues one. */
 int ct_ckpt_connector_restore(ct_run *run, const ct_trainer_job *job, int *resumed, ct_error *err);
+/* --- preflight (preflight.c) ------------------------------------------------------------------- */
+/* The checks of ctrain preflight on every rank, from cfg's thresholds; rank 0 prints to out and
+ * writes DIR/preflight.json. *named: nodes named (the same on every rank). */
+int ct_trainer_run_preflight(ct_strategy *s, const ct_trainer_config *cfg, FILE *out, int *named, ct_error *err);
+/* fit --preflight (nothing otherwise): the checks; a node named is an error, id preflight-named
+ * (ctrain fit exits 3). */
+int ct_trainer_fit_preflight(ct_strategy *s, const ct_trainer_job *job, ct_error *err);
+
+/* Create the output directory (rank 0) and check it is this user's. */
+int ct_ckpt_connector_make_root(const ct_trainer_config *cfg, ct_error *err);
 /* fit: create the output directory and open metrics.csv and the TensorBoard file (rank 0). */
 int ct_ckpt_connector_open_outputs(ct_run *run, const ct_trainer_config *cfg, int resumed, ct_error *err);
 /* fit: the best checkpoint's weights for the test (best "" when none was kept). */

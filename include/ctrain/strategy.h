@@ -157,6 +157,14 @@ void ct_strategy_set_collective_timeout(ct_strategy *s, double seconds);
 int ct_strategy_broadcast(ct_strategy *s, void *buf, size_t bytes, int root, ct_error *err);
 /* In-place sum over ranks. */
 int ct_strategy_reduce_sum(ct_strategy *s, double *values, int n, ct_error *err);
+/* Point to point, on the strategy's own process group (ddp: its MPI communicator, or its gloo
+ * context): send send_bytes of sendbuf to rank `to` and receive recv_bytes into recvbuf from rank
+ * `from` (either -1: none), both under way at once, returning when both are done. Not a
+ * collective: only the two ranks of a pair call it, matched in the order they call. Bounded by
+ * the collective timeout (CT_ETIMEOUT naming the peer; the group is broken then, as after a
+ * collective). CT_ENOTAVAIL from a strategy without a process group. */
+int ct_strategy_sendrecv(ct_strategy *s, const void *sendbuf, size_t send_bytes, int to, void *recvbuf,
+                         size_t recv_bytes, int from, ct_error *err);
 
 /* --- checkpoints: rank 0 writes, every rank waits; every rank loads ---------------------------- */
 int ct_strategy_save_checkpoint(ct_strategy *s, const char *path, const ct_ckpt *ckpt, ct_error *err);

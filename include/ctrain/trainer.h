@@ -103,6 +103,19 @@ typedef struct ct_trainer_config {
     int save_top_k;                 /* --save-top-k, default 1 (best.safetensors); -1: every validation; 0: none */
     int early_stopping_patience;    /* --early-stopping-patience, default 0 (off) */
     int tensorboard;                /* 1 (default): TensorBoard event files beside metrics.csv */
+    /* Preflight (ctrain preflight, fit --preflight; README "Preflight"): a node is named when its
+     * figure is this far from the median of the nodes. */
+    int preflight;                  /* --preflight: fit runs the checks before its first step */
+    char preflight_checks[64];      /* --preflight-checks, default "all" (compute,network,allreduce) */
+    double preflight_compute_factor;   /* --preflight-compute-factor, default 3: GEMM rate < median / 3 */
+    double preflight_latency_factor;   /* --preflight-latency-factor, default 4: latency > 4 x median ... */
+    double preflight_latency_floor_ms; /* --preflight-latency-floor, default 5: ... and > median + 5 ms */
+    double preflight_bandwidth_factor; /* --preflight-bandwidth-factor, default 4: bandwidth < median / 4 */
+    /* Stragglers during fit (README "Stragglers"). */
+    char on_straggler[8];           /* --on-straggler off|warn|stop, default "off" */
+    int straggler_every;            /* --straggler-every N optimizer steps, default 8 */
+    double straggler_factor;        /* --straggler-factor X, default 2: busy > 2 x the median node's */
+    int straggler_windows;          /* --straggler-windows K, default 3 windows in a row */
 } ct_trainer_config;
 
 /* What a run reports (rank 0's; plain data so it can cross a pipe). NaN where not measured. */
@@ -140,6 +153,11 @@ int ct_trainer_fit(const ct_trainer_config *cfg, ct_connector *conn, ct_trainer_
  * any thread; ct_trainer_fit then unblocks those it does not catch. Call it only in a program
  * that goes on to ct_trainer_fit (as `ctrain fit` does). */
 void ct_trainer_hold_stop_signals(void);
+/* The preflight checks on every rank (ctrain preflight): a GEMM rate per rank, latency and
+ * bandwidth between nodes, a timed allreduce; rank 0 prints the table and writes
+ * default_root_dir/preflight.json. *named: nodes that failed a check or are outliers (0: all
+ * passed). Returns 0 when the checks ran, whatever they found. */
+int ct_trainer_preflight(const ct_trainer_config *cfg, ct_connector *conn, int *named, ct_error *err);
 /* Evaluate a checkpoint (ckpt_path; default best) on the validation split. */
 int ct_trainer_validate(const ct_trainer_config *cfg, ct_connector *conn, ct_trainer_result *res, ct_error *err);
 /* Evaluate a checkpoint (ckpt_path; default best) on the official test set. */
