@@ -1174,7 +1174,7 @@ static int ct_ddp_sendrecv(ct_strategy *s, const void *sendbuf, size_t send_byte
     MPI_Request reqs[2] = { MPI_REQUEST_NULL, MPI_REQUEST_NULL };
     int rc;
 
-    if (ddp_single(d))
+    if (ct_ddp_single(d))
         return 0;
     if (d->gloo)
         return gloo_call(d, ct_gloo_sendrecv(d->gloo, sendbuf, send_bytes, to, recvbuf, recv_bytes, from, err));
