@@ -32,6 +32,7 @@ static const struct ct_command commands[] = {
     { "generate", ct_cmd_generate, "continue a prompt with a trained language model (--model gpt checkpoints)" },
     { "export", ct_cmd_export, "write a checkpoint in Hugging Face's layout (--format hf: GPT-2 safetensors, config.json)" },
     { "diagnose", ct_cmd_diagnose, "name the ranks of a hung fit that are behind, from their records in DIR/hang" },
+    { "supervise", ct_cmd_supervise, "run a fit as a batch job's step, restarting it on the job's other nodes when a node fails" },
     { "bind", ct_cmd_bind, "print the cores, GPUs and NIC each task of a node gets (the SPANK plan)" },
     { NULL, NULL, NULL }
 };
