@@ -8,7 +8,7 @@
  *
  * The step is srun, run as a program: srun does the PMIx wire-up, the I/O, the signal forwarding
  * and the step's cancellation, which libslurm's step-launch API would leave to us. SLURM's view of
- * the nodes (slurm_load_node), the step list (slurm_get_job_steps), a step's end (slurm_kill_job2)
+ * the nodes (slurm_load_node), the step list (slurm_get_job_steps), a signal to a step (slurm_signal_job_step)
  * and the requeue (ct_slurm_requeue) are libslurm calls, as requeue.c explains: no scontrol needed,
  * SLURM's own error in the message.
  *
@@ -121,8 +121,9 @@ static double now_s(void)
 
 /* --- input ------------------------------------------------------------------------------------ */
 
-/* The fit's --default-root-dir (default runs), and no --ckpt-path other than auto: a restart
- * must resume this job's own last.safetensors, not start again from a file named at the start. */
+/* The fit's --default-root-dir (default runs), and no --ckpt-path but auto or last: a restart must
+ * resume the run's own last.safetensors, not start again from a file named at the start. (last
+ * continues a run an earlier job saved, as after a scancel.) */
 static int fit_args(struct sv_opts *o, ct_error *err)
 {
     ct_str_copy(o->root_dir, sizeof(o->root_dir), "runs");
@@ -140,11 +141,12 @@ static int fit_args(struct sv_opts *o, ct_error *err)
             v = a + 12;
         else if (!strcmp(a, "--ckpt-path") && o->cmd[i + 1])
             v = o->cmd[i + 1];
-        if (v && strcmp(v, "auto")) {
+        if (v && strcmp(v, "auto") && strcmp(v, "last")) {
             ct_error_set(err, CT_EINVAL, "supervise-ckpt-path",
                          "supervise: the fit's --ckpt-path %s would be loaded again by every restart", v);
             return ct_error_hint(err, "leave --ckpt-path out (auto: each restart resumes this job's "
-                                      "last.safetensors); start a fine-tune with --init-from");
+                                      "last.safetensors) or give last (an earlier job's run); start a fine-tune "
+                                      "with --init-from");
         }
     }
     return 0;
@@ -479,28 +481,37 @@ static char **srun_argv(struct sv *s, const char *nodes, int restart)
     return av;
 }
 
-/* End every step of this job the supervisor started (by name) that SLURM still lists. */
-static void end_steps(struct sv *s)
+/* Signal every step of this job the supervisor started (by name) that SLURM still lists: SIGKILL
+ * ends what is left of them; SIGTERM reaches the tasks through slurmstepd, as scancel sends it (srun
+ * would turn its own SIGTERM into SIGKILL for the tasks, and the fit would not save). Returns how
+ * many steps it signalled. */
+static int signal_steps(struct sv *s, int sig)
 {
     job_step_info_response_msg_t *r = NULL;
     long jid;
+    int n = 0;
 
     if (ct_parse_long(s->job, 1, 0xfffffffeL, &jid))
-        return;
+        return 0;
     slurm_init(NULL);
-    if (slurm_get_job_steps(0, (uint32_t)jid, NO_VAL, &r, SHOW_ALL) == SLURM_SUCCESS && r) {
+    if (slurm_get_job_steps(0, (uint32_t)jid, NO_VAL, &r, SHOW_ALL) != SLURM_SUCCESS || !r)
+        fprintf(stderr, P "cannot list the job's steps (slurm_get_job_steps: %s)\n", slurm_strerror(ct_slurm_errno()));
+    else {
         for (uint32_t i = 0; i < r->job_step_count; i++) {
             const job_step_info_t *st = &r->job_steps[i];
-            char id[64];
 
             if (!st->name || strcmp(st->name, STEP_NAME))
                 continue;
-            snprintf(id, sizeof(id), "%s.%u", s->job, st->step_id.step_id);
-            slurm_kill_job2(id, SIGKILL, 0, NULL);
+            if (slurm_signal_job_step((uint32_t)jid, st->step_id.step_id, (uint32_t)sig) == SLURM_SUCCESS)
+                n++;
+            else if (sig != SIGKILL) /* a step that ended meanwhile is no news */
+                fprintf(stderr, P "cannot signal step %s.%u: %s\n", s->job, st->step_id.step_id,
+                        slurm_strerror(ct_slurm_errno()));
         }
         slurm_free_job_step_info_response_msg(r);
     }
     slurm_fini();
+    return n;
 }
 
 static pid_t spawn(char **av, int out[2], int errp[2])
@@ -542,7 +553,8 @@ static void on_signal(struct sv *s, pid_t srun, double *kill_at)
         if (!s->stop_sig) {
             fprintf(stderr, P "%s: ending the step (the fit saves last.safetensors)\n", strsignal(sig));
             s->stop_sig = sig;
-            kill(srun, SIGTERM);
+            if (signal_steps(s, SIGTERM) == 0)
+                kill(srun, SIGTERM); /* no step yet: srun gives up its launch */
             *kill_at = now_s() + STOP_WAIT_S;
         }
     }
@@ -584,7 +596,7 @@ static int run_step(struct sv *s, const char *nodes, int restart)
         if (!done && kill_at > 0 && t >= kill_at) {
             fprintf(stderr, P "srun has not ended the step %.0f s on: killing it and the step\n", t - s->step_start);
             kill(pid, SIGKILL);
-            end_steps(s);
+            signal_steps(s, SIGKILL);
             kill_at = t + 3600;
         }
         if (done && (t - s->srun_end) > 5.0)
@@ -673,7 +685,7 @@ static int supervise_loop(struct sv *s)
         free(nodes);
         code = exit_code(status);
         if (s->stop_sig) {
-            end_steps(s);
+            signal_steps(s, SIGKILL);
             return 128 + s->stop_sig;
         }
         if (code == 0)
@@ -740,7 +752,7 @@ int ct_cmd_supervise(int argc, char **argv)
         ct_hostlist_push(s.bad, ct_hostlist_get(s.named, i), &err);
     ct_error_clear(&err);
     rc = supervise_loop(&s);
-    end_steps(&s);
+    signal_steps(&s, SIGKILL);
     close(s.sigfd);
     ct_hostlist_free(s.alloc);
     ct_hostlist_free(s.bad);
