@@ -66,6 +66,7 @@ struct sv {
     ct_hostlist *alloc;  /* the job's nodes, as SLURM gave them at the start */
     ct_hostlist *bad;    /* excluded from every later step */
     ct_hostlist *named;  /* named as failed by the current step */
+    ct_hostlist *weak;   /* nodes of the step's tasks that srun saw killed by a signal */
     long nodes;          /* nodes per step: the world size's */
     int sigfd;
     int stop_sig;        /* SIGTERM/SIGINT/SIGHUP received */
@@ -89,13 +90,14 @@ static void supervise_usage(FILE *out)
             "It starts the fit as a step (srun --mpi=TYPE -N W, W = the job's nodes - K, T tasks a node) on\n"
             "the job's healthy nodes. When the step fails it names the failed node: from slurmctld (DOWN,\n"
             "NOT_RESPONDING, FAIL, DRAIN), the ranks' collective-timeout message (\"did not arrive (on\n"
-            "HOST)\"), srun (\"Node failure on HOST\", \"HOST: task N: Killed\") or the hang records in\n"
-            "DIR/hang (ctrain diagnose DIR); it excludes that node and starts a new step of W nodes on the\n"
+            "HOST)\"), srun (\"Node failure on HOST\"), and when none of these names one, the hang records\n"
+            "in DIR/hang (ctrain diagnose DIR) or srun's \"HOST: task N: Killed\" (a task ended by a\n"
+            "signal); it excludes that node and starts a new step of W nodes (srun --overlap) on the\n"
             "nodes left and the spares, which resumes from DIR/last.safetensors (--ckpt-path auto, fit's\n"
-            "default in a SLURM job): the allocation is kept, nothing is requeued. A step that failed with\n"
-            "no node named is started again on the same nodes. With fewer than W healthy nodes left it\n"
-            "requeues the job through SLURM (as a preempted fit does; it starts again once SLURM has nodes\n"
-            "for it, and resumes) and says so.\n"
+            "default in a SLURM job; the fit's --ckpt-path may be auto or last only): the allocation is\n"
+            "kept, nothing is requeued. A step that failed with no node named is started again on the\n"
+            "same nodes. With fewer than W healthy nodes left it requeues the job through SLURM (as a\n"
+            "preempted fit does; it starts again once SLURM has nodes for it, and resumes) and says so.\n"
             "\n"
             "  --max-restarts N      new steps after failures before it gives up (default 3)\n"
             "  --spare-nodes K       nodes of the job kept out of the first step, to replace failed ones\n"
@@ -108,7 +110,8 @@ static void supervise_usage(FILE *out)
             "300 s). SIGTERM, SIGINT or scancel end the step (the fit saves last.safetensors) and the\n"
             "supervisor; SIGUSR1/SIGUSR2 are passed on to the step (requeue and hang-dump signals).\n"
             "\n"
-            "Exit status: 0 the fit completed; 2 bad input (nothing launched); %d the job was requeued;\n"
+            "Exit status: 0 the fit completed; 2 bad input (nothing launched); %d the job was requeued\n"
+            "(by the supervisor, or by the fit on its requeue signal);\n"
             "1 the restarts ran out or the step failed in a way a restart cannot mend (fit's exit 2 or\n"
             "3: bad flags, a non-finite loss); 128+SIG ended by signal SIG.\n",
             CT_LAUNCHER_EXIT_STOPPED);
@@ -300,8 +303,10 @@ static void scan_arrive(struct sv *s, const char *line)
     }
 }
 
-/* srun: "srun: error: Node failure on n2", "srun: error: n2: task 1: Killed" (a signal, not the
- * exit code the other ranks give when a collective fails). */
+/* srun: "srun: error: Node failure on n2" names a node; "srun: error: n2: task 1: Killed" (a
+ * signal, not the exit status the others give when a collective fails) only suggests one: once a
+ * rank aborts, srun --kill-on-bad-exit kills the tasks on healthy nodes as well, so these count
+ * only when nothing else names a node (after_failure). */
 static void scan_srun(struct sv *s, const char *line)
 {
     char host[256], what[64];
@@ -312,11 +317,12 @@ static void scan_srun(struct sv *s, const char *line)
         return;
     }
     if (sscanf(line, "srun: error: %255[^:]: task %d: %63[^\n]", host, &task, what) == 3 &&
-        strncmp(what, "Exited with exit code", 21) && strncmp(what, "Terminated", 10)) {
-        char why[128];
+        strncmp(what, "Exited with exit code", 21) && strncmp(what, "Terminated", 10) &&
+        ct_hostlist_find(s->weak, host) < 0) {
+        ct_error e;
 
-        snprintf(why, sizeof(why), "srun: its task %d ended: %s", task, what);
-        name_node(s, host, why);
+        ct_error_clear(&e);
+        ct_hostlist_push(s->weak, host, &e);
     }
 }
 
@@ -631,6 +637,9 @@ static void after_failure(struct sv *s, int status)
     scan_slurm_nodes(s);
     if (ct_hostlist_count(s->named) == 0)
         scan_hang(s);
+    for (size_t i = 0, none = ct_hostlist_count(s->named) == 0; none && i < ct_hostlist_count(s->weak); i++)
+        name_node(s, ct_hostlist_get(s->weak, i), "srun: a task of it was killed by a signal (nothing else named "
+                                                   "a node)");
     fprintf(stderr, P "the step ended (srun exit %d) %.1f s after it started", exit_code(status),
             s->srun_end - s->step_start);
     if (s->failed_at > 0)
@@ -680,7 +689,14 @@ static int supervise_loop(struct sv *s)
                 restart ? ", resuming from last.safetensors" : "");
         fflush(stderr);
         ct_hostlist_free(s->named);
+        ct_hostlist_free(s->weak);
         s->named = ct_hostlist_new();
+        s->weak = ct_hostlist_new();
+        if (!s->named || !s->weak) {
+            free(nodes);
+            fprintf(stderr, P "out of memory\n");
+            return 1;
+        }
         status = run_step(s, nodes, restart);
         free(nodes);
         code = exit_code(status);
@@ -757,6 +773,7 @@ int ct_cmd_supervise(int argc, char **argv)
     ct_hostlist_free(s.alloc);
     ct_hostlist_free(s.bad);
     ct_hostlist_free(s.named);
+    ct_hostlist_free(s.weak);
     return rc;
 fail:
     ct_error_print(stderr, &err);
@@ -765,5 +782,6 @@ fail:
     ct_hostlist_free(s.alloc);
     ct_hostlist_free(s.bad);
     ct_hostlist_free(s.named);
+    ct_hostlist_free(s.weak);
     return ct_error_exit_status(err.code ? err.code : CT_EINVAL);
 }
