@@ -44,8 +44,11 @@
 #define P "ctrain: supervise: "
 /* The step's name in SLURM: how the supervisor finds its own steps to end them. */
 #define STEP_NAME "ctrain-supervise"
-/* After the first failure message, srun has this long to end the step by itself (it waits for
- * the step's tasks, KillWait and its own timeouts) before the supervisor kills it and the step. */
+/* Once a node is named (or srun says it ends the step), srun has this long to end the step by
+ * itself (it waits for the step's tasks, KillWait and its own timeouts) before the supervisor kills
+ * it and the step. Not from the first failure message: Open MPI reports a lost peer at once, and
+ * the ranks name its node only after their collective timeout; killing srun before that would leave
+ * the node unnamed. */
 #define TEARDOWN_S 30.0
 /* After SIGTERM/SIGINT to the supervisor: the fit saves last.safetensors and ends within this. */
 #define STOP_WAIT_S 20.0
@@ -71,6 +74,7 @@ struct sv {
     int sigfd;
     int stop_sig;        /* SIGTERM/SIGINT/SIGHUP received */
     double failed_at;    /* first failure message of the current step (0: none) */
+    double ending_at;    /* a node named, or srun ending the step: srun's teardown runs from here */
     double step_start, srun_end;
 };
 
@@ -274,6 +278,8 @@ static void name_node(struct sv *s, const char *host, const char *why)
         ct_hostlist_find(s->bad, host) >= 0)
         return;
     ct_error_clear(&e);
+    if (s->ending_at == 0)
+        s->ending_at = now_s();
     if (ct_hostlist_push(s->named, host, &e) == 0) {
         fprintf(stderr, P "node %s failed: %s\n", host, why);
         fflush(stderr);
@@ -334,6 +340,8 @@ static void scan_line(struct sv *s, const char *line)
 
     if (fail && s->failed_at == 0)
         s->failed_at = now_s();
+    if (strstr(line, "srun: Job step aborted") && s->ending_at == 0)
+        s->ending_at = now_s();
     scan_arrive(s, line);
     scan_srun(s, line);
 }
@@ -581,6 +589,7 @@ static int run_step(struct sv *s, const char *nodes, int restart)
         return 1 << 8;
     }
     s->failed_at = 0;
+    s->ending_at = 0;
     s->step_start = now_s();
     pid = spawn(av, out, errp);
     free(av);
@@ -597,8 +606,8 @@ static int run_step(struct sv *s, const char *nodes, int restart)
         struct pollfd p[3] = { { st[0].fd, POLLIN, 0 }, { st[1].fd, POLLIN, 0 }, { s->sigfd, POLLIN, 0 } };
         double t = now_s();
 
-        if (!done && s->failed_at > 0 && !kill_at)
-            kill_at = s->failed_at + TEARDOWN_S;
+        if (!done && s->ending_at > 0 && !kill_at)
+            kill_at = s->ending_at + TEARDOWN_S;
         if (!done && kill_at > 0 && t >= kill_at) {
             fprintf(stderr, P "srun has not ended the step %.0f s on: killing it and the step\n", t - s->step_start);
             kill(pid, SIGKILL);
