@@ -693,6 +693,8 @@ static int supervise_loop(struct sv *s)
 
         if (!nodes)
             return requeue(s, healthy);
+        if (restart)
+            fprintf(stderr, P "restart %d of at most %ld\n", restart, s->o.max_restarts);
         fprintf(stderr, P "%s step on %s (%ld node%s x %ld task%s%s)\n", restart ? "new" : "starting the", nodes,
                 s->nodes, s->nodes == 1 ? "" : "s", s->o.tasks_per_node, s->o.tasks_per_node == 1 ? "" : "s",
                 restart ? ", resuming from last.safetensors" : "");
@@ -729,8 +731,8 @@ static int supervise_loop(struct sv *s)
                     s->o.max_restarts);
             return 1;
         }
-        fprintf(stderr, P "restart %d of at most %ld%s\n", restart + 1, s->o.max_restarts,
-                ct_hostlist_count(s->named) ? "" : " (no node named: the same nodes)");
+        if (ct_hostlist_count(s->named) == 0)
+            fprintf(stderr, P "no node named: the next step runs on the same nodes\n");
     }
 }
 
