@@ -17,6 +17,7 @@ int ct_cmd_generate(int argc, char **argv);
 int ct_cmd_export(int argc, char **argv);
 int ct_cmd_diagnose(int argc, char **argv);
 int ct_cmd_preflight(int argc, char **argv);
+int ct_cmd_supervise(int argc, char **argv);
 
 /* "COMMAND: unknown flag 'NAME'" with a did-you-mean hint from the NULL-terminated known list
  * (catalogue id flag-unknown). Returns CT_EINVAL. */

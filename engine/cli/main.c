@@ -33,6 +33,7 @@ static const struct ct_command commands[] = {
     { "export", ct_cmd_export, "write a checkpoint in Hugging Face's layout (--format hf: GPT-2 safetensors, config.json)" },
     { "preflight", ct_cmd_preflight, "check the nodes before training: GEMM rate, latency and bandwidth, allreduce; name outliers" },
     { "diagnose", ct_cmd_diagnose, "name the ranks of a hung fit that are behind, from their records in DIR/hang" },
+    { "supervise", ct_cmd_supervise, "run a fit as a batch job's step, restarting it on the job's other nodes when a node fails" },
     { "bind", ct_cmd_bind, "print the cores, GPUs and NIC each task of a node gets (the SPANK plan)" },
     { NULL, NULL, NULL }
 };
