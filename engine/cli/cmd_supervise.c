@@ -351,11 +351,10 @@ static void scan_slurm_nodes(struct sv *s)
 {
     node_info_msg_t *msg = NULL;
 
-    slurm_init(NULL);
+    ct_slurm_init_once();
     if (slurm_load_node(0, &msg, SHOW_ALL) != SLURM_SUCCESS || !msg) {
         fprintf(stderr, P "cannot read the nodes' state (slurm_load_node: %s); naming failed nodes from the "
                           "step's messages only\n", slurm_strerror(ct_slurm_errno()));
-        slurm_fini();
         return;
     }
     for (uint32_t i = 0; i < msg->record_count; i++) {
@@ -373,7 +372,6 @@ static void scan_slurm_nodes(struct sv *s)
         name_node(s, n->name, text);
     }
     slurm_free_node_info_msg(msg);
-    slurm_fini();
 }
 
 /* The hang records (DIR/hang/rank-R.json): the hosts of the ranks ctrain diagnose finds behind. */
@@ -507,7 +505,7 @@ static int signal_steps(struct sv *s, int sig)
 
     if (ct_parse_long(s->job, 1, 0xfffffffeL, &jid))
         return 0;
-    slurm_init(NULL);
+    ct_slurm_init_once();
     if (slurm_get_job_steps(0, (uint32_t)jid, NO_VAL, &r, SHOW_ALL) != SLURM_SUCCESS || !r)
         fprintf(stderr, P "cannot list the job's steps (slurm_get_job_steps: %s)\n", slurm_strerror(ct_slurm_errno()));
     else {
@@ -524,7 +522,6 @@ static int signal_steps(struct sv *s, int sig)
         }
         slurm_free_job_step_info_response_msg(r);
     }
-    slurm_fini();
     return n;
 }
 

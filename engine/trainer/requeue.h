@@ -9,4 +9,9 @@
  * ends the job's processes and starts the job again under the same id once it is eligible. */
 int ct_slurm_requeue(const char *job_id, ct_error *err);
 
+/* libslurm's slurm_init(NULL), once per process, and never slurm_fini: SLURM 24.11 unloads its
+ * plugins in slurm_fini, and a later slurm_init's calls then crash in slurm_plugin_get_syms
+ * (seen in t/95-supervise, which asks slurmctld many times). Before any other libslurm call. */
+void ct_slurm_init_once(void);
+
 #endif
