@@ -3,7 +3,7 @@
 # ctrain preflight across three hosts of scripts/slurm-cluster (one rank each), under each launch:
 #   - a clean run under srun --mpi=pmix (MPI) exits 0, names nobody, writes DIR/preflight.json;
 #   - n3's link delayed 50 ms each way (link delay): n3 and only n3 named for latency, exit 3;
-#   - n2's CPU capped at 10% of a CPU (slow): n2 and only n2 named for compute, exit 3; the same cap
+#   - n2's CPU capped at 5% of a CPU (slow): n2 and only n2 named for compute, exit 3; the same cap
 #     stops ctrain fit --preflight before its first step (exit 3, no checkpoint);
 #   - the same checks over gloo: srun --mpi=none with MASTER_ADDR/PORT, and one process per host
 #     started by hand as torchrun's agents would (RANK, WORLD_SIZE), exit 0; mpirun on one machine;
@@ -57,9 +57,9 @@ else
     ok $? "the report names node, rank, measured, median and threshold" || diag "$tmp/delay.out"
 fi
 
-# 6-8: n2's CPU capped at 10% of one CPU.
+# 6-8: n2's CPU capped at 5% of one CPU (at 10% a loaded machine, 4 suites at once, measured n2 at 43% of n1: not the 3x the default threshold asks).
 pause
-"$SC" slow "$cluster" n2 10 >"$tmp/slow.out" 2>&1
+"$SC" slow "$cluster" n2 5 >"$tmp/slow.out" 2>&1
 st=$?
 if [ $st -eq 3 ]; then
     for i in 6 7 8; do echo "ok $i # SKIP $(tail -n 1 "$tmp/slow.out")"; done
@@ -67,7 +67,7 @@ if [ $st -eq 3 ]; then
 else
     timeout 120 srun -N3 -n3 --mpi=pmix "$CTRAIN" $PF --default-root-dir "$tmp/cap" >"$tmp/cap.out" 2>&1
     rc=$?
-    ok "$([ $st -eq 0 ] && [ $rc -eq 3 ]; echo $?)" "n2 capped at 10% of a CPU: ctrain preflight exits 3 (exit $rc)" ||
+    ok "$([ $st -eq 0 ] && [ $rc -eq 3 ]; echo $?)" "n2 capped at 5% of a CPU: ctrain preflight exits 3 (exit $rc)" ||
         diag "$tmp/slow.out" "$tmp/cap.out"
     is_n2=$(named "$tmp/cap/preflight.json")
     ok "$([ "$is_n2" = "n2:compute" ]; echo $?)" "preflight.json names n2 for compute, and no other node ($is_n2)" ||
