@@ -21,7 +21,6 @@
 #include <gloo/allgatherv.h>
 #include <gloo/allreduce.h>
 #include <gloo/broadcast.h>
-#include <gloo/reduce_scatter.h>
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
@@ -291,15 +290,33 @@ extern "C" long ct_gloo_allreduce_start(struct ct_gloo *g, void *buf, size_t cou
   });
 }
 
-extern "C" long ct_gloo_reduce_scatter_start(struct ct_gloo *g, float *buf, int count, const int *recv_counts) {
-  auto ctx = g->context;
-  std::vector<int> counts(recv_counts, recv_counts + ctx->size);
+// Messages between pairs of ranks, all posted then all waited for, on the worker in order with the
+// collectives. The slot is this exchange's own (kExchangeSlotPrefix and its tag): its messages match
+// no other exchange's, and a pair's messages within it match in order.
+static const uint8_t kExchangeSlotPrefix = 0x7e;
 
-  // gloo's algorithm classes take their slots from the context when they are built: built on the
-  // worker, in the same order as every collective, they take the same slots on every rank.
-  return submit(g, "a reduce-scatter", [ctx, buf, count, counts] {
-    gloo::ReduceScatterHalvingDoubling<float> rs(ctx, std::vector<float *>{buf}, count, counts);
-    rs.run();
+extern "C" long ct_gloo_exchange_start(struct ct_gloo *g, const struct ct_gloo_msg *sends, int nsends,
+                                       const struct ct_gloo_msg *recvs, int nrecvs) {
+  auto ctx = g->context;
+  std::vector<ct_gloo_msg> out(sends, sends + nsends), in(recvs, recvs + nrecvs);
+  uint32_t tag = g->tag++;
+
+  return submit(g, "a reduce-scatter", [ctx, out, in, tag] {
+    const uint64_t slot = gloo::Slot::build(kExchangeSlotPrefix, tag);
+    std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> rbufs, sbufs;
+
+    for (const auto &m : in) {
+      rbufs.push_back(ctx->createUnboundBuffer(m.buf, m.bytes));
+      rbufs.back()->recv(m.peer, slot);
+    }
+    for (const auto &m : out) {
+      sbufs.push_back(ctx->createUnboundBuffer(m.buf, m.bytes));
+      sbufs.back()->send(m.peer, slot);
+    }
+    for (auto &r : rbufs)
+      r->waitRecv(ctx->getTimeout());
+    for (auto &w : sbufs)
+      w->waitSend(ctx->getTimeout());
   });
 }
 

@@ -32,10 +32,21 @@ int ct_gloo_create(ct_tcpstore *store, int rank, int size, double timeout_s, int
 
 /* In place, summed over the ranks; esize 4 (float) or 8 (double). */
 long ct_gloo_allreduce_start(struct ct_gloo *g, void *buf, size_t count, size_t esize);
-/* buf's count floats summed over the ranks, rank r receiving recv_counts[r] of them (in rank
- * order: rank r's are those after the counts of the ranks before it), which land at buf[0...]
- * (gloo's ReduceScatterHalvingDoubling); the rest of buf is left undefined. */
-long ct_gloo_reduce_scatter_start(struct ct_gloo *g, float *buf, int count, const int *recv_counts);
+/* One message of an exchange: bytes at buf, to or from rank peer. */
+struct ct_gloo_msg {
+    void *buf;
+    size_t bytes;
+    int peer;
+};
+/* Messages between pairs of ranks: every receive and send posted, then all waited for (ddp_sharded's
+ * reduce-scatter, as over MPI: each rank sends each peer the part of a bucket inside the peer's
+ * shard and sums what it receives in rank order, so both backends give the same bits). The send
+ * buffers are read, the receive buffers written, until a wait for the ticket returned. Not gloo's
+ * ReduceScatterHalvingDoubling: on every rank but 0 it moves the rank's part to the front of the
+ * buffer with memcpy between overlapping ranges of it (gloo/reduce_scatter.h), which garbled the
+ * part in about one run of three (t/39-ddp-sharded-gloo test 6; check-asan names the memcpy). */
+long ct_gloo_exchange_start(struct ct_gloo *g, const struct ct_gloo_msg *sends, int nsends,
+                            const struct ct_gloo_msg *recvs, int nrecvs);
 /* In place: rank r's counts[r] floats, after those of the ranks before it, to every rank. */
 long ct_gloo_allgatherv_start(struct ct_gloo *g, float *buf, const size_t *counts);
 long ct_gloo_broadcast_start(struct ct_gloo *g, void *buf, size_t bytes, int root);

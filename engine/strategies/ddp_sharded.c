@@ -24,7 +24,7 @@
  *
  * On every cpu backend (option backend=, as ddp's): over MPI the exchanges are the point-to-point
  * parts and MPI_Iallgatherv above; over gloo (ranks without a PMIx server) they are gloo's own
- * ReduceScatterHalvingDoubling and allgatherv, run in order on the gloo context's worker thread
+ * allreduce (for each bucket's reduce-scatter: ddp_gloo.cc says why) and allgatherv, run in order on the gloo context's worker thread
  * (ddp.c), so the buckets still reduce during backward and the pieces arrive during forward. The
  * shards, and so what each rank owns and what a checkpoint holds, are the same on both.
  *
@@ -56,7 +56,7 @@ struct sharded {
     int **piece_counts, **piece_displs;
     MPI_Request *piece_reqs;
     long *piece_tickets; /* backend=gloo: each piece's collective (ct_gloo_allgatherv_start) */
-    int *bucket_counts;  /* backend=gloo, stage 2: scratch, each rank's part of one bucket */
+    struct ct_gloo_msg *sends, *recvs; /* backend=gloo, stage 2: scratch, one bucket's messages */
     size_t *gather_counts; /* backend=gloo: scratch, each rank's part of one piece or array */
     int next_piece;    /* the first piece not yet waited for; n_pieces: none in flight */
     int forward_began; /* forward announced its first tensor since the pieces started */
@@ -131,40 +131,27 @@ static void shard_part(const struct sharded *z, int q, size_t a, size_t b, size_
     *y = b < qhi ? b : qhi;
 }
 
-/* Stage 2 over gloo: gloo's reduce-scatter of the bucket, each rank receiving the part inside its
- * shard (the shards are contiguous and in rank order, so the parts are too). Its result lands at
- * the bucket's start, where finish_reduce_scatter_gloo reads it. */
+/* Stage 2 over gloo: the same messages as over MPI (start_reduce_scatter), as one exchange on the
+ * gloo context's worker; finish_reduce_scatter sums them in rank order, as over MPI. */
 static int start_reduce_scatter_gloo(ct_strategy *s, int i)
 {
     struct ddp *d = s->impl;
     struct sharded *z = d->sharded;
-    size_t a = d->buckets[i].start, b = a + d->buckets[i].len;
+    size_t a = d->buckets[i].start, b = a + d->buckets[i].len, lo = my_lo(s, z), mine = my_count(s, z), x, y;
+    int me = s->global_rank, ns = 0, nr = 0;
 
     for (int q = 0; q < s->world_size; q++) {
-        size_t x, y;
-
         shard_part(z, q, a, b, &x, &y);
-        z->bucket_counts[q] = y > x ? (int)(y - x) : 0;
+        if (q != me && y > x)
+            z->sends[ns++] = (struct ct_gloo_msg){ d->grads + x, (y - x) * sizeof(float), q };
     }
-    (void)ct_gloo_reduce_scatter_start(d->gloo, d->grads + a, (int)(b - a), z->bucket_counts);
+    shard_part(z, me, a, b, &x, &y);
+    for (int q = 0; q < s->world_size && y > x; q++)
+        if (q != me)
+            z->recvs[nr++] = (struct ct_gloo_msg){ z->received + (size_t)(q < me ? q : q - 1) * mine + (x - lo),
+                                                   (y - x) * sizeof(float), q };
+    (void)ct_gloo_exchange_start(d->gloo, z->sends, ns, z->recvs, nr);
     return 0;
-}
-
-/* Every bucket's reduce-scatter over gloo completed: this rank's part of each, at the bucket's
- * start, into its place in the shard. */
-static void finish_reduce_scatter_gloo(ct_strategy *s)
-{
-    struct ddp *d = s->impl;
-    struct sharded *z = d->sharded;
-    size_t lo = my_lo(s, z);
-
-    for (int i = 0; i < d->n_buckets; i++) {
-        size_t a = d->buckets[i].start, x, y;
-
-        shard_part(z, s->global_rank, a, a + d->buckets[i].len, &x, &y);
-        if (y > x)
-            memcpy(z->grad_shard + (x - lo), d->grads + a, (y - x) * sizeof(float));
-    }
 }
 
 /* Stage 2, every part arrived: this rank's shard is the sum over the ranks, in rank order (the
@@ -336,15 +323,16 @@ static int sharded_setup_model(ct_strategy *s, void *params, void *grads, size_t
         return rc;
     if (z->stage == 2) {
         z->grad_shard = calloc(my_count(s, z) ? my_count(s, z) : 1, sizeof(float));
-        /* gloo's reduce-scatter keeps its own buffers; MPI's receives each peer's part here. */
-        if (d->gloo)
-            z->bucket_counts = calloc((size_t)world, sizeof(int));
-        else
-            z->received = calloc((size_t)(world - 1) * my_count(s, z) + 1, sizeof(float));
-        if (!z->grad_shard || !(d->gloo ? (void *)z->bucket_counts : (void *)z->received))
+        /* each peer's part of this rank's shard arrives here (over MPI and gloo alike) */
+        z->received = calloc((size_t)(world - 1) * my_count(s, z) + 1, sizeof(float));
+        if (d->gloo) {
+            z->sends = calloc((size_t)world, sizeof(*z->sends));
+            z->recvs = calloc((size_t)world, sizeof(*z->recvs));
+        }
+        if (!z->grad_shard || !z->received || (d->gloo && (!z->sends || !z->recvs)))
             return ct_error_set(err, CT_ENOMEM, NULL, "ddp_sharded: out of memory for the gradient shard");
         d->start_reduce = start_reduce_scatter;
-        d->finish_reduce = d->gloo ? finish_reduce_scatter_gloo : finish_reduce_scatter;
+        d->finish_reduce = finish_reduce_scatter;
         d->reqs_per_bucket = 2 * (world - 1); /* a send to each peer, a receive from each */
     }
     return 0;
@@ -436,7 +424,8 @@ static void sharded_destroy(ct_strategy *s)
         free(z->piece_lo);
         free(z->piece_reqs);
         free(z->piece_tickets);
-        free(z->bucket_counts);
+        free(z->sends);
+        free(z->recvs);
         free(z->gather_counts);
         free(z);
         d->sharded = NULL;
