@@ -334,40 +334,84 @@ static double latency_threshold(const ct_preflight_options *o, double med)
     return fmax(o->latency_factor * med, med + o->latency_floor_ms);
 }
 
+/* One round of the ring: every pair's latency, then the bandwidth of the pairs whose latency is not
+ * named already, into lat[] and bw[] (NAN: not measured), the same on every rank. */
+#define CT_PREFLIGHT_MAX_NODES_STACK 64
+
+static int network_round(struct pf *p, double *mine, double *skip, char *buf, double *lat, double *bw,
+                         ct_error *err)
+{
+    int n = p->n_nodes, rc;
+    double node[CT_PREFLIGHT_MAX_NODES_STACK], *nl = n <= CT_PREFLIGHT_MAX_NODES_STACK ? node : NULL, lthr;
+
+    if (!nl && !(nl = calloc((size_t)n, sizeof(double))))
+        return ct_error_set(err, CT_ENOMEM, "preflight", "out of memory");
+    for (int i = 0; i < n; i++)
+        mine[i] = 0, skip[i] = 0;
+    if ((rc = ring_pairs(p, 0, skip, mine, buf, err)) || (rc = ct_strategy_reduce_sum(p->s, mine, n, err)))
+        goto out;
+    for (int i = 0; i < n; i++)
+        lat[i] = pair_exists(i, n) ? mine[i] : NAN;
+    node_figures(p, lat, nl, 0);
+    lthr = latency_threshold(p->o, median(nl, n));
+    for (int i = 0; i < n; i++) {
+        skip[i] = !pair_exists(i, n) || lat[i] > lthr;
+        mine[i] = 0;
+    }
+    if ((rc = ring_pairs(p, 1, skip, mine, buf, err)) || (rc = ct_strategy_reduce_sum(p->s, mine, n, err)))
+        goto out;
+    for (int i = 0; i < n; i++)
+        bw[i] = skip[i] ? NAN : mine[i];
+out:
+    if (nl != node)
+        free(nl);
+    return rc;
+}
+
+/* Whether any node's latency or bandwidth is an outlier (defined below). */
+static int network_named(const struct pf *p, int i);
+
+/* The ring, and when it names a node, the ring once more, each pair keeping the better of its two
+ * rounds: a node whose link or NIC is bad is slow in both, while a healthy node that other work on
+ * its cores held back for a moment (seen: one pair of a loaded test machine at 4% of the median's
+ * bandwidth) is not named for it. Every rank decides the same (the same reduced figures). */
 static int check_network(struct pf *p, ct_error *err)
 {
-    int n = p->n_nodes, rc = 0;
-    double *mine = calloc((size_t)n, sizeof(double)), *skip = calloc((size_t)n, sizeof(double)), lthr;
+    int n = p->n_nodes, rc = 0, named = 0;
+    double *mine = calloc((size_t)n, sizeof(double)), *skip = calloc((size_t)n, sizeof(double));
+    double *lat = calloc((size_t)n, sizeof(double)), *bw = calloc((size_t)n, sizeof(double));
     char *buf = NULL;
 
     for (int i = 0; i < n; i++)
         p->edge_lat[i] = p->edge_bw[i] = p->node_lat[i] = p->node_bw[i] = NAN;
     if (!(p->o->checks & CT_PREFLIGHT_NETWORK) || n < 2)
         goto out;
-    if (!mine || !skip || !(buf = malloc(p->o->bandwidth_bytes))) {
+    if (!mine || !skip || !lat || !bw || !(buf = malloc(p->o->bandwidth_bytes))) {
         rc = ct_error_set(err, CT_ENOMEM, "preflight", "out of memory");
         goto out;
     }
     memset(buf, 0x5a, p->o->bandwidth_bytes);
-    /* Latency first; every rank learns every pair's (each written by its measuring rank only). */
-    if ((rc = ring_pairs(p, 0, skip, mine, buf, err)) || (rc = ct_strategy_reduce_sum(p->s, mine, n, err)))
+    if ((rc = network_round(p, mine, skip, buf, p->edge_lat, p->edge_bw, err)))
         goto out;
-    for (int i = 0; i < n; i++)
-        p->edge_lat[i] = pair_exists(i, n) ? mine[i] : NAN;
     node_figures(p, p->edge_lat, p->node_lat, 0);
-    lthr = latency_threshold(p->o, median(p->node_lat, n));
-    for (int i = 0; i < n; i++) {
-        skip[i] = !pair_exists(i, n) || p->edge_lat[i] > lthr;
-        mine[i] = 0;
-    }
-    if ((rc = ring_pairs(p, 1, skip, mine, buf, err)) || (rc = ct_strategy_reduce_sum(p->s, mine, n, err)))
-        goto out;
+    node_figures(p, p->edge_bw, p->node_bw, 1);
     for (int i = 0; i < n; i++)
-        p->edge_bw[i] = skip[i] ? NAN : mine[i];
+        named |= network_named(p, i);
+    if (!named)
+        goto out;
+    if ((rc = network_round(p, mine, skip, buf, lat, bw, err)))
+        goto out;
+    for (int i = 0; i < n; i++) {
+        p->edge_lat[i] = isnan(lat[i]) ? p->edge_lat[i] : isnan(p->edge_lat[i]) ? lat[i] : fmin(lat[i], p->edge_lat[i]);
+        p->edge_bw[i] = isnan(bw[i]) ? p->edge_bw[i] : isnan(p->edge_bw[i]) ? bw[i] : fmax(bw[i], p->edge_bw[i]);
+    }
+    node_figures(p, p->edge_lat, p->node_lat, 0);
     node_figures(p, p->edge_bw, p->node_bw, 1);
 out:
     free(mine);
     free(skip);
+    free(lat);
+    free(bw);
     free(buf);
     return rc;
 }
