@@ -51,12 +51,13 @@ check() {    # check STATUS NAME LOG: ok, and on failure the job's log without i
     ok "$1" "$2"
     [ "$1" -eq 0 ] || grep -v 'ctrain: epoch' "$3" 2>/dev/null | tail -n 40 | sed 's/^/#   /'
 }
-wait_rows() {    # wait_rows DIR N: until the fit in DIR logged N rows (at most 60 s)
+wait_rows() {    # wait_rows DIR N: until the fit in DIR logged N rows (at most 300 s: job b waits for a's nodes)
     local i
-    for i in $(seq 600); do
+    for i in $(seq 3000); do
         [ "$(rows "$1")" -ge "$2" ] && return 0
         sleep 0.1
     done
+    echo "# wait_rows $1 $2: not reached in 300 s ($(rows "$1") rows)"
     return 1
 }
 wait_done() {    # wait_done LOG [PATTERN]: until the job's supervisor said its exit (at most 120 s)
@@ -69,14 +70,16 @@ wait_done() {    # wait_done LOG [PATTERN]: until the job's supervisor said its 
 }
 # crash NODE: every process of the node (slurmd, slurmstepd, the ranks) SIGKILLed, as a node that
 # loses power; the node's namespace holder stays, so that the cluster's stop still finds it.
+# All of them at once, found by one find: a loop forking a readlink per process took seconds on a
+# loaded machine, while a fast fit ran to its end (its rank, the highest pid, was killed last).
 crash() {
-    local holder ns p
+    local holder ns pids
     holder=$(cat "$D/run/$1.ns")
     ns=$(readlink "/proc/$holder/ns/net")
-    for p in /proc/[0-9]*; do
-        [ "${p#/proc/}" = "$holder" ] && continue
-        [ "$(readlink "$p/ns/net" 2>/dev/null)" = "$ns" ] && kill -9 "${p#/proc/}" 2>/dev/null
-    done
+    pids=$(find /proc -mindepth 3 -maxdepth 3 -path '/proc/[0-9]*/ns/net' -lname "$(echo "$ns" | tr '[]' '??')" \
+               2>/dev/null | cut -d/ -f3 | grep -vx "$holder")
+    # shellcheck disable=SC2086
+    [ -n "$pids" ] && kill -9 $pids 2>/dev/null
 }
 # left DIR: the fit processes of run DIR still alive anywhere on the machine (every node).
 left() {
