@@ -24,10 +24,11 @@
 
 #include "ctrain/util.h"
 #include "engine/loops/preflight.h"
+#include "engine/loops/rank_nodes.h"
 #include "engine/nn/gemm.h"
 #include "engine/util/fsutil.h"
 
-#define HOST_LEN 64
+#define HOST_LEN CT_RANK_HOST_LEN
 
 void ct_preflight_defaults(ct_preflight_options *o)
 {
@@ -103,34 +104,7 @@ static int gather(struct pf *p, const double *mine, int k, double *all, ct_error
 /* Every rank's host name (the node it runs on), and the nodes in the order of their first rank. */
 static int gather_hosts(struct pf *p, ct_error *err)
 {
-    double mine[HOST_LEN], *all = calloc((size_t)p->world * HOST_LEN, sizeof(double));
-    char name[HOST_LEN] = "";
-    int rc;
-
-    if (!all)
-        return ct_error_set(err, CT_ENOMEM, "preflight", "out of memory");
-    if (gethostname(name, sizeof(name) - 1))
-        snprintf(name, sizeof(name), "rank%d", p->rank);
-    for (int i = 0; i < HOST_LEN; i++)
-        mine[i] = (unsigned char)name[i];
-    if ((rc = gather(p, mine, HOST_LEN, all, err)))
-        goto out;
-    for (int r = 0; r < p->world; r++) {
-        for (int i = 0; i < HOST_LEN; i++)
-            p->host[r][i] = (char)all[(size_t)r * HOST_LEN + (size_t)i];
-        p->host[r][HOST_LEN - 1] = '\0';
-        p->node_of[r] = -1;
-        for (int q = 0; q < r && p->node_of[r] < 0; q++)
-            if (!strcmp(p->host[q], p->host[r]))
-                p->node_of[r] = p->node_of[q];
-        if (p->node_of[r] < 0) {
-            p->leader[p->n_nodes] = r;
-            p->node_of[r] = p->n_nodes++;
-        }
-    }
-out:
-    free(all);
-    return rc;
+    return ct_rank_nodes(p->s, p->rank, p->world, p->host, p->node_of, p->leader, &p->n_nodes, err);
 }
 
 /* --- compute ------------------------------------------------------------------------------- */

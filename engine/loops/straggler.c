@@ -21,8 +21,9 @@
 
 #include "ctrain/util.h"
 #include "engine/loops/loops.h"
+#include "engine/loops/rank_nodes.h"
 
-#define HOST_LEN 64
+#define HOST_LEN CT_RANK_HOST_LEN
 
 struct ct_straggler {
     int world, n_nodes;
@@ -42,34 +43,7 @@ struct ct_straggler {
 
 static int gather_hosts(ct_run *run, struct ct_straggler *g, ct_error *err)
 {
-    double *all = calloc((size_t)g->world * HOST_LEN, sizeof(double));
-    char name[HOST_LEN] = "";
-    int rc;
-
-    if (!all)
-        return ct_error_set(err, CT_ENOMEM, "straggler", "straggler detection: out of memory");
-    if (gethostname(name, sizeof(name) - 1))
-        snprintf(name, sizeof(name), "rank%d", run->rank);
-    for (int i = 0; i < HOST_LEN; i++)
-        all[(size_t)run->rank * HOST_LEN + (size_t)i] = (unsigned char)name[i];
-    if ((rc = ct_strategy_reduce_sum(run->strategy, all, g->world * HOST_LEN, err)))
-        goto out;
-    for (int r = 0; r < g->world; r++) {
-        for (int i = 0; i < HOST_LEN; i++)
-            g->host[r][i] = (char)all[(size_t)r * HOST_LEN + (size_t)i];
-        g->host[r][HOST_LEN - 1] = '\0';
-        g->node_of[r] = -1;
-        for (int q = 0; q < r && g->node_of[r] < 0; q++)
-            if (!strcmp(g->host[q], g->host[r]))
-                g->node_of[r] = g->node_of[q];
-        if (g->node_of[r] < 0) {
-            g->leader[g->n_nodes] = r;
-            g->node_of[r] = g->n_nodes++;
-        }
-    }
-out:
-    free(all);
-    return rc;
+    return ct_rank_nodes(run->strategy, run->rank, g->world, g->host, g->node_of, g->leader, &g->n_nodes, err);
 }
 
 int ct_straggler_start(ct_run *run, ct_error *err)
