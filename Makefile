@@ -87,12 +87,14 @@ endif
 
 CORE_DIRS := engine/util engine/registry engine/connector engine/bind engine/health envs
 LIB_DIRS  := engine/nn engine/data engine/models engine/models/gpt engine/models/mlp engine/accelerators engine/precision engine/strategies \
-             engine/launchers engine/checkpoint_io engine/loops engine/trainer pmix engine/store
+             engine/launchers engine/checkpoint_io engine/loops engine/trainer pmix engine/store engine/slurm
 
 CORE_SRC  := $(sort $(foreach d,$(CORE_DIRS),$(wildcard $(d)/*.c)))
 LIB_SRC   := $(sort $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
 CLI_SRC   := $(sort $(wildcard engine/cli/*.c))
-SPANK_SRC := $(sort $(wildcard spank/*.c))
+# engine/slurm/exclude.c (a requeue without a bad node) is the plugin's as well as libctrain's: its
+# libslurm calls resolve in the srun or slurmstepd that loads the plugin.
+SPANK_SRC := $(sort $(wildcard spank/*.c)) engine/slurm/exclude.c
 TEST_SRC  := $(sort $(wildcard t/unit/test_*.c))
 TOOL_SRC  := $(sort $(wildcard t/tools/*.c))
 

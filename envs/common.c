@@ -178,6 +178,13 @@ const char *ct_env_slurm_job_id(ct_getenv_fn get, void *ctx)
     return id ? id : "";
 }
 
+int ct_env_ctrain_supervised(ct_getenv_fn get, void *ctx)
+{
+    const char *v = get("CTRAIN_SUPERVISED", ctx);
+
+    return v && !strcmp(v, "1");
+}
+
 enum ct_slurm_context ct_env_slurm_context(ct_getenv_fn get, void *ctx)
 {
     const char *const *job = slurm_job_vars;

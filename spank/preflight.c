@@ -9,14 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
 
-#include "ctrain/hostlist.h"
 #include "ctrain/util.h"
+#include "engine/slurm/exclude.h"
 #include "engine/util/slurm_compat.h"
 #include "spank/preflight.h"
 
@@ -170,103 +169,16 @@ int ct_spank_preflight_node(const struct ct_spank_preflight *opt, const struct c
 
 /* --- exclude: SLURM's requeue, without the node -------------------------------------------------- */
 
-/* The job's record (one job: an array task or a plain job). */
-static job_info_t *load_job(uint32_t job_id, job_info_msg_t **msg)
-{
-    *msg = NULL;
-    if (slurm_load_job(msg, job_id, SHOW_DETAIL) != SLURM_SUCCESS || !*msg || (*msg)->record_count < 1) {
-        if (*msg)
-            slurm_free_job_info_msg(*msg);
-        *msg = NULL;
-        return NULL;
-    }
-    return &(*msg)->job_array[0];
-}
-
-/* 1 when node is in list (a SLURM hostlist). */
-static int listed(const char *list, const char *node)
-{
-    ct_hostlist *hl = NULL;
-    ct_error err;
-    int found;
-
-    if (!list || !list[0] || ct_hostlist_expand(list, &hl, &err) != 0)
-        return 0;
-    found = ct_hostlist_find(hl, node) >= 0;
-    ct_hostlist_free(hl);
-    return found;
-}
-
-/* Add node to the job's excluded nodes. slurmctld takes a new list only while the job is pending
- * (after the requeue), and two bad nodes may write at once: read, write, read back, a few times. */
-static int add_excluded(uint32_t job_id, const char *node, const char *why, ct_error *err)
-{
-    for (int attempt = 0; attempt < 8; attempt++) {
-        job_info_msg_t *msg;
-        job_info_t *job = load_job(job_id, &msg);
-        job_desc_msg_t desc;
-        char list[4096], comment[512];
-        int rc, done;
-
-        if (!job)
-            break;
-        done = listed(job->exc_nodes, node);
-        if (!done) {
-            snprintf(list, sizeof(list), "%s%s%s", job->exc_nodes ? job->exc_nodes : "",
-                     job->exc_nodes && job->exc_nodes[0] ? "," : "", node);
-            snprintf(comment, sizeof(comment), "ctrain preflight excluded %s: %s", node, why);
-            slurm_init_job_desc_msg(&desc);
-            desc.job_id = job_id;
-            desc.exc_nodes = list;
-            desc.comment = comment;
-            rc = slurm_update_job(&desc);
-            (void)rc;   /* read back below: another node's write may have replaced ours */
-        }
-        slurm_free_job_info_msg(msg);
-        if (done)
-            return 0;
-        usleep((useconds_t)(20000 + (rand() % 50) * 1000));
-    }
-    ct_error_set(err, CT_ECOMM, "preflight-exclude", "job %u was requeued, but slurmctld did not take %s into its "
-                 "excluded nodes (%s)", job_id, node, slurm_strerror(ct_slurm_errno()));
-    return ct_error_hint(err, "scontrol update job=%u ExcNodeList=%s while it is pending", job_id, node);
-}
-
 int ct_spank_preflight_exclude(uint32_t job_id, const char *node, const char *why, ct_error *err)
 {
-    job_info_msg_t *msg;
-    job_info_t *job = load_job(job_id, &msg);
-    int batch, requeue;
+    char comment[512];
+    int rc, requeued;
 
-    if (!job) {
-        ct_error_set(err, CT_ECOMM, "preflight-exclude", "slurmctld did not give job %u's record (%s)", job_id,
-                     slurm_strerror(ct_slurm_errno()));
-        return ct_error_hint(err, "the step ends as with --ctrain-preflight=fail");
-    }
-    batch = job->batch_flag != 0;
-    requeue = job->requeue != 0;
-    slurm_free_job_info_msg(msg);
-    if (!batch || !requeue) {
-        ct_error_set(err, CT_ENOTAVAIL, "preflight-exclude", "job %u not requeued: %s", job_id,
-                     !batch ? "it is not a batch job" : "it may not be requeued");
+    snprintf(comment, sizeof(comment), "ctrain preflight excluded %s: %s", node, why);
+    if ((rc = ct_slurm_requeue_excluding(job_id, node, comment, "preflight-exclude", &requeued, err)) == 0 || requeued)
+        return rc;
+    if (rc == CT_ENOTAVAIL)
         return ct_error_hint(err, "--ctrain-preflight=exclude requeues a batch job submitted with sbatch --requeue "
                                   "(or a cluster's JobRequeue=1); the step ends as with fail");
-    }
-    srand((unsigned)(time(NULL) ^ getpid()));
-    /* Another bad node may have requeued the job already: then slurmctld refuses a second requeue,
-     * and the excluded list is what is left to do. */
-    if (slurm_requeue(job_id, 0) != SLURM_SUCCESS && ct_slurm_errno() != ESLURM_JOB_PENDING &&
-        ct_slurm_errno() != ESLURM_TRANSITION_STATE_NO_UPDATE) {
-        job = load_job(job_id, &msg);
-        int pending = job && (job->job_state & JOB_STATE_BASE) == JOB_PENDING;
-
-        if (msg)
-            slurm_free_job_info_msg(msg);
-        if (!pending) {
-            ct_error_set(err, CT_ECOMM, "preflight-exclude", "slurmctld refused to requeue job %u (%s)", job_id,
-                         slurm_strerror(ct_slurm_errno()));
-            return ct_error_hint(err, "the step ends as with --ctrain-preflight=fail");
-        }
-    }
-    return add_excluded(job_id, node, why, err);
+    return ct_error_hint(err, "the step ends as with --ctrain-preflight=fail");
 }

@@ -76,6 +76,7 @@ struct step {
     int pf_gpus;        /* pf holds them */
     int pf_bad;         /* findings on this node, every check */
     char pf_line[2048]; /* its one line; "" when the checks did not run */
+    int pf_supervised;  /* a step of ctrain supervise (CTRAIN_SUPERVISED=1): exclude acts as fail */
     char pf_node[256];  /* this node's name, as the line gives it */
 };
 
@@ -927,6 +928,7 @@ static void preflight(struct step *s, char **env)
         return;
     ct_error_clear(&err);
     node_name(s, env, s->pf_node, sizeof(s->pf_node));
+    s->pf_supervised = ct_env_ctrain_supervised(job_getenv, env);
     in.node = s->pf_node[0] ? s->pf_node : "?";
     in.step_gpus = slurm_gpus(env);
     if (in.step_gpus && in.step_gpus[0] && (s->plan || ct_spank_gres_read(in.node, &s->gres, &err) == 0))
@@ -945,15 +947,20 @@ static void preflight(struct step *s, char **env)
 
 /* A bad node: with exclude, the job requeued without it (a batch job that may be requeued);
  * otherwise, or when that fails, the step ended (scancel JOB.STEP), so that the programs that
- * started on the other nodes do not wait for this node's. As the user, from the node's first task,
- * after its line is written. */
+ * started on the other nodes do not wait for this node's. In a step of ctrain supervise, exclude
+ * acts as fail: the supervisor reads the line and starts its next step without the node, inside
+ * the allocation, where a requeue would give the allocation back. As the user, from the node's
+ * first task, after its line is written. */
 static void preflight_act(const struct step *s)
 {
     const char *why = s->pf_line + strlen("node ") + strlen(s->pf_node) + 2;
     ct_error err;
 
     ct_error_clear(&err);
-    if (ct_spank_preflight_opts()->mode == CT_SPANK_PREFLIGHT_EXCLUDE) {
+    if (ct_spank_preflight_opts()->mode == CT_SPANK_PREFLIGHT_EXCLUDE && s->pf_supervised)
+        fprintf(stderr, "ctrain: preflight: a step of ctrain supervise: no requeue, the supervisor starts its next step "
+                        "without node %s\n", s->pf_node);
+    else if (ct_spank_preflight_opts()->mode == CT_SPANK_PREFLIGHT_EXCLUDE) {
         sigset_t term;
 
         /* The requeue ends the job's steps, this task first: SIGTERM, SIGKILL KillWait seconds

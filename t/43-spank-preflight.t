@@ -9,7 +9,8 @@
 # What checks a GPU held by another process: t/unit/test_nodecheck.c (these device files have no
 # driver: nothing can open them).
 . "$(dirname "$0")/lib/spank.sh"
-spank_plan 20
+spank_needs_fit_data
+spank_plan 24
 spank_cluster 3 "" --gpus 2
 TOPO="$CLUSTER_DIR/gpu/node/topology.xml"
 spank_plugstack "$SHIPPED" "topology=$TOPO"
@@ -79,6 +80,28 @@ like "$(cat "$CLUSTER_DIR/job.txt")" "ExcNodeList=n2" "exclude: n2 is in the job
 like "$(cat "$CLUSTER_DIR/job.txt")" "Comment=ctrain preflight excluded n2: GPU 1" "and the job's comment says why"
 is "$(grep -h '^ran on' "$CLUSTER_DIR"/job-"$j".out 2>/dev/null | sort | tr '\n' ' ')" "ran on n1 ran on n3 " \
    "the requeued job ran on n1 and n3"
+
+# exclude (from #SBATCH, as the steps inherit it) in a job whose body is ctrain supervise: no
+# requeue; the supervisor reads n2's line and starts its next step on n1 and the spare n3.
+spank_fit_data 1100 200
+cat >"$CLUSTER_DIR/sup.sh" <<EOF
+#!/bin/sh
+#SBATCH --ntasks-per-node=1 --no-kill --requeue --gres=gpu:2 --ctrain-preflight=exclude
+"$CTRAIN" supervise --spare-nodes 1 -- "$CTRAIN" fit --accelerator cpu --strategy ddp --data "$DATA" --hidden 32 \
+    --max-steps 6 --progress off --default-root-dir "$CLUSTER_DIR/sup"
+echo "supervise exit \$?"
+EOF
+j=$(sbatch --parsable -N3 -o "$CLUSTER_DIR/sup.out" "$CLUSTER_DIR/sup.sh" 2>"$CLUSTER_DIR/sbatch.err")
+for i in $(seq 1200); do
+    [ -z "$(squeue -h -j "$j" 2>/dev/null)" ] && break
+    sleep 0.25
+done
+SUP=$(cat "$CLUSTER_DIR/sup.out" "$CLUSTER_DIR/sbatch.err" 2>/dev/null)
+like "$SUP" "ctrain: preflight: a step of ctrain supervise: no requeue, the supervisor starts its next step without node n2" \
+   "exclude under ctrain supervise: n2's task says the supervisor, not a requeue, keeps n2 out"
+like "$SUP" "ctrain: supervise: node n2 failed: GPU 1 .*: no such device file" "the supervisor names n2 from its preflight line"
+like "$SUP" "ctrain: supervise: new step on n\[1,3\]" "and starts its next step on n1 and n3"
+like "$SUP" "supervise exit 0" "which completes (the job not requeued: $(scontrol show job "$j" | grep -o 'Restarts=[0-9]*'))"
 mv "$CLUSTER_DIR/gpu/n2.nvidia1.away" "$CLUSTER_DIR/gpu/n2/nvidia1"
 
 # A fabric the topology shows (mlx5_0) with no port ACTIVE here; a run directory that takes no

@@ -77,7 +77,7 @@ fi
 # 8: bad input.
 "$CTRAIN" fit --on-straggler maybe --default-root-dir "$tmp/bad" >"$tmp/bad.out" 2>&1
 rc=$?
-ok "$([ $rc -eq 2 ] && grep -q "on-straggler 'maybe' is not off, warn or stop" "$tmp/bad.out" && [ ! -e "$tmp/bad" ]; echo $?)" \
+ok "$([ $rc -eq 2 ] && grep -q "on-straggler 'maybe' is not off, warn, stop or exclude" "$tmp/bad.out" && [ ! -e "$tmp/bad" ]; echo $?)" \
     "--on-straggler maybe: exit $rc, named, nothing written" || diag "$tmp/bad.out"
 
 sleep 1

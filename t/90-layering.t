@@ -21,6 +21,9 @@ my %level = (
     models => 3,
     accelerators => 4, precision => 4, envs => 4, checkpoint_io => 4, launchers => 4,
     connector => 5,
+    # slurmctld's requests (a requeue without a bad node) for the trainer and the plugin, above
+    # the environments whose hostlist they use.
+    slurm => 5,
     strategies => 6,
     loops => 7,
     trainer => 8,

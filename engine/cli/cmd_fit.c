@@ -20,8 +20,8 @@ enum which { FIT, VALIDATE, TEST };
 /* The training loss became non-finite (Lightning's EarlyStopping check_finite): not bad flags (2)
  * nor a failure to retry as is (1); last.safetensors is still the last good checkpoint. */
 #define CT_EXIT_NONFINITE CT_LAUNCHER_EXIT_NONFINITE
-/* --on-straggler stop named a node and saved last.safetensors. */
-#define CT_EXIT_STRAGGLER 76
+/* --on-straggler stop|exclude named a node and saved last.safetensors. */
+#define CT_EXIT_STRAGGLER CT_LAUNCHER_EXIT_STRAGGLER
 
 /* " val_bpb 1.2345" for each of the model's own metrics, into buf. */
 static const char *metrics(const char *prefix, const char names[][24], const double *v, int n, char *buf, size_t size)
@@ -127,7 +127,8 @@ static int run(enum which w, int argc, char **argv)
        : w == VALIDATE ? ct_trainer_validate(&cfg, conn, &res, &err)
                        : ct_trainer_test(&cfg, conn, &res, &err);
     if (rc == CT_EINTR && !strcmp(err.id, "fit-straggler")) {
-        /* --on-straggler stop: the checkpoint is safe; a status of its own, to resubmit without the node. */
+        /* --on-straggler stop|exclude: the checkpoint is safe; a status of its own, to resubmit (or, with
+         * exclude, requeued) without the node. */
         ct_error_print(stderr, &err);
         ct_connector_free(conn);
         return CT_EXIT_STRAGGLER;

@@ -94,9 +94,11 @@ static void supervise_usage(FILE *out)
             "It starts the fit as a step (srun --mpi=TYPE -N W, W = the job's nodes - K, T tasks a node) on\n"
             "the job's healthy nodes. When the step fails it names the failed node: from slurmctld (DOWN,\n"
             "NOT_RESPONDING, FAIL, DRAIN), the ranks' collective-timeout message (\"did not arrive (on\n"
-            "HOST)\"), srun (\"Node failure on HOST\"), and when none of these names one, the hang records\n"
-            "in DIR/hang (ctrain diagnose DIR) or srun's \"HOST: task N: Killed\" (a task ended by a\n"
-            "signal); it excludes that node and starts a new step of W nodes (srun --overlap) on the\n"
+            "HOST)\"), srun (\"Node failure on HOST\"), the plugin's --ctrain-preflight=fail|exclude and\n"
+            "the fit's --on-straggler stop|exclude (a node they name; exclude requeues nothing in a step of\n"
+            "the supervisor, which sets CTRAIN_SUPERVISED=1 for it), and when none of these names one, the\n"
+            "hang records in DIR/hang (ctrain diagnose DIR) or srun's \"HOST: task N: Killed\" (a task\n"
+            "ended by a signal); it excludes that node and starts a new step of W nodes (srun --overlap) on the\n"
             "nodes left and the spares, which resumes from DIR/last.safetensors (--ckpt-path auto, fit's\n"
             "default in a SLURM job; the fit's --ckpt-path may be auto or last only): the allocation is\n"
             "kept, nothing is requeued. A step that failed with no node named is started again on the\n"
@@ -332,6 +334,25 @@ static void scan_srun(struct sv *s, const char *line)
     }
 }
 
+/* ctrain's own checks: the plugin's preflight line of a bad node ("ctrain: preflight: node HOST:
+ * WHY; the step ends before its programs start") and fit's straggler warning when it stops the fit
+ * ("ctrain: warning: straggler: node HOST (rank R) ...; stopping (--on-straggler stop|exclude)").
+ * A straggler named under warn goes on training: not a failure. */
+static void scan_checks(struct sv *s, const char *line)
+{
+    char host[256], why[512];
+
+    if (sscanf(line, "ctrain: preflight: node %255[^:]: %511[^\n]", host, why) == 2 &&
+        strstr(why, "; the step ends before its programs start")) {
+        *strstr(why, "; the step ends before its programs start") = '\0';
+        name_node(s, host, why);
+        return;
+    }
+    if (sscanf(line, "ctrain: warning: straggler: node %255s (rank", host) == 1 &&
+        strstr(line, "; stopping (--on-straggler "))
+        name_node(s, host, "the fit's straggler detection named it slow (--on-straggler)");
+}
+
 /* A line of the step's output: is it a failure, does it name a node? */
 static void scan_line(struct sv *s, const char *line)
 {
@@ -344,6 +365,7 @@ static void scan_line(struct sv *s, const char *line)
         s->ending_at = now_s();
     scan_arrive(s, line);
     scan_srun(s, line);
+    scan_checks(s, line);
 }
 
 /* slurmctld's view: the job's nodes DOWN, NOT_RESPONDING, FAIL or DRAIN. */
@@ -535,6 +557,9 @@ static pid_t spawn(char **av, int out[2], int errp[2])
 
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
+    /* The step's checks (the plugin's preflight, fit's --on-straggler exclude) leave a bad node to
+     * the supervisor instead of requeueing the job: srun passes this to every task. */
+    setenv("CTRAIN_SUPERVISED", "1", 1);
     /* The supervisor gone (SIGKILL), srun still ends its step: it forwards SIGTERM to the tasks. */
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     dup2(out[1], 1);

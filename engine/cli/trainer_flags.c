@@ -94,12 +94,13 @@ static const struct flag flags[] = {
     { "--early-stopping-patience", F_INT, 0, INT_MAX, "N",
       "stop fit after N validations without --monitor improving (default 0: never)" },
     { "--no-tensorboard", F_SWITCH, 0, 0, NULL, "write no TensorBoard event file beside metrics.csv" },
-    { "--on-straggler", F_STRING, 0, 0, "off|warn|stop",
+    { "--on-straggler", F_STRING, 0, 0, "off|warn|stop|exclude",
       "fit: every --straggler-every steps find a node whose busy time a step (its step less its waiting in "
       "collectives), averaged over the last --straggler-windows windows, is above --straggler-factor x the "
       "median node's; "
       "warn names it (log, metrics.csv, TensorBoard, summary.json), stop also saves last.safetensors and exits "
-      "76 (default off)" },
+      "76, exclude also requeues the SLURM batch job without it (under ctrain supervise: the supervisor restarts "
+      "the step without it) (default off)" },
     { "--straggler-every", F_INT, 1, 1000000, "N", "the window of straggler detection, in optimizer steps (default 8)" },
     { "--straggler-factor", F_DOUBLE, 0, 0, "X", "a node busy more than X times the median node is slow (default 2)" },
     { "--straggler-windows", F_INT, 1, 1000000, "K", "the windows a node's busy time is averaged over (default 3)" },

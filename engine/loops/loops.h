@@ -45,6 +45,7 @@ typedef struct ct_loop_options {
     char root_dir[1024];
     char flags_json[1024];     /* the run's flags, stored in checkpoint metadata */
     char job_id[64];           /* SLURM_JOB_ID of this run, stored in checkpoint metadata ("" outside SLURM) */
+    int supervised;            /* a step of ctrain supervise, which excludes bad nodes itself (no requeue) */
     int blas_threads;          /* the BLAS threads of each rank, stored in checkpoint metadata */
     int accumulate;            /* batches per optimizer step (--accumulate-grad-batches) */
     enum ct_clip_algorithm clip;
@@ -71,7 +72,7 @@ typedef struct ct_loop_options {
     /* Straggler detection (engine/loops/straggler.c): off, warn or stop; every N optimizer steps
      * the ranks' busy and waiting times are gathered; a node whose busy time per step is above
      * factor x the median node's for windows windows in a row is named. */
-    enum ct_on_straggler { CT_STRAGGLER_OFF = 0, CT_STRAGGLER_WARN, CT_STRAGGLER_STOP } on_straggler;
+    enum ct_on_straggler { CT_STRAGGLER_OFF = 0, CT_STRAGGLER_WARN, CT_STRAGGLER_STOP, CT_STRAGGLER_EXCLUDE } on_straggler;
     int straggler_every;
     double straggler_factor;
     int straggler_windows;
@@ -169,6 +170,7 @@ typedef struct ct_run {
     int n_stragglers;
     char straggling_now[256];
     int straggler_stop;
+    double straggler_seconds;   /* spent in the windows' gathers and judgement (summary.json) */
 } ct_run;
 
 /* --- stopping on a signal (engine/loops/stop.c) ----------------------------------------------- */

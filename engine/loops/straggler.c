@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Stragglers during fit (--on-straggler warn|stop): which node holds the others back.
+/* Stragglers during fit (--on-straggler warn|stop|exclude): which node holds the others back.
  *
  * In synchronous data parallelism every rank's step takes as long as the slowest rank's: the
  * others wait for it in the gradient exchange. So a step's wall time names nobody; what does is
@@ -11,8 +11,9 @@
  * per step, over the last --straggler-windows windows, is above --straggler-factor x the median
  * node's is named: in the log, the stragglers column of metrics.csv, TensorBoard (every node's busy time
  * per step, straggler/busy_ms/NODE) and summary.json. With stop, every rank stops after the same
- * step and the fit saves last.safetensors and exits with its own status. Needs at least three
- * nodes to judge (a median of two is their mean). */
+ * step and the fit saves last.safetensors and exits with its own status; exclude also requeues the
+ * SLURM job without the node (the signal connector). Needs at least three nodes to judge (a median
+ * of two is their mean). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,7 +123,9 @@ static void name_node(ct_run *run, struct ct_straggler *g, int node, int rank, d
                 "(threshold %.1fx), over the last %d windows of %d steps to step %lld%s\n",
                 g->host[rank], rank, g->mean[node], g->mean[node] / med, med, o->straggler_factor,
                 o->straggler_windows, o->straggler_every, (long long)run->st.global_step,
-                o->on_straggler == CT_STRAGGLER_STOP ? "; stopping (--on-straggler stop)" : "");
+                o->on_straggler == CT_STRAGGLER_STOP      ? "; stopping (--on-straggler stop)"
+                : o->on_straggler == CT_STRAGGLER_EXCLUDE ? "; stopping (--on-straggler exclude)"
+                                                          : "");
     fflush(stderr);
     if (run->n_stragglers < CT_MAX_STRAGGLERS) {
         struct ct_straggler_named *s = &run->stragglers[run->n_stragglers++];
@@ -133,7 +136,7 @@ static void name_node(ct_run *run, struct ct_straggler *g, int node, int rank, d
         s->busy_ms = g->mean[node];
         s->median_ms = med;
     }
-    if (o->on_straggler == CT_STRAGGLER_STOP)
+    if (o->on_straggler == CT_STRAGGLER_STOP || o->on_straggler == CT_STRAGGLER_EXCLUDE)
         run->straggler_stop = 1;
 }
 
@@ -195,7 +198,7 @@ static void judge(ct_run *run, struct ct_straggler *g)
 int ct_straggler_step(ct_run *run, double step_seconds, ct_error *err)
 {
     struct ct_straggler *g = run->strag;
-    double wait;
+    double wait, t0;
     int rc;
 
     if (!g)
@@ -204,6 +207,7 @@ int ct_straggler_step(ct_run *run, double step_seconds, ct_error *err)
     g->step_s += step_seconds;
     if (run->st.global_step % run->opt.straggler_every)
         return 0;
+    t0 = ct_time_now();
     wait = ct_strategy_exposed_comm_seconds(run->strategy) - g->wait_at_start;
     memset(g->all, 0, sizeof(double) * 2 * (size_t)g->world);
     /* ms per step: busy (the step less its waiting in collectives) and waiting. */
@@ -215,5 +219,8 @@ int ct_straggler_step(ct_run *run, double step_seconds, ct_error *err)
     g->steps = 0;
     g->step_s = 0;
     g->wait_at_start = ct_strategy_exposed_comm_seconds(run->strategy);
+    /* Its cost, for summary.json: the gather (a wait for a slower rank included, which the next
+     * gradient exchange would otherwise have taken) and the judgement. */
+    run->straggler_seconds += ct_time_now() - t0;
     return 0;
 }

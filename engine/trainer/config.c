@@ -141,16 +141,19 @@ static int check_preflight(const ct_trainer_config *cfg, ct_error *err)
     if (!(cfg->preflight_latency_floor_ms >= 0) || !isfinite(cfg->preflight_latency_floor_ms))
         return ct_error_set(err, CT_EINVAL, "trainer-preflight", "--preflight-latency-floor %g is not a number of "
                             "milliseconds", cfg->preflight_latency_floor_ms);
-    if (strcmp(cfg->on_straggler, "off") && strcmp(cfg->on_straggler, "warn") && strcmp(cfg->on_straggler, "stop")) {
-        ct_error_set(err, CT_EINVAL, "trainer-straggler", "--on-straggler '%s' is not off, warn or stop", cfg->on_straggler);
-        return ct_error_hint(err, "warn names a slow node in the log; stop also saves last.safetensors and ends the fit");
+    if (strcmp(cfg->on_straggler, "off") && strcmp(cfg->on_straggler, "warn") && strcmp(cfg->on_straggler, "stop") &&
+        strcmp(cfg->on_straggler, "exclude")) {
+        ct_error_set(err, CT_EINVAL, "trainer-straggler", "--on-straggler '%s' is not off, warn, stop or exclude",
+                     cfg->on_straggler);
+        return ct_error_hint(err, "warn names a slow node in the log; stop also saves last.safetensors and ends the fit; "
+                                  "exclude also requeues the SLURM job without that node");
     }
     if (!(cfg->straggler_factor > 1) || !isfinite(cfg->straggler_factor) || cfg->straggler_every < 1 ||
         cfg->straggler_windows < 1) {
         ct_error_set(err, CT_EINVAL, "trainer-straggler", "--straggler-factor %g, --straggler-every %d, "
                      "--straggler-windows %d: a factor above 1 and counts of at least 1", cfg->straggler_factor,
                      cfg->straggler_every, cfg->straggler_windows);
-        return ct_error_hint(err, "the defaults are 2, 10 and 3");
+        return ct_error_hint(err, "the defaults are 2, 8 and 3");
     }
     return ct_preflight_parse_checks(cfg->preflight_checks, &checks, err);
 }

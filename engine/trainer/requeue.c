@@ -9,6 +9,7 @@
 #include <slurm/slurm_errno.h>
 
 #include "ctrain/util.h"
+#include "engine/slurm/exclude.h"
 #include "engine/trainer/requeue.h"
 #include "engine/util/slurm_compat.h"
 
@@ -44,4 +45,17 @@ int ct_slurm_requeue(const char *job_id, ct_error *err)
                                   "--no-auto-requeue and resubmit yourself with --ckpt-path last");
     }
     return 0;
+}
+
+int ct_slurm_requeue_without(const char *job_id, const char *nodes, const char *comment, ct_error *err)
+{
+    long id;
+    int requeued;
+
+    if (ct_parse_long(job_id, 1, 0xfffffffeL, &id)) {
+        ct_error_set(err, CT_EINVAL, "requeue-job-id", "SLURM_JOB_ID='%s' is not a job number", job_id);
+        return ct_error_hint(err, "SLURM sets it in every job; unset it if you exported it yourself");
+    }
+    ct_slurm_init_once();
+    return ct_slurm_requeue_excluding((uint32_t)id, nodes, comment, "requeue-failed", &requeued, err);
 }

@@ -13,5 +13,8 @@ int ct_slurm_requeue(const char *job_id, ct_error *err);
  * plugins in slurm_fini, and a later slurm_init's calls then crash in slurm_plugin_get_syms
  * (seen in t/95-supervise, which asks slurmctld many times). Before any other libslurm call. */
 void ct_slurm_init_once(void);
+/* Requeue job job_id with nodes (a hostlist) added to its excluded nodes and comment as its
+ * Comment (engine/slurm/exclude.c): --on-straggler exclude. */
+int ct_slurm_requeue_without(const char *job_id, const char *nodes, const char *comment, ct_error *err);
 
 #endif

@@ -41,9 +41,10 @@ void ct_run_options(ct_run *run, const ct_trainer_job *job)
     o->lr_schedule = strcmp(cfg->lr_schedule, "constant") ? CT_LR_COSINE : CT_LR_CONSTANT;
     o->log_every_n_steps = cfg->log_every_n_steps;
     o->checkpoint_every_n_steps = cfg->checkpoint_every_n_steps;
-    o->on_straggler = !strcmp(cfg->on_straggler, "warn")   ? CT_STRAGGLER_WARN
-                      : !strcmp(cfg->on_straggler, "stop") ? CT_STRAGGLER_STOP
-                                                           : CT_STRAGGLER_OFF;
+    o->on_straggler = !strcmp(cfg->on_straggler, "warn")      ? CT_STRAGGLER_WARN
+                      : !strcmp(cfg->on_straggler, "stop")    ? CT_STRAGGLER_STOP
+                      : !strcmp(cfg->on_straggler, "exclude") ? CT_STRAGGLER_EXCLUDE
+                                                              : CT_STRAGGLER_OFF;
     o->straggler_every = cfg->straggler_every;
     o->straggler_factor = cfg->straggler_factor;
     o->straggler_windows = cfg->straggler_windows;
@@ -64,6 +65,7 @@ void ct_run_options(ct_run *run, const ct_trainer_job *job)
     run->last_grad_norm = NAN;
     snprintf(o->root_dir, sizeof(o->root_dir), "%s", cfg->default_root_dir);
     snprintf(o->job_id, sizeof(o->job_id), "%s", ct_env_slurm_job_id(ct_getenv_process, NULL));
+    o->supervised = ct_env_ctrain_supervised(ct_getenv_process, NULL);
     ct_summary_flags_json(job, o->flags_json, sizeof(o->flags_json));
     progress_mode(run, cfg->progress);
     run->st.best_val_acc = -1;

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "engine/trainer/requeue.h"
 #include "engine/trainer/trainer_internal.h"
@@ -47,6 +48,67 @@ int ct_signal_connector_parse_dump(const ct_trainer_config *cfg, int requeue_sig
     return 0;
 }
 
+/* --on-straggler stop|exclude: every rank stopped after the same step and rank 0 saved
+ * last.safetensors; not requeued as is (it would start on the same nodes). exclude requeues the job
+ * with the named nodes in its excluded nodes (rank 0 asks slurmctld; every rank learns the outcome),
+ * except in a step of ctrain supervise, which starts the next step without them itself. The error
+ * id stays fit-straggler whatever the outcome: the CLI's exit status 76 says a node was named. */
+static int straggler_finish(ct_run *run, const ct_trainer_config *cfg, ct_error *err)
+{
+    char nodes[CT_MAX_STRAGGLERS * 72] = "", where[CT_TRAINER_PATH_MAX + 1024], comment[1024];
+    const char *job = run->opt.job_id;
+    size_t used = 0;
+    int status = 0, rc;
+    ct_error rq;
+
+    for (int i = 0; i < run->n_stragglers && used < sizeof(nodes); i++)
+        used += (size_t)snprintf(nodes + used, sizeof(nodes) - used, "%s%s", i ? "," : "", run->stragglers[i].node);
+    snprintf(where, sizeof(where), "stopped at epoch %lld, step %lld: node%s %s %s; checkpoint %s/last.safetensors "
+             "written", (long long)run->st.epoch + 1, (long long)run->st.global_step, run->n_stragglers > 1 ? "s" : "",
+             nodes, run->n_stragglers > 1 ? "are stragglers" : "is a straggler", cfg->default_root_dir);
+    ct_error_set(err, CT_EINTR, "fit-straggler", "%s", where);
+    if (run->opt.on_straggler != CT_STRAGGLER_EXCLUDE)
+        return ct_error_hint(err, "resubmit without that node (--exclude=%s) and --ckpt-path last", nodes);
+    if (run->opt.supervised)
+        return ct_error_hint(err, "ctrain supervise starts the next step without %s", nodes);
+    if (!job[0])
+        return ct_error_hint(err, "not in a SLURM job, so nothing was requeued (--on-straggler exclude); run again "
+                                  "on other nodes with --ckpt-path last");
+    /* Said before asking, whatever --progress: SLURM ends the job's processes (and srun, which
+     * carries their output) as soon as the requeue is accepted, and the error is not seen then. */
+    if (run->is_zero) {
+        if (run->bar_active) {
+            putchar('\n');
+            run->bar_active = 0;
+        }
+        fflush(stdout);
+        fprintf(stderr, "ctrain: %s; requeueing SLURM job %s without %s\n", where, job, nodes);
+        fflush(stderr);
+        /* A moment for srun to relay the line: it is the run's last word on why it ended. */
+        usleep(300 * 1000);
+    }
+    ct_error_clear(&rq);
+    snprintf(comment, sizeof(comment), "ctrain straggler excluded %s: busy %.1f ms a step, %.1fx the median node's "
+             "%.1f ms, at step %lld", nodes, run->stragglers[0].busy_ms,
+             run->stragglers[0].busy_ms / run->stragglers[0].median_ms, run->stragglers[0].median_ms,
+             (long long)run->stragglers[0].step);
+    if (run->is_zero)
+        status = ct_slurm_requeue_without(job, nodes, comment, &rq);
+    if ((rc = ct_strategy_broadcast(run->strategy, &status, sizeof(status), 0, err)))
+        return rc;
+    if (status && run->is_zero) {
+        ct_error_set(err, CT_EINTR, "fit-straggler", "%s; but SLURM job %s was not requeued without %s: %s", where, job,
+                     nodes, rq.msg);
+        return ct_error_hint(err, "%s; or resubmit with --exclude=%s and --ckpt-path last", rq.hint, nodes);
+    }
+    if (status) {
+        ct_error_set(err, CT_EINTR, "fit-straggler", "%s; rank 0 could not requeue job %s without %s", where, job, nodes);
+        return ct_error_hint(err, "see rank 0's message");
+    }
+    ct_error_set(err, CT_EINTR, "fit-straggler", "%s; SLURM job %s requeued without %s", where, job, nodes);
+    return ct_error_hint(err, "the job starts again on other nodes and resumes from that checkpoint (--ckpt-path auto)");
+}
+
 /* Every rank stopped after the same step and rank 0 saved last.safetensors. Requeue the job when
  * the requeue signal came inside SLURM (rank 0 asks slurmctld; every rank learns the outcome),
  * then end fit with CT_EINTR: the CLI exits 75. */
@@ -59,14 +121,8 @@ int ct_signal_connector_finish(ct_run *run, const ct_trainer_config *cfg, ct_err
     ct_error rq;
 
     ct_error_clear(&rq);
-    if (run->straggler_stop) {
-        /* --on-straggler stop: not a signal, and not requeued as is (it would start on the same nodes). */
-        ct_error_set(err, CT_EINTR, "fit-straggler", "stopped at epoch %lld, step %lld: node %s is a straggler; "
-                     "checkpoint %s/last.safetensors written", (long long)run->st.epoch + 1,
-                     (long long)run->st.global_step, run->stragglers[0].node, cfg->default_root_dir);
-        return ct_error_hint(err, "resubmit without that node (--exclude=%s) and --ckpt-path last",
-                             run->stragglers[0].node);
-    }
+    if (run->straggler_stop)
+        return straggler_finish(run, cfg, err);
     ct_stop_signal_name(run->stop.signal, sig, sizeof(sig));
     snprintf(where, sizeof(where), "stopped by %s%s at epoch %lld, step %lld; checkpoint %s/last.safetensors written",
              sig, run->stop.local ? "" : " (on another rank)", (long long)run->st.epoch + 1,

@@ -153,7 +153,10 @@ int ct_summary_write(const ct_trainer_job *job, const ct_trainer_result *res, co
     cJSON_AddNumberToObject(o, "optimizer_state_bytes_per_rank", (double)ct_optim_state_bytes(run->optim));
     cJSON_AddNumberToObject(o, "wall_seconds", ct_time_now() - run->start_time);
     if (run->opt.on_straggler != CT_STRAGGLER_OFF) {
-        cJSON *a = cJSON_AddArrayToObject(o, "stragglers");
+        cJSON *a;
+
+        cJSON_AddNumberToObject(o, "straggler_check_seconds", run->straggler_seconds);
+        a = cJSON_AddArrayToObject(o, "stragglers");
 
         for (int i = 0; i < run->n_stragglers; i++) {
             cJSON *e = cJSON_CreateObject();

@@ -103,6 +103,9 @@ enum ct_slurm_context ct_env_slurm_context(ct_getenv_fn get, void *ctx);
 /* The SLURM job this process belongs to (SLURM_JOB_ID, or the older SLURM_JOBID), "" outside a job:
  * a batch script, srun's tasks and the ranks ctrain's own launcher starts inside a job all have it. */
 const char *ct_env_slurm_job_id(ct_getenv_fn get, void *ctx);
+/* 1 in a step `ctrain supervise` started (CTRAIN_SUPERVISED=1 in its environment): the supervisor,
+ * not the job's requeue, keeps a bad node out of the next step. */
+int ct_env_ctrain_supervised(ct_getenv_fn get, void *ctx);
 
 /* Expand SLURM_TASKS_PER_NODE-style counts ("2(x3),1" -> 2,2,2,1) into a malloc'd array.
  * var names the variable in error messages. */

@@ -59,6 +59,9 @@ extern const struct ct_launcher_ops ct_launcher_fork;
 /* A rank of ctrain fit whose training loss became non-finite exits 3; with the spec's fit_statuses
  * the supervisor says so with the id "fit-loss-nonfinite", and ctrain fit exits 3 too. */
 #define CT_LAUNCHER_EXIT_NONFINITE 3
+/* ctrain fit stopped by --on-straggler stop|exclude after saving last.safetensors: a node named
+ * slow, which ctrain supervise keeps out of the next step. */
+#define CT_LAUNCHER_EXIT_STRAGGLER 76
 
 /* A signal the supervisor forwards arrives in the rank with si_code SI_QUEUE and this si_value
  * (sigqueue), so the rank can tell it from a copy sent to the whole process group (kill -- -PGID,

@@ -112,7 +112,7 @@ typedef struct ct_trainer_config {
     double preflight_latency_floor_ms; /* --preflight-latency-floor, default 5: ... and > median + 5 ms */
     double preflight_bandwidth_factor; /* --preflight-bandwidth-factor, default 4: bandwidth < median / 4 */
     /* Stragglers during fit (README "Stragglers"). */
-    char on_straggler[8];           /* --on-straggler off|warn|stop, default "off" */
+    char on_straggler[8];           /* --on-straggler off|warn|stop|exclude, default "off" */
     int straggler_every;            /* --straggler-every N optimizer steps, default 8 */
     double straggler_factor;        /* --straggler-factor X, default 2: busy > 2 x the median node's */
     int straggler_windows;          /* --straggler-windows K, default 3 windows in a row */
