@@ -21,22 +21,22 @@
 
 /* --- the option ---------------------------------------------------------------------------------- */
 
-static int bad_option(ct_error *err, const char *optarg, const char *what)
+static int bad_option(ct_error *err, const char *value, const char *what)
 {
-    ct_error_set(err, CT_EINVAL, "spank-option", "--ctrain-preflight='%s': %s", optarg, what);
+    ct_error_set(err, CT_EINVAL, "spank-option", "--ctrain-preflight='%s': %s", value, what);
     return ct_error_hint(err, "use --ctrain-preflight=report|fail|exclude, optionally followed by ,dir=PATH (a run "
                               "directory to check is writable) and ,mem=MIB (the memory each node must have free)");
 }
 
-int ct_spank_preflight_parse(const char *optarg, struct ct_spank_preflight *out, ct_error *err)
+int ct_spank_preflight_parse(const char *value, struct ct_spank_preflight *out, ct_error *err)
 {
     static const char *const modes[] = { "off", "report", "fail", "exclude", NULL };
     char buf[1200], *save = NULL, *w;
     int first = 1;
 
     memset(out, 0, sizeof(*out));
-    if (!optarg || ct_str_copy(buf, sizeof(buf), optarg))
-        return bad_option(err, optarg ? optarg : "", optarg ? "too long" : "no value");
+    if (!value || ct_str_copy(buf, sizeof(buf), value))
+        return bad_option(err, value ? value : "", value ? "too long" : "no value");
     for (w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save), first = 0) {
         long n = 0;
 
@@ -46,22 +46,22 @@ int ct_spank_preflight_parse(const char *optarg, struct ct_spank_preflight *out,
             while (modes[m] && strcmp(modes[m], w))
                 m++;
             if (!modes[m])
-                return bad_option(err, optarg, "not a preflight mode");
+                return bad_option(err, value, "not a preflight mode");
             out->mode = (enum ct_spank_preflight_mode)m;
         } else if (!strncmp(w, "dir=", 4)) {
             if (w[4] != '/')
-                return bad_option(err, optarg, "dir= takes an absolute path");
+                return bad_option(err, value, "dir= takes an absolute path");
             ct_str_copy(out->dir, sizeof(out->dir), w + 4);
         } else if (!strncmp(w, "mem=", 4)) {
             if (ct_parse_long(w + 4, 1, 1L << 40, &n) != 0)
-                return bad_option(err, optarg, "mem= takes a number of MiB");
+                return bad_option(err, value, "mem= takes a number of MiB");
             out->mem_mb = (uint64_t)n;
         } else {
-            return bad_option(err, optarg, "unknown setting");
+            return bad_option(err, value, "unknown setting");
         }
     }
     if (first)
-        return bad_option(err, optarg, "no mode");
+        return bad_option(err, value, "no mode");
     return 0;
 }
 

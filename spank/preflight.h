@@ -26,7 +26,7 @@ struct ct_spank_preflight {
 };
 
 /* --ctrain-preflight=report|fail|exclude[,dir=PATH][,mem=MIB] into out. */
-int ct_spank_preflight_parse(const char *optarg, struct ct_spank_preflight *out, ct_error *err);
+int ct_spank_preflight_parse(const char *value, struct ct_spank_preflight *out, ct_error *err);
 
 /* What the node side gathered (spank/remote.c). */
 struct ct_spank_preflight_node {

@@ -60,8 +60,8 @@ long ct_gloo_last(const struct ct_gloo *g);
 /* Blocking forms: start and wait. */
 int ct_gloo_allreduce_sum(struct ct_gloo *g, void *buf, size_t count, size_t esize, ct_error *err);
 int ct_gloo_broadcast(struct ct_gloo *g, void *buf, size_t bytes, int root, ct_error *err);
-/* Point to point (ct_strategy_sendrecv): to/from -1 for none. Blocking (run on the worker, in order with the collectives), within the context's
- * timeout. */
+/* Point to point (ct_strategy_sendrecv): to/from -1 for none. Blocking (run on the worker, in
+ * order with the collectives), within the context's timeout. */
 int ct_gloo_sendrecv(struct ct_gloo *g, const void *sendbuf, size_t send_bytes, int to, void *recvbuf,
                      size_t recv_bytes, int from, ct_error *err);
 /* After a wait for whatever was started (or with collectives in flight when the caller ends
