@@ -1256,7 +1256,6 @@ static void ct_ddp_destroy(ct_strategy *s)
 }
 
 const struct ct_strategy_ops ct_strategy_ddp = {
-    .name = "ddp",
     .init = ct_ddp_init,
     .setup_environment = ct_ddp_setup_environment,
     .setup_model = ct_ddp_setup_model,
@@ -1269,3 +1268,8 @@ const struct ct_strategy_ops ct_strategy_ddp = {
     .teardown = ct_ddp_teardown,
     .destroy = ct_ddp_destroy,
 };
+
+const struct ct_strategy_ops *ct_strategy_ddp_ops(void)
+{
+    return &ct_strategy_ddp;
+}
