@@ -268,17 +268,6 @@ bad:
                               "and one with 1");
 }
 
-int ct_env_require_equal_tasks(const ct_env_info *info, const char *why, ct_error *err)
-{
-    if (info->equal_tasks_per_node)
-        return 0;
-    ct_error_set(err, CT_ECONFLICT, "env-unequal-tasks", "%s needs the same number of processes on every node, but "
-                 "the %s environment runs different numbers per node (%s)", why, info->name,
-                 info->source[CT_ENV_LOCAL_WORLD_SIZE]);
-    return ct_error_hint(err, "start the same number of tasks on every node (srun --ntasks-per-node=N, "
-                              "torchrun --nproc-per-node=N)");
-}
-
 static int check_ranges(const ct_env_info *info, ct_error *err)
 {
     if (info->world_size < 1 || info->global_rank < 0 || info->global_rank >= info->world_size)

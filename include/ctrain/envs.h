@@ -108,10 +108,6 @@ const char *ct_env_slurm_job_id(ct_getenv_fn get, void *ctx);
  * var names the variable in error messages. */
 int ct_env_tasks_per_node_parse(const char *var, const char *value, int **counts, int *n, ct_error *err);
 
-/* CT_ECONFLICT (id "env-unequal-tasks") when nodes run different numbers of processes; why
- * names what needs them equal ("strategy ddp"). */
-int ct_env_require_equal_tasks(const ct_env_info *info, const char *why, ct_error *err);
-
 /* What a strategy asks the environment once its ranks are up, as the process's variables stand
  * then (ctrain's fork launcher gives its workers their PMIx variables after the plan was made).
  * get NULL: the process environment. */
