@@ -17,10 +17,11 @@ chdir(dirname($0) . "/..") or die "cd: $!";
 my %level = (
     util => 0,
     registry => 1,
-    nn => 2, data => 2, pmix => 2, bind => 2, health => 2, store => 2,
+    nn => 2, data => 2, pmix => 2, health => 2, store => 2,
     models => 3,
     accelerators => 4, precision => 4, envs => 4, checkpoint_io => 4, launchers => 4,
-    connector => 5,
+    # The binding planner reads gres.conf's node names with envs' hostlist.
+    connector => 5, bind => 5,
     strategies => 6,
     loops => 7,
     trainer => 8,
@@ -34,7 +35,7 @@ my %public = (
     'datamodule.h' => 'data', 'model.h' => 'models',
     'pmix.h' => 'pmix', 'pmix_server.h' => 'pmix', 'tcpstore.h' => 'store',
     'accelerator.h' => 'accelerators', 'precision.h' => 'precision',
-    'environment.h' => 'envs', 'envs.h' => 'envs', 'hostlist.h' => 'envs', 'gres_conf.h' => 'envs',
+    'environment.h' => 'envs', 'envs.h' => 'envs', 'hostlist.h' => 'envs', 'gres_conf.h' => 'bind',
     'checkpoint_io.h' => 'checkpoint_io', 'launcher.h' => 'launchers',
     'strategy.h' => 'strategies', 'connector.h' => 'connector',
     'loops.h' => 'loops', 'trainer.h' => 'trainer', 'engine.h' => 'trainer',
