@@ -275,17 +275,6 @@ bad:
                               "and one with 1");
 }
 
-int ct_env_require_equal_tasks(const ct_env_info *info, const char *why, ct_error *err)
-{
-    if (info->equal_tasks_per_node)
-        return 0;
-    ct_error_set(err, CT_ECONFLICT, "env-unequal-tasks", "%s needs the same number of processes on every node, but "
-                 "the %s environment runs different numbers per node (%s)", why, info->name,
-                 info->source[CT_ENV_LOCAL_WORLD_SIZE]);
-    return ct_error_hint(err, "start the same number of tasks on every node (srun --ntasks-per-node=N, "
-                              "torchrun --nproc-per-node=N)");
-}
-
 static int check_ranges(const ct_env_info *info, ct_error *err)
 {
     if (info->world_size < 1 || info->global_rank < 0 || info->global_rank >= info->world_size)
@@ -339,4 +328,40 @@ int ct_env_validate_common(const ct_env_info *info, int devices, int num_nodes, 
         return ct_error_hint(err, "%s", nodes_hint);
     }
     return 0;
+}
+
+int ct_env_pmix_started(ct_getenv_fn get, void *ctx)
+{
+    return (get ? get : ct_getenv_process)("PMIX_RANK", ctx) != NULL;
+}
+
+static int launcher_rank_mismatch(ct_error *err)
+{
+    return ct_error_hint(err, "launch with srun --mpi=pmix so MPI's ranks are SLURM's, or unset RANK and LOCAL_RANK "
+                              "if you exported them yourself");
+}
+
+int ct_env_check_launcher_ranks(ct_getenv_fn get, void *ctx, const ct_env_info *info, int rank, int local,
+                                const char *host, const char *who, ct_error *err)
+{
+    const char *v, *lv;
+    long n;
+
+    if (!get)
+        get = ct_getenv_process;
+    if (!info->creates_processes_externally || get(CT_LAUNCHER_ENV_RANK, ctx))
+        return 0;
+    v = get(CT_VAR_RANK, ctx);
+    lv = get(CT_VAR_LOCAL_RANK, ctx);
+    if (v && ct_parse_long(v, 0, 0x7fffffff, &n) == 0 && n != rank) {
+        ct_error_set(err, CT_ECONFLICT, "ddp-launcher-rank-mismatch", "%s: %s=%s (from the launcher: srun "
+                     "--ctrain-strategy, torchrun) but MPI numbers this process rank %d", who, CT_VAR_RANK, v, rank);
+        return launcher_rank_mismatch(err);
+    }
+    if (!lv || local < 0 || ct_parse_long(lv, 0, 0x7fffffff, &n) != 0 || n == local)
+        return 0;
+    ct_error_set(err, CT_ECONFLICT, "ddp-launcher-rank-mismatch", "%s: %s=%s (from the launcher: srun "
+                 "--ctrain-strategy, torchrun) but MPI places this process %d of the ranks on %s", who,
+                 CT_VAR_LOCAL_RANK, lv, local, host ? host : "its host");
+    return launcher_rank_mismatch(err);
 }

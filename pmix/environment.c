@@ -5,7 +5,6 @@
  * exact where variables can only guess (node rank with unequal nodes, rank 0's host).
  * See include/ctrain/environment.h and ctrain/envs.h (detection order, enrichment).
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,18 +16,6 @@
 #include "ctrain/util.h"
 #include "envs/envs_impl.h"
 #include "pmix/environment.h"
-
-static void source(ct_env_info *info, enum ct_env_field f, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void source(ct_env_info *info, enum ct_env_field f, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(info->source[f], sizeof(info->source[f]), fmt, ap);
-    va_end(ap);
-}
 
 static int pmix_detect(ct_getenv_fn get, void *ctx)
 {
@@ -65,16 +52,16 @@ static int fill_own(ct_getenv_fn get, void *ctx, const ct_pmix_client *c, ct_env
     snprintf(info->name, sizeof(info->name), "pmix");
     info->creates_processes_externally = 1;
     ct_str_copy(info->job_id, sizeof(info->job_id), ct_pmix_client_job_id(c));
-    source(info, CT_ENV_JOB_ID, "PMIx: PMIX_JOBID (else the namespace)");
+    ct_env_source(info, CT_ENV_JOB_ID, "PMIx: PMIX_JOBID (else the namespace)");
     if (port && *port) {
         if (ct_parse_long(port, 1, 65535, &p) != 0)
             return ct_error_set(err, CT_EINVAL, "env-bad-port", "MASTER_PORT='%s' is not a port "
                                 "number (1..65535)", port),
                    ct_error_hint(err, "unset MASTER_PORT or give a free TCP port");
         info->main_port = (int)p;
-        source(info, CT_ENV_MAIN_PORT, CT_VAR_MASTER_PORT);
+        ct_env_source(info, CT_ENV_MAIN_PORT, CT_VAR_MASTER_PORT);
     } else {
-        source(info, CT_ENV_MAIN_PORT, "none: the ranks exchange through PMIx (set MASTER_PORT "
+        ct_env_source(info, CT_ENV_MAIN_PORT, "none: the ranks exchange through PMIx (set MASTER_PORT "
                                        "for PyTorch-style programs)");
     }
     return 0;
@@ -108,10 +95,10 @@ static int read_launcher(ct_getenv_fn get, void *ctx, ct_env_info *info, ct_erro
         return rc;
     snprintf(info->name, sizeof(info->name), "pmix");
     ct_str_copy(info->job_id, sizeof(info->job_id), ns ? ns : "");
-    source(info, CT_ENV_JOB_ID, "PMIX_NAMESPACE (ctrain's launcher: its server's PMIX_JOBID)");
+    ct_env_source(info, CT_ENV_JOB_ID, "PMIX_NAMESPACE (ctrain's launcher: its server's PMIX_JOBID)");
     if (strcmp(info->source[CT_ENV_MAIN_ADDRESS], CT_VAR_MASTER_ADDR)) {
         gethostname(info->main_address, sizeof(info->main_address) - 1);
-        source(info, CT_ENV_MAIN_ADDRESS, "this host (ctrain's launcher: its server's PMIX_HOSTNAME)");
+        ct_env_source(info, CT_ENV_MAIN_ADDRESS, "this host (ctrain's launcher: its server's PMIX_HOSTNAME)");
     }
     return 0;
 }
@@ -147,40 +134,33 @@ static int pmix_read(ct_getenv_fn get, void *ctx, ct_env_info *info, ct_error *e
     info->node_rank = ct_pmix_client_node_rank(c);
     info->num_nodes = ct_pmix_client_num_nodes(c);
     info->equal_tasks_per_node = ct_pmix_client_equal_per_node(c);
-    source(info, CT_ENV_WORLD_SIZE, "PMIx: PMIX_JOB_SIZE");
-    source(info, CT_ENV_GLOBAL_RANK, "PMIx: PMIX_RANK");
-    source(info, CT_ENV_LOCAL_RANK, "PMIx: PMIX_LOCAL_RANK");
-    source(info, CT_ENV_LOCAL_WORLD_SIZE, "PMIx: PMIX_LOCAL_SIZE");
-    source(info, CT_ENV_NODE_RANK, "PMIx: PMIX_NODEID (else the node map)");
-    source(info, CT_ENV_NUM_NODES, "PMIx: PMIX_NUM_NODES (else the node map)");
+    ct_env_source(info, CT_ENV_WORLD_SIZE, "PMIx: PMIX_JOB_SIZE");
+    ct_env_source(info, CT_ENV_GLOBAL_RANK, "PMIx: PMIX_RANK");
+    ct_env_source(info, CT_ENV_LOCAL_RANK, "PMIx: PMIX_LOCAL_RANK");
+    ct_env_source(info, CT_ENV_LOCAL_WORLD_SIZE, "PMIx: PMIX_LOCAL_SIZE");
+    ct_env_source(info, CT_ENV_NODE_RANK, "PMIx: PMIX_NODEID (else the node map)");
+    ct_env_source(info, CT_ENV_NUM_NODES, "PMIx: PMIX_NUM_NODES (else the node map)");
     if (addr && *addr) {
         ct_str_copy(info->main_address, sizeof(info->main_address), addr);
-        source(info, CT_ENV_MAIN_ADDRESS, CT_VAR_MASTER_ADDR);
+        ct_env_source(info, CT_ENV_MAIN_ADDRESS, CT_VAR_MASTER_ADDR);
     } else {
         ct_str_copy(info->main_address, sizeof(info->main_address), ct_pmix_client_rank0_host(c));
-        source(info, CT_ENV_MAIN_ADDRESS, "PMIx: PMIX_HOSTNAME of rank 0");
+        ct_env_source(info, CT_ENV_MAIN_ADDRESS, "PMIx: PMIX_HOSTNAME of rank 0");
     }
     return 0;
 }
 
+/* The checks every environment makes (envs/common.c), with how to start what the flags ask for
+ * under a PMIx server. */
 static int pmix_validate(const ct_env_info *info, int devices, int num_nodes, ct_error *err)
 {
-    if (devices > 0 && devices != info->local_world_size) {
-        ct_error_set(err, CT_ECONFLICT, "env-devices-mismatch", "--devices %d but the PMIx server "
-                     "started %d process(es) of this job on this node (cluster environment %s)",
-                     devices, info->local_world_size, info->name);
-        return ct_error_hint(err, "start one process per device (e.g. srun --ntasks-per-node=%d, "
-                                  "mpirun -npernode %d), or use --devices %d", devices, devices,
-                             info->local_world_size);
-    }
-    if (num_nodes > 0 && num_nodes != info->num_nodes) {
-        ct_error_set(err, CT_ECONFLICT, "env-num-nodes-mismatch", "--num-nodes %d but the PMIx "
-                     "server's job spans %d node(s) (cluster environment %s)", num_nodes,
-                     info->num_nodes, info->name);
-        return ct_error_hint(err, "launch on %d nodes (srun -N %d), or use --num-nodes %d",
-                             num_nodes, num_nodes, info->num_nodes);
-    }
-    return 0;
+    char dhint[160], nhint[128];
+
+    snprintf(dhint, sizeof(dhint), "start one process per device (e.g. srun --ntasks-per-node=%d, mpirun -npernode "
+             "%d), or use --devices %d", devices, devices, info->local_world_size);
+    snprintf(nhint, sizeof(nhint), "launch on %d nodes (srun -N %d), or use --num-nodes %d", num_nodes, num_nodes,
+             info->num_nodes);
+    return ct_env_validate_common(info, devices, num_nodes, dhint, nhint, err);
 }
 
 const struct ct_env_ops ct_env_pmix_ops = {

@@ -17,13 +17,12 @@ chdir(dirname($0) . "/..") or die "cd: $!";
 my %level = (
     util => 0,
     registry => 1,
-    nn => 2, data => 2, pmix => 2, bind => 2, health => 2, store => 2,
+    nn => 2, data => 2, pmix => 2, health => 2, store => 2,
     models => 3,
     accelerators => 4, precision => 4, envs => 4, checkpoint_io => 4, launchers => 4,
-    connector => 5,
-    # slurmctld's requests (a requeue without a bad node) for the trainer and the plugin, above
-    # the environments whose hostlist they use.
-    slurm => 5,
+    # The binding planner reads gres.conf's node names with envs' hostlist; slurmctld's requests
+    # (a requeue without a bad node, for the trainer and the plugin) use it too.
+    connector => 5, bind => 5, slurm => 5,
     strategies => 6,
     loops => 7,
     trainer => 8,
@@ -37,7 +36,7 @@ my %public = (
     'datamodule.h' => 'data', 'model.h' => 'models',
     'pmix.h' => 'pmix', 'pmix_server.h' => 'pmix', 'tcpstore.h' => 'store',
     'accelerator.h' => 'accelerators', 'precision.h' => 'precision',
-    'environment.h' => 'envs', 'envs.h' => 'envs', 'hostlist.h' => 'envs', 'gres_conf.h' => 'envs',
+    'environment.h' => 'envs', 'envs.h' => 'envs', 'hostlist.h' => 'envs', 'gres_conf.h' => 'bind',
     'checkpoint_io.h' => 'checkpoint_io', 'launcher.h' => 'launchers',
     'strategy.h' => 'strategies', 'connector.h' => 'connector',
     'loops.h' => 'loops', 'trainer.h' => 'trainer', 'engine.h' => 'trainer',
@@ -175,7 +174,71 @@ my @injected_bad = spank_violations(%injected);
 my $caught = (grep { m{^spank/log\.c: calls ct_spank_remote_exit} } @injected_bad) &&
              (grep { m{^spank/args\.c: includes spank/local\.h} } @injected_bad);
 
-print "1..12\n";
+# --- issue 41: components registered where they are written; strategies ask the environment ---
+# 13. No component gathered by a hand-sized list: an array of ops, descriptors or environment
+#     slots (engine/, envs/, pmix/) is sized by its contents ([] or a size from sizeof or an enum's
+#     count), never by a number or a constant written by hand (strategies.c's list[4] lost its
+#     terminator at a fourth strategy).
+# 14. No getenv of a rank variable in engine/strategies/: the environment (envs/) reads RANK,
+#     LOCAL_RANK, CTRAIN_LAUNCHER_RANK, PMIX_RANK, ... and the strategy holds or asks its answer.
+# 15. Both checks fail on injected violations.
+sub hand_sized_lists {
+    my (%src) = @_;
+    my @bad;
+    for my $f (sort keys %src) {
+        my $text = strip_comments($src{$f});
+        my %sized = map { $_ => 1 } ($text =~ /^\s*#\s*define\s+(\w+)\s[^\n]*\bsizeof\b/mg);
+        for my $line (split /\n/, $text) {
+            # A declaration: [static] [const] TYPE [const] [*...] NAME[SIZE]...
+            next unless $line =~ /^\s*(?:(?:static|extern|const)\s+)*(?:struct\s+ct_\w+_ops|ct_registry_entry|struct\s+env_slot)\b[\s\*]*(?:const\b[\s\*]*)*(\w+)((?:\s*\[[^\]]*\])+)/;
+            my $name = $1;
+            for my $size ($2 =~ /\[([^\]]*)\]/g) {
+                next if $size !~ /\S/;
+                next if $size =~ /\bsizeof\b|\bCT_\w+_N[A-Z]+\b/;
+                next if grep { $sized{$_} } ($size =~ /\b([A-Za-z_]\w*)\b/g);
+                push @bad, "$f: $name\[$size\]: a component list sized by hand: $line";
+            }
+        }
+    }
+    return @bad;
+}
+
+sub rank_getenv {
+    my (%src) = @_;
+    my $rank_var = qr/CT_VAR_\w+|CT_LAUNCHER_ENV_\w+|"(?:[A-Z_]*RANK[A-Z_]*|[A-Z_]*WORLD_SIZE|[A-Z_]*NPROCS?|PMIX_\w+|OMPI_COMM_WORLD_\w+|SLURM_\w+|MASTER_\w+|[A-Z_]*NODEID)"/;
+    my @bad;
+    for my $f (sort keys %src) {
+        my $n = 0;
+        for my $line (split /\n/, strip_comments($src{$f})) {
+            $n++;
+            push @bad, "$f: reads a rank variable itself: $line" if $line =~ /getenv\s*\(\s*(?:$rank_var)\s*[,)]/;
+        }
+    }
+    return @bad;
+}
+
+my (%component_src, %strategy_src);
+for my $file (grep { m{^(engine|envs|pmix)/} } @files, glob('engine/strategies/*.cc')) {
+    open(my $fh, '<', $file) or die "$file: $!";
+    local $/;
+    my $text = <$fh>;
+    close $fh;
+    $component_src{$file} = $text;
+    $strategy_src{$file} = $text if $file =~ m{^engine/strategies/};
+}
+my @hand_sized = hand_sized_lists(%component_src);
+my @rank_reads = rank_getenv(%strategy_src);
+my %inj_lists = (%component_src);
+$inj_lists{'engine/strategies/strategies.c'} .= "\nstatic const struct ct_strategy_ops *list[4];\n";
+$inj_lists{'engine/registry/registry.c'} .= "\n#define MAX_ENTRIES 64\nstatic ct_registry_entry *entries[MAX_ENTRIES];\n";
+my %inj_ranks = (%strategy_src);
+$inj_ranks{'engine/strategies/ddp.c'} .= "\nstatic int r(void) { return getenv(CT_VAR_RANK) || getenv(\"PMIX_RANK\"); }\n";
+my @inj_hand = hand_sized_lists(%inj_lists);
+my @inj_rank = rank_getenv(%inj_ranks);
+my $caught41 = (grep { m{strategies\.c: list\[4\]} } @inj_hand) && (grep { m{registry\.c: entries\[MAX_ENTRIES\]} } @inj_hand) &&
+               (grep { m{ddp\.c: .*CT_VAR_RANK} } @inj_rank) && keys(%strategy_src) > 5;
+
+print "1..15\n";
 print(($edges > 20 ? "ok" : "not ok") . " 1 - read $edges includes in " . scalar(@files) . " files\n");
 if (@bad) {
     print "not ok 2 - layering holds\n";
@@ -358,3 +421,10 @@ print((@spank_bad ? "not ok" : "ok") . " 11 - spank/ has no circle: each file in
 print "# $_\n" for @spank_bad;
 print(($caught && keys(%spank_src) > 8 ? "ok" : "not ok") . " 12 - the spank/ check fails on an injected circle\n");
 print "# injected: $_\n" for @injected_bad;
+
+print((@hand_sized ? "not ok" : "ok") . " 13 - no component list sized by hand (" . scalar(keys %component_src) . " files)\n");
+print "# $_\n" for @hand_sized;
+print((@rank_reads ? "not ok" : "ok") . " 14 - engine/strategies/ reads no rank variable itself: the environment answers\n");
+print "# $_\n" for @rank_reads;
+print(($caught41 ? "ok" : "not ok") . " 15 - checks 13 and 14 fail on injected violations\n");
+print "# injected: $_\n" for @inj_hand, @inj_rank;

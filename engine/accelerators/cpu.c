@@ -5,7 +5,6 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "ctrain/registry.h"
 #include "engine/accelerators/accelerators.h"
 
 static int cpu_is_available(char *why, size_t why_size)
@@ -76,12 +75,3 @@ const struct ct_accelerator_ops ct_accelerator_cpu = {
     .set_device = cpu_set_device,
     .memory_stats = cpu_memory_stats,
 };
-
-void ct_accelerators_register(void)
-{
-    ct_registry_set_ops(CT_REG_ACCELERATOR, ct_accelerator_cpu.name, &ct_accelerator_cpu);
-#ifdef CT_HAVE_CUDA
-    /* Registration only: no CUDA call until the connector asks whether cuda is available. */
-    ct_registry_set_ops(CT_REG_ACCELERATOR, ct_accelerator_cuda.name, &ct_accelerator_cuda);
-#endif
-}

@@ -8,6 +8,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "ctrain/connector.h"
 #include "ctrain/engine.h"
 #include "ctrain/envs.h"
 #include "ctrain/error.h"
@@ -29,7 +30,9 @@ static const char usage_text[] =
     "  --cluster-env NAME  auto (default), torchelastic, lsf, mpi, slurm, pmix, manual, local,\n"
     "                      kubeflow\n"
     "                      (kubeflow is never detected, only chosen)\n"
-    "  --devices N         processes per node you will ask for (a count, or a list like 0,1)\n"
+    "  --devices N         processes per node you will ask for, as ctrain fit reads it: a count,\n"
+    "                      a list of ids (0,1 or 1,), or auto and -1 (not checked: the accelerator\n"
+    "                      decides those)\n"
     "  --num-nodes N       nodes you will ask for\n"
     "  --main-port N       use this port for rank 0 (overrides MASTER_PORT and the derived port)\n"
     "\n"
@@ -75,34 +78,6 @@ static int bad_value(const char *flag, const char *value, const char *what)
     return 2;
 }
 
-/* --devices N or --devices 0,1,... (a list counts its entries; each must be a number). */
-static int parse_devices(const char *v, int *out)
-{
-    long n;
-
-    if (v && strchr(v, ',')) {
-        int count = 0, digits = 0;
-        for (const char *p = v;; p++) {
-            if (*p >= '0' && *p <= '9') {
-                digits++;
-                continue;
-            }
-            if ((*p != ',' && *p != '\0') || !digits)
-                return -1;
-            count++;
-            digits = 0;
-            if (!*p)
-                break;
-        }
-        *out = count;
-        return count <= 256 ? 0 : -1;
-    }
-    if (!v || ct_parse_long(v, 1, 256, &n))
-        return -1;
-    *out = (int)n;
-    return 0;
-}
-
 static int parse_args(int argc, char **argv, struct env_args *a)
 {
     memset(a, 0, sizeof(*a));
@@ -134,8 +109,14 @@ static int parse_args(int argc, char **argv, struct env_args *a)
             a->cluster_env = val;
             i += !inline_val;
         } else if (!strcmp(arg, "--devices")) {
-            if (parse_devices(val, &a->devices))
-                return bad_value(arg, val, "a count of devices per node (1-256) or a list like 0,1");
+            ct_error err;
+
+            /* Read as ctrain fit and plan read it: the same values, the same errors. */
+            if (ct_connector_devices_parse(val, &a->devices, &err)) {
+                ct_error_prefix(&err, "env: ");
+                ct_error_print(stderr, &err);
+                return 2;
+            }
             i += !inline_val;
         } else if (!strcmp(arg, "--num-nodes")) {
             if (!val || ct_parse_long(val, 1, 1000000, &n))

@@ -381,6 +381,23 @@ static int validate_devices(const ct_connector_flags *f, ct_final_flags *ff, ct_
     return 0;
 }
 
+int ct_connector_devices_parse(const char *value, int *per_node, ct_error *err)
+{
+    const ct_connector_flags f = { .devices = value };
+    ct_final_flags ff;
+    int rc;
+
+    memset(&ff, 0, sizeof(ff));
+    *per_node = 0;
+    if (!value)
+        return devices_error("devices-empty", "", "empty value", err);
+    if ((rc = validate_devices(&f, &ff, err)))
+        return rc;
+    *per_node = ff.devices_kind == CT_DEVICES_COUNT ? ff.devices_count
+                : ff.devices_kind == CT_DEVICES_LIST ? ff.n_device_ids : 0;
+    return 0;
+}
+
 static int validate_num_nodes(const ct_connector_flags *f, ct_final_flags *ff, ct_error *err)
 {
     long n;

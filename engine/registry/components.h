@@ -1,22 +1,21 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The components' descriptors, one file each (engine/registry/<kind>_<name>.c), gathered by
- * registry.c in the order `ctrain plan --list` shows them. Each array ends with a row without a
- * name. Adding a strategy: its descriptor file, its line below and in registry.c's list, and its
- * ops in engine/strategies (listed in strategies.c, registered by ct_engine_init under their name);
- * a variant of an existing one (other defaults, another launcher) is one row in its base's
- * descriptor file. */
+/* The components' descriptors, one file each (engine/registry/<kind>_<name>.c), each an array
+ * ct_<kind>_<name>_desc[] ended by a row without a name. The Makefile lists the files in
+ * components.gen.h (CT_ACCELERATORS, CT_STRATEGIES); registry.c gathers them and `ctrain plan
+ * --list` shows each kind's rows by their list_order. Adding a strategy: its descriptor file, its
+ * implementation in engine/strategies/<name>.c (ct_strategy_<name>_ops), its test; a variant of an
+ * existing one (other defaults, another launcher) is one row in its base's descriptor file. */
 #ifndef CTRAIN_REGISTRY_COMPONENTS_H
 #define CTRAIN_REGISTRY_COMPONENTS_H
 
 #include "ctrain/registry.h"
+#include "engine/registry/components.gen.h"
 
-extern ct_registry_entry ct_accelerator_cpu_desc[];
-extern ct_registry_entry ct_accelerator_cuda_desc[];
-
-extern ct_registry_entry ct_strategy_single_device_desc[];
-extern ct_registry_entry ct_strategy_ddp_desc[];
-extern ct_registry_entry ct_strategy_ddp_sharded_desc[];
-extern ct_registry_entry ct_strategy_ddp_large_buckets_desc[];
+#define CT_COMPONENT_DESC(kind, name) extern ct_registry_entry ct_##kind##_##name##_desc[];
+#define CT_ACCELERATOR_DESC(name) CT_COMPONENT_DESC(accelerator, name)
+#define CT_STRATEGY_DESC(name) CT_COMPONENT_DESC(strategy, name)
+CT_ACCELERATORS(CT_ACCELERATOR_DESC)
+CT_STRATEGIES(CT_STRATEGY_DESC)
 
 extern ct_registry_entry ct_precision_desc[];
 

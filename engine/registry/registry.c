@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Registries of names: what the connector may resolve to, and what libctrain implements.
  * The accelerators, strategies and precisions describe themselves in their own files
- * (components.h lists them); checkpoint IO, launchers, models and data modules are rows here. */
+ * (components.h); checkpoint IO, launchers, models and data modules are rows here. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -49,9 +50,6 @@ static const ct_config_key gpt_config[] = {
     { .key = NULL },
 };
 
-/* Room for the models and data modules a user program registers (ct_registry_add). */
-#define MAX_ADDED 32
-
 static ct_registry_entry models[] = {
     { .name = "mlp", .is_default = 1, .description = "multilayer perceptron classifier: Linear+ReLU layers, softmax "
       "cross-entropy; inputs and classes from the data", .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA,
@@ -75,36 +73,62 @@ static ct_registry_entry datamodules[] = {
     { .name = NULL },
 };
 
-/* Each kind's descriptor arrays in `ctrain plan --list` order, each ended by a row without a name.
- * A user program's models and data modules come after them (ct_registry_add). */
-static ct_registry_entry *const accelerator_descs[] = { ct_accelerator_cpu_desc, ct_accelerator_cuda_desc, NULL };
-static ct_registry_entry *const strategy_descs[] = { ct_strategy_single_device_desc, ct_strategy_ddp_desc,
-                                                     ct_strategy_ddp_sharded_desc,
-                                                     ct_strategy_ddp_large_buckets_desc, NULL };
+/* Each kind's descriptor arrays, each ended by a row without a name: the accelerators and
+ * strategies as the Makefile found their files (components.gen.h), the rest here. A user
+ * program's models and data modules come after them (ct_registry_add). */
+#define CT_DESC_ROW(kind, name) ct_##kind##_##name##_desc,
+#define CT_ACCELERATOR_ROW(name) CT_DESC_ROW(accelerator, name)
+#define CT_STRATEGY_ROW(name) CT_DESC_ROW(strategy, name)
+static ct_registry_entry *const accelerator_descs[] = { CT_ACCELERATORS(CT_ACCELERATOR_ROW) NULL };
+static ct_registry_entry *const strategy_descs[] = { CT_STRATEGIES(CT_STRATEGY_ROW) NULL };
 static ct_registry_entry *const precision_descs[] = { ct_precision_desc, NULL };
 static ct_registry_entry *const checkpoint_io_descs[] = { checkpoint_ios, NULL };
 static ct_registry_entry *const launcher_descs[] = { launchers, NULL };
 static ct_registry_entry *const model_descs[] = { models, NULL };
 static ct_registry_entry *const datamodule_descs[] = { datamodules, NULL };
 
-#define MAX_ENTRIES 64
-
+/* A kind's rows, gathered from its descriptors on first use and sorted by list_order; the table
+ * grows with what it holds (and what a program adds), so no count is written by hand. */
 struct table {
     const char *kind_name;
     ct_registry_entry *const *descs;
-    ct_registry_entry *entries[MAX_ENTRIES];
-    int n;
+    ct_registry_entry **entries;
+    int n, cap;
+    const char **names; /* names and aliases, NULL-terminated, built on first use */
 };
 
 static struct table tables[CT_REG_NKINDS] = {
-    [CT_REG_ACCELERATOR]   = { "accelerator", accelerator_descs, { NULL }, 0 },
-    [CT_REG_STRATEGY]      = { "strategy", strategy_descs, { NULL }, 0 },
-    [CT_REG_PRECISION]     = { "precision", precision_descs, { NULL }, 0 },
-    [CT_REG_CHECKPOINT_IO] = { "checkpoint IO", checkpoint_io_descs, { NULL }, 0 },
-    [CT_REG_LAUNCHER]      = { "launcher", launcher_descs, { NULL }, 0 },
-    [CT_REG_MODEL]         = { "model", model_descs, { NULL }, 0 },
-    [CT_REG_DATAMODULE]    = { "datamodule", datamodule_descs, { NULL }, 0 },
+    [CT_REG_ACCELERATOR]   = { .kind_name = "accelerator", .descs = accelerator_descs },
+    [CT_REG_STRATEGY]      = { .kind_name = "strategy", .descs = strategy_descs },
+    [CT_REG_PRECISION]     = { .kind_name = "precision", .descs = precision_descs },
+    [CT_REG_CHECKPOINT_IO] = { .kind_name = "checkpoint IO", .descs = checkpoint_io_descs },
+    [CT_REG_LAUNCHER]      = { .kind_name = "launcher", .descs = launcher_descs },
+    [CT_REG_MODEL]         = { .kind_name = "model", .descs = model_descs },
+    [CT_REG_DATAMODULE]    = { .kind_name = "datamodule", .descs = datamodule_descs },
 };
+
+/* Insert e keeping the table sorted by list_order, after the rows of the same order (stable).
+ * CT_ENOMEM when the table cannot grow. */
+static int table_insert(struct table *t, ct_registry_entry *e)
+{
+    int i;
+
+    if (t->n == t->cap) {
+        int cap = t->cap ? 2 * t->cap : 16;
+        ct_registry_entry **grown = realloc(t->entries, (size_t)cap * sizeof(*grown));
+
+        if (!grown)
+            return CT_ENOMEM;
+        t->entries = grown;
+        t->cap = cap;
+    }
+    for (i = t->n++; i > 0 && t->entries[i - 1]->list_order > e->list_order; i--)
+        t->entries[i] = t->entries[i - 1];
+    t->entries[i] = e;
+    free(t->names);
+    t->names = NULL; /* rebuilt with the new name on next use */
+    return 0;
+}
 
 /* Every kind's rows with a name, gathered from its descriptors on first use. */
 static void count_tables(void)
@@ -118,13 +142,10 @@ static void count_tables(void)
         struct table *t = &tables[k];
 
         for (int d = 0; t->descs[d]; d++)
-            for (ct_registry_entry *e = t->descs[d]; e->name && t->n < MAX_ENTRIES; e++)
-                t->entries[t->n++] = e;
+            for (ct_registry_entry *e = t->descs[d]; e->name && !table_insert(t, e); e++)
+                ;
     }
 }
-
-/* Names and aliases of every kind, NULL-terminated, built on first use. */
-static const char *name_lists[CT_REG_NKINDS][64];
 
 const char *ct_registry_kind_name(enum ct_registry_kind kind)
 {
@@ -164,23 +185,30 @@ const ct_registry_entry *ct_registry_find(enum ct_registry_kind kind, const char
 
 const char *const *ct_registry_names(enum ct_registry_kind kind)
 {
-    const char **list;
-    int n = 0;
+    struct table *t;
+    int n = 0, total = 1;
 
     if ((unsigned)kind >= CT_REG_NKINDS)
         return NULL;
     count_tables();
-    list = name_lists[kind];
-    if (list[0])
-        return list;
-    for (int i = 0; i < tables[kind].n && n < 62; i++) {
-        const ct_registry_entry *e = tables[kind].entries[i];
-        list[n++] = e->name;
-        for (int a = 0; a < 4 && e->aliases[a] && n < 62; a++)
-            list[n++] = e->aliases[a];
+    t = &tables[kind];
+    if (t->names)
+        return t->names;
+    for (int i = 0; i < t->n; i++)
+        for (int a = -1; a < 4 && (a < 0 || t->entries[i]->aliases[a]); a++)
+            total++;
+    if (!(t->names = malloc((size_t)total * sizeof(*t->names)))) {
+        static const char *none[] = { NULL };
+        return none;
     }
-    list[n] = NULL;
-    return list;
+    for (int i = 0; i < t->n; i++) {
+        const ct_registry_entry *e = t->entries[i];
+        t->names[n++] = e->name;
+        for (int a = 0; a < 4 && e->aliases[a]; a++)
+            t->names[n++] = e->aliases[a];
+    }
+    t->names[n] = NULL;
+    return t->names;
 }
 
 int ct_registry_set_ops(enum ct_registry_kind kind, const char *name, const void *ops)
@@ -199,18 +227,21 @@ int ct_registry_set_ops(enum ct_registry_kind kind, const char *name, const void
 
 int ct_registry_add(enum ct_registry_kind kind, const ct_registry_entry *entry)
 {
-    static ct_registry_entry added[2][MAX_ADDED];
-    static int n_added[2];
-    int which = kind == CT_REG_MODEL ? 0 : kind == CT_REG_DATAMODULE ? 1 : -1;
+    ct_registry_entry *copy;
+    int rc;
 
-    if (which < 0 || !entry || !entry->name || !entry->name[0] || ct_registry_find(kind, entry->name))
+    if ((kind != CT_REG_MODEL && kind != CT_REG_DATAMODULE) || !entry || !entry->name || !entry->name[0] ||
+        ct_registry_find(kind, entry->name))
         return CT_EINVAL;
-    if (n_added[which] >= MAX_ADDED || tables[kind].n >= MAX_ENTRIES)
+    /* Kept as long as the registry: the process. */
+    if (!(copy = malloc(sizeof(*copy))))
         return CT_ENOMEM;
-    added[which][n_added[which]] = *entry;
-    tables[kind].entries[tables[kind].n++] = &added[which][n_added[which]++];
-    name_lists[kind][0] = NULL; /* rebuilt with the new name on next use */
-    return 0;
+    *copy = *entry;
+    /* After every built-in row whatever its list_order: a program's own come last. */
+    copy->list_order = tables[kind].n ? tables[kind].entries[tables[kind].n - 1]->list_order : 0;
+    if ((rc = table_insert(&tables[kind], copy)))
+        free(copy);
+    return rc;
 }
 
 const ct_registry_entry *ct_registry_default(enum ct_registry_kind kind)

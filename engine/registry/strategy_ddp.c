@@ -64,13 +64,9 @@ ct_registry_entry ct_strategy_ddp_desc[] = {
       .option_schema = ddp_options, .options = "overlap=0", .launch = CT_LAUNCH_PROCESSES },
     { .name = "ddp_nccl", .description = "ddp that must run on GPUs: refuses cpu instead of falling back",
       .accelerators = CT_ACCEL_CUDA, .base = "ddp", .option_schema = ddp_options, .launch = CT_LAUNCH_PROCESSES },
-    { .name = NULL },
-};
-
-/* After ddp_sharded in `ctrain plan --list`, as before the descriptors had their own files. */
-ct_registry_entry ct_strategy_ddp_large_buckets_desc[] = {
+    /* After ddp_sharded (list_order 1) in `ctrain plan --list`, as it has always been listed. */
     { .name = "ddp_large_buckets", .description = "ddp variant with PyTorch's 25 MB buckets",
       .accelerators = ANY_DEVICE, .base = "ddp", .option_schema = ddp_options, .options = "bucket_mb=25",
-      .launch = CT_LAUNCH_PROCESSES },
+      .launch = CT_LAUNCH_PROCESSES, .list_order = 2 },
     { .name = NULL },
 };

@@ -19,6 +19,7 @@ ct_registry_entry ct_strategy_ddp_sharded_desc[] = {
       .accelerators = CT_ACCEL_CPU, .option_schema = sharded_options, .launch = CT_LAUNCH_PROCESSES,
       .precisions = "32-true,bf16-mixed" /* its shards are fp32 arrays */,
       /* Sharding over one rank partitions nothing: it would be ddp with extra copies. */
-      .min_world = 2, .min_world_why = "partitions the optimizer over ranks" },
+      .min_world = 2, .min_world_why = "partitions the optimizer over ranks",
+      .list_order = 1 /* after ddp's rows */ },
     { .name = NULL },
 };

@@ -38,13 +38,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ctrain/launcher.h"
+#include "ctrain/envs.h"
 #include "ctrain/pmix.h"
 #include "ctrain/util.h"
 #include "engine/nn/bf16_inline.h"
 #include "engine/strategies/ddp_gloo.h"
 #include "engine/strategies/ddp_internal.h"
-#include "engine/util/rankvars.h"
 
 
 /* ---------------------------------------------------------------- collective timeout */
@@ -482,7 +481,7 @@ static int gloo_setup(ct_strategy *s, struct ddp *d, ct_error *err)
     if (!addr[0] || port <= 0) {
         ct_error_set(err, CT_EINVAL, "ddp-gloo-address", "ddp (gloo): rank %d: no MASTER_ADDR/MASTER_PORT to meet "
                      "the other ranks at (cluster environment: %s)", s->global_rank, s->env_name);
-        return ct_error_hint(err, getenv("PMIX_RANK") ? "a PMIx server started these ranks: use backend=mpi (or auto), "
+        return ct_error_hint(err, ct_env_pmix_started(NULL, NULL) ? "a PMIx server started these ranks: use backend=mpi (or auto), "
                              "or set MASTER_ADDR and MASTER_PORT, the same on every rank"
                              : "set MASTER_ADDR and MASTER_PORT to rank 0's host and a free port on it, the same "
                              "on every rank");
@@ -642,38 +641,17 @@ static int check_mpi_layout(ct_strategy *s, int rank, int size, ct_error *err)
     return 0;
 }
 
-/* RANK and LOCAL_RANK as the launcher gave them (the SPANK plugin, torchrun), against MPI's
- * numbering: a program reading RANK must see the rank its collectives use. MPI's local rank is
- * this rank's place among the ranks on its host (gather_hosts). Workers of ctrain's own launchers
- * (forked, or subprocesses: CTRAIN_LAUNCHER_RANK) inherit their parent's variables: not theirs, not
- * checked. */
+/* The launcher's RANK and LOCAL_RANK against MPI's numbering, asked of the environment
+ * (ct_env_check_launcher_ranks). MPI's local rank is this rank's place among the ranks on its
+ * host (gather_hosts). */
 static int check_launcher_ranks(ct_strategy *s, const struct ddp *d, int rank, ct_error *err)
 {
-    const char *v = getenv(CT_VAR_RANK), *lv = getenv(CT_VAR_LOCAL_RANK);
-    int local = 0;
-    long n;
+    const char *host = d->hosts ? d->hosts + (size_t)rank * CT_DDP_HOST : NULL;
+    int local = d->hosts ? 0 : -1;
 
-    if (!s->env_info.creates_processes_externally || getenv(CT_LAUNCHER_ENV_RANK))
-        return 0;
-    if (v && ct_parse_long(v, 0, 0x7fffffff, &n) == 0 && n != rank) {
-        ct_error_set(err, CT_ECONFLICT, "ddp-launcher-rank-mismatch",
-                     "ddp: %s=%s (from the launcher: srun --ctrain-strategy, torchrun) but MPI numbers this process "
-                     "rank %d", CT_VAR_RANK, v, rank);
-        return ct_error_hint(err, "launch with srun --mpi=pmix so MPI's ranks are SLURM's, or unset RANK and "
-                                  "LOCAL_RANK if you exported them yourself");
-    }
-    if (!lv || !d->hosts || ct_parse_long(lv, 0, 0x7fffffff, &n) != 0)
-        return 0;
-    for (int r = 0; r < rank; r++)
-        local += !strcmp(d->hosts + (size_t)r * CT_DDP_HOST, d->hosts + (size_t)rank * CT_DDP_HOST);
-    if (n != local) {
-        ct_error_set(err, CT_ECONFLICT, "ddp-launcher-rank-mismatch",
-                     "ddp: %s=%s (from the launcher: srun --ctrain-strategy, torchrun) but MPI places this process "
-                     "%d of the ranks on %s", CT_VAR_LOCAL_RANK, lv, local, d->hosts + (size_t)rank * CT_DDP_HOST);
-        return ct_error_hint(err, "launch with srun --mpi=pmix so MPI's ranks are SLURM's, or unset RANK and "
-                                  "LOCAL_RANK if you exported them yourself");
-    }
-    return 0;
+    for (int r = 0; host && r < rank; r++)
+        local += !strcmp(d->hosts + (size_t)r * CT_DDP_HOST, host);
+    return ct_env_check_launcher_ranks(NULL, NULL, &s->env_info, rank, local, host, "ddp", err);
 }
 
 /* backend=auto: mpi where a PMIx server started the ranks (MPI_Init joins them), else gloo on cpu
@@ -681,7 +659,7 @@ static int check_launcher_ranks(ct_strategy *s, const struct ddp *d, int rank, c
 static int resolve_backend(ct_strategy *s, struct ddp *d, ct_error *err)
 {
     static const char *const names[] = { "auto", "mpi", "gloo", "nccl" };
-    int pmix = getenv("PMIX_RANK") != NULL, cuda = s->accelerator->device_memory;
+    int pmix = ct_env_pmix_started(NULL, NULL), cuda = s->accelerator->device_memory;
     const char *name;
 
     if (d->backend == CT_DDP_AUTO) {
@@ -719,7 +697,7 @@ static int ct_ddp_setup_environment(ct_strategy *s, ct_error *err)
     struct ddp *d = s->impl;
     int inited = 0, provided, rank, size, rc;
 
-    if (s->world_size == 1 && !getenv("PMIX_RANK")) {
+    if (s->world_size == 1 && !ct_env_pmix_started(NULL, NULL)) {
         /* One rank and no PMIx server: nothing to join; collectives are identities. */
         s->global_rank = s->local_rank = s->node_rank = 0;
         s->device = s->devices[0];
@@ -727,7 +705,7 @@ static int ct_ddp_setup_environment(ct_strategy *s, ct_error *err)
     }
     if ((rc = resolve_backend(s, d, err)))
         return rc;
-    if (d->backend == CT_DDP_GLOO || (d->backend == CT_DDP_NCCL && !getenv("PMIX_RANK"))) {
+    if (d->backend == CT_DDP_GLOO || (d->backend == CT_DDP_NCCL && !ct_env_pmix_started(NULL, NULL))) {
         /* The launcher's layout is the only one there is: no MPI to number the ranks. Under nccl
          * (cuda, no PMIx server: compiled, not yet run on a GPU) gloo carries the host-side values
          * (metrics, the stop agreement, broadcasts) and its store NCCL's id, as PyTorch's
@@ -1256,7 +1234,6 @@ static void ct_ddp_destroy(ct_strategy *s)
 }
 
 const struct ct_strategy_ops ct_strategy_ddp = {
-    .name = "ddp",
     .init = ct_ddp_init,
     .setup_environment = ct_ddp_setup_environment,
     .setup_model = ct_ddp_setup_model,
@@ -1269,3 +1246,8 @@ const struct ct_strategy_ops ct_strategy_ddp = {
     .teardown = ct_ddp_teardown,
     .destroy = ct_ddp_destroy,
 };
+
+const struct ct_strategy_ops *ct_strategy_ddp_ops(void)
+{
+    return &ct_strategy_ddp;
+}

@@ -435,11 +435,13 @@ static void sharded_destroy(ct_strategy *s)
 
 /* ddp's ops, with what sharding changes: the options, the model's partition, the gradients this rank
  * reads, the parameters' all-gather, the update and the optimizer state's gather, and freeing it. */
-const struct ct_strategy_ops *ct_strategy_ddp_sharded(void)
+const struct ct_strategy_ops *ct_strategy_ddp_sharded_ops(void)
 {
     static struct ct_strategy_ops ops;
+    static int built;
 
-    if (!ops.name) {
+    if (!built) {
+        built = 1;
         ops = ct_strategy_ddp;
         ops.init = sharded_init;
         ops.setup_model = sharded_setup_model;
@@ -449,7 +451,6 @@ const struct ct_strategy_ops *ct_strategy_ddp_sharded(void)
         ops.optimizer_step = sharded_optimizer_step;
         ops.gather_shards = sharded_gather_shards;
         ops.destroy = sharded_destroy;
-        ops.name = "ddp_sharded";
     }
     return &ops;
 }

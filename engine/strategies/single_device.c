@@ -16,8 +16,12 @@ static int single_setup_model(ct_strategy *s, void *params, void *grads, size_t 
     return 0;
 }
 
-const struct ct_strategy_ops ct_strategy_single_device = {
-    .name = "single_device",
+static const struct ct_strategy_ops single_device_ops = {
     .setup_environment = single_setup_environment,
     .setup_model = single_setup_model,
 };
+
+const struct ct_strategy_ops *ct_strategy_single_device_ops(void)
+{
+    return &single_device_ops;
+}

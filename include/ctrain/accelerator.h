@@ -3,8 +3,9 @@
  *
  * Availability, device count, setting the device, memory stats, and making a model's
  * implementation for its device (the device seam: nothing above the Accelerator names a device). It knows nothing about ranks,
- * collectives or checkpoints (those are the Strategy's). Implementations register themselves by
- * name with ct_registry_set_accelerator_ops(); libctrain-core only has their names.
+ * collectives or checkpoints (those are the Strategy's). Implementations are attached to their
+ * registry entries by name with ct_registry_set_ops(CT_REG_ACCELERATOR, ...) (ct_engine_init:
+ * engine/accelerators/accelerators.c); libctrain-core only has their descriptors.
  */
 #ifndef CTRAIN_ACCELERATOR_H
 #define CTRAIN_ACCELERATOR_H

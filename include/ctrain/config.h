@@ -61,7 +61,5 @@ double ct_config_double(const ct_config *c, const char *key);
 int ct_config_int_list(const ct_config *c, const char *key, int *out, int max);
 /* 1 when key was given (not defaulted). */
 int ct_config_given(const ct_config *c, const char *key);
-/* "key=value,..." with every key of the schema (given or default), for checkpoints and summaries. */
-void ct_config_format(const ct_config *c, char *buf, size_t size);
 
 #endif

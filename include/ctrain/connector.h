@@ -106,6 +106,11 @@ typedef struct ct_connector ct_connector;
  * (catalogue id flag-duplicate). Returns 1 when flag is not a connector flag, 0 when stored. */
 int ct_connector_flags_set(ct_connector_flags *flags, const char *flag, const char *value, ct_error *err);
 
+/* --devices read as the connector reads it (auto, N, -1, ids "0,1" or "1,"): *per_node is the
+ * processes per node it asks for (N, or the number of ids), 0 for auto and -1 (the accelerator
+ * decides those). The connector's errors (devices-empty, devices-not-number, ...) otherwise. */
+int ct_connector_devices_parse(const char *value, int *per_node, ct_error *err);
+
 /* Parts 1 and 2. On error *out is NULL and err names the flags involved. */
 int ct_connector_create(const ct_connector_flags *flags, const ct_connector_context *ctx,
                         ct_connector **out, ct_error *err);

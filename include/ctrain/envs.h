@@ -111,8 +111,20 @@ int ct_env_ctrain_supervised(ct_getenv_fn get, void *ctx);
  * var names the variable in error messages. */
 int ct_env_tasks_per_node_parse(const char *var, const char *value, int **counts, int *n, ct_error *err);
 
-/* CT_ECONFLICT (id "env-unequal-tasks") when nodes run different numbers of processes; why
- * names what needs them equal ("strategy ddp"). */
-int ct_env_require_equal_tasks(const ct_env_info *info, const char *why, ct_error *err);
+/* What a strategy asks the environment once its ranks are up, as the process's variables stand
+ * then (ctrain's fork launcher gives its workers their PMIx variables after the plan was made).
+ * get NULL: the process environment. */
+
+/* 1 when a PMIx server started this process (PMIX_RANK is set): MPI_Init can join the ranks. */
+int ct_env_pmix_started(ct_getenv_fn get, void *ctx);
+
+/* RANK and LOCAL_RANK as the launcher gave them (the SPANK plugin, torchrun) against the ranks
+ * MPI gave this process: rank, and local, its place among the ranks on its host (< 0: unknown).
+ * A program reading RANK must see the rank its collectives use. Not checked where no launcher
+ * started the processes (info), nor in workers of ctrain's own launchers (CTRAIN_LAUNCHER_RANK:
+ * they inherit their parent's variables). CT_ECONFLICT "ddp-launcher-rank-mismatch" naming the
+ * variable, its value and MPI's; who prefixes the message ("ddp"). */
+int ct_env_check_launcher_ranks(ct_getenv_fn get, void *ctx, const ct_env_info *info, int rank, int local,
+                                const char *host, const char *who, ct_error *err);
 
 #endif

@@ -54,6 +54,8 @@ typedef struct ct_registry_entry {
                                   known, not supported */
     int is_default;            /* the default of its kind: the accelerator auto falls back to (cpu), the
                                   precision when none is given (32-true), the model (mlp) */
+    int list_order;            /* where `ctrain plan --list` shows it among its kind: ascending, ties in
+                                  the order the files (engine/registry/<kind>_<name>.c) and rows come */
     /* accelerators only */
     int probe_devices;         /* its devices are probed and named by id (cuda): auto picks it when the
                                   probe finds it; without, --devices counts processes (cpu) */
@@ -89,11 +91,12 @@ int ct_registry_count(enum ct_registry_kind kind);
 const ct_registry_entry *ct_registry_at(enum ct_registry_kind kind, int i);
 /* Find by name or alias, ignoring case ("DDP" is ddp). NULL when unknown. */
 const ct_registry_entry *ct_registry_find(enum ct_registry_kind kind, const char *name);
-/* NULL-terminated list of names and aliases (static storage), for "did you mean". */
+/* NULL-terminated list of names and aliases, for "did you mean": the registry's, valid until a
+ * ct_registry_add of the same kind. */
 const char *const *ct_registry_names(enum ct_registry_kind kind);
 /* Add an entry at run time (models and data modules only: a user program registering its own;
  * the strings must outlive the process' use of the registry). CT_EINVAL for another kind or a name
- * taken, CT_ENOMEM when the table is full (32 added entries). */
+ * taken, CT_ENOMEM when out of memory. It is listed after the built-in entries of its kind. */
 int ct_registry_add(enum ct_registry_kind kind, const ct_registry_entry *entry);
 /* 1 when the model entry lists precision (canonical name) among its precisions. */
 int ct_registry_model_has_precision(const ct_registry_entry *model, const char *precision);

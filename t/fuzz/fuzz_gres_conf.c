@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* libFuzzer target: gres.conf as the plugin reads it in slurmstepd (envs/gres_conf.c) from arbitrary
+/* libFuzzer target: gres.conf as the plugin reads it in slurmstepd (engine/bind/gres_conf.c) from arbitrary
  * bytes, for the node n1. Never a crash; a refusal is CT_EFORMAT naming gres.conf; an accepted file
  * gives at most CT_GRES_MAX_FILES non-empty, NUL-terminated device file names. */
 #include <stdint.h>

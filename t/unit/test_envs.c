@@ -333,8 +333,6 @@ static void test_validate(void **state)
     assert_false(info.equal_tasks_per_node);
     assert_int_equal(ops->validate(&info, 2, 0, &err), CT_ECONFLICT);
     assert_string_equal(err.id, "env-unequal-tasks");
-    assert_int_equal(ct_env_require_equal_tasks(&info, "strategy ddp", &err), CT_ECONFLICT);
-    assert_non_null(strstr(err.msg, "strategy ddp"));
 }
 
 /* Heterogeneous steps. The recorded variable sets (reverse node order, srun A : B in one
@@ -716,6 +714,44 @@ static void test_manual(void **state)
     assert_string_equal(info.name, "slurm");
 }
 
+/* What ddp asks once MPI has numbered the ranks: the launcher's RANK / LOCAL_RANK against MPI's,
+ * skipped for workers of ctrain's own launchers and where no launcher started the processes; and
+ * whether a PMIx server started this process. */
+static void test_launcher_ranks(void **state)
+{
+    const char *const srun[] = { SLURM_STEP_2x2, "RANK=3", "LOCAL_RANK=1", NULL };
+    const char *const exported[] = { SLURM_STEP_2x2, "RANK=0", "LOCAL_RANK=1", NULL };
+    const char *const local_off[] = { SLURM_STEP_2x2, "RANK=3", "LOCAL_RANK=0", NULL };
+    const char *const worker[] = { SLURM_STEP_2x2, "RANK=0", CT_LAUNCHER_ENV_RANK "=1", NULL };
+    const char *const pmix[] = { "PMIX_RANK=2", NULL };
+    ct_env_info info;
+    ct_error err;
+
+    (void)state;
+    assert_int_equal(detect(srun, NULL, &info, &err), 0);
+    assert_int_equal(ct_env_check_launcher_ranks(vars_get, (void *)srun, &info, 3, 1, "gpu08", "ddp", &err), 0);
+    /* MPI's local rank unknown: only RANK is compared. */
+    assert_int_equal(ct_env_check_launcher_ranks(vars_get, (void *)local_off, &info, 3, -1, NULL, "ddp", &err), 0);
+    assert_int_equal(ct_env_check_launcher_ranks(vars_get, (void *)exported, &info, 3, 1, "gpu08", "ddp", &err),
+                     CT_ECONFLICT);
+    assert_string_equal(err.id, "ddp-launcher-rank-mismatch");
+    assert_string_equal(err.msg, "ddp: RANK=0 (from the launcher: srun --ctrain-strategy, torchrun) but MPI numbers "
+                                 "this process rank 3");
+    assert_non_null(strstr(err.hint, "srun --mpi=pmix"));
+    assert_int_equal(ct_env_check_launcher_ranks(vars_get, (void *)local_off, &info, 3, 1, "gpu08", "ddp", &err),
+                     CT_ECONFLICT);
+    assert_string_equal(err.msg, "ddp: LOCAL_RANK=0 (from the launcher: srun --ctrain-strategy, torchrun) but MPI "
+                                 "places this process 1 of the ranks on gpu08");
+    /* A worker of ctrain's own launcher inherits its parent's RANK. */
+    assert_int_equal(ct_env_check_launcher_ranks(vars_get, (void *)worker, &info, 3, 1, "gpu08", "ddp", &err), 0);
+    /* Nothing started the processes (forked workers, numbered by MPI alone). */
+    info.creates_processes_externally = 0;
+    assert_int_equal(ct_env_check_launcher_ranks(vars_get, (void *)exported, &info, 3, 1, "gpu08", "ddp", &err), 0);
+
+    assert_true(ct_env_pmix_started(vars_get, (void *)pmix));
+    assert_false(ct_env_pmix_started(vars_get, (void *)srun));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -727,7 +763,7 @@ int main(void)
         cmocka_unit_test(test_slurm_no_step_id), cmocka_unit_test(test_local),
         cmocka_unit_test(test_lsf_bad_rankfile),
         cmocka_unit_test(test_mpi_flavours), cmocka_unit_test(test_manual),
-        cmocka_unit_test(test_registry),
+        cmocka_unit_test(test_registry), cmocka_unit_test(test_launcher_ranks),
     };
 
     cmocka_set_message_output(CM_OUTPUT_TAP);

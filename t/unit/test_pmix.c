@@ -81,14 +81,25 @@ static void test_env_validate(void **state)
     strcpy(info.name, "pmix");
     info.local_world_size = 2;
     info.num_nodes = 1;
+    info.equal_tasks_per_node = 1;
+    strcpy(info.source[CT_ENV_LOCAL_WORLD_SIZE], "PMIx: PMIX_LOCAL_SIZE");
     ct_error_clear(&err);
     assert_int_equal(ct_env_pmix_ops.validate(&info, 2, 1, &err), 0);
     assert_int_equal(ct_env_pmix_ops.validate(&info, 0, 0, &err), 0);
     assert_int_equal(ct_env_pmix_ops.validate(&info, 4, 0, &err), CT_ECONFLICT);
+    assert_string_equal(err.id, "env-devices-mismatch");
     assert_non_null(strstr(err.msg, "--devices 4"));
+    assert_non_null(strstr(err.msg, "PMIX_LOCAL_SIZE"));
+    assert_non_null(strstr(err.hint, "mpirun -npernode 4"));
     assert_int_equal(ct_env_pmix_ops.validate(&info, 0, 2, &err), CT_ECONFLICT);
+    assert_string_equal(err.id, "env-num-nodes-mismatch");
     assert_non_null(strstr(err.msg, "--num-nodes 2"));
     assert_true(err.hint[0] != '\0');
+    /* The checks every environment shares (ct_env_validate_common): nodes running different
+     * numbers of processes cannot take one --devices. */
+    info.equal_tasks_per_node = 0;
+    assert_int_equal(ct_env_pmix_ops.validate(&info, 2, 0, &err), CT_ECONFLICT);
+    assert_string_equal(err.id, "env-unequal-tasks");
 }
 
 static const char *env_value(char *const *env, const char *name)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* SLURM's GPU numbers to physical GPUs; see include/ctrain/gres.h for what SLURM's numbers are.
- * gres.conf is read by envs/gres_conf.c (include/ctrain/gres_conf.h). */
+ * gres.conf is read by engine/bind/gres_conf.c (include/ctrain/gres_conf.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

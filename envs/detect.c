@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The registry of cluster environments and the detection order; see include/ctrain/envs.h. */
+/* The cluster environments ctrain knows and the detection order; see include/ctrain/envs.h. */
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>

@@ -182,13 +182,3 @@ int ct_config_int_list(const ct_config *c, const char *key, int *out, int max)
 
     return n > 0 ? n : 0;
 }
-
-void ct_config_format(const ct_config *c, char *buf, size_t size)
-{
-    size_t used = 0;
-
-    buf[0] = '\0';
-    for (const ct_config_key *k = c->schema; k && k->key && used < size; k++)
-        used += (size_t)snprintf(buf + used, size - used, "%s%s=%s", used ? "," : "", k->key,
-                                 ct_config_text(c, k->key));
-}
