@@ -137,6 +137,10 @@ typedef struct ct_run {
     double train_samples;      /* samples trained by all ranks (this run) */
     int64_t steps_this_run;
     double start_time;
+    /* Checkpoint saves (every file) and how long they held the training loop up, the wait for the
+     * last asynchronous write at the end of fit included (summary.json). */
+    int64_t ckpt_saves;
+    double ckpt_blocking_s;
     FILE *metrics;             /* metrics.csv, global zero only */
     int bar_active;            /* a progress bar line is on screen */
     int use_bar, use_plain;    /* --progress: a live bar, or plain lines (neither: off) */
