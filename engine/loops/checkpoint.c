@@ -245,6 +245,16 @@ int ct_run_save_checkpoint(ct_run *run, const char *path, ct_error *err)
     return rc;
 }
 
+/* The wait for the last asynchronous write holds the run up too: it counts with the saves'. */
+int ct_run_checkpoint_wait(ct_run *run, ct_error *err)
+{
+    double t0 = ct_time_now();
+    int rc = ct_strategy_checkpoint_wait(run->strategy, err);
+
+    run->ckpt_blocking_s += ct_time_now() - t0;
+    return rc;
+}
+
 /* A count in the metadata: no run reaches 10^12 epochs, steps, ranks or samples a batch, and the
  * bound leaves room for the arithmetic on them (an epoch of INT64_MAX wrapped to negative). */
 #define CKPT_COUNT_MAX 1000000000000L

@@ -13,7 +13,6 @@ static int fit(ct_run *run, const ct_trainer_job *job, ct_trainer_result *res, c
 {
     char best[CT_TRAINER_PATH_MAX + 32];
     ct_eval_result test;
-    double t0;
     int resumed, rc;
 
     if ((rc = ct_run_prepare_fit(run, job->cfg, err)))
@@ -23,14 +22,8 @@ static int fit(ct_run *run, const ct_trainer_job *job, ct_trainer_result *res, c
     if ((rc = ct_ckpt_connector_open_outputs(run, job->cfg, resumed, err)))
         return rc;
     /* A stop, like the end of fit, leaves last.safetensors complete: the pending asynchronous write
-     * is waited for (every rank learns whether it failed) before anything reads it or exits 75.
-     * That wait holds the run up too: it counts with the saves' (summary.json). */
-    if ((rc = ct_fit_loop_run(run, err)))
-        return rc;
-    t0 = ct_time_now();
-    rc = ct_strategy_checkpoint_wait(run->strategy, err);
-    run->ckpt_blocking_s += ct_time_now() - t0;
-    if (rc)
+     * is waited for (every rank learns whether it failed) before anything reads it or exits 75. */
+    if ((rc = ct_fit_loop_run(run, err)) || (rc = ct_run_checkpoint_wait(run, err)))
         return rc;
     if (run->stop.agreed || run->straggler_stop)
         return ct_signal_connector_finish(run, job->cfg, err);
