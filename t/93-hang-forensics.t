@@ -99,13 +99,13 @@ P=
 left=$(rank_pids)
 [ -n "$victim" ] && [ "$rc" -ne 0 ] && [ -z "$left" ] && awk -v s="$secs" 'BEGIN { exit !(s <= 15) }'
 ok $? "rank 1 SIGSTOPped, --collective-timeout 5: every rank ends within 15 s (${secs} s, exit $rc)" "$T/stop.out"
-grep -q "ctrain: rank 1 is behind: no record: the process is stopped, dead or could not write" "$T/stop.out"
-ok $? "rank 0 prints the diagnosis after the timeout, naming rank 1" "$T/stop.out"
+grep -q "ctrain: rank 1 (host $(hostname)) is behind: no record: the process is stopped, dead or could not write" "$T/stop.out"
+ok $? "rank 0 prints the diagnosis after the timeout, naming rank 1 and its host" "$T/stop.out"
 "$B/ctrain" diagnose "$T/stop" >"$T/diag-stop.out" 2>&1
 rc=$?
-[ "$rc" -eq 3 ] && grep -q "rank 1 is behind: no record" "$T/diag-stop.out" &&
+[ "$rc" -eq 3 ] && grep -q "rank 1 (host $(hostname)) is behind: no record" "$T/diag-stop.out" &&
     grep -q "found it missing in collective #[0-9]* (.*) at step [0-9]*, phase [a-z]*: it had not reached" "$T/diag-stop.out"
-ok $? "ctrain diagnose names rank 1 (no record) and the collective the others wait for it in (exit $rc)" "$T/diag-stop.out"
+ok $? "ctrain diagnose names rank 1 (no record), its host and the collective the others wait for it in (exit $rc)" "$T/diag-stop.out"
 
 # 6: rank 2 held in its data phase at step 30; the dump signal while it is held.
 CTRAIN_T93=$T CTRAIN_TEST_DATA_STALL=2:30 "$B/ctrain" fit $FIT --max-epochs 200 --collective-timeout 120 \

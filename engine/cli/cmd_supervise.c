@@ -413,7 +413,9 @@ static void scan_hang(struct sv *s)
         char host[256];
         int r;
 
-        if (sscanf(line, "ctrain: rank %d (host %255[^,], pid", &r, host) == 2 && strstr(line, "is behind"))
+        /* "rank R (host H, pid P) is behind: ..." and, for a rank with no record that the others found
+         * missing, "rank R (host H) is behind: no record ..." */
+        if (sscanf(line, "ctrain: rank %d (host %255[^,)]", &r, host) == 2 && strstr(line, "is behind"))
             name_node(s, host, "its rank is behind in the hang records (ctrain diagnose)");
     }
     free(text);

@@ -173,7 +173,7 @@ static int is_last(const char *path)
     return !strcmp(base ? base + 1 : path, "last.safetensors");
 }
 
-int ct_run_save_checkpoint(ct_run *run, const char *path, ct_error *err)
+static int save_checkpoint(ct_run *run, const char *path, ct_error *err)
 {
     ct_ckpt *c = calloc(1, sizeof(*c));
     const ct_optim_config *oc = ct_optim_get_config(run->optim);
@@ -229,6 +229,29 @@ int ct_run_save_checkpoint(ct_run *run, const char *path, ct_error *err)
         rc = ct_strategy_save_checkpoint(run->strategy, path, c, err);
     ct_strategy_optimizer_state_end(run->strategy, run->optim, 0);
     free(c);
+    return rc;
+}
+
+/* Every save timed, for summary.json: how long it held the training loop up (synchronous: the
+ * whole write and fsync; --async-checkpoint: the copy into host memory, and any wait for the
+ * previous write still running). */
+int ct_run_save_checkpoint(ct_run *run, const char *path, ct_error *err)
+{
+    double t0 = ct_time_now();
+    int rc = save_checkpoint(run, path, err);
+
+    run->ckpt_blocking_s += ct_time_now() - t0;
+    run->ckpt_saves++;
+    return rc;
+}
+
+/* The wait for the last asynchronous write holds the run up too: it counts with the saves'. */
+int ct_run_checkpoint_wait(ct_run *run, ct_error *err)
+{
+    double t0 = ct_time_now();
+    int rc = ct_strategy_checkpoint_wait(run->strategy, err);
+
+    run->ckpt_blocking_s += ct_time_now() - t0;
     return rc;
 }
 

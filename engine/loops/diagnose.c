@@ -42,6 +42,7 @@ struct rank_rec {
     char what[96];
     int n_missing;
     int missing[CT_TRACE_MAX_MISSING];
+    char missing_host[CT_TRACE_MAX_MISSING][64];   /* "": not known (or a record from before they were kept) */
     double entered_wall, now_wall;
 };
 
@@ -95,7 +96,7 @@ static const char *str(const cJSON *o, const char *key, int *ok)
 /* One parsed record into *r; its world into *world. 0, or -1 when a field is missing. */
 static int parse_record(const cJSON *o, struct rank_rec *r, int *rank, int *world)
 {
-    const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "collective"), *m;
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "collective"), *m, *h;
     int ok = 1;
 
     *rank = (int)num(o, "rank", &ok);
@@ -116,9 +117,17 @@ static int parse_record(const cJSON *o, struct rank_rec *r, int *rank, int *worl
     r->timed_out = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "timed_out"));
     m = cJSON_GetObjectItemCaseSensitive(c, "missing");
     r->n_missing = 0;
-    for (const cJSON *e = cJSON_IsArray(m) ? m->child : NULL; e && r->n_missing < CT_TRACE_MAX_MISSING; e = e->next)
-        if (cJSON_IsNumber(e))
-            r->missing[r->n_missing++] = e->valueint;
+    h = cJSON_GetObjectItemCaseSensitive(c, "missing_hosts");
+    h = cJSON_IsArray(h) ? h->child : NULL;
+    for (const cJSON *e = cJSON_IsArray(m) ? m->child : NULL; e && r->n_missing < CT_TRACE_MAX_MISSING; e = e->next) {
+        if (!cJSON_IsNumber(e))
+            continue;
+        r->missing_host[r->n_missing][0] = '\0';
+        if (cJSON_IsString(h))
+            ct_str_copy(r->missing_host[r->n_missing], sizeof(r->missing_host[0]), h->valuestring);
+        h = h ? h->next : NULL;
+        r->missing[r->n_missing++] = e->valueint;
+    }
     if (!ok || r->phase < 0 || *rank < 0 || *world < 1 || *world > MAX_RANKS || *rank >= *world)
         return -1;
     r->present = 1;
@@ -239,6 +248,16 @@ static void missing_from_others(const struct rank_rec *recs, int world, int r, F
     }
 }
 
+/* The node of rank r as the others' records name it when they found it missing; NULL: none does. */
+static const char *missing_node(const struct rank_rec *recs, int world, int r)
+{
+    for (int o = 0; o < world; o++)
+        for (int i = 0; recs[o].present && i < recs[o].n_missing; i++)
+            if (recs[o].missing[i] == r && recs[o].missing_host[i][0])
+                return recs[o].missing_host[i];
+    return NULL;
+}
+
 static void report(const struct rank_rec *recs, int world, int lead, FILE *out, int *behind)
 {
     char pos[512];
@@ -253,7 +272,15 @@ static void report(const struct rank_rec *recs, int world, int lead, FILE *out, 
         const struct rank_rec *x = &recs[r];
 
         if (!x->present) {
-            fprintf(out, "ctrain: rank %d is behind: no record: the process is stopped, dead or could not write\n", r);
+            const char *node = missing_node(recs, world, r);
+
+            /* "(host N)" as for a rank with a record: ctrain supervise reads the node from it. */
+            if (node)
+                fprintf(out, "ctrain: rank %d (host %s) is behind: no record: the process is stopped, dead or could "
+                             "not write\n", r, node);
+            else
+                fprintf(out, "ctrain: rank %d is behind: no record: the process is stopped, dead or could not "
+                             "write\n", r);
             missing_from_others(recs, world, r, out);
             ++*behind;
             continue;

@@ -67,9 +67,9 @@ ct_collective_trace *ct_hang_init(int rank, int world, const char *root_dir)
     where.rank = rank;
     where.world = world;
     snprintf(where.dir, sizeof(where.dir), "%s/hang", root_dir[0] ? root_dir : ".");
-    if (gethostname(where.host, sizeof(where.host)))
+    /* SLURM's name for the node: what ctrain diagnose prints and ctrain supervise excludes. */
+    if (ct_node_name(where.host, sizeof(where.host)) && !where.host[0])
         ct_str_copy(where.host, sizeof(where.host), "?");
-    where.host[sizeof(where.host) - 1] = '\0';
     where.on = 1;
     return &rec.coll;
 }
@@ -95,7 +95,7 @@ static double wall_now(void)
 
 static cJSON *collective_json(const ct_collective_trace *c, double now_mono)
 {
-    cJSON *o = cJSON_CreateObject(), *missing;
+    cJSON *o = cJSON_CreateObject(), *missing, *hosts;
 
     cJSON_AddNumberToObject(o, "seq", (double)c->seq);
     cJSON_AddStringToObject(o, "what", c->what ? c->what : "");
@@ -103,8 +103,11 @@ static cJSON *collective_json(const ct_collective_trace *c, double now_mono)
     cJSON_AddNumberToObject(o, "waited_s", c->waiting ? now_mono - c->wait_since : 0);
     cJSON_AddBoolToObject(o, "timed_out", c->timed_out);
     missing = cJSON_AddArrayToObject(o, "missing");
-    for (int i = 0; i < c->n_missing && i < CT_TRACE_MAX_MISSING; i++)
+    hosts = cJSON_AddArrayToObject(o, "missing_hosts");
+    for (int i = 0; i < c->n_missing && i < CT_TRACE_MAX_MISSING; i++) {
         cJSON_AddItemToArray(missing, cJSON_CreateNumber(c->missing[i]));
+        cJSON_AddItemToArray(hosts, cJSON_CreateString(c->missing_host[i]));
+    }
     return o;
 }
 

@@ -138,6 +138,10 @@ typedef struct ct_run {
     double train_samples;      /* samples trained by all ranks (this run) */
     int64_t steps_this_run;
     double start_time;
+    /* Checkpoint saves (every file) and how long they held the training loop up, the wait for the
+     * last asynchronous write at the end of fit included (summary.json). */
+    int64_t ckpt_saves;
+    double ckpt_blocking_s;
     FILE *metrics;             /* metrics.csv, global zero only */
     int bar_active;            /* a progress bar line is on screen */
     int use_bar, use_plain;    /* --progress: a live bar, or plain lines (neither: off) */
@@ -279,6 +283,8 @@ int ct_eval_loop_run_limited(ct_run *run, enum ct_split split, ct_eval_result *o
 /* --- checkpoints (engine/loops/checkpoint.c) -------------------------------------------------- */
 /* Save the run's weights, optimizer state and counters through the strategy (rank 0 writes). */
 int ct_run_save_checkpoint(ct_run *run, const char *path, ct_error *err);
+/* Wait for the pending asynchronous write (ct_strategy_checkpoint_wait), timed with the saves. */
+int ct_run_checkpoint_wait(ct_run *run, ct_error *err);
 /* A checkpoint's metadata value for key ("" when absent) without loading tensors; every rank reads. */
 int ct_run_checkpoint_meta(ct_run *run, const char *path, const char *key, char *out, size_t size, ct_error *err);
 /* Load a checkpoint into the run. weights_only: skip optimizer state and counters (validate/test). */

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ctrain/util.h"
 #include "engine/loops/rank_nodes.h"
 
 int ct_rank_nodes(ct_strategy *s, int rank, int world, char (*host)[CT_RANK_HOST_LEN], int *node_of, int *leader,
@@ -16,7 +17,7 @@ int ct_rank_nodes(ct_strategy *s, int rank, int world, char (*host)[CT_RANK_HOST
 
     if (!all)
         return ct_error_set(err, CT_ENOMEM, "rank-nodes", "out of memory gathering the ranks' hosts");
-    if (gethostname(name, sizeof(name) - 1))
+    if (ct_node_name(name, sizeof(name)) && !name[0])
         snprintf(name, sizeof(name), "rank%d", rank);
     for (int i = 0; i < CT_RANK_HOST_LEN; i++)
         all[(size_t)rank * CT_RANK_HOST_LEN + (size_t)i] = (unsigned char)name[i];

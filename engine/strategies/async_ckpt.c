@@ -25,6 +25,7 @@ struct ct_async_ckpt {
     ct_ckpt *ckpt;             /* the copy: tensors point into data */
     unsigned char *data;
     int status;                /* the last write's: 0, or an error code in err */
+    double write_s;            /* how long the last write took (the thread's; read after the join) */
     ct_error err;
 };
 
@@ -32,9 +33,11 @@ static void *writer_main(void *arg)
 {
     ct_strategy *s = arg;
     struct ct_async_ckpt *a = s->async_ckpt;
+    double t0 = ct_time_now();
 
     ct_error_clear(&a->err);
     a->status = s->checkpoint_io->save(a->path, a->ckpt, &a->err);
+    a->write_s = ct_time_now() - t0;
     return NULL;
 }
 
@@ -48,6 +51,7 @@ int ct_async_ckpt_join(ct_strategy *s, ct_error *err)
         return 0;
     pthread_join(a->thread, NULL);
     a->running = 0;
+    s->ckpt_write_s += a->write_s;
     free(a->data);
     free(a->ckpt);
     a->data = NULL;

@@ -93,18 +93,16 @@ static void host_list(const struct ddp *d, const int *ranks, int count, char *bu
         snprintf(buf + len, size - len, ")");
 }
 
-/* Every rank's host name into d->hosts (MPI_Get_processor_name: the node's hostname). Without it
- * a timeout still names the ranks. */
+/* Every rank's node name into d->hosts (ct_node_name: SLURM's name for it in a step, else the host
+ * name, as MPI_Get_processor_name gives it). Without it a timeout still names the ranks. */
 static void gather_hosts(struct ddp *d, int size)
 {
-    char name[MPI_MAX_PROCESSOR_NAME] = "", mine[CT_DDP_HOST];
-    int len = 0;
+    char mine[CT_DDP_HOST] = "";
 
     d->hosts = calloc((size_t)size, CT_DDP_HOST);
     if (!d->hosts)
         return;
-    MPI_Get_processor_name(name, &len);
-    ct_str_copy(mine, sizeof(mine), name);
+    ct_node_name(mine, sizeof(mine));
     if (MPI_Allgather(mine, CT_DDP_HOST, MPI_CHAR, d->hosts, CT_DDP_HOST, MPI_CHAR, d->fault_comm) != MPI_SUCCESS) {
         free(d->hosts);
         d->hosts = NULL;
@@ -118,8 +116,11 @@ static void trace_missing(struct ddp *d, const int *ranks, int count)
         return;
     d->trace->timed_out = 1;
     d->trace->n_missing = count;
-    for (int i = 0; i < count && i < CT_TRACE_MAX_MISSING; i++)
+    for (int i = 0; i < count && i < CT_TRACE_MAX_MISSING; i++) {
         d->trace->missing[i] = ranks[i];
+        ct_str_copy(d->trace->missing_host[i], sizeof(d->trace->missing_host[i]),
+                    d->hosts ? d->hosts + (size_t)ranks[i] * CT_DDP_HOST : "");
+    }
 }
 
 static int timeout_error(struct ddp *d, const char *what, double timeout, const char *who, ct_error *err)
@@ -465,7 +466,7 @@ static void publish_host(struct ddp *d, int rank)
     char key[32], name[CT_DDP_HOST] = "";
     ct_error ignored;
 
-    if (gethostname(name, sizeof(name) - 1) != 0 || !name[0])
+    if (ct_node_name(name, sizeof(name)) && !name[0])
         return;
     host_key(key, sizeof(key), rank);
     (void)ct_tcpstore_set(d->store, key, name, strlen(name), &ignored);

@@ -22,6 +22,8 @@ int ct_strategy_num_nodes(const ct_strategy *s) { return s->num_nodes; }
 int ct_strategy_is_global_zero(const ct_strategy *s) { return s->global_rank == 0; }
 double ct_strategy_exposed_comm_seconds(const ct_strategy *s) { return s->exposed_comm_s; }
 
+double ct_strategy_checkpoint_write_seconds(const ct_strategy *s) { return s->ckpt_write_s; }
+
 void ct_strategy_grad_allreduces(const ct_strategy *s, long *total, long *during_backward)
 {
     *total = s->grad_allreduces;
@@ -379,8 +381,16 @@ static int save(ct_strategy *s, const char *path, const ct_ckpt *ckpt, int async
     ct_error_clear(&local);
     if ((rc = params_settle(s, err)))
         return rc;
-    if (s->global_rank == 0 && !(status = ct_async_ckpt_join(s, &local)))
-        status = async ? ct_async_ckpt_start(s, path, ckpt, &local) : s->checkpoint_io->save(path, ckpt, &local);
+    if (s->global_rank == 0 && !(status = ct_async_ckpt_join(s, &local))) {
+        double t0 = ct_time_now();
+
+        if (async) {
+            status = ct_async_ckpt_start(s, path, ckpt, &local);
+        } else {
+            status = s->checkpoint_io->save(path, ckpt, &local);
+            s->ckpt_write_s += ct_time_now() - t0;
+        }
+    }
     return save_verdict(s, path, status, &local, err);
 }
 

@@ -89,6 +89,7 @@ struct ct_strategy {
     void *optim_whole[2]; /* whole optimizer state arrays for a checkpoint of a sharded optimizer */
     void *impl;            /* the implementation's state */
     struct ct_async_ckpt *async_ckpt; /* rank 0's pending asynchronous checkpoint write (async_ckpt.c) */
+    double ckpt_write_s;   /* rank 0: checkpoint writes, synchronous and joined asynchronous ones */
 };
 
 /* Asynchronous checkpoint writes (async_ckpt.c), rank 0 only: join the pending one (its status,

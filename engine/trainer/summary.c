@@ -152,6 +152,11 @@ int ct_summary_write(const ct_trainer_job *job, const ct_trainer_result *res, co
     /* Rank 0's optimizer state: a sharded strategy holds 1/world of it. */
     cJSON_AddNumberToObject(o, "optimizer_state_bytes_per_rank", (double)ct_optim_state_bytes(run->optim));
     cJSON_AddNumberToObject(o, "wall_seconds", ct_time_now() - run->start_time);
+    /* Rank 0's checkpoint saves: how long they held training up, and how long their files took to
+     * write (in the background with --async-checkpoint; scripts/bench/async-checkpoint compares). */
+    cJSON_AddNumberToObject(o, "checkpoint_saves", (double)run->ckpt_saves);
+    cJSON_AddNumberToObject(o, "checkpoint_blocking_seconds", run->ckpt_blocking_s);
+    cJSON_AddNumberToObject(o, "checkpoint_write_seconds", ct_strategy_checkpoint_write_seconds(s));
     if (run->opt.on_straggler != CT_STRAGGLER_OFF) {
         cJSON *a;
 

@@ -23,7 +23,7 @@ static int fit(ct_run *run, const ct_trainer_job *job, ct_trainer_result *res, c
         return rc;
     /* A stop, like the end of fit, leaves last.safetensors complete: the pending asynchronous write
      * is waited for (every rank learns whether it failed) before anything reads it or exits 75. */
-    if ((rc = ct_fit_loop_run(run, err)) || (rc = ct_strategy_checkpoint_wait(run->strategy, err)))
+    if ((rc = ct_fit_loop_run(run, err)) || (rc = ct_run_checkpoint_wait(run, err)))
         return rc;
     if (run->stop.agreed || run->straggler_stop)
         return ct_signal_connector_finish(run, job->cfg, err);

@@ -114,6 +114,21 @@ double ct_time_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+int ct_node_name(char *buf, size_t size)
+{
+    const char *slurm = getenv("SLURMD_NODENAME");
+
+    if (size == 0)
+        return -1;
+    if (slurm && *slurm)
+        return ct_str_copy(buf, size, slurm);
+    buf[0] = '\0';
+    if (gethostname(buf, size - 1))
+        buf[0] = '\0';
+    buf[size - 1] = '\0';
+    return buf[0] ? 0 : -1;
+}
+
 const char *ct_options_get(const char *options, const char *key, char *buf, size_t size)
 {
     size_t klen = strlen(key);

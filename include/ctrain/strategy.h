@@ -82,6 +82,9 @@ typedef struct ct_collective_trace {
     int timed_out;            /* collective seq passed --collective-timeout */
     int n_missing;            /* then: ranks that did not arrive (-1: not known) */
     int missing[CT_TRACE_MAX_MISSING];
+    /* ... and the node each of them runs on ("": not known): a rank that cannot write its own
+     * record (stopped, dead) is still named with its node. */
+    char missing_host[CT_TRACE_MAX_MISSING][64];
 } ct_collective_trace;
 /* Hand the strategy the trace it keeps up to date (NULL: none). */
 void ct_strategy_set_trace(ct_strategy *s, ct_collective_trace *trace);
@@ -175,6 +178,10 @@ int ct_strategy_save_checkpoint(ct_strategy *s, const char *path, const ct_ckpt 
 int ct_strategy_save_checkpoint_async(ct_strategy *s, const char *path, const ct_ckpt *ckpt, ct_error *err);
 /* Wait for the pending asynchronous write (a collective: every rank learns whether it failed). */
 int ct_strategy_checkpoint_wait(ct_strategy *s, ct_error *err);
+/* Rank 0: seconds spent writing checkpoint files since setup (the checkpoint IO's save: write,
+ * fsync, rename), whether the loop waited for it (synchronous) or a thread did it meanwhile
+ * (asynchronous, counted once the write is joined); 0 on the other ranks. */
+double ct_strategy_checkpoint_write_seconds(const ct_strategy *s);
 /* The same without a collective, on an error path (rank 0 waits; a failure is printed). */
 void ct_strategy_checkpoint_wait_local(ct_strategy *s);
 int ct_strategy_load_checkpoint(ct_strategy *s, const char *path, ct_ckpt *ckpt, ct_error *err);

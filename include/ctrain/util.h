@@ -37,4 +37,9 @@ int ct_fsync_parent_dir(const char *path);
 /* Monotonic clock in seconds. */
 double ct_time_now(void);
 
+/* This node's name as the resource manager knows it, into buf: SLURMD_NODENAME in a SLURM step
+ * (slurm.conf's NodeName, which scontrol, the supervisor's exclusions and an admin use; the host
+ * name may differ, e.g. n2.cluster.example for n2), else the host name. 0, or -1 (buf "" or cut). */
+int ct_node_name(char *buf, size_t size);
+
 #endif
