@@ -252,6 +252,7 @@ int ct_run_checkpoint_wait(ct_run *run, ct_error *err)
     int rc = ct_strategy_checkpoint_wait(run->strategy, err);
 
     run->ckpt_blocking_s += ct_time_now() - t0;
+    run->ckpt_end_wait_s += ct_time_now() - t0;
     return rc;
 }
 

@@ -142,6 +142,7 @@ typedef struct ct_run {
      * last asynchronous write at the end of fit included (summary.json). */
     int64_t ckpt_saves;
     double ckpt_blocking_s;
+    double ckpt_end_wait_s;     /* of which the wait for the last asynchronous write, at the end */
     FILE *metrics;             /* metrics.csv, global zero only */
     int bar_active;            /* a progress bar line is on screen */
     int use_bar, use_plain;    /* --progress: a live bar, or plain lines (neither: off) */

@@ -24,6 +24,8 @@ struct ct_async_ckpt {
     char path[1100];
     ct_ckpt *ckpt;             /* the copy: tensors point into data */
     unsigned char *data;
+    size_t cap;                /* data's size: kept from save to save (a fresh buffer of the
+                                * checkpoint's size costs a page fault per page of the copy) */
     int status;                /* the last write's: 0, or an error code in err */
     double write_s;            /* how long the last write took (the thread's; read after the join) */
     ct_error err;
@@ -52,10 +54,6 @@ int ct_async_ckpt_join(ct_strategy *s, ct_error *err)
     pthread_join(a->thread, NULL);
     a->running = 0;
     s->ckpt_write_s += a->write_s;
-    free(a->data);
-    free(a->ckpt);
-    a->data = NULL;
-    a->ckpt = NULL;
     status = a->status;
     if (status && err)
         *err = a->err;
@@ -70,13 +68,19 @@ static int copy_ckpt(struct ct_async_ckpt *a, const ct_ckpt *c, ct_error *err)
 
     for (int i = 0; i < c->n_tensors; i++)
         total += c->tensors[i].nbytes;
-    a->ckpt = malloc(sizeof(*a->ckpt));
-    a->data = malloc(total ? total : 1);
+    if (!a->ckpt)
+        a->ckpt = malloc(sizeof(*a->ckpt));
+    if (total > a->cap || !a->data) {
+        free(a->data);
+        a->cap = total ? total : 1;
+        a->data = malloc(a->cap);
+    }
     if (!a->ckpt || !a->data) {
         free(a->ckpt);
         free(a->data);
         a->ckpt = NULL;
         a->data = NULL;
+        a->cap = 0;
         ct_error_set(err, CT_ENOMEM, "checkpoint-async", "out of memory copying the checkpoint (%zu bytes) for "
                      "the asynchronous write", total);
         return ct_error_hint(err, "leave out --async-checkpoint: a synchronous save needs no copy");
@@ -107,14 +111,9 @@ int ct_async_ckpt_start(ct_strategy *s, const char *path, const ct_ckpt *c, ct_e
     pthread_sigmask(SIG_SETMASK, &all, &old);
     rc = pthread_create(&a->thread, NULL, writer_main, s);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc) {
-        free(a->data);
-        free(a->ckpt);
-        a->data = NULL;
-        a->ckpt = NULL;
+    if (rc)
         return ct_error_set(err, CT_EINTERNAL, "checkpoint-async", "cannot start the checkpoint writer: %s",
                             strerror(rc));
-    }
     a->running = 1;
     return 0;
 }
@@ -122,6 +121,10 @@ int ct_async_ckpt_start(ct_strategy *s, const char *path, const ct_ckpt *c, ct_e
 void ct_async_ckpt_free(ct_strategy *s)
 {
     ct_async_ckpt_join(s, NULL);
+    if (s->async_ckpt) {
+        free(s->async_ckpt->data);
+        free(s->async_ckpt->ckpt);
+    }
     free(s->async_ckpt);
     s->async_ckpt = NULL;
 }

@@ -156,6 +156,7 @@ int ct_summary_write(const ct_trainer_job *job, const ct_trainer_result *res, co
      * write (in the background with --async-checkpoint; scripts/bench/async-checkpoint compares). */
     cJSON_AddNumberToObject(o, "checkpoint_saves", (double)run->ckpt_saves);
     cJSON_AddNumberToObject(o, "checkpoint_blocking_seconds", run->ckpt_blocking_s);
+    cJSON_AddNumberToObject(o, "checkpoint_end_wait_seconds", run->ckpt_end_wait_s);
     cJSON_AddNumberToObject(o, "checkpoint_write_seconds", ct_strategy_checkpoint_write_seconds(s));
     if (run->opt.on_straggler != CT_STRAGGLER_OFF) {
         cJSON *a;
