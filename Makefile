@@ -243,7 +243,7 @@ $(SPANK_BIND_SO): $(SPANK_BIND_OBJ) $(CORE_A) spank/bind-helper/ctrain-bind.map
 $(BUILD)/t/%: t/unit/%.c $(LIB_A)
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"
-	$(Q)$(CC) $(ALL_CFLAGS) $(LIB_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(LIB_A) $(TEST_LIBS) $(LIB_LIBS) $(CORE_LIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) $(LIB_CFLAGS) -fopenmp $(ALL_LDFLAGS) -o $@ $< $(LIB_A) $(TEST_LIBS) $(LIB_LIBS) $(CORE_LIBS)
 
 $(BUILD)/t/%: t/tools/%.c $(LIB_A)
 	@mkdir -p $(dir $@)

@@ -25,12 +25,20 @@ struct gemm_key {
     enum ct_dtype ab;
     enum ct_dtype c;    /* C's type: fp32, or bf16 (bf16-true: rounded once, after the fp32 sum) */
     struct ct_gemm_batch batch;   /* all zero: one product */
+    float alpha;        /* C = alpha x the product (1: none; an eltwise post-op otherwise) */
+    int solo;           /* called inside an OpenMP parallel region: made for, and run on, that one thread */
+    int bias;           /* C = product + a bias row (oneDNN's bias input): 0 none, else its ct_dtype + 1 */
 };
 
 struct gemm_prim {
     struct gemm_key key;
     dnnl_primitive_t prim;   /* NULL: oneDNN made none, OpenBLAS computes this one */
-    dnnl_memory_t src, wei, dst;
+    dnnl_memory_t src, wei, dst, bias;
+    /* a solo primitive's own stream and lock: the team's threads each run their own product at once
+     * (ct_gemm from inside a parallel region), which the global lock and stream would serialise */
+    dnnl_stream_t stream;
+    dnnl_memory_t scratch;   /* and scratchpad (oneDNN's own is per creating thread) */
+    pthread_mutex_t lock;
     char impl[64];
     struct gemm_prim *next;
 };
@@ -100,7 +108,8 @@ static int gemm_key_eq(const struct gemm_key *a, const struct gemm_key *b)
 {
     return a->trans_a == b->trans_a && a->trans_b == b->trans_b && a->M == b->M && a->N == b->N && a->K == b->K &&
            a->lda == b->lda && a->ldb == b->ldb && a->ldc == b->ldc && a->accumulate == b->accumulate &&
-           a->ab == b->ab && a->c == b->c && !memcmp(&a->batch, &b->batch, sizeof(a->batch));
+           a->ab == b->ab && a->c == b->c && !memcmp(&a->batch, &b->batch, sizeof(a->batch)) && a->alpha == b->alpha &&
+           a->solo == b->solo && a->bias == b->bias;
 }
 
 /* A 2-D row-major matrix [rows, cols] with leading dimension ld, read transposed when trans. */
@@ -151,27 +160,28 @@ static const dnnl_memory_desc_t *md_ptr(const gemm_md *md) { return md; }
 #endif
 
 static dnnl_status_t pd_make(dnnl_primitive_desc_t *pd, const gemm_md *src, const gemm_md *wei,
-                             const gemm_md *dst, const_dnnl_primitive_attr_t attr)
+                             const gemm_md *bias, const gemm_md *dst, const_dnnl_primitive_attr_t attr)
 {
 #if DNNL_VERSION_MAJOR >= 3
-    return dnnl_matmul_primitive_desc_create(pd, gemm_engine, md_ptr(src), md_ptr(wei), NULL, md_ptr(dst), attr);
+    return dnnl_matmul_primitive_desc_create(pd, gemm_engine, md_ptr(src), md_ptr(wei), bias ? md_ptr(bias) : NULL,
+                                             md_ptr(dst), attr);
 #else
     dnnl_matmul_desc_t d;
-    dnnl_status_t st = dnnl_matmul_desc_init(&d, md_ptr(src), md_ptr(wei), NULL, md_ptr(dst));
+    dnnl_status_t st = dnnl_matmul_desc_init(&d, md_ptr(src), md_ptr(wei), bias ? md_ptr(bias) : NULL, md_ptr(dst));
 
     return st == dnnl_success ? dnnl_primitive_desc_create(pd, &d, attr, gemm_engine, NULL) : st;
 #endif
 }
 
 /* Fill p's primitive for p->key; p->prim stays NULL when oneDNN cannot (OpenBLAS then computes). */
-static void prim_make(struct gemm_prim *p)
+static void prim_make_team(struct gemm_prim *p)
 {
     const struct gemm_key *k = &p->key;
     const struct ct_gemm_batch *b = &k->batch;
     dnnl_data_type_t dt = k->ab == CT_DTYPE_BF16 ? dnnl_bf16 : dnnl_f32;
-    struct md_shape sa, sb, sc;
-    gemm_md src, wei, dst;
-    int have_md = 0;
+    struct md_shape sa, sb, sc, sbias;
+    gemm_md src, wei, dst, bia;
+    int have_md = 0, have_bias = 0;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t po = NULL;
     dnnl_primitive_desc_t pd = NULL;
@@ -201,22 +211,34 @@ static void prim_make(struct gemm_prim *p)
     if (md_make(&dst, &sc, k->c == CT_DTYPE_BF16 ? dnnl_bf16 : dnnl_f32) != 0)
         goto out_wei;
     have_md = 1;
+    /* the bias: one row [1, N], added to every row of C */
+    sbias = (struct md_shape){ 1, k->N, k->N, 0, 0, 0, 0, 0 };
+    if (k->bias && md_make(&bia, &sbias, k->bias - 1 == CT_DTYPE_BF16 ? dnnl_bf16 : dnnl_f32) != 0)
+        goto out;
+    have_bias = k->bias != 0;
     if (dnnl_primitive_attr_create(&attr) != dnnl_success)
         goto out;
-    if (k->accumulate) {
-        /* C += product: oneDNN's sum post-op adds the old destination in fp32 */
-        if (dnnl_post_ops_create(&po) != dnnl_success)
-            goto out;
+    if (k->solo && dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) != dnnl_success)
+        goto out;
+    if ((k->accumulate || k->alpha != 1.0f) && dnnl_post_ops_create(&po) != dnnl_success)
+        goto out;
+    /* C = alpha x product: a linear post-op on the fp32 sum, before it is rounded to C's type */
 #if DNNL_VERSION_MAJOR >= 3
-        if (dnnl_post_ops_append_sum(po, 1.0f, 0, dnnl_data_type_undef) != dnnl_success)
+    if (k->alpha != 1.0f && dnnl_post_ops_append_eltwise(po, dnnl_eltwise_linear, k->alpha, 0.0f) != dnnl_success)
 #else
-        if (dnnl_post_ops_append_sum(po, 1.0f) != dnnl_success)
+    if (k->alpha != 1.0f && dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_linear, k->alpha, 0.0f) != dnnl_success)
 #endif
-            goto out;
-        if (dnnl_primitive_attr_set_post_ops(attr, po) != dnnl_success)
-            goto out;
-    }
-    if (pd_make(&pd, &src, &wei, &dst, attr) != dnnl_success)
+        goto out;
+    /* C += product: oneDNN's sum post-op adds the old destination in fp32 */
+#if DNNL_VERSION_MAJOR >= 3
+    if (k->accumulate && dnnl_post_ops_append_sum(po, 1.0f, 0, dnnl_data_type_undef) != dnnl_success)
+#else
+    if (k->accumulate && dnnl_post_ops_append_sum(po, 1.0f) != dnnl_success)
+#endif
+        goto out;
+    if (po && dnnl_primitive_attr_set_post_ops(attr, po) != dnnl_success)
+        goto out;
+    if (pd_make(&pd, &src, &wei, have_bias ? &bia : NULL, &dst, attr) != dnnl_success)
         goto out;
     if (dnnl_primitive_create(&p->prim, pd) != dnnl_success) {
         p->prim = NULL;
@@ -225,7 +247,15 @@ static void prim_make(struct gemm_prim *p)
     dnnl_memory_create(&p->src, md_ptr(&src), gemm_engine, DNNL_MEMORY_NONE);
     dnnl_memory_create(&p->wei, md_ptr(&wei), gemm_engine, DNNL_MEMORY_NONE);
     dnnl_memory_create(&p->dst, md_ptr(&dst), gemm_engine, DNNL_MEMORY_NONE);
-    if (!p->src || !p->wei || !p->dst) {
+    if (have_bias)
+        dnnl_memory_create(&p->bias, md_ptr(&bia), gemm_engine, DNNL_MEMORY_NONE);
+    /* a solo primitive's scratchpad is its own: it runs on whichever thread of the team calls it */
+    if (k->solo && dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0)) > 0)
+        dnnl_memory_create(&p->scratch, dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0), gemm_engine,
+                           DNNL_MEMORY_ALLOCATE);
+    if (!p->src || !p->wei || !p->dst || (have_bias && !p->bias) ||
+        (k->solo && !p->scratch &&
+         dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0)) > 0)) {
         dnnl_primitive_destroy(p->prim);
         p->prim = NULL;
         goto out;
@@ -247,11 +277,35 @@ out:
         dnnl_primitive_attr_destroy(attr);
     if (!have_md)
         return;
+    if (have_bias)
+        md_free(bia);
     md_free(dst);
 out_wei:
     md_free(wei);
 out_src:
     md_free(src);
+}
+
+/* A solo primitive is made while this thread's OpenMP thread count is 1, so that oneDNN plans its
+ * work for the one thread that runs it: a primitive planned for the team and run inside a parallel
+ * region would be handed one thread (oneDNN runs nested regions serially) and a split made for
+ * more. Inside a region the count set here is this thread's own, and it is put back. */
+static void prim_make(struct gemm_prim *p)
+{
+    int threads = omp_get_max_threads();
+
+    if (p->key.solo)
+        omp_set_num_threads(1);
+    prim_make_team(p);
+    if (p->key.solo) {
+        omp_set_num_threads(threads);
+        if (p->prim && dnnl_stream_create(&p->stream, gemm_engine, dnnl_stream_default_flags) != dnnl_success) {
+            dnnl_primitive_destroy(p->prim);
+            p->prim = NULL;
+            p->stream = NULL;
+            snprintf(p->impl, sizeof(p->impl), "openblas");
+        }
+    }
 }
 
 /* The cached primitive for key, made on first use; NULL only when out of memory. */
@@ -265,6 +319,7 @@ static struct gemm_prim *prim_get(const struct gemm_key *key)
             break;
     if (!p && (p = calloc(1, sizeof(*p)))) {
         p->key = *key;
+        pthread_mutex_init(&p->lock, NULL);
         prim_make(p);
         p->next = gemm_cache;
         gemm_cache = p;
@@ -275,51 +330,72 @@ static struct gemm_prim *prim_get(const struct gemm_key *key)
 
 /* --- products --------------------------------------------------------------------------------- */
 
-static int gemm_onednn(const struct gemm_key *key, const void *A, const void *B, void *C)
+static int gemm_onednn(const struct gemm_key *key, const void *A, const void *B, const void *bias, void *C)
 {
     struct gemm_prim *p = prim_get(key);
-    dnnl_exec_arg_t args[3];
+    dnnl_exec_arg_t args[5];
+    int n = 3;
+    pthread_mutex_t *lock;
+    dnnl_stream_t stream;
 
     if (!p || !p->prim)
         return -1;
-    /* a memory object holds its data pointer: callers on several threads would race on it */
-    pthread_mutex_lock(&gemm_lock);
+    /* a memory object holds its data pointer: callers on several threads would race on it (a solo
+     * primitive has its own lock and stream; team primitives run one at a time) */
+    lock = key->solo ? &p->lock : &gemm_lock;
+    stream = key->solo ? p->stream : gemm_stream;
+    pthread_mutex_lock(lock);
     dnnl_memory_set_data_handle(p->src, (void *)A);
     dnnl_memory_set_data_handle(p->wei, (void *)B);
     dnnl_memory_set_data_handle(p->dst, C);
     args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, p->src };
     args[1] = (dnnl_exec_arg_t){ DNNL_ARG_WEIGHTS, p->wei };
     args[2] = (dnnl_exec_arg_t){ DNNL_ARG_DST, p->dst };
-    dnnl_primitive_execute(p->prim, gemm_stream, 3, args);
-    dnnl_stream_wait(gemm_stream);
-    pthread_mutex_unlock(&gemm_lock);
+    if (p->scratch)
+        args[n++] = (dnnl_exec_arg_t){ DNNL_ARG_SCRATCHPAD, p->scratch };
+    if (p->bias) {
+        dnnl_memory_set_data_handle(p->bias, (void *)bias);
+        args[n++] = (dnnl_exec_arg_t){ DNNL_ARG_BIAS, p->bias };
+    }
+    dnnl_primitive_execute(p->prim, stream, n, args);
+    dnnl_stream_wait(stream);
+    pthread_mutex_unlock(lock);
     return 0;
 }
 
 int ct_gemm_onednn(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda, const void *B, int ldb,
                    enum ct_dtype ab, int accumulate, float *C, int ldc)
 {
-    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, ab, CT_DTYPE_F32, { 0 } };
+    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, ab, CT_DTYPE_F32, { 0 }, 1.0f,
+                            omp_in_parallel(), 0 };
 
-    return gemm_onednn(&key, A, B, C);
+    return gemm_onednn(&key, A, B, NULL, C);
 }
 
 int ct_gemm_batched(const struct ct_gemm_batch *batch, int trans_a, int trans_b, int M, int N, int K, const void *A,
                     int lda, const void *B, int ldb, enum ct_dtype ab, float *C, int ldc)
 {
-    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, 0, ab, CT_DTYPE_F32, *batch };
+    return ct_gemm_batched_to(batch, trans_a, trans_b, M, N, K, A, lda, B, ldb, ab, 1.0f, CT_DTYPE_F32, C, ldc);
+}
 
-    if (M <= 0 || N <= 0 || batch->n0 <= 0 || batch->n1 <= 0)
+int ct_gemm_batched_to(const struct ct_gemm_batch *batch, int trans_a, int trans_b, int M, int N, int K, const void *A,
+                       int lda, const void *B, int ldb, enum ct_dtype ab, float alpha, enum ct_dtype c, void *C,
+                       int ldc)
+{
+    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, 0, ab, c, *batch, alpha, omp_in_parallel(), 0 };
+
+    if (M <= 0 || N <= 0 || batch->n0 <= 0 || batch->n1 <= 0 || (c != CT_DTYPE_F32 && c != CT_DTYPE_BF16))
         return -1;
     if (!teams_pid && omp_get_max_threads() > 1)
         teams_pid = getpid();
-    return gemm_onednn(&key, A, B, C);
+    return gemm_onednn(&key, A, B, NULL, C);
 }
 
 const char *ct_gemm_impl(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, enum ct_dtype ab,
                          int accumulate, int ldc)
 {
-    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, ab, CT_DTYPE_F32, { 0 } };
+    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, ab, CT_DTYPE_F32, { 0 }, 1.0f,
+                            omp_in_parallel(), 0 };
     struct gemm_prim *p = prim_get(&key);
 
     return p ? p->impl : "openblas";
@@ -328,14 +404,16 @@ const char *ct_gemm_impl(int trans_a, int trans_b, int M, int N, int K, int lda,
 void ct_gemm_prepare(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, enum ct_dtype ab,
                      int accumulate, int ldc)
 {
-    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, ab, CT_DTYPE_F32, { 0 } };
+    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, ab, CT_DTYPE_F32, { 0 }, 1.0f,
+                            omp_in_parallel(), 0 };
 
     prim_get(&key);
 }
 
 void ct_gemm_prepare_bf16(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, int accumulate, int ldc)
 {
-    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, CT_DTYPE_BF16, CT_DTYPE_BF16, { 0 } };
+    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, CT_DTYPE_BF16, CT_DTYPE_BF16, { 0 },
+                            1.0f, omp_in_parallel(), 0 };
 
     prim_get(&key);
 }
@@ -387,14 +465,15 @@ void ct_gemm(int trans_a, int trans_b, int M, int N, int K, const void *A, int l
 void ct_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
                   int accumulate, uint16_t *C, int ldc)
 {
-    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, CT_DTYPE_BF16, CT_DTYPE_BF16, { 0 } };
+    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, CT_DTYPE_BF16, CT_DTYPE_BF16, { 0 },
+                            1.0f, omp_in_parallel(), 0 };
     float *c;
 
     if (M <= 0 || N <= 0)
         return;
     if (!teams_pid && omp_get_max_threads() > 1)
         teams_pid = getpid();
-    if (gemm_onednn(&key, A, B, C) == 0)
+    if (gemm_onednn(&key, A, B, NULL, C) == 0)
         return;
     /* No oneDNN primitive (a CPU without bf16 instructions): the fp32 product of the widened inputs
      * on OpenBLAS, added to C's old value in fp32 and rounded once, as oneDNN does. */
@@ -408,4 +487,41 @@ void ct_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t 
         for (int j = 0; j < N; j++)
             C[(size_t)i * ldc + j] = ct_bf16_store(c[(size_t)i * ldc + j]);
     free(c);
+}
+
+/* C = op(A) op(B) + bias (a row of N added to every row), in one pass: oneDNN's bias input, where
+ * filling C with the bias and accumulating onto it wrote C and read it back. Without a primitive,
+ * that fill and an accumulating product. */
+void ct_gemm_bias(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda, const void *B, int ldb,
+                  enum ct_dtype ab, const float *bias, float *C, int ldc)
+{
+    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, 0, ab, CT_DTYPE_F32, { 0 }, 1.0f,
+                            omp_in_parallel(), CT_DTYPE_F32 + 1 };
+
+    if (M <= 0 || N <= 0)
+        return;
+    if (!teams_pid && omp_get_max_threads() > 1)
+        teams_pid = getpid();
+    if (gemm_onednn(&key, A, B, bias, C) == 0)
+        return;
+    for (int i = 0; i < M; i++)
+        memcpy(C + (size_t)i * ldc, bias, sizeof(float) * (size_t)N);
+    ct_gemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, ab, 1, C, ldc);
+}
+
+void ct_gemm_bf16_bias(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
+                       int ldb, const uint16_t *bias, uint16_t *C, int ldc)
+{
+    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, 0, CT_DTYPE_BF16, CT_DTYPE_BF16, { 0 }, 1.0f,
+                            omp_in_parallel(), CT_DTYPE_BF16 + 1 };
+
+    if (M <= 0 || N <= 0)
+        return;
+    if (!teams_pid && omp_get_max_threads() > 1)
+        teams_pid = getpid();
+    if (gemm_onednn(&key, A, B, bias, C) == 0)
+        return;
+    for (int i = 0; i < M; i++)
+        memcpy(C + (size_t)i * ldc, bias, sizeof(uint16_t) * (size_t)N);
+    ct_gemm_bf16(trans_a, trans_b, M, N, K, A, lda, B, ldb, 1, C, ldc);
 }

@@ -14,14 +14,25 @@
 
 /* Row-major C[M,N] = op(A)[M,K] op(B)[K,N], plus C's old value when accumulate is 1. op(X) is X, or
  * X^T when its trans flag is set (A is then stored [K,M], B [N,K]). A and B are both float
- * (CT_DTYPE_F32) or both bf16 as uint16_t (CT_DTYPE_BF16, ct_bf16_pack); C is float. */
+ * (CT_DTYPE_F32) or both bf16 as uint16_t (CT_DTYPE_BF16, ct_bf16_pack); C is float. Called from
+ * inside an OpenMP parallel region (every function here), the product runs on the calling thread
+ * alone, on a primitive made for one thread, while the team's other threads run their own. */
 void ct_gemm(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda, const void *B, int ldb,
              enum ct_dtype ab, int accumulate, float *C, int ldc);
+
+/* C = op(A) op(B) + bias, bias a row of N (float) added to every row of C: one pass over C where
+ * filling it with the bias and accumulating read it back (a Linear layer's forward). */
+void ct_gemm_bias(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda, const void *B, int ldb,
+                  enum ct_dtype ab, const float *bias, float *C, int ldc);
 
 /* bf16-true's products: A, B and C all bf16, the sum in fp32 (plus C's old value when accumulate)
  * rounded once into C. On oneDNN (a bf16 destination); without a primitive, on OpenBLAS in fp32. */
 void ct_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
                   int accumulate, uint16_t *C, int ldc);
+/* ct_gemm_bf16 with a bf16 bias row added to every row of C (no accumulate): the fp32 sum plus the
+ * bias, rounded once. */
+void ct_gemm_bf16_bias(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
+                       int ldb, const uint16_t *bias, uint16_t *C, int ldc);
 void ct_gemm_prepare_bf16(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, int accumulate, int ldc);
 
 /* Make the primitive ct_gemm will use for this problem now (at a model's set-up) instead of on the
@@ -44,6 +55,11 @@ struct ct_gemm_batch {
  * primitive for the problem (nothing is computed; the caller takes its own path). */
 int ct_gemm_batched(const struct ct_gemm_batch *batch, int trans_a, int trans_b, int M, int N, int K, const void *A,
                     int lda, const void *B, int ldb, enum ct_dtype ab, float *C, int ldc);
+/* The same with C = alpha op(A) op(B), the fp32 sum scaled and then stored as c: fp32 (float), or
+ * rounded once to bf16 (uint16_t: bf16-true's attention writes its bf16 tensors directly). */
+int ct_gemm_batched_to(const struct ct_gemm_batch *batch, int trans_a, int trans_b, int M, int N, int K, const void *A,
+                       int lda, const void *B, int ldb, enum ct_dtype ab, float alpha, enum ct_dtype c, void *C,
+                       int ldc);
 
 /* The threads oneDNN and the step's parallel loops use (OpenMP: Debian's oneDNN runs on it). */
 void ct_gemm_set_threads(int threads);

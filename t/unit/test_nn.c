@@ -3,6 +3,7 @@
  * values, the PRNG's determinism. */
 #include <float.h>
 #include <math.h>
+#include <omp.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -570,7 +571,7 @@ static void check_gemm_batched(int ta, int tb, int M, int N, int K, enum ct_dtyp
                                (long)M * ldc };
     size_t na = (size_t)n0 * g.a0, nb = (size_t)n0 * g.b0, nc = (size_t)n0 * g.c0;
     float *af = malloc(na * 4), *bf = malloc(nb * 4), *c = calloc(nc, 4), *want = calloc(nc, 4);
-    uint16_t *ah = malloc(na * 2), *bh = malloc(nb * 2);
+    uint16_t *ah = malloc(na * 2), *bh = malloc(nb * 2), *ch = malloc(nc * 2);
     const void *a = af, *b = bf;
     ct_rng r;
     int rc;
@@ -603,13 +604,151 @@ static void check_gemm_batched(int ta, int tb, int M, int N, int K, enum ct_dtyp
 
                     assert_true(fabsf(c[at] - want[at]) <= 1e-5f * K);
                 }
+    /* ct_gemm_batched_to: the sums scaled by alpha (attention's 1/sqrt(head size)), stored as fp32,
+     * or rounded once to bf16 (within half a bf16 ulp of the fp32 result, give or take its sum's order) */
+    assert_int_equal(ct_gemm_batched_to(&g, ta, tb, M, N, K, a, lda, b, ldb, dt, 0.125f, CT_DTYPE_F32, c, ldc), 0);
+    memset(ch, 0, nc * 2);
+    if (dt == CT_DTYPE_BF16)
+        assert_int_equal(ct_gemm_batched_to(&g, ta, tb, M, N, K, a, lda, b, ldb, dt, 0.125f, CT_DTYPE_BF16, ch, ldc),
+                         0);
+    for (int i = 0; i < n0; i++)
+        for (int j = 0; j < n1; j++)
+            for (int m = 0; m < M; m++)
+                for (int n = 0; n < N; n++) {
+                    size_t at = (size_t)(i * g.c0 + j * g.c1) + (size_t)m * ldc + n;
+                    float w = 0.125f * want[at];
+
+                    assert_true(fabsf(c[at] - w) <= 0.125f * 1e-5f * K);
+                    if (dt == CT_DTYPE_BF16)
+                        assert_true(fabsf(ct_bf16_load(ch[at]) - w) <= fabsf(w) / 256.0f + 0.125f * 1e-5f * K);
+                }
 out:
     free(af);
     free(bf);
     free(ah);
     free(bh);
+    free(ch);
     free(c);
     free(want);
+}
+
+/* ct_gemm_bias and ct_gemm_bf16_bias (a Linear's forward, oneDNN adding the bias as it stores C)
+ * against C filled with the bias and an accumulating ct_gemm / ct_gemm_bf16: fp32 within the sum's
+ * order, bf16 within one bf16 ulp. */
+static void test_gemm_bias(void **state)
+{
+    int shapes[][3] = { { 64, 48, 96 }, { 33, 130, 17 }, { 7, 5, 3 } };
+
+    (void)state;
+    for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+        for (int dt = 0; dt < 3; dt++) {
+            int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], ldc = N + 3;
+            float *a = malloc(sizeof(float) * M * K), *b = malloc(sizeof(float) * N * K), *bias = malloc(4 * N);
+            float *c = calloc((size_t)M * ldc, 4), *want = calloc((size_t)M * ldc, 4);
+            uint16_t *ah = malloc(2 * M * K), *bh = malloc(2 * N * K), *biash = malloc(2 * N);
+            uint16_t *ch = calloc((size_t)M * ldc, 2), *wanth = calloc((size_t)M * ldc, 2);
+            ct_rng r;
+
+            ct_rng_seed(&r, (uint64_t)(M + N + K + dt));
+            for (int i = 0; i < M * K; i++)
+                a[i] = ct_bf16_round((float)ct_rng_uniform(&r) - 0.5f);
+            for (int i = 0; i < N * K; i++)
+                b[i] = ct_bf16_round((float)ct_rng_uniform(&r) - 0.5f);
+            for (int i = 0; i < N; i++)
+                bias[i] = ct_bf16_round((float)ct_rng_uniform(&r) - 0.5f);
+            ct_bf16_pack(a, ah, (size_t)M * K);
+            ct_bf16_pack(b, bh, (size_t)N * K);
+            ct_bf16_pack(bias, biash, (size_t)N);
+            for (int i = 0; i < M; i++) {
+                memcpy(want + (size_t)i * ldc, bias, 4 * (size_t)N);
+                memcpy(wanth + (size_t)i * ldc, biash, 2 * (size_t)N);
+            }
+            /* dt 0: fp32, 1: bf16 inputs into fp32, 2: bf16 throughout; W transposed, as a Linear's */
+            if (dt == 2) {
+                ct_gemm_bf16(0, 1, M, N, K, ah, K, bh, K, 1, wanth, ldc);
+                ct_gemm_bf16_bias(0, 1, M, N, K, ah, K, bh, K, biash, ch, ldc);
+            } else {
+                ct_gemm(0, 1, M, N, K, dt ? (const void *)ah : a, K, dt ? (const void *)bh : b, K,
+                        dt ? CT_DTYPE_BF16 : CT_DTYPE_F32, 1, want, ldc);
+                ct_gemm_bias(0, 1, M, N, K, dt ? (const void *)ah : a, K, dt ? (const void *)bh : b, K,
+                             dt ? CT_DTYPE_BF16 : CT_DTYPE_F32, bias, c, ldc);
+            }
+            for (int i = 0; i < M; i++)
+                for (int j = 0; j < N; j++) {
+                    size_t at = (size_t)i * ldc + j;
+
+                    if (dt == 2)
+                        assert_true(fabsf(ct_bf16_load(ch[at]) - ct_bf16_load(wanth[at])) <=
+                                    fabsf(ct_bf16_load(wanth[at])) / 128.0f + 1e-6f * K);
+                    else
+                        assert_true(fabsf(c[at] - want[at]) <= 1e-5f * K);
+                }
+            free(a), free(b), free(bias), free(c), free(want), free(ah), free(bh), free(biash), free(ch), free(wanth);
+        }
+}
+
+/* ct_gemm and ct_gemm_bf16 from inside an OpenMP parallel region, two threads each running its own
+ * product at once (the GPT's backward does so with a layer's weight and input gradients on a team
+ * of two): each equals the same product run on the whole team outside, within the fp32 sum's
+ * order (bf16 results: one bf16 ulp). The shapes are large enough for oneDNN to split a product
+ * among a team. */
+static void test_gemm_in_parallel(void **state)
+{
+    int threads = omp_get_max_threads(), team = 0, shapes[2][5] = { { 1, 0, 96, 80, 512 }, { 0, 0, 512, 80, 96 } };
+    size_t n = 512 * 96;
+    float *a = malloc(n * 4), *b = malloc(n * 4), *want[2], *got[2];
+    uint16_t *ah = malloc(n * 2), *bh = malloc(n * 2), *wantb[2], *gotb[2];
+    ct_rng r;
+
+    (void)state;
+    ct_rng_seed(&r, 11);
+    for (size_t i = 0; i < n; i++) {
+        a[i] = ct_bf16_round((float)ct_rng_uniform(&r) - 0.5f);
+        b[i] = ct_bf16_round((float)ct_rng_uniform(&r) - 0.5f);
+    }
+    ct_bf16_pack(a, ah, n);
+    ct_bf16_pack(b, bh, n);
+    omp_set_num_threads(2);
+    for (int dt = 0; dt < 3; dt++) {
+        for (int i = 0; i < 2; i++) {
+            want[i] = calloc(n, 4), got[i] = calloc(n, 4);
+            wantb[i] = calloc(n, 2), gotb[i] = calloc(n, 2);
+        }
+        /* dt 0: fp32, 1: bf16 inputs into fp32, 2: bf16 throughout (ct_gemm_bf16) */
+#define PRODUCT(s, c, cb)                                                                                             \
+    (dt == 2 ? ct_gemm_bf16(s[0], s[1], s[2], s[3], s[4], ah, s[0] ? s[2] : s[4], bh, s[3], 0, cb, s[3])              \
+             : ct_gemm(s[0], s[1], s[2], s[3], s[4], dt ? (const void *)ah : a, s[0] ? s[2] : s[4],                    \
+                       dt ? (const void *)bh : b, s[3], dt ? CT_DTYPE_BF16 : CT_DTYPE_F32, 0, c, s[3]))
+        for (int i = 0; i < 2; i++)
+            PRODUCT(shapes[i], want[i], wantb[i]);
+#pragma omp parallel num_threads(2)
+        {
+            int t = omp_get_thread_num();
+
+            if (t == 0)
+                team = omp_get_num_threads();
+            PRODUCT(shapes[t], got[t], gotb[t]);
+        }
+#undef PRODUCT
+        assert_int_equal(team, 2);
+        for (int i = 0; i < 2; i++) {
+            for (size_t k = 0; k < (size_t)shapes[i][2] * shapes[i][3]; k++) {
+                if (dt == 2) {
+                    float w = ct_bf16_load(wantb[i][k]);
+
+                    assert_true(fabsf(ct_bf16_load(gotb[i][k]) - w) <= fabsf(w) / 128.0f + 1e-6f * shapes[i][4]);
+                } else {
+                    assert_true(fabsf(got[i][k] - want[i][k]) <= 1e-5f * shapes[i][4]);
+                }
+            }
+            free(want[i]), free(got[i]), free(wantb[i]), free(gotb[i]);
+        }
+    }
+    omp_set_num_threads(threads);
+    free(a);
+    free(b);
+    free(ah);
+    free(bh);
 }
 
 static void test_gemm_batched(void **state)
@@ -676,6 +815,8 @@ int main(void)
         cmocka_unit_test(test_adamw_bf16),
         cmocka_unit_test(test_gemm_bf16),
         cmocka_unit_test(test_gemm_batched),
+        cmocka_unit_test(test_gemm_in_parallel),
+        cmocka_unit_test(test_gemm_bias),
         cmocka_unit_test(test_mlp_param_dtype),
     };
 

@@ -371,13 +371,12 @@ int ct_gpt_set_gemm_dtype(ct_gpt *m, enum ct_dtype dtype, ct_error *err)
         return 0;
     }
     /* bf16-true: bf16 products of the bf16 arrays into bf16 (no copies to make); attention's
-     * batched products write fp32 scratch (q[0..1]; without it they run per head). */
+     * scores and their gradient are fp32 scratch (q[0]; without it attention runs per head). */
     if (m->param_dtype == CT_DTYPE_BF16) {
         m->q_n = widest_act(&m->cfg, (size_t)m->max_batch);
-        for (int i = 0; i < 2; i++)
-            if (!m->q[i])
-                m->q[i] = malloc(sizeof(float) * m->q_n);
-        if (!m->q[0] || !m->q[1])
+        if (!m->q[0])
+            m->q[0] = malloc(sizeof(float) * m->q_n);
+        if (!m->q[0])
             return ct_error_set(err, CT_ENOMEM, "", "out of memory for the attention scratch of the gpt model");
         m->gemm_dtype = dtype;
         prepare_gemms(m);

@@ -2,21 +2,117 @@
 /* The GPT's element-wise passes in fp32 (gpt_kernels_tmpl.h). */
 #include <math.h>
 
-/* glibc's libmvec (linked through libm) has vector expf and tanhf for SSE, AVX2 and AVX-512;
- * declaring them simd, as glibc's own math.h does under -ffast-math, lets the vectorised loops
- * call them (_ZGVeN16v_tanhf, ...) instead of the scalar functions, which dominated the profile. */
+/* glibc's libmvec (linked through libm) has a vector expf for SSE, AVX2 and AVX-512;
+ * declaring it simd, as glibc's own math.h does under -ffast-math, lets the vectorised loops
+ * call it (_ZGVeN16v_expf, ...) instead of the scalar function, which dominated the profile. */
 #ifndef __clang__ /* clang has no simd attribute (the fuzz build): the scalar functions there */
 __attribute__((simd("notinbranch"))) float expf(float);
-__attribute__((simd("notinbranch"))) float tanhf(float);
 #endif
 
 #define real float
 #define SFX(name) name
 #define EXP expf
-#define TANH tanhf
 #define SQRT sqrtf
 #define elem real
 #define LD(x) (x)
 #define ST(v) (v)
 #define GPT_STORE_ROUNDS 0
 #include "engine/models/gpt/gpt_kernels_tmpl.h"
+
+/* Attention's probabilities from one head's fp32 scores s[T,T] (the batched products' output), in
+ * one pass over each row where there were three (scale, softmax, the copy to bf16): row t's columns
+ * 0..t scaled, then softmax, in place (zeros after); when outb is given, each probability also
+ * rounded to bf16 there (bf16-mixed's kept copy for backward's products; bf16-true's stored
+ * probabilities). The same operations in the same order as scaling first and gpt_causal_softmax. */
+GPT_SIMD_CLONES
+void gpt_causal_softmax_scaled(float *restrict s, uint16_t *restrict outb, int T, float scale)
+{
+    for (int t = 0; t < T; t++) {
+        float *restrict row = s + (size_t)t * T;
+        float max, sum = 0.0f, inv;
+
+        row[0] *= scale;
+        max = row[0];
+#pragma omp simd reduction(max : max)
+        for (int j = 1; j <= t; j++) {
+            row[j] *= scale;
+            max = row[j] > max ? row[j] : max;
+        }
+#pragma omp simd reduction(+ : sum)
+        for (int j = 0; j <= t; j++) {
+            row[j] = expf(row[j] - max);
+            sum += row[j];
+        }
+        inv = 1.0f / sum;
+        for (int j = 0; j <= t; j++)
+            row[j] *= inv;
+        for (int j = t + 1; j < T; j++)
+            row[j] = 0.0f;
+        if (outb) {
+            uint16_t *restrict o = outb + (size_t)t * T;
+
+            for (int j = 0; j < T; j++)
+                o[j] = ct_bf16_store(row[j]);
+        }
+    }
+}
+
+/* bf16-true's softmax backward for one head: d[T,T] the fp32 gradient of the probabilities (a
+ * product's output, rounded here to bf16 as PyTorch's bf16 tensor holds it), p the stored bf16
+ * probabilities; ds the scores' gradient, rounded to bf16 (zeros above the diagonal). One pass per
+ * row where there were four (p widened, d rounded, gpt_causal_softmax_backward, ds stored), the
+ * same operations in the same order. d is left as scratch. */
+GPT_SIMD_CLONES
+void gpt_causal_softmax_backward_rounded(float *restrict d, const uint16_t *restrict p, uint16_t *restrict ds, int T)
+{
+    for (int t = 0; t < T; t++) {
+        float *restrict dr = d + (size_t)t * T;
+        const uint16_t *restrict pr = p + (size_t)t * T;
+        uint16_t *restrict o = ds + (size_t)t * T;
+        float dot = 0.0f;
+
+#pragma omp simd reduction(+ : dot)
+        for (int j = 0; j <= t; j++) {
+            dr[j] = ct_bf16_load(ct_bf16_store(dr[j]));
+            dot += ct_bf16_load(pr[j]) * dr[j];
+        }
+        for (int j = 0; j <= t; j++)
+            o[j] = ct_bf16_store(ct_bf16_load(pr[j]) * (dr[j] - dot));
+        for (int j = t + 1; j < T; j++)
+            o[j] = 0;
+    }
+}
+
+/* db = column sums of dout[N,OC] (as gpt_column_sums) and dout packed to bf16 into outb (as
+ * ct_bf16_pack), in one read of dout: bf16-mixed's Linear backward, whose two products read the
+ * packed copy. Columns j0..j1, every row in order. */
+GPT_SIMD_CLONES
+static void column_sums_packed_cols(float *restrict db, uint16_t *restrict outb, const float *restrict dout, int N,
+                                    int OC, size_t j0, size_t j1)
+{
+    memset(db + j0, 0, sizeof(float) * (j1 - j0));
+    for (int n = 0; n < N; n++) {
+        const float *restrict d = dout + (size_t)n * OC;
+        uint16_t *restrict o = outb + (size_t)n * OC;
+
+        for (size_t j = j0; j < j1; j++) {
+            db[j] += d[j];
+            o[j] = ct_bf16_store(d[j]);
+        }
+    }
+}
+
+void gpt_column_sums_packed(float *db, uint16_t *outb, const float *dout, int N, int OC)
+{
+#pragma omp parallel if ((size_t)N * OC >= GPT_PAR_MIN)
+    {
+        size_t lo, hi;
+
+        /* columns in blocks of 32 (64 bytes of the bf16 copy) so threads do not share a cache line */
+        share((size_t)(OC + 31) / 32, &lo, &hi);
+        lo *= 32;
+        hi = hi * 32 < (size_t)OC ? hi * 32 : (size_t)OC;
+        if (lo < hi)
+            column_sums_packed_cols(db, outb, dout, N, OC, lo, hi);
+    }
+}

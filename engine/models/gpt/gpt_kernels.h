@@ -53,6 +53,17 @@
     void SFX(gpt_softmax_xent_backward)(elem *probs, const int32_t *targets, int N, int V, real scale);
 
 GPT_KERNELS_DECLARE(float, float, GPT_SFX_F32)
+/* One head's fp32 scores s[T,T] times scale, in place: row t becomes softmax of columns 0..t, zeros
+ * after; with outb, the probabilities also rounded to bf16 there (scaling, gpt_causal_softmax and
+ * ct_bf16_pack in one pass). */
+void gpt_causal_softmax_scaled(float *s, uint16_t *outb, int T, float scale);
+/* bf16-true's softmax backward for one head: d[T,T] the fp32 gradient of the probabilities, rounded
+ * to bf16 first (d is scratch after), p the bf16 probabilities; ds[T,T] the scores' gradient in
+ * bf16, zeros above the diagonal. */
+void gpt_causal_softmax_backward_rounded(float *d, const uint16_t *p, uint16_t *ds, int T);
+/* db = column sums of dout[N,OC] (overwritten) and dout packed to bf16 into outb, in one pass over
+ * dout (bf16-mixed's Linear backward). */
+void gpt_column_sums_packed(float *db, uint16_t *outb, const float *dout, int N, int OC);
 GPT_KERNELS_DECLARE(double, double, GPT_SFX_F64)
 GPT_KERNELS_DECLARE(uint16_t, float, GPT_SFX_BF16)
 

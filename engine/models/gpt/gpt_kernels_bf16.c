@@ -6,10 +6,9 @@
 
 #include "engine/nn/bf16_inline.h"
 
-/* vector expf and tanhf from glibc's libmvec, as gpt_kernels.c */
+/* vector expf from glibc's libmvec, as gpt_kernels.c */
 #ifndef __clang__ /* clang has no simd attribute (the fuzz build): the scalar functions there */
 __attribute__((simd("notinbranch"))) float expf(float);
-__attribute__((simd("notinbranch"))) float tanhf(float);
 #endif
 
 #define elem uint16_t
@@ -19,6 +18,5 @@ __attribute__((simd("notinbranch"))) float tanhf(float);
 #define GPT_STORE_ROUNDS 1
 #define SFX(name) name##_bf16
 #define EXP expf
-#define TANH tanhf
 #define SQRT sqrtf
 #include "engine/models/gpt/gpt_kernels_tmpl.h"

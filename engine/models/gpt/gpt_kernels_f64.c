@@ -6,7 +6,6 @@
 #define real double
 #define SFX(name) name##_f64
 #define EXP exp
-#define TANH tanh
 #define SQRT sqrt
 #define elem real
 #define LD(x) (x)

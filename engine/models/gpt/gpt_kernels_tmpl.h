@@ -5,7 +5,7 @@
  *   elem          the type arrays are stored in
  *   real          the type the arithmetic runs in (fp32 for bf16 storage)
  *   LD(x), ST(v)  an element loaded into real, a real stored as an element (identity but for bf16)
- *   SFX           the public names' suffix; EXP, TANH and SQRT of real.
+ *   SFX           the public names' suffix; EXP and SQRT of real.
  * Sums over rows (a LayerNorm's or a bias's weight gradient) accumulate in real and store once.
  *
  * Each pass's loop over a range of rows (or
@@ -76,22 +76,41 @@ void SFX(gpt_embed)(elem *out, const int32_t *tokens, const elem *wte, const ele
     }
 }
 
+/* Columns i0..i1 of every row, in row order (each element's sum in the same order whatever the
+ * split). */
 GPT_SIMD_CLONES
-void SFX(gpt_embed_backward)(elem *restrict dwte, elem *restrict dwpe, const elem *restrict dout,
-                        const int32_t *restrict tokens, int B, int T, int C)
+static void embed_backward_cols(elem *restrict dwte, elem *restrict dwpe, const elem *restrict dout,
+                                const int32_t *restrict tokens, int B, int T, int C, size_t i0, size_t i1)
 {
-    memset(dwpe, 0, sizeof(elem) * (size_t)T * C);
+    for (int t = 0; t < T; t++)
+        memset(dwpe + (size_t)t * C + i0, 0, sizeof(elem) * (i1 - i0));
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             const elem *restrict d = dout + ((size_t)b * T + t) * C;
             elem *restrict e = dwte + (size_t)tokens[b * T + t] * C;
             elem *restrict p = dwpe + (size_t)t * C;
 
-            for (int i = 0; i < C; i++) {
+            for (size_t i = i0; i < i1; i++) {
                 e[i] = ST(LD(e[i]) + LD(d[i]));
                 p[i] = ST(LD(p[i]) + LD(d[i]));
             }
         }
+}
+
+/* Rows of dwte are scattered by token (two rows may be one), so the team splits the columns: no
+ * two threads write one element, or one cache line (blocks of 32 columns). */
+void SFX(gpt_embed_backward)(elem *dwte, elem *dwpe, const elem *dout, const int32_t *tokens, int B, int T, int C)
+{
+#pragma omp parallel if ((size_t)B * T * C >= GPT_PAR_MIN)
+    {
+        size_t lo, hi;
+
+        share((size_t)(C + 31) / 32, &lo, &hi);
+        lo *= 32;
+        hi = hi * 32 < (size_t)C ? hi * 32 : (size_t)C;
+        if (lo < hi)
+            embed_backward_cols(dwte, dwpe, dout, tokens, B, T, C, lo, hi);
+    }
 }
 
 /* Rows n0..n1 into out, or when outb is given into outb packed to bf16 instead. */
@@ -319,20 +338,27 @@ void SFX(gpt_column_sums)(elem *db, const elem *dout, int N, int OC)
     }
 }
 
+/* GELU's tanh form through a sigmoid: 0.5 x (1 + tanh(u)) = x sigmoid(2u), and its derivative
+ * 0.5 (1 + tanh(u)) + 0.5 x (1 - tanh(u)^2) u' = s + 2 x s (1 - s) u' with s = sigmoid(2u): one
+ * exp per element where tanh cost more (libmvec's vector tanhf was the step's largest
+ * element-wise item), and no cancellation in 1 + tanh(u) where tanh(u) nears -1. */
+#define GELU_SIGMOID(v) \
+    (((real)1.0) / (((real)1.0) + EXP(((real)-2.0) * GPT_GELU_K * ((v) + GPT_GELU_C * (v) * (v) * (v)))))
+
 /* x[0..n) into out, or when outb is given into outb packed to bf16 instead. */
 GPT_SIMD_CLONES
 static void gelu_forward_range(elem *restrict out, uint16_t *restrict outb, const elem *restrict x, size_t n)
 {
     if (outb) {
         for (size_t i = 0; i < n; i++) {
-            real v = LD(x[i]), u = GPT_GELU_K * (v + GPT_GELU_C * v * v * v);
-            outb[i] = ct_bf16_store((float)(((real)0.5) * v * (((real)1.0) + TANH(u))));
+            real v = LD(x[i]);
+            outb[i] = ct_bf16_store((float)(v * GELU_SIGMOID(v)));
         }
         return;
     }
     for (size_t i = 0; i < n; i++) {
-        real v = LD(x[i]), u = GPT_GELU_K * (v + GPT_GELU_C * v * v * v);
-        out[i] = ST(((real)0.5) * v * (((real)1.0) + TANH(u)));
+        real v = LD(x[i]);
+        out[i] = ST(v * GELU_SIGMOID(v));
     }
 }
 
@@ -354,9 +380,9 @@ GPT_SIMD_CLONES
 static void gelu_backward_range(elem *restrict d, const elem *restrict x, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        real v = LD(x[i]), u = GPT_GELU_K * (v + GPT_GELU_C * v * v * v), th = TANH(u);
+        real v = LD(x[i]), sg = GELU_SIGMOID(v);
         real du = GPT_GELU_K * (((real)1.0) + ((real)3.0) * GPT_GELU_C * v * v);
-        d[i] = ST(LD(d[i]) * (((real)0.5) * (((real)1.0) + th) + ((real)0.5) * v * (((real)1.0) - th * th) * du));
+        d[i] = ST(LD(d[i]) * (sg + ((real)2.0) * v * sg * (((real)1.0) - sg) * du));
     }
 }
 

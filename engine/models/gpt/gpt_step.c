@@ -11,6 +11,7 @@
 #define ACTS gpt_block_acts
 #define VW(m) (&(m)->v.f32)
 #define GEMM ct_gemm
+#define GEMM_BIAS ct_gemm_bias
 #define BLAS_GEMM cblas_sgemm
 #define SQRT sqrtf
 #define GPT_F32 1

@@ -18,6 +18,14 @@ static void gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const void 
     ct_gemm_bf16(trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, ldc);
 }
 
+/* ct_gemm_bf16_bias in GEMM's form: C = op(A) op(B) + bias, rounded once. */
+static void gemm_bf16_bias(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda, const void *B,
+                           int ldb, enum ct_dtype ab, const uint16_t *bias, uint16_t *C, int ldc)
+{
+    (void)ab;
+    ct_gemm_bf16_bias(trans_a, trans_b, M, N, K, A, lda, B, ldb, bias, C, ldc);
+}
+
 #define elem uint16_t
 #define real float
 #define LD(x) ct_bf16_load(x)
@@ -27,6 +35,7 @@ static void gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const void 
 #define ACTS gpt_block_acts_bf16
 #define VW(m) (&(m)->v.bf16)
 #define GEMM gemm_bf16
+#define GEMM_BIAS gemm_bf16_bias
 #define BLAS_GEMM cblas_sgemm
 #define SQRT sqrtf
 #define GPT_F32 0

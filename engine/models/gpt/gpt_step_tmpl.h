@@ -9,6 +9,7 @@
  *   KSFX(name)    the names of this type's element-wise passes (gpt_kernels.h)
  *   ACTS, VW(m)   this type's block activations and view of the model (gpt_internal.h)
  *   GEMM(...)     ct_gemm's arguments, C of type real
+ *   GEMM_BIAS     ct_gemm_bias's (fp32 and bf16 storage: a bias row added as the product is stored)
  *   BLAS_GEMM     cblas_sgemm or cblas_dgemm
  *   SQRT          sqrtf or sqrt
  *   GPT_F32       1 for fp32: the bf16-mixed copies exist only there
@@ -16,6 +17,7 @@
  * See engine/models/gpt/gpt.c for the shapes. */
 #include <cblas.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,11 +178,74 @@ static const elem *gemm_act(ct_gpt *m, const elem *x, size_t n, int slot)
 
 /* out[BT,OC] = (residual ? residual : 0) + in[BT,IC] W[OC,IC]^T + b; inq is what the GEMM reads for
  * in (in itself, or its bf16 copy: gemm_keep, ln_forward, gelu_forward). */
-static void linear_forward(ct_gpt *m, elem *out, const elem *residual, const void *inq, const elem *w,
+static void linear_forward(const ct_gpt *m, elem *out, const elem *residual, const void *inq, const elem *w,
                            const elem *b, int BT, int IC, int OC)
 {
+#if GPT_F32 || GPT_BF16
+    /* oneDNN adds the bias as it stores the product (no pass to fill out with it first) */
+    if (!residual) {
+        GEMM_BIAS(0, 1, BT, OC, IC, inq, IC, gemm_param(m, w), IC, m->gemm_dtype, b, out, OC);
+        return;
+    }
+#endif
     KSFX(gpt_bias_fill)(out, residual, b, BT, OC);
     GEMM(0, 1, BT, OC, IC, inq, IC, gemm_param(m, w), IC, m->gemm_dtype, 1, out, OC);
+}
+
+/* Backward's two products of a layer (the weight's gradient and the input's) read the same output
+ * gradient and nothing the other writes. On a team of two threads (two cores per rank) each runs on
+ * its own thread, on a oneDNN primitive made for one thread (engine/nn/gemm.c's solo primitives):
+ * one product split across two threads ran at well under twice the one-thread rate on this
+ * model's shapes (scripts/bench/README.md, issue 40). Other team sizes split each product across
+ * the team as before. 64-true's dgemm stays on OpenBLAS's own threads. */
+struct gemm_job {
+    int trans_a, trans_b, M, N, K;
+    const void *A;
+    int lda;
+    const void *B;
+    int ldb;
+    elem *C;
+    int ldc;
+};
+
+static void gemm_job_run(const ct_gpt *m, const struct gemm_job *j)
+{
+    GEMM(j->trans_a, j->trans_b, j->M, j->N, j->K, j->A, j->lda, j->B, j->ldb, m->gemm_dtype, 0, j->C, j->ldc);
+}
+
+static int gemm_pairs(void)
+{
+#if GPT_F32 || GPT_BF16
+    return ct_gemm_get_threads() == 2;
+#else
+    return 0;
+#endif
+}
+
+/* first (after db = column sums of dout[BT,OC], when db is given) and second, on one thread each
+ * of a team of two, else one after the other on the whole team. */
+static void gemm_pair(const ct_gpt *m, elem *db, const elem *dout, int BT, int OC, const struct gemm_job *first,
+                      const struct gemm_job *second)
+{
+    if (!gemm_pairs()) {
+        if (db)
+            KSFX(gpt_column_sums)(db, dout, BT, OC);
+        gemm_job_run(m, first);
+        gemm_job_run(m, second);
+        return;
+    }
+#pragma omp parallel num_threads(2)
+    {
+        /* a team of one (the runtime gave no second thread) runs both */
+        int t = omp_get_thread_num(), one = omp_get_num_threads() == 1;
+
+        if (t == 0 && db)
+            KSFX(gpt_column_sums)(db, dout, BT, OC);
+        if (t == 0)
+            gemm_job_run(m, first);
+        if (t == 1 || one)
+            gemm_job_run(m, second);
+    }
 }
 
 /* From dout[BT,OC]: dw[OC,IC] = dout^T in, db = column sums of dout, din[BT,IC] = dout W (in: block
@@ -188,12 +253,20 @@ static void linear_forward(ct_gpt *m, elem *out, const elem *residual, const voi
 static void linear_backward(ct_gpt *m, elem *din, elem *dw, elem *db, const elem *dout, const elem *in,
                             const elem *w, int BT, int IC, int OC, int l, int keep)
 {
-    const void *doutq = gemm_in(m, dout, (size_t)BT * OC, 0);
-    const void *inq = gemm_kept(m, in, l, keep);
+    const void *doutq = dout;
+    struct gemm_job dwj = { 1, 0, OC, IC, BT, NULL, OC, gemm_kept(m, in, l, keep), IC, dw, IC };
+    struct gemm_job dinj = { 0, 0, BT, IC, OC, NULL, OC, gemm_param(m, w), IC, din, IC };
 
-    KSFX(gpt_column_sums)(db, dout, BT, OC);
-    GEMM(1, 0, OC, IC, BT, doutq, OC, inq, IC, m->gemm_dtype, 0, dw, IC);
-    GEMM(0, 0, BT, IC, OC, doutq, OC, gemm_param(m, w), IC, m->gemm_dtype, 0, din, IC);
+#if GPT_F32
+    /* bf16-mixed: the bias gradient and the products' bf16 copy of dout in one pass over it */
+    if (m->gemm_dtype == CT_DTYPE_BF16) {
+        gpt_column_sums_packed(db, m->qb[0], dout, BT, OC);
+        doutq = m->qb[0];
+        db = NULL;
+    }
+#endif
+    dwj.A = dinj.A = doutq;
+    gemm_pair(m, db, dout, BT, OC, &dwj, &dinj);
 }
 
 /* --- attention -------------------------------------------------------------------------------- */
@@ -246,44 +319,34 @@ static float *head_scratch(size_t n)
 
 /* bf16-true's attention on oneDNN, as bf16-mixed's below: each product of a block of query rows (or
  * of keys) one primitive batched over every (sequence, head), reading the bf16 arrays themselves
- * (qkv, att, datty, the scores' gradient) into fp32 scratch (m->q[0], m->q[1]), which is stored
- * rounded to bf16 where the per-head path stores it: the same values up to the order of fp32 sums.
- * 0, or -1 when there is no scratch or oneDNN made no primitive for a product (the per-head path then
- * runs and rewrites everything). */
+ * (qkv, att, datty, the scores' gradient). The scores and their gradient come out in fp32 scratch
+ * (m->q[0]), where the softmax passes read them; every other product (atty, dq, dk, dv) is stored
+ * straight to bf16 by oneDNN, rounded once from its fp32 sum (dq and dk scaled first) as the
+ * per-head path stores it: the same values up to the order of fp32 sums. 0, or -1 when there is no
+ * scratch or oneDNN made no primitive for a product (the per-head path then runs and rewrites
+ * everything). */
 static int attention_forward_onednn(ct_gpt *m, struct ACTS *a, int B)
 {
     int T = m->cfg.seq_len, C = m->cfg.n_embd, NH = m->cfg.n_head, HS = C / NH, C3 = 3 * C;
     long tt = (long)T * T, htt = (long)NH * T * T;
-    float scale = 1.0f / sqrtf((float)HS), *s = m->q[0], *y = m->q[1];
+    float scale = 1.0f / sqrtf((float)HS), *s = m->q[0];
     struct ct_gemm_batch scores = { B, NH, (long)T * C3, HS, (long)T * C3, HS, htt, tt };
     struct ct_gemm_batch out = { B, NH, htt, tt, (long)T * C3, HS, (long)T * C, HS };
-    size_t n = (size_t)B * T * C;
 
-    if (!s || !y)
+    if (!s)
         return -1;
     for (int r0 = 0; r0 < T; r0 += ATT_BLOCK)
         if (ct_gemm_batched(&scores, 0, 1, att_rows(r0, T), r0 + att_rows(r0, T), HS, a->qkv + (size_t)r0 * C3, C3,
                             a->qkv + C, C3, CT_DTYPE_BF16, s + (size_t)r0 * T, T))
             return -1;
 #pragma omp parallel for schedule(static)
-    for (int bh = 0; bh < B * NH; bh++) {
-        float *pre = s + (size_t)bh * tt;
-        elem *stored = a->att + (size_t)bh * tt;
-
-        for (int t = 0; t < T; t++)
-            for (int j = 0; j <= t; j++)
-                pre[(size_t)t * T + j] *= scale;
-        gpt_causal_softmax(pre, T);
-        for (long i = 0; i < tt; i++)
-            stored[i] = ST(pre[i]);
-    }
+    for (int bh = 0; bh < B * NH; bh++)
+        gpt_causal_softmax_scaled(s + (size_t)bh * tt, a->att + (size_t)bh * tt, T, scale);
+    /* atty straight to bf16 (the fp32 sum rounded once, as storing it from fp32 scratch did) */
     for (int r0 = 0; r0 < T; r0 += ATT_BLOCK)
-        if (ct_gemm_batched(&out, 0, 0, att_rows(r0, T), HS, r0 + att_rows(r0, T), a->att + (size_t)r0 * T, T,
-                            a->qkv + 2 * C, C3, CT_DTYPE_BF16, y + (size_t)r0 * C, C))
+        if (ct_gemm_batched_to(&out, 0, 0, att_rows(r0, T), HS, r0 + att_rows(r0, T), a->att + (size_t)r0 * T, T,
+                               a->qkv + 2 * C, C3, CT_DTYPE_BF16, 1.0f, CT_DTYPE_BF16, a->atty + (size_t)r0 * C, C))
             return -1;
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++)
-        a->atty[i] = ST(y[i]);
     return 0;
 }
 
@@ -291,62 +354,40 @@ static int attention_backward_onednn(ct_gpt *m, const struct ACTS *a, int B)
 {
     int T = m->cfg.seq_len, C = m->cfg.n_embd, NH = m->cfg.n_head, HS = C / NH, C3 = 3 * C;
     long tt = (long)T * T, htt = (long)NH * T * T;
-    float scale = 1.0f / sqrtf((float)HS), *d = m->q[0], *dq = m->q[1];
-    elem *ds = VW(m)->datt;
+    float scale = 1.0f / sqrtf((float)HS), *d = m->q[0];
+    elem *ds = VW(m)->datt, *dqkv = VW(m)->dqkv;
     const elem *dy = VW(m)->dbt_c;
     struct ct_gemm_batch datt = { B, NH, (long)T * C, HS, (long)T * C3, HS, htt, tt };
     struct ct_gemm_batch dv = { B, NH, htt, tt, (long)T * C, HS, (long)T * C3, HS };
     struct ct_gemm_batch dqk = { B, NH, htt, tt, (long)T * C3, HS, (long)T * C3, HS };
 
-    if (!d || !dq)
+    if (!d)
         return -1;
-    /* datt = dy v^T (query rows over their keys); dv = att^T dy (keys over their queries) */
+    /* datt = dy v^T (query rows over their keys); dv = att^T dy (keys over their queries), dv
+     * straight into dqkv in bf16 */
     for (int r0 = 0; r0 < T; r0 += ATT_BLOCK)
         if (ct_gemm_batched(&datt, 0, 1, att_rows(r0, T), r0 + att_rows(r0, T), HS, dy + (size_t)r0 * C, C,
                             a->qkv + 2 * C, C3, CT_DTYPE_BF16, d + (size_t)r0 * T, T))
             return -1;
     for (int k0 = 0; k0 < T; k0 += ATT_BLOCK)
-        if (ct_gemm_batched(&dv, 1, 0, att_rows(k0, T), HS, T - k0, a->att + (size_t)k0 * T + k0, T,
-                            dy + (size_t)k0 * C, C, CT_DTYPE_BF16, dq + 2 * C + (size_t)k0 * C3, C3))
+        if (ct_gemm_batched_to(&dv, 1, 0, att_rows(k0, T), HS, T - k0, a->att + (size_t)k0 * T + k0, T,
+                               dy + (size_t)k0 * C, C, CT_DTYPE_BF16, 1.0f, CT_DTYPE_BF16,
+                               dqkv + 2 * C + (size_t)k0 * C3, C3))
             return -1;
     /* through the softmax on the stored probabilities, each gradient rounded as a bf16 tensor is */
-#pragma omp parallel
-    {
-        float *p = head_scratch((size_t)tt);
-
-#pragma omp for schedule(static)
-        for (int bh = 0; bh < B * NH; bh++) {
-            float *dh = d + (size_t)bh * tt;
-            const elem *pst = a->att + (size_t)bh * tt;
-
-            for (long i = 0; i < tt; i++)
-                p[i] = LD(pst[i]);
-            round_in_place(dh, (size_t)tt);
-            gpt_causal_softmax_backward(dh, p, T);
-            for (long i = 0; i < tt; i++)
-                ds[(size_t)bh * tt + i] = ST(dh[i]);
-        }
-        free(p);
-    }
+#pragma omp parallel for schedule(static)
+    for (int bh = 0; bh < B * NH; bh++)
+        gpt_causal_softmax_backward_rounded(d + (size_t)bh * tt, a->att + (size_t)bh * tt, ds + (size_t)bh * tt, T);
+    /* dq and dk carry the scores' scale: the products' fp32 sums scaled, then rounded once */
     for (int r0 = 0; r0 < T; r0 += ATT_BLOCK)
-        if (ct_gemm_batched(&dqk, 0, 0, att_rows(r0, T), HS, r0 + att_rows(r0, T), ds + (size_t)r0 * T, T,
-                            a->qkv + C, C3, CT_DTYPE_BF16, dq + (size_t)r0 * C3, C3))
+        if (ct_gemm_batched_to(&dqk, 0, 0, att_rows(r0, T), HS, r0 + att_rows(r0, T), ds + (size_t)r0 * T, T,
+                               a->qkv + C, C3, CT_DTYPE_BF16, scale, CT_DTYPE_BF16, dqkv + (size_t)r0 * C3, C3))
             return -1;
     for (int k0 = 0; k0 < T; k0 += ATT_BLOCK)
-        if (ct_gemm_batched(&dqk, 1, 0, att_rows(k0, T), HS, T - k0, ds + (size_t)k0 * T + k0, T,
-                            a->qkv + (size_t)k0 * C3, C3, CT_DTYPE_BF16, dq + C + (size_t)k0 * C3, C3))
+        if (ct_gemm_batched_to(&dqk, 1, 0, att_rows(k0, T), HS, T - k0, ds + (size_t)k0 * T + k0, T,
+                               a->qkv + (size_t)k0 * C3, C3, CT_DTYPE_BF16, scale, CT_DTYPE_BF16,
+                               dqkv + C + (size_t)k0 * C3, C3))
             return -1;
-    /* dq and dk carry the scores' scale */
-#pragma omp parallel for schedule(static)
-    for (int r = 0; r < B * T; r++) {
-        const float *src = dq + (size_t)r * C3;
-        elem *dst = VW(m)->dqkv + (size_t)r * C3;
-
-        for (int i = 0; i < 2 * C; i++)
-            dst[i] = ST(src[i] * scale);
-        for (int i = 2 * C; i < C3; i++)
-            dst[i] = ST(src[i]);
-    }
     return 0;
 }
 
@@ -451,20 +492,13 @@ static void attention_backward(ct_gpt *m, const struct ACTS *a, int B, int l)
  * rate. The results are those of the per-head path below up to the order of fp32 sums. 0, or -1
  * when oneDNN made no primitive for one of the products: the caller then runs the per-head path,
  * which rewrites everything this one wrote. */
-static void att_scale_rows(float *x, size_t rows, int cols, size_t ld, float scale)
-{
-#pragma omp parallel for schedule(static)
-    for (size_t r = 0; r < rows; r++)
-        for (int i = 0; i < cols; i++)
-            x[r * ld + i] *= scale;
-}
-
 static int attention_forward_bf16(ct_gpt *m, struct ACTS *a, int B, int l)
 {
     int T = m->cfg.seq_len, C = m->cfg.n_embd, NH = m->cfg.n_head, HS = C / NH, C3 = 3 * C;
     long tt = (long)T * T, htt = (long)NH * T * T;
     float scale = 1.0f / sqrtf((float)HS);
-    const uint16_t *qkv = gemm_keep(m, a->qkv, (size_t)B * T * C3, l, KEEP_QKV), *att;
+    const uint16_t *qkv = gemm_keep(m, a->qkv, (size_t)B * T * C3, l, KEEP_QKV);
+    uint16_t *att = kept_slot(m, l, KEEP_ATT);
     /* (sequence b, head h): its q, k and v rows C3 apart in qkv, its scores T x T in att */
     struct ct_gemm_batch scores = { B, NH, (long)T * C3, HS, (long)T * C3, HS, htt, tt };
     struct ct_gemm_batch out = { B, NH, htt, tt, (long)T * C3, HS, (long)T * C, HS };
@@ -473,16 +507,11 @@ static int attention_forward_bf16(ct_gpt *m, struct ACTS *a, int B, int l)
         if (ct_gemm_batched(&scores, 0, 1, att_rows(r0, T), r0 + att_rows(r0, T), HS, qkv + (size_t)r0 * C3, C3,
                             qkv + C, C3, CT_DTYPE_BF16, a->att + (size_t)r0 * T, T))
             return -1;
+    /* the fp32 probabilities (backward's softmax reads them) and their bf16 copy, kept for backward's
+     * products, in one pass */
 #pragma omp parallel for schedule(static)
-    for (int bh = 0; bh < B * NH; bh++) {
-        float *pre = a->att + (size_t)bh * tt;
-
-        for (int t = 0; t < T; t++)
-            for (int j = 0; j <= t; j++)
-                pre[(size_t)t * T + j] *= scale;
-        KSFX(gpt_causal_softmax)(pre, T);
-    }
-    att = gemm_keep(m, a->att, (size_t)B * htt, l, KEEP_ATT);
+    for (int bh = 0; bh < B * NH; bh++)
+        gpt_causal_softmax_scaled(a->att + (size_t)bh * tt, att + (size_t)bh * tt, T, scale);
     for (int r0 = 0; r0 < T; r0 += ATT_BLOCK)
         if (ct_gemm_batched(&out, 0, 0, att_rows(r0, T), HS, r0 + att_rows(r0, T), att + (size_t)r0 * T, T,
                             qkv + 2 * C, C3, CT_DTYPE_BF16, a->atty + (size_t)r0 * C, C))
@@ -519,16 +548,16 @@ static int attention_backward_bf16(ct_gpt *m, const struct ACTS *a, int B, int l
     for (int bh = 0; bh < B * NH; bh++)
         KSFX(gpt_causal_softmax_backward)(d + (size_t)bh * tt, a->att + (size_t)bh * tt, T);
     ds = gemm_in(m, d, (size_t)B * htt, 3);
+    /* dq and dk carry the scores' scale: the products' fp32 sums scaled (a post-op, no pass of its own) */
     for (int r0 = 0; r0 < T; r0 += ATT_BLOCK)
-        if (ct_gemm_batched(&dqk, 0, 0, att_rows(r0, T), HS, r0 + att_rows(r0, T), ds + (size_t)r0 * T, T,
-                            qkv + C, C3, CT_DTYPE_BF16, dq + (size_t)r0 * C3, C3))
+        if (ct_gemm_batched_to(&dqk, 0, 0, att_rows(r0, T), HS, r0 + att_rows(r0, T), ds + (size_t)r0 * T, T,
+                               qkv + C, C3, CT_DTYPE_BF16, scale, CT_DTYPE_F32, dq + (size_t)r0 * C3, C3))
             return -1;
     for (int k0 = 0; k0 < T; k0 += ATT_BLOCK)
-        if (ct_gemm_batched(&dqk, 1, 0, att_rows(k0, T), HS, T - k0, ds + (size_t)k0 * T + k0, T,
-                            qkv + (size_t)k0 * C3, C3, CT_DTYPE_BF16, dq + C + (size_t)k0 * C3, C3))
+        if (ct_gemm_batched_to(&dqk, 1, 0, att_rows(k0, T), HS, T - k0, ds + (size_t)k0 * T + k0, T,
+                               qkv + (size_t)k0 * C3, C3, CT_DTYPE_BF16, scale, CT_DTYPE_F32, dq + C + (size_t)k0 * C3,
+                               C3))
             return -1;
-    /* dq and dk carry the scores' scale */
-    att_scale_rows(dq, (size_t)B * T, 2 * C, C3, scale);
     return 0;
 }
 #endif
@@ -807,10 +836,11 @@ int SFX(gpt_backward)(ct_gpt *m, double scale_tokens, ct_grad_ready_fn ready, vo
     KSFX(gpt_softmax_xent_backward)(VW(m)->probs, m->targets, BT, V, (real)(1.0 / scale_tokens));
     {
         const void *dlogits = gemm_in(m, VW(m)->probs, (size_t)BT * V, 0);
-
         /* LM head: dlnf = dlogits wte; dwte = dlogits^T lnf (the embedding adds to it last) */
-        GEMM(0, 0, BT, C, V, dlogits, V, gemm_param(m, tensor_data(m, 0)), C, m->gemm_dtype, 0, VW(m)->dbt_c, C);
-        GEMM(1, 0, V, C, BT, dlogits, V, gemm_kept(m, VW(m)->lnf, L, KEEP_LN1), C, m->gemm_dtype, 0, dwte, C);
+        struct gemm_job dlnf = { 0, 0, BT, C, V, dlogits, V, gemm_param(m, tensor_data(m, 0)), C, VW(m)->dbt_c, C };
+        struct gemm_job dw = { 1, 0, V, C, BT, dlogits, V, gemm_kept(m, VW(m)->lnf, L, KEEP_LN1), C, dwte, C };
+
+        gemm_pair(m, NULL, NULL, BT, V, &dw, &dlnf);
     }
     memset(VW(m)->dres, 0, sizeof(elem) * (size_t)BT * C);
     KSFX(gpt_layernorm_backward)(VW(m)->dres, tensor_grad(m, lf), tensor_grad(m, lf + 1), VW(m)->dbt_c,
