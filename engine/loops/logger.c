@@ -206,3 +206,22 @@ void ct_progress_line(ct_run *run, const char *fmt, ...)
     putchar('\n');
     fflush(stdout);
 }
+
+void ct_progress_say(ct_run *run, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!run->is_zero)
+        return;
+    if (run->bar_active) {
+        putchar('\n');
+        run->bar_active = 0;
+    }
+    fflush(stdout);
+    fputs("ctrain: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    fflush(stderr);
+}

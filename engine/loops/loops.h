@@ -315,5 +315,8 @@ void ct_progress_step(ct_run *run, size_t steps_per_epoch, long total_steps, dou
                       double samples_per_sec);
 /* A line of its own (ends a bar line first). Global zero only; nothing with --progress off. */
 void ct_progress_line(ct_run *run, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A line on stderr whatever --progress (off included), "ctrain: " and fmt (ends a bar line first).
+ * Global zero only. */
+void ct_progress_say(ct_run *run, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

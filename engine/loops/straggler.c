@@ -113,20 +113,13 @@ static void name_node(ct_run *run, struct ct_straggler *g, int node, int rank, d
 
     g->named[node] = 1;
     /* Said whatever --progress (off included): rank 0, on stderr, as a warning. */
-    if (run->is_zero && run->bar_active) {
-        putchar('\n');
-        fflush(stdout);
-        run->bar_active = 0;
-    }
-    if (run->is_zero)
-        fprintf(stderr, "ctrain: warning: straggler: node %s (rank %d) busy %.1f ms a step, %.1fx the median node's %.1f ms "
-                "(threshold %.1fx), over the last %d windows of %d steps to step %lld%s\n",
-                g->host[rank], rank, g->mean[node], g->mean[node] / med, med, o->straggler_factor,
-                o->straggler_windows, o->straggler_every, (long long)run->st.global_step,
-                o->on_straggler == CT_STRAGGLER_STOP      ? "; stopping (--on-straggler stop)"
-                : o->on_straggler == CT_STRAGGLER_EXCLUDE ? "; stopping (--on-straggler exclude)"
-                                                          : "");
-    fflush(stderr);
+    ct_progress_say(run, "warning: straggler: node %s (rank %d) busy %.1f ms a step, %.1fx the median node's %.1f ms "
+                    "(threshold %.1fx), over the last %d windows of %d steps to step %lld%s",
+                    g->host[rank], rank, g->mean[node], g->mean[node] / med, med, o->straggler_factor,
+                    o->straggler_windows, o->straggler_every, (long long)run->st.global_step,
+                    o->on_straggler == CT_STRAGGLER_STOP      ? "; stopping (--on-straggler stop)"
+                    : o->on_straggler == CT_STRAGGLER_EXCLUDE ? "; stopping (--on-straggler exclude)"
+                                                              : "");
     if (run->n_stragglers < CT_MAX_STRAGGLERS) {
         struct ct_straggler_named *s = &run->stragglers[run->n_stragglers++];
 

@@ -26,16 +26,24 @@ void ct_slurm_init_once(void)
     pthread_once(&once, slurm_init_default);
 }
 
+/* The job's number from SLURM_JOB_ID, and libslurm initialised to ask about it. */
+static int job_number(const char *job_id, long *id, ct_error *err)
+{
+    if (ct_parse_long(job_id, 1, 0xfffffffeL, id)) {
+        ct_error_set(err, CT_EINVAL, "requeue-job-id", "SLURM_JOB_ID='%s' is not a job number", job_id);
+        return ct_error_hint(err, "SLURM sets it in every job; unset it if you exported it yourself");
+    }
+    ct_slurm_init_once();
+    return 0;
+}
+
 int ct_slurm_requeue(const char *job_id, ct_error *err)
 {
     long id;
     int rc;
 
-    if (ct_parse_long(job_id, 1, 0xfffffffeL, &id)) {
-        ct_error_set(err, CT_EINVAL, "requeue-job-id", "SLURM_JOB_ID='%s' is not a job number", job_id);
-        return ct_error_hint(err, "SLURM sets it in every job; unset it if you exported it yourself");
-    }
-    ct_slurm_init_once();
+    if (job_number(job_id, &id, err))
+        return err->code;
     rc = slurm_requeue((uint32_t)id, 0);
     if (rc != SLURM_SUCCESS) {
         int e = ct_slurm_errno();
@@ -52,10 +60,7 @@ int ct_slurm_requeue_without(const char *job_id, const char *nodes, const char *
     long id;
     int requeued;
 
-    if (ct_parse_long(job_id, 1, 0xfffffffeL, &id)) {
-        ct_error_set(err, CT_EINVAL, "requeue-job-id", "SLURM_JOB_ID='%s' is not a job number", job_id);
-        return ct_error_hint(err, "SLURM sets it in every job; unset it if you exported it yourself");
-    }
-    ct_slurm_init_once();
+    if (job_number(job_id, &id, err))
+        return err->code;
     return ct_slurm_requeue_excluding((uint32_t)id, nodes, comment, "requeue-failed", &requeued, err);
 }

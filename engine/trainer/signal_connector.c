@@ -76,17 +76,10 @@ static int straggler_finish(ct_run *run, const ct_trainer_config *cfg, ct_error 
                                   "on other nodes with --ckpt-path last");
     /* Said before asking, whatever --progress: SLURM ends the job's processes (and srun, which
      * carries their output) as soon as the requeue is accepted, and the error is not seen then. */
-    if (run->is_zero) {
-        if (run->bar_active) {
-            putchar('\n');
-            run->bar_active = 0;
-        }
-        fflush(stdout);
-        fprintf(stderr, "ctrain: %s; requeueing SLURM job %s without %s\n", where, job, nodes);
-        fflush(stderr);
-        /* A moment for srun to relay the line: it is the run's last word on why it ended. */
+    ct_progress_say(run, "%s; requeueing SLURM job %s without %s", where, job, nodes);
+    /* A moment for srun to relay the line: it is the run's last word on why it ended. */
+    if (run->is_zero)
         usleep(300 * 1000);
-    }
     ct_error_clear(&rq);
     snprintf(comment, sizeof(comment), "ctrain straggler excluded %s: busy %.1f ms a step, %.1fx the median node's "
              "%.1f ms, at step %lld", nodes, run->stragglers[0].busy_ms,
