@@ -4,7 +4,8 @@
 # (USR2) makes every rank write DIR/hang/rank-R.json and training goes on to the same final weights
 # as a run without it; a rank SIGSTOPped mid-training makes every rank end within
 # --collective-timeout + 10 s, rank 0 prints the diagnosis, and `ctrain diagnose DIR` names the
-# stopped rank from the others' records (exit 3); a rank held in its data phase is named in that
+# stopped rank with its phase (from its live record, hang/rank-R.live: it writes nothing itself) and
+# the collective the others found it missing in (exit 3); a rank held in its data phase is named in that
 # phase. The data hold is CTRAIN_TEST_DATA_STALL (a delay for tests only: FIFOs are refused as
 # inputs, so a test cannot block a real read). Bad input to diagnose exits 2 naming it; a dump
 # signal that is the requeue signal is refused.
@@ -17,11 +18,11 @@ P=
 trap '[ -n "$P" ] && kill -9 $P 2>/dev/null; for p in $(rank_pids); do kill -9 $p 2>/dev/null; done; rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM HUP
 
-echo "1..9"
+echo "1..10"
 . "$(dirname "$0")/lib/ci.sh"
 if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
     ci_needs "dataset-fashion-mnist not installed"
-    for i in 1 2 3 4 5 6 7 8 9; do echo "ok $i # SKIP dataset-fashion-mnist not installed"; done
+    for i in 1 2 3 4 5 6 7 8 9 10; do echo "ok $i # SKIP dataset-fashion-mnist not installed"; done
     exit 0
 fi
 mkdir -p "$T/data"
@@ -99,13 +100,18 @@ P=
 left=$(rank_pids)
 [ -n "$victim" ] && [ "$rc" -ne 0 ] && [ -z "$left" ] && awk -v s="$secs" 'BEGIN { exit !(s <= 15) }'
 ok $? "rank 1 SIGSTOPped, --collective-timeout 5: every rank ends within 15 s (${secs} s, exit $rc)" "$T/stop.out"
-grep -q "ctrain: rank 1 (host $(hostname)) is behind: no record: the process is stopped, dead or could not write" "$T/stop.out"
-ok $? "rank 0 prints the diagnosis after the timeout, naming rank 1 and its host" "$T/stop.out"
+# The stopped rank writes nothing: its phase comes from its live record (hang/rank-1.live).
+stopped_named() {    # stopped_named RANK HOST FILE
+    grep -q "ctrain: rank $1 (host $2, pid $victim) is behind: step [0-9]*, phase [a-z]* .*this reading of its live record" "$3" &&
+        grep -q "ctrain:   it wrote no record (stopped, dead or could not write): this is its live record (rank-$1.live)" "$3"
+}
+stopped_named 1 "$(hostname)" "$T/stop.out"
+ok $? "rank 0 prints the diagnosis after the timeout, naming rank 1, its host, pid, step and phase" "$T/stop.out"
 "$B/ctrain" diagnose "$T/stop" >"$T/diag-stop.out" 2>&1
 rc=$?
-[ "$rc" -eq 3 ] && grep -q "rank 1 (host $(hostname)) is behind: no record" "$T/diag-stop.out" &&
+[ "$rc" -eq 3 ] && stopped_named 1 "$(hostname)" "$T/diag-stop.out" &&
     grep -q "found it missing in collective #[0-9]* (.*) at step [0-9]*, phase [a-z]*: it had not reached" "$T/diag-stop.out"
-ok $? "ctrain diagnose names rank 1 (no record), its host and the collective the others wait for it in (exit $rc)" "$T/diag-stop.out"
+ok $? "ctrain diagnose names rank 1, its host, its phase (live record) and the collective the others wait for it in (exit $rc)" "$T/diag-stop.out"
 
 # 6: rank 2 held in its data phase at step 30; the dump signal while it is held.
 CTRAIN_T93=$T CTRAIN_TEST_DATA_STALL=2:30 "$B/ctrain" fit $FIT --max-epochs 200 --collective-timeout 120 \
@@ -147,3 +153,28 @@ rc=$?
 [ "$rc" -eq 2 ] && grep -q -- "--dump-signal SIGUSR2 is also a stop signal" "$T/conf.out" &&
     grep -q "hint: give the two different signals" "$T/conf.out"
 ok $? "--dump-signal equal to --requeue-signal is refused with a hint (exit $rc)" "$T/conf.out"
+
+# 10: a later run in test 6's DIR, its rank 2 SIGSTOPped. The rank-2.json there is the earlier run's
+# (held in the data phase at step 30); diagnose leaves it out (another pid than rank 2's live record)
+# and names the stopped rank 2 from its live record.
+rm -f "$T/data2/metrics.csv"
+CTRAIN_T93=$T "$B/ctrain" fit $FIT --max-epochs 200 --collective-timeout 3 --default-root-dir "$T/data2" \
+    >"$T/again.out" 2>&1 &
+P=$!
+wait_rows "$T/data2" 2
+victim=$(rank_pid 2)
+[ -n "$victim" ] && kill -STOP "$victim"
+for i in $(seq 300); do
+    [ -z "$(rank_pids)" ] && break
+    sleep 0.1
+done
+kill -9 $P 2>/dev/null
+wait $P
+P=
+"$B/ctrain" diagnose "$T/data2" >"$T/diag-again.out" 2>"$T/diag-again.err"
+rc=$?
+[ -n "$victim" ] && [ "$rc" -eq 3 ] && stopped_named 2 "$(hostname)" "$T/diag-again.out" &&
+    ! grep -q "phase data" "$T/diag-again.out" &&
+    grep -q "ctrain: diagnose: 1 record in $T/data2/hang from an earlier run left out" "$T/diag-again.err"
+ok $? "a later run in the same DIR: the earlier run's record of rank 2 is left out, its live record read (exit $rc)" \
+    "$T/diag-again.out" "$T/diag-again.err"

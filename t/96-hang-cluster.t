@@ -7,17 +7,19 @@
 #     hang/rank-R.json naming its node as SLURM does (n1, n1, n2), the fit goes on and ends with the
 #     weights of a run without the signal (st_compare);
 #   - rank 2 SIGSTOPped at a random moment: every rank ends within --collective-timeout + 10 s, rank 0
-#     prints the diagnosis and `ctrain diagnose DIR` names rank 2 and its node n2 (it has no record:
-#     the others' say it was missing, where and in which collective of which step);
+#     prints the diagnosis and `ctrain diagnose DIR` names rank 2, its node n2, its pid, step and
+#     phase (it writes no record: its live record, hang/rank-2.live, says where it stopped) and the
+#     others' records where and in which collective of which step they found it missing;
 #   - rank 2 held in its data phase (CTRAIN_TEST_DATA_STALL, as t/93): diagnose names it, on n2, in
 #     the data phase;
 #   - ctrain supervise (2 nodes + a spare): rank 0 SIGSTOPped at a random moment; the ranks'
 #     timeout message cannot name rank 0's node (rank 0 is the one that collects the roll call), so
-#     the hang records name n1, and the new step on the spare completes;
+#     the hang records name n1, and the new step on the spare completes; the failed step's records
+#     are kept in DIR/hang.restart-1, where diagnose names rank 0 on n1 from its live record;
 # and nothing is left running. The cluster is stopped by pid at exit, also on failure.
 . "$(dirname "$0")/lib/launch.sh"
 . "$(dirname "$0")/lib/ddp.sh"
-N=12
+N=13
 
 [ -x "$B/st_compare" ] || skip_all $N "$B/st_compare not built (make tests)"
 make_data || skip_all $N "dataset-fashion-mnist not installed"
@@ -100,11 +102,16 @@ rc=$?
 [ -n "$victim" ] && [ "$rc" -ne 0 ] && [ -z "$left" ] && lt "$secs" 15.01
 ok $? "rank 2 on n2 SIGSTOPped at row $at, --collective-timeout 5: every rank ends within 15 s (${secs} s, srun exit $rc)" ||
     diag "$tmp/stop.out"
-grep -q "ctrain: rank 2 (host n2) is behind: no record: the process is stopped, dead or could not write" "$tmp/stop.out"
-ok $? "rank 0 prints the diagnosis after the timeout, naming rank 2 on n2" || diag "$tmp/stop.out"
+# The stopped rank writes nothing: its phase comes from its live record (hang/rank-2.live).
+stopped_named() {    # stopped_named RANK HOST FILE
+    grep -q "ctrain: rank $1 (host $2, pid $victim) is behind: step [0-9]*, phase [a-z]* .*this reading of its live record" "$3" &&
+        grep -q "ctrain:   it wrote no record (stopped, dead or could not write): this is its live record (rank-$1.live)" "$3"
+}
+stopped_named 2 n2 "$tmp/stop.out"
+ok $? "rank 0 prints the diagnosis after the timeout, naming rank 2 on n2, its pid, step and phase" || diag "$tmp/stop.out"
 "$CTRAIN" diagnose "$tmp/stop" >"$tmp/diag-stop.out" 2>&1
 rc=$?
-[ "$rc" -eq 3 ] && grep -q "rank 2 (host n2) is behind: no record" "$tmp/diag-stop.out" &&
+[ "$rc" -eq 3 ] && stopped_named 2 n2 "$tmp/diag-stop.out" &&
     grep -q "found it missing in collective #[0-9]* (.*) at step [0-9]*, phase [a-z]*: it had not reached" \
         "$tmp/diag-stop.out"
 ok $? "ctrain diagnose names rank 2, its node n2 and the collective and step it had not reached (exit $rc)" ||
@@ -139,7 +146,7 @@ ok $? "a rank held in its data phase: diagnose names rank 2 on n2, in the data p
 wait_gone 30 $(tasks_of "$tmp/data2")
 ok $? "... and scancel ends its tasks"
 
-# 9-11: ctrain supervise, rank 0 SIGSTOPped: only the hang records name its node.
+# 9-12: ctrain supervise, rank 0 SIGSTOPped: only the hang records name its node.
 cat >"$tmp/job.sh" <<EOF
 #!/bin/sh
 #SBATCH --ntasks-per-node=1 --no-kill --requeue --open-mode=append
@@ -166,6 +173,14 @@ ok $? "supervise, rank 0 on n1 SIGSTOPped at row $at: the hang records name n1, 
 grep -q 'supervise: new step on n\[2-3\]' "$tmp/sup.log" && grep -q '^supervise exit 0' "$tmp/sup.log" &&
     [ -s "$tmp/sup/summary.json" ]
 ok $? "... the new step on n2 and the spare n3 resumes and completes (job $sjob)" || diag "$tmp/sup.log"
+# The failed step's records moved aside before the new step: diagnose reads them there, rank 0's from
+# its live record; the new step, which ended well, left none in DIR/hang.
+"$CTRAIN" diagnose "$tmp/sup/hang.restart-1" >"$tmp/diag-sup.out" 2>&1
+rc=$?
+[ "$rc" -eq 3 ] && grep -q "supervise: the failed step's hang records are in $tmp/sup/hang.restart-1" "$tmp/sup.log" &&
+    stopped_named 0 n1 "$tmp/diag-sup.out" && [ -z "$(ls "$tmp/sup/hang" 2>/dev/null)" ]
+ok $? "... the failed step's records kept in DIR/hang.restart-1: diagnose names rank 0 on n1 with its phase (exit $rc), DIR/hang empty" ||
+    diag "$tmp/diag-sup.out" "$tmp/sup.log"
 for i in $(seq 300); do
     [ -z "$(squeue -h -j "$sjob" -o %A 2>/dev/null)" ] && break
     sleep 0.1
@@ -173,7 +188,7 @@ done
 ok "$([ -z "$(tasks_of "$tmp/sup")" ] && [ -z "$(squeue -h -j "$sjob" -o %A 2>/dev/null)" ]; echo $?)" \
     "... and nothing of the job is left"
 
-# 12: nothing of any run left.
+# 13: nothing of any run left.
 sleep 1
 left=$(procs_with "$tmp/" | while read -r p; do [ "$(cat "/proc/$p/comm" 2>/dev/null)" = ctrain ] && echo "$p"; done | tr '\n' ' ')
 ok "$([ -z "$left" ]; echo $?)" "nothing of any run is left running${left:+: $left}"

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain diagnose DIR — which ranks of a hung or timed-out fit are behind, from the hang records
- * the ranks wrote (DIR/hang/rank-R.json, on the dump signal or after a collective timeout). */
+ * the ranks wrote (DIR/hang/rank-R.json, on the dump signal or after a collective timeout) and
+ * their live records (DIR/hang/rank-R.live). */
 #include <stdio.h>
 #include <string.h>
 
@@ -13,12 +14,15 @@ static void diagnose_usage(FILE *out)
             "usage: ctrain diagnose DIR\n"
             "\n"
             "Name the ranks of a fit that are behind the others, where they are and since when, from\n"
-            "the records its ranks wrote in DIR/hang/rank-R.json (DIR: the fit's --default-root-dir).\n"
-            "The ranks write them on the dump signal (--dump-signal, default USR2: scancel --signal=USR2\n"
-            "JOB, or kill -USR2 on ctrain fit; training goes on) and after a --collective-timeout.\n"
-            "A rank is behind at a lower step, or at the same step in an earlier collective or phase\n"
-            "(data, forward, backward, allreduce, optimizer, checkpoint, validation); a rank without a\n"
-            "record is stopped, dead or could not write, and is named from the others' records.\n"
+            "the records its ranks wrote in DIR/hang/rank-R.json (DIR: the fit's --default-root-dir, or\n"
+            "a folder of records itself, such as DIR/hang.restart-N where ctrain supervise keeps a\n"
+            "failed step's). The ranks write them on the dump signal (--dump-signal, default USR2:\n"
+            "scancel --signal=USR2 JOB, or kill -USR2 on ctrain fit; training goes on) and after a\n"
+            "--collective-timeout. A rank is behind at a lower step, or at the same step in an earlier\n"
+            "collective or phase (data, forward, backward, allreduce, optimizer, checkpoint,\n"
+            "validation). A rank that wrote no record (stopped, dead or could not write) is read from\n"
+            "its live record, DIR/hang/rank-R.live (where it last was), and the others' records say in\n"
+            "which collective they found it missing. Records of an earlier run in DIR are left out.\n"
             "\n"
             "Exit status: 0 every rank at the same point, 3 some behind, 2 bad input (DIR missing, a\n"
             "record that is not one).\n");

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -708,6 +709,32 @@ static int requeue(struct sv *s, long healthy)
     return CT_LAUNCHER_EXIT_STOPPED;
 }
 
+/* Before restart N: the failed step's hang records (DIR/hang) move to DIR/hang.restart-N, so the
+ * next step's are not mixed with them and they stay for ctrain diagnose DIR/hang.restart-N. */
+static void archive_hang(struct sv *s, int restart)
+{
+    char from[1100], to[1200];
+    struct stat sb;
+
+    snprintf(from, sizeof(from), "%s/hang", s->o.root_dir);
+    if (stat(from, &sb) || !S_ISDIR(sb.st_mode))
+        return;
+    for (int k = 0; k < 100; k++) {
+        if (k == 0)
+            snprintf(to, sizeof(to), "%s.restart-%d", from, restart);
+        else
+            snprintf(to, sizeof(to), "%s.restart-%d.%d", from, restart, k);
+        if (!rename(from, to)) {   /* rename(2) replaces only an empty directory: never one with records */
+            fprintf(stderr, P "the failed step's hang records are in %s (ctrain diagnose %s)\n", to, to);
+            return;
+        }
+        if (errno != EEXIST && errno != ENOTEMPTY)
+            break;
+    }
+    fprintf(stderr, P "could not move %s aside: %s (the next step's hang records join them)\n", from,
+            strerror(errno));
+}
+
 static int supervise_loop(struct sv *s)
 {
     for (int restart = 0;; restart++) {
@@ -717,6 +744,8 @@ static int supervise_loop(struct sv *s)
 
         if (!nodes)
             return requeue(s, healthy);
+        if (restart)
+            archive_hang(s, restart);
         if (restart)
             fprintf(stderr, P "restart %d of at most %ld\n", restart, s->o.max_restarts);
         fprintf(stderr, P "%s step on %s (%ld node%s x %ld task%s%s)\n", restart ? "new" : "starting the", nodes,

@@ -5,8 +5,13 @@
  * A rank's position is (step, collective, phase): the step first; within a step the collective
  * number (the same count on every rank), a rank still waiting in collective n being behind one
  * that has completed it; then the phase in the order a step runs them. A rank without a record is
- * stopped, dead or could not write: it is named from the others' records (the collective they
- * wait in, and the ranks the timeout found missing there).
+ * stopped, dead or could not write: its live record (DIR/hang/rank-R.live, the mapping it kept its
+ * record in) says where it was, and the others' records name the collective they wait in and the
+ * ranks the timeout found missing there.
+ *
+ * Records of an earlier run in the same DIR are left out: the live files say which run is the
+ * latest (the newest start, and its world size), and a rank's rank-R.json counts only when it is
+ * that run's (the live file's pid and host, or written after the run began).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -17,9 +22,14 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cjson/cJSON.h>
 
 #include "ctrain/util.h"
+#include "engine/loops/hang_live.h"
 #include "engine/loops/loops.h"
 
 #define MAX_RANKS 4096
@@ -28,6 +38,12 @@
  * other), so one rank may be a phase ahead of another without anything being wrong. Longer than
  * any skew between the dumps, far shorter than a hang anyone would diagnose. */
 #define BEHIND_AFTER_S 1.0
+/* Live files begun this long before the newest one are an earlier run's: the ranks of one run begin
+ * theirs within moments of each other (after the rendezvous that starts every rank). */
+#define STALE_S 300.0
+/* A rank-R.json written this long before the latest run began is an earlier run's (clock skew
+ * between nodes is far smaller; a restart far longer). */
+#define SKEW_S 5.0
 
 struct rank_rec {
     int present;
@@ -44,6 +60,15 @@ struct rank_rec {
     int missing[CT_TRACE_MAX_MISSING];
     char missing_host[CT_TRACE_MAX_MISSING][64];   /* "": not known (or a record from before they were kept) */
     double entered_wall, now_wall;
+    int from_live;                                 /* read from rank-R.live: it wrote no rank-R.json */
+};
+
+/* The live files of a directory: the latest run's, by rank. */
+struct lives {
+    struct ct_hang_live *m;                        /* [MAX_RANKS] */
+    unsigned char *current;                        /* [MAX_RANKS]: m[r] is the latest run's */
+    int world;                                     /* the latest run's world size; 0: no live file */
+    double started;                                /* its earliest start */
 };
 
 static int read_text(const char *path, char **out)
@@ -134,7 +159,117 @@ static int parse_record(const cJSON *o, struct rank_rec *r, int *rank, int *worl
     return 0;
 }
 
-static int load_one(const char *hang, const char *name, struct rank_rec *recs, int *world, ct_error *err)
+static double wall_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* One live file into *m: 0, or -1 when it is not one this build wrote (or not yet begun). */
+static int live_read(const char *path, int rank, struct ct_hang_live *m)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat sb;
+    ssize_t n;
+
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return -1;
+    }
+    n = read(fd, m, sizeof(*m));
+    close(fd);
+    if (n != (ssize_t)sizeof(*m) || memcmp(m->magic, CT_HANG_LIVE_MAGIC, sizeof(m->magic)) ||
+        m->size != sizeof(*m) || m->rank != rank || m->world < 1 || m->world > MAX_RANKS || m->rank >= m->world ||
+        m->rec.phase < 0 || m->rec.phase >= CT_PHASE_N || !isfinite(m->started_wall) || !isfinite(m->mono_to_wall))
+        return -1;
+    m->host[sizeof(m->host) - 1] = '\0';
+    for (int i = 0; i < CT_TRACE_MAX_MISSING; i++)
+        m->rec.coll.missing_host[i][sizeof(m->rec.coll.missing_host[i]) - 1] = '\0';
+    return 0;
+}
+
+/* Every rank-R.live of hang/ (R < MAX_RANKS); which of them are the latest run's. */
+static void lives_load(const char *hang, struct lives *L)
+{
+    DIR *d = opendir(hang);
+    struct dirent *e;
+    unsigned char *valid = calloc(MAX_RANKS, 1);
+    double newest = -1;
+
+    L->world = 0;
+    if (!d || !valid) {
+        if (d)
+            closedir(d);
+        free(valid);
+        return;
+    }
+    while ((e = readdir(d))) {
+        char path[1400], tail[8];
+        int r;
+
+        if (sscanf(e->d_name, "rank-%d.%7s", &r, tail) != 2 || strcmp(tail, "live") || r < 0 || r >= MAX_RANKS)
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", hang, e->d_name);
+        if (live_read(path, r, &L->m[r]))
+            continue;
+        valid[r] = 1;
+        if (L->m[r].started_wall > newest) {
+            newest = L->m[r].started_wall;
+            L->world = L->m[r].world;
+        }
+    }
+    closedir(d);
+    L->started = newest;
+    for (int r = 0; r < MAX_RANKS; r++) {
+        L->current[r] = valid[r] && L->m[r].world == L->world && L->m[r].started_wall >= newest - STALE_S;
+        if (L->current[r] && L->m[r].started_wall < L->started)
+            L->started = L->m[r].started_wall;
+    }
+    free(valid);
+}
+
+/* A rank's record from its live file: where it was when last it stored, read now. */
+static void from_live(const struct ct_hang_live *m, double now, struct rank_rec *r)
+{
+    const ct_collective_trace *c = &m->rec.coll;
+
+    memset(r, 0, sizeof(*r));
+    r->present = r->from_live = 1;
+    ct_str_copy(r->host, sizeof(r->host), m->host);
+    r->pid = (long)m->pid;
+    r->step = m->rec.step;
+    r->phase = m->rec.phase;
+    r->bucket = c->bucket;
+    r->seq = c->seq;
+    r->waiting = c->waiting;
+    r->waited = c->waiting ? now - (c->wait_since + m->mono_to_wall) : 0;
+    r->timed_out = c->timed_out;
+    r->what[0] = '\0';                             /* a pointer into the writer: not readable here */
+    r->n_missing = c->n_missing < 0 ? 0 : c->n_missing < CT_TRACE_MAX_MISSING ? c->n_missing : CT_TRACE_MAX_MISSING;
+    for (int i = 0; i < r->n_missing; i++) {
+        r->missing[i] = c->missing[i];
+        ct_str_copy(r->missing_host[i], sizeof(r->missing_host[i]), c->missing_host[i]);
+    }
+    r->entered_wall = m->rec.entered + m->mono_to_wall;
+    r->now_wall = now;
+}
+
+/* Whether rank's rank-R.json (r, of a run of w ranks) is an earlier run's than the live files'. */
+static int stale(const struct lives *L, int rank, int w, const struct rank_rec *r)
+{
+    if (!L->world)
+        return 0;
+    if (w != L->world || r->now_wall < L->started - SKEW_S)
+        return 1;
+    return L->current[rank] && (r->pid != (long)L->m[rank].pid || strcmp(r->host, L->m[rank].host));
+}
+
+static int load_one(const char *hang, const char *name, const struct lives *L, struct rank_rec *recs, int *world,
+                    int *n_stale, ct_error *err)
 {
     char path[1400], *text;
     struct rank_rec r;
@@ -154,6 +289,10 @@ static int load_one(const char *hang, const char *name, struct rank_rec *recs, i
         return ct_error_hint(err, "remove it (the ranks write their records again on the dump signal or a "
                                   "collective timeout)");
     }
+    if (stale(L, rank, w, &r)) {
+        ++*n_stale;
+        return 0;
+    }
     if (*world && w != *world) {
         ct_error_set(err, CT_EINVAL, "diagnose-mixed", "diagnose: %s is from a run of %d ranks, the others of %d",
                      path, w, *world);
@@ -164,15 +303,35 @@ static int load_one(const char *hang, const char *name, struct rank_rec *recs, i
     return 0;
 }
 
-/* Every DIR/hang/rank-R.json into recs[0 .. *world). */
+static int is_dir(const char *path)
+{
+    struct stat sb;
+
+    return !stat(path, &sb) && S_ISDIR(sb.st_mode);
+}
+
+/* Every DIR/hang/rank-R.json of the latest run into recs[0 .. *world), and the live record of each
+ * of its ranks that wrote none. */
 static int load_all(const char *dir, struct rank_rec *recs, int *world, ct_error *err)
 {
     char hang[1200];
-    int rc = 0, any = 0;
+    struct lives L = { calloc(MAX_RANKS, sizeof(*L.m)), calloc(MAX_RANKS, 1), 0, 0 };
+    int rc = 0, any = 0, n_stale = 0, n_live = 0;
+    double now = wall_now();
 
+    if (!L.m || !L.current) {
+        free(L.m);
+        free(L.current);
+        return ct_error_set(err, CT_ENOMEM, NULL, "diagnose: out of memory");
+    }
+    /* DIR (a fit's --default-root-dir) holds hang/; a folder of records itself (hang.restart-N,
+     * where ctrain supervise moves a failed step's) is read as it is. */
     snprintf(hang, sizeof(hang), "%s/hang", dir);
+    if (!is_dir(hang))
+        ct_str_copy(hang, sizeof(hang), dir);
+    lives_load(hang, &L);
     *world = 0;
-    for (int r = 0; r < MAX_RANKS && (!*world || r < *world); r++) {
+    for (int r = 0; r < MAX_RANKS && (!*world || r < *world) && (!L.world || r < L.world); r++) {
         char name[64], path[1300];
         struct stat sb;
 
@@ -180,17 +339,31 @@ static int load_all(const char *dir, struct rank_rec *recs, int *world, ct_error
         snprintf(path, sizeof(path), "%s/%s", hang, name);
         if (stat(path, &sb))
             continue;
-        if ((rc = load_one(hang, name, recs, world, err)))
-            return rc;
-        any = 1;
+        if ((rc = load_one(hang, name, &L, recs, world, &n_stale, err)))
+            goto out;
+        any |= recs[r].present;
     }
-    if (!any) {
+    if (L.world)
+        *world = L.world;
+    for (int r = 0; r < *world; r++)
+        if (!recs[r].present && L.current[r]) {
+            from_live(&L.m[r], now, &recs[r]);
+            n_live++;
+        }
+    if (!any && !n_live) {
         ct_error_set(err, CT_EINVAL, "diagnose-no-records", "diagnose: no hang records (rank-R.json) in %s", hang);
-        return ct_error_hint(err, "give the fit's --default-root-dir; the ranks write their records on the dump "
-                                  "signal (scancel --signal=USR2 JOB, kill -USR2 PID) or after a "
-                                  "--collective-timeout");
+        rc = ct_error_hint(err, "give the fit's --default-root-dir; the ranks write their records on the dump "
+                                "signal (scancel --signal=USR2 JOB, kill -USR2 PID) or after a "
+                                "--collective-timeout");
+        goto out;
     }
-    return 0;
+    if (n_stale)
+        fprintf(stderr, "ctrain: diagnose: %d record%s in %s from an earlier run left out\n", n_stale,
+                n_stale == 1 ? "" : "s", hang);
+out:
+    free(L.m);
+    free(L.current);
+    return rc;
 }
 
 /* Position order: step, then collective (waiting in n < done with n), then phase. */
@@ -221,13 +394,15 @@ static void position(const struct rank_rec *r, char *buf, size_t size)
 
     when(r->entered_wall, at, sizeof(at));
     if (r->waiting)
-        snprintf(detail, sizeof(detail), " (waiting %.1f s in collective #%ld: %s)", r->waited, r->seq, r->what);
+        snprintf(detail, sizeof(detail), " (waiting %.1f s in collective #%ld%s%s)", r->waited, r->seq,
+                 r->what[0] ? ": " : "", r->what);
     else if (r->phase == CT_PHASE_BACKWARD && r->bucket >= 0)
         snprintf(detail, sizeof(detail), " (gradient bucket %d started; collective #%ld done)", r->bucket, r->seq);
     else
         snprintf(detail, sizeof(detail), " (collective #%ld done)", r->seq);
-    snprintf(buf, size, "step %lld, phase %s%s, since %s (%.1f s before its record was written)",
-             (long long)r->step, ct_hang_phase_name(r->phase), detail, at, r->now_wall - r->entered_wall);
+    snprintf(buf, size, "step %lld, phase %s%s, since %s (%.1f s before %s)", (long long)r->step,
+             ct_hang_phase_name(r->phase), detail, at, r->now_wall - r->entered_wall,
+             r->from_live ? "this reading of its live record" : "its record was written");
 }
 
 /* The records that name rank r as missing: "ranks 0 and 1 waiting in collective #n (what) at step s". */
@@ -258,6 +433,16 @@ static const char *missing_node(const struct rank_rec *recs, int world, int r)
     return NULL;
 }
 
+/* Whether some record found rank r missing after a collective timeout. */
+static int found_missing(const struct rank_rec *recs, int world, int r)
+{
+    for (int o = 0; o < world; o++)
+        for (int i = 0; recs[o].present && recs[o].timed_out && i < recs[o].n_missing; i++)
+            if (recs[o].missing[i] == r)
+                return 1;
+    return 0;
+}
+
 static void report(const struct rank_rec *recs, int world, int lead, FILE *out, int *behind)
 {
     char pos[512];
@@ -285,11 +470,17 @@ static void report(const struct rank_rec *recs, int world, int lead, FILE *out, 
             ++*behind;
             continue;
         }
-        if (cmp_pos(x, &recs[lead]) >= 0 || !(lead_stuck || newest - x->now_wall > BEHIND_AFTER_S))
+        /* A rank the others' timeout found missing is behind wherever its live record has it (it
+         * may have entered the same collective and then stopped: it never answered). */
+        if (!(x->from_live && found_missing(recs, world, r)) &&
+            (cmp_pos(x, &recs[lead]) >= 0 || !(lead_stuck || newest - x->now_wall > BEHIND_AFTER_S)))
             continue;
         position(x, pos, sizeof(pos));
         fprintf(out, "ctrain: rank %d (host %s, pid %ld) is behind: %s\n", r, x->host, x->pid, pos);
-        if (newest - x->now_wall > 1.0)
+        if (x->from_live)
+            fprintf(out, "ctrain:   it wrote no record (stopped, dead or could not write): this is its live record "
+                         "(rank-%d.live), its last stores\n", r);
+        else if (newest - x->now_wall > 1.0)
             fprintf(out, "ctrain:   its record is %.0f s older than the newest: it wrote nothing since (stopped, "
                          "dead or hung in a way that also holds its dump thread)\n", newest - x->now_wall);
         missing_from_others(recs, world, r, out);

@@ -1,10 +1,18 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Hang forensics: each rank's progress record and its dump (DIR/hang/rank-R.json).
  *
- * The record is plain data in this process: the loops store the step and the phase (and the
- * monotonic time they entered it) at the points they already pass, and the strategy stores which
- * collective this rank waits in through the ct_collective_trace it was handed. No lock and no system
- * call on the step (the clock is the vDSO's), so it costs nothing measurable.
+ * The record is plain data: the loops store the step and the phase (and the monotonic time they
+ * entered it) at the points they already pass, and the strategy stores which collective this rank
+ * waits in through the ct_collective_trace it was handed. No lock and no system call on the step
+ * (the clock is the vDSO's), so it costs nothing measurable.
+ *
+ * The record lives in a shared mapping of DIR/hang/rank-R.live (hang_live.h): a stopped or dead
+ * process writes nothing, but its last stores are in the file, so ctrain diagnose still says where
+ * it was (at once on the node's own file system and on file systems that show one client's writes
+ * to the others, such as Lustre and GPFS; on NFS once the kernel has written the dirty page back,
+ * within its writeback interval, ~30 s). The file's blocks are allocated up front, so a full file
+ * system cannot fault a store on the step; where the file cannot be made, the record stays in this
+ * process only (and the dump below still works).
  *
  * It is dumped on the dump signal (by the stop catcher thread, engine/loops/stop.c: never from a
  * handler on a computing thread) and after a collective timeout. The dump copies the record first
@@ -18,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -25,24 +34,23 @@
 #include <cjson/cJSON.h>
 
 #include "ctrain/util.h"
+#include "engine/loops/hang_live.h"
+#include "engine/util/fsutil.h"
 #include "engine/loops/loops.h"
 
 static const char *const phase_names[CT_PHASE_N] = {
     "start", "data", "forward", "backward", "allreduce", "optimizer", "checkpoint", "validation", "done",
 };
 
-static struct {
-    volatile int64_t step;
-    volatile int phase;
-    volatile double entered;         /* ct_time_now() when the phase was entered */
-    ct_collective_trace coll;
-} rec = { .coll = { .bucket = -1, .n_missing = -1 } };
+/* The record: in the live file's mapping when there is one, else here. */
+static struct ct_hang_live local_live;
+static struct ct_hang_live *live = &local_live;
 
 static struct {
     int on;
     int rank, world;
     char dir[1100];                  /* DIR/hang */
-    char host[256];
+    char live_path[1200];            /* DIR/hang/rank-R.live; "" when the record is this process's only */
 } where;
 
 const char *ct_hang_phase_name(int phase)
@@ -58,39 +66,92 @@ int ct_hang_phase_parse(const char *name)
     return -1;
 }
 
-ct_collective_trace *ct_hang_init(int rank, int world, const char *root_dir)
-{
-    memset(&rec, 0, sizeof(rec));
-    rec.coll.bucket = -1;
-    rec.coll.n_missing = -1;
-    rec.entered = ct_time_now();
-    where.rank = rank;
-    where.world = world;
-    snprintf(where.dir, sizeof(where.dir), "%s/hang", root_dir[0] ? root_dir : ".");
-    /* SLURM's name for the node: what ctrain diagnose prints and ctrain supervise excludes. */
-    if (ct_node_name(where.host, sizeof(where.host)) && !where.host[0])
-        ct_str_copy(where.host, sizeof(where.host), "?");
-    where.on = 1;
-    return &rec.coll;
-}
-
-void ct_hang_enter(int phase)
-{
-    rec.phase = phase;
-    rec.entered = ct_time_now();
-}
-
-void ct_hang_step(int64_t step)
-{
-    rec.step = step;
-}
-
 static double wall_now(void)
 {
     struct timespec ts;
 
     clock_gettime(CLOCK_REALTIME, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Map DIR/hang/rank-R.live (made or reused, its blocks allocated); NULL when it cannot be. */
+static struct ct_hang_live *live_map(const char *path)
+{
+    struct ct_hang_live *m;
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+
+    if (fd < 0)
+        return NULL;
+    /* Never shorter than the mapping (a store past the end would fault), blocks allocated so a
+     * full file system cannot fault one either. */
+    if (ftruncate(fd, sizeof(*m)) || posix_fallocate(fd, 0, sizeof(*m))) {
+        close(fd);
+        return NULL;
+    }
+    m = mmap(NULL, sizeof(*m), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    return m == MAP_FAILED ? NULL : m;
+}
+
+ct_collective_trace *ct_hang_init(int rank, int world, const char *root_dir)
+{
+    struct ct_hang_live *m;
+    char host[CT_HANG_LIVE_HOST];
+
+    if (live != &local_live)          /* an earlier fit of this process */
+        munmap(live, sizeof(*live));
+    live = &local_live;
+    where.rank = rank;
+    where.world = world;
+    snprintf(where.dir, sizeof(where.dir), "%s/hang", root_dir[0] ? root_dir : ".");
+    snprintf(where.live_path, sizeof(where.live_path), "%s/rank-%d.live", where.dir, rank);
+    /* The run's directory may not be made yet (rank 0 makes it once the run is built). */
+    if (ct_fs_mkdirs(where.dir, NULL, 0) || !(m = live_map(where.live_path))) {
+        m = &local_live;
+        where.live_path[0] = '\0';
+    }
+    /* SLURM's name for the node: what ctrain diagnose prints and ctrain supervise excludes. */
+    if (ct_node_name(host, sizeof(host)) || !host[0])
+        ct_str_copy(host, sizeof(host), "?");
+    /* The identity first, the magic last: a reader never takes a half-made record for this run's. */
+    memset(m, 0, sizeof(*m));
+    m->size = sizeof(*m);
+    m->rank = rank;
+    m->world = world;
+    m->pid = getpid();
+    ct_str_copy(m->host, sizeof(m->host), host);
+    m->rec.coll.bucket = -1;
+    m->rec.coll.n_missing = -1;
+    m->rec.entered = ct_time_now();
+    m->started_wall = wall_now();
+    m->mono_to_wall = m->started_wall - m->rec.entered;
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    memcpy(m->magic, CT_HANG_LIVE_MAGIC, sizeof(m->magic));
+    live = m;
+    where.on = 1;
+    return &live->rec.coll;
+}
+
+/* A fit that ended well leaves no live file (a record of where it was is only worth keeping for
+ * one that did not). */
+void ct_hang_finish(int ok)
+{
+    if (!where.on)
+        return;
+    ct_hang_enter(CT_PHASE_DONE);
+    if (ok && where.live_path[0] && unlink(where.live_path) == 0)
+        rmdir(where.dir);             /* the last rank's empties it; a record or another rank's file keeps it */
+}
+
+void ct_hang_enter(int phase)
+{
+    live->rec.phase = phase;
+    live->rec.entered = ct_time_now();
+}
+
+void ct_hang_step(int64_t step)
+{
+    live->rec.step = step;
 }
 
 static cJSON *collective_json(const ct_collective_trace *c, double now_mono)
@@ -114,10 +175,10 @@ static cJSON *collective_json(const ct_collective_trace *c, double now_mono)
 static char *record_json(const char *reason)
 {
     double now_mono = ct_time_now(), now_wall = wall_now();
-    ct_collective_trace coll = rec.coll;   /* the snapshot: copied before anything is formatted */
-    int64_t step = rec.step;
-    int phase = rec.phase;
-    double entered = rec.entered;
+    ct_collective_trace coll = live->rec.coll;   /* the snapshot: copied before anything is formatted */
+    int64_t step = live->rec.step;
+    int phase = live->rec.phase;
+    double entered = live->rec.entered;
     cJSON *o = cJSON_CreateObject();
     char *text;
 
@@ -125,7 +186,7 @@ static char *record_json(const char *reason)
         return NULL;
     cJSON_AddNumberToObject(o, "rank", where.rank);
     cJSON_AddNumberToObject(o, "world", where.world);
-    cJSON_AddStringToObject(o, "host", where.host);
+    cJSON_AddStringToObject(o, "host", live->host);
     cJSON_AddNumberToObject(o, "pid", (double)getpid());
     cJSON_AddStringToObject(o, "reason", reason);
     cJSON_AddNumberToObject(o, "step", (double)step);
@@ -208,8 +269,8 @@ static void print_diagnosis(void)
 /* Whether the timeout found rank 0 missing (then nobody prints the diagnosis: no one lingers). */
 static int zero_missing(void)
 {
-    for (int i = 0; i < rec.coll.n_missing && i < CT_TRACE_MAX_MISSING; i++)
-        if (rec.coll.missing[i] == 0)
+    for (int i = 0; i < live->rec.coll.n_missing && i < CT_TRACE_MAX_MISSING; i++)
+        if (live->rec.coll.missing[i] == 0)
             return 1;
     return 0;
 }
@@ -241,7 +302,7 @@ void ct_hang_after_timeout(int is_zero)
             fresh += !stat(path, &sb) && (double)sb.st_mtime >= start - 30;
         }
         /* The missing ranks write nothing: wait for all but them. */
-        if (fresh >= where.world - (rec.coll.n_missing > 0 ? rec.coll.n_missing : 0))
+        if (fresh >= where.world - (live->rec.coll.n_missing > 0 ? live->rec.coll.n_missing : 0))
             break;
         usleep(50 * 1000);
     }

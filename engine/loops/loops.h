@@ -217,6 +217,9 @@ int ct_hang_phase_parse(const char *name);   /* -1: not a phase */
 /* Start this rank's record (dumps go to root_dir/hang); returns the collective trace to hand the
  * strategy (ct_strategy_set_trace). */
 ct_collective_trace *ct_hang_init(int rank, int world, const char *root_dir);
+/* The fit ended (ok: without an error): the phase is done; a fit that ended well removes its
+ * live file (DIR/hang/rank-R.live), one that did not keeps it for ctrain diagnose. */
+void ct_hang_finish(int ok);
 /* The hot path: plain stores (and the vDSO clock), nothing else. */
 void ct_hang_enter(int phase);
 void ct_hang_step(int64_t step);
@@ -226,9 +229,9 @@ int ct_hang_dump(const char *reason);
 /* After a collective timeout: dump; rank 0 waits a moment for the others' records and prints the
  * diagnosis, the others linger as long so that their abort does not end rank 0 first. */
 void ct_hang_after_timeout(int is_zero);
-/* Read dir/hang/rank-*.json and print which ranks are behind, where and since when: 0 when every rank
- * is at the same point, 1 when some are behind, or an error code (dir missing, a record unreadable,
- * naming it). */
+/* Read dir/hang/rank-*.json (and, for a rank of the latest run that wrote none, its rank-R.live) and
+ * print which ranks are behind, where and since when: 0 when every rank is at the same point, 1
+ * when some are behind, or an error code (dir missing, a record unreadable, naming it). */
 int ct_hang_diagnose(const char *dir, FILE *out, ct_error *err);
 
 /* --- the fit loop (engine/loops/fit_loop.c) --------------------------------------------------- */

@@ -23,25 +23,13 @@ static void resolve_ckpt(const ct_trainer_config *cfg, const char *given, char *
 
 static int mkdir_p(const char *dir, ct_error *err)
 {
-    char path[CT_TRAINER_PATH_MAX];
+    char failed[CT_TRAINER_PATH_MAX];
 
-    snprintf(path, sizeof(path), "%s", dir);
-    for (char *p = path + 1;; p++) {
-        char c = *p;
-
-        if (c != '/' && c != '\0')
-            continue;
-        *p = '\0';
-        if (mkdir(path, 0777) && errno != EEXIST) {
-            ct_error_set(err, CT_EIO, "trainer-root-dir", "--default-root-dir %s: cannot create %s: %s", dir, path,
-                         strerror(errno));
-            return ct_error_hint(err, "choose a writable directory");
-        }
-        *p = c;
-        if (c == '\0')
-            break;
-    }
-    return 0;
+    if (ct_fs_mkdirs(dir, failed, sizeof(failed)) == 0)
+        return 0;
+    ct_error_set(err, CT_EIO, "trainer-root-dir", "--default-root-dir %s: cannot create %s: %s", dir, failed,
+                 strerror(errno));
+    return ct_error_hint(err, "choose a writable directory");
 }
 
 static int root_dir_ok(const ct_trainer_config *cfg, ct_error *err)

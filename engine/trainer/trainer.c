@@ -95,7 +95,7 @@ static int rank_body(ct_strategy *s, void *arg, void *result, size_t result_size
     if (job->mode == CT_TRAINER_FIT && rc == CT_ETIMEOUT)
         ct_hang_after_timeout(run.is_zero);
     else if (job->mode == CT_TRAINER_FIT)
-        ct_hang_enter(CT_PHASE_DONE);
+        ct_hang_finish(rc == 0);
     if (!rc && run.is_zero && result && result_size >= sizeof(res)) {
         res.filled = 1;
         memcpy(result, &res, sizeof(res));

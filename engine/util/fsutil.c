@@ -15,6 +15,31 @@
 #include "ctrain/util.h"
 #include "engine/util/fsutil.h"
 
+int ct_fs_mkdirs(const char *dir, char *failed, size_t size)
+{
+    char path[4096];
+
+    if (snprintf(path, sizeof(path), "%s", dir) >= (int)sizeof(path)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    for (char *p = path + 1;; p++) {
+        char c = *p;
+
+        if (c != '/' && c != '\0')
+            continue;
+        *p = '\0';
+        if (mkdir(path, 0777) && errno != EEXIST) {
+            if (failed)
+                snprintf(failed, size, "%s", path);
+            return -1;
+        }
+        *p = c;
+        if (c == '\0')
+            return 0;
+    }
+}
+
 int ct_fs_check_dir(const char *dir, const char *flag, ct_error *err)
 {
     struct stat st;

@@ -24,6 +24,9 @@
  * others without the sticky bit. CT_ECONFLICT with a hint otherwise; CT_EIO when it cannot be
  * examined. */
 int ct_fs_check_dir(const char *dir, const char *flag, ct_error *err);
+/* mkdir -p: every missing directory of dir (mode 0777 less the umask). 0, or -1 with errno set and
+ * failed (when not NULL) holding the directory that could not be made. */
+int ct_fs_mkdirs(const char *dir, char *failed, size_t size);
 
 /* path is a regular file owned by this user (not reached through a symlink). what names it in
  * the message. CT_ECONFLICT otherwise, CT_ENOENT when it does not exist. */

@@ -11,6 +11,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "ctrain/util.h"
 #include "engine/loops/loops.h"
@@ -53,13 +54,19 @@ int main(int argc, char **argv)
     int colls = argc > 2 ? atoi(argv[2]) : 4, buckets = argc > 3 ? atoi(argv[3]) : 4;
     ct_collective_trace *tr;
     double t0, t1, t2;
+    char dir[] = "/tmp/ctrain-hang-record.XXXXXX";
 
     if (n < 1 || colls < 0 || buckets < 0) {
         fprintf(stderr, "usage: hang_record [STEPS [COLLECTIVES [BUCKETS]]]\n");
         return 2;
     }
-    /* The record as a fit starts it (nothing is written: no dump is asked for). */
-    tr = ct_hang_init(0, 1, "/nonexistent");
+    /* The record as a fit starts it: in its live file's shared mapping (nothing else is written: no
+     * dump is asked for). */
+    if (!mkdtemp(dir)) {
+        perror("hang_record: mkdtemp");
+        return 1;
+    }
+    tr = ct_hang_init(0, 1, dir);
     steps(tr, n / 10 + 1, colls, buckets);
     t0 = ct_time_now();
     steps(tr, n, colls, buckets);
@@ -71,5 +78,7 @@ int main(int argc, char **argv)
            "\"loop_calls_ns_per_step\": %.2f, \"trace_ns_per_step\": %.2f}\n",
            n, colls, buckets, (t1 - t0) * 1e9 / (double)n, (t2 - t1) * 1e9 / (double)n,
            ((t1 - t0) - (t2 - t1)) * 1e9 / (double)n);
+    ct_hang_finish(1);
+    rmdir(dir);
     return 0;
 }
