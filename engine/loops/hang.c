@@ -111,7 +111,7 @@ ct_collective_trace *ct_hang_init(int rank, int world, const char *root_dir)
         where.live_path[0] = '\0';
     }
     /* SLURM's name for the node: what ctrain diagnose prints and ctrain supervise excludes. */
-    if (ct_node_name(host, sizeof(host)) || !host[0])
+    if (ct_node_name(host, sizeof(host)) && !host[0])
         ct_str_copy(host, sizeof(host), "?");
     /* The identity first, the magic last: a reader never takes a half-made record for this run's. */
     memset(m, 0, sizeof(*m));
