@@ -10,6 +10,7 @@
 #include <slurm/slurm.h>
 
 #include "ctrain/envs.h"
+#include "ctrain/launcher.h"
 #include "ctrain/util.h"
 #include "engine/util/slurm_compat.h"
 #include "spank/log.h"
@@ -139,7 +140,7 @@ int ct_spank_preflight_report(const struct step *s, int local)
     if (!s->pf_line[0])
         return 0;
     if (local == 0 && (s->pf_bad || mode == CT_SPANK_PREFLIGHT_REPORT))
-        fprintf(stderr, "ctrain: preflight: %s%s\n", s->pf_line, stop ? "; the step ends before its programs start" : "");
+        fprintf(stderr, "ctrain: preflight: %s%s\n", s->pf_line, stop ? CT_LINE_PREFLIGHT_STOPS : "");
     if (local == 0 && stop)
         preflight_act(s);
     return stop ? -1 : 0;

@@ -344,13 +344,13 @@ static void scan_checks(struct sv *s, const char *line)
     char host[256], why[512];
 
     if (sscanf(line, "ctrain: preflight: node %255[^:]: %511[^\n]", host, why) == 2 &&
-        strstr(why, "; the step ends before its programs start")) {
-        *strstr(why, "; the step ends before its programs start") = '\0';
+        strstr(why, CT_LINE_PREFLIGHT_STOPS)) {
+        *strstr(why, CT_LINE_PREFLIGHT_STOPS) = '\0';
         name_node(s, host, why);
         return;
     }
     if (sscanf(line, "ctrain: warning: straggler: node %255s (rank", host) == 1 &&
-        strstr(line, "; stopping (--on-straggler "))
+        strstr(line, CT_LINE_STRAGGLER_STOPS))
         name_node(s, host, "the fit's straggler detection named it slow (--on-straggler)");
 }
 

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ctrain/launcher.h"
 #include "ctrain/util.h"
 #include "engine/loops/loops.h"
 #include "engine/loops/rank_nodes.h"
@@ -117,8 +118,8 @@ static void name_node(ct_run *run, struct ct_straggler *g, int node, int rank, d
                     "(threshold %.1fx), over the last %d windows of %d steps to step %lld%s",
                     g->host[rank], rank, g->mean[node], g->mean[node] / med, med, o->straggler_factor,
                     o->straggler_windows, o->straggler_every, (long long)run->st.global_step,
-                    o->on_straggler == CT_STRAGGLER_STOP      ? "; stopping (--on-straggler stop)"
-                    : o->on_straggler == CT_STRAGGLER_EXCLUDE ? "; stopping (--on-straggler exclude)"
+                    o->on_straggler == CT_STRAGGLER_STOP      ? CT_LINE_STRAGGLER_STOPS "stop)"
+                    : o->on_straggler == CT_STRAGGLER_EXCLUDE ? CT_LINE_STRAGGLER_STOPS "exclude)"
                                                               : "");
     if (run->n_stragglers < CT_MAX_STRAGGLERS) {
         struct ct_straggler_named *s = &run->stragglers[run->n_stragglers++];

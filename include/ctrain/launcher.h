@@ -52,6 +52,13 @@ extern const struct ct_launcher_ops ct_launcher_external;
 extern const struct ct_launcher_ops ct_launcher_subprocess;
 extern const struct ct_launcher_ops ct_launcher_fork;
 
+/* The ends of the lines a check writes when it ends a step over a bad node, which `ctrain supervise`
+ * reads to leave that node out of its next step: one definition for the writers and the reader.
+ *   the plugin's preflight:  "ctrain: preflight: node HOST: WHY" CT_LINE_PREFLIGHT_STOPS
+ *   fit's straggler check:   "ctrain: warning: straggler: node HOST (rank R) ..." CT_LINE_STRAGGLER_STOPS "stop)" */
+#define CT_LINE_PREFLIGHT_STOPS "; the step ends before its programs start"
+#define CT_LINE_STRAGGLER_STOPS "; stopping (--on-straggler "
+
 /* Exit status of a rank that stopped on request (a signal) after saving its state, e.g. ctrain fit
  * after a preemption signal: supervisors do not treat it as a failure that ends the other ranks,
  * and launch returns CT_EINTR (err->id "launch-stopped", or the rank's own id when it reported). */
