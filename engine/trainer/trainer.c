@@ -21,14 +21,16 @@ static int fit(ct_run *run, const ct_trainer_job *job, ct_trainer_result *res, c
         return rc;
     if ((rc = ct_ckpt_connector_open_outputs(run, job->cfg, resumed, err)))
         return rc;
+    if ((rc = ct_fit_loop_run(run, err)))
+        return rc;
     /* A stop, like the end of fit, leaves last.safetensors complete: the pending asynchronous write
      * is waited for (every rank learns whether it failed) before anything reads it or exits 75. */
-    if ((rc = ct_fit_loop_run(run, err)) || (rc = ct_run_checkpoint_wait(run, err)))
-        return rc;
     if (run->stop.agreed || run->straggler_stop)
-        return ct_signal_connector_finish(run, job->cfg, err);
+        return (rc = ct_run_checkpoint_wait(run, err)) ? rc : ct_signal_connector_finish(run, job->cfg, err);
+    /* The end of fit tests best.safetensors (never the file written in the background) while the
+     * last write completes, and waits for it only before the summary names it. */
     if ((rc = ct_ckpt_connector_load_best(run, job->cfg, best, sizeof(best), err)) ||
-        (rc = ct_eval_loop_run(run, CT_SPLIT_TEST, &test, err)))
+        (rc = ct_eval_loop_run(run, CT_SPLIT_TEST, &test, err)) || (rc = ct_run_checkpoint_wait(run, err)))
         return rc;
     ct_result_fit(res, run, &test, best);
     rc = run->is_zero ? ct_summary_write(job, res, run, err) : 0;
