@@ -45,6 +45,8 @@
 #define P "ctrain: supervise: "
 /* The step's name in SLURM: how the supervisor finds its own steps to end them. */
 #define STEP_NAME "ctrain-supervise"
+/* How long a new step waits for the failed one to leave SLURM's list (its slurmstepds to end). */
+#define STEP_GONE_S 60.0
 /* Once a node is named (or srun says it ends the step), srun has this long to end the step by
  * itself (it waits for the step's tasks, KillWait and its own timeouts) before the supervisor kills
  * it and the step. Not from the first failure message: Open MPI reports a lost peer at once, and
@@ -709,6 +711,55 @@ static int requeue(struct sv *s, long healthy)
     return CT_LAUNCHER_EXIT_STOPPED;
 }
 
+/* Whether SLURM still lists a step of this job that the supervisor started: 1, 0, or -1 when the
+ * steps cannot be listed. */
+static int steps_listed(struct sv *s)
+{
+    job_step_info_response_msg_t *r = NULL;
+    long jid;
+    int n = 0;
+
+    if (ct_parse_long(s->job, 1, 0xfffffffeL, &jid))
+        return -1;
+    ct_slurm_init_once();
+    if (slurm_get_job_steps(0, (uint32_t)jid, NO_VAL, &r, SHOW_ALL) != SLURM_SUCCESS || !r)
+        return -1;
+    for (uint32_t i = 0; i < r->job_step_count; i++)
+        n |= r->job_steps[i].name && !strcmp(r->job_steps[i].name, STEP_NAME);
+    slurm_free_job_step_info_response_msg(r);
+    return n;
+}
+
+/* Before a new step: wait until SLURM no longer lists the failed one. srun returns before the
+ * failed step's slurmstepds have ended on its nodes; a new step's tasks started beside them on a
+ * node the two share (the healthy ones) can meet the old step's PMIx server, and hang in their
+ * rendezvous (seen on SLURM 24.11). A stop signal meanwhile ends the supervisor (s->stop_sig). */
+static void wait_steps_gone(struct sv *s)
+{
+    double t0 = now_s();
+    int listed;
+
+    while ((listed = steps_listed(s)) == 1 && now_s() - t0 < STEP_GONE_S) {
+        struct pollfd p = { s->sigfd, POLLIN, 0 };
+        struct signalfd_siginfo si;
+
+        if (poll(&p, 1, 200) > 0)
+            while (read(s->sigfd, &si, sizeof(si)) == sizeof(si))
+                if (si.ssi_signo != SIGCHLD && si.ssi_signo != SIGUSR1 && si.ssi_signo != SIGUSR2 && !s->stop_sig)
+                    s->stop_sig = (int)si.ssi_signo;
+        if (s->stop_sig)
+            return;
+    }
+    if (listed == 1) {
+        fprintf(stderr, P "the failed step is still listed %.0f s after srun ended: killing what is left of it\n",
+                now_s() - t0);
+        signal_steps(s, SIGKILL);
+    } else if (listed < 0) {
+        fprintf(stderr, P "cannot list the job's steps (slurm_get_job_steps: %s): not waiting for the failed one to "
+                          "end\n", slurm_strerror(ct_slurm_errno()));
+    }
+}
+
 /* Before restart N: the failed step's hang records (DIR/hang) move to DIR/hang.restart-N, so the
  * next step's are not mixed with them and they stay for ctrain diagnose DIR/hang.restart-N. */
 static void archive_hang(struct sv *s, int restart)
@@ -744,8 +795,14 @@ static int supervise_loop(struct sv *s)
 
         if (!nodes)
             return requeue(s, healthy);
-        if (restart)
+        if (restart) {
+            wait_steps_gone(s);
+            if (s->stop_sig) {
+                free(nodes);
+                return 128 + s->stop_sig;
+            }
             archive_hang(s, restart);
+        }
         if (restart)
             fprintf(stderr, P "restart %d of at most %ld\n", restart, s->o.max_restarts);
         fprintf(stderr, P "%s step on %s (%ld node%s x %ld task%s%s)\n", restart ? "new" : "starting the", nodes,
