@@ -45,8 +45,8 @@
 #define P "ctrain: supervise: "
 /* The step's name in SLURM: how the supervisor finds its own steps to end them. */
 #define STEP_NAME "ctrain-supervise"
-/* How long a new step waits for the failed one to leave SLURM's list (its slurmstepds to end). */
-#define STEP_GONE_S 60.0
+/* How long a new step waits at most for SLURM to stop listing the failed one (its slurmstepds ended). */
+#define STEP_GONE_S 10.0
 /* Once a node is named (or srun says it ends the step), srun has this long to end the step by
  * itself (it waits for the step's tasks, KillWait and its own timeouts) before the supervisor kills
  * it and the step. Not from the first failure message: Open MPI reports a lost peer at once, and
@@ -713,7 +713,7 @@ static int requeue(struct sv *s, long healthy)
 
 /* Whether SLURM still lists a step of this job that the supervisor started: 1, 0, or -1 when the
  * steps cannot be listed. */
-static int steps_listed(struct sv *s)
+static int step_listed(struct sv *s)
 {
     job_step_info_response_msg_t *r = NULL;
     long jid;
@@ -730,16 +730,17 @@ static int steps_listed(struct sv *s)
     return n;
 }
 
-/* Before a new step: wait until SLURM no longer lists the failed one. srun returns before the
- * failed step's slurmstepds have ended on its nodes; a new step's tasks started beside them on a
- * node the two share (the healthy ones) can meet the old step's PMIx server, and hang in their
- * rendezvous (seen on SLURM 24.11). A stop signal meanwhile ends the supervisor (s->stop_sig). */
-static void wait_steps_gone(struct sv *s)
+/* Before a new step: wait a little for SLURM to stop listing the failed one. srun returns before
+ * the failed step's slurmstepds have ended on its nodes, and a new step started beside them on a
+ * node the two share (a healthy one) hung in its tasks' start (SLURM 24.11, t/96: the failed
+ * step's slurmstepds ended 3 s after the new one began). The wait is short and never ends in a
+ * kill: a node that died keeps the step listed until SLURM marks it down, and the new step does
+ * not use that node. A stop signal meanwhile ends the supervisor (s->stop_sig). */
+static void wait_step_gone(struct sv *s)
 {
     double t0 = now_s();
-    int listed;
 
-    while ((listed = steps_listed(s)) == 1 && now_s() - t0 < STEP_GONE_S) {
+    while (step_listed(s) == 1 && now_s() - t0 < STEP_GONE_S) {
         struct pollfd p = { s->sigfd, POLLIN, 0 };
         struct signalfd_siginfo si;
 
@@ -749,14 +750,6 @@ static void wait_steps_gone(struct sv *s)
                     s->stop_sig = (int)si.ssi_signo;
         if (s->stop_sig)
             return;
-    }
-    if (listed == 1) {
-        fprintf(stderr, P "the failed step is still listed %.0f s after srun ended: killing what is left of it\n",
-                now_s() - t0);
-        signal_steps(s, SIGKILL);
-    } else if (listed < 0) {
-        fprintf(stderr, P "cannot list the job's steps (slurm_get_job_steps: %s): not waiting for the failed one to "
-                          "end\n", slurm_strerror(ct_slurm_errno()));
     }
 }
 
@@ -796,7 +789,7 @@ static int supervise_loop(struct sv *s)
         if (!nodes)
             return requeue(s, healthy);
         if (restart) {
-            wait_steps_gone(s);
+            wait_step_gone(s);
             if (s->stop_sig) {
                 free(nodes);
                 return 128 + s->stop_sig;
