@@ -6,7 +6,7 @@
 
 #include "ctrain/trainer.h"
 #include "engine/accelerators/cpu_threads.h"
-#include "engine/loops/preflight.h"
+#include "engine/health/preflight.h"
 #include "engine/trainer/trainer_internal.h"
 
 int ct_trainer_run_preflight(ct_strategy *s, const ct_trainer_config *cfg, FILE *out, int *named, ct_error *err)

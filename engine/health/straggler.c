@@ -22,7 +22,7 @@
 
 #include "ctrain/util.h"
 #include "engine/loops/loops.h"
-#include "engine/loops/rank_nodes.h"
+#include "engine/health/rank_nodes.h"
 
 #define HOST_LEN CT_RANK_HOST_LEN
 
