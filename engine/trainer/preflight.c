@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The Trainer's side of preflight (engine/loops/preflight.c runs the checks): the options from the
+/* The Trainer's side of preflight (engine/health/preflight.c runs the checks): the options from the
  * config, the output directory, and ctrain preflight's own launch — every rank joins the process
  * group as fit's would, with fit's compute threads, runs the checks and leaves. */
 #include <string.h>
