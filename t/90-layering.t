@@ -44,7 +44,12 @@ my %public = (
 
 # Files whose module is not their folder's: the pmix cluster environment is an environment
 # that happens to live beside the PMIx client it uses.
-my %file_module = ('pmix/environment.c' => 'envs', 'pmix/environment.h' => 'envs');
+# The fit's health checks (hang forensics, stragglers, preflight) live in engine/health beside the
+# node's own checks but run inside a fit, on the strategy's collectives and the loops' run (loops.h
+# declares them): they sit at the loops' level, not at health's (libctrain-core's nodecheck.c).
+my %file_module = ('pmix/environment.c' => 'envs', 'pmix/environment.h' => 'envs',
+    map { ("engine/health/$_" => 'loops') }
+        qw(diagnose.c hang.c preflight.c preflight.h rank_nodes.c rank_nodes.h straggler.c));
 
 sub module_of {
     my ($path) = @_;

@@ -69,7 +69,7 @@ typedef struct ct_loop_options {
     char data_identity[128];   /* ct_datamodule_identity of --data; "" when not taken (eval) */
     double val_fraction;
     char model_config[1024];   /* the model's resolved configuration */
-    /* Straggler detection (engine/loops/straggler.c): off, warn or stop; every N optimizer steps
+    /* Straggler detection (engine/health/straggler.c): off, warn or stop; every N optimizer steps
      * the ranks' busy and waiting times are gathered; a node whose busy time per step is above
      * factor x the median node's for windows windows in a row is named. */
     enum ct_on_straggler { CT_STRAGGLER_OFF = 0, CT_STRAGGLER_WARN, CT_STRAGGLER_STOP, CT_STRAGGLER_EXCLUDE } on_straggler;
@@ -161,7 +161,7 @@ typedef struct ct_run {
     int grads_on_host;         /* the model computes in host memory (accumulation, clipping, norms) */
     double last_grad_norm;     /* of the last optimizer step (before clipping); NaN: not measured */
     struct ct_tb_writer *tb;   /* TensorBoard event file, global zero only (engine/loops/tensorboard.c) */
-    /* Straggler detection (engine/loops/straggler.c): its state (NULL: off), the nodes named so far
+    /* Straggler detection (engine/health/straggler.c): its state (NULL: off), the nodes named so far
      * (for summary.json), those slow in the last window (metrics.csv's stragglers column), and
      * whether --on-straggler stop ended the fit. */
     struct ct_straggler *strag;
@@ -206,7 +206,7 @@ int ct_run_stop_agreed(ct_run *run, ct_error *err);
  * ct_run_stop_agreed then decides from those sums without a collective of its own. */
 void ct_run_stop_post(ct_run *run);
 
-/* --- hang forensics (engine/loops/hang.c, diagnose.c) --------------------------------------- */
+/* --- hang forensics (engine/health/hang.c, diagnose.c) -------------------------------------- */
 /* Where a rank is, in the order a step runs them (a later phase is further on). */
 enum ct_phase {
     CT_PHASE_START = 0, CT_PHASE_DATA, CT_PHASE_FORWARD, CT_PHASE_BACKWARD, CT_PHASE_ALLREDUCE,
@@ -241,7 +241,7 @@ int ct_hang_diagnose(const char *dir, FILE *out, ct_error *err);
  * stands and return 0 with run->stop.agreed set. */
 int ct_fit_loop_run(ct_run *run, ct_error *err);
 
-/* --- stragglers (engine/loops/straggler.c) ---------------------------------------------------- */
+/* --- stragglers (engine/health/straggler.c) --------------------------------------------------- */
 /* A collective, before the first step (nothing when --on-straggler is off): every rank's node. */
 int ct_straggler_start(ct_run *run, ct_error *err);
 /* After every optimizer step, on every rank, with the step's wall time: every straggler_every steps

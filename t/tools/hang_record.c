@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* hang_record [STEPS [COLLECTIVES [BUCKETS]]]
  *
- * What the progress record (engine/loops/hang.c) costs a training step, timed on its own: per step,
+ * What the progress record (engine/health/hang.c) costs a training step, timed on its own: per step,
  * the epoch loop's ct_hang_step and five ct_hang_enter (data, forward, backward, allreduce,
  * optimizer), and for each of COLLECTIVES collectives the ddp strategy's stores into the collective
  * trace around its wait (seq, what, the monotonic clock, waiting; waiting again after), and for each

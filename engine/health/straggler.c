@@ -23,7 +23,7 @@
 #include "ctrain/launcher.h"
 #include "ctrain/util.h"
 #include "engine/loops/loops.h"
-#include "engine/loops/rank_nodes.h"
+#include "engine/health/rank_nodes.h"
 
 #define HOST_LEN CT_RANK_HOST_LEN
 

@@ -23,8 +23,8 @@
 #include <cjson/cJSON.h>
 
 #include "ctrain/util.h"
-#include "engine/loops/preflight.h"
-#include "engine/loops/rank_nodes.h"
+#include "engine/health/preflight.h"
+#include "engine/health/rank_nodes.h"
 #include "engine/nn/gemm.h"
 #include "engine/util/fsutil.h"
 
