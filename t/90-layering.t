@@ -49,7 +49,7 @@ my %public = (
 # declares them): they sit at the loops' level, not at health's (libctrain-core's nodecheck.c).
 my %file_module = ('pmix/environment.c' => 'envs', 'pmix/environment.h' => 'envs',
     map { ("engine/health/$_" => 'loops') }
-        qw(diagnose.c hang.c preflight.c preflight.h rank_nodes.c rank_nodes.h straggler.c));
+        qw(diagnose.c hang.c hang_live.h preflight.c preflight.h rank_nodes.c rank_nodes.h straggler.c));
 
 sub module_of {
     my ($path) = @_;

@@ -29,7 +29,7 @@
 #include <cjson/cJSON.h>
 
 #include "ctrain/util.h"
-#include "engine/loops/hang_live.h"
+#include "engine/health/hang_live.h"
 #include "engine/loops/loops.h"
 
 #define MAX_RANKS 4096

@@ -34,7 +34,7 @@
 #include <cjson/cJSON.h>
 
 #include "ctrain/util.h"
-#include "engine/loops/hang_live.h"
+#include "engine/health/hang_live.h"
 #include "engine/util/fsutil.h"
 #include "engine/loops/loops.h"
 
