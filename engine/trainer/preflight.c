@@ -71,12 +71,12 @@ static int preflight_body(ct_strategy *s, void *arg, void *result, size_t result
 int ct_trainer_preflight(const ct_trainer_config *cfg, ct_connector *conn, int *named, ct_error *err)
 {
     ct_strategy *s;
-    int is_supervisor = 0, rc;
+    int rc;
 
     *named = 0;
     if ((rc = ct_trainer_config_check(cfg, err)))
         return ct_error_prefix(err, "preflight: "), rc;
     if (!(s = ct_strategy_from_connector(conn, err)))
         return err && err->code ? err->code : CT_EINTERNAL;
-    return ct_strategy_launch(s, preflight_body, (void *)cfg, named, sizeof(*named), &is_supervisor, err);
+    return ct_strategy_launch(s, preflight_body, (void *)cfg, named, sizeof(*named), err);
 }

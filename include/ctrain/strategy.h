@@ -59,9 +59,10 @@ typedef int (*ct_rank_fn)(ct_strategy *s, void *arg, void *result, size_t result
 
 /* Run fn on every rank through the strategy's launcher. Returns fn's rank-0 status (external),
  * or the supervisor's verdict (subprocess, fork): 0 when every rank succeeded. With the subprocess
- * launcher the supervisor (the process that called this) never runs fn itself: *is_supervisor=1. */
+ * launcher the supervisor (the process that called this) never runs fn itself and result stays as
+ * the caller set it (the re-executed ranks report for themselves); no caller needs to tell which. */
 int ct_strategy_launch(ct_strategy *s, ct_rank_fn fn, void *arg, void *result, size_t result_size,
-                       int *is_supervisor, ct_error *err);
+                       ct_error *err);
 
 /* A signal the launcher's supervisor forwards to every rank besides SIGINT and SIGTERM (the
  * requeue signal); 0: SIGUSR1, the default. Before launch. */
