@@ -71,6 +71,13 @@ int ct_strategy_model_to_device(ct_strategy *s, ct_model *host, ct_optim *optim,
     return s->accelerator->model_to_device(host, &where, out, err);
 }
 
+int ct_strategy_host_threads_setup(const ct_strategy *s)
+{
+    if (!s->accelerator->host_threads_setup)
+        return 0;
+    return s->accelerator->host_threads_setup(s->world_size, s->num_nodes, s->global_rank == 0);
+}
+
 int ct_strategy_device_memory(const ct_strategy *s, ct_memstats *out)
 {
     if (!s->accelerator->device_memory || !s->accelerator->memory_stats)

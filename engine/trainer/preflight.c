@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "ctrain/trainer.h"
-#include "engine/accelerators/cpu_threads.h"
 #include "engine/loops/preflight.h"
 #include "engine/trainer/trainer_internal.h"
 
@@ -60,7 +59,7 @@ static int preflight_body(ct_strategy *s, void *arg, void *result, size_t result
     if ((rc = ct_strategy_setup_environment(s, err)))
         return rc;
     /* The GEMM runs on the threads fit's ranks would have (the node's cores shared among its ranks). */
-    ct_cpu_threads_setup(ct_strategy_world_size(s), ct_strategy_num_nodes(s), ct_strategy_is_global_zero(s));
+    ct_strategy_host_threads_setup(s);
     rc = ct_trainer_run_preflight(s, cfg, stdout, &named, err);
     if (!rc && result && result_size >= sizeof(named))
         memcpy(result, &named, sizeof(named));

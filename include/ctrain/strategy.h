@@ -99,6 +99,9 @@ int ct_strategy_setup_environment(ct_strategy *s, ct_error *err);
  * params and grads. Free *out with ct_model_free unless it is host. */
 int ct_strategy_model_to_device(ct_strategy *s, ct_model *host, ct_optim *optim, int max_batch, ct_model **out,
                                 ct_error *err);
+/* The host's compute threads for this rank, set up by the accelerator (its host_threads_setup):
+ * returns the threads each rank computes on, 0 when the accelerator leaves them as they are. */
+int ct_strategy_host_threads_setup(const ct_strategy *s);
 /* Memory of this rank's device when it has its own (cuda): 0, or CT_ENOTAVAIL (host memory: cpu). */
 int ct_strategy_device_memory(const ct_strategy *s, ct_memstats *out);
 /* Hand over the model: params[n] (rank 0's values are broadcast to all), grads[n] (same layout),
