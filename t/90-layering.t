@@ -243,7 +243,7 @@ my @inj_rank = rank_getenv(%inj_ranks);
 my $caught41 = (grep { m{strategies\.c: list\[4\]} } @inj_hand) && (grep { m{registry\.c: entries\[MAX_ENTRIES\]} } @inj_hand) &&
                (grep { m{ddp\.c: .*CT_VAR_RANK} } @inj_rank) && keys(%strategy_src) > 5;
 
-print "1..15\n";
+print "1..17\n";
 print(($edges > 20 ? "ok" : "not ok") . " 1 - read $edges includes in " . scalar(@files) . " files\n");
 if (@bad) {
     print "not ok 2 - layering holds\n";
@@ -433,3 +433,34 @@ print((@rank_reads ? "not ok" : "ok") . " 14 - engine/strategies/ reads no rank 
 print "# $_\n" for @rank_reads;
 print(($caught41 ? "ok" : "not ok") . " 15 - checks 13 and 14 fail on injected violations\n");
 print "# injected: $_\n" for @inj_hand, @inj_rank;
+
+# 16. The Trainer reaches the host's threads through the accelerator (ct_strategy_host_threads_setup
+#     asks the strategy's accelerator): no engine/trainer/ file includes the cpu accelerator's
+#     cpu_threads.h or calls its ct_cpu_threads_* (register.c, which attaches the ops, may include accelerators.h).
+# 17. That check fails on an injected include.
+sub trainer_accel_includes {
+    my (%src) = @_;
+    my @bad;
+    for my $f (sort keys %src) {
+        for my $line (split /\n/, $src{$f}) {
+            push @bad, "$f: $line" if $line =~ m{^\s*#\s*include\s+"engine/accelerators/cpu_threads\.h"|\bct_cpu_threads_\w+\s*\(};
+        }
+    }
+    return @bad;
+}
+my %trainer_src;
+for my $file (grep { m{^engine/trainer/} } @files) {
+    open(my $fh, '<', $file) or die "$file: $!";
+    local $/;
+    $trainer_src{$file} = <$fh>;
+    close $fh;
+}
+my @trainer_accel = trainer_accel_includes(%trainer_src);
+my %inj_accel = %trainer_src;
+$inj_accel{'engine/trainer/run.c'} .= "\n#include \"engine/accelerators/cpu_threads.h\"\n";
+my @inj_accel = trainer_accel_includes(%inj_accel);
+print((@trainer_accel ? "not ok" : "ok") . " 16 - the Trainer reaches threads through the accelerator: engine/trainer/ includes no cpu_threads.h, calls no ct_cpu_threads_*\n");
+print "# $_\n" for @trainer_accel;
+print(((grep { m{^engine/trainer/run\.c: } } @inj_accel) && keys(%trainer_src) > 3 ? "ok" : "not ok")
+      . " 17 - check 16 fails on an injected include\n");
+print "# injected: $_\n" for @inj_accel;

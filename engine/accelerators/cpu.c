@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "engine/accelerators/accelerators.h"
+#include "engine/accelerators/cpu_threads.h"
 
 static int cpu_is_available(char *why, size_t why_size)
 {
@@ -74,4 +75,5 @@ const struct ct_accelerator_ops ct_accelerator_cpu = {
     .device_count = cpu_device_count,
     .set_device = cpu_set_device,
     .memory_stats = cpu_memory_stats,
+    .host_threads_setup = ct_cpu_threads_setup,
 };

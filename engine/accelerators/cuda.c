@@ -21,6 +21,7 @@
 #include <cuda_runtime_api.h>
 
 #include "engine/accelerators/accelerators.h"
+#include "engine/accelerators/cpu_threads.h"
 #include "engine/nn/cuda_device.h"
 
 /* The driver library is what the runtime needs; looking for it first gives a clearer reason than
@@ -184,5 +185,7 @@ const struct ct_accelerator_ops ct_accelerator_cuda = {
     .device_count = cuda_device_count,
     .set_device = cuda_set_device,
     .memory_stats = cuda_memory_stats,
+    /* Its ranks' host threads are shared as cpu's are (every run shared them before this op). */
+    .host_threads_setup = ct_cpu_threads_setup,
 };
 #endif

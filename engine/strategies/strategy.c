@@ -71,6 +71,13 @@ int ct_strategy_model_to_device(ct_strategy *s, ct_model *host, ct_optim *optim,
     return s->accelerator->model_to_device(host, &where, out, err);
 }
 
+int ct_strategy_host_threads_setup(const ct_strategy *s)
+{
+    if (!s->accelerator->host_threads_setup)
+        return 0;
+    return s->accelerator->host_threads_setup(s->world_size, s->num_nodes, s->global_rank == 0);
+}
+
 int ct_strategy_device_memory(const ct_strategy *s, ct_memstats *out)
 {
     if (!s->accelerator->device_memory || !s->accelerator->memory_stats)
@@ -106,16 +113,16 @@ static int launch_body(void *arg, void *result, size_t result_size, ct_error *er
 }
 
 int ct_strategy_launch(ct_strategy *s, ct_rank_fn fn, void *arg, void *result, size_t result_size,
-                       int *is_supervisor, ct_error *err)
+                       ct_error *err)
 {
     struct launch_ctx lc = { s, fn, arg };
+    int is_supervisor = 0;   /* the launcher's answer; the strategy's callers go on the same either way */
     /* After a rank fails the survivors get SIGTERM, then SIGKILL 5 s later: a peer is gone, so the
      * collective their stop handler would run cannot finish, and all must be gone within 10 s. */
     ct_launch_spec spec = { .nprocs = s->n_devices, .kill_grace_s = 5.0, .fit_statuses = 1,
                             .forward_signals = { s->forward_signal, s->forward_signal2 } };
 
-    *is_supervisor = 0;
-    return s->launcher->launch(&spec, launch_body, &lc, result, result_size, is_supervisor, err);
+    return s->launcher->launch(&spec, launch_body, &lc, result, result_size, &is_supervisor, err);
 }
 
 int ct_strategy_setup_environment(ct_strategy *s, ct_error *err)

@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "ctrain/trainer.h"
-#include "engine/accelerators/cpu_threads.h"
 #include "engine/health/preflight.h"
 #include "engine/trainer/trainer_internal.h"
 
@@ -60,7 +59,7 @@ static int preflight_body(ct_strategy *s, void *arg, void *result, size_t result
     if ((rc = ct_strategy_setup_environment(s, err)))
         return rc;
     /* The GEMM runs on the threads fit's ranks would have (the node's cores shared among its ranks). */
-    ct_cpu_threads_setup(ct_strategy_world_size(s), ct_strategy_num_nodes(s), ct_strategy_is_global_zero(s));
+    ct_strategy_host_threads_setup(s);
     rc = ct_trainer_run_preflight(s, cfg, stdout, &named, err);
     if (!rc && result && result_size >= sizeof(named))
         memcpy(result, &named, sizeof(named));
@@ -71,12 +70,12 @@ static int preflight_body(ct_strategy *s, void *arg, void *result, size_t result
 int ct_trainer_preflight(const ct_trainer_config *cfg, ct_connector *conn, int *named, ct_error *err)
 {
     ct_strategy *s;
-    int is_supervisor = 0, rc;
+    int rc;
 
     *named = 0;
     if ((rc = ct_trainer_config_check(cfg, err)))
         return ct_error_prefix(err, "preflight: "), rc;
     if (!(s = ct_strategy_from_connector(conn, err)))
         return err && err->code ? err->code : CT_EINTERNAL;
-    return ct_strategy_launch(s, preflight_body, (void *)cfg, named, sizeof(*named), &is_supervisor, err);
+    return ct_strategy_launch(s, preflight_body, (void *)cfg, named, sizeof(*named), err);
 }

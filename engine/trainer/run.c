@@ -9,7 +9,6 @@
 
 #include "ctrain/envs.h"
 #include "ctrain/nn.h"
-#include "engine/accelerators/cpu_threads.h"
 #include "engine/loops/hf_io.h"
 #include "engine/trainer/trainer_internal.h"
 
@@ -74,8 +73,8 @@ void ct_run_options(ct_run *run, const ct_trainer_job *job)
     for (int i = 0; i < CT_MODEL_MAX_METRICS; i++)
         run->st.last_val_metrics[i] = NAN;
     run->st.last_val_acc = run->st.last_val_loss = run->st.last_train_loss = NAN;
-    /* The host's compute threads: the cpu accelerator shares this node's cores among its ranks. */
-    o->blas_threads = ct_cpu_threads_setup(run->world, ct_strategy_num_nodes(run->strategy), run->is_zero);
+    /* The host's compute threads: the accelerator shares this node's cores among its ranks. */
+    o->blas_threads = ct_strategy_host_threads_setup(run->strategy);
 }
 
 static int make_optimizer(ct_run *run, const ct_trainer_config *cfg, ct_error *err)

@@ -118,7 +118,7 @@ static int launch(const ct_trainer_config *cfg, enum ct_trainer_mode mode, ct_co
     static const char *const verb[] = { "fit", "validate", "test" };
     ct_trainer_job job = { cfg, ct_connector_plan(conn), mode, 0, 0 };
     ct_strategy *s;
-    int is_supervisor = 0, rc;
+    int rc;
 
     ct_result_init(res);
     if ((rc = ct_trainer_config_check(cfg, err)) || (rc = ct_signal_connector_parse(cfg, &job.requeue_signal, err)) ||
@@ -133,7 +133,7 @@ static int launch(const ct_trainer_config *cfg, enum ct_trainer_mode mode, ct_co
         ct_stop_set_dump_signal(job.dump_signal);
         ct_stop_keep_blocked(job.requeue_signal);
     }
-    return ct_strategy_launch(s, rank_body, &job, res, sizeof(*res), &is_supervisor, err);
+    return ct_strategy_launch(s, rank_body, &job, res, sizeof(*res), err);
 }
 
 int ct_trainer_fit(const ct_trainer_config *cfg, ct_connector *conn, ct_trainer_result *res, ct_error *err)

@@ -41,6 +41,10 @@ struct ct_accelerator_ops {
      * implementation registered for (model, accelerator) (ct_model_register_impl), else
      * CT_ENOTAVAIL "model-not-on-accelerator". *out == host needs no freeing of its own. */
     int (*model_to_device)(ct_model *host, const ct_model_placement *where, ct_model **out, ct_error *err);
+    /* The host's compute threads (BLAS, OpenMP) for one rank of world over nodes: this node's cores
+     * shared among its ranks unless the user chose; is_zero: this rank prints the notes. Returns
+     * the threads each rank computes on (recorded in checkpoints). NULL: the host is left as is, 0. */
+    int (*host_threads_setup)(int world, int nodes, int is_zero);
 };
 
 #endif

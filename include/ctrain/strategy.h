@@ -59,9 +59,10 @@ typedef int (*ct_rank_fn)(ct_strategy *s, void *arg, void *result, size_t result
 
 /* Run fn on every rank through the strategy's launcher. Returns fn's rank-0 status (external),
  * or the supervisor's verdict (subprocess, fork): 0 when every rank succeeded. With the subprocess
- * launcher the supervisor (the process that called this) never runs fn itself: *is_supervisor=1. */
+ * launcher the supervisor (the process that called this) never runs fn itself and result stays as
+ * the caller set it (the re-executed ranks report for themselves); no caller needs to tell which. */
 int ct_strategy_launch(ct_strategy *s, ct_rank_fn fn, void *arg, void *result, size_t result_size,
-                       int *is_supervisor, ct_error *err);
+                       ct_error *err);
 
 /* A signal the launcher's supervisor forwards to every rank besides SIGINT and SIGTERM (the
  * requeue signal); 0: SIGUSR1, the default. Before launch. */
@@ -98,6 +99,9 @@ int ct_strategy_setup_environment(ct_strategy *s, ct_error *err);
  * params and grads. Free *out with ct_model_free unless it is host. */
 int ct_strategy_model_to_device(ct_strategy *s, ct_model *host, ct_optim *optim, int max_batch, ct_model **out,
                                 ct_error *err);
+/* The host's compute threads for this rank, set up by the accelerator (its host_threads_setup):
+ * returns the threads each rank computes on, 0 when the accelerator leaves them as they are. */
+int ct_strategy_host_threads_setup(const ct_strategy *s);
 /* Memory of this rank's device when it has its own (cuda): 0, or CT_ENOTAVAIL (host memory: cpu). */
 int ct_strategy_device_memory(const ct_strategy *s, ct_memstats *out);
 /* Hand over the model: params[n] (rank 0's values are broadcast to all), grads[n] (same layout),
