@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Reading the hang records (DIR/hang/rank-R.json, engine/loops/hang.c) back: which ranks are
+/* Reading the hang records (DIR/hang/rank-R.json, engine/health/hang.c) back: which ranks are
  * behind, where and since when.
  *
  * A rank's position is (step, collective, phase): the step first; within a step the collective
