@@ -46,7 +46,7 @@
 /* The step's name in SLURM: how the supervisor finds its own steps to end them. */
 #define STEP_NAME "ctrain-supervise"
 /* How long a new step waits at most for SLURM to stop listing the failed one (its slurmstepds ended). */
-#define STEP_GONE_S 10.0
+#define STEP_GONE_S 20.0
 /* Once a node is named (or srun says it ends the step), srun has this long to end the step by
  * itself (it waits for the step's tasks, KillWait and its own timeouts) before the supervisor kills
  * it and the step. Not from the first failure message: Open MPI reports a lost peer at once, and
@@ -730,17 +730,19 @@ static int step_listed(struct sv *s)
     return n;
 }
 
-/* Before a new step: wait a little for SLURM to stop listing the failed one. srun returns before
- * the failed step's slurmstepds have ended on its nodes, and a new step started beside them on a
- * node the two share (a healthy one) hung in its tasks' start (SLURM 24.11, t/96: the failed
- * step's slurmstepds ended 3 s after the new one began). The wait is short and never ends in a
+/* Before a new step: wait a little (STEP_GONE_S from the failure) for SLURM to stop listing the
+ * failed one. srun returns before the failed step's slurmstepds have ended on its nodes, and a new
+ * step started beside them on a node the two share (a healthy one) hung in its tasks' start (SLURM
+ * 24.11, t/96: the failed step's slurmstepds ended 3 s after the new one began). The wait is short and never ends in a
  * kill: a node that died keeps the step listed until SLURM marks it down, and the new step does
  * not use that node. A stop signal meanwhile ends the supervisor (s->stop_sig). */
 static void wait_step_gone(struct sv *s)
 {
-    double t0 = now_s();
+    /* Counted from the step's first failure: the healthy nodes' slurmstepds have been ending since,
+     * while srun waited for the step's end (KillWait for a node that died). */
+    double end = (s->failed_at > 0 ? s->failed_at : s->srun_end) + STEP_GONE_S;
 
-    while (step_listed(s) == 1 && now_s() - t0 < STEP_GONE_S) {
+    while (step_listed(s) == 1 && now_s() < end) {
         struct pollfd p = { s->sigfd, POLLIN, 0 };
         struct signalfd_siginfo si;
 
