@@ -250,7 +250,7 @@ int ct_straggler_start(ct_run *run, ct_error *err);
 int ct_straggler_step(ct_run *run, double step_seconds, ct_error *err);
 void ct_straggler_free(ct_run *run);
 
-/* --- the training epoch loop and step (engine/loops/epoch_loop.c) -------------------------- */
+/* --- the training epoch loop (engine/loops/epoch_loop.c) ------------------------------------ */
 /* The learning rate of optimizer step `step` (from 0) of a fit of total_steps steps. */
 double ct_lr_at(const ct_loop_options *o, int64_t step, long total_steps);
 /* Steps the whole fit takes: max_epochs epochs of steps_per_epoch, capped by max_steps. */
@@ -258,20 +258,24 @@ long ct_fit_total_steps(const ct_loop_options *o, size_t steps_per_epoch);
 /* Train the rest of epoch run->st.epoch; returns 0 at the epoch end, when max_steps is reached, or
  * when a validation inside it stopped fit early. */
 int ct_epoch_loop_run(ct_run *run, ct_error *err);
-/* One optimizer step on the batches first .. first + n - 1 of the epoch (an accumulation window):
- * forward and backward of each (the last one's gradients announced to the strategy as they are
- * ready, the others summed on this rank: Lightning's no_sync), grad_sync, clipping, update.
- * *loss gets the window's mean loss, *samples the samples it trained on this rank. */
-int ct_training_step(ct_run *run, size_t first, int n, double *loss, double *samples, ct_error *err);
 /* Batches in the accumulation window that starts at batch `batch` of an epoch of `batches`: up to
  * the next multiple of accumulate (Lightning: batch_progress.ready % accumulate == 0) or the
  * epoch's end. */
 int ct_window_size(const ct_loop_options *o, size_t batch, size_t batches);
 /* Optimizer steps of an epoch of `batches` batches. */
 size_t ct_epoch_opt_steps(const ct_loop_options *o, size_t batches);
+
+/* --- validation and its callbacks, below the epoch loop (engine/loops/validate.c) ------------- */
 /* After an optimizer step or a stretch of training: validate, checkpoint (top-k by the monitored
  * metric), decide early stopping (run->st.early_stopped). */
 int ct_fit_validate(ct_run *run, size_t batches_per_epoch, ct_error *err);
+
+/* --- the training step, below validation and the evaluation loop (engine/loops/step.c) -------- */
+/* One optimizer step on the batches first .. first + n - 1 of the epoch (an accumulation window):
+ * forward and backward of each (the last one's gradients announced to the strategy as they are
+ * ready, the others summed on this rank: Lightning's no_sync), grad_sync, clipping, update.
+ * *loss gets the window's mean loss, *samples the samples it trained on this rank. */
+int ct_training_step(ct_run *run, size_t first, int n, double *loss, double *samples, ct_error *err);
 /* Forward on run->batch, announcing the parameters it reads to the strategy (training and
  * evaluation alike). */
 int ct_run_forward(ct_run *run, ct_model_sums *sums, ct_error *err);
