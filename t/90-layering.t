@@ -243,7 +243,7 @@ my @inj_rank = rank_getenv(%inj_ranks);
 my $caught41 = (grep { m{strategies\.c: list\[4\]} } @inj_hand) && (grep { m{registry\.c: entries\[MAX_ENTRIES\]} } @inj_hand) &&
                (grep { m{ddp\.c: .*CT_VAR_RANK} } @inj_rank) && keys(%strategy_src) > 5;
 
-print "1..17\n";
+print "1..19\n";
 print(($edges > 20 ? "ok" : "not ok") . " 1 - read $edges includes in " . scalar(@files) . " files\n");
 if (@bad) {
     print "not ok 2 - layering holds\n";
@@ -464,3 +464,59 @@ print "# $_\n" for @trainer_accel;
 print(((grep { m{^engine/trainer/run\.c: } } @inj_accel) && keys(%trainer_src) > 3 ? "ok" : "not ok")
       . " 17 - check 16 fails on an injected include\n");
 print "# injected: $_\n" for @inj_accel;
+# --- issue 41 item 7: the loops are one way down ----------------------------------------------
+# 18. No circle among engine/loops/'s files: fit loop -> epoch loop -> validation -> evaluation
+#     loop -> training step; an edge A -> B when A calls a function B defines (as check 6).
+# 19. Check 18 fails on an injected circle (the training step calling the epoch loop).
+sub call_circles {
+    my (%text) = @_;
+    my (%defines, %edges, @circles, %state, $visit);
+    for my $file (keys %text) {
+        for my $line (split /\n/, $text{$file}) {
+            next if $line =~ /^static\b/ || $line =~ /;/ || $line !~ /^[A-Za-z_][\w \*]*?\b(\w+)\s*\(/;
+            $defines{$1} = $file;
+        }
+    }
+    for my $file (keys %text) {
+        (my $body = $text{$file}) =~ s{/\*.*?\*/}{}gs;
+        for my $fn (keys %defines) {
+            next if $defines{$fn} eq $file;
+            $edges{$file}{$defines{$fn}} = $fn if $body =~ /\b\Q$fn\E\s*\(/;
+        }
+    }
+    $visit = sub {
+        my ($f, @path) = @_;
+        $state{$f} = 1;
+        for my $g (sort keys %{ $edges{$f} || {} }) {
+            if (($state{$g} // 0) == 1) {
+                my @loop = (@path, $f);
+                shift @loop while @loop && $loop[0] ne $g;
+                push @circles, join(' -> ', @loop, $g) . " ($f calls $edges{$f}{$g})";
+            } elsif (!$state{$g}) {
+                $visit->($g, @path, $f);
+            }
+        }
+        $state{$f} = 2;
+    };
+    $visit->($_) for grep { !$state{$_} } sort keys %text;
+    return @circles;
+}
+{
+    my %loops_src;
+    for my $file (grep { m{^engine/loops/[^/]+\.c$} } @files) {
+        open(my $fh, '<', $file) or die "$file: $!";
+        local $/;
+        $loops_src{$file} = <$fh>;
+        close $fh;
+    }
+    my @loop_circles = call_circles(%loops_src);
+    print((@loop_circles ? "not ok" : "ok") . " 18 - no circle among engine/loops/'s files (" .
+          scalar(keys %loops_src) . " files)\n");
+    print "# calls in a circle: $_\n" for @loop_circles;
+    my %injected = %loops_src;
+    $injected{'engine/loops/step.c'} .= "\nstatic void injected(ct_run *r, ct_error *e) { ct_epoch_loop_run(r, e); }\n";
+    my @inj = call_circles(%injected);
+    print((@inj && exists $loops_src{'engine/loops/step.c'} ? "ok" : "not ok") .
+          " 19 - check 18 fails on an injected circle\n");
+    print "# injected: $_\n" for @inj;
+}

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The training epoch loop and the training step. */
+/* The training epoch loop (the training step is loops/step.c, validation loops/validate.c). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,72 +9,6 @@
 #include "ctrain/util.h"
 #include "engine/nn/bf16_inline.h"
 #include "engine/loops/loops.h"
-
-/* Backward's "gradient ready" callback: hand each finished tensor to the strategy at once, so a
- * DDP strategy can start its bucket's allreduce while backward computes the earlier layers.
- * Inside an accumulation window (Lightning's no_sync) the strategy hears nothing until the last
- * micro-batch: the earlier ones' gradients are summed into run->accum, and the last one adds that
- * sum to each range just before announcing it, so the exchange still overlaps its backward. */
-/* a += g (add_to_g 0) or g += a (add_to_g 1) over count elements of type T. */
-#define ACCUM(T, a, g, count, add_to_g)                                                                               \
-    do {                                                                                                               \
-        T *a_ = (T *)(a), *g_ = (T *)(g);                                                                              \
-        for (size_t i_ = 0; i_ < (count); i_++)                                                                        \
-            *((add_to_g) ? &g_[i_] : &a_[i_]) += (add_to_g) ? a_[i_] : g_[i_];                                         \
-    } while (0)
-
-/* bf16-true: the sum in fp32, stored rounded (PyTorch's .grad += of a bf16 tensor). */
-static void accum_bf16(uint16_t *a, uint16_t *g, size_t count, int add_to_g)
-{
-    uint16_t *out = add_to_g ? g : a;
-
-    for (size_t i = 0; i < count; i++)
-        out[i] = ct_bf16_store(ct_bf16_load(a[i]) + ct_bf16_load(g[i]));
-}
-
-static int grad_ready(void *ctx, size_t offset, size_t count)
-{
-    ct_run *run = ctx;
-
-    if (run->window > 1) {
-        enum ct_dtype dt = run->model->param_dtype;
-        size_t es = ct_dtype_size(dt);
-        char *g = (char *)run->model->grads + offset * es, *a = (char *)run->accum + offset * es;
-        int add_to_g = run->micro == run->window - 1;
-
-        if (run->micro == 0)
-            memcpy(a, g, count * es);
-        else if (dt == CT_DTYPE_F64)
-            ACCUM(double, a, g, count, add_to_g);
-        else if (dt == CT_DTYPE_BF16)
-            accum_bf16((uint16_t *)a, (uint16_t *)g, count, add_to_g);
-        else
-            ACCUM(float, a, g, count, add_to_g);
-        if (run->micro < run->window - 1)
-            return 0;
-    }
-    return ct_strategy_grad_ready(run->strategy, offset, count, &run->step_err);
-}
-
-/* Forward's "parameters needed" callback: a sharded strategy waits for that part of its
- * all-gather of the updated parameters, so the rest keeps arriving while this layer computes. */
-static int params_needed(void *ctx, size_t offset, size_t count)
-{
-    ct_run *run = ctx;
-
-    return ct_strategy_params_needed(run->strategy, offset, count, &run->step_err);
-}
-
-int ct_run_forward(ct_run *run, ct_model_sums *sums, ct_error *err)
-{
-    int rc;
-
-    ct_error_clear(&run->step_err);
-    rc = ct_model_forward(run->model, &run->batch, params_needed, run, sums, err);
-    if (rc && run->step_err.code) /* the strategy failed, not the model */
-        *err = run->step_err;
-    return rc;
-}
 
 int ct_window_size(const ct_loop_options *o, size_t batch, size_t batches)
 {
@@ -88,116 +22,6 @@ size_t ct_epoch_opt_steps(const ct_loop_options *o, size_t batches)
     return (batches + (size_t)o->accumulate - 1) / (size_t)o->accumulate;
 }
 
-/* For tests only (t/93): CTRAIN_TEST_DATA_STALL=R:S makes rank R sleep in the data phase of
- * optimizer step S (from 0) for 60 s, as a rank blocked reading its data would (a FIFO is refused as
- * an input, so a test cannot block a read for real). Read once; nothing else reads it. */
-static void test_data_stall(ct_run *run)
-{
-    static int parsed, rank = -1;
-    static long step = -1;
-    const char *v;
-
-    if (!parsed) {
-        parsed = 1;
-        if ((v = getenv("CTRAIN_TEST_DATA_STALL")) && sscanf(v, "%d:%ld", &rank, &step) != 2)
-            rank = -1;
-    }
-    if (rank == run->rank && step == run->st.global_step) {
-        step = -1;
-        sleep(60);
-    }
-}
-
-/* One micro-batch: forward, then backward of the gradient of the window's mean loss. */
-static int micro_step(ct_run *run, size_t batch, int k, double window_samples, ct_model_sums *sums, ct_error *err)
-{
-    const uint32_t *idx;
-    int count = ct_sampler_batch(&run->train_sampler, batch, &idx);
-    double terms;
-    int rc;
-
-    ct_hang_enter(CT_PHASE_DATA);
-    test_data_stall(run);
-    if ((rc = ct_datamodule_gather(run->data, CT_SPLIT_TRAIN, idx, count, &run->batch, err)))
-        return rc;
-    ct_hang_enter(CT_PHASE_FORWARD);
-    if ((rc = ct_run_forward(run, sums, err)))
-        return rc;
-    /* run->step_err is clear: ct_run_forward cleared it and forward succeeded. */
-    run->micro = k;
-    run->loss_bad = (k > 0 && run->loss_bad) || !isfinite(sums->loss);
-    if (k == run->window - 1) {
-        run->stop_posted = 0;
-        if (run->stop_enabled)
-            ct_run_stop_post(run);
-    }
-    /* The gradient of the mean loss over the global batch of the whole window: every rank's batch
-     * has the same number of loss terms (samples or tokens), a sample the same number, so the
-     * window's terms on this rank times the ranks the strategy sums over without averaging
-     * (ct_strategy_grad_ranks). One batch: its own count, exactly as without accumulation. */
-    terms = run->window == 1 ? sums->count : sums->count / count * window_samples;
-    ct_hang_enter(CT_PHASE_BACKWARD);
-    if ((rc = ct_model_backward(run->model, terms * ct_strategy_grad_ranks(run->strategy), grad_ready, run, err))) {
-        if (run->step_err.code) /* the strategy refused a bucket, not the model */
-            *err = run->step_err;
-        return rc;
-    }
-    return 0;
-}
-
-/* The norm of the reduced gradient (logged, and what norm clipping scales by), then clipping as
- * Lightning's clip_grad_norm_ / clip_grad_value_: a factor of clip / (norm + 1e-6) when below 1. */
-static int clip_gradients(ct_run *run, int logging, ct_error *err)
-{
-    double norm;
-    int rc;
-
-    run->last_grad_norm = NAN;
-    if (!run->grads_on_host || (run->opt.clip != CT_CLIP_NORM && !logging))
-        goto value;
-    if ((rc = ct_strategy_grad_norm(run->strategy, &norm, err)))
-        return rc;
-    run->last_grad_norm = norm;
-    if (run->opt.clip == CT_CLIP_NORM && run->opt.clip_val / (norm + 1e-6) < 1)
-        ct_strategy_grad_scale(run->strategy, run->opt.clip_val / (norm + 1e-6));
-value:
-    if (run->opt.clip == CT_CLIP_VALUE)
-        ct_strategy_grad_clamp(run->strategy, run->opt.clip_val);
-    return 0;
-}
-
-int ct_training_step(ct_run *run, size_t first, int n, double *loss, double *samples, ct_error *err)
-{
-    double window_samples = 0, loss_sum = 0, terms = 0;
-    int rc, skipped;
-
-    for (int k = 0; k < n; k++) {
-        const uint32_t *idx;
-
-        window_samples += ct_sampler_batch(&run->train_sampler, first + (size_t)k, &idx);
-    }
-    run->window = n;
-    for (int k = 0; k < n; k++) {
-        ct_model_sums sums;
-
-        if ((rc = micro_step(run, first + (size_t)k, k, window_samples, &sums, err)))
-            return rc;
-        loss_sum += sums.loss;
-        terms += sums.count;
-    }
-    /* grad_sync leaves every rank the mean gradient over the global batch. The strategy owns the
-     * update (a sharded one updates its part of the parameters and gathers the rest). */
-    ct_hang_enter(CT_PHASE_ALLREDUCE);
-    if ((rc = ct_strategy_grad_sync(run->strategy, err)))
-        return rc;
-    ct_hang_enter(CT_PHASE_OPTIMIZER);
-    if ((rc = clip_gradients(run, (run->st.global_step + 1) % run->opt.log_every_n_steps == 0, err)) ||
-        (rc = ct_strategy_optimizer_step(run->strategy, run->model, run->optim, &skipped, err)))
-        return rc;
-    *loss = loss_sum / terms;
-    *samples = window_samples;
-    return 0;
-}
 
 /* Lightning's EarlyStopping(check_finite=True): a non-finite training loss ends the run before
  * anything is logged, validated or saved from the step, so last.safetensors stays the last good
