@@ -2,14 +2,12 @@
 /* The Strategy's public functions (include/ctrain/strategy.h): dispatch to the implementation's
  * ops, and the parts every strategy shares — launching through its launcher, and checkpoints
  * (rank 0 writes through checkpoint IO, every rank learns whether it worked). */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ctrain/registry.h"
 #include "ctrain/util.h"
-#include "engine/nn/bf16_inline.h"
 
 #include "engine/strategies/strategy_impl.h"
 
@@ -163,111 +161,6 @@ int ct_strategy_grad_sync(ct_strategy *s, ct_error *err)
 int ct_strategy_post_with_grads(ct_strategy *s, double *values, int n)
 {
     return s->ops->post_with_grads ? s->ops->post_with_grads(s, values, n) : 0;
-}
-
-static void grad_view(ct_strategy *s, void **g, size_t *n, int *partial)
-{
-    *g = s->grads;
-    *n = s->n_grads;
-    *partial = 0;
-    if (s->ops->grad_view)
-        s->ops->grad_view(s, g, n, partial);
-}
-
-/* The gradient passes for each storage type T (fp32; fp64 under 64-true). */
-#define GRAD_PASSES(T, SFX)                                                                                           \
-    static double sum_sq_##SFX(const T *g, size_t n)                                                                   \
-    {                                                                                                                  \
-        double sq = 0;                                                                                                 \
-        for (size_t i = 0; i < n; i++)                                                                                 \
-            sq += (double)g[i] * (double)g[i];                                                                         \
-        return sq;                                                                                                     \
-    }                                                                                                                  \
-    static void scale_##SFX(T *g, size_t n, T factor)                                                                  \
-    {                                                                                                                  \
-        for (size_t i = 0; i < n; i++)                                                                                 \
-            g[i] *= factor;                                                                                            \
-    }                                                                                                                  \
-    static void clamp_##SFX(T *g, size_t n, T limit)                                                                   \
-    {                                                                                                                  \
-        for (size_t i = 0; i < n; i++)                                                                                 \
-            g[i] = g[i] > limit ? limit : g[i] < -limit ? -limit : g[i];                                               \
-    }
-
-GRAD_PASSES(float, f32)
-GRAD_PASSES(double, f64)
-
-/* bf16-true's: each element loaded into fp32, the result stored rounded (the norm summed in fp64). */
-static double sum_sq_bf16(const uint16_t *g, size_t n)
-{
-    double sq = 0;
-
-    for (size_t i = 0; i < n; i++)
-        sq += (double)ct_bf16_load(g[i]) * ct_bf16_load(g[i]);
-    return sq;
-}
-
-static void scale_bf16(uint16_t *g, size_t n, float factor)
-{
-    for (size_t i = 0; i < n; i++)
-        g[i] = ct_bf16_store(ct_bf16_load(g[i]) * factor);
-}
-
-static void clamp_bf16(uint16_t *g, size_t n, float limit)
-{
-    for (size_t i = 0; i < n; i++) {
-        float v = ct_bf16_load(g[i]);
-
-        g[i] = ct_bf16_store(v > limit ? limit : v < -limit ? -limit : v);
-    }
-}
-
-int ct_strategy_grad_norm(ct_strategy *s, double *norm, ct_error *err)
-{
-    double sq;
-    void *g;
-    size_t n;
-    int partial, rc;
-
-    grad_view(s, &g, &n, &partial);
-    sq = s->param_dtype == CT_DTYPE_F64    ? sum_sq_f64(g, n)
-         : s->param_dtype == CT_DTYPE_BF16 ? sum_sq_bf16(g, n)
-                                           : sum_sq_f32(g, n);
-    /* A sharded gradient: the norm over the whole model is the root of the ranks' sums. */
-    if (partial && s->world_size > 1 && (rc = ct_strategy_reduce_sum(s, &sq, 1, err)))
-        return rc;
-    *norm = sqrt(sq);
-    return 0;
-}
-
-void ct_strategy_grad_scale(ct_strategy *s, double factor)
-{
-    void *g;
-    size_t n;
-    int partial;
-
-    grad_view(s, &g, &n, &partial);
-    if (s->param_dtype == CT_DTYPE_F64)
-        scale_f64(g, n, factor);
-    else if (s->param_dtype == CT_DTYPE_BF16)
-        scale_bf16(g, n, (float)factor);
-    else
-        scale_f32(g, n, (float)factor);
-}
-
-void ct_strategy_grad_clamp(ct_strategy *s, double limit)
-{
-    void *g;
-    size_t n;
-    int partial;
-
-    grad_view(s, &g, &n, &partial);
-    if (s->param_dtype == CT_DTYPE_F64)
-        clamp_f64(g, n, limit);
-    else if (s->param_dtype == CT_DTYPE_BF16)
-        clamp_bf16(g, n, (float)limit);
-    else
-        clamp_f32(g, n, (float)limit);
 }
 
 int ct_strategy_optimizer_step(ct_strategy *s, ct_model *model, ct_optim *optim, int *skipped, ct_error *err)
