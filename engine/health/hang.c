@@ -12,7 +12,9 @@
  * to the others, such as Lustre and GPFS; on NFS once the kernel has written the dirty page back,
  * within its writeback interval, ~30 s). The file's blocks are allocated up front, so a full file
  * system cannot fault a store on the step; where the file cannot be made, the record stays in this
- * process only (and the dump below still works).
+ * process only (and the dump below still works). The file is made only once the run's directory
+ * was made and checked (ct_hang_map): until then, and where it cannot be made, the record is this
+ * process's.
  *
  * It is dumped on the dump signal (by the stop catcher thread, engine/loops/stop.c: never from a
  * handler on a computing thread) and after a collective timeout. The dump copies the record first
@@ -35,7 +37,6 @@
 
 #include "ctrain/util.h"
 #include "engine/health/hang_live.h"
-#include "engine/util/fsutil.h"
 #include "engine/loops/loops.h"
 
 static const char *const phase_names[CT_PHASE_N] = {
@@ -93,31 +94,14 @@ static struct ct_hang_live *live_map(const char *path)
     return m == MAP_FAILED ? NULL : m;
 }
 
-ct_collective_trace *ct_hang_init(int rank, int world, const char *root_dir)
+/* The record's identity, then the magic last: a reader never takes a half-made record for this
+ * run's. */
+static void live_begin(struct ct_hang_live *m, const char *host)
 {
-    struct ct_hang_live *m;
-    char host[CT_HANG_LIVE_HOST];
-
-    if (live != &local_live)          /* an earlier fit of this process */
-        munmap(live, sizeof(*live));
-    live = &local_live;
-    where.rank = rank;
-    where.world = world;
-    snprintf(where.dir, sizeof(where.dir), "%s/hang", root_dir[0] ? root_dir : ".");
-    snprintf(where.live_path, sizeof(where.live_path), "%s/rank-%d.live", where.dir, rank);
-    /* The run's directory may not be made yet (rank 0 makes it once the run is built). */
-    if (ct_fs_mkdirs(where.dir, NULL, 0) || !(m = live_map(where.live_path))) {
-        m = &local_live;
-        where.live_path[0] = '\0';
-    }
-    /* SLURM's name for the node: what ctrain diagnose prints and ctrain supervise excludes. */
-    if (ct_node_name(host, sizeof(host)) && !host[0])
-        ct_str_copy(host, sizeof(host), "?");
-    /* The identity first, the magic last: a reader never takes a half-made record for this run's. */
     memset(m, 0, sizeof(*m));
     m->size = sizeof(*m);
-    m->rank = rank;
-    m->world = world;
+    m->rank = where.rank;
+    m->world = where.world;
     m->pid = getpid();
     ct_str_copy(m->host, sizeof(m->host), host);
     m->rec.coll.bucket = -1;
@@ -127,8 +111,46 @@ ct_collective_trace *ct_hang_init(int rank, int world, const char *root_dir)
     m->mono_to_wall = m->started_wall - m->rec.entered;
     __atomic_thread_fence(__ATOMIC_RELEASE);
     memcpy(m->magic, CT_HANG_LIVE_MAGIC, sizeof(m->magic));
-    live = m;
+}
+
+ct_collective_trace *ct_hang_init(int rank, int world, const char *root_dir)
+{
+    char host[CT_HANG_LIVE_HOST];
+
+    if (live != &local_live)          /* an earlier fit of this process */
+        munmap(live, sizeof(*live));
+    live = &local_live;
+    where.rank = rank;
+    where.world = world;
+    snprintf(where.dir, sizeof(where.dir), "%s/hang", root_dir[0] ? root_dir : ".");
+    where.live_path[0] = '\0';
+    /* SLURM's name for the node: what ctrain diagnose prints and ctrain supervise excludes. */
+    if (ct_node_name(host, sizeof(host)) && !host[0])
+        ct_str_copy(host, sizeof(host), "?");
+    live_begin(&local_live, host);
     where.on = 1;
+    return &live->rec.coll;
+}
+
+ct_collective_trace *ct_hang_map(void)
+{
+    struct ct_hang_live *m;
+    char path[sizeof(where.live_path)];
+
+    if (!where.on || live != &local_live)
+        return &live->rec.coll;
+    snprintf(path, sizeof(path), "%s/rank-%d.live", where.dir, where.rank);
+    /* DIR/hang only: DIR itself is rank 0's to make and check (a node that does not share it keeps
+     * the record in the process). */
+    if ((mkdir(where.dir, 0755) && errno != EEXIST) || !(m = live_map(path)))
+        return &live->rec.coll;
+    live_begin(m, local_live.host);
+    m->rec.step = local_live.rec.step;
+    m->rec.phase = local_live.rec.phase;
+    m->rec.entered = local_live.rec.entered;
+    m->rec.coll = local_live.rec.coll;
+    ct_str_copy(where.live_path, sizeof(where.live_path), path);
+    __atomic_store_n(&live, m, __ATOMIC_RELEASE);
     return &live->rec.coll;
 }
 

@@ -49,6 +49,9 @@ int ct_hang_phase_parse(const char *name);   /* -1: not a phase */
 /* Start this rank's record (dumps go to root_dir/hang); returns the collective trace to hand the
  * strategy (ct_strategy_set_trace). */
 ct_collective_trace *ct_hang_init(int rank, int world, const char *root_dir);
+/* Once the run's directory is made and checked: move the record into DIR/hang/rank-R.live's shared
+ * mapping (see engine/health/hang.c); returns the collective trace to hand the strategy again. */
+ct_collective_trace *ct_hang_map(void);
 /* The fit ended (ok: without an error): the phase is done; a fit that ended well removes its
  * live file (DIR/hang/rank-R.live), one that did not keeps it for ctrain diagnose. */
 void ct_hang_finish(int ok);

@@ -21,6 +21,8 @@ static int fit(ct_run *run, const ct_trainer_job *job, ct_trainer_result *res, c
         return rc;
     if ((rc = ct_ckpt_connector_open_outputs(run, job->cfg, resumed, err)))
         return rc;
+    /* The run's directory is checked: the hang record moves into its live file there. */
+    ct_strategy_set_trace(run->strategy, ct_hang_map());
     if ((rc = ct_fit_loop_run(run, err)))
         return rc;
     /* A stop, like the end of fit, leaves last.safetensors complete: the pending asynchronous write

@@ -66,7 +66,8 @@ int main(int argc, char **argv)
         perror("hang_record: mkdtemp");
         return 1;
     }
-    tr = ct_hang_init(0, 1, dir);
+    ct_hang_init(0, 1, dir);
+    tr = ct_hang_map();
     steps(tr, n / 10 + 1, colls, buckets);
     t0 = ct_time_now();
     steps(tr, n, colls, buckets);
