@@ -224,21 +224,6 @@ static char *record_json(const char *reason)
     return text;
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 int ct_hang_dump(const char *reason)
 {
     char path[1200], tmp[1200], *text;
@@ -254,7 +239,7 @@ int ct_hang_dump(const char *reason)
     snprintf(tmp, sizeof(tmp), "%s/.rank-%d.json.tmp", where.dir, where.rank);
     if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
         goto out;
-    if (write_all(fd, text, strlen(text)) || write_all(fd, "\n", 1) || fsync(fd)) {
+    if (ct_write_all(fd, text, strlen(text)) || ct_write_all(fd, "\n", 1) || fsync(fd)) {
         close(fd);
         unlink(tmp);
         goto out;
