@@ -20,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -44,6 +46,19 @@ struct ct_pmix_server {
     char shmdir[4096];        /* Open MPI's shared-memory files, "" when /dev/shm is not usable */
     char nspace[PMIX_MAX_NSLEN + 1];
     char ***env;              /* env[rank] = NULL-terminated "NAME=VALUE" strings */
+    volatile int32_t *stage;  /* shared with the server process: where its start-up is */
+};
+
+/* Where the server process is in its start-up, in a page it shares with the launcher: a start that
+ * times out says which libpmix call the process was in, not only that it was late. */
+enum server_stage { STAGE_FORKED, STAGE_INIT, STAGE_NSPACE, STAGE_CLIENTS, STAGE_READY };
+
+static const char *const stage_names[] = {
+    [STAGE_FORKED] = "not yet in libpmix",
+    [STAGE_INIT] = "in PMIx_server_init",
+    [STAGE_NSPACE] = "registering the job (PMIx_server_register_nspace, setup_local_support)",
+    [STAGE_CLIENTS] = "registering the ranks (PMIx_server_setup_fork, register_client)",
+    [STAGE_READY] = "ready",
 };
 
 /* ---------------------------------------------------------------- the server process */
@@ -314,7 +329,7 @@ static pmix_status_t init_server(const char *tmpdir)
 
 /* Body of the server process. Never returns. */
 static void server_main(int nprocs, const char *tmpdir, const char *nspace, int rep_fd,
-                        int ctl_fd, pid_t parent)
+                        int ctl_fd, pid_t parent, volatile int32_t *stage)
 {
     pmix_status_t rc;
     int32_t ok = 0;
@@ -332,11 +347,13 @@ static void server_main(int nprocs, const char *tmpdir, const char *nspace, int 
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
 
+    *stage = STAGE_INIT;
     rc = init_server(tmpdir);
     if (rc != PMIX_SUCCESS) {
         report_error(rep_fd, "PMIx_server_init", rc);
         _exit(1);
     }
+    *stage = STAGE_NSPACE;
     rc = register_job(nspace, nprocs, tmpdir);
     if (rc != PMIX_SUCCESS) {
         report_error(rep_fd, "PMIx_server_register_nspace", rc);
@@ -345,11 +362,13 @@ static void server_main(int nprocs, const char *tmpdir, const char *nspace, int 
     }
     if (ct_write_all(rep_fd, &ok, sizeof(ok)) != 0)
         _exit(1);
+    *stage = STAGE_CLIENTS;
     for (int r = 0; r < nprocs; r++) {
         rc = send_rank_env(rep_fd, nspace, r);
         if (rc != PMIX_SUCCESS)
             _exit(1);   /* the parent sees a short report and says so */
     }
+    *stage = STAGE_READY;
     close(rep_fd);
     /* Serve (libpmix's progress thread does the work) until the launcher closes the pipe. */
     for (;;) {
@@ -455,6 +474,55 @@ static int add_ompi_vars(const ct_pmix_server *s, char **slot)
     return rc;
 }
 
+static const char *stage_name(int32_t stage)
+{
+    if (stage < 0 || stage > STAGE_READY)
+        return "in an unknown state";
+    return stage_names[stage];
+}
+
+/* The first line of a small /proc file, without its newline; "" when it cannot be read. */
+static void read_proc(const char *path, char *buf, size_t size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, size - 1) : -1;
+
+    buf[n > 0 ? n : 0] = '\0';
+    buf[strcspn(buf, "\n")] = '\0';
+    if (fd >= 0)
+        close(fd);
+}
+
+/* "S futex_wait_queue, S do_epoll_wait": each thread's state and the kernel function it sleeps in
+ * (/proc/PID/task/TID/stat and wchan), which tells a lock from a wait for events. */
+static void describe_threads(pid_t pid, char *buf, size_t size)
+{
+    char path[64];
+    DIR *d;
+    struct dirent *e;
+    size_t len = 0;
+
+    snprintf(buf, size, "unknown");
+    snprintf(path, sizeof(path), "/proc/%ld/task", (long)pid);
+    if (!(d = opendir(path)))
+        return;
+    while ((e = readdir(d)) && len + 1 < size) {
+        char state = '?', wchan[64] = "", stat[512] = "", *p;
+
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "/proc/%ld/task/%.16s/stat", (long)pid, e->d_name);
+        read_proc(path, stat, sizeof(stat));
+        if ((p = strrchr(stat, ')')) && p[1])
+            state = p[2];
+        snprintf(path, sizeof(path), "/proc/%ld/task/%.16s/wchan", (long)pid, e->d_name);
+        read_proc(path, wchan, sizeof(wchan));
+        len += (size_t)snprintf(buf + len, size - len, "%s%c %s", len ? ", " : "", state,
+                                wchan[0] && strcmp(wchan, "0") ? wchan : "running");
+    }
+    closedir(d);
+}
+
 static int read_report(ct_pmix_server *s, int fd, ct_error *err)
 {
     double deadline = ct_time_now() + START_TIMEOUT_S;
@@ -482,9 +550,16 @@ static int read_report(ct_pmix_server *s, int fd, ct_error *err)
         if (rc == 0)
             rc = add_ompi_vars(s, s->env[r] + count);
     }
-    if (rc == CT_ETIMEOUT)
-        return ct_error_set(err, CT_ETIMEOUT, "pmix-server-start", "the PMIx server for %d ranks "
-                            "did not get ready within %g s", s->nprocs, START_TIMEOUT_S);
+    if (rc == CT_ETIMEOUT) {
+        char threads[512];
+
+        describe_threads(s->pid, threads, sizeof(threads));
+        ct_error_set(err, CT_ETIMEOUT, "pmix-server-start", "the PMIx server for %d ranks did not "
+                     "get ready within %g s: its process (pid %ld) is still %s (threads: %s)",
+                     s->nprocs, START_TIMEOUT_S, (long)s->pid, stage_name(*s->stage), threads);
+        return ct_error_hint(err, "libpmix stalled at its start; PMIX_MCA_* variables, or a slow "
+                                  "file system under TMPDIR, can do this");
+    }
     if (rc)
         return ct_error_set(err, CT_ECOMM, "pmix-server-start", "the PMIx server for %d ranks "
                             "stopped before handing out every rank's environment (%s)",
@@ -533,6 +608,15 @@ int ct_pmix_server_start(int nprocs, ct_pmix_server **out, ct_error *err)
     s->nprocs = nprocs;
     s->pid = -1;
     s->ctl_fd = -1;
+    s->stage = mmap(NULL, sizeof(*s->stage), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                    -1, 0);
+    if (s->stage == MAP_FAILED) {
+        s->stage = NULL;
+        rc = ct_error_set(err, CT_ENOMEM, "oom", "the PMIx server's shared page: %s",
+                          strerror(errno));
+        goto fail;
+    }
+    *s->stage = STAGE_FORKED;
     /* Unique per launch: Open MPI derives its job id from the namespace. */
     snprintf(s->nspace, sizeof(s->nspace), "ctrain.%ld.%d", (long)parent, launches++);
     rc = make_tmpdir(s, err);
@@ -553,7 +637,7 @@ int ct_pmix_server_start(int nprocs, ct_pmix_server **out, ct_error *err)
     if (s->pid == 0) {
         close(rep[0]);
         close(ctl[1]);
-        server_main(nprocs, s->tmpdir, s->nspace, rep[1], ctl[0], parent);
+        server_main(nprocs, s->tmpdir, s->nspace, rep[1], ctl[0], parent, s->stage);
     }
     close(rep[1]);
     close(ctl[0]);
@@ -705,5 +789,7 @@ void ct_pmix_server_stop(ct_pmix_server *s)
     for (int r = 0; s->env && r < s->nprocs; r++)
         ct_pmix_server_env_free(s->env[r]);
     free(s->env);
+    if (s->stage)
+        munmap((void *)s->stage, sizeof(*s->stage));
     free(s);
 }

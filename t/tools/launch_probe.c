@@ -30,6 +30,7 @@
  * "probe: ok", or the launcher's error; its exit status is ct_error_exit_status of the error.
  */
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -347,12 +348,15 @@ static int body(void *arg, void *result, size_t size, ct_error *err)
                         p->mode);
 }
 
+static sem_t idle_started;
+
 static void *idle_thread(void *arg)
 {
     sigset_t none;
 
     sigemptyset(&none);
     pthread_sigmask(SIG_SETMASK, &none, NULL);
+    sem_post(&idle_started);
     for (;;)
         pause();
     return arg;
@@ -391,10 +395,17 @@ int main(int argc, char **argv)
     if (getenv("PROBE_THREAD") && rank_env() < 0) {
         pthread_t t;
 
-        if (pthread_create(&t, NULL, idle_thread, NULL) != 0 || pthread_detach(t) != 0) {
+        if (sem_init(&idle_started, 0, 0) != 0 ||
+            pthread_create(&t, NULL, idle_thread, NULL) != 0 || pthread_detach(t) != 0) {
             fprintf(stderr, "launch_probe: pthread_create failed\n");
             return 1;
         }
+        /* The launch forks the PMIx server only once the thread runs its own code: a thread
+         * still starting inside ASan's runtime (GCC 12's libsanitizer has no fork handlers)
+         * holds its allocator's lock, and a fork then leaves that lock taken in the server for
+         * good (seen as "did not get ready within 30 s" under make check-asan). */
+        while (sem_wait(&idle_started) != 0)
+            ;
     }
     ct_error_clear(&err);
     rc = ops->launch(&spec, body, &p, result, sizeof(result), &is_sup, &err);
