@@ -133,7 +133,7 @@ int ct_run_checkpoint_meta(ct_run *run, const char *path, const char *key, char 
 /* Load a checkpoint into the run. weights_only: skip optimizer state and counters (validate/test). */
 int ct_run_load_checkpoint(ct_run *run, const char *path, int weights_only, ct_error *err);
 
-/* --- logging and progress (engine/loops/logger.c) --------------------------------------------- */
+/* --- logging and progress (engine/loggers/logger.c) --------------------------------------------- */
 int ct_logger_open(ct_run *run, int append, ct_error *err);
 void ct_logger_close(ct_run *run);
 /* One metrics.csv row (and the same scalars in the TensorBoard file); NaN fields are left empty;
@@ -142,7 +142,7 @@ void ct_logger_close(ct_run *run);
 void ct_logger_row(ct_run *run, double train_loss, const ct_eval_result *val, double lr, double samples_per_sec,
                    double grad_norm);
 
-/* --- TensorBoard (engine/loops/tensorboard.c) -------------------------------------------------- */
+/* --- TensorBoard (engine/loggers/tensorboard.c) -------------------------------------------------- */
 /* Open the run's event file beside metrics.csv (global zero only; nothing when opt.tensorboard is
  * 0). resume_step >= 0: a resumed run: the newest event file is cut after its last record of a
  * step <= resume_step and appended to, so no step appears twice; -1: a new file. */

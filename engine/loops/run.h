@@ -158,7 +158,7 @@ typedef struct ct_run {
     int micro, window;
     int grads_on_host;         /* the model computes in host memory (accumulation, clipping, norms) */
     double last_grad_norm;     /* of the last optimizer step (before clipping); NaN: not measured */
-    struct ct_tb_writer *tb;   /* TensorBoard event file, global zero only (engine/loops/tensorboard.c) */
+    struct ct_tb_writer *tb;   /* TensorBoard event file, global zero only (engine/loggers/tensorboard.c) */
     /* Straggler detection (engine/health/straggler.c): its state (NULL: off), the nodes named so far
      * (for summary.json), those slow in the last window (metrics.csv's stragglers column), and
      * whether --on-straggler stop ended the fit. */
