@@ -26,7 +26,7 @@
 #include <cjson/cJSON.h>
 
 #include "ctrain/util.h"
-#include "engine/loops/loops.h"
+#include "engine/loggers/loggers.h"
 #include "engine/loggers/proto/tensorboard.pb-c.h"
 #include "engine/util/fsutil.h"
 

@@ -3,11 +3,13 @@
  *
  * Internal to libctrain. The Trainer (engine/trainer) builds a ct_run and hands it to the loops;
  * the loops call the Strategy directly (gradients, collectives, checkpoints) and never include the
- * Trainer. Every rank runs the same loops; only the global-zero rank writes files and prints.
+ * Trainer. Every rank runs the same loops; only the global-zero rank writes files and prints,
+ * through the loggers below them (engine/loggers/loggers.h: metrics.csv, progress, TensorBoard).
  */
 #ifndef CTRAIN_LOOPS_H
 #define CTRAIN_LOOPS_H
 
+#include "engine/loggers/loggers.h"
 #include "engine/loops/run.h"
 
 /* --- stopping on a signal (engine/loops/stop.c) ----------------------------------------------- */
@@ -132,33 +134,5 @@ int ct_run_checkpoint_wait(ct_run *run, ct_error *err);
 int ct_run_checkpoint_meta(ct_run *run, const char *path, const char *key, char *out, size_t size, ct_error *err);
 /* Load a checkpoint into the run. weights_only: skip optimizer state and counters (validate/test). */
 int ct_run_load_checkpoint(ct_run *run, const char *path, int weights_only, ct_error *err);
-
-/* --- logging and progress (engine/loggers/logger.c) --------------------------------------------- */
-int ct_logger_open(ct_run *run, int append, ct_error *err);
-void ct_logger_close(ct_run *run);
-/* One metrics.csv row (and the same scalars in the TensorBoard file); NaN fields are left empty;
- * val NULL: no validation in this row. The model's own metrics (val_<name>) are columns after
- * grad_norm. */
-void ct_logger_row(ct_run *run, double train_loss, const ct_eval_result *val, double lr, double samples_per_sec,
-                   double grad_norm);
-
-/* --- TensorBoard (engine/loggers/tensorboard.c) -------------------------------------------------- */
-/* Open the run's event file beside metrics.csv (global zero only; nothing when opt.tensorboard is
- * 0). resume_step >= 0: a resumed run: the newest event file is cut after its last record of a
- * step <= resume_step and appended to, so no step appears twice; -1: a new file. */
-int ct_tb_open(ct_run *run, int64_t resume_step, ct_error *err);
-void ct_tb_close(ct_run *run);
-/* A scalar at the run's global step (no-op without a writer). */
-void ct_tb_scalar(ct_run *run, const char *tag, double value);
-/* Flush what was written since the last flush (after each metrics row). */
-void ct_tb_flush(ct_run *run);
-/* Progress after a step (bar or periodic plain line). */
-void ct_progress_step(ct_run *run, size_t steps_per_epoch, long total_steps, double loss,
-                      double samples_per_sec);
-/* A line of its own (ends a bar line first). Global zero only; nothing with --progress off. */
-void ct_progress_line(ct_run *run, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* A line on stderr whatever --progress (off included), "ctrain: " and fmt (ends a bar line first).
- * Global zero only. */
-void ct_progress_say(ct_run *run, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif
