@@ -16,7 +16,7 @@
  * was made and checked (ct_hang_map): until then, and where it cannot be made, the record is this
  * process's.
  *
- * It is dumped on the dump signal (by the stop catcher thread, engine/loops/stop.c: never from a
+ * It is dumped on the dump signal (by the stop catcher thread, engine/trainer/stop.c: never from a
  * handler on a computing thread) and after a collective timeout. The dump copies the record first
  * (a snapshot: a transition that lands during the copy may leave the fields one transition apart,
  * which the reader can live with), then formats and writes outside any compute path: a temporary

@@ -12,34 +12,6 @@
 #include "engine/loggers/loggers.h"
 #include "engine/loops/run.h"
 
-/* --- stopping on a signal (engine/loops/stop.c) ----------------------------------------------- */
-/* "USR1", "SIGTERM", "15", ... (only signals that end a process by default). 0 or CT_EINVAL. */
-int ct_stop_signal_parse(const char *name, int *sig);
-/* "SIGUSR1" into buf. */
-const char *ct_stop_signal_name(int sig, char *buf, size_t size);
-/* Catch requeue_sig, SIGTERM and SIGINT: blocked in the calling thread (and the threads it starts
- * later) and read by a thread of their own, which records the signal (a second SIGINT ends the
- * process at once); a thread started before that does not block them records it in a handler.
- * ct_stop_uninstall restores what was there before. */
-int ct_stop_install(int requeue_sig, ct_error *err);
-/* The hang-dump signal (0: none), read by the same thread: each one writes this rank's hang record
- * (ct_hang_dump) and training goes on. Before ct_stop_install. */
-void ct_stop_set_dump_signal(int sig);
-void ct_stop_uninstall(void);
-/* Block every signal --requeue-signal may name, in the calling thread: the first thing `ctrain
- * fit` does, so that a stop that comes during start-up waits for ct_stop_install instead of
- * ending the process (the ranks ctrain's launchers start inherit the mask). */
-void ct_stop_block_early(void);
-/* After ct_stop_block_early: unblock those of them fit does not catch (all but requeue_sig,
- * SIGTERM and SIGINT). Without ct_stop_block_early, nothing. */
-void ct_stop_keep_blocked(int requeue_sig);   /* the dump signal (ct_stop_set_dump_signal) stays blocked too */
-/* A collective at a step boundary: 1 when any rank got a stop signal (run->stop filled, the same
- * on every rank), 0 when none, or an error code. */
-int ct_run_stop_agreed(ct_run *run, ct_error *err);
-/* Post this rank's stop flags to ride on the training step's gradient exchange: the next
- * ct_run_stop_agreed then decides from those sums without a collective of its own. */
-void ct_run_stop_post(ct_run *run);
-
 /* --- hang forensics (engine/health/hang.c, diagnose.c) -------------------------------------- */
 /* Where a rank is, in the order a step runs them (a later phase is further on). */
 enum ct_phase {
@@ -116,6 +88,11 @@ int ct_training_step(ct_run *run, size_t first, int n, double *loss, double *sam
 /* Forward on run->batch, announcing the parameters it reads to the strategy (training and
  * evaluation alike). */
 int ct_run_forward(ct_run *run, ct_model_sums *sums, ct_error *err);
+/* A collective at a step boundary: 1 when any rank got a stop signal (run->signals; run->stop
+ * filled, the same on every rank), 0 when none, or an error code. The training step posts this
+ * rank's flags to ride on its gradient exchange, and the next call decides from those sums without
+ * a collective of its own. */
+int ct_run_stop_agreed(ct_run *run, ct_error *err);
 
 /* --- the evaluation loop (engine/loops/eval_loop.c) ------------------------------------------- */
 /* Loss, accuracy and the model's metrics over the whole of a split, sharded over the ranks and
