@@ -31,9 +31,15 @@ my %level = (
     # validation, so they sit below the loops; they read the run (run.h) and write files, and may
     # include nothing of the loops' functions (loops.h), the Trainer or the CLI.
     loggers => 8,
-    loops => 9,
-    trainer => 10,
-    cli => 11,
+    # The fit's health checks (engine/health/fit: hang forensics, stragglers, preflight, which rank
+    # is on which node) run inside a fit on the strategy's collectives: the loops call them (where
+    # the step is, a straggler window) and they log through the loggers, so they sit between the
+    # two. A module of their own, apart from engine/health's node checks (nodecheck.c, level 2,
+    # libctrain-core for the SPANK plugin): the Makefile puts the folder into libctrain.
+    'health/fit' => 9,
+    loops => 10,
+    trainer => 11,
+    cli => 12,
 );
 
 # Public headers belong to the module that implements them.
@@ -51,19 +57,17 @@ my %public = (
 
 # Files whose module is not their folder's: the pmix cluster environment is an environment
 # that happens to live beside the PMIx client it uses.
-# The fit's health checks (hang forensics, stragglers, preflight) live in engine/health beside the
-# node's own checks but run inside a fit, on the strategy's collectives and the loops' run (loops.h
-# declares them): they sit at the loops' level, not at health's (libctrain-core's nodecheck.c).
 # The run's type (engine/loops/run.h) is a header of its own under the loops (issue 41 item 1): the
 # loggers include it, the loops' functions (loops.h) they may not.
-my %file_module = ('pmix/environment.c' => 'envs', 'pmix/environment.h' => 'envs', 'engine/loops/run.h' => 'run',
-    map { ("engine/health/$_" => 'loops') }
-        qw(diagnose.c hang.c hang_live.h preflight.c preflight.h rank_nodes.c rank_nodes.h straggler.c));
+my %file_module = ('pmix/environment.c' => 'envs', 'pmix/environment.h' => 'envs', 'engine/loops/run.h' => 'run');
 
 sub module_of {
     my ($path) = @_;
     return $file_module{$path} if exists $file_module{$path};
     return $public{$1} // "UNKNOWN:$path" if $path =~ m{^include/ctrain/([^/]+)$};
+    # A sub-folder with a level of its own is its own module (engine/health/fit); others
+    # (engine/models/gpt) are their folder's.
+    return "$1/$2" if $path =~ m{^engine/([^/]+)/([^/]+)/} && exists $level{"$1/$2"};
     return $1 if $path =~ m{^engine/([^/]+)/};
     return 'envs' if $path =~ m{^envs/};
     return 'pmix' if $path =~ m{^pmix/};

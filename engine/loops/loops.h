@@ -5,43 +5,16 @@
  * the loops call the Strategy directly (gradients, collectives, checkpoints) and never include the
  * Trainer. Every rank runs the same loops; only the global-zero rank writes files and prints,
  * through the loggers below them (engine/loggers/loggers.h: metrics.csv, progress, TensorBoard).
+ * The fit's health checks they call (hang forensics, stragglers) are below them too, in
+ * engine/health/fit/.
  */
 #ifndef CTRAIN_LOOPS_H
 #define CTRAIN_LOOPS_H
 
+#include "engine/health/fit/hang.h"
+#include "engine/health/fit/straggler.h"
 #include "engine/loggers/loggers.h"
 #include "engine/loops/run.h"
-
-/* --- hang forensics (engine/health/hang.c, diagnose.c) -------------------------------------- */
-/* Where a rank is, in the order a step runs them (a later phase is further on). */
-enum ct_phase {
-    CT_PHASE_START = 0, CT_PHASE_DATA, CT_PHASE_FORWARD, CT_PHASE_BACKWARD, CT_PHASE_ALLREDUCE,
-    CT_PHASE_OPTIMIZER, CT_PHASE_CHECKPOINT, CT_PHASE_VALIDATION, CT_PHASE_DONE, CT_PHASE_N
-};
-const char *ct_hang_phase_name(int phase);
-int ct_hang_phase_parse(const char *name);   /* -1: not a phase */
-/* Start this rank's record (dumps go to root_dir/hang); returns the collective trace to hand the
- * strategy (ct_strategy_set_trace). */
-ct_collective_trace *ct_hang_init(int rank, int world, const char *root_dir);
-/* Once the run's directory is made and checked: move the record into DIR/hang/rank-R.live's shared
- * mapping (see engine/health/hang.c); returns the collective trace to hand the strategy again. */
-ct_collective_trace *ct_hang_map(void);
-/* The fit ended (ok: without an error): the phase is done; a fit that ended well removes its
- * live file (DIR/hang/rank-R.live), one that did not keeps it for ctrain diagnose. */
-void ct_hang_finish(int ok);
-/* The hot path: plain stores (and the vDSO clock), nothing else. */
-void ct_hang_enter(int phase);
-void ct_hang_step(int64_t step);
-/* Write root_dir/hang/rank-R.json from a snapshot of the record (temp file, fsync, rename); reason:
- * "signal", "collective-timeout". 0, or -1 (said on stderr). Not from a signal handler. */
-int ct_hang_dump(const char *reason);
-/* After a collective timeout: dump; rank 0 waits a moment for the others' records and prints the
- * diagnosis, the others linger as long so that their abort does not end rank 0 first. */
-void ct_hang_after_timeout(int is_zero);
-/* Read dir/hang/rank-*.json (and, for a rank of the latest run that wrote none, its rank-R.live) and
- * print which ranks are behind, where and since when: 0 when every rank is at the same point, 1
- * when some are behind, or an error code (dir missing, a record unreadable, naming it). */
-int ct_hang_diagnose(const char *dir, FILE *out, ct_error *err);
 
 /* --- the fit loop (engine/loops/fit_loop.c) --------------------------------------------------- */
 /* Train from run->st until max_epochs, max_steps or early stopping (run->st.early_stopped),
@@ -49,15 +22,6 @@ int ct_hang_diagnose(const char *dir, FILE *out, ct_error *err);
  * When the ranks agree to stop on a signal (run->stop_enabled), save last.safetensors where training
  * stands and return 0 with run->stop.agreed set. */
 int ct_fit_loop_run(ct_run *run, ct_error *err);
-
-/* --- stragglers (engine/health/straggler.c) --------------------------------------------------- */
-/* A collective, before the first step (nothing when --on-straggler is off): every rank's node. */
-int ct_straggler_start(ct_run *run, ct_error *err);
-/* After every optimizer step, on every rank, with the step's wall time: every straggler_every steps
- * one allreduce of each rank's busy and waiting time; a node named is logged (and, with stop,
- * run->straggler_stop set: the fit saves last.safetensors and ends). */
-int ct_straggler_step(ct_run *run, double step_seconds, ct_error *err);
-void ct_straggler_free(ct_run *run);
 
 /* --- the training epoch loop (engine/loops/epoch_loop.c) ------------------------------------ */
 /* The learning rate of optimizer step `step` (from 0) of a fit of total_steps steps. */

@@ -68,7 +68,7 @@ typedef struct ct_loop_options {
     char data_identity[128];   /* ct_datamodule_identity of --data; "" when not taken (eval) */
     double val_fraction;
     char model_config[1024];   /* the model's resolved configuration */
-    /* Straggler detection (engine/health/straggler.c): off, warn or stop; every N optimizer steps
+    /* Straggler detection (engine/health/fit/straggler.c): off, warn or stop; every N optimizer steps
      * the ranks' busy and waiting times are gathered; a node whose busy time per step is above
      * factor x the median node's for windows windows in a row is named. */
     enum ct_on_straggler { CT_STRAGGLER_OFF = 0, CT_STRAGGLER_WARN, CT_STRAGGLER_STOP, CT_STRAGGLER_EXCLUDE } on_straggler;
@@ -171,7 +171,7 @@ typedef struct ct_run {
     int grads_on_host;         /* the model computes in host memory (accumulation, clipping, norms) */
     double last_grad_norm;     /* of the last optimizer step (before clipping); NaN: not measured */
     struct ct_tb_writer *tb;   /* TensorBoard event file, global zero only (engine/loggers/tensorboard.c) */
-    /* Straggler detection (engine/health/straggler.c): its state (NULL: off), the nodes named so far
+    /* Straggler detection (engine/health/fit/straggler.c): its state (NULL: off), the nodes named so far
      * (for summary.json), those slow in the last window (metrics.csv's stragglers column), and
      * whether --on-straggler stop ended the fit. */
     struct ct_straggler *strag;

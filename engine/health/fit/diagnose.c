@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Reading the hang records (DIR/hang/rank-R.json, engine/health/hang.c) back: which ranks are
+/* Reading the hang records (DIR/hang/rank-R.json, engine/health/fit/hang.c) back: which ranks are
  * behind, where and since when.
  *
  * A rank's position is (step, collective, phase): the step first; within a step the collective
@@ -29,8 +29,8 @@
 #include <cjson/cJSON.h>
 
 #include "ctrain/util.h"
-#include "engine/health/hang_live.h"
-#include "engine/loops/loops.h"
+#include "engine/health/fit/hang_live.h"
+#include "engine/health/fit/hang.h"
 
 #define MAX_RANKS 4096
 /* A rank is behind only when the furthest one has waited for it this long in a collective: the

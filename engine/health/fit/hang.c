@@ -36,8 +36,8 @@
 #include <cjson/cJSON.h>
 
 #include "ctrain/util.h"
-#include "engine/health/hang_live.h"
-#include "engine/loops/loops.h"
+#include "engine/health/fit/hang_live.h"
+#include "engine/health/fit/hang.h"
 
 static const char *const phase_names[CT_PHASE_N] = {
     "start", "data", "forward", "backward", "allreduce", "optimizer", "checkpoint", "validation", "done",
