@@ -159,14 +159,6 @@ static int parse_record(const cJSON *o, struct rank_rec *r, int *rank, int *worl
     return 0;
 }
 
-static double wall_now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* One live file into *m: 0, or -1 when it is not one this build wrote (or not yet begun). */
 static int live_read(const char *path, int rank, struct ct_hang_live *m)
 {
@@ -317,7 +309,7 @@ static int load_all(const char *dir, struct rank_rec *recs, int *world, ct_error
     char hang[1200];
     struct lives L = { calloc(MAX_RANKS, sizeof(*L.m)), calloc(MAX_RANKS, 1), 0, 0 };
     int rc = 0, any = 0, n_stale = 0, n_live = 0;
-    double now = wall_now();
+    double now = ct_wall_now();
 
     if (!L.m || !L.current) {
         free(L.m);

@@ -30,7 +30,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -67,14 +66,6 @@ int ct_hang_phase_parse(const char *name)
     return -1;
 }
 
-static double wall_now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Map DIR/hang/rank-R.live (made or reused, its blocks allocated); NULL when it cannot be. */
 static struct ct_hang_live *live_map(const char *path)
 {
@@ -107,7 +98,7 @@ static void live_begin(struct ct_hang_live *m, const char *host)
     m->rec.coll.bucket = -1;
     m->rec.coll.n_missing = -1;
     m->rec.entered = ct_time_now();
-    m->started_wall = wall_now();
+    m->started_wall = ct_wall_now();
     m->mono_to_wall = m->started_wall - m->rec.entered;
     __atomic_thread_fence(__ATOMIC_RELEASE);
     memcpy(m->magic, CT_HANG_LIVE_MAGIC, sizeof(m->magic));
@@ -196,7 +187,7 @@ static cJSON *collective_json(const ct_collective_trace *c, double now_mono)
 
 static char *record_json(const char *reason)
 {
-    double now_mono = ct_time_now(), now_wall = wall_now();
+    double now_mono = ct_time_now(), now_wall = ct_wall_now();
     ct_collective_trace coll = live->rec.coll;   /* the snapshot: copied before anything is formatted */
     int64_t step = live->rec.step;
     int phase = live->rec.phase;
@@ -289,7 +280,7 @@ static int zero_missing(void)
 
 void ct_hang_after_timeout(int is_zero)
 {
-    double start = wall_now(), end = ct_time_now() + LINGER_S;
+    double start = ct_wall_now(), end = ct_time_now() + LINGER_S;
 
     if (!where.on || ct_hang_dump("collective-timeout"))
         return;
