@@ -1,7 +1,8 @@
 #!/usr/bin/perl
 # SPDX-License-Identifier: BSD-3-Clause
-# One-way layering: Trainer -> loops -> strategy -> connector's plan -> {accelerator, precision,
-# cluster environment, checkpoint IO, launcher} -> models -> {nn, data}. The connector only plans
+# One-way layering: Trainer -> loops -> the fit's health checks -> loggers -> the run's type (run.h)
+# -> strategy -> connector's plan -> {accelerator, precision, cluster environment, checkpoint IO,
+# launcher} -> models -> {nn, data}. The connector only plans
 # (libctrain-core); the strategy is created from its plan. Reads every #include "..." in
 # engine/, envs/, pmix/ and include/ctrain/ and fails on an include that goes up, or sideways
 # between modules of one level. Then the device seam: nothing above the accelerators (loops,
