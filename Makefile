@@ -85,16 +85,16 @@ ifeq ($(origin CUDA),undefined)
   CUDA := $(if $(NVCC),1,0)
 endif
 
+# engine/health: the node's own checks (nodecheck.c, which the SPANK plugin runs) are core; the
+# checks that run inside a fit (engine/health/fit: hang forensics, stragglers, preflight, which rank
+# is on which node) use the strategy's collectives and the run, so they go into libctrain. A
+# folder's files go where its folder is listed (wildcards do not descend into sub-folders).
 CORE_DIRS := engine/util engine/registry engine/connector engine/bind engine/health envs
 LIB_DIRS  := engine/nn engine/data engine/models engine/models/gpt engine/models/mlp engine/accelerators engine/precision engine/strategies \
-             engine/launchers engine/checkpoint_io engine/loops engine/trainer pmix engine/store engine/slurm
+             engine/launchers engine/checkpoint_io engine/health/fit engine/loggers engine/loops engine/trainer pmix engine/store engine/slurm
 
-# engine/health: the node's own checks (nodecheck.c, which the SPANK plugin runs) are core; the
-# checks that run inside a fit (hang forensics, stragglers, preflight, which rank is on which node)
-# use the strategy's collectives and the loops' run, so they go into libctrain.
-HEALTH_LIB_SRC := $(addprefix engine/health/,diagnose.c hang.c preflight.c rank_nodes.c straggler.c)
-CORE_SRC  := $(filter-out $(HEALTH_LIB_SRC),$(sort $(foreach d,$(CORE_DIRS),$(wildcard $(d)/*.c))))
-LIB_SRC   := $(sort $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)) $(wildcard $(HEALTH_LIB_SRC)))
+CORE_SRC  := $(sort $(foreach d,$(CORE_DIRS),$(wildcard $(d)/*.c)))
+LIB_SRC   := $(sort $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
 CLI_SRC   := $(sort $(wildcard engine/cli/*.c))
 # engine/slurm/exclude.c (a requeue without a bad node) is the plugin's as well as libctrain's: its
 # libslurm calls resolve in the srun or slurmstepd that loads the plugin.
@@ -131,7 +131,7 @@ endif
 
 # Protocol buffers (TensorBoard's event records): protoc-c compiles each .proto under engine/ into
 # $(BUILD)/gen/<same path>.pb-c.{c,h}, included as "engine/.../NAME.pb-c.h".
-PROTO_SRC := $(sort $(wildcard engine/loops/proto/*.proto))
+PROTO_SRC := $(sort $(wildcard engine/loggers/proto/*.proto))
 PROTO_H   := $(PROTO_SRC:%.proto=$(BUILD)/gen/%.pb-c.h)
 PROTO_OBJ := $(PROTO_SRC:%.proto=$(BUILD)/obj/%.pb-c.o)
 
@@ -180,7 +180,7 @@ $(BUILD)/obj/%.pb-c.o: $(BUILD)/gen/%.pb-c.c
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -std=gnu11 -fPIC $(HARDEN_CFLAGS) -I$(BUILD)/gen $(LIB_CFLAGS) $(EXTRA_CFLAGS) -MMD -MP -c $< -o $@
 
 # The sources that include generated headers wait for them.
-$(BUILD)/obj/engine/loops/tensorboard.o: $(PROTO_H)
+$(BUILD)/obj/engine/loggers/tensorboard.o: $(PROTO_H)
 
 # The components gather themselves: each descriptor file engine/registry/accelerator_NAME.c or
 # strategy_NAME.c is a row of CT_ACCELERATORS / CT_STRATEGIES in this generated header, which

@@ -3,7 +3,7 @@
 # Stop signals at random moments and in storms. A signal handler that runs on a thread inside one
 # of oneDNN's JIT GEMM kernels writes its frame over the heap (the kernels point rsp into a heap
 # workspace: oneDNN #4845), so ctrain reads the stop signals on a thread of its own and blocks
-# them everywhere else (engine/loops/stop.c). Here:
+# them everywhere else (engine/trainer/stop.c). Here:
 #  1-4. a storm of 2000 SIGUSR1 (or SIGTERM) during training, single device and 2-rank ddp under
 #       ctrain's launcher: exit 75 every time, no heap abort, and --ckpt-path last continues to
 #       the uninterrupted run's weights bit for bit (before the fix: SIGABRT/SIGSEGV in 6 of 6);

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "engine/cli/commands.h"
-#include "engine/loops/loops.h"
+#include "engine/health/fit/hang.h"
 
 static void diagnose_usage(FILE *out)
 {

@@ -2,7 +2,7 @@
 /* ctrain preflight — check the nodes of a run before it trains: a GEMM rate on every rank,
  * latency and bandwidth between nodes, a timed allreduce; a node far from the median is named.
  * Launched like fit (srun --mpi=pmix, mpirun, torchrun or by hand with ddp's gloo backend), with
- * fit's flags, so a job script gives both the same; the checks are engine/health/preflight.c. */
+ * fit's flags, so a job script gives both the same; the checks are engine/health/fit/preflight.c. */
 #include <stdio.h>
 #include <string.h>
 

@@ -38,7 +38,7 @@
 #include "ctrain/launcher.h"
 #include "ctrain/util.h"
 #include "engine/cli/commands.h"
-#include "engine/loops/loops.h"
+#include "engine/health/fit/hang.h"
 #include "engine/trainer/requeue.h"
 #include "engine/util/slurm_compat.h"
 

@@ -94,7 +94,7 @@ int ct_epoch_loop_run(ct_run *run, ct_error *err)
         if (run->opt.max_steps >= 0 && st->global_step >= run->opt.max_steps)
             break;
         /* A step boundary: every rank learns whether any got a stop signal, and all stop here
-         * (from the flags the last step's gradient exchange carried, see stop.c). Never inside an
+         * (from the flags the last step's gradient exchange carried, see step.c). Never inside an
          * accumulation window: a checkpoint holds no half-summed gradients. */
         if (run->stop_enabled && (rc = ct_run_stop_agreed(run, err)) != 0)
             return rc < 0 ? rc : 0;

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ctrain/util.h"
 #include "engine/loops/loops.h"
 
 /* A stretch of training ended without a validation of its own (--val-check-interval): at the
@@ -38,7 +39,7 @@ static int save_on_stop(ct_run *run, ct_error *err)
         return ct_run_save_checkpoint(run, path, err);
     }
     ct_progress_line(run, "ctrain: %s: stopping at epoch %lld step %lld; saving %s",
-                     ct_stop_signal_name(run->stop.signal, sig, sizeof(sig)), (long long)run->st.epoch + 1,
+                     ct_signal_name(run->stop.signal, sig, sizeof(sig)), (long long)run->st.epoch + 1,
                      (long long)run->st.global_step, path);
     return ct_run_save_checkpoint(run, path, err);
 }

@@ -6,6 +6,7 @@
 #ifndef CTRAIN_LOOPS_RUN_H
 #define CTRAIN_LOOPS_RUN_H
 
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -67,7 +68,7 @@ typedef struct ct_loop_options {
     char data_identity[128];   /* ct_datamodule_identity of --data; "" when not taken (eval) */
     double val_fraction;
     char model_config[1024];   /* the model's resolved configuration */
-    /* Straggler detection (engine/health/straggler.c): off, warn or stop; every N optimizer steps
+    /* Straggler detection (engine/health/fit/straggler.c): off, warn or stop; every N optimizer steps
      * the ranks' busy and waiting times are gathered; a node whose busy time per step is above
      * factor x the median node's for windows windows in a row is named. */
     enum ct_on_straggler { CT_STRAGGLER_OFF = 0, CT_STRAGGLER_WARN, CT_STRAGGLER_STOP, CT_STRAGGLER_EXCLUDE } on_straggler;
@@ -82,7 +83,17 @@ typedef struct ct_top_k_entry {
     char name[96];             /* file name in root_dir */
 } ct_top_k_entry;
 
-/* A stop every rank agreed on at a step boundary (engine/loops/stop.c). */
+/* What the stop signals left on this rank, written by the Trainer's signal catcher
+ * (engine/trainer/stop.c, from a signal handler or its thread) and read by the loops at step
+ * boundaries through run->signals. The catcher owns it; the loops get a read-only view, so the
+ * dependency points down (Trainer -> loops) and the loops never call the Trainer. */
+typedef struct ct_stop_flags {
+    volatile sig_atomic_t signal;   /* the first stop signal, 0 when none */
+    volatile sig_atomic_t requeue;  /* the requeue signal came (first or later) */
+    int requeue_signal;             /* --requeue-signal */
+} ct_stop_flags;
+
+/* A stop every rank agreed on at a step boundary (ct_run_stop_agreed, engine/loops/step.c). */
 typedef struct ct_stop_state {
     int agreed;                /* the fit loop stopped after this step and saved last.safetensors */
     int requeue;               /* some rank got the requeue signal */
@@ -146,6 +157,7 @@ typedef struct ct_run {
     int use_bar, use_plain;    /* --progress: a live bar, or plain lines (neither: off) */
     ct_error step_err;         /* filled by the grad-ready callback */
     int stop_enabled;          /* fit: look for stop signals at step boundaries */
+    const ct_stop_flags *signals; /* the catcher's record (fit; NULL: none caught) */
     ct_stop_state stop;
     /* The flags riding on the step's gradient exchange, summed over the ranks: [a stop signal, the
      * requeue signal, a non-finite training loss in the window]. */
@@ -158,8 +170,8 @@ typedef struct ct_run {
     int micro, window;
     int grads_on_host;         /* the model computes in host memory (accumulation, clipping, norms) */
     double last_grad_norm;     /* of the last optimizer step (before clipping); NaN: not measured */
-    struct ct_tb_writer *tb;   /* TensorBoard event file, global zero only (engine/loops/tensorboard.c) */
-    /* Straggler detection (engine/health/straggler.c): its state (NULL: off), the nodes named so far
+    struct ct_tb_writer *tb;   /* TensorBoard event file, global zero only (engine/loggers/tensorboard.c) */
+    /* Straggler detection (engine/health/fit/straggler.c): its state (NULL: off), the nodes named so far
      * (for summary.json), those slow in the last window (metrics.csv's stragglers column), and
      * whether --on-straggler stop ended the fit. */
     struct ct_straggler *strag;

@@ -98,6 +98,20 @@ static void test_data_stall(ct_run *run)
     }
 }
 
+/* Post this rank's stop flags (run->signals, the Trainer's catcher's record) to ride on the
+ * training step's gradient exchange: the next ct_run_stop_agreed decides from those sums without a
+ * collective of its own. */
+static void stop_post(ct_run *run)
+{
+    const ct_stop_flags *f = run->signals;
+
+    run->stop_sums[0] = f && f->signal ? 1 : 0;
+    run->stop_sums[1] = f && f->requeue ? 1 : 0;
+    run->stop_sums[2] = run->loss_bad ? 1 : 0;
+    ct_strategy_post_with_grads(run->strategy, run->stop_sums, 3);
+    run->stop_posted = 1;
+}
+
 /* One micro-batch: forward, then backward of the gradient of the window's mean loss. */
 static int micro_step(ct_run *run, size_t batch, int k, double window_samples, ct_model_sums *sums, ct_error *err)
 {
@@ -119,7 +133,7 @@ static int micro_step(ct_run *run, size_t batch, int k, double window_samples, c
     if (k == run->window - 1) {
         run->stop_posted = 0;
         if (run->stop_enabled)
-            ct_run_stop_post(run);
+            stop_post(run);
     }
     /* The gradient of the mean loss over the global batch of the whole window: every rank's batch
      * has the same number of loss terms (samples or tokens), a sample the same number, so the
@@ -187,4 +201,33 @@ int ct_training_step(ct_run *run, size_t first, int n, double *loss, double *sam
     *loss = loss_sum / terms;
     *samples = window_samples;
     return 0;
+}
+
+/* Two numbers summed over the ranks: [ranks that got a stop signal, ranks that got the requeue
+ * signal] (the third posted, non-finite losses, is the epoch loop's loss check). They ride on the
+ * previous step's gradient exchange when it posted them (a separate collective would stop every
+ * rank once more per step); else (the first step of an epoch) an allreduce of their own. A signal
+ * that comes after the post is seen one step later. */
+int ct_run_stop_agreed(ct_run *run, ct_error *err)
+{
+    const ct_stop_flags *f = run->signals;
+    double v[2] = { f && f->signal ? 1 : 0, f && f->requeue ? 1 : 0 };
+    int sig, rc;
+
+    if (run->stop_posted) {
+        v[0] = run->stop_sums[0];
+        v[1] = run->stop_sums[1];
+        run->stop_posted = 0;
+    } else if ((rc = ct_strategy_reduce_sum(run->strategy, v, 2, err))) {
+        return rc;
+    }
+    if (v[0] < 0.5)
+        return 0;
+    /* This rank's own signal as it stands now (it may have come during the exchange). */
+    sig = f ? f->signal : 0;
+    run->stop.agreed = 1;
+    run->stop.requeue = v[1] > 0.5;
+    run->stop.signal = sig ? sig : (run->stop.requeue && f ? f->requeue_signal : 0);
+    run->stop.local = sig != 0;
+    return 1;
 }

@@ -109,7 +109,7 @@ static void gather_hosts(struct ddp *d, int size)
     }
 }
 
-/* The missing ranks into the caller's trace, for the hang record (engine/health/hang.c). */
+/* The missing ranks into the caller's trace, for the hang record (engine/health/fit/hang.c). */
 static void trace_missing(struct ddp *d, const int *ranks, int count)
 {
     if (!d->trace)

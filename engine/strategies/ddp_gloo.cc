@@ -205,7 +205,7 @@ long submit(ct_gloo *g, const char *what, std::function<void()> run) {
 }
 
 // The worker runs with every signal blocked (its mask is set before it starts): the stop and dump
-// signals are the main thread's (engine/loops/stop.c), and one delivered here would interrupt gloo.
+// signals are the main thread's (engine/trainer/stop.c), and one delivered here would interrupt gloo.
 void start_worker(ct_gloo *g) {
   sigset_t all, old;
 

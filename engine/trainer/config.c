@@ -9,7 +9,7 @@
 #include "ctrain/nn.h"
 #include "ctrain/trainer.h"
 #include "engine/loops/loops.h"
-#include "engine/health/preflight.h"
+#include "engine/health/fit/preflight.h"
 
 void ct_trainer_config_default(ct_trainer_config *cfg)
 {

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The Trainer's side of preflight (engine/health/preflight.c runs the checks): the options from the
+/* The Trainer's side of preflight (engine/health/fit/preflight.c runs the checks): the options from the
  * config, the output directory, and ctrain preflight's own launch — every rank joins the process
  * group as fit's would, with fit's compute threads, runs the checks and leaves. */
 #include <string.h>
 
 #include "ctrain/trainer.h"
-#include "engine/health/preflight.h"
+#include "engine/health/fit/preflight.h"
 #include "engine/trainer/trainer_internal.h"
 
 int ct_trainer_run_preflight(ct_strategy *s, const ct_trainer_config *cfg, FILE *out, int *named, ct_error *err)

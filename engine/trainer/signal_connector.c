@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The signal connector (Lightning's SignalConnector): the requeue signal, parsed once, and what
  * fit does after the ranks stopped on a signal: requeue the SLURM job (requeue.c) or say how to
- * continue. The loops catch the signals and agree on the stop (engine/loops/stop.c). */
+ * continue. stop.c beside it catches the signals; the loops agree on the stop at a step boundary
+ * (ct_run_stop_agreed, engine/loops/step.c). */
 #include <stdio.h>
 #include <signal.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
 
+#include "ctrain/util.h"
 #include "engine/trainer/requeue.h"
 #include "engine/trainer/trainer_internal.h"
 
@@ -42,7 +44,7 @@ int ct_signal_connector_parse_dump(const ct_trainer_config *cfg, int requeue_sig
     if (*sig == requeue_sig || *sig == SIGTERM || *sig == SIGINT) {
         ct_error_set(err, CT_EINVAL, "trainer-dump-signal", "--dump-signal %s is also a stop signal (--requeue-signal "
                      "%s, TERM, INT): it cannot both stop the run and leave it running",
-                     ct_stop_signal_name(*sig, name, sizeof(name)), cfg->requeue_signal);
+                     ct_signal_name(*sig, name, sizeof(name)), cfg->requeue_signal);
         return ct_error_hint(err, "give the two different signals, e.g. --requeue-signal USR1 --dump-signal USR2");
     }
     return 0;
@@ -116,7 +118,7 @@ int ct_signal_connector_finish(ct_run *run, const ct_trainer_config *cfg, ct_err
     ct_error_clear(&rq);
     if (run->straggler_stop)
         return straggler_finish(run, cfg, err);
-    ct_stop_signal_name(run->stop.signal, sig, sizeof(sig));
+    ct_signal_name(run->stop.signal, sig, sizeof(sig));
     snprintf(where, sizeof(where), "stopped by %s%s at epoch %lld, step %lld; checkpoint %s/last.safetensors written",
              sig, run->stop.local ? "" : " (on another rank)", (long long)run->st.epoch + 1,
              (long long)run->st.global_step, cfg->default_root_dir);

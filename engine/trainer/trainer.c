@@ -72,7 +72,7 @@ static int rank_body(ct_strategy *s, void *arg, void *result, size_t result_size
     /* fit: catch the stop signals before the slow start (rendezvous, data, model): a requeue signal
      * that comes then is kept, and the ranks stop at the first step boundary with a checkpoint,
      * instead of the signal's default action ending the job without a requeue. */
-    if (job->mode == CT_TRAINER_FIT && (rc = ct_stop_install(job->requeue_signal, err)))
+    if (job->mode == CT_TRAINER_FIT && (rc = ct_stop_install(job->requeue_signal, &run.signals, err)))
         return rc;
     if ((rc = ct_strategy_setup_environment(s, err))) {
         ct_stop_uninstall();

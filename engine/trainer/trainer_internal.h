@@ -62,6 +62,27 @@ int ct_ckpt_connector_load_best(ct_run *run, const ct_trainer_config *cfg, char 
 /* validate/test: load --ckpt-path (default best) into path. */
 int ct_ckpt_connector_load_eval(ct_run *run, const ct_trainer_config *cfg, char *path, size_t size, ct_error *err);
 
+/* --- catching the stop signals (stop.c) ------------------------------------------------------- */
+/* "USR1", "SIGTERM", "15", ... (only signals that end a process by default). 0 or CT_EINVAL. */
+int ct_stop_signal_parse(const char *name, int *sig);
+/* Catch requeue_sig, SIGTERM and SIGINT: blocked in the calling thread (and the threads it starts
+ * later) and read by a thread of their own, which records the signal (a second SIGINT ends the
+ * process at once); a thread started before that does not block them records it in a handler.
+ * *flags: what was caught, for the loops (run->signals). ct_stop_uninstall restores what was
+ * there before. */
+int ct_stop_install(int requeue_sig, const ct_stop_flags **flags, ct_error *err);
+/* The hang-dump signal (0: none), read by the same thread: each one writes this rank's hang record
+ * (ct_hang_dump) and training goes on. Before ct_stop_install. */
+void ct_stop_set_dump_signal(int sig);
+void ct_stop_uninstall(void);
+/* Block every signal --requeue-signal may name, in the calling thread: the first thing `ctrain
+ * fit` does, so that a stop that comes during start-up waits for ct_stop_install instead of
+ * ending the process (the ranks ctrain's launchers start inherit the mask). */
+void ct_stop_block_early(void);
+/* After ct_stop_block_early: unblock those of them fit does not catch (all but requeue_sig,
+ * SIGTERM and SIGINT). Without ct_stop_block_early, nothing. */
+void ct_stop_keep_blocked(int requeue_sig);   /* the dump signal (ct_stop_set_dump_signal) stays blocked too */
+
 /* --- signals and the requeue (signal_connector.c) ---------------------------------------------- */
 /* --requeue-signal into *sig (CT_EINVAL naming it). */
 int ct_signal_connector_parse(const ct_trainer_config *cfg, int *sig, ct_error *err);

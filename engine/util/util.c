@@ -114,6 +114,14 @@ double ct_time_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+double ct_wall_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 int ct_node_name(char *buf, size_t size)
 {
     const char *slurm = getenv("SLURMD_NODENAME");

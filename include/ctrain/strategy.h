@@ -71,7 +71,7 @@ void ct_strategy_set_forward_signal(ct_strategy *s, int sig);
 void ct_strategy_set_forward_signal2(ct_strategy *s, int sig);
 
 /* Where this rank stands in the collectives, written by the strategy into a record its caller owns
- * (the loops' hang record, engine/health/hang.c) with plain stores: no lock, no system call, so it
+ * (the loops' hang record, engine/health/fit/hang.c) with plain stores: no lock, no system call, so it
  * costs nothing on the step; the record is copied (a snapshot) when a hang is dumped. */
 #define CT_TRACE_MAX_MISSING 16
 typedef struct ct_collective_trace {

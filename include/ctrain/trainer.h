@@ -27,7 +27,7 @@
  * then returns CT_EINTR with err->id "fit-requeued" or "fit-stopped" (the CLI exits 75), or an
  * error naming the failed requeue ("requeue-failed", the checkpoint is written all the same).
  * The stop signals are read by a thread of ctrain's, never by a handler on a computing thread
- * (oneDNN's JIT kernels cannot take one: see engine/loops/stop.c). A program that calls
+ * (oneDNN's JIT kernels cannot take one: see engine/trainer/stop.c). A program that calls
  * ct_trainer_hold_stop_signals() first thing in main() also keeps a stop that comes during
  * start-up (and so do the ranks ctrain's own launchers start from it): the run then stops at
  * its first step boundary with a checkpoint, instead of the signal's default action.

@@ -36,6 +36,12 @@ int ct_fsync_parent_dir(const char *path);
 
 /* Monotonic clock in seconds. */
 double ct_time_now(void);
+/* Wall-clock time in seconds since the epoch (CLOCK_REALTIME): for times another process or host
+ * compares (the hang records), never for durations. */
+double ct_wall_now(void);
+
+/* A signal's name into buf: "SIGUSR1", or "signal N" for one without a name. */
+const char *ct_signal_name(int sig, char *buf, size_t size);
 
 /* This node's name as the resource manager knows it, into buf: SLURMD_NODENAME in a SLURM step
  * (slurm.conf's NodeName, which scontrol, the supervisor's exclusions and an admin use; the host

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* hang_record [STEPS [COLLECTIVES [BUCKETS]]]
  *
- * What the progress record (engine/health/hang.c) costs a training step, timed on its own: per step,
+ * What the progress record (engine/health/fit/hang.c) costs a training step, timed on its own: per step,
  * the epoch loop's ct_hang_step and five ct_hang_enter (data, forward, backward, allreduce,
  * optimizer), and for each of COLLECTIVES collectives the ddp strategy's stores into the collective
  * trace around its wait (seq, what, the monotonic clock, waiting; waiting again after), and for each
@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "ctrain/util.h"
-#include "engine/loops/loops.h"
+#include "engine/health/fit/hang.h"
 
 /* The compiler must store to the trace as the strategy does (its stores sit around MPI calls). */
 #define KEEP() __asm__ volatile("" ::: "memory")

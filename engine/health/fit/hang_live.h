@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The live hang record: DIR/hang/rank-R.live, a file each rank of a fit maps shared and keeps its
- * progress record in (engine/health/hang.c), so that where a rank is can be read while it cannot
- * write anything itself (stopped, or dead): ctrain diagnose (engine/health/diagnose.c) reads it for
+ * progress record in (engine/health/fit/hang.c), so that where a rank is can be read while it cannot
+ * write anything itself (stopped, or dead): ctrain diagnose (engine/health/fit/diagnose.c) reads it for
  * a rank that wrote no rank-R.json. Written and read by the same build of ctrain (the layout is
  * checked by the magic and the size, not kept stable across versions). */
 #ifndef CTRAIN_HEALTH_HANG_LIVE_H

@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Stopping on a signal: preemption, a time limit, Ctrl-C.
+/* Catching the stop signals: preemption, a time limit, Ctrl-C (beside the signal connector, which
+ * parses --requeue-signal and acts once the ranks stopped).
  *
- * Only a flag is recorded (sig_atomic_t): a step half done must not be checkpointed. At each step
- * boundary the epoch loop asks ct_run_stop_agreed, a collective: every rank contributes whether it
- * got a signal, so all ranks stop after the same step even when the signal reached them at
- * different moments.
+ * Only a flag is recorded (sig_atomic_t): a step half done must not be checkpointed. The flag lives
+ * here, with the code that catches the signals; the loops are handed a read-only view of it in the
+ * run (run->signals, ct_stop_flags in engine/loops/run.h), so they read it without calling up into
+ * the Trainer. At each step boundary the epoch loop asks ct_run_stop_agreed (engine/loops/step.c),
+ * a collective: every rank contributes whether it got a signal, so all ranks stop after the same
+ * step even when the signal reached them at different moments.
  *
  * No signal handler runs on a thread that computes. oneDNN's JIT GEMM kernels (Debian 12's 2.7,
  * Debian 13's 3.x; oneDNN #4845, fixed upstream by #4855) point rsp into a heap workspace while
@@ -32,13 +35,11 @@
 
 #include "ctrain/launcher.h"
 #include "ctrain/util.h"
-#include "engine/loops/loops.h"
+#include "engine/trainer/trainer_internal.h"
 
-static volatile sig_atomic_t got_signal;    /* the first stop signal, 0 when none */
-static volatile sig_atomic_t got_requeue;   /* the requeue signal came (first or later) */
+static ct_stop_flags caught;                /* what came (the loops read it: run->signals) */
 static int int_direct;                      /* SIGINTs sent to this process (or its group) */
 static int int_forwarded;                   /* SIGINTs the launcher's supervisor passed on */
-static int requeue_signal;
 static int dump_signal;                     /* writes the hang record, stops nothing; 0: none */
 static const int stop_signals[] = { SIGTERM, SIGINT };
 static struct sigaction saved[4];
@@ -63,18 +64,18 @@ static int sigint_means_now(int forwarded)
 {
     int n = __atomic_add_fetch(forwarded ? &int_forwarded : &int_direct, 1, __ATOMIC_SEQ_CST);
 
-    return n >= 2 || (got_signal && got_signal != SIGINT);
+    return n >= 2 || (caught.signal && caught.signal != SIGINT);
 }
 
 /* Record one stop signal; 1 when it asks to end the process now (see sigint_means_now). */
 static int note_signal(int sig, int forwarded)
 {
-    if (sig == SIGINT && sig != requeue_signal && sigint_means_now(forwarded))
+    if (sig == SIGINT && sig != caught.requeue_signal && sigint_means_now(forwarded))
         return 1;
-    if (!got_signal)
-        got_signal = sig;
-    if (sig == requeue_signal)
-        got_requeue = 1;
+    if (!caught.signal)
+        caught.signal = sig;
+    if (sig == caught.requeue_signal)
+        caught.requeue = 1;
     return 0;
 }
 
@@ -187,17 +188,6 @@ int ct_stop_signal_parse(const char *name, int *sig)
     return CT_EINVAL;
 }
 
-const char *ct_stop_signal_name(int sig, char *buf, size_t size)
-{
-    const char *abbrev = sig > 0 ? sigabbrev_np(sig) : NULL;
-
-    if (abbrev)
-        snprintf(buf, size, "SIG%s", abbrev);
-    else
-        snprintf(buf, size, "signal %d", sig);
-    return buf;
-}
-
 static int catch_one(int sig, ct_error *err)
 {
     struct sigaction sa;
@@ -260,15 +250,15 @@ fail:
     return err->code;
 }
 
-int ct_stop_install(int requeue_sig, ct_error *err)
+int ct_stop_install(int requeue_sig, const ct_stop_flags **flags, ct_error *err)
 {
     int rc;
 
-    got_signal = 0;
-    got_requeue = 0;
+    caught.signal = 0;
+    caught.requeue = 0;
     int_direct = 0;
     int_forwarded = 0;
-    requeue_signal = requeue_sig;
+    caught.requeue_signal = requeue_sig;
     n_saved = 0;
     stop_set(requeue_sig, &catcher.set);
     if ((rc = catch_one(requeue_sig, err)))
@@ -280,6 +270,7 @@ int ct_stop_install(int requeue_sig, ct_error *err)
         goto fail;
     if ((rc = start_catcher(err)))
         goto fail;
+    *flags = &caught;
     return 0;
 fail:
     restore_handlers();
@@ -330,38 +321,4 @@ void ct_stop_keep_blocked(int requeue_sig)
         if (!sigismember(&keep, allowed[i]))
             sigaddset(&set, allowed[i]);
     pthread_sigmask(SIG_UNBLOCK, &set, NULL);
-}
-
-void ct_run_stop_post(ct_run *run)
-{
-    run->stop_sums[0] = got_signal ? 1 : 0;
-    run->stop_sums[1] = got_requeue ? 1 : 0;
-    run->stop_sums[2] = run->loss_bad ? 1 : 0;
-    ct_strategy_post_with_grads(run->strategy, run->stop_sums, 3);
-    run->stop_posted = 1;
-}
-
-/* Two numbers summed over the ranks: [ranks that got a stop signal, ranks that got the requeue
- * signal] (the third posted, non-finite losses, is ct_run_loss_finite's). They ride on the previous step's gradient exchange when it posted them (a separate
- * collective would stop every rank once more per step); else (the first step of an epoch) an
- * allreduce of their own. A signal that comes after the post is seen one step later. */
-int ct_run_stop_agreed(ct_run *run, ct_error *err)
-{
-    double v[2] = { got_signal ? 1 : 0, got_requeue ? 1 : 0 };
-    int rc;
-
-    if (run->stop_posted) {
-        v[0] = run->stop_sums[0];
-        v[1] = run->stop_sums[1];
-        run->stop_posted = 0;
-    } else if ((rc = ct_strategy_reduce_sum(run->strategy, v, 2, err))) {
-        return rc;
-    }
-    if (v[0] < 0.5)
-        return 0;
-    run->stop.agreed = 1;
-    run->stop.requeue = v[1] > 0.5;
-    run->stop.signal = got_signal ? got_signal : (run->stop.requeue ? requeue_signal : 0);
-    run->stop.local = got_signal != 0;
-    return 1;
 }

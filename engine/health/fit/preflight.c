@@ -23,8 +23,8 @@
 #include <cjson/cJSON.h>
 
 #include "ctrain/util.h"
-#include "engine/health/preflight.h"
-#include "engine/health/rank_nodes.h"
+#include "engine/health/fit/preflight.h"
+#include "engine/health/fit/rank_nodes.h"
 #include "engine/nn/gemm.h"
 #include "engine/util/fsutil.h"
 

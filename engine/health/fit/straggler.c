@@ -22,8 +22,9 @@
 
 #include "ctrain/launcher.h"
 #include "ctrain/util.h"
-#include "engine/loops/loops.h"
-#include "engine/health/rank_nodes.h"
+#include "engine/health/fit/straggler.h"
+#include "engine/loggers/loggers.h"
+#include "engine/health/fit/rank_nodes.h"
 
 #define HOST_LEN CT_RANK_HOST_LEN
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* TensorBoard event files beside metrics.csv (global zero only).
  *
- * The records are TensorBoard's own messages (engine/loops/proto/tensorboard.proto, a subset of its
+ * The records are TensorBoard's own messages (engine/loggers/proto/tensorboard.proto, a subset of its
  * event.proto and summary.proto and of the hparams plugin's protos), packed by protobuf-c, in
  * TFRecord framing: a little-endian uint64 length, the masked CRC32C of those 8 bytes, the
  * message, the masked CRC32C of the message. The file opens with an Event whose file_version is
@@ -26,8 +26,8 @@
 #include <cjson/cJSON.h>
 
 #include "ctrain/util.h"
-#include "engine/loops/loops.h"
-#include "engine/loops/proto/tensorboard.pb-c.h"
+#include "engine/loggers/loggers.h"
+#include "engine/loggers/proto/tensorboard.pb-c.h"
 #include "engine/util/fsutil.h"
 
 #define EVENT_PREFIX "events.out.tfevents."

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Reading the hang records (DIR/hang/rank-R.json, engine/health/hang.c) back: which ranks are
+/* Reading the hang records (DIR/hang/rank-R.json, engine/health/fit/hang.c) back: which ranks are
  * behind, where and since when.
  *
  * A rank's position is (step, collective, phase): the step first; within a step the collective
@@ -29,8 +29,8 @@
 #include <cjson/cJSON.h>
 
 #include "ctrain/util.h"
-#include "engine/health/hang_live.h"
-#include "engine/loops/loops.h"
+#include "engine/health/fit/hang_live.h"
+#include "engine/health/fit/hang.h"
 
 #define MAX_RANKS 4096
 /* A rank is behind only when the furthest one has waited for it this long in a collective: the
@@ -157,14 +157,6 @@ static int parse_record(const cJSON *o, struct rank_rec *r, int *rank, int *worl
         return -1;
     r->present = 1;
     return 0;
-}
-
-static double wall_now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* One live file into *m: 0, or -1 when it is not one this build wrote (or not yet begun). */
@@ -317,7 +309,7 @@ static int load_all(const char *dir, struct rank_rec *recs, int *world, ct_error
     char hang[1200];
     struct lives L = { calloc(MAX_RANKS, sizeof(*L.m)), calloc(MAX_RANKS, 1), 0, 0 };
     int rc = 0, any = 0, n_stale = 0, n_live = 0;
-    double now = wall_now();
+    double now = ct_wall_now();
 
     if (!L.m || !L.current) {
         free(L.m);

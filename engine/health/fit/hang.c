@@ -16,7 +16,7 @@
  * was made and checked (ct_hang_map): until then, and where it cannot be made, the record is this
  * process's.
  *
- * It is dumped on the dump signal (by the stop catcher thread, engine/loops/stop.c: never from a
+ * It is dumped on the dump signal (by the stop catcher thread, engine/trainer/stop.c: never from a
  * handler on a computing thread) and after a collective timeout. The dump copies the record first
  * (a snapshot: a transition that lands during the copy may leave the fields one transition apart,
  * which the reader can live with), then formats and writes outside any compute path: a temporary
@@ -30,14 +30,13 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
 
 #include "ctrain/util.h"
-#include "engine/health/hang_live.h"
-#include "engine/loops/loops.h"
+#include "engine/health/fit/hang_live.h"
+#include "engine/health/fit/hang.h"
 
 static const char *const phase_names[CT_PHASE_N] = {
     "start", "data", "forward", "backward", "allreduce", "optimizer", "checkpoint", "validation", "done",
@@ -65,14 +64,6 @@ int ct_hang_phase_parse(const char *name)
         if (!strcmp(name, phase_names[i]))
             return i;
     return -1;
-}
-
-static double wall_now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* Map DIR/hang/rank-R.live (made or reused, its blocks allocated); NULL when it cannot be. */
@@ -107,7 +98,7 @@ static void live_begin(struct ct_hang_live *m, const char *host)
     m->rec.coll.bucket = -1;
     m->rec.coll.n_missing = -1;
     m->rec.entered = ct_time_now();
-    m->started_wall = wall_now();
+    m->started_wall = ct_wall_now();
     m->mono_to_wall = m->started_wall - m->rec.entered;
     __atomic_thread_fence(__ATOMIC_RELEASE);
     memcpy(m->magic, CT_HANG_LIVE_MAGIC, sizeof(m->magic));
@@ -196,7 +187,7 @@ static cJSON *collective_json(const ct_collective_trace *c, double now_mono)
 
 static char *record_json(const char *reason)
 {
-    double now_mono = ct_time_now(), now_wall = wall_now();
+    double now_mono = ct_time_now(), now_wall = ct_wall_now();
     ct_collective_trace coll = live->rec.coll;   /* the snapshot: copied before anything is formatted */
     int64_t step = live->rec.step;
     int phase = live->rec.phase;
@@ -289,7 +280,7 @@ static int zero_missing(void)
 
 void ct_hang_after_timeout(int is_zero)
 {
-    double start = wall_now(), end = ct_time_now() + LINGER_S;
+    double start = ct_wall_now(), end = ct_time_now() + LINGER_S;
 
     if (!where.on || ct_hang_dump("collective-timeout"))
         return;

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "ctrain/util.h"
-#include "engine/loops/loops.h"
+#include "engine/loggers/loggers.h"
 #include "engine/util/fsutil.h"
 
 /* Resuming: metrics.csv keeps its header and its whole rows of steps up to the checkpoint's (a

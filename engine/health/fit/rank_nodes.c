@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "ctrain/util.h"
-#include "engine/health/rank_nodes.h"
+#include "engine/health/fit/rank_nodes.h"
 
 int ct_rank_nodes(ct_strategy *s, int rank, int world, char (*host)[CT_RANK_HOST_LEN], int *node_of, int *leader,
                   int *n_nodes, ct_error *err)
