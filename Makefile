@@ -87,7 +87,7 @@ endif
 
 CORE_DIRS := engine/util engine/registry engine/connector engine/bind engine/health envs
 LIB_DIRS  := engine/nn engine/data engine/models engine/models/gpt engine/models/mlp engine/accelerators engine/precision engine/strategies \
-             engine/launchers engine/checkpoint_io engine/loops engine/trainer pmix engine/store engine/slurm
+             engine/launchers engine/checkpoint_io engine/checkpoint engine/loops engine/trainer pmix engine/store engine/slurm
 
 # engine/health: the node's own checks (nodecheck.c, which the SPANK plugin runs) are core; the
 # checks that run inside a fit (hang forensics, stragglers, preflight, which rank is on which node)

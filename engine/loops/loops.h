@@ -123,7 +123,7 @@ int ct_eval_loop_run(ct_run *run, enum ct_split split, ct_eval_result *out, ct_e
  * fit): a count, or a fraction of the batches (at least one when it is above 0). */
 int ct_eval_loop_run_limited(ct_run *run, enum ct_split split, ct_eval_result *out, ct_error *err);
 
-/* --- checkpoints (engine/loops/checkpoint.c) -------------------------------------------------- */
+/* --- checkpoints (engine/checkpoint/checkpoint.c) -------------------------------------------------- */
 /* Save the run's weights, optimizer state and counters through the strategy (rank 0 writes). */
 int ct_run_save_checkpoint(ct_run *run, const char *path, ct_error *err);
 /* Wait for the pending asynchronous write (ct_strategy_checkpoint_wait), timed with the saves. */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — the model of a ctrain checkpoint, outside a run (ctrain generate, ctrain export). */
-#ifndef CTRAIN_LOOPS_CKPT_MODEL_H
-#define CTRAIN_LOOPS_CKPT_MODEL_H
+#ifndef CTRAIN_CHECKPOINT_CKPT_MODEL_H
+#define CTRAIN_CHECKPOINT_CKPT_MODEL_H
 
 #include "ctrain/checkpoint_io.h"
 #include "ctrain/error.h"

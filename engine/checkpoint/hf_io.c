@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* A model's weights in Hugging Face's layout, read and written through safetensors checkpoint IO;
- * see engine/loops/hf_io.h. */
+ * see engine/checkpoint/hf_io.h. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "ctrain/util.h"
-#include "engine/loops/hf_io.h"
+#include "engine/checkpoint/hf_io.h"
 #include "engine/nn/bf16_inline.h"
 #include "engine/util/fsutil.h"
 

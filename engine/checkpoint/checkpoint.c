@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "ctrain/util.h"
-#include "engine/loops/ckpt_model.h"
+#include "engine/checkpoint/ckpt_model.h"
 #include "engine/loops/loops.h"
 
 #define CKPT_FORMAT "ctrain-checkpoint-1"

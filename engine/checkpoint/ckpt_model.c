@@ -12,7 +12,7 @@
 
 #include "ctrain/checkpoint_io.h"
 #include "ctrain/model.h"
-#include "engine/loops/ckpt_model.h"
+#include "engine/checkpoint/ckpt_model.h"
 
 #define CKPT_FORMAT "ctrain-checkpoint-1"
 
