@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "ctrain/util.h"
+#include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/ckpt_model.h"
-#include "engine/loops/loops.h"
 
 #define CKPT_FORMAT "ctrain-checkpoint-1"
 
@@ -180,7 +180,6 @@ static int save_checkpoint(ct_run *run, const char *path, ct_error *err)
     const ct_model *host = ct_model_host(run->model);
     int rc;
 
-    ct_hang_enter(CT_PHASE_CHECKPOINT);
     if (!c)
         return ct_error_set(err, CT_ENOMEM, "", "out of memory saving %s", path);
     if ((rc = ct_model_to_host(run->model, run->optim, err)) ||
