@@ -13,9 +13,4 @@
  * model-no-logits. */
 int ct_ckpt_model_load(const char *path, const char *command, ct_model **out, ct_error *err);
 
-/* Every floating-point tensor of c (its data loaded) is finite: a checkpoint of NaN or Inf
- * weights (or optimizer state) would generate noise or train "loss nan" with exit 0. CT_EFORMAT
- * naming path, the tensor and the element otherwise. */
-int ct_ckpt_check_finite(const char *path, const ct_ckpt *c, ct_error *err);
-
 #endif
