@@ -27,14 +27,13 @@ static const char *precision_name(ct_run *run)
     return p ? p->name : "32-true";
 }
 
-/* The tensors of the run: the model's, then (unless weights_only) the optimizer's whole arrays
- * (the strategy's whole view between ct_strategy_optimizer_state_begin and _end). More than a
- * checkpoint holds (a very deep model): CT_EINVAL, nothing written past the array. */
-static int describe_tensors(ct_run *run, ct_ckpt *c, int weights_only, ct_error *err)
+/* The tensors of the run: the model's, then (optim: not weights only) the optimizer's whole
+ * arrays as the strategy handed them (ct_strategy_optimizer_state_get), each "optimizer.<name>".
+ * More than a checkpoint holds (a very deep model): CT_EINVAL, nothing written past the array. */
+static int describe_tensors(ct_run *run, ct_ckpt *c, const ct_optim_state_list *optim, ct_error *err)
 {
     const ct_model *host = ct_model_host(run->model);
-    int64_t n = (int64_t)host->num_params;
-    int states = weights_only ? 0 : ct_optim_num_states(run->optim);
+    int states = optim ? optim->n : 0;
 
     if (host->n_tensors + states > CT_CKPT_MAX_TENSORS) {
         ct_error_set(err, CT_EINVAL, "ckpt-too-many-tensors", "model %s has %d tensors (+%d optimizer states); a "
@@ -43,11 +42,12 @@ static int describe_tensors(ct_run *run, ct_ckpt *c, int weights_only, ct_error 
     }
     ct_ckpt_model_tensors_add(c, host);
     for (int i = 0; i < states; i++) {
+        const ct_optim_state_entry *e = &optim->states[i];
+        int64_t n = (int64_t)e->numel;
         char name[64];
 
-        snprintf(name, sizeof(name), "optimizer.%s", ct_optim_state_name(run->optim, i));
-        ct_ckpt_tensor_add(c, name, ct_strategy_optimizer_state(run->strategy, run->optim, i), ct_optim_dtype(run->optim), 1,
-                   &n, (size_t)n);
+        snprintf(name, sizeof(name), "optimizer.%s", e->name);
+        ct_ckpt_tensor_add(c, name, e->data, e->dtype, 1, &n, e->numel);
     }
     return 0;
 }
@@ -139,17 +139,18 @@ static int save_checkpoint(ct_run *run, const char *path, ct_error *err)
     ct_ckpt *c = calloc(1, sizeof(*c));
     const ct_optim_config *oc = ct_optim_get_config(run->optim);
     const ct_model *host = ct_model_host(run->model);
+    ct_optim_state_list optim;
     int rc;
 
     if (!c)
         return ct_error_set(err, CT_ENOMEM, "", "out of memory saving %s", path);
     if ((rc = ct_model_to_host(run->model, run->optim, err)) ||
-        (rc = ct_strategy_optimizer_state_begin(run->strategy, run->optim, 1, err))) {
+        (rc = ct_strategy_optimizer_state_get(run->strategy, run->optim, 1, &optim, err))) {
         free(c);
         return rc;
     }
-    if ((rc = describe_tensors(run, c, 0, err))) {
-        ct_strategy_optimizer_state_end(run->strategy, run->optim, 0);
+    if ((rc = describe_tensors(run, c, &optim, err))) {
+        ct_optim_state_list_free(&optim);
         free(c);
         return rc;
     }
@@ -187,7 +188,7 @@ static int save_checkpoint(ct_run *run, const char *path, ct_error *err)
         rc = ct_strategy_save_checkpoint_async(run->strategy, path, c, err);
     else
         rc = ct_strategy_save_checkpoint(run->strategy, path, c, err);
-    ct_strategy_optimizer_state_end(run->strategy, run->optim, 0);
+    ct_optim_state_list_free(&optim);
     free(c);
     return rc;
 }
@@ -429,6 +430,7 @@ static int agree_on_file(ct_run *run, const char *path, int rc, uint64_t digest,
 int ct_run_load_checkpoint(ct_run *run, const char *path, int weights_only, ct_error *err)
 {
     ct_ckpt *c = calloc(1, sizeof(*c));
+    ct_optim_state_list optim = { 0 };
     uint64_t header;
     int rc;
 
@@ -444,9 +446,10 @@ int ct_run_load_checkpoint(ct_run *run, const char *path, int weights_only, ct_e
     header = c->header_digest;
     if ((rc = agree_on_file(run, path, rc, header, err)))
         goto out;
-    if (!weights_only && (rc = ct_strategy_optimizer_state_begin(run->strategy, run->optim, 0, err)))
+    /* The optimizer's whole arrays to read into: the strategy takes them back once read. */
+    if (!weights_only && (rc = ct_strategy_optimizer_state_get(run->strategy, run->optim, 0, &optim, err)))
         goto out;
-    rc = describe_tensors(run, c, weights_only, err);
+    rc = describe_tensors(run, c, weights_only ? NULL : &optim, err);
     if (!rc)
         rc = ct_strategy_load_checkpoint(run->strategy, path, c, err);
     /* The checks above were made on the first read: the second must be of the same file. */
@@ -457,10 +460,12 @@ int ct_run_load_checkpoint(ct_run *run, const char *path, int weights_only, ct_e
     /* Every rank read the same bytes: all refuse non-finite weights alike. */
     if (!rc)
         rc = ct_ckpt_check_finite(path, c, err);
-    if (!weights_only)
-        ct_strategy_optimizer_state_end(run->strategy, run->optim, rc == 0);
-    if (rc)
+    if (rc) {
+        ct_optim_state_list_free(&optim);
         goto out;
+    }
+    if (!weights_only)
+        ct_strategy_optimizer_state_put(run->strategy, run->optim, &optim);
     if (!weights_only)
         rc = restore_counters(run, path, c, err);
     if (!rc)
