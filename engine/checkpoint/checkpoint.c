@@ -96,8 +96,9 @@ static int top_k_name_ok(const char *name)
 static void restore_callbacks(ct_run *run, const ct_ckpt *c)
 {
     ct_progress_state *st = &run->st;
-    const char *mon = ct_ckpt_meta_get(c, "monitor"), *best = ct_ckpt_meta_get(c, "best_score"), *wait = ct_ckpt_meta_get(c, "wait_count");
-    const char *stopped = ct_ckpt_meta_get(c, "early_stopped"), *topk = ct_ckpt_meta_get(c, "top_k");
+    const char *mon = ct_ckpt_meta_get(c, "monitor"), *best = ct_ckpt_meta_get(c, "best_score");
+    const char *wait = ct_ckpt_meta_get(c, "wait_count"), *stopped = ct_ckpt_meta_get(c, "early_stopped");
+    const char *topk = ct_ckpt_meta_get(c, "top_k");
     char mine[64], buf[1024], *save = NULL;
     long n;
 
