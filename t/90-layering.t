@@ -1,11 +1,12 @@
 #!/usr/bin/perl
 # SPDX-License-Identifier: BSD-3-Clause
 # One-way layering: Trainer -> loops -> checkpoint -> (the run's state) -> strategy -> connector's
-# plan -> {accelerator, precision, cluster environment, checkpoint IO, launcher} -> models -> {nn, data}. The connector only plans
-# (libctrain-core); the strategy is created from its plan. Reads every #include "..." in
-# engine/, envs/, pmix/ and include/ctrain/ and fails on an include that goes up, or sideways
-# between modules of one level. Then the device seam: nothing above the accelerators (loops,
-# trainer, strategies) names a device, and the loops and trainer name no model or dataset.
+# plan -> {accelerator, precision, cluster environment, checkpoint IO, launcher} -> models ->
+# {nn, data}. The connector only plans (libctrain-core); the strategy is created from its plan.
+# Reads every #include "..." in engine/, envs/, pmix/ and include/ctrain/ and fails on an include
+# that goes up, or sideways between modules of one level. Then the device seam: nothing above the
+# accelerators (checkpoint, loops, trainer, strategies) names a device, and the checkpoint code,
+# loops and trainer name no model or dataset.
 use strict;
 use warnings;
 use File::Find;
@@ -96,8 +97,8 @@ for my $file (@files) {
     close $fh;
 }
 
-# The device seam: the checkpoint code, the loops, the Trainer and the strategies reach a device only through the
-# Accelerator (ct_strategy_model_to_device). No CUDA include, no CT_HAVE_CUDA, no accelerator
+# The device seam: the checkpoint code, the loops, the Trainer and the strategies reach a device
+# only through the Accelerator (ct_strategy_model_to_device). No CUDA include, no CT_HAVE_CUDA, no accelerator
 # name compared. The NCCL glue is the cuda-only part of ddp and is exempt (ddp.c reaches it
 # through the accelerator's device_memory flag).
 my %device_exempt = map { $_ => 1 } qw(engine/strategies/ddp_nccl.c engine/strategies/ddp_nccl.h);
