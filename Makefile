@@ -91,7 +91,7 @@ endif
 # folder's files go where its folder is listed (wildcards do not descend into sub-folders).
 CORE_DIRS := engine/util engine/registry engine/connector engine/bind engine/health envs
 LIB_DIRS  := engine/nn engine/data engine/models engine/models/gpt engine/models/mlp engine/accelerators engine/precision engine/strategies \
-             engine/launchers engine/checkpoint_io engine/health/fit engine/loggers engine/loops engine/trainer pmix engine/store engine/slurm
+             engine/launchers engine/checkpoint_io engine/checkpoint engine/health/fit engine/loggers engine/loops engine/trainer pmix engine/store engine/slurm
 
 CORE_SRC  := $(sort $(foreach d,$(CORE_DIRS),$(wildcard $(d)/*.c)))
 LIB_SRC   := $(sort $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))

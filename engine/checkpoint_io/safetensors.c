@@ -36,39 +36,10 @@
 #define VALUES_MAX 65536
 #define ENTRIES_MAX 4096
 
-static const struct {
-    const char *name;
-    int dtype;
-    size_t size;
-} dtypes[] = {
-    { "F32", CT_DTYPE_F32, 4 },
-    { "F64", CT_DTYPE_F64, 8 },
-    { "BF16", CT_DTYPE_BF16, 2 },
-    { "F16", CT_DTYPE_F16, 2 },
-};
-
-static const char *dtype_name(int dtype)
-{
-    for (size_t i = 0; i < sizeof(dtypes) / sizeof(dtypes[0]); i++)
-        if (dtypes[i].dtype == dtype)
-            return dtypes[i].name;
-    return NULL;
-}
-
+/* Bytes per element of a type a checkpoint stores (one ct_ckpt_dtype_name names); 0 for another. */
 static size_t dtype_size(int dtype)
 {
-    for (size_t i = 0; i < sizeof(dtypes) / sizeof(dtypes[0]); i++)
-        if (dtypes[i].dtype == dtype)
-            return dtypes[i].size;
-    return 0;
-}
-
-static int dtype_from_name(const char *name)
-{
-    for (size_t i = 0; i < sizeof(dtypes) / sizeof(dtypes[0]); i++)
-        if (!strcmp(dtypes[i].name, name))
-            return dtypes[i].dtype;
-    return -1;
+    return ct_ckpt_dtype_name(dtype) ? ct_dtype_size((enum ct_dtype)dtype) : 0;
 }
 
 static size_t shape_numel(const ct_ckpt_tensor *t)
@@ -111,7 +82,7 @@ static char *build_header(const char *path, const ct_ckpt *ckpt, size_t *len, ct
     }
     for (int i = 0; i < ckpt->n_tensors; i++) {
         const ct_ckpt_tensor *t = &ckpt->tensors[i];
-        const char *dn = dtype_name(t->dtype);
+        const char *dn = ct_ckpt_dtype_name(t->dtype);
         cJSON *obj, *shape, *offs;
 
         if (!dn || t->ndim < 0 || t->ndim > CT_CKPT_MAX_SHAPE || shape_numel(t) * dtype_size(t->dtype) != t->nbytes) {
@@ -332,7 +303,7 @@ static int parse_entry(const char *path, const cJSON *e, uint64_t data_size, ct_
         cJSON_GetArraySize(offs) != 2)
         return ct_error_set(err, CT_EFORMAT, "ckpt-corrupt",
                             "%s: tensor %s: header entry lacks dtype, shape or data_offsets", path, e->string);
-    t->dtype = dtype_from_name(dt->valuestring);
+    t->dtype = ct_ckpt_dtype_parse(dt->valuestring);
     esize = dtype_size(t->dtype);
     if (t->dtype < 0 || !esize)
         return ct_error_set(err, CT_EFORMAT, "ckpt-dtype", "%s: tensor %s: unsupported dtype %s", path,
@@ -489,7 +460,7 @@ static int load_tensors(const char *path, int fd, const cJSON *root, uint64_t da
         shape_str(got.shape, got.ndim, gs, sizeof(gs));
         if (got.dtype != want->dtype || strcmp(ws, gs)) {
             ct_error_set(err, CT_EFORMAT, "ckpt-shape", "%s: tensor %s is %s %s, the model expects %s %s", path,
-                         want->name, dtype_name(got.dtype), gs, dtype_name(want->dtype), ws);
+                         want->name, ct_ckpt_dtype_name(got.dtype), gs, ct_ckpt_dtype_name(want->dtype), ws);
             return ct_error_hint(err, "the checkpoint was written for another model shape: use the --hidden "
                                       "of the run that wrote it");
         }

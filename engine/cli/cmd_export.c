@@ -7,9 +7,9 @@
 
 #include "ctrain/engine.h"
 #include "ctrain/model.h"
-#include "engine/loops/ckpt_model.h"
+#include "engine/checkpoint/ckpt_model.h"
 #include "engine/cli/commands.h"
-#include "engine/loops/hf_io.h"
+#include "engine/checkpoint/hf_io.h"
 
 static void export_usage(FILE *out)
 {

@@ -11,7 +11,7 @@
 #include "ctrain/trainer.h"
 #include "engine/cli/commands.h"
 #include "engine/cli/trainer_flags.h"
-#include "engine/loops/hf_io.h"
+#include "engine/checkpoint/hf_io.h"
 
 enum which { FIT, VALIDATE, TEST };
 

@@ -16,7 +16,7 @@
 #include "ctrain/model.h"
 #include "ctrain/rng.h"
 #include "ctrain/util.h"
-#include "engine/loops/ckpt_model.h"
+#include "engine/checkpoint/ckpt_model.h"
 #include "engine/cli/commands.h"
 #include "engine/util/fsutil.h"
 

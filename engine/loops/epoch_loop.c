@@ -144,6 +144,7 @@ int ct_epoch_loop_run(ct_run *run, ct_error *err)
             char path[1100];
 
             snprintf(path, sizeof(path), "%s/last.safetensors", run->opt.root_dir);
+            ct_hang_enter(CT_PHASE_CHECKPOINT);
             if ((rc = ct_run_save_checkpoint(run, path, err)))
                 return rc;
         }

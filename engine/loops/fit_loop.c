@@ -23,6 +23,7 @@ static int end_stretch(ct_run *run, size_t batches_per_epoch, ct_error *err)
         return 0;
     }
     snprintf(path, sizeof(path), "%s/last.safetensors", run->opt.root_dir);
+    ct_hang_enter(CT_PHASE_CHECKPOINT);
     return ct_run_save_checkpoint(run, path, err);
 }
 
@@ -33,6 +34,7 @@ static int save_on_stop(ct_run *run, ct_error *err)
     char path[1100], sig[32];
 
     snprintf(path, sizeof(path), "%s/last.safetensors", run->opt.root_dir);
+    ct_hang_enter(CT_PHASE_CHECKPOINT);
     if (run->straggler_stop) {
         ct_progress_line(run, "ctrain: straggler: stopping at epoch %lld step %lld; saving %s",
                          (long long)run->st.epoch + 1, (long long)run->st.global_step, path);

@@ -14,6 +14,7 @@
 #include "engine/health/fit/hang.h"
 #include "engine/health/fit/straggler.h"
 #include "engine/loggers/loggers.h"
+#include "engine/checkpoint/checkpoint.h"   /* the loops save and load through it */
 #include "engine/loops/run.h"
 
 /* --- the fit loop (engine/loops/fit_loop.c) --------------------------------------------------- */
@@ -66,14 +67,5 @@ int ct_eval_loop_run(ct_run *run, enum ct_split split, ct_eval_result *out, ct_e
  * fit): a count, or a fraction of the batches (at least one when it is above 0). */
 int ct_eval_loop_run_limited(ct_run *run, enum ct_split split, ct_eval_result *out, ct_error *err);
 
-/* --- checkpoints (engine/loops/checkpoint.c) -------------------------------------------------- */
-/* Save the run's weights, optimizer state and counters through the strategy (rank 0 writes). */
-int ct_run_save_checkpoint(ct_run *run, const char *path, ct_error *err);
-/* Wait for the pending asynchronous write (ct_strategy_checkpoint_wait), timed with the saves. */
-int ct_run_checkpoint_wait(ct_run *run, ct_error *err);
-/* A checkpoint's metadata value for key ("" when absent) without loading tensors; every rank reads. */
-int ct_run_checkpoint_meta(ct_run *run, const char *path, const char *key, char *out, size_t size, ct_error *err);
-/* Load a checkpoint into the run. weights_only: skip optimizer state and counters (validate/test). */
-int ct_run_load_checkpoint(ct_run *run, const char *path, int weights_only, ct_error *err);
 
 #endif

@@ -63,7 +63,7 @@ typedef struct ct_loop_options {
     int tensorboard;
     char hparams_json[2048];   /* the hyper-parameters for TensorBoard's hparams plugin */
     /* What decides the data order and split and what is trained: recorded in a checkpoint, and
-     * resuming under another value is refused (engine/loops/checkpoint.c). */
+     * resuming under another value is refused (engine/checkpoint/checkpoint.c). */
     char datamodule[32];
     char data_identity[128];   /* ct_datamodule_identity of --data; "" when not taken (eval) */
     double val_fraction;

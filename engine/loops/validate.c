@@ -126,6 +126,7 @@ int ct_fit_validate(ct_run *run, size_t batches_per_epoch, ct_error *err)
     ct_logger_row(run, NAN, has_val ? &val : NULL, ct_optim_get_config(run->optim)->lr, NAN, NAN);
     report(run, trained_epoch, &val, has_val, improved);
     snprintf(path, sizeof(path), "%s/last.safetensors", run->opt.root_dir);
+    ct_hang_enter(CT_PHASE_CHECKPOINT);   /* for the saves below */
     if ((rc = ct_run_save_checkpoint(run, path, err)))
         return rc;
     if (improved && run->opt.save_top_k != 0) {

@@ -16,7 +16,7 @@ struct ct_optim {
     int64_t steps;
     int n_states;
     const char *state_names[2];
-    void *state[2];      /* of cfg.dtype */
+    void *state[CT_OPTIM_MAX_STATES];   /* of cfg.dtype */
 };
 
 void ct_optim_config_default(ct_optim_config *cfg, enum ct_optim_kind kind)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The Strategy's public functions (include/ctrain/strategy.h): dispatch to the implementation's
- * ops, and the parts every strategy shares — launching through its launcher, and checkpoints
- * (rank 0 writes through checkpoint IO, every rank learns whether it worked). */
+ * ops, and the parts every strategy shares — launching through its launcher, the optimizer's whole
+ * state for a checkpoint (one list, handed out for a save and taken back after a load), and
+ * checkpoints (rank 0 writes through checkpoint IO, every rank learns whether it worked). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,49 +171,58 @@ int ct_strategy_optimizer_step(ct_strategy *s, ct_model *model, ct_optim *optim,
     return ct_model_optim_step(model, optim, skipped, err);
 }
 
-int ct_strategy_optimizer_state_begin(ct_strategy *s, ct_optim *optim, int gather, ct_error *err)
+void ct_optim_state_list_free(ct_optim_state_list *l)
 {
-    size_t lo, count, total;
+    for (int i = 0; i < CT_OPTIM_MAX_STATES; i++) {
+        free(l->owned[i]);
+        l->owned[i] = NULL;
+    }
+    l->n = 0;
+}
+
+int ct_strategy_optimizer_state_get(ct_strategy *s, ct_optim *optim, int gather, ct_optim_state_list *out,
+                                    ct_error *err)
+{
+    size_t lo, count, total, esize = ct_dtype_size(ct_optim_dtype(optim));
     int rc;
 
+    memset(out, 0, sizeof(*out));
     ct_optim_shard_range(optim, &lo, &count, &total);
-    if (count == total)
-        return 0; /* not sharded: the optimizer's own arrays are whole */
-    if ((rc = params_settle(s, err)))
+    /* Sharded: the gather is a collective, after any pending parameter all-gather. */
+    if (count != total && (rc = params_settle(s, err)))
         return rc;
     for (int i = 0; i < ct_optim_num_states(optim); i++) {
-        s->optim_whole[i] = calloc(total ? total : 1, ct_dtype_size(ct_optim_dtype(optim)));
-        if (!s->optim_whole[i]) {
-            ct_strategy_optimizer_state_end(s, optim, 0);
+        ct_optim_state_entry *e = &out->states[out->n++];
+
+        e->name = ct_optim_state_name(optim, i);
+        e->dtype = ct_optim_dtype(optim);
+        e->numel = total;
+        if (count == total) { /* not sharded: the optimizer's own arrays are whole */
+            e->data = ct_optim_state(optim, i);
+            continue;
+        }
+        if (!(e->data = out->owned[i] = calloc(total ? total : 1, esize))) {
+            ct_optim_state_list_free(out);
             return ct_error_set(err, CT_ENOMEM, "", "out of memory for the whole optimizer state (%zu elements)",
                                 total);
         }
-        if (gather && (rc = s->ops->gather_shards(s, ct_optim_state(optim, i), s->optim_whole[i], err))) {
-            ct_strategy_optimizer_state_end(s, optim, 0);
+        if (gather && (rc = s->ops->gather_shards(s, ct_optim_state(optim, i), e->data, err))) {
+            ct_optim_state_list_free(out);
             return rc;
         }
     }
     return 0;
 }
 
-void *ct_strategy_optimizer_state(ct_strategy *s, ct_optim *optim, int i)
+void ct_strategy_optimizer_state_put(ct_strategy *s, ct_optim *optim, ct_optim_state_list *in)
 {
-    return s->optim_whole[i] ? s->optim_whole[i] : ct_optim_state(optim, i);
-}
-
-void ct_strategy_optimizer_state_end(ct_strategy *s, ct_optim *optim, int scatter)
-{
-    size_t lo, count, total;
+    size_t lo, count, total, esize = ct_dtype_size(ct_optim_dtype(optim));
 
     ct_optim_shard_range(optim, &lo, &count, &total);
-    for (int i = 0; i < 2; i++) {
-        /* Every rank read the whole file: each keeps its own part, no communication needed. */
-        if (scatter && s->optim_whole[i] && i < ct_optim_num_states(optim))
-            memcpy(ct_optim_state(optim, i), (char *)s->optim_whole[i] + lo * ct_dtype_size(ct_optim_dtype(optim)),
-                   count * ct_dtype_size(ct_optim_dtype(optim)));
-        free(s->optim_whole[i]);
-        s->optim_whole[i] = NULL;
-    }
+    for (int i = 0; i < in->n && i < ct_optim_num_states(optim); i++)
+        if (in->owned[i])
+            memcpy(ct_optim_state(optim, i), (char *)in->owned[i] + lo * esize, count * esize);
+    ct_optim_state_list_free(in);
 }
 
 int ct_strategy_broadcast(ct_strategy *s, void *buf, size_t bytes, int root, ct_error *err)

@@ -86,7 +86,6 @@ struct ct_strategy {
     void *grads;           /* the gradient array setup_model received, n_grads elements */
     size_t n_grads;
     enum ct_dtype param_dtype; /* their element type (the precision's storage type) */
-    void *optim_whole[2]; /* whole optimizer state arrays for a checkpoint of a sharded optimizer */
     void *impl;            /* the implementation's state */
     struct ct_async_ckpt *async_ckpt; /* rank 0's pending asynchronous checkpoint write (async_ckpt.c) */
     double ckpt_write_s;   /* rank 0: checkpoint writes, synchronous and joined asynchronous ones */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The checkpoint connector (Lightning's CheckpointConnector): which checkpoint fit resumes
  * (--ckpt-path, "auto" under SLURM so a requeued job continues) and validate/test evaluate, and the
- * output directory they live in. The loops write and read the files (engine/loops/checkpoint.c). */
+ * output directory they live in. The loops write and read the files (engine/checkpoint/checkpoint.c). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>

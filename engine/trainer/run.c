@@ -9,7 +9,7 @@
 
 #include "ctrain/envs.h"
 #include "ctrain/nn.h"
-#include "engine/loops/hf_io.h"
+#include "engine/checkpoint/hf_io.h"
 #include "engine/trainer/trainer_internal.h"
 
 #define EVAL_BATCH 1000

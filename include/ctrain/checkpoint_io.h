@@ -45,6 +45,13 @@ typedef struct ct_ckpt {
     uint64_t digest;
 } ct_ckpt;
 
+/* The name a checkpoint gives a type it stores: safetensors' "F32", "F64", "BF16", "F16" (the
+ * metadata of ctrain's format records the parameters' type by the same names); NULL for a type no
+ * checkpoint stores. */
+const char *ct_ckpt_dtype_name(int dtype);
+/* The type (enum ct_dtype) of such a name; -1 for another name or NULL. */
+int ct_ckpt_dtype_parse(const char *name);
+
 struct ct_checkpoint_io_ops {
     const char *name;  /* "safetensors" */
     int (*save)(const char *path, const ct_ckpt *ckpt, ct_error *err);

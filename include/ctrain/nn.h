@@ -112,6 +112,7 @@ void ct_optim_set_lr(ct_optim *o, double lr);
 int64_t ct_optim_steps(const ct_optim *o);
 void ct_optim_set_steps(ct_optim *o, int64_t steps);
 /* State arrays: AdamW "exp_avg", "exp_avg_sq"; SGD "momentum_buffer". */
+#define CT_OPTIM_MAX_STATES 2
 int ct_optim_num_states(const ct_optim *o);
 const char *ct_optim_state_name(const ct_optim *o, int i);
 void *ct_optim_state(ct_optim *o, int i);   /* of the config's dtype */

@@ -27,6 +27,7 @@
 #include "ctrain/checkpoint_io.h"
 #include "ctrain/error.h"
 #include "ctrain/model.h"
+#include "ctrain/nn.h"
 #include "ctrain/precision.h"
 
 typedef struct ct_strategy ct_strategy;
@@ -146,14 +147,33 @@ void ct_strategy_param_gathers(const ct_strategy *s, long *total, long *overlapp
  * shard of the optimizer state (partitioned at setup_model) and all-gathers the parameters for the
  * next forward. Every rank calls it once per step. */
 int ct_strategy_optimizer_step(ct_strategy *s, ct_model *model, ct_optim *optim, int *skipped, ct_error *err);
-/* Checkpoints see the optimizer's whole state whatever the partition. begin: with gather (a save;
- * a collective, every rank calls it) the shards are gathered into whole arrays the strategy holds
- * for the time of the checkpoint; without (a load) the arrays are only made ready to read into.
- * state(i): whole array i (the optimizer's own when it is not sharded). end: with scatter (after a
- * load) every rank keeps its shard of what was read; then the arrays are freed. */
-int ct_strategy_optimizer_state_begin(ct_strategy *s, ct_optim *optim, int gather, ct_error *err);
-void *ct_strategy_optimizer_state(ct_strategy *s, ct_optim *optim, int i);
-void ct_strategy_optimizer_state_end(ct_strategy *s, ct_optim *optim, int scatter);
+/* The optimizer's state as a checkpoint holds it, whatever the partition: each state array whole
+ * (every parameter's element, in the optimizer's dtype), under the optimizer's name for it. The
+ * list owns the arrays made for it (a sharded optimizer's); the strategy keeps nothing between
+ * the calls. */
+typedef struct ct_optim_state_entry {
+    const char *name;          /* "exp_avg", "exp_avg_sq", "momentum_buffer" (ct_optim_state_name) */
+    void *data;                /* the whole array */
+    enum ct_dtype dtype;
+    size_t numel;
+} ct_optim_state_entry;
+
+typedef struct ct_optim_state_list {
+    int n;
+    ct_optim_state_entry states[CT_OPTIM_MAX_STATES];
+    void *owned[CT_OPTIM_MAX_STATES];   /* made for the list; NULL: the optimizer's own array */
+} ct_optim_state_list;
+
+/* The whole state into *out, in one call. gather (a save; under a sharded optimizer a collective
+ * every rank calls): the values, the shards gathered from every rank; without (a load): whole
+ * arrays to read into. Not sharded: the optimizer's own arrays, nothing made or exchanged. */
+int ct_strategy_optimizer_state_get(ct_strategy *s, ct_optim *optim, int gather, ct_optim_state_list *out,
+                                    ct_error *err);
+/* Back after a load, in one call: the whole state read into a list from get (gather 0) — every
+ * rank read the whole file and keeps its shard of it, no exchange — then the list is freed. */
+void ct_strategy_optimizer_state_put(ct_strategy *s, ct_optim *optim, ct_optim_state_list *in);
+/* Free the arrays made for the list (after a save, or a load that failed); the list is empty. */
+void ct_optim_state_list_free(ct_optim_state_list *l);
 
 /* --- collectives (every rank calls them in the same order) ------------------------------------ */
 /* A collective (gradient sync included) that does not complete within seconds fails on every rank

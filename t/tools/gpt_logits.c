@@ -14,8 +14,8 @@
 
 #include "ctrain/engine.h"
 #include "ctrain/model.h"
-#include "engine/loops/ckpt_model.h"
-#include "engine/loops/hf_io.h"
+#include "engine/checkpoint/ckpt_model.h"
+#include "engine/checkpoint/hf_io.h"
 
 static int from_hf(const char *path, ct_model **m, ct_error *err)
 {

@@ -2,7 +2,8 @@
 /* safetensors checkpoint IO: round trip, the on-disk format, and damaged files (truncated at every
  * length, bytes flipped, another shape, missing tensors, overlapping or gapped data, trailing
  * bytes, a key twice, oversized headers) -> CT_EFORMAT naming file and tensor; stale temp files
- * removed by name, never by a glob of the path. */
+ * removed by name, never by a glob of the path. ctrain's format in one place (engine/checkpoint/
+ * format.h): the dtype names both ways, the metadata, the format check. */
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +19,7 @@
 
 #include "ctrain/checkpoint_io.h"
 #include "ctrain/dtype.h"
+#include "engine/checkpoint/format.h"
 
 static char dir[] = "/tmp/ctrain-test-ckpt-XXXXXX";
 static char path[256];
@@ -437,6 +439,49 @@ static void test_unwritable_dir(void **state)
     assert_non_null(strstr(err.msg, "/nonexistent-dir/x.safetensors"));
 }
 
+/* One table of names, both ways: what a file says is what the metadata's param_dtype says. */
+static void test_dtype_names(void **state)
+{
+    static const struct { enum ct_dtype t; const char *name; } want[] = {
+        { CT_DTYPE_F32, "F32" }, { CT_DTYPE_F64, "F64" }, { CT_DTYPE_BF16, "BF16" }, { CT_DTYPE_F16, "F16" },
+    };
+
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        assert_string_equal(ct_ckpt_dtype_name(want[i].t), want[i].name);
+        assert_int_equal(ct_ckpt_dtype_parse(want[i].name), want[i].t);
+    }
+    /* types no checkpoint stores, names no file gives, case */
+    assert_null(ct_ckpt_dtype_name(CT_DTYPE_U8));
+    assert_null(ct_ckpt_dtype_name(CT_DTYPE_I32));
+    assert_null(ct_ckpt_dtype_name(-1));
+    assert_int_equal(ct_ckpt_dtype_parse("f32"), -1);
+    assert_int_equal(ct_ckpt_dtype_parse("U8"), -1);
+    assert_int_equal(ct_ckpt_dtype_parse(""), -1);
+    assert_int_equal(ct_ckpt_dtype_parse(NULL), -1);
+}
+
+static void test_format_meta(void **state)
+{
+    ct_ckpt *c = calloc(1, sizeof(*c));
+    ct_error err;
+
+    assert_non_null(c);
+    assert_null(ct_ckpt_meta_get(c, "format"));
+    assert_int_equal(ct_ckpt_format_check(c, "", "/x/a.safetensors", &err), CT_EFORMAT);
+    assert_string_equal(err.id, "ckpt-format");
+    assert_string_equal(err.msg, "/x/a.safetensors: not a ctrain checkpoint (metadata format is missing)");
+    ct_ckpt_meta_add(c, "format", "%s", "pt");
+    ct_ckpt_meta_add(c, "epoch", "%d", 3);
+    assert_string_equal(ct_ckpt_meta_get(c, "epoch"), "3");
+    assert_int_equal(ct_ckpt_format_check(c, "--ckpt-path ", "m.safetensors", &err), CT_EFORMAT);
+    assert_string_equal(err.msg, "--ckpt-path m.safetensors: not a ctrain checkpoint (metadata format is pt)");
+    assert_non_null(strstr(err.hint, "written by ctrain fit"));
+    snprintf(c->meta[0].value, sizeof(c->meta[0].value), "%s", CT_CKPT_FORMAT);
+    assert_int_equal(ct_ckpt_format_check(c, "", "a", &err), 0);
+    assert_string_equal(CT_CKPT_FORMAT, "ctrain-checkpoint-1");   /* on disk: never changed by a refactor */
+    free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -452,6 +497,8 @@ int main(void)
         cmocka_unit_test(test_layout),
         cmocka_unit_test(test_header_limits),
         cmocka_unit_test(test_stale_temps_literal),
+        cmocka_unit_test(test_dtype_names),
+        cmocka_unit_test(test_format_meta),
     };
 
     cmocka_set_message_output(CM_OUTPUT_TAP);

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The model a ctrain checkpoint holds, rebuilt outside a run (ctrain generate, ctrain export): the
  * model and its --model-config from the checkpoint's metadata, the weights from its tensors. */
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,32 +11,21 @@
 
 #include "ctrain/checkpoint_io.h"
 #include "ctrain/model.h"
-#include "engine/loops/ckpt_model.h"
-
-#define CKPT_FORMAT "ctrain-checkpoint-1"
-
-static const char *meta_get(const ct_ckpt *c, const char *key)
-{
-    for (int i = 0; i < c->n_meta; i++)
-        if (!strcmp(c->meta[i].key, key))
-            return c->meta[i].value;
-    return NULL;
-}
+#include "engine/checkpoint/ckpt_model.h"
+#include "engine/checkpoint/format.h"
 
 /* The model's name and --model-config as the run gave them (metadata "flags"). */
 static int model_of(const char *path, const ct_ckpt *c, char *name, size_t nsize, char *config, size_t csize,
                     ct_error *err)
 {
-    const char *fmt = meta_get(c, "format"), *flags = meta_get(c, "flags");
+    const char *flags = ct_ckpt_meta_get(c, "flags");
     cJSON *j = flags ? cJSON_Parse(flags) : NULL;
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "model");
     const cJSON *mc = cJSON_GetObjectItemCaseSensitive(j, "model_config");
     int rc = 0;
 
-    if (!fmt || strcmp(fmt, CKPT_FORMAT)) {
-        ct_error_set(err, CT_EFORMAT, "ckpt-format", "--ckpt-path %s: not a ctrain checkpoint (metadata format is %s)",
-                     path, fmt ? fmt : "missing");
-        rc = ct_error_hint(err, "pass a last.safetensors or best.safetensors written by ctrain fit");
+    if ((rc = ct_ckpt_format_check(c, "--ckpt-path ", path, err))) {
+        /* not ctrain's: said */
     } else if (!cJSON_IsString(m) || !cJSON_IsString(mc)) {
         rc = ct_error_set(err, CT_EFORMAT, "ckpt-meta", "--ckpt-path %s: its metadata does not name the model", path);
     } else {
@@ -48,46 +36,6 @@ static int model_of(const char *path, const ct_ckpt *c, char *name, size_t nsize
     return rc;
 }
 
-/* The index of t's first element that is not finite, or -1. BF16 and F16 by their exponent bits
- * (all ones: Inf or NaN). */
-static long first_nonfinite(const ct_ckpt_tensor *t)
-{
-    size_t n = t->nbytes / (t->dtype == CT_DTYPE_F64 ? 8 : t->dtype == CT_DTYPE_F32 ? 4 : 2);
-
-    for (size_t i = 0; t->data && i < n; i++) {
-        int bad = 0;
-
-        if (t->dtype == CT_DTYPE_F32)
-            bad = !isfinite(((const float *)t->data)[i]);
-        else if (t->dtype == CT_DTYPE_F64)
-            bad = !isfinite(((const double *)t->data)[i]);
-        else if (t->dtype == CT_DTYPE_BF16)
-            bad = (((const uint16_t *)t->data)[i] & 0x7f80) == 0x7f80;
-        else if (t->dtype == CT_DTYPE_F16)
-            bad = (((const uint16_t *)t->data)[i] & 0x7c00) == 0x7c00;
-        else
-            return -1;
-        if (bad)
-            return (long)i;
-    }
-    return -1;
-}
-
-int ct_ckpt_check_finite(const char *path, const ct_ckpt *c, ct_error *err)
-{
-    for (int i = 0; i < c->n_tensors; i++) {
-        long at = first_nonfinite(&c->tensors[i]);
-
-        if (at >= 0) {
-            ct_error_set(err, CT_EFORMAT, "ckpt-nonfinite", "%s: tensor %s holds a value that is not finite (NaN or "
-                         "Inf) at element %ld", path, c->tensors[i].name, at);
-            return ct_error_hint(err, "the run that wrote it diverged, or the file was altered: use an earlier "
-                                      "checkpoint (best.safetensors, epoch=N-step=M.safetensors)");
-        }
-    }
-    return 0;
-}
-
 int ct_ckpt_model_load(const char *path, const char *command, ct_model **out, ct_error *err)
 {
     const struct ct_checkpoint_io_ops *io = &ct_checkpoint_io_safetensors;
@@ -95,7 +43,8 @@ int ct_ckpt_model_load(const char *path, const char *command, ct_model **out, ct
     ct_data_info data;
     ct_model *m = NULL;
     char name[64], config[512], want[320];
-    const char *model, *stored;
+    const char *model;
+    int stored;
     struct stat st;
     int rc;
 
@@ -136,12 +85,10 @@ int ct_ckpt_model_load(const char *path, const char *command, ct_model **out, ct
     }
     /* A 64-true run's checkpoint holds F64 tensors, a bf16-true run's BF16: the model is rebuilt in
      * that type. */
-    stored = meta_get(c, "param_dtype");
-    if (stored && !strcmp(stored, "F64") && (rc = ct_model_set_param_dtype(m, CT_DTYPE_F64, err)))
+    stored = ct_ckpt_dtype_parse(ct_ckpt_meta_get(c, "param_dtype"));
+    if ((stored == CT_DTYPE_F64 || stored == CT_DTYPE_BF16) && (rc = ct_model_set_param_dtype(m, stored, err)))
         goto out;
-    if (stored && !strcmp(stored, "BF16") && (rc = ct_model_set_param_dtype(m, CT_DTYPE_BF16, err)))
-        goto out;
-    model = meta_get(c, "model");
+    model = ct_ckpt_meta_get(c, "model");
     snprintf(want, sizeof(want), "%s %s", m->name, m->describe);
     if (!model || strcmp(model, want)) {
         rc = ct_error_set(err, CT_EFORMAT, "ckpt-model", "--ckpt-path %s: metadata model %s, its flags build %s", path,
@@ -153,18 +100,7 @@ int ct_ckpt_model_load(const char *path, const char *command, ct_model **out, ct
         rc = ct_error_set(err, CT_EFORMAT, "ckpt-too-many-tensors", "model %s has %d tensors", m->name, m->n_tensors);
         goto out;
     }
-    for (int i = 0; i < m->n_tensors; i++) {
-        const ct_tensor *t = &m->tensors[i];
-        ct_ckpt_tensor *o = &c->tensors[c->n_tensors++];
-
-        snprintf(o->name, sizeof(o->name), "%s", t->name);
-        o->dtype = m->param_dtype;
-        o->ndim = t->ndim;
-        for (int d = 0; d < t->ndim; d++)
-            o->shape[d] = t->shape[d];
-        o->data = t->data;
-        o->nbytes = t->numel * ct_dtype_size(m->param_dtype);
-    }
+    ct_ckpt_model_tensors_add(c, m);
     if ((rc = io->load(path, c, err)) || (rc = ct_ckpt_check_finite(path, c, err)))
         goto out;
     *out = m;

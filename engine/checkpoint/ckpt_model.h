@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — the model of a ctrain checkpoint, outside a run (ctrain generate, ctrain export). */
-#ifndef CTRAIN_LOOPS_CKPT_MODEL_H
-#define CTRAIN_LOOPS_CKPT_MODEL_H
+#ifndef CTRAIN_CHECKPOINT_CKPT_MODEL_H
+#define CTRAIN_CHECKPOINT_CKPT_MODEL_H
 
 #include "ctrain/checkpoint_io.h"
 #include "ctrain/error.h"
@@ -12,10 +12,5 @@
  * subcommand in messages. A model that does not work on token windows: CT_EINVAL, id
  * model-no-logits. */
 int ct_ckpt_model_load(const char *path, const char *command, ct_model **out, ct_error *err);
-
-/* Every floating-point tensor of c (its data loaded) is finite: a checkpoint of NaN or Inf
- * weights (or optimizer state) would generate noise or train "loss nan" with exit 0. CT_EFORMAT
- * naming path, the tensor and the element otherwise. */
-int ct_ckpt_check_finite(const char *path, const ct_ckpt *c, ct_error *err);
 
 #endif

@@ -7,8 +7,8 @@
  * model.safetensors and config.json; --init-from reads a config.json beside the file when there
  * is one.
  */
-#ifndef CTRAIN_LOOPS_HF_IO_H
-#define CTRAIN_LOOPS_HF_IO_H
+#ifndef CTRAIN_CHECKPOINT_HF_IO_H
+#define CTRAIN_CHECKPOINT_HF_IO_H
 
 #include <stddef.h>
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* A model's weights in Hugging Face's layout, read and written through safetensors checkpoint IO;
- * see engine/loops/hf_io.h. */
+ * see engine/checkpoint/hf_io.h. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +9,8 @@
 #include <unistd.h>
 
 #include "ctrain/util.h"
-#include "engine/loops/hf_io.h"
+#include "engine/checkpoint/format.h"
+#include "engine/checkpoint/hf_io.h"
 #include "engine/nn/bf16_inline.h"
 #include "engine/util/fsutil.h"
 
@@ -390,9 +391,7 @@ int ct_hf_save(const ct_model *host, const char *dir, ct_error *err)
         }
     }
     /* transformers refuses a safetensors file whose metadata format is not one of its frameworks */
-    c->n_meta = 1;
-    snprintf(c->meta[0].key, sizeof(c->meta[0].key), "format");
-    snprintf(c->meta[0].value, sizeof(c->meta[0].value), "pt");
+    ct_ckpt_meta_add(c, "format", "pt");
     if ((rc = make_dir(dir, err)))
         goto out;
     snprintf(path, sizeof(path), "%s/model.safetensors", dir);

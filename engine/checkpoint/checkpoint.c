@@ -3,21 +3,21 @@
  * the flags in __metadata__. The strategy decides who writes (rank 0) and every rank loads. */
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ctrain/util.h"
-#include "engine/loops/ckpt_model.h"
-#include "engine/loops/loops.h"
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/checkpoint/format.h"
 
-#define CKPT_FORMAT "ctrain-checkpoint-1"
-
-/* What the parameters are stored in, as the metadata records it ("F32", "F64"; safetensors' names). */
-static const char *storage_name(enum ct_dtype t)
+/* What the parameters are stored in, as the metadata records it ("F32", "F64": the checkpoint's
+ * dtype names); a checkpoint written before ctrain recorded it holds F32. */
+static const char *storage_name(int dtype)
 {
-    return t == CT_DTYPE_F64 ? "F64" : t == CT_DTYPE_BF16 ? "BF16" : t == CT_DTYPE_F16 ? "F16" : "F32";
+    const char *name = ct_ckpt_dtype_name(dtype);
+
+    return name ? name : ct_ckpt_dtype_name(CT_DTYPE_F32);
 }
 
 static const char *precision_name(ct_run *run)
@@ -27,66 +27,27 @@ static const char *precision_name(ct_run *run)
     return p ? p->name : "32-true";
 }
 
-/* A tensor in the type the run stores it in (64-true: F64), so the file holds what trained. */
-static void add_tensor(ct_ckpt *c, const char *name, void *data, enum ct_dtype dtype, int ndim, const int64_t *shape,
-                       size_t numel)
-{
-    ct_ckpt_tensor *t = &c->tensors[c->n_tensors++];
-
-    snprintf(t->name, sizeof(t->name), "%s", name);
-    t->dtype = dtype;
-    t->ndim = ndim;
-    for (int d = 0; d < ndim; d++)
-        t->shape[d] = shape[d];
-    t->data = data;
-    t->nbytes = numel * ct_dtype_size(dtype);
-}
-
-static void add_meta(ct_ckpt *c, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void add_meta(ct_ckpt *c, const char *key, const char *fmt, ...)
-{
-    ct_ckpt_meta *m = &c->meta[c->n_meta++];
-    va_list ap;
-
-    snprintf(m->key, sizeof(m->key), "%s", key);
-    va_start(ap, fmt);
-    vsnprintf(m->value, sizeof(m->value), fmt, ap);
-    va_end(ap);
-}
-
-static const char *meta_get(const ct_ckpt *c, const char *key)
-{
-    for (int i = 0; i < c->n_meta; i++)
-        if (!strcmp(c->meta[i].key, key))
-            return c->meta[i].value;
-    return NULL;
-}
-
-/* The tensors of the run: the model's, then (unless weights_only) the optimizer's whole arrays
- * (the strategy's whole view between ct_strategy_optimizer_state_begin and _end). More than a
- * checkpoint holds (a very deep model): CT_EINVAL, nothing written past the array. */
-static int describe_tensors(ct_run *run, ct_ckpt *c, int weights_only, ct_error *err)
+/* The tensors of the run: the model's, then (optim: not weights only) the optimizer's whole
+ * arrays as the strategy handed them (ct_strategy_optimizer_state_get), each "optimizer.<name>".
+ * More than a checkpoint holds (a very deep model): CT_EINVAL, nothing written past the array. */
+static int describe_tensors(ct_run *run, ct_ckpt *c, const ct_optim_state_list *optim, ct_error *err)
 {
     const ct_model *host = ct_model_host(run->model);
-    int64_t n = (int64_t)host->num_params;
-    int states = weights_only ? 0 : ct_optim_num_states(run->optim);
+    int states = optim ? optim->n : 0;
 
     if (host->n_tensors + states > CT_CKPT_MAX_TENSORS) {
         ct_error_set(err, CT_EINVAL, "ckpt-too-many-tensors", "model %s has %d tensors (+%d optimizer states); a "
                      "checkpoint holds at most %d", host->name, host->n_tensors, states, CT_CKPT_MAX_TENSORS);
         return ct_error_hint(err, "use fewer layers");
     }
-    for (int i = 0; i < host->n_tensors; i++) {
-        const ct_tensor *t = &host->tensors[i];
-
-        add_tensor(c, t->name, t->data, host->param_dtype, t->ndim, t->shape, t->numel);
-    }
+    ct_ckpt_model_tensors_add(c, host);
     for (int i = 0; i < states; i++) {
+        const ct_optim_state_entry *e = &optim->states[i];
+        int64_t n = (int64_t)e->numel;
         char name[64];
 
-        snprintf(name, sizeof(name), "optimizer.%s", ct_optim_state_name(run->optim, i));
-        add_tensor(c, name, ct_strategy_optimizer_state(run->strategy, run->optim, i), ct_optim_dtype(run->optim), 1,
-                   &n, (size_t)n);
+        snprintf(name, sizeof(name), "optimizer.%s", e->name);
+        ct_ckpt_tensor_add(c, name, e->data, e->dtype, 1, &n, e->numel);
     }
     return 0;
 }
@@ -99,15 +60,15 @@ static void add_callbacks(ct_run *run, ct_ckpt *c)
     char topk[1024];
     size_t used = 0;
 
-    add_meta(c, "monitor", "%s %s", run->opt.monitor_name, run->opt.monitor_max ? "max" : "min");
-    add_meta(c, "best_score", "%.17g", st->best_score);
-    add_meta(c, "wait_count", "%" PRId64, st->wait_count);
-    add_meta(c, "early_stopped", "%d", st->early_stopped);
+    ct_ckpt_meta_add(c, "monitor", "%s %s", run->opt.monitor_name, run->opt.monitor_max ? "max" : "min");
+    ct_ckpt_meta_add(c, "best_score", "%.17g", st->best_score);
+    ct_ckpt_meta_add(c, "wait_count", "%" PRId64, st->wait_count);
+    ct_ckpt_meta_add(c, "early_stopped", "%d", st->early_stopped);
     topk[0] = '\0';
     for (int i = 0; i < st->n_top_k && used < sizeof(topk); i++)
         used += (size_t)snprintf(topk + used, sizeof(topk) - used, "%s%.17g %s", i ? ";" : "", st->top_k[i].score,
                                  st->top_k[i].name);
-    add_meta(c, "top_k", "%s", topk);
+    ct_ckpt_meta_add(c, "top_k", "%s", topk);
 }
 
 /* A decimal count as fit_loop prints one: digits only, no sign, no leading zero. */
@@ -135,8 +96,9 @@ static int top_k_name_ok(const char *name)
 static void restore_callbacks(ct_run *run, const ct_ckpt *c)
 {
     ct_progress_state *st = &run->st;
-    const char *mon = meta_get(c, "monitor"), *best = meta_get(c, "best_score"), *wait = meta_get(c, "wait_count");
-    const char *stopped = meta_get(c, "early_stopped"), *topk = meta_get(c, "top_k");
+    const char *mon = ct_ckpt_meta_get(c, "monitor"), *best = ct_ckpt_meta_get(c, "best_score");
+    const char *wait = ct_ckpt_meta_get(c, "wait_count"), *stopped = ct_ckpt_meta_get(c, "early_stopped");
+    const char *topk = ct_ckpt_meta_get(c, "top_k");
     char mine[64], buf[1024], *save = NULL;
     long n;
 
@@ -178,48 +140,48 @@ static int save_checkpoint(ct_run *run, const char *path, ct_error *err)
     ct_ckpt *c = calloc(1, sizeof(*c));
     const ct_optim_config *oc = ct_optim_get_config(run->optim);
     const ct_model *host = ct_model_host(run->model);
+    ct_optim_state_list optim;
     int rc;
 
-    ct_hang_enter(CT_PHASE_CHECKPOINT);
     if (!c)
         return ct_error_set(err, CT_ENOMEM, "", "out of memory saving %s", path);
     if ((rc = ct_model_to_host(run->model, run->optim, err)) ||
-        (rc = ct_strategy_optimizer_state_begin(run->strategy, run->optim, 1, err))) {
+        (rc = ct_strategy_optimizer_state_get(run->strategy, run->optim, 1, &optim, err))) {
         free(c);
         return rc;
     }
-    if ((rc = describe_tensors(run, c, 0, err))) {
-        ct_strategy_optimizer_state_end(run->strategy, run->optim, 0);
+    if ((rc = describe_tensors(run, c, &optim, err))) {
+        ct_optim_state_list_free(&optim);
         free(c);
         return rc;
     }
-    add_meta(c, "format", CKPT_FORMAT);
-    add_meta(c, "model", "%s %s", host->name, host->describe);
-    add_meta(c, "optimizer", "%s", ct_optim_kind_name(oc->kind));
-    add_meta(c, "precision", "%s", precision_name(run));
-    add_meta(c, "param_dtype", "%s", storage_name(host->param_dtype));
-    add_meta(c, "optimizer_steps", "%" PRId64, ct_optim_steps(run->optim));
-    add_meta(c, "epoch", "%" PRId64, run->st.epoch);
-    add_meta(c, "step_in_epoch", "%" PRId64, run->st.step_in_epoch);
-    add_meta(c, "global_step", "%" PRId64, run->st.global_step);
-    add_meta(c, "best_val_acc", "%.17g", run->st.best_val_acc);
+    ct_ckpt_meta_add(c, "format", CT_CKPT_FORMAT);
+    ct_ckpt_meta_add(c, "model", "%s %s", host->name, host->describe);
+    ct_ckpt_meta_add(c, "optimizer", "%s", ct_optim_kind_name(oc->kind));
+    ct_ckpt_meta_add(c, "precision", "%s", precision_name(run));
+    ct_ckpt_meta_add(c, "param_dtype", "%s", storage_name(host->param_dtype));
+    ct_ckpt_meta_add(c, "optimizer_steps", "%" PRId64, ct_optim_steps(run->optim));
+    ct_ckpt_meta_add(c, "epoch", "%" PRId64, run->st.epoch);
+    ct_ckpt_meta_add(c, "step_in_epoch", "%" PRId64, run->st.step_in_epoch);
+    ct_ckpt_meta_add(c, "global_step", "%" PRId64, run->st.global_step);
+    ct_ckpt_meta_add(c, "best_val_acc", "%.17g", run->st.best_val_acc);
     if (!run->model->info.has_accuracy)
-        add_meta(c, "best_val_loss", "%.17g", run->st.best_val_loss);
-    add_meta(c, "val_acc", "%.17g", run->st.last_val_acc);
-    add_meta(c, "val_loss", "%.17g", run->st.last_val_loss);
-    add_meta(c, "world_size", "%d", run->world);
-    add_meta(c, "batch_size", "%d", run->opt.batch_size);
-    add_meta(c, "blas_threads", "%d", run->opt.blas_threads);
-    add_meta(c, "seed", "%" PRIu64, run->opt.seed);
-    add_meta(c, "rng", "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64, run->rng.s[0], run->rng.s[1],
+        ct_ckpt_meta_add(c, "best_val_loss", "%.17g", run->st.best_val_loss);
+    ct_ckpt_meta_add(c, "val_acc", "%.17g", run->st.last_val_acc);
+    ct_ckpt_meta_add(c, "val_loss", "%.17g", run->st.last_val_loss);
+    ct_ckpt_meta_add(c, "world_size", "%d", run->world);
+    ct_ckpt_meta_add(c, "batch_size", "%d", run->opt.batch_size);
+    ct_ckpt_meta_add(c, "blas_threads", "%d", run->opt.blas_threads);
+    ct_ckpt_meta_add(c, "seed", "%" PRIu64, run->opt.seed);
+    ct_ckpt_meta_add(c, "rng", "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64, run->rng.s[0], run->rng.s[1],
              run->rng.s[2], run->rng.s[3]);
-    add_meta(c, "flags", "%s", run->opt.flags_json);
-    add_meta(c, "slurm_job_id", "%s", run->opt.job_id);
+    ct_ckpt_meta_add(c, "flags", "%s", run->opt.flags_json);
+    ct_ckpt_meta_add(c, "slurm_job_id", "%s", run->opt.job_id);
     add_callbacks(run, c);
-    add_meta(c, "datamodule", "%s", run->opt.datamodule);
-    add_meta(c, "data", "%s", run->opt.data_identity);
-    add_meta(c, "val_fraction", "%.17g", run->opt.val_fraction);
-    add_meta(c, "model_config", "%s", run->opt.model_config);
+    ct_ckpt_meta_add(c, "datamodule", "%s", run->opt.datamodule);
+    ct_ckpt_meta_add(c, "data", "%s", run->opt.data_identity);
+    ct_ckpt_meta_add(c, "val_fraction", "%.17g", run->opt.val_fraction);
+    ct_ckpt_meta_add(c, "model_config", "%s", run->opt.model_config);
     /* --async-checkpoint writes last.safetensors in the background (the saves at step boundaries
      * and on a stop); best and the top-k files stay synchronous: the top-k eviction unlinks a file
      * right after a save, which must not race a pending rename. */
@@ -227,7 +189,7 @@ static int save_checkpoint(ct_run *run, const char *path, ct_error *err)
         rc = ct_strategy_save_checkpoint_async(run->strategy, path, c, err);
     else
         rc = ct_strategy_save_checkpoint(run->strategy, path, c, err);
-    ct_strategy_optimizer_state_end(run->strategy, run->optim, 0);
+    ct_optim_state_list_free(&optim);
     free(c);
     return rc;
 }
@@ -262,7 +224,7 @@ int ct_run_checkpoint_wait(ct_run *run, ct_error *err)
 
 static int need_int(const char *path, const ct_ckpt *c, const char *key, int64_t *out, ct_error *err)
 {
-    const char *v = meta_get(c, key);
+    const char *v = ct_ckpt_meta_get(c, key);
     long n;
 
     if (!v || ct_parse_long(v, 0, CKPT_COUNT_MAX, &n)) {
@@ -280,14 +242,15 @@ static int need_int(const char *path, const ct_ckpt *c, const char *key, int64_t
  * written before ctrain recorded it holds F32. */
 static int check_storage(ct_run *run, const char *path, const ct_ckpt *c, int weights_only, ct_error *err)
 {
-    const char *theirs = meta_get(c, "param_dtype"), *prec = meta_get(c, "precision");
+    const char *theirs = ct_ckpt_meta_get(c, "param_dtype"), *prec = ct_ckpt_meta_get(c, "precision");
     const char *mine = storage_name(ct_model_host(run->model)->param_dtype);
 
-    if (!strcmp(theirs ? theirs : "F32", mine))
+    theirs = theirs ? theirs : storage_name(CT_DTYPE_F32);
+    if (!strcmp(theirs, mine))
         return 0;
     ct_error_set(err, weights_only ? CT_EFORMAT : CT_ECONFLICT, "ckpt-resume-mismatch",
                  "%s: the checkpoint stores its parameters in %s (--precision %s), this run stores them in %s "
-                 "(--precision %s)", path, theirs ? theirs : "F32", prec ? prec : "32-true", mine, precision_name(run));
+                 "(--precision %s)", path, theirs, prec ? prec : "32-true", mine, precision_name(run));
     return ct_error_hint(err, "%s with --precision %s", weights_only ? "load it" : "resume",
                          prec ? prec : "32-true");
 }
@@ -296,7 +259,7 @@ static int check_storage(ct_run *run, const char *path, const ct_ckpt *c, int we
  * an MLP's layers are --hidden's. */
 static int model_hint(const ct_ckpt *c, ct_error *err)
 {
-    const char *model = meta_get(c, "model"), *config = meta_get(c, "model_config");
+    const char *model = ct_ckpt_meta_get(c, "model"), *config = ct_ckpt_meta_get(c, "model_config");
     size_t name = model ? strcspn(model, " ") : 0;
 
     if (!name || (name == 3 && !strncmp(model, "mlp", 3)))
@@ -308,17 +271,16 @@ static int model_hint(const ct_ckpt *c, ct_error *err)
 /* The metadata checks that give a clear message before any tensor is compared. */
 static int check_header(ct_run *run, const char *path, const ct_ckpt *c, int weights_only, ct_error *err)
 {
-    const char *fmt = meta_get(c, "format"), *model = meta_get(c, "model"), *opt = meta_get(c, "optimizer");
+    const char *model = ct_ckpt_meta_get(c, "model"), *opt = ct_ckpt_meta_get(c, "optimizer");
     const char *mine = ct_optim_kind_name(ct_optim_get_config(run->optim)->kind);
     const ct_model *host = ct_model_host(run->model);
     char want[320];
 
+    int rc;
+
     snprintf(want, sizeof(want), "%s %s", host->name, host->describe);
-    if (!fmt || strcmp(fmt, CKPT_FORMAT)) {
-        ct_error_set(err, CT_EFORMAT, "ckpt-format", "%s: not a ctrain checkpoint (metadata format is %s)", path,
-                     fmt ? fmt : "missing");
-        return ct_error_hint(err, "pass a last.safetensors or best.safetensors written by ctrain fit");
-    }
+    if ((rc = ct_ckpt_format_check(c, "", path, err)))
+        return rc;
     if (!model || strcmp(model, want)) {
         /* Resuming another model is a conflict of this run's flags with the checkpoint's (exit 2). */
         ct_error_set(err, weights_only ? CT_EFORMAT : CT_ECONFLICT, "ckpt-model", "%s: checkpoint is for model %s, "
@@ -338,7 +300,7 @@ static int check_header(ct_run *run, const char *path, const ct_ckpt *c, int wei
 static int same_setting(const char *path, const ct_ckpt *c, const char *key, const char *mine, const char *flag,
                         ct_error *err)
 {
-    const char *theirs = meta_get(c, key);
+    const char *theirs = ct_ckpt_meta_get(c, key);
 
     if (!theirs || !strcmp(theirs, mine) || (!strcmp(key, "data") && (!theirs[0] || !mine[0])))
         return 0;
@@ -356,7 +318,7 @@ static int check_same_run(ct_run *run, const char *path, const ct_ckpt *c, ct_er
 {
     const ct_loop_options *o = &run->opt;
     char seed[32], vf[32];
-    const char *theirs_vf = meta_get(c, "val_fraction");
+    const char *theirs_vf = ct_ckpt_meta_get(c, "val_fraction");
     double d;
     int rc;
 
@@ -378,8 +340,8 @@ static int restore_counters(ct_run *run, const char *path, const ct_ckpt *c, ct_
 {
     ct_progress_state *st = &run->st;
     int64_t opt_steps, world, batch;
-    const char *rng = meta_get(c, "rng"), *best = meta_get(c, "best_val_acc");
-    const char *best_loss = meta_get(c, "best_val_loss");
+    const char *rng = ct_ckpt_meta_get(c, "rng"), *best = ct_ckpt_meta_get(c, "best_val_acc");
+    const char *best_loss = ct_ckpt_meta_get(c, "best_val_loss");
     int rc;
 
     if ((rc = need_int(path, c, "epoch", &st->epoch, err)) ||
@@ -419,7 +381,7 @@ int ct_run_checkpoint_meta(ct_run *run, const char *path, const char *key, char 
         return ct_error_set(err, CT_ENOMEM, "", "out of memory reading %s", path);
     /* No tensors described: the header and metadata only. */
     if (!(rc = ct_strategy_load_checkpoint(run->strategy, path, c, err))) {
-        v = meta_get(c, key);
+        v = ct_ckpt_meta_get(c, key);
         snprintf(out, size, "%s", v ? v : "");
     }
     free(c);
@@ -469,6 +431,7 @@ static int agree_on_file(ct_run *run, const char *path, int rc, uint64_t digest,
 int ct_run_load_checkpoint(ct_run *run, const char *path, int weights_only, ct_error *err)
 {
     ct_ckpt *c = calloc(1, sizeof(*c));
+    ct_optim_state_list optim = { 0 };
     uint64_t header;
     int rc;
 
@@ -484,9 +447,10 @@ int ct_run_load_checkpoint(ct_run *run, const char *path, int weights_only, ct_e
     header = c->header_digest;
     if ((rc = agree_on_file(run, path, rc, header, err)))
         goto out;
-    if (!weights_only && (rc = ct_strategy_optimizer_state_begin(run->strategy, run->optim, 0, err)))
+    /* The optimizer's whole arrays to read into: the strategy takes them back once read. */
+    if (!weights_only && (rc = ct_strategy_optimizer_state_get(run->strategy, run->optim, 0, &optim, err)))
         goto out;
-    rc = describe_tensors(run, c, weights_only, err);
+    rc = describe_tensors(run, c, weights_only ? NULL : &optim, err);
     if (!rc)
         rc = ct_strategy_load_checkpoint(run->strategy, path, c, err);
     /* The checks above were made on the first read: the second must be of the same file. */
@@ -497,10 +461,12 @@ int ct_run_load_checkpoint(ct_run *run, const char *path, int weights_only, ct_e
     /* Every rank read the same bytes: all refuse non-finite weights alike. */
     if (!rc)
         rc = ct_ckpt_check_finite(path, c, err);
-    if (!weights_only)
-        ct_strategy_optimizer_state_end(run->strategy, run->optim, rc == 0);
-    if (rc)
+    if (rc) {
+        ct_optim_state_list_free(&optim);
         goto out;
+    }
+    if (!weights_only)
+        ct_strategy_optimizer_state_put(run->strategy, run->optim, &optim);
     if (!weights_only)
         rc = restore_counters(run, path, c, err);
     if (!rc)
