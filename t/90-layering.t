@@ -243,7 +243,7 @@ my @inj_rank = rank_getenv(%inj_ranks);
 my $caught41 = (grep { m{strategies\.c: list\[4\]} } @inj_hand) && (grep { m{registry\.c: entries\[MAX_ENTRIES\]} } @inj_hand) &&
                (grep { m{ddp\.c: .*CT_VAR_RANK} } @inj_rank) && keys(%strategy_src) > 5;
 
-print "1..19\n";
+print "1..21\n";
 print(($edges > 20 ? "ok" : "not ok") . " 1 - read $edges includes in " . scalar(@files) . " files\n");
 if (@bad) {
     print "not ok 2 - layering holds\n";
@@ -518,5 +518,60 @@ sub call_circles {
     my @inj = call_circles(%injected);
     print((@inj && exists $loops_src{'engine/loops/step.c'} ? "ok" : "not ok") .
           " 19 - check 18 fails on an injected circle\n");
+    print "# injected: $_\n" for @inj;
+}
+
+# --- issue 41 item 4: the connector never holds the strategy ------------------------------------
+# 20. Nothing under engine/connector (nor connector.h) holds or frees what was built from its plan:
+#     struct ct_connector keeps no pointer slot (the plan only), no connector file names a
+#     ct_strategy or frees through a function pointer, and the connector's API has no attach. The
+#     Trainer creates the strategy from the plan (ct_strategy_create_from_plan) and frees it.
+# 21. Check 20 fails on the attach slot injected back (a void * and its free function).
+sub connector_holds {
+    my (%src) = @_;
+    my @bad;
+    for my $f (sort keys %src) {
+        my $text = strip_comments($src{$f});
+        if ($text =~ /\bstruct\s+ct_connector\s*\{([^}]*)\}/) {
+            for my $member (grep { /\S/ } split /;/, $1) {
+                $member =~ s/\s+/ /g;
+                push @bad, "$f: struct ct_connector holds a pointer: $member;" if $member =~ /\*/;
+            }
+        }
+        my $n = 0;
+        for my $line (split /\n/, $text) {
+            $n++;
+            push @bad, "$f:$n: names the strategy: $line" if $line =~ /\bct_strategy\w*/;
+            push @bad, "$f:$n: frees through a pointer: $line" if $line =~ /(?:->|\.)\w*free\w*\s*\(|\(\s*\*\s*\w*free\w*\s*\)/;
+            push @bad, "$f:$n: an attach slot: $line" if $line =~ /\bct_connector_attach\w*/;
+        }
+    }
+    return @bad;
+}
+{
+    my %conn_src;
+    for my $file (grep { m{^engine/connector/} || $_ eq 'include/ctrain/connector.h' } @files) {
+        open(my $fh, '<', $file) or die "$file: $!";
+        local $/;
+        $conn_src{$file} = <$fh>;
+        close $fh;
+    }
+    my @holds = connector_holds(%conn_src);
+    print((@holds ? "not ok" : "ok") . " 20 - the connector never holds the strategy: no slot, no free of it (" .
+          scalar(keys %conn_src) . " files)\n");
+    print "# $_\n" for @holds;
+    my %inj = %conn_src;
+    $inj{'engine/connector/connector_internal.h'} =~
+        s/(struct ct_connector \{\n)/$1    void *attached;\n    void (*attached_free)(void *obj);\n/;
+    $inj{'engine/connector/connector.c'} .= "\nvoid ct_connector_attach(ct_connector *c, void *obj, void (*free_fn)(void *obj))\n" .
+        "{\n    c->attached = obj;\n    c->attached_free = free_fn;\n}\n" .
+        "static void drop(ct_connector *c) { c->attached_free(c->attached); }\n";
+    my @inj = connector_holds(%inj);
+    my $caught = (grep { m{connector_internal\.h: struct ct_connector holds a pointer: .*void \*attached} } @inj) &&
+                 (grep { m{connector_internal\.h: struct ct_connector holds a pointer: .*attached_free} } @inj) &&
+                 (grep { m{connector\.c:\d+: frees through a pointer} } @inj) &&
+                 (grep { m{connector\.c:\d+: an attach slot} } @inj);
+    print(($caught && exists $conn_src{'engine/connector/connector_internal.h'} ? "ok" : "not ok") .
+          " 21 - check 20 fails on an injected attach slot\n");
     print "# injected: $_\n" for @inj;
 }
