@@ -243,7 +243,7 @@ my @inj_rank = rank_getenv(%inj_ranks);
 my $caught41 = (grep { m{strategies\.c: list\[4\]} } @inj_hand) && (grep { m{registry\.c: entries\[MAX_ENTRIES\]} } @inj_hand) &&
                (grep { m{ddp\.c: .*CT_VAR_RANK} } @inj_rank) && keys(%strategy_src) > 5;
 
-print "1..21\n";
+print "1..22\n";
 print(($edges > 20 ? "ok" : "not ok") . " 1 - read $edges includes in " . scalar(@files) . " files\n");
 if (@bad) {
     print "not ok 2 - layering holds\n";
@@ -409,18 +409,36 @@ push @short_bad, "$trainer: $nfun functions (at most 8)" if $nfun > 8;
 print((@short_bad ? "not ok" : "ok") . " 9 - trainer.c is short: " . scalar(@tlines) . " lines, $nfun functions\n");
 print "# $_\n" for @short_bad;
 
-# The Trainer reads the environment through envs/ (the job id: ct_env_slurm_job_id) and names no
-# model: what a model needs (--hidden's key) its class says.
-my @trainer_env;
+# The Trainer reads no variable, not even through envs/'s readers: the SLURM job id and whether
+# ctrain supervise started the step are the answer of the cluster environment the connector chose
+# (the plan's env.slurm_job_id, env.ctrain_supervised, read by ct_env_detect). It names no model:
+# what a model needs (--hidden's key) its class says.
+# 22. Check 10 fails on the job id read directly again (run.c calling ct_env_slurm_job_id).
+sub trainer_reads_env {
+    my (%src) = @_;
+    my @bad;
+    for my $f (sort keys %src) {
+        my $n = 0;
+        for my $line (split /\n/, $src{$f}) {
+            $n++;
+            push @bad, "$f:$n: $line" if $line =~ /\bgetenv\s*\(|"SLURM_\w+"|"(mlp|gpt)"|\bct_env_\w+\s*\(|\bct_getenv_process\b/;
+        }
+    }
+    return @bad;
+}
+my %trainer_text;
 for my $file (grep { m{^engine/trainer/} } @files) {
     open(my $fh, '<', $file) or die "$file: $!";
-    while (my $line = <$fh>) {
-        push @trainer_env, "$file:$.: $line" if $line =~ /\bgetenv\s*\(|"SLURM_\w+"|"(mlp|gpt)"/;
-    }
+    local $/;
+    $trainer_text{$file} = <$fh>;
     close $fh;
 }
-print((@trainer_env ? "not ok" : "ok") . " 10 - the Trainer reads no variable itself and names no model\n");
-print "# $_" for @trainer_env;
+my @trainer_env = trainer_reads_env(%trainer_text);
+my %inj_env = %trainer_text;
+$inj_env{'engine/trainer/run.c'} .= "\nstatic const char *j(void) { return ct_env_slurm_job_id(ct_getenv_process, NULL); }\n";
+my @inj_env = trainer_reads_env(%inj_env);
+print((@trainer_env ? "not ok" : "ok") . " 10 - the Trainer reads no variable itself (the environment's answer in the plan) and names no model\n");
+print "# $_\n" for @trainer_env;
 
 print((@spank_bad ? "not ok" : "ok") . " 11 - spank/ has no circle: each file includes and calls only files below it (@spank_order)\n");
 print "# $_\n" for @spank_bad;
@@ -575,3 +593,6 @@ sub connector_holds {
           " 21 - check 20 fails on an injected attach slot\n");
     print "# injected: $_\n" for @inj;
 }
+print(((grep { m{^engine/trainer/run\.c:\d+: .*ct_env_slurm_job_id} } @inj_env) && keys(%trainer_text) > 3 ? "ok" : "not ok") .
+      " 22 - check 10 fails on the job id read directly\n");
+print "# injected: $_\n" for @inj_env;
