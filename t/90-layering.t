@@ -243,7 +243,7 @@ my @inj_rank = rank_getenv(%inj_ranks);
 my $caught41 = (grep { m{strategies\.c: list\[4\]} } @inj_hand) && (grep { m{registry\.c: entries\[MAX_ENTRIES\]} } @inj_hand) &&
                (grep { m{ddp\.c: .*CT_VAR_RANK} } @inj_rank) && keys(%strategy_src) > 5;
 
-print "1..22\n";
+print "1..24\n";
 print(($edges > 20 ? "ok" : "not ok") . " 1 - read $edges includes in " . scalar(@files) . " files\n");
 if (@bad) {
     print "not ok 2 - layering holds\n";
@@ -596,3 +596,42 @@ sub connector_holds {
 print(((grep { m{^engine/trainer/run\.c:\d+: .*ct_env_slurm_job_id} } @inj_env) && keys(%trainer_text) > 3 ? "ok" : "not ok") .
       " 22 - check 10 fails on the job id read directly\n");
 print "# injected: $_\n" for @inj_env;
+
+# --- issue 41 item 3: a component's name written once ------------------------------------------
+# 23. The implementations of strategies, accelerators and precisions carry no name of their own
+#     (no .name = "..." in engine/strategies, engine/accelerators, engine/precision): each is paired
+#     with its descriptor (engine/registry/) by symbol or row and takes the descriptor's name.
+# 24. Check 23 fails on a name written back into an implementation.
+sub impl_names {
+    my (%src) = @_;
+    my @bad;
+    for my $f (sort keys %src) {
+        (my $text = $src{$f}) =~ s{/\*(.*?)\*/}{"\n" x ($1 =~ tr/\n//)}gse; # comments out, lines kept
+        my $n = 0;
+        for my $line (split /\n/, $text) {
+            $n++;
+            push @bad, "$f:$n: names itself: $line" if $line =~ /\.name\s*=\s*"/;
+        }
+    }
+    return @bad;
+}
+{
+    my %impl_src;
+    for my $file (grep { m{^engine/(strategies|accelerators|precision)/} } @files) {
+        open(my $fh, '<', $file) or die "$file: $!";
+        local $/;
+        $impl_src{$file} = <$fh>;
+        close $fh;
+    }
+    my @named = impl_names(%impl_src);
+    print((@named ? "not ok" : "ok") . " 23 - strategies, accelerators and precisions take their descriptor's name (" .
+          scalar(keys %impl_src) . " files)\n");
+    print "# $_\n" for @named;
+    my %inj = %impl_src;
+    $inj{'engine/accelerators/cpu.c'} =~ s/(const struct ct_accelerator_ops ct_accelerator_cpu = \{\n)/$1    .name = "cpu",\n/;
+    $inj{'engine/precision/precision.c'} .= "\nstatic const struct ct_precision_ops p = { .name = \"32-true\" };\n";
+    my @inj = impl_names(%inj);
+    print(((grep { m{^engine/accelerators/cpu\.c:} } @inj) && (grep { m{^engine/precision/precision\.c:} } @inj) ? "ok" : "not ok") .
+          " 24 - check 23 fails on a name written into an implementation\n");
+    print "# injected: $_\n" for @inj;
+}
