@@ -7,9 +7,9 @@
  *   2. choose    — accelerator, strategy, precision, cluster environment and devices;
  * and the result, a plan: each choice with where it came from. The connector only plans; the
  * strategy is created from the plan by engine/strategies (ct_strategy_create_from_plan in
- * include/ctrain/strategy.h) and belongs to its creator (the Trainer), handed its accelerator, precision, checkpoint IO, cluster
- * environment, launcher and devices. The rules read what each component declares about itself
- * (include/ctrain/registry.h), never its name.
+ * include/ctrain/strategy.h) and belongs to its creator (the Trainer), handed its accelerator,
+ * precision, checkpoint IO, cluster environment, launcher and devices. The rules read what each
+ * component declares about itself (include/ctrain/registry.h), never its name.
  * Every conflict is an error with a hint (ct_error.id is the catalogue id); never a fallback.
  * The connector is in libctrain-core: the SPANK plugin runs it inside srun.
  */
