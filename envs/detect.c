@@ -232,6 +232,9 @@ int ct_env_detect(ct_getenv_fn get, void *ctx, const char *forced, const struct 
         return rc;
     if ((rc = enrich(get, ctx, chosen, info, err)) || (rc = unknown_fields(chosen, info, err)))
         return rc;
+    /* Whatever started the processes, they may run inside a SLURM job (or a supervised step). */
+    ct_str_copy(info->slurm_job_id, sizeof(info->slurm_job_id), ct_env_slurm_job_id(get, ctx));
+    info->ctrain_supervised = ct_env_ctrain_supervised(get, ctx);
     *ops = chosen;
     return 0;
 }

@@ -266,7 +266,7 @@ my @inj_rank = rank_getenv(%inj_ranks);
 my $caught41 = (grep { m{strategies\.c: list\[4\]} } @inj_hand) && (grep { m{registry\.c: entries\[MAX_ENTRIES\]} } @inj_hand) &&
                (grep { m{ddp\.c: .*CT_VAR_RANK} } @inj_rank) && keys(%strategy_src) > 5;
 
-print "1..21\n";
+print "1..26\n";
 print(($edges > 20 ? "ok" : "not ok") . " 1 - read $edges includes in " . scalar(@files) . " files\n");
 if (@bad) {
     print "not ok 2 - layering holds\n";
@@ -432,18 +432,36 @@ push @short_bad, "$trainer: $nfun functions (at most 8)" if $nfun > 8;
 print((@short_bad ? "not ok" : "ok") . " 9 - trainer.c is short: " . scalar(@tlines) . " lines, $nfun functions\n");
 print "# $_\n" for @short_bad;
 
-# The Trainer reads the environment through envs/ (the job id: ct_env_slurm_job_id) and names no
-# model: what a model needs (--hidden's key) its class says.
-my @trainer_env;
+# The Trainer reads no variable, not even through envs/'s readers: the SLURM job id and whether
+# ctrain supervise started the step are the answer of the cluster environment the connector chose
+# (the plan's env.slurm_job_id, env.ctrain_supervised, read by ct_env_detect). It names no model:
+# what a model needs (--hidden's key) its class says.
+# 24. Check 10 fails on the job id read directly again (run.c calling ct_env_slurm_job_id).
+sub trainer_reads_env {
+    my (%src) = @_;
+    my @bad;
+    for my $f (sort keys %src) {
+        my $n = 0;
+        for my $line (split /\n/, $src{$f}) {
+            $n++;
+            push @bad, "$f:$n: $line" if $line =~ /\bgetenv\s*\(|"SLURM_\w+"|"(mlp|gpt)"|\bct_env_\w+\s*\(|\bct_getenv_process\b/;
+        }
+    }
+    return @bad;
+}
+my %trainer_text;
 for my $file (grep { m{^engine/trainer/} } @files) {
     open(my $fh, '<', $file) or die "$file: $!";
-    while (my $line = <$fh>) {
-        push @trainer_env, "$file:$.: $line" if $line =~ /\bgetenv\s*\(|"SLURM_\w+"|"(mlp|gpt)"/;
-    }
+    local $/;
+    $trainer_text{$file} = <$fh>;
     close $fh;
 }
-print((@trainer_env ? "not ok" : "ok") . " 10 - the Trainer reads no variable itself and names no model\n");
-print "# $_" for @trainer_env;
+my @trainer_env = trainer_reads_env(%trainer_text);
+my %inj_env = %trainer_text;
+$inj_env{'engine/trainer/run.c'} .= "\nstatic const char *j(void) { return ct_env_slurm_job_id(ct_getenv_process, NULL); }\n";
+my @inj_env = trainer_reads_env(%inj_env);
+print((@trainer_env ? "not ok" : "ok") . " 10 - the Trainer reads no variable itself (the environment's answer in the plan) and names no model\n");
+print "# $_\n" for @trainer_env;
 
 print((@spank_bad ? "not ok" : "ok") . " 11 - spank/ has no circle: each file includes and calls only files below it (@spank_order)\n");
 print "# $_\n" for @spank_bad;
@@ -579,5 +597,102 @@ sub non_loop_entries {
     my @inj = non_loop_entries(\%allowed, sort(@entries, 'logger.c', 'proto/', 'proto/tensorboard.proto'));
     print(((grep { m{^engine/loops/logger\.c: } } @inj) && (grep { m{^engine/loops/proto/: } } @inj) &&
            grep({ $_ eq 'step.c' } @entries) ? "ok" : "not ok") . " 21 - check 20 fails on injected non-loop files\n");
+    print "# injected: $_\n" for @inj;
+}
+
+# --- issue 41 item 4: the connector never holds the strategy ------------------------------------
+# 22. Nothing under engine/connector (nor connector.h) holds or frees what was built from its plan:
+#     struct ct_connector keeps no pointer slot (the plan only), no connector file names a
+#     ct_strategy or frees through a function pointer, and the connector's API has no attach. The
+#     Trainer creates the strategy from the plan (ct_strategy_create_from_plan) and frees it.
+# 23. Check 22 fails on the attach slot injected back (a void * and its free function).
+sub connector_holds {
+    my (%src) = @_;
+    my @bad;
+    for my $f (sort keys %src) {
+        my $text = strip_comments($src{$f});
+        if ($text =~ /\bstruct\s+ct_connector\s*\{([^}]*)\}/) {
+            for my $member (grep { /\S/ } split /;/, $1) {
+                $member =~ s/\s+/ /g;
+                push @bad, "$f: struct ct_connector holds a pointer: $member;" if $member =~ /\*/;
+            }
+        }
+        my $n = 0;
+        for my $line (split /\n/, $text) {
+            $n++;
+            push @bad, "$f:$n: names the strategy: $line" if $line =~ /\bct_strategy\w*/;
+            push @bad, "$f:$n: frees through a pointer: $line" if $line =~ /(?:->|\.)\w*free\w*\s*\(|\(\s*\*\s*\w*free\w*\s*\)/;
+            push @bad, "$f:$n: an attach slot: $line" if $line =~ /\bct_connector_attach\w*/;
+        }
+    }
+    return @bad;
+}
+{
+    my %conn_src;
+    for my $file (grep { m{^engine/connector/} || $_ eq 'include/ctrain/connector.h' } @files) {
+        open(my $fh, '<', $file) or die "$file: $!";
+        local $/;
+        $conn_src{$file} = <$fh>;
+        close $fh;
+    }
+    my @holds = connector_holds(%conn_src);
+    print((@holds ? "not ok" : "ok") . " 22 - the connector never holds the strategy: no slot, no free of it (" .
+          scalar(keys %conn_src) . " files)\n");
+    print "# $_\n" for @holds;
+    my %inj = %conn_src;
+    $inj{'engine/connector/connector_internal.h'} =~
+        s/(struct ct_connector \{\n)/$1    void *attached;\n    void (*attached_free)(void *obj);\n/;
+    $inj{'engine/connector/connector.c'} .= "\nvoid ct_connector_attach(ct_connector *c, void *obj, void (*free_fn)(void *obj))\n" .
+        "{\n    c->attached = obj;\n    c->attached_free = free_fn;\n}\n" .
+        "static void drop(ct_connector *c) { c->attached_free(c->attached); }\n";
+    my @inj = connector_holds(%inj);
+    my $caught = (grep { m{connector_internal\.h: struct ct_connector holds a pointer: .*void \*attached} } @inj) &&
+                 (grep { m{connector_internal\.h: struct ct_connector holds a pointer: .*attached_free} } @inj) &&
+                 (grep { m{connector\.c:\d+: frees through a pointer} } @inj) &&
+                 (grep { m{connector\.c:\d+: an attach slot} } @inj);
+    print(($caught && exists $conn_src{'engine/connector/connector_internal.h'} ? "ok" : "not ok") .
+          " 23 - check 22 fails on an injected attach slot\n");
+    print "# injected: $_\n" for @inj;
+}
+print(((grep { m{^engine/trainer/run\.c:\d+: .*ct_env_slurm_job_id} } @inj_env) && keys(%trainer_text) > 3 ? "ok" : "not ok") .
+      " 24 - check 10 fails on the job id read directly\n");
+print "# injected: $_\n" for @inj_env;
+
+# --- issue 41 item 3: a component's name written once ------------------------------------------
+# 25. The implementations of strategies, accelerators and precisions carry no name of their own
+#     (no .name = "..." in engine/strategies, engine/accelerators, engine/precision): each is paired
+#     with its descriptor (engine/registry/) by symbol or row and takes the descriptor's name.
+# 26. Check 25 fails on a name written back into an implementation.
+sub impl_names {
+    my (%src) = @_;
+    my @bad;
+    for my $f (sort keys %src) {
+        (my $text = $src{$f}) =~ s{/\*(.*?)\*/}{"\n" x ($1 =~ tr/\n//)}gse; # comments out, lines kept
+        my $n = 0;
+        for my $line (split /\n/, $text) {
+            $n++;
+            push @bad, "$f:$n: names itself: $line" if $line =~ /\.name\s*=\s*"/;
+        }
+    }
+    return @bad;
+}
+{
+    my %impl_src;
+    for my $file (grep { m{^engine/(strategies|accelerators|precision)/} } @files) {
+        open(my $fh, '<', $file) or die "$file: $!";
+        local $/;
+        $impl_src{$file} = <$fh>;
+        close $fh;
+    }
+    my @named = impl_names(%impl_src);
+    print((@named ? "not ok" : "ok") . " 25 - strategies, accelerators and precisions take their descriptor's name (" .
+          scalar(keys %impl_src) . " files)\n");
+    print "# $_\n" for @named;
+    my %inj = %impl_src;
+    $inj{'engine/accelerators/cpu.c'} =~ s/(const struct ct_accelerator_ops ct_accelerator_cpu = \{\n)/$1    .name = "cpu",\n/;
+    $inj{'engine/precision/precision.c'} .= "\nstatic const struct ct_precision_ops p = { .name = \"32-true\" };\n";
+    my @inj = impl_names(%inj);
+    print(((grep { m{^engine/accelerators/cpu\.c:} } @inj) && (grep { m{^engine/precision/precision\.c:} } @inj) ? "ok" : "not ok") .
+          " 26 - check 25 fails on a name written into an implementation\n");
     print "# injected: $_\n" for @inj;
 }

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The accelerators libctrain implements; registered by name in ct_engine_init(). */
+/* The accelerators libctrain implements, their ops without a name (their descriptors' in
+ * engine/registry/accelerator_NAME.c); registered in ct_engine_init(). */
 #ifndef CTRAIN_ACCELERATORS_H
 #define CTRAIN_ACCELERATORS_H
 

@@ -67,8 +67,8 @@ static int cpu_model_to_device(ct_model *host, const ct_model_placement *where, 
     return 0;
 }
 
+/* Its name is its descriptor's (engine/registry/accelerator_cpu.c): accelerators.c copies it in. */
 const struct ct_accelerator_ops ct_accelerator_cpu = {
-    .name = "cpu",
     .device_memory = 0,
     .model_to_device = cpu_model_to_device,
     .is_available = cpu_is_available,

@@ -177,8 +177,8 @@ static int cuda_model_to_device(ct_model *host, const ct_model_placement *where,
     return fn(host, where, out, err);
 }
 
+/* Its name is its descriptor's (engine/registry/accelerator_cuda.c): accelerators.c copies it in. */
 const struct ct_accelerator_ops ct_accelerator_cuda = {
-    .name = "cuda",
     .device_memory = 1,
     .model_to_device = cuda_model_to_device,
     .is_available = cuda_is_available,

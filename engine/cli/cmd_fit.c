@@ -146,7 +146,6 @@ static int run(enum which w, int argc, char **argv)
         ct_error_print(stderr, &err);
     else
         report(w, &res);
-    /* After a collective timeout this ends the job (MPI_Abort) once the message above is out. */
     ct_connector_free(conn);
     if (rc && !strcmp(err.id, "fit-loss-nonfinite"))
         return CT_EXIT_NONFINITE;

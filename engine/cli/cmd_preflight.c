@@ -75,7 +75,6 @@ int ct_cmd_preflight(int argc, char **argv)
     rc = ct_trainer_preflight(&cfg, conn, &named, &err);
     if (rc)
         ct_error_print(stderr, &err);
-    /* After a timeout this ends the job (MPI_Abort) once the message above is out. */
     ct_connector_free(conn);
     if (rc)
         return ct_error_exit_status(rc);

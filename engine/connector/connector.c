@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The connector: parts 1 and 2 at creation, the plan kept for its caller. It plans only: the
- * strategy is created from the plan by engine/strategies (ct_strategy_from_connector), which attaches
- * it here so that it lives as long as the connector. Also the plan as JSON for `ctrain plan`. */
+ * strategy is created from the plan by engine/strategies (ct_strategy_create_from_plan) and belongs
+ * to whoever created it (the Trainer). Also the plan as JSON for `ctrain plan`. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,23 +71,8 @@ const ct_plan *ct_connector_plan(const ct_connector *c)
     return &c->plan;
 }
 
-void *ct_connector_attached(const ct_connector *c)
-{
-    return c->attached;
-}
-
-void ct_connector_attach(ct_connector *c, void *obj, void (*free_fn)(void *obj))
-{
-    c->attached = obj;
-    c->attached_free = free_fn;
-}
-
 void ct_connector_free(ct_connector *c)
 {
-    if (!c)
-        return;
-    if (c->attached && c->attached_free)
-        c->attached_free(c->attached);
     free(c);
 }
 

@@ -37,8 +37,6 @@ typedef struct ct_final_flags {
 
 struct ct_connector {
     ct_plan plan;
-    void *attached;                   /* what was built from the plan (the strategy), or NULL */
-    void (*attached_free)(void *obj); /* frees it with the connector */
 };
 
 /* Part 1 — engine/connector/validate.c */

@@ -5,7 +5,8 @@
 
 #include "ctrain/precision.h"
 
-/* The i-th implemented precision, NULL past the last: ct_engine_init registers each under its name. */
+/* The i-th implemented precision, NULL past the last, with its descriptor's name: ct_engine_init
+ * registers each under it. */
 const struct ct_precision_ops *ct_precision_at(int i);
 
 #endif

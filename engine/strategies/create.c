@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The strategy from the connector's plan, handed its parts — accelerator, precision, cluster
  * environment, checkpoint IO, launcher and devices. The connector only plans; this is where a
- * plan becomes a running strategy, the first time the Trainer asks.
+ * plan becomes a running strategy, which belongs to the caller (the Trainer creates one per run
+ * and frees it).
  *
  * The implementations are the ops libctrain attached to the registry entries at start-up
  * (ct_engine_init). A process that linked only libctrain-core (the SPANK plugin) never gets here.
@@ -83,19 +84,12 @@ void ct_strategy_free(ct_strategy *s)
     free(s);
 }
 
-static void free_attached(void *obj)
+void ct_strategy_free_reported(ct_strategy *s, const ct_error *why)
 {
-    ct_strategy_free(obj);
-}
-
-ct_strategy *ct_strategy_from_connector(ct_connector *c, ct_error *err)
-{
-    ct_strategy *s = ct_connector_attached(c);
-
-    if (!s) {
-        if (ct_strategy_create_from_plan(ct_connector_plan(c), &s, err))
-            return NULL;
-        ct_connector_attach(c, s, free_attached);
+    /* The caller owns the report, but would never get to print it. */
+    if (s && why && s->ops->ends_job && s->ops->ends_job(s)) {
+        ct_error_print(stderr, why);
+        fflush(NULL);
     }
-    return s;
+    ct_strategy_free(s);
 }

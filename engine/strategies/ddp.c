@@ -1206,6 +1206,15 @@ static void abort_stuck(int sig)
     _exit(1);
 }
 
+/* MPI to abort: this process joined MPI (or owns it) and the world broke. Without MPI (gloo, or
+ * nccl without a PMIx server) the other ranks' collective timeout ends them instead. */
+static int ct_ddp_ends_job(const ct_strategy *s)
+{
+    const struct ddp *d = s->impl;
+
+    return d && d->broken && !(d->comm == MPI_COMM_NULL && !d->mpi_owner);
+}
+
 static void ct_ddp_destroy(ct_strategy *s)
 {
     struct ddp *d = s->impl;
@@ -1218,11 +1227,9 @@ static void ct_ddp_destroy(ct_strategy *s)
      * and slurmctld are on the other side) it waits for network timeouts, so it gets ABORT_WAIT_S
      * and then this rank exits anyway: the launcher ends the others when it hears. */
     if (d->comm == MPI_COMM_NULL && !d->mpi_owner) {
-        /* No MPI to abort (gloo, or nccl without a PMIx server): the other ranks' collective
-         * timeout ends them. */
         nccl_free(d);
         gloo_free(d);
-    } else if (d->broken) {
+    } else if (ct_ddp_ends_job(s)) {
         signal(SIGALRM, abort_stuck);
         alarm(ABORT_WAIT_S);
         MPI_Abort(MPI_COMM_WORLD, 1);
@@ -1245,6 +1252,7 @@ const struct ct_strategy_ops ct_strategy_ddp = {
     .reduce_sum = ct_ddp_reduce_sum,
     .sendrecv = ct_ddp_sendrecv,
     .teardown = ct_ddp_teardown,
+    .ends_job = ct_ddp_ends_job,
     .destroy = ct_ddp_destroy,
 };
 

@@ -46,6 +46,8 @@ struct ct_strategy_ops {
      * state array) into whole[] on rank 0. A collective. */
     int (*gather_shards)(ct_strategy *s, const void *mine, void *whole, ct_error *err);
     void (*teardown)(ct_strategy *s);
+    /* Optional: 1 when destroy will end the job (ct_strategy_free_reported); NULL: it never does. */
+    int (*ends_job)(const ct_strategy *s);
     void (*destroy)(ct_strategy *s);
 };
 

@@ -75,7 +75,9 @@ int ct_trainer_preflight(const ct_trainer_config *cfg, ct_connector *conn, int *
     *named = 0;
     if ((rc = ct_trainer_config_check(cfg, err)))
         return ct_error_prefix(err, "preflight: "), rc;
-    if (!(s = ct_strategy_from_connector(conn, err)))
-        return err && err->code ? err->code : CT_EINTERNAL;
-    return ct_strategy_launch(s, preflight_body, (void *)cfg, named, sizeof(*named), err);
+    if ((rc = ct_strategy_create_from_plan(ct_connector_plan(conn), &s, err)))
+        return rc;
+    rc = ct_strategy_launch(s, preflight_body, (void *)cfg, named, sizeof(*named), err);
+    ct_strategy_free_reported(s, rc ? err : NULL);
+    return rc;
 }

@@ -7,7 +7,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ctrain/envs.h"
 #include "ctrain/nn.h"
 #include "engine/checkpoint/hf_io.h"
 #include "engine/trainer/trainer_internal.h"
@@ -63,8 +62,9 @@ void ct_run_options(ct_run *run, const ct_trainer_job *job)
     o->tensorboard = cfg->tensorboard;
     run->last_grad_norm = NAN;
     snprintf(o->root_dir, sizeof(o->root_dir), "%s", cfg->default_root_dir);
-    snprintf(o->job_id, sizeof(o->job_id), "%s", ct_env_slurm_job_id(ct_getenv_process, NULL));
-    o->supervised = ct_env_ctrain_supervised(ct_getenv_process, NULL);
+    /* The cluster environment the connector chose answers (envs/ read it into the plan). */
+    snprintf(o->job_id, sizeof(o->job_id), "%s", job->plan->env.slurm_job_id);
+    o->supervised = job->plan->env.ctrain_supervised;
     ct_summary_flags_json(job, o->flags_json, sizeof(o->flags_json));
     progress_mode(run, cfg->progress);
     run->st.best_val_acc = -1;

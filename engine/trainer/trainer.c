@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The Trainer: checks the config, takes the strategy from the connector and runs the rank body on
+/* The Trainer: checks the config, creates the strategy from the plan and runs the rank body on
  * every rank through the strategy's launcher: build -> place -> fit (or evaluate) -> report.
  * Each step is a call into its own file (trainer_internal.h); see include/ctrain/trainer.h. */
 #include <string.h>
@@ -112,8 +112,7 @@ static int rank_body(ct_strategy *s, void *arg, void *result, size_t result_size
     return rc;
 }
 
-/* The config is checked here, once, before anything is launched; its errors name the command
- * ("fit: --lr ..."). */
+/* The config is checked once, before anything is launched; its errors name the command ("fit: --lr ..."). */
 static int launch(const ct_trainer_config *cfg, enum ct_trainer_mode mode, ct_connector *conn,
                   ct_trainer_result *res, ct_error *err)
 {
@@ -126,8 +125,8 @@ static int launch(const ct_trainer_config *cfg, enum ct_trainer_mode mode, ct_co
     if ((rc = ct_trainer_config_check(cfg, err)) || (rc = ct_signal_connector_parse(cfg, &job.requeue_signal, err)) ||
         (rc = ct_signal_connector_parse_dump(cfg, job.requeue_signal, &job.dump_signal, err)))
         return ct_error_prefix(err, "%s: ", verb[mode]), rc;
-    if (!(s = ct_strategy_from_connector(conn, err)))
-        return err && err->code ? err->code : CT_EINTERNAL;
+    if ((rc = ct_strategy_create_from_plan(job.plan, &s, err)))
+        return rc;
     /* Under ctrain's own launcher the supervisor must pass the requeue signal on to the ranks. */
     ct_strategy_set_forward_signal(s, job.requeue_signal);
     if (mode == CT_TRAINER_FIT) {
@@ -135,7 +134,9 @@ static int launch(const ct_trainer_config *cfg, enum ct_trainer_mode mode, ct_co
         ct_stop_set_dump_signal(job.dump_signal);
         ct_stop_keep_blocked(job.requeue_signal);
     }
-    return ct_strategy_launch(s, rank_body, &job, res, sizeof(*res), err);
+    rc = ct_strategy_launch(s, rank_body, &job, res, sizeof(*res), err);
+    ct_strategy_free_reported(s, rc ? err : NULL);
+    return rc;
 }
 
 int ct_trainer_fit(const ct_trainer_config *cfg, ct_connector *conn, ct_trainer_result *res, ct_error *err)

@@ -6,10 +6,10 @@
  *                  and fix the final flags (flags override CTRAIN_* environment defaults);
  *   2. choose    — accelerator, strategy, precision, cluster environment and devices;
  * and the result, a plan: each choice with where it came from. The connector only plans; the
- * strategy is created from the plan by engine/strategies (ct_strategy_from_connector in
- * include/ctrain/strategy.h), handed its accelerator, precision, checkpoint IO, cluster
- * environment, launcher and devices. The rules read what each component declares about itself
- * (include/ctrain/registry.h), never its name.
+ * strategy is created from the plan by engine/strategies (ct_strategy_create_from_plan in
+ * include/ctrain/strategy.h) and belongs to its creator (the Trainer), handed its accelerator,
+ * precision, checkpoint IO, cluster environment, launcher and devices. The rules read what each
+ * component declares about itself (include/ctrain/registry.h), never its name.
  * Every conflict is an error with a hint (ct_error.id is the catalogue id); never a fallback.
  * The connector is in libctrain-core: the SPANK plugin runs it inside srun.
  */
@@ -115,12 +115,6 @@ int ct_connector_devices_parse(const char *value, int *per_node, ct_error *err);
 int ct_connector_create(const ct_connector_flags *flags, const ct_connector_context *ctx,
                         ct_connector **out, ct_error *err);
 const ct_plan *ct_connector_plan(const ct_connector *c);
-/* What was built from the plan and lives as long as the connector (the strategy: see
- * ct_strategy_from_connector), freed by ct_connector_free with free_fn — after the caller reported
- * the run, so that a strategy that must end the job (MPI_Abort after a collective timeout) does so
- * once the message is out. The connector never looks inside it. */
-void ct_connector_attach(ct_connector *c, void *obj, void (*free_fn)(void *obj));
-void *ct_connector_attached(const ct_connector *c);
 void ct_connector_free(ct_connector *c);
 
 /* The error catalogue: every misconfiguration the connector reports, by stable id. */

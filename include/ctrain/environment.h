@@ -43,7 +43,13 @@ typedef struct ct_env_info {
     int equal_tasks_per_node;        /* 1 when every node runs local_world_size tasks */
     char main_address[256];
     int main_port;
-    char job_id[64];
+    char job_id[64];                 /* the launcher's job: SLURM_JOB_ID, LSB_JOBID, PMIx's namespace, ... */
+    /* The SLURM job the processes run in, whichever launcher started them (mpirun, torchrun or
+     * ctrain's own launcher inside a batch script too), "" outside SLURM: the job a requeue asks
+     * slurmctld for and checkpoints record. Not job_id: PMIx's namespace overwrites that under
+     * srun --mpi=pmix, and LSF's or torchrun's id is no SLURM job to requeue. */
+    char slurm_job_id[64];
+    int ctrain_supervised;           /* 1 in a step `ctrain supervise` started (CTRAIN_SUPERVISED=1) */
     char source[CT_ENV_NFIELDS][96]; /* which variable(s) decided each field, e.g. "SLURM_PROCID" */
     char enriched_by[32];            /* "pmix" when PMIx refined this environment's fields, else "" */
 } ct_env_info;

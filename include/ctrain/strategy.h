@@ -32,7 +32,6 @@
 
 typedef struct ct_strategy ct_strategy;
 struct ct_plan;
-struct ct_connector;
 
 /* --- creation from the connector's plan -------------------------------------------------------- */
 /* The strategy the plan names, handed the plan's accelerator, precision, checkpoint IO, launcher,
@@ -40,9 +39,11 @@ struct ct_connector;
  * names). CT_ENOTAVAIL (implementation-missing) when one is not registered in this process. */
 int ct_strategy_create_from_plan(const struct ct_plan *plan, ct_strategy **out, ct_error *err);
 void ct_strategy_free(ct_strategy *s);
-/* The connector's strategy: created from its plan on the first call, the same one later, and
- * freed with the connector (ct_connector_free). NULL with err set on failure. */
-ct_strategy *ct_strategy_from_connector(struct ct_connector *c, ct_error *err);
+/* ct_strategy_free, for a caller whose run failed with why (NULL: it did not). Freeing a strategy
+ * whose world broke under MPI (a collective timed out or failed) ends the whole job: MPI_Abort
+ * ends every rank, this one included, so nothing after the free runs. Then why is printed to
+ * stderr first (ct_error_print), as the CLI would have printed it. */
+void ct_strategy_free_reported(ct_strategy *s, const ct_error *why);
 
 /* --- what the Trainer asks ------------------------------------------------------------------ */
 const char *ct_strategy_name(const ct_strategy *s);
@@ -210,8 +211,7 @@ double ct_strategy_checkpoint_write_seconds(const ct_strategy *s);
 void ct_strategy_checkpoint_wait_local(ct_strategy *s);
 int ct_strategy_load_checkpoint(ct_strategy *s, const char *path, ct_ckpt *ckpt, ct_error *err);
 
-/* Leave the process group. A strategy from ct_strategy_from_connector belongs to its connector:
- * ct_connector_free frees it; one from ct_strategy_create_from_plan, ct_strategy_free. */
+/* Leave the process group (ct_strategy_free then frees the strategy). */
 void ct_strategy_teardown(ct_strategy *s);
 
 #endif

@@ -5,9 +5,11 @@
  * --deterministic is the connector's (ct_connector_flags.deterministic, recorded in the plan).
  *
  * The caller calls ct_engine_init() once, then creates the connector (ct_connector_create) from the
- * accelerator/strategy/precision flags; the Trainer has the strategy created from its plan
- * (ct_strategy_from_connector) and runs its rank body
- * through ct_strategy_launch, so one code path serves the external, subprocess and fork launchers.
+ * accelerator/strategy/precision flags; the Trainer creates the strategy from its plan
+ * (ct_strategy_create_from_plan), runs its rank body through ct_strategy_launch, so one code
+ * path serves the external, subprocess and fork launchers, and frees it before returning. After
+ * a collective timeout under MPI, freeing it ends the job (MPI_Abort): the Trainer then prints the
+ * error to stderr first (ct_strategy_free_reported), since nothing after the free runs.
  * Every rank trains its shard; rank 0 alone writes metrics.csv, checkpoints and summary.json, and
  * its result comes back to the caller (through a pipe under the fork launcher).
  *

@@ -397,11 +397,13 @@ static void test_implementation_missing(void **state)
     const char *flags[8] = { "--accelerator", "cpu" };
     const char *env[1] = { NULL };
     ct_connector *conn = NULL;
+    ct_strategy *s = NULL;
     ct_error err;
 
     ct_error_clear(&err);
     assert_int_equal(run_flags(flags, env, CT_CUDA_ABSENT, 0, &conn, &err), 0);
-    assert_null(ct_strategy_from_connector(conn, &err));
+    assert_int_equal(ct_strategy_create_from_plan(ct_connector_plan(conn), &s, &err), CT_ENOTAVAIL);
+    assert_null(s);
     assert_string_equal(err.id, "implementation-missing");
     ct_connector_free(conn);
     ct_engine_init();

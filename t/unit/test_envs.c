@@ -534,6 +534,43 @@ static void test_local(void **state)
     assert_int_equal(ops->validate(&info, 0, 2, &err), CT_ECONFLICT);
 }
 
+/* The SLURM job around the processes (what requeue, --ckpt-path auto and the checkpoints' slurm_job_id
+ * need) is every environment's answer, whichever launcher started them; not the launcher's job_id. */
+static void test_slurm_job_around(void **state)
+{
+    const char *batch[] = { "SLURM_JOB_ID=777", "SLURM_NTASKS=2", CT_LAUNCHER_ENV_RANK "=1",
+                            CT_LAUNCHER_ENV_NPROC "=2", NULL };
+    const char *old_name[] = { "SLURM_JOBID=778", NULL };
+    const char *torchrun[] = { SLURM_STEP_2x2, "TORCHELASTIC_RUN_ID=r1", "RANK=5", "WORLD_SIZE=8", "LOCAL_RANK=1",
+                               "LOCAL_WORLD_SIZE=4", "GROUP_RANK=1", "GROUP_WORLD_SIZE=2", "MASTER_ADDR=gpu07",
+                               "MASTER_PORT=29500", NULL };
+    const char *supervised[] = { SLURM_STEP_2x2, "CTRAIN_SUPERVISED=1", NULL };
+    const char *outside[] = { "TORCHELASTIC_RUN_ID=r2", "RANK=0", "WORLD_SIZE=1", "LOCAL_RANK=0", "LOCAL_WORLD_SIZE=1",
+                              "GROUP_RANK=0", "GROUP_WORLD_SIZE=1", "MASTER_ADDR=h", "MASTER_PORT=29500", NULL };
+    ct_env_info info;
+    ct_error err;
+
+    (void)state;
+    assert_int_equal(detect(batch, NULL, &info, &err), 0);
+    assert_string_equal(info.name, "local");
+    assert_string_equal(info.slurm_job_id, "777");
+    assert_int_equal(info.ctrain_supervised, 0);
+    assert_int_equal(detect(old_name, NULL, &info, &err), 0);
+    assert_string_equal(info.slurm_job_id, "778");
+    assert_int_equal(detect(torchrun, NULL, &info, &err), 0);
+    assert_string_equal(info.name, "torchelastic");
+    assert_string_equal(info.job_id, "r1");
+    assert_string_equal(info.slurm_job_id, "4242");
+    assert_int_equal(detect(supervised, NULL, &info, &err), 0);
+    assert_string_equal(info.name, "slurm");
+    assert_string_equal(info.slurm_job_id, "4242");
+    assert_int_equal(info.ctrain_supervised, 1);
+    assert_int_equal(detect(outside, NULL, &info, &err), 0);
+    assert_string_equal(info.name, "torchelastic");
+    assert_string_equal(info.job_id, "r2");
+    assert_string_equal(info.slurm_job_id, "");
+}
+
 /* What each MPI launcher really sets (Open MPI 4.1's mpirun as captured here; MPICH Hydra in both
  * PMI modes; Cray PALS as SLURM's mpi/cray_shasta plugin sets it; MVAPICH2), in a table: node rank
  * only from the launcher's own answer, never rank / local size against the local rank. */
@@ -760,7 +797,7 @@ int main(void)
         cmocka_unit_test(test_tasks_per_node), cmocka_unit_test(test_validate), cmocka_unit_test(test_slurm_het),
         cmocka_unit_test(test_slurm_het_shared_node),
         cmocka_unit_test(test_malformed_env),
-        cmocka_unit_test(test_slurm_no_step_id), cmocka_unit_test(test_local),
+        cmocka_unit_test(test_slurm_no_step_id), cmocka_unit_test(test_local), cmocka_unit_test(test_slurm_job_around),
         cmocka_unit_test(test_lsf_bad_rankfile),
         cmocka_unit_test(test_mpi_flavours), cmocka_unit_test(test_manual),
         cmocka_unit_test(test_registry), cmocka_unit_test(test_launcher_ranks),
