@@ -13,6 +13,9 @@
 
 void ct_trainer_config_default(ct_trainer_config *cfg)
 {
+    ct_preflight_options pf;
+
+    ct_preflight_defaults(&pf);
     memset(cfg, 0, sizeof(*cfg));
     cfg->max_epochs = 5;
     cfg->max_steps = -1;
@@ -38,10 +41,10 @@ void ct_trainer_config_default(ct_trainer_config *cfg)
     cfg->save_top_k = 1;
     cfg->tensorboard = 1;
     snprintf(cfg->preflight_checks, sizeof(cfg->preflight_checks), "all");
-    cfg->preflight_compute_factor = 3;
-    cfg->preflight_latency_factor = 4;
-    cfg->preflight_latency_floor_ms = 5;
-    cfg->preflight_bandwidth_factor = 4;
+    cfg->preflight_compute_factor = pf.compute_factor;   /* the checks' own defaults, written once */
+    cfg->preflight_latency_factor = pf.latency_factor;
+    cfg->preflight_latency_floor_ms = pf.latency_floor_ms;
+    cfg->preflight_bandwidth_factor = pf.bandwidth_factor;
     snprintf(cfg->on_straggler, sizeof(cfg->on_straggler), "off");
     cfg->straggler_every = 8;
     cfg->straggler_factor = 2;
