@@ -140,6 +140,18 @@ for my $file (grep { m{^engine/(checkpoint|loops|loggers|trainer|strategies)/} }
 my @spank_order = qw(log args preflight options check rendezvous gres bind local step remote_gpus remote_net remote_bind
                      remote_preflight remote ctrain);
 
+# slurp(FILES): file => its whole text, for the checks that read sources as a whole.
+sub slurp {
+    my %src;
+    for my $file (@_) {
+        open(my $fh, '<', $file) or die "$file: $!";
+        local $/;
+        $src{$file} = <$fh>;
+        close $fh;
+    }
+    return %src;
+}
+
 sub strip_comments {
     my ($text) = @_;
     $text =~ s{/\*.*?\*/}{ }gs;
@@ -449,13 +461,7 @@ sub trainer_reads_env {
     }
     return @bad;
 }
-my %trainer_text;
-for my $file (grep { m{^engine/trainer/} } @files) {
-    open(my $fh, '<', $file) or die "$file: $!";
-    local $/;
-    $trainer_text{$file} = <$fh>;
-    close $fh;
-}
+my %trainer_text = slurp(grep { m{^engine/trainer/} } @files);
 my @trainer_env = trainer_reads_env(%trainer_text);
 my %inj_env = %trainer_text;
 $inj_env{'engine/trainer/run.c'} .= "\nstatic const char *j(void) { return ct_env_slurm_job_id(ct_getenv_process, NULL); }\n";
@@ -489,20 +495,13 @@ sub trainer_accel_includes {
     }
     return @bad;
 }
-my %trainer_src;
-for my $file (grep { m{^engine/trainer/} } @files) {
-    open(my $fh, '<', $file) or die "$file: $!";
-    local $/;
-    $trainer_src{$file} = <$fh>;
-    close $fh;
-}
-my @trainer_accel = trainer_accel_includes(%trainer_src);
-my %inj_accel = %trainer_src;
+my @trainer_accel = trainer_accel_includes(%trainer_text);
+my %inj_accel = %trainer_text;
 $inj_accel{'engine/trainer/run.c'} .= "\n#include \"engine/accelerators/cpu_threads.h\"\n";
 my @inj_accel = trainer_accel_includes(%inj_accel);
 print((@trainer_accel ? "not ok" : "ok") . " 16 - the Trainer reaches threads through the accelerator: engine/trainer/ includes no cpu_threads.h, calls no ct_cpu_threads_*\n");
 print "# $_\n" for @trainer_accel;
-print(((grep { m{^engine/trainer/run\.c: } } @inj_accel) && keys(%trainer_src) > 3 ? "ok" : "not ok")
+print(((grep { m{^engine/trainer/run\.c: } } @inj_accel) && keys(%trainer_text) > 3 ? "ok" : "not ok")
       . " 17 - check 16 fails on an injected include\n");
 print "# injected: $_\n" for @inj_accel;
 # --- issue 41 item 7: the loops are one way down ----------------------------------------------
@@ -543,13 +542,7 @@ sub call_circles {
     return @circles;
 }
 {
-    my %loops_src;
-    for my $file (grep { m{^engine/loops/[^/]+\.c$} } @files) {
-        open(my $fh, '<', $file) or die "$file: $!";
-        local $/;
-        $loops_src{$file} = <$fh>;
-        close $fh;
-    }
+    my %loops_src = slurp(grep { m{^engine/loops/[^/]+\.c$} } @files);
     my @loop_circles = call_circles(%loops_src);
     print((@loop_circles ? "not ok" : "ok") . " 18 - no circle among engine/loops/'s files (" .
           scalar(keys %loops_src) . " files)\n");
@@ -628,13 +621,7 @@ sub connector_holds {
     return @bad;
 }
 {
-    my %conn_src;
-    for my $file (grep { m{^engine/connector/} || $_ eq 'include/ctrain/connector.h' } @files) {
-        open(my $fh, '<', $file) or die "$file: $!";
-        local $/;
-        $conn_src{$file} = <$fh>;
-        close $fh;
-    }
+    my %conn_src = slurp(grep { m{^engine/connector/} || $_ eq 'include/ctrain/connector.h' } @files);
     my @holds = connector_holds(%conn_src);
     print((@holds ? "not ok" : "ok") . " 22 - the connector never holds the strategy: no slot, no free of it (" .
           scalar(keys %conn_src) . " files)\n");
@@ -677,13 +664,7 @@ sub impl_names {
     return @bad;
 }
 {
-    my %impl_src;
-    for my $file (grep { m{^engine/(strategies|accelerators|precision)/} } @files) {
-        open(my $fh, '<', $file) or die "$file: $!";
-        local $/;
-        $impl_src{$file} = <$fh>;
-        close $fh;
-    }
+    my %impl_src = slurp(grep { m{^engine/(strategies|accelerators|precision)/} } @files);
     my @named = impl_names(%impl_src);
     print((@named ? "not ok" : "ok") . " 25 - strategies, accelerators and precisions take their descriptor's name (" .
           scalar(keys %impl_src) . " files)\n");
