@@ -9,7 +9,7 @@
  *   rendezvous.c  MASTER_ADDR and MASTER_PORT of a step
  *   gres.c        gres.conf's device files and the drivers' table
  *   bind.c        loads ctrain-bind.so, the binding planner with hwloc (spank/bind.h)
- *   local.c       srun, sbatch, salloc: check the flags before anything launches
+ *   srun.c        srun, sbatch, salloc: check the flags before anything launches
  *   remote.c      slurmstepd: rank layout, environment and binding of each task
  *   ctrain.c      this dispatcher
  * SPANK counts any return >= 0 as success (ESPANK_* codes are
@@ -36,7 +36,7 @@
 
 #include "ctrain/error.h"
 #include "spank/args.h"
-#include "spank/local.h"
+#include "spank/srun.h"
 #include "spank/log.h"
 #include "spank/options.h"
 #include "spank/remote.h"
