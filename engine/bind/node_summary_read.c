@@ -59,13 +59,16 @@ void ct_node_summary_bind(ct_node_summary *s)
     s->nics = s->gpus + h->ngpus;
 }
 
-/* Counts that fit the size read, so that ct_node_summary_size cannot overflow or index past it. */
+/* Counts that fit the size read, so that ct_node_summary_size cannot overflow or index past it (each
+ * bounded first: their sum is an int). */
 static int counts_sane(const struct ct_node_summary_head *h)
 {
-    return h->nwords >= 1 && h->nwords <= 4096 && h->nnuma >= 0 && h->npackages >= 0 && h->nunits >= 0 &&
-           h->ngpus >= 0 && h->ngpus <= CT_NODE_SUMMARY_MAX_DEVS && h->nnics >= 0 &&
-           h->nnics <= CT_NODE_SUMMARY_MAX_DEVS && h->nsets == 1 + h->nnuma + h->npackages + h->nunits + h->ngpus +
-           h->nnics && h->nsets <= 1 << 20;
+    const int32_t big = 1 << 20;
+
+    return h->nwords >= 1 && h->nwords <= 4096 && h->nnuma >= 0 && h->nnuma <= big && h->npackages >= 0 &&
+           h->npackages <= big && h->nunits >= 0 && h->nunits <= big && h->ngpus >= 0 &&
+           h->ngpus <= CT_NODE_SUMMARY_MAX_DEVS && h->nnics >= 0 && h->nnics <= CT_NODE_SUMMARY_MAX_DEVS &&
+           h->nsets == 1 + h->nnuma + h->npackages + h->nunits + h->ngpus + h->nnics;
 }
 
 static int devs_sane(const ct_node_summary *s)

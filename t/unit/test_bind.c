@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -1119,6 +1120,51 @@ static void test_node_summary_refused(void **state)
     view_free(&v);
 }
 
+/* Random bytes of a valid summary changed and its checksum made to match (what a bug or a
+ * hostile writer could leave): read refuses it, or everything it hands back is within the file. */
+static void test_node_summary_random_damage(void **state)
+{
+    struct view v;
+    ct_node_summary s, back;
+    ct_error err;
+    char tdir[] = "/tmp/ctrain-test-summary-XXXXXX", path[128];
+    unsigned seed = (unsigned)time(NULL) ^ (unsigned)getpid();
+
+    print_message("# random damage, seed %u\n", seed);
+    srand(seed);
+    assert_non_null(mkdtemp(tdir));
+    snprintf(path, sizeof(path), "%s/node", tdir);
+    view_load("nvidia-dgx2.xml", &v);
+    assert_int_equal(ct_node_summary_make(v.topo, CT_TOPOLOGY_IO, "test", &s, &err), 0);
+    for (int round = 0; round < 300; round++) {
+        ct_node_summary c = s;
+        size_t at = (size_t)rand() % (round % 2 ? sizeof(*s.head) : s.head->size);
+        int rv;
+
+        c.head = malloc(s.head->size);
+        assert_non_null(c.head);
+        memcpy(c.head, s.head, s.head->size);
+        ((unsigned char *)c.head)[at] ^= (unsigned char)(1 + rand() % 255);
+        c.head->size = s.head->size; /* the writer writes this many bytes */
+        c.head->checksum = ct_node_summary_checksum(c.head, s.head->size);
+        assert_int_equal(ct_node_summary_write(&c, path, &err), 0);
+        free(c.head);
+        rv = ct_node_summary_read(path, CT_TOPOLOGY_IO, "test", &back, &err);
+        if (rv != 0 && rv != CT_EFORMAT)
+            fail_msg("seed %u round %d: read returned %d", seed, round, rv);
+        if (rv == 0) {
+            assert_int_equal(ct_node_summary_size(back.head), back.head->size);
+            for (int d = 0; d < back.head->ngpus + back.head->nnics; d++)
+                assert_in_range(back.gpus[d].locality, 0, back.head->nsets - 1);
+            ct_node_summary_free(&back);
+        }
+    }
+    unlink(path);
+    rmdir(tdir);
+    ct_node_summary_free(&s);
+    view_free(&v);
+}
+
 int main(void)
 {
     const char *d = getenv("CT_TOPOLOGIES");
@@ -1156,6 +1202,7 @@ int main(void)
         cmocka_unit_test(test_net_every_fixture),
         cmocka_unit_test(test_node_summary_every_fixture),
         cmocka_unit_test(test_node_summary_refused),
+        cmocka_unit_test(test_node_summary_random_damage),
     };
 
     snprintf(dir, sizeof(dir), "%s", d ? d : "t/fixtures/topologies");
