@@ -1,9 +1,16 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — the node summary: what the binding planner reads of a node's topology (PUs, cores,
  * NUMA nodes and packages as CPU sets; GPUs and NICs with their PCI position, the PCI bridges above
- * them and the CPUs near them), flat, in a file one discovery writes and later steps read without
+ * them and the CPUs near them), flat, for a file one discovery writes and later steps read without
  * hwloc. Written and read on the same node only: native byte order, the node's boot id and host name
- * inside. The reader (node_summary_read.c) includes no hwloc. */
+ * inside. The reader (node_summary_read.c) includes no hwloc.
+ *
+ * Not used by the plugin yet: the planner (plan.c) still plans on hwloc's objects and bitmaps, and
+ * has to plan on this first. What the fields here cannot see, and so what must refresh the file
+ * when it is used: CPUs or devices hot-plugged within one boot, a GPU or NIC driver loaded after
+ * the summary was written (no OS devices then), gres.conf changes (the GRES mapping reads gres.conf
+ * per step and only the GPUs' PCI bus ids from here). A boot, another node, another ctrain version
+ * and a summary without I/O for a step that needs it are refused by ct_node_summary_read. */
 #ifndef CTRAIN_BIND_NODE_SUMMARY_H
 #define CTRAIN_BIND_NODE_SUMMARY_H
 
