@@ -121,21 +121,21 @@ int ct_node_summary_write(const ct_node_summary *s, const char *path, ct_error *
     char tmp[4096];
     size_t done = 0;
     ssize_t w = 0;
-    int fd;
+    int fd, ok;
 
     if ((size_t)snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path) >= sizeof(tmp))
         return ct_error_set(err, CT_EINVAL, "topology-cache", "the node summary's path %s is too long", path);
     if ((fd = mkostemp(tmp, O_CLOEXEC)) < 0) {
         ct_error_set(err, CT_EIO, "topology-cache", "writing the node summary %s failed: %s", path, strerror(errno));
-        return ct_error_hint(err, "give slurmd a writable state directory, or start steps with --ctrain-bind=none");
+        return ct_error_hint(err, "check that the directory exists and that root can write to it");
     }
     while (done < s->head->size && (w = write(fd, (const char *)s->head + done, s->head->size - done)) > 0)
         done += (size_t)w;
-    if (done != s->head->size || fchmod(fd, 0644) != 0 || fsync(fd) != 0 || close(fd) != 0 || rename(tmp, path)) {
+    ok = done == s->head->size && fchmod(fd, 0644) == 0 && fsync(fd) == 0;
+    ok = close(fd) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) {
         ct_error_set(err, CT_EIO, "topology-cache", "writing the node summary %s failed: %s", path,
                      strerror(errno ? errno : EIO));
-        if (done != s->head->size)
-            close(fd);
         unlink(tmp);
         return err->code;
     }
