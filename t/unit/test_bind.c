@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -19,8 +20,10 @@
 #include <hwloc.h>
 
 #include "ctrain/bind.h"
+#include "ctrain/gres.h"
 #include "ctrain/net.h"
 #include "ctrain/util.h"
+#include "engine/bind/node_summary.h"
 
 static char dir[1024];
 
@@ -943,6 +946,225 @@ static void test_task_gpus_in(void **state)
     view_free(&v);
 }
 
+/* The node summary against hwloc's own view of every fixture: the allowed PUs, NUMA nodes,
+ * packages and cores (or PUs) as the same CPU sets in the same order, every GPU and NIC with its
+ * name, PCI position and the CPUs near it; and what is written is what is read back. */
+static int same_set(const uint64_t *w, unsigned nw, hwloc_const_bitmap_t cs)
+{
+    hwloc_bitmap_t b = hwloc_bitmap_alloc();
+    int same;
+
+    for (unsigned i = 0; i < nw * 64; i++)
+        if (w[i / 64] & (1ull << (i % 64)))
+            hwloc_bitmap_set(b, i);
+    same = hwloc_bitmap_isequal(b, cs);
+    hwloc_bitmap_free(b);
+    return same;
+}
+
+static void check_level(struct view *v, const ct_node_summary *s, hwloc_obj_type_t type, int n, int *at)
+{
+    assert_int_equal(n, hwloc_get_nbobjs_by_type(v->hw, type) < 0 ? 0 : hwloc_get_nbobjs_by_type(v->hw, type));
+    for (int i = 0; i < n; i++, (*at)++)
+        assert_true(same_set(s->sets + (size_t)*at * s->head->nwords, s->head->nwords,
+                             hwloc_get_obj_by_type(v->hw, type, (unsigned)i)->cpuset));
+}
+
+static void check_devs(struct view *v, const ct_node_summary *s)
+{
+    const struct ct_node_summary_head *h = s->head;
+
+    assert_int_equal(h->ngpus, ct_topology_gpu_count(v->topo));
+    for (int i = 0; i < h->ngpus; i++) {
+        hwloc_obj_t o = osdev(v->hw, s->gpus[i].name);
+        const char *pci = ct_topology_gpu_pci(v->topo, i);
+
+        if (o)
+            assert_true(same_set(s->sets + (size_t)s->gpus[i].locality * h->nwords, h->nwords,
+                                 hwloc_get_non_io_ancestor_obj(v->hw, o)->cpuset));
+        if (pci) {
+            char mine[16];
+
+            snprintf(mine, sizeof(mine), "%04x:%02x:%02x.%x", s->gpus[i].pci[0], s->gpus[i].pci[1],
+                     s->gpus[i].pci[2], s->gpus[i].pci[3]);
+            assert_string_equal(mine, pci);
+        }
+    }
+    for (int i = 0; i < h->nnics; i++) {
+        hwloc_obj_t o = osdev(v->hw, s->nics[i].name);
+
+        assert_non_null(o);
+        assert_true(same_set(s->sets + (size_t)s->nics[i].locality * h->nwords, h->nwords,
+                             hwloc_get_non_io_ancestor_obj(v->hw, o)->cpuset));
+        assert_int_equal(s->nics[i].locality_depth, hwloc_get_non_io_ancestor_obj(v->hw, o)->depth);
+    }
+}
+
+static void check_summary(const char *name, const char *path)
+{
+    struct view v;
+    ct_node_summary s, back;
+    ct_error err;
+    int at = 0, ncores;
+
+    view_load(name, &v);
+    assert_int_equal(ct_node_summary_make(v.topo, CT_TOPOLOGY_IO, "test", &s, &err), 0);
+    assert_true(same_set(s.sets, s.head->nwords, hwloc_topology_get_allowed_cpuset(v.hw)));
+    at = 1;
+    check_level(&v, &s, HWLOC_OBJ_NUMANODE, s.head->nnuma, &at);
+    check_level(&v, &s, HWLOC_OBJ_PACKAGE, s.head->npackages, &at);
+    ncores = hwloc_get_nbobjs_by_type(v.hw, HWLOC_OBJ_CORE);
+    assert_int_equal(s.head->units_are_cores, ncores > 0);
+    check_level(&v, &s, ncores > 0 ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU, s.head->nunits, &at);
+    check_devs(&v, &s);
+    assert_int_equal(ct_node_summary_write(&s, path, &err), 0);
+    assert_int_equal(ct_node_summary_read(path, CT_TOPOLOGY_IO, "test", &back, &err), 0);
+    assert_int_equal(back.head->size, s.head->size);
+    assert_memory_equal(back.head, s.head, s.head->size);
+    ct_node_summary_free(&back);
+    ct_node_summary_free(&s);
+    view_free(&v);
+}
+
+static void test_node_summary_every_fixture(void **state)
+{
+    static const char *files[] = { "16em64t-4s2c2t.xml", "24em64t-2n6c2t-pci.xml", "32em64t-2n8c2t-pci-wholeio.xml",
+                                   "96em64t-4n4d3ca2co-pci.xml", "knl-snc4-flat.xml", "llnl-corona-pci-only.xml",
+                                   "llnl-corona.xml", "llnl-lassen-pci-only.xml", "llnl-lassen.xml",
+                                   "llnl-tioga.xml", "nvidia-dgx2.xml" };
+    char tdir[] = "/tmp/ctrain-test-summary-XXXXXX", path[128];
+
+    assert_non_null(mkdtemp(tdir));
+    snprintf(path, sizeof(path), "%s/node", tdir);
+    for (size_t f = 0; f < sizeof(files) / sizeof(files[0]); f++)
+        check_summary(files[f], path);
+    unlink(path);
+    rmdir(tdir);
+}
+
+/* A summary rewritten with one thing changed (checksum recomputed unless corrupting it is the point). */
+static void write_changed(const ct_node_summary *s, const char *path, void (*change)(struct ct_node_summary_head *),
+                          int fix_checksum)
+{
+    ct_node_summary c = *s;
+    ct_error err;
+
+    c.head = malloc(s->head->size);
+    assert_non_null(c.head);
+    memcpy(c.head, s->head, s->head->size);
+    change(c.head);
+    if (fix_checksum)
+        c.head->checksum = ct_node_summary_checksum(c.head, c.head->size);
+    assert_int_equal(ct_node_summary_write(&c, path, &err), 0);
+    free(c.head);
+}
+
+static void change_boot(struct ct_node_summary_head *h) { h->boot_id[0] = h->boot_id[0] == 'x' ? 'y' : 'x'; }
+static void change_host(struct ct_node_summary_head *h) { ct_str_copy(h->host, sizeof(h->host), "elsewhere-node"); }
+static void change_version(struct ct_node_summary_head *h) { ct_str_copy(h->version, sizeof(h->version), "0.0"); }
+static void change_flags(struct ct_node_summary_head *h) { h->flags = 0; }
+static void change_format(struct ct_node_summary_head *h) { h->format++; }
+static void change_count(struct ct_node_summary_head *h) { h->nunits++; }
+static void change_byte(struct ct_node_summary_head *h) { ((unsigned char *)h)[h->size - 1] ^= 0x40; }
+
+static void expect_refused(const char *path, const char *why)
+{
+    ct_node_summary back;
+    ct_error err;
+
+    assert_int_equal(ct_node_summary_read(path, CT_TOPOLOGY_IO, "test", &back, &err), CT_EFORMAT);
+    assert_null(back.head);
+    assert_non_null(strstr(err.msg, path));
+    if (!strstr(err.msg, why))
+        fail_msg("'%s' does not say '%s'", err.msg, why);
+}
+
+static void test_node_summary_refused(void **state)
+{
+    struct view v;
+    ct_node_summary s, back;
+    ct_error err;
+    char tdir[] = "/tmp/ctrain-test-summary-XXXXXX", path[128];
+
+    assert_non_null(mkdtemp(tdir));
+    snprintf(path, sizeof(path), "%s/node", tdir);
+    assert_int_equal(ct_node_summary_read(path, 0, "test", &back, &err), CT_ENOENT);
+    view_load("llnl-lassen.xml", &v);
+    assert_int_equal(ct_node_summary_make(v.topo, CT_TOPOLOGY_IO, "test", &s, &err), 0);
+    write_changed(&s, path, change_byte, 0);
+    expect_refused(path, "checksum");
+    write_changed(&s, path, change_boot, 1);
+    expect_refused(path, "last boot");
+    write_changed(&s, path, change_host, 1);
+    expect_refused(path, "another node");
+    write_changed(&s, path, change_version, 1);
+    expect_refused(path, "another ctrain version");
+    write_changed(&s, path, change_flags, 1);
+    expect_refused(path, "without the GPUs and NICs");
+    write_changed(&s, path, change_format, 1);
+    expect_refused(path, "another format");
+    write_changed(&s, path, change_count, 1);
+    expect_refused(path, "size");
+    assert_int_equal(ct_node_summary_write(&s, path, &err), 0);
+    assert_int_equal(truncate(path, (off_t)s.head->size - 8), 0);
+    expect_refused(path, "size");
+    assert_int_equal(ct_node_summary_write(&s, path, &err), 0);
+    assert_int_equal(chmod(path, 0666), 0);
+    expect_refused(path, "writable by root only");
+    assert_int_equal(ct_node_summary_write(&s, path, &err), 0);
+    assert_int_equal(ct_node_summary_read(path, 0, "test", &back, &err), 0); /* CPUs only: an I/O one serves */
+    ct_node_summary_free(&back);
+    unlink(path);
+    rmdir(tdir);
+    ct_node_summary_free(&s);
+    view_free(&v);
+}
+
+/* Random bytes of a valid summary changed and its checksum made to match (what a bug or a
+ * hostile writer could leave): read refuses it, or everything it hands back is within the file. */
+static void test_node_summary_random_damage(void **state)
+{
+    struct view v;
+    ct_node_summary s, back;
+    ct_error err;
+    char tdir[] = "/tmp/ctrain-test-summary-XXXXXX", path[128];
+    unsigned seed = (unsigned)time(NULL) ^ (unsigned)getpid();
+
+    print_message("# random damage, seed %u\n", seed);
+    srand(seed);
+    assert_non_null(mkdtemp(tdir));
+    snprintf(path, sizeof(path), "%s/node", tdir);
+    view_load("nvidia-dgx2.xml", &v);
+    assert_int_equal(ct_node_summary_make(v.topo, CT_TOPOLOGY_IO, "test", &s, &err), 0);
+    for (int round = 0; round < 300; round++) {
+        ct_node_summary c = s;
+        size_t at = (size_t)rand() % (round % 2 ? sizeof(*s.head) : s.head->size);
+        int rv;
+
+        c.head = malloc(s.head->size);
+        assert_non_null(c.head);
+        memcpy(c.head, s.head, s.head->size);
+        ((unsigned char *)c.head)[at] ^= (unsigned char)(1 + rand() % 255);
+        c.head->size = s.head->size; /* the writer writes this many bytes */
+        c.head->checksum = ct_node_summary_checksum(c.head, s.head->size);
+        assert_int_equal(ct_node_summary_write(&c, path, &err), 0);
+        free(c.head);
+        rv = ct_node_summary_read(path, CT_TOPOLOGY_IO, "test", &back, &err);
+        if (rv != 0 && rv != CT_EFORMAT)
+            fail_msg("seed %u round %d: read returned %d", seed, round, rv);
+        if (rv == 0) {
+            assert_int_equal(ct_node_summary_size(back.head), back.head->size);
+            for (int d = 0; d < back.head->ngpus + back.head->nnics; d++)
+                assert_in_range(back.gpus[d].locality, 0, back.head->nsets - 1);
+            ct_node_summary_free(&back);
+        }
+    }
+    unlink(path);
+    rmdir(tdir);
+    ct_node_summary_free(&s);
+    view_free(&v);
+}
+
 int main(void)
 {
     const char *d = getenv("CT_TOPOLOGIES");
@@ -978,6 +1200,9 @@ int main(void)
         cmocka_unit_test(test_net_topology_ethernet),
         cmocka_unit_test(test_net_no_nic_in_topology),
         cmocka_unit_test(test_net_every_fixture),
+        cmocka_unit_test(test_node_summary_every_fixture),
+        cmocka_unit_test(test_node_summary_refused),
+        cmocka_unit_test(test_node_summary_random_damage),
     };
 
     snprintf(dir, sizeof(dir), "%s", d ? d : "t/fixtures/topologies");
