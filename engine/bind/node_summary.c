@@ -1,13 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* ctrain — making and writing a node summary (engine/bind/node_summary.h) from hwloc's topology. */
-#define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
+/* ctrain — making a node summary (engine/bind/node_summary.h) from hwloc's topology; node_summary_read.c
+ * writes and reads it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "ctrain/util.h"
 #include "engine/bind/node_summary.h"
@@ -51,7 +47,7 @@ static void level_put(hwloc_topology_t hw, hwloc_obj_type_t type, int n, uint64_
         set_put(sets + (size_t)(*at)++ * nw, nw, hwloc_get_obj_by_type(hw, type, (unsigned)i)->cpuset);
 }
 
-static void devs_put(const ct_topology *t, ct_node_summary *s, uint64_t *sets, int at)
+static void devs_put(const struct ct_found *t, ct_node_summary *s, uint64_t *sets, int at)
 {
     struct ct_node_summary_dev *g = (struct ct_node_summary_dev *)s->gpus, *n = (struct ct_node_summary_dev *)s->nics;
     unsigned nw = s->head->nwords;
@@ -78,66 +74,67 @@ static void devs_put(const ct_topology *t, ct_node_summary *s, uint64_t *sets, i
     }
 }
 
-int ct_node_summary_make(const ct_topology *t, unsigned flags, const char *version, ct_node_summary *out, ct_error *err)
+/* The OS indexes of one level's objects (the planner's "NUMA 3", "package 1"). */
+static void os_put(hwloc_topology_t hw, hwloc_obj_type_t type, int n, uint32_t *out)
 {
-    hwloc_topology_t hw = t->hw;
-    struct ct_node_summary_head h = { .format = CT_NODE_SUMMARY_FORMAT, .flags = flags };
-    int ncores = hwloc_get_nbobjs_by_type(hw, HWLOC_OBJ_CORE), last, at = 0;
+    for (int i = 0; i < n; i++)
+        out[i] = hwloc_get_obj_by_type(hw, type, (unsigned)i)->os_index;
+}
+
+/* The head: counts of every level, this node's identity, the source. */
+static void head_fill(const struct ct_found *f, unsigned flags, const char *source, struct ct_node_summary_head *h)
+{
+    hwloc_topology_t hw = f->hw;
+    int ncores = hwloc_get_nbobjs_by_type(hw, HWLOC_OBJ_CORE), last;
+
+    memcpy(h->magic, CT_NODE_SUMMARY_MAGIC, sizeof(h->magic));
+    h->format = CT_NODE_SUMMARY_FORMAT;
+    h->flags = flags;
+    /* Unreadable: left empty, which no reader's identity matches. */
+    if (ct_node_summary_identity(h->boot_id, sizeof(h->boot_id), h->host, sizeof(h->host)) != 0)
+        h->boot_id[0] = h->host[0] = '\0';
+    h->source_mtime_ns = h->source_size = -1;
+    if (source) {
+        ct_str_copy(h->source, sizeof(h->source), source);
+        ct_node_summary_source_stat(source, &h->source_mtime_ns, &h->source_size);
+    }
+    last = hwloc_bitmap_last(hwloc_topology_get_complete_cpuset(hw));
+    h->nwords = last < 0 ? 1u : (unsigned)last / 64 + 1;
+    h->units_are_cores = ncores > 0;
+    h->nnuma = hwloc_get_nbobjs_by_type(hw, HWLOC_OBJ_NUMANODE);
+    h->npackages = hwloc_get_nbobjs_by_type(hw, HWLOC_OBJ_PACKAGE);
+    h->nunits = ncores > 0 ? ncores : hwloc_get_nbobjs_by_type(hw, HWLOC_OBJ_PU);
+    h->nnuma = h->nnuma < 0 ? 0 : h->nnuma;
+    h->npackages = h->npackages < 0 ? 0 : h->npackages;
+    h->ngpus = f->ngpus;
+    h->nnics = f->nnics;
+    h->nsets = 1 + h->nnuma + h->npackages + h->nunits + h->ngpus + h->nnics;
+    h->size = (uint32_t)ct_node_summary_size(h);
+}
+
+int ct_node_summary_make(const struct ct_found *f, unsigned flags, const char *source, ct_node_summary *out,
+                         ct_error *err)
+{
+    hwloc_topology_t hw = f->hw;
+    struct ct_node_summary_head h;
     uint64_t *sets;
+    int at = 0;
 
     memset(out, 0, sizeof(*out));
-    memcpy(h.magic, CT_NODE_SUMMARY_MAGIC, sizeof(h.magic));
-    ct_str_copy(h.version, sizeof(h.version), version);
-    if (ct_node_summary_identity(h.boot_id, sizeof(h.boot_id), h.host, sizeof(h.host)) != 0)
-        return ct_error_set(err, CT_EIO, "topology-cache", "this node's boot id or host name cannot be read");
-    last = hwloc_bitmap_last(hwloc_topology_get_complete_cpuset(hw));
-    h.nwords = last < 0 ? 1u : (unsigned)last / 64 + 1;
-    h.units_are_cores = ncores > 0;
-    h.nnuma = hwloc_get_nbobjs_by_type(hw, HWLOC_OBJ_NUMANODE);
-    h.npackages = hwloc_get_nbobjs_by_type(hw, HWLOC_OBJ_PACKAGE);
-    h.nunits = ncores > 0 ? ncores : hwloc_get_nbobjs_by_type(hw, HWLOC_OBJ_PU);
-    h.nnuma = h.nnuma < 0 ? 0 : h.nnuma;
-    h.npackages = h.npackages < 0 ? 0 : h.npackages;
-    h.ngpus = t->ngpus;
-    h.nnics = t->nnics;
-    h.nsets = 1 + h.nnuma + h.npackages + h.nunits + h.ngpus + h.nnics;
-    h.size = (uint32_t)ct_node_summary_size(&h);
+    memset(&h, 0, sizeof(h));
+    head_fill(f, flags, source, &h);
     if (!(out->head = calloc(1, h.size)))
         return ct_error_set(err, CT_ENOMEM, "topology-cache", "no memory for the node summary");
-    *out->head = h;
+    memcpy(out->head, &h, sizeof(h));
     ct_node_summary_bind(out);
     sets = (uint64_t *)out->sets;
     set_put(sets + (size_t)at++ * h.nwords, h.nwords, hwloc_topology_get_allowed_cpuset(hw));
     level_put(hw, HWLOC_OBJ_NUMANODE, h.nnuma, sets, h.nwords, &at);
     level_put(hw, HWLOC_OBJ_PACKAGE, h.npackages, sets, h.nwords, &at);
-    level_put(hw, ncores > 0 ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU, h.nunits, sets, h.nwords, &at);
-    devs_put(t, out, sets, at);
+    level_put(hw, h.units_are_cores ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU, h.nunits, sets, h.nwords, &at);
+    devs_put(f, out, sets, at);
+    os_put(hw, HWLOC_OBJ_NUMANODE, h.nnuma, (uint32_t *)out->os_index);
+    os_put(hw, HWLOC_OBJ_PACKAGE, h.npackages, (uint32_t *)out->os_index + h.nnuma);
     out->head->checksum = ct_node_summary_checksum(out->head, h.size);
-    return 0;
-}
-
-int ct_node_summary_write(const ct_node_summary *s, const char *path, ct_error *err)
-{
-    char tmp[4096];
-    size_t done = 0;
-    ssize_t w = 0;
-    int fd, ok;
-
-    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path) >= sizeof(tmp))
-        return ct_error_set(err, CT_EINVAL, "topology-cache", "the node summary's path %s is too long", path);
-    if ((fd = mkostemp(tmp, O_CLOEXEC)) < 0) {
-        ct_error_set(err, CT_EIO, "topology-cache", "writing the node summary %s failed: %s", path, strerror(errno));
-        return ct_error_hint(err, "check that the directory exists and that root can write to it");
-    }
-    while (done < s->head->size && (w = write(fd, (const char *)s->head + done, s->head->size - done)) > 0)
-        done += (size_t)w;
-    ok = done == s->head->size && fchmod(fd, 0644) == 0 && fsync(fd) == 0;
-    ok = close(fd) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        ct_error_set(err, CT_EIO, "topology-cache", "writing the node summary %s failed: %s", path,
-                     strerror(errno ? errno : EIO));
-        unlink(tmp);
-        return err->code;
-    }
     return 0;
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* ctrain — reading and validating a node summary (engine/bind/node_summary.h), without hwloc: what a
- * step's slurmstepd will run instead of hwloc's discovery. */
+/* ctrain — writing, reading and validating a node summary (engine/bind/node_summary.h), without hwloc:
+ * what a step's slurmstepd runs instead of hwloc's discovery. */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -44,10 +45,22 @@ int ct_node_summary_identity(char *boot_id, size_t bsize, char *host, size_t hsi
     return 0;
 }
 
+int ct_node_summary_source_stat(const char *source, int64_t *mtime_ns, int64_t *size)
+{
+    struct stat st;
+
+    if (stat(source, &st) != 0)
+        return -1;
+    *mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+    *size = (int64_t)st.st_size;
+    return 0;
+}
+
 size_t ct_node_summary_size(const struct ct_node_summary_head *h)
 {
     return sizeof(*h) + (size_t)h->nsets * h->nwords * sizeof(uint64_t) +
-           (size_t)(h->ngpus + h->nnics) * sizeof(struct ct_node_summary_dev);
+           (size_t)(h->ngpus + h->nnics) * sizeof(struct ct_node_summary_dev) +
+           (size_t)(h->nnuma + h->npackages) * sizeof(uint32_t);
 }
 
 void ct_node_summary_bind(ct_node_summary *s)
@@ -57,6 +70,7 @@ void ct_node_summary_bind(ct_node_summary *s)
     s->sets = (const uint64_t *)(h + 1);
     s->gpus = (const struct ct_node_summary_dev *)(s->sets + (size_t)h->nsets * h->nwords);
     s->nics = s->gpus + h->ngpus;
+    s->os_index = (const uint32_t *)(s->nics + h->nnics);
 }
 
 /* Counts that fit the size read, so that ct_node_summary_size cannot overflow or index past it (each
@@ -92,8 +106,20 @@ static int stale(const char *path, const char *what, ct_error *err)
     return ct_error_hint(err, "it is rewritten from hwloc's discovery; remove it if this repeats");
 }
 
+/* Loaded from the topology file the reader would load, unchanged since; or discovered, as the
+ * reader would. */
+static int same_source(const struct ct_node_summary_head *h, const char *source)
+{
+    int64_t mtime, size;
+
+    if (!memchr(h->source, 0, sizeof(h->source)) || strcmp(h->source, source ? source : "") != 0)
+        return 0;
+    return !source || (ct_node_summary_source_stat(source, &mtime, &size) == 0 && mtime == h->source_mtime_ns &&
+                       size == h->source_size);
+}
+
 static int check_head(const char *path, const struct ct_node_summary_head *h, size_t size, unsigned flags,
-                      const char *version, ct_error *err)
+                      const char *version, const char *source, ct_error *err)
 {
     char boot[64], host[64];
 
@@ -115,6 +141,9 @@ static int check_head(const char *path, const struct ct_node_summary_head *h, si
         return stale(path, "another node wrote it", err);
     if ((h->flags & flags) != flags)
         return stale(path, "it was discovered without the GPUs and NICs this step needs", err);
+    if (!same_source(h, source))
+        return stale(path, source ? "it was not made from the topology file as it is now" :
+                                    "it was made from a topology file, not discovered", err);
     return 0;
 }
 
@@ -128,7 +157,8 @@ static int trusted(const char *path, const struct stat *st, ct_error *err)
     return 0;
 }
 
-int ct_node_summary_read(const char *path, unsigned flags, const char *version, ct_node_summary *out, ct_error *err)
+int ct_node_summary_read(const char *path, unsigned flags, const char *version, const char *source,
+                         ct_node_summary *out, ct_error *err)
 {
     struct stat st;
     ssize_t got = 0, r;
@@ -157,7 +187,7 @@ int ct_node_summary_read(const char *path, unsigned flags, const char *version, 
         rv = stale(path, "it changed or failed while being read", err);
         goto fail;
     }
-    if ((rv = check_head(path, buf, (size_t)got, flags, version, err)) != 0)
+    if ((rv = check_head(path, buf, (size_t)got, flags, version, source, err)) != 0)
         goto fail;
     out->head = buf;
     ct_node_summary_bind(out);
@@ -180,4 +210,32 @@ void ct_node_summary_free(ct_node_summary *s)
         free(s->head);
     if (s)
         memset(s, 0, sizeof(*s));
+}
+
+int ct_node_summary_write(ct_node_summary *s, const char *version, const char *path, ct_error *err)
+{
+    char tmp[4096];
+    size_t done = 0;
+    ssize_t w = 0;
+    int fd, ok;
+
+    ct_str_copy(s->head->version, sizeof(s->head->version), version);
+    s->head->checksum = ct_node_summary_checksum(s->head, s->head->size);
+    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path) >= sizeof(tmp))
+        return ct_error_set(err, CT_EINVAL, "topology-cache", "the node summary's path %s is too long", path);
+    if ((fd = mkostemp(tmp, O_CLOEXEC)) < 0) {
+        ct_error_set(err, CT_EIO, "topology-cache", "writing the node summary %s failed: %s", path, strerror(errno));
+        return ct_error_hint(err, "check that the directory exists and that root can write to it");
+    }
+    while (done < s->head->size && (w = write(fd, (const char *)s->head + done, s->head->size - done)) > 0)
+        done += (size_t)w;
+    ok = done == s->head->size && fchmod(fd, 0644) == 0 && fsync(fd) == 0;
+    ok = close(fd) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        ct_error_set(err, CT_EIO, "topology-cache", "writing the node summary %s failed: %s", path,
+                     strerror(errno ? errno : EIO));
+        unlink(tmp);
+        return err->code;
+    }
+    return 0;
 }
