@@ -1152,6 +1152,7 @@ static void test_summary_of_this_machine(void **state)
     assert_int_equal(ct_topology_summary_write(io, "test", path, &err), 0);
     assert_int_equal(ct_topology_summary_read(path, CT_TOPOLOGY_IO, "test", NULL, &back, &err), 0);
     plans_equal(io, back, "this machine");
+    ct_topology_free(back);
     assert_int_equal(ct_topology_summary_read(path, CT_TOPOLOGY_IO, "other", NULL, &back, &err), CT_EFORMAT);
     assert_null(back);
     ct_topology_free(io);
