@@ -136,14 +136,6 @@ static void *discover(void *arg)
     return NULL;
 }
 
-/* Loading ctrain-bind.so and hwloc, and hwloc's discovery of the node (0.7 ms, most of it the
- * kernel opening sysfs files), run in a thread of their own from init_post_opt to user_init, while
- * slurmstepd sets the step up (its cgroup, I/O and credentials: 5-20 ms), off the launch path. Not
- * for a topology file: that is read as the user, in user_init. The thread reads /sys and /proc (and
- * ctrain-bind.so from ctrain.so's directory) and writes only s->found* and s->ops; slurmstepd's
- * signals stay with its own threads. It is joined in user_init, or in exit when the step ends before
- * user_init: none outlives the step or the plugin. When it cannot start, user_init loads and
- * discovers as before. */
 /* The node summary slurmd wrote at its start: no hwloc, no ctrain-bind.so, no thread (a read of a
  * few kilobytes). Why it does not serve is said once per step; then the step discovers as before. */
 static int summary_load(struct step *s)
@@ -152,18 +144,28 @@ static int summary_load(struct step *s)
     int rv;
 
     ct_error_clear(&err);
-    rv = ct_spank_summary_read(s->found_flags, &s->found, &err);
+    rv = ct_spank_summary_read(s->found_flags, s->summary, sizeof(s->summary), &s->found, &err);
     if (rv != 0 && strcmp(ct_spank_args_get()->summary, "none"))
         ct_spank_info("node %u: %s; %s instead", s->node_id, err.msg,
                       ct_spank_args_get()->topology[0] ? "the topology file" : "hwloc's discovery");
-    if (rv != 0)
+    if (rv != 0) {
+        s->summary[0] = '\0';
         return 0;
-    ct_spank_summary_path(s->summary, sizeof(s->summary), &err);
+    }
     s->ops = ct_spank_summary_ops();
     s->found_rv = 0;
     return 1;
 }
 
+/* Without a node summary that serves: loading ctrain-bind.so and hwloc, and hwloc's discovery of
+ * the node (0.7 ms, most of it the kernel opening sysfs files), run in a thread of their own from
+ * init_post_opt to user_init, while
+ * slurmstepd sets the step up (its cgroup, I/O and credentials: 5-20 ms), off the launch path. Not
+ * for a topology file: that is read as the user, in user_init. The thread reads /sys and /proc (and
+ * ctrain-bind.so from ctrain.so's directory) and writes only s->found* and s->ops; slurmstepd's
+ * signals stay with its own threads. It is joined in user_init, or in exit when the step ends before
+ * user_init: none outlives the step or the plugin. When it cannot start, user_init loads and
+ * discovers as before. */
 void ct_spank_discovery_start(struct step *s, char **env)
 {
     sigset_t all, old;

@@ -93,14 +93,13 @@ fail:
     ct_spank_error("no node summary: each step's slurmstepd discovers the topology itself");
 }
 
-int ct_spank_summary_read(unsigned flags, ct_topology **out, ct_error *err)
+int ct_spank_summary_read(unsigned flags, char *path, size_t size, ct_topology **out, ct_error *err)
 {
     const char *topology = ct_spank_args_get()->topology;
-    char path[1100];
     int rv;
 
     *out = NULL;
-    if ((rv = ct_spank_summary_path(path, sizeof(path), err)) != 0)
+    if ((rv = ct_spank_summary_path(path, size, err)) != 0)
         return rv;
     if (!path[0])
         return ct_error_set(err, CT_ENOENT, "topology-cache", "summary=none");

@@ -20,9 +20,10 @@ int ct_spank_summary_path(char *buf, size_t size, ct_error *err);
  * written, root-owned, 0644, atomically. A failure is logged and the file removed: steps then
  * discover for themselves. */
 void ct_spank_summary_write(void);
-/* slurmstepd: the node's topology from the summary, for a step loading with flags; CT_ENOENT when
- * summary=none or there is none, else an error naming the file and why it does not serve. */
-int ct_spank_summary_read(unsigned flags, ct_topology **out, ct_error *err);
+/* slurmstepd: the node's topology from the summary (its path into path), for a step loading with
+ * flags; CT_ENOENT when summary=none or there is none, else an error naming the file and why it
+ * does not serve. */
+int ct_spank_summary_read(unsigned flags, char *path, size_t size, ct_topology **out, ct_error *err);
 /* The planner's functions as linked into ctrain.so (no hwloc): what a step planning on the summary
  * calls instead of ctrain-bind.so's. It cannot load or discover a topology. */
 const struct ct_spank_bind_ops *ct_spank_summary_ops(void);
