@@ -147,11 +147,29 @@ static int check_head(const char *path, const struct ct_node_summary_head *h, si
     return 0;
 }
 
-/* Root's file, writable by root only: the plugin runs as root and binds on what it says. */
+/* Its directory root's and writable by root only: else another user could put an older summary of
+ * this node (root's, valid, of this boot) in its place. */
+static int dir_trusted(const char *path)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    struct stat st;
+
+    if (!slash)
+        return stat(".", &st) == 0 && st.st_uid == 0 && !(st.st_mode & (S_IWGRP | S_IWOTH));
+    if ((size_t)snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 : (int)(slash - path), path) >= sizeof(dir))
+        return 0;
+    return stat(dir, &st) == 0 && st.st_uid == 0 && !(st.st_mode & (S_IWGRP | S_IWOTH));
+}
+
+/* Root's file, writable by root only, in root's directory: the plugin runs as root and binds on what
+ * it says. */
 static int trusted(const char *path, const struct stat *st, ct_error *err)
 {
     if (!S_ISREG(st->st_mode) || st->st_uid != 0 || (st->st_mode & (S_IWGRP | S_IWOTH)))
         return stale(path, "it is not a regular file owned and writable by root only", err);
+    if (!dir_trusted(path))
+        return stale(path, "its directory is not owned and writable by root only", err);
     if (st->st_size <= 0 || (unsigned long long)st->st_size > CT_NODE_SUMMARY_MAX_SIZE)
         return stale(path, "its size is out of range", err);
     return 0;

@@ -1255,6 +1255,10 @@ static void test_node_summary_refused(void **state)
     assert_int_equal(ct_topology_summary_write(v.topo, "test", path, &err), 0);
     assert_int_equal(chmod(path, 0666), 0);
     expect_refused(path, xml, "writable by root only");
+    assert_int_equal(chmod(path, 0644), 0);
+    assert_int_equal(chmod(tdir, 0777), 0);
+    expect_refused(path, xml, "its directory is not owned and writable by root only");
+    assert_int_equal(chmod(tdir, 0755), 0);
     assert_int_equal(ct_topology_summary_write(v.topo, "test", path, &err), 0);
     assert_int_equal(ct_node_summary_read(path, 0, "test", xml, &back, &err), 0); /* CPUs only: an I/O one serves */
     ct_node_summary_free(&back);
