@@ -103,7 +103,7 @@ static int devs_sane(const ct_node_summary *s)
 static int stale(const char *path, const char *what, ct_error *err)
 {
     ct_error_set(err, CT_EFORMAT, "topology-cache", "the node summary %s is not usable: %s", path, what);
-    return ct_error_hint(err, "it is rewritten from hwloc's discovery; remove it if this repeats");
+    return ct_error_hint(err, "the SPANK plugin rewrites it when slurmd starts; restart slurmd if this repeats");
 }
 
 /* Loaded from the topology file the reader would load, unchanged since; or discovered, as the
@@ -187,7 +187,7 @@ int ct_node_summary_read(const char *path, unsigned flags, const char *version, 
     if (fd < 0) {
         ct_error_set(err, errno == ENOENT ? CT_ENOENT : CT_EIO, "topology-cache", "reading the node summary %s "
                      "failed: %s", path, strerror(errno));
-        return ct_error_hint(err, "it is written by the first discovery on this node");
+        return ct_error_hint(err, "the SPANK plugin writes it when slurmd starts with ctrain.so in plugstack.conf");
     }
     if (fstat(fd, &st) != 0) {
         rv = stale(path, "it cannot be examined", err);
