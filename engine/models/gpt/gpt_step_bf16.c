@@ -2,7 +2,7 @@
 /* The GPT's step for bf16-true (gpt_step_tmpl.h), as PyTorch's model.to(torch.bfloat16) on the cpu:
  * parameters, activations and gradients stored in bf16; every Linear's GEMM on oneDNN with bf16
  * inputs, fp32 accumulation and a bf16 destination (ct_gemm_bf16); attention per head on fp32
- * copies; the element-wise passes load bf16, compute in fp32, store bf16 (gpt_kernels_bf16.c). */
+ * copies; the element-wise passes load bf16, compute in fp32, store bf16 (gpt_passes_bf16.c). */
 #include <cblas.h>
 #include <math.h>
 

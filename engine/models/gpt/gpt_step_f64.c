@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The GPT's step in fp64 for 64-true (gpt_step_tmpl.h): every GEMM on OpenBLAS's dgemm (oneDNN's
- * matmul has no f64 on the cpu), every element-wise pass in fp64 (gpt_kernels_f64.c). */
+ * matmul has no f64 on the cpu), every element-wise pass in fp64 (gpt_passes_f64.c). */
 #include <cblas.h>
 #include <math.h>
 

@@ -6,7 +6,7 @@
  *   elem          the element type parameters, activations and gradients are stored in
  *   real          the type the arithmetic runs in (fp32 for bf16 storage)
  *   SFX(name)     the suffix of this type's entry points (gpt_forward_f32, gpt_forward_f64, ...)
- *   KSFX(name)    the names of this type's element-wise passes (gpt_kernels.h)
+ *   KSFX(name)    the names of this type's element-wise passes (gpt_passes.h)
  *   ACTS, VW(m)   this type's block activations and view of the model (gpt_internal.h)
  *   GEMM(...)     ct_gemm's arguments, C of type real
  *   GEMM_BIAS     ct_gemm_bias's (fp32 and bf16 storage: a bias row added as the product is stored)
@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "engine/models/gpt/gpt_internal.h"
-#include "engine/models/gpt/gpt_kernels.h"
+#include "engine/models/gpt/gpt_passes.h"
 #include "engine/nn/gemm.h"
 
 /* Cut the model's arrays into this type's view (at create, and again when the type changes). */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The GPT's element-wise passes for one storage type, included once per type by gpt_kernels.c
- * (fp32: 32-true and the mixed precisions), gpt_kernels_f64.c (fp64: 64-true) and
- * gpt_kernels_bf16.c (bf16 storage: bf16-true), which define
+/* The cpu GPT's element-wise SIMD passes (gpt_passes.h) for one storage type, included once per
+ * type by gpt_passes.c (fp32: 32-true and the mixed precisions), gpt_passes_f64.c (fp64: 64-true)
+ * and gpt_passes_bf16.c (bf16 storage: bf16-true), which define
  *   elem          the type arrays are stored in
  *   real          the type the arithmetic runs in (fp32 for bf16 storage)
  *   LD(x), ST(v)  an element loaded into real, a real stored as an element (identity but for bf16)
@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/models/gpt/gpt_kernels.h"
+#include "engine/models/gpt/gpt_passes.h"
 #include "engine/nn/bf16_inline.h"
 
 #ifdef __clang__

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The GPT's element-wise passes in fp32 (gpt_kernels_tmpl.h). */
+/* The GPT's element-wise passes in fp32 (gpt_passes_tmpl.h). */
 #include <math.h>
 
 /* glibc's libmvec (linked through libm) has a vector expf for SSE, AVX2 and AVX-512;
@@ -17,7 +17,7 @@ __attribute__((simd("notinbranch"))) float expf(float);
 #define LD(x) (x)
 #define ST(v) (v)
 #define GPT_STORE_ROUNDS 0
-#include "engine/models/gpt/gpt_kernels_tmpl.h"
+#include "engine/models/gpt/gpt_passes_tmpl.h"
 
 /* Attention's probabilities from one head's fp32 scores s[T,T] (the batched products' output), in
  * one pass over each row where there were three (scale, softmax, the copy to bf16): row t's columns

@@ -1,0 +1,14 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The GPT's element-wise passes in fp64 for 64-true (gpt_passes_tmpl.h), with the scalar libm
+ * functions: their results are correctly rounded or nearly, as PyTorch's float64 CPU operators. */
+#include <math.h>
+
+#define real double
+#define SFX(name) name##_f64
+#define EXP exp
+#define SQRT sqrt
+#define elem real
+#define LD(x) (x)
+#define ST(v) (v)
+#define GPT_STORE_ROUNDS 0
+#include "engine/models/gpt/gpt_passes_tmpl.h"
