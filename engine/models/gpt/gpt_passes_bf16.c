@@ -3,6 +3,8 @@
  * element loaded into fp32 registers, computed in fp32 and stored rounded to bf16 — what PyTorch's
  * CPU operators do for a bfloat16 tensor. Sums over rows accumulate in fp32 and are stored once. */
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "engine/nn/bf16_inline.h"
 
@@ -15,8 +17,28 @@ __attribute__((simd("notinbranch"))) float expf(float);
 #define real float
 #define LD(x) ct_bf16_load(x)
 #define ST(v) ct_bf16_store(v)
-#define GPT_STORE_ROUNDS 1
 #define SFX(name) name##_bf16
 #define EXP expf
 #define SQRT sqrtf
+
+/* Sums over rows of a bf16-stored gradient: in fp32 scratch (adding 2048 rows in bf16 would keep
+ * about 3 digits of the first few), columns i0..i1 then stored once. */
+static float *row_sums_begin(uint16_t *out, size_t n)
+{
+    float *sums = malloc(sizeof(float) * n);
+
+    if (!sums) {
+        fprintf(stderr, "ctrain: out of memory for a gradient's fp32 row sums\n");
+        abort();
+    }
+    return sums;
+}
+
+static void row_sums_end(uint16_t *out, float *sums, size_t i0, size_t i1)
+{
+    for (size_t i = i0; i < i1; i++)
+        out[i] = ST(sums[i]);
+    free(sums);
+}
+
 #include "engine/models/gpt/gpt_passes_tmpl.h"
