@@ -368,7 +368,7 @@ FUZZ_TARGETS ?= $(patsubst t/fuzz/fuzz_%.c,%,$(sort $(wildcard t/fuzz/fuzz_*.c))
 FUZZ_BUILD   := build-fuzz
 FUZZ_BIN     := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 # clang knows not every gcc warning the build names (-Wno-format-truncation), and at -O1 it does
-# not vectorise every `omp simd` loop the GPT's kernels ask for (a warning, not a fault).
+# not vectorise every `omp simd` loop the cpu GPT's passes ask for (a warning, not a fault).
 FUZZ_FLAGS   := -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer \
                 -fno-sanitize-recover=undefined -Wno-unknown-warning-option -Wno-pass-failed
 

@@ -278,7 +278,7 @@ my @inj_rank = rank_getenv(%inj_ranks);
 my $caught41 = (grep { m{strategies\.c: list\[4\]} } @inj_hand) && (grep { m{registry\.c: entries\[MAX_ENTRIES\]} } @inj_hand) &&
                (grep { m{ddp\.c: .*CT_VAR_RANK} } @inj_rank) && keys(%strategy_src) > 5;
 
-print "1..28\n";
+print "1..30\n";
 print(($edges > 20 ? "ok" : "not ok") . " 1 - read $edges includes in " . scalar(@files) . " files\n");
 if (@bad) {
     print "not ok 2 - layering holds\n";
@@ -712,5 +712,47 @@ sub named_by_hand {
     my @inj = named_by_hand(%inj);
     print(((grep { m{^engine/trainer/register\.c:} } @inj) && (grep { m{^envs/detect\.c:} } @inj) ? "ok" : "not ok") .
           " 28 - check 27 fails on a launcher registered by a literal and an environment listed by hand\n");
+    print "# injected: $_\n" for @inj;
+}
+
+# --- issue 41 items 5 and 6: the cpu GPT's step in files of one concern --------------------------
+# 29. The cpu GPT reads as llm.c's train_gpt2.c: its layers (gpt_layers_tmpl.h), the top-down step
+#     (gpt_step_tmpl.h), attention's paths and the per-type files that instantiate them
+#     (gpt_step_*.c, gpt_attention_*) hold no preprocessor conditional: what differs by storage
+#     type is in each type's thin kernels and its table of attention paths, never an #if around two
+#     bodies. And no cpu source of engine/models/ is named *kernels*: the element-wise loops are
+#     SIMD passes (gpt_passes*.c); GPU kernels are .cu files.
+# 30. Check 29 fails on an #if injected into the layers and on a cpu file named gpt_kernels.c.
+sub gpt_step_conditionals {
+    my (%src) = @_;
+    my @bad;
+    for my $f (sort keys %src) {
+        (my $text = $src{$f}) =~ s{/\*(.*?)\*/}{"\n" x ($1 =~ tr/\n//)}gse; # comments out, lines kept
+        if ($f =~ m{/[^/]*kernels[^/]*\.(c|h)$}) {
+            push @bad, "$f: a cpu source named kernels (the cpu GPT's element-wise loops are passes: gpt_passes*.c)";
+        }
+        next unless $f =~ m{^engine/models/gpt/(gpt_layers_tmpl\.h|gpt_step_tmpl\.h|gpt_step_\w+\.c|gpt_attention_\w+)$};
+        my $n = 0;
+        for my $line (split /\n/, $text) {
+            $n++;
+            push @bad, "$f:$n: a preprocessor conditional in the step: $line" if $line =~ /^\s*#\s*(if|ifdef|ifndef|elif|else)\b/;
+        }
+    }
+    return @bad;
+}
+{
+    my %gpt_src = slurp(grep { m{^engine/models/} && !/\.cu$/ } @files);
+    my @conds = gpt_step_conditionals(%gpt_src);
+    my $step_files = grep { m{^engine/models/gpt/(gpt_layers_tmpl\.h|gpt_step_tmpl\.h|gpt_step_\w+\.c)$} } keys %gpt_src;
+    print((@conds || $step_files < 5 ? "not ok" : "ok") . " 29 - the cpu GPT's layers and step hold no #if; no cpu file named kernels (" .
+          "$step_files step files)\n");
+    print "# $_\n" for @conds;
+    my %inj = %gpt_src;
+    $inj{'engine/models/gpt/gpt_layers_tmpl.h'} .= "\n#if GPT_F32\nstatic int mixed_only;\n#endif\n";
+    $inj{'engine/models/gpt/gpt_kernels.c'} = "/* element-wise loops */\n";
+    my @inj = gpt_step_conditionals(%inj);
+    print(((grep { m{^engine/models/gpt/gpt_layers_tmpl\.h:\d+: a preprocessor conditional.*#if GPT_F32} } @inj) &&
+           (grep { m{^engine/models/gpt/gpt_kernels\.c: a cpu source named kernels} } @inj) ? "ok" : "not ok") .
+          " 30 - check 29 fails on an injected #if and a cpu file named kernels\n");
     print "# injected: $_\n" for @inj;
 }
