@@ -108,4 +108,4 @@ static int mlp_create(const ct_config *cfg, const ct_data_info *data, int max_ba
     return 0;
 }
 
-const struct ct_model_class ct_model_mlp = { .create = mlp_create, .hidden_key = "hidden" };
+const struct ct_model_class ct_model_mlp = { .create = mlp_create };
