@@ -112,6 +112,13 @@ int ct_model_eval_batch(const ct_registry_entry *model, int dflt)
     return cls && cls->eval_batch > 0 && cls->eval_batch < dflt ? cls->eval_batch : dflt;
 }
 
+const char *ct_model_shape_hint(const ct_registry_entry *model)
+{
+    const struct ct_model_class *cls = model ? model->ops : NULL;
+
+    return cls ? cls->shape_hint : NULL;
+}
+
 void ct_model_free(ct_model *m)
 {
     if (m && m->ops && m->ops->destroy)

@@ -182,6 +182,10 @@ struct ct_model_class {
     /* The largest evaluation batch (samples) worth its memory; 0: the engine's default (1000). The
      * engine creates the model for max(--batch-size, this) samples. */
     int eval_batch;
+    /* Optional: the hint when a checkpoint of this model holds another shape than the run builds,
+     * naming the flags that set its shape; NULL: the engine's, which gives the checkpoint's --model
+     * and --model-config. */
+    const char *shape_hint;
     /* Optional (fit --init-from): the --model-config of a Hugging Face checkpoint whose tensors
      * are file[0..n) and whose config.json text is config_json (NULL when there is none beside
      * it), written into out as "k=v,...". given is the user's checked --model-config: a key the
@@ -215,7 +219,9 @@ int ct_model_create(const char *name, const char *config, const ct_data_info *da
 void ct_model_free(ct_model *m);
 /* The evaluation batch of model (a registry entry): its class's eval_batch, else dflt. */
 int ct_model_eval_batch(const ct_registry_entry *model, int dflt);
-
+/* The hint for a checkpoint of model (a registry entry, or NULL when unknown) that holds another
+ * shape: the class's shape_hint, else NULL (then the caller names the checkpoint's flags). */
+const char *ct_model_shape_hint(const ct_registry_entry *model);
 void ct_model_init(ct_model *m, ct_rng *r);
 int ct_model_set_gemm_dtype(ct_model *m, enum ct_dtype dtype, ct_error *err);
 /* The storage type of the parameters (after create, before init): the model's set_param_dtype;
