@@ -278,7 +278,7 @@ my @inj_rank = rank_getenv(%inj_ranks);
 my $caught41 = (grep { m{strategies\.c: list\[4\]} } @inj_hand) && (grep { m{registry\.c: entries\[MAX_ENTRIES\]} } @inj_hand) &&
                (grep { m{ddp\.c: .*CT_VAR_RANK} } @inj_rank) && keys(%strategy_src) > 5;
 
-print "1..26\n";
+print "1..28\n";
 print(($edges > 20 ? "ok" : "not ok") . " 1 - read $edges includes in " . scalar(@files) . " files\n");
 if (@bad) {
     print "not ok 2 - layering holds\n";
@@ -447,7 +447,7 @@ print "# $_\n" for @short_bad;
 # The Trainer reads no variable, not even through envs/'s readers: the SLURM job id and whether
 # ctrain supervise started the step are the answer of the cluster environment the connector chose
 # (the plan's env.slurm_job_id, env.ctrain_supervised, read by ct_env_detect). It names no model:
-# what a model needs (--hidden's key) its class says.
+# it creates the plan's (its descriptor) from the config the connector parsed (checks 27-28).
 # 24. Check 10 fails on the job id read directly again (run.c calling ct_env_slurm_job_id).
 sub trainer_reads_env {
     my (%src) = @_;
@@ -675,5 +675,49 @@ sub impl_names {
     my @inj = impl_names(%inj);
     print(((grep { m{^engine/accelerators/cpu\.c:} } @inj) && (grep { m{^engine/precision/precision\.c:} } @inj) ? "ok" : "not ok") .
           " 26 - check 25 fails on a name written into an implementation\n");
+    print "# injected: $_\n" for @inj;
+}
+
+# --- issue 41 item 2: the model config parsed once, no model named outside its own files -------
+# 27. No file outside the models' own (engine/models/: each model's files and their registration,
+#     builtin.c) and the registry's rows (engine/registry/registry.c) names a model: no string
+#     literal that is a registered model's name ("mlp", "gpt": the rows of registry.c's models[])
+#     in engine/, envs/, pmix/, spank/ or the public headers, comments aside. The CLI takes the
+#     registry's default model, the checkpoint code asks the model's class for its hint, the plan
+#     carries the model's descriptor.
+# 28. Check 27 fails on a name written back (the CLI's default, the checkpoint's hint).
+sub model_literals {
+    my ($names, %src) = @_;
+    my @bad;
+    for my $f (sort keys %src) {
+        (my $text = $src{$f}) =~ s{/\*(.*?)\*/}{"\n" x ($1 =~ tr/\n//)}gse; # comments out, lines kept
+        my $n = 0;
+        for my $line (split /\n/, $text) {
+            $n++;
+            next if $line =~ m{^\s*//};
+            push @bad, "$f:$n: names model $1: $line" if $line =~ /"($names)"/;
+        }
+    }
+    return @bad;
+}
+{
+    my %reg = slurp('engine/registry/registry.c');
+    my ($rows) = $reg{'engine/registry/registry.c'} =~ /\bct_registry_entry\s+models\[\]\s*=\s*\{(.*?)\n\};/s;
+    my @names = ($rows // '') =~ /\.name\s*=\s*"([^"]+)"/g;
+    my $names = join('|', map { quotemeta } @names);
+    my @scope = grep { m{^(engine|envs|pmix|include/ctrain)/} && !m{^engine/models/} && $_ ne 'engine/registry/registry.c' }
+                @files, glob('spank/*.[ch]');
+    my %src = slurp(@scope);
+    my @named = @names ? model_literals($names, %src) : ("registry.c: no model rows found");
+    print((@named ? "not ok" : "ok") . " 27 - no model named outside its own files (" . join(', ', @names) . " in " .
+          scalar(keys %src) . " files)\n");
+    print "# $_\n" for @named;
+    my %inj = %src;
+    $inj{'engine/cli/cmd_fit.c'} .= "\nstatic const char *m(const char *x) { return x ? x : \"mlp\"; }\n";
+    $inj{'engine/checkpoint/checkpoint.c'} .= "\nstatic int g(const char *x) { return !strncmp(x, \"gpt\", 3); }\n";
+    my @inj = @names ? model_literals($names, %inj) : ();
+    print(((grep { m{^engine/cli/cmd_fit\.c:\d+: names model mlp} } @inj) &&
+           (grep { m{^engine/checkpoint/checkpoint\.c:\d+: names model gpt} } @inj) ? "ok" : "not ok") .
+          " 28 - check 27 fails on a model's name written into the CLI and the checkpoint code\n");
     print "# injected: $_\n" for @inj;
 }
