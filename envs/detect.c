@@ -6,42 +6,65 @@
 
 #include "ctrain/envs.h"
 #include "ctrain/util.h"
+#include "engine/registry/components.gen.h" /* CT_ENVS, CT_ENVS_REGISTERED */
 #include "envs/envs_impl.h"
 
-/* Every name ctrain knows. ops is the implementation: built in here, or registered at start-up by
- * libctrain (pmix: its code links libpmix, which libctrain-core must not). Each describes itself
- * (include/ctrain/environment.h): detection order is its priority, not this order. */
+/* Every name ctrain knows, gathered by the Makefile (components.gen.h) from the files that define
+ * an environment: CT_ENVS, envs/NAME.c's ct_env_NAME_ops, built in here; CT_ENVS_REGISTERED, those
+ * libctrain registers at start-up (pmix/environment.c: its code links libpmix, which libctrain-core
+ * must not), known here by name only until then. Adding one is adding its file and its test. Each
+ * describes itself (include/ctrain/environment.h): detection and the order names are listed in go
+ * by its priority. */
 struct env_slot {
     const char *name;
     const struct ct_env_ops *ops;
 };
 
-static struct env_slot slots[] = {
-    { "torchelastic", &ct_env_torchelastic_ops },
-    { "lsf", &ct_env_lsf_ops },
-    { "mpi", &ct_env_mpi_ops },
-    { "slurm", &ct_env_slurm_ops },
-    { "pmix", NULL },
-    { "manual", &ct_env_manual_ops },
-    { "local", &ct_env_local_ops },
-    { "kubeflow", &ct_env_kubeflow_ops },
-};
+#define CT_ENV_EXTERN(name) extern const struct ct_env_ops ct_env_##name##_ops;
+CT_ENVS(CT_ENV_EXTERN)
+#define CT_ENV_BUILT_IN(name) { NULL, &ct_env_##name##_ops },
+#define CT_ENV_LATER(name) { #name, NULL },
+static struct env_slot slots[] = { CT_ENVS(CT_ENV_BUILT_IN) CT_ENVS_REGISTERED(CT_ENV_LATER) };
 #define NSLOTS ((int)(sizeof(slots) / sizeof(slots[0])))
+
+static const char *slot_name(const struct env_slot *s) { return s->ops ? s->ops->name : s->name; }
+
+/* Whether slot j is listed before slot k: the registered by decreasing priority, ties in slot
+ * order, then the names registered later (in slot order) until they are registered. */
+static int listed_before(int j, int k)
+{
+    const struct ct_env_ops *a = slots[j].ops, *b = slots[k].ops;
+
+    if (!a != !b)
+        return a != NULL;
+    if (a && a->priority != b->priority)
+        return a->priority > b->priority;
+    return j < k;
+}
+
+/* Slot k's place in that order. */
+static int slot_rank(int k)
+{
+    int rank = 0;
+
+    for (int j = 0; j < NSLOTS; j++)
+        rank += j != k && listed_before(j, k);
+    return rank;
+}
 
 static const char *names[NSLOTS + 1];
 
 const char *const *ct_env_names(void)
 {
-    if (!names[0])
-        for (int i = 0; i < NSLOTS; i++)
-            names[i] = slots[i].name;
+    for (int k = 0; k < NSLOTS; k++)
+        names[slot_rank(k)] = slot_name(&slots[k]);
     return names;
 }
 
 static struct env_slot *slot_of(const char *name)
 {
     for (int i = 0; i < NSLOTS; i++)
-        if (!strcasecmp(slots[i].name, name))
+        if (!strcasecmp(slot_name(&slots[i]), name))
             return &slots[i];
     return NULL;
 }
@@ -55,24 +78,12 @@ int ct_env_count(void)
     return n;
 }
 
-/* The i-th registered environment by decreasing priority (ties: the order above). */
+/* The i-th registered environment by decreasing priority (ties: slot order). */
 const struct ct_env_ops *ct_env_at(int i)
 {
-    int rank[NSLOTS];
-
-    if (i < 0)
-        return NULL;
-    for (int k = 0; k < NSLOTS; k++) {
-        rank[k] = 0;
-        if (!slots[k].ops)
-            continue;
-        for (int j = 0; j < NSLOTS; j++)
-            if (j != k && slots[j].ops && (slots[j].ops->priority > slots[k].ops->priority ||
-                                           (slots[j].ops->priority == slots[k].ops->priority && j < k)))
-                rank[k]++;
-        if (rank[k] == i)
+    for (int k = 0; k < NSLOTS; k++)
+        if (slots[k].ops && slot_rank(k) == i)
             return slots[k].ops;
-    }
     return NULL;
 }
 

@@ -7,13 +7,9 @@
 #include "ctrain/error.h"
 #include "engine/util/rankvars.h"
 
-extern const struct ct_env_ops ct_env_torchelastic_ops;
-extern const struct ct_env_ops ct_env_lsf_ops;
-extern const struct ct_env_ops ct_env_mpi_ops;
-extern const struct ct_env_ops ct_env_slurm_ops;
-extern const struct ct_env_ops ct_env_manual_ops;
+/* The built-in environments, ct_env_NAME_ops in envs/NAME.c, are gathered by detect.c from the
+ * Makefile's list (components.gen.h); local, the fallback of detection, is named there too. */
 extern const struct ct_env_ops ct_env_local_ops;
-extern const struct ct_env_ops ct_env_kubeflow_ops;
 
 /* 1 when name is set to a non-empty value. */
 int ct_envvar_has(ct_getenv_fn get, void *ctx, const char *name);

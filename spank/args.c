@@ -4,6 +4,8 @@
  *   allowed_strategies=A,B     the strategies users may choose
  *   bind=closest|none          the site default for --ctrain-bind
  *   topology=FILE              an hwloc XML to load on the nodes instead of discovering
+ *   summary=PATH|none          the node summary slurmd writes at its start and steps plan from
+ *                              (%h: the node's host name); default /run/ctrain/node-%h.summary
  *   port_base=N                base of MASTER_PORT (1024-49152; the envs/ rule adds job and step)
  *   verbose                    log what the plugin decides at info level */
 #include <string.h>
@@ -17,7 +19,7 @@
 static struct ct_spank_args args;
 
 static const char *const arg_names[] = { "default_strategy", "allowed_strategies", "bind", "topology",
-                                         "port_base", "verbose", NULL };
+                                         "summary", "port_base", "verbose", NULL };
 
 static int bad_arg(ct_error *err, const char *arg, const char *what, const char *hint)
 {
@@ -33,7 +35,7 @@ static int unknown_arg(ct_error *err, const char *arg, const char *key)
     if (near)
         return ct_error_hint(err, "did you mean '%s%s'?", near, strcmp(near, "verbose") ? "=" : "");
     return ct_error_hint(err, "the arguments are default_strategy=, allowed_strategies=, bind=, topology=, "
-                         "port_base= and verbose (see ctrain-spank(8))");
+                         "summary=, port_base= and verbose (see ctrain-spank(8))");
 }
 
 /* A strategy list: names of letters, digits, '_' and '-' separated by single commas. */
@@ -84,6 +86,11 @@ static int parse_one(const char *arg, struct ct_spank_args *a, ct_error *err)
          * node's other steps, and srun and sbatch may run where it does not exist. */
         if (val[0] != '/' || ct_str_copy(a->topology, sizeof(a->topology), val))
             return bad_arg(err, arg, "not an absolute path", "give the full path of an hwloc XML file");
+    } else if (!strcmp(key, "summary")) {
+        /* Written and read by root: an absolute path an admin chose, never the job's. */
+        if ((val[0] != '/' && strcmp(val, "none")) || ct_str_copy(a->summary, sizeof(a->summary), val))
+            return bad_arg(err, arg, "not an absolute path or 'none'",
+                           "e.g. summary=/run/ctrain/node-%h.summary (%h: the host name), or summary=none");
     } else if (!strcmp(key, "port_base")) {
         /* envs/ derives up to CT_ENV_PORT_SPAN ports from it: the last must stay a port. */
         if (ct_parse_long(val, 1024, 65535 - (CT_ENV_PORT_SPAN - 1), &n) != 0)

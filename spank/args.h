@@ -18,6 +18,7 @@ struct ct_spank_args {
     char allowed_strategies[512]; /* "" = any strategy the connector accepts */
     enum ct_spank_bind bind;      /* site default; CT_SPANK_BIND_UNSET = closest */
     char topology[1024];          /* hwloc XML to load instead of discovering; "" = discover */
+    char summary[1024];           /* the node summary's path (%h: host name), "none"; "" = the default */
     long port_base;               /* 0 = the envs/ default */
     int verbose;
 };

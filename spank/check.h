@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain SPANK plugin — the --ctrain-* options through libctrain-core's connector: one check for
- * srun, sbatch and salloc (local.c) and for each task on the node (remote.c). */
+ * srun, sbatch and salloc (srun.c) and for each task on the node (remote.c). */
 #ifndef CTRAIN_SPANK_CHECK_H
 #define CTRAIN_SPANK_CHECK_H
 

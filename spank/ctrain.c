@@ -9,7 +9,8 @@
  *   rendezvous.c  MASTER_ADDR and MASTER_PORT of a step
  *   gres.c        gres.conf's device files and the drivers' table
  *   bind.c        loads ctrain-bind.so, the binding planner with hwloc (spank/bind.h)
- *   local.c       srun, sbatch, salloc: check the flags before anything launches
+ *   summary.c     the node summary: written by slurmd at its start, planned on in slurmstepd
+ *   srun.c        srun, sbatch, salloc: check the flags before anything launches
  *   remote.c      slurmstepd: rank layout, environment and binding of each task
  *   ctrain.c      this dispatcher
  * SPANK counts any return >= 0 as success (ESPANK_* codes are
@@ -36,10 +37,11 @@
 
 #include "ctrain/error.h"
 #include "spank/args.h"
-#include "spank/local.h"
+#include "spank/srun.h"
 #include "spank/log.h"
 #include "spank/options.h"
 #include "spank/remote.h"
+#include "spank/summary.h"
 
 #ifndef CTRAIN_VERSION
 #error "CTRAIN_VERSION is set by the Makefile (from debian/changelog)"
@@ -63,6 +65,23 @@ static void log_version(void)
     ct_spank_info("version %s, built for SLURM %d.%02d.%d", CTRAIN_VERSION,
                   SLURM_VERSION_MAJOR(SLURM_VERSION_NUMBER), SLURM_VERSION_MINOR(SLURM_VERSION_NUMBER),
                   SLURM_VERSION_MICRO(SLURM_VERSION_NUMBER));
+}
+
+/* slurmd, once at its start, as root (SPANK's init in slurmd's own context): the node summary each
+ * step's slurmstepd plans from (spank/summary.c). Never a failure: a bad argument is logged, and
+ * without a summary steps discover for themselves. */
+static int slurmd_init(int ac, char **av)
+{
+    ct_error err;
+
+    ct_error_clear(&err);
+    if (ct_spank_args_parse(ac, av, &err) != 0) {
+        ct_spank_report(&err);
+        return 0;
+    }
+    ct_spank_log_verbose(ct_spank_args_get()->verbose);
+    ct_spank_summary_write();
+    return 0;
 }
 
 /* Every --ctrain-* option. In srun, sbatch and salloc SLURM honours a failure here even for an
@@ -99,6 +118,8 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
     ct_error_clear(&err);
     disabled = 0;
     ct_spank_options_free();
+    if (ctx == S_CTX_SLURMD)
+        return slurmd_init(ac, av);
     if (ctx != S_CTX_LOCAL && ctx != S_CTX_REMOTE && ctx != S_CTX_ALLOCATOR)
         return 0;
     /* Options first: with an optional plugin disabled below, srun must still accept them. */

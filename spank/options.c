@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain SPANK plugin — the --ctrain-* options of srun, sbatch and salloc. SPANK calls the
  * dispatcher's callback (ctrain.c, given at registration) for each; this file stores a value after
- * checking its form, and the connector checks the meaning (check.c, from local.c in
+ * checking its form, and the connector checks the meaning (check.c, from srun.c in
  * srun/sbatch/salloc and remote.c on the node). */
 #include <stdlib.h>
 #include <string.h>

@@ -186,7 +186,8 @@ int ct_spank_remote_user_init(spank_t sp)
     ct_spank_info("step %u.%u node %u: %u of %u tasks, rank 0 on %s at %s:%d%s, binding %s", s->job_id, s->step_id,
                   s->node_id, s->local_tasks, s->total_tasks, s->rdv.node, s->rdv.address, s->rdv.port,
                   s->rdv.port_reserved ? " (srun --resv-ports)" : "",
-                  !s->plan ? "off" : s->ahead ? "planned (topology discovered ahead)" : "planned");
+                  !s->plan ? "off" : s->summary[0] ? "planned (topology from the node summary)" :
+                  s->ahead ? "planned (topology discovered ahead)" : "planned");
     return 0;
 }
 

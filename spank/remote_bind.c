@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* ctrain SPANK plugin — slurmstepd, the binding: the node's topology, discovered in a thread
- * between init_post_opt and user_init (or read from topology=), the plan for the step's tasks
- * (ctrain-bind.so, loaded only here), and each task's CPUs and GPUs in task_init. */
+/* ctrain SPANK plugin — slurmstepd, the binding: the node's topology, read from the node summary
+ * slurmd wrote (spank/summary.h), else discovered in a thread between init_post_opt and user_init
+ * (or read from topology=); the plan for the step's tasks (ctrain.so's planner on the summary, else
+ * ctrain-bind.so's, loaded only then), and each task's CPUs and GPUs in task_init. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <signal.h>
@@ -135,8 +136,30 @@ static void *discover(void *arg)
     return NULL;
 }
 
-/* Loading ctrain-bind.so and hwloc, and hwloc's discovery of the node (0.7 ms, most of it the
- * kernel opening sysfs files), run in a thread of their own from init_post_opt to user_init, while
+/* The node summary slurmd wrote at its start: no hwloc, no ctrain-bind.so, no thread (a read of a
+ * few kilobytes). Why it does not serve is said once per step; then the step discovers as before. */
+static int summary_load(struct step *s)
+{
+    ct_error err;
+    int rv;
+
+    ct_error_clear(&err);
+    rv = ct_spank_summary_read(s->found_flags, s->summary, sizeof(s->summary), &s->found, &err);
+    if (rv != 0 && strcmp(ct_spank_args_get()->summary, "none"))
+        ct_spank_info("node %u: %s; %s instead", s->node_id, err.msg,
+                      ct_spank_args_get()->topology[0] ? "the topology file" : "hwloc's discovery");
+    if (rv != 0) {
+        s->summary[0] = '\0';
+        return 0;
+    }
+    s->ops = ct_spank_summary_ops();
+    s->found_rv = 0;
+    return 1;
+}
+
+/* Without a node summary that serves: loading ctrain-bind.so and hwloc, and hwloc's discovery of
+ * the node (0.7 ms, most of it the kernel opening sysfs files), run in a thread of their own from
+ * init_post_opt to user_init, while
  * slurmstepd sets the step up (its cgroup, I/O and credentials: 5-20 ms), off the launch path. Not
  * for a topology file: that is read as the user, in user_init. The thread reads /sys and /proc (and
  * ctrain-bind.so from ctrain.so's directory) and writes only s->found* and s->ops; slurmstepd's
@@ -147,10 +170,10 @@ void ct_spank_discovery_start(struct step *s, char **env)
 {
     sigset_t all, old;
 
-    if (ct_spank_args_get()->topology[0])
-        return;
     s->found_flags = topology_flags(env);
     ct_error_clear(&s->found_err);
+    if (summary_load(s) || ct_spank_args_get()->topology[0])
+        return;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     s->finding = pthread_create(&s->finder, NULL, discover, s) == 0;
@@ -182,6 +205,15 @@ static int load_topology(struct step *s, unsigned flags, const char *cpus, ct_er
     int rv = 0;
 
     ct_spank_discovery_join(s);
+    if (s->summary[0] && !(s->found_flags == flags && s->ops->topology_allows(s->found, cpus))) {
+        /* slurmd's view of the CPUs (its cpuset at its start) lacks some of the step's. */
+        ct_spank_info("node %u: the node summary %s does not cover this step's CPUs %s; %s instead", s->node_id,
+                      s->summary, cpus, topology[0] ? "the topology file" : "hwloc's discovery");
+        s->ops->topology_free(s->found);
+        s->found = NULL;
+        s->ops = NULL;
+        s->summary[0] = '\0';
+    }
     if (!s->ops && !(s->ops = ct_spank_bind_open(err)))
         return err->code;
     if (s->found && s->found_flags == flags && (s->found_rv != 0 || s->ops->topology_allows(s->found, cpus))) {

@@ -20,13 +20,15 @@
 #include "spank/gres.h"
 #include "spank/options.h"
 #include "spank/rendezvous.h"
+#include "spank/summary.h"
 
 struct step {
     uint32_t job_id, step_id, nnodes, node_id, local_tasks, total_tasks;
     int het;            /* a heterogeneous step: ranks and sizes from SLURM's task variables */
     struct ct_spank_rendezvous rdv;
     enum ct_spank_bind bind;
-    const struct ct_spank_bind_ops *ops; /* ctrain-bind.so, loaded by the finder or else by user_init */
+    const struct ct_spank_bind_ops *ops; /* ctrain-bind.so, loaded by the finder or else by user_init;
+                                            ctrain.so's own planner for a node summary */
     ct_topology *topo;
     ct_bind_plan *plan;
     pthread_t finder;   /* discovers the node's topology between init_post_opt and user_init */
@@ -36,7 +38,8 @@ struct step {
     ct_topology *found; /* what it discovers; NULL: no discovery ahead */
     int found_rv;       /* its result, with found_err */
     ct_error found_err;
-    int ahead;          /* s->topo is the thread's */
+    int ahead;          /* s->topo is the thread's, or the node summary's */
+    char summary[1100]; /* s->found (then s->topo) is this node summary's; "" when discovered or loaded */
     int gpus_managed;   /* SLURM told which GPUs the step has: CUDA_VISIBLE_DEVICES is ours to set */
     char step_gpus[1024]; /* the step's SLURM_STEP_GPUS as user_init saw it (the step's, not a task's) */
     char step_mapped[1024]; /* the same GPUs as PCI positions in the topology (include/ctrain/gres.h) */

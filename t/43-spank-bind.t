@@ -3,7 +3,7 @@
 # Binding applied by the plugin inside slurmstepd: on this machine's own topology and with
 # topology=FILE, always what `ctrain bind` plans for the step's allowed CPUs, never outside them.
 . "$(dirname "$0")/lib/spank.sh"
-spank_plan 33
+spank_plan 46
 spank_cluster 1 ""
 DGX="$ROOT/t/fixtures/topologies/nvidia-dgx2.xml"
 SHOW='echo "$SLURM_LOCALID|$(grep Cpus_allowed_list /proc/self/status | cut -f2)|${OMP_NUM_THREADS-unset}|${CUDA_VISIBLE_DEVICES-unset}"'
@@ -46,7 +46,11 @@ ok $? "no ctrain-topology thread left in slurmstepd when the tasks run ($OUT)"
 # (Debian's slurmstepd links libhwloc itself: there the planner is what a step without binding spares.)
 MAPS='grep -o "ctrain[-a-z]*\.so" /proc/$PPID/maps | LC_ALL=C sort -u | tr "\n" " "'
 run_srun -n1 --ctrain-strategy=ddp sh -c "$MAPS"
-is "$OUT" "ctrain-bind.so ctrain.so " "a step that binds: its slurmstepd loaded ctrain-bind.so"
+is "$OUT" "ctrain.so " "a step that binds on the node summary: no ctrain-bind.so (nor hwloc) in its slurmstepd"
+spank_plugstack "$SHIPPED" "summary=none"
+run_srun -n1 --ctrain-strategy=ddp sh -c "$MAPS"
+is "$OUT" "ctrain-bind.so ctrain.so " "summary=none: a step that binds loads ctrain-bind.so and discovers"
+spank_plugstack "$SHIPPED" ""
 run_srun -n1 --ctrain-strategy=ddp --ctrain-bind=none sh -c "$MAPS"
 is "$OUT" "ctrain.so " "--ctrain-bind=none: no ctrain-bind.so in the step's slurmstepd"
 run_srun -n1 sh -c "$MAPS"
@@ -84,6 +88,62 @@ run_srun -n2 --ctrain-strategy=ddp sh -c "$SHOW"
 is "$(printf '%s\n' "$OUT" | cut -d'|' -f2 | sort -u)" "$ALLOWED" "site bind=none: no binding by default"
 run_srun -n2 --ctrain-strategy=ddp --ctrain-bind=closest sh -c "$SHOW"
 is "$(printf '%s\n' "$OUT" | cut -d'|' -f1-3 | sort)" "$(expect --tasks 2 | sort)" "--ctrain-bind=closest overrides the site's bind=none"
+
+# The node summary: slurmd wrote it at its start (its /run/ctrain is the cluster's run/ctrain-n1),
+# root's, 0644. A step plans from it, and binds as hwloc's discovery does; removed, corrupted,
+# another node's, or without one of the step's CPUs, the step says why once in slurmd's log,
+# discovers, and binds the same.
+SUMMARY="$CLUSTER_DIR/run/ctrain-n1/node-n1.summary"
+SLURMD_LOG="$CLUSTER_DIR/log/slurmd-n1.log"
+is "$(stat -c '%U %a' "$SUMMARY" 2>&1)" "root 644" "slurmd wrote the node summary at its start, root's, mode 0644"
+cp -p "$SUMMARY" "$CLUSTER_DIR/summary.good"
+spank_plugstack "$SHIPPED" "verbose"
+# bound CASE: each task's "local|cpus|threads" of a 2-task step, and slurmd's log lines of that step.
+bound() {
+    local before
+    before=$(wc -l <"$SLURMD_LOG")
+    run_srun -n2 --ctrain-strategy=ddp sh -c "$SHOW"
+    BOUND=$(printf '%s\n' "$OUT" | cut -d'|' -f1-3 | sort)
+    STEPLOG=$(tail -n +"$((before + 1))" "$SLURMD_LOG")
+}
+bound
+is "$BOUND" "$(expect --tasks 2 | sort)" "planned on the node summary: the planner's binding for this machine"
+like "$STEPLOG" "binding planned \(topology from the node summary\)" "slurmd's log: the step planned from the node summary"
+# edit FILE PERL: the summary's bytes ($d) changed by PERL, its FNV-1a checksum (offset 16 of
+# engine/bind/node_summary.h's head, counted as zero) made to match: what this node's slurmd would
+# have written had it seen what PERL makes it say. Offsets: host at 96 (64 bytes); the head is 1240
+# bytes on x86-64 and arm64, and the allowed PUs' set (set 0) follows it.
+edit() {
+    perl -e 'open(my $f, "+<", $ARGV[0]) or die; binmode $f; local $/; our $d = <$f>; eval $ARGV[1]; die $@ if $@;
+        substr($d, 16, 8) = "\0" x 8;
+        { use integer; my $h = unpack("q", pack("Q", 0xcbf29ce484222325));
+          for my $c (unpack("C*", $d)) { $h ^= $c; $h *= 0x100000001b3; }
+          substr($d, 16, 8) = pack("q", $h); }
+        seek($f, 0, 0); print $f $d; close $f or die' "$1" "$2"
+}
+# flip FILE: one byte past the head (the CPU sets, devices and OS indexes), at a random place
+# among the last 32, changed.
+flip() {
+    perl -e 'open(my $f, "+<", $ARGV[0]) or die; binmode $f; my $at = (-s $ARGV[0]) - 1 - int(rand(32));
+        seek($f, $at, 0); read($f, my $c, 1); seek($f, $at, 0); print $f chr(ord($c) ^ 0x5a); close $f or die' "$1"
+}
+for how in removed corrupt foreign narrower; do
+    case $how in
+    removed) rm -f "$SUMMARY"; why="reading the node summary /run/ctrain/node-n1.summary failed" ;;
+    corrupt) cp -p "$CLUSTER_DIR/summary.good" "$SUMMARY"; flip "$SUMMARY"; why="checksum does not match" ;;
+    foreign) cp -p "$CLUSTER_DIR/summary.good" "$SUMMARY"
+             edit "$SUMMARY" 'substr($d, 96, 64) = pack("a64", "n9")'; why="another node wrote it" ;;
+    narrower) cp -p "$CLUSTER_DIR/summary.good" "$SUMMARY"   # slurmd's CPUs at its start lacked one
+             edit "$SUMMARY" 'my $w = unpack("Q", substr($d, 1240, 8)); substr($d, 1240, 8) = pack("Q", $w & ($w - 1))'
+             why="does not cover this step's CPUs" ;;
+    esac
+    bound
+    is "$BOUND" "$(expect --tasks 2 | sort)" "summary $how: the step discovers and binds the same"
+    is "$(printf '%s\n' "$STEPLOG" | grep -c "node 0: .*$why.*hwloc's discovery instead")" 1 \
+       "summary $how: slurmd's log says why, once"
+done
+cp -p "$CLUSTER_DIR/summary.good" "$SUMMARY"
+spank_plugstack "$SHIPPED" ""
 
 # topology=FILE: the DGX-2 file; SLURM_STEP_GPUS stands for the GPUs SLURM gave the step.
 spank_plugstack "$SHIPPED" "topology=$DGX"
@@ -152,11 +212,16 @@ else
     printf '%s\n' "rc=$RC" "$ERR" | head -n 8 | sed 's/^/#   /'
 fi
 
-# ctrain.so installed without its planner: a step that binds fails with the path and a hint, nothing
-# runs; a step that does not bind runs (it never loads the planner).
+# ctrain.so installed without its planner: a step on the summary binds; without the summary a step
+# that binds fails with the path and a hint, nothing runs; a step that does not bind runs (it never
+# loads the planner).
 mkdir -p "$CLUSTER_DIR/alone"
 cp "$PLUGIN" "$CLUSTER_DIR/alone/ctrain.so"
 echo "$SHIPPED $CLUSTER_DIR/alone/ctrain.so" >"$CLUSTER_DIR/plugstack.conf"
+run_srun -n2 --ctrain-strategy=ddp sh -c "$SHOW"
+is "$(printf '%s\n' "$OUT" | cut -d'|' -f1-3 | sort)" "$(expect --tasks 2 | sort)" \
+   "no ctrain-bind.so beside ctrain.so: a step binds on the node summary all the same"
+echo "$SHIPPED $CLUSTER_DIR/alone/ctrain.so summary=none" >"$CLUSTER_DIR/plugstack.conf"
 rm -f "$CLUSTER_DIR/ran"
 run_srun -n1 --ctrain-strategy=ddp touch "$CLUSTER_DIR/ran"
 if [ "$RC" -ne 0 ] && [ ! -e "$CLUSTER_DIR/ran" ] &&

@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
-# The plugin's code under valgrind inside slurmstepd (with a topology= file, and discovering the node
-# in its thread): slurmd n1 starts every slurmstepd under
+# The plugin's code under valgrind inside slurmstepd (on the node summary of a topology= file, and
+# discovering the node in its thread): slurmd n1 starts every slurmstepd under
 # valgrind (a wrapper bound over slurmstepd in slurmd's mount namespace), so each step's slurmstepd,
 # and each task until it execs the user's program, run the plugin under memcheck. Errors or definite leaks whose stack goes through
 # ctrain fail the test. SLURM's own findings (outside ctrain) are not ours to judge and are ignored.
@@ -49,7 +49,9 @@ is "$(printf '%s\n' "$OUT" | awk '{print $1, $2, $3, $5}' | sort | tr '\n' ';')"
    "the plugin ran: every task has its layout"
 run_srun -n1 true
 ok "$RC" "a plain step runs with slurmstepd under valgrind"
-# No topology= file: hwloc discovers the node in the plugin's thread from init_post_opt to user_init.
+# The steps above planned on the node summary slurmd n1 wrote from the topology= file at its start
+# (ctrain.so's reader and planner under valgrind). No topology= file: that summary is refused (made
+# from a file), and hwloc discovers the node in the plugin's thread from init_post_opt to user_init.
 spank_plugstack "$SHIPPED" ""
 run_srun -n2 --ctrain-strategy=ddp --ctrain-bind=verbose true
 ok "$RC" "a ctrain step on the discovered topology (the plugin's discovery thread) runs under valgrind"

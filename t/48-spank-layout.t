@@ -5,7 +5,7 @@
 # ports, a user's MASTER_PORT, a derived port already in use on rank 0's node, and a missing
 # topology= file (only ctrain steps read it).
 . "$(dirname "$0")/lib/spank.sh"
-spank_plan 20
+spank_plan 21
 spank_cluster 2 "verbose"
 SHOW='echo "$SLURM_PROCID $SLURM_NODEID $SLURM_JOB_ID|$RANK $WORLD_SIZE $NODE_RANK|$MASTER_ADDR|$MASTER_PORT"'
 
@@ -62,12 +62,20 @@ else
 fi
 like "$ERR" "ctrain: hint: .*--resv-ports" "the hint names srun --resv-ports"
 
-# hwloc's discovery in a thread of each slurmstepd from init_post_opt to user_init (spank/remote.c):
-# each node's binding was planned on it ("verbose" logs at info).
+# Each node's slurmd wrote its own node summary at its start (its /run/ctrain), and each node's
+# binding was planned on it ("verbose" logs at info).
+run_srun -N2 -n2 --ctrain-strategy=ddp sh -c 'echo $SLURM_JOB_ID'
+job=$(printf '%s\n' "$OUT" | head -n 1)
+is "$(cat "$CLUSTER_DIR"/log/slurmd-n*.log | grep -c "ctrain: step $job\.0 node [01]: .*binding planned (topology from the node summary)")" 2 \
+   "each node's binding planned on the node summary its slurmd wrote"
+# summary=none: hwloc's discovery in a thread of each slurmstepd from init_post_opt to user_init
+# (spank/remote_bind.c), each node's binding planned on it.
+spank_plugstack "$SHIPPED" "verbose summary=none"
 run_srun -N2 -n2 --ctrain-strategy=ddp sh -c 'echo $SLURM_JOB_ID'
 job=$(printf '%s\n' "$OUT" | head -n 1)
 is "$(cat "$CLUSTER_DIR"/log/slurmd-n*.log | grep -c "ctrain: step $job\.0 node [01]: .*binding planned (topology discovered ahead)")" 2 \
-   "each node's binding planned on the topology its discovery thread found while slurmstepd set the step up"
+   "summary=none: each node's binding planned on the topology its discovery thread found while slurmstepd set the step up"
+spank_plugstack "$SHIPPED" "verbose"
 
 # Root trusts no job variable for the ids and names it asks slurmctld about (issue 40 item 1):
 # forge_env.so stands in for a modified srun, rewriting the job's environment before ctrain.so

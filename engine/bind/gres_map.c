@@ -8,16 +8,16 @@
 
 #include "ctrain/gres.h"
 #include "ctrain/util.h"
-#include "engine/bind/topology_internal.h"
+#include "engine/bind/topology_model.h"
 
 const char *ct_topology_gpu_pci(const ct_topology *topo, int k)
 {
     static __thread char buf[16];
-    const struct ct_gpu *g;
+    const struct ct_node_summary_dev *g;
 
-    if (k < 0 || k >= topo->ngpus || !topo->gpus[k].pcidev)
+    if (k < 0 || k >= topo->ngpus || !topo->model.gpus[k].has_pci)
         return NULL;
-    g = &topo->gpus[k];
+    g = &topo->model.gpus[k];
     snprintf(buf, sizeof(buf), "%04x:%02x:%02x.%x", g->pci[0], g->pci[1], g->pci[2], g->pci[3]);
     return buf;
 }

@@ -9,7 +9,8 @@
 #include "ctrain/bind.h"
 #include "ctrain/error.h"
 #include "ctrain/util.h"
-#include "engine/bind/topology_internal.h"
+#include "engine/bind/cpuset.h"
+#include "engine/bind/topology_model.h"
 
 #define CT_BIND_MAX_GROUPS 256
 
@@ -23,8 +24,9 @@ struct ct_bind_plan {
 /* A group of neighbouring domains (NUMA nodes or packages) that a set of tasks shares. */
 struct group {
     char label[96];
-    hwloc_bitmap_t cpuset;       /* allowed PUs of the group */
-    hwloc_bitmap_t *units;       /* allowed PUs of each core, in logical order */
+    unsigned nw;                 /* words of its CPU sets: the node model's */
+    uint64_t *cpuset;            /* allowed PUs of the group */
+    uint64_t **units;            /* allowed PUs of each core, in logical order */
     int nunits;
     int gpus[CT_TOPO_MAX_DEVS];  /* indexes into topo->gpus, PCI order */
     int ngpus;
@@ -35,55 +37,81 @@ struct group {
 
 static void group_free(struct group *g)
 {
-    hwloc_bitmap_free(g->cpuset);
+    free(g->cpuset);
     for (int i = 0; i < g->nunits; i++)
-        hwloc_bitmap_free(g->units[i]);
+        free(g->units[i]);
     free(g->units);
 }
 
 /* Append a core's PUs to the group; the array grows as needed. */
-static void group_push_unit(struct group *g, hwloc_bitmap_t unit)
+static void group_push_unit(struct group *g, uint64_t *unit)
 {
-    hwloc_bitmap_t *grown = realloc(g->units, sizeof(*grown) * (size_t)(g->nunits + 1));
+    uint64_t **grown = realloc(g->units, sizeof(*grown) * (size_t)(g->nunits + 1));
 
     if (!grown) {
-        hwloc_bitmap_free(unit);
+        free(unit);
         return;
     }
     g->units = grown;
     g->units[g->nunits++] = unit;
 }
 
-/* Domains: the level of NUMA nodes or packages with more objects (the finer one). */
-static hwloc_obj_type_t domain_type(hwloc_topology_t hw)
-{
-    int numa = hwloc_get_nbobjs_by_type(hw, HWLOC_OBJ_NUMANODE);
-    int pkg = hwloc_get_nbobjs_by_type(hw, HWLOC_OBJ_PACKAGE);
+/* The levels of the node model the planner groups by. */
+enum level { LEVEL_MACHINE, LEVEL_NUMA, LEVEL_PACKAGE };
 
-    if (numa <= 0 && pkg <= 0)
-        return HWLOC_OBJ_MACHINE;
-    return pkg > numa ? HWLOC_OBJ_PACKAGE : HWLOC_OBJ_NUMANODE;
+static unsigned words(const ct_topology *t)
+{
+    return t->model.head->nwords;
 }
 
-static const char *domain_name(hwloc_obj_type_t t)
+static int level_count(const ct_topology *t, enum level l)
 {
-    return t == HWLOC_OBJ_PACKAGE ? "package" : t == HWLOC_OBJ_NUMANODE ? "NUMA" : "machine";
+    const struct ct_node_summary_head *h = t->model.head;
+
+    return l == LEVEL_NUMA ? h->nnuma : l == LEVEL_PACKAGE ? h->npackages : 1;
+}
+
+/* Object i's CPUs (the machine's: every allowed PU) and OS index. */
+static const uint64_t *level_set(const ct_topology *t, enum level l, int i)
+{
+    const struct ct_node_summary_head *h = t->model.head;
+
+    return ct_topology_set(t, l == LEVEL_NUMA ? 1 + i : l == LEVEL_PACKAGE ? 1 + h->nnuma + i : 0);
+}
+
+static unsigned level_os_index(const ct_topology *t, enum level l, int i)
+{
+    return l == LEVEL_NUMA ? t->model.os_index[i] : l == LEVEL_PACKAGE ? t->model.os_index[t->model.head->nnuma + i] : 0;
+}
+
+/* Domains: the level of NUMA nodes or packages with more objects (the finer one). */
+static enum level domain_type(const ct_topology *t)
+{
+    int numa = t->model.head->nnuma, pkg = t->model.head->npackages;
+
+    if (numa <= 0 && pkg <= 0)
+        return LEVEL_MACHINE;
+    return pkg > numa ? LEVEL_PACKAGE : LEVEL_NUMA;
+}
+
+static const char *domain_name(enum level l)
+{
+    return l == LEVEL_PACKAGE ? "package" : l == LEVEL_NUMA ? "NUMA" : "machine";
 }
 
 /* The allowed PUs of each core of cs (or of each PU when the topology has no cores). */
-static void group_add_units(hwloc_topology_t hw, struct group *g, hwloc_const_cpuset_t cs)
+static void group_add_units(const ct_topology *t, struct group *g, const uint64_t *cs)
 {
-    hwloc_obj_type_t ut = hwloc_get_nbobjs_by_type(hw, HWLOC_OBJ_CORE) > 0 ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU;
-    int n = hwloc_get_nbobjs_by_type(hw, ut);
+    const struct ct_node_summary_head *h = t->model.head;
+    unsigned nw = words(t);
 
-    for (int i = 0; i < n; i++) {
-        hwloc_obj_t o = hwloc_get_obj_by_type(hw, ut, (unsigned)i);
-        hwloc_bitmap_t unit;
+    for (int i = 0; i < h->nunits; i++) {
+        const uint64_t *core = ct_topology_set(t, 1 + h->nnuma + h->npackages + i);
+        uint64_t *unit;
 
-        if (!hwloc_bitmap_intersects(o->cpuset, cs))
+        if (!ct_cpuset_intersects(core, cs, nw) || !(unit = ct_cpuset_alloc(nw)))
             continue;
-        unit = hwloc_bitmap_alloc();
-        hwloc_bitmap_and(unit, o->cpuset, cs);
+        ct_cpuset_and(unit, core, cs, nw);
         group_push_unit(g, unit);
     }
 }
@@ -112,14 +140,15 @@ static int parse_gpus(const ct_topology *t, const char *list, int *sel, int *nse
         if (ct_parse_long(tok, 0, t->ngpus - 1, &idx) == 0)
             found = (int)idx;
         for (int i = 0; found < 0 && i < t->ngpus; i++)
-            if (!strcmp(tok, t->gpus[i].name) || (t->gpus[i].uuid[0] && !strcmp(tok, t->gpus[i].uuid)))
+            if (!strcmp(tok, t->model.gpus[i].name) ||
+                (t->model.gpus[i].uuid[0] && !strcmp(tok, t->model.gpus[i].uuid)))
                 found = i;
         if (found < 0) {
             ct_error_set(err, CT_EINVAL, "bind-gpu-unknown", "GPU '%s' in the allocated GPU list '%s' is not on this node",
                          tok, list);
             if (t->ngpus)
                 return ct_error_hint(err, "this node has %d GPUs: indexes 0-%d in PCI bus order, or names %s..%s",
-                                     t->ngpus, t->ngpus - 1, t->gpus[0].name, t->gpus[t->ngpus - 1].name);
+                                     t->ngpus, t->ngpus - 1, t->model.gpus[0].name, t->model.gpus[t->ngpus - 1].name);
             return ct_error_hint(err, "this node has no GPU; give an empty list");
         }
         if (!sel[found])
@@ -129,21 +158,24 @@ static int parse_gpus(const ct_topology *t, const char *list, int *sel, int *nse
     return 0;
 }
 
-static int parse_allowed(hwloc_topology_t hw, const char *list, hwloc_bitmap_t allowed, ct_error *err)
+static int parse_allowed(const ct_topology *t, const char *list, uint64_t *allowed, ct_error *err)
 {
-    hwloc_bitmap_copy(allowed, hwloc_topology_get_allowed_cpuset(hw));
-    if (list) {
-        hwloc_bitmap_t want = hwloc_bitmap_alloc();
-        int bad = hwloc_bitmap_list_sscanf(want, list) != 0 || hwloc_bitmap_iszero(want);
+    unsigned nw = words(t);
 
-        hwloc_bitmap_and(allowed, allowed, want);
-        hwloc_bitmap_free(want);
+    ct_cpuset_copy(allowed, ct_topology_set(t, 0), nw);
+    if (list) {
+        uint64_t *want = ct_cpuset_alloc(nw);
+        int past = 0, bad = !want || ct_cpuset_parse_list(want, nw, list, &past) <= 0;
+
+        if (want)
+            ct_cpuset_and(allowed, allowed, want, nw);
+        free(want);
         if (bad) {
             ct_error_set(err, CT_EINVAL, "bind-cpus", "allowed CPU list '%s' does not parse", list);
             return ct_error_hint(err, "write OS CPU indexes as a list, e.g. 0-7,16-23");
         }
     }
-    if (hwloc_bitmap_iszero(allowed)) {
+    if (ct_cpuset_iszero(allowed, nw)) {
         ct_error_set(err, CT_EINVAL, "bind-cpus", "allowed CPU list '%s' has no CPU of this topology",
                      list ? list : "(all)");
         return ct_error_hint(err, "list OS indexes of PUs the topology has (hwloc-calc --input FILE -I pu all)");
@@ -162,54 +194,55 @@ static void sort_ints(int *a, int n)
 }
 
 /* The level above the domains: packages above NUMA nodes, NUMA nodes above finer packages. */
-static int top_of(hwloc_topology_t hw, hwloc_obj_type_t dt, hwloc_const_bitmap_t cs)
+static int top_of(const ct_topology *t, enum level dt, const uint64_t *cs)
 {
-    hwloc_obj_type_t tt = dt == HWLOC_OBJ_NUMANODE ? HWLOC_OBJ_PACKAGE : HWLOC_OBJ_NUMANODE;
-    int n = dt == HWLOC_OBJ_MACHINE ? 0 : hwloc_get_nbobjs_by_type(hw, tt);
+    enum level tt = dt == LEVEL_NUMA ? LEVEL_PACKAGE : LEVEL_NUMA;
+    int n = dt == LEVEL_MACHINE ? 0 : level_count(t, tt);
 
     for (int i = 0; i < n; i++)
-        if (hwloc_bitmap_intersects(hwloc_get_obj_by_type(hw, tt, (unsigned)i)->cpuset, cs))
+        if (ct_cpuset_intersects(level_set(t, tt, i), cs, words(t)))
             return i;
     return 0;
 }
 
 /* One group per domain with allowed PUs. NUMA nodes over the same CPUs (KNL's MCDRAM beside its
  * DDR, CXL or HBM memory) are one domain: their CPUs are shared, not two tasks' worth. */
-static int make_domains(const ct_topology *t, hwloc_const_bitmap_t allowed, struct group *g, int max)
+static int make_domains(const ct_topology *t, const uint64_t *allowed, struct group *g, int max)
 {
-    hwloc_obj_type_t dt = domain_type(t->hw);
-    int n = hwloc_get_nbobjs_by_type(t->hw, dt), nd = 0;
+    enum level dt = domain_type(t);
+    int n = level_count(t, dt), nd = 0;
+    unsigned nw = words(t);
 
     for (int i = 0; i < n; i++) {
-        hwloc_obj_t o = hwloc_get_obj_by_type(t->hw, dt, (unsigned)i);
+        const uint64_t *o = level_set(t, dt, i);
         int same = -1;
 
-        if (!hwloc_bitmap_intersects(o->cpuset, allowed))
+        if (!ct_cpuset_intersects(o, allowed, nw))
             continue;
         for (int d = 0; d < nd && same < 0; d++)
-            if (hwloc_bitmap_intersects(o->cpuset, g[d].cpuset))
+            if (ct_cpuset_intersects(o, g[d].cpuset, nw))
                 same = d;
         if (same >= 0) {
             size_t len = strlen(g[same].label);
 
-            hwloc_bitmap_t cs = hwloc_bitmap_alloc();
-            hwloc_bitmap_and(cs, o->cpuset, allowed);
-            hwloc_bitmap_or(g[same].cpuset, g[same].cpuset, cs);
-            hwloc_bitmap_free(cs);
-            snprintf(g[same].label + len, sizeof(g[same].label) - len, "+%u", o->os_index);
+            for (unsigned w = 0; w < nw; w++)
+                g[same].cpuset[w] |= o[w] & allowed[w];
+            snprintf(g[same].label + len, sizeof(g[same].label) - len, "+%u", level_os_index(t, dt, i));
             continue;
         }
         if (nd == max)
             break;
         memset(&g[nd], 0, sizeof(g[nd]));
-        g[nd].cpuset = hwloc_bitmap_alloc();
-        hwloc_bitmap_and(g[nd].cpuset, o->cpuset, allowed);
-        snprintf(g[nd].label, sizeof(g[nd].label), "%s %u", domain_name(dt), o->os_index);
+        g[nd].nw = nw;
+        if (!(g[nd].cpuset = ct_cpuset_alloc(nw)))
+            break; /* out of memory: the caller finds fewer domains, or none */
+        ct_cpuset_and(g[nd].cpuset, o, allowed, nw);
+        snprintf(g[nd].label, sizeof(g[nd].label), "%s %u", domain_name(dt), level_os_index(t, dt, i));
         nd++;
     }
     for (int d = 0; d < nd; d++) {
-        group_add_units(t->hw, &g[d], g[d].cpuset);
-        g[d].top = top_of(t->hw, dt, g[d].cpuset);
+        group_add_units(t, &g[d], g[d].cpuset);
+        g[d].top = top_of(t, dt, g[d].cpuset);
     }
     return nd;
 }
@@ -230,7 +263,7 @@ static int place_gpus(const ct_topology *t, const int *sel, int ntasks, struct g
         if (!sel[k])
             continue;
         for (int d = 0; d < nd; d++)
-            if (hwloc_bitmap_intersects(t->gpus[k].locality->cpuset, g[d].cpuset)) {
+            if (ct_cpuset_intersects(ct_topology_set(t, t->model.gpus[k].locality), g[d].cpuset, g[d].nw)) {
                 if (!hits)
                     where[k] = d;
                 hits++;
@@ -279,8 +312,8 @@ static int merge_domains(struct group *d, int nd, int ntasks, struct group *out)
             continue;
         }
         g = &out[ng - 1];
-        hwloc_bitmap_or(g->cpuset, g->cpuset, d[i].cpuset);
-        hwloc_bitmap_free(d[i].cpuset);
+        ct_cpuset_or(g->cpuset, g->cpuset, d[i].cpuset, g->nw);
+        free(d[i].cpuset);
         for (int u = 0; u < d[i].nunits; u++)
             group_push_unit(g, d[i].units[u]);
         free(d[i].units);
@@ -401,18 +434,16 @@ static int assign_groups(struct group *dom, int nd, int ntasks, struct group *ou
     return ng;
 }
 
-static void task_set_cpus(ct_bind_task *task, hwloc_const_bitmap_t cs)
+static void task_set_cpus(ct_bind_task *task, const uint64_t *cs, unsigned nw)
 {
-    int n = hwloc_bitmap_weight(cs), i = 0;
-    unsigned id;
+    int n = ct_cpuset_weight(cs, nw), i = 0;
 
     task->cpus = calloc((size_t)(n > 0 ? n : 1), sizeof(int));
     task->ncpus = 0;
     if (!task->cpus)
         return; /* no CPU: the plugin refuses to apply an empty binding */
-    hwloc_bitmap_foreach_begin(id, cs)
-        task->cpus[i++] = (int)id;
-    hwloc_bitmap_foreach_end();
+    for (int id = ct_cpuset_next(cs, nw, -1); id >= 0; id = ct_cpuset_next(cs, nw, id))
+        task->cpus[i++] = id;
     task->ncpus = i;
 }
 
@@ -422,66 +453,66 @@ static void task_set_cpus(ct_bind_task *task, hwloc_const_bitmap_t cs)
 /* Cores of the group for task j of k: whole cores, else hardware threads, else shared PUs. */
 static void assign_cpus(const struct group *g, int j, int k, int cpus_per_task, ct_bind_task *task)
 {
-    hwloc_bitmap_t cs = hwloc_bitmap_alloc();
-    int npus = hwloc_bitmap_weight(g->cpuset);
+    unsigned nw = g->nw;
+    uint64_t *cs = ct_cpuset_alloc(nw);
+    int npus = ct_cpuset_weight(g->cpuset, nw);
 
+    if (!cs)
+        return; /* no CPU: the plugin refuses to apply an empty binding */
     if (k <= g->nunits) {
         int lo = j * g->nunits / k, hi = (j + 1) * g->nunits / k;
 
         for (int u = lo; u < hi; u++)
-            hwloc_bitmap_or(cs, cs, g->units[u]);
+            ct_cpuset_or(cs, cs, g->units[u], nw);
         task->threads = hi - lo;
         APPEND(task, "; %d core%s", hi - lo, hi - lo == 1 ? "" : "s");
     } else if (k <= npus) {
         int lo = j * npus / k, hi = (j + 1) * npus / k, i = 0;
-        unsigned id;
 
-        hwloc_bitmap_foreach_begin(id, g->cpuset)
+        for (int id = ct_cpuset_next(g->cpuset, nw, -1); id >= 0; id = ct_cpuset_next(g->cpuset, nw, id), i++)
             if (i >= lo && i < hi)
-                hwloc_bitmap_set(cs, id);
-            i++;
-        hwloc_bitmap_foreach_end();
+                ct_cpuset_set(cs, nw, id);
         task->threads = hi - lo;
         APPEND(task, "; more tasks (%d) than cores (%d): %d hardware thread%s", k, g->nunits, hi - lo,
                hi - lo == 1 ? "" : "s");
     } else {
-        int id = hwloc_bitmap_first(g->cpuset);
+        int id = ct_cpuset_next(g->cpuset, nw, -1);
 
         for (int skip = j % npus; skip > 0; skip--)
-            id = hwloc_bitmap_next(g->cpuset, id);
-        hwloc_bitmap_set(cs, (unsigned)id);
+            id = ct_cpuset_next(g->cpuset, nw, id);
+        ct_cpuset_set(cs, nw, id);
         task->threads = 1;
         APPEND(task, "; oversubscribed: %d tasks on %d CPUs, CPU shared", k, npus);
     }
     if (cpus_per_task > 0) {
-        int have = hwloc_bitmap_weight(cs);
+        int have = ct_cpuset_weight(cs, nw);
 
         if (cpus_per_task > have)
             APPEND(task, "; asked %d CPUs per task, %d available", cpus_per_task, have);
         task->threads = cpus_per_task < have ? cpus_per_task : have;
     }
-    task_set_cpus(task, cs);
-    hwloc_bitmap_free(cs);
+    task_set_cpus(task, cs, nw);
+    free(cs);
 }
 
 static void assign_gpus(const ct_topology *t, const struct group *g, int j, int k, const int *alloc_rank,
-                        ct_bind_task *task, hwloc_const_bitmap_t taskcs)
+                        ct_bind_task *task, const uint64_t *taskcs)
 {
     int uuids = 1, remote = 0;
 
     for (int i = 0; i < g->ngpus; i++) {
-        const struct ct_gpu *gpu = &t->gpus[g->gpus[i]];
+        const struct ct_node_summary_dev *gpu = &t->model.gpus[g->gpus[i]];
 
         if (i * k / g->ngpus != j || task->ngpus == CT_BIND_MAX_GPUS)
             continue;
         ct_str_copy(task->gpus[task->ngpus++], sizeof(task->gpus[0]), gpu->name);
         uuids &= gpu->uuid[0] != '\0';
-        remote |= !hwloc_bitmap_intersects(gpu->locality->cpuset, taskcs);
+        remote |= !ct_cpuset_intersects(ct_topology_set(t, gpu->locality), taskcs, g->nw);
     }
     task->cuda_visible_devices[0] = '\0';
     task->cuda_local_devices[0] = '\0';
     for (int i = 0, n = 0; i < g->ngpus; i++) {
-        const struct ct_gpu *gpu = &t->gpus[g->gpus[i]];
+        const struct ct_node_summary_dev *gpu = &t->model.gpus[g->gpus[i]];
         char one[80];
 
         if (i * k / g->ngpus != j || n == CT_BIND_MAX_GPUS)
@@ -512,15 +543,15 @@ static void assign_gpus(const ct_topology *t, const struct group *g, int j, int 
 }
 
 /* The deepest PCI ancestor two devices share: 2 a PCIe switch (a PCI-to-PCI bridge), 1 the host
- * bridge, 0 none. */
-static int pci_kinship(hwloc_obj_t a, hwloc_obj_t b)
+ * bridge, 0 none. Bridges are the same when their hwloc global indexes are. */
+static int pci_kinship(const struct ct_node_summary_dev *a, const struct ct_node_summary_dev *b)
 {
     int best = 0;
 
-    for (hwloc_obj_t x = a ? a->parent : NULL; x && x->type == HWLOC_OBJ_BRIDGE; x = x->parent)
-        for (hwloc_obj_t y = b ? b->parent : NULL; y && y->type == HWLOC_OBJ_BRIDGE; y = y->parent)
-            if (x == y) {
-                int k = x->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST ? 1 : 2;
+    for (int x = 0; x < a->nbridges; x++)
+        for (int y = 0; y < b->nbridges; y++)
+            if (a->bridge[x] == b->bridge[y]) {
+                int k = a->bridge_host[x] ? 1 : 2;
                 best = k > best ? k : best;
             }
     return best;
@@ -528,46 +559,47 @@ static int pci_kinship(hwloc_obj_t a, hwloc_obj_t b)
 
 /* How close a NIC is to the task: its GPU's PCIe switch (5), host bridge (4), the task's cores
  * (3, deeper locality first through depth), else remote (0). */
-static long nic_score(const struct ct_nic *n, const struct ct_gpu *gpu, hwloc_const_bitmap_t taskcs)
+static long nic_score(const ct_topology *t, const struct ct_node_summary_dev *n, const struct ct_node_summary_dev *gpu,
+                      const uint64_t *taskcs)
 {
-    int kin = gpu && gpu->pcidev && n->pcidev ? pci_kinship(gpu->pcidev, n->pcidev) : 0;
+    int kin = gpu && gpu->has_pci && n->has_pci ? pci_kinship(gpu, n) : 0;
 
     if (kin)
         return (3 + kin) * 1000L;
-    if (hwloc_bitmap_intersects(n->locality->cpuset, taskcs))
-        return 3000L + n->locality->depth;
+    if (ct_cpuset_intersects(ct_topology_set(t, n->locality), taskcs, words(t)))
+        return 3000L + n->locality_depth;
     return 0;
 }
 
 /* PCI bus distance between the GPU and the NIC: the tie-break among equally close NICs. */
-static unsigned bus_distance(const struct ct_nic *n, const struct ct_gpu *gpu)
+static unsigned bus_distance(const struct ct_node_summary_dev *n, const struct ct_node_summary_dev *gpu)
 {
     int d;
 
-    if (!gpu || !gpu->pcidev || !n->pcidev || n->pcidev->attr->pcidev.domain != gpu->pcidev->attr->pcidev.domain)
+    if (!gpu || !gpu->has_pci || !n->has_pci || n->pci[0] != gpu->pci[0])
         return 1u << 20;
-    d = (int)n->pcidev->attr->pcidev.bus - (int)gpu->pcidev->attr->pcidev.bus;
+    d = (int)n->pci[1] - (int)gpu->pci[1];
     return (unsigned)(d < 0 ? -d : d);
 }
 
 /* High-speed fabrics before Ethernet; among them the closest to the task's first GPU, else to its
  * cores; among equally close ones the one fewest tasks have so far (the first of those). */
 static void assign_nic(const ct_topology *t, const struct group *g, int *use, ct_bind_task *task,
-                       hwloc_const_bitmap_t taskcs)
+                       const uint64_t *taskcs)
 {
     int cand[CT_TOPO_MAX_DEVS], nc = 0, fabric = 0;
-    const struct ct_gpu *gpu = NULL;
+    const struct ct_node_summary_dev *gpu = NULL, *nics = t->model.nics;
     long best = -1;
     unsigned near = ~0u;
 
     for (int i = 0; i < g->ngpus && !gpu; i++)
-        if (task->ngpus && !strcmp(t->gpus[g->gpus[i]].name, task->gpus[0]))
-            gpu = &t->gpus[g->gpus[i]];
+        if (task->ngpus && !strcmp(t->model.gpus[g->gpus[i]].name, task->gpus[0]))
+            gpu = &t->model.gpus[g->gpus[i]];
     for (int i = 0; i < t->nnics; i++)
-        fabric |= t->nics[i].fabric;
+        fabric |= nics[i].fabric;
     for (int i = 0; i < t->nnics; i++) {
-        const struct ct_nic *n = &t->nics[i];
-        long sc = nic_score(n, gpu, taskcs);
+        const struct ct_node_summary_dev *n = &nics[i];
+        long sc = nic_score(t, n, gpu, taskcs);
         unsigned dist = bus_distance(n, gpu);
 
         if (n->fabric != fabric || sc < best || (sc == best && dist > near))
@@ -587,7 +619,7 @@ static void assign_nic(const ct_topology *t, const struct group *g, int *use, ct
         if (use[cand[i]] < use[pick])
             pick = cand[i];
     use[pick]++;
-    const struct ct_nic *n = &t->nics[pick];
+    const struct ct_node_summary_dev *n = &nics[pick];
     ct_str_copy(task->nic, sizeof(task->nic), n->name);
     ct_str_copy(task->netdev, sizeof(task->netdev), n->netdev);
     task->nic_is_openfabrics = n->openfabrics;
@@ -608,17 +640,19 @@ static int plan_groups(const ct_topology *t, const ct_bind_request *req, const s
     for (int gi = 0; gi < ng; gi++) {
         for (int j = 0; j < g[gi].ntasks; j++, rank++) {
             ct_bind_task *task = &plan->tasks[rank];
-            hwloc_bitmap_t cs = hwloc_bitmap_alloc();
+            uint64_t *cs = ct_cpuset_alloc(words(t));
 
+            if (!cs)
+                return -1;
             task->local_rank = rank;
             snprintf(task->reason, sizeof(task->reason), "%s: task %d of %d there", g[gi].label, j + 1,
                      g[gi].ntasks);
             assign_cpus(&g[gi], j, g[gi].ntasks, req->cpus_per_task, task);
             for (int c = 0; c < task->ncpus; c++)
-                hwloc_bitmap_set(cs, (unsigned)task->cpus[c]);
+                ct_cpuset_set(cs, words(t), task->cpus[c]);
             assign_gpus(t, &g[gi], j, g[gi].ntasks, alloc_rank, task, cs);
             assign_nic(t, &g[gi], plan->nic_use, task, cs);
-            hwloc_bitmap_free(cs);
+            free(cs);
         }
     }
     return rank;
@@ -630,10 +664,12 @@ static void plan_ib_hca(const ct_topology *t, ct_bind_plan *plan)
     size_t len = 0;
 
     plan->ib_hca[0] = '\0';
-    for (int i = 0; i < t->nnics; i++)
-        if (t->nics[i].openfabrics && t->nics[i].fabric && len + strlen(t->nics[i].name) + 2 < sizeof(plan->ib_hca))
-            len += (size_t)snprintf(plan->ib_hca + len, sizeof(plan->ib_hca) - len, "%s%s", len ? "," : "=",
-                                    t->nics[i].name);
+    for (int i = 0; i < t->nnics; i++) {
+        const struct ct_node_summary_dev *n = &t->model.nics[i];
+
+        if (n->openfabrics && n->fabric && len + strlen(n->name) + 2 < sizeof(plan->ib_hca))
+            len += (size_t)snprintf(plan->ib_hca + len, sizeof(plan->ib_hca) - len, "%s%s", len ? "," : "=", n->name);
+    }
 }
 
 int ct_bind_plan_create(const ct_topology *topo, const ct_bind_request *req, ct_bind_plan **out, ct_error *err)
@@ -641,11 +677,11 @@ int ct_bind_plan_create(const ct_topology *topo, const ct_bind_request *req, ct_
     struct group *dom = calloc(CT_BIND_MAX_GROUPS, sizeof(*dom));
     struct group *grp = calloc(CT_BIND_MAX_GROUPS, sizeof(*grp));
     int sel[CT_TOPO_MAX_DEVS], alloc_rank[CT_TOPO_MAX_DEVS], nsel = 0, nd = 0, ng = 0, gpu_mode, rv, left_out;
-    hwloc_bitmap_t allowed = hwloc_bitmap_alloc();
+    uint64_t *allowed = ct_cpuset_alloc(words(topo));
     ct_bind_plan *plan = NULL;
 
     *out = NULL;
-    if (!dom || !grp) {
+    if (!dom || !grp || !allowed) {
         rv = ct_error_set(err, CT_ENOMEM, "out-of-memory", "binding plan: out of memory");
         goto fail;
     }
@@ -659,7 +695,7 @@ int ct_bind_plan_create(const ct_topology *topo, const ct_bind_request *req, ct_
         ct_error_hint(err, "give 0 (an even share) or a positive number");
         goto fail;
     }
-    if ((rv = parse_allowed(topo->hw, req->allowed_cpus, allowed, err)) != 0 ||
+    if ((rv = parse_allowed(topo, req->allowed_cpus, allowed, err)) != 0 ||
         (rv = parse_gpus(topo, req->gpus, sel, &nsel, err)) != 0)
         goto fail;
     nd = make_domains(topo, allowed, dom, CT_BIND_MAX_GROUPS);
@@ -684,7 +720,11 @@ int ct_bind_plan_create(const ct_topology *topo, const ct_bind_request *req, ct_
     for (int k = 0, r = 0; k < topo->ngpus; k++)
         alloc_rank[k] = sel[k] ? r++ : -1;
     plan_ib_hca(topo, plan);
-    plan->ntasks = plan_groups(topo, req, grp, ng, alloc_rank, plan);
+    if ((plan->ntasks = plan_groups(topo, req, grp, ng, alloc_rank, plan)) < 0) {
+        plan->ntasks = req->ntasks; /* the tasks' CPU lists to free */
+        ct_error_set(err, CT_ENOMEM, "out-of-memory", "binding plan: out of memory");
+        goto fail;
+    }
     if (left_out)
         for (int r = 0; r < plan->ntasks; r++)
             APPEND(&plan->tasks[r], "; %d allocated GPU%s near no allowed CPU left out", left_out,
@@ -699,7 +739,7 @@ fail:
         group_free(&dom[i]);
     free(grp);
     free(dom);
-    hwloc_bitmap_free(allowed);
+    free(allowed);
     ct_bind_plan_free(plan);
     return rv;
 }
@@ -714,7 +754,7 @@ int ct_bind_task_gpus_in(const ct_topology *topo, const ct_bind_task *task, cons
         int found = 0;
 
         for (int k = 0; k < topo->ngpus && !found; k++)
-            found = sel[k] && !strcmp(topo->gpus[k].name, task->gpus[i]);
+            found = sel[k] && !strcmp(topo->model.gpus[k].name, task->gpus[i]);
         if (!found)
             return 0;
     }

@@ -10,6 +10,7 @@
 #include "ctrain/bind.h"
 #include "ctrain/error.h"
 #include "ctrain/util.h"
+#include "engine/bind/node_summary.h"
 #include "engine/bind/topology_internal.h"
 
 #define NVIDIA_VENDOR 0x10de
@@ -63,7 +64,7 @@ static int pci_is_gpu(hwloc_obj_t pci)
     return 0;
 }
 
-static struct ct_gpu *gpu_add(ct_topology *t, hwloc_obj_t pci, hwloc_obj_t near)
+static struct ct_gpu *gpu_add(struct ct_found *t, hwloc_obj_t pci, hwloc_obj_t near)
 {
     struct ct_gpu *g;
 
@@ -114,7 +115,7 @@ static int gpu_cmp_pci(const void *pa, const void *pb)
  *   3. else compute OS devices hwloc attached to no PCI device.
  * CUDA numbers NVIDIA devices only, in PCI bus order: when there is one, another vendor's
  * adapter must not shift the indexes. */
-static void find_gpus(ct_topology *t)
+static void find_gpus(struct ct_found *t)
 {
     hwloc_obj_t o;
     int nvidia = 0, kept = 0, tier;
@@ -179,7 +180,7 @@ static int nic_is_fabric(hwloc_obj_t o, hwloc_obj_t pci)
     return !strncmp(o->name, "hsn", 3) || !strncmp(o->name, "cxi", 3) || !strncmp(o->name, "bxi", 3);
 }
 
-static void find_nics(ct_topology *t)
+static void find_nics(struct ct_found *t)
 {
     for (hwloc_obj_t o = hwloc_get_next_osdev(t->hw, NULL); o; o = hwloc_get_next_osdev(t->hw, o)) {
         hwloc_obj_t pci = pci_parent(o);
@@ -230,9 +231,15 @@ static int init_without_plugins(hwloc_topology_t *hw, unsigned flags, int xml)
 
 /* The first half of a load: hwloc's topology set up (its plugins chosen, its filters, the file
  * named), nothing read yet. */
+static void hw_destroy(void *hw)
+{
+    hwloc_topology_destroy(hw);
+}
+
 static int topology_prepare(const char *xml_path, unsigned flags, ct_topology **out, ct_error *err)
 {
     ct_topology *t = NULL;
+    hwloc_topology_t hw;
     int rv = CT_ENOMEM;
 
     *out = NULL;
@@ -244,20 +251,23 @@ static int topology_prepare(const char *xml_path, unsigned flags, ct_topology **
         return CT_ENOENT;
     }
     t = calloc(1, sizeof(*t));
-    if (!t || init_without_plugins(&t->hw, flags, xml_path != NULL) != 0) {
+    if (!t || init_without_plugins(&hw, flags, xml_path != NULL) != 0) {
         free(t);
         return ct_error_set(err, CT_ENOMEM, "out-of-memory", "loading the topology: out of memory");
     }
+    t->hw = hw;
+    t->hw_free = hw_destroy;
+    t->flags = flags;
     /* The planner uses packages, NUMA nodes, cores and PUs: caches are not worth discovering. */
-    hwloc_topology_set_cache_types_filter(t->hw, HWLOC_TYPE_FILTER_KEEP_NONE);
-    hwloc_topology_set_icache_types_filter(t->hw, HWLOC_TYPE_FILTER_KEEP_NONE);
-    hwloc_topology_set_io_types_filter(t->hw, (flags & CT_TOPOLOGY_IO) ? HWLOC_TYPE_FILTER_KEEP_IMPORTANT
-                                                                       : HWLOC_TYPE_FILTER_KEEP_NONE);
+    hwloc_topology_set_cache_types_filter(hw, HWLOC_TYPE_FILTER_KEEP_NONE);
+    hwloc_topology_set_icache_types_filter(hw, HWLOC_TYPE_FILTER_KEEP_NONE);
+    hwloc_topology_set_io_types_filter(hw, (flags & CT_TOPOLOGY_IO) ? HWLOC_TYPE_FILTER_KEEP_IMPORTANT
+                                                                    : HWLOC_TYPE_FILTER_KEEP_NONE);
     /* On Linux, sysfs already gives packages, NUMA nodes, cores and PUs; the x86 CPUID backend
      * only adds cache details and triples the discovery time of every step launch. */
     if (!xml_path)
-        hwloc_topology_set_components(t->hw, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "x86");
-    if (xml_path && hwloc_topology_set_xml(t->hw, xml_path) != 0) {
+        hwloc_topology_set_components(hw, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "x86");
+    if (xml_path && hwloc_topology_set_xml(hw, xml_path) != 0) {
         rv = ct_error_set(err, CT_EFORMAT, "topology-format", "topology file '%s' is not an hwloc XML file",
                           xml_path);
         ct_error_hint(err, "write one with 'lstopo --of xml --whole-io FILE' on the node");
@@ -270,9 +280,11 @@ fail:
     return rv;
 }
 
-/* The second half: the file read or the machine discovered, then its GPUs and NICs found. */
+/* The second half: the file read or the machine discovered, then its GPUs and NICs found, and the
+ * planner's model made of them. */
 static int topology_read(ct_topology *t, const char *xml_path, ct_error *err)
 {
+    struct ct_found *f;
     int rv;
 
     if (hwloc_topology_load(t->hw) != 0) {
@@ -285,9 +297,16 @@ static int topology_read(ct_topology *t, const char *xml_path, ct_error *err)
         ct_error_hint(err, "check it with 'lstopo --input FILE'; write one with 'lstopo --of xml --whole-io FILE'");
         return rv;
     }
-    find_gpus(t);
-    find_nics(t);
-    return 0;
+    if (!(f = calloc(1, sizeof(*f))))
+        return ct_error_set(err, CT_ENOMEM, "out-of-memory", "loading the topology: out of memory");
+    f->hw = t->hw;
+    find_gpus(f);
+    find_nics(f);
+    rv = ct_node_summary_make(f, t->flags, xml_path, &t->model, err);
+    t->ngpus = f->ngpus;
+    t->nnics = f->nnics;
+    free(f);
+    return rv;
 }
 
 int ct_topology_load(const char *xml_path, unsigned flags, ct_topology **out, ct_error *err)
@@ -314,28 +333,4 @@ int ct_topology_prepare(unsigned flags, ct_topology **out, ct_error *err)
 int ct_topology_discover(ct_topology *topo, ct_error *err)
 {
     return topology_read(topo, NULL, err);
-}
-
-int ct_topology_allows(const ct_topology *topo, const char *cpus)
-{
-    hwloc_bitmap_t want = hwloc_bitmap_alloc();
-    int in = want && hwloc_bitmap_list_sscanf(want, cpus) == 0 &&
-             hwloc_bitmap_isincluded(want, hwloc_topology_get_allowed_cpuset(topo->hw));
-
-    hwloc_bitmap_free(want);
-    return in;
-}
-
-void ct_topology_free(ct_topology *topo)
-{
-    if (!topo)
-        return;
-    if (topo->hw)
-        hwloc_topology_destroy(topo->hw);
-    free(topo);
-}
-
-int ct_topology_gpu_count(const ct_topology *topo)
-{
-    return topo->ngpus;
 }

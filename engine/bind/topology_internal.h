@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* ctrain — the topology as the planner sees it: hwloc plus the GPUs and NICs found in it. */
+/* ctrain — what topology.c finds in hwloc's topology (the GPUs and NICs, with their hwloc objects),
+ * from which node_summary.c makes the planner's model (engine/bind/topology_model.h). Only these two
+ * files include hwloc. */
 #ifndef CTRAIN_BIND_TOPOLOGY_INTERNAL_H
 #define CTRAIN_BIND_TOPOLOGY_INTERNAL_H
 
 #include <hwloc.h>
 
-#include "ctrain/bind.h"
-
-#define CT_TOPO_MAX_DEVS 128
+#include "engine/bind/topology_model.h"
 
 /* One GPU: see find_gpus() in topology.c for what counts as one. */
 struct ct_gpu {
@@ -30,7 +30,7 @@ struct ct_nic {
     hwloc_obj_t pcidev;    /* its PCI device, NULL when none */
 };
 
-struct ct_topology {
+struct ct_found {
     hwloc_topology_t hw;
     struct ct_gpu gpus[CT_TOPO_MAX_DEVS];
     int ngpus;

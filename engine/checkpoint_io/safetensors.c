@@ -579,7 +579,6 @@ static int st_load(const char *path, ct_ckpt *ckpt, ct_error *err) { return st_r
 static int st_list(const char *path, ct_ckpt *ckpt, ct_error *err) { return st_read(path, ckpt, 1, err); }
 
 const struct ct_checkpoint_io_ops ct_checkpoint_io_safetensors = {
-    .name = "safetensors",
     .save = st_save,
     .load = st_load,
     .list = st_list,

@@ -14,6 +14,7 @@
 #include "ctrain/envs.h"
 #include "ctrain/util.h"
 #include "engine/connector/connector_internal.h"
+#include "engine/registry/components.h"
 
 static void set_source(ct_plan *plan, enum ct_plan_field f, enum ct_source src, const char *detail)
 {
@@ -345,7 +346,7 @@ static int choose_launcher(ct_plan *plan, int *own, ct_error *err)
 {
     const ct_registry_entry *st = ct_registry_find(CT_REG_STRATEGY, plan->strategy);
     int external = plan->env.creates_processes_externally;
-    const char *name = "external", *why = "one process";
+    const char *name = ct_launcher_external_desc[0].name, *why = "one process";
 
     if (st->launch == CT_LAUNCH_FORK) {
         if (external && plan->env.world_size > 1) {
@@ -355,13 +356,13 @@ static int choose_launcher(ct_plan *plan, int *own, ct_error *err)
             return ct_error_hint(err, "use --strategy ddp under %s, or run one task and let %s fork",
                                  plan->cluster_env, plan->strategy);
         }
-        name = "fork";
+        name = ct_launcher_fork_desc[0].name;
         why = "strategy forks its workers";
     } else if (st->launch == CT_LAUNCH_PROCESSES) {
         if (external) {
             why = "processes started by the cluster environment";
         } else if (plan->n_devices > 1) {
-            name = "subprocess";
+            name = ct_launcher_subprocess_desc[0].name;
             why = "more than one device on this node";
         }
     }
@@ -409,7 +410,7 @@ int ct_connector_choose(const ct_final_flags *ff, const ct_connector_context *ct
     plan->model = ff->model;
     plan->model_config = ff->model_config;
     snprintf(plan->datamodule, sizeof(plan->datamodule), "%s", ff->datamodule->name);
-    snprintf(plan->checkpoint_io, sizeof(plan->checkpoint_io), "safetensors");
+    snprintf(plan->checkpoint_io, sizeof(plan->checkpoint_io), "%s", ct_checkpoint_io_safetensors_desc[0].name);
     for (int i = 0; i < ff->n_notices; i++)
         snprintf(plan->notices[plan->n_notices++], sizeof(plan->notices[0]), "%s", ff->notices[i]);
     if ((rc = choose_environment(ff, ctx, plan, err)))

@@ -11,6 +11,5 @@ static int external_launch(const ct_launch_spec *spec, ct_launch_body body, void
 }
 
 const struct ct_launcher_ops ct_launcher_external = {
-    .name = "external",
     .launch = external_launch,
 };

@@ -51,6 +51,5 @@ static int fork_launch(const ct_launch_spec *spec, ct_launch_body body, void *ar
 }
 
 const struct ct_launcher_ops ct_launcher_fork = {
-    .name = "fork",
     .launch = fork_launch,
 };

@@ -135,6 +135,5 @@ static int subprocess_launch(const ct_launch_spec *spec, ct_launch_body body, vo
 }
 
 const struct ct_launcher_ops ct_launcher_subprocess = {
-    .name = "subprocess",
     .launch = subprocess_launch,
 };

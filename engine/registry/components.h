@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The components' descriptors, one file each (engine/registry/<kind>_<name>.c), each an array
  * ct_<kind>_<name>_desc[] ended by a row without a name. The Makefile lists the files in
- * components.gen.h (CT_ACCELERATORS, CT_STRATEGIES); registry.c gathers them and `ctrain plan
+ * components.gen.h (CT_ACCELERATORS, CT_STRATEGIES, CT_LAUNCHERS, CT_CHECKPOINT_IOS); registry.c
+ * gathers them and `ctrain plan
  * --list` shows each kind's rows by their list_order. Adding a strategy: its descriptor file, its
  * implementation in engine/strategies/<name>.c (ct_strategy_<name>_ops), its test; a variant of an
  * existing one (other defaults, another launcher) is one row in its base's descriptor file. */
@@ -14,8 +15,12 @@
 #define CT_COMPONENT_DESC(kind, name) extern ct_registry_entry ct_##kind##_##name##_desc[];
 #define CT_ACCELERATOR_DESC(name) CT_COMPONENT_DESC(accelerator, name)
 #define CT_STRATEGY_DESC(name) CT_COMPONENT_DESC(strategy, name)
+#define CT_LAUNCHER_DESC(name) CT_COMPONENT_DESC(launcher, name)
+#define CT_CHECKPOINT_IO_DESC(name) CT_COMPONENT_DESC(checkpoint_io, name)
 CT_ACCELERATORS(CT_ACCELERATOR_DESC)
 CT_STRATEGIES(CT_STRATEGY_DESC)
+CT_LAUNCHERS(CT_LAUNCHER_DESC)
+CT_CHECKPOINT_IOS(CT_CHECKPOINT_IO_DESC)
 
 /* The precisions' descriptors, one row each in engine/registry/precisions.c. The rows an
  * implementation exists for are named here, in their order there: the implementation

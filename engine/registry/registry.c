@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Registries of names: what the connector may resolve to, and what libctrain implements.
- * The accelerators, strategies and precisions describe themselves in their own files
- * (components.h); checkpoint IO, launchers, models and data modules are rows here. */
+ * The accelerators, strategies, launchers, checkpoint IO and precisions describe themselves in
+ * their own files (components.h); models and data modules are rows here. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,22 +11,6 @@
 #include "ctrain/util.h"
 #include "ctrain/registry.h"
 #include "engine/registry/components.h"
-
-static ct_registry_entry checkpoint_ios[] = {
-    { .name = "safetensors", .description = "safetensors files written atomically (tmp, fsync, rename)",
-      .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA },
-    { .name = NULL },
-};
-
-static ct_registry_entry launchers[] = {
-    { .name = "external", .description = "processes started by srun, mpirun, jsrun or torchrun: nothing to launch",
-      .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA },
-    { .name = "subprocess", .description = "ctrain supervises and hosts a PMIx server; fork+exec N copies of "
-      "the command line", .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA },
-    { .name = "fork", .description = "fork N workers from the calling program; rank 0's result returns to it",
-      .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA },
-    { .name = NULL },
-};
 
 /* Models: the config schema (--model-config) and what each computes in. The cpu engine computes
  * in 32-true and bf16-mixed; 16-mixed is the CUDA MLP's (the precision's own mask keeps it off cpu). */
@@ -73,17 +57,20 @@ static ct_registry_entry datamodules[] = {
     { .name = NULL },
 };
 
-/* Each kind's descriptor arrays, each ended by a row without a name: the accelerators and
- * strategies as the Makefile found their files (components.gen.h), the rest here. A user
+/* Each kind's descriptor arrays, each ended by a row without a name: the accelerators,
+ * strategies, launchers and checkpoint IO as the Makefile found their files (components.gen.h),
+ * the rest here. A user
  * program's models and data modules come after them (ct_registry_add). */
 #define CT_DESC_ROW(kind, name) ct_##kind##_##name##_desc,
 #define CT_ACCELERATOR_ROW(name) CT_DESC_ROW(accelerator, name)
 #define CT_STRATEGY_ROW(name) CT_DESC_ROW(strategy, name)
+#define CT_LAUNCHER_ROW(name) CT_DESC_ROW(launcher, name)
+#define CT_CHECKPOINT_IO_ROW(name) CT_DESC_ROW(checkpoint_io, name)
 static ct_registry_entry *const accelerator_descs[] = { CT_ACCELERATORS(CT_ACCELERATOR_ROW) NULL };
 static ct_registry_entry *const strategy_descs[] = { CT_STRATEGIES(CT_STRATEGY_ROW) NULL };
 static ct_registry_entry *const precision_descs[] = { ct_precision_desc, NULL };
-static ct_registry_entry *const checkpoint_io_descs[] = { checkpoint_ios, NULL };
-static ct_registry_entry *const launcher_descs[] = { launchers, NULL };
+static ct_registry_entry *const checkpoint_io_descs[] = { CT_CHECKPOINT_IOS(CT_CHECKPOINT_IO_ROW) NULL };
+static ct_registry_entry *const launcher_descs[] = { CT_LAUNCHERS(CT_LAUNCHER_ROW) NULL };
 static ct_registry_entry *const model_descs[] = { models, NULL };
 static ct_registry_entry *const datamodule_descs[] = { datamodules, NULL };
 

@@ -9,7 +9,15 @@
 #include "engine/models/models.h"
 #include "engine/precision/precisions.h"
 #include "engine/strategies/strategies.h"
+#include "engine/registry/components.h"
 #include "pmix/environment.h"
+
+/* A launcher's and a checkpoint IO's ops carry no name: each is registered under its descriptor's
+ * (engine/registry/launcher_NAME.c, checkpoint_io_NAME.c), paired by symbol, so the name is written
+ * once and an implementation without a descriptor, or a descriptor without one, does not link. */
+#define REGISTER_LAUNCHER(id) ct_registry_set_ops(CT_REG_LAUNCHER, ct_launcher_##id##_desc[0].name, &ct_launcher_##id);
+#define REGISTER_CHECKPOINT_IO(id)                                                                                     \
+    ct_registry_set_ops(CT_REG_CHECKPOINT_IO, ct_checkpoint_io_##id##_desc[0].name, &ct_checkpoint_io_##id);
 
 void ct_engine_init(void)
 {
@@ -26,9 +34,7 @@ void ct_engine_init(void)
      * their base's ops with their own options and launcher (their descriptor's base). */
     for (const struct ct_strategy_ops *const *st = ct_strategies(); *st; st++)
         ct_registry_set_ops(CT_REG_STRATEGY, (*st)->name, *st);
-    ct_registry_set_ops(CT_REG_CHECKPOINT_IO, "safetensors", &ct_checkpoint_io_safetensors);
-    ct_registry_set_ops(CT_REG_LAUNCHER, "external", &ct_launcher_external);
-    ct_registry_set_ops(CT_REG_LAUNCHER, "subprocess", &ct_launcher_subprocess);
-    ct_registry_set_ops(CT_REG_LAUNCHER, "fork", &ct_launcher_fork);
+    CT_CHECKPOINT_IOS(REGISTER_CHECKPOINT_IO)
+    CT_LAUNCHERS(REGISTER_LAUNCHER)
     ct_pmix_env_register();
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — the binding planner: which GPUs, cores and NIC each task of a node gets.
  *
- * A pure function of its inputs (engine/bind/, libctrain-core, hwloc): a topology, the CPUs and
+ * A pure function of its inputs (engine/bind/, libctrain-core; hwloc only to discover): a topology, the CPUs and
  * GPUs SLURM allocated, the number of tasks on the node and the CPUs per task give one binding per
  * local task. Same inputs, same plan. The SPANK plugin only applies the plan; `ctrain bind` prints it.
  *
@@ -67,6 +67,20 @@ int ct_topology_allows(const ct_topology *topo, const char *cpus);
 void ct_topology_free(ct_topology *topo);
 /* Number of GPUs found (one per PCI device, whatever the OS devices). */
 int ct_topology_gpu_count(const ct_topology *topo);
+/* The node summary: the planner's whole view of a loaded topology (CPU sets of the allowed PUs,
+ * NUMA nodes, packages and cores; GPUs and NICs with their locality and PCI position) as a file,
+ * which the binding reads without hwloc (engine/bind/node_summary.h). Written for this node (its
+ * boot id and host name) and version (the caller's CTRAIN_VERSION), root-owned, mode 0644, whole
+ * (a temporary file renamed). */
+int ct_topology_summary_write(ct_topology *topo, const char *version, const char *path, ct_error *err);
+/* The topology of a summary this node wrote at this boot with this version, with `flags`'s devices
+ * (a summary discovered with CT_TOPOLOGY_IO serves a step without: its devices are left out), from
+ * the same source (source: the topology file the caller would load, unchanged since; NULL: discovery).
+ * CT_ENOENT when there is none, CT_EFORMAT naming the file and what differs when it does not serve:
+ * the caller loads or discovers instead. Plans made on it equal those on the topology it was written
+ * from. */
+int ct_topology_summary_read(const char *path, unsigned flags, const char *version, const char *source,
+                             ct_topology **out, ct_error *err);
 
 typedef struct ct_bind_request {
     const char *allowed_cpus; /* OS indexes of allowed PUs as a list ("0-7,16"); NULL: all allowed */

@@ -52,8 +52,8 @@ const char *ct_ckpt_dtype_name(int dtype);
 /* The type (enum ct_dtype) of such a name; -1 for another name or NULL. */
 int ct_ckpt_dtype_parse(const char *name);
 
+/* Registered under its descriptor's name (engine/registry/checkpoint_io_NAME.c). */
 struct ct_checkpoint_io_ops {
-    const char *name;  /* "safetensors" */
     int (*save)(const char *path, const ct_ckpt *ckpt, ct_error *err);
     /* Load into the buffers already in ckpt->tensors (names, dtypes and shapes must match exactly:
      * a checkpoint for another model shape is CT_EFORMAT naming the tensor); metadata is filled. */

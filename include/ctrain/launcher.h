@@ -39,8 +39,8 @@ typedef struct ct_launch_spec {
 /* The work of one rank. result: a buffer of result_size bytes the body may fill. */
 typedef int (*ct_launch_body)(void *arg, void *result, size_t result_size, ct_error *err);
 
+/* Registered under its descriptor's name (engine/registry/launcher_NAME.c). */
 struct ct_launcher_ops {
-    const char *name;
     /* Create the ranks and run body in each (external: in this process, once).
      * *is_supervisor = 1 when this process only supervised (it ran no body). */
     int (*launch)(const ct_launch_spec *spec, ct_launch_body body, void *arg,

@@ -15,7 +15,7 @@
 
 #include "ctrain/error.h"
 #include "spank/args.h"
-#include "spank/local.h"
+#include "spank/srun.h"
 #include "spank/options.h"
 
 /* The dispatcher's option callback (spank/ctrain.c), what SPANK calls. */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -19,8 +20,12 @@
 #include <hwloc.h>
 
 #include "ctrain/bind.h"
+#include "ctrain/gres.h"
 #include "ctrain/net.h"
 #include "ctrain/util.h"
+#include "engine/bind/cpuset.h"
+#include "engine/bind/node_summary.h"
+#include "engine/bind/topology_model.h"
 
 static char dir[1024];
 
@@ -943,6 +948,384 @@ static void test_task_gpus_in(void **state)
     view_free(&v);
 }
 
+/* The node summary against hwloc's own view of every fixture: the allowed PUs, NUMA nodes,
+ * packages and cores (or PUs) as the same CPU sets in the same order, every GPU and NIC with its
+ * name, PCI position and the CPUs near it; and what is written is what is read back. */
+static int same_set(const uint64_t *w, unsigned nw, hwloc_const_bitmap_t cs)
+{
+    hwloc_bitmap_t b = hwloc_bitmap_alloc();
+    int same;
+
+    for (unsigned i = 0; i < nw * 64; i++)
+        if (w[i / 64] & (1ull << (i % 64)))
+            hwloc_bitmap_set(b, i);
+    same = hwloc_bitmap_isequal(b, cs);
+    hwloc_bitmap_free(b);
+    return same;
+}
+
+static void check_level(struct view *v, const ct_node_summary *s, hwloc_obj_type_t type, int n, int *at)
+{
+    assert_int_equal(n, hwloc_get_nbobjs_by_type(v->hw, type) < 0 ? 0 : hwloc_get_nbobjs_by_type(v->hw, type));
+    for (int i = 0; i < n; i++, (*at)++)
+        assert_true(same_set(s->sets + (size_t)*at * s->head->nwords, s->head->nwords,
+                             hwloc_get_obj_by_type(v->hw, type, (unsigned)i)->cpuset));
+}
+
+static void check_devs(struct view *v, const ct_node_summary *s)
+{
+    const struct ct_node_summary_head *h = s->head;
+
+    assert_int_equal(h->ngpus, ct_topology_gpu_count(v->topo));
+    for (int i = 0; i < h->ngpus; i++) {
+        hwloc_obj_t o = osdev(v->hw, s->gpus[i].name);
+        const char *pci = ct_topology_gpu_pci(v->topo, i);
+
+        if (o)
+            assert_true(same_set(s->sets + (size_t)s->gpus[i].locality * h->nwords, h->nwords,
+                                 hwloc_get_non_io_ancestor_obj(v->hw, o)->cpuset));
+        if (pci) {
+            char mine[16];
+
+            snprintf(mine, sizeof(mine), "%04x:%02x:%02x.%x", s->gpus[i].pci[0], s->gpus[i].pci[1],
+                     s->gpus[i].pci[2], s->gpus[i].pci[3]);
+            assert_string_equal(mine, pci);
+        }
+    }
+    for (int i = 0; i < h->nnics; i++) {
+        hwloc_obj_t o = osdev(v->hw, s->nics[i].name);
+
+        assert_non_null(o);
+        assert_true(same_set(s->sets + (size_t)s->nics[i].locality * h->nwords, h->nwords,
+                             hwloc_get_non_io_ancestor_obj(v->hw, o)->cpuset));
+        assert_int_equal(s->nics[i].locality_depth, hwloc_get_non_io_ancestor_obj(v->hw, o)->depth);
+    }
+}
+
+static void check_summary(const char *name, const char *path)
+{
+    struct view v;
+    ct_node_summary back;
+    const ct_node_summary *s;
+    ct_error err;
+    char xml[1200];
+    int at = 0, ncores;
+
+    view_load(name, &v);
+    s = &v.topo->model;
+    assert_true(same_set(s->sets, s->head->nwords, hwloc_topology_get_allowed_cpuset(v.hw)));
+    at = 1;
+    check_level(&v, s, HWLOC_OBJ_NUMANODE, s->head->nnuma, &at);
+    check_level(&v, s, HWLOC_OBJ_PACKAGE, s->head->npackages, &at);
+    for (int i = 0; i < s->head->nnuma; i++)
+        assert_int_equal(s->os_index[i], hwloc_get_obj_by_type(v.hw, HWLOC_OBJ_NUMANODE, (unsigned)i)->os_index);
+    for (int i = 0; i < s->head->npackages; i++)
+        assert_int_equal(s->os_index[s->head->nnuma + i],
+                         hwloc_get_obj_by_type(v.hw, HWLOC_OBJ_PACKAGE, (unsigned)i)->os_index);
+    ncores = hwloc_get_nbobjs_by_type(v.hw, HWLOC_OBJ_CORE);
+    assert_int_equal(s->head->units_are_cores, ncores > 0);
+    check_level(&v, s, ncores > 0 ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU, s->head->nunits, &at);
+    check_devs(&v, s);
+    assert_int_equal(ct_topology_summary_write(v.topo, "test", path, &err), 0);
+    /* Made from the file: it serves a reader of that file, not one that would discover. */
+    assert_int_equal(ct_node_summary_read(path, CT_TOPOLOGY_IO, "test", NULL, &back, &err), CT_EFORMAT);
+    assert_non_null(strstr(err.msg, "topology file"));
+    fixture(name, xml, sizeof(xml));
+    assert_int_equal(ct_node_summary_read(path, CT_TOPOLOGY_IO, "test", xml, &back, &err), 0);
+    assert_int_equal(back.head->size, s->head->size);
+    assert_memory_equal(back.head, s->head, s->head->size);
+    ct_node_summary_free(&back);
+    view_free(&v);
+}
+
+static void test_node_summary_every_fixture(void **state)
+{
+    static const char *files[] = { "16em64t-4s2c2t.xml", "24em64t-2n6c2t-pci.xml", "32em64t-2n8c2t-pci-wholeio.xml",
+                                   "96em64t-4n4d3ca2co-pci.xml", "knl-snc4-flat.xml", "llnl-corona-pci-only.xml",
+                                   "llnl-corona.xml", "llnl-lassen-pci-only.xml", "llnl-lassen.xml",
+                                   "llnl-tioga.xml", "nvidia-dgx2.xml" };
+    char tdir[] = "/tmp/ctrain-test-summary-XXXXXX", path[128];
+
+    assert_non_null(mkdtemp(tdir));
+    snprintf(path, sizeof(path), "%s/node", tdir);
+    for (size_t f = 0; f < sizeof(files) / sizeof(files[0]); f++)
+        check_summary(files[f], path);
+    unlink(path);
+    rmdir(tdir);
+}
+
+/* The plan of every request on a topology and on the same topology written to a summary and read
+ * back: the same JSON, byte for byte. Requests: 1 to more tasks than PUs, all GPUs, none, every
+ * other one, one; all CPUs, the first half, every third; an even share and 3 CPUs per task. */
+static void plans_equal(const ct_topology *a, const ct_topology *b, const char *what)
+{
+    static const char *gpu_lists[] = { NULL, "", "0", "0,2,4,6,8,10,12,14", "1,3" };
+    int npus = ct_cpuset_weight(ct_topology_set(a, 0), a->model.head->nwords), last = -1, checked = 0;
+    char half[4096] = "", third[4096] = "";
+    size_t hl = 0, tl = 0;
+
+    for (int i = 0, id = -1; (id = ct_cpuset_next(ct_topology_set(a, 0), a->model.head->nwords, id)) >= 0; i++) {
+        if (i < npus / 2 && hl + 12 < sizeof(half))
+            hl += (size_t)snprintf(half + hl, sizeof(half) - hl, "%s%d", hl ? "," : "", id);
+        if (i % 3 == 0 && tl + 12 < sizeof(third))
+            tl += (size_t)snprintf(third + tl, sizeof(third) - tl, "%s%d", tl ? "," : "", id);
+        last = id;
+    }
+    assert_true(last >= 0);
+    for (int ntasks = 1; ntasks <= npus + 3; ntasks = ntasks < 16 ? ntasks + 1 : ntasks * 2)
+        for (size_t g = 0; g < sizeof(gpu_lists) / sizeof(gpu_lists[0]); g++)
+            for (int c = 0; c < 3; c++)
+                for (int cpt = 0; cpt <= 3; cpt += 3) {
+                    const char *cpus = c == 0 ? NULL : c == 1 ? (half[0] ? half : NULL) : third;
+                    ct_bind_request req = { .allowed_cpus = cpus, .gpus = gpu_lists[g], .ntasks = ntasks,
+                                            .cpus_per_task = cpt };
+                    ct_bind_plan *pa = NULL, *pb = NULL;
+                    ct_error ea, eb;
+                    int ra = ct_bind_plan_create(a, &req, &pa, &ea), rb = ct_bind_plan_create(b, &req, &pb, &eb);
+
+                    assert_int_equal(ra, rb);
+                    if (ra == 0) {
+                        char *ja = ct_bind_plan_to_json(pa), *jb = ct_bind_plan_to_json(pb);
+
+                        if (strcmp(ja, jb))
+                            fail_msg("%s: %d tasks, GPUs %s, CPUs %s, %d per task: %s\n  !=\n%s", what, ntasks,
+                                     gpu_lists[g] ? gpu_lists[g] : "(all)", cpus ? cpus : "(all)", cpt, ja, jb);
+                        free(ja);
+                        free(jb);
+                        checked++;
+                    } else {
+                        assert_string_equal(ea.msg, eb.msg);
+                    }
+                    ct_bind_plan_free(pa);
+                    ct_bind_plan_free(pb);
+                }
+    assert_true(checked > 0);
+}
+
+static void test_summary_plans_equal_every_fixture(void **state)
+{
+    static const char *files[] = { "16em64t-4s2c2t.xml", "24em64t-2n6c2t-pci.xml", "32em64t-2n8c2t-pci-wholeio.xml",
+                                   "96em64t-4n4d3ca2co-pci.xml", "knl-snc4-flat.xml", "llnl-corona-pci-only.xml",
+                                   "llnl-corona.xml", "llnl-lassen-pci-only.xml", "llnl-lassen.xml",
+                                   "llnl-tioga.xml", "nvidia-dgx2.xml" };
+    char tdir[] = "/tmp/ctrain-test-summary-XXXXXX", path[128], xml[1200], what[1300];
+
+    assert_non_null(mkdtemp(tdir));
+    snprintf(path, sizeof(path), "%s/node", tdir);
+    for (size_t f = 0; f < sizeof(files) / sizeof(files[0]); f++) {
+        ct_topology *io = NULL, *cpu = NULL, *back = NULL, *back_cpu = NULL;
+        ct_error err;
+
+        fixture(files[f], xml, sizeof(xml));
+        assert_int_equal(ct_topology_load(xml, CT_TOPOLOGY_IO, &io, &err), 0);
+        assert_int_equal(ct_topology_load(xml, 0, &cpu, &err), 0);
+        assert_int_equal(ct_topology_summary_write(io, "test", path, &err), 0);
+        assert_int_equal(ct_topology_summary_read(path, CT_TOPOLOGY_IO, "test", xml, &back, &err), 0);
+        assert_int_equal(ct_topology_gpu_count(back), ct_topology_gpu_count(io));
+        snprintf(what, sizeof(what), "%s with I/O", files[f]);
+        plans_equal(io, back, what);
+        /* A step without I/O plans on an I/O summary as on a topology loaded without I/O. */
+        assert_int_equal(ct_topology_summary_read(path, 0, "test", xml, &back_cpu, &err), 0);
+        assert_int_equal(ct_topology_gpu_count(back_cpu), 0);
+        snprintf(what, sizeof(what), "%s without I/O", files[f]);
+        plans_equal(cpu, back_cpu, what);
+        ct_topology_free(io);
+        ct_topology_free(cpu);
+        ct_topology_free(back);
+        ct_topology_free(back_cpu);
+    }
+    unlink(path);
+    rmdir(tdir);
+}
+
+/* The node's own discovery, written and read back: the same plans (what the plugin's slurmd writes
+ * and its slurmstepd reads), and the same allowed CPUs. */
+static void test_summary_of_this_machine(void **state)
+{
+    char tdir[] = "/tmp/ctrain-test-summary-XXXXXX", path[128];
+    ct_topology *io = NULL, *back = NULL;
+    ct_error err;
+
+    assert_non_null(mkdtemp(tdir));
+    snprintf(path, sizeof(path), "%s/node", tdir);
+    assert_int_equal(ct_topology_load(NULL, CT_TOPOLOGY_IO, &io, &err), 0);
+    assert_int_equal(ct_topology_summary_write(io, "test", path, &err), 0);
+    assert_int_equal(ct_topology_summary_read(path, CT_TOPOLOGY_IO, "test", NULL, &back, &err), 0);
+    plans_equal(io, back, "this machine");
+    ct_topology_free(back);
+    assert_int_equal(ct_topology_summary_read(path, CT_TOPOLOGY_IO, "other", NULL, &back, &err), CT_EFORMAT);
+    assert_null(back);
+    ct_topology_free(io);
+    unlink(path);
+    rmdir(tdir);
+}
+
+/* A summary's bytes as they are (no checksum recomputed): what a bug, a disk or a hostile writer
+ * leaves. Root-owned, 0644, like the plugin's. */
+static void write_raw(const struct ct_node_summary_head *h, size_t size, const char *path)
+{
+    FILE *f;
+
+    unlink(path);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fwrite(h, 1, size, f), size);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(chmod(path, 0644), 0);
+}
+
+/* A summary rewritten with one thing changed (checksum recomputed unless corrupting it is the point). */
+static void write_changed(const ct_node_summary *s, const char *path, void (*change)(struct ct_node_summary_head *),
+                          int fix_checksum)
+{
+    struct ct_node_summary_head *c = malloc(s->head->size);
+
+    assert_non_null(c);
+    memcpy(c, s->head, s->head->size);
+    change(c);
+    if (fix_checksum)
+        c->checksum = ct_node_summary_checksum(c, c->size);
+    write_raw(c, s->head->size, path);
+    free(c);
+}
+
+static void change_boot(struct ct_node_summary_head *h) { h->boot_id[0] = h->boot_id[0] == 'x' ? 'y' : 'x'; }
+static void change_host(struct ct_node_summary_head *h) { ct_str_copy(h->host, sizeof(h->host), "elsewhere-node"); }
+static void change_version(struct ct_node_summary_head *h) { ct_str_copy(h->version, sizeof(h->version), "0.0"); }
+static void change_flags(struct ct_node_summary_head *h) { h->flags = 0; }
+static void change_format(struct ct_node_summary_head *h) { h->format++; }
+static void change_count(struct ct_node_summary_head *h) { h->nunits++; }
+static void change_byte(struct ct_node_summary_head *h) { ((unsigned char *)h)[h->size - 1] ^= 0x40; }
+static void change_source(struct ct_node_summary_head *h) { ct_str_copy(h->source, sizeof(h->source), "/elsewhere.xml"); }
+static void change_mtime(struct ct_node_summary_head *h) { h->source_mtime_ns++; }
+
+static void expect_refused(const char *path, const char *source, const char *why)
+{
+    ct_node_summary back;
+    ct_topology *topo = (ct_topology *)&back; /* not NULL: the read must clear it */
+    ct_error err;
+
+    assert_int_equal(ct_node_summary_read(path, CT_TOPOLOGY_IO, "test", source, &back, &err), CT_EFORMAT);
+    assert_null(back.head);
+    assert_non_null(strstr(err.msg, path));
+    if (!strstr(err.msg, why))
+        fail_msg("'%s' does not say '%s'", err.msg, why);
+    /* What the plugin calls: it refuses the same way, and hands back no topology to plan on. */
+    assert_int_equal(ct_topology_summary_read(path, CT_TOPOLOGY_IO, "test", source, &topo, &err), CT_EFORMAT);
+    assert_null(topo);
+}
+
+static void test_node_summary_refused(void **state)
+{
+    struct view v;
+    ct_node_summary back;
+    const ct_node_summary *s;
+    ct_error err;
+    char tdir[] = "/tmp/ctrain-test-summary-XXXXXX", path[128], xml[1200];
+
+    assert_non_null(mkdtemp(tdir));
+    snprintf(path, sizeof(path), "%s/node", tdir);
+    assert_int_equal(ct_node_summary_read(path, 0, "test", NULL, &back, &err), CT_ENOENT);
+    view_load("llnl-lassen.xml", &v);
+    fixture("llnl-lassen.xml", xml, sizeof(xml));
+    assert_int_equal(ct_topology_summary_write(v.topo, "test", path, &err), 0); /* stamps the version */
+    s = &v.topo->model;
+    write_changed(s, path, change_byte, 0);
+    expect_refused(path, xml, "checksum");
+    write_changed(s, path, change_boot, 1);
+    expect_refused(path, xml, "last boot");
+    write_changed(s, path, change_host, 1);
+    expect_refused(path, xml, "another node");
+    write_changed(s, path, change_version, 1);
+    expect_refused(path, xml, "another ctrain version");
+    write_changed(s, path, change_flags, 1);
+    expect_refused(path, xml, "without the GPUs and NICs");
+    write_changed(s, path, change_format, 1);
+    expect_refused(path, xml, "another format");
+    write_changed(s, path, change_count, 1);
+    expect_refused(path, xml, "size");
+    write_changed(s, path, change_source, 1);
+    expect_refused(path, xml, "topology file as it is now");
+    write_changed(s, path, change_mtime, 1);
+    expect_refused(path, xml, "topology file as it is now");
+    assert_int_equal(ct_topology_summary_write(v.topo, "test", path, &err), 0);
+    expect_refused(path, NULL, "made from a topology file");
+    assert_int_equal(truncate(path, (off_t)s->head->size - 8), 0);
+    expect_refused(path, xml, "size");
+    assert_int_equal(ct_topology_summary_write(v.topo, "test", path, &err), 0);
+    assert_int_equal(chmod(path, 0666), 0);
+    expect_refused(path, xml, "writable by root only");
+    assert_int_equal(chmod(path, 0644), 0);
+    assert_int_equal(chmod(tdir, 0777), 0);
+    expect_refused(path, xml, "its directory is not owned and writable by root only");
+    assert_int_equal(chmod(tdir, 0755), 0);
+    assert_int_equal(ct_topology_summary_write(v.topo, "test", path, &err), 0);
+    assert_int_equal(ct_node_summary_read(path, 0, "test", xml, &back, &err), 0); /* CPUs only: an I/O one serves */
+    ct_node_summary_free(&back);
+    unlink(path);
+    rmdir(tdir);
+    view_free(&v);
+}
+
+/* Random bytes of a valid summary changed and its checksum made to match (what a bug or a
+ * hostile writer could leave): read refuses it, or everything it hands back is within the file,
+ * and a plan on it either fails cleanly or gives every task CPUs of the node. */
+static void test_node_summary_random_damage(void **state)
+{
+    struct view v;
+    ct_node_summary back;
+    const ct_node_summary *s;
+    ct_error err;
+    char tdir[] = "/tmp/ctrain-test-summary-XXXXXX", path[128], xml[1200];
+    unsigned seed = (unsigned)time(NULL) ^ (unsigned)getpid();
+
+    print_message("# random damage, seed %u\n", seed);
+    srand(seed);
+    assert_non_null(mkdtemp(tdir));
+    snprintf(path, sizeof(path), "%s/node", tdir);
+    view_load("nvidia-dgx2.xml", &v);
+    fixture("nvidia-dgx2.xml", xml, sizeof(xml));
+    assert_int_equal(ct_topology_summary_write(v.topo, "test", path, &err), 0);
+    s = &v.topo->model;
+    for (int round = 0; round < 300; round++) {
+        struct ct_node_summary_head *c = malloc(s->head->size);
+        size_t at = (size_t)rand() % (round % 2 ? sizeof(*s->head) : s->head->size);
+        ct_topology *topo = NULL;
+        int rv;
+
+        assert_non_null(c);
+        memcpy(c, s->head, s->head->size);
+        ((unsigned char *)c)[at] ^= (unsigned char)(1 + rand() % 255);
+        c->size = s->head->size; /* the writer writes this many bytes */
+        c->checksum = ct_node_summary_checksum(c, s->head->size);
+        write_raw(c, s->head->size, path);
+        free(c);
+        rv = ct_node_summary_read(path, CT_TOPOLOGY_IO, "test", xml, &back, &err);
+        if (rv != 0 && rv != CT_EFORMAT)
+            fail_msg("seed %u round %d: read returned %d", seed, round, rv);
+        if (rv == 0) {
+            assert_int_equal(ct_node_summary_size(back.head), back.head->size);
+            for (int d = 0; d < back.head->ngpus + back.head->nnics; d++)
+                assert_in_range(back.gpus[d].locality, 0, back.head->nsets - 1);
+            ct_node_summary_free(&back);
+        }
+        if (ct_topology_summary_read(path, CT_TOPOLOGY_IO, "test", xml, &topo, &err) == 0) {
+            ct_bind_request req = { .ntasks = 1 + round % 20 };
+            ct_bind_plan *plan = NULL;
+
+            if (ct_bind_plan_create(topo, &req, &plan, &err) == 0)
+                for (int r = 0; r < ct_bind_plan_ntasks(plan); r++)
+                    for (int i = 0; i < ct_bind_plan_task(plan, r)->ncpus; i++)
+                        assert_in_range(ct_bind_plan_task(plan, r)->cpus[i], 0, 64 * topo->model.head->nwords - 1);
+            ct_bind_plan_free(plan);
+            ct_topology_free(topo);
+        }
+    }
+    unlink(path);
+    rmdir(tdir);
+    view_free(&v);
+}
+
 int main(void)
 {
     const char *d = getenv("CT_TOPOLOGIES");
@@ -978,6 +1361,11 @@ int main(void)
         cmocka_unit_test(test_net_topology_ethernet),
         cmocka_unit_test(test_net_no_nic_in_topology),
         cmocka_unit_test(test_net_every_fixture),
+        cmocka_unit_test(test_node_summary_every_fixture),
+        cmocka_unit_test(test_summary_plans_equal_every_fixture),
+        cmocka_unit_test(test_summary_of_this_machine),
+        cmocka_unit_test(test_node_summary_refused),
+        cmocka_unit_test(test_node_summary_random_damage),
     };
 
     snprintf(dir, sizeof(dir), "%s", d ? d : "t/fixtures/topologies");

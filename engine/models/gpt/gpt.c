@@ -449,7 +449,7 @@ double ct_gpt_bits_per_byte(double loss_nats)
 }
 
 
-/* --- the step, in the model's type (gpt_step.c, gpt_step_f64.c) ------------------------------- */
+/* --- the step, in the model's type (gpt_step_f32.c, gpt_step_f64.c, gpt_step_bf16.c) ---------- */
 
 double ct_gpt_forward(ct_gpt *m, const int32_t *inputs, const int32_t *targets, int batch, ct_param_need_fn need,
                       void *ctx)

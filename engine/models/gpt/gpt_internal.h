@@ -1,9 +1,22 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The GPT's state, shared by gpt.c (configuration, allocation, initialisation) and the step
- * (gpt_step_tmpl.h: GEMMs, attention, forward, backward), which is compiled once per element type:
- * fp32 (32-true, bf16-mixed), fp64 (64-true) and bf16 (bf16-true). The arrays are one allocation each whatever the
- * type; the model's own type's view (v.f32 or v.f64) holds the typed pointers into them. Internal
- * to engine/models/gpt. */
+/* The cpu GPT's state, shared by gpt.c (configuration, allocation, initialisation) and the step.
+ * Internal to engine/models/gpt.
+ *
+ * How the step's files fit together (llm.c's train_gpt2.c, split by concern; C has no generics, so
+ * what is written once for every element type is a template a type's file includes):
+ *   gpt_step_f32.c    fp32 storage: 32-true, bf16-mixed  } each: the type's thin kernels (which
+ *   gpt_step_f64.c    fp64 storage: 64-true              } GEMM, load/store, bf16-mixed's copies)
+ *   gpt_step_bf16.c   bf16 storage: bf16-true            } and its attention paths, then the templates
+ *   gpt_attention_heads_tmpl.h  attention per (sequence, head) on OpenBLAS (fp32, fp64)
+ *   gpt_layers_tmpl.h one function per layer's forward and backward (encoder, layernorm, linear,
+ *                     attention through the type's table of paths, gelu, the LM head's cross-entropy)
+ *   gpt_step_tmpl.h   the view's layout, then gpt_forward / gpt_backward calling the layers top-down,
+ *                     block by block
+ *   gpt_passes*.c     the element-wise SIMD loops the layers call (gpt_passes.h; compiled per type
+ *                     from gpt_passes_tmpl.h); engine/nn/gemm.c the GEMMs on oneDNN
+ * gpt.c picks the type's entry points (GPT_STEP_DECLARE below) by the parameters' dtype. The arrays
+ * are one allocation each whatever the type; the model's own type's view (v.f32, v.f64 or v.bf16)
+ * holds the typed pointers into them. */
 #ifndef CTRAIN_MODELS_GPT_INTERNAL_H
 #define CTRAIN_MODELS_GPT_INTERNAL_H
 
@@ -72,15 +85,16 @@ struct ct_gpt {
     /* bf16-mixed: params_b holds the parameters as bf16 (packed once per forward, after the
      * optimizer step that changed them); keep_b the bf16 copies of the activations forward's GEMMs
      * read and backward's read again (ln1, qkv, attention probabilities, atty, ln2, fch_gelu of every
-     * block, then lnf: gpt_step_tmpl.h's KEEP_*), packed once in forward; qb[0..3] scratch bf16
-     * copies of what is read once (backward's gradients). att_onednn: the last forward ran
-     * attention's products batched over sequences and heads on oneDNN (backward then does too).
-     * Where oneDNN has no primitive for attention's products, they run per head on OpenBLAS in
-     * fp32 on bf16-rounded copies: q[0..2]. */
+     * block, then lnf: KEEP_* below), packed once in forward; qb[0..3] scratch bf16 copies of what
+     * is read once (backward's gradients). att_path: the path of the type's table (struct
+     * gpt_attention_path) the last forward's attention ran on (a path whose backward reads what
+     * its forward kept runs backward only after it). Where oneDNN has no primitive for
+     * attention's products, they run per head on OpenBLAS in fp32 on bf16-rounded copies:
+     * q[0..2]; bf16-true's scores and their gradient are fp32 scratch in q[0]. */
     enum ct_dtype gemm_dtype;
     uint16_t *params_b;
     uint16_t *keep_b;
-    int att_onednn;
+    int att_path;
     uint16_t *qb[4];
     float *q[3];
     size_t q_n;
@@ -99,8 +113,28 @@ size_t gpt_grad_buf_size(const ct_gpt_config *c, size_t B);
 enum { KEEP_LN1, KEEP_QKV, KEEP_ATT, KEEP_ATTY, KEEP_LN2, KEEP_FCH, KEEP_N };
 size_t gpt_kept_offset(const ct_gpt_config *c, size_t B, int l, int which);
 
-/* The step of one element type (gpt_step.c: fp32, gpt_step_f64.c: fp64). carve points the view
- * at acts_mem, grad_mem, blocks_mem and params/grads. */
+/* Attention's causal products run per block of GPT_ATT_BLOCK query rows over the keys up to the
+ * block's end (and, for the key-side gradients, per block of keys over the queries from the block's
+ * start), skipping most of the zero upper triangle: 3/8 of attention's multiply-adds at seq_len
+ * 128. Entries above the diagonal are never read; the softmax passes write them as zeros. */
+#define GPT_ATT_BLOCK 32
+
+/* Rows of the block starting at row r0 of T. */
+static inline int gpt_att_rows(int r0, int T) { return T - r0 < GPT_ATT_BLOCK ? T - r0 : GPT_ATT_BLOCK; }
+
+/* One way of running attention's products for an element type: each type's file lists its paths
+ * in a table, tried in order. forward and backward run block l's attention for B sequences and
+ * return 0, or -1 when this path cannot run here (no oneDNN primitive, no scratch, another
+ * precision): the next path then runs and rewrites everything this one wrote. after_forward: the
+ * backward reads what this path's forward kept, so it runs only when the last forward took it. */
+struct gpt_attention_path {
+    int (*forward)(ct_gpt *m, int l, int B);
+    int (*backward)(ct_gpt *m, int l, int B);
+    int after_forward;
+};
+
+/* The step of one element type (gpt_step_f32.c, gpt_step_f64.c, gpt_step_bf16.c). carve points
+ * the view at acts_mem, grad_mem, blocks_mem and params/grads. */
 #define GPT_STEP_DECLARE(SFX)                                                                                         \
     void SFX(gpt_carve)(ct_gpt *m);                                                                                    \
     double SFX(gpt_forward)(ct_gpt *m, const int32_t *inputs, const int32_t *targets, int batch,                       \

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The GPT's element-wise passes in fp32 (gpt_kernels_tmpl.h). */
+/* The GPT's element-wise passes in fp32 (gpt_passes_tmpl.h). */
 #include <math.h>
+#include <stddef.h>
 
 /* glibc's libmvec (linked through libm) has a vector expf for SSE, AVX2 and AVX-512;
  * declaring it simd, as glibc's own math.h does under -ffast-math, lets the vectorised loops
@@ -16,8 +17,12 @@ __attribute__((simd("notinbranch"))) float expf(float);
 #define elem real
 #define LD(x) (x)
 #define ST(v) (v)
-#define GPT_STORE_ROUNDS 0
-#include "engine/models/gpt/gpt_kernels_tmpl.h"
+
+/* Sums over rows accumulate straight into the gradient (elem is real). */
+static real *row_sums_begin(elem *out, size_t n) { return out; }
+static void row_sums_end(elem *out, real *sums, size_t i0, size_t i1) {}
+
+#include "engine/models/gpt/gpt_passes_tmpl.h"
 
 /* Attention's probabilities from one head's fp32 scores s[T,T] (the batched products' output), in
  * one pass over each row where there were three (scale, softmax, the copy to bf16): row t's columns

@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The GPT's element-wise passes for one storage type, included once per type by gpt_kernels.c
- * (fp32: 32-true and the mixed precisions), gpt_kernels_f64.c (fp64: 64-true) and
- * gpt_kernels_bf16.c (bf16 storage: bf16-true), which define
+/* The cpu GPT's element-wise SIMD passes (gpt_passes.h) for one storage type, included once per
+ * type by gpt_passes.c (fp32: 32-true and the mixed precisions), gpt_passes_f64.c (fp64: 64-true)
+ * and gpt_passes_bf16.c (bf16 storage: bf16-true), which define
  *   elem          the type arrays are stored in
  *   real          the type the arithmetic runs in (fp32 for bf16 storage)
  *   LD(x), ST(v)  an element loaded into real, a real stored as an element (identity but for bf16)
- *   SFX           the public names' suffix; EXP and SQRT of real.
- * Sums over rows (a LayerNorm's or a bias's weight gradient) accumulate in real and store once.
+ *   SFX           the public names' suffix; EXP and SQRT of real
+ *   row_sums_begin(out, n), row_sums_end(out, sums, i0, i1)
+ *                 where a sum over rows (a LayerNorm's or a bias's weight gradient) accumulates in
+ *                 real, and its columns i0..i1 stored into out once: out itself where elem is
+ *                 real, fp32 scratch for bf16.
  *
  * Each pass's loop over a range of rows (or
  * elements) is cloned for AVX-512 and AVX2 with a run-time pick (glibc ifunc), as engine/nn does,
@@ -22,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/models/gpt/gpt_kernels.h"
+#include "engine/models/gpt/gpt_passes.h"
 #include "engine/nn/bf16_inline.h"
 
 #ifdef __clang__
@@ -222,27 +225,6 @@ static void layernorm_backward_cols(real *restrict dw, real *restrict db, const 
     }
 }
 
-#if GPT_STORE_ROUNDS
-/* Sums over rows of a bf16-stored gradient: in fp32 for columns i0..i1, then stored once (adding
- * 2048 rows in bf16 would keep about 3 digits of the first few). */
-static void store_cols(elem *restrict out, const real *restrict acc, size_t i0, size_t i1)
-{
-    for (size_t i = i0; i < i1; i++)
-        out[i] = ST(acc[i]);
-}
-
-static real *row_sums_scratch(size_t n)
-{
-    real *acc = malloc(sizeof(real) * n);
-
-    if (!acc) {
-        fprintf(stderr, "ctrain: out of memory for a gradient's fp32 row sums\n");
-        abort();
-    }
-    return acc;
-}
-#endif
-
 void SFX(gpt_layernorm_backward)(elem *dx, elem *dw, elem *db, const elem *dout, const elem *x, const elem *w,
                             const elem *mean, const elem *rstd, int N, int C)
 {
@@ -256,19 +238,13 @@ void SFX(gpt_layernorm_backward)(elem *dx, elem *dw, elem *db, const elem *dout,
         share((size_t)(C + 15) / 16, &lo, &hi);
         lo *= 16;
         hi = hi * 16 < (size_t)C ? hi * 16 : (size_t)C;
-#if GPT_STORE_ROUNDS
         if (lo < hi) {
-            real *acc = row_sums_scratch(2 * (size_t)C);
+            real *dw_sums = row_sums_begin(dw, (size_t)C), *db_sums = row_sums_begin(db, (size_t)C);
 
-            layernorm_backward_cols(acc, acc + C, dout, x, mean, rstd, N, C, lo, hi);
-            store_cols(dw, acc, lo, hi);
-            store_cols(db, acc + C, lo, hi);
-            free(acc);
+            layernorm_backward_cols(dw_sums, db_sums, dout, x, mean, rstd, N, C, lo, hi);
+            row_sums_end(dw, dw_sums, lo, hi);
+            row_sums_end(db, db_sums, lo, hi);
         }
-#else
-        if (lo < hi)
-            layernorm_backward_cols(dw, db, dout, x, mean, rstd, N, C, lo, hi);
-#endif
     }
 }
 
@@ -323,18 +299,12 @@ void SFX(gpt_column_sums)(elem *db, const elem *dout, int N, int OC)
         share((size_t)(OC + 15) / 16, &lo, &hi);
         lo *= 16;
         hi = hi * 16 < (size_t)OC ? hi * 16 : (size_t)OC;
-#if GPT_STORE_ROUNDS
         if (lo < hi) {
-            real *acc = row_sums_scratch((size_t)OC);
+            real *sums = row_sums_begin(db, (size_t)OC);
 
-            column_sums_cols(acc, dout, N, OC, lo, hi);
-            store_cols(db, acc, lo, hi);
-            free(acc);
+            column_sums_cols(sums, dout, N, OC, lo, hi);
+            row_sums_end(db, sums, lo, hi);
         }
-#else
-        if (lo < hi)
-            column_sums_cols(db, dout, N, OC, lo, hi);
-#endif
     }
 }
 

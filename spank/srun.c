@@ -11,7 +11,7 @@
 #include "ctrain/error.h"
 #include "engine/util/rankvars.h"
 #include "spank/check.h"
-#include "spank/local.h"
+#include "spank/srun.h"
 #include "spank/options.h"
 
 /* The step's layout as SLURM variables, in front of srun's own environment, so the connector's

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain SPANK plugin — srun (S_CTX_LOCAL) and sbatch/salloc (S_CTX_ALLOCATOR). */
-#ifndef CTRAIN_SPANK_LOCAL_H
-#define CTRAIN_SPANK_LOCAL_H
+#ifndef CTRAIN_SPANK_SRUN_H
+#define CTRAIN_SPANK_SRUN_H
 
 #include <slurm/spank.h>
 

@@ -1,19 +1,21 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The GPT's element-wise passes (everything that is not a GEMM), one function per operation,
- * forward and backward. Row-major; N rows of C (or OC) values. Internal to engine/models/gpt. */
-#ifndef CTRAIN_MODELS_GPT_KERNELS_H
-#define CTRAIN_MODELS_GPT_KERNELS_H
+/* The cpu GPT's element-wise passes (everything that is not a GEMM), one function per operation,
+ * forward and backward: loops over host memory, vectorised for AVX-512/AVX2 (SIMD clones picked at
+ * run time) and split among the rank's OpenMP threads. Not GPU kernels: the CUDA GPT's are in
+ * gpt_cuda.cu. Row-major; N rows of C (or OC) values. Internal to engine/models/gpt. */
+#ifndef CTRAIN_MODELS_GPT_PASSES_H
+#define CTRAIN_MODELS_GPT_PASSES_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 /* Every pass for storage type elem computed in real, its public names made by SFX: fp32 under the
- * names below, fp64 (64-true) with the suffix _f64 (gpt_kernels_f64.c), bf16 storage computed in
- * fp32 (bf16-true) with the suffix _bf16 (gpt_kernels_bf16.c). */
+ * names below, fp64 (64-true) with the suffix _f64 (gpt_passes_f64.c), bf16 storage computed in
+ * fp32 (bf16-true) with the suffix _bf16 (gpt_passes_bf16.c). */
 #define GPT_SFX_F32(name) name
 #define GPT_SFX_F64(name) name##_f64
 #define GPT_SFX_BF16(name) name##_bf16
-#define GPT_KERNELS_DECLARE(elem, real, SFX) \
+#define GPT_PASSES_DECLARE(elem, real, SFX) \
     /* out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:] */ \
     void SFX(gpt_embed)(elem *out, const int32_t *tokens, const elem *wte, const elem *wpe, int B, int T, int C); \
     /* dwte[tokens[b,t],:] += dout[b,t,:]; dwpe = sum over b of dout[b,t,:] (overwritten). */ \
@@ -52,7 +54,7 @@
     /* probs -> (probs - onehot(targets)) * scale, in place (scale = 1 / tokens in the mean). */ \
     void SFX(gpt_softmax_xent_backward)(elem *probs, const int32_t *targets, int N, int V, real scale);
 
-GPT_KERNELS_DECLARE(float, float, GPT_SFX_F32)
+GPT_PASSES_DECLARE(float, float, GPT_SFX_F32)
 /* One head's fp32 scores s[T,T] times scale, in place: row t becomes softmax of columns 0..t, zeros
  * after; with outb, the probabilities also rounded to bf16 there (scaling, gpt_causal_softmax and
  * ct_bf16_pack in one pass). */
@@ -64,7 +66,7 @@ void gpt_causal_softmax_backward_rounded(float *d, const uint16_t *p, uint16_t *
 /* db = column sums of dout[N,OC] (overwritten) and dout packed to bf16 into outb, in one pass over
  * dout (bf16-mixed's Linear backward). */
 void gpt_column_sums_packed(float *db, uint16_t *outb, const float *dout, int N, int OC);
-GPT_KERNELS_DECLARE(double, double, GPT_SFX_F64)
-GPT_KERNELS_DECLARE(uint16_t, float, GPT_SFX_BF16)
+GPT_PASSES_DECLARE(double, double, GPT_SFX_F64)
+GPT_PASSES_DECLARE(uint16_t, float, GPT_SFX_BF16)
 
 #endif
