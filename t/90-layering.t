@@ -700,9 +700,7 @@ sub named_by_hand {
     return @bad;
 }
 {
-    # The models and data modules are still rows of registry.c registered by name (issue 41 item 2
-    # moves them): engine/models/ is left out until then.
-    my @by_hand = named_by_hand(map { $_ => $component_src{$_} } grep { !m{^engine/models/} } keys %component_src);
+    my @by_hand = named_by_hand(%component_src);
     print((@by_hand ? "not ok" : "ok") . " 27 - no component registered under a name written by hand (" .
           scalar(keys %component_src) . " files)\n");
     print "# $_\n" for @by_hand;
@@ -759,8 +757,8 @@ sub gpt_step_conditionals {
 
 # --- issue 41 item 2: the model config parsed once, no model named outside its own files -------
 # 31. No file outside the models' own (engine/models/: each model's files and their registration,
-#     builtin.c) and the registry's rows (engine/registry/registry.c) names a model: no string
-#     literal that is a registered model's name ("mlp", "gpt": the rows of registry.c's models[])
+#     builtin.c) and their descriptors (engine/registry/model_NAME.c) names a model: no string
+#     literal that is a built-in model's name ("mlp", "gpt": the descriptors' names)
 #     in engine/, envs/, pmix/, spank/ or the public headers, comments aside. The CLI takes the
 #     registry's default model, the checkpoint code asks the model's class for its hint, the plan
 #     carries the model's descriptor.
@@ -780,14 +778,13 @@ sub model_literals {
     return @bad;
 }
 {
-    my %reg = slurp('engine/registry/registry.c');
-    my ($rows) = $reg{'engine/registry/registry.c'} =~ /\bct_registry_entry\s+models\[\]\s*=\s*\{(.*?)\n\};/s;
-    my @names = ($rows // '') =~ /\.name\s*=\s*"([^"]+)"/g;
+    my %reg = slurp(glob('engine/registry/model_*.c'));
+    my @names = sort map { /\bct_registry_entry\s+ct_model_\w+_desc\[\]\s*=\s*\{\s*\{\s*\.name\s*=\s*"([^"]+)"/s ? $1 : () } values %reg;
     my $names = join('|', map { quotemeta } @names);
-    my @scope = grep { m{^(engine|envs|pmix|include/ctrain)/} && !m{^engine/models/} && $_ ne 'engine/registry/registry.c' }
+    my @scope = grep { m{^(engine|envs|pmix|include/ctrain)/} && !m{^engine/models/} && !m{^engine/registry/model_\w+\.c$} }
                 @files, glob('spank/*.[ch]');
     my %src = slurp(@scope);
-    my @named = @names ? model_literals($names, %src) : ("registry.c: no model rows found");
+    my @named = @names ? model_literals($names, %src) : ("engine/registry/model_*.c: no model descriptors found");
     print((@named ? "not ok" : "ok") . " 31 - no model named outside its own files (" . join(', ', @names) . " in " .
           scalar(keys %src) . " files)\n");
     print "# $_\n" for @named;
