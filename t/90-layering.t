@@ -278,7 +278,7 @@ my @inj_rank = rank_getenv(%inj_ranks);
 my $caught41 = (grep { m{strategies\.c: list\[4\]} } @inj_hand) && (grep { m{registry\.c: entries\[MAX_ENTRIES\]} } @inj_hand) &&
                (grep { m{ddp\.c: .*CT_VAR_RANK} } @inj_rank) && keys(%strategy_src) > 5;
 
-print "1..30\n";
+print "1..32\n";
 print(($edges > 20 ? "ok" : "not ok") . " 1 - read $edges includes in " . scalar(@files) . " files\n");
 if (@bad) {
     print "not ok 2 - layering holds\n";
@@ -447,7 +447,7 @@ print "# $_\n" for @short_bad;
 # The Trainer reads no variable, not even through envs/'s readers: the SLURM job id and whether
 # ctrain supervise started the step are the answer of the cluster environment the connector chose
 # (the plan's env.slurm_job_id, env.ctrain_supervised, read by ct_env_detect). It names no model:
-# what a model needs (--hidden's key) its class says.
+# it creates the plan's (its descriptor) from the config the connector parsed (checks 31-32).
 # 24. Check 10 fails on the job id read directly again (run.c calling ct_env_slurm_job_id).
 sub trainer_reads_env {
     my (%src) = @_;
@@ -700,9 +700,7 @@ sub named_by_hand {
     return @bad;
 }
 {
-    # The models and data modules are still rows of registry.c registered by name (issue 41 item 2
-    # moves them): engine/models/ is left out until then.
-    my @by_hand = named_by_hand(map { $_ => $component_src{$_} } grep { !m{^engine/models/} } keys %component_src);
+    my @by_hand = named_by_hand(%component_src);
     print((@by_hand ? "not ok" : "ok") . " 27 - no component registered under a name written by hand (" .
           scalar(keys %component_src) . " files)\n");
     print "# $_\n" for @by_hand;
@@ -754,5 +752,48 @@ sub gpt_step_conditionals {
     print(((grep { m{^engine/models/gpt/gpt_layers_tmpl\.h:\d+: a preprocessor conditional.*#if GPT_F32} } @inj) &&
            (grep { m{^engine/models/gpt/gpt_kernels\.c: a cpu source named kernels} } @inj) ? "ok" : "not ok") .
           " 30 - check 29 fails on an injected #if and a cpu file named kernels\n");
+    print "# injected: $_\n" for @inj;
+}
+
+# --- issue 41 item 2: the model config parsed once, no model named outside its own files -------
+# 31. No file outside the models' own (engine/models/: each model's files and their registration,
+#     builtin.c) and their descriptors (engine/registry/model_NAME.c) names a model: no string
+#     literal that is a built-in model's name ("mlp", "gpt": the descriptors' names)
+#     in engine/, envs/, pmix/, spank/ or the public headers, comments aside. The CLI takes the
+#     registry's default model, the checkpoint code asks the model's class for its hint, the plan
+#     carries the model's descriptor.
+# 32. Check 31 fails on a name written back (the CLI's default, the checkpoint's hint).
+sub model_literals {
+    my ($names, %src) = @_;
+    my @bad;
+    for my $f (sort keys %src) {
+        (my $text = $src{$f}) =~ s{/\*(.*?)\*/}{"\n" x ($1 =~ tr/\n//)}gse; # comments out, lines kept
+        my $n = 0;
+        for my $line (split /\n/, $text) {
+            $n++;
+            next if $line =~ m{^\s*//};
+            push @bad, "$f:$n: names model $1: $line" if $line =~ /"($names)"/;
+        }
+    }
+    return @bad;
+}
+{
+    my %reg = slurp(glob('engine/registry/model_*.c'));
+    my @names = sort map { /\bct_registry_entry\s+ct_model_\w+_desc\[\]\s*=\s*\{\s*\{\s*\.name\s*=\s*"([^"]+)"/s ? $1 : () } values %reg;
+    my $names = join('|', map { quotemeta } @names);
+    my @scope = grep { m{^(engine|envs|pmix|include/ctrain)/} && !m{^engine/models/} && !m{^engine/registry/model_\w+\.c$} }
+                @files, glob('spank/*.[ch]');
+    my %src = slurp(@scope);
+    my @named = @names ? model_literals($names, %src) : ("engine/registry/model_*.c: no model descriptors found");
+    print((@named ? "not ok" : "ok") . " 31 - no model named outside its own files (" . join(', ', @names) . " in " .
+          scalar(keys %src) . " files)\n");
+    print "# $_\n" for @named;
+    my %inj = %src;
+    $inj{'engine/cli/cmd_fit.c'} .= "\nstatic const char *m(const char *x) { return x ? x : \"mlp\"; }\n";
+    $inj{'engine/checkpoint/checkpoint.c'} .= "\nstatic int g(const char *x) { return !strncmp(x, \"gpt\", 3); }\n";
+    my @inj = @names ? model_literals($names, %inj) : ();
+    print(((grep { m{^engine/cli/cmd_fit\.c:\d+: names model mlp} } @inj) &&
+           (grep { m{^engine/checkpoint/checkpoint\.c:\d+: names model gpt} } @inj) ? "ok" : "not ok") .
+          " 32 - check 31 fails on a model's name written into the CLI and the checkpoint code\n");
     print "# injected: $_\n" for @inj;
 }

@@ -255,15 +255,20 @@ static int check_storage(ct_run *run, const char *path, const ct_ckpt *c, int we
                          prec ? prec : "32-true");
 }
 
-/* The flags that build the checkpoint's model, from its metadata: --model and --model-config;
- * an MLP's layers are --hidden's. */
+/* The flags that build the checkpoint's model, from its metadata: the model's own hint when its
+ * class has one (the flags that set its shape), else --model and --model-config. */
 static int model_hint(const ct_ckpt *c, ct_error *err)
 {
     const char *model = ct_ckpt_meta_get(c, "model"), *config = ct_ckpt_meta_get(c, "model_config");
     size_t name = model ? strcspn(model, " ") : 0;
+    char known[32];
+    const char *hint;
 
-    if (!name || (name == 3 && !strncmp(model, "mlp", 3)))
-        return ct_error_hint(err, "use the --hidden or --model and --model-config of the run that wrote it");
+    if (!name)
+        return ct_error_hint(err, "use the --model and --model-config of the run that wrote it");
+    snprintf(known, sizeof(known), "%.*s", (int)name, model);
+    if ((hint = ct_model_shape_hint(ct_registry_find(CT_REG_MODEL, known))))
+        return ct_error_hint(err, "%s", hint);
     return ct_error_hint(err, "use the flags of the run that wrote it: --model %.*s%s%s", (int)name, model,
                          config && config[0] ? " --model-config " : "", config && config[0] ? config : "");
 }

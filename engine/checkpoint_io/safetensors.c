@@ -453,7 +453,7 @@ static int load_tensors(const char *path, int fd, const cJSON *root, uint64_t da
         if (!e) {
             ct_error_set(err, CT_EFORMAT, "ckpt-missing", "%s: has no tensor %s", path, want->name);
             return ct_error_hint(err, "the checkpoint was written for another model or optimizer "
-                                      "(compare --hidden and --optimizer with the run that wrote it)");
+                                      "(compare --model, --model-config and --optimizer with the run that wrote it)");
         }
         parse_entry(path, e, data_size, &got, &begin, &end, err);
         shape_str(want->shape, want->ndim, ws, sizeof(ws));
@@ -461,7 +461,7 @@ static int load_tensors(const char *path, int fd, const cJSON *root, uint64_t da
         if (got.dtype != want->dtype || strcmp(ws, gs)) {
             ct_error_set(err, CT_EFORMAT, "ckpt-shape", "%s: tensor %s is %s %s, the model expects %s %s", path,
                          want->name, ct_ckpt_dtype_name(got.dtype), gs, ct_ckpt_dtype_name(want->dtype), ws);
-            return ct_error_hint(err, "the checkpoint was written for another model shape: use the --hidden "
+            return ct_error_hint(err, "the checkpoint was written for another model shape: use the --model-config "
                                       "of the run that wrote it");
         }
         if (got.nbytes != want->nbytes)

@@ -80,6 +80,7 @@ static void report(enum which w, const ct_trainer_result *r)
 static int init_from_config(enum which w, const ct_trainer_config *cfg, ct_connector_flags *cf, char *buf,
                             size_t size, ct_error *err)
 {
+    const ct_registry_entry *model;
     int rc;
 
     if (!cfg->init_from[0])
@@ -89,7 +90,11 @@ static int init_from_config(enum which w, const ct_trainer_config *cfg, ct_conne
                      w == VALIDATE ? "validate" : "test");
         return ct_error_hint(err, "fit with --init-from, or give validate/test the --ckpt-path of a ctrain checkpoint");
     }
-    if ((rc = ct_hf_model_config(cf->model ? cf->model : "mlp", cf->model_config, cfg->init_from, buf, size, err)))
+    /* The model the connector will plan (--model, CTRAIN_MODEL or the default); an unknown name is
+     * the connector's to refuse. */
+    if (!(model = ct_connector_model(cf, NULL)))
+        return 0;
+    if ((rc = ct_hf_model_config(model->name, cf->model_config, cfg->init_from, buf, size, err)))
         return rc;
     cf->model_config = buf;
     return 0;
@@ -99,14 +104,15 @@ static int run(enum which w, int argc, char **argv)
 {
     ct_trainer_config cfg;
     ct_connector_flags cf;
+    ct_cli_model_flags mf;
     ct_connector *conn = NULL;
     ct_trainer_result res;
     ct_error err;
-    char model_config[512];
+    char model_config[CT_CONFIG_TEXT_MAX];
     int help = 0, rc;
 
     ct_error_clear(&err);
-    if ((rc = ct_trainer_flags_parse(argc, argv, &cfg, &cf, &help, &err))) {
+    if ((rc = ct_trainer_flags_parse(argc, argv, &cfg, &cf, &mf, &help, &err))) {
         ct_error_prefix(&err, "%s: ", argv[0]);
         ct_error_print(stderr, &err);
         return ct_error_exit_status(rc);
@@ -116,7 +122,8 @@ static int run(enum which w, int argc, char **argv)
         return 0;
     }
     ct_engine_init();
-    if ((rc = init_from_config(w, &cfg, &cf, model_config, sizeof(model_config), &err)) ||
+    if ((rc = ct_trainer_flags_fold(&cf, &mf, &err)) ||
+        (rc = init_from_config(w, &cfg, &cf, model_config, sizeof(model_config), &err)) ||
         (rc = ct_connector_create(&cf, NULL, &conn, &err))) {
         ct_error_print(stderr, &err);
         return ct_error_exit_status(rc);

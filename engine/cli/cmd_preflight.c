@@ -47,12 +47,13 @@ int ct_cmd_preflight(int argc, char **argv)
 {
     ct_trainer_config cfg;
     ct_connector_flags cf;
+    ct_cli_model_flags mf;
     ct_connector *conn = NULL;
     ct_error err;
     int help = 0, named = 0, rc;
 
     ct_error_clear(&err);
-    if ((rc = ct_trainer_flags_parse(argc, argv, &cfg, &cf, &help, &err))) {
+    if ((rc = ct_trainer_flags_parse(argc, argv, &cfg, &cf, &mf, &help, &err))) {
         ct_error_prefix(&err, "preflight: ");
         ct_error_print(stderr, &err);
         return ct_error_exit_status(rc);

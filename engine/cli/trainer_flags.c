@@ -243,14 +243,16 @@ static int parse_choice(const struct flag *f, const char *value, const char *con
     return CT_EINVAL;
 }
 
-static int parse_hidden(const struct flag *f, const char *value, ct_trainer_config *cfg, ct_error *err)
+/* --hidden W,W as the config key's value W-W ('none': no hidden layer). The widths' checks are
+ * the key's (1 to 15 widths in [1, 65536]), said in the flag's own terms. */
+static int parse_hidden(const struct flag *f, const char *value, ct_cli_model_flags *mf, ct_error *err)
 {
     char buf[256], *save = NULL, *tok;
+    size_t used = 0;
     int n = 0;
 
-    cfg->hidden_set = 1;
     if (!strcmp(value, "none")) {
-        cfg->n_hidden = 0;
+        snprintf(mf->hidden, sizeof(mf->hidden), "none");
         return 0;
     }
     if (snprintf(buf, sizeof(buf), "%s", value) >= (int)sizeof(buf) || !*value || value[strlen(value) - 1] == ',')
@@ -258,13 +260,48 @@ static int parse_hidden(const struct flag *f, const char *value, ct_trainer_conf
     for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         long w;
 
-        if (n == CT_TRAINER_MAX_HIDDEN)
+        if (n++ == 15)
             return bad_value(f, value, "a list of at most 15 widths", err);
         if (ct_parse_long(tok, 1, 65536, &w))
             return bad_value(f, value, "a list of widths in [1, 65536] like 512,256", err);
-        cfg->hidden[n++] = (int)w;
+        used += (size_t)snprintf(mf->hidden + used, sizeof(mf->hidden) - used, "%s%ld", used ? "-" : "", w);
     }
-    cfg->n_hidden = n;
+    return 0;
+}
+
+/* 1 when the "k=v,..." text sets key. */
+static int config_sets(const char *text, const char *key)
+{
+    size_t len = strlen(key);
+
+    for (const char *p = text; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+        if (!strncmp(p, key, len) && p[len] == '=')
+            return 1;
+    return 0;
+}
+
+int ct_trainer_flags_fold(ct_connector_flags *cf, ct_cli_model_flags *mf, ct_error *err)
+{
+    const ct_registry_entry *model = ct_connector_model(cf, NULL);
+    const char *given = cf->model_config ? cf->model_config : "";
+
+    if (!mf->hidden[0])
+        return 0;
+    /* An unknown --model is the connector's to refuse, naming it. */
+    if (model && !ct_config_key_find(model->config, "hidden")) {
+        ct_error_set(err, CT_EINVAL, "trainer-hidden", "--hidden sets --model-config hidden=, a key model %s does "
+                     "not take", model->name);
+        return ct_error_hint(err, "use --model-config for %s (ctrain plan --list shows its keys)", model->name);
+    }
+    if (config_sets(given, "hidden")) {
+        ct_error_set(err, CT_EINVAL, "trainer-hidden", "--hidden and --model-config hidden=... both set the layers");
+        return ct_error_hint(err, "give one of them");
+    }
+    if (snprintf(mf->model_config, sizeof(mf->model_config), "%s%shidden=%s", given, given[0] ? "," : "",
+                 mf->hidden) >= (int)sizeof(mf->model_config))
+        return ct_error_set(err, CT_EINVAL, "model-config-syntax", "--model-config with --hidden is longer than "
+                            "%zu characters", sizeof(mf->model_config) - 1);
+    cf->model_config = mf->model_config;
     return 0;
 }
 
@@ -333,8 +370,7 @@ static int apply(const struct flag *f, const char *value, ct_trainer_config *cfg
         if (d >= 1)
             return bad_value(f, value, "a fraction in [0, 1)", err);
         cfg->val_fraction = d;
-    } else if (!strcmp(f->name, "--hidden")) return parse_hidden(f, value, cfg, err);
-    else if (!strcmp(f->name, "--optimizer")) {
+    } else if (!strcmp(f->name, "--optimizer")) {
         if ((i = parse_choice(f, value, optimizer_names, err)) < 0)
             return i;
         snprintf(cfg->optimizer, sizeof(cfg->optimizer), "%s", optimizer_names[i]);
@@ -370,11 +406,12 @@ static int apply(const struct flag *f, const char *value, ct_trainer_config *cfg
     return 0;
 }
 
-int ct_trainer_flags_parse(int argc, char **argv, ct_trainer_config *cfg, ct_connector_flags *cf, int *help,
-                           ct_error *err)
+int ct_trainer_flags_parse(int argc, char **argv, ct_trainer_config *cfg, ct_connector_flags *cf,
+                           ct_cli_model_flags *mf, int *help, ct_error *err)
 {
     ct_trainer_config_default(cfg);
     memset(cf, 0, sizeof(*cf));
+    memset(mf, 0, sizeof(*mf));
     *help = 0;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i], *eq = strchr(arg, '='), *value = NULL;
@@ -437,7 +474,9 @@ int ct_trainer_flags_parse(int argc, char **argv, ct_trainer_config *cfg, ct_con
             ct_error_set(err, CT_EINVAL, "flag-missing-value", "%s needs a value", name);
             return ct_error_hint(err, "write %s VALUE or %s=VALUE", name, name);
         }
-        if (f && (rc = apply(f, value, cfg, err)))
+        if (f && !strcmp(f->name, "--hidden") && (rc = parse_hidden(f, value, mf, err)))
+            return rc;
+        if (f && strcmp(f->name, "--hidden") && (rc = apply(f, value, cfg, err)))
             return rc;
     }
     /* The Trainer checks the config, once, when fit/validate/test start. */

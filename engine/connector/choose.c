@@ -407,8 +407,8 @@ int ct_connector_choose(const ct_final_flags *ff, const ct_connector_context *ct
 
     memset(plan, 0, sizeof(*plan));
     plan->deterministic = ff->deterministic;
-    snprintf(plan->model, sizeof(plan->model), "%s", ff->model->name);
-    snprintf(plan->model_config, sizeof(plan->model_config), "%s", ff->model_config);
+    plan->model = ff->model;
+    plan->model_config = ff->model_config;
     snprintf(plan->datamodule, sizeof(plan->datamodule), "%s", ff->datamodule->name);
     snprintf(plan->checkpoint_io, sizeof(plan->checkpoint_io), "%s", ct_checkpoint_io_safetensors_desc[0].name);
     for (int i = 0; i < ff->n_notices; i++)

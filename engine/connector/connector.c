@@ -98,7 +98,7 @@ static void add_source(cJSON *sources, const ct_plan *p, enum ct_plan_field f, c
 char *ct_plan_to_json(const ct_plan *p)
 {
     cJSON *root = cJSON_CreateObject(), *devices, *sources, *notices;
-    char *text;
+    char *text, config[CT_CONFIG_TEXT_MAX];
 
     cJSON_AddStringToObject(root, "accelerator", p->accelerator);
     cJSON_AddStringToObject(root, "strategy", p->strategy);
@@ -118,8 +118,8 @@ char *ct_plan_to_json(const ct_plan *p)
     cJSON_AddNumberToObject(root, "num_nodes", p->num_nodes);
     cJSON_AddNumberToObject(root, "world_size", p->world_size);
     cJSON_AddBoolToObject(root, "deterministic", p->deterministic);
-    cJSON_AddStringToObject(root, "model", p->model);
-    cJSON_AddStringToObject(root, "model_config", p->model_config);
+    cJSON_AddStringToObject(root, "model", p->model ? p->model->name : "");
+    cJSON_AddStringToObject(root, "model_config", ct_config_print(&p->model_config, config, sizeof(config)));
     cJSON_AddStringToObject(root, "datamodule", p->datamodule);
     sources = cJSON_AddObjectToObject(root, "sources");
     add_source(sources, p, CT_PLAN_ACCELERATOR, "accelerator");

@@ -30,8 +30,8 @@ typedef struct ct_final_flags {
     char source_detail[CT_PLAN_NFIELDS][64];
     char notices[4][256];
     int n_notices;
-    const ct_registry_entry *model;        /* never NULL after validate: default mlp */
-    char model_config[512];                /* checked against model->config */
+    const ct_registry_entry *model;        /* never NULL after validate: default the registry's */
+    ct_config model_config;                /* parsed against model->config */
     const ct_registry_entry *datamodule;   /* never NULL after validate: default the model's */
 } ct_final_flags;
 

@@ -420,8 +420,20 @@ static int validate_num_nodes(const ct_connector_flags *f, ct_final_flags *ff, c
 }
 
 /* --- the model and its data ------------------------------------------------------------------ */
-/* --model (default mlp), its --model-config against the model's schema, and --datamodule (default
- * the model's own). Checks that concern several keys or the data are the model's, at create. */
+const ct_registry_entry *ct_connector_model(const ct_connector_flags *f, const ct_connector_context *ctx)
+{
+    struct name_input model = { CT_REG_MODEL, "--model", "CTRAIN_MODEL", NULL, 0 };
+    ct_connector_context c;
+    const char *env_value;
+
+    ct_connector_context_fill(ctx, &c);
+    take_input(&model, f->model, &c, &env_value);
+    return model.value ? ct_registry_find(CT_REG_MODEL, model.value) : ct_registry_default(CT_REG_MODEL);
+}
+
+/* --model (default the registry's), its --model-config parsed once against the model's schema
+ * into the typed value the plan carries, and --datamodule (default the model's own). Checks
+ * that concern several keys or the data are the model's, at create. */
 static int validate_model(const ct_connector_flags *f, const ct_connector_context *ctx, ct_final_flags *ff,
                           ct_error *err)
 {
@@ -430,7 +442,6 @@ static int validate_model(const ct_connector_flags *f, const ct_connector_contex
     const struct ct_model_class *cls;
     const char *env_value;
     char owner[64];
-    ct_config cfg;
     int rc;
 
     take_input(&model, f->model, ctx, &env_value);
@@ -439,13 +450,12 @@ static int validate_model(const ct_connector_flags *f, const ct_connector_contex
     if (!ff->model && !(ff->model = ct_registry_default(CT_REG_MODEL)))
         return ct_error_set(err, CT_EINTERNAL, "implementation-missing", "no default model is registered");
     snprintf(owner, sizeof(owner), "model %s", ff->model->name);
-    if ((rc = ct_config_parse(ff->model->config, "--model-config", owner, f->model_config, &cfg, err)))
+    if ((rc = ct_config_parse(ff->model->config, "--model-config", owner, f->model_config, &ff->model_config, err)))
         return rc;
     /* Checks across keys, where the model's implementation is linked (not in the SPANK plugin). */
     cls = ff->model->ops;
-    if (cls && cls->check && (rc = cls->check(&cfg, err)))
+    if (cls && cls->check && (rc = cls->check(&ff->model_config, err)))
         return rc;
-    snprintf(ff->model_config, sizeof(ff->model_config), "%s", f->model_config ? f->model_config : "");
     take_input(&data, f->datamodule, ctx, &env_value);
     if ((rc = resolve_name(&data, 0, &ff->datamodule, err)) ||
         (rc = same_choice(&data, f->datamodule, env_value, err)))

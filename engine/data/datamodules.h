@@ -4,8 +4,11 @@
 #define CTRAIN_DATAMODULES_H
 
 #include "ctrain/datamodule.h"
+#include "engine/registry/components.gen.h"
 
-extern const struct ct_datamodule_class ct_datamodule_fashion_mnist;
-extern const struct ct_datamodule_class ct_datamodule_tokens;
+/* Each built-in data module's class, ct_datamodule_NAME, beside its descriptor
+ * engine/registry/datamodule_NAME.c. */
+#define CT_DATAMODULE_CLASS_EXTERN(id) extern const struct ct_datamodule_class ct_datamodule_##id;
+CT_DATAMODULES(CT_DATAMODULE_CLASS_EXTERN)
 
 #endif

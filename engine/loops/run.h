@@ -67,7 +67,7 @@ typedef struct ct_loop_options {
     char datamodule[32];
     char data_identity[128];   /* ct_datamodule_identity of --data; "" when not taken (eval) */
     double val_fraction;
-    char model_config[1024];   /* the model's resolved configuration */
+    char model_config[CT_CONFIG_TEXT_MAX]; /* the model's configuration (the plan's, as text) */
     /* Straggler detection (engine/health/fit/straggler.c): off, warn or stop; every N optimizer steps
      * the ranks' busy and waiting times are gathered; a node whose busy time per step is above
      * factor x the median node's for windows windows in a row is named. */

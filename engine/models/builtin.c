@@ -1,18 +1,24 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The built-in models and data modules under their registry names, and the device
- * implementations this build has. Called by ct_engine_init. */
+/* The built-in models and data modules, and the device implementations this build has. Called by
+ * ct_engine_init. As the other components, an implementation carries no name: each is registered
+ * under its descriptor's (engine/registry/model_NAME.c, datamodule_NAME.c), paired by symbol from
+ * the Makefile's list, so the name is written once and a descriptor without an implementation, or
+ * an implementation without a descriptor, does not link. */
 #include "ctrain/registry.h"
 #include "engine/data/datamodules.h"
 #include "engine/models/models.h"
+#include "engine/registry/components.h"
+
+#define REGISTER_MODEL(id) ct_registry_set_ops(CT_REG_MODEL, ct_model_##id##_desc[0].name, &ct_model_##id);
+#define REGISTER_DATAMODULE(id)                                                                                        \
+    ct_registry_set_ops(CT_REG_DATAMODULE, ct_datamodule_##id##_desc[0].name, &ct_datamodule_##id);
 
 void ct_models_register_builtin(void)
 {
-    ct_registry_set_ops(CT_REG_MODEL, "mlp", &ct_model_mlp);
-    ct_registry_set_ops(CT_REG_MODEL, "gpt", &ct_model_gpt);
-    ct_registry_set_ops(CT_REG_DATAMODULE, "fashion-mnist", &ct_datamodule_fashion_mnist);
-    ct_registry_set_ops(CT_REG_DATAMODULE, "tokens", &ct_datamodule_tokens);
+    CT_MODELS(REGISTER_MODEL)
+    CT_DATAMODULES(REGISTER_DATAMODULE)
 #ifdef CT_HAVE_CUDA
-    ct_model_register_impl("mlp", "cuda", ct_mlp_cuda_model_create);
-    ct_model_register_impl("gpt", "cuda", ct_gpt_cuda_model_create);
+    ct_model_register_impl(ct_model_mlp_desc[0].name, ct_accelerator_cuda_desc[0].name, ct_mlp_cuda_model_create);
+    ct_model_register_impl(ct_model_gpt_desc[0].name, ct_accelerator_cuda_desc[0].name, ct_gpt_cuda_model_create);
 #endif
 }

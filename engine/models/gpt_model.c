@@ -96,16 +96,15 @@ ct_gpt *ct_gpt_model_gpt(const ct_model *m)
     return m && m->ops == &gpt_ops ? m->impl : NULL;
 }
 
-/* The configuration from the checked keys, and the checks across keys. */
+/* The configuration from the typed values the connector parsed (given or the schema's default,
+ * each in its schema's range), and the checks across keys. */
 static int gpt_config_keys(const ct_config *cfg, ct_gpt_config *c, ct_error *err)
 {
-    static const char *const keys[] = { "n_layer", "n_head", "n_embd", "seq_len", "vocab" };
-    int rc;
-
-    ct_gpt_config_default(c);
-    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-        if ((rc = ct_gpt_config_set(c, keys[i], ct_config_text(cfg, keys[i]), err)))
-            return rc;
+    c->n_layer = (int)ct_config_int(cfg, "n_layer");
+    c->n_head = (int)ct_config_int(cfg, "n_head");
+    c->n_embd = (int)ct_config_int(cfg, "n_embd");
+    c->seq_len = (int)ct_config_int(cfg, "seq_len");
+    c->vocab = (int)ct_config_int(cfg, "vocab");
     return ct_gpt_config_check(c, err);
 }
 

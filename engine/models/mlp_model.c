@@ -108,4 +108,8 @@ static int mlp_create(const ct_config *cfg, const ct_data_info *data, int max_ba
     return 0;
 }
 
-const struct ct_model_class ct_model_mlp = { .create = mlp_create, .hidden_key = "hidden" };
+/* Its layers are set by --model-config hidden=W-W, or ctrain fit's alias --hidden W,W. */
+const struct ct_model_class ct_model_mlp = {
+    .create = mlp_create,
+    .shape_hint = "use the --hidden or --model and --model-config of the run that wrote it",
+};

@@ -62,11 +62,28 @@ static const ct_registry_entry *model_find(const char *name, ct_error *err)
     return e;
 }
 
+int ct_model_create_config(const ct_registry_entry *model, const ct_config *cfg, const ct_data_info *data,
+                           int max_batch, ct_model **out, ct_error *err)
+{
+    const struct ct_model_class *cls = model->ops;
+    int rc;
+
+    *out = NULL;
+    if (!cls || !cls->create) {
+        ct_error_set(err, CT_ENOTAVAIL, "implementation-missing", "model %s is not linked into this program",
+                     model->name);
+        return ct_error_hint(err, "call ct_engine_init() (and ct_model_register for your own model) first");
+    }
+    if ((rc = cls->create(cfg, data, max_batch, out, err)))
+        return rc;
+    snprintf((*out)->name, sizeof((*out)->name), "%s", model->name);
+    return 0;
+}
+
 int ct_model_create(const char *name, const char *config, const ct_data_info *data, int max_batch, ct_model **out,
                     ct_error *err)
 {
     const ct_registry_entry *e = model_find(name, err);
-    const struct ct_model_class *cls = e ? e->ops : NULL;
     char owner[64];
     ct_config cfg;
     int rc;
@@ -74,16 +91,10 @@ int ct_model_create(const char *name, const char *config, const ct_data_info *da
     *out = NULL;
     if (!e)
         return CT_EINVAL;
-    if (!cls || !cls->create) {
-        ct_error_set(err, CT_ENOTAVAIL, "implementation-missing", "model %s is not linked into this program", e->name);
-        return ct_error_hint(err, "call ct_engine_init() (and ct_model_register for your own model) first");
-    }
     snprintf(owner, sizeof(owner), "model %s", e->name);
-    if ((rc = ct_config_parse(e->config, "--model-config", owner, config, &cfg, err)) ||
-        (rc = cls->create(&cfg, data, max_batch, out, err)))
+    if ((rc = ct_config_parse(e->config, "--model-config", owner, config, &cfg, err)))
         return rc;
-    snprintf((*out)->name, sizeof((*out)->name), "%s", e->name);
-    return 0;
+    return ct_model_create_config(e, &cfg, data, max_batch, out, err);
 }
 
 void ct_model_set_views(ct_model *m, enum ct_dtype dtype, void *params, void *grads, const ct_tensor *tensors)
@@ -94,38 +105,18 @@ void ct_model_set_views(ct_model *m, enum ct_dtype dtype, void *params, void *gr
     m->tensors = tensors;
 }
 
-int ct_model_config_hidden(const char *name, const char *config, int hidden_set, const int *hidden, int n, char *out,
-                           size_t size, ct_error *err)
+int ct_model_eval_batch(const ct_registry_entry *model, int dflt)
 {
-    const ct_registry_entry *e = ct_registry_find(CT_REG_MODEL, name);
-    const struct ct_model_class *cls = e ? e->ops : NULL;
-    const char *key = cls ? cls->hidden_key : NULL;
-    char eq[48];
-    size_t used = (size_t)snprintf(out, size, "%s", config);
-
-    if (!hidden_set)
-        return 0;
-    if (!key) {
-        ct_error_set(err, CT_EINVAL, "trainer-hidden", "--hidden sets the mlp's layers, but --model is %s", name);
-        return ct_error_hint(err, "use --model-config for %s (ctrain plan --list shows its keys)", name);
-    }
-    snprintf(eq, sizeof(eq), "%s=", key);
-    if (strstr(config, eq)) {
-        ct_error_set(err, CT_EINVAL, "trainer-hidden", "--hidden and --model-config %s... both set the layers", eq);
-        return ct_error_hint(err, "give one of them");
-    }
-    used += (size_t)snprintf(out + used, size - used, "%s%s%s", used ? "," : "", eq, n ? "" : "none");
-    for (int i = 0; i < n && used < size; i++)
-        used += (size_t)snprintf(out + used, size - used, "%s%d", i ? "-" : "", hidden[i]);
-    return 0;
-}
-
-int ct_model_eval_batch(const char *name, int dflt)
-{
-    const ct_registry_entry *e = ct_registry_find(CT_REG_MODEL, name);
-    const struct ct_model_class *cls = e ? e->ops : NULL;
+    const struct ct_model_class *cls = model ? model->ops : NULL;
 
     return cls && cls->eval_batch > 0 && cls->eval_batch < dflt ? cls->eval_batch : dflt;
+}
+
+const char *ct_model_shape_hint(const ct_registry_entry *model)
+{
+    const struct ct_model_class *cls = model ? model->ops : NULL;
+
+    return cls ? cls->shape_hint : NULL;
 }
 
 void ct_model_free(ct_model *m)

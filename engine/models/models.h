@@ -4,10 +4,12 @@
 #define CTRAIN_MODELS_H
 
 #include "ctrain/model.h"
+#include "engine/registry/components.gen.h"
 #include "engine/models/mlp/mlp.h"
 
-extern const struct ct_model_class ct_model_mlp;
-extern const struct ct_model_class ct_model_gpt;
+/* Each built-in model's class, ct_model_NAME, beside its descriptor engine/registry/model_NAME.c. */
+#define CT_MODEL_CLASS_EXTERN(id) extern const struct ct_model_class ct_model_##id;
+CT_MODELS(CT_MODEL_CLASS_EXTERN)
 
 /* The ct_mlp inside an "mlp" model (for its device implementations), NULL for another model. */
 ct_mlp *ct_mlp_model_mlp(const ct_model *m);

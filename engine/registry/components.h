@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The components' descriptors, one file each (engine/registry/<kind>_<name>.c), each an array
  * ct_<kind>_<name>_desc[] ended by a row without a name. The Makefile lists the files in
- * components.gen.h (CT_ACCELERATORS, CT_STRATEGIES, CT_LAUNCHERS, CT_CHECKPOINT_IOS); registry.c
+ * components.gen.h (CT_ACCELERATORS, CT_STRATEGIES, CT_LAUNCHERS, CT_CHECKPOINT_IOS, CT_MODELS,
+ * CT_DATAMODULES); registry.c
  * gathers them and `ctrain plan
  * --list` shows each kind's rows by their list_order. Adding a strategy: its descriptor file, its
  * implementation in engine/strategies/<name>.c (ct_strategy_<name>_ops), its test; a variant of an
@@ -17,10 +18,14 @@
 #define CT_STRATEGY_DESC(name) CT_COMPONENT_DESC(strategy, name)
 #define CT_LAUNCHER_DESC(name) CT_COMPONENT_DESC(launcher, name)
 #define CT_CHECKPOINT_IO_DESC(name) CT_COMPONENT_DESC(checkpoint_io, name)
+#define CT_MODEL_DESC(name) CT_COMPONENT_DESC(model, name)
+#define CT_DATAMODULE_DESC(name) CT_COMPONENT_DESC(datamodule, name)
 CT_ACCELERATORS(CT_ACCELERATOR_DESC)
 CT_STRATEGIES(CT_STRATEGY_DESC)
 CT_LAUNCHERS(CT_LAUNCHER_DESC)
 CT_CHECKPOINT_IOS(CT_CHECKPOINT_IO_DESC)
+CT_MODELS(CT_MODEL_DESC)
+CT_DATAMODULES(CT_DATAMODULE_DESC)
 
 /* The precisions' descriptors, one row each in engine/registry/precisions.c. The rows an
  * implementation exists for are named here, in their order there: the implementation

@@ -99,7 +99,7 @@ static int check_value(const ct_config_key *k, const char *what, const char *own
 int ct_config_parse(const ct_config_key *schema, const char *what, const char *owner, const char *text,
                     ct_config *out, ct_error *err)
 {
-    char buf[1024], keys[512], *save = NULL;
+    char buf[CT_CONFIG_TEXT_MAX], keys[512], *save = NULL;
     int rc;
 
     memset(out, 0, sizeof(*out));
@@ -147,6 +147,16 @@ int ct_config_given(const ct_config *c, const char *key)
         if (!strcmp(c->kv[i].key, key))
             return 1;
     return 0;
+}
+
+const char *ct_config_print(const ct_config *c, char *buf, size_t size)
+{
+    size_t used = 0;
+
+    buf[0] = '\0';
+    for (int i = 0; i < c->n && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%s=%s", i ? "," : "", c->kv[i].key, c->kv[i].value);
+    return buf;
 }
 
 const char *ct_config_text(const ct_config *c, const char *key)

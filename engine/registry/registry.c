@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Registries of names: what the connector may resolve to, and what libctrain implements.
- * The accelerators, strategies, launchers, checkpoint IO and precisions describe themselves in
- * their own files (components.h); models and data modules are rows here. */
+ * Every component describes itself in its own descriptor file (components.h): accelerators,
+ * strategies, launchers, checkpoint IO, models and data modules one file each, the precisions
+ * one row each of precisions.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,67 +13,23 @@
 #include "ctrain/registry.h"
 #include "engine/registry/components.h"
 
-/* Models: the config schema (--model-config) and what each computes in. The cpu engine computes
- * in 32-true and bf16-mixed; 16-mixed is the CUDA MLP's (the precision's own mask keeps it off cpu). */
-static const ct_config_key mlp_config[] = {
-    { .key = "hidden", .type = CT_CONFIG_INT_LIST, .min = 1, .max = 65536, .max_len = 15, .dflt = "512-256",
-      .help = "hidden layer widths joined by '-' ('none': a linear classifier); --hidden W,W sets it too" },
-    { .key = NULL },
-};
-
-/* The GPT's ranges are its own (engine/models/gpt/gpt.h CT_GPT_MAX_*); n_embd divisible by n_head,
- * vocab and seq_len against the data are checked when the model is created. */
-static const ct_config_key gpt_config[] = {
-    { .key = "n_layer", .type = CT_CONFIG_INT, .min = 1, .max = 64, .dflt = "4", .help = "transformer blocks" },
-    { .key = "n_head", .type = CT_CONFIG_INT, .min = 1, .max = 8192, .dflt = "4",
-      .help = "attention heads per block (n_embd must be a multiple)" },
-    { .key = "n_embd", .type = CT_CONFIG_INT, .min = 1, .max = 8192, .dflt = "256", .help = "channels" },
-    { .key = "seq_len", .type = CT_CONFIG_INT, .min = 1, .max = 8192, .dflt = "128",
-      .help = "tokens per sequence (context length)" },
-    { .key = "vocab", .type = CT_CONFIG_INT, .min = 2, .max = 65536, .dflt = "256",
-      .help = "vocabulary size (256: byte tokens from ctrain tokenize)" },
-    { .key = NULL },
-};
-
-static ct_registry_entry models[] = {
-    { .name = "mlp", .is_default = 1, .description = "multilayer perceptron classifier: Linear+ReLU layers, softmax "
-      "cross-entropy; inputs and classes from the data", .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA,
-      .config = mlp_config, .precisions = "32-true,bf16-mixed,16-mixed,64-true,bf16-true",
-      .datamodule = "fashion-mnist" },
-    { .name = "gpt", .description = "GPT-2 language model (learned positions, pre-LayerNorm blocks, causal "
-      "self-attention, GELU MLP, tied LM head); not on cuda until its compiled CUDA kernels pass their GPU checks",
-      .accelerators = CT_ACCEL_CPU, .config = gpt_config, .precisions = "32-true,bf16-mixed,64-true,bf16-true",
-      .datamodule = "tokens",
-      .pending = "its CUDA implementation is compiled but has not passed its GPU checks yet (t/54-gpt-cuda.t)" },
-    { .name = NULL },
-};
-
-static ct_registry_entry datamodules[] = {
-    { .name = "fashion-mnist", .aliases = { "fmnist", NULL },
-      .description = "Fashion-MNIST IDX files: 60000 28x28 images in 10 classes (1/12 held out for "
-      "validation) and 10000 test images", .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA,
-      .default_dir = "/usr/share/datasets/fashion-mnist" },
-    { .name = "tokens", .description = "llm.c token shards DIR/train.bin and DIR/val.bin (ctrain tokenize): "
-      "windows of the model's seq_len, in order, sharded over the ranks", .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA },
-    { .name = NULL },
-};
-
-/* Each kind's descriptor arrays, each ended by a row without a name: the accelerators,
- * strategies, launchers and checkpoint IO as the Makefile found their files (components.gen.h),
- * the rest here. A user
- * program's models and data modules come after them (ct_registry_add). */
+/* Each kind's descriptor arrays, each ended by a row without a name, as the Makefile found their
+ * files (components.gen.h); the precisions' rows are one array. A user program's models and data
+ * modules come after them (ct_registry_add). */
 #define CT_DESC_ROW(kind, name) ct_##kind##_##name##_desc,
 #define CT_ACCELERATOR_ROW(name) CT_DESC_ROW(accelerator, name)
 #define CT_STRATEGY_ROW(name) CT_DESC_ROW(strategy, name)
 #define CT_LAUNCHER_ROW(name) CT_DESC_ROW(launcher, name)
 #define CT_CHECKPOINT_IO_ROW(name) CT_DESC_ROW(checkpoint_io, name)
+#define CT_MODEL_ROW(name) CT_DESC_ROW(model, name)
+#define CT_DATAMODULE_ROW(name) CT_DESC_ROW(datamodule, name)
 static ct_registry_entry *const accelerator_descs[] = { CT_ACCELERATORS(CT_ACCELERATOR_ROW) NULL };
 static ct_registry_entry *const strategy_descs[] = { CT_STRATEGIES(CT_STRATEGY_ROW) NULL };
 static ct_registry_entry *const precision_descs[] = { ct_precision_desc, NULL };
 static ct_registry_entry *const checkpoint_io_descs[] = { CT_CHECKPOINT_IOS(CT_CHECKPOINT_IO_ROW) NULL };
 static ct_registry_entry *const launcher_descs[] = { CT_LAUNCHERS(CT_LAUNCHER_ROW) NULL };
-static ct_registry_entry *const model_descs[] = { models, NULL };
-static ct_registry_entry *const datamodule_descs[] = { datamodules, NULL };
+static ct_registry_entry *const model_descs[] = { CT_MODELS(CT_MODEL_ROW) NULL };
+static ct_registry_entry *const datamodule_descs[] = { CT_DATAMODULES(CT_DATAMODULE_ROW) NULL };
 
 /* A kind's rows, gathered from its descriptors on first use and sorted by list_order; the table
  * grows with what it holds (and what a program adds), so no count is written by hand. */

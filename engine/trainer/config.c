@@ -25,9 +25,6 @@ void ct_trainer_config_default(ct_trainer_config *cfg)
     snprintf(cfg->lr_schedule, sizeof(cfg->lr_schedule), "cosine");
     cfg->weight_decay = -1;
     cfg->momentum = 0.9;
-    cfg->hidden[0] = 512;
-    cfg->hidden[1] = 256;
-    cfg->n_hidden = 2;
     cfg->seed = 42;
     snprintf(cfg->default_root_dir, sizeof(cfg->default_root_dir), "runs");
     cfg->log_every_n_steps = 50;
@@ -185,13 +182,6 @@ int ct_trainer_config_check(const ct_trainer_config *cfg, ct_error *err)
         ct_error_set(err, CT_EINVAL, "trainer-lr-schedule", "--lr-schedule '%s' is not a schedule", cfg->lr_schedule);
         return ct_error_hint(err, "use --lr-schedule cosine or --lr-schedule constant");
     }
-    if (cfg->n_hidden < 0 || cfg->n_hidden > CT_TRAINER_MAX_HIDDEN)
-        return ct_error_set(err, CT_EINVAL, "trainer-hidden", "--hidden: at most %d hidden layers",
-                            CT_TRAINER_MAX_HIDDEN);
-    for (int i = 0; i < cfg->n_hidden; i++)
-        if (cfg->hidden[i] < 1 || cfg->hidden[i] > 65536)
-            return ct_error_set(err, CT_EINVAL, "trainer-hidden", "--hidden: width %d is outside [1, 65536]",
-                                cfg->hidden[i]);
     if (cfg->log_every_n_steps < 1)
         return ct_error_set(err, CT_EINVAL, "trainer-log-every", "--log-every-n-steps %d must be at least 1",
                             cfg->log_every_n_steps);

@@ -93,13 +93,14 @@ static int make_optimizer(ct_run *run, const ct_trainer_config *cfg, ct_error *e
     return ct_optim_create(&oc, run->model->num_params, &run->optim, err);
 }
 
-/* What a checkpoint records so that a resume cannot mix two runs. */
-static int record_identity(ct_run *run, const ct_trainer_job *job, const char *config, ct_error *err)
+/* What a checkpoint records so that a resume cannot mix two runs: the model's configuration as
+ * the text of the plan's typed value. */
+static int record_identity(ct_run *run, const ct_trainer_job *job, ct_error *err)
 {
     const ct_trainer_config *cfg = job->cfg;
 
     snprintf(run->opt.datamodule, sizeof(run->opt.datamodule), "%s", job->plan->datamodule);
-    snprintf(run->opt.model_config, sizeof(run->opt.model_config), "%s", config);
+    ct_config_print(&job->plan->model_config, run->opt.model_config, sizeof(run->opt.model_config));
     run->opt.val_fraction = cfg->val_fraction;
     if (job->mode != CT_TRAINER_FIT)
         return 0;
@@ -118,15 +119,13 @@ int ct_run_build(ct_run *run, const ct_trainer_job *job, ct_error *err)
     int eval_batch = ct_model_eval_batch(plan->model, EVAL_BATCH);
     int max_batch = cfg->batch_size > eval_batch ? cfg->batch_size : eval_batch;
     const struct ct_precision_ops *prec = ct_strategy_precision(run->strategy);
-    char config[1024];
     int rc;
 
-    if ((rc = ct_model_config_hidden(plan->model, plan->model_config, cfg->hidden_set, cfg->hidden, cfg->n_hidden,
-                                     config, sizeof(config), err)) ||
-        (rc = ct_datamodule_open(plan->datamodule, cfg->data_dir, cfg->val_fraction, splits, &run->data, err)) ||
-        (rc = record_identity(run, job, config, err)))
+    if ((rc = ct_datamodule_open(plan->datamodule, cfg->data_dir, cfg->val_fraction, splits, &run->data, err)) ||
+        (rc = record_identity(run, job, err)))
         return rc;
-    if ((rc = ct_model_create(plan->model, config, ct_datamodule_info(run->data), max_batch, &run->model, err))) {
+    if ((rc = ct_model_create_config(plan->model, &plan->model_config, ct_datamodule_info(run->data), max_batch,
+                                     &run->model, err))) {
         /* With --init-from the model's shape is the file's: say which file it came from. */
         if (job->mode == CT_TRAINER_FIT && cfg->init_from[0])
             ct_error_prefix(err, "--init-from %s: ", cfg->init_from);

@@ -13,12 +13,16 @@
 #include "engine/trainer/trainer_internal.h"
 #include "engine/util/fsutil.h"
 
+/* The flags record ("flags" in a checkpoint's metadata; ctrain generate and export rebuild the model
+ * from its model and model_config). Its "hidden" list, in every checkpoint since the first, is the
+ * model config's key of that name when the model takes one (the MLP's layers), else empty. */
 void ct_summary_flags_json(const ct_trainer_job *job, char *buf, size_t size)
 {
     const ct_trainer_config *cfg = job->cfg;
     const ct_plan *plan = job->plan;
     cJSON *o = cJSON_CreateObject(), *h = cJSON_AddArrayToObject(o, "hidden");
-    char *s;
+    int hidden[CT_CONFIG_MAX_LIST], n = ct_config_int_list(&plan->model_config, "hidden", hidden, CT_CONFIG_MAX_LIST);
+    char *s, config[CT_CONFIG_TEXT_MAX];
 
     cJSON_AddNumberToObject(o, "max_epochs", cfg->max_epochs);
     cJSON_AddNumberToObject(o, "max_steps", (double)cfg->max_steps);
@@ -28,8 +32,8 @@ void ct_summary_flags_json(const ct_trainer_job *job, char *buf, size_t size)
     cJSON_AddStringToObject(o, "optimizer", cfg->optimizer);
     cJSON_AddNumberToObject(o, "weight_decay", cfg->weight_decay);
     cJSON_AddNumberToObject(o, "momentum", cfg->momentum);
-    for (int i = 0; i < cfg->n_hidden; i++)
-        cJSON_AddItemToArray(h, cJSON_CreateNumber(cfg->hidden[i]));
+    for (int i = 0; i < n; i++)
+        cJSON_AddItemToArray(h, cJSON_CreateNumber(hidden[i]));
     cJSON_AddNumberToObject(o, "seed", (double)cfg->seed);
     cJSON_AddBoolToObject(o, "deterministic", plan->deterministic);
     cJSON_AddNumberToObject(o, "val_fraction", cfg->val_fraction);
@@ -37,8 +41,8 @@ void ct_summary_flags_json(const ct_trainer_job *job, char *buf, size_t size)
     cJSON_AddNumberToObject(o, "gradient_clip_val", cfg->gradient_clip_val);
     cJSON_AddNumberToObject(o, "warmup_steps", (double)cfg->warmup_steps);
     cJSON_AddNumberToObject(o, "min_lr", cfg->min_lr);
-    cJSON_AddStringToObject(o, "model", plan->model);
-    cJSON_AddStringToObject(o, "model_config", plan->model_config);
+    cJSON_AddStringToObject(o, "model", plan->model->name);
+    cJSON_AddStringToObject(o, "model_config", ct_config_print(&plan->model_config, config, sizeof(config)));
     cJSON_AddStringToObject(o, "datamodule", plan->datamodule);
     s = cJSON_PrintUnformatted(o);
     snprintf(buf, size, "%s", s ? s : "{}");

@@ -33,8 +33,12 @@ typedef struct ct_config_key {
 
 #define CT_CONFIG_MAX_KEYS 16
 #define CT_CONFIG_MAX_LIST 16
+/* The longest text ct_config_parse takes, with its NUL (ct_config_print's text fits too). */
+#define CT_CONFIG_TEXT_MAX 1024
 
-/* A checked configuration: the pairs given, in order; values are the text given. */
+/* A checked configuration: the pairs given, in order; values are the text given. It is the typed
+ * value the connector parses --model-config into once (the plan's model_config): the Trainer and
+ * the model read it with the getters below, nobody parses the text again. */
 typedef struct ct_config {
     const ct_config_key *schema;
     int n;
@@ -61,5 +65,8 @@ double ct_config_double(const ct_config *c, const char *key);
 int ct_config_int_list(const ct_config *c, const char *key, int *out, int max);
 /* 1 when key was given (not defaulted). */
 int ct_config_given(const ct_config *c, const char *key);
+/* The pairs given, in order, as "key=value,..." into buf ("" when none): the text parse took,
+ * less empty items (",,"). Returns buf. */
+const char *ct_config_print(const ct_config *c, char *buf, size_t size);
 
 #endif

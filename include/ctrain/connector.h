@@ -17,8 +17,10 @@
 #define CTRAIN_CONNECTOR_H
 
 #include "ctrain/accelerator.h"
+#include "ctrain/config.h"
 #include "ctrain/environment.h"
 #include "ctrain/error.h"
+#include "ctrain/registry.h"
 
 /* Flags as the user typed them; NULL means "not given". */
 typedef struct ct_connector_flags {
@@ -28,7 +30,7 @@ typedef struct ct_connector_flags {
     const char *num_nodes;
     const char *precision;
     const char *cluster_env;
-    const char *model;          /* --model NAME, default mlp */
+    const char *model;          /* --model NAME, default the registry's default model */
     const char *model_config;   /* --model-config k=v,... (checked against the model's schema) */
     const char *datamodule;     /* --datamodule NAME, default the model's */
     int deterministic;
@@ -72,8 +74,9 @@ typedef struct ct_plan {
     ct_env_info env;          /* the cluster environment as read */
     char notices[4][256];     /* non-fatal notes for the user (e.g. legacy precision names) */
     int n_notices;
-    char model[32];           /* registry name of the model, "mlp" */
-    char model_config[512];   /* --model-config as given (checked) */
+    const ct_registry_entry *model; /* the model's descriptor (its registry entry; ops: its class) */
+    ct_config model_config;   /* --model-config parsed once against the model's schema: the typed
+                                 value the Trainer and the model's create read */
     char datamodule[32];      /* registry name of the data module, "fashion-mnist" */
     /* A strategy with a backend= option (ddp): the collectives library it will use and why
      * (Lightning's process_group_backend); "" for the others. The rank decides again at setup. */
@@ -110,6 +113,11 @@ int ct_connector_flags_set(ct_connector_flags *flags, const char *flag, const ch
  * processes per node it asks for (N, or the number of ids), 0 for auto and -1 (the accelerator
  * decides those). The connector's errors (devices-empty, devices-not-number, ...) otherwise. */
 int ct_connector_devices_parse(const char *value, int *per_node, ct_error *err);
+
+/* The model the connector plans for these flags, as part 1 resolves it: --model, else
+ * CTRAIN_MODEL, else the registry's default model. NULL when the name given is unknown (the
+ * connector then refuses it, naming it). ctx as in ct_connector_create. */
+const ct_registry_entry *ct_connector_model(const ct_connector_flags *flags, const ct_connector_context *ctx);
 
 /* Parts 1 and 2. On error *out is NULL and err names the flags involved. */
 int ct_connector_create(const ct_connector_flags *flags, const ct_connector_context *ctx,

@@ -2,8 +2,8 @@
 /* ctrain — the model seam: ctrain's LightningModule.
  *
  * A model is a struct of function pointers over its own state. The engine never knows which model
- * it trains: the Trainer creates one by name (--model NAME, --model-config k=v,...) from the
- * registry, the Accelerator creates its device implementation (ct_model_to_device; on cpu the host
+ * it trains: the Trainer creates the one the plan names (its registry entry, from --model NAME)
+ * with the configuration the connector parsed once (--model-config k=v,...), the Accelerator creates its device implementation (ct_model_to_device; on cpu the host
  * model itself), the Strategy hands it out (ct_strategy_model_to_device) and the loops call
  * forward / backward through this header. The optimizer and the learning-rate schedule stay the
  * engine's (include/ctrain/nn.h): a model only exposes its parameters and gradients.
@@ -182,9 +182,10 @@ struct ct_model_class {
     /* The largest evaluation batch (samples) worth its memory; 0: the engine's default (1000). The
      * engine creates the model for max(--batch-size, this) samples. */
     int eval_batch;
-    /* Optional: the config key the Trainer's --hidden W,W sets (the mlp's "hidden": hidden=W-W);
-     * NULL: the model has no such layers and --hidden is refused. */
-    const char *hidden_key;
+    /* Optional: the hint when a checkpoint of this model holds another shape than the run builds,
+     * naming the flags that set its shape; NULL: the engine's, which gives the checkpoint's --model
+     * and --model-config. */
+    const char *shape_hint;
     /* Optional (fit --init-from): the --model-config of a Hugging Face checkpoint whose tensors
      * are file[0..n) and whose config.json text is config_json (NULL when there is none beside
      * it), written into out as "k=v,...". given is the user's checked --model-config: a key the
@@ -207,17 +208,20 @@ int ct_model_register_impl(const char *model, const char *accelerator, ct_model_
 ct_model_impl_fn ct_model_find_impl(const char *model, const char *accelerator);
 
 /* --- what the engine calls --------------------------------------------------------------------- */
-/* Create the registered model name from config text (checked against its schema). */
+/* Create model (its registry entry: the plan's) from cfg, the configuration parsed against its
+ * schema (the plan's model_config). CT_ENOTAVAIL when no class is linked for it. */
+int ct_model_create_config(const ct_registry_entry *model, const ct_config *cfg, const ct_data_info *data,
+                           int max_batch, ct_model **out, ct_error *err);
+/* Create the registered model name from config text read from a file (a checkpoint's metadata):
+ * parsed against its schema, then ct_model_create_config. */
 int ct_model_create(const char *name, const char *config, const ct_data_info *data, int max_batch, ct_model **out,
                     ct_error *err);
 void ct_model_free(ct_model *m);
-/* The config of registered model name: config with --hidden's n widths folded in as the class's
- * hidden_key (hidden=W-W; n 0: none) when hidden_set, else config itself. CT_EINVAL when the model
- * takes no --hidden or config sets that key too. */
-int ct_model_config_hidden(const char *name, const char *config, int hidden_set, const int *hidden, int n, char *out,
-                           size_t size, ct_error *err);
-/* The evaluation batch of the registered model name: its class's eval_batch, else dflt. */
-int ct_model_eval_batch(const char *name, int dflt);
+/* The evaluation batch of model (a registry entry): its class's eval_batch, else dflt. */
+int ct_model_eval_batch(const ct_registry_entry *model, int dflt);
+/* The hint for a checkpoint of model (a registry entry, or NULL when unknown) that holds another
+ * shape: the class's shape_hint, else NULL (then the caller names the checkpoint's flags). */
+const char *ct_model_shape_hint(const ct_registry_entry *model);
 void ct_model_init(ct_model *m, ct_rng *r);
 int ct_model_set_gemm_dtype(ct_model *m, enum ct_dtype dtype, ct_error *err);
 /* The storage type of the parameters (after create, before init): the model's set_param_dtype;

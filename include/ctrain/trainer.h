@@ -42,7 +42,6 @@
 #include "ctrain/connector.h"
 #include "ctrain/error.h"
 
-#define CT_TRAINER_MAX_HIDDEN 15
 #define CT_TRAINER_PATH_MAX 1024
 
 enum ct_trainer_progress {
@@ -62,9 +61,6 @@ typedef struct ct_trainer_config {
     char optimizer[16];             /* --optimizer adamw|sgd, default adamw */
     double weight_decay;            /* --weight-decay, default -1: adamw 0.01, sgd 0 */
     double momentum;                /* --momentum (sgd), default 0.9 */
-    int hidden[CT_TRAINER_MAX_HIDDEN]; /* --hidden 512,256: the mlp's hidden=512-256 */
-    int n_hidden;
-    int hidden_set;                 /* 1: --hidden given (else the model's config decides) */
     uint64_t seed;                  /* --seed, default 42 */
     char default_root_dir[CT_TRAINER_PATH_MAX]; /* --default-root-dir, default "runs": the user's own,
                                        not writable by others unless sticky (else refused) */

@@ -47,8 +47,6 @@ int main(int argc, char **argv)
     snprintf(cfg.default_root_dir, sizeof(cfg.default_root_dir), "%s", argv[2]);
     cfg.max_epochs = atoi(argv[4]);
     cfg.batch_size = 64;
-    cfg.hidden[0] = 64;
-    cfg.n_hidden = 1;
     cfg.progress = CT_TRAINER_PROGRESS_OFF;
     if (argc == 6) {
         ct_connector_flags one = flags;

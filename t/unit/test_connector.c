@@ -463,13 +463,44 @@ static void test_plan_model(void **state)
     char *json;
 
     assert_int_equal(run_flags(fv, env, CT_CUDA_ABSENT, 0, &conn, &err), 0);
-    assert_string_equal(ct_connector_plan(conn)->model, "mlp");
+    assert_string_equal(ct_connector_plan(conn)->model->name, "mlp");
     assert_string_equal(ct_connector_plan(conn)->datamodule, "fashion-mnist");
     json = ct_plan_to_json(ct_connector_plan(conn));
     assert_non_null(strstr(json, "\"model\":\t\"mlp\""));
     assert_non_null(strstr(json, "\"model_config\":\t\"hidden=64-32\""));
     free(json);
     ct_connector_free(conn);
+}
+
+/* The plan carries the model's descriptor and its config parsed once: typed values, read with the
+ * getters (given keys and the schema's defaults), nobody parses the text again. */
+static void test_plan_model_config(void **state)
+{
+    static const char *const env[] = { "CTRAIN_MODEL=gpt", NULL };
+    const char *fv[8] = { "--model-config", "n_layer=2,n_embd=64" };
+    const ct_connector_flags named = { .model = "mlp" }, unknown = { .model = "resnet" }, none = { 0 };
+    ct_connector_context ctx = { fixture_getenv, (void *)env, CT_CUDA_ABSENT, 0, 2 };
+    const ct_plan *plan;
+    ct_connector *conn = NULL;
+    ct_error err;
+    char text[CT_CONFIG_TEXT_MAX];
+
+    assert_int_equal(run_flags(fv, env, CT_CUDA_ABSENT, 0, &conn, &err), 0);
+    plan = ct_connector_plan(conn);
+    assert_ptr_equal(plan->model, ct_registry_find(CT_REG_MODEL, "gpt"));
+    assert_ptr_equal(plan->model_config.schema, plan->model->config);
+    assert_int_equal(ct_config_int(&plan->model_config, "n_layer"), 2);
+    assert_int_equal(ct_config_int(&plan->model_config, "n_embd"), 64);
+    assert_int_equal(ct_config_int(&plan->model_config, "n_head"), 4); /* the schema's default */
+    assert_int_equal(ct_config_given(&plan->model_config, "n_head"), 0);
+    assert_string_equal(ct_config_print(&plan->model_config, text, sizeof(text)), "n_layer=2,n_embd=64");
+    ct_connector_free(conn);
+    /* The model the connector plans, as the CLI asks before folding its --hidden alias in. */
+    assert_ptr_equal(ct_connector_model(&none, &ctx), ct_registry_find(CT_REG_MODEL, "gpt"));
+    assert_ptr_equal(ct_connector_model(&named, &ctx), ct_registry_find(CT_REG_MODEL, "mlp"));
+    assert_null(ct_connector_model(&unknown, &ctx));
+    ctx.getenv_ctx = NULL;
+    assert_ptr_equal(ct_connector_model(&none, &ctx), ct_registry_default(CT_REG_MODEL));
 }
 
 /* The descriptors hold together: every strategy's defaults parse against its own schema (what the
@@ -517,6 +548,7 @@ int main(void)
         cmocka_unit_test(test_descriptors),
         cmocka_unit_test(test_register_models),
         cmocka_unit_test(test_plan_model),
+        cmocka_unit_test(test_plan_model_config),
         cmocka_unit_test(test_implementation_missing),
         cmocka_unit_test(test_error_catalogue),
         cmocka_unit_test(test_catalogue_covered),
