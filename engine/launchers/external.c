@@ -4,9 +4,8 @@
 #include "ctrain/launcher.h"
 
 static int external_launch(const ct_launch_spec *spec, ct_launch_body body, void *arg,
-                           void *result, size_t result_size, int *is_supervisor, ct_error *err)
+                           void *result, size_t result_size, ct_error *err)
 {
-    *is_supervisor = 0;
     return body(arg, result, result_size, err);
 }
 

@@ -42,11 +42,11 @@ static void fork_rank_main(const struct ct_rank_ctx *ctx)
 }
 
 static int fork_launch(const ct_launch_spec *spec, ct_launch_body body, void *arg, void *result,
-                       size_t result_size, int *is_supervisor, ct_error *err)
+                       size_t result_size, ct_error *err)
 {
     struct fork_job job = { .body = body, .arg = arg, .result_size = result ? result_size : 0 };
 
-    *is_supervisor = 0;   /* the caller goes on with rank 0's result, as if it had run it */
+    /* The caller goes on with rank 0's result, as if it had run it. */
     return ct_supervisor_run(spec, fork_rank_main, &job, result, job.result_size, err);
 }
 

@@ -112,7 +112,7 @@ static void subprocess_rank_main(const struct ct_rank_ctx *ctx)
 }
 
 static int subprocess_launch(const ct_launch_spec *spec, ct_launch_body body, void *arg,
-                             void *result, size_t result_size, int *is_supervisor, ct_error *err)
+                             void *result, size_t result_size, ct_error *err)
 {
     char *blob = NULL;
     struct self_exec self;
@@ -120,10 +120,8 @@ static int subprocess_launch(const ct_launch_spec *spec, ct_launch_body body, vo
 
     if (getenv(CT_LAUNCHER_ENV_RANK)) {
         /* We are one of the ranks this launcher execed. */
-        *is_supervisor = 0;
         return body(arg, result, result_size, err);
     }
-    *is_supervisor = 1;
     self.argv = read_cmdline(&blob, err);
     if (!self.argv)
         return err ? err->code : CT_ENOTAVAIL;

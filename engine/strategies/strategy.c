@@ -115,13 +115,12 @@ int ct_strategy_launch(ct_strategy *s, ct_rank_fn fn, void *arg, void *result, s
                        ct_error *err)
 {
     struct launch_ctx lc = { s, fn, arg };
-    int is_supervisor = 0;   /* the launcher's answer; the strategy's callers go on the same either way */
     /* After a rank fails the survivors get SIGTERM, then SIGKILL 5 s later: a peer is gone, so the
      * collective their stop handler would run cannot finish, and all must be gone within 10 s. */
     ct_launch_spec spec = { .nprocs = s->n_devices, .kill_grace_s = 5.0, .fit_statuses = 1,
                             .forward_signals = { s->forward_signal, s->forward_signal2 } };
 
-    return s->launcher->launch(&spec, launch_body, &lc, result, result_size, &is_supervisor, err);
+    return s->launcher->launch(&spec, launch_body, &lc, result, result_size, err);
 }
 
 int ct_strategy_setup_environment(ct_strategy *s, ct_error *err)

@@ -41,10 +41,11 @@ typedef int (*ct_launch_body)(void *arg, void *result, size_t result_size, ct_er
 
 /* Registered under its descriptor's name (engine/registry/launcher_NAME.c). */
 struct ct_launcher_ops {
-    /* Create the ranks and run body in each (external: in this process, once).
-     * *is_supervisor = 1 when this process only supervised (it ran no body). */
+    /* Create the ranks and run body in each (external: in this process, once). result is rank
+     * 0's when it returns to the caller (external, fork); subprocess's supervisor, which runs no
+     * body, leaves it as it was. */
     int (*launch)(const ct_launch_spec *spec, ct_launch_body body, void *arg,
-                  void *result, size_t result_size, int *is_supervisor, ct_error *err);
+                  void *result, size_t result_size, ct_error *err);
 };
 
 /* The launchers (engine/launchers/<name>.c). */

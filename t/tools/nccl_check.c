@@ -227,7 +227,7 @@ int main(int argc, char **argv)
     ct_launch_spec spec = { .kill_grace_s = 5 };
     struct opts o;
     char why[256] = "this build of ctrain has no CUDA support";
-    int is_sup = 0, rc, ndev = 0;
+    int rc, ndev = 0;
     ct_error err;
 
     if (parse(argc, argv, &o)) {
@@ -238,7 +238,7 @@ int main(int argc, char **argv)
     ct_error_clear(&err);
     /* A rank (the launcher re-executed this command line): only the body. */
     if (getenv(CT_LAUNCHER_ENV_RANK)) {
-        rc = ct_launcher_subprocess.launch(&spec, body, &o, NULL, 0, &is_sup, &err);
+        rc = ct_launcher_subprocess.launch(&spec, body, &o, NULL, 0, &err);
         if (rc)
             ct_error_print(stderr, &err);
         return rc ? 1 : 0;
@@ -256,7 +256,7 @@ int main(int argc, char **argv)
         printf("Bail out! --ranks %d needs %d GPUs; this machine has %d\n", o.ranks, o.ranks, ndev);
         return 1;
     }
-    rc = ct_launcher_subprocess.launch(&spec, body, &o, NULL, 0, &is_sup, &err);
+    rc = ct_launcher_subprocess.launch(&spec, body, &o, NULL, 0, &err);
     if (rc)
         ct_error_print(stdout, &err);
     printf("%sok %d - every rank exited 0\n", rc ? "not " : "", N_RANK_TESTS + 1);
