@@ -11,7 +11,7 @@ T=$(mktemp -d /tmp/ctrain-t65-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM HUP
 
-PLAN=19
+PLAN=20
 echo "1..$PLAN"
 root=$ROOT
 . "$ROOT/t/lib/preempt.sh"
@@ -66,6 +66,12 @@ first "$T/mc" --model-config hidden=32
 rc=$?
 [ $rc -eq 2 ] && grep -q "checkpoint is for model mlp 784-32-10, this run builds mlp 784-48-10" "$T/mc.out"
 ok $? "another --model-config: exit 2 (got $rc), both models named" "$T/mc.out"
+# The same values in other text (checkpoints recorded --model-config as given, "hidden=32," too,
+# before the plan carried it parsed): compared by value, it resumes.
+python3 "$ROOT/t/st_edit.py" "$T/mc/last.safetensors" --meta model_config "hidden=32," &&
+    "$B/ctrain" fit $S --data "$T/data" --model-config hidden=32 --ckpt-path last --default-root-dir "$T/mc" \
+        >"$T/mc2.out" 2>&1 && grep -q 'resumed from' "$T/mc2.out"
+ok $? "the same --model-config recorded as other text (hidden=32,) resumes" "$T/mc2.out"
 
 # A tampered top_k list in last.safetensors: eviction unlinks only names fit writes for top-k
 # checkpoints (epoch=N-step=M.safetensors), never best.safetensors or metrics.csv (val_acc is

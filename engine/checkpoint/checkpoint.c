@@ -316,14 +316,29 @@ static int same_setting(const char *path, const ct_ckpt *c, const char *key, con
                               "a new run (in another --default-root-dir to keep this one)", flag);
 }
 
+/* The checkpoint's --model-config as this run prints its own (the same keys and values in the
+ * same order, "hidden=64," as "hidden=64"), so a checkpoint whose text was recorded as given
+ * resumes under the same values; text the schema refuses stays as it is, and differs. */
+static const char *config_as_mine(const ct_loop_options *o, const char *theirs, char *buf, size_t size)
+{
+    ct_config parsed;
+    ct_error ignored;
+
+    if (!theirs || !o->model_schema ||
+        ct_config_parse(o->model_schema, "--model-config", "checkpoint", theirs, &parsed, &ignored) != 0)
+        return theirs;
+    return ct_config_print(&parsed, buf, size);
+}
+
 /* What decides the data order, the split and what is trained must be the checkpoint's: another
  * seed reshuffles the rest of the epoch (samples repeated and skipped), another split or data
  * moves samples between training and validation and compares best_val_acc across two sets. */
 static int check_same_run(ct_run *run, const char *path, const ct_ckpt *c, ct_error *err)
 {
     const ct_loop_options *o = &run->opt;
-    char seed[32], vf[32];
+    char seed[32], vf[32], cfg[CT_CONFIG_TEXT_MAX];
     const char *theirs_vf = ct_ckpt_meta_get(c, "val_fraction");
+    const char *theirs_cfg = config_as_mine(o, ct_ckpt_meta_get(c, "model_config"), cfg, sizeof(cfg));
     double d;
     int rc;
 
@@ -336,7 +351,8 @@ static int check_same_run(ct_run *run, const char *path, const ct_ckpt *c, ct_er
         (rc = same_setting(path, c, "datamodule", o->datamodule, "--datamodule", err)) ||
         (rc = same_setting(path, c, "data", o->data_identity, "--data (its files)", err)) ||
         (theirs_vf && (rc = same_setting(path, c, "val_fraction", vf, "--val-fraction", err))) ||
-        (rc = same_setting(path, c, "model_config", o->model_config, "--model-config", err)))
+        (theirs_cfg && strcmp(theirs_cfg, o->model_config) &&
+         (rc = same_setting(path, c, "model_config", o->model_config, "--model-config", err))))
         return rc;
     return 0;
 }

@@ -68,6 +68,7 @@ typedef struct ct_loop_options {
     char data_identity[128];   /* ct_datamodule_identity of --data; "" when not taken (eval) */
     double val_fraction;
     char model_config[CT_CONFIG_TEXT_MAX]; /* the model's configuration (the plan's, as text) */
+    const ct_config_key *model_schema;     /* its schema: a checkpoint's text is compared by value */
     /* Straggler detection (engine/health/fit/straggler.c): off, warn or stop; every N optimizer steps
      * the ranks' busy and waiting times are gathered; a node whose busy time per step is above
      * factor x the median node's for windows windows in a row is named. */
