@@ -18,7 +18,7 @@ P=
 trap '[ -n "$P" ] && perl -e "kill 9, \$ARGV[0], -\$ARGV[0]" $P 2>/dev/null; rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM HUP
 
-PLAN=21
+PLAN=22
 echo "1..$PLAN"
 root=$ROOT
 . "$ROOT/t/lib/preempt.sh"
@@ -42,6 +42,14 @@ signalled() {
     P=
 }
 
+# stop_steps NAME SIG: "COUNT epoch E, step S" for each place a rank of NAME's run said it stopped by
+# SIG. A rank whose own copy of the forwarded signal came after the ranks agreed to stop says
+# "(on another rank)": the supervisor forwards to the ranks one after another.
+stop_steps() {
+    sed -n "s/.*stopped by SIG$2\( (on another rank)\)\{0,1\} at \(epoch [0-9]*, step [0-9]*\);.*/\2/p" "$T/$1.out" |
+        sort | uniq -c
+}
+
 # 5500 samples, batch 32: 172 steps per epoch; the signal lands inside epoch 1 or 2.
 S="--data $T/data --progress plain --log-every-n-steps 20 --deterministic --batch-size 32 --max-epochs 6 --lr-schedule constant"
 "$B/ctrain" fit $S --default-root-dir "$T/ref" >"$T/ref.out" 2>&1 || { sed 's/^/# /' "$T/ref.out"; exit 1; }
@@ -61,7 +69,7 @@ ok $? "SIGTERM: exit 75, last.safetensors written" "$T/term.out"
 D="--data $T/data --progress plain --log-every-n-steps 10 --deterministic --batch-size 64 --max-epochs 8 --lr-schedule constant --strategy ddp --devices 2"
 "$B/ctrain" fit $D --default-root-dir "$T/dref" >"$T/dref.out" 2>&1 || { sed 's/^/# /' "$T/dref.out"; exit 1; }
 signalled ddp USR1 $D
-where=$(sed -n 's/.*stopped by SIGUSR1 at \(epoch [0-9]*, step [0-9]*\);.*/\1/p' "$T/ddp.out" | sort | uniq -c)
+where=$(stop_steps ddp USR1)
 [ "$rc" -eq 75 ] && [ "$(echo "$where" | wc -l)" -eq 1 ] && [ "$(echo "$where" | awk '{print $1}')" -ge 2 ]
 ok $? "2-rank ddp (ctrain's launcher forwards SIGUSR1): both ranks stop at the same step, exit 75" "$T/ddp.out"
 "$B/ctrain" fit $D --ckpt-path last --default-root-dir "$T/ddp" >"$T/ddp-resume.out" 2>&1 &&
@@ -76,14 +84,36 @@ ok $? "... and resuming it equals the uninterrupted ddp run bit for bit" "$T/cmp
     exit "$rc"
 )
 rc=$?
-where=$(sed -n 's/.*stopped by SIGUSR1 at \(epoch [0-9]*, step [0-9]*\);.*/\1/p' "$T/ddpblas.out" | sort | uniq -c)
+where=$(stop_steps ddpblas USR1)
 [ "$rc" -eq 75 ] && [ "$(echo "$where" | awk '{print $1}')" -ge 2 ]
 ok $? "2-rank ddp with OpenBLAS's own thread count: SIGUSR1 reaches the supervisor, both ranks stop, exit 75 (exit $rc)" \
     "$T/ddpblas.out"
 
+# SIGUSR1 to rank 1 alone (as `scancel --signal` to one task would): rank 1 stops on its own signal,
+# rank 0 at the same step on rank 1's, and says so.
+"$B/ctrain" fit $D --default-root-dir "$T/one" >"$T/one.out" 2>&1 &
+P=$!
+r1=
+for i in $(seq 600); do
+    for c in $(pgrep -P $P); do
+        tr '\0' '\n' <"/proc/$c/environ" 2>/dev/null | grep -qx 'CTRAIN_LAUNCHER_RANK=1' && r1=$c
+    done
+    [ -n "$r1" ] && [ "$(cat "$T/one/metrics.csv" 2>/dev/null | grep -c '^[0-9]')" -ge 2 ] && break
+    sleep 0.05
+done
+[ -n "$r1" ] && kill -USR1 "$r1"
+wait $P
+rc=$?
+P=
+own=$(sed -n 's/^\[rank 1\] ctrain: stopped by SIGUSR1 at \(epoch [0-9]*, step [0-9]*\);.*/\1/p' "$T/one.out")
+other=$(sed -n 's/^ctrain: stopped by SIGUSR1 (on another rank) at \(epoch [0-9]*, step [0-9]*\);.*/\1/p' "$T/one.out")
+[ -n "$r1" ] && [ "$rc" -eq 75 ] && [ -n "$own" ] && [ "$own" = "$other" ] && [ -s "$T/one/last.safetensors" ]
+ok $? "2-rank ddp, SIGUSR1 to rank 1 only: both stop at the same step, rank 0 says it was on another rank (exit $rc)" \
+    "$T/one.out"
+
 # stopped NAME SIGNAL: exit 75, both ranks stopped by SIGNAL at the same step, last.safetensors there.
 stopped() {
-    where=$(sed -n "s/.*stopped by SIG$2 at \(epoch [0-9]*, step [0-9]*\);.*/\1/p" "$T/$1.out" | sort | uniq -c)
+    where=$(stop_steps "$1" "$2")
     [ "$rc" -eq 75 ] && [ "$(echo "$where" | wc -l)" -eq 1 ] && [ "$(echo "$where" | awk '{print $1}')" -ge 2 ] &&
         [ -s "$T/$1/last.safetensors" ]
 }

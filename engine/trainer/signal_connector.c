@@ -112,6 +112,10 @@ int ct_signal_connector_finish(ct_run *run, const ct_trainer_config *cfg, ct_err
     char sig[32], where[CT_TRAINER_PATH_MAX + 160];
     const char *job = run->opt.job_id;
     int want = run->stop.requeue && cfg->auto_requeue && job[0];
+    /* Asked again now, after the checkpoint: this rank's own copy of a forwarded signal may have
+     * come after the ranks agreed (the supervisor forwards to them one after another, and the
+     * catcher thread may wait for a busy core); it was sent here too, not only elsewhere. */
+    int local = run->stop.local || (run->signals && run->signals->signal);
     int status = 0, rc;
     ct_error rq;
 
@@ -120,7 +124,7 @@ int ct_signal_connector_finish(ct_run *run, const ct_trainer_config *cfg, ct_err
         return straggler_finish(run, cfg, err);
     ct_signal_name(run->stop.signal, sig, sizeof(sig));
     snprintf(where, sizeof(where), "stopped by %s%s at epoch %lld, step %lld; checkpoint %s/last.safetensors written",
-             sig, run->stop.local ? "" : " (on another rank)", (long long)run->st.epoch + 1,
+             sig, local ? "" : " (on another rank)", (long long)run->st.epoch + 1,
              (long long)run->st.global_step, cfg->default_root_dir);
     /* Said before asking: SLURM ends the job's processes (and srun, which carries their output) as
      * soon as the requeue is accepted, so nothing printed after it is sure to be seen. */
