@@ -21,7 +21,7 @@ my %level = (
     registry => 1,
     nn => 2, data => 2, pmix => 2, health => 2, store => 2,
     models => 3,
-    accelerators => 4, precision => 4, envs => 4, checkpoint_io => 4, launchers => 4,
+    accelerators => 4, envs => 4, checkpoint_io => 4, launchers => 4,
     # The binding planner reads gres.conf's node names with envs' hostlist; slurmctld's requests
     # (a requeue without a bad node, for the trainer and the plugin) use it too.
     connector => 5, bind => 5, slurm => 5,
@@ -57,7 +57,8 @@ my %public = (
     'registry.h' => 'registry', 'config.h' => 'registry', 'bind.h' => 'bind', 'net.h' => 'bind', 'gres.h' => 'bind', 'nodecheck.h' => 'health', 'nn.h' => 'nn',
     'datamodule.h' => 'data', 'model.h' => 'models',
     'pmix.h' => 'pmix', 'pmix_server.h' => 'pmix', 'tcpstore.h' => 'store',
-    'accelerator.h' => 'accelerators', 'precision.h' => 'precision',
+    # A precision is plain data, its number formats in its registry row (engine/registry/precisions.c).
+    'accelerator.h' => 'accelerators', 'precision.h' => 'registry',
     'environment.h' => 'envs', 'envs.h' => 'envs', 'hostlist.h' => 'envs', 'gres_conf.h' => 'bind',
     'checkpoint_io.h' => 'checkpoint_io', 'launcher.h' => 'launchers',
     'strategy.h' => 'strategies', 'connector.h' => 'connector',
@@ -278,7 +279,7 @@ my @inj_rank = rank_getenv(%inj_ranks);
 my $caught41 = (grep { m{strategies\.c: list\[4\]} } @inj_hand) && (grep { m{registry\.c: entries\[MAX_ENTRIES\]} } @inj_hand) &&
                (grep { m{ddp\.c: .*CT_VAR_RANK} } @inj_rank) && keys(%strategy_src) > 5;
 
-print "1..32\n";
+print "1..34\n";
 print(($edges > 20 ? "ok" : "not ok") . " 1 - read $edges includes in " . scalar(@files) . " files\n");
 if (@bad) {
     print "not ok 2 - layering holds\n";
@@ -355,7 +356,7 @@ print "# $_" for @model;
 
     # The registered names and their own files.
     my (%owners, @compared);
-    for my $file (grep { m{^(engine/registry|engine/strategies|engine/accelerators|engine/precision|engine/models|engine/data|engine/checkpoint_io|engine/launchers|envs|pmix)/} } @files) {
+    for my $file (grep { m{^(engine/registry|engine/strategies|engine/accelerators|engine/models|engine/data|engine/checkpoint_io|engine/launchers|envs|pmix)/} } @files) {
         open(my $fh, '<', $file) or die "$file: $!";
         while (my $line = <$fh>) {
             $owners{$1}{$file} = 1 while $line =~ /\.name\s*=\s*"([^"]+)"/g;
@@ -646,9 +647,9 @@ print(((grep { m{^engine/trainer/run\.c:\d+: .*ct_env_slurm_job_id} } @inj_env) 
 print "# injected: $_\n" for @inj_env;
 
 # --- issue 41 item 3: a component's name written once ------------------------------------------
-# 25. The implementations of strategies, accelerators, precisions, launchers and checkpoint IO carry
-#     no name of their own (no .name = "..." in engine/strategies, engine/accelerators,
-#     engine/precision, engine/launchers, engine/checkpoint_io): each is paired with its descriptor
+# 25. The implementations of strategies, accelerators, launchers and checkpoint IO carry no name of
+#     their own (no .name = "..." in engine/strategies, engine/accelerators, engine/launchers,
+#     engine/checkpoint_io): each is paired with its descriptor
 #     (engine/registry/) by symbol or row and takes or is registered under the descriptor's name.
 # 26. Check 25 fails on a name written back into an implementation.
 sub impl_names {
@@ -665,17 +666,16 @@ sub impl_names {
     return @bad;
 }
 {
-    my %impl_src = slurp(grep { m{^engine/(strategies|accelerators|precision|launchers|checkpoint_io)/} } @files);
+    my %impl_src = slurp(grep { m{^engine/(strategies|accelerators|launchers|checkpoint_io)/} } @files);
     my @named = impl_names(%impl_src);
-    print((@named ? "not ok" : "ok") . " 25 - strategies, accelerators, precisions, launchers and checkpoint IO take their descriptor's name (" .
+    print((@named ? "not ok" : "ok") . " 25 - strategies, accelerators, launchers and checkpoint IO take their descriptor's name (" .
           scalar(keys %impl_src) . " files)\n");
     print "# $_\n" for @named;
     my %inj = %impl_src;
     $inj{'engine/accelerators/cpu.c'} =~ s/(const struct ct_accelerator_ops ct_accelerator_cpu = \{\n)/$1    .name = "cpu",\n/;
-    $inj{'engine/precision/precision.c'} .= "\nstatic const struct ct_precision_ops p = { .name = \"32-true\" };\n";
     $inj{'engine/launchers/fork.c'} =~ s/(const struct ct_launcher_ops ct_launcher_fork = \{\n)/$1    .name = "fork",\n/;
     my @inj = impl_names(%inj);
-    print(((grep { m{^engine/accelerators/cpu\.c:} } @inj) && (grep { m{^engine/precision/precision\.c:} } @inj) &&
+    print(((grep { m{^engine/accelerators/cpu\.c:} } @inj) && 
            (grep { m{^engine/launchers/fork\.c:} } @inj) ? "ok" : "not ok") .
           " 26 - check 25 fails on a name written into an implementation\n");
     print "# injected: $_\n" for @inj;
@@ -795,5 +795,39 @@ sub model_literals {
     print(((grep { m{^engine/cli/cmd_fit\.c:\d+: names model mlp} } @inj) &&
            (grep { m{^engine/checkpoint/checkpoint\.c:\d+: names model gpt} } @inj) ? "ok" : "not ok") .
           " 32 - check 31 fails on a model's name written into the CLI and the checkpoint code\n");
+    print "# injected: $_\n" for @inj;
+}
+
+# 33. A precision is one row: its number formats (a struct ct_precision_ops) are written in its row
+#     in engine/registry/precisions.c and nowhere else in engine/, envs/, pmix/, spank/ (no second
+#     table to keep in step, no enum naming the rows).
+# 34. Check 33 fails on a precision's formats written into a strategy.
+sub precision_formats {
+    my (%src) = @_;
+    my @bad;
+    for my $f (sort keys %src) {
+        next if $f eq 'engine/registry/precisions.c';
+        (my $text = $src{$f}) =~ s{/\*(.*?)\*/}{"\n" x ($1 =~ tr/\n//)}gse; # comments out, lines kept
+        my $n = 0;
+        for my $line (split /\n/, $text) {
+            $n++;
+            push @bad, "$f:$n: a precision's formats outside its row: $line"
+                if $line =~ /struct\s+ct_precision_ops\s*(\w+\s*(\[[^]]*\])?\s*=|\)\s*\{)/ ||
+                   $line =~ /(?<![\w)\]])\.(param_dtype|gemm_dtype|loss_scaling)\s*=[^=]/ || $line =~ /\bCT_PRECISION_\w+\b/;
+        }
+    }
+    return @bad;
+}
+{
+    my %src = slurp(grep { m{^(engine|envs|pmix)/} } @files, glob('spank/*.[ch]'));
+    my @bad = precision_formats(%src);
+    print((@bad ? "not ok" : "ok") . " 33 - a precision's number formats are written in its row only (" .
+          scalar(keys %src) . " files)\n");
+    print "# $_\n" for @bad;
+    my %inj = %src;
+    $inj{'engine/strategies/create.c'} .= "\nstatic const struct ct_precision_ops p16 = {\n    .param_dtype = CT_DTYPE_F16 };\n";
+    my @inj = precision_formats(%inj);
+    print(((grep { m{^engine/strategies/create\.c:} } @inj) == 2 ? "ok" : "not ok") .
+          " 34 - check 33 fails on a precision's formats written into a strategy\n");
     print "# injected: $_\n" for @inj;
 }

@@ -27,17 +27,8 @@ CT_CHECKPOINT_IOS(CT_CHECKPOINT_IO_DESC)
 CT_MODELS(CT_MODEL_DESC)
 CT_DATAMODULES(CT_DATAMODULE_DESC)
 
-/* The precisions' descriptors, one row each in engine/registry/precisions.c. The rows an
- * implementation exists for are named here, in their order there: the implementation
- * (engine/precision/precision.c) says which row each of its ops is, and takes the row's name, so a
- * precision's name is written once. */
-enum ct_precision_row {
-    CT_PRECISION_32_TRUE,
-    CT_PRECISION_BF16_MIXED,
-    CT_PRECISION_16_MIXED,
-    CT_PRECISION_64_TRUE,
-    CT_PRECISION_BF16_TRUE,
-};
+/* The precisions, one row each in engine/registry/precisions.c: a precision the engine computes in
+ * carries its number formats (its ops) in its row. */
 extern ct_registry_entry ct_precision_desc[];
 
 /* ddp's option rows, which the strategies built on ddp (ddp_sharded) take as well. */

@@ -7,7 +7,6 @@
 #include "ctrain/registry.h"
 #include "engine/accelerators/accelerators.h"
 #include "engine/models/models.h"
-#include "engine/precision/precisions.h"
 #include "engine/strategies/strategies.h"
 #include "engine/registry/components.h"
 #include "pmix/environment.h"
@@ -28,8 +27,6 @@ void ct_engine_init(void)
     done = 1;
     ct_accelerators_register();
     ct_models_register_builtin();
-    for (int i = 0; ct_precision_at(i); i++)
-        ct_registry_set_ops(CT_REG_PRECISION, ct_precision_at(i)->name, ct_precision_at(i));
     /* Each under the name its ops carry; the names built on one (ddp_fork, ddp_no_overlap, ...) run
      * their base's ops with their own options and launcher (their descriptor's base). */
     for (const struct ct_strategy_ops *const *st = ct_strategies(); *st; st++)

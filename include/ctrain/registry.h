@@ -83,7 +83,8 @@ typedef struct ct_registry_entry {
                                   compiled but has not passed its GPU checks yet"); NULL: none */
     /* data modules only */
     const char *default_dir;   /* --data when not given */
-    const void *ops;           /* implementation, set by ct_registry_set_ops(); NULL in core-only code */
+    const void *ops;           /* implementation, set by ct_registry_set_ops(); NULL in core-only code.
+                                  A precision's is its number formats, plain data in its row */
 } ct_registry_entry;
 
 const char *ct_registry_kind_name(enum ct_registry_kind kind);

@@ -16,20 +16,18 @@
 #include <time.h>
 
 #include "ctrain/nn.h"
+#include "ctrain/precision.h"
+#include "ctrain/registry.h"
 #include "ctrain/rng.h"
 #include "ctrain/util.h"
 #include "engine/models/gpt/gpt.h"
-#include "engine/precision/precisions.h"
 
-/* The engine's row for a precision name; NULL for a name it does not implement. */
+/* The number formats of a precision the engine computes in (its row's ops); NULL for any other name. */
 static const struct ct_precision_ops *precision_named(const char *name)
 {
-    const struct ct_precision_ops *p;
+    const ct_registry_entry *e = ct_registry_find(CT_REG_PRECISION, name);
 
-    for (int i = 0; (p = ct_precision_at(i)); i++)
-        if (!strcmp(p->name, name))
-            return p;
-    return NULL;
+    return e ? e->ops : NULL;
 }
 
 int main(int argc, char **argv)
