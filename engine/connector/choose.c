@@ -409,7 +409,7 @@ int ct_connector_choose(const ct_final_flags *ff, const ct_connector_context *ct
     plan->deterministic = ff->deterministic;
     plan->model = ff->model;
     plan->model_config = ff->model_config;
-    snprintf(plan->datamodule, sizeof(plan->datamodule), "%s", ff->datamodule->name);
+    plan->datamodule = ff->datamodule;
     snprintf(plan->checkpoint_io, sizeof(plan->checkpoint_io), "%s", ct_checkpoint_io_safetensors_desc[0].name);
     for (int i = 0; i < ff->n_notices; i++)
         snprintf(plan->notices[plan->n_notices++], sizeof(plan->notices[0]), "%s", ff->notices[i]);

@@ -120,7 +120,7 @@ char *ct_plan_to_json(const ct_plan *p)
     cJSON_AddBoolToObject(root, "deterministic", p->deterministic);
     cJSON_AddStringToObject(root, "model", p->model ? p->model->name : "");
     cJSON_AddStringToObject(root, "model_config", ct_config_print(&p->model_config, config, sizeof(config)));
-    cJSON_AddStringToObject(root, "datamodule", p->datamodule);
+    cJSON_AddStringToObject(root, "datamodule", p->datamodule->name);
     sources = cJSON_AddObjectToObject(root, "sources");
     add_source(sources, p, CT_PLAN_ACCELERATOR, "accelerator");
     add_source(sources, p, CT_PLAN_STRATEGY, "strategy");

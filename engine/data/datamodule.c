@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The data-module seam: open a registered data module by name and dispatch to its ops
+/* The data-module seam: open a registered data module (the plan's descriptor) and dispatch to its ops
  * (include/ctrain/datamodule.h). */
 #include <dirent.h>
 #include <errno.h>
@@ -14,16 +14,12 @@
 #include "ctrain/datamodule.h"
 #include "ctrain/registry.h"
 
-int ct_datamodule_open(const char *name, const char *dir, double val_fraction, unsigned splits,
+int ct_datamodule_open(const ct_registry_entry *e, const char *dir, double val_fraction, unsigned splits,
                        ct_datamodule **out, ct_error *err)
 {
-    const ct_registry_entry *e = ct_registry_find(CT_REG_DATAMODULE, name);
-    const struct ct_datamodule_class *cls = e ? e->ops : NULL;
+    const struct ct_datamodule_class *cls = e->ops;
 
     *out = NULL;
-    if (!e)
-        return ct_error_set(err, CT_EINVAL, "datamodule-unknown", "--datamodule '%s' is not a known data module",
-                            name);
     if (!cls || !cls->open) {
         ct_error_set(err, CT_ENOTAVAIL, "implementation-missing", "data module %s is not linked into this program",
                      e->name);
@@ -153,9 +149,8 @@ static int visible(const struct dirent *d)
     return d->d_name[0] != '.';
 }
 
-int ct_datamodule_identity(const char *name, const char *dir, char *out, size_t size, ct_error *err)
+int ct_datamodule_identity(const ct_registry_entry *e, const char *dir, char *out, size_t size, ct_error *err)
 {
-    const ct_registry_entry *e = ct_registry_find(CT_REG_DATAMODULE, name);
     struct dirent **names = NULL;
     uint64_t h = 0xcbf29ce484222325ULL, bytes = 0;
     int n, dirfd, rc = 0, files = 0;
@@ -163,7 +158,7 @@ int ct_datamodule_identity(const char *name, const char *dir, char *out, size_t 
     out[0] = '\0';
     /* The directory the module opened: --data, else its default (ct_datamodule_open's rule). */
     if (!dir || !dir[0])
-        dir = e ? e->default_dir : NULL;
+        dir = e->default_dir;
     if (!dir)
         return 0;
 

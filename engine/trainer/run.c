@@ -99,7 +99,7 @@ static int record_identity(ct_run *run, const ct_trainer_job *job, ct_error *err
 {
     const ct_trainer_config *cfg = job->cfg;
 
-    snprintf(run->opt.datamodule, sizeof(run->opt.datamodule), "%s", job->plan->datamodule);
+    snprintf(run->opt.datamodule, sizeof(run->opt.datamodule), "%s", job->plan->datamodule->name);
     ct_config_print(&job->plan->model_config, run->opt.model_config, sizeof(run->opt.model_config));
     run->opt.model_schema = job->plan->model->config;
     run->opt.val_fraction = cfg->val_fraction;

@@ -43,7 +43,7 @@ void ct_summary_flags_json(const ct_trainer_job *job, char *buf, size_t size)
     cJSON_AddNumberToObject(o, "min_lr", cfg->min_lr);
     cJSON_AddStringToObject(o, "model", plan->model->name);
     cJSON_AddStringToObject(o, "model_config", ct_config_print(&plan->model_config, config, sizeof(config)));
-    cJSON_AddStringToObject(o, "datamodule", plan->datamodule);
+    cJSON_AddStringToObject(o, "datamodule", plan->datamodule->name);
     s = cJSON_PrintUnformatted(o);
     snprintf(buf, size, "%s", s ? s : "{}");
     free(s);

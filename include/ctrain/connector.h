@@ -77,7 +77,7 @@ typedef struct ct_plan {
     const ct_registry_entry *model; /* the model's descriptor (its registry entry; ops: its class) */
     ct_config model_config;   /* --model-config parsed once against the model's schema: the typed
                                  value the Trainer and the model's create read */
-    char datamodule[32];      /* registry name of the data module, "fashion-mnist" */
+    const ct_registry_entry *datamodule; /* the data module's descriptor (ops: its class) */
     /* A strategy with a backend= option (ddp): the collectives library it will use and why
      * (Lightning's process_group_backend); "" for the others. The rank decides again at setup. */
     char backend[16];

@@ -29,6 +29,7 @@
 
 #include "ctrain/dtype.h"
 #include "ctrain/error.h"
+#include "ctrain/registry.h"
 
 #define CT_BATCH_MAX_DIMS 4
 
@@ -110,8 +111,8 @@ struct ct_datamodule_class {
 };
 
 /* --- what the engine calls (engine/data/datamodule.c) ----------------------------------------- */
-/* Open the registered data module name (CT_EINVAL when unknown, CT_ENOTAVAIL when not linked). */
-int ct_datamodule_open(const char *name, const char *dir, double val_fraction, unsigned splits,
+/* Open the data module of registry entry dm (the plan's; CT_ENOTAVAIL when its class is not linked). */
+int ct_datamodule_open(const ct_registry_entry *dm, const char *dir, double val_fraction, unsigned splits,
                        ct_datamodule **out, ct_error *err);
 int ct_datamodule_setup(ct_datamodule *dm, const ct_tensor_spec *x, const ct_tensor_spec *y, ct_error *err);
 size_t ct_datamodule_size(const ct_datamodule *dm, enum ct_split split);
@@ -120,12 +121,12 @@ int ct_datamodule_gather(const ct_datamodule *dm, enum ct_split split, const uin
 const ct_data_info *ct_datamodule_info(const ct_datamodule *dm);
 void ct_datamodule_free(ct_datamodule *dm);
 
-/* What identifies the data of data module name in directory dir (NULL or "": the module's default,
+/* What identifies the data of data module dm (its registry entry) in directory dir (NULL or "": the module's default,
  * as ct_datamodule_open; "" out when it has none), wherever it lies: its regular files (not hidden) by
  * name, size and their first and last 64 KiB, as "N files, B bytes, fnv1a64 HEX"; "" when a file
  * there is a FIFO, socket or device (streamed data cannot be identified). A checkpoint records it;
  * resuming on other data is refused. A moved or copied data directory keeps it. */
-int ct_datamodule_identity(const char *name, const char *dir, char *out, size_t size, ct_error *err);
+int ct_datamodule_identity(const ct_registry_entry *dm, const char *dir, char *out, size_t size, ct_error *err);
 /* Elements of one sample of spec (the product of its shape; 1 for a scalar). */
 size_t ct_tensor_spec_numel(const ct_tensor_spec *spec);
 /* "f32[784]", "u8[]", "i32[128]" into buf. */

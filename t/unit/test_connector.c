@@ -453,7 +453,7 @@ static void test_register_models(void **state)
     assert_non_null(ct_registry_find(CT_REG_MODEL, "mlp"));
 }
 
-/* The plan names the model, its config and the data module (default mlp on fashion-mnist). */
+/* The plan carries the model, its config and the data module's descriptor (default mlp on fashion-mnist). */
 static void test_plan_model(void **state)
 {
     static const char *const env[] = { NULL };
@@ -464,7 +464,8 @@ static void test_plan_model(void **state)
 
     assert_int_equal(run_flags(fv, env, CT_CUDA_ABSENT, 0, &conn, &err), 0);
     assert_string_equal(ct_connector_plan(conn)->model->name, "mlp");
-    assert_string_equal(ct_connector_plan(conn)->datamodule, "fashion-mnist");
+    assert_ptr_equal(ct_connector_plan(conn)->datamodule, ct_registry_find(CT_REG_DATAMODULE, "fashion-mnist"));
+    assert_string_equal(ct_connector_plan(conn)->datamodule->name, "fashion-mnist");
     json = ct_plan_to_json(ct_connector_plan(conn));
     assert_non_null(strstr(json, "\"model\":\t\"mlp\""));
     assert_non_null(strstr(json, "\"model_config\":\t\"hidden=64-32\""));
