@@ -448,8 +448,9 @@ static int model_from_file(const char *path, ct_final_flags *ff, ct_error *err)
 }
 
 /* --model (default the registry's), its --model-config parsed once against the model's schema
- * into the typed value the plan carries (with --init-from, holding the file's shape), and --datamodule (default the model's own). Checks
- * that concern several keys or the data are the model's, at create. */
+ * into the typed value the plan carries (with --init-from, holding the file's shape), and
+ * --datamodule (default the model's own). Checks that concern several keys or the data are the
+ * model's, at create. */
 static int validate_model(const ct_connector_flags *f, const ct_connector_context *ctx, ct_final_flags *ff,
                           ct_error *err)
 {
