@@ -279,7 +279,7 @@ my @inj_rank = rank_getenv(%inj_ranks);
 my $caught41 = (grep { m{strategies\.c: list\[4\]} } @inj_hand) && (grep { m{registry\.c: entries\[MAX_ENTRIES\]} } @inj_hand) &&
                (grep { m{ddp\.c: .*CT_VAR_RANK} } @inj_rank) && keys(%strategy_src) > 5;
 
-print "1..34\n";
+print "1..36\n";
 print(($edges > 20 ? "ok" : "not ok") . " 1 - read $edges includes in " . scalar(@files) . " files\n");
 if (@bad) {
     print "not ok 2 - layering holds\n";
@@ -798,10 +798,72 @@ sub model_literals {
     print "# injected: $_\n" for @inj;
 }
 
-# 33. A precision is one row: its number formats (a struct ct_precision_ops) are written in its row
+# --- issue 41 item 2: --init-from through the connector, the model config parsed once ---------
+# 33. --model-config text is parsed (ct_config_parse on a model's schema, not a strategy's
+#     option_schema) only by the connector (engine/connector/) and where a checkpoint's recorded
+#     text is read: engine/checkpoint/, and ct_model_create (engine/models/model.c), which only
+#     engine/checkpoint/ calls. And the CLI derives no model config: engine/cli/ calls no
+#     function of engine/checkpoint/'s headers named *config* (--init-from's file is the
+#     connector's to read) and sets a connector's model_config only in ct_trainer_flags_fold (the
+#     --hidden alias).
+# 34. Check 33 fails on the old flow written back (model.c parsing the user's text for the file,
+#     cmd_fit.c calling the checkpoint code and rewriting --model-config).
+sub config_parses {
+    my ($ckpt_fns, %src) = @_;
+    my @bad;
+    for my $f (sort keys %src) {
+        (my $text = $src{$f}) =~ s{/\*(.*?)\*/}{"\n" x ($1 =~ tr/\n//)}gse; # comments out, lines kept
+        my ($n, $fn) = (0, '');
+        for my $line (split /\n/, $text) {
+            $n++;
+            $fn = $1 if $line =~ /^[a-z][\w\s\*]*?\b(\w+)\s*\(/;
+            if ($line =~ /^\s.*\bct_config_parse\s*\(\s*([^,]*),/ && $1 !~ /option_schema/ && $f !~ m{^engine/(connector|checkpoint)/} &&
+                !($f eq 'engine/models/model.c' && $fn eq 'ct_model_create')) {
+                push @bad, "$f:$n: parses --model-config text in $fn: $line";
+            }
+            push @bad, "$f:$n: ct_model_create (a checkpoint's recorded text) called outside engine/checkpoint/: $line"
+                if $line =~ /\bct_model_create\s*\(/ && $f !~ m{^engine/(checkpoint|models)/};
+            next unless $f =~ m{^engine/cli/};
+            push @bad, "$f:$n: derives a model config through the checkpoint code ($1): $line"
+                if $ckpt_fns && $line =~ /\b($ckpt_fns)\s*\(/;
+            push @bad, "$f:$n: rewrites --model-config in $fn: $line"
+                if $line =~ /(?:->|\.)model_config\s*=[^=]/ && !($f eq 'engine/cli/trainer_flags.c' && $fn eq 'ct_trainer_flags_fold');
+        }
+    }
+    return @bad;
+}
+{
+    my %src = slurp(grep { m{^(engine|envs|pmix)/} } @files);
+    my %hdr = slurp(glob('engine/checkpoint/*.h'));
+    my %fns;
+    for my $h (values %hdr) {
+        my $text = strip_comments($h);
+        $fns{$1} = 1 while $text =~ /\b(ct_\w*config\w*)\s*\(/g;
+    }
+    my $ckpt_fns = join('|', sort keys %fns);
+    my @parses = config_parses($ckpt_fns, %src);
+    print((@parses || !exists $src{'engine/connector/validate.c'} ? "not ok" : "ok") .
+          " 33 - --model-config parsed only by the connector and for a checkpoint's recorded text; the CLI derives no model config (" .
+          scalar(keys %src) . " files)\n");
+    print "# $_\n" for @parses;
+    my %inj = %src;
+    $inj{'engine/models/model.c'} .= "\nint ct_model_hf_config(const char *name, const char *user_config, ct_error *err)\n{\n" .
+        "    ct_config cfg;\n\n    return ct_config_parse(e->config, \"--model-config\", name, user_config, &cfg, err);\n}\n";
+    $inj{'engine/cli/cmd_fit.c'} .= "\nstatic int init_from_config(ct_connector_flags *cf, char *buf, ct_error *err)\n{\n" .
+        "    if (ct_hf_model_config(cf->model, cf->model_config, cf->init_from, buf, 1024, err))\n        return 1;\n" .
+        "    cf->model_config = buf;\n    return 0;\n}\n";
+    my @inj = config_parses($ckpt_fns || 'ct_hf_model_config', %inj);
+    print(((grep { m{^engine/models/model\.c:\d+: parses --model-config text in ct_model_hf_config} } @inj) &&
+           (grep { m{^engine/cli/cmd_fit\.c:\d+: derives a model config through the checkpoint code \(ct_hf_model_config\)} } @inj) &&
+           (grep { m{^engine/cli/cmd_fit\.c:\d+: rewrites --model-config in init_from_config} } @inj) ? "ok" : "not ok") .
+          " 34 - check 33 fails on the old flow written back (model.c's parse, cmd_fit.c's rewrite)\n");
+    print "# injected: $_\n" for @inj;
+}
+
+# 35. A precision is one row: its number formats (a struct ct_precision_ops) are written in its row
 #     in engine/registry/precisions.c and nowhere else in engine/, envs/, pmix/, spank/ (no second
 #     table to keep in step, no enum naming the rows).
-# 34. Check 33 fails on a precision's formats written into a strategy.
+# 36. Check 35 fails on a precision's formats written into a strategy.
 sub precision_formats {
     my (%src) = @_;
     my @bad;
@@ -821,13 +883,13 @@ sub precision_formats {
 {
     my %src = slurp(grep { m{^(engine|envs|pmix)/} } @files, glob('spank/*.[ch]'));
     my @bad = precision_formats(%src);
-    print((@bad ? "not ok" : "ok") . " 33 - a precision's number formats are written in its row only (" .
+    print((@bad ? "not ok" : "ok") . " 35 - a precision's number formats are written in its row only (" .
           scalar(keys %src) . " files)\n");
     print "# $_\n" for @bad;
     my %inj = %src;
     $inj{'engine/strategies/create.c'} .= "\nstatic const struct ct_precision_ops p16 = {\n    .param_dtype = CT_DTYPE_F16 };\n";
     my @inj = precision_formats(%inj);
     print(((grep { m{^engine/strategies/create\.c:} } @inj) == 2 ? "ok" : "not ok") .
-          " 34 - check 33 fails on a precision's formats written into a strategy\n");
+          " 36 - check 35 fails on a precision's formats written into a strategy\n");
     print "# injected: $_\n" for @inj;
 }

@@ -95,8 +95,22 @@ static int list_file(const char *path, ct_ckpt *c, ct_error *err)
     return rc;
 }
 
-int ct_hf_model_config(const char *model, const char *user_config, const char *path, char *out, size_t size,
-                       ct_error *err)
+/* The class's hf_config over the file's tensors and its config.json; a model without one is
+ * refused after the file is read (a missing or unreadable file is named first, as it always was). */
+static int class_config(const ct_registry_entry *model, const ct_model_file_tensor *file, int n, const char *json,
+                        ct_config *cfg, ct_error *err)
+{
+    const struct ct_model_class *cls = model->ops;
+
+    if (!cls || !cls->hf_config) {
+        ct_error_set(err, CT_EINVAL, "model-no-hf", "--init-from: model %s has no Hugging Face layout to load",
+                     model->name);
+        return ct_error_hint(err, "--init-from reads GPT-2 checkpoints: use --model gpt");
+    }
+    return cls->hf_config(file, n, json, cfg, err);
+}
+
+int ct_hf_model_config(const ct_registry_entry *model, const char *path, ct_config *cfg, ct_error *err)
 {
     ct_ckpt *c = calloc(1, sizeof(*c));
     ct_model_file_tensor *file = NULL;
@@ -117,7 +131,7 @@ int ct_hf_model_config(const char *model, const char *user_config, const char *p
         file[i].shape = c->tensors[i].shape;
     }
     json = read_config_json(path, &rc, err);
-    if (!rc && (rc = ct_model_hf_config(model, user_config, file, c->n_tensors, json, out, size, err)) && json)
+    if (!rc && (rc = class_config(model, file, c->n_tensors, json, cfg, err)) && json)
         name_config(path, err);
 out:
     free(json);

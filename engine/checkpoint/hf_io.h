@@ -15,12 +15,14 @@
 #include "ctrain/checkpoint_io.h"
 #include "ctrain/error.h"
 #include "ctrain/model.h"
+#include "ctrain/registry.h"
 
-/* The --model-config that registered model `model` needs to hold the checkpoint at path: its
- * tensors (read without their data) and the config.json beside it, over user_config (the user's
- * --model-config; keys it sets must agree with the file). Bad file: CT_ENOENT/CT_EFORMAT naming it. */
-int ct_hf_model_config(const char *model, const char *user_config, const char *path, char *out, size_t size,
-                       ct_error *err);
+/* The shape registered model `model` needs to hold the checkpoint at path, set into cfg in place
+ * (the model class's hf_config): from its tensors (read without their data) and the config.json
+ * beside it. cfg comes in as the user's parsed --model-config (keys it sets must agree with the
+ * file). The connector calls it for --init-from (ct_connector_set_model_file, registered by
+ * ct_engine_init). Bad file: CT_EINVAL/CT_EFORMAT naming it; a model without hf_config: CT_EINVAL. */
+int ct_hf_model_config(const ct_registry_entry *model, const char *path, ct_config *cfg, ct_error *err);
 
 /* The checkpoint's weights into the host model's parameters (its config from ct_hf_model_config).
  * Every tensor the model maps must be there in fp32 with the mapped shape; a tied tensor must equal

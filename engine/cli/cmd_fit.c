@@ -11,7 +11,6 @@
 #include "ctrain/trainer.h"
 #include "engine/cli/commands.h"
 #include "engine/cli/trainer_flags.h"
-#include "engine/checkpoint/hf_io.h"
 
 enum which { FIT, VALIDATE, TEST };
 
@@ -74,30 +73,15 @@ static void report(enum which w, const ct_trainer_result *r)
     fflush(stdout);
 }
 
-/* --init-from: the model's shape comes from the checkpoint, so the connector, the plan, every rank
- * and the checkpoints see it as an ordinary --model-config (into buf). Refused before anything is
- * launched when the file is not one the model can hold. */
-static int init_from_config(enum which w, const ct_trainer_config *cfg, ct_connector_flags *cf, char *buf,
-                            size_t size, ct_error *err)
+/* --init-from starts a fit from another library's weights; validate and test evaluate a ctrain
+ * checkpoint (--ckpt-path). The file itself is the connector's to read (its shape is the plan's). */
+static int check_init_from(enum which w, const ct_trainer_config *cfg, ct_error *err)
 {
-    const ct_registry_entry *model;
-    int rc;
-
-    if (!cfg->init_from[0])
+    if (!cfg->init_from[0] || w == FIT)
         return 0;
-    if (w != FIT) {
-        ct_error_set(err, CT_EINVAL, "flag-value", "--init-from starts a fit; %s evaluates --ckpt-path",
-                     w == VALIDATE ? "validate" : "test");
-        return ct_error_hint(err, "fit with --init-from, or give validate/test the --ckpt-path of a ctrain checkpoint");
-    }
-    /* The model the connector will plan (--model, CTRAIN_MODEL or the default); an unknown name is
-     * the connector's to refuse. */
-    if (!(model = ct_connector_model(cf, NULL)))
-        return 0;
-    if ((rc = ct_hf_model_config(model->name, cf->model_config, cfg->init_from, buf, size, err)))
-        return rc;
-    cf->model_config = buf;
-    return 0;
+    ct_error_set(err, CT_EINVAL, "flag-value", "--init-from starts a fit; %s evaluates --ckpt-path",
+                 w == VALIDATE ? "validate" : "test");
+    return ct_error_hint(err, "fit with --init-from, or give validate/test the --ckpt-path of a ctrain checkpoint");
 }
 
 static int run(enum which w, int argc, char **argv)
@@ -108,7 +92,6 @@ static int run(enum which w, int argc, char **argv)
     ct_connector *conn = NULL;
     ct_trainer_result res;
     ct_error err;
-    char model_config[CT_CONFIG_TEXT_MAX];
     int help = 0, rc;
 
     ct_error_clear(&err);
@@ -123,7 +106,7 @@ static int run(enum which w, int argc, char **argv)
     }
     ct_engine_init();
     if ((rc = ct_trainer_flags_fold(&cf, &mf, &err)) ||
-        (rc = init_from_config(w, &cfg, &cf, model_config, sizeof(model_config), &err)) ||
+        (rc = check_init_from(w, &cfg, &err)) ||
         (rc = ct_connector_create(&cf, NULL, &conn, &err))) {
         ct_error_print(stderr, &err);
         return ct_error_exit_status(rc);

@@ -68,6 +68,9 @@ int ct_cmd_preflight(int argc, char **argv)
         ct_error_print(stderr, &err);
         return 2;
     }
+    /* --init-from is about training (the weights fit starts from): ignored here like fit's other
+     * training flags, so the connector does not read the file for a run that trains nothing. */
+    cf.init_from = NULL;
     ct_engine_init();
     if ((rc = ct_connector_create(&cf, NULL, &conn, &err))) {
         ct_error_print(stderr, &err);

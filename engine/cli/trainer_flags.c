@@ -478,6 +478,10 @@ int ct_trainer_flags_parse(int argc, char **argv, ct_trainer_config *cfg, ct_con
             return rc;
         if (f && strcmp(f->name, "--hidden") && (rc = apply(f, value, cfg, err)))
             return rc;
+        /* A Trainer flag (run.c loads the weights) and a connector flag (the plan holds the file's
+         * shape): the connector reads the path the Trainer keeps. */
+        if (f && !strcmp(f->name, "--init-from"))
+            cf->init_from = cfg->init_from;
     }
     /* The Trainer checks the config, once, when fit/validate/test start. */
     return 0;

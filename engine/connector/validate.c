@@ -431,9 +431,26 @@ const ct_registry_entry *ct_connector_model(const ct_connector_flags *f, const c
     return model.value ? ct_registry_find(CT_REG_MODEL, model.value) : ct_registry_default(CT_REG_MODEL);
 }
 
+/* The reader of --init-from's file, registered by libctrain (see ct_connector_set_model_file). */
+static ct_connector_model_file_fn model_file;
+
+void ct_connector_set_model_file(ct_connector_model_file_fn fn) { model_file = fn; }
+
+/* --init-from: the file's shape set into the parsed --model-config in place (no text between). */
+static int model_from_file(const char *path, ct_final_flags *ff, ct_error *err)
+{
+    if (!model_file) {
+        ct_error_set(err, CT_EINVAL, "init-from", "--init-from %s: this program cannot read model files (no "
+                     "checkpoint reader is linked)", path);
+        return ct_error_hint(err, "give --init-from to ctrain fit, which reads the file and plans its shape");
+    }
+    return model_file(ff->model, path, &ff->model_config, err);
+}
+
 /* --model (default the registry's), its --model-config parsed once against the model's schema
- * into the typed value the plan carries, and --datamodule (default the model's own). Checks
- * that concern several keys or the data are the model's, at create. */
+ * into the typed value the plan carries (with --init-from, holding the file's shape), and
+ * --datamodule (default the model's own). Checks that concern several keys or the data are the
+ * model's, at create. */
 static int validate_model(const ct_connector_flags *f, const ct_connector_context *ctx, ct_final_flags *ff,
                           ct_error *err)
 {
@@ -451,6 +468,8 @@ static int validate_model(const ct_connector_flags *f, const ct_connector_contex
         return ct_error_set(err, CT_EINTERNAL, "implementation-missing", "no default model is registered");
     snprintf(owner, sizeof(owner), "model %s", ff->model->name);
     if ((rc = ct_config_parse(ff->model->config, "--model-config", owner, f->model_config, &ff->model_config, err)))
+        return rc;
+    if (f->init_from && (rc = model_from_file(f->init_from, ff, err)))
         return rc;
     /* Checks across keys, where the model's implementation is linked (not in the SPANK plugin). */
     cls = ff->model->ops;

@@ -296,27 +296,6 @@ int ct_model_hf_config_json(const ct_model *m, char *buf, size_t size)
     return m->ops->hf_config_json ? m->ops->hf_config_json(m, buf, size) : CT_EINVAL;
 }
 
-int ct_model_hf_config(const char *name, const char *user_config, const ct_model_file_tensor *file, int n,
-                       const char *config_json, char *out, size_t size, ct_error *err)
-{
-    const ct_registry_entry *e = model_find(name, err);
-    const struct ct_model_class *cls = e ? e->ops : NULL;
-    char owner[64];
-    ct_config cfg;
-    int rc;
-
-    if (!e)
-        return CT_EINVAL;
-    if (!cls || !cls->hf_config) {
-        ct_error_set(err, CT_EINVAL, "model-no-hf", "--init-from: model %s has no Hugging Face layout to load", e->name);
-        return ct_error_hint(err, "--init-from reads GPT-2 checkpoints: use --model gpt");
-    }
-    snprintf(owner, sizeof(owner), "model %s", e->name);
-    if ((rc = ct_config_parse(e->config, "--model-config", owner, user_config ? user_config : "", &cfg, err)))
-        return rc;
-    return cls->hf_config(file, n, config_json, &cfg, out, size, err);
-}
-
 int ct_model_check_gemm_dtype(const char *model, const char *id, enum ct_dtype param, enum ct_dtype gemm,
                               ct_error *err)
 {

@@ -96,6 +96,40 @@ static int check_value(const ct_config_key *k, const char *what, const char *own
     return ct_error_set(err, CT_EINTERNAL, "model-config-value", "%s: key %s has no type", owner, k->key);
 }
 
+/* One pair into c, checked against c's schema: the one rule of what a configuration holds, for the
+ * text parse reads and the values set reads from elsewhere (a checkpoint's shape). A key the
+ * schema lacks, a value too long, of the wrong type or out of range is refused; a key already in c
+ * is refused as given twice (parse) or has its value replaced (set). */
+static int put_pair(ct_config *c, const char *what, const char *owner, const char *key, const char *value,
+                    int replace, ct_error *err)
+{
+    const ct_config_key *k;
+    char keys[512];
+    int at = c->n, rc;
+
+    if (!(k = ct_config_key_find(c->schema, key))) {
+        ct_error_set(err, CT_EINVAL, "model-config-key", "%s: %s has no key '%s'", what, owner, key);
+        return ct_error_hint(err, "%s takes %s (ctrain plan --list shows them)", owner,
+                             key_list(c->schema, keys, sizeof(keys)));
+    }
+    for (int i = 0; i < c->n; i++)
+        if (!strcmp(c->kv[i].key, key))
+            at = i;
+    if (at < c->n && !replace) {
+        ct_error_set(err, CT_EINVAL, "model-config-syntax", "%s: key '%s' given twice", what, key);
+        return ct_error_hint(err, "give each key once");
+    }
+    if (at >= CT_CONFIG_MAX_KEYS || strlen(key) >= sizeof(c->kv[0].key) || strlen(value) >= sizeof(c->kv[0].value))
+        return ct_error_set(err, CT_EINVAL, "model-config-syntax", "%s: '%s=%s' is too long", what, key, value);
+    if ((rc = check_value(k, what, owner, value, err)))
+        return rc;
+    snprintf(c->kv[at].key, sizeof(c->kv[0].key), "%s", key);
+    snprintf(c->kv[at].value, sizeof(c->kv[0].value), "%s", value);
+    if (at == c->n)
+        c->n++;
+    return 0;
+}
+
 int ct_config_parse(const ct_config_key *schema, const char *what, const char *owner, const char *text,
                     ct_config *out, ct_error *err)
 {
@@ -112,7 +146,6 @@ int ct_config_parse(const ct_config_key *schema, const char *what, const char *o
     snprintf(buf, sizeof(buf), "%s", text);
     for (char *pair = strtok_r(buf, ",", &save); pair; pair = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(pair, '=');
-        const ct_config_key *k;
 
         if (!eq || eq == pair) {
             ct_error_set(err, CT_EINVAL, "model-config-syntax", "%s '%s': '%s' is not key=value", what, text, pair);
@@ -120,25 +153,16 @@ int ct_config_parse(const ct_config_key *schema, const char *what, const char *o
                                  key_list(schema, keys, sizeof(keys)));
         }
         *eq = '\0';
-        if (!(k = ct_config_key_find(schema, pair))) {
-            ct_error_set(err, CT_EINVAL, "model-config-key", "%s: %s has no key '%s'", what, owner, pair);
-            return ct_error_hint(err, "%s takes %s (ctrain plan --list shows them)", owner,
-                                 key_list(schema, keys, sizeof(keys)));
-        }
-        if (ct_config_given(out, pair)) {
-            ct_error_set(err, CT_EINVAL, "model-config-syntax", "%s: key '%s' given twice", what, pair);
-            return ct_error_hint(err, "give each key once");
-        }
-        if (out->n >= CT_CONFIG_MAX_KEYS || strlen(pair) >= sizeof(out->kv[0].key) ||
-            strlen(eq + 1) >= sizeof(out->kv[0].value))
-            return ct_error_set(err, CT_EINVAL, "model-config-syntax", "%s: '%s=%s' is too long", what, pair, eq + 1);
-        if ((rc = check_value(k, what, owner, eq + 1, err)))
+        if ((rc = put_pair(out, what, owner, pair, eq + 1, 0, err)))
             return rc;
-        snprintf(out->kv[out->n].key, sizeof(out->kv[0].key), "%s", pair);
-        snprintf(out->kv[out->n].value, sizeof(out->kv[0].value), "%s", eq + 1);
-        out->n++;
     }
     return 0;
+}
+
+int ct_config_set(ct_config *c, const char *what, const char *owner, const char *key, const char *value,
+                  ct_error *err)
+{
+    return put_pair(c, what, owner, key, value, 1, err);
 }
 
 int ct_config_given(const ct_config *c, const char *key)

@@ -2,10 +2,12 @@
 /* ct_engine_init, libctrain's start-up: every implementation registers under its name in
  * libctrain-core's registries. Lives at the top of the layering because it names every part below. */
 #include "ctrain/checkpoint_io.h"
+#include "ctrain/connector.h"
 #include "ctrain/engine.h"
 #include "ctrain/launcher.h"
 #include "ctrain/registry.h"
 #include "engine/accelerators/accelerators.h"
+#include "engine/checkpoint/hf_io.h"
 #include "engine/models/models.h"
 #include "engine/strategies/strategies.h"
 #include "engine/registry/components.h"
@@ -34,4 +36,9 @@ void ct_engine_init(void)
     CT_CHECKPOINT_IOS(REGISTER_CHECKPOINT_IO)
     CT_LAUNCHERS(REGISTER_LAUNCHER)
     ct_pmix_env_register();
+    /* --init-from: the connector (libctrain-core, which links no checkpoint code) plans the file's
+     * shape through this reader, which reads the file with checkpoint IO and hands its tensors to
+     * the model class's hf_config. A function rather than a registry entry: there is one reader,
+     * the Hugging Face layout's, and its caller is the connector alone. */
+    ct_connector_set_model_file(ct_hf_model_config);
 }

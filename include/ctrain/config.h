@@ -54,6 +54,11 @@ typedef struct ct_config {
  * model-config-key (a key the schema lacks), model-config-value (wrong type or out of range). */
 int ct_config_parse(const ct_config_key *schema, const char *what, const char *owner, const char *text,
                     ct_config *out, ct_error *err);
+/* Set key to value (text, as parse takes it) in c, checked against c's schema by the same rule as
+ * ct_config_parse (same errors and messages, what and owner as there): a key already given has its
+ * value replaced in its place, another is added after the others. */
+int ct_config_set(ct_config *c, const char *what, const char *owner, const char *key, const char *value,
+                  ct_error *err);
 /* The schema's row for key, or NULL when the schema (NULL: none) does not take it. */
 const ct_config_key *ct_config_key_find(const ct_config_key *schema, const char *key);
 /* The value of key as given, else the schema's default ("" when neither). */

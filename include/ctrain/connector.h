@@ -33,6 +33,8 @@ typedef struct ct_connector_flags {
     const char *model;          /* --model NAME, default the registry's default model */
     const char *model_config;   /* --model-config k=v,... (checked against the model's schema) */
     const char *datamodule;     /* --datamodule NAME, default the model's */
+    const char *init_from;      /* --init-from FILE: the model's shape is the file's (a reader must be
+                                   registered: ct_connector_set_model_file) */
     int deterministic;
 } ct_connector_flags;
 
@@ -118,6 +120,16 @@ int ct_connector_devices_parse(const char *value, int *per_node, ct_error *err);
  * CTRAIN_MODEL, else the registry's default model. NULL when the name given is unknown (the
  * connector then refuses it, naming it). ctx as in ct_connector_create. */
 const ct_registry_entry *ct_connector_model(const ct_connector_flags *flags, const ct_connector_context *ctx);
+
+/* --init-from: read the model file at path and set its shape into cfg in place (cfg comes in as
+ * the user's parsed --model-config of model; a key disagreeing with the file is an error). Reading
+ * a checkpoint is libctrain's (engine/checkpoint, through checkpoint IO) and the shape rules are the
+ * model class's, neither of which libctrain-core may link; so libctrain hands the connector its
+ * reader at start-up (ct_engine_init), as every implementation registers its ops there. Where none
+ * is registered (libctrain-core alone: the SPANK plugin) the connector refuses --init-from. */
+typedef int (*ct_connector_model_file_fn)(const ct_registry_entry *model, const char *path, ct_config *cfg,
+                                          ct_error *err);
+void ct_connector_set_model_file(ct_connector_model_file_fn fn);
 
 /* Parts 1 and 2. On error *out is NULL and err names the flags involved. */
 int ct_connector_create(const ct_connector_flags *flags, const ct_connector_context *ctx,

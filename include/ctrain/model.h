@@ -186,13 +186,15 @@ struct ct_model_class {
      * naming the flags that set its shape; NULL: the engine's, which gives the checkpoint's --model
      * and --model-config. */
     const char *shape_hint;
-    /* Optional (fit --init-from): the --model-config of a Hugging Face checkpoint whose tensors
-     * are file[0..n) and whose config.json text is config_json (NULL when there is none beside
-     * it), written into out as "k=v,...". given is the user's checked --model-config: a key the
-     * user set that disagrees with the file is CT_EINVAL naming both (keys the file cannot fix,
-     * such as a shorter context, may be the user's). Not this architecture: CT_EFORMAT. */
-    int (*hf_config)(const ct_model_file_tensor *file, int n, const char *config_json, const ct_config *given,
-                     char *out, size_t size, ct_error *err);
+    /* Optional (fit --init-from): the shape of a Hugging Face checkpoint whose tensors are
+     * file[0..n) and whose config.json text is config_json (NULL when there is none beside it),
+     * set into cfg in place. cfg comes in as the user's checked --model-config: a key the user set
+     * that disagrees with the file is CT_EINVAL naming both (keys the file cannot fix, such as a
+     * shorter context, may be the user's); it leaves holding the file's shape, each value checked
+     * against the schema (ct_config_set). Not this architecture: CT_EFORMAT. The connector calls
+     * it through engine/checkpoint's reader of the file (ct_hf_model_config). */
+    int (*hf_config)(const ct_model_file_tensor *file, int n, const char *config_json, ct_config *cfg,
+                     ct_error *err);
 };
 
 /* A device implementation of a model on an accelerator, made from the host model. */
@@ -256,9 +258,5 @@ int ct_model_has_hf(const ct_model *m);
 int ct_model_hf_map(const ct_model *m, int i, ct_model_hf_tensor *out);
 int ct_model_hf_extra(const ct_model *m, const char *hf_name);
 int ct_model_hf_config_json(const ct_model *m, char *buf, size_t size);
-/* The --model-config of registered model name for a Hugging Face checkpoint (the class's
- * hf_config on top of the user's config text). A model without it: CT_EINVAL naming it. */
-int ct_model_hf_config(const char *name, const char *user_config, const ct_model_file_tensor *file, int n,
-                       const char *config_json, char *out, size_t size, ct_error *err);
 
 #endif

@@ -14,22 +14,27 @@
 
 #include "ctrain/engine.h"
 #include "ctrain/model.h"
+#include "ctrain/registry.h"
 #include "engine/checkpoint/ckpt_model.h"
 #include "engine/checkpoint/hf_io.h"
 
 static int from_hf(const char *path, ct_model **m, ct_error *err)
 {
+    const ct_registry_entry *gpt = ct_registry_find(CT_REG_MODEL, "gpt");
     ct_data_info data;
-    char config[512];
+    ct_config cfg;
+    char config[CT_CONFIG_TEXT_MAX];
     int rc;
 
     memset(&data, 0, sizeof(data));
     data.x.dtype = data.y.dtype = CT_DTYPE_I32;
     data.x.ndim = data.y.ndim = 1;
-    if ((rc = ct_hf_model_config("gpt", "", path, config, sizeof(config), err)) ||
-        (rc = ct_model_create("gpt", config, &data, 1, m, err)))
+    if (!gpt)
+        return ct_error_set(err, CT_EINTERNAL, "", "gpt_logits: no gpt model is registered");
+    if ((rc = ct_config_parse(gpt->config, "--model-config", "model gpt", "", &cfg, err)) ||
+        (rc = ct_hf_model_config(gpt, path, &cfg, err)) || (rc = ct_model_create_config(gpt, &cfg, &data, 1, m, err)))
         return rc;
-    fprintf(stderr, "gpt_logits: %s\n", config);
+    fprintf(stderr, "gpt_logits: %s\n", ct_config_print(&cfg, config, sizeof(config)));
     return ct_hf_load(*m, path, err);
 }
 

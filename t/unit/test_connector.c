@@ -8,12 +8,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "ctrain/connector.h"
 #include "ctrain/engine.h"
+#include "ctrain/model.h"
 #include "ctrain/strategy.h"
+#include "engine/checkpoint/hf_io.h"
 
 /* A fixture environment: "NAME=value" strings. */
 static const char *fixture_getenv(const char *name, void *ctx)
@@ -391,6 +394,62 @@ static void test_backend_table(void **state)
     }
 }
 
+/* libctrain-core alone (as in the SPANK plugin: before ct_engine_init here) has no reader of model
+ * files: --init-from is refused naming it, never ignored; a bad --model-config is refused first
+ * (it is parsed before the file would be read). */
+static void test_init_from_unregistered(void **state)
+{
+    ct_connector_flags flags = { .model = "gpt", .init_from = "/nonexistent/model.safetensors" };
+    ct_connector *conn = NULL;
+    ct_error err;
+
+    ct_error_clear(&err);
+    assert_int_equal(ct_connector_create(&flags, NULL, &conn, &err), CT_EINVAL);
+    assert_null(conn);
+    assert_string_equal(err.id, "init-from");
+    assert_non_null(strstr(err.msg, "--init-from /nonexistent/model.safetensors"));
+    assert_true(err.hint[0] != '\0');
+    flags.model_config = "n_layer=0";
+    assert_int_equal(ct_connector_create(&flags, NULL, &conn, &err), CT_EINVAL);
+    assert_string_equal(err.id, "model-config-value");
+}
+
+/* With libctrain's reader registered, the plan's config holds a GPT-2 file's shape: a real file
+ * (ctrain's own GPT written in Hugging Face's layout), the user's keys in any order, set in place. */
+static void test_init_from_plan(void **state)
+{
+    ct_connector_flags flags = { .model = "gpt", .model_config = "seq_len=4,n_head=2" };
+    ct_connector_context ctx = { fixture_getenv, NULL, CT_CUDA_ABSENT, 0, 2 };
+    char dir[] = "/tmp/ctrain-unit-hf-XXXXXX", file[64], json[64], text[CT_CONFIG_TEXT_MAX];
+    ct_connector *conn = NULL;
+    ct_model *m = NULL;
+    ct_data_info data;
+    ct_error err;
+
+    ct_error_clear(&err);
+    memset(&data, 0, sizeof(data));
+    data.x.dtype = data.y.dtype = CT_DTYPE_I32;
+    data.x.ndim = data.y.ndim = 1;
+    assert_non_null(mkdtemp(dir));
+    snprintf(file, sizeof(file), "%s/model.safetensors", dir);
+    snprintf(json, sizeof(json), "%s/config.json", dir);
+    assert_int_equal(ct_model_create("gpt", "n_layer=1,n_head=2,n_embd=16,seq_len=8,vocab=40", &data, 1, &m, &err), 0);
+    assert_int_equal(ct_hf_save(m, dir, &err), 0);
+    ct_model_free(m);
+    flags.init_from = file;
+    assert_int_equal(ct_connector_create(&flags, &ctx, &conn, &err), 0);
+    assert_string_equal(ct_config_print(&ct_connector_plan(conn)->model_config, text, sizeof(text)),
+                        "n_layer=1,n_head=2,n_embd=16,seq_len=4,vocab=40");
+    ct_connector_free(conn);
+    flags.model_config = "n_embd=32"; /* the file's say 16: refused, naming both */
+    assert_int_equal(ct_connector_create(&flags, &ctx, &conn, &err), CT_EINVAL);
+    assert_null(conn);
+    assert_non_null(strstr(err.msg, "--model-config n_embd=32, but the --init-from checkpoint has n_embd=16"));
+    unlink(file);
+    unlink(json);
+    rmdir(dir);
+}
+
 /* A name known to the registry but with no implementation linked: creating the strategy from the plan says so. */
 static void test_implementation_missing(void **state)
 {
@@ -444,6 +503,31 @@ static void register_test_models(void)
     assert_int_equal(ct_registry_add(CT_REG_MODEL, &no_data), 0);
     assert_int_equal(ct_registry_add(CT_REG_MODEL, &no_data), CT_EINVAL);     /* name taken */
     assert_int_equal(ct_registry_add(CT_REG_STRATEGY, &cpu_only), CT_EINVAL); /* not a kind users add */
+}
+
+/* ct_config_set checks a pair as ct_config_parse does (one rule, the same messages) and replaces
+ * a given key in its place. */
+static void test_config_set(void **state)
+{
+    ct_config c;
+    ct_error perr, serr;
+    char text[CT_CONFIG_TEXT_MAX];
+
+    ct_error_clear(&perr);
+    ct_error_clear(&serr);
+    assert_int_equal(ct_config_parse(width_schema, "--model-config", "model t", "width=8", &c, &perr), 0);
+    assert_int_equal(ct_config_set(&c, "--model-config", "model t", "width", "16", &serr), 0);
+    assert_string_equal(ct_config_print(&c, text, sizeof(text)), "width=16");
+    assert_int_equal(ct_config_int(&c, "width"), 16);
+    assert_int_equal(ct_config_parse(width_schema, "--model-config", "model t", "width=65", &c, &perr), CT_EINVAL);
+    assert_int_equal(ct_config_set(&c, "--model-config", "model t", "width", "65", &serr), CT_EINVAL);
+    assert_string_equal(serr.id, perr.id);
+    assert_string_equal(serr.msg, perr.msg);
+    assert_string_equal(serr.hint, perr.hint);
+    assert_int_equal(ct_config_parse(width_schema, "--model-config", "model t", "depth=2", &c, &perr), CT_EINVAL);
+    assert_int_equal(ct_config_set(&c, "--model-config", "model t", "depth", "2", &serr), CT_EINVAL);
+    assert_string_equal(serr.msg, perr.msg);
+    assert_int_equal(c.n, 0); /* nothing stored by a refused set */
 }
 
 static void test_register_models(void **state)
@@ -550,7 +634,10 @@ int main(void)
         cmocka_unit_test(test_register_models),
         cmocka_unit_test(test_plan_model),
         cmocka_unit_test(test_plan_model_config),
+        cmocka_unit_test(test_init_from_unregistered),
+        cmocka_unit_test(test_config_set),
         cmocka_unit_test(test_implementation_missing),
+        cmocka_unit_test(test_init_from_plan),
         cmocka_unit_test(test_error_catalogue),
         cmocka_unit_test(test_catalogue_covered),
         cmocka_unit_test(test_auto_table),

@@ -239,9 +239,30 @@ out:
     return rc;
 }
 
-int ct_gpt_hf_config(const ct_model_file_tensor *file, int n, const char *config_json, const ct_config *given,
-                     char *out, size_t size, ct_error *err)
+/* c into cfg in place of the user's keys. Every key of gpt's schema is part of the shape and the
+ * user's were checked against the file above (or kept: n_head without a config.json, a shorter
+ * seq_len), so cfg is emptied and the five set in the schema's order: the plan, every rank and the
+ * checkpoints record the same text whatever order the user wrote. */
+static int shape_into(const ct_gpt_config *c, ct_config *cfg, ct_error *err)
 {
+    static const char *const keys[] = { "n_layer", "n_head", "n_embd", "seq_len", "vocab" };
+    const int values[] = { c->n_layer, c->n_head, c->n_embd, c->seq_len, c->vocab };
+    char text[16];
+    int rc;
+
+    cfg->n = 0;
+    for (int i = 0; i < 5; i++) {
+        snprintf(text, sizeof(text), "%d", values[i]);
+        if ((rc = ct_config_set(cfg, "--model-config", "model gpt", keys[i], text, err)))
+            return rc;
+    }
+    return 0;
+}
+
+int ct_gpt_hf_config(const ct_model_file_tensor *file, int n, const char *config_json, ct_config *cfg,
+                     ct_error *err)
+{
+    const ct_config *given = cfg;
     ct_gpt_config c;
     int positions = 0, rc;
 
@@ -275,6 +296,5 @@ int ct_gpt_hf_config(const ct_model_file_tensor *file, int n, const char *config
     }
     if ((rc = ct_gpt_config_check(&c, err)))
         return rc;
-    ct_gpt_config_describe(&c, out, size);
-    return 0;
+    return shape_into(&c, cfg, err);
 }

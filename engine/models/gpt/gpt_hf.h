@@ -19,10 +19,10 @@ int ct_gpt_hf_tensor(const char *name, ct_model_hf_tensor *out);
 int ct_gpt_hf_extra(const char *hf_name);
 /* GPT2Config's config.json for c (n_positions = seq_len). CT_EINVAL when it does not fit. */
 int ct_gpt_hf_config_json(const ct_gpt_config *c, char *buf, size_t size);
-/* The gpt --model-config of a HF GPT-2 checkpoint (see ct_model_class.hf_config): n_layer, n_embd,
- * vocab and n_positions from the tensors, n_head from config.json (else the user's n_head), the
- * user's seq_len when it is at most n_positions. */
-int ct_gpt_hf_config(const ct_model_file_tensor *file, int n, const char *config_json, const ct_config *given,
-                     char *out, size_t size, ct_error *err);
+/* A HF GPT-2 checkpoint's shape into the gpt --model-config cfg (see ct_model_class.hf_config):
+ * n_layer, n_embd, vocab and n_positions from the tensors, n_head from config.json (else the
+ * user's n_head), the user's seq_len when it is at most n_positions. */
+int ct_gpt_hf_config(const ct_model_file_tensor *file, int n, const char *config_json, ct_config *cfg,
+                     ct_error *err);
 
 #endif
