@@ -160,6 +160,17 @@ sub strip_comments {
     return $text;
 }
 
+# each_line CODE, %src: CODE->(file, line number, line) for every line of every file, by file name,
+# block comments blanked but their lines kept (so the numbers are the file's).
+sub each_line {
+    my ($code, %src) = @_;
+    for my $f (sort keys %src) {
+        (my $text = $src{$f}) =~ s{/\*(.*?)\*/}{"\n" x ($1 =~ tr/\n//)}gse;
+        my $n = 0;
+        $code->($f, ++$n, $_) for split /\n/, $text;
+    }
+}
+
 # Violations in a set of spank/ sources: name ("remote.c", "remote.h") => text.
 sub spank_violations {
     my (%src) = @_;
@@ -655,14 +666,8 @@ print "# injected: $_\n" for @inj_env;
 sub impl_names {
     my (%src) = @_;
     my @bad;
-    for my $f (sort keys %src) {
-        (my $text = $src{$f}) =~ s{/\*(.*?)\*/}{"\n" x ($1 =~ tr/\n//)}gse; # comments out, lines kept
-        my $n = 0;
-        for my $line (split /\n/, $text) {
-            $n++;
-            push @bad, "$f:$n: names itself: $line" if $line =~ /\.name\s*=\s*"/;
-        }
-    }
+    each_line(sub { my ($f, $n, $line) = @_; push @bad, "$f:$n: names itself: $line" if $line =~ /\.name\s*=\s*"/ },
+              %src);
     return @bad;
 }
 {
@@ -723,19 +728,14 @@ sub named_by_hand {
 # 30. Check 29 fails on an #if injected into the layers and on a cpu file named gpt_kernels.c.
 sub gpt_step_conditionals {
     my (%src) = @_;
-    my @bad;
-    for my $f (sort keys %src) {
-        (my $text = $src{$f}) =~ s{/\*(.*?)\*/}{"\n" x ($1 =~ tr/\n//)}gse; # comments out, lines kept
-        if ($f =~ m{/[^/]*kernels[^/]*\.(c|h)$}) {
-            push @bad, "$f: a cpu source named kernels (the cpu GPT's element-wise loops are passes: gpt_passes*.c)";
-        }
-        next unless $f =~ m{^engine/models/gpt/(gpt_layers_tmpl\.h|gpt_step_tmpl\.h|gpt_step_\w+\.c|gpt_attention_\w+)$};
-        my $n = 0;
-        for my $line (split /\n/, $text) {
-            $n++;
-            push @bad, "$f:$n: a preprocessor conditional in the step: $line" if $line =~ /^\s*#\s*(if|ifdef|ifndef|elif|else)\b/;
-        }
-    }
+    my @bad = map { "$_: a cpu source named kernels (the cpu GPT's element-wise loops are passes: gpt_passes*.c)" }
+              grep { m{/[^/]*kernels[^/]*\.(c|h)$} } sort keys %src;
+    my %step = map { $_ => $src{$_} }
+               grep { m{^engine/models/gpt/(gpt_layers_tmpl\.h|gpt_step_tmpl\.h|gpt_step_\w+\.c|gpt_attention_\w+)$} } keys %src;
+    each_line(sub {
+        my ($f, $n, $line) = @_;
+        push @bad, "$f:$n: a preprocessor conditional in the step: $line" if $line =~ /^\s*#\s*(if|ifdef|ifndef|elif|else)\b/;
+    }, %step);
     return @bad;
 }
 {
@@ -766,15 +766,10 @@ sub gpt_step_conditionals {
 sub model_literals {
     my ($names, %src) = @_;
     my @bad;
-    for my $f (sort keys %src) {
-        (my $text = $src{$f}) =~ s{/\*(.*?)\*/}{"\n" x ($1 =~ tr/\n//)}gse; # comments out, lines kept
-        my $n = 0;
-        for my $line (split /\n/, $text) {
-            $n++;
-            next if $line =~ m{^\s*//};
-            push @bad, "$f:$n: names model $1: $line" if $line =~ /"($names)"/;
-        }
-    }
+    each_line(sub {
+        my ($f, $n, $line) = @_;
+        push @bad, "$f:$n: names model $1: $line" if $line !~ m{^\s*//} && $line =~ /"($names)"/;
+    }, %src);
     return @bad;
 }
 {
@@ -810,26 +805,23 @@ sub model_literals {
 #     cmd_fit.c calling the checkpoint code and rewriting --model-config).
 sub config_parses {
     my ($ckpt_fns, %src) = @_;
-    my @bad;
-    for my $f (sort keys %src) {
-        (my $text = $src{$f}) =~ s{/\*(.*?)\*/}{"\n" x ($1 =~ tr/\n//)}gse; # comments out, lines kept
-        my ($n, $fn) = (0, '');
-        for my $line (split /\n/, $text) {
-            $n++;
-            $fn = $1 if $line =~ /^[a-z][\w\s\*]*?\b(\w+)\s*\(/;
-            if ($line =~ /^\s.*\bct_config_parse\s*\(\s*([^,]*),/ && $1 !~ /option_schema/ && $f !~ m{^engine/(connector|checkpoint)/} &&
-                !($f eq 'engine/models/model.c' && $fn eq 'ct_model_create')) {
-                push @bad, "$f:$n: parses --model-config text in $fn: $line";
-            }
-            push @bad, "$f:$n: ct_model_create (a checkpoint's recorded text) called outside engine/checkpoint/: $line"
-                if $line =~ /\bct_model_create\s*\(/ && $f !~ m{^engine/(checkpoint|models)/};
-            next unless $f =~ m{^engine/cli/};
-            push @bad, "$f:$n: derives a model config through the checkpoint code ($1): $line"
-                if $ckpt_fns && $line =~ /\b($ckpt_fns)\s*\(/;
-            push @bad, "$f:$n: rewrites --model-config in $fn: $line"
-                if $line =~ /(?:->|\.)model_config\s*=[^=]/ && !($f eq 'engine/cli/trainer_flags.c' && $fn eq 'ct_trainer_flags_fold');
+    my (@bad, %in);   # %in: the function each file's walk is in
+    each_line(sub {
+        my ($f, $n, $line) = @_;
+        $in{$f} = $1 if $line =~ /^[a-z][\w\s\*]*?\b(\w+)\s*\(/;
+        my $fn = $in{$f} // '';
+        if ($line =~ /^\s.*\bct_config_parse\s*\(\s*([^,]*),/ && $1 !~ /option_schema/ && $f !~ m{^engine/(connector|checkpoint)/} &&
+            !($f eq 'engine/models/model.c' && $fn eq 'ct_model_create')) {
+            push @bad, "$f:$n: parses --model-config text in $fn: $line";
         }
-    }
+        push @bad, "$f:$n: ct_model_create (a checkpoint's recorded text) called outside engine/checkpoint/: $line"
+            if $line =~ /\bct_model_create\s*\(/ && $f !~ m{^engine/(checkpoint|models)/};
+        return unless $f =~ m{^engine/cli/};
+        push @bad, "$f:$n: derives a model config through the checkpoint code ($1): $line"
+            if $ckpt_fns && $line =~ /\b($ckpt_fns)\s*\(/;
+        push @bad, "$f:$n: rewrites --model-config in $fn: $line"
+            if $line =~ /(?:->|\.)model_config\s*=[^=]/ && !($f eq 'engine/cli/trainer_flags.c' && $fn eq 'ct_trainer_flags_fold');
+    }, %src);
     return @bad;
 }
 {
@@ -867,17 +859,13 @@ sub config_parses {
 sub precision_formats {
     my (%src) = @_;
     my @bad;
-    for my $f (sort keys %src) {
-        next if $f eq 'engine/registry/precisions.c';
-        (my $text = $src{$f}) =~ s{/\*(.*?)\*/}{"\n" x ($1 =~ tr/\n//)}gse; # comments out, lines kept
-        my $n = 0;
-        for my $line (split /\n/, $text) {
-            $n++;
-            push @bad, "$f:$n: a precision's formats outside its row: $line"
-                if $line =~ /struct\s+ct_precision_ops\s*(\w+\s*(\[[^]]*\])?\s*=|\)\s*\{)/ ||
-                   $line =~ /(?<![\w)\]])\.(param_dtype|gemm_dtype|loss_scaling)\s*=[^=]/ || $line =~ /\bCT_PRECISION_\w+\b/;
-        }
-    }
+    delete $src{'engine/registry/precisions.c'};
+    each_line(sub {
+        my ($f, $n, $line) = @_;
+        push @bad, "$f:$n: a precision's formats outside its row: $line"
+            if $line =~ /struct\s+ct_precision_ops\s*(\w+\s*(\[[^]]*\])?\s*=|\)\s*\{)/ ||
+               $line =~ /(?<![\w)\]])\.(param_dtype|gemm_dtype|loss_scaling)\s*=[^=]/ || $line =~ /\bCT_PRECISION_\w+\b/;
+    }, %src);
     return @bad;
 }
 {
