@@ -416,23 +416,47 @@ static void test_init_from_unregistered(void **state)
 
 /* With libctrain's reader registered, the plan's config holds a GPT-2 file's shape: a real file
  * (ctrain's own GPT written in Hugging Face's layout), the user's keys in any order, set in place. */
+/* The GPT-2 file's folder (mkdtemp's template): made by the setup, removed by the teardown, also
+ * when an assertion ends the test early. */
+static char hf_dir[] = "/tmp/ctrain-unit-hf-XXXXXX";
+
+static int hf_dir_setup(void **state)
+{
+    (void)state;
+    strcpy(hf_dir, "/tmp/ctrain-unit-hf-XXXXXX");
+    return mkdtemp(hf_dir) ? 0 : -1;
+}
+
+static int hf_dir_teardown(void **state)
+{
+    static const char *const names[] = { "model.safetensors", "config.json" };
+    char path[64];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        snprintf(path, sizeof(path), "%s/%s", hf_dir, names[i]);
+        unlink(path);
+    }
+    return rmdir(hf_dir) ? -1 : 0;
+}
+
 static void test_init_from_plan(void **state)
 {
     ct_connector_flags flags = { .model = "gpt", .model_config = "seq_len=4,n_head=2" };
     ct_connector_context ctx = { fixture_getenv, NULL, CT_CUDA_ABSENT, 0, 2 };
-    char dir[] = "/tmp/ctrain-unit-hf-XXXXXX", file[64], json[64], text[CT_CONFIG_TEXT_MAX];
+    const char *dir = hf_dir;
+    char file[64], text[CT_CONFIG_TEXT_MAX];
     ct_connector *conn = NULL;
     ct_model *m = NULL;
     ct_data_info data;
     ct_error err;
 
+    (void)state;
     ct_error_clear(&err);
     memset(&data, 0, sizeof(data));
     data.x.dtype = data.y.dtype = CT_DTYPE_I32;
     data.x.ndim = data.y.ndim = 1;
-    assert_non_null(mkdtemp(dir));
     snprintf(file, sizeof(file), "%s/model.safetensors", dir);
-    snprintf(json, sizeof(json), "%s/config.json", dir);
     assert_int_equal(ct_model_create("gpt", "n_layer=1,n_head=2,n_embd=16,seq_len=8,vocab=40", &data, 1, &m, &err), 0);
     assert_int_equal(ct_hf_save(m, dir, &err), 0);
     ct_model_free(m);
@@ -445,9 +469,6 @@ static void test_init_from_plan(void **state)
     assert_int_equal(ct_connector_create(&flags, &ctx, &conn, &err), CT_EINVAL);
     assert_null(conn);
     assert_non_null(strstr(err.msg, "--model-config n_embd=32, but the --init-from checkpoint has n_embd=16"));
-    unlink(file);
-    unlink(json);
-    rmdir(dir);
 }
 
 /* A name known to the registry but with no implementation linked: creating the strategy from the plan says so. */
@@ -637,7 +658,7 @@ int main(void)
         cmocka_unit_test(test_init_from_unregistered),
         cmocka_unit_test(test_config_set),
         cmocka_unit_test(test_implementation_missing),
-        cmocka_unit_test(test_init_from_plan),
+        cmocka_unit_test_setup_teardown(test_init_from_plan, hf_dir_setup, hf_dir_teardown),
         cmocka_unit_test(test_error_catalogue),
         cmocka_unit_test(test_catalogue_covered),
         cmocka_unit_test(test_auto_table),
