@@ -75,8 +75,11 @@ ok "$(grep -q "^== building..." "$W/eb.log" && ! git -C "$W/build" rev-parse --g
 MOD="$W/inst/modules/all/ctrain/$VERSION.lua"
 SW="$W/inst/software/ctrain/$VERSION"
 ok "$([ -f "$MOD" ]; echo $?)" "the module file modules/all/ctrain/$VERSION.lua"
-is "$(grep -inE 'slurm|spank|plugstack|setenv\("(LD_PRELOAD|SLURM)' "$MOD")" "" \
-   "the module sets nothing about SLURM or the plugin"
+# What the module changes in the environment: the prefix's paths and EasyBuild's own variables; no
+# SLURM_*/SPANK variable, no LD_PRELOAD, no plugstack, nothing it runs or loads.
+is "$(sed -n 's/^\(setenv\|pushenv\|prepend_path\|append_path\|remove_path\)("\([A-Za-z_]*\)".*/\1 \2/p; /^\(load\|execute\|source_sh\|depends_on\)(/p' "$MOD" | sort | tr '\n' ';')" \
+   "prepend_path CMAKE_PREFIX_PATH;prepend_path CPATH;prepend_path LD_LIBRARY_PATH;prepend_path LIBRARY_PATH;prepend_path PATH;prepend_path PKG_CONFIG_PATH;setenv EBDEVELCTRAIN;setenv EBROOTCTRAIN;setenv EBVERSIONCTRAIN;" \
+   "the module sets only the prefix's paths and EasyBuild's variables: nothing about SLURM or the plugin"
 is "$(cd "$SW" && find . -name easybuild -prune -o \( -name '*.so' -o -name '*.conf' -o -name '*.8' \) -print | sort)" "./lib/libctrain.so" \
    "the prefix holds no plugin, snippet or plugin manual (only libctrain.so)"
 
