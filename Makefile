@@ -520,8 +520,9 @@ dist: check-version
 	    awk '{ print; n = split($$0, p, "/"); d = ""; for (i = 1; i < n; i++) { d = d p[i] "/"; print d } }' | \
 	    LC_ALL=C sort -u | tr '\n' '\0' >$$list; \
 	  LC_ALL=C tar --null --no-recursion -T $$list --format=gnu --owner=0 --group=0 --numeric-owner \
-	    --mode=u=rwX,go=rX --mtime=@$$epoch --transform='s|^|ctrain-$(VERSION)/|S' -cf - | gzip -9n >$(DIST).tmp; \
-	  rm -f $$list $$list.deleted; mv -f $(DIST).tmp $(DIST)
+	    --mode=u=rwX,go=rX --mtime=@$$epoch --transform='s|^|ctrain-$(VERSION)/|S' -cf $(DIST).tar; \
+	  gzip -9n <$(DIST).tar >$(DIST).tmp; \
+	  rm -f $$list $$list.deleted $(DIST).tar; mv -f $(DIST).tmp $(DIST)
 	@echo "  DIST    $(DIST)"
 
 # --- RPM packages --------------------------------------------------------------------------------
