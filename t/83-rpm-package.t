@@ -47,7 +47,7 @@ if [ -n "$why" ]; then
     echo "1..0 # SKIP $why"
     exit 0
 fi
-T_PLAN=27
+T_PLAN=29
 echo "1..$T_PLAN"
 
 # --- build ------------------------------------------------------------------------------------------
@@ -141,6 +141,33 @@ ok "$([ ! -e "$ROOTFS/etc/slurm" ]; echo $?)" "inert: nothing under /etc/slurm"
 is "$(grep -v '^#' "$ROOTFS/etc/ctrain/plugstack.conf.d/ctrain.conf" | grep -v '^$')" "optional $LIBDIR/slurm/ctrain.so" \
    "the snippet's one line: optional, the packaged plugin"
 is "$("$ROOTFS/usr/bin/ctrain" --version 2>&1)" "ctrain $VERSION (built for SLURM $SLURM_VERSION)" "the root's ctrain --version"
+
+# libctrain-devel and libctrain from the root: a program built with the root's ctrain.pc (pkg-config's
+# sysroot puts the root before its paths) and run against the root's libctrain.so.0.
+cat >"$WORK/hl.c" <<'EOC'
+#include <stdio.h>
+#include <ctrain/trainer.h>
+
+int main(void)
+{
+    ct_trainer_config cfg;
+    ct_error err;
+
+    ct_error_clear(&err);
+    ct_trainer_config_default(&cfg);
+    cfg.lr = -1;
+    printf("%d %s\n", ct_trainer_config_check(&cfg, &err) == CT_EINVAL, err.id);
+    return 0;
+}
+EOC
+export PKG_CONFIG_SYSROOT_DIR="$ROOTFS" PKG_CONFIG_LIBDIR="$ROOTFS$LIBDIR/pkgconfig"
+is "$(pkg-config --modversion ctrain) $(sed -n 's/^libdir=//p' "$ROOTFS$LIBDIR/pkgconfig/ctrain.pc")" "$VERSION $LIBDIR" \
+   "the root's ctrain.pc: version $VERSION, libdir $LIBDIR"
+# shellcheck disable=SC2046
+cc -o "$WORK/hl" "$WORK/hl.c" $(pkg-config --cflags --libs ctrain) 2>"$WORK/cc.log" &&
+    out=$(LD_LIBRARY_PATH="$ROOTFS$LIBDIR" "$WORK/hl" 2>&1)
+is "${out:-$(head -n 5 "$WORK/cc.log")}" "1 trainer-lr" "a program built with the root's headers and ctrain.pc runs against its libctrain.so.0"
+unset PKG_CONFIG_SYSROOT_DIR PKG_CONFIG_LIBDIR
 
 # --- the root's plugin under srun ----------------------------------------------------------------------
 # plugstack.conf: the snippet's own line, its path moved into the scratch root.
