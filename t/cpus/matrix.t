@@ -21,9 +21,10 @@
 # says at plan time that the products compute in fp32 exactly where the level has no bf16
 # instructions. Every run is single-threaded: oneDNN's GEMM rounds differently on 1 and 2 threads
 # (t/36), and one thread keeps the emulated parts short.
-# Cost (2 shared cores, a Zen 3, QEMU 7.2): the native level about 15 s, each emulated level about
-# 150 s (t/README.md has the measured figures); test_data is left out (integer work, 28 s emulated;
-# zlib's dispatch runs in every fit's IDX loading).
+# Cost (a 2-core Zen 3 shared with other work, load 8 to 9; QEMU 7.2): the native level (v3) 9-14 s,
+# the emulated v2 75-131 s, the whole file 86-149 s wall and 43-49 s of CPU (single-threaded: about
+# that on a quiet machine); a machine with AVX-512 emulates v2 and v3. test_data is left out
+# (integer work, 28 s emulated; zlib's dispatch runs in every fit's IDX loading).
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 B="$ROOT/${CTRAIN_BUILD:-build}"
 CTRAIN="$B/ctrain"
