@@ -20,8 +20,10 @@ spank_fit_data 3000 500
 # plugin's binding gives each srun task OMP_NUM_THREADS=<its cores> (2 here) unless set, while
 # Kubeflow's pods and torchrun's workers start without it (1 thread under OPENBLAS_NUM_THREADS=1).
 # oneDNN's f32 GEMM divides a product's work, sums included, among its threads: on an AVX2 CPU (a
-# Zen 3; oneDNN 3.7's gemm:jit, 2.6's too) 1 and 2 threads round differently, and those runs ended
-# 4.07e-5 apart, where an AVX-512 machine's kernels happened to agree for these shapes. One thread
+# Zen 3, its gemm:jit in oneDNN 2.6 and 3.7) the first layer's forward product (32x784 by 784x64: a
+# small M*N and a long K) is split along K on 2 threads, and 1827 of its 2048 sums round otherwise
+# than on 1 (the other products here agree bit for bit); those runs ended 4.07e-5 apart, where an
+# AVX-512 machine's kernels happened to agree for these shapes. One thread
 # everywhere: the same sums on any CPU, so 1e-6 holds (gloo and mpi differ only in the
 # collectives, which sum two ranks exactly: 0 apart).
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
