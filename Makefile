@@ -14,6 +14,8 @@
 #   make deb        the Debian packages, built by dpkg-buildpackage from a copy of the tree, into build/deb/
 #   make gpu-kit    ctrain with CUDA (build-gpu/) and what it loads, packed for a GPU machine into .gpukit/
 #                   (scripts/gpu-kit; scripts/gpu-check runs every GPU check from it there)
+#   make test-cpus  the CPU matrix (t/cpus/matrix.t): unit tests and short fits at every x86-64 level, those
+#                   below this CPU's under qemu-user's CPU models (scripts/install-deps --ci)
 #   make test-debian13  the same suite on Debian 13 (SLURM 24.11, Open MPI 5, PMIx 5, PyTorch 2.6): a
 #                   debootstrap root (scripts/debian13), ctrain built there into build/deb13
 #
@@ -161,7 +163,7 @@ SPANK_BIND_SO := $(BUILD)/ctrain-bind.so
 
 Q := $(if $(filter 1,$(V)),,@)
 
-.PHONY: all lib cli spank tests examples demo test test-debian13 gpu-kit install uninstall deb dist rpm check-version clean check-layering check-asan fuzz fuzz-build ptxas-report
+.PHONY: all lib cli spank tests examples demo test test-cpus test-debian13 gpu-kit install uninstall deb dist rpm check-version clean check-layering check-asan fuzz fuzz-build ptxas-report
 all: lib cli spank tests examples
 
 lib: $(CORE_A) $(LIB_A) $(LIB_SO)
@@ -320,6 +322,11 @@ SUITE        := TEST_JOBS=$(TEST_JOBS) TEST_TIMEOUT=$(TEST_TIMEOUT) t/suite
 
 test: all
 	$(SUITE)
+
+# The CPU matrix: x86-64-v2, v3, v4 and bf16, natively at this CPU's level, under
+# `qemu-x86_64 -cpu Haswell|Nehalem` below it (t/cpus/matrix.t says what runs and why).
+test-cpus: all
+	prove -v --timer t/cpus/matrix.t
 
 # The second platform: scripts/debian13 makes (once) a Debian 13 root and runs commands in it, with
 # this tree at the same path; ctrain is built there into its own build directory, so the host's
