@@ -13,6 +13,9 @@
  *   gpt_cuda_check --bench   also the ms per training step (forward, backward, AdamW) of a GPT-2
  *                            small shape (12 layers, 768 channels, 12 heads, 1024 tokens, batch 8)
  *                            in bf16-mixed with either attention path, as TAP comments.
+ *   gpt_cuda_check --quick   the small and odd shapes only (every kernel, partial blocks and warps
+ *                            included, without the 1024-token one): what scripts/gpu-check runs under
+ *                            compute-sanitizer, which slows kernels 10-100 times.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -285,6 +288,18 @@ static int probe(char *why, size_t size)
 int main(int argc, char **argv)
 {
     char why[256] = "";
+    int bench_too = 0, quick = 0;
+
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--bench"))
+            bench_too = 1;
+        else if (!strcmp(argv[i], "--quick"))
+            quick = 1;
+        else {
+            fprintf(stderr, "ctrain: gpt_cuda_check: unknown argument '%s' (--bench, --quick)\n", argv[i]);
+            return 2;
+        }
+    }
 
     if (!probe(why, sizeof(why))) {
         printf("1..0 # SKIP no CUDA device (%s)\n", why);
@@ -292,7 +307,8 @@ int main(int argc, char **argv)
     }
 #ifdef CT_HAVE_CUDA
     {
-        /* seq_len 37 and vocab 1001: partial blocks and warps, rows of odd length; 3 heads of 16 */
+        /* seq_len 37 and vocab 1001: partial blocks and warps, rows of odd length; 3 heads of 16; the
+         * long shape last (--quick leaves it out) */
         static const struct { const char *name; ct_gpt_config cfg; int batch; } shapes[] = {
             { "small", { .n_layer = 2, .n_head = 4, .n_embd = 64, .seq_len = 64, .vocab = 256 }, 4 },
             { "odd", { .n_layer = 1, .n_head = 3, .n_embd = 48, .seq_len = 37, .vocab = 1001 }, 3 },
@@ -309,7 +325,7 @@ int main(int argc, char **argv)
         cudaRuntimeGetVersion(&rt);
         printf("# device 0: %s (sm_%d%d, %d SMs), CUDA runtime %d\n", prop.name, prop.major, prop.minor,
                prop.multiProcessorCount, rt);
-        for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+        for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]) - (size_t)quick; s++)
             for (int bf = 0; bf < 2; bf++)
                 for (int fl = 0; fl < 2; fl++) {
                     struct run rn = { shapes[s].name, shapes[s].cfg, shapes[s].batch,
@@ -322,7 +338,7 @@ int main(int argc, char **argv)
                         check_run(&rn);
                     }
                 }
-        if (argc > 1 && !strcmp(argv[1], "--bench")) {
+        if (bench_too) {
             bench(CT_GPT_ATT_SIMPLE);
             bench(CT_GPT_ATT_FLASH);
         }
@@ -330,7 +346,7 @@ int main(int argc, char **argv)
         return n_failed ? 1 : 0;
     }
 #else
-    (void)argc, (void)argv;
+    (void)bench_too, (void)quick;
     return 0;
 #endif
 }
