@@ -299,6 +299,30 @@ static void test_sync_refuses_another_layout(void **state)
     ct_gpt_free(b);
 }
 
+/* Tokens outside the vocabulary are refused on the host before the batch is copied: the kernels index
+ * wte's rows by the inputs and the logits' rows by the targets (the classifier guards its reads too). */
+static void test_tokens_checked(void **state)
+{
+    ct_gpt *m = model(7);
+    ct_gpt_cuda_layout lay;
+    int32_t in[6] = { 0, 1, 12, 3, 4, 5 }, tg[6] = { 1, 2, 3, 4, 5, 12 };
+    ct_error err;
+
+    (void)state;
+    assert_int_equal(ct_gpt_cuda_layout_of(m, &lay, &err), 0);
+    assert_int_equal(ct_gpt_cuda_check_tokens(&lay, in, tg, 6, &err), 0);
+    tg[4] = 13; /* the vocabulary is 13 tokens: 0..12 */
+    assert_int_equal(ct_gpt_cuda_check_tokens(&lay, in, tg, 6, &err), CT_EINVAL);
+    assert_non_null(strstr(err.msg, "target token 13 at position 4"));
+    tg[4] = 5;
+    in[2] = -1;
+    assert_int_equal(ct_gpt_cuda_check_tokens(&lay, in, tg, 6, &err), CT_EINVAL);
+    assert_non_null(strstr(err.msg, "input token -1 at position 2"));
+    /* only the batch's n tokens are read */
+    assert_int_equal(ct_gpt_cuda_check_tokens(&lay, in, tg, 2, &err), 0);
+    ct_gpt_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -307,6 +331,7 @@ int main(void)
         cmocka_unit_test(test_announcement_order),
         cmocka_unit_test(test_checkpoint_round_trip),
         cmocka_unit_test(test_sync_refuses_another_layout),
+        cmocka_unit_test(test_tokens_checked),
     };
 
     cmocka_set_message_output(CM_OUTPUT_TAP);

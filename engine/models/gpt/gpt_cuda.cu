@@ -116,14 +116,16 @@ __global__ static void k_to_bf16(const float *in, bf16 *out, size_t n)
     GRID_STRIDE(i, n) out[i] = __float2bfloat16_rn(in[i]);
 }
 
-// out[n, :] = wte[token n] + wpe[n % T]
+// out[n, :] = wte[token n] + wpe[n % T]. The host refused tokens outside [0, V) (ct_gpt_cuda_check_tokens);
+// one that got here anyway reads no row of wte (its embedding is NaN, so the loss shows it).
 __global__ static void k_embed(float *out, const int32_t *tokens, const float *wte, const float *wpe, int BT, int T,
-                               int C)
+                               int C, int V)
 {
     GRID_STRIDE(i, (size_t)BT * C) {
         size_t n = i / C, c = i % C;
+        int t = tokens[n];
 
-        out[i] = wte[(size_t)tokens[n] * C + c] + wpe[(n % T) * C + c];
+        out[i] = (t >= 0 && t < V ? wte[(size_t)t * C + c] : NAN) + wpe[(n % T) * C + c];
     }
 }
 
@@ -612,12 +614,14 @@ __device__ static inline void online_merge(float *m, float *s, float m2, float s
     *m = mx;
 }
 
+// A target outside [0, V) (the host refuses them first: ct_gpt_cuda_check_tokens) is never read as an
+// index: its row's loss is NaN, which the summed loss shows, and its gradient has no one-hot.
 template <typename G>
 __global__ static void k_classifier(float *logits, G *dg, const int32_t *targets, float *losses, int V, int ld)
 {
     __shared__ float sm[32], ss[32];
     int row = blockIdx.x, lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, nw = blockDim.x / WARP;
-    int tg = targets[row];
+    int tg = targets[row], valid = tg >= 0 && tg < V;
     float *x = logits + (size_t)row * ld, m = -INFINITY, s = 0.0f, inv;
 
     for (int j = threadIdx.x; j < V; j += blockDim.x)
@@ -637,7 +641,7 @@ __global__ static void k_classifier(float *logits, G *dg, const int32_t *targets
     for (int w = 0; w < nw; w++)
         online_merge(&m, &s, sm[w], ss[w]);
     if (threadIdx.x == 0)
-        losses[row] = logf(s) - (x[tg] - m);
+        losses[row] = valid ? logf(s) - (x[tg] - m) : NAN;
     __syncthreads(); // x[tg] is read before it is overwritten
     inv = 1.0f / s;
     for (int j = threadIdx.x; j < V; j += blockDim.x) {
@@ -1104,13 +1108,16 @@ extern "C" int ct_gpt_cuda_forward(ct_gpt_cuda *d, int batch, double *loss_sum, 
     if (batch < 1 || batch > d->max_batch)
         return ct_error_set(err, CT_EINTERNAL, "cuda", "cuda gpt: a batch of %d for at most %d", batch, d->max_batch);
     d->batch = 0;
+    // On the host, before the copy: the kernels index wte and the logits by the tokens.
+    if ((rc = ct_gpt_cuda_check_tokens(lay, d->h_tokens, d->h_tokens + maxbt, (size_t)BT, err)))
+        return rc;
     cudaMemcpyAsync(d->inputs, d->h_tokens, sizeof(int32_t) * BT, cudaMemcpyHostToDevice, d->stream);
     cudaMemcpyAsync(d->targets, d->h_tokens + maxbt, sizeof(int32_t) * BT, cudaMemcpyHostToDevice, d->stream);
     // The weights changed at the last update: one bf16 rounding of all of them per forward.
     if (d->bf16)
         k_to_bf16<<<blocks_for(lay->n_params, 256), 256, 0, d->stream>>>(d->params, (bf16 *)d->params_g, lay->n_params);
     k_embed<<<blocks_for((size_t)BT * C, 256), 256, 0, d->stream>>>(d->encoded, d->inputs, d->params + lay->wte,
-                                                                    d->params + lay->wpe, BT, T, C);
+                                                                    d->params + lay->wpe, BT, T, C, V);
     if ((rc = launched("embedding", err)) ||
         (rc = layernorm_forward(d, d->encoded, NULL, NULL, d->layers[0].ln1, d->layers[0].ln1_mean,
                                 d->layers[0].ln1_rstd, lay->blk[0][CT_GPT_LN1_W], lay->blk[0][CT_GPT_LN1_B], BT, err)))

@@ -65,6 +65,11 @@ int ct_gpt_cuda_stage_tensors(const ct_gpt_cuda_layout *lay, int s, int idx[2]);
 /* ready(ctx, offset, numel) for stage s's tensors; the first non-zero return. */
 int ct_gpt_cuda_announce(const ct_gpt_cuda_layout *lay, int s, ct_grad_ready_fn ready, void *ctx);
 
+/* Every input and target token of a batch of n in the vocabulary [0, vocab): the kernels index wte's
+ * rows by the inputs and the logits by the targets. CT_EINVAL naming the first one outside. */
+int ct_gpt_cuda_check_tokens(const ct_gpt_cuda_layout *lay, const int32_t *inputs, const int32_t *targets, size_t n,
+                             ct_error *err);
+
 /* Moves n bytes between host memory and the device's (dir: CT_GPT_TO_HOST copies dev to host). */
 enum { CT_GPT_TO_HOST, CT_GPT_TO_DEVICE };
 typedef int (*ct_gpt_copy_fn)(void *ctx, int dir, void *host, void *dev, size_t bytes);

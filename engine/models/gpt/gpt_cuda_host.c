@@ -99,3 +99,20 @@ int ct_gpt_cuda_sync(const ct_gpt_cuda_layout *lay, int dir, ct_gpt *host, ct_op
                                 ct_optim_state_name(o, i), dir == CT_GPT_TO_HOST ? "to the host" : "to the device");
     return 0;
 }
+
+int ct_gpt_cuda_check_tokens(const ct_gpt_cuda_layout *lay, const int32_t *inputs, const int32_t *targets, size_t n,
+                             ct_error *err)
+{
+    const int32_t *const arrays[2] = { inputs, targets };
+    static const char *const what[2] = { "input", "target" };
+    int V = lay->cfg.vocab;
+
+    for (int a = 0; a < 2; a++)
+        for (size_t i = 0; i < n; i++)
+            if (arrays[a][i] < 0 || arrays[a][i] >= V) {
+                ct_error_set(err, CT_EINVAL, "tokens-vocab", "cuda gpt: %s token %d at position %zu of the batch is "
+                             "outside the vocabulary (0..%d)", what[a], (int)arrays[a][i], i, V - 1);
+                return ct_error_hint(err, "the tokens' vocabulary must match --model-config vocab");
+            }
+    return 0;
+}
