@@ -323,6 +323,33 @@ static void test_tokens_checked(void **state)
     ct_gpt_free(m);
 }
 
+/* Until a tensor-core attention has run on a GPU the simple path (cuBLAS's tensor-core GEMMs around a
+ * softmax kernel) is the default at every length: the flash-style kernels are CUDA-core code, 20 times
+ * slower at GPT-2's 1024 tokens by the estimate in README ## GPUs. Flash only when asked for. */
+static void test_attention_default(void **state)
+{
+    static const int lens[] = { 9, 1023, 1024, 4096, 8192 };
+    ct_gpt_config c = cfg;
+    enum ct_gpt_cuda_attention got;
+    ct_error err;
+
+    (void)state;
+    c.n_embd = 768;
+    c.n_head = 12;
+    for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+        c.seq_len = lens[i];
+        assert_int_equal(ct_gpt_cuda_attention_choice(&c, CT_GPT_ATT_AUTO, &got, &err), 0);
+        assert_int_equal(got, CT_GPT_ATT_SIMPLE);
+        assert_int_equal(ct_gpt_cuda_attention_choice(&c, CT_GPT_ATT_FLASH, &got, &err), 0);
+        assert_int_equal(got, CT_GPT_ATT_FLASH);
+    }
+    c.n_head = 3; /* heads of 256 channels: flash takes 128 at most */
+    assert_int_equal(ct_gpt_cuda_attention_choice(&c, CT_GPT_ATT_FLASH, &got, &err), CT_ENOTAVAIL);
+    assert_non_null(strstr(err.msg, "128 channels at most, not 256"));
+    assert_int_equal(ct_gpt_cuda_attention_choice(&c, CT_GPT_ATT_AUTO, &got, &err), 0);
+    assert_int_equal(got, CT_GPT_ATT_SIMPLE);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -332,6 +359,7 @@ int main(void)
         cmocka_unit_test(test_checkpoint_round_trip),
         cmocka_unit_test(test_sync_refuses_another_layout),
         cmocka_unit_test(test_tokens_checked),
+        cmocka_unit_test(test_attention_default),
     };
 
     cmocka_set_message_output(CM_OUTPUT_TAP);

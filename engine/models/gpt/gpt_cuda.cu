@@ -33,7 +33,7 @@ typedef __nv_bfloat16 bf16;
 #define COL_CHUNK 128              // rows per partial sum of a column (bias and LayerNorm gradients)
 #define NORM_BLOCKS 512            // the grad norm's first stage: a fixed count, so a fixed order
 #define FLASH_WARPS 4              // query (or key) rows per flash block, one per warp
-#define FLASH_MAX_HS 128
+#define FLASH_MAX_HS CT_GPT_CUDA_FLASH_MAX_HS
 #define LT_WORKSPACE (32u << 20)   // cuBLASLt's workspace (llm.c's size for Hopper)
 
 struct layer_acts {
@@ -1308,23 +1308,19 @@ static int check_shapes(ct_gpt_cuda *d, enum ct_gpt_cuda_attention att, ct_error
 {
     const ct_gpt_config *c = &d->lay.cfg;
     size_t BT = (size_t)d->max_batch * c->seq_len;
-    int HS = c->n_embd / c->n_head;
+    int rc;
 
     if (c->n_embd % 8) {
         ct_error_set(err, CT_ENOTAVAIL, "model-config-value",
                      "the cuda gpt needs n_embd a multiple of 8 (16-byte aligned bf16 rows), not %d", c->n_embd);
         return ct_error_hint(err, "use n_embd=%d", (c->n_embd / 8 + 1) * 8);
     }
-    if (att == CT_GPT_ATT_FLASH && HS > FLASH_MAX_HS) {
-        ct_error_set(err, CT_ENOTAVAIL, "model-config-value", "flash attention takes heads of %d channels at most, "
-                     "not %d", FLASH_MAX_HS, HS);
-        return ct_error_hint(err, "use more heads, or the simple attention");
-    }
+    if ((rc = ct_gpt_cuda_attention_choice(c, att, &att, err)))
+        return rc;
     if (BT * 4 * c->n_embd > INT32_MAX || BT * d->vp > INT32_MAX || (BT + COL_CHUNK - 1) / COL_CHUNK > 65535)
         return ct_error_set(err, CT_EINVAL, "model-config-value", "cuda gpt: batch %d x seq_len %d is too large",
                             d->max_batch, c->seq_len);
-    d->flash = att == CT_GPT_ATT_FLASH ||
-               (att == CT_GPT_ATT_AUTO && c->seq_len >= CT_GPT_CUDA_FLASH_FROM && HS <= FLASH_MAX_HS);
+    d->flash = att == CT_GPT_ATT_FLASH;
     return 0;
 }
 
@@ -1348,6 +1344,11 @@ static int handles(ct_gpt_cuda *d, ct_error *err)
     if (ct_cuda_malloc((void **)&d->arena, d->arena_bytes) != 0) {
         d->arena = NULL;
         ct_error_set(err, CT_ENOMEM, "cuda", "cuda gpt: out of device memory (%zu bytes)", d->arena_bytes);
+        if (!d->flash)
+            return ct_error_hint(err, "use a smaller --batch-size, seq_len or n_embd (the simple attention keeps "
+                                 "batch x heads x seq_len^2 probabilities per layer, %zu MiB each)",
+                                 (size_t)d->max_batch * d->lay.cfg.n_head * d->lay.cfg.seq_len * d->lay.cfg.seq_len *
+                                     (4 + (d->bf16 ? 2 : 0)) >> 20);
         return ct_error_hint(err, "use a smaller --batch-size, seq_len or n_embd");
     }
     ar.base = d->arena;

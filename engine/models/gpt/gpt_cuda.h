@@ -70,6 +70,20 @@ int ct_gpt_cuda_announce(const ct_gpt_cuda_layout *lay, int s, ct_grad_ready_fn 
 int ct_gpt_cuda_check_tokens(const ct_gpt_cuda_layout *lay, const int32_t *inputs, const int32_t *targets, size_t n,
                              ct_error *err);
 
+/* Attention: the simple path (batched cuBLAS QK^T, a causal softmax kernel, then ·V; keeps the
+ * [B,NH,T,T] probabilities per layer) or the fused flash-style kernels (online softmax, O(T) memory,
+ * recomputed in backward; head size 128 at most). AUTO is the simple path at every seq_len: its GEMMs
+ * run on tensor cores, while the flash kernels are CUDA-core code (a lane per row, scalar dot
+ * products: an estimated 0.25-0.9 s per GPT-2 small step against 42-50 ms), kept for its O(T) memory
+ * and as the reference for a tensor-core attention; AUTO changes only once one has run on a GPU. */
+enum ct_gpt_cuda_attention { CT_GPT_ATT_AUTO, CT_GPT_ATT_SIMPLE, CT_GPT_ATT_FLASH };
+#define CT_GPT_CUDA_FLASH_MAX_HS 128
+
+/* The path cfg runs for what was asked (AUTO: the default) into *out; CT_ENOTAVAIL for flash asked
+ * for with heads over CT_GPT_CUDA_FLASH_MAX_HS channels. */
+int ct_gpt_cuda_attention_choice(const ct_gpt_config *cfg, enum ct_gpt_cuda_attention asked,
+                                 enum ct_gpt_cuda_attention *out, ct_error *err);
+
 /* Moves n bytes between host memory and the device's (dir: CT_GPT_TO_HOST copies dev to host). */
 enum { CT_GPT_TO_HOST, CT_GPT_TO_DEVICE };
 typedef int (*ct_gpt_copy_fn)(void *ctx, int dir, void *host, void *dev, size_t bytes);
@@ -83,13 +97,6 @@ int ct_gpt_cuda_sync(const ct_gpt_cuda_layout *lay, int dir, ct_gpt *host, ct_op
 /* --- device side (gpt_cuda.cu) ------------------------------------------------------------- */
 
 typedef struct ct_gpt_cuda ct_gpt_cuda;
-
-/* Attention: the simple path (batched cuBLAS QK^T, a causal softmax kernel, then ·V; keeps the
- * [B,NH,T,T] probabilities per layer) or the fused flash-style kernels (online softmax, O(T) memory,
- * recomputed in backward; head size 128 at most). AUTO: flash from seq_len CT_GPT_CUDA_FLASH_FROM on
- * where the head size allows it. */
-enum ct_gpt_cuda_attention { CT_GPT_ATT_AUTO, CT_GPT_ATT_SIMPLE, CT_GPT_ATT_FLASH };
-#define CT_GPT_CUDA_FLASH_FROM 1024
 
 typedef struct ct_gpt_cuda_options {
     enum ct_gpt_cuda_attention attention;

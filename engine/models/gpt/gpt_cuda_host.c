@@ -116,3 +116,17 @@ int ct_gpt_cuda_check_tokens(const ct_gpt_cuda_layout *lay, const int32_t *input
             }
     return 0;
 }
+
+int ct_gpt_cuda_attention_choice(const ct_gpt_config *cfg, enum ct_gpt_cuda_attention asked,
+                                 enum ct_gpt_cuda_attention *out, ct_error *err)
+{
+    int HS = cfg->n_embd / cfg->n_head;
+
+    if (asked == CT_GPT_ATT_FLASH && HS > CT_GPT_CUDA_FLASH_MAX_HS) {
+        ct_error_set(err, CT_ENOTAVAIL, "model-config-value", "flash attention takes heads of %d channels at most, "
+                     "not %d", CT_GPT_CUDA_FLASH_MAX_HS, HS);
+        return ct_error_hint(err, "use more heads, or the simple attention");
+    }
+    *out = asked == CT_GPT_ATT_FLASH ? CT_GPT_ATT_FLASH : CT_GPT_ATT_SIMPLE;
+    return 0;
+}
