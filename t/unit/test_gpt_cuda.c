@@ -350,6 +350,135 @@ static void test_attention_default(void **state)
     assert_int_equal(got, CT_GPT_ATT_SIMPLE);
 }
 
+/* The LM head's rows and the logits' stride: vocab to a multiple of 64. */
+static void test_padded_vocab(void **state)
+{
+    (void)state;
+    assert_int_equal(ct_gpt_cuda_padded_vocab(50257), 50304);
+    assert_int_equal(ct_gpt_cuda_padded_vocab(256), 256);
+    assert_int_equal(ct_gpt_cuda_padded_vocab(1001), 1024);
+    assert_int_equal(ct_gpt_cuda_padded_vocab(13), 64);
+    assert_int_equal(ct_gpt_cuda_padded_vocab(65536), 65536);
+}
+
+/* The alignment cuBLASLt is told, from the real pointers: a tensor 96 bytes into a 256-byte aligned
+ * array (what the test shapes' offsets give) is 32-byte aligned, not the 256 the heuristic assumes. */
+static void test_alignment_of_pointers(void **state)
+{
+    static char base[1024] __attribute__((aligned(256)));
+    const uint16_t *bf = (const uint16_t *)base;
+
+    (void)state;
+    assert_int_equal(ct_gpt_cuda_alignment(base), 256);
+    assert_int_equal(ct_gpt_cuda_alignment(base + 512), 256);
+    assert_int_equal(ct_gpt_cuda_alignment(base + 96), 32);
+    assert_int_equal(ct_gpt_cuda_alignment(base + 8), 8);
+    assert_int_equal(ct_gpt_cuda_alignment(bf + 3), 2); /* a bf16 element 6 bytes in */
+    assert_int_equal(ct_gpt_cuda_alignment(NULL), 256);
+    /* every tensor of the cpu GPT's layout, as bf16 in a 256-byte aligned array: at least 2 bytes, and
+     * exactly what its offset's lowest set bit says */
+    {
+        ct_gpt *m = model(8);
+        ct_gpt_cuda_layout lay;
+        ct_error err;
+
+        assert_int_equal(ct_gpt_cuda_layout_of(m, &lay, &err), 0);
+        for (int i = 0; i < lay.n_tensors; i++) {
+            size_t bytes = 2 * lay.offset[i];
+            unsigned want = bytes ? (unsigned)(bytes & -bytes) : 256;
+
+            assert_int_equal(ct_gpt_cuda_alignment((const char *)(uintptr_t)0x10000 + bytes), want > 256 ? 256 : want);
+        }
+        ct_gpt_free(m);
+    }
+}
+
+static ct_gpt_cuda_gemm_shape shape_of_head(void)
+{
+    /* the LM head of GPT-2 small under bf16-mixed: 50304 x 8192 x 768, bf16 in, fp32 out (14 = CUDA_R_16BF,
+     * 0 = CUDA_R_32F, 1 = CUBLASLT_EPILOGUE_DEFAULT) */
+    ct_gpt_cuda_gemm_shape s = { 1, 0, 50304, 8192, 768, 768, 768, 50304, 0, 14, 14, 0, 1,
+                                 (const void *)(uintptr_t)0x100000, (const void *)(uintptr_t)0x200000,
+                                 (const void *)(uintptr_t)0x300000 };
+    return s;
+}
+
+/* A key holds every field the descriptors and the algorithm depend on and not the pointers: the same
+ * shape at other addresses of the same alignment is the same key, any field changed another. */
+static void test_gemm_keys(void **state)
+{
+    ct_gpt_cuda_gemm_shape s = shape_of_head(), t;
+    ct_gpt_cuda_gemm_key a, b;
+
+    (void)state;
+    ct_gpt_cuda_gemm_key_set(&a, &s);
+    assert_int_equal(a.m, 50304);
+    assert_int_equal(a.align_a, 256);
+    t = s;
+    t.a = (const char *)s.a + 4096;
+    t.d = (const char *)s.d + 65536;
+    ct_gpt_cuda_gemm_key_set(&b, &t);
+    assert_memory_equal(&a, &b, sizeof(a));
+    for (int f = 0; f < 16; f++) {
+        t = s;
+        switch (f) {
+        case 0: t.ta = 0; break;
+        case 1: t.tb = 1; break;
+        case 2: t.m = 50257; break;
+        case 3: t.n = 4096; break;
+        case 4: t.k = 3072; break;
+        case 5: t.lda = 776; break;
+        case 6: t.ldb = 776; break;
+        case 7: t.ldd = 50257; break;
+        case 8: t.ld_aux = 768; break;
+        case 9: t.a_type = 0; break;
+        case 10: t.b_type = 0; break;
+        case 11: t.d_type = 14; break;
+        case 12: t.epilogue = 4; break;
+        case 13: t.a = (const char *)s.a + 96; break;
+        case 14: t.b = (const char *)s.b + 2; break;
+        case 15: t.d = (const char *)s.d + 16; break;
+        }
+        ct_gpt_cuda_gemm_key_set(&b, &t);
+        assert_memory_not_equal(&a, &b, sizeof(a));
+    }
+    ct_gpt_cuda_gemm_key_set(&b, &t);
+    assert_int_equal(b.align_d, 16);
+}
+
+/* The cache: a key met again is its slot, a new one the next; full, -1; a failed build's slot dropped. */
+static void test_gemm_cache(void **state)
+{
+    ct_gpt_cuda_gemm_cache c = { 0 };
+    ct_gpt_cuda_gemm_shape s = shape_of_head();
+    ct_gpt_cuda_gemm_key k;
+    int fresh = -1;
+
+    (void)state;
+    for (int i = 0; i < CT_GPT_CUDA_GEMM_SLOTS; i++) {
+        s.n = 64 * (i + 1);
+        ct_gpt_cuda_gemm_key_set(&k, &s);
+        assert_int_equal(ct_gpt_cuda_gemm_cache_slot(&c, &k, &fresh), i);
+        assert_int_equal(fresh, 1);
+    }
+    for (int i = CT_GPT_CUDA_GEMM_SLOTS - 1; i >= 0; i--) {
+        s.n = 64 * (i + 1);
+        ct_gpt_cuda_gemm_key_set(&k, &s);
+        assert_int_equal(ct_gpt_cuda_gemm_cache_slot(&c, &k, &fresh), i);
+        assert_int_equal(fresh, 0);
+    }
+    s.n = 7;
+    ct_gpt_cuda_gemm_key_set(&k, &s);
+    assert_int_equal(ct_gpt_cuda_gemm_cache_slot(&c, &k, &fresh), -1);
+    /* a build that failed leaves its slot free for the next key */
+    memset(&c, 0, sizeof(c));
+    assert_int_equal(ct_gpt_cuda_gemm_cache_slot(&c, &k, &fresh), 0);
+    ct_gpt_cuda_gemm_cache_drop(&c, 0);
+    assert_int_equal(c.n, 0);
+    assert_int_equal(ct_gpt_cuda_gemm_cache_slot(&c, &k, &fresh), 0);
+    assert_int_equal(fresh, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -360,6 +489,10 @@ int main(void)
         cmocka_unit_test(test_sync_refuses_another_layout),
         cmocka_unit_test(test_tokens_checked),
         cmocka_unit_test(test_attention_default),
+        cmocka_unit_test(test_padded_vocab),
+        cmocka_unit_test(test_alignment_of_pointers),
+        cmocka_unit_test(test_gemm_keys),
+        cmocka_unit_test(test_gemm_cache),
     };
 
     cmocka_set_message_output(CM_OUTPUT_TAP);

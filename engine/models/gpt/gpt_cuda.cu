@@ -46,10 +46,21 @@ struct layer_acts {
     float *lse;                              // flash attention: each row's log-sum-exp [B,NH,T]
 };
 
+// One cuBLASLt matmul's descriptors and algorithm, built the first time its key is met (gpt_cuda.h's
+// ct_gpt_cuda_gemm_cache: shape, transposes, types, epilogue, the pointers' alignment). no_algo: the
+// heuristic offered none (status why), remembered so the fallback is taken without asking again.
+struct lt_plan {
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+    int no_algo;
+    cublasStatus_t status;
+};
+
 struct ct_gpt_cuda {
     ct_gpt_cuda_layout lay;
     int max_batch, batch;
-    int vp;                       // the logits' row stride: vocab rounded up to 8 (16-byte bf16 rows)
+    int vp;                       // the logits' row stride: vocab rounded up to 64 (ct_gpt_cuda_padded_vocab)
     int bf16;                     // bf16-mixed: G is bf16
     size_t gsz;                   // bytes of a G element
     cudaDataType_t gtype;
@@ -58,12 +69,15 @@ struct ct_gpt_cuda {
     cublasHandle_t blas;          // attention's batched GEMMs
     cublasLtHandle_t lt;          // every other GEMM
     void *ws;
+    ct_gpt_cuda_gemm_cache gemm_cache;
+    struct lt_plan plans[CT_GPT_CUDA_GEMM_SLOTS];
 
     char *arena;                  // every device array, one allocation
     size_t arena_bytes;
     float *params, *grads, *state[2];
     int n_states;
-    void *params_g;               // bf16-mixed: the parameters in bf16, refreshed each forward
+    void *params_g;               // bf16-mixed: the parameters in bf16, refreshed each forward (not wte's)
+    void *wte_g;                  // bf16-mixed: wte in bf16, [vp, C], the rows past vocab zero (the LM head's A)
     int32_t *inputs, *targets;
     float *encoded;
     struct layer_acts layers[CT_GPT_MAX_LAYER];
@@ -759,10 +773,8 @@ static unsigned blocks_for(size_t n, unsigned threads)
 
 // --- GEMMs --------------------------------------------------------------------------------
 
-// D[m,n] (column-major, fp32) = alpha op(A) op(B) with A, B of the GEMM type, fp32 accumulation,
-// and an epilogue: bias (length m) added, GELU with the pre-GELU values in aux, or dGELU with
-// aux read. *no_algo (when given) is set instead of failing where cuBLASLt has no algorithm for the
-// epilogue; the caller then runs it as a kernel.
+// One GEMM: D[m,n] = alpha op(A) op(B) and an epilogue: bias (length m) added, GELU with the pre-GELU
+// values in aux, or dGELU with aux read.
 struct gemm_args {
     int ta, tb, m, n, k;
     float alpha;
@@ -777,60 +789,112 @@ struct gemm_args {
     float *aux;
 };
 
-static int lt_gemm(ct_gpt_cuda *d, const struct gemm_args *g, int *no_algo, const char *what, ct_error *err)
+static void plan_free(struct lt_plan *p)
 {
-    cublasLtMatmulDesc_t op = NULL;
-    cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
+    if (p->lc)
+        cublasLtMatrixLayoutDestroy(p->lc);
+    if (p->lb)
+        cublasLtMatrixLayoutDestroy(p->lb);
+    if (p->la)
+        cublasLtMatrixLayoutDestroy(p->la);
+    if (p->op)
+        cublasLtMatmulDescDestroy(p->op);
+    memset(p, 0, sizeof(*p));
+}
+
+// The descriptors of key k and the heuristic's algorithm for them, told the pointers' real alignment
+// (it assumes 256 bytes otherwise and may pick an algorithm the pointers cannot take).
+static int plan_build(ct_gpt_cuda *d, const ct_gpt_cuda_gemm_key *k, struct lt_plan *p, const char *what, ct_error *err)
+{
     cublasLtMatmulPreference_t pref = NULL;
     cublasLtMatmulHeuristicResult_t h;
-    cublasOperation_t opa = g->ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = g->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t opa = k->ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = k->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasLtEpilogue_t epi = (cublasLtEpilogue_t)k->epilogue;
     size_t ws = LT_WORKSPACE;
-    int64_t ld_aux = g->m;
-    float beta = 0.0f;
-    int found = 0, rc = 0;
+    int64_t ld_aux = k->ld_aux;
+    uint32_t align_a = k->align_a, align_b = k->align_b, align_d = k->align_d;
+    int found = 0;
     cublasStatus_t s;
 
     memset(&h, 0, sizeof(h));
-    if ((s = cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F)) != CUBLAS_STATUS_SUCCESS ||
-        (s = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa))) ||
-        (s = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb))) ||
-        (s = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &g->epi, sizeof(g->epi))) ||
-        (g->bias && (s = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias,
-                                                        sizeof(g->bias)))) ||
-        (g->aux && ((s = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g->aux,
-                                                        sizeof(g->aux))) ||
-                    (s = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux,
-                                                        sizeof(ld_aux))))) ||
-        (s = cublasLtMatrixLayoutCreate(&la, d->gtype, g->ta ? g->k : g->m, g->ta ? g->m : g->k, g->lda)) ||
-        (s = cublasLtMatrixLayoutCreate(&lb, d->gtype, g->tb ? g->n : g->k, g->tb ? g->k : g->n, g->ldb)) ||
-        (s = cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, g->m, g->n, g->ldd)) ||
+    if ((s = cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F)) != CUBLAS_STATUS_SUCCESS ||
+        (s = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa))) ||
+        (s = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb))) ||
+        (s = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi))) ||
+        (ld_aux && (s = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux,
+                                                       sizeof(ld_aux)))) ||
+        (s = cublasLtMatrixLayoutCreate(&p->la, (cudaDataType_t)k->a_type, k->ta ? k->k : k->m, k->ta ? k->m : k->k,
+                                        k->lda)) ||
+        (s = cublasLtMatrixLayoutCreate(&p->lb, (cudaDataType_t)k->b_type, k->tb ? k->n : k->k, k->tb ? k->k : k->n,
+                                        k->ldb)) ||
+        (s = cublasLtMatrixLayoutCreate(&p->lc, (cudaDataType_t)k->d_type, k->m, k->n, k->ldd)) ||
         (s = cublasLtMatmulPreferenceCreate(&pref)) ||
-        (s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)))) {
-        rc = blas_fail(s, what, err);
-        goto out;
+        (s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws))) ||
+        (s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
+                                                  sizeof(align_a))) ||
+        (s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
+                                                  sizeof(align_b))) ||
+        (s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d,
+                                                  sizeof(align_d))) ||
+        (s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
+                                                  sizeof(align_d)))) {
+        if (pref)
+            cublasLtMatmulPreferenceDestroy(pref);
+        return blas_fail(s, what, err);
     }
-    s = cublasLtMatmulAlgoGetHeuristic(d->lt, op, la, lb, lc, lc, pref, 1, &h, &found);
+    s = cublasLtMatmulAlgoGetHeuristic(d->lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &h, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
     if (s != CUBLAS_STATUS_SUCCESS || found == 0) {
+        p->no_algo = 1;
+        p->status = s != CUBLAS_STATUS_SUCCESS ? s : CUBLAS_STATUS_NOT_SUPPORTED;
+        return 0;
+    }
+    p->algo = h.algo;
+    return 0;
+}
+
+// D[m,n] (column-major, fp32) = alpha op(A) op(B) with A, B of the GEMM type, fp32 accumulation, and
+// g's epilogue, through the plan cached for its key (built here the first time; for this call alone
+// when the cache is full). *no_algo (when given) is set instead of failing where cuBLASLt has no
+// algorithm for the epilogue; the caller then runs it as a kernel.
+static int lt_gemm(ct_gpt_cuda *d, const struct gemm_args *g, int *no_algo, const char *what, ct_error *err)
+{
+    ct_gpt_cuda_gemm_shape shape = { g->ta, g->tb, g->m, g->n, g->k, g->lda, g->ldb, g->ldd, g->aux ? g->m : 0,
+                                     (int)d->gtype, (int)d->gtype, (int)CUDA_R_32F, (int)g->epi, g->a, g->b, g->d };
+    ct_gpt_cuda_gemm_key key;
+    struct lt_plan once, *p = &once;
+    const float beta = 0.0f;
+    int slot, fresh = 1, rc = 0;
+    cublasStatus_t s;
+
+    memset(&once, 0, sizeof(once));
+    ct_gpt_cuda_gemm_key_set(&key, &shape);
+    if ((slot = ct_gpt_cuda_gemm_cache_slot(&d->gemm_cache, &key, &fresh)) >= 0)
+        p = &d->plans[slot];
+    if (fresh && (rc = plan_build(d, &key, p, what, err))) {
+        plan_free(p);
+        if (slot >= 0)
+            ct_gpt_cuda_gemm_cache_drop(&d->gemm_cache, slot);
+        return rc;
+    }
+    if (p->no_algo) {
         if (no_algo && g->epi != CUBLASLT_EPILOGUE_DEFAULT)
             *no_algo = 1;
         else
-            rc = blas_fail(s != CUBLAS_STATUS_SUCCESS ? s : CUBLAS_STATUS_NOT_SUPPORTED, what, err);
+            rc = blas_fail(p->status, what, err);
         goto out;
     }
-    if ((s = cublasLtMatmul(d->lt, op, &g->alpha, g->a, la, g->b, lb, &beta, g->d, lc, g->d, lc, &h.algo, d->ws, ws,
-                            d->stream)) != CUBLAS_STATUS_SUCCESS)
+    // The pointers are the call's (the cached descriptor keeps the last call's until set again).
+    if ((g->bias && (s = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias,
+                                                        sizeof(g->bias))) != CUBLAS_STATUS_SUCCESS) ||
+        (g->aux && (s = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g->aux,
+                                                       sizeof(g->aux))) != CUBLAS_STATUS_SUCCESS) ||
+        (s = cublasLtMatmul(d->lt, p->op, &g->alpha, g->a, p->la, g->b, p->lb, &beta, g->d, p->lc, g->d, p->lc,
+                            &p->algo, d->ws, LT_WORKSPACE, d->stream)) != CUBLAS_STATUS_SUCCESS)
         rc = blas_fail(s, what, err);
 out:
-    if (pref)
-        cublasLtMatmulPreferenceDestroy(pref);
-    if (lc)
-        cublasLtMatrixLayoutDestroy(lc);
-    if (lb)
-        cublasLtMatrixLayoutDestroy(lb);
-    if (la)
-        cublasLtMatrixLayoutDestroy(la);
-    if (op)
-        cublasLtMatmulDescDestroy(op);
+    if (slot < 0)
+        plan_free(&once);
     return rc;
 }
 
@@ -877,6 +941,8 @@ static int batched_gemm(ct_gpt_cuda *d, int ta, int tb, int m, int n, int k, flo
 
 static const void *weight(const ct_gpt_cuda *d, size_t off)
 {
+    if (d->bf16 && off == d->lay.wte)
+        return d->wte_g;
     return d->bf16 ? (const void *)((const bf16 *)d->params_g + off) : (const void *)(d->params + off);
 }
 
@@ -1113,9 +1179,17 @@ extern "C" int ct_gpt_cuda_forward(ct_gpt_cuda *d, int batch, double *loss_sum, 
         return rc;
     cudaMemcpyAsync(d->inputs, d->h_tokens, sizeof(int32_t) * BT, cudaMemcpyHostToDevice, d->stream);
     cudaMemcpyAsync(d->targets, d->h_tokens + maxbt, sizeof(int32_t) * BT, cudaMemcpyHostToDevice, d->stream);
-    // The weights changed at the last update: one bf16 rounding of all of them per forward.
-    if (d->bf16)
-        k_to_bf16<<<blocks_for(lay->n_params, 256), 256, 0, d->stream>>>(d->params, (bf16 *)d->params_g, lay->n_params);
+    // The weights changed at the last update: one bf16 rounding of all of them per forward, wte into its
+    // padded copy (the LM head's rows past vocab stay zero), the others where their offsets say.
+    if (d->bf16) {
+        size_t w0 = lay->wte, w1 = lay->wte + (size_t)V * C;
+
+        k_to_bf16<<<blocks_for(w0, 256), 256, 0, d->stream>>>(d->params, (bf16 *)d->params_g, w0);
+        k_to_bf16<<<blocks_for((size_t)V * C, 256), 256, 0, d->stream>>>(d->params + w0, (bf16 *)d->wte_g,
+                                                                         (size_t)V * C);
+        k_to_bf16<<<blocks_for(lay->n_params - w1, 256), 256, 0, d->stream>>>(d->params + w1, (bf16 *)d->params_g + w1,
+                                                                              lay->n_params - w1);
+    }
     k_embed<<<blocks_for((size_t)BT * C, 256), 256, 0, d->stream>>>(d->encoded, d->inputs, d->params + lay->wte,
                                                                     d->params + lay->wpe, BT, T, C, V);
     if ((rc = launched("embedding", err)) ||
@@ -1125,9 +1199,10 @@ extern "C" int ct_gpt_cuda_forward(ct_gpt_cuda *d, int batch, double *loss_sum, 
     for (int l = 0; l < lay->cfg.n_layer; l++)
         if ((rc = block_forward(d, l, batch, err)))
             return rc;
-    /* logits = lnf wte^T: the LM head is the token embedding, transposed */
-    head = { 1, 0, V, BT, C, 1.0f, weight(d, lay->wte), C, d->lnf, C, d->logits, d->vp, CUBLASLT_EPILOGUE_DEFAULT,
-             NULL, NULL };
+    /* logits = lnf wte^T: the LM head is the token embedding, transposed; under bf16-mixed over the
+     * padded vocabulary (a multiple of 64 rows: whole tiles; the extra logits are 0 and never read) */
+    head = { 1, 0, d->bf16 ? d->vp : V, BT, C, 1.0f, weight(d, lay->wte), C, d->lnf, C, d->logits, d->vp,
+             CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL };
     if ((rc = lt_gemm(d, &head, NULL, "the LM head", err)))
         return rc;
     LAUNCH_G(d, k_classifier, BT, 256, d->logits, (G *)d->dlogits_g, d->targets, d->losses, V, d->vp);
@@ -1260,6 +1335,7 @@ static void carve(ct_gpt_cuda *d, struct arena *ar)
     for (int s = 0; s < d->n_states; s++)
         d->state[s] = (float *)take(ar, 4 * P);
     d->params_g = d->bf16 ? take(ar, 2 * P) : NULL;
+    d->wte_g = d->bf16 ? take(ar, 2 * V * C) : NULL;
     d->inputs = (int32_t *)take(ar, 4 * BT);
     d->targets = (int32_t *)take(ar, 4 * BT);
     d->encoded = (float *)take(ar, 4 * BT * C);
@@ -1354,6 +1430,10 @@ static int handles(ct_gpt_cuda *d, ct_error *err)
     ar.base = d->arena;
     ar.off = 0;
     carve(d, &ar);
+    if (d->bf16 && cudaMemsetAsync((bf16 *)d->wte_g + (size_t)d->lay.cfg.vocab * d->lay.cfg.n_embd, 0,
+                                   sizeof(bf16) * (size_t)(d->vp - d->lay.cfg.vocab) * d->lay.cfg.n_embd,
+                                   d->stream) != cudaSuccess)
+        return ct_error_set(err, CT_EIO, "cuda", "cuda gpt: clearing the padded LM head's rows failed");
     if (cudaMallocHost((void **)&d->h_tokens, 2 * sizeof(int32_t) * d->max_batch * d->lay.cfg.seq_len) != cudaSuccess ||
         cudaMallocHost((void **)&d->h_losses, sizeof(float) * d->max_batch * d->lay.cfg.seq_len) != cudaSuccess ||
         cudaMallocHost((void **)&d->h_norm, sizeof(double)) != cudaSuccess)
@@ -1374,7 +1454,7 @@ extern "C" int ct_gpt_cuda_create(ct_gpt *host, const ct_optim *o, int max_batch
     if (!(d = (ct_gpt_cuda *)calloc(1, sizeof(*d))))
         return ct_error_set(err, CT_ENOMEM, "", "out of memory creating the cuda gpt");
     d->max_batch = max_batch;
-    d->vp = (ct_gpt_get_config(host)->vocab + 7) / 8 * 8;
+    d->vp = ct_gpt_cuda_padded_vocab(ct_gpt_get_config(host)->vocab);
     d->bf16 = gemm_dtype == CT_DTYPE_BF16;
     d->gsz = d->bf16 ? 2 : 4;
     d->gtype = d->bf16 ? CUDA_R_16BF : CUDA_R_32F;
@@ -1396,6 +1476,8 @@ extern "C" void ct_gpt_cuda_free(ct_gpt_cuda *d)
         return;
     if (d->stream || d->blas)
         cudaStreamSynchronize(d->stream);
+    for (int i = 0; i < d->gemm_cache.n; i++)
+        plan_free(&d->plans[i]);
     if (d->blas)
         cublasDestroy(d->blas);
     if (d->lt)

@@ -84,6 +84,50 @@ enum ct_gpt_cuda_attention { CT_GPT_ATT_AUTO, CT_GPT_ATT_SIMPLE, CT_GPT_ATT_FLAS
 int ct_gpt_cuda_attention_choice(const ct_gpt_config *cfg, enum ct_gpt_cuda_attention asked,
                                  enum ct_gpt_cuda_attention *out, ct_error *err);
 
+/* --- cuBLASLt bookkeeping (host side: unit-tested without a GPU) --------------------------------- */
+
+/* The logits' row stride and the LM head's rows under bf16-mixed: vocab rounded up to a multiple of 64
+ * (GPT-2's 50257 to 50304), the extra rows of the padded bf16 wte copy zero (their logits are 0 and
+ * never read). */
+int ct_gpt_cuda_padded_vocab(int vocab);
+
+/* The largest power of two, at most 256, that divides p's address (256 for NULL): what cuBLASLt's
+ * CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES preferences are set to, so the heuristic offers only
+ * algorithms that take the real pointers (it assumes 256 otherwise). */
+unsigned ct_gpt_cuda_alignment(const void *p);
+
+/* Everything a cuBLASLt matmul's descriptors and its algorithm depend on; the pointers themselves (A,
+ * B, D, bias, aux) are not part of it, their alignment is. Types and epilogue hold cudaDataType_t and
+ * cublasLtEpilogue_t values. Made whole with ct_gpt_cuda_gemm_key_set (keys compare as bytes). */
+typedef struct ct_gpt_cuda_gemm_key {
+    int32_t ta, tb, m, n, k, lda, ldb, ldd, ld_aux;
+    int32_t a_type, b_type, d_type, epilogue;
+    uint32_t align_a, align_b, align_d;
+} ct_gpt_cuda_gemm_key;
+
+typedef struct ct_gpt_cuda_gemm_shape {
+    int ta, tb, m, n, k, lda, ldb, ldd, ld_aux;
+    int a_type, b_type, d_type, epilogue;
+    const void *a, *b, *d;
+} ct_gpt_cuda_gemm_shape;
+
+void ct_gpt_cuda_gemm_key_set(ct_gpt_cuda_gemm_key *key, const ct_gpt_cuda_gemm_shape *s);
+
+/* The descriptors and algorithm of each key met, built once (a step has about 15 distinct GEMMs; a
+ * batch of another size adds its own): the device side keeps its entry for slot i in its own array. */
+#define CT_GPT_CUDA_GEMM_SLOTS 64
+typedef struct ct_gpt_cuda_gemm_cache {
+    int n;
+    ct_gpt_cuda_gemm_key key[CT_GPT_CUDA_GEMM_SLOTS];
+} ct_gpt_cuda_gemm_cache;
+
+/* key's slot: the one holding it (*fresh = 0), else the next free one, now holding it (*fresh = 1: the
+ * caller builds its entry; ct_gpt_cuda_gemm_cache_drop if that fails); -1 when every slot is taken
+ * (the caller builds and frees an entry for this call alone). */
+int ct_gpt_cuda_gemm_cache_slot(ct_gpt_cuda_gemm_cache *c, const ct_gpt_cuda_gemm_key *key, int *fresh);
+/* Forgets the slot ct_gpt_cuda_gemm_cache_slot just added (the last one). */
+void ct_gpt_cuda_gemm_cache_drop(ct_gpt_cuda_gemm_cache *c, int slot);
+
 /* Moves n bytes between host memory and the device's (dir: CT_GPT_TO_HOST copies dev to host). */
 enum { CT_GPT_TO_HOST, CT_GPT_TO_DEVICE };
 typedef int (*ct_gpt_copy_fn)(void *ctx, int dir, void *host, void *dev, size_t bytes);

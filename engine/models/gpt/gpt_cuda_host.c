@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The CUDA GPT's host side: layout, announcement stages, parameter and optimizer-state copies; see
  * gpt_cuda.h. Plain C in every build: the unit tests check it without a GPU. */
+#include <stdint.h>
 #include <string.h>
 
 #include "engine/models/gpt/gpt_cuda.h"
@@ -129,4 +130,59 @@ int ct_gpt_cuda_attention_choice(const ct_gpt_config *cfg, enum ct_gpt_cuda_atte
     }
     *out = asked == CT_GPT_ATT_FLASH ? CT_GPT_ATT_FLASH : CT_GPT_ATT_SIMPLE;
     return 0;
+}
+
+int ct_gpt_cuda_padded_vocab(int vocab)
+{
+    return (vocab + 63) / 64 * 64;
+}
+
+unsigned ct_gpt_cuda_alignment(const void *p)
+{
+    uintptr_t a = (uintptr_t)p;
+
+    if (a == 0 || (a & 255) == 0)
+        return 256;
+    return (unsigned)(a & -a);
+}
+
+void ct_gpt_cuda_gemm_key_set(ct_gpt_cuda_gemm_key *key, const ct_gpt_cuda_gemm_shape *s)
+{
+    memset(key, 0, sizeof(*key)); /* no stray bytes: keys compare with memcmp */
+    key->ta = s->ta;
+    key->tb = s->tb;
+    key->m = s->m;
+    key->n = s->n;
+    key->k = s->k;
+    key->lda = s->lda;
+    key->ldb = s->ldb;
+    key->ldd = s->ldd;
+    key->ld_aux = s->ld_aux;
+    key->a_type = s->a_type;
+    key->b_type = s->b_type;
+    key->d_type = s->d_type;
+    key->epilogue = s->epilogue;
+    key->align_a = ct_gpt_cuda_alignment(s->a);
+    key->align_b = ct_gpt_cuda_alignment(s->b);
+    key->align_d = ct_gpt_cuda_alignment(s->d);
+}
+
+int ct_gpt_cuda_gemm_cache_slot(ct_gpt_cuda_gemm_cache *c, const ct_gpt_cuda_gemm_key *key, int *fresh)
+{
+    for (int i = 0; i < c->n; i++)
+        if (!memcmp(&c->key[i], key, sizeof(*key))) {
+            *fresh = 0;
+            return i;
+        }
+    if (c->n == CT_GPT_CUDA_GEMM_SLOTS)
+        return -1;
+    c->key[c->n] = *key;
+    *fresh = 1;
+    return c->n++;
+}
+
+void ct_gpt_cuda_gemm_cache_drop(ct_gpt_cuda_gemm_cache *c, int slot)
+{
+    if (slot >= 0 && slot == c->n - 1)
+        c->n--;
 }
