@@ -399,7 +399,7 @@ static ct_gpt_cuda_gemm_shape shape_of_head(void)
      * 0 = CUDA_R_32F, 1 = CUBLASLT_EPILOGUE_DEFAULT) */
     ct_gpt_cuda_gemm_shape s = { 1, 0, 50304, 8192, 768, 768, 768, 50304, 0, 14, 14, 0, 1,
                                  (const void *)(uintptr_t)0x100000, (const void *)(uintptr_t)0x200000,
-                                 (const void *)(uintptr_t)0x300000 };
+                                 (const void *)(uintptr_t)0x300000, NULL, NULL };
     return s;
 }
 
@@ -419,7 +419,7 @@ static void test_gemm_keys(void **state)
     t.d = (const char *)s.d + 65536;
     ct_gpt_cuda_gemm_key_set(&b, &t);
     assert_memory_equal(&a, &b, sizeof(a));
-    for (int f = 0; f < 16; f++) {
+    for (int f = 0; f < 18; f++) {
         t = s;
         switch (f) {
         case 0: t.ta = 0; break;
@@ -438,12 +438,16 @@ static void test_gemm_keys(void **state)
         case 13: t.a = (const char *)s.a + 96; break;
         case 14: t.b = (const char *)s.b + 2; break;
         case 15: t.d = (const char *)s.d + 16; break;
+        case 16: t.bias = (const char *)s.d + 4; break; /* a bias 4 bytes off 256 */
+        case 17: t.aux = (const char *)s.d + 8; break;
         }
         ct_gpt_cuda_gemm_key_set(&b, &t);
         assert_memory_not_equal(&a, &b, sizeof(a));
     }
+    assert_int_equal(b.align_aux, 8);
+    t.bias = (const char *)s.d + 4;
     ct_gpt_cuda_gemm_key_set(&b, &t);
-    assert_int_equal(b.align_d, 16);
+    assert_int_equal(b.align_bias, 4);
 }
 
 /* The cache: a key met again is its slot, a new one the next; full, -1; a failed build's slot dropped. */

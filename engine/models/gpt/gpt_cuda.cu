@@ -803,8 +803,10 @@ static void plan_free(struct lt_plan *p)
 }
 
 // The descriptors of key k and the heuristic's algorithm for them, told the pointers' real alignment
-// (it assumes 256 bytes otherwise and may pick an algorithm the pointers cannot take).
-static int plan_build(ct_gpt_cuda *d, const ct_gpt_cuda_gemm_key *k, struct lt_plan *p, const char *what, ct_error *err)
+// (it assumes 256 bytes otherwise and may pick an algorithm the pointers cannot take): A's, B's and D's
+// as preferences, the bias's and aux's by g's pointers themselves, which it reads for theirs.
+static int plan_build(ct_gpt_cuda *d, const ct_gpt_cuda_gemm_key *k, const struct gemm_args *g, struct lt_plan *p,
+                      const char *what, ct_error *err)
 {
     cublasLtMatmulPreference_t pref = NULL;
     cublasLtMatmulHeuristicResult_t h;
@@ -823,6 +825,10 @@ static int plan_build(ct_gpt_cuda *d, const ct_gpt_cuda_gemm_key *k, struct lt_p
         (s = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi))) ||
         (ld_aux && (s = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux,
                                                        sizeof(ld_aux)))) ||
+        (g->bias && (s = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias,
+                                                        sizeof(g->bias)))) ||
+        (g->aux && (s = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g->aux,
+                                                       sizeof(g->aux)))) ||
         (s = cublasLtMatrixLayoutCreate(&p->la, (cudaDataType_t)k->a_type, k->ta ? k->k : k->m, k->ta ? k->m : k->k,
                                         k->lda)) ||
         (s = cublasLtMatrixLayoutCreate(&p->lb, (cudaDataType_t)k->b_type, k->tb ? k->n : k->k, k->tb ? k->k : k->n,
@@ -860,7 +866,8 @@ static int plan_build(ct_gpt_cuda *d, const ct_gpt_cuda_gemm_key *k, struct lt_p
 static int lt_gemm(ct_gpt_cuda *d, const struct gemm_args *g, int *no_algo, const char *what, ct_error *err)
 {
     ct_gpt_cuda_gemm_shape shape = { g->ta, g->tb, g->m, g->n, g->k, g->lda, g->ldb, g->ldd, g->aux ? g->m : 0,
-                                     (int)d->gtype, (int)d->gtype, (int)CUDA_R_32F, (int)g->epi, g->a, g->b, g->d };
+                                     (int)d->gtype, (int)d->gtype, (int)CUDA_R_32F, (int)g->epi, g->a, g->b, g->d,
+                                     g->bias, g->aux };
     ct_gpt_cuda_gemm_key key;
     struct lt_plan once, *p = &once;
     const float beta = 0.0f;
@@ -871,7 +878,7 @@ static int lt_gemm(ct_gpt_cuda *d, const struct gemm_args *g, int *no_algo, cons
     ct_gpt_cuda_gemm_key_set(&key, &shape);
     if ((slot = ct_gpt_cuda_gemm_cache_slot(&d->gemm_cache, &key, &fresh)) >= 0)
         p = &d->plans[slot];
-    if (fresh && (rc = plan_build(d, &key, p, what, err))) {
+    if (fresh && (rc = plan_build(d, &key, g, p, what, err))) {
         plan_free(p);
         if (slot >= 0)
             ct_gpt_cuda_gemm_cache_drop(&d->gemm_cache, slot);
@@ -884,7 +891,8 @@ static int lt_gemm(ct_gpt_cuda *d, const struct gemm_args *g, int *no_algo, cons
             rc = blas_fail(p->status, what, err);
         goto out;
     }
-    // The pointers are the call's (the cached descriptor keeps the last call's until set again).
+    // The pointers are the call's (the cached descriptor keeps the last call's until set again; their
+    // alignment is the key's).
     if ((g->bias && (s = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias,
                                                         sizeof(g->bias))) != CUBLAS_STATUS_SUCCESS) ||
         (g->aux && (s = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g->aux,

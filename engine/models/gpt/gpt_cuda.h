@@ -97,18 +97,19 @@ int ct_gpt_cuda_padded_vocab(int vocab);
 unsigned ct_gpt_cuda_alignment(const void *p);
 
 /* Everything a cuBLASLt matmul's descriptors and its algorithm depend on; the pointers themselves (A,
- * B, D, bias, aux) are not part of it, their alignment is. Types and epilogue hold cudaDataType_t and
- * cublasLtEpilogue_t values. Made whole with ct_gpt_cuda_gemm_key_set (keys compare as bytes). */
+ * B, D, the epilogue's bias and aux) are not part of it, their alignment is (the heuristic reads the
+ * bias and aux pointers' values for theirs, cublasLt.h says). Types and epilogue hold cudaDataType_t
+ * and cublasLtEpilogue_t values. Made whole with ct_gpt_cuda_gemm_key_set (keys compare as bytes). */
 typedef struct ct_gpt_cuda_gemm_key {
     int32_t ta, tb, m, n, k, lda, ldb, ldd, ld_aux;
     int32_t a_type, b_type, d_type, epilogue;
-    uint32_t align_a, align_b, align_d;
+    uint32_t align_a, align_b, align_d, align_bias, align_aux;
 } ct_gpt_cuda_gemm_key;
 
 typedef struct ct_gpt_cuda_gemm_shape {
     int ta, tb, m, n, k, lda, ldb, ldd, ld_aux;
     int a_type, b_type, d_type, epilogue;
-    const void *a, *b, *d;
+    const void *a, *b, *d, *bias, *aux;
 } ct_gpt_cuda_gemm_shape;
 
 void ct_gpt_cuda_gemm_key_set(ct_gpt_cuda_gemm_key *key, const ct_gpt_cuda_gemm_shape *s);

@@ -165,6 +165,8 @@ void ct_gpt_cuda_gemm_key_set(ct_gpt_cuda_gemm_key *key, const ct_gpt_cuda_gemm_
     key->align_a = ct_gpt_cuda_alignment(s->a);
     key->align_b = ct_gpt_cuda_alignment(s->b);
     key->align_d = ct_gpt_cuda_alignment(s->d);
+    key->align_bias = ct_gpt_cuda_alignment(s->bias);
+    key->align_aux = ct_gpt_cuda_alignment(s->aux);
 }
 
 int ct_gpt_cuda_gemm_cache_slot(ct_gpt_cuda_gemm_cache *c, const ct_gpt_cuda_gemm_key *key, int *fresh)
