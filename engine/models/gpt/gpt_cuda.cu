@@ -774,7 +774,8 @@ static unsigned blocks_for(size_t n, unsigned threads)
 // --- GEMMs --------------------------------------------------------------------------------
 
 // One GEMM: D[m,n] = alpha op(A) op(B) and an epilogue: bias (length m) added, GELU with the pre-GELU
-// values in aux, or dGELU with aux read.
+// values in aux, or dGELU with aux read. D is fp32 (dtype CUDA_R_32F), or bf16 (CUDA_R_16BF: a kept
+// activation written straight from the fp32 accumulator, the bias added before its one rounding).
 struct gemm_args {
     int ta, tb, m, n, k;
     float alpha;
@@ -782,11 +783,12 @@ struct gemm_args {
     int lda;
     const void *b;
     int ldb;
-    float *d;
+    void *d;
     int ldd;
     cublasLtEpilogue_t epi;
     const float *bias;
     float *aux;
+    cudaDataType_t dtype;
 };
 
 static void plan_free(struct lt_plan *p)
@@ -866,7 +868,7 @@ static int plan_build(ct_gpt_cuda *d, const ct_gpt_cuda_gemm_key *k, const struc
 static int lt_gemm(ct_gpt_cuda *d, const struct gemm_args *g, int *no_algo, const char *what, ct_error *err)
 {
     ct_gpt_cuda_gemm_shape shape = { g->ta, g->tb, g->m, g->n, g->k, g->lda, g->ldb, g->ldd, g->aux ? g->m : 0,
-                                     (int)d->gtype, (int)d->gtype, (int)CUDA_R_32F, (int)g->epi, g->a, g->b, g->d,
+                                     (int)d->gtype, (int)d->gtype, (int)g->dtype, (int)g->epi, g->a, g->b, g->d,
                                      g->bias, g->aux };
     ct_gpt_cuda_gemm_key key;
     struct lt_plan once, *p = &once;
@@ -924,9 +926,9 @@ static int gemm_epilogue(ct_gpt_cuda *d, const struct gemm_args *g, const char *
     if ((rc = lt_gemm(d, &plain, NULL, what, err)))
         return rc;
     if (g->epi == CUBLASLT_EPILOGUE_DGELU)
-        k_gelu_backward<<<blocks_for(n, TH), TH, 0, d->stream>>>(g->d, g->aux, n);
+        k_gelu_backward<<<blocks_for(n, TH), TH, 0, d->stream>>>((float *)g->d, g->aux, n);
     else
-        k_bias_gelu<<<blocks_for(n, TH), TH, 0, d->stream>>>(g->d, g->epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ? g->aux
+        k_bias_gelu<<<blocks_for(n, TH), TH, 0, d->stream>>>((float *)g->d, g->epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ? g->aux
                                                                                                           : NULL,
                                                              g->bias, g->n, g->m);
     return launched(what, err);
@@ -1017,9 +1019,35 @@ static int linear_forward(ct_gpt_cuda *d, float *out, const void *in, size_t w, 
                           float *gelu_pre, ct_error *err)
 {
     struct gemm_args g = { 1, 0, OC, BT, IC, 1.0f, weight(d, w), IC, in, IC, out, OC,
-                           gelu_pre ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_BIAS, d->params + b, gelu_pre };
+                           gelu_pre ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_BIAS, d->params + b, gelu_pre,
+                           CUDA_R_32F };
 
     return gemm_epilogue(d, &g, "a Linear layer's forward GEMM", err);
+}
+
+// The same with no GELU into kept[BT,OC] (G), a layer's output backward's GEMMs read: under bf16-mixed the
+// GEMM writes bf16 itself, the bias added to the fp32 accumulator before the one rounding, as an fp32
+// output and keep()'s copy round (the algorithm, so the order of the fp32 sums, may differ), without the
+// fp32 pass; where cuBLASLt offers no bf16-output algorithm with the bias epilogue, or without
+// epilogues, that fp32 output in scratch and the copy. (qkv only for now: the MLP's GELU_AUX_BIAS would
+// write its pre-GELU aux in bf16 too, which backward's fp32 DGELU epilogue does not read.)
+static int linear_forward_kept(ct_gpt_cuda *d, void *kept, float *scratch, const void *in, size_t w, size_t b, int BT,
+                               int IC, int OC, ct_error *err)
+{
+    float *out = gemm_out(d, kept, scratch);
+    int rc;
+
+    if (d->bf16 && !d->no_epilogues) {
+        struct gemm_args g = { 1, 0, OC, BT, IC, 1.0f, weight(d, w), IC, in, IC, kept, OC, CUBLASLT_EPILOGUE_BIAS,
+                               d->params + b, NULL, CUDA_R_16BF };
+        int no_algo = 0;
+
+        if ((rc = lt_gemm(d, &g, &no_algo, "a Linear layer's forward GEMM (bf16 output)", err)) || !no_algo)
+            return rc;
+    }
+    if ((rc = linear_forward(d, out, in, w, b, BT, IC, OC, NULL, err)))
+        return rc;
+    return keep(d, out, kept, (size_t)BT * OC, err);
 }
 
 // From dout[BT,OC]: db = column sums, dW = dout^T in, din = dout W (times gelu'(dgelu_pre) when
@@ -1029,9 +1057,10 @@ static int linear_backward(ct_gpt_cuda *d, float *din, size_t w, size_t b, const
 {
     const void *dq = grad_for_gemm(d, dout, (size_t)BT * OC);
     struct gemm_args gw = { 0, 1, IC, OC, BT, 1.0f, in, IC, dq, OC, d->grads + w, IC, CUBLASLT_EPILOGUE_DEFAULT, NULL,
-                            NULL };
+                            NULL, CUDA_R_32F };
     struct gemm_args gx = { 0, 0, IC, BT, OC, 1.0f, weight(d, w), IC, dq, OC, din, IC,
-                            dgelu_pre ? CUBLASLT_EPILOGUE_DGELU : CUBLASLT_EPILOGUE_DEFAULT, NULL, (float *)dgelu_pre };
+                            dgelu_pre ? CUBLASLT_EPILOGUE_DGELU : CUBLASLT_EPILOGUE_DEFAULT, NULL, (float *)dgelu_pre,
+                            CUDA_R_32F };
     int rc;
 
     if ((rc = column_sums(d, dout, NULL, NULL, NULL, BT, OC, d->grads + b, NULL, err)) ||
@@ -1121,10 +1150,10 @@ static int block_forward(ct_gpt_cuda *d, int l, int B, ct_error *err)
     struct layer_acts *a = &d->layers[l], *next = last ? NULL : &d->layers[l + 1];
     const float *x = l ? d->layers[l - 1].res3 : d->encoded;
     const size_t *w = lay->blk[l];
-    float *qkv = gemm_out(d, a->qkv, d->dqkv), *fch_gelu = gemm_out(d, a->fch_gelu, d->dfch);
+    float *fch_gelu = gemm_out(d, a->fch_gelu, d->dfch);
 
-    if ((rc = linear_forward(d, qkv, a->ln1, w[CT_GPT_ATTN_W], w[CT_GPT_ATTN_B], BT, C, 3 * C, NULL, err)) ||
-        (rc = keep(d, qkv, a->qkv, (size_t)BT * 3 * C, err)) || (rc = attention_forward(d, a, B, err)) ||
+    if ((rc = linear_forward_kept(d, a->qkv, d->dqkv, a->ln1, w[CT_GPT_ATTN_W], w[CT_GPT_ATTN_B], BT, C, 3 * C, err)) ||
+        (rc = attention_forward(d, a, B, err)) ||
         (rc = linear_forward(d, d->dbt_c, a->atty, w[CT_GPT_APROJ_W], w[CT_GPT_APROJ_B], BT, C, C, NULL, err)) ||
         (rc = layernorm_forward(d, a->res2, x, d->dbt_c, a->ln2, a->ln2_mean, a->ln2_rstd, w[CT_GPT_LN2_W],
                                 w[CT_GPT_LN2_B], BT, err)) ||
@@ -1210,7 +1239,7 @@ extern "C" int ct_gpt_cuda_forward(ct_gpt_cuda *d, int batch, double *loss_sum, 
     /* logits = lnf wte^T: the LM head is the token embedding, transposed; under bf16-mixed over the
      * padded vocabulary (a multiple of 64 rows: whole tiles; the extra logits are 0 and never read) */
     head = { 1, 0, d->bf16 ? d->vp : V, BT, C, 1.0f, weight(d, lay->wte), C, d->lnf, C, d->logits, d->vp,
-             CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL };
+             CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL, CUDA_R_32F };
     if ((rc = lt_gemm(d, &head, NULL, "the LM head", err)))
         return rc;
     LAUNCH_G(d, k_classifier, BT, 256, d->logits, (G *)d->dlogits_g, d->targets, d->losses, V, d->vp);
@@ -1237,9 +1266,9 @@ extern "C" int ct_gpt_cuda_backward(ct_gpt_cuda *d, double scale_tokens, ct_grad
     /* LM head: dlnf = dlogits wte, dwte = dlogits^T lnf (the embedding adds to it last); the
      * classifier left (softmax - onehot): the mean's 1/tokens is alpha */
     struct gemm_args dx = { 0, 0, C, BT, V, alpha, weight(d, lay->wte), C, dl, d->vp, d->dbt_c, C,
-                            CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL };
+                            CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL, CUDA_R_32F };
     struct gemm_args dw = { 0, 1, C, V, BT, alpha, d->lnf, C, dl, d->vp, d->grads + lay->wte, C,
-                            CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL };
+                            CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL, CUDA_R_32F };
 
     if (B == 0)
         return ct_error_set(err, CT_EINTERNAL, "cuda", "cuda gpt: backward without a forward");
