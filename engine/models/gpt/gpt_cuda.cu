@@ -928,9 +928,8 @@ static int gemm_epilogue(ct_gpt_cuda *d, const struct gemm_args *g, const char *
     if (g->epi == CUBLASLT_EPILOGUE_DGELU)
         k_gelu_backward<<<blocks_for(n, TH), TH, 0, d->stream>>>((float *)g->d, g->aux, n);
     else
-        k_bias_gelu<<<blocks_for(n, TH), TH, 0, d->stream>>>((float *)g->d, g->epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ? g->aux
-                                                                                                          : NULL,
-                                                             g->bias, g->n, g->m);
+        k_bias_gelu<<<blocks_for(n, TH), TH, 0, d->stream>>>(
+            (float *)g->d, g->epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ? g->aux : NULL, g->bias, g->n, g->m);
     return launched(what, err);
 }
 
@@ -1152,7 +1151,8 @@ static int block_forward(ct_gpt_cuda *d, int l, int B, ct_error *err)
     const size_t *w = lay->blk[l];
     float *fch_gelu = gemm_out(d, a->fch_gelu, d->dfch);
 
-    if ((rc = linear_forward_kept(d, a->qkv, d->dqkv, a->ln1, w[CT_GPT_ATTN_W], w[CT_GPT_ATTN_B], BT, C, 3 * C, err)) ||
+    if ((rc = linear_forward_kept(d, a->qkv, d->dqkv, a->ln1, w[CT_GPT_ATTN_W], w[CT_GPT_ATTN_B], BT, C, 3 * C,
+                                  err)) ||
         (rc = attention_forward(d, a, B, err)) ||
         (rc = linear_forward(d, d->dbt_c, a->atty, w[CT_GPT_APROJ_W], w[CT_GPT_APROJ_B], BT, C, C, NULL, err)) ||
         (rc = layernorm_forward(d, a->res2, x, d->dbt_c, a->ln2, a->ln2_mean, a->ln2_rstd, w[CT_GPT_LN2_W],
