@@ -8,8 +8,9 @@
  *                            every gradient tensor against the cpu GPT's (relative L2 error per
  *                            tensor <= 1e-4 in 32-true, <= 1e-2 in bf16-mixed), the announcement
  *                            order, a second backward bit for bit (determinism), the gradient norm,
- *                            clipping, one AdamW update against the cpu's, and the parameters' trip
- *                            to the host model and back.
+ *                            clipping, one AdamW update against the cpu's, the parameters' trip
+ *                            to the host model and back, a target outside the vocabulary refused,
+ *                            and a smaller batch after the full ones.
  *   gpt_cuda_check --bench   also the ms per training step (forward, backward, AdamW) of a GPT-2
  *                            small shape (12 layers, 768 channels, 12 heads, 1024 tokens, batch 8)
  *                            in bf16-mixed with either attention path, as TAP comments.
@@ -205,6 +206,27 @@ static void check_run(const struct run *rn)
     ok = ok && ct_gpt_cuda_from_host(dev, back, odev, &err) == 0 && dev_to_host(g2, ct_gpt_cuda_params(dev), n) == 0 &&
          !memcmp(g2, p, n * sizeof(float));
     tap(ok, "%s: parameters and AdamW state to the host model and back%s%s", label, ok ? "" : ": ", ok ? "" : err.msg);
+
+    /* a target outside the vocabulary is refused, naming it, before anything is copied or launched */
+    {
+        int32_t *tg = ct_gpt_cuda_batch_targets(dev), was = tg[1];
+
+        tg[1] = rn->cfg.vocab;
+        ok = ct_gpt_cuda_forward(dev, rn->batch, &loss_dev, &err) == CT_EINVAL &&
+             strstr(err.msg, "outside the vocabulary") != NULL;
+        tg[1] = was;
+        tap(ok, "%s: a target outside the vocabulary is refused (%s)", label, ok ? err.msg : "not refused");
+    }
+    /* a smaller batch after the full ones (GEMMs of other shapes: plans of their own) against the cpu's,
+     * both from the updated parameters */
+    if (rn->batch > 1) {
+        loss_cpu = ct_gpt_forward(cpu, ct_gpt_cuda_batch_inputs(dev), ct_gpt_cuda_batch_targets(dev), rn->batch - 1,
+                                  NULL, NULL);
+        ok = ct_gpt_cuda_forward(dev, rn->batch - 1, &loss_dev, &err) == 0;
+        tap(ok && fabs(loss_dev - loss_cpu) <= tol * fabs(loss_cpu), "%s: a batch of %d after batches of %d: loss "
+            "%.6f against the cpu's %.6f%s%s", label, rn->batch - 1, rn->batch, loss_dev, loss_cpu, ok ? "" : ": ",
+            ok ? "" : err.msg);
+    }
     free(g);
     free(g2);
     free(p);
