@@ -179,6 +179,20 @@ static void check_run(const struct run *rn)
     tap(ok && t_ratio == loss_dev && !memcmp(g, g2, n * sizeof(float)), "%s: a second step gives the same loss and "
         "gradients bit for bit", label);
 
+    /* the training loop's deferred loss: two forwards that leave it on the device, read a step late
+     * (back 1) and at a drain (back 0), the same bits as the waited-for one; none kept further back */
+    {
+        double late = NAN, last = NAN, none;
+
+        ok = ct_gpt_cuda_forward(dev, rn->batch, NULL, &err) == 0 && ct_gpt_cuda_forward(dev, rn->batch, NULL, &err) == 0 &&
+             ct_gpt_cuda_loss_read(dev, 1, &late, &err) == 0 && ct_gpt_cuda_loss_read(dev, 0, &last, &err) == 0;
+        tap(ok && late == loss_dev && last == loss_dev && ct_gpt_cuda_loss_read(dev, 2, &none, &err) == CT_EINTERNAL,
+            "%s: the deferred loss read a step late and at a drain equals the waited-for one bit for bit%s%s", label,
+            ok ? "" : ": ", ok ? "" : err.msg);
+        ok = ct_gpt_cuda_backward(dev, (double)BT, NULL, NULL, &err) == 0 && dev_to_host(g2, ct_gpt_cuda_grads(dev), n) == 0;
+        tap(ok && !memcmp(g, g2, n * sizeof(float)), "%s: backward after a deferred forward: the same gradients", label);
+    }
+
     /* the global gradient norm, then clipping to half of it */
     for (size_t i = 0; i < n; i++)
         norm_cpu += (double)((float *)ct_gpt_grads(cpu))[i] * ((float *)ct_gpt_grads(cpu))[i];
@@ -275,13 +289,19 @@ static void bench(enum ct_gpt_cuda_attention att)
     for (int s = 0; s <= steps; s++) {
         if (s == 1)
             t0 = now_s(); /* the first step warms cuBLASLt's heuristics and the caches */
-        if (ct_gpt_cuda_forward(dev, B, &loss, &err) || ct_gpt_cuda_backward(dev, (double)B * c.seq_len, NULL, NULL, &err) ||
-            ct_gpt_cuda_optim_step(dev, o, &err)) {
+        /* as the training loop: the loss left on the device, the previous step's read after this
+         * step's forward is enqueued (it does not wait) */
+        if (ct_gpt_cuda_forward(dev, B, NULL, &err) || (s > 0 && ct_gpt_cuda_loss_read(dev, 1, &loss, &err)) ||
+            ct_gpt_cuda_backward(dev, (double)B * c.seq_len, NULL, NULL, &err) || ct_gpt_cuda_optim_step(dev, o, &err)) {
             printf("# bench: %s\n", err.msg);
             goto out;
         }
     }
     cudaDeviceSynchronize();
+    if (ct_gpt_cuda_loss_read(dev, 0, &loss, &err)) {
+        printf("# bench: %s\n", err.msg);
+        goto out;
+    }
     printf("# bench: GPT-2 small shape, batch %d x %d, bf16-mixed, %s attention: %.1f ms per step, loss %.3f\n", B,
            c.seq_len, att == CT_GPT_ATT_FLASH ? "flash" : "simple", (now_s() - t0) * 1e3 / steps, loss / (B * c.seq_len));
 out:

@@ -4,6 +4,7 @@
  * gradient ranges (DDP's buckets), and parameters and optimizer state go device -> host model ->
  * safetensors -> host model -> device unchanged, with "device memory" here plain host buffers moved
  * by the same copy seam cudaMemcpy fills on a GPU. (t/tools/gpt_cuda_check runs the device side.) */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,6 +21,7 @@
 #include "ctrain/rng.h"
 #include "engine/models/gpt/gpt.h"
 #include "engine/models/gpt/gpt_cuda.h"
+#include "engine/loops/loops.h"
 
 static const ct_gpt_config cfg = { .n_layer = 3, .n_head = 2, .n_embd = 16, .seq_len = 9, .vocab = 13 };
 
@@ -483,6 +485,86 @@ static void test_gemm_cache(void **state)
     assert_int_equal(fresh, 1);
 }
 
+/* The training loop's loss read one step late (engine/loops/step.c), against a stand-in for the
+ * device's ring of loss sums: forwards[] the sums of the deferred forwards so far, back 0 the last. */
+struct lag_device {
+    double sums[8];
+    int forwards, reads_waiting, reads;
+};
+
+static int lag_device_read(void *ctx, int back, double *sum, ct_error *err)
+{
+    struct lag_device *d = ctx;
+
+    (void)err;
+    assert_true(back < d->forwards);
+    *sum = d->sums[d->forwards - 1 - back];
+    d->reads++;
+    d->reads_waiting += back == 0;
+    return 0;
+}
+
+static void lag_forward(struct lag_device *d, double sum) { d->sums[d->forwards++] = sum; }
+
+static void test_loss_read_one_step_late(void **state)
+{
+    struct lag_device dev = { { 0 }, 0, 0, 0 };
+    ct_loss_lag lag = { 0 };
+    double loss = 0;
+    int64_t of = -1;
+    int got = -1;
+    ct_error err;
+
+    (void)state;
+    /* step 0: nothing pending before it */
+    lag_forward(&dev, 20.0);
+    assert_int_equal(ct_loss_lag_advance(&lag, 0, 10, lag_device_read, &dev, &loss, &of, &got, &err), 0);
+    assert_int_equal(got, 0);
+    /* step 1: step 0's mean per term, read as the one before the last forward (no wait) */
+    lag_forward(&dev, 0.0 / 0.0);
+    assert_int_equal(ct_loss_lag_advance(&lag, 1, 10, lag_device_read, &dev, &loss, &of, &got, &err), 0);
+    assert_int_equal(got, 1);
+    assert_int_equal(of, 0);
+    assert_true(loss == 2.0);
+    /* step 2: step 1's non-finite loss comes back one step late, named as step 1's */
+    lag_forward(&dev, 30.0);
+    assert_int_equal(ct_loss_lag_advance(&lag, 2, 5, lag_device_read, &dev, &loss, &of, &got, &err), 0);
+    assert_int_equal(got, 1);
+    assert_int_equal(of, 1);
+    assert_true(loss != loss);
+    assert_int_equal(dev.reads_waiting, 0);
+    /* a drain point: step 2's, the last forward's (the one read that waits) */
+    assert_int_equal(ct_loss_lag_drain(&lag, lag_device_read, &dev, &loss, &of, &got, &err), 0);
+    assert_int_equal(got, 1);
+    assert_int_equal(of, 2);
+    assert_true(loss == 6.0);
+    assert_int_equal(dev.reads_waiting, 1);
+    /* nothing pending after a drain: a second drain and the next step read nothing */
+    assert_int_equal(ct_loss_lag_drain(&lag, lag_device_read, &dev, &loss, &of, &got, &err), 0);
+    assert_int_equal(got, 0);
+    lag_forward(&dev, 7.0);
+    assert_int_equal(ct_loss_lag_advance(&lag, 3, 7, lag_device_read, &dev, &loss, &of, &got, &err), 0);
+    assert_int_equal(got, 0);
+    assert_int_equal(dev.reads, 3);
+}
+
+/* The device's pinned loss slots: deferred forward number seq (from 1) wrote slot (seq - 1) % ring;
+ * the last two are readable, nothing older and nothing before the first. */
+static void test_loss_slots(void **state)
+{
+    (void)state;
+    assert_int_equal(CT_GPT_CUDA_LOSS_RING, 2);
+    assert_int_equal(ct_gpt_cuda_loss_slot(0, 0), -1);
+    assert_int_equal(ct_gpt_cuda_loss_slot(1, 0), 0);
+    assert_int_equal(ct_gpt_cuda_loss_slot(1, 1), -1);
+    assert_int_equal(ct_gpt_cuda_loss_slot(2, 0), 1);
+    assert_int_equal(ct_gpt_cuda_loss_slot(2, 1), 0);
+    assert_int_equal(ct_gpt_cuda_loss_slot(5, 0), 0);
+    assert_int_equal(ct_gpt_cuda_loss_slot(5, 1), 1);
+    assert_int_equal(ct_gpt_cuda_loss_slot(5, 2), -1);
+    assert_int_equal(ct_gpt_cuda_loss_slot(5, -1), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -497,6 +579,8 @@ int main(void)
         cmocka_unit_test(test_alignment_of_pointers),
         cmocka_unit_test(test_gemm_keys),
         cmocka_unit_test(test_gemm_cache),
+        cmocka_unit_test(test_loss_read_one_step_late),
+        cmocka_unit_test(test_loss_slots),
     };
 
     cmocka_set_message_output(CM_OUTPUT_TAP);

@@ -96,9 +96,14 @@ struct ct_gpt_cuda {
     float *norm_part;
     double *norm_sq;
 
+    double *loss_sum;             // [ring + 1] forwards' loss sums (the last: a waited-for forward's)
+
     int32_t *h_tokens;            // pinned: inputs then targets
-    float *h_losses;              // pinned
+    double *h_loss;               // pinned: loss_sum's copies
     double *h_norm;
+    cudaEvent_t tokens_copied;    // the batch's tokens are on the device: the pinned buffer may be refilled
+    cudaEvent_t loss_copied[CT_GPT_CUDA_LOSS_RING + 1];
+    unsigned long long loss_seq;  // deferred forwards so far (ct_gpt_cuda_loss_slot)
 };
 
 // --- kernels ------------------------------------------------------------------------------
@@ -667,6 +672,28 @@ __global__ static void k_classifier(float *logits, G *dg, const int32_t *targets
     }
 }
 
+// The summed loss in one block, in double, in a fixed order (the same bits every run): the training
+// loop reads this one number, not the [BT] losses. Its finiteness is the step's finite flag (a
+// row's loss is never -inf, so a NaN or +inf row leaves the sum non-finite).
+#define LOSS_THREADS 256
+__global__ static void k_loss_sum(const float *losses, int n, double *out)
+{
+    __shared__ double sh[LOSS_THREADS];
+    double s = 0.0;
+
+    for (int i = threadIdx.x; i < n; i += LOSS_THREADS)
+        s += losses[i];
+    sh[threadIdx.x] = s;
+    __syncthreads();
+    for (int w = LOSS_THREADS / 2; w > 0; w /= 2) {
+        if (threadIdx.x < w)
+            sh[threadIdx.x] += sh[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        *out = sh[0];
+}
+
 // --- the update, the norm ---
 
 // torch.optim.AdamW, as engine/nn/optim.c.
@@ -1207,6 +1234,7 @@ extern "C" int ct_gpt_cuda_forward(ct_gpt_cuda *d, int batch, double *loss_sum, 
     size_t maxbt = (size_t)d->max_batch * T;
     struct gemm_args head;
     cudaError_t e;
+    int slot;
 
     if (batch < 1 || batch > d->max_batch)
         return ct_error_set(err, CT_EINTERNAL, "cuda", "cuda gpt: a batch of %d for at most %d", batch, d->max_batch);
@@ -1216,6 +1244,8 @@ extern "C" int ct_gpt_cuda_forward(ct_gpt_cuda *d, int batch, double *loss_sum, 
         return rc;
     cudaMemcpyAsync(d->inputs, d->h_tokens, sizeof(int32_t) * BT, cudaMemcpyHostToDevice, d->stream);
     cudaMemcpyAsync(d->targets, d->h_tokens + maxbt, sizeof(int32_t) * BT, cudaMemcpyHostToDevice, d->stream);
+    if ((e = cudaEventRecord(d->tokens_copied, d->stream)) != cudaSuccess)
+        return cuda_fail(e, "recording the batch copy", err);
     // The weights changed at the last update: one bf16 rounding of all of them per forward, wte into its
     // padded copy (the LM head's rows past vocab stay zero), the others where their offsets say.
     if (d->bf16) {
@@ -1245,13 +1275,42 @@ extern "C" int ct_gpt_cuda_forward(ct_gpt_cuda *d, int batch, double *loss_sum, 
     LAUNCH_G(d, k_classifier, BT, 256, d->logits, (G *)d->dlogits_g, d->targets, d->losses, V, d->vp);
     if ((rc = launched("the fused classifier", err)))
         return rc;
-    cudaMemcpyAsync(d->h_losses, d->losses, sizeof(float) * BT, cudaMemcpyDeviceToHost, d->stream);
-    if ((e = cudaStreamSynchronize(d->stream)) != cudaSuccess)
-        return cuda_fail(e, "forward", err);
-    *loss_sum = 0.0;
-    for (int i = 0; i < BT; i++)
-        *loss_sum += d->h_losses[i];
+    // The loss sum into its pinned slot behind the step's work: a deferred forward's into the ring,
+    // a waited-for one's into the last slot (so an evaluation never overwrites a training step's).
+    slot = loss_sum ? CT_GPT_CUDA_LOSS_RING : (int)(d->loss_seq % CT_GPT_CUDA_LOSS_RING);
+    k_loss_sum<<<1, LOSS_THREADS, 0, d->stream>>>(d->losses, BT, d->loss_sum + slot);
+    if ((rc = launched("the loss sum", err)))
+        return rc;
+    cudaMemcpyAsync(d->h_loss + slot, d->loss_sum + slot, sizeof(double), cudaMemcpyDeviceToHost, d->stream);
+    if ((e = cudaEventRecord(d->loss_copied[slot], d->stream)) != cudaSuccess)
+        return cuda_fail(e, "recording the loss copy", err);
     d->batch = batch;
+    if (loss_sum) {
+        if ((e = cudaEventSynchronize(d->loss_copied[slot])) != cudaSuccess)
+            return cuda_fail(e, "forward", err);
+        *loss_sum = d->h_loss[slot];
+        return 0;
+    }
+    d->loss_seq++;
+    // The caller refills the pinned tokens for the next step once this returns: wait for their copy
+    // (the device is then past the previous step's update, with this forward queued behind it, so it
+    // does not idle; the host runs at most a step ahead).
+    if ((e = cudaEventSynchronize(d->tokens_copied)) != cudaSuccess)
+        return cuda_fail(e, "copying the batch", err);
+    return 0;
+}
+
+extern "C" int ct_gpt_cuda_loss_read(ct_gpt_cuda *d, int back, double *loss_sum, ct_error *err)
+{
+    int slot = ct_gpt_cuda_loss_slot(d->loss_seq, back);
+    cudaError_t e;
+
+    if (slot < 0)
+        return ct_error_set(err, CT_EINTERNAL, "cuda", "cuda gpt: no deferred loss %d forwards back (%llu so far)",
+                            back, d->loss_seq);
+    if ((e = cudaEventSynchronize(d->loss_copied[slot])) != cudaSuccess)
+        return cuda_fail(e, "the loss copy", err);
+    *loss_sum = d->h_loss[slot];
     return 0;
 }
 
@@ -1414,6 +1473,7 @@ static void carve(ct_gpt_cuda *d, struct arena *ar)
     d->partials = (float *)take(ar, 4 * 2 * chunks * 4 * C);
     d->norm_part = (float *)take(ar, 4 * NORM_BLOCKS);
     d->norm_sq = (double *)take(ar, 8);
+    d->loss_sum = (double *)take(ar, 8 * (CT_GPT_CUDA_LOSS_RING + 1));
 }
 
 // The shapes the kernels and cuBLASLt take, or why not.
@@ -1440,6 +1500,7 @@ static int check_shapes(ct_gpt_cuda *d, enum ct_gpt_cuda_attention att, ct_error
 static int handles(ct_gpt_cuda *d, ct_error *err)
 {
     cublasStatus_t s;
+    cudaError_t e;
     struct arena ar = { NULL, 0 };
 
     d->stream = (cudaStream_t)ct_cuda_compute_stream();
@@ -1472,9 +1533,14 @@ static int handles(ct_gpt_cuda *d, ct_error *err)
                                    d->stream) != cudaSuccess)
         return ct_error_set(err, CT_EIO, "cuda", "cuda gpt: clearing the padded LM head's rows failed");
     if (cudaMallocHost((void **)&d->h_tokens, 2 * sizeof(int32_t) * d->max_batch * d->lay.cfg.seq_len) != cudaSuccess ||
-        cudaMallocHost((void **)&d->h_losses, sizeof(float) * d->max_batch * d->lay.cfg.seq_len) != cudaSuccess ||
+        cudaMallocHost((void **)&d->h_loss, sizeof(double) * (CT_GPT_CUDA_LOSS_RING + 1)) != cudaSuccess ||
         cudaMallocHost((void **)&d->h_norm, sizeof(double)) != cudaSuccess)
         return ct_error_set(err, CT_ENOMEM, "cuda", "cuda gpt: out of pinned host memory");
+    for (int i = 0; i <= CT_GPT_CUDA_LOSS_RING; i++)
+        if ((e = cudaEventCreateWithFlags(&d->loss_copied[i], cudaEventDisableTiming)) != cudaSuccess)
+            return cuda_fail(e, "cudaEventCreate", err);
+    if ((e = cudaEventCreateWithFlags(&d->tokens_copied, cudaEventDisableTiming)) != cudaSuccess)
+        return cuda_fail(e, "cudaEventCreate", err);
     return 0;
 }
 
@@ -1522,8 +1588,13 @@ extern "C" void ct_gpt_cuda_free(ct_gpt_cuda *d)
     ct_cuda_free(d->arena, d->arena_bytes);
     if (d->h_tokens)
         cudaFreeHost(d->h_tokens);
-    if (d->h_losses)
-        cudaFreeHost(d->h_losses);
+    if (d->h_loss)
+        cudaFreeHost(d->h_loss);
+    for (int i = 0; i <= CT_GPT_CUDA_LOSS_RING; i++)
+        if (d->loss_copied[i])
+            cudaEventDestroy(d->loss_copied[i]);
+    if (d->tokens_copied)
+        cudaEventDestroy(d->tokens_copied);
     if (d->h_norm)
         cudaFreeHost(d->h_norm);
     free(d);

@@ -129,6 +129,14 @@ int ct_gpt_cuda_gemm_cache_slot(ct_gpt_cuda_gemm_cache *c, const ct_gpt_cuda_gem
 /* Forgets the slot ct_gpt_cuda_gemm_cache_slot just added (the last one). */
 void ct_gpt_cuda_gemm_cache_drop(ct_gpt_cuda_gemm_cache *c, int slot);
 
+/* The loss without a per-step host wait: a forward of the training step (deferred) sums its loss on
+ * the device and copies the sum into a pinned slot behind the step's work, an event recorded after
+ * it; the training loop reads it a step later (ct_gpt_cuda_loss_read). The slots form a ring of the
+ * last CT_GPT_CUDA_LOSS_RING deferred forwards: the slot of the one `back` before the last of seq
+ * deferred forwards (seq counts from 1), or -1 when it is not kept (older, or never made). */
+#define CT_GPT_CUDA_LOSS_RING 2
+int ct_gpt_cuda_loss_slot(uint64_t seq, int back);
+
 /* Moves n bytes between host memory and the device's (dir: CT_GPT_TO_HOST copies dev to host). */
 enum { CT_GPT_TO_HOST, CT_GPT_TO_DEVICE };
 typedef int (*ct_gpt_copy_fn)(void *ctx, int dir, void *host, void *dev, size_t bytes);
@@ -162,10 +170,15 @@ void ct_gpt_cuda_free(ct_gpt_cuda *d);
 int32_t *ct_gpt_cuda_batch_inputs(ct_gpt_cuda *d);
 int32_t *ct_gpt_cuda_batch_targets(ct_gpt_cuda *d);
 
-/* Copies the batch in, runs forward; *loss_sum gets the summed cross-entropy in nats (waits for it:
- * the step's only host synchronisation). The fused classifier leaves (softmax - onehot) where the
- * logits were: the probabilities are never stored. */
+/* Copies the batch in, runs forward; *loss_sum gets the summed cross-entropy in nats (waits for it).
+ * loss_sum NULL: a deferred forward (the training step's): it waits only until the batch's tokens
+ * are on the device (the pinned buffers may then be refilled), its loss sum stays on the device and
+ * is copied behind the step's work, for ct_gpt_cuda_loss_read. The fused classifier leaves
+ * (softmax - onehot) where the logits were: the probabilities are never stored. */
 int ct_gpt_cuda_forward(ct_gpt_cuda *d, int batch, double *loss_sum, ct_error *err);
+/* The loss sum of the deferred forward `back` before the last one (0: the last), waiting for its copy
+ * if it is not on the host yet; CT_EINTERNAL when it is not kept (ct_gpt_cuda_loss_slot). */
+int ct_gpt_cuda_loss_read(ct_gpt_cuda *d, int back, double *loss_sum, ct_error *err);
 /* Backward of the last forward's summed loss / scale_tokens; gradients overwritten. ready hears of
  * each tensor as its gradient is enqueued on the compute stream (ct_gpt_cuda_announce's order;
  * offsets into ct_gpt_cuda_grads(), device memory). */

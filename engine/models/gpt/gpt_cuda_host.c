@@ -188,3 +188,10 @@ void ct_gpt_cuda_gemm_cache_drop(ct_gpt_cuda_gemm_cache *c, int slot)
     if (slot >= 0 && slot == c->n - 1)
         c->n--;
 }
+
+int ct_gpt_cuda_loss_slot(uint64_t seq, int back)
+{
+    if (back < 0 || back >= CT_GPT_CUDA_LOSS_RING || (uint64_t)back >= seq)
+        return -1;
+    return (int)((seq - 1 - (uint64_t)back) % CT_GPT_CUDA_LOSS_RING);
+}
