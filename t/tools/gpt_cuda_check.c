@@ -10,7 +10,9 @@
  *                            order, a second backward bit for bit (determinism), the gradient norm,
  *                            clipping, one AdamW update against the cpu's, the parameters' trip
  *                            to the host model and back, a target outside the vocabulary refused,
- *                            and a smaller batch after the full ones.
+ *                            a smaller batch after the full ones, the deferred loss read late, and
+ *                            (bf16-mixed) the fused classifier on bf16 logits against its host
+ *                            reference and the fp32 path.
  *   gpt_cuda_check --bench   also the ms per training step (forward, backward, AdamW) of a GPT-2
  *                            small shape (12 layers, 768 channels, 12 heads, 1024 tokens, batch 8)
  *                            in bf16-mixed with either attention path, as TAP comments.
@@ -36,6 +38,7 @@
 #include <cuda_runtime_api.h>
 
 #include "engine/models/gpt/gpt_cuda.h"
+#include "engine/nn/bf16_inline.h"
 #include "engine/nn/cuda_device.h"
 
 static int n_done, n_failed;
@@ -104,6 +107,68 @@ static void fill_tokens(int32_t *in, int32_t *tg, size_t n, int vocab, uint64_t 
         in[i] = (int32_t)ct_rng_below(&r, (uint64_t)vocab);
         tg[i] = (int32_t)ct_rng_below(&r, (uint64_t)vocab);
     }
+}
+
+/* bf16-mixed: the fused classifier over bf16 logits (what the LM head's GEMM writes) on rows of
+ * random logits, against its host reference (ct_gpt_cuda_classifier_ref: the kernel's arithmetic;
+ * each row's loss within 1e-5 relative, each gradient within one bf16 rounding, 2^-7 relative: the
+ * orders of the fp32 sums differ) and against the fp32 path on the unrounded logits (the mean loss
+ * within 1e-2 relative: bf16 keeps 8 bits of a logit). Run last: it overwrites the model's logits. */
+static void check_classifier(ct_gpt_cuda *dev, const struct run *rn, const char *label)
+{
+    int V = rn->cfg.vocab, vp = ct_gpt_cuda_padded_vocab(V), rows = rn->batch * rn->cfg.seq_len;
+    size_t cells = (size_t)rows * vp;
+    uint16_t *x = calloc(cells, 2), *ref = calloc(cells, 2);
+    float *x32 = calloc(cells, 4), *losses = calloc((size_t)rows, 4);
+    int32_t *tg = calloc((size_t)rows, 4);
+    double worst_loss = 0, worst_grad = 0, mean_bf16 = 0, mean_f32 = 0;
+    ct_error err;
+    ct_rng r;
+    int ok;
+
+    if (!x || !ref || !x32 || !losses || !tg) {
+        tap(0, "%s: the classifier check: out of memory", label);
+        goto out;
+    }
+    ct_rng_seed(&r, 21);
+    for (int i = 0; i < rows; i++) {
+        tg[i] = (int32_t)ct_rng_below(&r, (uint64_t)V);
+        for (int j = 0; j < V; j++) {
+            x32[(size_t)i * vp + j] = (float)ct_rng_below(&r, 1u << 20) / (1u << 20) * 16.0f - 8.0f;
+            x[(size_t)i * vp + j] = ct_bf16_store(x32[(size_t)i * vp + j]);
+        }
+    }
+    memcpy(ref, x, cells * 2);
+    ok = ct_gpt_cuda_classifier_rows(dev, x, tg, rows, losses, &err) == 0;
+    for (int i = 0; ok && i < rows; i++) {
+        const float *row = x32 + (size_t)i * vp;
+        float want = ct_gpt_cuda_classifier_ref(ref + (size_t)i * vp, V, tg[i], ref + (size_t)i * vp);
+        double m = -INFINITY, sum = 0;
+
+        worst_loss = fmax(worst_loss, fabs(losses[i] - want) / fabs(want));
+        for (int j = 0; j < V; j++) {
+            double a = ct_bf16_load(x[(size_t)i * vp + j]), b = ct_bf16_load(ref[(size_t)i * vp + j]);
+
+            if (fabs(a - b) > fmax(fabs(a), fabs(b)) / 128)
+                worst_grad = fmax(worst_grad, fabs(a - b) / fmax(fabs(a), fabs(b)));
+            m = fmax(m, row[j]);
+        }
+        for (int j = 0; j < V; j++)
+            sum += exp(row[j] - m);
+        mean_bf16 += losses[i] / rows;
+        mean_f32 += (log(sum) - (row[tg[i]] - m)) / rows;
+    }
+    tap(ok && worst_loss <= 1e-5 && worst_grad == 0, "%s: the fused classifier on bf16 logits against its host "
+        "reference (%d rows: loss relative %.2e, gradients beyond one bf16 rounding %.2e)%s%s", label, rows, worst_loss,
+        worst_grad, ok ? "" : ": ", ok ? "" : err.msg);
+    tap(ok && fabs(mean_bf16 - mean_f32) <= 1e-2 * mean_f32, "%s: the bf16 logits' mean loss %.6f against the fp32 "
+        "path's %.6f (at most 1e-2 relative)", label, mean_bf16, mean_f32);
+out:
+    free(x);
+    free(ref);
+    free(x32);
+    free(losses);
+    free(tg);
 }
 
 /* Every check of one configuration; the cpu GPT is the reference. */
@@ -241,6 +306,8 @@ static void check_run(const struct run *rn)
             "%.6f against the cpu's %.6f%s%s", label, rn->batch - 1, rn->batch, loss_dev, loss_cpu, ok ? "" : ": ",
             ok ? "" : err.msg);
     }
+    if (rn->gemm == CT_DTYPE_BF16)
+        check_classifier(dev, rn, label);
     free(g);
     free(g2);
     free(p);

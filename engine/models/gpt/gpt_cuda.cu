@@ -83,8 +83,8 @@ struct ct_gpt_cuda {
     struct layer_acts layers[CT_GPT_MAX_LAYER];
     void *lnf;
     float *lnf_mean, *lnf_rstd;
-    float *logits;                // [BT,vp] logits, then (softmax - onehot) from the fused classifier
-    void *dlogits_g;              // bf16-mixed: its bf16 copy
+    float *logits;                // 32-true: [BT,vp] logits, then (softmax - onehot) from the fused classifier
+    __nv_bfloat16 *logits_g;      // bf16-mixed: the same in bf16 (the LM head's GEMM writes bf16; no fp32 pass)
     float *losses;                // [BT]
     float *dres, *dbt_c, *dqkv, *dfch; // backward's; forward's fp32 scratch too
     float *datt;                  // simple attention's gradient [B,NH,T,T]
@@ -619,10 +619,12 @@ __global__ static void k_flash_backward_dkdv(const G *qkv, const float *dy, cons
 }
 
 // --- the fused classifier ---
-// One block per row of logits: the row's max and sum of exponentials in one online pass, the loss
-// -log p[target] = log(sum) - (logit - max), then (softmax - onehot) written over the logits (and in
-// G for the LM head's GEMMs). The probabilities are never stored; backward scales by 1/tokens in
-// the GEMMs' alpha.
+// One block per row of logits (L: fp32 under 32-true, bf16 under bf16-mixed, as the LM head's GEMM
+// wrote them; the math in fp32 either way, as llm.c's fused_classifier): the row's max and sum of
+// exponentials in one online pass, the loss -log p[target] = log(sum) - (logit - max), then
+// (softmax - onehot) written over the logits in L, what the LM head's backward GEMMs read. The
+// probabilities are never stored; backward scales by 1/tokens in the GEMMs' alpha. Its host
+// reference: ct_gpt_cuda_classifier_ref (gpt_cuda_host.c).
 __device__ static inline void online_merge(float *m, float *s, float m2, float s2)
 {
     float mx = fmaxf(*m, m2);
@@ -635,16 +637,17 @@ __device__ static inline void online_merge(float *m, float *s, float m2, float s
 
 // A target outside [0, V) (the host refuses them first: ct_gpt_cuda_check_tokens) is never read as an
 // index: its row's loss is NaN, which the summed loss shows, and its gradient has no one-hot.
-template <typename G>
-__global__ static void k_classifier(float *logits, G *dg, const int32_t *targets, float *losses, int V, int ld)
+template <typename L>
+__global__ static void k_classifier(L *logits, const int32_t *targets, float *losses, int V, int stride)
 {
     __shared__ float sm[32], ss[32];
     int row = blockIdx.x, lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, nw = blockDim.x / WARP;
     int tg = targets[row], valid = tg >= 0 && tg < V;
-    float *x = logits + (size_t)row * ld, m = -INFINITY, s = 0.0f, inv;
+    L *x = logits + (size_t)row * stride;
+    float m = -INFINITY, s = 0.0f, inv;
 
     for (int j = threadIdx.x; j < V; j += blockDim.x)
-        online_merge(&m, &s, x[j], 1.0f);
+        online_merge(&m, &s, ld(x, j), 1.0f);
     for (int o = WARP / 2; o > 0; o /= 2) {
         float m2 = __shfl_xor_sync(FULL_MASK, m, o), s2 = __shfl_xor_sync(FULL_MASK, s, o);
 
@@ -660,16 +663,11 @@ __global__ static void k_classifier(float *logits, G *dg, const int32_t *targets
     for (int w = 0; w < nw; w++)
         online_merge(&m, &s, sm[w], ss[w]);
     if (threadIdx.x == 0)
-        losses[row] = valid ? logf(s) - (x[tg] - m) : NAN;
+        losses[row] = valid ? logf(s) - (ld(x, tg) - m) : NAN;
     __syncthreads(); // x[tg] is read before it is overwritten
     inv = 1.0f / s;
-    for (int j = threadIdx.x; j < V; j += blockDim.x) {
-        float d = expf(x[j] - m) * inv - (j == tg ? 1.0f : 0.0f);
-
-        x[j] = d;
-        if (dg)
-            st(dg, (size_t)row * ld + j, d);
-    }
+    for (int j = threadIdx.x; j < V; j += blockDim.x)
+        st(x, j, expf(ld(x, j) - m) * inv - (j == tg ? 1.0f : 0.0f));
 }
 
 // The summed loss in one block, in double, in a fixed order (the same bits every run): the training
@@ -1227,6 +1225,38 @@ static int block_backward(ct_gpt_cuda *d, int l, int B, ct_grad_ready_fn ready, 
 
 // --- the step -----------------------------------------------------------------------------
 
+// The fused classifier over rows of the logits the LM head wrote (d->losses, per row).
+static int classifier(ct_gpt_cuda *d, int rows, ct_error *err)
+{
+    if (d->bf16)
+        k_classifier<bf16><<<rows, 256, 0, d->stream>>>(d->logits_g, d->targets, d->losses, d->lay.cfg.vocab, d->vp);
+    else
+        k_classifier<float><<<rows, 256, 0, d->stream>>>(d->logits, d->targets, d->losses, d->lay.cfg.vocab, d->vp);
+    return launched("the fused classifier", err);
+}
+
+extern "C" int ct_gpt_cuda_classifier_rows(ct_gpt_cuda *d, uint16_t *logits, const int32_t *targets, int rows,
+                                           float *losses, ct_error *err)
+{
+    size_t bytes = sizeof(bf16) * (size_t)rows * d->vp;
+    cudaError_t e;
+    int rc;
+
+    if (!d->bf16 || rows < 1 || rows > d->max_batch * d->lay.cfg.seq_len)
+        return ct_error_set(err, CT_EINTERNAL, "cuda", "cuda gpt: the bf16 classifier on %d rows of a %s model", rows,
+                            d->bf16 ? "bf16-mixed" : "32-true");
+    d->batch = 0; // the model's logits and targets are overwritten: no backward of its last forward
+    cudaMemcpyAsync(d->logits_g, logits, bytes, cudaMemcpyHostToDevice, d->stream);
+    cudaMemcpyAsync(d->targets, targets, sizeof(int32_t) * rows, cudaMemcpyHostToDevice, d->stream);
+    if ((rc = classifier(d, rows, err)))
+        return rc;
+    cudaMemcpyAsync(logits, d->logits_g, bytes, cudaMemcpyDeviceToHost, d->stream);
+    cudaMemcpyAsync(losses, d->losses, sizeof(float) * rows, cudaMemcpyDeviceToHost, d->stream);
+    if ((e = cudaStreamSynchronize(d->stream)) != cudaSuccess)
+        return cuda_fail(e, "the classifier's rows", err);
+    return 0;
+}
+
 extern "C" int ct_gpt_cuda_forward(ct_gpt_cuda *d, int batch, double *loss_sum, ct_error *err)
 {
     const ct_gpt_cuda_layout *lay = &d->lay;
@@ -1268,12 +1298,10 @@ extern "C" int ct_gpt_cuda_forward(ct_gpt_cuda *d, int batch, double *loss_sum, 
             return rc;
     /* logits = lnf wte^T: the LM head is the token embedding, transposed; under bf16-mixed over the
      * padded vocabulary (a multiple of 64 rows: whole tiles; the extra logits are 0 and never read) */
-    head = { 1, 0, d->bf16 ? d->vp : V, BT, C, 1.0f, weight(d, lay->wte), C, d->lnf, C, d->logits, d->vp,
-             CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL, CUDA_R_32F };
-    if ((rc = lt_gemm(d, &head, NULL, "the LM head", err)))
-        return rc;
-    LAUNCH_G(d, k_classifier, BT, 256, d->logits, (G *)d->dlogits_g, d->targets, d->losses, V, d->vp);
-    if ((rc = launched("the fused classifier", err)))
+    head = { 1, 0, d->bf16 ? d->vp : V, BT, C, 1.0f, weight(d, lay->wte), C, d->lnf, C,
+             d->bf16 ? (void *)d->logits_g : (void *)d->logits, d->vp, CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL,
+             d->bf16 ? CUDA_R_16BF : CUDA_R_32F };
+    if ((rc = lt_gemm(d, &head, NULL, "the LM head", err)) || (rc = classifier(d, BT, err)))
         return rc;
     // The loss sum into its pinned slot behind the step's work: a deferred forward's into the ring,
     // a waited-for one's into the last slot (so an evaluation never overwrites a training step's).
@@ -1321,7 +1349,7 @@ extern "C" int ct_gpt_cuda_backward(ct_gpt_cuda *d, double scale_tokens, ct_grad
     int B = d->batch, T = lay->cfg.seq_len, C = lay->cfg.n_embd, V = lay->cfg.vocab, L = lay->cfg.n_layer;
     int BT = B * T, rc;
     float alpha = (float)(1.0 / scale_tokens);
-    const void *dl = d->bf16 ? d->dlogits_g : d->logits;
+    const void *dl = d->bf16 ? (const void *)d->logits_g : (const void *)d->logits;
     /* LM head: dlnf = dlogits wte, dwte = dlogits^T lnf (the embedding adds to it last); the
      * classifier left (softmax - onehot): the mean's 1/tokens is alpha */
     struct gemm_args dx = { 0, 0, C, BT, V, alpha, weight(d, lay->wte), C, dl, d->vp, d->dbt_c, C,
@@ -1457,8 +1485,8 @@ static void carve(ct_gpt_cuda *d, struct arena *ar)
     d->lnf = take(ar, g * BT * C);
     d->lnf_mean = (float *)take(ar, 4 * BT);
     d->lnf_rstd = (float *)take(ar, 4 * BT);
-    d->logits = (float *)take(ar, 4 * BT * V);
-    d->dlogits_g = d->bf16 ? take(ar, 2 * BT * V) : NULL;
+    d->logits = d->bf16 ? NULL : (float *)take(ar, 4 * BT * V);
+    d->logits_g = d->bf16 ? (bf16 *)take(ar, 2 * BT * V) : NULL;
     d->losses = (float *)take(ar, 4 * BT);
     d->dres = (float *)take(ar, 4 * BT * C);
     d->dbt_c = (float *)take(ar, 4 * BT * C);

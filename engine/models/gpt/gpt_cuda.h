@@ -129,6 +129,14 @@ int ct_gpt_cuda_gemm_cache_slot(ct_gpt_cuda_gemm_cache *c, const ct_gpt_cuda_gem
 /* Forgets the slot ct_gpt_cuda_gemm_cache_slot just added (the last one). */
 void ct_gpt_cuda_gemm_cache_drop(ct_gpt_cuda_gemm_cache *c, int slot);
 
+/* The fused classifier's arithmetic on one row of V bf16 logits, on the host: under bf16-mixed the LM
+ * head's GEMM writes the logits in bf16 and the classifier kernel reads them, computes in fp32 — the
+ * row's max and sum of exponentials, the loss log(sum) - (logit[target] - max) — and writes softmax -
+ * onehot rounded to bf16 over them, in place. Returns the loss; dlogits may be logits. A target
+ * outside [0, V): the loss is NaN and the row has no one-hot (the host refuses such targets first).
+ * The reference gpt_cuda_check holds the kernel to on a GPU (ct_gpt_cuda_classifier_rows). */
+float ct_gpt_cuda_classifier_ref(uint16_t *logits, int V, int target, uint16_t *dlogits);
+
 /* The loss without a per-step host wait: a forward of the training step (deferred) sums its loss on
  * the device and copies the sum into a pinned slot behind the step's work, an event recorded after
  * it; the training loop reads it a step later (ct_gpt_cuda_loss_read). The slots form a ring of the
@@ -176,6 +184,12 @@ int32_t *ct_gpt_cuda_batch_targets(ct_gpt_cuda *d);
  * is copied behind the step's work, for ct_gpt_cuda_loss_read. The fused classifier leaves
  * (softmax - onehot) where the logits were: the probabilities are never stored. */
 int ct_gpt_cuda_forward(ct_gpt_cuda *d, int batch, double *loss_sum, ct_error *err);
+/* gpt_cuda_check's (bf16-mixed models): the fused classifier's kernel on rows (at most max_batch *
+ * seq_len) of host bf16 logits, each row padded to ct_gpt_cuda_padded_vocab(vocab), and targets,
+ * in place as in a step: logits get softmax - onehot in bf16, losses[rows] each row's loss. Uses the
+ * model's logits and targets (backward of its last forward is refused after it). Synchronous. */
+int ct_gpt_cuda_classifier_rows(ct_gpt_cuda *d, uint16_t *logits, const int32_t *targets, int rows, float *losses,
+                                ct_error *err);
 /* The loss sum of the deferred forward `back` before the last one (0: the last), waiting for its copy
  * if it is not on the host yet; CT_EINTERNAL when it is not kept (ct_gpt_cuda_loss_slot). */
 int ct_gpt_cuda_loss_read(ct_gpt_cuda *d, int back, double *loss_sum, ct_error *err);

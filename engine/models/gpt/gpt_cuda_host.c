@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The CUDA GPT's host side: layout, announcement stages, parameter and optimizer-state copies; see
  * gpt_cuda.h. Plain C in every build: the unit tests check it without a GPU. */
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "engine/models/gpt/gpt_cuda.h"
+#include "engine/nn/bf16_inline.h"
 
 int ct_gpt_cuda_layout_of(const ct_gpt *host, ct_gpt_cuda_layout *out, ct_error *err)
 {
@@ -194,4 +196,20 @@ int ct_gpt_cuda_loss_slot(uint64_t seq, int back)
     if (back < 0 || back >= CT_GPT_CUDA_LOSS_RING || (uint64_t)back >= seq)
         return -1;
     return (int)((seq - 1 - (uint64_t)back) % CT_GPT_CUDA_LOSS_RING);
+}
+
+float ct_gpt_cuda_classifier_ref(uint16_t *logits, int V, int target, uint16_t *dlogits)
+{
+    int valid = target >= 0 && target < V;
+    float m = -INFINITY, s = 0.0f, inv, loss;
+
+    for (int j = 0; j < V; j++)
+        m = fmaxf(m, ct_bf16_load(logits[j]));
+    for (int j = 0; j < V; j++)
+        s += expf(ct_bf16_load(logits[j]) - m);
+    loss = valid ? logf(s) - (ct_bf16_load(logits[target]) - m) : NAN;
+    inv = 1.0f / s;
+    for (int j = 0; j < V; j++)
+        dlogits[j] = ct_bf16_store(expf(ct_bf16_load(logits[j]) - m) * inv - (j == target ? 1.0f : 0.0f));
+    return loss;
 }
