@@ -185,7 +185,7 @@ static void check_run(const struct run *rn)
     ct_optim_config oc;
     struct record rc_cpu = { 0 }, rc_dev = { 0 };
     float *g, *g2, *p;
-    double loss_cpu, loss_dev = 0, worst = 0, norm_cpu = 0, norm_dev = 0, t_ratio;
+    double loss_cpu, loss_dev = 0, loss_upd = NAN, worst = 0, norm_cpu = 0, norm_dev = 0, t_ratio;
     char label[160];
     ct_error err;
     ct_rng r;
@@ -279,12 +279,18 @@ static void check_run(const struct run *rn)
     ct_optim_step(ocpu, ct_gpt_params(cpu), ct_gpt_grads(cpu));
     tap(ok && rel_l2(p, ct_gpt_params(cpu), n) <= 1e-6 && ct_optim_steps(odev) == 1,
         "%s: one AdamW update equals the cpu's (relative %.2e)", label, rel_l2(p, ct_gpt_params(cpu), n));
+    /* the forward after it reads the bf16 copy the update wrote (bf16-mixed); after the host round trip
+     * below, one made from the weights: the same loss bit for bit */
+    ok = ct_gpt_cuda_forward(dev, rn->batch, &loss_upd, &err) == 0;
 
     /* to a fresh host model (a checkpoint's source) and back */
     ok = ct_gpt_cuda_to_host(dev, back, odev, &err) == 0 && !memcmp(ct_gpt_params(back), p, n * sizeof(float));
     ok = ok && ct_gpt_cuda_from_host(dev, back, odev, &err) == 0 && dev_to_host(g2, ct_gpt_cuda_params(dev), n) == 0 &&
          !memcmp(g2, p, n * sizeof(float));
     tap(ok, "%s: parameters and AdamW state to the host model and back%s%s", label, ok ? "" : ": ", ok ? "" : err.msg);
+    ok = ct_gpt_cuda_forward(dev, rn->batch, &loss_dev, &err) == 0;
+    tap(ok && loss_dev == loss_upd, "%s: the forward after the update reads the weights it wrote (loss %.9g, from "
+        "the host's weights %.9g)%s%s", label, loss_upd, loss_dev, ok ? "" : ": ", ok ? "" : err.msg);
 
     /* a target outside the vocabulary is refused, naming it, before anything is copied or launched */
     {

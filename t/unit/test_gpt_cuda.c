@@ -605,6 +605,28 @@ static void test_classifier_reference(void **state)
     assert_true(fabs(sum - 1.0) < 1e-2);
 }
 
+/* Under bf16-mixed the update writes each parameter's bf16 copy itself: wte's into the padded LM
+ * head copy (row-major [vp, C], the same index less wte's offset), every other one at its own index
+ * of the parameters' copy. Every parameter lands in exactly one place, nothing past wte's V rows. */
+static void test_param_copy_places(void **state)
+{
+    ct_gpt *m = model(3);
+    ct_gpt_cuda_layout lay;
+    size_t n_wte = (size_t)cfg.vocab * cfg.n_embd, in_wte = 0;
+    ct_error err;
+
+    (void)state;
+    assert_int_equal(ct_gpt_cuda_layout_of(m, &lay, &err), 0);
+    for (size_t i = 0; i < lay.n_params; i++) {
+        int w = ct_gpt_cuda_param_in_wte(i, lay.wte, n_wte);
+
+        assert_int_equal(w, i >= lay.wte && i < lay.wte + n_wte);
+        in_wte += (size_t)w;
+    }
+    assert_true(in_wte == n_wte);
+    ct_gpt_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -622,6 +644,7 @@ int main(void)
         cmocka_unit_test(test_loss_read_one_step_late),
         cmocka_unit_test(test_loss_slots),
         cmocka_unit_test(test_classifier_reference),
+        cmocka_unit_test(test_param_copy_places),
     };
 
     cmocka_set_message_output(CM_OUTPUT_TAP);

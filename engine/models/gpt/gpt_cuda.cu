@@ -76,7 +76,8 @@ struct ct_gpt_cuda {
     size_t arena_bytes;
     float *params, *grads, *state[2];
     int n_states;
-    void *params_g;               // bf16-mixed: the parameters in bf16, refreshed each forward (not wte's)
+    void *params_g;               // bf16-mixed: the parameters in bf16, written by the update (not wte's)
+    int copy_stale;               // bf16-mixed: the weights came from elsewhere: the next forward copies them
     void *wte_g;                  // bf16-mixed: wte in bf16, [vp, C], the rows past vocab zero (the LM head's A)
     int32_t *inputs, *targets;
     float *encoded;
@@ -694,25 +695,50 @@ __global__ static void k_loss_sum(const float *losses, int n, double *out)
 
 // --- the update, the norm ---
 
-// torch.optim.AdamW, as engine/nn/optim.c.
+// Where the update writes its parameters' bf16 copy (bf16-mixed; pg NULL under 32-true): wte's
+// elements into the LM head's padded copy, the others into the parameters' copy
+// (ct_gpt_cuda_param_in_wte), so the forward reads them with no conversion pass of its own.
+struct param_copy {
+    bf16 *pg, *wg;
+    size_t w0, n_wte;
+};
+
+__device__ static inline void put_copy(const struct param_copy &c, size_t i, float p)
+{
+    if (!c.pg)
+        return;
+    if (ct_gpt_cuda_param_in_wte(i, c.w0, c.n_wte))
+        c.wg[i - c.w0] = __float2bfloat16_rn(p);
+    else
+        c.pg[i] = __float2bfloat16_rn(p);
+}
+
+// torch.optim.AdamW, as engine/nn/optim.c; the bf16 copy of each updated parameter in the same pass.
 __global__ static void k_adamw(float *p, const float *g, float *m, float *v, size_t n, float b1, float b2, float eps,
-                               float decay, float step_size, float inv_sqrt_bc2)
+                               float decay, float step_size, float inv_sqrt_bc2, struct param_copy c)
 {
     GRID_STRIDE(i, n) {
+        float pi;
+
         m[i] = b1 * m[i] + (1.0f - b1) * g[i];
         v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
-        p[i] = p[i] * decay - step_size * m[i] / (sqrtf(v[i]) * inv_sqrt_bc2 + eps);
+        pi = p[i] * decay - step_size * m[i] / (sqrtf(v[i]) * inv_sqrt_bc2 + eps);
+        p[i] = pi;
+        put_copy(c, i, pi);
     }
 }
 
-// torch.optim.SGD (dampening 0, not Nesterov).
-__global__ static void k_sgd(float *p, const float *g, float *buf, size_t n, float lr, float wd, float mu)
+// torch.optim.SGD (dampening 0, not Nesterov); the bf16 copy as AdamW's.
+__global__ static void k_sgd(float *p, const float *g, float *buf, size_t n, float lr, float wd, float mu,
+                             struct param_copy c)
 {
     GRID_STRIDE(i, n) {
-        float gi = g[i] + wd * p[i];
+        float gi = g[i] + wd * p[i], pi;
 
         buf[i] = mu * buf[i] + gi;
-        p[i] -= lr * (mu != 0.0f ? buf[i] : gi);
+        pi = p[i] - lr * (mu != 0.0f ? buf[i] : gi);
+        p[i] = pi;
+        put_copy(c, i, pi);
     }
 }
 
@@ -1276,9 +1302,10 @@ extern "C" int ct_gpt_cuda_forward(ct_gpt_cuda *d, int batch, double *loss_sum, 
     cudaMemcpyAsync(d->targets, d->h_tokens + maxbt, sizeof(int32_t) * BT, cudaMemcpyHostToDevice, d->stream);
     if ((e = cudaEventRecord(d->tokens_copied, d->stream)) != cudaSuccess)
         return cuda_fail(e, "recording the batch copy", err);
-    // The weights changed at the last update: one bf16 rounding of all of them per forward, wte into its
-    // padded copy (the LM head's rows past vocab stay zero), the others where their offsets say.
-    if (d->bf16) {
+    // The bf16 copy of the weights: the update writes it (k_adamw, k_sgd); after the weights came
+    // from the host (creation, a checkpoint) and whatever wrote them before this first forward (the
+    // NCCL broadcast of rank 0's initial weights, between creation and the first step) it is made here.
+    if (d->bf16 && d->copy_stale) {
         size_t w0 = lay->wte, w1 = lay->wte + (size_t)V * C;
 
         k_to_bf16<<<blocks_for(w0, 256), 256, 0, d->stream>>>(d->params, (bf16 *)d->params_g, w0);
@@ -1286,6 +1313,9 @@ extern "C" int ct_gpt_cuda_forward(ct_gpt_cuda *d, int batch, double *loss_sum, 
                                                                          (size_t)V * C);
         k_to_bf16<<<blocks_for(lay->n_params - w1, 256), 256, 0, d->stream>>>(d->params + w1, (bf16 *)d->params_g + w1,
                                                                               lay->n_params - w1);
+        if ((rc = launched("the weights' bf16 copy", err)))
+            return rc;
+        d->copy_stale = 0;
     }
     k_embed<<<blocks_for((size_t)BT * C, 256), 256, 0, d->stream>>>(d->encoded, d->inputs, d->params + lay->wte,
                                                                     d->params + lay->wpe, BT, T, C, V);
@@ -1413,6 +1443,9 @@ extern "C" int ct_gpt_cuda_optim_step(ct_gpt_cuda *d, ct_optim *o, ct_error *err
     if (d->n_states != need)
         return ct_error_set(err, CT_EINTERNAL, "cuda", "cuda gpt: made with %d optimizer states, %s keeps %d",
                             d->n_states, ct_optim_kind_name(c->kind), need);
+    struct param_copy pc = { d->bf16 ? (bf16 *)d->params_g : NULL, d->bf16 ? (bf16 *)d->wte_g : NULL, d->lay.wte,
+                             (size_t)d->lay.cfg.vocab * d->lay.cfg.n_embd };
+
     ct_optim_set_steps(o, ct_optim_steps(o) + 1);
     if (c->kind == CT_OPTIM_ADAMW) {
         double t = (double)ct_optim_steps(o);
@@ -1420,10 +1453,10 @@ extern "C" int ct_gpt_cuda_optim_step(ct_gpt_cuda *d, ct_optim *o, ct_error *err
         k_adamw<<<blocks_for(n, 256), 256, 0, d->stream>>>(
             d->params, d->grads, d->state[0], d->state[1], n, (float)c->beta1, (float)c->beta2, (float)c->eps,
             (float)(1.0 - c->lr * c->weight_decay), (float)(c->lr / (1.0 - pow(c->beta1, t))),
-            (float)(1.0 / sqrt(1.0 - pow(c->beta2, t))));
+            (float)(1.0 / sqrt(1.0 - pow(c->beta2, t))), pc);
     } else {
         k_sgd<<<blocks_for(n, 256), 256, 0, d->stream>>>(d->params, d->grads, d->state[0], n, (float)c->lr,
-                                                         (float)c->weight_decay, (float)c->momentum);
+                                                         (float)c->weight_decay, (float)c->momentum, pc);
     }
     return launched("the optimizer update", err);
 }
@@ -1655,6 +1688,8 @@ static int sync_host(ct_gpt_cuda *d, int dir, ct_gpt *host, ct_optim *o, ct_erro
 
     if (e != cudaSuccess)
         return cuda_fail(e, "waiting for the step", err);
+    if (dir == CT_GPT_TO_DEVICE)
+        d->copy_stale = 1;
     return ct_gpt_cuda_sync(&d->lay, dir, host, o, d->params, d->state, o ? d->n_states : 0, copy_sync, d->stream,
                             err);
 }

@@ -129,6 +129,20 @@ int ct_gpt_cuda_gemm_cache_slot(ct_gpt_cuda_gemm_cache *c, const ct_gpt_cuda_gem
 /* Forgets the slot ct_gpt_cuda_gemm_cache_slot just added (the last one). */
 void ct_gpt_cuda_gemm_cache_drop(ct_gpt_cuda_gemm_cache *c, int slot);
 
+/* Under bf16-mixed the optimizer's kernel writes each updated parameter's bf16 copy in the same pass:
+ * wte's elements (offsets w0 .. w0 + n_wte) into the LM head's padded copy at i - w0, every other one
+ * into the parameters' copy at i. 1 when parameter i is one of wte's. (Shared by the kernel and the
+ * unit test.) */
+#ifdef __CUDACC__
+#define CT_GPT_CUDA_HD __host__ __device__
+#else
+#define CT_GPT_CUDA_HD
+#endif
+static inline CT_GPT_CUDA_HD int ct_gpt_cuda_param_in_wte(size_t i, size_t w0, size_t n_wte)
+{
+    return i >= w0 && i - w0 < n_wte;
+}
+
 /* The fused classifier's arithmetic on one row of V bf16 logits, on the host: under bf16-mixed the LM
  * head's GEMM writes the logits in bf16 and the classifier kernel reads them, computes in fp32 — the
  * row's max and sum of exponentials, the loss log(sum) - (logit[target] - max) — and writes softmax -
@@ -204,7 +218,9 @@ int ct_gpt_cuda_grad_norm(ct_gpt_cuda *d, double *norm, ct_error *err);
  * min(1, max_norm / (norm + 1e-6)), the norm reduced on the device first (torch's clip_grad_norm_). */
 int ct_gpt_cuda_clip_grad_norm(ct_gpt_cuda *d, double max_norm, ct_error *err);
 /* One AdamW or SGD update over the one contiguous parameter array (o's config; its step count
- * advanced). */
+ * advanced); under bf16-mixed the same pass writes the updated weights' bf16 copy the next forward
+ * reads. Weights written any other way must come through ct_gpt_cuda_from_host, or before the first
+ * forward after it (the NCCL broadcast of the initial weights does): that forward makes the copy. */
 int ct_gpt_cuda_optim_step(ct_gpt_cuda *d, ct_optim *o, ct_error *err);
 
 float *ct_gpt_cuda_params(ct_gpt_cuda *d);
