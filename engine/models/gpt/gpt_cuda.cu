@@ -40,9 +40,9 @@ struct layer_acts {
     void *ln1, *qkv, *atty, *ln2, *fch_gelu; // G: what the GEMMs read, kept for backward's
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;
     float *res2, *res3;                      // the residual stream after attention, after the MLP
-    float *fch;                              // pre-GELU (the GELU epilogue's aux)
-    float *att;                              // simple attention: probabilities [B,NH,T,T]
-    void *att_g;                             // bf16-mixed simple attention: their bf16 copy
+    void *fch;                               // G: pre-GELU (the GELU epilogue's aux)
+    float *att;                              // 32-true simple attention: probabilities [B,NH,T,T]
+    void *att_g;                             // bf16-mixed simple attention: the same in bf16 (no fp32 ones)
     float *lse;                              // flash attention: each row's log-sum-exp [B,NH,T]
 };
 
@@ -312,9 +312,26 @@ __global__ static void k_bias_gelu(float *out, float *aux, const float *b, int N
     }
 }
 
-__global__ static void k_gelu_backward(float *d, const float *pre, size_t n)
+// bf16-mixed, where cuBLASLt offers no GELU epilogue with a bf16 output (or without epilogues): from
+// the GEMM's fp32 result x, aux = x + b and out = gelu(x + b), each rounded once to G, as the
+// epilogue writes them.
+template <typename G>
+__global__ static void k_bias_gelu_g(const float *x, G *out, G *aux, const float *b, int N, int OC)
 {
-    GRID_STRIDE(i, n) d[i] *= gelu_grad(pre[i]);
+    GRID_STRIDE(i, (size_t)N * OC) {
+        float v = x[i] + b[i % OC];
+
+        st(aux, i, v);
+        st(out, i, gelu(v));
+    }
+}
+
+// d *= gelu'(pre): the DGELU epilogue's work where it is not used (pre in G: bf16-mixed keeps the
+// pre-GELU values in bf16, and cuBLASLt's aux takes D's type, fp32 for a gradient).
+template <typename G>
+__global__ static void k_gelu_backward(float *d, const G *pre, size_t n)
+{
+    GRID_STRIDE(i, n) d[i] *= gelu_grad(ld(pre, i));
 }
 
 // --- attention, the simple path: per-head copies, batched GEMMs, a softmax kernel ---
@@ -372,8 +389,9 @@ __global__ static void k_unpermute_dqkv(const float *dq, float *dqkv, int B, int
     }
 }
 
-// One warp per row t of a head's scaled scores: causal softmax in place (zeros above the
-// diagonal), and its G copy for the ·V GEMM when pg is given.
+// One warp per row t of a head's scaled scores: the causal softmax (zeros above the diagonal) in
+// place, or (pg given: bf16-mixed) into pg only, the probabilities kept for the ·V GEMM and backward
+// in bf16 and the fp32 scores a scratch shared by the layers.
 template <typename G>
 __global__ static void k_causal_softmax(float *att, G *pg, int rows, int T)
 {
@@ -396,19 +414,21 @@ __global__ static void k_causal_softmax(float *att, G *pg, int rows, int T)
     for (int j = lane; j < T; j += WARP) {
         float p = j <= t ? x[j] * inv : 0.0f;
 
-        x[j] = p;
         if (pg)
             st(pg, (size_t)r * T + j, p);
+        else
+            x[j] = p;
     }
 }
 
-// Through the softmax: d = p * (d - sum(p * d)) per row, on the fp32 probabilities; G copy in dg.
+// Through the softmax: d = p * (d - sum(p * d)) per row, on the kept probabilities (G: bf16 under
+// bf16-mixed, the math in fp32); G copy in dg.
 template <typename G>
-__global__ static void k_causal_softmax_backward(float *datt, const float *att, G *dg, int rows, int T)
+__global__ static void k_causal_softmax_backward(float *datt, const G *att, G *dg, int rows, int T)
 {
     int r = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP, lane = threadIdx.x % WARP, t;
     float *d, dot = 0.0f;
-    const float *p;
+    const G *p;
 
     if (r >= rows)
         return;
@@ -416,10 +436,10 @@ __global__ static void k_causal_softmax_backward(float *datt, const float *att, 
     d = datt + (size_t)r * T;
     p = att + (size_t)r * T;
     for (int j = lane; j <= t; j += WARP)
-        dot += p[j] * d[j];
+        dot += ld(p, j) * d[j];
     dot = warp_sum(dot);
     for (int j = lane; j < T; j += WARP) {
-        float v = j <= t ? p[j] * (d[j] - dot) : 0.0f;
+        float v = j <= t ? ld(p, j) * (d[j] - dot) : 0.0f;
 
         d[j] = v;
         if (dg)
@@ -838,7 +858,7 @@ struct gemm_args {
     int ldd;
     cublasLtEpilogue_t epi;
     const float *bias;
-    float *aux;
+    void *aux;
     cudaDataType_t dtype;
 };
 
@@ -977,10 +997,10 @@ static int gemm_epilogue(ct_gpt_cuda *d, const struct gemm_args *g, const char *
     if ((rc = lt_gemm(d, &plain, NULL, what, err)))
         return rc;
     if (g->epi == CUBLASLT_EPILOGUE_DGELU)
-        k_gelu_backward<<<blocks_for(n, TH), TH, 0, d->stream>>>((float *)g->d, g->aux, n);
+        k_gelu_backward<float><<<blocks_for(n, TH), TH, 0, d->stream>>>((float *)g->d, (const float *)g->aux, n);
     else
         k_bias_gelu<<<blocks_for(n, TH), TH, 0, d->stream>>>(
-            (float *)g->d, g->epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ? g->aux : NULL, g->bias, g->n, g->m);
+            (float *)g->d, g->epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ? (float *)g->aux : NULL, g->bias, g->n, g->m);
     return launched(what, err);
 }
 
@@ -1079,8 +1099,7 @@ static int linear_forward(ct_gpt_cuda *d, float *out, const void *in, size_t w, 
 // GEMM writes bf16 itself, the bias added to the fp32 accumulator before the one rounding, as an fp32
 // output and keep()'s copy round (the algorithm, so the order of the fp32 sums, may differ), without the
 // fp32 pass; where cuBLASLt offers no bf16-output algorithm with the bias epilogue, or without
-// epilogues, that fp32 output in scratch and the copy. (qkv only for now: the MLP's GELU_AUX_BIAS would
-// write its pre-GELU aux in bf16 too, which backward's fp32 DGELU epilogue does not read.)
+// epilogues, that fp32 output in scratch and the copy. (qkv's; the MLP's first layer: mlp_fc_forward.)
 static int linear_forward_kept(ct_gpt_cuda *d, void *kept, float *scratch, const void *in, size_t w, size_t b, int BT,
                                int IC, int OC, ct_error *err)
 {
@@ -1102,21 +1121,54 @@ static int linear_forward_kept(ct_gpt_cuda *d, void *kept, float *scratch, const
 
 // From dout[BT,OC]: db = column sums, dW = dout^T in, din = dout W (times gelu'(dgelu_pre) when
 // given: the DGELU epilogue). in is what forward's GEMM read.
+// Under bf16-mixed the pre-GELU values are bf16 and cuBLASLt's DGELU aux would have to be of din's
+// type (fp32): the plain GEMM, then k_gelu_backward reads them.
 static int linear_backward(ct_gpt_cuda *d, float *din, size_t w, size_t b, const float *dout, const void *in, int BT,
-                           int IC, int OC, const float *dgelu_pre, ct_error *err)
+                           int IC, int OC, const void *dgelu_pre, ct_error *err)
 {
     const void *dq = grad_for_gemm(d, dout, (size_t)BT * OC);
+    int epi = dgelu_pre && !d->bf16, rc;
     struct gemm_args gw = { 0, 1, IC, OC, BT, 1.0f, in, IC, dq, OC, d->grads + w, IC, CUBLASLT_EPILOGUE_DEFAULT, NULL,
                             NULL, CUDA_R_32F };
     struct gemm_args gx = { 0, 0, IC, BT, OC, 1.0f, weight(d, w), IC, dq, OC, din, IC,
-                            dgelu_pre ? CUBLASLT_EPILOGUE_DGELU : CUBLASLT_EPILOGUE_DEFAULT, NULL, (float *)dgelu_pre,
-                            CUDA_R_32F };
-    int rc;
+                            epi ? CUBLASLT_EPILOGUE_DGELU : CUBLASLT_EPILOGUE_DEFAULT, NULL,
+                            epi ? (void *)dgelu_pre : NULL, CUDA_R_32F };
+    size_t n = (size_t)BT * IC;
 
     if ((rc = column_sums(d, dout, NULL, NULL, NULL, BT, OC, d->grads + b, NULL, err)) ||
-        (rc = lt_gemm(d, &gw, NULL, "a weight-gradient GEMM", err)))
+        (rc = lt_gemm(d, &gw, NULL, "a weight-gradient GEMM", err)) ||
+        (rc = gemm_epilogue(d, &gx, "an input-gradient GEMM", err)) || !dgelu_pre || epi)
         return rc;
-    return gemm_epilogue(d, &gx, "an input-gradient GEMM", err);
+    k_gelu_backward<bf16><<<blocks_for(n, 256), 256, 0, d->stream>>>(din, (const bf16 *)dgelu_pre, n);
+    return launched("the GELU's backward", err);
+}
+
+// The MLP's first layer: G outputs a->fch_gelu = gelu(ln2 W^T + b) and its pre-GELU values a->fch. 32-true:
+// the GELU_AUX_BIAS epilogue (or its kernel) in fp32. bf16-mixed: the GEMM writes both in bf16 itself (the
+// epilogue's aux takes D's type), no fp32 pass and copy; where cuBLASLt offers no such algorithm, or
+// without epilogues, the fp32 GEMM into scratch and k_bias_gelu_g.
+static int mlp_fc_forward(ct_gpt_cuda *d, struct layer_acts *a, size_t w, size_t b, int BT, int IC, int OC,
+                          ct_error *err)
+{
+    struct gemm_args g = { 1, 0, OC, BT, IC, 1.0f, weight(d, w), IC, a->ln2, IC, a->fch_gelu, OC,
+                           CUBLASLT_EPILOGUE_GELU_AUX_BIAS, d->params + b, a->fch, CUDA_R_16BF };
+    int no_algo = 0, rc;
+
+    if (!d->bf16)
+        return linear_forward(d, (float *)a->fch_gelu, a->ln2, w, b, BT, IC, OC, (float *)a->fch, err);
+    if (!d->no_epilogues &&
+        ((rc = lt_gemm(d, &g, &no_algo, "the MLP's GELU GEMM (bf16 output)", err)) || !no_algo))
+        return rc;
+    g.d = d->dfch;
+    g.epi = CUBLASLT_EPILOGUE_DEFAULT;
+    g.bias = NULL;
+    g.aux = NULL;
+    g.dtype = CUDA_R_32F;
+    if ((rc = lt_gemm(d, &g, NULL, "the MLP's GELU GEMM", err)))
+        return rc;
+    k_bias_gelu_g<bf16><<<blocks_for((size_t)BT * OC, 256), 256, 0, d->stream>>>(
+        d->dfch, (bf16 *)a->fch_gelu, (bf16 *)a->fch, d->params + b, BT, OC);
+    return launched("the MLP's bias and GELU", err);
 }
 
 // atty[BT,C] (G) from qkv[BT,3C] (G): causal softmax(q k^T / sqrt(HS)) v per sequence and head.
@@ -1128,6 +1180,7 @@ static int attention_forward(ct_gpt_cuda *d, struct layer_acts *a, int B, ct_err
     size_t n = (size_t)B * T * c->n_embd;
     void *q = d->qkvp, *k = g_at(d, q, n), *v = g_at(d, q, 2 * n);
     long long tt = (long long)T * T, th = (long long)T * HS;
+    float *scores = d->bf16 ? d->datt : a->att; // bf16-mixed: fp32 scores in backward's scratch
 
     if (d->flash) {
         dim3 grid((T + FLASH_WARPS - 1) / FLASH_WARPS, B * NH);
@@ -1138,9 +1191,9 @@ static int attention_forward(ct_gpt_cuda *d, struct layer_acts *a, int B, ct_err
     }
     LAUNCH_G(d, k_permute_qkv, blocks_for(n, 256), 256, (const G *)a->qkv, (G *)q, (G *)k, (G *)v, B, T, NH, HS);
     if ((rc = launched("attention's permute", err)) ||
-        (rc = batched_gemm(d, 1, 0, T, T, HS, scale, k, HS, th, q, HS, th, a->att, T, tt, B * NH, "q k^T", err)))
+        (rc = batched_gemm(d, 1, 0, T, T, HS, scale, k, HS, th, q, HS, th, scores, T, tt, B * NH, "q k^T", err)))
         return rc;
-    LAUNCH_G(d, k_causal_softmax, (unsigned)(((size_t)B * NH * T + 7) / 8), 256, a->att, (G *)a->att_g, B * NH * T,
+    LAUNCH_G(d, k_causal_softmax, (unsigned)(((size_t)B * NH * T + 7) / 8), 256, scores, (G *)a->att_g, B * NH * T,
              T);
     if ((rc = launched("causal softmax", err)) ||
         (rc = batched_gemm(d, 0, 0, HS, T, T, 1.0f, v, HS, th, d->bf16 ? a->att_g : a->att, T, tt, d->dqkvp, HS, th,
@@ -1179,7 +1232,7 @@ static int attention_backward(ct_gpt_cuda *d, const struct layer_acts *a, int B,
         (rc = batched_gemm(d, 0, 1, HS, T, T, 1.0f, d->dyp, HS, th, p, T, tt, d->dqkvp + 2 * n, HS, th, B * NH,
                            "att^T dy", err)))
         return rc;
-    LAUNCH_G(d, k_causal_softmax_backward, (unsigned)(((size_t)B * NH * T + 7) / 8), 256, d->datt, a->att,
+    LAUNCH_G(d, k_causal_softmax_backward, (unsigned)(((size_t)B * NH * T + 7) / 8), 256, d->datt, (const G *)p,
              (G *)(d->bf16 ? d->grad_g : NULL), B * NH * T, T);
     /* dq = ds k, dk = ds^T q, both times the scores' scale */
     if ((rc = launched("causal softmax backward", err)) ||
@@ -1200,7 +1253,6 @@ static int block_forward(ct_gpt_cuda *d, int l, int B, ct_error *err)
     struct layer_acts *a = &d->layers[l], *next = last ? NULL : &d->layers[l + 1];
     const float *x = l ? d->layers[l - 1].res3 : d->encoded;
     const size_t *w = lay->blk[l];
-    float *fch_gelu = gemm_out(d, a->fch_gelu, d->dfch);
 
     if ((rc = linear_forward_kept(d, a->qkv, d->dqkv, a->ln1, w[CT_GPT_ATTN_W], w[CT_GPT_ATTN_B], BT, C, 3 * C,
                                   err)) ||
@@ -1208,8 +1260,7 @@ static int block_forward(ct_gpt_cuda *d, int l, int B, ct_error *err)
         (rc = linear_forward(d, d->dbt_c, a->atty, w[CT_GPT_APROJ_W], w[CT_GPT_APROJ_B], BT, C, C, NULL, err)) ||
         (rc = layernorm_forward(d, a->res2, x, d->dbt_c, a->ln2, a->ln2_mean, a->ln2_rstd, w[CT_GPT_LN2_W],
                                 w[CT_GPT_LN2_B], BT, err)) ||
-        (rc = linear_forward(d, fch_gelu, a->ln2, w[CT_GPT_FC_W], w[CT_GPT_FC_B], BT, C, 4 * C, a->fch, err)) ||
-        (rc = keep(d, fch_gelu, a->fch_gelu, (size_t)BT * 4 * C, err)) ||
+        (rc = mlp_fc_forward(d, a, w[CT_GPT_FC_W], w[CT_GPT_FC_B], BT, C, 4 * C, err)) ||
         (rc = linear_forward(d, d->dbt_c, a->fch_gelu, w[CT_GPT_FPROJ_W], w[CT_GPT_FPROJ_B], BT, 4 * C, C, NULL, err)))
         return rc;
     if (last)
@@ -1510,8 +1561,8 @@ static void carve(ct_gpt_cuda *d, struct arena *ar)
         a->ln2_rstd = (float *)take(ar, 4 * BT);
         a->res2 = (float *)take(ar, 4 * BT * C);
         a->res3 = (float *)take(ar, 4 * BT * C);
-        a->fch = (float *)take(ar, 4 * BT * 4 * C);
-        a->att = simple ? (float *)take(ar, 4 * att) : NULL;
+        a->fch = take(ar, g * BT * 4 * C);
+        a->att = simple && !d->bf16 ? (float *)take(ar, 4 * att) : NULL;
         a->att_g = simple && d->bf16 ? take(ar, 2 * att) : NULL;
         a->lse = simple ? NULL : (float *)take(ar, 4 * B * NH * T);
     }
@@ -1583,7 +1634,7 @@ static int handles(ct_gpt_cuda *d, ct_error *err)
             return ct_error_hint(err, "use a smaller --batch-size, seq_len or n_embd (the simple attention keeps "
                                  "batch x heads x seq_len^2 probabilities per layer, %zu MiB each)",
                                  (size_t)d->max_batch * d->lay.cfg.n_head * d->lay.cfg.seq_len * d->lay.cfg.seq_len *
-                                     (4 + (d->bf16 ? 2 : 0)) >> 20);
+                                     (d->bf16 ? 2 : 4) >> 20);
         return ct_error_hint(err, "use a smaller --batch-size, seq_len or n_embd");
     }
     ar.base = d->arena;
