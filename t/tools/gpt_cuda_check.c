@@ -12,10 +12,12 @@
  *                            to the host model and back, a target outside the vocabulary refused,
  *                            a smaller batch after the full ones, the deferred loss read late, and
  *                            (bf16-mixed) the fused classifier on bf16 logits against its host
- *                            reference and the fp32 path.
+ *                            reference and the fp32 path. The small shape again with the forward in a
+ *                            CUDA graph (its captured second step the same bits as the eager first).
  *   gpt_cuda_check --bench   also the ms per training step (forward, backward, AdamW) of a GPT-2
  *                            small shape (12 layers, 768 channels, 12 heads, 1024 tokens, batch 8)
- *                            in bf16-mixed with either attention path, as TAP comments.
+ *                            in bf16-mixed with either attention path (the simple one with and
+ *                            without the forward in a CUDA graph), as TAP comments.
  *   gpt_cuda_check --quick   the small and odd shapes only (every kernel, partial blocks and warps
  *                            included, without the 1024-token one): what scripts/gpu-check runs under
  *                            compute-sanitizer, which slows kernels 10-100 times.
@@ -96,6 +98,7 @@ struct run {
     enum ct_dtype gemm;
     enum ct_gpt_cuda_attention att;
     int no_epilogues;
+    int graph;
 };
 
 static void fill_tokens(int32_t *in, int32_t *tg, size_t n, int vocab, uint64_t seed)
@@ -177,7 +180,7 @@ static void check_run(const struct run *rn)
     const double tol = rn->gemm == CT_DTYPE_BF16 ? 1e-2 : 1e-4;
     const char *prec = rn->gemm == CT_DTYPE_BF16 ? "bf16-mixed" : "32-true";
     const char *att = rn->att == CT_GPT_ATT_FLASH ? "flash" : "simple";
-    ct_gpt_cuda_options opt = { rn->att, rn->no_epilogues };
+    ct_gpt_cuda_options opt = { rn->att, rn->no_epilogues, rn->graph };
     size_t BT = (size_t)rn->batch * rn->cfg.seq_len, n;
     ct_gpt *cpu = NULL, *back = NULL;
     ct_gpt_cuda *dev = NULL;
@@ -192,7 +195,7 @@ static void check_run(const struct run *rn)
     int ok;
 
     snprintf(label, sizeof(label), "%s %s %s attention%s", rn->name, prec, att,
-             rn->no_epilogues ? " (no epilogues)" : "");
+             rn->no_epilogues ? " (no epilogues)" : rn->graph ? " (forward in a CUDA graph)" : "");
     if (ct_gpt_create(&rn->cfg, rn->batch, &cpu, &err) || ct_gpt_set_gemm_dtype(cpu, rn->gemm, &err) ||
         ct_gpt_create(&rn->cfg, rn->batch, &back, &err)) {
         tap(0, "%s: cpu model: %s", label, err.msg);
@@ -336,10 +339,10 @@ static double now_s(void)
 }
 
 /* ms per step of GPT-2 small's shape, device only (the cpu GPT would take minutes). */
-static void bench(enum ct_gpt_cuda_attention att)
+static void bench(enum ct_gpt_cuda_attention att, int graph)
 {
     ct_gpt_config c = { .n_layer = 12, .n_head = 12, .n_embd = 768, .seq_len = 1024, .vocab = 50257 };
-    ct_gpt_cuda_options opt = { att, 0 };
+    ct_gpt_cuda_options opt = { att, 0, graph };
     const int B = 8, steps = 10;
     ct_gpt *host = NULL;
     ct_gpt_cuda *dev = NULL;
@@ -375,8 +378,8 @@ static void bench(enum ct_gpt_cuda_attention att)
         printf("# bench: %s\n", err.msg);
         goto out;
     }
-    printf("# bench: GPT-2 small shape, batch %d x %d, bf16-mixed, %s attention: %.1f ms per step, loss %.3f\n", B,
-           c.seq_len, att == CT_GPT_ATT_FLASH ? "flash" : "simple", (now_s() - t0) * 1e3 / steps, loss / (B * c.seq_len));
+    printf("# bench: GPT-2 small shape, batch %d x %d, bf16-mixed, %s attention%s: %.1f ms per step, loss %.3f\n", B,
+           c.seq_len, att == CT_GPT_ATT_FLASH ? "flash" : "simple", graph ? ", forward in a CUDA graph" : "", (now_s() - t0) * 1e3 / steps, loss / (B * c.seq_len));
 out:
     ct_gpt_cuda_free(dev);
     ct_optim_free(o);
@@ -444,18 +447,25 @@ int main(int argc, char **argv)
             for (int bf = 0; bf < 2; bf++)
                 for (int fl = 0; fl < 2; fl++) {
                     struct run rn = { shapes[s].name, shapes[s].cfg, shapes[s].batch,
-                                      bf ? CT_DTYPE_BF16 : CT_DTYPE_F32, fl ? CT_GPT_ATT_FLASH : CT_GPT_ATT_SIMPLE, 0 };
+                                      bf ? CT_DTYPE_BF16 : CT_DTYPE_F32, fl ? CT_GPT_ATT_FLASH : CT_GPT_ATT_SIMPLE, 0, 0 };
 
                     check_run(&rn);
                     /* the kernels cuBLASLt's epilogues stand in for */
                     if (s == 0 && !fl) {
                         rn.no_epilogues = 1;
                         check_run(&rn);
+                        /* the forward in a CUDA graph: the first full batch eager, the second (the
+                         * determinism check: the same bits) captured, the deferred ones replayed, the
+                         * smaller batch eager */
+                        rn.no_epilogues = 0;
+                        rn.graph = 1;
+                        check_run(&rn);
                     }
                 }
         if (bench_too) {
-            bench(CT_GPT_ATT_SIMPLE);
-            bench(CT_GPT_ATT_FLASH);
+            bench(CT_GPT_ATT_SIMPLE, 0);
+            bench(CT_GPT_ATT_SIMPLE, 1);
+            bench(CT_GPT_ATT_FLASH, 0);
         }
         printf("1..%d\n", n_done);
         return n_failed ? 1 : 0;

@@ -627,6 +627,29 @@ static void test_param_copy_places(void **state)
     ct_gpt_free(m);
 }
 
+/* The forward in a CUDA graph: off unless enabled; full batches only (the last, smaller one eager); the
+ * first full batch eager, the second captured, then replays; a failed capture turns it off for good. */
+static void test_graph_steps(void **state)
+{
+    ct_gpt_cuda_graph_state off = { 0 }, g = { 1, 0, 0, 0 }, bad = { 1, 0, 0, 0 };
+
+    (void)state;
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(ct_gpt_cuda_graph_next(&off, 4, 4), CT_GPT_GRAPH_EAGER);
+    assert_int_equal(ct_gpt_cuda_graph_next(&g, 3, 4), CT_GPT_GRAPH_EAGER);
+    assert_int_equal(ct_gpt_cuda_graph_next(&g, 4, 4), CT_GPT_GRAPH_EAGER);
+    assert_int_equal(ct_gpt_cuda_graph_next(&g, 4, 4), CT_GPT_GRAPH_CAPTURE);
+    ct_gpt_cuda_graph_done(&g, 1);
+    assert_int_equal(ct_gpt_cuda_graph_next(&g, 4, 4), CT_GPT_GRAPH_REPLAY);
+    assert_int_equal(ct_gpt_cuda_graph_next(&g, 2, 4), CT_GPT_GRAPH_EAGER);
+    assert_int_equal(ct_gpt_cuda_graph_next(&g, 4, 4), CT_GPT_GRAPH_REPLAY);
+    assert_int_equal(ct_gpt_cuda_graph_next(&bad, 4, 4), CT_GPT_GRAPH_EAGER);
+    assert_int_equal(ct_gpt_cuda_graph_next(&bad, 4, 4), CT_GPT_GRAPH_CAPTURE);
+    ct_gpt_cuda_graph_done(&bad, 0);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(ct_gpt_cuda_graph_next(&bad, 4, 4), CT_GPT_GRAPH_EAGER);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -645,6 +668,7 @@ int main(void)
         cmocka_unit_test(test_loss_slots),
         cmocka_unit_test(test_classifier_reference),
         cmocka_unit_test(test_param_copy_places),
+        cmocka_unit_test(test_graph_steps),
     };
 
     cmocka_set_message_output(CM_OUTPUT_TAP);

@@ -105,6 +105,8 @@ struct ct_gpt_cuda {
     cudaEvent_t tokens_copied;    // the batch's tokens are on the device: the pinned buffer may be refilled
     cudaEvent_t loss_copied[CT_GPT_CUDA_LOSS_RING + 1];
     unsigned long long loss_seq;  // deferred forwards so far (ct_gpt_cuda_loss_slot)
+    ct_gpt_cuda_graph_state graph; // the forward's compute in a CUDA graph (options.graph)
+    cudaGraphExec_t graph_exec;
 };
 
 // --- kernels ------------------------------------------------------------------------------
@@ -1334,12 +1336,88 @@ extern "C" int ct_gpt_cuda_classifier_rows(ct_gpt_cuda *d, uint16_t *logits, con
     return 0;
 }
 
+// The forward's compute, embedding to the classifier: the part a CUDA graph may hold (fixed pointers;
+// nothing in it waits for the host or records an event the host waits for).
+static int forward_compute(ct_gpt_cuda *d, int batch, ct_error *err)
+{
+    const ct_gpt_cuda_layout *lay = &d->lay;
+    int T = lay->cfg.seq_len, C = lay->cfg.n_embd, V = lay->cfg.vocab, BT = batch * T, rc;
+    struct gemm_args head;
+
+    k_embed<<<blocks_for((size_t)BT * C, 256), 256, 0, d->stream>>>(d->encoded, d->inputs, d->params + lay->wte,
+                                                                    d->params + lay->wpe, BT, T, C, V);
+    if ((rc = launched("embedding", err)) ||
+        (rc = layernorm_forward(d, d->encoded, NULL, NULL, d->layers[0].ln1, d->layers[0].ln1_mean,
+                                d->layers[0].ln1_rstd, lay->blk[0][CT_GPT_LN1_W], lay->blk[0][CT_GPT_LN1_B], BT, err)))
+        return rc;
+    for (int l = 0; l < lay->cfg.n_layer; l++)
+        if ((rc = block_forward(d, l, batch, err)))
+            return rc;
+    /* logits = lnf wte^T: the LM head is the token embedding, transposed; under bf16-mixed over the
+     * padded vocabulary (a multiple of 64 rows: whole tiles; the extra logits are 0 and never read) */
+    head = { 1, 0, d->bf16 ? d->vp : V, BT, C, 1.0f, weight(d, lay->wte), C, d->lnf, C,
+             d->bf16 ? (void *)d->logits_g : (void *)d->logits, d->vp, CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL,
+             d->bf16 ? CUDA_R_16BF : CUDA_R_32F };
+    if ((rc = lt_gemm(d, &head, NULL, "the LM head", err)))
+        return rc;
+    return classifier(d, BT, err);
+}
+
+// Captures forward_compute of a full batch into d->graph_exec (ct_gpt_cuda_graph_done says how it
+// went); 0 with *ok 0 when the capture or the instantiation failed (the caller runs it eagerly), an
+// error code when forward_compute itself failed.
+static int forward_capture(ct_gpt_cuda *d, int batch, int *ok, ct_error *err)
+{
+    cudaGraph_t g = NULL;
+    cudaError_t e;
+    int rc;
+
+    *ok = 0;
+    if (cudaStreamBeginCapture(d->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    rc = forward_compute(d, batch, err);
+    e = cudaStreamEndCapture(d->stream, &g);
+    if (rc || e != cudaSuccess || !g || cudaGraphInstantiate(&d->graph_exec, g, 0) != cudaSuccess) {
+        d->graph_exec = NULL;
+        if (g)
+            cudaGraphDestroy(g);
+        cudaGetLastError(); // a capture error is not sticky: clear it for the eager run
+        return rc;
+    }
+    cudaGraphDestroy(g);
+    *ok = 1;
+    return 0;
+}
+
+// forward_compute eagerly, captured then launched, or replayed (ct_gpt_cuda_graph_next).
+static int forward_graph(ct_gpt_cuda *d, int batch, ct_error *err)
+{
+    cudaError_t e;
+    int ok, rc;
+
+    int step = ct_gpt_cuda_graph_next(&d->graph, batch, d->max_batch);
+
+    if (step == CT_GPT_GRAPH_EAGER)
+        return forward_compute(d, batch, err);
+    if (step == CT_GPT_GRAPH_CAPTURE) {
+        rc = forward_capture(d, batch, &ok, err);
+        ct_gpt_cuda_graph_done(&d->graph, ok);
+        if (rc || !ok)
+            return rc ? rc : forward_compute(d, batch, err);
+    }
+    // the captured forward launched (replayed after the capture)
+    if ((e = cudaGraphLaunch(d->graph_exec, d->stream)) != cudaSuccess)
+        return cuda_fail(e, "launching the forward's graph", err);
+    return 0;
+}
+
 extern "C" int ct_gpt_cuda_forward(ct_gpt_cuda *d, int batch, double *loss_sum, ct_error *err)
 {
     const ct_gpt_cuda_layout *lay = &d->lay;
     int T = lay->cfg.seq_len, C = lay->cfg.n_embd, V = lay->cfg.vocab, BT = batch * T, rc;
     size_t maxbt = (size_t)d->max_batch * T;
-    struct gemm_args head;
     cudaError_t e;
     int slot;
 
@@ -1368,21 +1446,7 @@ extern "C" int ct_gpt_cuda_forward(ct_gpt_cuda *d, int batch, double *loss_sum, 
             return rc;
         d->copy_stale = 0;
     }
-    k_embed<<<blocks_for((size_t)BT * C, 256), 256, 0, d->stream>>>(d->encoded, d->inputs, d->params + lay->wte,
-                                                                    d->params + lay->wpe, BT, T, C, V);
-    if ((rc = launched("embedding", err)) ||
-        (rc = layernorm_forward(d, d->encoded, NULL, NULL, d->layers[0].ln1, d->layers[0].ln1_mean,
-                                d->layers[0].ln1_rstd, lay->blk[0][CT_GPT_LN1_W], lay->blk[0][CT_GPT_LN1_B], BT, err)))
-        return rc;
-    for (int l = 0; l < lay->cfg.n_layer; l++)
-        if ((rc = block_forward(d, l, batch, err)))
-            return rc;
-    /* logits = lnf wte^T: the LM head is the token embedding, transposed; under bf16-mixed over the
-     * padded vocabulary (a multiple of 64 rows: whole tiles; the extra logits are 0 and never read) */
-    head = { 1, 0, d->bf16 ? d->vp : V, BT, C, 1.0f, weight(d, lay->wte), C, d->lnf, C,
-             d->bf16 ? (void *)d->logits_g : (void *)d->logits, d->vp, CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL,
-             d->bf16 ? CUDA_R_16BF : CUDA_R_32F };
-    if ((rc = lt_gemm(d, &head, NULL, "the LM head", err)) || (rc = classifier(d, BT, err)))
+    if ((rc = forward_graph(d, batch, err)))
         return rc;
     // The loss sum into its pinned slot behind the step's work: a deferred forward's into the ring,
     // a waited-for one's into the last slot (so an evaluation never overwrites a training step's).
@@ -1640,6 +1704,10 @@ static int handles(ct_gpt_cuda *d, ct_error *err)
     ar.base = d->arena;
     ar.off = 0;
     carve(d, &ar);
+    // Under graphs cuBLAS's batched GEMMs (attention) must not allocate a workspace of their own inside a
+    // capture: they share cuBLASLt's (one stream, so never at once).
+    if (d->graph.enabled && (s = cublasSetWorkspace(d->blas, d->ws, LT_WORKSPACE)) != CUBLAS_STATUS_SUCCESS)
+        return blas_fail(s, "cublasSetWorkspace", err);
     if (d->bf16 && cudaMemsetAsync((bf16 *)d->wte_g + (size_t)d->lay.cfg.vocab * d->lay.cfg.n_embd, 0,
                                    sizeof(bf16) * (size_t)(d->vp - d->lay.cfg.vocab) * d->lay.cfg.n_embd,
                                    d->stream) != cudaSuccess)
@@ -1674,6 +1742,7 @@ extern "C" int ct_gpt_cuda_create(ct_gpt *host, const ct_optim *o, int max_batch
     d->gsz = d->bf16 ? 2 : 4;
     d->gtype = d->bf16 ? CUDA_R_16BF : CUDA_R_32F;
     d->no_epilogues = opt ? opt->no_epilogues : 0;
+    d->graph.enabled = opt ? opt->graph : 0;
     d->n_states = o ? ct_optim_num_states((ct_optim *)o) : 0;
     if ((rc = ct_gpt_cuda_layout_of(host, &d->lay, err)) ||
         (rc = check_shapes(d, opt ? opt->attention : CT_GPT_ATT_AUTO, err)) || (rc = handles(d, err)) ||
@@ -1691,6 +1760,8 @@ extern "C" void ct_gpt_cuda_free(ct_gpt_cuda *d)
         return;
     if (d->stream || d->blas)
         cudaStreamSynchronize(d->stream);
+    if (d->graph_exec)
+        cudaGraphExecDestroy(d->graph_exec);
     for (int i = 0; i < d->gemm_cache.n; i++)
         plan_free(&d->plans[i]);
     if (d->blas)

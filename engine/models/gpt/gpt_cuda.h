@@ -159,6 +159,26 @@ float ct_gpt_cuda_classifier_ref(uint16_t *logits, int V, int target, uint16_t *
 #define CT_GPT_CUDA_LOSS_RING 2
 int ct_gpt_cuda_loss_slot(uint64_t seq, int back);
 
+/* The forward's compute (embedding to the classifier) in a CUDA graph (ct_gpt_cuda_options.graph, off by
+ * default until it has run on a GPU): the same shapes every step, so a full batch's forward is captured
+ * once and replayed; a batch of another size (the epoch's last, smaller one) runs without. The first
+ * full-batch forward runs eagerly (cuBLASLt's plans are built then, outside any capture); the second
+ * is captured and launched; later ones replay. A capture or instantiation that fails turns graphs off
+ * for the model (that forward runs eagerly). The token copies, the weights' bf16 copy and the loss sum
+ * stay outside the graph (their events and ring slot change from step to step). */
+enum { CT_GPT_GRAPH_EAGER, CT_GPT_GRAPH_CAPTURE, CT_GPT_GRAPH_REPLAY };
+typedef struct ct_gpt_cuda_graph_state {
+    int enabled;
+    int eager_full;   /* full-batch forwards run eagerly so far */
+    int captured;     /* a graph of the full batch's forward exists */
+    int failed;       /* capture or instantiation failed: no graphs for this model */
+} ct_gpt_cuda_graph_state;
+
+/* What the forward of a batch of `batch` (at most max_batch) does: EAGER, CAPTURE or REPLAY. */
+int ct_gpt_cuda_graph_next(ct_gpt_cuda_graph_state *g, int batch, int max_batch);
+/* After a CAPTURE: ok 1 (captured, instantiated) or 0 (failed: graphs off). */
+void ct_gpt_cuda_graph_done(ct_gpt_cuda_graph_state *g, int ok);
+
 /* Moves n bytes between host memory and the device's (dir: CT_GPT_TO_HOST copies dev to host). */
 enum { CT_GPT_TO_HOST, CT_GPT_TO_DEVICE };
 typedef int (*ct_gpt_copy_fn)(void *ctx, int dir, void *host, void *dev, size_t bytes);
@@ -178,6 +198,8 @@ typedef struct ct_gpt_cuda_options {
     /* 1: no cuBLASLt epilogues (bias, GELU, dGELU run as kernels after plain GEMMs), the path a GEMM
      * takes anyway when cuBLASLt offers no algorithm with its epilogue; for the GPU check. */
     int no_epilogues;
+    /* 1: the forward's compute in a CUDA graph (ct_gpt_cuda_graph_next); off by default: never run. */
+    int graph;
 } ct_gpt_cuda_options;
 
 /* On the current device, host's config, layout and parameters, o's state (o may be NULL: no

@@ -213,3 +213,22 @@ float ct_gpt_cuda_classifier_ref(uint16_t *logits, int V, int target, uint16_t *
         dlogits[j] = ct_bf16_store(expf(ct_bf16_load(logits[j]) - m) * inv - (j == target ? 1.0f : 0.0f));
     return loss;
 }
+
+int ct_gpt_cuda_graph_next(ct_gpt_cuda_graph_state *g, int batch, int max_batch)
+{
+    if (!g->enabled || g->failed || batch != max_batch)
+        return CT_GPT_GRAPH_EAGER;
+    if (g->captured)
+        return CT_GPT_GRAPH_REPLAY;
+    if (g->eager_full < 1) {
+        g->eager_full++;
+        return CT_GPT_GRAPH_EAGER;
+    }
+    return CT_GPT_GRAPH_CAPTURE;
+}
+
+void ct_gpt_cuda_graph_done(ct_gpt_cuda_graph_state *g, int ok)
+{
+    g->captured = ok;
+    g->failed = !ok;
+}
