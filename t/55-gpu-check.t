@@ -52,7 +52,8 @@ if [ "${1:-}" = probe ]; then
 fi
 printf '1..2\nok 1 - forward\nok 2 - backward\n'
 EOF
-# gpt_cuda_check: passing TAP (failing with FAKE_TARGET=fail); --bench adds the two ms-per-step lines.
+# gpt_cuda_check: passing TAP (failing with FAKE_TARGET=fail); --bench adds the three ms-per-step lines
+# (the simple attention with and without the forward in a CUDA graph, flash).
 cat >"$K/build/t/gpt_cuda_check" <<'EOF'
 #!/bin/sh
 echo "ok 1 - small 32-true simple attention: loss"
@@ -60,6 +61,7 @@ echo "ok 2 - small bf16-mixed flash attention: loss"
 if [ "${FAKE_TARGET:-ok}" = fail ]; then echo "not ok 3 - odd 32-true flash attention: gradient of wte"; echo "1..3"; exit 1; fi
 case "$*" in *--bench*)
     echo "# bench: GPT-2 small shape, batch 8 x 1024, bf16-mixed, simple attention: 45.0 ms per step, loss 10.990"
+    echo "# bench: GPT-2 small shape, batch 8 x 1024, bf16-mixed, simple attention (forward in a CUDA graph): 40.0 ms per step, loss 10.990"
     echo "# bench: GPT-2 small shape, batch 8 x 1024, bf16-mixed, flash attention: 612.5 ms per step, loss 10.990" ;;
 esac
 echo "1..2"
@@ -132,7 +134,8 @@ run clean
 check '[ "$(rc clean)" -eq 0 ] && [ "$(grep -c "\"result\": \"pass\"" "$T/clean/summary.json")" -eq 6 ]' \
     "clean: exit 0, gpt-compare and the 5 sanitizer runs pass" "$T/clean.out"
 check 'figures clean gpt-compare | grep -q "ctrain simple attention: 182044 tokens/s (45.0 ms/step), MFU 14.8% of 989 TFLOP/s" &&
-       figures clean gpt-compare | grep -q "ctrain flash attention: 13375 tokens/s (612.5 ms/step), MFU 1.1% of 989"' \
+       figures clean gpt-compare | grep -q "ctrain flash attention: 13375 tokens/s (612.5 ms/step), MFU 1.1% of 989" &&
+       figures clean gpt-compare | grep -q "ctrain simple attention (forward in a CUDA graph, off by default): 204800 tokens/s (40.0 ms/step)"' \
     "ctrain's own tokens/s and MFU from its step time, per attention path, without PyTorch: $(figures clean gpt-compare | cut -c1-120)" "$T/clean/summary.json"
 check '[ "$(result clean gpt-bench)" = skip ] && reason clean gpt-bench | grep -q "has no PyTorch that sees the GPU"' \
     "without PyTorch the comparison with it is skipped, saying why" "$T/clean/summary.json"

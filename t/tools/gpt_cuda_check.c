@@ -379,7 +379,7 @@ static void bench(enum ct_gpt_cuda_attention att, int graph)
         goto out;
     }
     printf("# bench: GPT-2 small shape, batch %d x %d, bf16-mixed, %s attention%s: %.1f ms per step, loss %.3f\n", B,
-           c.seq_len, att == CT_GPT_ATT_FLASH ? "flash" : "simple", graph ? ", forward in a CUDA graph" : "", (now_s() - t0) * 1e3 / steps, loss / (B * c.seq_len));
+           c.seq_len, att == CT_GPT_ATT_FLASH ? "flash" : "simple", graph ? " (forward in a CUDA graph)" : "", (now_s() - t0) * 1e3 / steps, loss / (B * c.seq_len));
 out:
     ct_gpt_cuda_free(dev);
     ct_optim_free(o);
