@@ -6,9 +6,10 @@
 # MPI's and PMIx's folders are hidden (empty files and folders mounted over them). There, a cpu fit,
 # a GPT fit on its token shards, an MPI singleton and ctrain's own launcher with its PMIx server run
 # from the kit, and scripts/gpu-check, given no GPU (CUDA_VISIBLE_DEVICES empty), ends 0 with every
-# check skipped and the reason, a log per check and summary.json; on a machine whose glibc is older
-# than the kit's it ends 1 and says so; with the CUDA toolkit's folder hidden it finds the CUDA
-# libraries where a PyTorch wheel keeps them (site-packages/nvidia/*/lib), or ends 1 naming the missing. Needs a CUDA build and root (or
+# check skipped and the reason, a log per check and summary.json (where cudart, cuBLAS and NCCL
+# were found in it); on a machine whose glibc is older than the kit's it ends 1 and says so; with the
+# CUDA toolkit's folder hidden it finds the CUDA libraries where a PyTorch wheel keeps them
+# (site-packages/nvidia/*/lib), or ends 1 naming the missing. Needs a CUDA build and root (or
 # unprivileged user namespaces). KEEP=1 keeps the test's folder (/tmp/ctrain-t54-*) for a look.
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 case "${CTRAIN_BUILD:-build}" in /*) B=$CTRAIN_BUILD ;; *) B="$ROOT/${CTRAIN_BUILD:-build}" ;; esac
@@ -92,12 +93,13 @@ check '[ $? -eq 0 ] && [ "$(grep -c "kv ok rank [01] of 2" "$T/kv.out")" -eq 2 ]
     "ctrain's own launcher and PMIx server from the kit: 2 ranks exchange through the store, then MPI" "$T/kv.out"
 
 CUDA_VISIBLE_DEVICES= OUT="$T/out" "$ROOT/scripts/gpu-check" --kit "$T/kit.tar.xz" >"$T/check.out" 2>&1
-check '[ $? -eq 0 ] && [ "$(grep -c "\"result\": \"skip\"" "$T/out/summary.json")" -eq 11 ] &&
-       [ "$(grep -c "\"reason\": \"no CUDA device (" "$T/out/summary.json")" -eq 11 ]' \
-    "gpu-check without a GPU: exit 0, its 11 checks skipped with the reason" "$T/check.out"
+check '[ $? -eq 0 ] && [ "$(grep -c "\"result\": \"skip\"" "$T/out/summary.json")" -eq 13 ] &&
+       [ "$(grep -c "\"reason\": \"no CUDA device (" "$T/out/summary.json")" -eq 13 ] &&
+       grep -q "\"cuda_libraries_found\": \"libcudart.so.13 /[^;]*/libcudart.so.13; .*libnccl.so.2 /" "$T/out/summary.json"' \
+    "gpu-check without a GPU: exit 0, its 13 checks skipped with the reason; where cudart and NCCL were found" "$T/check.out"
 check 'python3 -m json.tool "$T/out/summary.json" >/dev/null && grep -q "\"device\": " "$T/out/summary.json" &&
        grep -q "\"driver\": " "$T/out/summary.json" && grep -q "\"cuda\": " "$T/out/summary.json" &&
-       [ "$(grep -c "^== " "$T/out/checks.log")" -eq 11 ] && [ "$(tar tzf "$T/out/logs.tar.gz" | grep -c "\.log$")" -ge 12 ] &&
+       [ "$(grep -c "^== " "$T/out/checks.log")" -eq 13 ] && [ "$(tar tzf "$T/out/logs.tar.gz" | grep -c "\.log$")" -ge 14 ] &&
        [ "$(ls "$T/out" | wc -l)" -eq 3 ]' \
     "summary.json is JSON with the device, driver and CUDA fields; checks.log and logs.tar.gz hold a log per check (3 files)" \
     "$T/out/summary.json"
@@ -110,9 +112,9 @@ CUDA_VISIBLE_DEVICES= PATH="$T/oldglibc:$PATH" OUT="$T/out2" "$ROOT/scripts/gpu-
 check '[ $? -eq 1 ] && grep -q "\"skip_reason\": \"this machine.s glibc 2.31 is older than the 2.36 the kit" "$T/out2/summary.json"' \
     "gpu-check where glibc is older than the kit's: exit 1, the reason in summary.json" "$T/check2.out"
 CUDA_VISIBLE_DEVICES= OUT="$T/out5" "$ROOT/scripts/gpu-check" --kit "$T/kit.tar.xz" --only t51,nccl >"$T/check5.out" 2>&1
-check '[ $? -eq 0 ] && [ "$(grep -c "\"reason\": \"not among --only t51,nccl\"" "$T/out5/summary.json")" -eq 9 ] &&
+check '[ $? -eq 0 ] && [ "$(grep -c "\"reason\": \"not among --only t51,nccl\"" "$T/out5/summary.json")" -eq 11 ] &&
        grep -q "\"name\": \"nccl\", \"result\": \"skip\", .*\"reason\": \"no CUDA device (" "$T/out5/summary.json"' \
-    "gpu-check --only t51,nccl: the 9 others recorded as not asked for" "$T/out5/summary.json"
+    "gpu-check --only t51,nccl: the 11 others recorded as not asked for" "$T/out5/summary.json"
 
 # 13-14: the CUDA libraries where the toolkit's folder is gone: in a PyTorch wheel's layout
 # (site-packages/nvidia/cu13/lib, named by a stand-in python3), else missing, by name.
@@ -123,6 +125,7 @@ printf '#!/bin/sh\ncase "$*" in *getsitepackages*) echo "%s" ;; *) exit 1 ;; esa
 chmod +x "$T/fakepy/python3"
 CUDA_VISIBLE_DEVICES= PYTHON="$T/fakepy/python3" OUT="$T/out3" "$ROOT/scripts/gpu-check" --kit "$T/kit.tar.xz" >"$T/check3.out" 2>&1
 check '[ $? -eq 0 ] && grep -q "\"cuda_libraries\": \"$T/site/nvidia/cu13/lib\"" "$T/out3/summary.json" &&
+       grep -q "\"cuda_libraries_found\": \"libcudart.so.13 $T/site/nvidia/cu13/lib/libcudart.so.13; " "$T/out3/summary.json" &&
        grep -q "\"skip_reason\": \"no CUDA device (" "$T/out3/summary.json" && ! grep -q "shared librar" "$T/out3/summary.json"' \
     "gpu-check finds the CUDA libraries in a PyTorch wheel's folder when the toolkit's is gone" "$T/check3.out"
 CUDA_VISIBLE_DEVICES= PYTHON=/bin/false OUT="$T/out4" "$ROOT/scripts/gpu-check" --kit "$T/kit.tar.xz" >"$T/check4.out" 2>&1

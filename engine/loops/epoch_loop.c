@@ -27,17 +27,48 @@ size_t ct_epoch_opt_steps(const ct_loop_options *o, size_t batches)
  * anything is logged, validated or saved from the step, so last.safetensors stays the last good
  * checkpoint. Whether any rank's loss was non-finite rode on the step's gradient exchange (every
  * rank decides alike, with no collective of its own); without that post, this rank's own loss. */
-static int loss_finite(ct_run *run, double loss, ct_error *err)
+static int loss_nonfinite(ct_run *run, double loss, double bad, int64_t of, ct_error *err)
+{
+    ct_error_set(err, CT_EFORMAT, "fit-loss-nonfinite", "the training loss is not finite (%s on this rank, %.0f of "
+                 "%d ranks) at epoch %lld, step %lld: the run stops, saving nothing after the last good checkpoint",
+                 isnan(loss) ? "nan" : isinf(loss) ? (loss > 0 ? "inf" : "-inf") : "finite", bad, run->world,
+                 (long long)run->st.epoch + 1, (long long)of + 1);
+    return ct_error_hint(err, "lower --lr, add --gradient-clip-val 1.0 or check the data; --ckpt-path last resumes "
+                              "from %s/last.safetensors when it exists", run->opt.root_dir);
+}
+
+/* The loss of step `of` (the step just trained, or the one before it on a model that keeps its loss
+ * on the device: ct_training_step). */
+static int loss_finite(ct_run *run, double loss, int64_t of, ct_error *err)
 {
     double bad = run->stop_posted ? run->stop_sums[2] : !isfinite(loss);
 
-    if (bad < 0.5)
+    return bad < 0.5 ? 0 : loss_nonfinite(run, loss, bad, of, err);
+}
+
+/* A drain point of a model that keeps its loss on the device: before a log line, a validation, a
+ * checkpoint and whatever ends the epoch loop, the loss of the step still pending is waited for,
+ * every rank learns whether any rank's was non-finite (a collective of its own: the ranks reach the
+ * same drain points) and it joins the interval's sum. Nothing pending (every cpu model): nothing. */
+static int loss_drain(ct_run *run, double *loss_sum, double *loss_n, ct_error *err)
+{
+    double loss = NAN, bad;
+    int64_t of = -1;
+    int got, rc;
+
+    if (!run->loss_lag.pending)
         return 0;
-    ct_error_set(err, CT_EFORMAT, "fit-loss-nonfinite", "the training loss is not finite (%s on this rank, %.0f of "
-                 "%d ranks) at epoch %lld, step %lld: the run stops, saving nothing after the last good checkpoint",
-                 isnan(loss) ? "nan" : isinf(loss) ? (loss > 0 ? "inf" : "-inf") : "finite", bad, run->world, (long long)run->st.epoch + 1, (long long)run->st.global_step + 1);
-    return ct_error_hint(err, "lower --lr, add --gradient-clip-val 1.0 or check the data; --ckpt-path last resumes "
-                              "from %s/last.safetensors when it exists", run->opt.root_dir);
+    if ((rc = ct_loss_lag_drain(&run->loss_lag, ct_run_loss_read, run->model, &loss, &of, &got,
+                                err)) || !got)
+        return rc;
+    bad = !isfinite(loss);
+    if ((rc = ct_strategy_reduce_sum(run->strategy, &bad, 1, err)))
+        return rc;
+    if (bad >= 0.5)
+        return loss_nonfinite(run, loss, bad, of, err);
+    *loss_sum += loss;
+    *loss_n += 1;
+    return 0;
 }
 
 long ct_fit_total_steps(const ct_loop_options *o, size_t steps_per_epoch)
@@ -75,7 +106,7 @@ static int reduce_loss(ct_run *run, double loss_sum, double n, double *mean, ct_
     return rc;
 }
 
-int ct_epoch_loop_run(ct_run *run, ct_error *err)
+static int epoch_steps(ct_run *run, ct_error *err)
 {
     ct_progress_state *st = &run->st;
     size_t batches;
@@ -90,6 +121,7 @@ int ct_epoch_loop_run(ct_run *run, ct_error *err)
     while ((size_t)st->step_in_epoch < batches) {
         int n = ct_window_size(&run->opt, (size_t)st->step_in_epoch, batches), validated = 0;
         double loss, samples, t0, sps, shown;
+        int64_t loss_of;
 
         if (run->opt.max_steps >= 0 && st->global_step >= run->opt.max_steps)
             break;
@@ -100,15 +132,17 @@ int ct_epoch_loop_run(ct_run *run, ct_error *err)
             return rc < 0 ? rc : 0;
         ct_optim_set_lr(run->optim, ct_lr_at(&run->opt, st->global_step, total));
         t0 = ct_time_now();
-        if ((rc = ct_training_step(run, (size_t)st->step_in_epoch, n, &loss, &samples, err)) ||
-            (rc = loss_finite(run, loss, err)))
+        if ((rc = ct_training_step(run, (size_t)st->step_in_epoch, n, &loss, &loss_of, &samples, err)) ||
+            (loss_of >= 0 && (rc = loss_finite(run, loss, loss_of, err))))
             return rc;
         run->train_seconds += ct_time_now() - t0;
         run->train_samples += samples * run->world;
         run->steps_this_run++;
         interval_samples += samples * run->world;
-        loss_sum += loss;
-        loss_n += 1;
+        if (loss_of >= 0) {
+            loss_sum += loss;
+            loss_n += 1;
+        }
         st->step_in_epoch += n;
         st->global_step++;
         ct_hang_step(st->global_step);
@@ -117,11 +151,12 @@ int ct_epoch_loop_run(ct_run *run, ct_error *err)
         if (run->straggler_stop)
             return 0; /* every rank after this step: the fit loop saves last.safetensors */
         sps = run->train_samples / run->train_seconds;
-        shown = loss_sum / loss_n;
+        shown = loss_n > 0 ? loss_sum / loss_n : st->last_train_loss;
         if (st->global_step % run->opt.log_every_n_steps == 0) {
             double now = ct_time_now(), mean;
 
-            if ((rc = reduce_loss(run, loss_sum, loss_n, &mean, err)))
+            if ((rc = loss_drain(run, &loss_sum, &loss_n, err)) ||
+                (rc = reduce_loss(run, loss_sum, loss_n, &mean, err)))
                 return rc;
             sps = interval_samples / (now - interval_start);
             st->last_train_loss = shown = mean;
@@ -133,7 +168,7 @@ int ct_epoch_loop_run(ct_run *run, ct_error *err)
         /* --val-check-interval: validation (and the monitored checkpoints, early stopping) every N
          * optimizer steps of the fit, epoch boundaries or not. */
         if (run->opt.val_check_interval > 0 && st->global_step % run->opt.val_check_interval == 0) {
-            if ((rc = ct_fit_validate(run, batches, err)))
+            if ((rc = loss_drain(run, &loss_sum, &loss_n, err)) || (rc = ct_fit_validate(run, batches, err)))
                 return rc;
             if (st->early_stopped)
                 return 0;
@@ -144,6 +179,8 @@ int ct_epoch_loop_run(ct_run *run, ct_error *err)
             char path[1100];
 
             snprintf(path, sizeof(path), "%s/last.safetensors", run->opt.root_dir);
+            if ((rc = loss_drain(run, &loss_sum, &loss_n, err)))
+                return rc;
             ct_hang_enter(CT_PHASE_CHECKPOINT);
             if ((rc = ct_run_save_checkpoint(run, path, err)))
                 return rc;
@@ -153,4 +190,14 @@ int ct_epoch_loop_run(ct_run *run, ct_error *err)
             break;
     }
     return 0;
+}
+
+int ct_epoch_loop_run(ct_run *run, ct_error *err)
+{
+    double loss_sum = 0, loss_n = 0;
+    int rc = epoch_steps(run, err);
+
+    /* Whatever ended the steps (the epoch's end, max_steps, a stop, the straggler check), the last
+     * step's loss, if still on the device, is checked before the fit loop validates or saves. */
+    return rc ? rc : loss_drain(run, &loss_sum, &loss_n, err);
 }

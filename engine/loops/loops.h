@@ -48,8 +48,28 @@ int ct_fit_validate(ct_run *run, size_t batches_per_epoch, ct_error *err);
 /* One optimizer step on the batches first .. first + n - 1 of the epoch (an accumulation window):
  * forward and backward of each (the last one's gradients announced to the strategy as they are
  * ready, the others summed on this rank: Lightning's no_sync), grad_sync, clipping, update.
- * *loss gets the window's mean loss, *samples the samples it trained on this rank. */
-int ct_training_step(ct_run *run, size_t first, int n, double *loss, double *samples, ct_error *err);
+ * *loss gets the window's mean loss and *loss_of the step's global index (from 0), *samples the
+ * samples it trained on this rank. A model that keeps its loss on the device (ct_model_defers_loss),
+ * with one batch a window: *loss is the previous step's (*loss_of one less; -1 when none is pending,
+ * the first step or the first after a drain), read without waiting; this step's stays pending in
+ * run->loss_lag until the next step or a drain (the epoch loop's loss_drain). */
+int ct_training_step(ct_run *run, size_t first, int n, double *loss, int64_t *loss_of, double *samples,
+                     ct_error *err);
+/* --- a training loss read one step late (engine/loops/step.c) ------------------------------ */
+/* Reads the loss sum of a forward whose loss stayed on the device: back 0 the last one, back 1 the
+ * one before it (ct_model_loss_read for the run's model). */
+typedef int (*ct_loss_read_fn)(void *ctx, int back, double *loss_sum, ct_error *err);
+/* ct_model_loss_read of model (a ct_model) as a ct_loss_read_fn. */
+int ct_run_loss_read(void *model, int back, double *loss_sum, ct_error *err);
+/* Step `step`'s forward, of `terms` loss terms, is enqueued: the step pending before it is read
+ * (back 1: the device is past its forward by now, so the read does not wait), *loss its mean per
+ * term, *of its step and *got 1; *got 0 when none was pending. Step `step` is pending after. */
+int ct_loss_lag_advance(ct_loss_lag *l, int64_t step, double terms, ct_loss_read_fn read, void *ctx, double *loss,
+                        int64_t *of, int *got, ct_error *err);
+/* The pending step's loss (back 0), waited for, as above; *got 0 when none. None is pending after. */
+int ct_loss_lag_drain(ct_loss_lag *l, ct_loss_read_fn read, void *ctx, double *loss, int64_t *of, int *got,
+                      ct_error *err);
+
 /* Forward on run->batch, announcing the parameters it reads to the strategy (training and
  * evaluation alike). */
 int ct_run_forward(ct_run *run, ct_model_sums *sums, ct_error *err);

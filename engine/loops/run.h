@@ -129,6 +129,15 @@ typedef struct ct_eval_result {
     double count;              /* loss terms evaluated (samples or tokens) */
 } ct_eval_result;
 
+/* The training loss of a model that keeps it on the device (ct_model_defers_loss): each step's is read
+ * during the next step, once that step's forward is enqueued, or waited for at a drain point
+ * (logging, validation, a checkpoint, the epoch loop's end). engine/loops/step.c. */
+typedef struct ct_loss_lag {
+    int pending;               /* a step's loss is still on the device */
+    double terms;              /* its loss terms */
+    int64_t step;              /* its optimizer step (global, from 0) */
+} ct_loss_lag;
+
 typedef struct ct_run {
     ct_strategy *strategy;
     int rank, world, is_zero;
@@ -166,6 +175,9 @@ typedef struct ct_run {
     double stop_sums[3];
     int loss_bad;              /* this rank's window so far had a non-finite loss */
     int stop_posted;           /* stop_sums holds the last step's sums, not yet looked at */
+    ct_loss_lag loss_lag;      /* a model keeping its loss on the device: the step not read yet */
+    int64_t loss_of;           /* the step whose loss the last forward gave (-1: none, see loops.h) */
+    double deferred_loss;      /* a deferred step: the previous step's mean loss (NaN: none) */
     /* Gradient accumulation: the sum of the window's earlier micro-batches' gradients (NULL when
      * accumulate is 1), and where the micro-batch that runs now stands in its window. */
     void *accum;

@@ -112,6 +112,38 @@ static void stop_post(ct_run *run)
     run->stop_posted = 1;
 }
 
+int ct_run_loss_read(void *model, int back, double *loss_sum, ct_error *err)
+{
+    return ct_model_loss_read(model, back, loss_sum, err);
+}
+
+/* A model that keeps its loss on the device trains with it read a step late, one batch a window
+ * (an accumulation window reads each micro-batch's loss at once, as on the host). */
+static int loss_deferred(const ct_run *run)
+{
+    return run->window == 1 && ct_model_defers_loss(run->model);
+}
+
+/* The forward of a deferred step: the previous step's loss is read now that this one's forward is
+ * enqueued (sums->loss gets it, run->loss_of its step, -1 when none was pending), and whether it was
+ * finite rides on this step's gradient exchange: a non-finite loss stops the run one step late. */
+static int forward_deferred(ct_run *run, ct_model_sums *sums, ct_error *err)
+{
+    double loss = NAN;
+    int64_t of = -1;
+    int got, rc;
+
+    ct_model_defer_loss(run->model, 1);
+    rc = ct_run_forward(run, sums, err);
+    ct_model_defer_loss(run->model, 0);
+    if (rc || (rc = ct_loss_lag_advance(&run->loss_lag, run->st.global_step, sums->count, ct_run_loss_read, run->model,
+                                        &loss, &of, &got, err)))
+        return rc;
+    sums->loss = run->deferred_loss = got ? loss : NAN; /* the previous step's mean, not this one's sum */
+    run->loss_of = got ? of : -1;
+    return 0;
+}
+
 /* One micro-batch: forward, then backward of the gradient of the window's mean loss. */
 static int micro_step(ct_run *run, size_t batch, int k, double window_samples, ct_model_sums *sums, ct_error *err)
 {
@@ -125,11 +157,12 @@ static int micro_step(ct_run *run, size_t batch, int k, double window_samples, c
     if ((rc = ct_datamodule_gather(run->data, CT_SPLIT_TRAIN, idx, count, &run->batch, err)))
         return rc;
     ct_hang_enter(CT_PHASE_FORWARD);
-    if ((rc = ct_run_forward(run, sums, err)))
+    run->loss_of = run->st.global_step;
+    if ((rc = loss_deferred(run) ? forward_deferred(run, sums, err) : ct_run_forward(run, sums, err)))
         return rc;
     /* run->step_err is clear: ct_run_forward cleared it and forward succeeded. */
     run->micro = k;
-    run->loss_bad = (k > 0 && run->loss_bad) || !isfinite(sums->loss);
+    run->loss_bad = (k > 0 && run->loss_bad) || (run->loss_of >= 0 && !isfinite(sums->loss));
     if (k == run->window - 1) {
         run->stop_posted = 0;
         if (run->stop_enabled)
@@ -170,7 +203,8 @@ value:
     return 0;
 }
 
-int ct_training_step(ct_run *run, size_t first, int n, double *loss, double *samples, ct_error *err)
+int ct_training_step(ct_run *run, size_t first, int n, double *loss, int64_t *loss_of, double *samples,
+                     ct_error *err)
 {
     double window_samples = 0, loss_sum = 0, terms = 0;
     int rc, skipped;
@@ -198,7 +232,8 @@ int ct_training_step(ct_run *run, size_t first, int n, double *loss, double *sam
     if ((rc = clip_gradients(run, (run->st.global_step + 1) % run->opt.log_every_n_steps == 0, err)) ||
         (rc = ct_strategy_optimizer_step(run->strategy, run->model, run->optim, &skipped, err)))
         return rc;
-    *loss = loss_sum / terms;
+    *loss = loss_deferred(run) ? run->deferred_loss : loss_sum / terms;
+    *loss_of = run->loss_of;
     *samples = window_samples;
     return 0;
 }
@@ -230,4 +265,45 @@ int ct_run_stop_agreed(ct_run *run, ct_error *err)
     run->stop.signal = sig ? sig : (run->stop.requeue && f ? f->requeue_signal : 0);
     run->stop.local = sig != 0;
     return 1;
+}
+
+/* --- the training loss of a model that keeps it on the device, read one step late (loops.h) ---
+ * Reading each step's loss as soon as its forward is enqueued would make the host wait for the
+ * device every step; read during the next step it is on the host already (the device has moved on
+ * to that step's forward), and the steps' work queues back to back. */
+static int lag_read(ct_loss_lag *l, int back, ct_loss_read_fn read, void *ctx, double *loss, int64_t *of, int *got,
+                    ct_error *err)
+{
+    double sum;
+    int rc;
+
+    *got = 0;
+    if (!l->pending)
+        return 0;
+    l->pending = 0;
+    if ((rc = read(ctx, back, &sum, err)))
+        return rc;
+    *loss = sum / l->terms;
+    *of = l->step;
+    *got = 1;
+    return 0;
+}
+
+int ct_loss_lag_advance(ct_loss_lag *l, int64_t step, double terms, ct_loss_read_fn read, void *ctx, double *loss,
+                        int64_t *of, int *got, ct_error *err)
+{
+    int rc = lag_read(l, 1, read, ctx, loss, of, got, err);
+
+    if (rc)
+        return rc;
+    l->pending = 1;
+    l->terms = terms;
+    l->step = step;
+    return 0;
+}
+
+int ct_loss_lag_drain(ct_loss_lag *l, ct_loss_read_fn read, void *ctx, double *loss, int64_t *of, int *got,
+                      ct_error *err)
+{
+    return lag_read(l, 0, read, ctx, loss, of, got, err);
 }

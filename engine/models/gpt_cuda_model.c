@@ -8,6 +8,7 @@
 #include "engine/models/models.h"
 
 #ifdef CT_HAVE_CUDA
+#include <math.h>
 #include <stdlib.h>
 
 #include "engine/models/gpt/gpt_cuda.h"
@@ -15,6 +16,7 @@
 struct gpt_cuda_model {
     ct_model m;
     ct_gpt_cuda *dev;
+    int defer;        /* the next forward leaves its loss on the device (the training step's) */
 };
 
 static ct_gpt_cuda *dev_of(const ct_model *m) { return ((const struct gpt_cuda_model *)m->impl)->dev; }
@@ -31,11 +33,21 @@ static void cuda_destroy(ct_model *m)
 static int cuda_forward(ct_model *m, const ct_batch *b, ct_param_need_fn need, void *ctx, ct_model_sums *out,
                         ct_error *err)
 {
-    int rc = ct_gpt_cuda_forward(dev_of(m), b->count, &out->loss, err);
+    struct gpt_cuda_model *cm = m->impl;
+    int rc = ct_gpt_cuda_forward(cm->dev, b->count, cm->defer ? NULL : &out->loss, err);
 
+    if (cm->defer)
+        out->loss = NAN;
     out->count = (double)b->count * m->info.context;
     out->correct = 0;
     return rc;
+}
+
+static void cuda_defer_loss(ct_model *m, int on) { ((struct gpt_cuda_model *)m->impl)->defer = on; }
+
+static int cuda_loss_read(ct_model *m, int back, double *loss_sum, ct_error *err)
+{
+    return ct_gpt_cuda_loss_read(dev_of(m), back, loss_sum, err);
 }
 
 static int cuda_backward(ct_model *m, double grad_scale, ct_grad_ready_fn ready, void *ctx, ct_error *err)
@@ -82,6 +94,8 @@ static const struct ct_model_ops cuda_ops = {
     .to_host = cuda_to_host,
     .from_host = cuda_from_host,
     .stats = cuda_stats,
+    .defer_loss = cuda_defer_loss,
+    .loss_read = cuda_loss_read,
 };
 
 int ct_gpt_cuda_model_create(ct_model *host, const ct_model_placement *where, ct_model **out, ct_error *err)

@@ -255,6 +255,24 @@ ct_model *ct_model_host(ct_model *m)
     return m->host ? m->host : m;
 }
 
+int ct_model_defers_loss(const ct_model *m)
+{
+    return m->ops->defer_loss && m->ops->loss_read;
+}
+
+void ct_model_defer_loss(ct_model *m, int on)
+{
+    if (ct_model_defers_loss(m))
+        m->ops->defer_loss(m, on);
+}
+
+int ct_model_loss_read(ct_model *m, int back, double *loss_sum, ct_error *err)
+{
+    if (!ct_model_defers_loss(m))
+        return ct_error_set(err, CT_EINTERNAL, "", "model %s keeps no loss on a device", m->name);
+    return m->ops->loss_read(m, back, loss_sum, err);
+}
+
 /* --- using a trained model ---------------------------------------------------------------------- */
 
 int ct_model_next_token_logits(ct_model *m, const int32_t *tokens, int len, float *logits, ct_error *err)

@@ -150,6 +150,13 @@ struct ct_model_ops {
     /* Optional, with hf_tensor: the config.json Hugging Face reads for the model (JSON text into
      * buf); non-zero when it does not fit. */
     int (*hf_config_json)(const ct_model *m, char *buf, size_t size);
+    /* Optional (device implementations that keep the loss on the device; the training step's, engine/
+     * loops/step.c): after defer_loss(m, 1) the next forward does not wait for its loss: out->loss is
+     * NaN and the loss sum is copied to the host behind the step's work, read with loss_read (back 0:
+     * the last such forward's, back 1: the one before it; it waits for the copy when it is not done).
+     * defer_loss(m, 0) (the default) makes forward wait and fill out->loss as without it. */
+    void (*defer_loss)(ct_model *m, int on);
+    int (*loss_read)(ct_model *m, int back, double *loss_sum, ct_error *err);
 };
 
 /* A model. Implementations fill every field in create (device implementations: in their impl
@@ -247,6 +254,11 @@ int ct_model_to_host(ct_model *m, ct_optim *o, ct_error *err);
 int ct_model_from_host(ct_model *m, const ct_optim *o, ct_error *err);
 /* The host model (m itself on the host). */
 ct_model *ct_model_host(ct_model *m);
+/* Whether the model can keep its loss on the device (defer_loss and loss_read); the two below do
+ * nothing (defer) or fail with CT_EINTERNAL (read) on a model that cannot. */
+int ct_model_defers_loss(const ct_model *m);
+void ct_model_defer_loss(ct_model *m, int on);
+int ct_model_loss_read(ct_model *m, int back, double *loss_sum, ct_error *err);
 
 /* --- using a trained model (ctrain generate, export, fit --init-from) ---------------------------- */
 /* The logits after tokens[0..len). A model without next_token_logits: CT_EINVAL naming it, with

@@ -33,23 +33,34 @@ typedef __nv_bfloat16 bf16;
 #define COL_CHUNK 128              // rows per partial sum of a column (bias and LayerNorm gradients)
 #define NORM_BLOCKS 512            // the grad norm's first stage: a fixed count, so a fixed order
 #define FLASH_WARPS 4              // query (or key) rows per flash block, one per warp
-#define FLASH_MAX_HS 128
+#define FLASH_MAX_HS CT_GPT_CUDA_FLASH_MAX_HS
 #define LT_WORKSPACE (32u << 20)   // cuBLASLt's workspace (llm.c's size for Hopper)
 
 struct layer_acts {
     void *ln1, *qkv, *atty, *ln2, *fch_gelu; // G: what the GEMMs read, kept for backward's
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;
     float *res2, *res3;                      // the residual stream after attention, after the MLP
-    float *fch;                              // pre-GELU (the GELU epilogue's aux)
-    float *att;                              // simple attention: probabilities [B,NH,T,T]
-    void *att_g;                             // bf16-mixed simple attention: their bf16 copy
+    void *fch;                               // G: pre-GELU (the GELU epilogue's aux)
+    float *att;                              // 32-true simple attention: probabilities [B,NH,T,T]
+    void *att_g;                             // bf16-mixed simple attention: the same in bf16 (no fp32 ones)
     float *lse;                              // flash attention: each row's log-sum-exp [B,NH,T]
+};
+
+// One cuBLASLt matmul's descriptors and algorithm, built the first time its key is met (gpt_cuda.h's
+// ct_gpt_cuda_gemm_cache: shape, transposes, types, epilogue, the pointers' alignment). no_algo: the
+// heuristic offered none (status why), remembered so the fallback is taken without asking again.
+struct lt_plan {
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+    int no_algo;
+    cublasStatus_t status;
 };
 
 struct ct_gpt_cuda {
     ct_gpt_cuda_layout lay;
     int max_batch, batch;
-    int vp;                       // the logits' row stride: vocab rounded up to 8 (16-byte bf16 rows)
+    int vp;                       // the logits' row stride: vocab rounded up to 64 (ct_gpt_cuda_padded_vocab)
     int bf16;                     // bf16-mixed: G is bf16
     size_t gsz;                   // bytes of a G element
     cudaDataType_t gtype;
@@ -58,19 +69,23 @@ struct ct_gpt_cuda {
     cublasHandle_t blas;          // attention's batched GEMMs
     cublasLtHandle_t lt;          // every other GEMM
     void *ws;
+    ct_gpt_cuda_gemm_cache gemm_cache;
+    struct lt_plan plans[CT_GPT_CUDA_GEMM_SLOTS];
 
     char *arena;                  // every device array, one allocation
     size_t arena_bytes;
     float *params, *grads, *state[2];
     int n_states;
-    void *params_g;               // bf16-mixed: the parameters in bf16, refreshed each forward
+    void *params_g;               // bf16-mixed: the parameters in bf16, written by the update (not wte's)
+    int copy_stale;               // bf16-mixed: the weights came from elsewhere: the next forward copies them
+    void *wte_g;                  // bf16-mixed: wte in bf16, [vp, C], the rows past vocab zero (the LM head's A)
     int32_t *inputs, *targets;
     float *encoded;
     struct layer_acts layers[CT_GPT_MAX_LAYER];
     void *lnf;
     float *lnf_mean, *lnf_rstd;
-    float *logits;                // [BT,vp] logits, then (softmax - onehot) from the fused classifier
-    void *dlogits_g;              // bf16-mixed: its bf16 copy
+    float *logits;                // 32-true: [BT,vp] logits, then (softmax - onehot) from the fused classifier
+    __nv_bfloat16 *logits_g;      // bf16-mixed: the same in bf16 (the LM head's GEMM writes bf16; no fp32 pass)
     float *losses;                // [BT]
     float *dres, *dbt_c, *dqkv, *dfch; // backward's; forward's fp32 scratch too
     float *datt;                  // simple attention's gradient [B,NH,T,T]
@@ -82,9 +97,16 @@ struct ct_gpt_cuda {
     float *norm_part;
     double *norm_sq;
 
+    double *loss_sum;             // [ring + 1] forwards' loss sums (the last: a waited-for forward's)
+
     int32_t *h_tokens;            // pinned: inputs then targets
-    float *h_losses;              // pinned
+    double *h_loss;               // pinned: loss_sum's copies
     double *h_norm;
+    cudaEvent_t tokens_copied;    // the batch's tokens are on the device: the pinned buffer may be refilled
+    cudaEvent_t loss_copied[CT_GPT_CUDA_LOSS_RING + 1];
+    unsigned long long loss_seq;  // deferred forwards so far (ct_gpt_cuda_loss_slot)
+    ct_gpt_cuda_graph_state graph; // the forward's compute in a CUDA graph (options.graph)
+    cudaGraphExec_t graph_exec;
 };
 
 // --- kernels ------------------------------------------------------------------------------
@@ -116,14 +138,16 @@ __global__ static void k_to_bf16(const float *in, bf16 *out, size_t n)
     GRID_STRIDE(i, n) out[i] = __float2bfloat16_rn(in[i]);
 }
 
-// out[n, :] = wte[token n] + wpe[n % T]
+// out[n, :] = wte[token n] + wpe[n % T]. The host refused tokens outside [0, V) (ct_gpt_cuda_check_tokens);
+// one that got here anyway reads no row of wte (its embedding is NaN, so the loss shows it).
 __global__ static void k_embed(float *out, const int32_t *tokens, const float *wte, const float *wpe, int BT, int T,
-                               int C)
+                               int C, int V)
 {
     GRID_STRIDE(i, (size_t)BT * C) {
         size_t n = i / C, c = i % C;
+        int t = tokens[n];
 
-        out[i] = wte[(size_t)tokens[n] * C + c] + wpe[(n % T) * C + c];
+        out[i] = (t >= 0 && t < V ? wte[(size_t)t * C + c] : NAN) + wpe[(n % T) * C + c];
     }
 }
 
@@ -290,9 +314,26 @@ __global__ static void k_bias_gelu(float *out, float *aux, const float *b, int N
     }
 }
 
-__global__ static void k_gelu_backward(float *d, const float *pre, size_t n)
+// bf16-mixed, where cuBLASLt offers no GELU epilogue with a bf16 output (or without epilogues): from
+// the GEMM's fp32 result x, aux = x + b and out = gelu(x + b), each rounded once to G, as the
+// epilogue writes them.
+template <typename G>
+__global__ static void k_bias_gelu_g(const float *x, G *out, G *aux, const float *b, int N, int OC)
 {
-    GRID_STRIDE(i, n) d[i] *= gelu_grad(pre[i]);
+    GRID_STRIDE(i, (size_t)N * OC) {
+        float v = x[i] + b[i % OC];
+
+        st(aux, i, v);
+        st(out, i, gelu(v));
+    }
+}
+
+// d *= gelu'(pre): the DGELU epilogue's work where it is not used (pre in G: bf16-mixed keeps the
+// pre-GELU values in bf16, and cuBLASLt's aux takes D's type, fp32 for a gradient).
+template <typename G>
+__global__ static void k_gelu_backward(float *d, const G *pre, size_t n)
+{
+    GRID_STRIDE(i, n) d[i] *= gelu_grad(ld(pre, i));
 }
 
 // --- attention, the simple path: per-head copies, batched GEMMs, a softmax kernel ---
@@ -350,8 +391,9 @@ __global__ static void k_unpermute_dqkv(const float *dq, float *dqkv, int B, int
     }
 }
 
-// One warp per row t of a head's scaled scores: causal softmax in place (zeros above the
-// diagonal), and its G copy for the ·V GEMM when pg is given.
+// One warp per row t of a head's scaled scores: the causal softmax (zeros above the diagonal) in
+// place, or (pg given: bf16-mixed) into pg only, the probabilities kept for the ·V GEMM and backward
+// in bf16 and the fp32 scores a scratch shared by the layers.
 template <typename G>
 __global__ static void k_causal_softmax(float *att, G *pg, int rows, int T)
 {
@@ -374,19 +416,21 @@ __global__ static void k_causal_softmax(float *att, G *pg, int rows, int T)
     for (int j = lane; j < T; j += WARP) {
         float p = j <= t ? x[j] * inv : 0.0f;
 
-        x[j] = p;
         if (pg)
             st(pg, (size_t)r * T + j, p);
+        else
+            x[j] = p;
     }
 }
 
-// Through the softmax: d = p * (d - sum(p * d)) per row, on the fp32 probabilities; G copy in dg.
+// Through the softmax: d = p * (d - sum(p * d)) per row, on the kept probabilities (G: bf16 under
+// bf16-mixed, the math in fp32); G copy in dg.
 template <typename G>
-__global__ static void k_causal_softmax_backward(float *datt, const float *att, G *dg, int rows, int T)
+__global__ static void k_causal_softmax_backward(float *datt, const G *att, G *dg, int rows, int T)
 {
     int r = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP, lane = threadIdx.x % WARP, t;
     float *d, dot = 0.0f;
-    const float *p;
+    const G *p;
 
     if (r >= rows)
         return;
@@ -394,10 +438,10 @@ __global__ static void k_causal_softmax_backward(float *datt, const float *att, 
     d = datt + (size_t)r * T;
     p = att + (size_t)r * T;
     for (int j = lane; j <= t; j += WARP)
-        dot += p[j] * d[j];
+        dot += ld(p, j) * d[j];
     dot = warp_sum(dot);
     for (int j = lane; j < T; j += WARP) {
-        float v = j <= t ? p[j] * (d[j] - dot) : 0.0f;
+        float v = j <= t ? ld(p, j) * (d[j] - dot) : 0.0f;
 
         d[j] = v;
         if (dg)
@@ -598,10 +642,12 @@ __global__ static void k_flash_backward_dkdv(const G *qkv, const float *dy, cons
 }
 
 // --- the fused classifier ---
-// One block per row of logits: the row's max and sum of exponentials in one online pass, the loss
-// -log p[target] = log(sum) - (logit - max), then (softmax - onehot) written over the logits (and in
-// G for the LM head's GEMMs). The probabilities are never stored; backward scales by 1/tokens in
-// the GEMMs' alpha.
+// One block per row of logits (L: fp32 under 32-true, bf16 under bf16-mixed, as the LM head's GEMM
+// wrote them; the math in fp32 either way, as llm.c's fused_classifier): the row's max and sum of
+// exponentials in one online pass, the loss -log p[target] = log(sum) - (logit - max), then
+// (softmax - onehot) written over the logits in L, what the LM head's backward GEMMs read. The
+// probabilities are never stored; backward scales by 1/tokens in the GEMMs' alpha. Its host
+// reference: ct_gpt_cuda_classifier_ref (gpt_cuda_host.c).
 __device__ static inline void online_merge(float *m, float *s, float m2, float s2)
 {
     float mx = fmaxf(*m, m2);
@@ -612,16 +658,19 @@ __device__ static inline void online_merge(float *m, float *s, float m2, float s
     *m = mx;
 }
 
-template <typename G>
-__global__ static void k_classifier(float *logits, G *dg, const int32_t *targets, float *losses, int V, int ld)
+// A target outside [0, V) (the host refuses them first: ct_gpt_cuda_check_tokens) is never read as an
+// index: its row's loss is NaN, which the summed loss shows, and its gradient has no one-hot.
+template <typename L>
+__global__ static void k_classifier(L *logits, const int32_t *targets, float *losses, int V, int stride)
 {
     __shared__ float sm[32], ss[32];
     int row = blockIdx.x, lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, nw = blockDim.x / WARP;
-    int tg = targets[row];
-    float *x = logits + (size_t)row * ld, m = -INFINITY, s = 0.0f, inv;
+    int tg = targets[row], valid = tg >= 0 && tg < V;
+    L *x = logits + (size_t)row * stride;
+    float m = -INFINITY, s = 0.0f, inv;
 
     for (int j = threadIdx.x; j < V; j += blockDim.x)
-        online_merge(&m, &s, x[j], 1.0f);
+        online_merge(&m, &s, ld(x, j), 1.0f);
     for (int o = WARP / 2; o > 0; o /= 2) {
         float m2 = __shfl_xor_sync(FULL_MASK, m, o), s2 = __shfl_xor_sync(FULL_MASK, s, o);
 
@@ -637,39 +686,81 @@ __global__ static void k_classifier(float *logits, G *dg, const int32_t *targets
     for (int w = 0; w < nw; w++)
         online_merge(&m, &s, sm[w], ss[w]);
     if (threadIdx.x == 0)
-        losses[row] = logf(s) - (x[tg] - m);
+        losses[row] = valid ? logf(s) - (ld(x, tg) - m) : NAN;
     __syncthreads(); // x[tg] is read before it is overwritten
     inv = 1.0f / s;
-    for (int j = threadIdx.x; j < V; j += blockDim.x) {
-        float d = expf(x[j] - m) * inv - (j == tg ? 1.0f : 0.0f);
+    for (int j = threadIdx.x; j < V; j += blockDim.x)
+        st(x, j, expf(ld(x, j) - m) * inv - (j == tg ? 1.0f : 0.0f));
+}
 
-        x[j] = d;
-        if (dg)
-            st(dg, (size_t)row * ld + j, d);
+// The summed loss in one block, in double, in a fixed order (the same bits every run): the training
+// loop reads this one number, not the [BT] losses. Its finiteness is the step's finite flag (a
+// row's loss is never -inf, so a NaN or +inf row leaves the sum non-finite).
+#define LOSS_THREADS 256
+__global__ static void k_loss_sum(const float *losses, int n, double *out)
+{
+    __shared__ double sh[LOSS_THREADS];
+    double s = 0.0;
+
+    for (int i = threadIdx.x; i < n; i += LOSS_THREADS)
+        s += losses[i];
+    sh[threadIdx.x] = s;
+    __syncthreads();
+    for (int w = LOSS_THREADS / 2; w > 0; w /= 2) {
+        if (threadIdx.x < w)
+            sh[threadIdx.x] += sh[threadIdx.x + w];
+        __syncthreads();
     }
+    if (threadIdx.x == 0)
+        *out = sh[0];
 }
 
 // --- the update, the norm ---
 
-// torch.optim.AdamW, as engine/nn/optim.c.
+// Where the update writes its parameters' bf16 copy (bf16-mixed; pg NULL under 32-true): wte's
+// elements into the LM head's padded copy, the others into the parameters' copy
+// (ct_gpt_cuda_param_in_wte), so the forward reads them with no conversion pass of its own.
+struct param_copy {
+    bf16 *pg, *wg;
+    size_t w0, n_wte;
+};
+
+__device__ static inline void put_copy(const struct param_copy &c, size_t i, float p)
+{
+    if (!c.pg)
+        return;
+    if (ct_gpt_cuda_param_in_wte(i, c.w0, c.n_wte))
+        c.wg[i - c.w0] = __float2bfloat16_rn(p);
+    else
+        c.pg[i] = __float2bfloat16_rn(p);
+}
+
+// torch.optim.AdamW, as engine/nn/optim.c; the bf16 copy of each updated parameter in the same pass.
 __global__ static void k_adamw(float *p, const float *g, float *m, float *v, size_t n, float b1, float b2, float eps,
-                               float decay, float step_size, float inv_sqrt_bc2)
+                               float decay, float step_size, float inv_sqrt_bc2, struct param_copy c)
 {
     GRID_STRIDE(i, n) {
+        float pi;
+
         m[i] = b1 * m[i] + (1.0f - b1) * g[i];
         v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
-        p[i] = p[i] * decay - step_size * m[i] / (sqrtf(v[i]) * inv_sqrt_bc2 + eps);
+        pi = p[i] * decay - step_size * m[i] / (sqrtf(v[i]) * inv_sqrt_bc2 + eps);
+        p[i] = pi;
+        put_copy(c, i, pi);
     }
 }
 
-// torch.optim.SGD (dampening 0, not Nesterov).
-__global__ static void k_sgd(float *p, const float *g, float *buf, size_t n, float lr, float wd, float mu)
+// torch.optim.SGD (dampening 0, not Nesterov); the bf16 copy as AdamW's.
+__global__ static void k_sgd(float *p, const float *g, float *buf, size_t n, float lr, float wd, float mu,
+                             struct param_copy c)
 {
     GRID_STRIDE(i, n) {
-        float gi = g[i] + wd * p[i];
+        float gi = g[i] + wd * p[i], pi;
 
         buf[i] = mu * buf[i] + gi;
-        p[i] -= lr * (mu != 0.0f ? buf[i] : gi);
+        pi = p[i] - lr * (mu != 0.0f ? buf[i] : gi);
+        p[i] = pi;
+        put_copy(c, i, pi);
     }
 }
 
@@ -755,10 +846,9 @@ static unsigned blocks_for(size_t n, unsigned threads)
 
 // --- GEMMs --------------------------------------------------------------------------------
 
-// D[m,n] (column-major, fp32) = alpha op(A) op(B) with A, B of the GEMM type, fp32 accumulation,
-// and an epilogue: bias (length m) added, GELU with the pre-GELU values in aux, or dGELU with
-// aux read. *no_algo (when given) is set instead of failing where cuBLASLt has no algorithm for the
-// epilogue; the caller then runs it as a kernel.
+// One GEMM: D[m,n] = alpha op(A) op(B) and an epilogue: bias (length m) added, GELU with the pre-GELU
+// values in aux, or dGELU with aux read. D is fp32 (dtype CUDA_R_32F), or bf16 (CUDA_R_16BF: a kept
+// activation written straight from the fp32 accumulator, the bias added before its one rounding).
 struct gemm_args {
     int ta, tb, m, n, k;
     float alpha;
@@ -766,67 +856,128 @@ struct gemm_args {
     int lda;
     const void *b;
     int ldb;
-    float *d;
+    void *d;
     int ldd;
     cublasLtEpilogue_t epi;
     const float *bias;
-    float *aux;
+    void *aux;
+    cudaDataType_t dtype;
 };
 
-static int lt_gemm(ct_gpt_cuda *d, const struct gemm_args *g, int *no_algo, const char *what, ct_error *err)
+static void plan_free(struct lt_plan *p)
 {
-    cublasLtMatmulDesc_t op = NULL;
-    cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
+    if (p->lc)
+        cublasLtMatrixLayoutDestroy(p->lc);
+    if (p->lb)
+        cublasLtMatrixLayoutDestroy(p->lb);
+    if (p->la)
+        cublasLtMatrixLayoutDestroy(p->la);
+    if (p->op)
+        cublasLtMatmulDescDestroy(p->op);
+    memset(p, 0, sizeof(*p));
+}
+
+// The descriptors of key k and the heuristic's algorithm for them, told the pointers' real alignment
+// (it assumes 256 bytes otherwise and may pick an algorithm the pointers cannot take): A's, B's and D's
+// as preferences, the bias's and aux's by g's pointers themselves, which it reads for theirs.
+static int plan_build(ct_gpt_cuda *d, const ct_gpt_cuda_gemm_key *k, const struct gemm_args *g, struct lt_plan *p,
+                      const char *what, ct_error *err)
+{
     cublasLtMatmulPreference_t pref = NULL;
     cublasLtMatmulHeuristicResult_t h;
-    cublasOperation_t opa = g->ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = g->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t opa = k->ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = k->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasLtEpilogue_t epi = (cublasLtEpilogue_t)k->epilogue;
     size_t ws = LT_WORKSPACE;
-    int64_t ld_aux = g->m;
-    float beta = 0.0f;
-    int found = 0, rc = 0;
+    int64_t ld_aux = k->ld_aux;
+    uint32_t align_a = k->align_a, align_b = k->align_b, align_d = k->align_d;
+    int found = 0;
     cublasStatus_t s;
 
     memset(&h, 0, sizeof(h));
-    if ((s = cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F)) != CUBLAS_STATUS_SUCCESS ||
-        (s = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa))) ||
-        (s = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb))) ||
-        (s = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &g->epi, sizeof(g->epi))) ||
-        (g->bias && (s = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias,
+    if ((s = cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F)) != CUBLAS_STATUS_SUCCESS ||
+        (s = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa))) ||
+        (s = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb))) ||
+        (s = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi))) ||
+        (ld_aux && (s = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux,
+                                                       sizeof(ld_aux)))) ||
+        (g->bias && (s = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias,
                                                         sizeof(g->bias)))) ||
-        (g->aux && ((s = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g->aux,
-                                                        sizeof(g->aux))) ||
-                    (s = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux,
-                                                        sizeof(ld_aux))))) ||
-        (s = cublasLtMatrixLayoutCreate(&la, d->gtype, g->ta ? g->k : g->m, g->ta ? g->m : g->k, g->lda)) ||
-        (s = cublasLtMatrixLayoutCreate(&lb, d->gtype, g->tb ? g->n : g->k, g->tb ? g->k : g->n, g->ldb)) ||
-        (s = cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, g->m, g->n, g->ldd)) ||
+        (g->aux && (s = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g->aux,
+                                                       sizeof(g->aux)))) ||
+        (s = cublasLtMatrixLayoutCreate(&p->la, (cudaDataType_t)k->a_type, k->ta ? k->k : k->m, k->ta ? k->m : k->k,
+                                        k->lda)) ||
+        (s = cublasLtMatrixLayoutCreate(&p->lb, (cudaDataType_t)k->b_type, k->tb ? k->n : k->k, k->tb ? k->k : k->n,
+                                        k->ldb)) ||
+        (s = cublasLtMatrixLayoutCreate(&p->lc, (cudaDataType_t)k->d_type, k->m, k->n, k->ldd)) ||
         (s = cublasLtMatmulPreferenceCreate(&pref)) ||
-        (s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)))) {
-        rc = blas_fail(s, what, err);
-        goto out;
+        (s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws))) ||
+        (s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
+                                                  sizeof(align_a))) ||
+        (s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
+                                                  sizeof(align_b))) ||
+        (s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d,
+                                                  sizeof(align_d))) ||
+        (s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
+                                                  sizeof(align_d)))) {
+        if (pref)
+            cublasLtMatmulPreferenceDestroy(pref);
+        return blas_fail(s, what, err);
     }
-    s = cublasLtMatmulAlgoGetHeuristic(d->lt, op, la, lb, lc, lc, pref, 1, &h, &found);
+    s = cublasLtMatmulAlgoGetHeuristic(d->lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &h, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
     if (s != CUBLAS_STATUS_SUCCESS || found == 0) {
+        p->no_algo = 1;
+        p->status = s != CUBLAS_STATUS_SUCCESS ? s : CUBLAS_STATUS_NOT_SUPPORTED;
+        return 0;
+    }
+    p->algo = h.algo;
+    return 0;
+}
+
+// D[m,n] (column-major, fp32) = alpha op(A) op(B) with A, B of the GEMM type, fp32 accumulation, and
+// g's epilogue, through the plan cached for its key (built here the first time; for this call alone
+// when the cache is full). *no_algo (when given) is set instead of failing where cuBLASLt has no
+// algorithm for the epilogue; the caller then runs it as a kernel.
+static int lt_gemm(ct_gpt_cuda *d, const struct gemm_args *g, int *no_algo, const char *what, ct_error *err)
+{
+    ct_gpt_cuda_gemm_shape shape = { g->ta, g->tb, g->m, g->n, g->k, g->lda, g->ldb, g->ldd, g->aux ? g->m : 0,
+                                     (int)d->gtype, (int)d->gtype, (int)g->dtype, (int)g->epi, g->a, g->b, g->d,
+                                     g->bias, g->aux };
+    ct_gpt_cuda_gemm_key key;
+    struct lt_plan once, *p = &once;
+    const float beta = 0.0f;
+    int slot, fresh = 1, rc = 0;
+    cublasStatus_t s;
+
+    memset(&once, 0, sizeof(once));
+    ct_gpt_cuda_gemm_key_set(&key, &shape);
+    if ((slot = ct_gpt_cuda_gemm_cache_slot(&d->gemm_cache, &key, &fresh)) >= 0)
+        p = &d->plans[slot];
+    if (fresh && (rc = plan_build(d, &key, g, p, what, err))) {
+        plan_free(p);
+        if (slot >= 0)
+            ct_gpt_cuda_gemm_cache_drop(&d->gemm_cache, slot);
+        return rc;
+    }
+    if (p->no_algo) {
         if (no_algo && g->epi != CUBLASLT_EPILOGUE_DEFAULT)
             *no_algo = 1;
         else
-            rc = blas_fail(s != CUBLAS_STATUS_SUCCESS ? s : CUBLAS_STATUS_NOT_SUPPORTED, what, err);
+            rc = blas_fail(p->status, what, err);
         goto out;
     }
-    if ((s = cublasLtMatmul(d->lt, op, &g->alpha, g->a, la, g->b, lb, &beta, g->d, lc, g->d, lc, &h.algo, d->ws, ws,
-                            d->stream)) != CUBLAS_STATUS_SUCCESS)
+    // The pointers are the call's (the cached descriptor keeps the last call's until set again; their
+    // alignment is the key's).
+    if ((g->bias && (s = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias,
+                                                        sizeof(g->bias))) != CUBLAS_STATUS_SUCCESS) ||
+        (g->aux && (s = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g->aux,
+                                                       sizeof(g->aux))) != CUBLAS_STATUS_SUCCESS) ||
+        (s = cublasLtMatmul(d->lt, p->op, &g->alpha, g->a, p->la, g->b, p->lb, &beta, g->d, p->lc, g->d, p->lc,
+                            &p->algo, d->ws, LT_WORKSPACE, d->stream)) != CUBLAS_STATUS_SUCCESS)
         rc = blas_fail(s, what, err);
 out:
-    if (pref)
-        cublasLtMatmulPreferenceDestroy(pref);
-    if (lc)
-        cublasLtMatrixLayoutDestroy(lc);
-    if (lb)
-        cublasLtMatrixLayoutDestroy(lb);
-    if (la)
-        cublasLtMatrixLayoutDestroy(la);
-    if (op)
-        cublasLtMatmulDescDestroy(op);
+    if (slot < 0)
+        plan_free(&once);
     return rc;
 }
 
@@ -848,11 +999,10 @@ static int gemm_epilogue(ct_gpt_cuda *d, const struct gemm_args *g, const char *
     if ((rc = lt_gemm(d, &plain, NULL, what, err)))
         return rc;
     if (g->epi == CUBLASLT_EPILOGUE_DGELU)
-        k_gelu_backward<<<blocks_for(n, TH), TH, 0, d->stream>>>(g->d, g->aux, n);
+        k_gelu_backward<float><<<blocks_for(n, TH), TH, 0, d->stream>>>((float *)g->d, (const float *)g->aux, n);
     else
-        k_bias_gelu<<<blocks_for(n, TH), TH, 0, d->stream>>>(g->d, g->epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ? g->aux
-                                                                                                          : NULL,
-                                                             g->bias, g->n, g->m);
+        k_bias_gelu<<<blocks_for(n, TH), TH, 0, d->stream>>>(
+            (float *)g->d, g->epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ? (float *)g->aux : NULL, g->bias, g->n, g->m);
     return launched(what, err);
 }
 
@@ -873,6 +1023,8 @@ static int batched_gemm(ct_gpt_cuda *d, int ta, int tb, int m, int n, int k, flo
 
 static const void *weight(const ct_gpt_cuda *d, size_t off)
 {
+    if (d->bf16 && off == d->lay.wte)
+        return d->wte_g;
     return d->bf16 ? (const void *)((const bf16 *)d->params_g + off) : (const void *)(d->params + off);
 }
 
@@ -939,27 +1091,86 @@ static int linear_forward(ct_gpt_cuda *d, float *out, const void *in, size_t w, 
                           float *gelu_pre, ct_error *err)
 {
     struct gemm_args g = { 1, 0, OC, BT, IC, 1.0f, weight(d, w), IC, in, IC, out, OC,
-                           gelu_pre ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_BIAS, d->params + b, gelu_pre };
+                           gelu_pre ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_BIAS, d->params + b, gelu_pre,
+                           CUDA_R_32F };
 
     return gemm_epilogue(d, &g, "a Linear layer's forward GEMM", err);
 }
 
-// From dout[BT,OC]: db = column sums, dW = dout^T in, din = dout W (times gelu'(dgelu_pre) when
-// given: the DGELU epilogue). in is what forward's GEMM read.
-static int linear_backward(ct_gpt_cuda *d, float *din, size_t w, size_t b, const float *dout, const void *in, int BT,
-                           int IC, int OC, const float *dgelu_pre, ct_error *err)
+// The same with no GELU into kept[BT,OC] (G), a layer's output backward's GEMMs read: under bf16-mixed the
+// GEMM writes bf16 itself, the bias added to the fp32 accumulator before the one rounding, as an fp32
+// output and keep()'s copy round (the algorithm, so the order of the fp32 sums, may differ), without the
+// fp32 pass; where cuBLASLt offers no bf16-output algorithm with the bias epilogue, or without
+// epilogues, that fp32 output in scratch and the copy. (qkv's; the MLP's first layer: mlp_fc_forward.)
+static int linear_forward_kept(ct_gpt_cuda *d, void *kept, float *scratch, const void *in, size_t w, size_t b, int BT,
+                               int IC, int OC, ct_error *err)
 {
-    const void *dq = grad_for_gemm(d, dout, (size_t)BT * OC);
-    struct gemm_args gw = { 0, 1, IC, OC, BT, 1.0f, in, IC, dq, OC, d->grads + w, IC, CUBLASLT_EPILOGUE_DEFAULT, NULL,
-                            NULL };
-    struct gemm_args gx = { 0, 0, IC, BT, OC, 1.0f, weight(d, w), IC, dq, OC, din, IC,
-                            dgelu_pre ? CUBLASLT_EPILOGUE_DGELU : CUBLASLT_EPILOGUE_DEFAULT, NULL, (float *)dgelu_pre };
+    float *out = gemm_out(d, kept, scratch);
     int rc;
 
-    if ((rc = column_sums(d, dout, NULL, NULL, NULL, BT, OC, d->grads + b, NULL, err)) ||
-        (rc = lt_gemm(d, &gw, NULL, "a weight-gradient GEMM", err)))
+    if (d->bf16 && !d->no_epilogues) {
+        struct gemm_args g = { 1, 0, OC, BT, IC, 1.0f, weight(d, w), IC, in, IC, kept, OC, CUBLASLT_EPILOGUE_BIAS,
+                               d->params + b, NULL, CUDA_R_16BF };
+        int no_algo = 0;
+
+        if ((rc = lt_gemm(d, &g, &no_algo, "a Linear layer's forward GEMM (bf16 output)", err)) || !no_algo)
+            return rc;
+    }
+    if ((rc = linear_forward(d, out, in, w, b, BT, IC, OC, NULL, err)))
         return rc;
-    return gemm_epilogue(d, &gx, "an input-gradient GEMM", err);
+    return keep(d, out, kept, (size_t)BT * OC, err);
+}
+
+// From dout[BT,OC]: db = column sums, dW = dout^T in, din = dout W (times gelu'(dgelu_pre) when
+// given: the DGELU epilogue). in is what forward's GEMM read.
+// Under bf16-mixed the pre-GELU values are bf16 and cuBLASLt's DGELU aux would have to be of din's
+// type (fp32): the plain GEMM, then k_gelu_backward reads them.
+static int linear_backward(ct_gpt_cuda *d, float *din, size_t w, size_t b, const float *dout, const void *in, int BT,
+                           int IC, int OC, const void *dgelu_pre, ct_error *err)
+{
+    const void *dq = grad_for_gemm(d, dout, (size_t)BT * OC);
+    int epi = dgelu_pre && !d->bf16, rc;
+    struct gemm_args gw = { 0, 1, IC, OC, BT, 1.0f, in, IC, dq, OC, d->grads + w, IC, CUBLASLT_EPILOGUE_DEFAULT, NULL,
+                            NULL, CUDA_R_32F };
+    struct gemm_args gx = { 0, 0, IC, BT, OC, 1.0f, weight(d, w), IC, dq, OC, din, IC,
+                            epi ? CUBLASLT_EPILOGUE_DGELU : CUBLASLT_EPILOGUE_DEFAULT, NULL,
+                            epi ? (void *)dgelu_pre : NULL, CUDA_R_32F };
+    size_t n = (size_t)BT * IC;
+
+    if ((rc = column_sums(d, dout, NULL, NULL, NULL, BT, OC, d->grads + b, NULL, err)) ||
+        (rc = lt_gemm(d, &gw, NULL, "a weight-gradient GEMM", err)) ||
+        (rc = gemm_epilogue(d, &gx, "an input-gradient GEMM", err)) || !dgelu_pre || epi)
+        return rc;
+    k_gelu_backward<bf16><<<blocks_for(n, 256), 256, 0, d->stream>>>(din, (const bf16 *)dgelu_pre, n);
+    return launched("the GELU's backward", err);
+}
+
+// The MLP's first layer: G outputs a->fch_gelu = gelu(ln2 W^T + b) and its pre-GELU values a->fch. 32-true:
+// the GELU_AUX_BIAS epilogue (or its kernel) in fp32. bf16-mixed: the GEMM writes both in bf16 itself (the
+// epilogue's aux takes D's type), no fp32 pass and copy; where cuBLASLt offers no such algorithm, or
+// without epilogues, the fp32 GEMM into scratch and k_bias_gelu_g.
+static int mlp_fc_forward(ct_gpt_cuda *d, struct layer_acts *a, size_t w, size_t b, int BT, int IC, int OC,
+                          ct_error *err)
+{
+    struct gemm_args g = { 1, 0, OC, BT, IC, 1.0f, weight(d, w), IC, a->ln2, IC, a->fch_gelu, OC,
+                           CUBLASLT_EPILOGUE_GELU_AUX_BIAS, d->params + b, a->fch, CUDA_R_16BF };
+    int no_algo = 0, rc;
+
+    if (!d->bf16)
+        return linear_forward(d, (float *)a->fch_gelu, a->ln2, w, b, BT, IC, OC, (float *)a->fch, err);
+    if (!d->no_epilogues &&
+        ((rc = lt_gemm(d, &g, &no_algo, "the MLP's GELU GEMM (bf16 output)", err)) || !no_algo))
+        return rc;
+    g.d = d->dfch;
+    g.epi = CUBLASLT_EPILOGUE_DEFAULT;
+    g.bias = NULL;
+    g.aux = NULL;
+    g.dtype = CUDA_R_32F;
+    if ((rc = lt_gemm(d, &g, NULL, "the MLP's GELU GEMM", err)))
+        return rc;
+    k_bias_gelu_g<bf16><<<blocks_for((size_t)BT * OC, 256), 256, 0, d->stream>>>(
+        d->dfch, (bf16 *)a->fch_gelu, (bf16 *)a->fch, d->params + b, BT, OC);
+    return launched("the MLP's bias and GELU", err);
 }
 
 // atty[BT,C] (G) from qkv[BT,3C] (G): causal softmax(q k^T / sqrt(HS)) v per sequence and head.
@@ -971,6 +1182,7 @@ static int attention_forward(ct_gpt_cuda *d, struct layer_acts *a, int B, ct_err
     size_t n = (size_t)B * T * c->n_embd;
     void *q = d->qkvp, *k = g_at(d, q, n), *v = g_at(d, q, 2 * n);
     long long tt = (long long)T * T, th = (long long)T * HS;
+    float *scores = d->bf16 ? d->datt : a->att; // bf16-mixed: fp32 scores in backward's scratch
 
     if (d->flash) {
         dim3 grid((T + FLASH_WARPS - 1) / FLASH_WARPS, B * NH);
@@ -981,9 +1193,9 @@ static int attention_forward(ct_gpt_cuda *d, struct layer_acts *a, int B, ct_err
     }
     LAUNCH_G(d, k_permute_qkv, blocks_for(n, 256), 256, (const G *)a->qkv, (G *)q, (G *)k, (G *)v, B, T, NH, HS);
     if ((rc = launched("attention's permute", err)) ||
-        (rc = batched_gemm(d, 1, 0, T, T, HS, scale, k, HS, th, q, HS, th, a->att, T, tt, B * NH, "q k^T", err)))
+        (rc = batched_gemm(d, 1, 0, T, T, HS, scale, k, HS, th, q, HS, th, scores, T, tt, B * NH, "q k^T", err)))
         return rc;
-    LAUNCH_G(d, k_causal_softmax, (unsigned)(((size_t)B * NH * T + 7) / 8), 256, a->att, (G *)a->att_g, B * NH * T,
+    LAUNCH_G(d, k_causal_softmax, (unsigned)(((size_t)B * NH * T + 7) / 8), 256, scores, (G *)a->att_g, B * NH * T,
              T);
     if ((rc = launched("causal softmax", err)) ||
         (rc = batched_gemm(d, 0, 0, HS, T, T, 1.0f, v, HS, th, d->bf16 ? a->att_g : a->att, T, tt, d->dqkvp, HS, th,
@@ -1022,7 +1234,7 @@ static int attention_backward(ct_gpt_cuda *d, const struct layer_acts *a, int B,
         (rc = batched_gemm(d, 0, 1, HS, T, T, 1.0f, d->dyp, HS, th, p, T, tt, d->dqkvp + 2 * n, HS, th, B * NH,
                            "att^T dy", err)))
         return rc;
-    LAUNCH_G(d, k_causal_softmax_backward, (unsigned)(((size_t)B * NH * T + 7) / 8), 256, d->datt, a->att,
+    LAUNCH_G(d, k_causal_softmax_backward, (unsigned)(((size_t)B * NH * T + 7) / 8), 256, d->datt, (const G *)p,
              (G *)(d->bf16 ? d->grad_g : NULL), B * NH * T, T);
     /* dq = ds k, dk = ds^T q, both times the scores' scale */
     if ((rc = launched("causal softmax backward", err)) ||
@@ -1043,15 +1255,14 @@ static int block_forward(ct_gpt_cuda *d, int l, int B, ct_error *err)
     struct layer_acts *a = &d->layers[l], *next = last ? NULL : &d->layers[l + 1];
     const float *x = l ? d->layers[l - 1].res3 : d->encoded;
     const size_t *w = lay->blk[l];
-    float *qkv = gemm_out(d, a->qkv, d->dqkv), *fch_gelu = gemm_out(d, a->fch_gelu, d->dfch);
 
-    if ((rc = linear_forward(d, qkv, a->ln1, w[CT_GPT_ATTN_W], w[CT_GPT_ATTN_B], BT, C, 3 * C, NULL, err)) ||
-        (rc = keep(d, qkv, a->qkv, (size_t)BT * 3 * C, err)) || (rc = attention_forward(d, a, B, err)) ||
+    if ((rc = linear_forward_kept(d, a->qkv, d->dqkv, a->ln1, w[CT_GPT_ATTN_W], w[CT_GPT_ATTN_B], BT, C, 3 * C,
+                                  err)) ||
+        (rc = attention_forward(d, a, B, err)) ||
         (rc = linear_forward(d, d->dbt_c, a->atty, w[CT_GPT_APROJ_W], w[CT_GPT_APROJ_B], BT, C, C, NULL, err)) ||
         (rc = layernorm_forward(d, a->res2, x, d->dbt_c, a->ln2, a->ln2_mean, a->ln2_rstd, w[CT_GPT_LN2_W],
                                 w[CT_GPT_LN2_B], BT, err)) ||
-        (rc = linear_forward(d, fch_gelu, a->ln2, w[CT_GPT_FC_W], w[CT_GPT_FC_B], BT, C, 4 * C, a->fch, err)) ||
-        (rc = keep(d, fch_gelu, a->fch_gelu, (size_t)BT * 4 * C, err)) ||
+        (rc = mlp_fc_forward(d, a, w[CT_GPT_FC_W], w[CT_GPT_FC_B], BT, C, 4 * C, err)) ||
         (rc = linear_forward(d, d->dbt_c, a->fch_gelu, w[CT_GPT_FPROJ_W], w[CT_GPT_FPROJ_B], BT, 4 * C, C, NULL, err)))
         return rc;
     if (last)
@@ -1093,24 +1304,48 @@ static int block_backward(ct_gpt_cuda *d, int l, int B, ct_grad_ready_fn ready, 
 
 // --- the step -----------------------------------------------------------------------------
 
-extern "C" int ct_gpt_cuda_forward(ct_gpt_cuda *d, int batch, double *loss_sum, ct_error *err)
+// The fused classifier over rows of the logits the LM head wrote (d->losses, per row).
+static int classifier(ct_gpt_cuda *d, int rows, ct_error *err)
+{
+    if (d->bf16)
+        k_classifier<bf16><<<rows, 256, 0, d->stream>>>(d->logits_g, d->targets, d->losses, d->lay.cfg.vocab, d->vp);
+    else
+        k_classifier<float><<<rows, 256, 0, d->stream>>>(d->logits, d->targets, d->losses, d->lay.cfg.vocab, d->vp);
+    return launched("the fused classifier", err);
+}
+
+extern "C" int ct_gpt_cuda_classifier_rows(ct_gpt_cuda *d, uint16_t *logits, const int32_t *targets, int rows,
+                                           float *losses, ct_error *err)
+{
+    size_t bytes = sizeof(bf16) * (size_t)rows * d->vp;
+    cudaError_t e;
+    int rc;
+
+    if (!d->bf16 || rows < 1 || rows > d->max_batch * d->lay.cfg.seq_len)
+        return ct_error_set(err, CT_EINTERNAL, "cuda", "cuda gpt: the bf16 classifier on %d rows of a %s model", rows,
+                            d->bf16 ? "bf16-mixed" : "32-true");
+    d->batch = 0; // the model's logits and targets are overwritten: no backward of its last forward
+    cudaMemcpyAsync(d->logits_g, logits, bytes, cudaMemcpyHostToDevice, d->stream);
+    cudaMemcpyAsync(d->targets, targets, sizeof(int32_t) * rows, cudaMemcpyHostToDevice, d->stream);
+    if ((rc = classifier(d, rows, err)))
+        return rc;
+    cudaMemcpyAsync(logits, d->logits_g, bytes, cudaMemcpyDeviceToHost, d->stream);
+    cudaMemcpyAsync(losses, d->losses, sizeof(float) * rows, cudaMemcpyDeviceToHost, d->stream);
+    if ((e = cudaStreamSynchronize(d->stream)) != cudaSuccess)
+        return cuda_fail(e, "the classifier's rows", err);
+    return 0;
+}
+
+// The forward's compute, embedding to the classifier: the part a CUDA graph may hold (fixed pointers;
+// nothing in it waits for the host or records an event the host waits for).
+static int forward_compute(ct_gpt_cuda *d, int batch, ct_error *err)
 {
     const ct_gpt_cuda_layout *lay = &d->lay;
     int T = lay->cfg.seq_len, C = lay->cfg.n_embd, V = lay->cfg.vocab, BT = batch * T, rc;
-    size_t maxbt = (size_t)d->max_batch * T;
     struct gemm_args head;
-    cudaError_t e;
 
-    if (batch < 1 || batch > d->max_batch)
-        return ct_error_set(err, CT_EINTERNAL, "cuda", "cuda gpt: a batch of %d for at most %d", batch, d->max_batch);
-    d->batch = 0;
-    cudaMemcpyAsync(d->inputs, d->h_tokens, sizeof(int32_t) * BT, cudaMemcpyHostToDevice, d->stream);
-    cudaMemcpyAsync(d->targets, d->h_tokens + maxbt, sizeof(int32_t) * BT, cudaMemcpyHostToDevice, d->stream);
-    // The weights changed at the last update: one bf16 rounding of all of them per forward.
-    if (d->bf16)
-        k_to_bf16<<<blocks_for(lay->n_params, 256), 256, 0, d->stream>>>(d->params, (bf16 *)d->params_g, lay->n_params);
     k_embed<<<blocks_for((size_t)BT * C, 256), 256, 0, d->stream>>>(d->encoded, d->inputs, d->params + lay->wte,
-                                                                    d->params + lay->wpe, BT, T, C);
+                                                                    d->params + lay->wpe, BT, T, C, V);
     if ((rc = launched("embedding", err)) ||
         (rc = layernorm_forward(d, d->encoded, NULL, NULL, d->layers[0].ln1, d->layers[0].ln1_mean,
                                 d->layers[0].ln1_rstd, lay->blk[0][CT_GPT_LN1_W], lay->blk[0][CT_GPT_LN1_B], BT, err)))
@@ -1118,21 +1353,137 @@ extern "C" int ct_gpt_cuda_forward(ct_gpt_cuda *d, int batch, double *loss_sum, 
     for (int l = 0; l < lay->cfg.n_layer; l++)
         if ((rc = block_forward(d, l, batch, err)))
             return rc;
-    /* logits = lnf wte^T: the LM head is the token embedding, transposed */
-    head = { 1, 0, V, BT, C, 1.0f, weight(d, lay->wte), C, d->lnf, C, d->logits, d->vp, CUBLASLT_EPILOGUE_DEFAULT,
-             NULL, NULL };
+    /* logits = lnf wte^T: the LM head is the token embedding, transposed; under bf16-mixed over the
+     * padded vocabulary (a multiple of 64 rows: whole tiles; the extra logits are 0 and never read) */
+    head = { 1, 0, d->bf16 ? d->vp : V, BT, C, 1.0f, weight(d, lay->wte), C, d->lnf, C,
+             d->bf16 ? (void *)d->logits_g : (void *)d->logits, d->vp, CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL,
+             d->bf16 ? CUDA_R_16BF : CUDA_R_32F };
     if ((rc = lt_gemm(d, &head, NULL, "the LM head", err)))
         return rc;
-    LAUNCH_G(d, k_classifier, BT, 256, d->logits, (G *)d->dlogits_g, d->targets, d->losses, V, d->vp);
-    if ((rc = launched("the fused classifier", err)))
+    return classifier(d, BT, err);
+}
+
+// Captures forward_compute of a full batch into d->graph_exec (ct_gpt_cuda_graph_done says how it
+// went); 0 with *ok 0 when the capture or the instantiation failed (the caller runs it eagerly), an
+// error code when forward_compute itself failed.
+static int forward_capture(ct_gpt_cuda *d, int batch, int *ok, ct_error *err)
+{
+    cudaGraph_t g = NULL;
+    cudaError_t e;
+    int rc;
+
+    *ok = 0;
+    if (cudaStreamBeginCapture(d->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    rc = forward_compute(d, batch, err);
+    e = cudaStreamEndCapture(d->stream, &g);
+    if (rc || e != cudaSuccess || !g || cudaGraphInstantiate(&d->graph_exec, g, 0) != cudaSuccess) {
+        d->graph_exec = NULL;
+        if (g)
+            cudaGraphDestroy(g);
+        cudaGetLastError(); // a capture error is not sticky: clear it for the eager run
         return rc;
-    cudaMemcpyAsync(d->h_losses, d->losses, sizeof(float) * BT, cudaMemcpyDeviceToHost, d->stream);
-    if ((e = cudaStreamSynchronize(d->stream)) != cudaSuccess)
-        return cuda_fail(e, "forward", err);
-    *loss_sum = 0.0;
-    for (int i = 0; i < BT; i++)
-        *loss_sum += d->h_losses[i];
+    }
+    cudaGraphDestroy(g);
+    *ok = 1;
+    return 0;
+}
+
+// forward_compute eagerly, captured then launched, or replayed (ct_gpt_cuda_graph_next).
+static int forward_graph(ct_gpt_cuda *d, int batch, ct_error *err)
+{
+    cudaError_t e;
+    int ok, rc;
+
+    int step = ct_gpt_cuda_graph_next(&d->graph, batch, d->max_batch);
+
+    if (step == CT_GPT_GRAPH_EAGER)
+        return forward_compute(d, batch, err);
+    if (step == CT_GPT_GRAPH_CAPTURE) {
+        rc = forward_capture(d, batch, &ok, err);
+        ct_gpt_cuda_graph_done(&d->graph, ok);
+        if (rc || !ok)
+            return rc ? rc : forward_compute(d, batch, err);
+    }
+    // the captured forward launched (replayed after the capture)
+    if ((e = cudaGraphLaunch(d->graph_exec, d->stream)) != cudaSuccess)
+        return cuda_fail(e, "launching the forward's graph", err);
+    return 0;
+}
+
+extern "C" int ct_gpt_cuda_forward(ct_gpt_cuda *d, int batch, double *loss_sum, ct_error *err)
+{
+    const ct_gpt_cuda_layout *lay = &d->lay;
+    int T = lay->cfg.seq_len, C = lay->cfg.n_embd, V = lay->cfg.vocab, BT = batch * T, rc;
+    size_t maxbt = (size_t)d->max_batch * T;
+    cudaError_t e;
+    int slot;
+
+    if (batch < 1 || batch > d->max_batch)
+        return ct_error_set(err, CT_EINTERNAL, "cuda", "cuda gpt: a batch of %d for at most %d", batch, d->max_batch);
+    d->batch = 0;
+    // On the host, before the copy: the kernels index wte and the logits by the tokens.
+    if ((rc = ct_gpt_cuda_check_tokens(lay, d->h_tokens, d->h_tokens + maxbt, (size_t)BT, err)))
+        return rc;
+    cudaMemcpyAsync(d->inputs, d->h_tokens, sizeof(int32_t) * BT, cudaMemcpyHostToDevice, d->stream);
+    cudaMemcpyAsync(d->targets, d->h_tokens + maxbt, sizeof(int32_t) * BT, cudaMemcpyHostToDevice, d->stream);
+    if ((e = cudaEventRecord(d->tokens_copied, d->stream)) != cudaSuccess)
+        return cuda_fail(e, "recording the batch copy", err);
+    // The bf16 copy of the weights: the update writes it (k_adamw, k_sgd); after the weights came
+    // from the host (creation, a checkpoint) and whatever wrote them before this first forward (the
+    // NCCL broadcast of rank 0's initial weights, between creation and the first step) it is made here.
+    if (d->bf16 && d->copy_stale) {
+        size_t w0 = lay->wte, w1 = lay->wte + (size_t)V * C;
+
+        k_to_bf16<<<blocks_for(w0, 256), 256, 0, d->stream>>>(d->params, (bf16 *)d->params_g, w0);
+        k_to_bf16<<<blocks_for((size_t)V * C, 256), 256, 0, d->stream>>>(d->params + w0, (bf16 *)d->wte_g,
+                                                                         (size_t)V * C);
+        k_to_bf16<<<blocks_for(lay->n_params - w1, 256), 256, 0, d->stream>>>(d->params + w1, (bf16 *)d->params_g + w1,
+                                                                              lay->n_params - w1);
+        if ((rc = launched("the weights' bf16 copy", err)))
+            return rc;
+        d->copy_stale = 0;
+    }
+    if ((rc = forward_graph(d, batch, err)))
+        return rc;
+    // The loss sum into its pinned slot behind the step's work: a deferred forward's into the ring,
+    // a waited-for one's into the last slot (so an evaluation never overwrites a training step's).
+    slot = loss_sum ? CT_GPT_CUDA_LOSS_RING : (int)(d->loss_seq % CT_GPT_CUDA_LOSS_RING);
+    k_loss_sum<<<1, LOSS_THREADS, 0, d->stream>>>(d->losses, BT, d->loss_sum + slot);
+    if ((rc = launched("the loss sum", err)))
+        return rc;
+    cudaMemcpyAsync(d->h_loss + slot, d->loss_sum + slot, sizeof(double), cudaMemcpyDeviceToHost, d->stream);
+    if ((e = cudaEventRecord(d->loss_copied[slot], d->stream)) != cudaSuccess)
+        return cuda_fail(e, "recording the loss copy", err);
     d->batch = batch;
+    if (loss_sum) {
+        if ((e = cudaEventSynchronize(d->loss_copied[slot])) != cudaSuccess)
+            return cuda_fail(e, "forward", err);
+        *loss_sum = d->h_loss[slot];
+        return 0;
+    }
+    d->loss_seq++;
+    // The caller refills the pinned tokens for the next step once this returns: wait for their copy
+    // (the device is then past the previous step's update, with this forward queued behind it, so it
+    // does not idle; the host runs at most a step ahead).
+    if ((e = cudaEventSynchronize(d->tokens_copied)) != cudaSuccess)
+        return cuda_fail(e, "copying the batch", err);
+    return 0;
+}
+
+extern "C" int ct_gpt_cuda_loss_read(ct_gpt_cuda *d, int back, double *loss_sum, ct_error *err)
+{
+    int slot = ct_gpt_cuda_loss_slot(d->loss_seq, back);
+    cudaError_t e;
+
+    if (slot < 0)
+        return ct_error_set(err, CT_EINTERNAL, "cuda", "cuda gpt: no deferred loss %d forwards back (%llu so far)",
+                            back, d->loss_seq);
+    if ((e = cudaEventSynchronize(d->loss_copied[slot])) != cudaSuccess)
+        return cuda_fail(e, "the loss copy", err);
+    *loss_sum = d->h_loss[slot];
     return 0;
 }
 
@@ -1143,13 +1494,13 @@ extern "C" int ct_gpt_cuda_backward(ct_gpt_cuda *d, double scale_tokens, ct_grad
     int B = d->batch, T = lay->cfg.seq_len, C = lay->cfg.n_embd, V = lay->cfg.vocab, L = lay->cfg.n_layer;
     int BT = B * T, rc;
     float alpha = (float)(1.0 / scale_tokens);
-    const void *dl = d->bf16 ? d->dlogits_g : d->logits;
+    const void *dl = d->bf16 ? (const void *)d->logits_g : (const void *)d->logits;
     /* LM head: dlnf = dlogits wte, dwte = dlogits^T lnf (the embedding adds to it last); the
      * classifier left (softmax - onehot): the mean's 1/tokens is alpha */
     struct gemm_args dx = { 0, 0, C, BT, V, alpha, weight(d, lay->wte), C, dl, d->vp, d->dbt_c, C,
-                            CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL };
+                            CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL, CUDA_R_32F };
     struct gemm_args dw = { 0, 1, C, V, BT, alpha, d->lnf, C, dl, d->vp, d->grads + lay->wte, C,
-                            CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL };
+                            CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL, CUDA_R_32F };
 
     if (B == 0)
         return ct_error_set(err, CT_EINTERNAL, "cuda", "cuda gpt: backward without a forward");
@@ -1207,6 +1558,9 @@ extern "C" int ct_gpt_cuda_optim_step(ct_gpt_cuda *d, ct_optim *o, ct_error *err
     if (d->n_states != need)
         return ct_error_set(err, CT_EINTERNAL, "cuda", "cuda gpt: made with %d optimizer states, %s keeps %d",
                             d->n_states, ct_optim_kind_name(c->kind), need);
+    struct param_copy pc = { d->bf16 ? (bf16 *)d->params_g : NULL, d->bf16 ? (bf16 *)d->wte_g : NULL, d->lay.wte,
+                             (size_t)d->lay.cfg.vocab * d->lay.cfg.n_embd };
+
     ct_optim_set_steps(o, ct_optim_steps(o) + 1);
     if (c->kind == CT_OPTIM_ADAMW) {
         double t = (double)ct_optim_steps(o);
@@ -1214,10 +1568,10 @@ extern "C" int ct_gpt_cuda_optim_step(ct_gpt_cuda *d, ct_optim *o, ct_error *err
         k_adamw<<<blocks_for(n, 256), 256, 0, d->stream>>>(
             d->params, d->grads, d->state[0], d->state[1], n, (float)c->beta1, (float)c->beta2, (float)c->eps,
             (float)(1.0 - c->lr * c->weight_decay), (float)(c->lr / (1.0 - pow(c->beta1, t))),
-            (float)(1.0 / sqrt(1.0 - pow(c->beta2, t))));
+            (float)(1.0 / sqrt(1.0 - pow(c->beta2, t))), pc);
     } else {
         k_sgd<<<blocks_for(n, 256), 256, 0, d->stream>>>(d->params, d->grads, d->state[0], n, (float)c->lr,
-                                                         (float)c->weight_decay, (float)c->momentum);
+                                                         (float)c->weight_decay, (float)c->momentum, pc);
     }
     return launched("the optimizer update", err);
 }
@@ -1253,6 +1607,7 @@ static void carve(ct_gpt_cuda *d, struct arena *ar)
     for (int s = 0; s < d->n_states; s++)
         d->state[s] = (float *)take(ar, 4 * P);
     d->params_g = d->bf16 ? take(ar, 2 * P) : NULL;
+    d->wte_g = d->bf16 ? take(ar, 2 * V * C) : NULL;
     d->inputs = (int32_t *)take(ar, 4 * BT);
     d->targets = (int32_t *)take(ar, 4 * BT);
     d->encoded = (float *)take(ar, 4 * BT * C);
@@ -1270,16 +1625,16 @@ static void carve(ct_gpt_cuda *d, struct arena *ar)
         a->ln2_rstd = (float *)take(ar, 4 * BT);
         a->res2 = (float *)take(ar, 4 * BT * C);
         a->res3 = (float *)take(ar, 4 * BT * C);
-        a->fch = (float *)take(ar, 4 * BT * 4 * C);
-        a->att = simple ? (float *)take(ar, 4 * att) : NULL;
+        a->fch = take(ar, g * BT * 4 * C);
+        a->att = simple && !d->bf16 ? (float *)take(ar, 4 * att) : NULL;
         a->att_g = simple && d->bf16 ? take(ar, 2 * att) : NULL;
         a->lse = simple ? NULL : (float *)take(ar, 4 * B * NH * T);
     }
     d->lnf = take(ar, g * BT * C);
     d->lnf_mean = (float *)take(ar, 4 * BT);
     d->lnf_rstd = (float *)take(ar, 4 * BT);
-    d->logits = (float *)take(ar, 4 * BT * V);
-    d->dlogits_g = d->bf16 ? take(ar, 2 * BT * V) : NULL;
+    d->logits = d->bf16 ? NULL : (float *)take(ar, 4 * BT * V);
+    d->logits_g = d->bf16 ? (bf16 *)take(ar, 2 * BT * V) : NULL;
     d->losses = (float *)take(ar, 4 * BT);
     d->dres = (float *)take(ar, 4 * BT * C);
     d->dbt_c = (float *)take(ar, 4 * BT * C);
@@ -1294,6 +1649,7 @@ static void carve(ct_gpt_cuda *d, struct arena *ar)
     d->partials = (float *)take(ar, 4 * 2 * chunks * 4 * C);
     d->norm_part = (float *)take(ar, 4 * NORM_BLOCKS);
     d->norm_sq = (double *)take(ar, 8);
+    d->loss_sum = (double *)take(ar, 8 * (CT_GPT_CUDA_LOSS_RING + 1));
 }
 
 // The shapes the kernels and cuBLASLt take, or why not.
@@ -1301,29 +1657,26 @@ static int check_shapes(ct_gpt_cuda *d, enum ct_gpt_cuda_attention att, ct_error
 {
     const ct_gpt_config *c = &d->lay.cfg;
     size_t BT = (size_t)d->max_batch * c->seq_len;
-    int HS = c->n_embd / c->n_head;
+    int rc;
 
     if (c->n_embd % 8) {
         ct_error_set(err, CT_ENOTAVAIL, "model-config-value",
                      "the cuda gpt needs n_embd a multiple of 8 (16-byte aligned bf16 rows), not %d", c->n_embd);
         return ct_error_hint(err, "use n_embd=%d", (c->n_embd / 8 + 1) * 8);
     }
-    if (att == CT_GPT_ATT_FLASH && HS > FLASH_MAX_HS) {
-        ct_error_set(err, CT_ENOTAVAIL, "model-config-value", "flash attention takes heads of %d channels at most, "
-                     "not %d", FLASH_MAX_HS, HS);
-        return ct_error_hint(err, "use more heads, or the simple attention");
-    }
+    if ((rc = ct_gpt_cuda_attention_choice(c, att, &att, err)))
+        return rc;
     if (BT * 4 * c->n_embd > INT32_MAX || BT * d->vp > INT32_MAX || (BT + COL_CHUNK - 1) / COL_CHUNK > 65535)
         return ct_error_set(err, CT_EINVAL, "model-config-value", "cuda gpt: batch %d x seq_len %d is too large",
                             d->max_batch, c->seq_len);
-    d->flash = att == CT_GPT_ATT_FLASH ||
-               (att == CT_GPT_ATT_AUTO && c->seq_len >= CT_GPT_CUDA_FLASH_FROM && HS <= FLASH_MAX_HS);
+    d->flash = att == CT_GPT_ATT_FLASH;
     return 0;
 }
 
 static int handles(ct_gpt_cuda *d, ct_error *err)
 {
     cublasStatus_t s;
+    cudaError_t e;
     struct arena ar = { NULL, 0 };
 
     d->stream = (cudaStream_t)ct_cuda_compute_stream();
@@ -1341,15 +1694,33 @@ static int handles(ct_gpt_cuda *d, ct_error *err)
     if (ct_cuda_malloc((void **)&d->arena, d->arena_bytes) != 0) {
         d->arena = NULL;
         ct_error_set(err, CT_ENOMEM, "cuda", "cuda gpt: out of device memory (%zu bytes)", d->arena_bytes);
+        if (!d->flash)
+            return ct_error_hint(err, "use a smaller --batch-size, seq_len or n_embd (the simple attention keeps "
+                                 "batch x heads x seq_len^2 probabilities per layer, %zu MiB each)",
+                                 (size_t)d->max_batch * d->lay.cfg.n_head * d->lay.cfg.seq_len * d->lay.cfg.seq_len *
+                                     (d->bf16 ? 2 : 4) >> 20);
         return ct_error_hint(err, "use a smaller --batch-size, seq_len or n_embd");
     }
     ar.base = d->arena;
     ar.off = 0;
     carve(d, &ar);
+    // Under graphs cuBLAS's batched GEMMs (attention) must not allocate a workspace of their own inside a
+    // capture: they share cuBLASLt's (one stream, so never at once).
+    if (d->graph.enabled && (s = cublasSetWorkspace(d->blas, d->ws, LT_WORKSPACE)) != CUBLAS_STATUS_SUCCESS)
+        return blas_fail(s, "cublasSetWorkspace", err);
+    if (d->bf16 && cudaMemsetAsync((bf16 *)d->wte_g + (size_t)d->lay.cfg.vocab * d->lay.cfg.n_embd, 0,
+                                   sizeof(bf16) * (size_t)(d->vp - d->lay.cfg.vocab) * d->lay.cfg.n_embd,
+                                   d->stream) != cudaSuccess)
+        return ct_error_set(err, CT_EIO, "cuda", "cuda gpt: clearing the padded LM head's rows failed");
     if (cudaMallocHost((void **)&d->h_tokens, 2 * sizeof(int32_t) * d->max_batch * d->lay.cfg.seq_len) != cudaSuccess ||
-        cudaMallocHost((void **)&d->h_losses, sizeof(float) * d->max_batch * d->lay.cfg.seq_len) != cudaSuccess ||
+        cudaMallocHost((void **)&d->h_loss, sizeof(double) * (CT_GPT_CUDA_LOSS_RING + 1)) != cudaSuccess ||
         cudaMallocHost((void **)&d->h_norm, sizeof(double)) != cudaSuccess)
         return ct_error_set(err, CT_ENOMEM, "cuda", "cuda gpt: out of pinned host memory");
+    for (int i = 0; i <= CT_GPT_CUDA_LOSS_RING; i++)
+        if ((e = cudaEventCreateWithFlags(&d->loss_copied[i], cudaEventDisableTiming)) != cudaSuccess)
+            return cuda_fail(e, "cudaEventCreate", err);
+    if ((e = cudaEventCreateWithFlags(&d->tokens_copied, cudaEventDisableTiming)) != cudaSuccess)
+        return cuda_fail(e, "cudaEventCreate", err);
     return 0;
 }
 
@@ -1366,11 +1737,12 @@ extern "C" int ct_gpt_cuda_create(ct_gpt *host, const ct_optim *o, int max_batch
     if (!(d = (ct_gpt_cuda *)calloc(1, sizeof(*d))))
         return ct_error_set(err, CT_ENOMEM, "", "out of memory creating the cuda gpt");
     d->max_batch = max_batch;
-    d->vp = (ct_gpt_get_config(host)->vocab + 7) / 8 * 8;
+    d->vp = ct_gpt_cuda_padded_vocab(ct_gpt_get_config(host)->vocab);
     d->bf16 = gemm_dtype == CT_DTYPE_BF16;
     d->gsz = d->bf16 ? 2 : 4;
     d->gtype = d->bf16 ? CUDA_R_16BF : CUDA_R_32F;
     d->no_epilogues = opt ? opt->no_epilogues : 0;
+    d->graph.enabled = opt ? opt->graph : 0;
     d->n_states = o ? ct_optim_num_states((ct_optim *)o) : 0;
     if ((rc = ct_gpt_cuda_layout_of(host, &d->lay, err)) ||
         (rc = check_shapes(d, opt ? opt->attention : CT_GPT_ATT_AUTO, err)) || (rc = handles(d, err)) ||
@@ -1388,6 +1760,10 @@ extern "C" void ct_gpt_cuda_free(ct_gpt_cuda *d)
         return;
     if (d->stream || d->blas)
         cudaStreamSynchronize(d->stream);
+    if (d->graph_exec)
+        cudaGraphExecDestroy(d->graph_exec);
+    for (int i = 0; i < d->gemm_cache.n; i++)
+        plan_free(&d->plans[i]);
     if (d->blas)
         cublasDestroy(d->blas);
     if (d->lt)
@@ -1395,8 +1771,13 @@ extern "C" void ct_gpt_cuda_free(ct_gpt_cuda *d)
     ct_cuda_free(d->arena, d->arena_bytes);
     if (d->h_tokens)
         cudaFreeHost(d->h_tokens);
-    if (d->h_losses)
-        cudaFreeHost(d->h_losses);
+    if (d->h_loss)
+        cudaFreeHost(d->h_loss);
+    for (int i = 0; i <= CT_GPT_CUDA_LOSS_RING; i++)
+        if (d->loss_copied[i])
+            cudaEventDestroy(d->loss_copied[i]);
+    if (d->tokens_copied)
+        cudaEventDestroy(d->tokens_copied);
     if (d->h_norm)
         cudaFreeHost(d->h_norm);
     free(d);
@@ -1429,6 +1810,8 @@ static int sync_host(ct_gpt_cuda *d, int dir, ct_gpt *host, ct_optim *o, ct_erro
 
     if (e != cudaSuccess)
         return cuda_fail(e, "waiting for the step", err);
+    if (dir == CT_GPT_TO_DEVICE)
+        d->copy_stale = 1;
     return ct_gpt_cuda_sync(&d->lay, dir, host, o, d->params, d->state, o ? d->n_states : 0, copy_sync, d->stream,
                             err);
 }

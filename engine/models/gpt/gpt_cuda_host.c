@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The CUDA GPT's host side: layout, announcement stages, parameter and optimizer-state copies; see
  * gpt_cuda.h. Plain C in every build: the unit tests check it without a GPU. */
+#include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "engine/models/gpt/gpt_cuda.h"
+#include "engine/nn/bf16_inline.h"
 
 int ct_gpt_cuda_layout_of(const ct_gpt *host, ct_gpt_cuda_layout *out, ct_error *err)
 {
@@ -98,4 +101,134 @@ int ct_gpt_cuda_sync(const ct_gpt_cuda_layout *lay, int dir, ct_gpt *host, ct_op
             return ct_error_set(err, CT_EIO, "cuda", "cuda gpt: copying the optimizer's %s %s failed",
                                 ct_optim_state_name(o, i), dir == CT_GPT_TO_HOST ? "to the host" : "to the device");
     return 0;
+}
+
+int ct_gpt_cuda_check_tokens(const ct_gpt_cuda_layout *lay, const int32_t *inputs, const int32_t *targets, size_t n,
+                             ct_error *err)
+{
+    const int32_t *const arrays[2] = { inputs, targets };
+    static const char *const what[2] = { "input", "target" };
+    int V = lay->cfg.vocab;
+
+    for (int a = 0; a < 2; a++)
+        for (size_t i = 0; i < n; i++)
+            if (arrays[a][i] < 0 || arrays[a][i] >= V) {
+                ct_error_set(err, CT_EINVAL, "tokens-vocab", "cuda gpt: %s token %d at position %zu of the batch is "
+                             "outside the vocabulary (0..%d)", what[a], (int)arrays[a][i], i, V - 1);
+                return ct_error_hint(err, "the tokens' vocabulary must match --model-config vocab");
+            }
+    return 0;
+}
+
+int ct_gpt_cuda_attention_choice(const ct_gpt_config *cfg, enum ct_gpt_cuda_attention asked,
+                                 enum ct_gpt_cuda_attention *out, ct_error *err)
+{
+    int HS = cfg->n_embd / cfg->n_head;
+
+    if (asked == CT_GPT_ATT_FLASH && HS > CT_GPT_CUDA_FLASH_MAX_HS) {
+        ct_error_set(err, CT_ENOTAVAIL, "model-config-value", "flash attention takes heads of %d channels at most, "
+                     "not %d", CT_GPT_CUDA_FLASH_MAX_HS, HS);
+        return ct_error_hint(err, "use more heads, or the simple attention");
+    }
+    *out = asked == CT_GPT_ATT_FLASH ? CT_GPT_ATT_FLASH : CT_GPT_ATT_SIMPLE;
+    return 0;
+}
+
+int ct_gpt_cuda_padded_vocab(int vocab)
+{
+    return (vocab + 63) / 64 * 64;
+}
+
+unsigned ct_gpt_cuda_alignment(const void *p)
+{
+    uintptr_t a = (uintptr_t)p;
+
+    if (a == 0 || (a & 255) == 0)
+        return 256;
+    return (unsigned)(a & -a);
+}
+
+void ct_gpt_cuda_gemm_key_set(ct_gpt_cuda_gemm_key *key, const ct_gpt_cuda_gemm_shape *s)
+{
+    memset(key, 0, sizeof(*key)); /* no stray bytes: keys compare with memcmp */
+    key->ta = s->ta;
+    key->tb = s->tb;
+    key->m = s->m;
+    key->n = s->n;
+    key->k = s->k;
+    key->lda = s->lda;
+    key->ldb = s->ldb;
+    key->ldd = s->ldd;
+    key->ld_aux = s->ld_aux;
+    key->a_type = s->a_type;
+    key->b_type = s->b_type;
+    key->d_type = s->d_type;
+    key->epilogue = s->epilogue;
+    key->align_a = ct_gpt_cuda_alignment(s->a);
+    key->align_b = ct_gpt_cuda_alignment(s->b);
+    key->align_d = ct_gpt_cuda_alignment(s->d);
+    key->align_bias = ct_gpt_cuda_alignment(s->bias);
+    key->align_aux = ct_gpt_cuda_alignment(s->aux);
+}
+
+int ct_gpt_cuda_gemm_cache_slot(ct_gpt_cuda_gemm_cache *c, const ct_gpt_cuda_gemm_key *key, int *fresh)
+{
+    for (int i = 0; i < c->n; i++)
+        if (!memcmp(&c->key[i], key, sizeof(*key))) {
+            *fresh = 0;
+            return i;
+        }
+    if (c->n == CT_GPT_CUDA_GEMM_SLOTS)
+        return -1;
+    c->key[c->n] = *key;
+    *fresh = 1;
+    return c->n++;
+}
+
+void ct_gpt_cuda_gemm_cache_drop(ct_gpt_cuda_gemm_cache *c, int slot)
+{
+    if (slot >= 0 && slot == c->n - 1)
+        c->n--;
+}
+
+int ct_gpt_cuda_loss_slot(uint64_t seq, int back)
+{
+    if (back < 0 || back >= CT_GPT_CUDA_LOSS_RING || (uint64_t)back >= seq)
+        return -1;
+    return (int)((seq - 1 - (uint64_t)back) % CT_GPT_CUDA_LOSS_RING);
+}
+
+float ct_gpt_cuda_classifier_ref(uint16_t *logits, int V, int target, uint16_t *dlogits)
+{
+    int valid = target >= 0 && target < V;
+    float m = -INFINITY, s = 0.0f, inv, loss;
+
+    for (int j = 0; j < V; j++)
+        m = fmaxf(m, ct_bf16_load(logits[j]));
+    for (int j = 0; j < V; j++)
+        s += expf(ct_bf16_load(logits[j]) - m);
+    loss = valid ? logf(s) - (ct_bf16_load(logits[target]) - m) : NAN;
+    inv = 1.0f / s;
+    for (int j = 0; j < V; j++)
+        dlogits[j] = ct_bf16_store(expf(ct_bf16_load(logits[j]) - m) * inv - (j == target ? 1.0f : 0.0f));
+    return loss;
+}
+
+int ct_gpt_cuda_graph_next(ct_gpt_cuda_graph_state *g, int batch, int max_batch)
+{
+    if (!g->enabled || g->failed || batch != max_batch)
+        return CT_GPT_GRAPH_EAGER;
+    if (g->captured)
+        return CT_GPT_GRAPH_REPLAY;
+    if (g->eager_full < 1) {
+        g->eager_full++;
+        return CT_GPT_GRAPH_EAGER;
+    }
+    return CT_GPT_GRAPH_CAPTURE;
+}
+
+void ct_gpt_cuda_graph_done(ct_gpt_cuda_graph_state *g, int ok)
+{
+    g->captured = ok;
+    g->failed = !ok;
 }
