@@ -22,7 +22,7 @@ if [ "${1:-}" = --job ]; then
         fit-*)
             m=${2#fit-}
             eval "args=\$FIT_$m"
-            # shellcheck disable=SC2086
+            # shellcheck disable=SC2086,SC2154
             "$B/ctrain" $args $COMMON --default-root-dir "$T/x86-$m" >"$T/x86-$m.out" 2>&1
             echo $? >"$T/x86-$m.rc"
             # shellcheck disable=SC2086
