@@ -26,11 +26,11 @@ if [ "${1:-}" = --job ]; then
             "$B/ctrain" $args $COMMON --default-root-dir "$T/x86-$m" >"$T/x86-$m.out" 2>&1
             echo $? >"$T/x86-$m.rc"
             # shellcheck disable=SC2086
-            "$ARM64" run "$A/ctrain" $args $COMMON --default-root-dir "$T/arm-$m" >"$T/arm-$m.out" 2>&1
+            timeout -k 10 600 "$ARM64" run "$A/ctrain" $args $COMMON --default-root-dir "$T/arm-$m" >"$T/arm-$m.out" 2>&1
             echo $? >"$T/arm-$m.rc"
             ;;
         *)
-            CT_TOPOLOGIES="$ROOT/t/fixtures/topologies" "$ARM64" run "$A/t/$2" >"$T/$2.tap" 2>&1
+            CT_TOPOLOGIES="$ROOT/t/fixtures/topologies" timeout -k 10 600 "$ARM64" run "$A/t/$2" >"$T/$2.tap" 2>&1
             echo $? >"$T/$2.rc"
             ;;
     esac
@@ -78,14 +78,15 @@ done
 why=""
 command -v qemu-aarch64 >/dev/null 2>&1 || why="qemu-aarch64 (qemu-user) not installed"
 [ -n "$why" ] || [ -x "$A/ctrain" ] || why="$A/ctrain not built (scripts/arm64 setup; scripts/arm64 make)"
-[ -n "$why" ] || "$ARM64" run "$A/ctrain" --version >"$T/version" 2>&1 || why=$(tail -n 1 "$T/version")
+[ -n "$why" ] || timeout -k 10 120 "$ARM64" run "$A/ctrain" --version >"$T/version" 2>&1 || why=$(tail -n 1 "$T/version")
 [ -f "$FMNIST/train-images-idx3-ubyte.gz" ] || why="dataset-fashion-mnist not installed"
 if [ -n "$why" ]; then
     ci_needs "$why"
     echo "1..0 # SKIP $why"
     exit 0
 fi
-run64() { "$ARM64" run "$@"; }
+# Every emulated program under a time limit: a hang ends as a failure, not as a CI run that never ends.
+run64() { timeout -k 10 300 "$ARM64" run "$@"; }
 
 # --- the build ----------------------------------------------------------------------------------
 for f in ctrain libctrain.so ctrain.so ctrain-bind.so; do
@@ -183,7 +184,7 @@ grep -q "bind each task to the GPU, cores and NIC" "$T/srun-help" || rc=1
 ok $rc "arm64 srun loads build-arm64/ctrain.so (required) and --help lists its four options with their text" "$T/srun-help"
 run64 "$SR/usr/bin/sbatch" --help >"$T/sbatch-help" 2>&1 && grep -qF -- "--ctrain-strategy=NAME" "$T/sbatch-help"
 ok $? "arm64 sbatch --help lists --ctrain-strategy" "$T/sbatch-help"
-timeout 120 "$ARM64" run "$SR/usr/bin/srun" --ctrain-strategy=dpp true >"$T/srun-bad" 2>&1
+run64 "$SR/usr/bin/srun" --ctrain-strategy=dpp true >"$T/srun-bad" 2>&1
 rc=$?
 [ $rc -ne 0 ] && grep -q "ctrain: --ctrain-strategy 'dpp' is not a known strategy" "$T/srun-bad" &&
     grep -q "did you mean 'ddp'" "$T/srun-bad" && ! grep -q "controller" "$T/srun-bad"
