@@ -7,10 +7,15 @@
 #   make test       build, then run every TAP test under t/ with prove
 #   make SLURM_PREFIX=/opt/slurm   against a site's own SLURM build (headers, libslurm, plugin directory)
 #   make install    PREFIX=/usr/local DESTDIR= (plugin goes to SLURM's plugin directory; the plugstack
-#                   snippet to $(DATADIR)/ctrain, inert: ENABLE=1 also links it into /etc/slurm/plugstack.conf.d)
+#                   snippet to $(DATADIR)/ctrain, inert: ENABLE=1 also links it into /etc/slurm/plugstack.conf.d;
+#                   its parts: install-cli install-lib install-dev install-spank)
+#   make dist       ctrain-VERSION.tar.gz from the tracked files, reproducible, into build/dist/
+#   make rpm        the RPM packages, built by rpmbuild from that tarball, into build/rpm/
 #   make deb        the Debian packages, built by dpkg-buildpackage from a copy of the tree, into build/deb/
 #   make gpu-kit    ctrain with CUDA (build-gpu/) and what it loads, packed for a GPU machine into .gpukit/
 #                   (scripts/gpu-kit; scripts/gpu-check runs every GPU check from it there)
+#   make test-cpus  the CPU matrix (t/cpus/matrix.t): unit tests and short fits at every x86-64 level, those
+#                   below this CPU's under qemu-user's CPU models (scripts/install-deps --ci)
 #   make test-debian13  the same suite on Debian 13 (SLURM 24.11, Open MPI 5, PMIx 5, PyTorch 2.6): a
 #                   debootstrap root (scripts/debian13), ctrain built there into build/deb13
 #   make test-arm64 ctrain for aarch64 (Grace): cross-built into build-arm64 against an arm64 Debian 12
@@ -21,8 +26,9 @@
 # folder goes into libctrain on top of it.
 
 CC       ?= cc
-# The version, in one place: debian/changelog's first entry, without epoch and Debian revision.
-VERSION  := $(shell awk 'NR == 1 { v = $$2; gsub(/[()]/, "", v); sub(/^[0-9]+:/, "", v); sub(/-[^-]*$$/, "", v); print v; exit }' debian/changelog)
+# The version, in one place: the file VERSION (the release tarball carries it; `make check-version`
+# checks that debian/changelog, the RPM spec and the easyconfig, which must spell it out, agree).
+VERSION  := $(shell sed -n '1{s/[[:space:]]//g;p;q}' VERSION)
 VERSION_DEF := -DCTRAIN_VERSION='"$(VERSION)"'
 PREFIX   ?= /usr/local
 DESTDIR  ?=
@@ -163,7 +169,7 @@ SPANK_BIND_SO := $(BUILD)/ctrain-bind.so
 
 Q := $(if $(filter 1,$(V)),,@)
 
-.PHONY: all lib cli spank tests examples demo test test-debian13 test-arm64 gpu-kit install uninstall deb clean check-layering check-asan fuzz fuzz-build ptxas-report
+.PHONY: all lib cli spank tests examples demo test test-cpus test-debian13 test-arm64 gpu-kit install uninstall deb dist rpm check-version clean check-layering check-asan fuzz fuzz-build ptxas-report
 all: lib cli spank tests examples
 
 lib: $(CORE_A) $(LIB_A) $(LIB_SO)
@@ -223,7 +229,7 @@ $(CORE_OBJ) $(LIB_OBJ) $(CLI_OBJ) $(SPANK_OBJ) $(SPANK_BIND_OBJ) $(TEST_BIN) $(T
 FORCE:
 
 # `ctrain --version` and the plugin's load message name the version.
-$(CLI_OBJ) $(SPANK_OBJ) $(SPANK_BIND_OBJ): debian/changelog
+$(CLI_OBJ) $(SPANK_OBJ) $(SPANK_BIND_OBJ): VERSION
 
 $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
@@ -322,6 +328,11 @@ SUITE        := TEST_JOBS=$(TEST_JOBS) TEST_TIMEOUT=$(TEST_TIMEOUT) t/suite
 
 test: all
 	$(SUITE)
+
+# The CPU matrix: x86-64-v2, v3, v4 and bf16, natively at this CPU's level, under
+# `qemu-x86_64 -cpu Haswell|Nehalem` below it (t/cpus/matrix.t says what runs and why).
+test-cpus: all
+	prove -v --timer t/cpus/matrix.t
 
 # The second platform: scripts/debian13 makes (once) a Debian 13 root and runs commands in it, with
 # this tree at the same path; ctrain is built there into its own build directory, so the host's
@@ -432,21 +443,29 @@ fuzz: fuzz-build
 # --- install -----------------------------------------------------------------------------------
 # Inert by default: the plugstack snippet goes to $(DATADIR)/ctrain/plugstack.conf.d/, and SLURM does
 # not read it until an admin links it into a directory plugstack.conf includes (README, "SPANK
-# plugin — for admins"). ENABLE=1 makes that link too. debian/rules installs through this target.
+# plugin — for admins"). ENABLE=1 makes that link too. debian/rules and rpm/ctrain.spec install
+# through this target; EasyBuild (easybuild/) installs the parts a module holds (install-cli
+# install-lib install-dev: no plugin).
+# The directories are GNU's (bindir, libdir, includedir, datadir, mandir, sysconfdir), spelt in
+# capitals as this Makefile's variables are, each below PREFIX unless given; DESTDIR is prepended
+# to every one of them. ctrain installs nothing in SYSCONFDIR itself: an RPM puts the snippet there
+# (SNIPPET=, rpm/ctrain.spec). The ENABLE=1 link goes to SLURM's configuration directory,
+# SLURM_CONFDIR, not ctrain's.
 LIBDIR      ?= $(PREFIX)/lib
 BINDIR      ?= $(PREFIX)/bin
 INCLUDEDIR  ?= $(PREFIX)/include
 DATADIR     ?= $(PREFIX)/share
 MANDIR      ?= $(DATADIR)/man
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
-SYSCONFDIR  ?= /etc
+SYSCONFDIR  ?= $(PREFIX)/etc
+SLURM_CONFDIR ?= /etc/slurm
 ENABLE      ?= 0
 SLURM_PLUGINDIR ?= $(shell $(PKG_CONFIG) --variable=libdir slurm 2>/dev/null | sed 's|$$|/slurm|;s|^/slurm$$||')
 ifeq ($(SLURM_PLUGINDIR),)
   SLURM_PLUGINDIR := /usr/lib/$(shell $(CC) -print-multiarch)/slurm-wlm
 endif
-SNIPPET     := $(DATADIR)/ctrain/plugstack.conf.d/ctrain.conf
-SNIPPET_LINK := $(SYSCONFDIR)/slurm/plugstack.conf.d/ctrain.conf
+SNIPPET     ?= $(DATADIR)/ctrain/plugstack.conf.d/ctrain.conf
+SNIPPET_LINK := $(SLURM_CONFDIR)/plugstack.conf.d/ctrain.conf
 
 # The API a user's model and program use (README, "Your own model"): the model and data module
 # headers, the Trainer's entry points the example calls (engine, connector, trainer) and what those
@@ -455,15 +474,27 @@ SNIPPET_LINK := $(SYSCONFDIR)/slurm/plugstack.conf.d/ctrain.conf
 PUBLIC_HEADERS := accelerator config connector datamodule dtype engine environment error model nn registry rng \
                   trainer
 
-install: lib cli spank
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR)/ctrain $(DESTDIR)$(PKGCONFIGDIR)
+.PHONY: install-cli install-lib install-dev install-spank
+install: install-cli install-lib install-dev install-spank
+
+install-cli: cli
+	install -d $(DESTDIR)$(BINDIR)
 	install -m 755 $(CLI) $(DESTDIR)$(BINDIR)/ctrain
-	install -m 644 $(LIB_A) $(CORE_A) $(DESTDIR)$(LIBDIR)/
+
+install-lib: lib
+	install -d $(DESTDIR)$(LIBDIR)
 	install -m 644 $(LIB_SO) $(DESTDIR)$(LIBDIR)/libctrain.so.0
+
+install-dev: lib
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR)/ctrain $(DESTDIR)$(PKGCONFIGDIR)
+	install -m 644 $(LIB_A) $(CORE_A) $(DESTDIR)$(LIBDIR)/
 	ln -sf libctrain.so.0 $(DESTDIR)$(LIBDIR)/libctrain.so
 	install -m 644 $(PUBLIC_HEADERS:%=include/ctrain/%.h) $(DESTDIR)$(INCLUDEDIR)/ctrain/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 	    -e 's|@VERSION@|$(VERSION)|' ctrain.pc.in >$(DESTDIR)$(PKGCONFIGDIR)/ctrain.pc
+	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/ctrain.pc
+
+install-spank: spank
 	install -d $(DESTDIR)$(SLURM_PLUGINDIR) $(DESTDIR)$(dir $(SNIPPET)) $(DESTDIR)$(MANDIR)/man8
 	install -m 644 $(SPANK_SO) $(DESTDIR)$(SLURM_PLUGINDIR)/ctrain.so
 	install -m 644 $(SPANK_BIND_SO) $(DESTDIR)$(SLURM_PLUGINDIR)/ctrain-bind.so
@@ -484,6 +515,60 @@ uninstall:
 	rm -rf $(DESTDIR)$(INCLUDEDIR)/ctrain
 	-rmdir $(DESTDIR)$(dir $(SNIPPET)) $(DESTDIR)$(DATADIR)/ctrain 2>/dev/null
 
+# --- release tarball -----------------------------------------------------------------------------
+# make dist: $(DIST_DIR)/ctrain-VERSION.tar.gz, the files git tracks (as they are in the working
+# tree) under ctrain-VERSION/. Reproducible: every entry's time is the last commit's
+# (SOURCE_DATE_EPOCH, unless given), names sorted bytewise, owner and group 0/0 by number, modes
+# 0644 or 0755 (git's executable bit) and 0755 for directories, gzip without name or time (-n): the
+# same tree gives the same bytes (t/82-dist.t). The tarball needs no git: make, make install and
+# the packages (rpm/, easybuild/; debian/ for dpkg-buildpackage) build from it.
+DIST_DIR ?= $(BUILD)/dist
+DIST     := $(DIST_DIR)/ctrain-$(VERSION).tar.gz
+# The versions that the packaging formats spell out themselves agree with VERSION.
+check-version:
+	@v=$$(awk 'NR == 1 { v = $$2; gsub(/[()]/, "", v); sub(/^[0-9]+:/, "", v); sub(/-[^-]*$$/, "", v); print v; exit }' debian/changelog); \
+	  [ "$$v" = "$(VERSION)" ] || { echo "ctrain: debian/changelog's first entry is $$v, VERSION says $(VERSION): add a changelog entry (dch -v $(VERSION))" >&2; exit 1; }
+	@v=$$(sed -n 's/^Version:[[:space:]]*//p' rpm/ctrain.spec); \
+	  [ "$$v" = "$(VERSION)" ] || { echo "ctrain: rpm/ctrain.spec's Version is $$v, VERSION says $(VERSION): update Version and %changelog" >&2; exit 1; }
+	@for f in $(wildcard easybuild/*.eb); do \
+	  case $$f in easybuild/ctrain-$(VERSION).eb|easybuild/ctrain-$(VERSION)-*.eb) ;; \
+	    *) echo "ctrain: $$f is not named for VERSION $(VERSION) (easybuild/ctrain-$(VERSION)[-TOOLCHAIN].eb)" >&2; exit 1 ;; esac; \
+	  grep -q "^version = '$(VERSION)'$$" $$f || { echo "ctrain: $$f: its version = '...' line is not VERSION's $(VERSION)" >&2; exit 1; }; \
+	done
+
+dist: check-version
+	@git rev-parse --is-inside-work-tree >/dev/null 2>&1 || \
+	  { echo "ctrain: make dist: needs a git checkout (the tarball holds the files git tracks)" >&2; exit 1; }
+	@mkdir -p $(DIST_DIR)
+	$(Q)set -e; epoch=$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct)}; list=$(DIST).list; \
+	  git -c core.quotepath=off ls-files --deleted >$$list.deleted; \
+	  git -c core.quotepath=off ls-files --cached | grep -vxF -f $$list.deleted | \
+	    awk '{ print; n = split($$0, p, "/"); d = ""; for (i = 1; i < n; i++) { d = d p[i] "/"; print d } }' | \
+	    LC_ALL=C sort -u | tr '\n' '\0' >$$list; \
+	  LC_ALL=C tar --null --no-recursion -T $$list --format=gnu --owner=0 --group=0 --numeric-owner \
+	    --mode=u=rwX,go=rX --mtime=@$$epoch --transform='s|^|ctrain-$(VERSION)/|S' -cf $(DIST).tar; \
+	  gzip -9n <$(DIST).tar >$(DIST).tmp; \
+	  rm -f $$list $$list.deleted $(DIST).tar; mv -f $(DIST).tmp $(DIST)
+	@echo "  DIST    $(DIST)"
+
+# --- RPM packages --------------------------------------------------------------------------------
+# make rpm: rpmbuild -ta on the release tarball (its rpm/ctrain.spec), in $(RPM_DIR) (rpmbuild's
+# _topdir: SRPMS/ and RPMS/<arch>/), then rpmlint with rpm/rpmlint.toml on the spec and the packages.
+# On a machine without an RPM database of the build dependencies (Debian, with rpmbuild from
+# Debian's rpm package), rpmbuild cannot check BuildRequires against installed packages: --nodeps
+# builds with what the machine has (scripts/install-deps installs it under Debian's names); and the
+# build scriptlets and brp-compress (which compresses the man pages) run by bash, as on the RHEL
+# family: Debian's rpm runs them with /bin/sh, which is dash there, and brp-compress uses bash's
+# `read -d`.
+RPM_DIR ?= $(BUILD)/rpm
+RPMBUILD_FLAGS ?= $(if $(wildcard /etc/debian_version),--nodeps --define '_buildshell /bin/bash' \
+                    --define '__brp_compress bash %{_rpmconfigdir}/brp-compress %{?_prefix}')
+rpm: dist
+	rm -rf $(RPM_DIR)
+	mkdir -p $(RPM_DIR)
+	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL rpmbuild -ta $(RPMBUILD_FLAGS) --define '_topdir $(abspath $(RPM_DIR))' $(DIST)
+	rpmlint -c rpm/rpmlint.toml rpm/ctrain.spec $(RPM_DIR)/SRPMS/*.rpm $(RPM_DIR)/RPMS/*/*.rpm
+
 # --- Debian packages ---------------------------------------------------------------------------
 # dpkg-buildpackage builds from a copy of the tree's files (tracked, and untracked but not ignored)
 # in build/deb/ctrain-VERSION, so its `debian/rules clean` never touches this tree's build/, and
@@ -491,7 +576,7 @@ uninstall:
 # then lintian must report no error and no warning (debian/README.source). DEB_BUILD_OPTIONS is
 # dpkg-buildpackage's (e.g. "nocheck parallel=2").
 DEB_DIR ?= $(BUILD)/deb
-deb:
+deb: check-version
 	@git rev-parse --is-inside-work-tree >/dev/null 2>&1 || \
 	  { echo "ctrain: make deb: needs a git checkout (it packages the files git knows)" >&2; exit 1; }
 	rm -rf $(DEB_DIR)

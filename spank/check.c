@@ -57,8 +57,9 @@ int ct_spank_check_flags(ct_getenv_fn get, void *ctx, int log_plan, ct_error *er
     cctx.getenv_fn = get ? get : no_env;
     cctx.getenv_ctx = ctx;
     /* srun may run on a login node, and slurmstepd must not open the GPUs: the program probes
-     * its devices itself. */
+     * its devices, and its CPU's bf16 instructions, itself. */
     cctx.cuda = CT_CUDA_UNKNOWN;
+    cctx.cpu_bf16 = CT_CPU_BF16_UNKNOWN;
     if ((rv = ct_connector_create(&flags, &cctx, &c, err)) != 0) {
         srun_names(err->msg, sizeof(err->msg));
         srun_names(err->hint, sizeof(err->hint));

@@ -44,7 +44,7 @@
 #include "spank/summary.h"
 
 #ifndef CTRAIN_VERSION
-#error "CTRAIN_VERSION is set by the Makefile (from debian/changelog)"
+#error "CTRAIN_VERSION is set by the Makefile (from the file VERSION)"
 #endif
 
 /* plugin_version is SLURM_VERSION_NUMBER of the spank.h it was built with: SLURM loads the

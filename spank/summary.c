@@ -15,7 +15,7 @@
 #include "spank/summary.h"
 
 #ifndef CTRAIN_VERSION
-#error "CTRAIN_VERSION is set by the Makefile (from debian/changelog)"
+#error "CTRAIN_VERSION is set by the Makefile (from the file VERSION)"
 #endif
 
 int ct_spank_summary_path(char *buf, size_t size, ct_error *err)

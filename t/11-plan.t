@@ -76,4 +76,34 @@ rc=$?
 [ $rc -eq 2 ] && grep -q "did you mean 'mlp'" "$tmp/err"
 ok $? "--model mlpp: exit 2, did you mean mlp (exit $rc)"
 
+# A bf16 precision on the cpu: a notice at plan time (stderr and the plan's "notices") exactly when
+# this CPU has no bf16 instructions, read from the CPU (the kernel's cpuid flags in /proc/cpuinfo:
+# avx512_bf16, amx_bf16; aarch64's bf16), never from a variable; fit prints the plan's notices too.
+case " $(grep -m1 -E '^(flags|Features)' /proc/cpuinfo | cut -d: -f2) " in
+    *" avx512_bf16 "* | *" amx_bf16 "* | *" bf16 "*) has_bf16=1 ;;
+    *) has_bf16=0 ;;
+esac
+notice="notice: precision bf16-true on this CPU: it has no .* instructions, so bf16 storage is kept and the products compute in fp32"
+env -u CTRAIN_PRECISION -u CTRAIN_ACCELERATOR "$CTRAIN" plan --precision bf16-true --accelerator cpu >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ "$has_bf16" = 0 ]; then
+    [ $rc -eq 0 ] && grep -q "^ctrain: $notice" "$tmp/err" && tr -d '\n' <"$tmp/out" | grep -q '"notices":.*on this CPU: it has no'
+    ok $? "plan --precision bf16-true on a CPU without bf16 instructions: the notice, in the plan too (exit $rc)"
+else
+    [ $rc -eq 0 ] && ! grep -q "on this CPU" "$tmp/err"
+    ok $? "plan --precision bf16-true on a CPU with bf16 instructions: no notice (exit $rc)"
+fi
+env -u CTRAIN_PRECISION -u CTRAIN_ACCELERATOR "$CTRAIN" plan --precision 32-true >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 0 ] && ! grep -q "notice" "$tmp/err"
+ok $? "plan --precision 32-true: no notice (exit $rc)"
+env -u CTRAIN_PRECISION -u CTRAIN_ACCELERATOR "$CTRAIN" fit --precision bf16-true --data "$tmp/none" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ "$has_bf16" = 0 ]; then
+    [ $rc -ne 0 ] && grep -q "^ctrain: $notice" "$tmp/err"
+else
+    [ $rc -ne 0 ] && ! grep -q "on this CPU" "$tmp/err"
+fi
+ok $? "fit --precision bf16-true says the same before it starts (has bf16: $has_bf16; exit $rc on missing data)"
+
 echo "1..$n"

@@ -16,7 +16,17 @@ spank_needs_fit_data st_compare
 spank_plan 14
 spank_cluster 2 ""
 spank_fit_data 3000 500
-export OPENBLAS_NUM_THREADS=1
+# One compute thread in every run, set for both teams: OpenBLAS's and OpenMP's (oneDNN's GEMMs). The
+# plugin's binding gives each srun task OMP_NUM_THREADS=<its cores> (2 here) unless set, while
+# Kubeflow's pods and torchrun's workers start without it (1 thread under OPENBLAS_NUM_THREADS=1).
+# oneDNN's f32 GEMM divides a product's work, sums included, among its threads: on an AVX2 CPU (a
+# Zen 3, its gemm:jit in oneDNN 2.6 and 3.7) the first layer's forward product (32x784 by 784x64: a
+# small M*N and a long K) is split along K on 2 threads, and 1827 of its 2048 sums round otherwise
+# than on 1 (the other products here agree bit for bit); those runs ended 4.07e-5 apart, where an
+# AVX-512 machine's kernels happened to agree for these shapes. One thread
+# everywhere: the same sums on any CPU, so 1e-6 holds (gloo and mpi differ only in the
+# collectives, which sum two ranks exactly: 0 apart).
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 FIT="fit --data $DATA --progress off --hidden 64 --batch-size 64 --deterministic"
 
 # 1-2: what each task plans, without PMIx and with it.
@@ -77,7 +87,7 @@ is "$left" 0 "nothing of the run is left running"
 for r in 0 1; do
     "$ROOT/scripts/slurm-cluster" exec "$CLUSTER_DIR" "n$((r + 1))" env -i PATH=/usr/bin:/bin \
         KUBERNETES_PORT=tcp://10.96.0.1:443 KUBERNETES_SERVICE_HOST=10.96.0.1 MASTER_ADDR=n1 MASTER_PORT=29500 \
-        WORLD_SIZE=2 RANK=$r OPENBLAS_NUM_THREADS=1 timeout 120 "$CTRAIN" $FIT --max-epochs 1 --strategy ddp \
+        WORLD_SIZE=2 RANK=$r OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 timeout 120 "$CTRAIN" $FIT --max-epochs 1 --strategy ddp \
         --cluster-env kubeflow --default-root-dir "$CLUSTER_DIR/kf" >"$CLUSTER_DIR/kf.$r" 2>&1 &
     eval "kf$r=\$!"
 done
@@ -112,7 +122,7 @@ tv=$(/usr/bin/python3 -c 'import torch.distributed.run, torch; print(torch.__ver
 case "$tv" in
     2.*)
         for r in 0 1; do
-            "$ROOT/scripts/slurm-cluster" exec "$CLUSTER_DIR" "n$((r + 1))" env OPENBLAS_NUM_THREADS=1 timeout 120 \
+            "$ROOT/scripts/slurm-cluster" exec "$CLUSTER_DIR" "n$((r + 1))" env OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 timeout 120 \
                 /usr/bin/python3 "$ROOT/t/tools/torchrun.py" --nnodes 2 --node-rank $r --nproc-per-node 1 \
                 --master-addr n1 --master-port 29400 --no-python "$CTRAIN" $FIT --max-epochs 1 --strategy ddp \
                 --default-root-dir "$CLUSTER_DIR/tr" >"$CLUSTER_DIR/tr.$r" 2>&1 &

@@ -18,7 +18,7 @@ P=
 trap '[ -n "$P" ] && perl -e "kill 9, \$ARGV[0], -\$ARGV[0]" $P 2>/dev/null; rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM HUP
 
-PLAN=22
+PLAN=23
 echo "1..$PLAN"
 root=$ROOT
 . "$ROOT/t/lib/preempt.sh"
@@ -233,6 +233,14 @@ rc=$?
 [ "$rc" -eq 2 ] && grep -q 'deterministic: .*written with BLAS threads 1, this run has 2' "$T/det2.out" &&
     grep -q 'hint: set OPENBLAS_NUM_THREADS' "$T/det2.out"
 ok $? "... resuming it with OPENBLAS_NUM_THREADS=2 is refused (exit $rc) with a hint" "$T/det2.out"
+# OMP_NUM_THREADS alone: OpenBLAS keeps 1 thread, oneDNN's GEMMs run on 2 and round differently (the
+# plugin's binding sets OMP_NUM_THREADS for srun's tasks): refused too, by the OpenMP team it records.
+grep -q '"gemm_threads":[[:space:]]*1,' "$T/det/summary.json" &&
+    OMP_NUM_THREADS=2 "$B/ctrain" fit $S --max-steps 40 --ckpt-path last --default-root-dir "$T/det" >"$T/det4.out" 2>&1
+rc=$?
+[ "$rc" -eq 2 ] && grep -q 'deterministic: .*written with OpenMP (GEMM) threads 1, this run has 2' "$T/det4.out" &&
+    grep -q 'hint: set OMP_NUM_THREADS' "$T/det4.out"
+ok $? "... and with OMP_NUM_THREADS=2 (gemm_threads 1 recorded; exit $rc) with a hint" "$T/det4.out" "$T/det/summary.json"
 N=$(echo "$S" | sed 's/--deterministic //')
 OPENBLAS_NUM_THREADS=2 "$B/ctrain" fit $N --max-steps 40 --ckpt-path last --default-root-dir "$T/det" >"$T/det3.out" 2>&1 &&
     grep -q 'resumed from' "$T/det3.out"

@@ -16,7 +16,7 @@ hdr() { od -An -t d4 -j $((4 * $2)) -N 4 "$1" | tr -d ' '; }
 # the tokens of a shard as the bytes they stand for
 body() { tail -c +1025 "$1" | od -An -v -t u2 | tr -s ' ' '\n' | sed '/^$/d' | awk '{ printf "%c", $1 }'; }
 
-echo "1..17"
+echo "1..19"
 printf 'Call me Ishmael. Some years ago - never mind how long precisely - having little money\n' >"$T/a.txt"
 printf 'It was the best of times, it was the worst of times.\n' >"$T/b.txt"
 "$CTRAIN" tokenize --input "$T/a.txt" --input "$T/b.txt" --output-dir "$T/out" --val-fraction 0.25 >"$T/ok.out" 2>&1
@@ -78,3 +78,15 @@ mkdir -p "$T/half/val.bin/x"
 check '[ $? -ne 0 ] && grep -q "^ctrain: error: .*val.bin" "$T/half.out" && cmp -s "$T/half/train.bin" "$T/half.keep" &&
        [ -z "$(ls -A "$T/half" | grep -v -x -e train.bin -e val.bin)" ]' \
     "val.bin's rename fails: train.bin is the previous one again, no temp or backup left" "$T/half.out"
+
+# The README's command on a fresh clone: --output-dir data/fortunes where there is no data/ yet.
+# The missing parents are made (as --default-root-dir's are); a parent that is a file is refused.
+mkdir "$T/clone"
+(cd "$T/clone" && "$CTRAIN" tokenize --input "$T/a.txt" --output-dir data/fortunes) >"$T/fresh.out" 2>&1
+check '[ $? -eq 0 ] && [ -f "$T/clone/data/fortunes/train.bin" ] && [ -f "$T/clone/data/fortunes/val.bin" ]' \
+    "--output-dir data/fortunes with no data/: made with its parent, both shards written" "$T/fresh.out"
+printf 'x' >"$T/plain"
+"$CTRAIN" tokenize --input "$T/a.txt" --output-dir "$T/plain/sub/dir" >"$T/parent.out" 2>&1
+rc=$?
+check '[ $rc -eq 2 ] && grep -q "^ctrain: error: .*cannot create $T/plain/sub" "$T/parent.out" && grep -q "^ctrain: hint: " "$T/parent.out"' \
+    "a parent that is a file: exit 2, the directory that could not be made named" "$T/parent.out"

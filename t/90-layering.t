@@ -399,7 +399,8 @@ print "# $_" for @model;
     print "# names: ", join(' ', sort keys %owners), "\n" if $ENV{CT_LAYERING_VERBOSE};
 }
 # --- the installed API and a short Trainer (issue 27, items 1 and 6) -----------------------------
-# Only the public headers are installed: `make install` installs $(PUBLIC_HEADERS) (no glob of
+# Only the public headers are installed: `make install` installs $(PUBLIC_HEADERS) (its part
+# install-dev, which EasyBuild's module installs too; no glob of
 # include/ctrain/), and that list is exactly what a user's model and program include: model.h,
 # datamodule.h, config.h, error.h, the headers examples/*.c include, and what those include.
 # libctrain-dev ships what `make install` put under /usr/include/ctrain (no header named apart).
@@ -414,10 +415,10 @@ my (%installed, $install_rule_ok, @api_bad);
     } else {
         push @api_bad, "Makefile: no PUBLIC_HEADERS list";
     }
-    my ($rule) = $text =~ /^install:[^\n]*\n((?:\t[^\n]*\n)+)/m;
+    my ($rule) = $text =~ /^install-dev:[^\n]*\n((?:\t[^\n]*\n)+)/m;
     $rule //= '';
-    push @api_bad, "Makefile: the install rule installs include/ctrain/ by a glob" if $rule =~ m{include/ctrain/\*};
-    push @api_bad, "Makefile: the install rule does not install \$(PUBLIC_HEADERS)"
+    push @api_bad, "Makefile: the install-dev rule installs include/ctrain/ by a glob" if $rule =~ m{include/ctrain/\*};
+    push @api_bad, "Makefile: the install-dev rule does not install \$(PUBLIC_HEADERS)"
         unless $rule =~ /\$\(PUBLIC_HEADERS:%=include\/ctrain\/%\.h\)/;
 }
 my @entry = qw(model.h datamodule.h config.h error.h);

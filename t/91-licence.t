@@ -1,7 +1,7 @@
 #!/usr/bin/perl
 # SPDX-License-Identifier: BSD-3-Clause
 # The licence: LICENSE is BSD-3-Clause, debian/copyright says so, and every source file of the tree
-# (C, CUDA, headers, scripts, tests, makefiles, sbatch templates) carries an SPDX line in its first
+# (C, CUDA, headers, scripts, tests, makefiles, sbatch templates, RPM spec, easyconfigs) carries an SPDX line in its first
 # three lines. A file that is not ctrain's own names its own licence there (e.g. Apache-2.0).
 use strict;
 use warnings;
@@ -13,7 +13,7 @@ chdir(dirname($0) . "/..") or die "cd: $!";
 # Source files: by extension, or an executable script under scripts/ or t/ (a shebang).
 sub is_source {
     my ($path) = @_;
-    return 1 if $path =~ /\.(c|h|cu|py|sh|t|pl|sbatch|map|proto)$/;
+    return 1 if $path =~ /\.(c|h|cu|py|sh|t|pl|sbatch|map|proto|spec|eb|toml)$/;
     return 1 if $path =~ m{(^|/)(Makefile|rules)$};
     return 0 if $path =~ /\.[A-Za-z0-9]+$/;    # data with an extension (fixtures, docs)
     open(my $fh, '<', $path) or return 0;

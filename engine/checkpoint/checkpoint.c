@@ -172,6 +172,7 @@ static int save_checkpoint(ct_run *run, const char *path, ct_error *err)
     ct_ckpt_meta_add(c, "world_size", "%d", run->world);
     ct_ckpt_meta_add(c, "batch_size", "%d", run->opt.batch_size);
     ct_ckpt_meta_add(c, "blas_threads", "%d", run->opt.blas_threads);
+    ct_ckpt_meta_add(c, "gemm_threads", "%d", run->opt.gemm_threads);
     ct_ckpt_meta_add(c, "seed", "%" PRIu64, run->opt.seed);
     ct_ckpt_meta_add(c, "rng", "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64, run->rng.s[0], run->rng.s[1],
              run->rng.s[2], run->rng.s[3]);

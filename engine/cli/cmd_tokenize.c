@@ -12,6 +12,7 @@
 #include "ctrain/util.h"
 #include "engine/cli/commands.h"
 #include "engine/data/tokens.h"
+#include "engine/util/fsutil.h"
 
 #define TOKENIZE_MAX_INPUTS 256
 #define TOKENIZE_DEFAULT_VAL 0.1
@@ -28,7 +29,7 @@ static void tokenize_usage(FILE *out)
             "DIR changes.\n"
             "\n"
             "  --input FILE       a text file (repeatable; at most %d)\n"
-            "  --output-dir DIR   where train.bin and val.bin go (created when missing)\n"
+            "  --output-dir DIR   where train.bin and val.bin go (created with its parents when missing)\n"
             "  --val-fraction X   share of the bytes for validation, 0 < X < 1 (default %.1f)\n",
             TOKENIZE_MAX_INPUTS, TOKENIZE_DEFAULT_VAL);
 }
@@ -95,15 +96,22 @@ static int append_file(const char *path, uint16_t **buf, size_t *len, size_t *ca
     return 0;
 }
 
+/* DIR and its missing parents, as --default-root-dir's are made (`--output-dir data/fortunes` on a
+ * fresh clone has no data/), then the same check as a run's directory: ours, and not writable by
+ * others without the sticky bit, since the shards are renamed into it. */
 static int make_dir(const char *dir, ct_error *err)
 {
-    struct stat st;
+    char failed[4096];
+    int rc;
 
-    if (mkdir(dir, 0777) == 0 || (errno == EEXIST && stat(dir, &st) == 0 && S_ISDIR(st.st_mode)))
-        return 0;
-    ct_error_set(err, CT_EINVAL, "tokenize-output", "--output-dir %s: %s", dir,
-                 errno == EEXIST ? "exists and is not a directory" : strerror(errno));
-    return ct_error_hint(err, "give a directory you can write (its parent must exist)");
+    if (ct_fs_mkdirs(dir, failed, sizeof(failed)) != 0) {
+        ct_error_set(err, CT_EINVAL, "tokenize-output", "--output-dir %s: cannot create %s: %s", dir, failed,
+                     strerror(errno));
+        return ct_error_hint(err, "give a directory you can write");
+    }
+    if ((rc = ct_fs_check_dir(dir, "--output-dir", err)) != 0 && !err->hint[0])
+        ct_error_hint(err, "give a directory of your own for the shards");
+    return rc;
 }
 
 /* Both shards to temporary files, then both renamed: a failure leaves DIR as it was. The two

@@ -9,10 +9,10 @@
 #include "engine/cli/commands.h"
 #include "engine/cli/trainer_flags.h"
 
-/* The Makefile sets it from debian/changelog: one version for the CLI, the plugin, ctrain.pc and
- * the Debian packages. */
+/* The Makefile sets it from the file VERSION: one version for the CLI, the plugin, ctrain.pc and
+ * the packages (Debian, RPM, EasyBuild). */
 #ifndef CTRAIN_VERSION
-#error "CTRAIN_VERSION is set by the Makefile (from debian/changelog)"
+#error "CTRAIN_VERSION is set by the Makefile (from the file VERSION)"
 #endif
 
 struct ct_command {

@@ -12,9 +12,11 @@
 
 #include "ctrain/accelerator.h"
 #include "ctrain/envs.h"
+#include "ctrain/precision.h"
 #include "ctrain/util.h"
 #include "engine/connector/connector_internal.h"
 #include "engine/registry/components.h"
+#include "engine/util/cpu.h"
 
 static void set_source(ct_plan *plan, enum ct_plan_field f, enum ct_source src, const char *detail)
 {
@@ -341,6 +343,28 @@ static int check_support(const ct_final_flags *ff, ct_plan *plan, ct_error *err)
     return check_model(ff, plan, bit, err);
 }
 
+/* A precision that multiplies bf16 (bf16-mixed, bf16-true: what its row declares, not its name) on
+ * the cpu accelerator of a CPU without bf16 instructions: said at plan time, so that its speed is no
+ * surprise. The engine keeps bf16 storage and computes each product in fp32 on the widened values
+ * (engine/nn/gemm.c). Unknown (the SPANK plugin, another architecture): nothing to say. */
+static void note_cpu_bf16(const ct_final_flags *ff, const ct_connector_context *ctx, ct_plan *plan)
+{
+    const ct_registry_entry *pr = ff->precision ? ff->precision : ct_registry_default(CT_REG_PRECISION);
+    const struct ct_precision_ops *ops = pr->ops;
+    int has;
+
+    if (!(ct_registry_accel_bit(plan->accelerator) & CT_ACCEL_CPU) || !ops || ops->gemm_dtype != CT_DTYPE_BF16 ||
+        plan->n_notices >= (int)(sizeof(plan->notices) / sizeof(plan->notices[0])))
+        return;
+    has = ctx->cpu_bf16 == CT_CPU_BF16_ASK ? ct_cpu_bf16_instructions()
+          : ctx->cpu_bf16 == CT_CPU_BF16_UNKNOWN ? -1 : ctx->cpu_bf16 == CT_CPU_BF16_PRESENT;
+    if (has != 0)
+        return;
+    snprintf(plan->notices[plan->n_notices++], sizeof(plan->notices[0]), "precision %s on this CPU: it has no %s "
+             "instructions, so bf16 storage is kept and the products compute in fp32 on the widened values",
+             pr->name, CT_CPU_BF16_ISA);
+}
+
 /* *own: ctrain's own launcher (fork, subprocess) starts the ranks, and hosts a PMIx server. */
 static int choose_launcher(ct_plan *plan, int *own, ct_error *err)
 {
@@ -427,6 +451,7 @@ int ct_connector_choose(const ct_final_flags *ff, const ct_connector_context *ct
         return rc;
     if ((rc = check_support(ff, plan, err)))
         return rc;
+    note_cpu_bf16(ff, ctx, plan);
     if ((rc = choose_launcher(plan, &own, err)))
         return rc;
     choose_backend(ctx, plan, own);

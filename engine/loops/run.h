@@ -46,6 +46,7 @@ typedef struct ct_loop_options {
     char job_id[64];           /* SLURM_JOB_ID of this run, stored in checkpoint metadata ("" outside SLURM) */
     int supervised;            /* a step of ctrain supervise, which excludes bad nodes itself (no requeue) */
     int blas_threads;          /* the BLAS threads of each rank, stored in checkpoint metadata */
+    int gemm_threads;          /* its OpenMP team (oneDNN's GEMMs, the element-wise passes): the same */
     int accumulate;            /* batches per optimizer step (--accumulate-grad-batches) */
     enum ct_clip_algorithm clip;
     double clip_val;

@@ -9,6 +9,7 @@
 
 #include "ctrain/nn.h"
 #include "engine/checkpoint/hf_io.h"
+#include "engine/nn/gemm.h"
 #include "engine/trainer/trainer_internal.h"
 
 #define EVAL_BATCH 1000
@@ -75,6 +76,7 @@ void ct_run_options(ct_run *run, const ct_trainer_job *job)
     run->st.last_val_acc = run->st.last_val_loss = run->st.last_train_loss = NAN;
     /* The host's compute threads: the accelerator shares this node's cores among its ranks. */
     o->blas_threads = ct_strategy_host_threads_setup(run->strategy);
+    o->gemm_threads = ct_gemm_get_threads();
 }
 
 static int make_optimizer(ct_run *run, const ct_trainer_config *cfg, ct_error *err)

@@ -133,6 +133,7 @@ int ct_summary_write(const ct_trainer_job *job, const ct_trainer_result *res, co
     /* What a --deterministic run is reproducible under (engine/trainer/deterministic.h). */
     cJSON_AddBoolToObject(o, "deterministic", job->plan->deterministic);
     cJSON_AddNumberToObject(o, "blas_threads", run->opt.blas_threads);
+    cJSON_AddNumberToObject(o, "gemm_threads", run->opt.gemm_threads);
     cJSON_AddStringToObject(o, "strategy", ct_strategy_name(s) ? ct_strategy_name(s) : "");
     cJSON_AddStringToObject(o, "accelerator", ct_strategy_accelerator_name(s) ? ct_strategy_accelerator_name(s) : "");
     if (ct_strategy_precision(s))

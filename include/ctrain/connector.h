@@ -94,15 +94,24 @@ enum ct_cuda_probe {
     CT_CUDA_PRESENT    /* with cuda_device_count devices */
 };
 
+/* Whether the CPU multiplies bf16 in hardware, for the notice a bf16 precision on cpu gets. */
+enum ct_cpu_bf16_probe {
+    CT_CPU_BF16_ASK = 0,   /* read this CPU (cpuid; aarch64: the kernel's HWCAP2) */
+    CT_CPU_BF16_UNKNOWN,   /* cannot know here (the SPANK plugin: srun may run on a login node) */
+    CT_CPU_BF16_ABSENT,
+    CT_CPU_BF16_PRESENT
+};
+
 /* What the connector may ask the world. A zeroed context (or NULL) means: the process environment
- * and the accelerators registered in this process. The SPANK plugin passes the job's environment
- * and CT_CUDA_UNKNOWN. */
+ * and the accelerators registered in this process. The SPANK plugin passes the job's environment,
+ * CT_CUDA_UNKNOWN and CT_CPU_BF16_UNKNOWN. */
 typedef struct ct_connector_context {
     ct_getenv_fn getenv_fn;  /* NULL: getenv(3) */
     void *getenv_ctx;
     enum ct_cuda_probe cuda;
     int cuda_device_count;
     int cpu_count;           /* 0: ask the system */
+    enum ct_cpu_bf16_probe cpu_bf16;
 } ct_connector_context;
 
 typedef struct ct_connector ct_connector;

@@ -5,7 +5,7 @@
 #include "spank/bind.h"
 
 #ifndef CTRAIN_VERSION
-#error "CTRAIN_VERSION is set by the Makefile (from debian/changelog)"
+#error "CTRAIN_VERSION is set by the Makefile (from the file VERSION)"
 #endif
 
 extern const struct ct_spank_bind_ops ct_spank_bind_table;

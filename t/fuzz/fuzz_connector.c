@@ -50,6 +50,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ctx.cuda = (data[0] & 1) ? CT_CUDA_PRESENT : CT_CUDA_UNKNOWN;
     ctx.cuda_device_count = ctx.cuda == CT_CUDA_PRESENT ? (data[0] >> 1 & 7) + 1 : 0;
     ctx.cpu_count = (data[0] >> 4) + 1;
+    /* a CPU without bf16 instructions: the bf16 notice's path, the same on every machine */
+    ctx.cpu_bf16 = CT_CPU_BF16_ABSENT;
     ct_error_clear(&err);
     fuzz_env_parse(&e, data + 1, size - 1);
     ctx.getenv_fn = fuzz_getenv;

@@ -187,7 +187,7 @@ static int run_flags(const char *const *fv, const char *const *env, enum ct_cuda
                      ct_connector **conn, ct_error *err)
 {
     ct_connector_flags flags = { 0 };
-    ct_connector_context ctx = { fixture_getenv, (void *)env, cuda, cuda_count, 2 };
+    ct_connector_context ctx = { fixture_getenv, (void *)env, cuda, cuda_count, 2, CT_CPU_BF16_PRESENT };
     int rc;
 
     for (int i = 0; i < 8 && fv[i]; i += 2) {
@@ -443,7 +443,7 @@ static int hf_dir_teardown(void **state)
 static void test_init_from_plan(void **state)
 {
     ct_connector_flags flags = { .model = "gpt", .model_config = "seq_len=4,n_head=2" };
-    ct_connector_context ctx = { fixture_getenv, NULL, CT_CUDA_ABSENT, 0, 2 };
+    ct_connector_context ctx = { fixture_getenv, NULL, CT_CUDA_ABSENT, 0, 2, CT_CPU_BF16_PRESENT };
     const char *dir = hf_dir;
     char file[64], text[CT_CONFIG_TEXT_MAX];
     ct_connector *conn = NULL;
@@ -487,6 +487,74 @@ static void test_implementation_missing(void **state)
     assert_string_equal(err.id, "implementation-missing");
     ct_connector_free(conn);
     ct_engine_init();
+}
+
+/* A bf16 precision on the cpu of a CPU without bf16 instructions is a plan-time notice (its products
+ * compute in fp32 on the widened values), never a silent slow run; the CPU's reading is the context's
+ * (the real CPU is t/11-plan.t's). Nothing is said for other precisions, for cuda, for a CPU with the
+ * instructions, or where the CPU or the accelerator is not known yet (the SPANK plugin). */
+struct bf16_case {
+    const char *row;
+    const char *flags[8];
+    enum ct_cuda_probe cuda;
+    enum ct_cpu_bf16_probe cpu_bf16;
+    const char *notice;   /* the last notice must contain it; NULL: no notice at all */
+    int n_notices;
+};
+
+static const struct bf16_case bf16_cases[] = {
+    { "bf16-true, no bf16 instructions", { "--precision", "bf16-true" }, CT_CUDA_ABSENT, CT_CPU_BF16_ABSENT,
+      "precision bf16-true on this CPU: it has no ", 1 },
+    { "bf16-mixed, no bf16 instructions", { "--precision", "bf16-mixed" }, CT_CUDA_ABSENT, CT_CPU_BF16_ABSENT,
+      "bf16 storage is kept and the products compute in fp32 on the widened values", 1 },
+    { "legacy bf16 on cpu: both notices", { "--precision", "bf16", "--accelerator", "cpu" }, CT_CUDA_PRESENT,
+      CT_CPU_BF16_ABSENT, "precision bf16-mixed on this CPU", 2 },
+    { "bf16-true with bf16 instructions", { "--precision", "bf16-true" }, CT_CUDA_ABSENT, CT_CPU_BF16_PRESENT, NULL, 0 },
+    { "bf16-mixed on cuda", { "--precision", "bf16-mixed" }, CT_CUDA_PRESENT, CT_CPU_BF16_ABSENT, NULL, 0 },
+    { "32-true", { "--precision", "32-true" }, CT_CUDA_ABSENT, CT_CPU_BF16_ABSENT, NULL, 0 },
+    { "64-true", { "--precision", "64-true" }, CT_CUDA_ABSENT, CT_CPU_BF16_ABSENT, NULL, 0 },
+    { "CPU unknown (the plugin)", { "--precision", "bf16-true" }, CT_CUDA_ABSENT, CT_CPU_BF16_UNKNOWN, NULL, 0 },
+    { "accelerator unknown (the plugin)", { "--precision", "bf16-mixed" }, CT_CUDA_UNKNOWN, CT_CPU_BF16_ABSENT,
+      NULL, 0 },
+};
+
+static void test_cpu_bf16_notice(void **state)
+{
+    for (size_t i = 0; i < sizeof(bf16_cases) / sizeof(bf16_cases[0]); i++) {
+        const struct bf16_case *c = &bf16_cases[i];
+        ct_connector_flags flags = { 0 };
+        ct_connector_context ctx = { fixture_getenv, NULL, c->cuda, c->cuda == CT_CUDA_PRESENT, 2, c->cpu_bf16 };
+        ct_connector *conn = NULL;
+        const ct_plan *p;
+        ct_error err;
+        char *json;
+
+        ct_error_clear(&err);
+        for (int f = 0; f < 8 && c->flags[f]; f += 2)
+            assert_int_equal(ct_connector_flags_set(&flags, c->flags[f], c->flags[f + 1], &err), 0);
+        if (ct_connector_create(&flags, &ctx, &conn, &err)) {
+            print_error("row '%s': %s (%s)\n", c->row, err.msg, err.id);
+            fail();
+        }
+        p = ct_connector_plan(conn);
+        if (p->n_notices != c->n_notices ||
+            (c->notice && !strstr(p->notices[p->n_notices - 1], c->notice))) {
+            print_error("row '%s': %d notices, last '%s'\n", c->row, p->n_notices,
+                        p->n_notices ? p->notices[p->n_notices - 1] : "");
+            ct_connector_free(conn);
+            fail();
+        }
+        /* `ctrain plan` shows it in the plan's JSON too */
+        json = ct_plan_to_json(p);
+        if (c->notice && !strstr(json, c->notice)) {
+            print_error("row '%s': not in the plan's JSON\n", c->row);
+            free(json);
+            ct_connector_free(conn);
+            fail();
+        }
+        free(json);
+        ct_connector_free(conn);
+    }
 }
 
 static void test_sources_and_json(void **state)
@@ -585,7 +653,7 @@ static void test_plan_model_config(void **state)
     static const char *const env[] = { "CTRAIN_MODEL=gpt", NULL };
     const char *fv[8] = { "--model-config", "n_layer=2,n_embd=64" };
     const ct_connector_flags named = { .model = "mlp" }, unknown = { .model = "resnet" }, none = { 0 };
-    ct_connector_context ctx = { fixture_getenv, (void *)env, CT_CUDA_ABSENT, 0, 2 };
+    ct_connector_context ctx = { fixture_getenv, (void *)env, CT_CUDA_ABSENT, 0, 2, CT_CPU_BF16_PRESENT };
     const ct_plan *plan;
     ct_connector *conn = NULL;
     ct_error err;
@@ -664,6 +732,7 @@ int main(void)
         cmocka_unit_test(test_auto_table),
         cmocka_unit_test(test_backend_table),
         cmocka_unit_test(test_sources_and_json),
+        cmocka_unit_test(test_cpu_bf16_notice),
     };
 
     cmocka_set_message_output(CM_OUTPUT_TAP);
