@@ -18,6 +18,8 @@
 #                   below this CPU's under qemu-user's CPU models (scripts/install-deps --ci)
 #   make test-debian13  the same suite on Debian 13 (SLURM 24.11, Open MPI 5, PMIx 5, PyTorch 2.6): a
 #                   debootstrap root (scripts/debian13), ctrain built there into build/deb13
+#   make test-arm64 ctrain for aarch64 (Grace): cross-built into build-arm64 against an arm64 Debian 12
+#                   root (scripts/arm64), its unit tests, fits and SPANK plugin run under qemu-aarch64
 #
 # Sources are found by folder: every .c in a core folder goes into libctrain-core (no MPI, CUDA,
 # BLAS or PMIx: the SPANK plugin links it inside srun and slurmstepd); every .c in a library
@@ -44,19 +46,23 @@ ifneq ($(findstring clang,$(CC)),)
 endif
 CFLAGS   ?= $(OPT) -g
 # The training step's element-wise loops (bias+ReLU, optimizer updates): vectorised, and sqrtf
-# without errno so it vectorises; engine/nn also clones its hot loops per ISA (target_clones).
+# without errno so it vectorises; engine/nn also clones its hot loops per ISA (target_clones on
+# x86-64: engine/nn/simd.h).
 # OpenMP: the element-wise passes run on the rank's threads, the same OpenMP team oneDNN's GEMMs use
 # (Debian's libdnnl is built on OpenMP).
 NN_CFLAGS ?= -O3 -fno-math-errno -fopenmp
 ALL_CFLAGS = $(CPPFLAGS) $(CFLAGS) -std=gnu11 -fPIC $(WARN) $(HARDEN_CFLAGS) -Iinclude -I. -I$(BUILD)/gen $(SLURM_CFLAGS) -MMD -MP $(EXTRA_CFLAGS)
 ALL_LDFLAGS = $(LDFLAGS) $(HARDEN_LDFLAGS) $(EXTRA_LDFLAGS)
 
-# Dependencies, through pkg-config where Debian ships a .pc file.
+# Dependencies, through pkg-config where Debian ships a .pc file. A cross build (scripts/arm64) gives
+# its own PKG_CONFIG (the target root's .pc files, paths under SYSROOT), CC, CXX and AR.
+PKG_CONFIG ?= pkg-config
+SYSROOT    ?=
 PKG_CORE   := hwloc libcjson
 PKG_LIB    := $(PKG_CORE) pmix zlib openblas ompi-c libprotobuf-c
-CORE_CFLAGS := $(shell pkg-config --cflags $(PKG_CORE) 2>/dev/null)
-CORE_LIBS   := $(shell pkg-config --libs $(PKG_CORE) 2>/dev/null) -lm
-LIB_CFLAGS  := $(shell pkg-config --cflags $(PKG_LIB) 2>/dev/null)
+CORE_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKG_CORE) 2>/dev/null)
+CORE_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKG_CORE) 2>/dev/null) -lm
+LIB_CFLAGS  := $(shell $(PKG_CONFIG) --cflags $(PKG_LIB) 2>/dev/null)
 # SLURM: Debian's (headers in /usr/include/slurm, libslurm in the default search path, plugins in
 # /usr/lib/<multiarch>/slurm-wlm), or a site's own build with SLURM_PREFIX=/opt/slurm: its headers
 # (PREFIX/include, as system headers), libslurm from SLURM_LIBDIR (PREFIX/lib; found at run time through an rpath, as a
@@ -81,8 +87,8 @@ endif
 # path too, and a Debian package must not carry an rpath (lintian: custom-library-search-path).
 comma := ,
 LIB_LIBS    := $(filter-out -Wl$(comma)-rpath -Wl$(comma)/% -Wl$(comma)--enable-new-dtags,\
-                 $(shell pkg-config --libs $(PKG_LIB) 2>/dev/null)) -ldnnl -fopenmp $(SLURM_LIBS) -lpthread -lm
-TEST_LIBS   := $(shell pkg-config --libs cmocka 2>/dev/null)
+                 $(shell $(PKG_CONFIG) --libs $(PKG_LIB) 2>/dev/null)) -ldnnl -fopenmp $(SLURM_LIBS) -lpthread -lm
+TEST_LIBS   := $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null)
 
 # CUDA is compiled when the toolkit is present; `make CUDA=0` turns it off.
 CUDA_HOME ?= /usr/local/cuda
@@ -128,7 +134,7 @@ endif
 # behind a C interface in libctrain only: libctrain-core and the SPANK plugin never link it.
 CXX ?= c++
 ifeq ($(origin GLOO),undefined)
-  GLOO := $(if $(wildcard /usr/include/gloo/rendezvous/context.h),1,0)
+  GLOO := $(if $(wildcard $(SYSROOT)/usr/include/gloo/rendezvous/context.h),1,0)
 endif
 CC_SRC :=
 ifeq ($(GLOO),1)
@@ -163,7 +169,7 @@ SPANK_BIND_SO := $(BUILD)/ctrain-bind.so
 
 Q := $(if $(filter 1,$(V)),,@)
 
-.PHONY: all lib cli spank tests examples demo test test-cpus test-debian13 gpu-kit install uninstall deb dist rpm check-version clean check-layering check-asan fuzz fuzz-build ptxas-report
+.PHONY: all lib cli spank tests examples demo test test-cpus test-debian13 test-arm64 gpu-kit install uninstall deb dist rpm check-version clean check-layering check-asan fuzz fuzz-build ptxas-report
 all: lib cli spank tests examples
 
 lib: $(CORE_A) $(LIB_A) $(LIB_SO)
@@ -239,11 +245,11 @@ $(BUILD)/obj/%.cc.o: %.cc
 $(CORE_A): $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  AR      $@"
-	$(Q)rm -f $@ && ar rcs $@ $^
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
 $(LIB_A): $(CORE_OBJ) $(LIB_OBJ)
 	@echo "  AR      $@"
-	$(Q)rm -f $@ && ar rcs $@ $^
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
 $(LIB_SO): $(CORE_OBJ) $(LIB_OBJ)
 	@echo "  LD      $@"
@@ -257,7 +263,7 @@ $(CLI): $(CLI_OBJ) $(LIB_A)
 # into srun, sbatch, salloc and every slurmstepd of a cluster that lists it, ctrain's steps or not:
 # hwloc (with libudev) is ctrain-bind.so's, which the plugin loads from its own directory only when
 # a step binds (spank/bind.h).
-SPANK_LIBS := $(shell pkg-config --libs libcjson 2>/dev/null) -lm
+SPANK_LIBS := $(shell $(PKG_CONFIG) --libs libcjson 2>/dev/null) -lm
 $(SPANK_SO): $(SPANK_OBJ) $(CORE_A) spank/ctrain.map
 	@echo "  LD      $@"
 	$(Q)$(CC) -shared $(ALL_LDFLAGS) -Wl,--version-script=spank/ctrain.map -o $@ $(SPANK_OBJ) $(CORE_A) $(SPANK_LIBS)
@@ -294,7 +300,7 @@ $(BUILD)/t/forge_env.so: t/spank/forge_env.c
 $(BUILD)/t/nfq_delay: t/tools/nfq_delay.c
 	@mkdir -p $(dir $@)
 	@echo "  TOOL    $@"
-	$(Q)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(shell pkg-config --libs libnetfilter_queue 2>/dev/null || echo -lnetfilter_queue)
+	$(Q)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(shell $(PKG_CONFIG) --libs libnetfilter_queue 2>/dev/null || echo -lnetfilter_queue)
 
 # Examples are built as a user's program is: the public headers (<ctrain/...>) and libctrain.so,
 # nothing from engine/.
@@ -337,6 +343,19 @@ test-debian13:
 	scripts/debian13 setup
 	scripts/debian13 run $(MAKE) -j$(DEB13_JOBS) BUILD=$(DEB13_BUILD) all
 	scripts/debian13 run env CTRAIN_BUILD=$(DEB13_BUILD) CTRAIN_PEERS_VENV=/opt/ctrain-peers $(SUITE)
+
+# aarch64 (README, "aarch64 (Grace) nodes"): scripts/arm64 makes (once) an arm64 Debian 12 root and
+# cross-builds this tree against it into build-arm64 (CUDA left out: Debian has no arm64 CUDA); the
+# test runs it under qemu-aarch64 against the x86-64 build's own runs (hence `all` first).
+ARM64_JOBS ?= $(shell nproc)
+test-arm64: all
+ifeq ($(shell uname -m),aarch64)
+	@echo "test-arm64: this machine is aarch64: make test runs ctrain natively here"
+else
+	scripts/arm64 setup
+	scripts/arm64 make -j$(ARM64_JOBS) all
+	prove -v --timer t/arm64/arm64.t
+endif
 
 # Registers, spills and shared memory per kernel and architecture (ptxas -v), one tab-separated line
 # each: file, arch, kernel, registers, spill stores, spill loads, smem bytes. Fails when one spills.
@@ -441,7 +460,7 @@ PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 SYSCONFDIR  ?= $(PREFIX)/etc
 SLURM_CONFDIR ?= /etc/slurm
 ENABLE      ?= 0
-SLURM_PLUGINDIR ?= $(shell pkg-config --variable=libdir slurm 2>/dev/null | sed 's|$$|/slurm|;s|^/slurm$$||')
+SLURM_PLUGINDIR ?= $(shell $(PKG_CONFIG) --variable=libdir slurm 2>/dev/null | sed 's|$$|/slurm|;s|^/slurm$$||')
 ifeq ($(SLURM_PLUGINDIR),)
   SLURM_PLUGINDIR := /usr/lib/$(shell $(CC) -print-multiarch)/slurm-wlm
 endif
@@ -568,6 +587,6 @@ deb: check-version
 	lintian --fail-on error,warning $(DEB_DIR)/*.changes
 
 clean:
-	rm -rf $(BUILD) build-asan build-gpu .gpukit $(FUZZ_BUILD)
+	rm -rf $(BUILD) build-asan build-gpu build-arm64 .gpukit $(FUZZ_BUILD)
 
 -include $(shell find $(BUILD)/obj $(BUILD)/t -name '*.d' 2>/dev/null)

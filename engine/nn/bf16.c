@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ctrain/nn.h"
+#include "engine/nn/simd.h"
 
 /* x's bits rounded to bf16's (the low 16 bits cleared). Inline so the array loop vectorises. */
 static inline float bf16_round(float x)
@@ -31,7 +32,7 @@ float ct_bf16_round(float x)
     return bf16_round(x);
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
+CT_SIMD_CLONES
 static void round_range(const float *in, float *out, size_t n)
 {
     for (size_t i = 0; i < n; i++)

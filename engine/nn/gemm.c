@@ -19,6 +19,7 @@
 
 #include "engine/nn/bf16_inline.h"
 #include "engine/nn/gemm.h"
+#include "engine/nn/simd.h"
 
 struct gemm_key {
     int trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate;
@@ -55,7 +56,7 @@ static pid_t teams_pid;
 
 /* --- bf16 ------------------------------------------------------------------------------------- */
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
+CT_SIMD_CLONES
 static void bf16_pack_range(const float *restrict in, uint16_t *restrict out, size_t n)
 {
     for (size_t i = 0; i < n; i++) {

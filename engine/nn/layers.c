@@ -9,10 +9,10 @@
 
 #include "ctrain/nn.h"
 #include "engine/nn/gemm.h"
+#include "engine/nn/simd.h"
 
-/* The element-wise passes are cloned for AVX-512 and AVX2 with a run-time pick (glibc ifunc), and
- * take restrict pointers so the compiler vectorises them without alias checks. */
-#define CT_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+/* The element-wise passes are cloned per vector ISA (engine/nn/simd.h), and take restrict
+ * pointers so the compiler vectorises them without alias checks. */
 
 /* The element-wise passes for each element type T: fp32 for 32-true and the mixed precisions,
  * fp64 for 64-true (computed in T's own arithmetic, as PyTorch does for a tensor of that dtype). */

@@ -7,6 +7,7 @@
 
 #include "ctrain/nn.h"
 #include "engine/nn/bf16_inline.h"
+#include "engine/nn/simd.h"
 
 struct ct_optim {
     ct_optim_config cfg;
@@ -95,9 +96,8 @@ void ct_optim_free(ct_optim *o)
  * step, which a zero buffer gives too); p -= lr buf.
  * Both for each storage type T in T's own arithmetic, as PyTorch computes them for a tensor of that
  * dtype (fp32 for 32-true, fp64 for 64-true). */
-/* Cloned for AVX-512 and AVX2 with a run-time pick (glibc ifunc): the update is memory-bound
- * element-wise work over every parameter, a third of a step when left scalar. */
-#define CT_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+/* Cloned per vector ISA (engine/nn/simd.h): the update is memory-bound element-wise work over
+ * every parameter, a third of a step when left scalar. */
 #define OPTIM_RANGES(T, SFX, SQRT)                                                                                    \
     CT_SIMD_CLONES                                                                                                     \
     static void adamw_range_##SFX(ct_optim *o, T *restrict p, const T *restrict g, size_t lo, size_t hi)              \

@@ -5,8 +5,10 @@
 
 /* glibc's libmvec (linked through libm) has a vector expf for SSE, AVX2 and AVX-512;
  * declaring it simd, as glibc's own math.h does under -ffast-math, lets the vectorised loops
- * call it (_ZGVeN16v_expf, ...) instead of the scalar function, which dominated the profile. */
-#ifndef __clang__ /* clang has no simd attribute (the fuzz build): the scalar functions there */
+ * call it (_ZGVeN16v_expf, ...) instead of the scalar function, which dominated the profile.
+ * x86-64 only: Debian 12's glibc (2.36) has no libmvec for aarch64 (2.38 brings one). clang has no
+ * simd attribute (the fuzz build). Elsewhere the scalar expf. */
+#if defined(__x86_64__) && !defined(__clang__)
 __attribute__((simd("notinbranch"))) float expf(float);
 #endif
 

@@ -8,8 +8,8 @@
 
 #include "engine/nn/bf16_inline.h"
 
-/* vector expf from glibc's libmvec, as gpt_passes.c */
-#ifndef __clang__ /* clang has no simd attribute (the fuzz build): the scalar functions there */
+/* vector expf from glibc's libmvec on x86-64, as gpt_passes.c */
+#if defined(__x86_64__) && !defined(__clang__)
 __attribute__((simd("notinbranch"))) float expf(float);
 #endif
 

@@ -27,13 +27,14 @@
 
 #include "engine/models/gpt/gpt_passes.h"
 #include "engine/nn/bf16_inline.h"
+#include "engine/nn/simd.h"
 
 #ifdef __clang__
 /* clang 14 gives a static function's clones a global resolver, which collides between the three
  * element types' objects (the fuzz build): one plain version there. */
 #define GPT_SIMD_CLONES
 #else
-#define GPT_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define GPT_SIMD_CLONES CT_SIMD_CLONES
 #endif
 
 /* Below this many elements a pass runs on the calling thread: waking the team costs more. */
