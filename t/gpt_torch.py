@@ -23,6 +23,11 @@ bfloat16 (model.to(torch.bfloat16), Lightning's bf16-true; AdamW's state then bf
 the 20 AdamW losses within 2e-2 relative error, every gradient within 5e-2 (two bf16 computations
 round at different points: a gradient's relative error is of the order of bf16's 2^-8 times the
 depth it went through). PyTorch's loss is itself a bf16 value (a step of 2^-5 near 5).
+The reference's products must accumulate in fp32, as bf16-true promises (and as PyTorch's oneDNN
+kernels do on a CPU with AVX-512): PyTorch 1.13's own bf16 matmul, which it takes on a CPU without
+AVX-512 (an AVX2 Zen 3, qemu -cpu Haswell), accumulates in bf16 (5e-2 relative error on a product
+of 2048 terms). Where a probe product shows that, the reference runs its matmuls and Linear layers
+on the bf16 values widened to fp32 and rounds each result once to bf16, and says so.
 """
 import json
 import os
@@ -60,6 +65,39 @@ def read_safetensors(path):
     return out
 
 
+def bf16_matmul_error(k=2048):
+    """Relative error of PyTorch's bf16 matmul on a product of k terms against the exact product of
+    the same bf16 values: about 1e-3 (the result's rounding) where it accumulates in fp32."""
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(64, k, generator=g).to(torch.bfloat16)
+    b = torch.randn(k, 64, generator=g).to(torch.bfloat16)
+    ref = a.double() @ b.double()
+    return ((a @ b).double() - ref).norm().item() / ref.norm().item()
+
+
+def accumulate_bf16_products_in_fp32():
+    """torch_gpt's products (nn.Linear's F.linear, the @ of attention and of the LM head) on bf16
+    tensors computed in fp32 and rounded once to bf16; their gradients the same way (autograd through
+    the casts)."""
+    linear, matmul = torch.nn.functional.linear, torch.Tensor.__matmul__
+
+    def wide(t):
+        return t.float() if isinstance(t, torch.Tensor) and t.dtype == torch.bfloat16 else t
+
+    def linear_fp32(x, w, b=None):
+        if x.dtype != torch.bfloat16:
+            return linear(x, w, b)
+        return linear(wide(x), wide(w), wide(b)).to(torch.bfloat16)
+
+    def matmul_fp32(a, b):
+        if a.dtype != torch.bfloat16:
+            return matmul(a, b)
+        return matmul(wide(a), wide(b)).to(torch.bfloat16)
+
+    torch.nn.functional.linear = linear_fp32
+    torch.Tensor.__matmul__ = matmul_fp32
+
+
 def read_tokens(path):
     with open(path, "rb") as f:
         header = np.frombuffer(f.read(1024), dtype="<i4")
@@ -76,6 +114,11 @@ def main():
         dtype = torch.bfloat16
         GRAD_TOL, LOSS_TOL = 5e-2, 2e-2
         del sys.argv[1]
+        err = bf16_matmul_error()
+        if err > 1e-2:
+            print(f"# PyTorch's bf16 matmul accumulates in bf16 on this CPU (rel err {err:.1e} over 2048 terms):"
+                  " the reference's products run in fp32 on the bf16 values, rounded once")
+            accumulate_bf16_products_in_fp32()
     if sys.argv[1] == "--tol":
         GRAD_TOL = LOSS_TOL = float(sys.argv[2])
         del sys.argv[1:3]
