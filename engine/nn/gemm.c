@@ -101,17 +101,26 @@ static void bf16_widen_range(const uint16_t *restrict in, float *restrict out, s
     }
 }
 
-/* out[i] = in[i] widened, on the team when large and not already inside a parallel region. */
-static void bf16_widen(const uint16_t *in, float *out, size_t n)
+/* Thread t of nt's share of n elements, cut at multiples of 32. */
+static void widen_share(const uint16_t *in, float *out, size_t n, size_t t, size_t nt)
 {
-#pragma omp parallel if (n >= 65536 && !omp_in_parallel())
-    {
-        size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num(), blocks = (n + 31) / 32;
-        size_t lo = blocks * t / nt * 32, hi = blocks * (t + 1) / nt * 32;
+    size_t blocks = (n + 31) / 32, lo = blocks * t / nt * 32, hi = blocks * (t + 1) / nt * 32;
 
-        hi = hi < n ? hi : n;
-        if (lo < hi)
-            bf16_widen_range(in + lo, out + lo, hi - lo);
+    hi = hi < n ? hi : n;
+    if (lo < hi)
+        bf16_widen_range(in + lo, out + lo, hi - lo);
+}
+
+/* a[na] and b[nb] widened from A and B, in one region of the team when large and not already
+ * inside a parallel region (each fork and join is a wait on a shared machine). */
+static void bf16_widen2(const uint16_t *A, float *a, size_t na, const uint16_t *B, float *b, size_t nb)
+{
+#pragma omp parallel if (na + nb >= 65536 && !omp_in_parallel())
+    {
+        size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
+
+        widen_share(A, a, na, t, nt);
+        widen_share(B, b, nb, t, nt);
     }
 }
 
@@ -522,12 +531,11 @@ static void gemm_widened(struct gemm_prim *p, const void *A, const void *B, cons
     const float *bs = bias;
     int ldc = k->ldc;
 
-    bf16_widen(A, a, na);
-    bf16_widen(B, b, nb);
+    bf16_widen2(A, a, na, B, b, nb);
     if (k->bias == CT_DTYPE_BF16 + 1) {
         float *w = scratch(SCR_BIAS, (size_t)k->N);
 
-        bf16_widen(bias, w, (size_t)k->N);
+        bf16_widen_range(bias, w, (size_t)k->N);
         bs = w;
     }
     if (k->c == CT_DTYPE_BF16) {
@@ -577,11 +585,16 @@ int ct_gemm_onednn(int trans_a, int trans_b, int M, int N, int K, const void *A,
 
 int ct_gemm_bf16_native(void)
 {
-    struct gemm_key key = { 0, 1, 64, 64, 64, 64, 64, 64, 0, CT_DTYPE_BF16, CT_DTYPE_F32, { 0 }, 1.0f,
-                            omp_in_parallel(), 0 };
-    struct gemm_prim *p = prim_get(&key);
+    static int native = -1; /* asked once (threads that ask at once get the same answer) */
+    struct gemm_key key = { 0, 1, 64, 64, 64, 64, 64, 64, 0, CT_DTYPE_BF16, CT_DTYPE_F32, { 0 }, 1.0f, 0, 0 };
+    struct gemm_prim *p;
 
-    return p && p->prim;
+    if (native < 0) {
+        key.solo = omp_in_parallel();
+        p = prim_get(&key);
+        native = p && p->prim;
+    }
+    return native;
 }
 
 int ct_gemm_batched(const struct ct_gemm_batch *batch, int trans_a, int trans_b, int M, int N, int K, const void *A,
@@ -602,8 +615,7 @@ static void gemm_batched_blas(const struct gemm_key *k, const void *A, const voi
         size_t na = span_a(k), nb = span_b(k);
         float *wa = scratch(SCR_A, na), *wb = scratch(SCR_B, nb);
 
-        bf16_widen(A, wa, na);
-        bf16_widen(B, wb, nb);
+        bf16_widen2(A, wa, na, B, wb, nb);
         a = wa, b = wb;
     }
 #pragma omp parallel for collapse(2) schedule(static) if (!omp_in_parallel())
