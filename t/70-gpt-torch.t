@@ -8,7 +8,7 @@
 # vocabulary that is not 256, a batch of 3), and 1 layer with seq_len 80 (attention's GEMMs run in
 # blocks of 32 query rows: two full blocks and a partial one). A fourth repeats the first with oneDNN
 # held to AVX2 (DNNL_MAX_CPU_ISA, ONEDNN_MAX_CPU_ISA from oneDNN 3): a CPU without bf16 instructions,
-# where oneDNN has no bf16 matmul and ctrain computes bf16-mixed's products on OpenBLAS.
+# where oneDNN has no bf16 matmul and ctrain runs bf16-mixed's products widened to fp32 (oneDNN's fp32 matmul).
 # Then 64-true (gpt_check --f64: fp64 parameters, activations, gradients and AdamW) on the first
 # three configurations against torch float64: the loss, every gradient and the 20 AdamW losses
 # within 1e-10 relative error.

@@ -41,6 +41,11 @@ struct gemm_prim {
     dnnl_memory_t scratch;   /* and scratchpad (oneDNN's own is per creating thread) */
     pthread_mutex_t lock;
     char impl[64];
+    /* a bf16-input problem oneDNN made no primitive for (no bf16 matmul on this CPU): the fp32
+     * problem it runs as, on its inputs widened to fp32 (NULL: that one has no primitive either,
+     * OpenBLAS computes) */
+    struct gemm_prim *wide;
+    int widened;
     struct gemm_prim *next;
 };
 
@@ -83,6 +88,40 @@ void ct_bf16_pack(const float *in, uint16_t *out, size_t n)
         hi = hi < n ? hi : n;
         if (lo < hi)
             bf16_pack_range(in + lo, out + lo, hi - lo);
+    }
+}
+
+/* bf16 -> fp32 is exact: the 16 bits become an fp32's upper half. */
+CT_SIMD_CLONES
+static void bf16_widen_range(const uint16_t *restrict in, float *restrict out, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)in[i] << 16;
+
+        memcpy(&out[i], &u, sizeof(u));
+    }
+}
+
+/* Thread t of nt's share of n elements, cut at multiples of 32. */
+static void widen_share(const uint16_t *in, float *out, size_t n, size_t t, size_t nt)
+{
+    size_t blocks = (n + 31) / 32, lo = blocks * t / nt * 32, hi = blocks * (t + 1) / nt * 32;
+
+    hi = hi < n ? hi : n;
+    if (lo < hi)
+        bf16_widen_range(in + lo, out + lo, hi - lo);
+}
+
+/* a[na] and b[nb] widened from A and B, in one region of the team when large and not already
+ * inside a parallel region (each fork and join is a wait on a shared machine). */
+static void bf16_widen2(const uint16_t *A, float *a, size_t na, const uint16_t *B, float *b, size_t nb)
+{
+#pragma omp parallel if (na + nb >= 65536 && !omp_in_parallel())
+    {
+        size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
+
+        widen_share(A, a, na, t, nt);
+        widen_share(B, b, nb, t, nt);
     }
 }
 
@@ -309,42 +348,150 @@ static void prim_make(struct gemm_prim *p)
     }
 }
 
-/* The cached primitive for key, made on first use; NULL only when out of memory. */
+/* The cached primitive for key, made on first use (the caller holds gemm_lock); NULL only when out
+ * of memory. This is where a problem's path is decided, once: oneDNN's primitive; for bf16 inputs
+ * oneDNN has none for (a CPU without bf16 matmul: AVX2, or AVX-512 before Cooper Lake), the fp32
+ * problem its widened inputs run as (a single product's fp32 primitive, C in fp32 scratch of N
+ * columns when C is bf16); else OpenBLAS. */
+static struct gemm_prim *prim_find(const struct gemm_key *key)
+{
+    struct gemm_prim *p;
+    struct gemm_key w;
+
+    for (p = gemm_cache; p; p = p->next)
+        if (gemm_key_eq(&p->key, key))
+            return p;
+    if (!(p = calloc(1, sizeof(*p))))
+        return NULL;
+    p->key = *key;
+    pthread_mutex_init(&p->lock, NULL);
+    prim_make(p);
+    p->next = gemm_cache;
+    gemm_cache = p;
+    if (p->prim || key->ab != CT_DTYPE_BF16)
+        return p;
+    p->widened = 1;
+    /* a batch widens its views once and runs each product on OpenBLAS (gemm_batched_blas): oneDNN's
+     * fp32 batched matmul on strided views ran at an eighth of that rate on AVX2 */
+    if (key->batch.n0 == 0) {
+        w = *key;
+        w.ab = CT_DTYPE_F32;
+        w.c = CT_DTYPE_F32;
+        w.bias = w.bias ? CT_DTYPE_F32 + 1 : 0;
+        w.ldc = key->c == CT_DTYPE_BF16 ? key->N : key->ldc;
+        p->wide = prim_find(&w);
+    }
+    snprintf(p->impl, sizeof(p->impl), "widened:%s", p->wide && p->wide->prim ? p->wide->impl : "openblas");
+    return p;
+}
+
 static struct gemm_prim *prim_get(const struct gemm_key *key)
 {
     struct gemm_prim *p;
 
     pthread_mutex_lock(&gemm_lock);
-    for (p = gemm_cache; p; p = p->next)
-        if (gemm_key_eq(&p->key, key))
-            break;
-    if (!p && (p = calloc(1, sizeof(*p)))) {
-        p->key = *key;
-        pthread_mutex_init(&p->lock, NULL);
-        prim_make(p);
-        p->next = gemm_cache;
-        gemm_cache = p;
-    }
+    p = prim_find(key);
     pthread_mutex_unlock(&gemm_lock);
     return p;
 }
 
+/* --- fp32 scratch for widened operands -------------------------------------------------------- */
+
+/* Each thread's own buffers, kept between calls (a step's shapes repeat every step) and freed when
+ * the thread ends: the team's threads widen their products' operands at once (gemm_pair). */
+enum { SCR_A, SCR_B, SCR_C, SCR_BIAS, SCR_N };
+struct scratch {
+    float *p[SCR_N];
+    size_t n[SCR_N];
+};
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void scratch_free(void *v)
+{
+    struct scratch *s = v;
+
+    for (int i = 0; i < SCR_N; i++)
+        free(s->p[i]);
+    free(s);
+}
+
+static void scratch_key_make(void)
+{
+    if (pthread_key_create(&scratch_key, scratch_free) != 0) {
+        fprintf(stderr, "ctrain: no thread key for the bf16 GEMMs' scratch\n");
+        abort();
+    }
+}
+
+static float *scratch(int slot, size_t n)
+{
+    struct scratch *s;
+
+    pthread_once(&scratch_once, scratch_key_make);
+    s = pthread_getspecific(scratch_key);
+    if (!s && (!(s = calloc(1, sizeof(*s))) || pthread_setspecific(scratch_key, s) != 0))
+        goto oom;
+    if (s->n[slot] < n) {
+        free(s->p[slot]);
+        s->n[slot] = 0;
+        if (!(s->p[slot] = malloc(sizeof(float) * n)))
+            goto oom;
+        s->n[slot] = n;
+    }
+    return s->p[slot];
+oom:
+    fprintf(stderr, "ctrain: out of memory widening a bf16 GEMM's operands to fp32\n");
+    abort();
+}
+
+/* Elements from a stored matrix's first to its last (rows of cols, ld apart), over a batch's grid. */
+static size_t span(int rows, int cols, int ld, int n0, int n1, long s0, long s1)
+{
+    size_t n = (size_t)(rows - 1) * ld + cols;
+
+    return n0 > 0 ? n + (size_t)(n0 - 1) * s0 + (size_t)(n1 - 1) * s1 : n;
+}
+
+static size_t span_a(const struct gemm_key *k)
+{
+    return span(k->trans_a ? k->K : k->M, k->trans_a ? k->M : k->K, k->lda, k->batch.n0, k->batch.n1, k->batch.a0,
+                k->batch.a1);
+}
+
+static size_t span_b(const struct gemm_key *k)
+{
+    return span(k->trans_b ? k->N : k->K, k->trans_b ? k->K : k->N, k->ldb, k->batch.n0, k->batch.n1, k->batch.b0,
+                k->batch.b1);
+}
+
+/* rows x cols of bf16 c (ld apart) rounded from, or widened into, dense fp32 f. */
+static void rows_pack(const float *f, uint16_t *c, int rows, int cols, int ld)
+{
+#pragma omp parallel for schedule(static) if ((size_t)rows * cols >= 65536 && !omp_in_parallel())
+    for (int i = 0; i < rows; i++)
+        bf16_pack_range(f + (size_t)i * cols, c + (size_t)i * ld, (size_t)cols);
+}
+
+static void rows_widen(const uint16_t *c, float *f, int rows, int cols, int ld)
+{
+#pragma omp parallel for schedule(static) if ((size_t)rows * cols >= 65536 && !omp_in_parallel())
+    for (int i = 0; i < rows; i++)
+        bf16_widen_range(c + (size_t)i * ld, f + (size_t)i * cols, (size_t)cols);
+}
+
 /* --- products --------------------------------------------------------------------------------- */
 
-static int gemm_onednn(const struct gemm_key *key, const void *A, const void *B, const void *bias, void *C)
+/* p's primitive on these operands. */
+static void gemm_exec(struct gemm_prim *p, const void *A, const void *B, const void *bias, void *C)
 {
-    struct gemm_prim *p = prim_get(key);
     dnnl_exec_arg_t args[5];
     int n = 3;
-    pthread_mutex_t *lock;
-    dnnl_stream_t stream;
-
-    if (!p || !p->prim)
-        return -1;
     /* a memory object holds its data pointer: callers on several threads would race on it (a solo
      * primitive has its own lock and stream; team primitives run one at a time) */
-    lock = key->solo ? &p->lock : &gemm_lock;
-    stream = key->solo ? p->stream : gemm_stream;
+    pthread_mutex_t *lock = p->key.solo ? &p->lock : &gemm_lock;
+    dnnl_stream_t stream = p->key.solo ? p->stream : gemm_stream;
+
     pthread_mutex_lock(lock);
     dnnl_memory_set_data_handle(p->src, (void *)A);
     dnnl_memory_set_data_handle(p->wei, (void *)B);
@@ -361,6 +508,70 @@ static int gemm_onednn(const struct gemm_key *key, const void *A, const void *B,
     dnnl_primitive_execute(p->prim, stream, n, args);
     dnnl_stream_wait(stream);
     pthread_mutex_unlock(lock);
+}
+
+/* C = op(A) op(B) (+ C, + a bias row: C filled with it first) in fp32 on OpenBLAS (alpha 1). */
+static void gemm_blas(const struct gemm_key *k, const float *A, const float *B, const float *bias, float *C, int ldc)
+{
+    if (bias)
+        for (int i = 0; i < k->M; i++)
+            memcpy(C + (size_t)i * ldc, bias, sizeof(float) * (size_t)k->N);
+    cblas_sgemm(CblasRowMajor, k->trans_a ? CblasTrans : CblasNoTrans, k->trans_b ? CblasTrans : CblasNoTrans, k->M,
+                k->N, k->K, 1.0f, A, k->lda, B, k->ldb, k->accumulate || bias ? 1.0f : 0.0f, C, ldc);
+}
+
+/* A single bf16 product without a bf16 primitive: A, B (and a bf16 bias) widened into this thread's
+ * fp32 scratch, the fp32 primitive (or OpenBLAS) on them, a bf16 C read from (accumulate) and
+ * rounded into from fp32 scratch once. The products of bf16 values are exact in fp32 and summed in
+ * fp32 as oneDNN's bf16 kernels sum them: only the order of the sums differs. */
+static void gemm_widened(struct gemm_prim *p, const void *A, const void *B, const void *bias, void *C)
+{
+    const struct gemm_key *k = &p->key;
+    size_t na = span_a(k), nb = span_b(k);
+    float *a = scratch(SCR_A, na), *b = scratch(SCR_B, nb), *c = C;
+    const float *bs = bias;
+    int ldc = k->ldc;
+
+    bf16_widen2(A, a, na, B, b, nb);
+    if (k->bias == CT_DTYPE_BF16 + 1) {
+        float *w = scratch(SCR_BIAS, (size_t)k->N);
+
+        bf16_widen_range(bias, w, (size_t)k->N);
+        bs = w;
+    }
+    if (k->c == CT_DTYPE_BF16) {
+        c = scratch(SCR_C, (size_t)k->M * k->N);
+        ldc = k->N;
+        if (k->accumulate)
+            rows_widen(C, c, k->M, k->N, k->ldc);
+    }
+    if (p->wide && p->wide->prim)
+        gemm_exec(p->wide, a, b, bs, c);
+    else
+        gemm_blas(k, a, b, bs, c, ldc);
+    if (k->c == CT_DTYPE_BF16)
+        rows_pack(c, C, k->M, k->N, k->ldc);
+}
+
+/* key's product on its oneDNN primitive, or (widen) widened to fp32 where it is a bf16 problem
+ * oneDNN has no primitive for: 0, or -1 when neither ran (the caller computes it). */
+static int gemm_run(const struct gemm_key *key, const void *A, const void *B, const void *bias, void *C, int widen)
+{
+    struct gemm_prim *p = prim_get(key);
+
+    if (!p && key->ab == CT_DTYPE_BF16) {
+        fprintf(stderr, "ctrain: out of memory for a bf16 GEMM's primitive\n");
+        abort();
+    }
+    if (!p)
+        return -1;
+    if (p->prim) {
+        gemm_exec(p, A, B, bias, C);
+        return 0;
+    }
+    if (!widen || !p->widened || key->batch.n0 > 0)
+        return -1;
+    gemm_widened(p, A, B, bias, C);
     return 0;
 }
 
@@ -370,13 +581,56 @@ int ct_gemm_onednn(int trans_a, int trans_b, int M, int N, int K, const void *A,
     struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, ab, CT_DTYPE_F32, { 0 }, 1.0f,
                             omp_in_parallel(), 0 };
 
-    return gemm_onednn(&key, A, B, NULL, C);
+    return gemm_run(&key, A, B, NULL, C, 0);
+}
+
+int ct_gemm_bf16_native(void)
+{
+    static int native = -1; /* asked once (threads that ask at once get the same answer) */
+    struct gemm_key key = { 0, 1, 64, 64, 64, 64, 64, 64, 0, CT_DTYPE_BF16, CT_DTYPE_F32, { 0 }, 1.0f, 0, 0 };
+    struct gemm_prim *p;
+
+    if (native < 0) {
+        key.solo = omp_in_parallel();
+        p = prim_get(&key);
+        native = p && p->prim;
+    }
+    return native;
 }
 
 int ct_gemm_batched(const struct ct_gemm_batch *batch, int trans_a, int trans_b, int M, int N, int K, const void *A,
                     int lda, const void *B, int ldb, enum ct_dtype ab, float *C, int ldc)
 {
     return ct_gemm_batched_to(batch, trans_a, trans_b, M, N, K, A, lda, B, ldb, ab, 1.0f, CT_DTYPE_F32, C, ldc);
+}
+
+/* A batch oneDNN made no primitive for: its views widened once (bf16 inputs), then every product
+ * on OpenBLAS, the grid's products spread over the team, each into C directly (fp32) or into the
+ * thread's scratch and rounded once (bf16). */
+static void gemm_batched_blas(const struct gemm_key *k, const void *A, const void *B, void *C)
+{
+    const struct ct_gemm_batch *g = &k->batch;
+    const float *a = A, *b = B;
+
+    if (k->ab == CT_DTYPE_BF16) {
+        size_t na = span_a(k), nb = span_b(k);
+        float *wa = scratch(SCR_A, na), *wb = scratch(SCR_B, nb);
+
+        bf16_widen2(A, wa, na, B, wb, nb);
+        a = wa, b = wb;
+    }
+#pragma omp parallel for collapse(2) schedule(static) if (!omp_in_parallel())
+    for (int i = 0; i < g->n0; i++)
+        for (int j = 0; j < g->n1; j++) {
+            long ca = i * g->c0 + j * g->c1;
+            float *c = k->c == CT_DTYPE_F32 ? (float *)C + ca : scratch(SCR_C, (size_t)k->M * k->N);
+
+            cblas_sgemm(CblasRowMajor, k->trans_a ? CblasTrans : CblasNoTrans, k->trans_b ? CblasTrans : CblasNoTrans,
+                        k->M, k->N, k->K, k->alpha, a + i * g->a0 + j * g->a1, k->lda, b + i * g->b0 + j * g->b1,
+                        k->ldb, 0.0f, c, k->c == CT_DTYPE_F32 ? k->ldc : k->N);
+            if (k->c == CT_DTYPE_BF16)
+                rows_pack(c, (uint16_t *)C + ca, k->M, k->N, k->ldc);
+        }
 }
 
 int ct_gemm_batched_to(const struct ct_gemm_batch *batch, int trans_a, int trans_b, int M, int N, int K, const void *A,
@@ -389,7 +643,9 @@ int ct_gemm_batched_to(const struct ct_gemm_batch *batch, int trans_a, int trans
         return -1;
     if (!teams_pid && omp_get_max_threads() > 1)
         teams_pid = getpid();
-    return gemm_onednn(&key, A, B, NULL, C);
+    if (gemm_run(&key, A, B, NULL, C, 0) != 0)
+        gemm_batched_blas(&key, A, B, C);
+    return 0;
 }
 
 const char *ct_gemm_impl(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, enum ct_dtype ab,
@@ -419,48 +675,19 @@ void ct_gemm_prepare_bf16(int trans_a, int trans_b, int M, int N, int K, int lda
     prim_get(&key);
 }
 
-/* bf16 rows [rows, cols] (leading dimension ld) widened to fp32, for OpenBLAS. */
-static float *bf16_widen(const uint16_t *x, int rows, int cols, int ld)
-{
-    size_t n = (size_t)(rows - 1) * ld + cols;
-    float *out = malloc(sizeof(float) * n);
-
-    if (!out)
-        return NULL;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t u = (uint32_t)x[i] << 16;
-
-        memcpy(&out[i], &u, sizeof(u));
-    }
-    return out;
-}
-
 void ct_gemm(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda, const void *B, int ldb,
              enum ct_dtype ab, int accumulate, float *C, int ldc)
 {
-    const float *a = A, *b = B;
-    float *wa = NULL, *wb = NULL;
+    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, ab, CT_DTYPE_F32, { 0 }, 1.0f,
+                            omp_in_parallel(), 0 };
 
     if (M <= 0 || N <= 0)
         return;
     if (!teams_pid && omp_get_max_threads() > 1)
         teams_pid = getpid();
-    if (ct_gemm_onednn(trans_a, trans_b, M, N, K, A, lda, B, ldb, ab, accumulate, C, ldc) == 0)
-        return;
-    /* No oneDNN primitive for this problem: the same product on OpenBLAS, in fp32 (a product of
-     * two bf16 values is exact in fp32, so only the order of the sums differs). */
-    if (ab == CT_DTYPE_BF16) {
-        a = wa = bf16_widen(A, trans_a ? K : M, trans_a ? M : K, lda);
-        b = wb = bf16_widen(B, trans_b ? N : K, trans_b ? K : N, ldb);
-        if (!wa || !wb) {
-            fprintf(stderr, "ctrain: out of memory widening a bf16 GEMM's inputs\n");
-            abort();
-        }
-    }
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K,
-                1.0f, a, lda, b, ldb, accumulate ? 1.0f : 0.0f, C, ldc);
-    free(wa);
-    free(wb);
+    /* no primitive for an fp32 problem: OpenBLAS (bf16 problems widen: gemm_widened) */
+    if (gemm_run(&key, A, B, NULL, C, 1) != 0)
+        gemm_blas(&key, A, B, NULL, C, ldc);
 }
 
 void ct_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
@@ -468,26 +695,12 @@ void ct_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t 
 {
     struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, CT_DTYPE_BF16, CT_DTYPE_BF16, { 0 },
                             1.0f, omp_in_parallel(), 0 };
-    float *c;
 
     if (M <= 0 || N <= 0)
         return;
     if (!teams_pid && omp_get_max_threads() > 1)
         teams_pid = getpid();
-    if (gemm_onednn(&key, A, B, NULL, C) == 0)
-        return;
-    /* No oneDNN primitive (a CPU without bf16 instructions): the fp32 product of the widened inputs
-     * on OpenBLAS, added to C's old value in fp32 and rounded once, as oneDNN does. */
-    c = accumulate ? bf16_widen(C, M, N, ldc) : calloc((size_t)(M - 1) * ldc + N, sizeof(float));
-    if (!c) {
-        fprintf(stderr, "ctrain: out of memory for a bf16 GEMM's fp32 result\n");
-        abort();
-    }
-    ct_gemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, CT_DTYPE_BF16, accumulate, c, ldc);
-    for (int i = 0; i < M; i++)
-        for (int j = 0; j < N; j++)
-            C[(size_t)i * ldc + j] = ct_bf16_store(c[(size_t)i * ldc + j]);
-    free(c);
+    gemm_run(&key, A, B, NULL, C, 1);
 }
 
 /* C = op(A) op(B) + bias (a row of N added to every row), in one pass: oneDNN's bias input, where
@@ -503,11 +716,8 @@ void ct_gemm_bias(int trans_a, int trans_b, int M, int N, int K, const void *A, 
         return;
     if (!teams_pid && omp_get_max_threads() > 1)
         teams_pid = getpid();
-    if (gemm_onednn(&key, A, B, bias, C) == 0)
-        return;
-    for (int i = 0; i < M; i++)
-        memcpy(C + (size_t)i * ldc, bias, sizeof(float) * (size_t)N);
-    ct_gemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, ab, 1, C, ldc);
+    if (gemm_run(&key, A, B, bias, C, 1) != 0)
+        gemm_blas(&key, A, B, bias, C, ldc);
 }
 
 void ct_gemm_bf16_bias(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
@@ -520,9 +730,5 @@ void ct_gemm_bf16_bias(int trans_a, int trans_b, int M, int N, int K, const uint
         return;
     if (!teams_pid && omp_get_max_threads() > 1)
         teams_pid = getpid();
-    if (gemm_onednn(&key, A, B, bias, C) == 0)
-        return;
-    for (int i = 0; i < M; i++)
-        memcpy(C + (size_t)i * ldc, bias, sizeof(uint16_t) * (size_t)N);
-    ct_gemm_bf16(trans_a, trans_b, M, N, K, A, lda, B, ldb, 1, C, ldc);
+    gemm_run(&key, A, B, bias, C, 1);
 }

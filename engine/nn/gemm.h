@@ -26,7 +26,9 @@ void ct_gemm_bias(int trans_a, int trans_b, int M, int N, int K, const void *A, 
                   enum ct_dtype ab, const float *bias, float *C, int ldc);
 
 /* bf16-true's products: A, B and C all bf16, the sum in fp32 (plus C's old value when accumulate)
- * rounded once into C. On oneDNN (a bf16 destination); without a primitive, on OpenBLAS in fp32. */
+ * rounded once into C. On oneDNN (a bf16 destination); without a bf16 primitive, A and B widened
+ * into the thread's fp32 scratch, the fp32 primitive of the same shape into fp32 scratch, rounded
+ * once into C (OpenBLAS where oneDNN has no fp32 primitive either). */
 void ct_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
                   int accumulate, uint16_t *C, int ldc);
 /* ct_gemm_bf16 with a bf16 bias row added to every row of C (no accumulate): the fp32 sum plus the
@@ -51,8 +53,9 @@ struct ct_gemm_batch {
     long a0, a1, b0, b1, c0, c1;
 };
 
-/* ct_gemm's C = op(A) op(B) (no accumulate) over the grid, on oneDNN: 0, or -1 when oneDNN made no
- * primitive for the problem (nothing is computed; the caller takes its own path). */
+/* ct_gemm's C = op(A) op(B) (no accumulate) over the grid: on one oneDNN primitive, or where oneDNN
+ * made none (bf16 inputs on a CPU without bf16 matmul; a batch only its reference loops take) its
+ * views widened to fp32 once and each product on OpenBLAS. 0, or -1 for a bad shape or C type. */
 int ct_gemm_batched(const struct ct_gemm_batch *batch, int trans_a, int trans_b, int M, int N, int K, const void *A,
                     int lda, const void *B, int ldb, enum ct_dtype ab, float *C, int ldc);
 /* The same with C = alpha op(A) op(B), the fp32 sum scaled and then stored as c: fp32 (float), or
@@ -60,6 +63,13 @@ int ct_gemm_batched(const struct ct_gemm_batch *batch, int trans_a, int trans_b,
 int ct_gemm_batched_to(const struct ct_gemm_batch *batch, int trans_a, int trans_b, int M, int N, int K, const void *A,
                        int lda, const void *B, int ldb, enum ct_dtype ab, float alpha, enum ct_dtype c, void *C,
                        int ldc);
+
+/* 1 where oneDNN has a bf16 matmul on this CPU (AVX512-BF16, AMX, or AVX-512's emulation), asked of
+ * oneDNN once by making a primitive. Where it has none, every bf16 product above still computes,
+ * on its operands widened to fp32 and fp32 kernels (decided once per shape, when its primitive
+ * would be made); attention then takes its per-head path, which widens each tensor once, over the
+ * batched products, which would widen each of their views per call. */
+int ct_gemm_bf16_native(void);
 
 /* The threads oneDNN and the step's parallel loops use (OpenMP: Debian's oneDNN runs on it). */
 void ct_gemm_set_threads(int threads);
@@ -69,11 +79,13 @@ int ct_gemm_get_threads(void);
  * it one thread. */
 int ct_gemm_forked_after_teams(void);
 
-/* ct_gemm through oneDNN only: 0, or -1 when oneDNN made no primitive for it (ct_gemm then runs
- * the product on OpenBLAS). For the microbenchmark (scripts/bench/gemm-shapes). */
+/* ct_gemm through oneDNN's primitive for the problem only: 0, or -1 when oneDNN made none (ct_gemm
+ * then widens bf16 inputs to fp32, or runs an fp32 product on OpenBLAS). For the microbenchmark
+ * (build/t/gemm_shapes). */
 int ct_gemm_onednn(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda, const void *B, int ldb,
                    enum ct_dtype ab, int accumulate, float *C, int ldc);
-/* The implementation oneDNN picked for that shape ("brg:avx512_core_bf16", ...), or "openblas". */
+/* The implementation oneDNN picked for that shape ("brg:avx512_core_bf16", ...), "openblas", or
+ * for bf16 inputs oneDNN has no primitive for "widened:" and the fp32 problem's ("widened:gemm:jit"). */
 const char *ct_gemm_impl(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, enum ct_dtype ab,
                          int accumulate, int ldc);
 

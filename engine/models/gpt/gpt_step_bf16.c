@@ -125,7 +125,9 @@ static int attention_forward_onednn(ct_gpt *m, int l, int B)
     struct ct_gemm_batch scores = { B, NH, (long)T * C3, HS, (long)T * C3, HS, htt, tt };
     struct ct_gemm_batch out = { B, NH, htt, tt, (long)T * C3, HS, (long)T * C, HS };
 
-    if (!s)
+    /* where oneDNN has no bf16 matmul, per head: each head's tensors widened once into the thread's
+     * fp32 scratch, where batched products would widen their views at every call */
+    if (!s || !ct_gemm_bf16_native())
         return -1;
     for (int r0 = 0; r0 < T; r0 += GPT_ATT_BLOCK)
         if (ct_gemm_batched(&scores, 0, 1, gpt_att_rows(r0, T), r0 + gpt_att_rows(r0, T), HS, a->qkv + (size_t)r0 * C3,
@@ -154,7 +156,7 @@ static int attention_backward_onednn(ct_gpt *m, int l, int B)
     struct ct_gemm_batch dv = { B, NH, htt, tt, (long)T * C, HS, (long)T * C3, HS };
     struct ct_gemm_batch dqk = { B, NH, htt, tt, (long)T * C3, HS, (long)T * C3, HS };
 
-    if (!d)
+    if (!d || !ct_gemm_bf16_native())
         return -1;
     /* datt = dy v^T (query rows over their keys); dv = att^T dy (keys over their queries), dv
      * straight into dqkv in bf16 */

@@ -152,8 +152,10 @@ static int attention_forward_mixed(ct_gpt *m, int l, int B)
     struct ct_gemm_batch scores = { B, NH, (long)T * C3, HS, (long)T * C3, HS, htt, tt };
     struct ct_gemm_batch out = { B, NH, htt, tt, (long)T * C3, HS, (long)T * C, HS };
 
-    if (!mixed(m))
-        return -1; /* 32-true: per head */
+    /* 32-true, and bf16-mixed where oneDNN has no bf16 matmul: per head (on fp32 copies rounded
+     * once per tensor, where batched products would widen their views at every call) */
+    if (!mixed(m) || !ct_gemm_bf16_native())
+        return -1;
     qkv = gemm_keep(m, a->qkv, (size_t)B * T * C3, l, KEEP_QKV);
     att = kept_slot(m, l, KEEP_ATT);
     for (int r0 = 0; r0 < T; r0 += GPT_ATT_BLOCK)
