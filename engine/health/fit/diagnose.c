@@ -29,6 +29,7 @@
 #include <cjson/cJSON.h>
 
 #include "ctrain/util.h"
+#include "engine/util/fsutil.h"
 #include "engine/health/fit/hang_live.h"
 #include "engine/health/fit/hang.h"
 
@@ -71,30 +72,8 @@ struct lives {
     double started;                                /* its earliest start */
 };
 
-static int read_text(const char *path, char **out)
-{
-    FILE *f = fopen(path, "r");
-    long n;
-    char *buf;
-
-    *out = NULL;
-    if (!f)
-        return errno == ENOENT ? 1 : -1;
-    if (fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 || n > (1 << 20) || fseek(f, 0, SEEK_SET) ||
-        !(buf = malloc((size_t)n + 1))) {
-        fclose(f);
-        return -1;
-    }
-    if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        fclose(f);
-        return -1;
-    }
-    buf[n] = '\0';
-    fclose(f);
-    *out = buf;
-    return 0;
-}
+/* The most a record can be: its few fields, and up to CT_TRACE_MAX_MISSING hosts of 64 bytes. */
+#define RECORD_MAX (1 << 20)
 
 static double num(const cJSON *o, const char *key, int *ok)
 {
@@ -159,22 +138,19 @@ static int parse_record(const cJSON *o, struct rank_rec *r, int *rank, int *worl
     return 0;
 }
 
-/* One live file into *m: 0, or -1 when it is not one this build wrote (or not yet begun). */
+/* One live file into *m: 0, or -1 when it is not one this build wrote (or not yet begun). Read as
+ * every input is (engine/util/fsutil.h): a FIFO or a device planted in its place is not waited on. */
 static int live_read(const char *path, int rank, struct ct_hang_live *m)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    struct stat sb;
-    ssize_t n;
+    char *buf;
+    size_t n;
 
-    if (fd < 0)
+    if (ct_fs_read_input(path, "live hang record", sizeof(*m), &buf, &n, NULL))
         return -1;
-    if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return -1;
-    }
-    n = read(fd, m, sizeof(*m));
-    close(fd);
-    if (n != (ssize_t)sizeof(*m) || memcmp(m->magic, CT_HANG_LIVE_MAGIC, sizeof(m->magic)) ||
+    if (n == sizeof(*m))
+        memcpy(m, buf, sizeof(*m));
+    free(buf);
+    if (n != sizeof(*m) || memcmp(m->magic, CT_HANG_LIVE_MAGIC, sizeof(m->magic)) ||
         m->size != sizeof(*m) || m->rank != rank || m->world < 1 || m->world > MAX_RANKS || m->rank >= m->world ||
         m->rec.phase < 0 || m->rec.phase >= CT_PHASE_N || !isfinite(m->started_wall) || !isfinite(m->mono_to_wall))
         return -1;
@@ -269,8 +245,12 @@ static int load_one(const char *hang, const char *name, const struct lives *L, s
     int rank, w, rc;
 
     snprintf(path, sizeof(path), "%s/%s", hang, name);
-    if ((rc = read_text(path, &text)))
-        return ct_error_set(err, CT_EIO, "diagnose-read", "diagnose: cannot read %s: %s", path, strerror(errno));
+    if (ct_fs_read_input(path, "hang record", RECORD_MAX, &text, NULL, err)) {
+        /* Bad input, as a record that does not parse: a directory, a FIFO, a file too large. */
+        if (err->code == CT_EFORMAT)
+            err->code = CT_EINVAL;
+        return ct_error_prefix(err, "diagnose: ");
+    }
     memset(&r, 0, sizeof(r));
     o = cJSON_Parse(text);
     free(text);
