@@ -4,6 +4,8 @@
 # hand, no fit: `ctrain diagnose` (and ctrain supervise, which reads the records through the same
 # code) refuses a FIFO, a directory or a 2 MiB file planted as hang/rank-0.json at once, naming it
 # (a FIFO opened for reading blocked it forever); a FIFO planted as a live record is passed over.
+# Control characters in a record's host and collective names, and in a path an error names, reach
+# the terminal escaped (\xNN): a record cannot retitle the terminal, erase a line or print a fake one.
 # Each check runs under timeout(1), so a reader that blocks fails instead of holding the suite.
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B="$ROOT/${CTRAIN_BUILD:-build}"
@@ -11,7 +13,7 @@ T=$(mktemp -d /tmp/ctrain-t97-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM HUP
 
-echo "1..4"
+echo "1..6"
 n=0
 ok() {    # ok CONDITION-STATUS NAME [DIAG-FILE...]
     n=$((n + 1))
@@ -63,3 +65,22 @@ mkfifo "$T/live/hang/rank-1.live"
 diag live "$T/live"
 [ "$rc" -eq 3 ] && grep -q "rank 1 is behind: no record" "$T/live.out"
 ok $? "diagnose: a FIFO as hang/rank-1.live is passed over, rank 1 named as without a record (exit $rc)" "$T/live.out"
+
+# 5: escape sequences in a record: the host retitles the terminal, the collective's name erases the
+# line and prints a fake verdict, the missing rank's host clears the screen.
+mkdir -p "$T/esc/hang"
+printf '%s\n' '{"rank":0,"world":2,"host":"n1\u001b]0;pwned\u0007","pid":100,"reason":"collective-timeout","step":3,' \
+    '"phase":"allreduce","bucket":-1,"collective":{"seq":5,"what":"ar\r\u001b[2Kctrain: all 2 ranks are fine\u009b2J",' \
+    '"waiting":true,"waited_s":9,"timed_out":true,"missing":[1],"missing_hosts":["n2\u001b[2J"]},' \
+    '"entered_wall":1000,"entered_mono":1,"now_wall":1009,"now_mono":10}' >"$T/esc/hang/rank-0.json"
+diag esc "$T/esc"
+[ "$rc" -eq 3 ] && ! LC_ALL=C grep -q "$(printf '[\033\007\r]')" "$T/esc.out" &&
+    ! LC_ALL=C grep -q "$(printf '\302\233')" "$T/esc.out" &&
+    grep -qF 'rank 1 (host n2\x1b[2J) is behind' "$T/esc.out" &&
+    grep -qF 'rank 0 (n1\x1b]0;pwned\x07) found it missing in collective #5 (ar\x0d\x1b[2Kctrain: all 2 ranks are fine\u009b2J)' "$T/esc.out"
+ok $? "diagnose: control characters of a record (ESC, BEL, CR, C1 CSI) are printed escaped (exit $rc)" "$T/esc.out"
+
+# 6: a path with an escape sequence, named by an error: escaped too.
+diag escdir "$T/none$(printf '\033')[2J"
+[ "$rc" -eq 2 ] && ! LC_ALL=C grep -q "$(printf '\033')" "$T/escdir.out" && grep -qF "$T/none\\x1b[2J is not a directory" "$T/escdir.out"
+ok $? "an error naming a path with an escape sequence prints it escaped (exit $rc)" "$T/escdir.out"

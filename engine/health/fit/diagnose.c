@@ -75,6 +75,26 @@ struct lives {
 /* The most a record can be: its few fields, and up to CT_TRACE_MAX_MISSING hosts of 64 bytes. */
 #define RECORD_MAX (1 << 20)
 
+/* A string of a record made safe for the terminal, in place (ct_str_escape): the records are
+ * files anyone who can write DIR/hang may have made, and their host and collective names are
+ * printed as they are. */
+static void escape_field(char *s, size_t size)
+{
+    char buf[1024];
+
+    ct_str_escape(buf, size < sizeof(buf) ? size : sizeof(buf), s);
+    ct_str_copy(s, size, buf);
+}
+
+/* Every string field of r escaped. */
+static void escape_rec(struct rank_rec *r)
+{
+    escape_field(r->host, sizeof(r->host));
+    escape_field(r->what, sizeof(r->what));
+    for (int i = 0; i < r->n_missing; i++)
+        escape_field(r->missing_host[i], sizeof(r->missing_host[i]));
+}
+
 static double num(const cJSON *o, const char *key, int *ok)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -134,6 +154,7 @@ static int parse_record(const cJSON *o, struct rank_rec *r, int *rank, int *worl
     }
     if (!ok || r->phase < 0 || *rank < 0 || *world < 1 || *world > MAX_RANKS || *rank >= *world)
         return -1;
+    escape_rec(r);
     r->present = 1;
     return 0;
 }
@@ -224,6 +245,7 @@ static void from_live(const struct ct_hang_live *m, double now, struct rank_rec 
     }
     r->entered_wall = m->rec.entered + m->mono_to_wall;
     r->now_wall = now;
+    escape_rec(r);
 }
 
 /* Whether rank's rank-R.json (r, of a run of w ranks) is an earlier run's than the live files'. */
