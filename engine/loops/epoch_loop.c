@@ -135,7 +135,7 @@ int ct_epoch_loop_run(ct_run *run, ct_error *err)
         if (run->opt.val_check_interval > 0 && st->global_step % run->opt.val_check_interval == 0) {
             if ((rc = ct_fit_validate(run, batches, err)))
                 return rc;
-            if (st->early_stopped)
+            if (st->early_stopped || run->stop.agreed)
                 return 0;
             validated = 1;
         }
