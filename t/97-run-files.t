@@ -6,6 +6,10 @@
 # (a FIFO opened for reading blocked it forever); a FIFO planted as a live record is passed over.
 # Control characters in a record's host and collective names, and in a path an error names, reach
 # the terminal escaped (\xNN): a record cannot retitle the terminal, erase a line or print a fake one.
+# The low items (item 7): a number out of range in a record (step 1e300 read as INT64_MIN) and a
+# record whose rank differs from its file name's are refused; ctrain supervise refuses
+# --max-restarts 1000000 and --mpi '' before anything starts; --preflight-checks ,, (no check: every
+# node "passed") is refused.
 # Each check runs under timeout(1), so a reader that blocks fails instead of holding the suite.
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B="$ROOT/${CTRAIN_BUILD:-build}"
@@ -13,7 +17,7 @@ T=$(mktemp -d /tmp/ctrain-t97-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM HUP
 
-echo "1..6"
+echo "1..11"
 n=0
 ok() {    # ok CONDITION-STATUS NAME [DIAG-FILE...]
     n=$((n + 1))
@@ -84,3 +88,37 @@ ok $? "diagnose: control characters of a record (ESC, BEL, CR, C1 CSI) are print
 diag escdir "$T/none$(printf '\033')[2J"
 [ "$rc" -eq 2 ] && ! LC_ALL=C grep -q "$(printf '\033')" "$T/escdir.out" && grep -qF "$T/none\\x1b[2J is not a directory" "$T/escdir.out"
 ok $? "an error naming a path with an escape sequence prints it escaped (exit $rc)" "$T/escdir.out"
+
+# 7: a step out of range (1e300 is no int64_t).
+mkdir -p "$T/range/hang"
+record 0 1 n1 1e300 forward ar >"$T/range/hang/rank-0.json"
+diag range "$T/range"
+[ "$rc" -eq 2 ] && grep -q "$T/range/hang/rank-0.json is not a hang record" "$T/range.out" && ! grep -q -- "-9223372036854775808" "$T/range.out"
+ok $? "diagnose: step 1e300 in a record is refused as not a record (exit $rc)" "$T/range.out"
+
+# 8: rank-0.json saying it is rank 1's.
+mkdir -p "$T/who/hang"
+record 1 2 n1 3 forward ar >"$T/who/hang/rank-0.json"
+diag who "$T/who"
+[ "$rc" -eq 2 ] && grep -q "rank-0.json says it is rank 1's record, but rank 0 writes that file" "$T/who.out"
+ok $? "diagnose: a record whose rank is not its file name's is refused (exit $rc)" "$T/who.out"
+
+# 9-10: supervise's bounds, checked before it looks for a job.
+"$B/ctrain" supervise --max-restarts 1000000 -- ctrain fit >"$T/sv1.out" 2>&1
+rc=$?
+[ "$rc" -eq 2 ] && grep -q "max-restarts '1000000' is not a whole number from 0 to 100" "$T/sv1.out"
+ok $? "supervise --max-restarts 1000000 is refused (exit $rc)" "$T/sv1.out"
+"$B/ctrain" supervise --mpi '' -- ctrain fit >"$T/sv2.out" 2>&1
+rc=$?
+"$B/ctrain" supervise --mpi 'pmix --x' -- ctrain fit >"$T/sv3.out" 2>&1
+rc3=$?
+[ "$rc" -eq 2 ] && grep -q "mpi '' is not an MPI plugin's name" "$T/sv2.out" && [ "$rc3" -eq 2 ]
+ok $? "supervise --mpi '' and --mpi 'pmix --x' are refused (exit $rc, $rc3)" "$T/sv2.out" "$T/sv3.out"
+
+# 11: --preflight-checks with no check in it.
+"$B/ctrain" preflight --preflight-checks ,, >"$T/pf.out" 2>&1
+rc=$?
+"$B/ctrain" preflight --preflight-checks compute, >"$T/pf2.out" 2>&1
+rc2=$?
+[ "$rc" -eq 2 ] && grep -q "preflight-checks ,,: '' is not a check" "$T/pf.out" && [ "$rc2" -eq 2 ]
+ok $? "--preflight-checks ,, and compute, (an empty name) are refused (exit $rc, $rc2)" "$T/pf.out" "$T/pf2.out"

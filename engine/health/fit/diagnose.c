@@ -95,16 +95,21 @@ static void escape_rec(struct rank_rec *r)
         escape_field(r->missing_host[i], sizeof(r->missing_host[i]));
 }
 
-static double num(const cJSON *o, const char *key, int *ok)
+/* A number of the record within [lo, hi] (so that it converts to its field's type: step 1e300 as
+ * an int64_t is undefined); *ok = 0 and 0 when it is missing or out of range. */
+static double num(const cJSON *o, const char *key, double lo, double hi, int *ok)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
 
-    if (!cJSON_IsNumber(v)) {
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi)) {
         *ok = 0;
         return 0;
     }
     return v->valuedouble;
 }
+
+#define ANY_INT 9007199254740992.0   /* 2^53: every whole number up to it is exact in a double */
+#define ANY_TIME 1e12                /* seconds, wall or monotonic: finite and far beyond any clock */
 
 static const char *str(const cJSON *o, const char *key, int *ok)
 {
@@ -123,28 +128,28 @@ static int parse_record(const cJSON *o, struct rank_rec *r, int *rank, int *worl
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "collective"), *m, *h;
     int ok = 1;
 
-    *rank = (int)num(o, "rank", &ok);
-    *world = (int)num(o, "world", &ok);
+    *rank = (int)num(o, "rank", 0, MAX_RANKS - 1, &ok);
+    *world = (int)num(o, "world", 1, MAX_RANKS, &ok);
     ct_str_copy(r->host, sizeof(r->host), str(o, "host", &ok));
-    r->pid = (long)num(o, "pid", &ok);
-    r->step = (int64_t)num(o, "step", &ok);
+    r->pid = (long)num(o, "pid", 0, 2147483647.0, &ok);
+    r->step = (int64_t)num(o, "step", 0, ANY_INT, &ok);
     r->phase = ct_hang_phase_parse(str(o, "phase", &ok));
-    r->bucket = (int)num(o, "bucket", &ok);
-    r->entered_wall = num(o, "entered_wall", &ok);
-    r->now_wall = num(o, "now_wall", &ok);
+    r->bucket = (int)num(o, "bucket", -1, 2147483647.0, &ok);
+    r->entered_wall = num(o, "entered_wall", -ANY_TIME, ANY_TIME, &ok);
+    r->now_wall = num(o, "now_wall", -ANY_TIME, ANY_TIME, &ok);
     if (!cJSON_IsObject(c))
         return -1;
-    r->seq = (long)num(c, "seq", &ok);
+    r->seq = (long)num(c, "seq", 0, ANY_INT, &ok);
     ct_str_copy(r->what, sizeof(r->what), str(c, "what", &ok));
     r->waiting = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "waiting"));
-    r->waited = num(c, "waited_s", &ok);
+    r->waited = num(c, "waited_s", -ANY_TIME, ANY_TIME, &ok);
     r->timed_out = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "timed_out"));
     m = cJSON_GetObjectItemCaseSensitive(c, "missing");
     r->n_missing = 0;
     h = cJSON_GetObjectItemCaseSensitive(c, "missing_hosts");
     h = cJSON_IsArray(h) ? h->child : NULL;
     for (const cJSON *e = cJSON_IsArray(m) ? m->child : NULL; e && r->n_missing < CT_TRACE_MAX_MISSING; e = e->next) {
-        if (!cJSON_IsNumber(e))
+        if (!cJSON_IsNumber(e) || !(e->valuedouble >= 0 && e->valuedouble < MAX_RANKS))
             continue;
         r->missing_host[r->n_missing][0] = '\0';
         if (cJSON_IsString(h))
@@ -258,8 +263,9 @@ static int stale(const struct lives *L, int rank, int w, const struct rank_rec *
     return L->current[rank] && (r->pid != (long)L->m[rank].pid || strcmp(r->host, L->m[rank].host));
 }
 
-static int load_one(const char *hang, const char *name, const struct lives *L, struct rank_rec *recs, int *world,
-                    int *n_stale, ct_error *err)
+/* hang/rank-R.json (name; R is want) into recs[R]. */
+static int load_one(const char *hang, const char *name, int want, const struct lives *L, struct rank_rec *recs,
+                    int *world, int *n_stale, ct_error *err)
 {
     char path[1400], *text;
     struct rank_rec r;
@@ -280,6 +286,14 @@ static int load_one(const char *hang, const char *name, const struct lives *L, s
     cJSON_Delete(o);
     if (rc) {
         ct_error_set(err, CT_EINVAL, "diagnose-bad-record", "diagnose: %s is not a hang record ctrain wrote", path);
+        return ct_error_hint(err, "remove it (the ranks write their records again on the dump signal or a "
+                                  "collective timeout)");
+    }
+    /* The file's name says whose it is (each rank writes its own name): a record that names another
+     * rank inside is not taken for that rank's. */
+    if (rank != want) {
+        ct_error_set(err, CT_EINVAL, "diagnose-bad-record", "diagnose: %s says it is rank %d's record, but rank %d "
+                     "writes that file", path, rank, want);
         return ct_error_hint(err, "remove it (the ranks write their records again on the dump signal or a "
                                   "collective timeout)");
     }
@@ -333,7 +347,7 @@ static int load_all(const char *dir, struct rank_rec *recs, int *world, ct_error
         snprintf(path, sizeof(path), "%s/%s", hang, name);
         if (stat(path, &sb))
             continue;
-        if ((rc = load_one(hang, name, &L, recs, world, &n_stale, err)))
+        if ((rc = load_one(hang, name, r, &L, recs, world, &n_stale, err)))
             goto out;
         any |= recs[r].present;
     }
