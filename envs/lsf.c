@@ -8,10 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ctrain/envs.h"
 #include "ctrain/hostlist.h"
 #include "envs/envs_impl.h"
+#include "engine/util/fsutil.h"
 
 static int lsf_detect(ct_getenv_fn get, void *ctx)
 {
@@ -23,7 +25,9 @@ static int lsf_detect(ct_getenv_fn get, void *ctx)
 /* The compute hosts of the rankfile, one per slot (the launch node dropped). */
 static int read_rankfile(const char *path, ct_hostlist **out, ct_error *err)
 {
-    FILE *f = fopen(path, "r");
+    /* Opened as every input is (engine/util/fsutil.h): a FIFO named there is not waited on. */
+    int fd = ct_fs_open_input(path, "LSB_DJOB_RANKFILE", NULL);
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
     ct_hostlist *hl = ct_hostlist_new();
     char line[1024];
     int lineno = 0, rc = 0;
@@ -33,6 +37,8 @@ static int read_rankfile(const char *path, ct_hostlist **out, ct_error *err)
         ct_hostlist_free(hl);
         if (f)
             fclose(f);
+        else if (fd >= 0)
+            close(fd);
         ct_error_set(err, CT_EINVAL, "env-rankfile", "LSB_DJOB_RANKFILE='%s' cannot be read", path);
         return ct_error_hint(err, "LSF writes this file for every job; run inside the job, or unset the variable");
     }

@@ -10,10 +10,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ctrain/envs.h"
 #include "ctrain/hostlist.h"
 #include "envs/envs_impl.h"
+#include "engine/util/fsutil.h"
 
 static int slurm_detect(ct_getenv_fn get, void *ctx)
 {
@@ -278,7 +280,8 @@ static int rank0_host(ct_getenv_fn get, void *ctx, int num_nodes, char *host, si
     static const char *const het[] = { "SLURM_JOB_NODELIST_HET_GROUP_0", "SLURM_JOB_NODELIST_PACK_GROUP_0", NULL };
     const char *dist = get("SLURM_DISTRIBUTION", ctx), *list, *file;
     char line[256];
-    FILE *f;
+    FILE *f = NULL;
+    int fd;
     int rc;
 
     if ((list = ct_envvar_first(get, ctx, het, source))) {
@@ -295,7 +298,10 @@ static int rank0_host(ct_getenv_fn get, void *ctx, int num_nodes, char *host, si
     *source = "SLURM_HOSTFILE";
     file = get("SLURM_HOSTFILE", ctx);
     line[0] = '\0';
-    if (file && (f = fopen(file, "r"))) {
+    /* Opened as every input is (engine/util/fsutil.h): a FIFO named there is not waited on. */
+    if (file && (fd = ct_fs_open_input(file, "SLURM_HOSTFILE", NULL)) >= 0 && !(f = fdopen(fd, "r")))
+        close(fd);
+    if (f) {
         while (fgets(line, sizeof(line), f) && !line[strspn(line, " \t\r\n")])
             ;
         fclose(f);

@@ -22,7 +22,7 @@ ok() { n=$((n + 1)); echo "ok $n - $1"; }
 nok() { n=$((n + 1)); echo "not ok $n - $1"; [ -n "$2" ] && sed 's/^/# /' "$2"; }
 check() { if eval "$1"; then ok "$2"; else nok "$2" "$3"; fi; }
 
-PLAN=18
+PLAN=21
 echo "1..$PLAN"
 skip_rest() { while [ $n -lt $PLAN ]; do n=$((n + 1)); echo "ok $n # SKIP $1"; done; exit 0; }
 if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
@@ -84,6 +84,59 @@ check '[ "$(cat "$T/te.0.rc") $(cat "$T/te.1.rc")" = "0 0" ]' \
     "torchrun's variables, --strategy ddp: auto takes gloo, both exit 0" "$T/te.out"
 "$B/t/st_compare" --tol 1e-6 "$T/mpi/last.safetensors" "$T/te/last.safetensors" >"$T/cmp2.out" 2>&1
 check '[ $? -eq 0 ]' "and the weights equal mpi's within 1e-6" "$T/cmp2.out"
+
+# Two runs at one MASTER_ADDR:MASTER_PORT (issue 48 item 2): rank 0 of run t29a, rank 1 of run t29b.
+# The store's keys are the run's own (ctrain/<job id>: TORCHELASTIC_RUN_ID here; SLURM's job, PMIx's
+# namespace, LSF's job elsewhere), so rank 1 never joins the other run: both end with the
+# --collective-timeout instead of training together (before: both trained and exited 0).
+port=$(free_port)
+ranks=
+for r in 0 1; do
+    (env TORCHELASTIC_RUN_ID="t29$(echo ab | cut -c$((r + 1)))" TORCHELASTIC_RESTART_COUNT=0 TORCHELASTIC_MAX_RESTARTS=0 \
+        GROUP_RANK=0 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" WORLD_SIZE=2 LOCAL_RANK=$r RANK=$r \
+        timeout 120 "$CTRAIN" fit $FIT --strategy ddp --collective-timeout 5 --default-root-dir "$T/mix" >"$T/mix.$r" 2>&1
+     echo $? >"$T/mix.$r.rc") &
+    PIDS="$PIDS $!"
+    ranks="$ranks $!"
+done
+# shellcheck disable=SC2086
+wait $ranks
+cat "$T/mix.0" "$T/mix.1" >"$T/mix.out"
+check '[ "$(cat "$T/mix.0.rc")" -ne 0 ] && [ "$(cat "$T/mix.1.rc")" -ne 0 ] && [ "$(cat "$T/mix.0.rc")" -ne 124 ] && [ "$(cat "$T/mix.1.rc")" -ne 124 ] && [ ! -f "$T/mix/summary.json" ]' \
+    "rank 1 of another run at the same MASTER_ADDR:PORT does not join: both fail within the timeout, nothing trained" "$T/mix.out"
+
+# The run's fingerprint (issue 48 item 2): ranks of one run given other flags (rank 1: --lr 0.5
+# --seed 7, as a second job's rank that met this store) or another model (--model-config hidden=32:
+# other shapes, which ended in gloo's uncaught exception, rc 134) refuse before the first step,
+# rank 1 naming what differs and rank 0's value, both exit 2.
+# differ NAME RANK1-FLAGS...: the two ranks, rank 1 with the extra flags; output in $T/NAME.R.
+differ() {
+    name=$1
+    shift
+    port=$(free_port)
+    ranks=
+    for r in 0 1; do
+        extra=
+        [ "$r" -eq 1 ] && extra="$*"
+        # shellcheck disable=SC2086
+        (env TORCHELASTIC_RUN_ID=t29 TORCHELASTIC_RESTART_COUNT=0 TORCHELASTIC_MAX_RESTARTS=0 GROUP_RANK=0 \
+            LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" WORLD_SIZE=2 LOCAL_RANK=$r RANK=$r \
+            timeout 120 "$CTRAIN" fit $FIT --strategy ddp --collective-timeout 20 $extra --default-root-dir "$T/$name" \
+            >"$T/$name.$r" 2>&1
+         echo $? >"$T/$name.$r.rc") &
+        PIDS="$PIDS $!"
+        ranks="$ranks $!"
+    done
+    # shellcheck disable=SC2086
+    wait $ranks
+    cat "$T/$name.0" "$T/$name.1" >"$T/$name.out"
+}
+differ flags --lr 0.5 --seed 7
+check '[ "$(cat "$T/flags.0.rc") $(cat "$T/flags.1.rc")" = "2 2" ] && grep -q "rank 1 runs another run than rank 0: lr 0.5 (rank 0: 0.001)" "$T/flags.1" && grep -q "1 rank (the first: rank 1) runs another run than rank 0" "$T/flags.0" && ! grep -q "epoch 1" "$T/flags.out"' \
+    "rank 1 with --lr 0.5 --seed 7: both refuse before training, rank 1 naming lr and rank 0's (exit 2 2)" "$T/flags.out"
+differ shapes --model-config hidden=32
+check '[ "$(cat "$T/shapes.0.rc") $(cat "$T/shapes.1.rc")" = "2 2" ] && grep -q "rank 1 runs another run than rank 0: .*hidden=32\|rank 1 runs another run than rank 0: the model" "$T/shapes.1"' \
+    "rank 1 with another model config (other shapes): both refuse, no gloo exception (exit 2 2)" "$T/shapes.out"
 
 # hold_store NAME: a TCPStore (the store tool) on a free port, $held, until release_store; it lives
 # while its stdin, a fifo this shell keeps open on fd 9, does.

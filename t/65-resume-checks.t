@@ -11,7 +11,7 @@ T=$(mktemp -d /tmp/ctrain-t65-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM HUP
 
-PLAN=20
+PLAN=21
 echo "1..$PLAN"
 root=$ROOT
 . "$ROOT/t/lib/preempt.sh"
@@ -82,6 +82,28 @@ python3 "$ROOT/t/st_edit.py" "$T/topk/last.safetensors" --meta top_k "-1e300 bes
         >"$T/topk.out" 2>&1 && [ -f "$T/topk/best.safetensors" ] && [ -f "$T/topk/metrics.csv" ] &&
     [ -f "$T/topk/epoch=0-step=86.safetensors" ]
 ok $? "a tampered top_k naming best.safetensors and metrics.csv deletes neither" "$T/topk.out"
+
+# A tampered top_k entry with a legal name that a later validation writes (issue 48 item 7): it used
+# to be kept, the run then wrote that file for an entry of its own, and evicting the tampered entry
+# (the worst score) deleted the real checkpoint while last.safetensors still listed it. Entries of
+# steps the checkpoint has not reached are dropped on resume: every name listed exists at the end.
+first "$T/topk2" --save-top-k 2
+python3 "$ROOT/t/st_edit.py" "$T/topk2/last.safetensors" --meta top_k "-1e300 epoch=0-step=86.safetensors" &&
+    "$B/ctrain" fit $S --data "$T/data" --save-top-k 2 --ckpt-path last --default-root-dir "$T/topk2" \
+        >"$T/topk2.out" 2>&1 &&
+    python3 - "$T/topk2" >"$T/topk2.list" 2>&1 <<'PY'
+import json, os, struct, sys
+d = sys.argv[1]
+with open(os.path.join(d, "last.safetensors"), "rb") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    listed = [e.split(" ", 1)[1] for e in json.loads(f.read(n))["__metadata__"]["top_k"].split(";") if e]
+print("listed:", listed)
+missing = [x for x in listed if not os.path.exists(os.path.join(d, x))]
+print("missing:", missing)
+sys.exit(1 if missing or len(listed) != 2 else 0)
+PY
+ok $? "a tampered top_k entry of a later step (epoch=0-step=86) is dropped: every checkpoint listed exists" \
+    "$T/topk2.out" "$T/topk2.list"
 
 # Non-finite values (issue 40 item 6): NaN weights and an epoch of INT64_MAX are refused on resume,
 # naming the file; a training loss that turns non-finite ends the run with exit 3 and leaves the

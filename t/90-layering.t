@@ -290,7 +290,7 @@ my @inj_rank = rank_getenv(%inj_ranks);
 my $caught41 = (grep { m{strategies\.c: list\[4\]} } @inj_hand) && (grep { m{registry\.c: entries\[MAX_ENTRIES\]} } @inj_hand) &&
                (grep { m{ddp\.c: .*CT_VAR_RANK} } @inj_rank) && keys(%strategy_src) > 5;
 
-print "1..36\n";
+print "1..38\n";
 print(($edges > 20 ? "ok" : "not ok") . " 1 - read $edges includes in " . scalar(@files) . " files\n");
 if (@bad) {
     print "not ok 2 - layering holds\n";
@@ -880,5 +880,55 @@ sub precision_formats {
     my @inj = precision_formats(%inj);
     print(((grep { m{^engine/strategies/create\.c:} } @inj) == 2 ? "ok" : "not ok") .
           " 36 - check 35 fails on a precision's formats written into a strategy\n");
+    print "# injected: $_\n" for @inj;
+}
+
+# 37. Files are opened through engine/util/fsutil.h only (issue 48 item 1): what ctrain reads from a
+#     path is a regular file opened without blocking (ct_fs_open_input, ct_fs_read_input), what it
+#     writes a fresh exclusive temp renamed into place or a file checked as its own
+#     (ct_fs_create_temp, ct_fs_write_atomic, ct_fs_open_output). No other open, openat, fopen,
+#     creat, mkstemp, mkostemp or freopen in engine/, envs/, pmix/, except a directory (O_DIRECTORY),
+#     a literal path under /proc, /sys or /dev, and the functions below, each with its reason.
+# 38. Check 37 fails on the hang record's old writer (open of a fixed temp name) written back.
+my %opens_allowed = (
+    'engine/launchers/supervisor.c is_stopped' => '/proc/PID/stat of a rank',
+    'engine/health/nodecheck.c process_name'   => 'PROC/PID/comm (the /proc root a test may replace)',
+    'engine/health/nodecheck.c hca_active'     => 'SYSFS/class/infiniband/*/ports/*/state',
+    'engine/health/nodecheck.c mem_available_mb' => 'PROC/meminfo',
+    'engine/loggers/logger.c trim_rows'        => '/proc/self/fd/N: the descriptor ct_fs_open_output checked, read back',
+    'engine/loggers/tensorboard.c cut_file'    => '/proc/self/fd/N: the descriptor ct_fs_open_output checked, read back',
+    'engine/data/datamodule.c id_file'         => 'the data identity: O_NONBLOCK, fstat, a FIFO or device makes it unidentifiable',
+    'pmix/server.c read_proc'                  => '/proc/PID/task/TID/{stat,wchan} of a rank',
+);
+sub file_opens {
+    my (%src) = @_;
+    my (@bad, %in);
+    delete $src{'engine/util/fsutil.c'};
+    each_line(sub {
+        my ($f, $n, $line) = @_;
+        $in{$f} = $1 if $line =~ /^[a-z][\w\s\*]*?\b(\w+)\s*\(/;
+        my $fn = $in{$f} // '';
+        return unless $line =~ /(?<![\w>.])(open|openat|fopen|creat|mkstemp|mkostemp|mkstemps|freopen)\s*\(/;
+        return if $line =~ /^[a-z]/;    # a definition (ct_idx_open(...) is not open(...))
+        return if $line =~ /O_DIRECTORY/ || $line =~ /\b$1\s*\(\s*"\/(proc|sys|dev)\//;
+        return if exists $opens_allowed{"$f $fn"};
+        push @bad, "$f:$n: $1 outside engine/util/fsutil.h's helpers in $fn: $line";
+    }, %src);
+    return @bad;
+}
+{
+    my %src = slurp(grep { m{^(engine|envs|pmix)/.*\.(c|cc)$} } @files, glob('engine/*/*.cc'));
+    my @bad = file_opens(%src);
+    my @unused = grep { my ($f, $fn) = split / /; !exists $src{$f} || $src{$f} !~ /\b\Q$fn\E\s*\(/ } sort keys %opens_allowed;
+    print((@bad || @unused ? "not ok" : "ok") . " 37 - files are opened through engine/util/fsutil.h's helpers only (" .
+          scalar(keys %src) . " files, " . scalar(keys %opens_allowed) . " functions allowed with their reasons)\n");
+    print "# $_\n" for @bad;
+    print "# allowed, but no such function: $_\n" for @unused;
+    my %inj = %src;
+    $inj{'engine/health/fit/hang.c'} .= "\nstatic int dump_tmp(const char *tmp)\n{\n" .
+        "    return open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);\n}\n";
+    my @inj = file_opens(%inj);
+    print(((grep { m{^engine/health/fit/hang\.c:\d+: open outside .* in dump_tmp} } @inj) == 1 ? "ok" : "not ok") .
+          " 38 - check 37 fails on the hang record's old writer written back\n");
     print "# injected: $_\n" for @inj;
 }

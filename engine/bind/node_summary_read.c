@@ -13,6 +13,7 @@
 
 #include "ctrain/util.h"
 #include "engine/bind/node_summary.h"
+#include "engine/util/fsutil.h"
 
 uint64_t ct_node_summary_checksum(const void *buf, size_t size)
 {
@@ -166,10 +167,16 @@ static int dir_trusted(const char *path)
  * it says. */
 static int trusted(const char *path, const struct stat *st, ct_error *err)
 {
+    struct stat lst;
+
     if (!S_ISREG(st->st_mode) || st->st_uid != 0 || (st->st_mode & (S_IWGRP | S_IWOTH)))
         return stale(path, "it is not a regular file owned and writable by root only", err);
     if (!dir_trusted(path))
         return stale(path, "its directory is not owned and writable by root only", err);
+    /* In root's own directory only root made the name: a link there is refused all the same (the
+     * file read is the file checked). */
+    if (lstat(path, &lst) != 0 || S_ISLNK(lst.st_mode))
+        return stale(path, "it is a symbolic link", err);
     if (st->st_size <= 0 || (unsigned long long)st->st_size > CT_NODE_SUMMARY_MAX_SIZE)
         return stale(path, "its size is out of range", err);
     return 0;
@@ -180,11 +187,16 @@ int ct_node_summary_read(const char *path, unsigned flags, const char *version, 
 {
     struct stat st;
     ssize_t got = 0, r;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), rv;
     void *buf = NULL;
+    ct_error why;
+    int fd, rv;
 
     memset(out, 0, sizeof(*out));
-    if (fd < 0) {
+    /* Opened as every input is (engine/util/fsutil.h): a FIFO planted there is never waited on in
+     * slurmstepd; its trust is checked on the descriptor before a byte is read. */
+    if ((fd = ct_fs_open_input(path, "node summary", &why)) < 0) {
+        if (why.code == CT_EFORMAT)
+            return stale(path, "it is not a regular file", err);
         ct_error_set(err, errno == ENOENT ? CT_ENOENT : CT_EIO, "topology-cache", "reading the node summary %s "
                      "failed: %s", path, strerror(errno));
         return ct_error_hint(err, "the SPANK plugin writes it when slurmd starts with ctrain.so in plugstack.conf");
@@ -239,9 +251,10 @@ int ct_node_summary_write(ct_node_summary *s, const char *version, const char *p
 
     ct_str_copy(s->head->version, sizeof(s->head->version), version);
     s->head->checksum = ct_node_summary_checksum(s->head, s->head->size);
-    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path) >= sizeof(tmp))
+    if (strlen(path) + 32 >= sizeof(tmp))
         return ct_error_set(err, CT_EINVAL, "topology-cache", "the node summary's path %s is too long", path);
-    if ((fd = mkostemp(tmp, O_CLOEXEC)) < 0) {
+    /* The one way ctrain writes a file (engine/util/fsutil.h): a fresh exclusive temp, renamed. */
+    if ((fd = ct_fs_create_temp(path, tmp, sizeof(tmp))) < 0) {
         ct_error_set(err, CT_EIO, "topology-cache", "writing the node summary %s failed: %s", path, strerror(errno));
         return ct_error_hint(err, "check that the directory exists and that root can write to it");
     }

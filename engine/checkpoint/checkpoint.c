@@ -81,14 +81,26 @@ static const char *skip_count(const char *p)
     return p == start || (*start == '0' && p - start > 1) ? NULL : p;
 }
 
-/* name is one fit_loop writes for a top-k checkpoint: epoch=N-step=M.safetensors. */
-static int top_k_name_ok(const char *name)
+/* name is one fit_loop writes for a top-k checkpoint: epoch=N-step=M.safetensors, of a step this
+ * checkpoint has reached (step M <= its global step: a later step's file does not exist yet, and the
+ * run will write it for an entry of its own, which the tampered one would then evict). */
+static int top_k_name_ok(const char *name, int64_t global_step)
 {
-    const char *p = name;
+    const char *p = name, *step;
 
-    if (strncmp(p, "epoch=", 6) || !(p = skip_count(p + 6)) || strncmp(p, "-step=", 6) || !(p = skip_count(p + 6)))
+    if (strncmp(p, "epoch=", 6) || !(p = skip_count(p + 6)) || strncmp(p, "-step=", 6) || !(p = skip_count(step = p + 6)))
         return 0;
-    return !strcmp(p, ".safetensors");
+    return !strcmp(p, ".safetensors") && strtoll(step, NULL, 10) <= global_step;
+}
+
+/* Whether name is among the first n entries already (a list naming one file twice would have it
+ * removed while the other entry still names it). */
+static int top_k_listed(const ct_progress_state *st, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(st->top_k[i].name, name))
+            return 1;
+    return 0;
 }
 
 /* Back from the metadata; a checkpoint that monitored another metric (or none: older files)
@@ -121,7 +133,8 @@ static void restore_callbacks(ct_run *run, const ct_ckpt *c)
         *sp = '\0';
         /* Only the names fit_loop gives top-k checkpoints: eviction unlinks them, and a tampered
          * list must not name last.safetensors, best.safetensors, metrics.csv or another file. */
-        if (ct_parse_double(tok, &e->score) || !top_k_name_ok(sp + 1) || strlen(sp + 1) >= sizeof(e->name))
+        if (ct_parse_double(tok, &e->score) || !top_k_name_ok(sp + 1, st->global_step) ||
+            strlen(sp + 1) >= sizeof(e->name) || top_k_listed(st, st->n_top_k, sp + 1))
             continue;
         snprintf(e->name, sizeof(e->name), "%s", sp + 1);
         st->n_top_k++;

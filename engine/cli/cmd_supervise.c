@@ -45,6 +45,7 @@
 #define P "ctrain: supervise: "
 /* The step's name in SLURM: how the supervisor finds its own steps to end them. */
 #define STEP_NAME "ctrain-supervise"
+#define MAX_RESTARTS 100
 /* How long a new step waits at most for SLURM to stop listing the failed one (its slurmstepds ended). */
 #define STEP_GONE_S 20.0
 /* Once a node is named (or srun says it ends the step), srun has this long to end the step by
@@ -108,7 +109,7 @@ static void supervise_usage(FILE *out)
             "same nodes. With fewer than W healthy nodes left it requeues the job through SLURM (as a\n"
             "preempted fit does; it starts again once SLURM has nodes for it, and resumes) and says so.\n"
             "\n"
-            "  --max-restarts N      new steps after failures before it gives up (default 3)\n"
+            "  --max-restarts N      new steps after failures before it gives up (default 3, at most 100)\n"
             "  --spare-nodes K       nodes of the job kept out of the first step, to replace failed ones\n"
             "                        (default 0)\n"
             "  --ntasks-per-node T   ranks a node (default: SLURM_NTASKS_PER_NODE, else 1)\n"
@@ -164,12 +165,24 @@ static int fit_args(struct sv_opts *o, ct_error *err)
     return 0;
 }
 
-static int parse_long_flag(const char *name, const char *v, long min, long *out, ct_error *err)
+static int parse_long_flag(const char *name, const char *v, long min, long max, long *out, ct_error *err)
 {
-    if (ct_parse_long(v, min, 1000000, out) == 0)
+    if (ct_parse_long(v, min, max, out) == 0)
         return 0;
-    ct_error_set(err, CT_EINVAL, "supervise-flag", "supervise: %s '%s' is not a whole number >= %ld", name, v, min);
+    ct_error_set(err, CT_EINVAL, "supervise-flag", "supervise: %s '%s' is not a whole number from %ld to %ld", name,
+                 v, min, max);
     return ct_error_hint(err, "ctrain supervise --max-restarts 3 --spare-nodes 1 -- ctrain fit ...");
+}
+
+/* srun --mpi=TYPE: a plugin's name (pmix, pmix_v4, pmi2, none, cray_shasta), not empty. */
+static int parse_mpi(const char *v, const char **out, ct_error *err)
+{
+    if (*v && strlen(v) < 32 && v[strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789_")] == '\0') {
+        *out = v;
+        return 0;
+    }
+    ct_error_set(err, CT_EINVAL, "supervise-flag", "supervise: --mpi '%s' is not an MPI plugin's name", v);
+    return ct_error_hint(err, "srun --mpi=list names them: pmix (the default), pmix_v4, pmi2, none");
 }
 
 static int parse_args(int argc, char **argv, struct sv_opts *o, int *help, ct_error *err)
@@ -190,14 +203,15 @@ static int parse_args(int argc, char **argv, struct sv_opts *o, int *help, ct_er
             *help = 1;
             return 0;
         }
+        /* Bounds a job can mean: each restart is a new step (minutes of SLURM's and the fit's start). */
         if ((v = ct_cli_flag_value(argc, argv, &i, "--max-restarts", &missing)))
-            rc = parse_long_flag("--max-restarts", v, 0, &o->max_restarts, err);
+            rc = parse_long_flag("--max-restarts", v, 0, MAX_RESTARTS, &o->max_restarts, err);
         else if ((v = ct_cli_flag_value(argc, argv, &i, "--spare-nodes", &missing)))
-            rc = parse_long_flag("--spare-nodes", v, 0, &o->spares, err);
+            rc = parse_long_flag("--spare-nodes", v, 0, 100000, &o->spares, err);
         else if ((v = ct_cli_flag_value(argc, argv, &i, "--ntasks-per-node", &missing)))
-            rc = parse_long_flag("--ntasks-per-node", v, 1, &o->tasks_per_node, err);
+            rc = parse_long_flag("--ntasks-per-node", v, 1, 100000, &o->tasks_per_node, err);
         else if ((v = ct_cli_flag_value(argc, argv, &i, "--mpi", &missing)))
-            o->mpi = v;
+            rc = parse_mpi(v, &o->mpi, err);
         else if (missing) {
             ct_error_set(err, CT_EINVAL, "supervise-flag", "supervise: %s needs a value", argv[i]);
             return ct_error_hint(err, "ctrain supervise --help");

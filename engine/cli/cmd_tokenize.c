@@ -38,19 +38,18 @@ static void tokenize_usage(FILE *out)
 static int append_file(const char *path, uint16_t **buf, size_t *len, size_t *cap, ct_error *err)
 {
     unsigned char chunk[65536];
-    FILE *f = fopen(path, "rb");
+    /* Opened as every input is (engine/util/fsutil.h): a regular file, a FIFO never waited on. */
+    int fd = ct_fs_open_input(path, "--input", err);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
     size_t start = *len, r;
-    struct stat st;
 
     if (!f) {
-        ct_error_set(err, errno == ENOENT ? CT_EINVAL : CT_EIO, "tokenize-input", "--input %s: %s", path,
-                     strerror(errno));
-        return ct_error_hint(err, "give a readable text file");
-    }
-    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
-        fclose(f);
-        ct_error_set(err, CT_EINVAL, "tokenize-input", "--input %s is a directory", path);
-        return ct_error_hint(err, "give each text file with its own --input");
+        if (fd >= 0)
+            close(fd);
+        /* A missing file, a directory or a pipe is bad input (exit 2), as a bad flag is. */
+        if (err && err->code != CT_EIO)
+            err->code = CT_EINVAL;
+        return err ? ct_error_hint(err, "give a readable text file (each with its own --input)") : CT_EINVAL;
     }
     while ((r = fread(chunk, 1, sizeof(chunk), f)) > 0) {
         if (*len + r > *cap) {

@@ -14,6 +14,7 @@
 
 #include "ctrain/nodecheck.h"
 #include "ctrain/util.h"
+#include "engine/util/fsutil.h"
 
 static void __attribute__((format(printf, 2, 3))) finding(ct_nodecheck_result *r, const char *fmt, ...)
 {
@@ -208,16 +209,17 @@ static void check_nic(const ct_nodecheck_input *in, ct_nodecheck_result *r)
 
 static void check_run_dir(const ct_nodecheck_input *in, ct_nodecheck_result *r)
 {
-    char path[4096];
+    char base[4096], path[4200];
     int fd, ok;
 
     if (!in->run_dir || !in->run_dir[0])
         return;
-    if (snprintf(path, sizeof(path), "%s/.ctrain-preflight-XXXXXX", in->run_dir) >= (int)sizeof(path)) {
+    if (snprintf(base, sizeof(base), "%s/.ctrain-preflight", in->run_dir) >= (int)sizeof(base)) {
         finding(r, "run directory %s: path too long", in->run_dir);
         return;
     }
-    if ((fd = mkstemp(path)) < 0) {
+    /* The one way ctrain creates a file (engine/util/fsutil.h): exclusive, never through a link. */
+    if ((fd = ct_fs_create_temp(base, path, sizeof(path))) < 0) {
         finding(r, "run directory %s: cannot create a file (%s)", in->run_dir, strerror(errno));
         return;
     }

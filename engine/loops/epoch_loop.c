@@ -170,7 +170,7 @@ static int epoch_steps(ct_run *run, ct_error *err)
         if (run->opt.val_check_interval > 0 && st->global_step % run->opt.val_check_interval == 0) {
             if ((rc = loss_drain(run, &loss_sum, &loss_n, err)) || (rc = ct_fit_validate(run, batches, err)))
                 return rc;
-            if (st->early_stopped)
+            if (st->early_stopped || run->stop.agreed)
                 return 0;
             validated = 1;
         }

@@ -76,6 +76,8 @@ int ct_fit_loop_run(ct_run *run, ct_error *err)
             rc = ct_fit_validate(run, steps, err);
         if (rc)
             return rc;
+        if (run->stop.agreed)          /* a stop signal during validation */
+            return save_on_stop(run, err);
         if (st->early_stopped)
             return 0;
     }

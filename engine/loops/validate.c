@@ -93,6 +93,10 @@ int ct_fit_validate(ct_run *run, size_t batches_per_epoch, ct_error *err)
         val.metrics[i] = NAN;
     if (has_val && (rc = ct_eval_loop_run_limited(run, CT_SPLIT_VAL, &val, err)))
         return rc;
+    /* Stopped during validation: nothing measured, nothing recorded; the fit loop saves where the
+     * counters stand (an epoch's end validates again on resuming). */
+    if (run->stop.agreed)
+        return 0;
     /* A finished epoch is stored as "the next epoch, step 0": resuming starts a fresh epoch. */
     if ((size_t)st->step_in_epoch >= batches_per_epoch) {
         st->epoch++;

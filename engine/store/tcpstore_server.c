@@ -2,7 +2,16 @@
 /* The TCPStore server: PyTorch 2.6's TCPStoreMasterDaemon semantics (see include/ctrain/tcpstore.h)
  * on one thread of the hosting rank. Unlike PyTorch's, which reads a query with blocking recv once
  * poll says a byte arrived, every connection here is non-blocking with an input buffer, and a
- * query runs only once all of it is there: a client that stalls mid-query stalls only itself. */
+ * query runs only once all of it is there: a client that stalls mid-query stalls only itself.
+ *
+ * Anyone who can reach the port can connect (SECURITY.md), so what one client can cost is bounded
+ * (issue 48 item 3): a query's framing is scanned once, resuming where the last read ended (a
+ * half-sent MULTI_SET of 32 MiB was parsed again from its start on every read: seconds of CPU); a
+ * connection that has not sent VALIDATE within HANDSHAKE_S is dropped, and beyond MAX_PENDING such
+ * connections the oldest goes; at MAX_CONNS new ones are closed at once; out of descriptors
+ * (EMFILE), the oldest pending connection is dropped and the listening socket rests a moment
+ * instead of waking the thread again at once (it spun at full CPU); the bytes buffered over all
+ * connections are capped (IN_TOTAL_MAX). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +27,7 @@
 #include <unistd.h>
 
 #include "ctrain/tcpstore.h"
+#include "ctrain/util.h"
 #include "engine/store/wire.h"
 
 struct entry {
@@ -26,10 +36,20 @@ struct entry {
     struct entry *next;
 };
 
+/* Where the scan of the first pending query stands: its framing is walked once over all reads. */
+struct frame {
+    int started;         /* the header is read: vecs and tail are known */
+    size_t off;          /* bytes of the query scanned */
+    uint64_t vecs;       /* length-prefixed strings still to come */
+    size_t tail;         /* fixed bytes after them (ADD's delta) */
+};
+
 struct conn {
     int fd;
     int validated;       /* its first query was VALIDATE with the magic number */
     int dead;
+    double born;         /* ct_time_now() at accept: the handshake's deadline runs from here */
+    struct frame fr;
     uint8_t *in;
     size_t in_len, in_cap;
     struct wbuf out;
@@ -49,7 +69,15 @@ struct ct_tcpstore_server {
     int n_conns, cap_conns;
     struct entry **table;
     size_t n_buckets, n_keys;
+    size_t in_total;     /* input buffers' bytes over all connections */
+    double listen_rest;  /* ct_time_now() until which the listening socket is not polled (EMFILE) */
 };
+
+#define HANDSHAKE_S 5.0                          /* VALIDATE is a client's first bytes: one round trip */
+#define MAX_PENDING 256                          /* connections not validated yet */
+#define MAX_CONNS 65536
+#define IN_TOTAL_MAX (CT_TCPSTORE_MAX_VALUE + ((size_t)64 << 20))   /* one largest value, and room */
+#define LISTEN_REST_S 0.1
 
 /* ---------------------------------------------------------------- the table */
 
@@ -459,24 +487,94 @@ static void conn_flush(struct conn *c)
         c->out.len = c->out_off = 0;
 }
 
+/* The framing of the query at p (len bytes so far), from where f stands: 1 and *qlen when it is
+ * whole, 0 when more bytes must come, -1 when it is malformed (unknown type, a count or a length
+ * past the bound). Each byte is looked at once, however the query is split over reads. */
+static int frame_scan(struct frame *f, const uint8_t *p, size_t len, size_t *qlen)
+{
+    if (!f->started) {
+        size_t head = 1;
+        uint64_t n = 0, per = 0;
+
+        if (len < 1)
+            return 0;
+        switch (p[0]) {
+        case CT_TCPSTORE_VALIDATE: case CT_TCPSTORE_PING:     head = 5; break;
+        case CT_TCPSTORE_GETNUMKEYS: case CT_TCPSTORE_CANCEL_WAIT: break;
+        case CT_TCPSTORE_GET: case CT_TCPSTORE_DELETE_KEY:   f->vecs = 1; break;
+        case CT_TCPSTORE_SET: case CT_TCPSTORE_APPEND:       f->vecs = 2; break;
+        case CT_TCPSTORE_COMPARE_SET:                        f->vecs = 3; break;
+        case CT_TCPSTORE_ADD:                                f->vecs = 1, f->tail = 8; break;
+        case CT_TCPSTORE_CHECK: case CT_TCPSTORE_WAIT: case CT_TCPSTORE_MULTI_GET: head = 9, per = 1; break;
+        case CT_TCPSTORE_MULTI_SET:                          head = 9, per = 2; break;
+        default:
+            return -1;
+        }
+        if (len < head) {
+            f->vecs = f->tail = 0;
+            return 0;
+        }
+        if (per) {
+            memcpy(&n, p + 1, 8);
+            if (n > CT_TCPSTORE_MAX_VALUE / 8)
+                return -1;
+            f->vecs = n * per;
+        }
+        f->off = head;
+        f->started = 1;
+    }
+    while (f->vecs) {
+        uint64_t l;
+
+        if (len - f->off < 8)
+            return 0;
+        memcpy(&l, p + f->off, 8);
+        if (l > CT_TCPSTORE_MAX_VALUE)
+            return -1;
+        if (len - f->off - 8 < l)
+            return 0;
+        f->off += 8 + (size_t)l;
+        f->vecs--;
+    }
+    if (len - f->off < f->tail)
+        return 0;
+    *qlen = f->off + f->tail;
+    memset(f, 0, sizeof(*f));
+    return 1;
+}
+
 /* Run every whole query in the input; keep the rest for the next read. */
 static void conn_run(struct ct_tcpstore_server *s, struct conn *c)
 {
-    size_t used = 0;
+    size_t used = 0, qlen = 0;
 
     while (!c->dead && used < c->in_len) {
-        struct rbuf r = { .p = c->in + used, .len = c->in_len - used };
-        if (query(s, c, &r)) {
-            if (!r.short_)
+        struct rbuf r = { .p = c->in + used };
+        int whole;
+
+        /* PyTorch drops a connection whose first query is not VALIDATE: at its first byte here. */
+        if (!c->validated && c->in[used] != CT_TCPSTORE_VALIDATE) {
+            c->dead = 1;
+            break;
+        }
+        if ((whole = frame_scan(&c->fr, c->in + used, c->in_len - used, &qlen)) <= 0) {
+            if (whole < 0)
                 c->dead = 1;
             break;
         }
-        used += r.off;
+        r.len = qlen;
+        if (query(s, c, &r) || r.off != qlen) {
+            c->dead = 1;
+            break;
+        }
+        used += qlen;
     }
     if (c->out.oom)
         c->dead = 1;
-    memmove(c->in, c->in + used, c->in_len - used);
-    c->in_len -= used;
+    if (used) {
+        memmove(c->in, c->in + used, c->in_len - used);
+        c->in_len -= used;
+    }
 }
 
 static void conn_read(struct ct_tcpstore_server *s, struct conn *c)
@@ -487,11 +585,14 @@ static void conn_read(struct ct_tcpstore_server *s, struct conn *c)
         if (c->in_cap - c->in_len < 65536) {
             size_t cap = c->in_cap ? c->in_cap * 2 : 65536;
             uint8_t *p;
-            /* A single query is at most a few values of CT_TCPSTORE_MAX_VALUE. */
-            if (cap > 4 * CT_TCPSTORE_MAX_VALUE || !(p = realloc(c->in, cap))) {
+            /* A single query is at most a few values of CT_TCPSTORE_MAX_VALUE; all connections'
+             * buffers together at most IN_TOTAL_MAX (a client that would pass it is dropped). */
+            if (cap > 4 * CT_TCPSTORE_MAX_VALUE || s->in_total - c->in_cap + cap > IN_TOTAL_MAX ||
+                !(p = realloc(c->in, cap))) {
                 c->dead = 1;
                 return;
             }
+            s->in_total += cap - c->in_cap;
             c->in = p;
             c->in_cap = cap;
         }
@@ -511,12 +612,50 @@ static void conn_read(struct ct_tcpstore_server *s, struct conn *c)
         c->dead = 1;   /* its waits go with it */
 }
 
+/* Drop the connection that has waited longest without validating; 0 when there is none. */
+static int drop_oldest_pending(struct ct_tcpstore_server *s)
+{
+    struct conn *old = NULL;
+
+    for (int i = 0; i < s->n_conns; i++)
+        if (!s->conns[i]->validated && !s->conns[i]->dead && (!old || s->conns[i]->born < old->born))
+            old = s->conns[i];
+    if (!old)
+        return 0;
+    old->dead = 1;
+    close(old->fd);   /* its descriptor now: the accept that failed for want of one may succeed */
+    old->fd = -1;
+    return 1;
+}
+
+static int pending(const struct ct_tcpstore_server *s)
+{
+    int n = 0;
+
+    for (int i = 0; i < s->n_conns; i++)
+        n += !s->conns[i]->validated && !s->conns[i]->dead;
+    return n;
+}
+
 static void srv_accept(struct ct_tcpstore_server *s)
 {
     for (;;) {
         int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0)
+        if (fd < 0) {
+            /* Out of descriptors or memory: the connection stays queued and the socket readable,
+             * so polling it again at once would spin. Make room and rest. */
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                drop_oldest_pending(s);
+                s->listen_rest = ct_time_now() + LISTEN_REST_S;
+            }
             return;
+        }
+        if (s->n_conns >= MAX_CONNS) {
+            close(fd);
+            continue;
+        }
+        if (pending(s) >= MAX_PENDING)
+            drop_oldest_pending(s);
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         if (s->n_conns == s->cap_conns) {
@@ -535,18 +674,42 @@ static void srv_accept(struct ct_tcpstore_server *s)
             continue;
         }
         c->fd = fd;
+        c->born = ct_time_now();
         s->conns[s->n_conns++] = c;
     }
+}
+
+/* Connections past their handshake's deadline are dropped; the milliseconds until the next
+ * deadline (or the listening socket's rest) ends, -1 when none is pending. */
+static int srv_deadlines(struct ct_tcpstore_server *s)
+{
+    double now = ct_time_now(), next = -1;
+
+    for (int i = 0; i < s->n_conns; i++) {
+        struct conn *c = s->conns[i];
+
+        if (c->validated || c->dead)
+            continue;
+        if (now >= c->born + HANDSHAKE_S)
+            c->dead = 1;
+        else if (next < 0 || c->born + HANDSHAKE_S < next)
+            next = c->born + HANDSHAKE_S;
+    }
+    if (s->listen_rest > now && (next < 0 || s->listen_rest < next))
+        next = s->listen_rest;
+    return next < 0 ? -1 : (int)((next - now) * 1000) + 1;
 }
 
 static void srv_reap(struct ct_tcpstore_server *s)
 {
     int j = 0;
     for (int i = 0; i < s->n_conns; i++) {
-        if (s->conns[i]->dead)
+        if (s->conns[i]->dead) {
+            s->in_total -= s->conns[i]->in_cap;
             conn_free(s->conns[i]);
-        else
+        } else {
             s->conns[j++] = s->conns[i];
+        }
     }
     s->n_conns = j;
 }
@@ -558,7 +721,7 @@ static void *srv_main(void *arg)
     int cap = 0;
 
     for (;;) {
-        int n = s->n_conns + 2;
+        int n = s->n_conns + 2, timeout;
         if (n > cap) {
             struct pollfd *p = realloc(fds, (size_t)n * sizeof(*p));
             if (!p) {
@@ -568,12 +731,16 @@ static void *srv_main(void *arg)
             fds = p;
             cap = n;
         }
+        timeout = srv_deadlines(s);
+        srv_reap(s);
+        n = s->n_conns + 2;
         fds[0] = (struct pollfd){ .fd = s->ctl[0], .events = POLLIN };
-        fds[1] = (struct pollfd){ .fd = s->listen_fd, .events = POLLIN };
+        /* A negative descriptor is not polled: the listening socket rests after EMFILE. */
+        fds[1] = (struct pollfd){ .fd = s->listen_rest > ct_time_now() ? -1 : s->listen_fd, .events = POLLIN };
         for (int i = 0; i < s->n_conns; i++)
             fds[i + 2] = (struct pollfd){ .fd = s->conns[i]->fd,
                                           .events = POLLIN | (s->conns[i]->out.len ? POLLOUT : 0) };
-        if (poll(fds, (nfds_t)n, -1) < 0) {
+        if (poll(fds, (nfds_t)n, timeout) < 0) {
             if (errno == EINTR)
                 continue;
             break;
@@ -589,7 +756,7 @@ static void *srv_main(void *arg)
         for (int i = 0; i < s->n_conns; i++)
             conn_flush(s->conns[i]);
         srv_reap(s);
-        if (fds[1].revents & POLLIN)
+        if (fds[1].fd >= 0 && (fds[1].revents & POLLIN))
             srv_accept(s);
     }
     free(fds);

@@ -162,6 +162,10 @@ int ct_run_place(ct_run *run, const ct_trainer_config *cfg, ct_error *err)
     ct_model *host = run->model, *device;
     int rc;
 
+    /* Every rank runs rank 0's run (its flags, data and model), or none goes on: checked before
+     * rank 0's weights are broadcast. */
+    if (run->world > 1 && (rc = ct_run_check_fingerprint(run, err)))
+        return rc;
     if ((rc = ct_strategy_model_to_device(run->strategy, host, run->optim, max_batch, &device, err)))
         return rc;
     run->model = device;

@@ -17,23 +17,23 @@ static int fit(ct_run *run, const ct_trainer_job *job, ct_trainer_result *res, c
 
     if ((rc = ct_run_prepare_fit(run, job->cfg, err)))
         return rc;
-    if ((rc = ct_ckpt_connector_restore(run, job, &resumed, err)))
-        return rc;
-    if ((rc = ct_ckpt_connector_open_outputs(run, job->cfg, resumed, err)))
+    if ((rc = ct_ckpt_connector_restore(run, job, &resumed, err)) ||
+        (rc = ct_ckpt_connector_open_outputs(run, job->cfg, resumed, err)))
         return rc;
     /* The run's directory is checked: the hang record moves into its live file there. */
     ct_strategy_set_trace(run->strategy, ct_hang_map());
     if ((rc = ct_fit_loop_run(run, err)))
         return rc;
-    /* A stop, like the end of fit, leaves last.safetensors complete: the pending asynchronous write
-     * is waited for (every rank learns whether it failed) before anything reads it or exits 75. */
-    if (run->stop.agreed || run->straggler_stop)
-        return (rc = ct_run_checkpoint_wait(run, err)) ? rc : ct_signal_connector_finish(run, job->cfg, err);
     /* The end of fit tests best.safetensors (never the file written in the background) while the
-     * last write completes, and waits for it only before the summary names it. */
-    if ((rc = ct_ckpt_connector_load_best(run, job->cfg, best, sizeof(best), err)) ||
-        (rc = ct_eval_loop_run(run, CT_SPLIT_TEST, &test, err)) || (rc = ct_run_checkpoint_wait(run, err)))
+     * last write completes. A stop (in training, validation or the test), like the end of fit,
+     * leaves last.safetensors complete: the pending write is waited for (every rank learns whether
+     * it failed) before anything reads it, the summary names it or the ranks exit 75. */
+    if (!run->stop.agreed && !run->straggler_stop &&
+        ((rc = ct_ckpt_connector_load_best(run, job->cfg, best, sizeof(best), err)) ||
+         (rc = ct_eval_loop_run(run, CT_SPLIT_TEST, &test, err))))
         return rc;
+    if ((rc = ct_run_checkpoint_wait(run, err)) || run->stop.agreed || run->straggler_stop)
+        return rc ? rc : ct_signal_connector_finish(run, job->cfg, err);
     ct_result_fit(res, run, &test, best);
     rc = run->is_zero ? ct_summary_write(job, res, run, err) : 0;
     return ct_rank_zero_status(run, rc, err);

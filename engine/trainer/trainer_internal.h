@@ -32,6 +32,10 @@ int ct_run_build(ct_run *run, const ct_trainer_job *job, ct_error *err);
 int ct_run_place(ct_run *run, const ct_trainer_config *cfg, ct_error *err);
 /* fit: the monitored metric, the host-gradient controls, the train sampler. */
 int ct_run_prepare_fit(ct_run *run, const ct_trainer_config *cfg, ct_error *err);
+/* Before rank 0's weights are broadcast (ct_run_place): every rank's flags, data identity and
+ * parameter count are rank 0's, or every rank fails (CT_ECONFLICT), each that differs naming what
+ * (engine/trainer/fingerprint.c). */
+int ct_run_check_fingerprint(ct_run *run, ct_error *err);
 /* Everything the run owns: data, models, optimizer, buffers, files. */
 void ct_run_free(ct_run *run);
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ctrain/error.h"
+#include "ctrain/util.h"
 
 void ct_error_clear(ct_error *err)
 {
@@ -87,7 +88,12 @@ int ct_error_exit_status(int code)
 
 void ct_error_print(FILE *stream, const ct_error *err)
 {
-    fprintf(stream, "ctrain: error: %s\n", err->msg[0] ? err->msg : ct_error_code_name(err->code));
+    /* Messages name files, records and what other ranks sent: escaped for the terminal (a control
+     * character in a path or a peer's host name cannot erase a line or print a fake one). */
+    char text[4 * sizeof(err->msg)];
+
+    ct_str_escape(text, sizeof(text), err->msg[0] ? err->msg : ct_error_code_name(err->code));
+    fprintf(stream, "ctrain: error: %s\n", text);
     if (err->hint[0])
-        fprintf(stream, "ctrain: hint: %s\n", err->hint);
+        fprintf(stream, "ctrain: hint: %s\n", ct_str_escape(text, sizeof(text), err->hint));
 }

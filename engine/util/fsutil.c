@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,27 @@ int ct_fs_mkdirs(const char *dir, char *failed, size_t size)
     }
 }
 
+/* The directory's owner and mode: ours, and not open to others unless sticky. */
+static int check_dir_st(const char *dir, const char *flag, const struct stat *st, ct_error *err)
+{
+    if (!S_ISDIR(st->st_mode))
+        return ct_error_set(err, CT_ECONFLICT, "fs-dir", "%s %s is not a directory", flag, dir);
+    if (st->st_uid != geteuid()) {
+        ct_error_set(err, CT_ECONFLICT, "fs-dir-owner", "%s %s belongs to uid %ld, not to this user (uid %ld): "
+                     "its owner could replace what ctrain writes there", flag, dir, (long)st->st_uid,
+                     (long)geteuid());
+        return ct_error_hint(err, "choose a directory of your own, e.g. %s %s/<run name> after mkdir", flag, dir);
+    }
+    /* Others may create names in it: without the sticky bit they may also rename or delete ours. */
+    if ((st->st_mode & S_IWOTH) && !(st->st_mode & S_ISVTX)) {
+        ct_error_set(err, CT_ECONFLICT, "fs-dir-mode", "%s %s is writable by every user (mode %04o) and "
+                     "not sticky: anyone could replace what ctrain writes there", flag, dir,
+                     (unsigned)(st->st_mode & 07777));
+        return ct_error_hint(err, "chmod o-w %s (or chmod +t), or choose another directory", dir);
+    }
+    return 0;
+}
+
 int ct_fs_check_dir(const char *dir, const char *flag, ct_error *err)
 {
     struct stat st;
@@ -47,21 +69,28 @@ int ct_fs_check_dir(const char *dir, const char *flag, ct_error *err)
     if (stat(dir, &st))
         return ct_error_set(err, errno == ENOENT ? CT_ENOENT : CT_EIO, "fs-dir", "%s %s: %s", flag, dir,
                             strerror(errno));
-    if (!S_ISDIR(st.st_mode))
-        return ct_error_set(err, CT_ECONFLICT, "fs-dir", "%s %s is not a directory", flag, dir);
-    if (st.st_uid != geteuid()) {
-        ct_error_set(err, CT_ECONFLICT, "fs-dir-owner", "%s %s belongs to uid %ld, not to this user (uid %ld): "
-                     "its owner could replace what ctrain writes there", flag, dir, (long)st.st_uid,
-                     (long)geteuid());
-        return ct_error_hint(err, "choose a directory of your own, e.g. %s %s/<run name> after mkdir", flag, dir);
+    return check_dir_st(dir, flag, &st, err);
+}
+
+int ct_fs_make_dir(const char *dir, const char *what, ct_error *err)
+{
+    struct stat st;
+
+    if (mkdir(dir, 0777) && errno != EEXIST)
+        return ct_error_set(err, CT_EIO, "fs-dir", "%s %s: cannot make it: %s", what, dir, strerror(errno));
+    /* lstat: a name someone else planted in a shared run directory (a link to a directory of this
+     * user's elsewhere, or one of theirs) is not where ctrain's files go. */
+    if (lstat(dir, &st))
+        return ct_error_set(err, CT_EIO, "fs-dir", "%s %s: %s", what, dir, strerror(errno));
+    if (S_ISLNK(st.st_mode)) {
+        ct_error_set(err, CT_ECONFLICT, "fs-symlink", "%s %s is a symbolic link: ctrain does not write run "
+                     "files through one", what, dir);
+        return ct_error_hint(err, "remove the link (ctrain makes the directory itself), or choose a "
+                                  "--default-root-dir of your own");
     }
-    /* Others may create names in it: without the sticky bit they may also rename or delete ours. */
-    if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) {
-        ct_error_set(err, CT_ECONFLICT, "fs-dir-mode", "%s %s is writable by every user (mode %04o) and "
-                     "not sticky: anyone could replace what ctrain writes there", flag, dir,
-                     (unsigned)(st.st_mode & 07777));
-        return ct_error_hint(err, "chmod o-w %s (or chmod +t), or choose another directory", dir);
-    }
+    if (check_dir_st(dir, what, &st, err))
+        return ct_error_hint(err, "remove %s (ctrain makes it itself), or choose a --default-root-dir that only "
+                                  "you can write", dir);
     return 0;
 }
 
@@ -144,6 +173,50 @@ int ct_fs_open_input(const char *path, const char *what, ct_error *err)
     return fd;
 }
 
+int ct_fs_read_input(const char *path, const char *what, size_t max, char **out, size_t *len, ct_error *err)
+{
+    ct_error local;
+    int fd, rc;
+    struct stat st;
+    size_t got = 0;
+    ssize_t r = 1;
+    char *buf = NULL;
+
+    if (!err)
+        err = &local;
+    *out = NULL;
+    if ((fd = ct_fs_open_input(path, what, err)) < 0)
+        return err->code;
+    if (fstat(fd, &st) || (uint64_t)st.st_size > max) {
+        rc = ct_error_set(err, CT_EFORMAT, "fs-input-size", "%s %s is %lld bytes, more than the %zu bytes ctrain "
+                          "reads from one", what, path, (long long)st.st_size, max);
+        ct_error_hint(err, "it is not a file ctrain wrote: remove it, or give the right file");
+        goto fail;
+    }
+    if (!(buf = malloc((size_t)st.st_size + 1))) {
+        rc = ct_error_set(err, CT_ENOMEM, "fs-input", "%s %s: out of memory", what, path);
+        goto fail;
+    }
+    /* Up to one byte past its size: a file that grew meanwhile is refused, never read on. */
+    while (got <= (size_t)st.st_size && (r = read(fd, buf + got, (size_t)st.st_size + 1 - got)) > 0)
+        got += (size_t)r;
+    if (r < 0 || got > (size_t)st.st_size) {
+        rc = ct_error_set(err, r < 0 ? CT_EIO : CT_EFORMAT, "fs-input", "%s %s: %s", what, path,
+                          r < 0 ? strerror(errno) : "it grew while being read");
+        goto fail;
+    }
+    buf[got] = '\0';
+    close(fd);
+    *out = buf;
+    if (len)
+        *len = got;
+    return 0;
+fail:
+    free(buf);
+    close(fd);
+    return rc;
+}
+
 int ct_fs_open_output(const char *path, int append, ct_error *err)
 {
     /* No O_TRUNC at open: a file found to be someone else's must stay as it is. */
@@ -191,7 +264,7 @@ int ct_fs_create_temp(const char *path, char *tmp, size_t size)
         for (int i = 0; i < CT_FS_TEMP_RANDOM; i++)
             tmp[base + (size_t)i] = chars[r[i] % (sizeof(chars) - 1)];
         tmp[base + CT_FS_TEMP_RANDOM] = '\0';
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+        fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);   /* read too: a mapping needs it */
         if (fd >= 0 || errno != EEXIST)
             return fd;
     }

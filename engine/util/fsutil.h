@@ -43,8 +43,19 @@ int ct_fs_open_output(const char *path, int append, ct_error *err);
  * CT_ENOENT when path does not exist, CT_EFORMAT when it is not a regular file, CT_EIO otherwise. */
 int ct_fs_open_input(const char *path, const char *what, ct_error *err);
 
-/* Create the exclusive temp file beside path: tmp (size bytes) receives its name. A descriptor
- * (mode 0666 & ~umask, close-on-exec), or -1 with errno set. */
+/* Read path whole (a hang record, a live record, a node summary, a config): what ct_fs_open_input
+ * opens, and at most max bytes of it: a larger file is refused naming its size and the cap
+ * (CT_EFORMAT). *out (malloc'd, NUL-terminated after its *len bytes; len may be NULL) on 0. */
+int ct_fs_read_input(const char *path, const char *what, size_t max, char **out, size_t *len, ct_error *err);
+
+/* Make dir (one level; its parent exists), or take the one there, for files ctrain writes in it
+ * (DIR/hang): it must be a directory itself (not a symlink to one), owned by this user and not
+ * writable by others unless sticky. what names it in the message. CT_ECONFLICT with a hint when
+ * another user made it or planted a link, CT_EIO when it cannot be made. */
+int ct_fs_make_dir(const char *dir, const char *what, ct_error *err);
+
+/* Create the exclusive temp file beside path: tmp (size bytes) receives its name. A descriptor open
+ * for reading and writing (mode 0666 & ~umask, close-on-exec), or -1 with errno set. */
 int ct_fs_create_temp(const char *path, char *tmp, size_t size);
 
 /* Write len bytes to path atomically: exclusive temp beside it, fsync, rename over path. */

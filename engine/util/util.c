@@ -101,6 +101,59 @@ int ct_str_copy(char *dst, size_t size, const char *src)
     return 0;
 }
 
+/* Length of the well-formed UTF-8 sequence at p (2 to 4 bytes), 0 when it is not one. */
+static size_t utf8_len(const unsigned char *p)
+{
+    size_t n = p[0] >= 0xc2 && p[0] <= 0xdf ? 2 : p[0] >= 0xe0 && p[0] <= 0xef ? 3 : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 0;
+
+    for (size_t i = 1; i < n; i++)
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+    /* Overlong and surrogate forms are not text either. */
+    if ((n == 3 && p[0] == 0xe0 && p[1] < 0xa0) || (n == 3 && p[0] == 0xed && p[1] >= 0xa0) ||
+        (n == 4 && p[0] == 0xf0 && p[1] < 0x90) || (n == 4 && p[0] == 0xf4 && p[1] >= 0x90))
+        return 0;
+    return n;
+}
+
+const char *ct_str_escape(char *dst, size_t size, const char *src)
+{
+    const unsigned char *p = (const unsigned char *)(src ? src : "");
+    size_t out = 0;
+
+    if (!size)
+        return dst;
+    while (*p) {
+        char piece[8];
+        size_t n = utf8_len(p), len;
+
+        /* C0 controls, DEL, the C1 controls (U+0080-U+009F: CSI is U+009B) and bytes that are not
+         * UTF-8 (a lone 0x9B is CSI to an 8-bit terminal) are written as \xNN / \u00NN. */
+        if (*p < 0x20 || *p == 0x7f) {
+            len = (size_t)snprintf(piece, sizeof(piece), "\\x%02x", *p);
+            n = 1;
+        } else if (*p < 0x80) {
+            piece[0] = (char)*p;
+            len = n = 1;
+        } else if (n == 2 && p[0] == 0xc2 && p[1] < 0xa0) {
+            len = (size_t)snprintf(piece, sizeof(piece), "\\u00%02x", p[1]);
+        } else if (n) {
+            memcpy(piece, p, n);
+            len = n;
+        } else {
+            len = (size_t)snprintf(piece, sizeof(piece), "\\x%02x", *p);
+            n = 1;
+        }
+        if (out + len >= size)
+            break;                    /* cut before a whole piece: never half an escape or a character */
+        memcpy(dst + out, piece, len);
+        out += len;
+        p += n;
+    }
+    dst[out] = '\0';
+    return dst;
+}
+
 char *ct_strdup(const char *s)
 {
     return s ? strdup(s) : NULL;

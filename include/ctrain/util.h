@@ -21,6 +21,12 @@ int ct_str_distance(const char *a, const char *b);
 /* snprintf into a fixed buffer that reports truncation as -1. */
 int ct_str_copy(char *dst, size_t size, const char *src);
 
+/* src made safe for a terminal, into dst (size bytes, cut at a whole character): control characters
+ * (C0, DEL, C1) and bytes that are not UTF-8 are written as \xNN (\u00NN for a C1 character), so
+ * text read from a file or received from another rank cannot move the cursor, erase or retitle
+ * anything. The one escaping helper: whatever ctrain prints of such text goes through it. Returns dst. */
+const char *ct_str_escape(char *dst, size_t size, const char *src);
+
 /* Duplicate or abort-free NULL on OOM. */
 char *ct_strdup(const char *s);
 

@@ -1221,7 +1221,7 @@ static void test_node_summary_refused(void **state)
     ct_node_summary back;
     const ct_node_summary *s;
     ct_error err;
-    char tdir[] = "/tmp/ctrain-test-summary-XXXXXX", path[128], xml[1200];
+    char tdir[] = "/tmp/ctrain-test-summary-XXXXXX", path[128], other[160], xml[1200];
 
     assert_non_null(mkdtemp(tdir));
     snprintf(path, sizeof(path), "%s/node", tdir);
@@ -1259,6 +1259,20 @@ static void test_node_summary_refused(void **state)
     assert_int_equal(chmod(tdir, 0777), 0);
     expect_refused(path, xml, "its directory is not owned and writable by root only");
     assert_int_equal(chmod(tdir, 0755), 0);
+    /* A FIFO planted as the summary (issue 48 item 4): refused at once, never waited on in
+     * slurmstepd (the alarm ends the test where an open would block); a link to a good summary is
+     * refused as well. */
+    snprintf(other, sizeof(other), "%s/good", tdir);
+    assert_int_equal(rename(path, other), 0);
+    assert_int_equal(mkfifo(path, 0644), 0);
+    alarm(10);
+    expect_refused(path, xml, "it is not a regular file");
+    alarm(0);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(symlink(other, path), 0);
+    expect_refused(path, xml, "it is a symbolic link");
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(unlink(other), 0);
     assert_int_equal(ct_topology_summary_write(v.topo, "test", path, &err), 0);
     assert_int_equal(ct_node_summary_read(path, 0, "test", xml, &back, &err), 0); /* CPUs only: an I/O one serves */
     ct_node_summary_free(&back);

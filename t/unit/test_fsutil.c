@@ -19,6 +19,7 @@
 
 #include <cmocka.h>
 
+#include "ctrain/util.h"
 #include "engine/util/fsutil.h"
 
 static int umask_calls, dir_fsyncs;
@@ -116,12 +117,31 @@ static void test_output_refuses_hard_link(void **state)
     close(fd);
 }
 
+/* ct_str_escape (issue 48 item 5): C0, DEL, C1 and bytes that are not UTF-8 escaped; text, UTF-8
+ * included, kept; a cut never leaves half an escape or half a character. */
+static void test_escape(void **state)
+{
+    char out[64];
+
+    (void)state;
+    assert_string_equal(ct_str_escape(out, sizeof(out), "node-01.cluster"), "node-01.cluster");
+    assert_string_equal(ct_str_escape(out, sizeof(out), "a\033]0;x\007b\r\n\t\177"), "a\\x1b]0;x\\x07b\\x0d\\x0a\\x09\\x7f");
+    assert_string_equal(ct_str_escape(out, sizeof(out), "n\xc2\x9b" "2J"), "n\\u009b2J");      /* C1 CSI */
+    assert_string_equal(ct_str_escape(out, sizeof(out), "n\x9b" "2J"), "n\\x9b2J");            /* a lone CSI byte */
+    assert_string_equal(ct_str_escape(out, sizeof(out), "caf\xc3\xa9 \xe2\x82\xac"), "caf\xc3\xa9 \xe2\x82\xac");
+    assert_string_equal(ct_str_escape(out, sizeof(out), "\xe0\x80\xaf"), "\\xe0\\x80\\xaf");    /* overlong '/' */
+    assert_string_equal(ct_str_escape(out, 6, "ab\033cd"), "ab");                              /* not "ab\x1" */
+    assert_string_equal(ct_str_escape(out, 4, "ab\xc3\xa9"), "ab");                            /* not half of é */
+    assert_string_equal(ct_str_escape(out, sizeof(out), NULL), "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_temp_mode_without_umask),
         cmocka_unit_test(test_atomic_syncs_dir),
         cmocka_unit_test(test_output_refuses_hard_link),
+        cmocka_unit_test(test_escape),
     };
 
     cmocka_set_message_output(CM_OUTPUT_TAP);

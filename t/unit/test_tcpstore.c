@@ -2,9 +2,13 @@
 /* The TCPStore server and client (PyTorch's wire protocol): every query both ways, WAIT woken by
  * another client and cancelled at its timeout, queries split across packets, what the server drops
  * (no VALIDATE, a corrupt length, a GET of nothing), and the errors: a port in use, nothing
- * listening, a name that does not resolve. */
+ * listening, a name that does not resolve. What one client can cost is bounded (issue 48 item 3): a
+ * connection silent past the handshake's deadline is dropped, beyond 256 pending the oldest goes,
+ * out of descriptors the store neither spins nor stops serving, and a half-sent MULTI_SET is not
+ * parsed again from its start on every read. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -15,7 +19,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -264,6 +271,160 @@ static void test_split_and_dropped(void **state)
     assert_int_equal(ct_tcpstore_ping(f->a, NULL), 0);
 }
 
+/* The CPU seconds of this process's other threads (the store's): /proc/self/task/T/stat's utime and
+ * stime, in clock ticks. */
+static double cpu_s(void)
+{
+    char path[64], buf[1024];
+    double ticks = 0;
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+
+    assert_non_null(d);
+    while ((e = readdir(d))) {
+        unsigned long ut = 0, st = 0;
+        FILE *f;
+        char *p;
+
+        if (e->d_name[0] == '.' || atoi(e->d_name) == (int)gettid())
+            continue;
+        snprintf(path, sizeof(path), "/proc/self/task/%s/stat", e->d_name);
+        if (!(f = fopen(path, "r")))
+            continue;
+        if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')) &&
+            sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) == 2)
+            ticks += (double)(ut + st);
+        fclose(f);
+    }
+    closedir(d);
+    return ticks / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* A connection that never sends VALIDATE is dropped within the handshake's deadline (5 s). */
+static void test_handshake_deadline(void **state)
+{
+    struct fx *f = *state;
+    int fd = raw_connect(ct_tcpstore_server_port(f->srv));
+    struct pollfd p = { .fd = fd, .events = POLLIN };
+    double t0 = ct_time_now();
+    char c;
+
+    assert_int_equal(poll(&p, 1, 9000), 1);
+    assert_true(read(fd, &c, 1) <= 0);
+    print_message("# a silent connection dropped after %.1f s\n", ct_time_now() - t0);
+    assert_true(ct_time_now() - t0 < 8);
+    close(fd);
+    assert_int_equal(ct_tcpstore_ping(f->a, NULL), 0);
+}
+
+/* 257 silent connections: the oldest is dropped at once (at most 256 wait for their handshake). */
+static void test_pending_cap(void **state)
+{
+    struct fx *f = *state;
+    int port = ct_tcpstore_server_port(f->srv), fds[257];
+
+    for (int i = 0; i < 257; i++)
+        fds[i] = raw_connect(port);
+    expect_dropped(fds[0]);
+    for (int i = 1; i < 257; i++)
+        close(fds[i]);
+    assert_int_equal(ct_tcpstore_ping(f->a, NULL), 0);
+}
+
+/* Out of descriptors: another process holds 60 silent connections while this one may open only a
+ * few more; the store's thread must not spin on the listening socket that stays readable (it
+ * burned 3.3 s of CPU in 5 s), and serves again once descriptors are free. */
+static void test_emfile(void **state)
+{
+    struct fx *f = *state;
+    int port = ct_tcpstore_server_port(f->srv), go[2], done[2], fd;
+    struct rlimit old, low;
+    double c0, c1;
+    pid_t child;
+    char b = 0;
+
+    assert_int_equal(pipe(go), 0);
+    assert_int_equal(pipe(done), 0);
+    fd = dup(0);                      /* the lowest free descriptor: how many this process holds */
+    close(fd);
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+    low = old;
+    low.rlim_cur = (rlim_t)fd + 16;
+    if ((child = fork()) == 0) {
+        int held[60];
+        close(go[1]);                 /* so that the parent's end, or its death, ends the wait below */
+        close(done[0]);
+        if (read(go[0], &b, 1) != 1)
+            _exit(1);
+        for (int i = 0; i < 60; i++)
+            held[i] = raw_connect(port);
+        if (write(done[1], &b, 1) != 1)
+            _exit(1);
+        if (read(go[0], &b, 1) < 0)   /* until the parent says (or dies) */
+            _exit(1);
+        for (int i = 0; i < 60; i++)
+            close(held[i]);
+        _exit(0);
+    }
+    assert_true(child > 0);
+    close(go[0]);
+    close(done[1]);
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+    assert_int_equal(write(go[1], &b, 1), 1);
+    assert_int_equal(read(done[0], &b, 1), 1);
+    usleep(200 * 1000);
+    c0 = cpu_s();
+    sleep(2);
+    c1 = cpu_s();
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+    assert_int_equal(write(go[1], &b, 1), 1);
+    waitpid(child, NULL, 0);
+    close(go[1]);
+    close(done[0]);
+    print_message("# out of descriptors: %.2f s of CPU in 2 s\n", c1 - c0);
+    assert_true(c1 - c0 < 0.5);
+    assert_int_equal(ct_tcpstore_ping(f->a, NULL), 0);
+}
+
+/* A MULTI_SET of 32 MiB of small pairs sent 4 KiB at a time (0.2 ms apart) and never finished: the
+ * store's thread scans each byte once (it parsed all again from the start on every read: seconds
+ * of CPU). */
+static void test_multi_set_incremental(void **state)
+{
+    struct fx *f = *state;
+    int fd = raw_connect(ct_tcpstore_server_port(f->srv));
+    size_t pairs = (32u << 20) / 18, n = 0, sent = 0;
+    uint8_t *q = malloc(pairs * 18 + 64);
+    uint32_t magic = CT_TCPSTORE_MAGIC;
+    uint64_t count = pairs + 1, one = 1;   /* one pair more than sent: never whole */
+    double c0;
+
+    assert_non_null(q);
+    q[n++] = CT_TCPSTORE_VALIDATE;
+    memcpy(q + n, &magic, 4), n += 4;
+    q[n++] = CT_TCPSTORE_MULTI_SET;
+    memcpy(q + n, &count, 8), n += 8;
+    for (size_t i = 0; i < pairs; i++) {
+        memcpy(q + n, &one, 8), n += 8;
+        q[n++] = (uint8_t)('a' + i % 26);
+        memcpy(q + n, &one, 8), n += 8;
+        q[n++] = 'v';
+    }
+    c0 = cpu_s();
+    while (sent < n) {
+        size_t chunk = n - sent < 4096 ? n - sent : 4096;
+        assert_int_equal(write(fd, q + sent, chunk), (ssize_t)chunk);
+        sent += chunk;
+        usleep(200);                  /* each chunk a read of its own on the store's side */
+    }
+    usleep(300 * 1000);
+    print_message("# a half-sent MULTI_SET of %zu bytes: %.2f s of CPU\n", n, cpu_s() - c0);
+    assert_true(cpu_s() - c0 < 1.0);
+    close(fd);
+    free(q);
+    assert_int_equal(ct_tcpstore_ping(f->a, NULL), 0);
+}
+
 /* A client's last SET right before it closes still lands (the end of the connection arrives in
  * the same read as the query), and wakes who waits for it. */
 static void test_set_then_close(void **state)
@@ -350,6 +511,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_set_then_close, setup, teardown),
         cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_prefix, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_handshake_deadline, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pending_cap, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_emfile, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_multi_set_incremental, setup, teardown),
     };
     cmocka_set_message_output(CM_OUTPUT_TAP);
     return cmocka_run_group_tests(tests, NULL, NULL);

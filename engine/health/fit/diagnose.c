@@ -29,6 +29,7 @@
 #include <cjson/cJSON.h>
 
 #include "ctrain/util.h"
+#include "engine/util/fsutil.h"
 #include "engine/health/fit/hang_live.h"
 #include "engine/health/fit/hang.h"
 
@@ -71,41 +72,44 @@ struct lives {
     double started;                                /* its earliest start */
 };
 
-static int read_text(const char *path, char **out)
-{
-    FILE *f = fopen(path, "r");
-    long n;
-    char *buf;
+/* The most a record can be: its few fields, and up to CT_TRACE_MAX_MISSING hosts of 64 bytes. */
+#define RECORD_MAX (1 << 20)
 
-    *out = NULL;
-    if (!f)
-        return errno == ENOENT ? 1 : -1;
-    if (fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 || n > (1 << 20) || fseek(f, 0, SEEK_SET) ||
-        !(buf = malloc((size_t)n + 1))) {
-        fclose(f);
-        return -1;
-    }
-    if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        fclose(f);
-        return -1;
-    }
-    buf[n] = '\0';
-    fclose(f);
-    *out = buf;
-    return 0;
+/* A string of a record made safe for the terminal, in place (ct_str_escape): the records are
+ * files anyone who can write DIR/hang may have made, and their host and collective names are
+ * printed as they are. */
+static void escape_field(char *s, size_t size)
+{
+    char buf[1024];
+
+    ct_str_escape(buf, size < sizeof(buf) ? size : sizeof(buf), s);
+    ct_str_copy(s, size, buf);
 }
 
-static double num(const cJSON *o, const char *key, int *ok)
+/* Every string field of r escaped. */
+static void escape_rec(struct rank_rec *r)
+{
+    escape_field(r->host, sizeof(r->host));
+    escape_field(r->what, sizeof(r->what));
+    for (int i = 0; i < r->n_missing; i++)
+        escape_field(r->missing_host[i], sizeof(r->missing_host[i]));
+}
+
+/* A number of the record within [lo, hi] (so that it converts to its field's type: step 1e300 as
+ * an int64_t is undefined); *ok = 0 and 0 when it is missing or out of range. */
+static double num(const cJSON *o, const char *key, double lo, double hi, int *ok)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
 
-    if (!cJSON_IsNumber(v)) {
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi)) {
         *ok = 0;
         return 0;
     }
     return v->valuedouble;
 }
+
+#define ANY_INT 9007199254740992.0   /* 2^53: every whole number up to it is exact in a double */
+#define ANY_TIME 1e12                /* seconds, wall or monotonic: finite and far beyond any clock */
 
 static const char *str(const cJSON *o, const char *key, int *ok)
 {
@@ -124,28 +128,28 @@ static int parse_record(const cJSON *o, struct rank_rec *r, int *rank, int *worl
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "collective"), *m, *h;
     int ok = 1;
 
-    *rank = (int)num(o, "rank", &ok);
-    *world = (int)num(o, "world", &ok);
+    *rank = (int)num(o, "rank", 0, MAX_RANKS - 1, &ok);
+    *world = (int)num(o, "world", 1, MAX_RANKS, &ok);
     ct_str_copy(r->host, sizeof(r->host), str(o, "host", &ok));
-    r->pid = (long)num(o, "pid", &ok);
-    r->step = (int64_t)num(o, "step", &ok);
+    r->pid = (long)num(o, "pid", 0, 2147483647.0, &ok);
+    r->step = (int64_t)num(o, "step", 0, ANY_INT, &ok);
     r->phase = ct_hang_phase_parse(str(o, "phase", &ok));
-    r->bucket = (int)num(o, "bucket", &ok);
-    r->entered_wall = num(o, "entered_wall", &ok);
-    r->now_wall = num(o, "now_wall", &ok);
+    r->bucket = (int)num(o, "bucket", -1, 2147483647.0, &ok);
+    r->entered_wall = num(o, "entered_wall", -ANY_TIME, ANY_TIME, &ok);
+    r->now_wall = num(o, "now_wall", -ANY_TIME, ANY_TIME, &ok);
     if (!cJSON_IsObject(c))
         return -1;
-    r->seq = (long)num(c, "seq", &ok);
+    r->seq = (long)num(c, "seq", 0, ANY_INT, &ok);
     ct_str_copy(r->what, sizeof(r->what), str(c, "what", &ok));
     r->waiting = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "waiting"));
-    r->waited = num(c, "waited_s", &ok);
+    r->waited = num(c, "waited_s", -ANY_TIME, ANY_TIME, &ok);
     r->timed_out = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "timed_out"));
     m = cJSON_GetObjectItemCaseSensitive(c, "missing");
     r->n_missing = 0;
     h = cJSON_GetObjectItemCaseSensitive(c, "missing_hosts");
     h = cJSON_IsArray(h) ? h->child : NULL;
     for (const cJSON *e = cJSON_IsArray(m) ? m->child : NULL; e && r->n_missing < CT_TRACE_MAX_MISSING; e = e->next) {
-        if (!cJSON_IsNumber(e))
+        if (!cJSON_IsNumber(e) || !(e->valuedouble >= 0 && e->valuedouble < MAX_RANKS))
             continue;
         r->missing_host[r->n_missing][0] = '\0';
         if (cJSON_IsString(h))
@@ -155,26 +159,24 @@ static int parse_record(const cJSON *o, struct rank_rec *r, int *rank, int *worl
     }
     if (!ok || r->phase < 0 || *rank < 0 || *world < 1 || *world > MAX_RANKS || *rank >= *world)
         return -1;
+    escape_rec(r);
     r->present = 1;
     return 0;
 }
 
-/* One live file into *m: 0, or -1 when it is not one this build wrote (or not yet begun). */
+/* One live file into *m: 0, or -1 when it is not one this build wrote (or not yet begun). Read as
+ * every input is (engine/util/fsutil.h): a FIFO or a device planted in its place is not waited on. */
 static int live_read(const char *path, int rank, struct ct_hang_live *m)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    struct stat sb;
-    ssize_t n;
+    char *buf;
+    size_t n;
 
-    if (fd < 0)
+    if (ct_fs_read_input(path, "live hang record", sizeof(*m), &buf, &n, NULL))
         return -1;
-    if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return -1;
-    }
-    n = read(fd, m, sizeof(*m));
-    close(fd);
-    if (n != (ssize_t)sizeof(*m) || memcmp(m->magic, CT_HANG_LIVE_MAGIC, sizeof(m->magic)) ||
+    if (n == sizeof(*m))
+        memcpy(m, buf, sizeof(*m));
+    free(buf);
+    if (n != sizeof(*m) || memcmp(m->magic, CT_HANG_LIVE_MAGIC, sizeof(m->magic)) ||
         m->size != sizeof(*m) || m->rank != rank || m->world < 1 || m->world > MAX_RANKS || m->rank >= m->world ||
         m->rec.phase < 0 || m->rec.phase >= CT_PHASE_N || !isfinite(m->started_wall) || !isfinite(m->mono_to_wall))
         return -1;
@@ -248,6 +250,7 @@ static void from_live(const struct ct_hang_live *m, double now, struct rank_rec 
     }
     r->entered_wall = m->rec.entered + m->mono_to_wall;
     r->now_wall = now;
+    escape_rec(r);
 }
 
 /* Whether rank's rank-R.json (r, of a run of w ranks) is an earlier run's than the live files'. */
@@ -260,8 +263,9 @@ static int stale(const struct lives *L, int rank, int w, const struct rank_rec *
     return L->current[rank] && (r->pid != (long)L->m[rank].pid || strcmp(r->host, L->m[rank].host));
 }
 
-static int load_one(const char *hang, const char *name, const struct lives *L, struct rank_rec *recs, int *world,
-                    int *n_stale, ct_error *err)
+/* hang/rank-R.json (name; R is want) into recs[R]. */
+static int load_one(const char *hang, const char *name, int want, const struct lives *L, struct rank_rec *recs,
+                    int *world, int *n_stale, ct_error *err)
 {
     char path[1400], *text;
     struct rank_rec r;
@@ -269,8 +273,12 @@ static int load_one(const char *hang, const char *name, const struct lives *L, s
     int rank, w, rc;
 
     snprintf(path, sizeof(path), "%s/%s", hang, name);
-    if ((rc = read_text(path, &text)))
-        return ct_error_set(err, CT_EIO, "diagnose-read", "diagnose: cannot read %s: %s", path, strerror(errno));
+    if (ct_fs_read_input(path, "hang record", RECORD_MAX, &text, NULL, err)) {
+        /* Bad input, as a record that does not parse: a directory, a FIFO, a file too large. */
+        if (err->code == CT_EFORMAT)
+            err->code = CT_EINVAL;
+        return ct_error_prefix(err, "diagnose: ");
+    }
     memset(&r, 0, sizeof(r));
     o = cJSON_Parse(text);
     free(text);
@@ -278,6 +286,14 @@ static int load_one(const char *hang, const char *name, const struct lives *L, s
     cJSON_Delete(o);
     if (rc) {
         ct_error_set(err, CT_EINVAL, "diagnose-bad-record", "diagnose: %s is not a hang record ctrain wrote", path);
+        return ct_error_hint(err, "remove it (the ranks write their records again on the dump signal or a "
+                                  "collective timeout)");
+    }
+    /* The file's name says whose it is (each rank writes its own name): a record that names another
+     * rank inside is not taken for that rank's. */
+    if (rank != want) {
+        ct_error_set(err, CT_EINVAL, "diagnose-bad-record", "diagnose: %s says it is rank %d's record, but rank %d "
+                     "writes that file", path, rank, want);
         return ct_error_hint(err, "remove it (the ranks write their records again on the dump signal or a "
                                   "collective timeout)");
     }
@@ -331,7 +347,7 @@ static int load_all(const char *dir, struct rank_rec *recs, int *world, ct_error
         snprintf(path, sizeof(path), "%s/%s", hang, name);
         if (stat(path, &sb))
             continue;
-        if ((rc = load_one(hang, name, &L, recs, world, &n_stale, err)))
+        if ((rc = load_one(hang, name, r, &L, recs, world, &n_stale, err)))
             goto out;
         any |= recs[r].present;
     }

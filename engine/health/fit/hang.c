@@ -35,6 +35,7 @@
 #include <cjson/cJSON.h>
 
 #include "ctrain/util.h"
+#include "engine/util/fsutil.h"
 #include "engine/health/fit/hang_live.h"
 #include "engine/health/fit/hang.h"
 
@@ -66,23 +67,50 @@ int ct_hang_phase_parse(const char *name)
     return -1;
 }
 
-/* Map DIR/hang/rank-R.live (made or reused, its blocks allocated); NULL when it cannot be. */
-static struct ct_hang_live *live_map(const char *path)
+/* A fresh temp file beside DIR/hang/rank-R.live (tmp receives its name), its blocks allocated, mapped;
+ * NULL when it cannot be. Made exclusively (engine/util/fsutil.h), never opened by the name: a link
+ * or a file someone planted as rank-R.live is replaced by the rename, never written through. */
+static struct ct_hang_live *live_map(const char *path, char *tmp, size_t size)
 {
     struct ct_hang_live *m;
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    int fd;
 
-    if (fd < 0)
+    ct_fs_remove_stale_temps(path);
+    if ((fd = ct_fs_create_temp(path, tmp, size)) < 0)
         return NULL;
     /* Never shorter than the mapping (a store past the end would fault), blocks allocated so a
      * full file system cannot fault one either. */
     if (ftruncate(fd, sizeof(*m)) || posix_fallocate(fd, 0, sizeof(*m))) {
         close(fd);
+        unlink(tmp);
         return NULL;
     }
     m = mmap(NULL, sizeof(*m), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
+    if (m == MAP_FAILED)
+        unlink(tmp);
     return m == MAP_FAILED ? NULL : m;
+}
+
+/* "ctrain: rank R DOES: MESSAGE", and its hint: the rank goes on without its record on disk. */
+static void hang_warn(const char *does, const ct_error *err)
+{
+    fprintf(stderr, "ctrain: rank %d %s: %s\n", where.rank, does, err->msg);
+    if (err->hint[0])
+        fprintf(stderr, "ctrain: hint: %s\n", err->hint);
+}
+
+/* DIR/hang made, or the one there taken only when it is this user's own directory (not a link, not
+ * another user's, not open to others): what is written there cannot be redirected. */
+static int hang_dir(void)
+{
+    ct_error err;
+
+    ct_error_clear(&err);
+    if (!ct_fs_make_dir(where.dir, "the hang records' directory", &err))
+        return 0;
+    hang_warn("keeps its hang record in memory only (none is written)", &err);
+    return -1;
 }
 
 /* The record's identity, then the magic last: a reader never takes a half-made record for this
@@ -126,20 +154,26 @@ ct_collective_trace *ct_hang_init(int rank, int world, const char *root_dir)
 ct_collective_trace *ct_hang_map(void)
 {
     struct ct_hang_live *m;
-    char path[sizeof(where.live_path)];
+    char path[sizeof(where.live_path)], tmp[sizeof(where.live_path) + 16];
 
     if (!where.on || live != &local_live)
         return &live->rec.coll;
     snprintf(path, sizeof(path), "%s/rank-%d.live", where.dir, where.rank);
     /* DIR/hang only: DIR itself is rank 0's to make and check (a node that does not share it keeps
      * the record in the process). */
-    if ((mkdir(where.dir, 0755) && errno != EEXIST) || !(m = live_map(path)))
+    if (hang_dir() || !(m = live_map(path, tmp, sizeof(tmp))))
         return &live->rec.coll;
     live_begin(m, local_live.host);
     m->rec.step = local_live.rec.step;
     m->rec.phase = local_live.rec.phase;
     m->rec.entered = local_live.rec.entered;
     m->rec.coll = local_live.rec.coll;
+    /* Under its name only once begun: a reader never finds a half-made record there. */
+    if (rename(tmp, path)) {
+        munmap(m, sizeof(*m));
+        unlink(tmp);
+        return &live->rec.coll;
+    }
     ct_str_copy(where.live_path, sizeof(where.live_path), path);
     __atomic_store_n(&live, m, __ATOMIC_RELEASE);
     return &live->rec.coll;
@@ -217,34 +251,29 @@ static char *record_json(const char *reason)
 
 int ct_hang_dump(const char *reason)
 {
-    char path[1200], tmp[1200], *text;
-    int fd, rc = -1;
+    char path[1200], *text;
+    ct_error err;
+    size_t len;
+    int rc = -1;
 
     if (!where.on)
         return 0;
-    if (!(text = record_json(reason)))
+    ct_error_clear(&err);
+    if (!(text = record_json(reason))) {
+        ct_error_set(&err, CT_ENOMEM, "hang-dump", "out of memory");
         goto out;
-    if (mkdir(where.dir, 0755) && errno != EEXIST)
-        goto out;
+    }
+    if (hang_dir())
+        goto quiet;
+    len = strlen(text);
+    text[len] = '\n';   /* cJSON_Print's terminator: the file ends with a newline */
     snprintf(path, sizeof(path), "%s/rank-%d.json", where.dir, where.rank);
-    snprintf(tmp, sizeof(tmp), "%s/.rank-%d.json.tmp", where.dir, where.rank);
-    if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
-        goto out;
-    if (ct_write_all(fd, text, strlen(text)) || ct_write_all(fd, "\n", 1) || fsync(fd)) {
-        close(fd);
-        unlink(tmp);
-        goto out;
-    }
-    close(fd);
-    if (rename(tmp, path)) {
-        unlink(tmp);
-        goto out;
-    }
-    rc = 0;
+    /* A fresh temp file beside it, renamed over it (engine/util/fsutil.h): never through a link. */
+    rc = ct_fs_write_atomic(path, text, len + 1, &err);
 out:
     if (rc)
-        fprintf(stderr, "ctrain: rank %d could not write its hang record in %s: %s\n", where.rank, where.dir,
-                strerror(errno));
+        hang_warn("could not write its hang record", &err);
+quiet:
     free(text);
     return rc;
 }

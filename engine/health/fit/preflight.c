@@ -51,19 +51,21 @@ void ct_preflight_defaults(ct_preflight_options *o)
 int ct_preflight_parse_checks(const char *list, int *out, ct_error *err)
 {
     static const char *const names[] = { "compute", "network", "allreduce", "all", NULL };
-    char buf[128], *save = NULL, *tok;
+    char buf[128], *rest = buf, *tok;
 
     *out = 0;
     if (ct_str_copy(buf, sizeof(buf), list) || !*list)
         goto bad;
-    for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    /* Every name of the list, empty ones included (",," names no check: it would run none and
+     * report every node passed). */
+    while ((tok = strsep(&rest, ",")) != NULL) {
         int i;
 
         for (i = 0; names[i] && strcmp(tok, names[i]); i++)
             ;
         if (!names[i]) {
-            list = tok;
-            goto bad;
+            ct_error_set(err, CT_EINVAL, "flag-value", "--preflight-checks %s: '%s' is not a check", list, tok);
+            return ct_error_hint(err, "a list of compute, network and allreduce, or all (the default)");
         }
         *out |= i == 3 ? CT_PREFLIGHT_ALL : 1 << i;
     }

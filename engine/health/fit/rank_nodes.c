@@ -25,9 +25,14 @@ int ct_rank_nodes(ct_strategy *s, int rank, int world, char (*host)[CT_RANK_HOST
         goto out;
     *n_nodes = 0;
     for (int r = 0; r < world; r++) {
+        char esc[CT_RANK_HOST_LEN];
+
         for (int i = 0; i < CT_RANK_HOST_LEN; i++)
             host[r][i] = (char)all[(size_t)r * CT_RANK_HOST_LEN + (size_t)i];
         host[r][CT_RANK_HOST_LEN - 1] = '\0';
+        /* Other ranks' text: escaped before preflight, the straggler check or a log prints it (every
+         * rank's alike, so that all ranks group the nodes the same way). */
+        ct_str_copy(host[r], CT_RANK_HOST_LEN, ct_str_escape(esc, sizeof(esc), host[r]));
         node_of[r] = -1;
         for (int q = 0; q < r && node_of[r] < 0; q++)
             if (!strcmp(host[q], host[r]))
