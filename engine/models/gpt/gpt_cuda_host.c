@@ -203,8 +203,14 @@ float ct_gpt_cuda_classifier_ref(uint16_t *logits, int V, int target, uint16_t *
     int valid = target >= 0 && target < V;
     float m = -INFINITY, s = 0.0f, inv, loss;
 
-    for (int j = 0; j < V; j++)
-        m = fmaxf(m, ct_bf16_load(logits[j]));
+    /* a plain comparison, not fmaxf: gcc 12's aarch64 vectorizer fails on that reduction (an
+     * internal compiler error, make test-arm64); both skip NaN */
+    for (int j = 0; j < V; j++) {
+        float v = ct_bf16_load(logits[j]);
+
+        if (v > m)
+            m = v;
+    }
     for (int j = 0; j < V; j++)
         s += expf(ct_bf16_load(logits[j]) - m);
     loss = valid ? logf(s) - (ct_bf16_load(logits[target]) - m) : NAN;
