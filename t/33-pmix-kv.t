@@ -28,7 +28,7 @@ if command -v mpirun >/dev/null 2>&1; then
     [ $rc -eq 0 ] && [ "$(grep -c 'kv ok rank [01] of 2' "$tmp/out")" -eq 2 ] &&
         [ "$(grep -c 'layout rank \([01]\) size 2 local \1/2 node 0/1' "$tmp/out")" -eq 2 ]
     ok $? "mpirun -np 2: layout and exchange through Open MPI's PMIx server" ||
-        diag "$tmp/out" "$tmp/err"
+        { echo "# mpirun's exit status $rc (124: still running after 60 s)"; diag "$tmp/out" "$tmp/err"; }
 else
     n=$((n + 1)); echo "not ok $n - mpirun not found (scripts/install-deps installs openmpi-bin)"
 fi
