@@ -25,7 +25,7 @@ done
 
 dir=$(mktemp -d /tmp/ctrain-slurm.XXXXXX) || exit 1
 trap '"$root/scripts/slurm-cluster" stop "$dir"; rm -rf "$dir"' EXIT
-trap 'exit 1' INT TERM HUP
+trap 'exit 1' INT TERM HUP PIPE
 
 n=0
 ok() {    # ok CONDITION-STATUS NAME [DIAG-FILE]

@@ -18,7 +18,7 @@ require_slurm
 
 dir=$(mktemp -d /tmp/ctrain-t60.XXXXXX) || exit 1
 trap '"$root/scripts/slurm-cluster" stop "$dir/c" >/dev/null 2>&1; rm -rf "$dir"' EXIT
-trap 'exit 1' INT TERM HUP
+trap 'exit 1' INT TERM HUP PIPE
 start_cluster "$dir"
 
 # 5500 training samples, 2 ranks x batch 64: 43 steps per epoch; 20 epochs take long enough to be

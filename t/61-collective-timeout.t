@@ -9,7 +9,7 @@ B="$ROOT/${CTRAIN_BUILD:-build}"
 T=$(mktemp -d /tmp/ctrain-t61-XXXXXX)
 P=
 trap '[ -n "$P" ] && kill -9 $P 2>/dev/null; for p in $(rank_pids); do kill -9 $p 2>/dev/null; done; rm -rf "$T"' EXIT
-trap 'exit 1' INT TERM HUP
+trap 'exit 1' INT TERM HUP PIPE
 
 echo "1..7"
 . "$(dirname "$0")/lib/ci.sh"

@@ -20,7 +20,7 @@ require_slurm
 dir=$(mktemp -d /tmp/ctrain-t62.XXXXXX) || exit 1
 P=
 trap '[ -n "$P" ] && kill -9 $P 2>/dev/null; "$root/scripts/slurm-cluster" stop "$dir/c" >/dev/null 2>&1; rm -rf "$dir"' EXIT
-trap 'exit 1' INT TERM HUP
+trap 'exit 1' INT TERM HUP PIPE
 start_cluster "$dir"
 export OPENBLAS_NUM_THREADS=1
 

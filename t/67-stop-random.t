@@ -19,7 +19,7 @@ B="$ROOT/${CTRAIN_BUILD:-build}"
 T=$(mktemp -d /tmp/ctrain-t67-XXXXXX)
 P=
 trap '[ -n "$P" ] && kill -9 $P 2>/dev/null; pkill -9 -f "^$B/ctrain fit .*$T/" 2>/dev/null; rm -rf "$T"' EXIT
-trap 'exit 1' INT TERM HUP
+trap 'exit 1' INT TERM HUP PIPE
 
 PLAN=8
 echo "1..$PLAN"

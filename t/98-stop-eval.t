@@ -17,7 +17,7 @@ T=$(mktemp -d /tmp/ctrain-t98-XXXXXX)
 export TMPDIR="$T"
 P=
 trap '[ -n "$P" ] && kill -9 $P 2>/dev/null; rm -rf "$T"' EXIT
-trap 'exit 1' INT TERM HUP
+trap 'exit 1' INT TERM HUP PIPE
 
 ROUNDS=${CTRAIN_T98_ROUNDS:-4}
 echo "1..$((ROUNDS + 3))"
