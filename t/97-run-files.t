@@ -18,15 +18,7 @@ trap 'rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM HUP PIPE
 
 echo "1..11"
-n=0
-ok() {    # ok CONDITION-STATUS NAME [DIAG-FILE...]
-    n=$((n + 1))
-    if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else
-        echo "not ok $n - $2"
-        shift 2
-        for f in "$@"; do [ -f "$f" ] && sed 's/^/#   /' "$f"; done
-    fi
-}
+. "$ROOT/t/lib/tap.sh"
 [ -x "$B/ctrain" ] || { echo "Bail out! $B/ctrain is not built (run make)"; exit 1; }
 
 # record RANK WORLD HOST STEP PHASE WHAT: a hang record as a rank writes it (engine/health/fit/hang.c).

@@ -21,15 +21,7 @@ trap 'exit 1' INT TERM HUP PIPE
 
 ROUNDS=${CTRAIN_T98_ROUNDS:-4}
 echo "1..$((ROUNDS + 3))"
-n=0
-ok() {    # ok CONDITION-STATUS NAME [DIAG-FILE...]
-    n=$((n + 1))
-    if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else
-        echo "not ok $n - $2"
-        shift 2
-        for f in "$@"; do [ -f "$f" ] && sed 's/^/#   /' "$f"; done
-    fi
-}
+. "$ROOT/t/lib/tap.sh"
 [ -x "$B/ctrain" ] || { echo "Bail out! $B/ctrain is not built (run make)"; exit 1; }
 unset SLURM_JOB_ID SLURM_JOBID
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1

@@ -4,18 +4,7 @@
 # The caller sets root (repository), B (build dir) and PLAN (its number of tests) before sourcing.
 
 . "$root/t/lib/ci.sh"
-n=0
-ok() {    # ok CONDITION-STATUS NAME [DIAG-FILE...]
-    n=$((n + 1))
-    if [ "$1" -eq 0 ]; then
-        echo "ok $n - $2"
-    else
-        echo "not ok $n - $2"
-        shift 2
-        for f in "$@"; do [ -f "$f" ] && sed 's/^/#   /' "$f"; done
-    fi
-    return 0
-}
+. "$root/t/lib/tap.sh"
 
 skip_all() {    # skip_all REASON: every planned test skipped, exit 0
     i=1
