@@ -3,7 +3,7 @@
  * (tensorboard.c). Global zero only writes.
  *
  * Internal to libctrain. Below the loops, which call them after each step and validation: they read
- * the run (engine/loops/run.h: its counters, options and model) and write files, and call nothing
+ * the run (engine/run/run.h: its counters, options and model) and write files, and call nothing
  * of the loops, the strategy's collectives or the Trainer (t/90 places them so).
  */
 #ifndef CTRAIN_LOGGERS_H
@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#include "engine/loops/run.h"
+#include "engine/run/run.h"
 
 /* --- metrics.csv (logger.c) ------------------------------------------------------------------- */
 /* Open root_dir/metrics.csv (append: a resumed run, its rows after the checkpoint's step cut). */

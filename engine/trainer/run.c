@@ -230,7 +230,8 @@ int ct_run_prepare_fit(ct_run *run, const ct_trainer_config *cfg, ct_error *err)
     const ct_data_info *data = ct_datamodule_info(run->data);
     int rc;
 
-    if ((rc = resolve_monitor(run, cfg, err)) || (rc = check_host_gradients(run, cfg, err)))
+    if ((rc = resolve_monitor(run, cfg, err)) || (rc = check_host_gradients(run, cfg, err)) ||
+        (rc = ct_fit_callbacks_attach(run, cfg->callbacks, cfg->n_callbacks, err)))
         return rc;
     if (cfg->accumulate_grad_batches > 1 &&
         !(run->accum = calloc(run->model->num_params, ct_dtype_size(run->model->param_dtype))))
@@ -247,6 +248,7 @@ void ct_run_free(ct_run *run)
 {
     ct_model *host = run->model ? ct_model_host(run->model) : NULL;
 
+    ct_callbacks_free(run);
     ct_logger_close(run);
     ct_tb_close(run);
     ct_straggler_free(run);

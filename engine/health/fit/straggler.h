@@ -3,13 +3,13 @@
  *
  * Internal to libctrain: one of the fit's health checks (engine/health/fit/), on the strategy's
  * collectives. Below the loops, which call it before the first step and after every optimizer step;
- * it reads the run (engine/loops/run.h) and logs through the loggers.
+ * it reads the run (engine/run/run.h) and logs through the loggers.
  */
 #ifndef CTRAIN_HEALTH_FIT_STRAGGLER_H
 #define CTRAIN_HEALTH_FIT_STRAGGLER_H
 
 #include "ctrain/error.h"
-#include "engine/loops/run.h"
+#include "engine/run/run.h"
 
 /* A collective, before the first step (nothing when --on-straggler is off): every rank's node. */
 int ct_straggler_start(ct_run *run, ct_error *err);

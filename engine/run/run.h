@@ -1,16 +1,20 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — ct_run, what the Trainer hands the loops, and its options (ct_loop_options) and state.
  *
- * Internal to libctrain; the loops' functions are declared in engine/loops/loops.h.
+ * Internal to libctrain, in a folder of its own below the loops, the loggers, the checkpoint code
+ * and the fit's health checks: each of those reads a run, and the loops reach the others only
+ * through the run's callback table (engine/run/callbacks.h; the public side is
+ * include/ctrain/callback.h). The loops' functions are declared in engine/loops/loops.h.
  */
-#ifndef CTRAIN_LOOPS_RUN_H
-#define CTRAIN_LOOPS_RUN_H
+#ifndef CTRAIN_RUN_RUN_H
+#define CTRAIN_RUN_RUN_H
 
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #include "engine/data/sampler.h"
+#include "ctrain/callback.h"
 #include "ctrain/datamodule.h"
 #include "ctrain/dtype.h"
 #include "ctrain/error.h"
@@ -121,13 +125,7 @@ typedef struct ct_progress_state {
     ct_top_k_entry top_k[CT_TOP_K_MAX];
 } ct_progress_state;
 
-/* What an evaluation gives: mean loss per term, accuracy (NaN for a model without one) and the
- * model's own metrics (ct_model_info.metric_names), all over the whole split and every rank. */
-typedef struct ct_eval_result {
-    double loss, acc;
-    double metrics[CT_MODEL_MAX_METRICS];
-    double count;              /* loss terms evaluated (samples or tokens) */
-} ct_eval_result;
+/* ct_eval_result: what an evaluation gives (include/ctrain/callback.h). */
 
 /* The training loss of a model that keeps it on the device (ct_model_defers_loss): each step's is read
  * during the next step, once that step's forward is enqueued, or waited for at a drain point
@@ -200,6 +198,9 @@ typedef struct ct_run {
     char straggling_now[256];
     int straggler_stop;
     double straggler_seconds;   /* spent in the windows' gathers and judgement (summary.json) */
+    /* The callbacks the loops call (engine/run/callbacks.h), in the order they are called. */
+    ct_callback callbacks[CT_RUN_MAX_CALLBACKS];
+    int n_callbacks;
 } ct_run;
 
 #endif
