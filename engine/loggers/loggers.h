@@ -13,6 +13,16 @@
 
 #include "engine/run/run.h"
 
+/* --- the loggers' state (logger.c): run->loggers, an opaque handle ------------------------------ */
+/* Create it (fit only): --progress as a live bar (use_bar) or plain lines (use_plain), neither: off.
+ * Without one (validate, test) every function below writes nothing. */
+int ct_loggers_create(ct_run *run, int use_bar, int use_plain, ct_error *err);
+/* Close metrics.csv and the TensorBoard file and free the handle. */
+void ct_loggers_free(ct_run *run);
+/* The nodes slow in the straggler check's last window ("" none; ';' between): metrics.csv's
+ * stragglers column from the next row on (the straggler check, engine/health/fit, sets it). */
+void ct_logger_set_stragglers(ct_run *run, const char *nodes);
+
 /* --- metrics.csv (logger.c) ------------------------------------------------------------------- */
 /* Open root_dir/metrics.csv (append: a resumed run, its rows after the checkpoint's step cut). */
 int ct_logger_open(ct_run *run, int append, ct_error *err);

@@ -161,9 +161,9 @@ typedef struct ct_run {
     int64_t ckpt_saves;
     double ckpt_blocking_s;
     double ckpt_end_wait_s;     /* of which the wait for the last asynchronous write, at the end */
-    FILE *metrics;             /* metrics.csv, global zero only */
-    int bar_active;            /* a progress bar line is on screen */
-    int use_bar, use_plain;    /* --progress: a live bar, or plain lines (neither: off) */
+    /* The loggers' state (metrics.csv, TensorBoard's file, the progress display), behind their
+     * handle (engine/loggers/loggers.h; NULL outside fit: they write nothing). */
+    struct ct_loggers *loggers;
     ct_error step_err;         /* filled by the grad-ready callback */
     int stop_enabled;          /* fit: look for stop signals at step boundaries */
     const ct_stop_flags *signals; /* the catcher's record (fit; NULL: none caught) */
@@ -182,22 +182,11 @@ typedef struct ct_run {
     int micro, window;
     int grads_on_host;         /* the model computes in host memory (accumulation, clipping, norms) */
     double last_grad_norm;     /* of the last optimizer step (before clipping); NaN: not measured */
-    struct ct_tb_writer *tb;   /* TensorBoard event file, global zero only (engine/loggers/tensorboard.c) */
-    /* Straggler detection (engine/health/fit/straggler.c): its state (NULL: off), the nodes named so far
-     * (for summary.json), those slow in the last window (metrics.csv's stragglers column), and
-     * whether --on-straggler stop ended the fit. */
+    /* Straggler detection (engine/health/fit/straggler.c): its state behind its handle (NULL: off;
+     * the nodes it named, for summary.json, through straggler.h), and whether --on-straggler stop
+     * or exclude ended the fit (every rank alike, after the same step). */
     struct ct_straggler *strag;
-#define CT_MAX_STRAGGLERS 8
-    struct ct_straggler_named {
-        char node[64];
-        int rank;              /* the node's slowest rank */
-        int64_t step;          /* the optimizer step it was named at */
-        double busy_ms, median_ms; /* its busy time per step, the median node's, in that window */
-    } stragglers[CT_MAX_STRAGGLERS];
-    int n_stragglers;
-    char straggling_now[256];
     int straggler_stop;
-    double straggler_seconds;   /* spent in the windows' gathers and judgement (summary.json) */
     /* The callbacks the loops call (engine/run/callbacks.h), in the order they are called. */
     ct_callback callbacks[CT_RUN_MAX_CALLBACKS];
     int n_callbacks;
