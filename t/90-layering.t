@@ -1,7 +1,7 @@
 #!/usr/bin/perl
 # SPDX-License-Identifier: BSD-3-Clause
-# One-way layering: Trainer -> loops -> the fit's health checks -> {loggers, checkpoint} -> the
-# run's type (run.h) -> strategy -> connector's plan -> {accelerator, precision, cluster
+# One-way layering: Trainer -> {loops, callbacks} -> the fit's health checks -> {loggers,
+# checkpoint} -> the run and its callback table (engine/run) -> strategy -> connector's plan -> {accelerator, precision, cluster
 # environment, checkpoint IO, launcher} -> models -> {nn, data}. The connector only plans
 # (libctrain-core); the strategy is created from its plan. Reads every #include "..." in
 # engine/, envs/, pmix/ and include/ctrain/ and fails on an include that goes up, or sideways
