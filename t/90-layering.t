@@ -48,7 +48,16 @@ my %level = (
     'health/fit' => 9,
     loops => 10,
     trainer => 11,
-    cli => 12,
+    # ctrain supervise as a library (engine/supervise, issue 51 item 3): it runs the fit's steps
+    # through srun and libslurm, requeues through the Trainer's requeue.c and reads the hang records
+    # as ctrain diagnose does (engine/health/fit/diagnose.h), so it sits above all of them and
+    # below the CLI, whose cmd_supervise.c only reads the flags.
+    supervise => 12,
+    # The supervisor's event records (engine/supervise/event.[ch], see %file_module): written by the
+    # ranks where they find a node at fault (the strategies' roll call, the fit's health checks),
+    # read by the supervisor; they need engine/util only, and sit at the bottom with the leaves.
+    'supervise/event' => 2,
+    cli => 13,
 );
 
 # Public headers belong to the module that implements them.
@@ -69,7 +78,8 @@ my %public = (
 # that happens to live beside the PMIx client it uses.
 # The run's type (engine/loops/run.h) is a header of its own under the loops (issue 41 item 1): the
 # loggers include it, the loops' functions (loops.h) they may not.
-my %file_module = ('pmix/environment.c' => 'envs', 'pmix/environment.h' => 'envs', 'engine/loops/run.h' => 'run');
+my %file_module = ('pmix/environment.c' => 'envs', 'pmix/environment.h' => 'envs', 'engine/loops/run.h' => 'run',
+                   'engine/supervise/event.c' => 'supervise/event', 'engine/supervise/event.h' => 'supervise/event');
 
 sub module_of {
     my ($path) = @_;
@@ -290,7 +300,7 @@ my @inj_rank = rank_getenv(%inj_ranks);
 my $caught41 = (grep { m{strategies\.c: list\[4\]} } @inj_hand) && (grep { m{registry\.c: entries\[MAX_ENTRIES\]} } @inj_hand) &&
                (grep { m{ddp\.c: .*CT_VAR_RANK} } @inj_rank) && keys(%strategy_src) > 5;
 
-print "1..38\n";
+print "1..41\n";
 print(($edges > 20 ? "ok" : "not ok") . " 1 - read $edges includes in " . scalar(@files) . " files\n");
 if (@bad) {
     print "not ok 2 - layering holds\n";
@@ -891,7 +901,7 @@ sub precision_formats {
 #     a literal path under /proc, /sys or /dev, and the functions below, each with its reason.
 # 38. Check 37 fails on the hang record's old writer (open of a fixed temp name) written back.
 my %opens_allowed = (
-    'engine/launchers/supervisor.c is_stopped' => '/proc/PID/stat of a rank',
+    'engine/launchers/proc_supervisor.c is_stopped' => '/proc/PID/stat of a rank',
     'engine/health/nodecheck.c process_name'   => 'PROC/PID/comm (the /proc root a test may replace)',
     'engine/health/nodecheck.c hca_active'     => 'SYSFS/class/infiniband/*/ports/*/state',
     'engine/health/nodecheck.c mem_available_mb' => 'PROC/meminfo',
@@ -931,4 +941,48 @@ sub file_opens {
     print(((grep { m{^engine/health/fit/hang\.c:\d+: open outside .* in dump_tmp} } @inj) == 1 ? "ok" : "not ok") .
           " 38 - check 37 fails on the hang record's old writer written back\n");
     print "# injected: $_\n" for @inj;
+}
+
+# 39. No circle among the files of the fit's health checks and of ctrain supervise (engine/health/fit,
+#     engine/supervise): an edge A -> B when A calls a function B defines (as check 18). hang.c
+#     prints diagnose.c's diagnosis after a timeout; the phases both use are phase.c's, below both
+#     (hang.c <-> diagnose.c was the tree's one circle, issue 51).
+# 40. Check 39 fails on the circle written back (diagnose.c calling into hang.c).
+# 41. ctrain supervise decides from records, not from the ranks' words: no file of engine/supervise
+#     or engine/cli/cmd_supervise.c names a phrase the ranks print for people ("did not arrive", the
+#     straggler's stop line), outside comments and the help text; fails on the old scan written back.
+{
+    my %src = slurp(grep { m{^engine/(health/fit|supervise)/[^/]+\.c$} } @files);
+    my @circles = call_circles(%src);
+    print((@circles ? "not ok" : "ok") . " 39 - no circle among engine/health/fit's and engine/supervise's files (" .
+          scalar(keys %src) . " files)\n");
+    print "# calls in a circle: $_\n" for @circles;
+    my %inj = %src;
+    $inj{'engine/health/fit/diagnose.c'} .= "\nstatic void injected(void) { ct_hang_dump(\"signal\"); }\n";
+    my @inj = call_circles(%inj);
+    print(((grep { /diagnose\.c/ && /hang\.c/ } @inj) && exists $src{'engine/health/fit/hang.c'} ? "ok" : "not ok") .
+          " 40 - check 39 fails on the circle written back (diagnose.c calling hang.c)\n");
+    print "# injected: $_\n" for @inj;
+}
+sub rank_phrases {
+    my (%src) = @_;
+    my @bad;
+    each_line(sub {
+        my ($f, $n, $line) = @_;
+        return if $f =~ /cmd_supervise\.c$/ && $line =~ /^\s*"/;    # the help text says what records say
+        push @bad, "$f:$n: reads a rank's printed words: $line"
+            if $line =~ /\b(strstr|strncmp|strcmp|sscanf|memcmp|strcasestr)\s*\(.*("[^"]*(did not arrive|is behind|straggler: node)|CT_LINE_STRAGGLER_STOPS)/;
+    }, %src);
+    return @bad;
+}
+{
+    my %src = slurp(grep { m{^engine/supervise/} || $_ eq 'engine/cli/cmd_supervise.c' } @files);
+    my @bad = rank_phrases(%src);
+    my %inj = %src;
+    $inj{'engine/supervise/decide.c'} .= "\nstatic void scan_arrive(struct ct_sv *s, const char *line)\n{\n" .
+        "    const char *p = strstr(line, \"did not arrive (on \");\n}\n";
+    my @inj = rank_phrases(%inj);
+    print((!@bad && keys(%src) > 5 && (grep { m{^engine/supervise/decide\.c:\d+: } } @inj) ? "ok" : "not ok") .
+          " 41 - ctrain supervise names no phrase of the ranks' output (" . scalar(keys %src) . " files; fails on the old scan written back)\n");
+    print "# $_\n" for @bad;
 }
