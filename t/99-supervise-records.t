@@ -5,8 +5,9 @@
 # the fit (supervise runs whatever follows --; the fit's own records are t/95's and t/96's):
 #   - a step whose rank prints the collective timeout's verdict ("did not arrive (on n2)") without
 #     writing a record: n2 is not named, the next step runs on the same nodes;
-#   - a step whose rank writes an event record naming n2 (DIR/hang/event-missing-rank-0.json) and
-#     prints nothing: n2 is named from the record and the next step runs on n1 and the spare n3;
+#   - a step whose rank 0 writes an event record naming n2 (DIR/hang/event-missing-rank-0.json) and
+#     prints nothing, while rank 1, as if cut off, blames rank 0: n2 is named from rank 0's record,
+#     n1 is not, and the next step runs on n1 and the spare n3;
 #     a FIFO planted among the records is skipped, not waited on;
 #   - a step that fails at once, three times: the restarts wait --restart-backoff S, then 2S;
 #   - a job submitted without --no-kill: the supervisor warns at its start, with the hint;
@@ -47,6 +48,10 @@ if [ "$SLURM_STEP_ID" = 0 ] || [ "$1" = fail ]; then
             printf '{"event":"missing","rank":0,"world":2,"pid":%d,"host":"n1","step":7,"collective":{"seq":7,"what":"gradient allreduce"},"at_fault":[{"rank":1,"node":"n2"}],"why":"its rank(s) did not arrive in a collective (test record)","wall":%s}\n' \
                 $$ "$(date +%s)" >"$2/hang/event-missing-rank-0.json" ;;
         esac
+    elif [ "$1" = record ]; then    # cut off from rank 0, rank 1 found it silent: rank 0's verdict wins
+        sleep 0.5
+        printf '{"event":"missing","rank":1,"world":2,"pid":%d,"host":"n2","step":7,"collective":{"seq":7,"what":"gradient allreduce"},"at_fault":[{"rank":0,"node":"n1"}],"why":"rank 0 did not answer (test record)","wall":%s}\n' \
+            $$ "$(date +%s)" >"$2/hang/event-missing-rank-1.json.tmp" && mv "$2/hang/event-missing-rank-1.json.tmp" "$2/hang/event-missing-rank-2.json"
     fi
     exit 1
 fi
@@ -84,9 +89,10 @@ grep -q 'did not arrive (on n2)' "$D/p.log" && ! grep -q 'supervise: node n2 fai
 check $? "job $p: a rank's verdict in its output, no record: nothing named, the next step on the same nodes" "$D/p.log"
 wait_job "$r"
 grep -q 'supervise: node n2 failed: its rank(s) did not arrive in a collective (test record)' "$D/r.log" &&
+    ! grep -q 'supervise: node n1 failed' "$D/r.log" &&
     ! grep -q 'did not arrive (on' "$D/r.log" && grep -q 'supervise: new step on n\[1,3\]' "$D/r.log" &&
     grep -q '^supervise exit 0' "$D/r.log"
-check $? "job $r: a record naming n2, nothing printed: n2 named from it, the next step on n1 and the spare n3" "$D/r.log"
+check $? "job $r: a record naming n2, nothing printed: n2 named from it (not n1, which only n2's rank blamed), the next step on n1 and the spare n3" "$D/r.log"
 [ -d "$D/r/hang.restart-1" ] && [ -p "$D/r/hang.restart-1/event-missing-rank-1.json" ]
 ok $? "... a FIFO among the records skipped, not waited on; the failed step's records moved to DIR/hang.restart-1"
 

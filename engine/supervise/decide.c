@@ -74,6 +74,21 @@ void ct_sv_slurm_nodes(struct ct_sv *s)
     slurm_free_node_info_msg(msg);
 }
 
+/* Whether ev is a rank's word that rank 0, the roll call's collector, did not answer it. Rank 0
+ * asks every rank and names those that do not answer; a rank cut off from rank 0 (its link down)
+ * finds rank 0 silent and names rank 0's node, a healthy one. Such a record counts only when rank 0
+ * wrote no verdict of its own, and only after the step, when the hang diagnosis named no node
+ * either (rank 0 stopped or dead: the diagnosis has it behind from its live record). */
+static int blames_zero(const ct_sv_event *ev)
+{
+    if (ev->kind != CT_SV_EVENT_MISSING || ev->rank == 0)
+        return 0;
+    for (int i = 0; i < ev->n_nodes; i++)
+        if (ev->node_rank[i] == 0)
+            return 1;
+    return 0;
+}
+
 static int on_event(const ct_sv_event *ev, void *arg)
 {
     struct ct_sv *s = arg;
@@ -84,15 +99,32 @@ static int on_event(const ct_sv_event *ev, void *arg)
         return 0;
     if (s->failed_at == 0)
         s->failed_at = ct_time_now();
+    if (ev->kind == CT_SV_EVENT_MISSING && ev->rank == 0)
+        s->zero_verdict = 1;
+    if (blames_zero(ev) != s->scan_blames_zero)
+        return 0;
     for (int i = 0; i < ev->n_nodes; i++)
         ct_sv_name_node(s, ev->node[i], ev->why);
     return 0;
 }
 
-/* The event records of the current step (read while it runs, and once more after it ended). */
+/* The event records of the current step (read while it runs, and once more after it ended); the
+ * records that blame rank 0 are left out (blames_zero). */
 void ct_sv_scan_events(struct ct_sv *s)
 {
+    s->scan_blames_zero = 0;
     ct_sv_events_read(s->hang_dir, on_event, s, NULL);
+}
+
+/* After the step, with nothing else naming a node: the records that blame rank 0, unless rank 0
+ * gave its own verdict. */
+static void scan_blames_zero(struct ct_sv *s)
+{
+    if (s->zero_verdict)
+        return;
+    s->scan_blames_zero = 1;
+    ct_sv_events_read(s->hang_dir, on_event, s, NULL);
+    s->scan_blames_zero = 0;
 }
 
 /* srun's own messages: "srun: error: Node failure on n2" names a node; "srun: error: n2: task 1:
@@ -173,6 +205,8 @@ void ct_sv_after_failure(struct ct_sv *s, int status)
     ct_sv_scan_events(s);
     if (ct_hostlist_count(s->named) == 0)
         scan_hang(s);
+    if (ct_hostlist_count(s->named) == 0)
+        scan_blames_zero(s);
     for (size_t i = 0, none = ct_hostlist_count(s->named) == 0; none && i < ct_hostlist_count(s->weak); i++)
         ct_sv_name_node(s, ct_hostlist_get(s->weak, i), "srun: a task of it was killed by a signal (nothing else "
                                                         "named a node)");

@@ -31,6 +31,8 @@ struct ct_sv {
     double failed_at;     /* first sign of failure in the current step (0: none) */
     double ending_at;     /* a node named, or srun ending the step: srun's teardown runs from here */
     double step_start, srun_end;
+    int zero_verdict;        /* rank 0 wrote its roll call's verdict (decide.c) */
+    int scan_blames_zero;    /* this reading takes the records that blame rank 0 (decide.c) */
     double step_start_wall;  /* Unix time: event records older than the step are an earlier one's */
 };
 
