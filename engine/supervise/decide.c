@@ -97,7 +97,7 @@ static int on_event(const ct_sv_event *ev, void *arg)
      * this step's (clocks of the nodes differ by far less than the skew allowed). */
     if (ev->wall < s->step_start_wall - 5.0)
         return 0;
-    if (s->failed_at == 0)
+    if (s->failed_at == 0 && s->srun_end == 0)   /* read while the step runs: its first sign of failure */
         s->failed_at = ct_time_now();
     if (ev->kind == CT_SV_EVENT_MISSING && ev->rank == 0)
         s->zero_verdict = 1;

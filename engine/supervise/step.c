@@ -206,6 +206,7 @@ static int start(struct ct_sv *s, const char *nodes, int restart, struct stream 
     s->failed_at = 0;
     s->ending_at = 0;
     s->zero_verdict = 0;
+    s->srun_end = 0;
     s->step_start = ct_time_now();
     s->step_start_wall = ct_wall_now();
     *pid = spawn(av, out, errp);
