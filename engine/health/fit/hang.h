@@ -21,7 +21,8 @@
  * strategy (ct_strategy_set_trace). */
 ct_collective_trace *ct_hang_init(int rank, int world, const char *root_dir);
 /* Once the run's directory is made and checked: move the record into DIR/hang/rank-R.live's shared
- * mapping (see hang.c); returns the collective trace to hand the strategy again. */
+ * mapping (see hang.c), and point the supervisor's event records at DIR/hang; returns the
+ * collective trace to hand the strategy again. */
 ct_collective_trace *ct_hang_map(void);
 /* The fit ended (ok: without an error): the phase is done; a fit that ended well removes its
  * live file (DIR/hang/rank-R.live), one that did not keeps it for ctrain diagnose. */
@@ -32,8 +33,10 @@ void ct_hang_step(int64_t step);
 /* Write root_dir/hang/rank-R.json from a snapshot of the record (temp file, fsync, rename); reason:
  * "signal", "collective-timeout". 0, or -1 (said on stderr). Not from a signal handler. */
 int ct_hang_dump(const char *reason);
-/* After a collective timeout: dump; rank 0 waits a moment for the others' records and prints the
- * diagnosis, the others linger as long so that their abort does not end rank 0 first. */
+/* After a collective timeout: dump; rank 0 waits a moment for the others' records, prints the
+ * diagnosis and writes the ranks it has behind as ctrain supervise's event record
+ * (engine/supervise/event.h); the others linger as long so that their abort does not end rank 0
+ * first. */
 void ct_hang_after_timeout(int is_zero);
 
 #endif
