@@ -53,7 +53,16 @@ my %level = (
     # call, and neither includes the other; the Trainer attaches them.
     loops => 10, callbacks => 10,
     trainer => 11,
-    cli => 12,
+    # ctrain supervise as a library (engine/supervise, issue 51 item 3): it runs the fit's steps
+    # through srun and libslurm, requeues through the Trainer's requeue.c and reads the hang records
+    # as ctrain diagnose does (engine/health/fit/diagnose.h), so it sits above all of them and
+    # below the CLI, whose cmd_supervise.c only reads the flags.
+    supervise => 12,
+    # The supervisor's event records (engine/events): written by the ranks where they find a node
+    # at fault (the strategies' roll call, the fit's health checks), read by the supervisor; they
+    # need engine/util only, and sit at the bottom with the leaves.
+    events => 2,
+    cli => 13,
 );
 
 # Public headers belong to the module that implements them.
@@ -295,7 +304,7 @@ my @inj_rank = rank_getenv(%inj_ranks);
 my $caught41 = (grep { m{strategies\.c: list\[4\]} } @inj_hand) && (grep { m{registry\.c: entries\[MAX_ENTRIES\]} } @inj_hand) &&
                (grep { m{ddp\.c: .*CT_VAR_RANK} } @inj_rank) && keys(%strategy_src) > 5;
 
-print "1..40\n";
+print "1..43\n";
 print(($edges > 20 ? "ok" : "not ok") . " 1 - read $edges includes in " . scalar(@files) . " files\n");
 if (@bad) {
     print "not ok 2 - layering holds\n";
@@ -896,7 +905,7 @@ sub precision_formats {
 #     a literal path under /proc, /sys or /dev, and the functions below, each with its reason.
 # 38. Check 37 fails on the hang record's old writer (open of a fixed temp name) written back.
 my %opens_allowed = (
-    'engine/launchers/supervisor.c is_stopped' => '/proc/PID/stat of a rank',
+    'engine/launchers/proc_supervisor.c is_stopped' => '/proc/PID/stat of a rank',
     'engine/health/nodecheck.c process_name'   => 'PROC/PID/comm (the /proc root a test may replace)',
     'engine/health/nodecheck.c hca_active'     => 'SYSFS/class/infiniband/*/ports/*/state',
     'engine/health/nodecheck.c mem_available_mb' => 'PROC/meminfo',
@@ -987,4 +996,48 @@ sub loops_reach_watchers {
            (grep { m{^engine/loops/step\.c:\d+: reads the environment} } @inj) ? "ok" : "not ok") .
           " 40 - check 39 fails on the hang phase, the test hook and the header written back into step.c\n");
     print "# injected: $_\n" for @inj;
+}
+
+# 41. No circle among the files of the fit's health checks and of ctrain supervise (engine/health/fit,
+#     engine/supervise): an edge A -> B when A calls a function B defines (as check 18). hang.c
+#     prints diagnose.c's diagnosis after a timeout; the phases both use are phase.c's, below both
+#     (hang.c <-> diagnose.c was the tree's one circle, issue 51).
+# 42. Check 41 fails on the circle written back (diagnose.c calling into hang.c).
+# 43. ctrain supervise decides from records, not from the ranks' words: no file of engine/supervise
+#     or engine/cli/cmd_supervise.c names a phrase the ranks print for people ("did not arrive", the
+#     straggler's stop line), outside comments and the help text; fails on the old scan written back.
+{
+    my %src = slurp(grep { m{^engine/(health/fit|supervise)/[^/]+\.c$} } @files);
+    my @circles = call_circles(%src);
+    print((@circles ? "not ok" : "ok") . " 41 - no circle among engine/health/fit's and engine/supervise's files (" .
+          scalar(keys %src) . " files)\n");
+    print "# calls in a circle: $_\n" for @circles;
+    my %inj = %src;
+    $inj{'engine/health/fit/diagnose.c'} .= "\nstatic void injected(void) { ct_hang_dump(\"signal\"); }\n";
+    my @inj = call_circles(%inj);
+    print(((grep { /diagnose\.c/ && /hang\.c/ } @inj) && exists $src{'engine/health/fit/hang.c'} ? "ok" : "not ok") .
+          " 42 - check 41 fails on the circle written back (diagnose.c calling hang.c)\n");
+    print "# injected: $_\n" for @inj;
+}
+sub rank_phrases {
+    my (%src) = @_;
+    my @bad;
+    each_line(sub {
+        my ($f, $n, $line) = @_;
+        return if $f =~ /cmd_supervise\.c$/ && $line =~ /^\s*"/;    # the help text says what records say
+        push @bad, "$f:$n: reads a rank's printed words: $line"
+            if $line =~ /\b(strstr|strncmp|strcmp|sscanf|memcmp|strcasestr)\s*\(.*("[^"]*(did not arrive|is behind|straggler: node)|CT_LINE_STRAGGLER_STOPS)/;
+    }, %src);
+    return @bad;
+}
+{
+    my %src = slurp(grep { m{^engine/supervise/} || $_ eq 'engine/cli/cmd_supervise.c' } @files);
+    my @bad = rank_phrases(%src);
+    my %inj = %src;
+    $inj{'engine/supervise/decide.c'} .= "\nstatic void scan_arrive(struct ct_sv *s, const char *line)\n{\n" .
+        "    const char *p = strstr(line, \"did not arrive (on \");\n}\n";
+    my @inj = rank_phrases(%inj);
+    print((!@bad && keys(%src) > 5 && (grep { m{^engine/supervise/decide\.c:\d+: } } @inj) ? "ok" : "not ok") .
+          " 43 - ctrain supervise names no phrase of the ranks' output (" . scalar(keys %src) . " files; fails on the old scan written back)\n");
+    print "# $_\n" for @bad;
 }

@@ -42,6 +42,7 @@
 #include "ctrain/pmix.h"
 #include "ctrain/util.h"
 #include "engine/nn/bf16_inline.h"
+#include "engine/events/event.h"
 #include "engine/strategies/ddp_gloo.h"
 #include "engine/strategies/ddp_internal.h"
 
@@ -121,6 +122,7 @@ static void trace_missing(struct ddp *d, const int *ranks, int count)
         ct_str_copy(d->trace->missing_host[i], sizeof(d->trace->missing_host[i]),
                     d->hosts ? d->hosts + (size_t)ranks[i] * CT_DDP_HOST : "");
     }
+    ct_sv_event_missing(d->trace->seq, d->trace->what, d->trace->missing, d->trace->missing_host, d->trace->n_missing);
 }
 
 static int timeout_error(struct ddp *d, const char *what, double timeout, const char *who, ct_error *err)

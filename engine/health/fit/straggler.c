@@ -25,6 +25,7 @@
 #include "engine/health/fit/straggler.h"
 #include "engine/loggers/loggers.h"
 #include "engine/health/fit/rank_nodes.h"
+#include "engine/events/event.h"
 
 #define HOST_LEN CT_RANK_HOST_LEN
 
@@ -112,6 +113,18 @@ static double median_of(const double *v, int n)
     return n % 2 ? w[n / 2] : (w[n / 2 - 1] + w[n / 2]) / 2;
 }
 
+/* The fit stops over node (rank's): the supervisor's event record, from which ctrain supervise
+ * excludes the node (the warning above is for people). */
+static void stop_event(const char *node, int rank)
+{
+    ct_sv_event ev = { .kind = CT_SV_EVENT_STRAGGLER, .n_nodes = 1 };
+
+    ev.node_rank[0] = rank;
+    ct_str_copy(ev.node[0], sizeof(ev.node[0]), node);
+    ct_str_copy(ev.why, sizeof(ev.why), "the fit's straggler detection named it slow (--on-straggler)");
+    ct_sv_event_write(&ev);
+}
+
 /* A node over the threshold for enough windows: named once, and remembered for summary.json. */
 static void name_node(ct_run *run, struct ct_straggler *g, int node, int rank, double med)
 {
@@ -135,8 +148,10 @@ static void name_node(ct_run *run, struct ct_straggler *g, int node, int rank, d
         s->busy_ms = g->mean[node];
         s->median_ms = med;
     }
-    if (o->on_straggler == CT_STRAGGLER_STOP || o->on_straggler == CT_STRAGGLER_EXCLUDE)
+    if (o->on_straggler == CT_STRAGGLER_STOP || o->on_straggler == CT_STRAGGLER_EXCLUDE) {
         run->straggler_stop = 1;
+        stop_event(g->host[rank], rank);
+    }
 }
 
 /* Every node's busy time per step in the window just gathered (its slowest rank's), and over the
