@@ -10,8 +10,8 @@
  * engine/util only, and takes plain values, not the strategy's trace. Written with
  * ct_fs_write_atomic (a fresh O_EXCL/O_NOFOLLOW temp renamed into place), read with
  * ct_fs_read_input (a regular file, opened without blocking, size-capped). */
-#ifndef CTRAIN_SUPERVISE_EVENT_H
-#define CTRAIN_SUPERVISE_EVENT_H
+#ifndef CTRAIN_EVENTS_EVENT_H
+#define CTRAIN_EVENTS_EVENT_H
 
 #include <stdint.h>
 

@@ -59,7 +59,7 @@ extern const struct ct_launcher_ops ct_launcher_fork;
  *                            `ctrain supervise`: the plugin has no run directory to write a record in)
  *   fit's straggler check:   "ctrain: warning: straggler: node HOST (rank R) ..." CT_LINE_STRAGGLER_STOPS "stop)"
  *                            (for people: `ctrain supervise` reads the event record the check writes,
- *                            engine/supervise/event.h) */
+ *                            engine/events/event.h) */
 #define CT_LINE_PREFLIGHT_STOPS "; the step ends before its programs start"
 #define CT_LINE_STRAGGLER_STOPS "; stopping (--on-straggler "
 
