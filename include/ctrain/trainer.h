@@ -114,6 +114,14 @@ typedef struct ct_trainer_config {
     int straggler_every;            /* --straggler-every N optimizer steps, default 8 */
     double straggler_factor;        /* --straggler-factor X, default 2: busy > 2 x the median node's */
     int straggler_windows;          /* --straggler-windows K, default 3 windows in a row */
+    /* The TCP store of ddp without a PMIx server (README "ddp without a PMIx server"). */
+    char run_id[66];                /* --run-id, default $CTRAIN_RUN_ID or "": its keys' prefix beside the job's
+                                       id; letters, digits, '.', '_', '-' */
+    char store_bind[256];           /* --store-bind, default $CTRAIN_STORE_BIND or "": where rank 0's store
+                                       listens ("" MASTER_ADDR's addresses, "all", or ADDR[,ADDR...]) */
+    char store_secret_file[CT_TRAINER_PATH_MAX]; /* --store-secret-file, default $CTRAIN_STORE_SECRET_FILE or
+                                       "": a file only this user can read, whose bytes every store client
+                                       must prove it holds */
 } ct_trainer_config;
 
 /* What a run reports (rank 0's; plain data so it can cross a pipe). NaN where not measured. */
