@@ -59,8 +59,8 @@ static int read_secret(const ct_strategy *s, int agent, char **secret, size_t *l
 }
 
 /* Rank 0: the store on the addresses the plan gives, its notice said once. */
-static int host_store(ct_strategy *s, int port, const char *secret, size_t slen, struct ct_tcpstore_server **srv,
-                      ct_error *err)
+static int host_store(ct_strategy *s, int port, const char *secret, size_t slen, ct_tcpstore_bind *plan,
+                      struct ct_tcpstore_server **srv, ct_error *err)
 {
     ct_tcpstore_bind bind;
     int rc;
@@ -72,6 +72,54 @@ static int host_store(ct_strategy *s, int port, const char *secret, size_t slen,
         return rc;
     if (bind.notice[0])
         fprintf(stderr, "ctrain: rank 0: %s\n", bind.notice);
+    *plan = bind;
+    return 0;
+}
+
+static int loopback_text(const char *a)
+{
+    return !strncmp(a, "127.", 4) || !strcmp(a, "::1") || !strncmp(a, "::ffff:127.", 11);
+}
+
+#define REACH_KEY "store_reach"
+
+/* Debian's case again: a rank that reaches the store over loopback (MASTER_ADDR is its own host's
+ * name, 127.0.1.1 here) on a run of several nodes would give gloo that loopback address for its
+ * pairs (the address it reaches the store by, ddp_gloo.cc), which the other nodes cannot reach.
+ * Such ranks share rank 0's host: rank 0 publishes the first of this host's other addresses its
+ * store listens on, and they connect again by it, so gloo's pairs use it. GLOO_SOCKET_IFNAME, when
+ * set, chooses the pairs' interface itself. */
+static int reach_by_host_address(ct_strategy *s, const ct_tcpstore_bind *plan, double timeout_s, const char *secret,
+                                 size_t slen, const char *prefix, struct ct_tcpstore **store, ct_error *err)
+{
+    char local[CT_TCPSTORE_ADDR_LEN], addr[CT_TCPSTORE_ADDR_LEN] = "";
+    struct ct_tcpstore *again = NULL;
+    void *val = NULL;
+    size_t len = 0;
+    int rc;
+
+    if (s->num_nodes == 1 || getenv("GLOO_SOCKET_IFNAME") ||
+        ct_tcpstore_local_address(*store, local, sizeof(local)) || !loopback_text(local))
+        return 0;
+    if (s->global_rank == 0) {
+        for (int i = 0; plan && i < plan->n && !addr[0]; i++)
+            if (!loopback_text(plan->addr[i]))
+                snprintf(addr, sizeof(addr), "%s", plan->addr[i]);
+        if ((rc = ct_tcpstore_set(*store, REACH_KEY, addr, strlen(addr), err)))
+            return rc;
+    } else {
+        if ((rc = ct_tcpstore_get(*store, REACH_KEY, &val, &len, err)))
+            return rc;
+        snprintf(addr, sizeof(addr), "%.*s", (int)(len < sizeof(addr) ? len : sizeof(addr) - 1), (char *)val);
+        free(val);
+    }
+    if (!addr[0])
+        return 0;   /* the store listens on loopback only: nothing better to give */
+    if ((rc = ct_tcpstore_connect_auth(addr, s->env_info.main_port, prefix, s->global_rank, timeout_s, secret, slen,
+                                       &again, err)))
+        return rc;
+    ct_tcpstore_close(*store);
+    *store = again;
     return 0;
 }
 
@@ -79,16 +127,19 @@ int ct_strategy_store_open(ct_strategy *s, double timeout_s, struct ct_tcpstore_
                            ct_error *err)
 {
     char prefix[256], *secret = NULL;
+    ct_tcpstore_bind plan = { 0 };
     size_t slen = 0;
     int agent, rc;
 
     store_prefix(prefix, sizeof(prefix), s->env_info.job_id, s->store_run_id, &agent);
     if ((rc = read_secret(s, agent, &secret, &slen, err)))
         return rc;
-    if (!agent && s->global_rank == 0 && (rc = host_store(s, s->env_info.main_port, secret, slen, srv, err)))
+    if (!agent && s->global_rank == 0 && (rc = host_store(s, s->env_info.main_port, secret, slen, &plan, srv, err)))
         goto out;
     rc = ct_tcpstore_connect_auth(s->env_info.main_address, s->env_info.main_port, prefix, s->global_rank, timeout_s,
                                   secret, slen, store, err);
+    if (!rc && !agent)
+        rc = reach_by_host_address(s, &plan, timeout_s, secret, slen, prefix, store, err);
 out:
     if (secret)
         explicit_bzero(secret, slen);
