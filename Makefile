@@ -143,6 +143,17 @@ ifeq ($(GLOO),1)
   LIB_LIBS    += -lgloo -lstdc++
 endif
 
+# libcrypto (OpenSSL's HMAC-SHA256, for the TCP store's optional shared secret: engine/store/
+# tcpstore_auth.c) is linked when libssl-dev is present; `make CRYPTO=0` leaves it out, and a
+# --store-secret-file is then refused naming the package. libctrain only, never libctrain-core.
+ifeq ($(origin CRYPTO),undefined)
+  CRYPTO := $(if $(wildcard $(SYSROOT)/usr/include/openssl/hmac.h),1,0)
+endif
+ifeq ($(CRYPTO),1)
+  LIB_CFLAGS  += -DCT_HAVE_CRYPTO=1 $(shell $(PKG_CONFIG) --cflags libcrypto 2>/dev/null)
+  LIB_LIBS    += $(or $(shell $(PKG_CONFIG) --libs libcrypto 2>/dev/null),-lcrypto)
+endif
+
 # Protocol buffers (TensorBoard's event records): protoc-c compiles each .proto under engine/ into
 # $(BUILD)/gen/<same path>.pb-c.{c,h}, included as "engine/.../NAME.pb-c.h".
 PROTO_SRC := $(sort $(wildcard engine/loggers/proto/*.proto))

@@ -449,24 +449,6 @@ int ct_ddp_gloo_wait(ct_strategy *s, long ticket, const char *what, ct_error *er
 
 #ifdef CT_HAVE_GLOO
 
-/* The store's keys: under torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=True) where
- * PyTorch's workers put theirs, /worker/attempt_<restart count>, and ctrain's own below it; else
- * ctrain/<the job's identity> (the environment's job id: SLURM's job, PMIx's namespace, torchrun's
- * TORCHELASTIC_RUN_ID, LSF's job), so that a rank of another job given the same MASTER_ADDR:PORT
- * waits for keys of its own and times out instead of joining this one (issue 48 item 2). */
-static void store_prefix(char *buf, size_t size, const char *job_id, int *agent)
-{
-    const char *use = getenv("TORCHELASTIC_USE_AGENT_STORE"), *restarts = getenv("TORCHELASTIC_RESTART_COUNT");
-
-    *agent = use && (!strcmp(use, "True") || !strcmp(use, "true") || !strcmp(use, "1"));
-    if (*agent)
-        snprintf(buf, size, "/worker/attempt_%s/ctrain", restarts && *restarts ? restarts : "0");
-    else if (job_id[0])
-        snprintf(buf, size, "ctrain/%s", job_id);
-    else
-        snprintf(buf, size, "ctrain");
-}
-
 /* This rank's host name in the store, for a timeout's message on the other ranks. */
 static void publish_host(struct ddp *d, int rank)
 {
@@ -483,8 +465,7 @@ static int gloo_setup(ct_strategy *s, struct ddp *d, ct_error *err)
 {
     double timeout = s->collective_timeout_s > 0 ? s->collective_timeout_s : GLOO_TIMEOUT_S;
     const char *addr = s->env_info.main_address;
-    int port = s->env_info.main_port, agent, rc;
-    char prefix[160];
+    int port = s->env_info.main_port, rc;
 
     if (!addr[0] || port <= 0) {
         ct_error_set(err, CT_EINVAL, "ddp-gloo-address", "ddp (gloo): rank %d: no MASTER_ADDR/MASTER_PORT to meet "
@@ -494,10 +475,7 @@ static int gloo_setup(ct_strategy *s, struct ddp *d, ct_error *err)
                              : "set MASTER_ADDR and MASTER_PORT to rank 0's host and a free port on it, the same "
                              "on every rank");
     }
-    store_prefix(prefix, sizeof(prefix), s->env_info.job_id, &agent);
-    if (!agent && s->global_rank == 0 && (rc = ct_tcpstore_server_start(port, 0, &d->store_srv, err)))
-        return rc;
-    if ((rc = ct_tcpstore_connect(addr, port, prefix, s->global_rank, timeout, &d->store, err)))
+    if ((rc = ct_strategy_store_open(s, timeout, &d->store_srv, &d->store, err)))
         return rc;
     /* overlap (ddp_sharded: always) runs the collectives on the context's worker thread. */
     rc = ct_gloo_create(d->store, s->global_rank, s->world_size, timeout, d->overlap, &d->gloo, err);

@@ -112,4 +112,8 @@ void ct_result_fit(ct_trainer_result *res, const ct_run *run, const ct_eval_resu
 void ct_result_eval(ct_trainer_result *res, enum ct_trainer_mode mode, const ct_eval_result *r, long samples,
                     const char *path);
 
+/* The config's settings the strategy takes before setup_environment (config.c): the collective
+ * timeout and the TCP store's (--run-id, --store-bind, --store-secret-file). */
+void ct_trainer_configure_strategy(ct_strategy *s, const ct_trainer_config *cfg);
+
 #endif

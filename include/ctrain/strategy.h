@@ -182,6 +182,12 @@ void ct_optim_state_list_free(ct_optim_state_list *l);
  * then ends the job when it is freed (MPI_Abort under ddp), so a stopped or hung rank cannot keep
  * the others waiting. Default 300; <= 0 waits forever. Before setup_environment. */
 void ct_strategy_set_collective_timeout(ct_strategy *s, double seconds);
+/* The TCP store ddp meets in without a PMIx server (README "ddp without a PMIx server"): run_id
+ * (--run-id) scopes its keys beside the job's id; bind (--store-bind) says where rank 0's store
+ * listens: "" MASTER_ADDR's addresses, "all", or ADDR[,ADDR...]; secret_file (--store-secret-file)
+ * holds the secret every client must prove (rank 0's store drops the others). NULL or "": the
+ * default. Before setup_environment. */
+void ct_strategy_set_store(ct_strategy *s, const char *run_id, const char *bind, const char *secret_file);
 int ct_strategy_broadcast(ct_strategy *s, void *buf, size_t bytes, int root, ct_error *err);
 /* In-place sum over ranks. */
 int ct_strategy_reduce_sum(ct_strategy *s, double *values, int n, ct_error *err);

@@ -116,6 +116,14 @@ typedef struct ct_trainer_config {
     int straggler_every;            /* --straggler-every N optimizer steps, default 8 */
     double straggler_factor;        /* --straggler-factor X, default 2: busy > 2 x the median node's */
     int straggler_windows;          /* --straggler-windows K, default 3 windows in a row */
+    /* The TCP store of ddp without a PMIx server (README "ddp without a PMIx server"). */
+    char run_id[66];                /* --run-id, default $CTRAIN_RUN_ID or "": its keys' prefix beside the job's
+                                       id; letters, digits, '.', '_', '-' */
+    char store_bind[256];           /* --store-bind, default $CTRAIN_STORE_BIND or "": where rank 0's store
+                                       listens ("" MASTER_ADDR's addresses, "all", or ADDR[,ADDR...]) */
+    char store_secret_file[CT_TRAINER_PATH_MAX]; /* --store-secret-file, default $CTRAIN_STORE_SECRET_FILE or
+                                       "": a file only this user can read, whose bytes every store client
+                                       must prove it holds */
     /* The program's own callbacks (include/ctrain/callback.h; ct_trainer_add_callback), called in
      * this order after the loggers' hooks and before the checkpoints'. Every rank runs the program
      * and sets them alike; each rank's callback state is its own. fit only. */
