@@ -25,6 +25,9 @@ my %level = (
     # The binding planner reads gres.conf's node names with envs' hostlist; slurmctld's requests
     # (a requeue without a bad node, for the trainer and the plugin) use it too.
     connector => 5, bind => 5, slurm => 5,
+    # engine/collectives: one table of collectives (mpi, gloo, nccl components) under every
+    # strategy, above what they use (the PMIx client, the TCPStore, the environments' layout).
+    collectives => 5,
     strategies => 6,
     # ct_run and its options (engine/loops/run.h, see %file_module): what the Trainer hands the
     # loops, typed below both the loops and the loggers, so that the loggers can read a run.
@@ -61,7 +64,7 @@ my %public = (
     'accelerator.h' => 'accelerators', 'precision.h' => 'registry',
     'environment.h' => 'envs', 'envs.h' => 'envs', 'hostlist.h' => 'envs', 'gres_conf.h' => 'bind',
     'checkpoint_io.h' => 'checkpoint_io', 'launcher.h' => 'launchers',
-    'strategy.h' => 'strategies', 'connector.h' => 'connector',
+    'strategy.h' => 'strategies', 'connector.h' => 'connector', 'collective_trace.h' => 'collectives',
     'loops.h' => 'loops', 'trainer.h' => 'trainer', 'engine.h' => 'trainer',
 );
 
@@ -111,9 +114,9 @@ for my $file (@files) {
 
 # The device seam: the checkpoint code, the loops (and their loggers), the Trainer and the
 # strategies reach a device only through the Accelerator (ct_strategy_model_to_device). No CUDA
-# include, no CT_HAVE_CUDA, no accelerator name compared. The NCCL glue is the cuda-only part of
-# ddp and is exempt (ddp.c reaches it through the accelerator's device_memory flag).
-my %device_exempt = map { $_ => 1 } qw(engine/strategies/ddp_nccl.c engine/strategies/ddp_nccl.h);
+# include, no CT_HAVE_CUDA, no accelerator name compared. The NCCL glue lives below them, in
+# engine/collectives (ddp reaches it through the accelerator's device_memory flag).
+my %device_exempt;
 # The model seam: the checkpoint code, the loops (and their loggers) and the Trainer name no model
 # and no dataset.
 my (@dev, @model);
