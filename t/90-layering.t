@@ -293,7 +293,7 @@ my @inj_rank = rank_getenv(%inj_ranks);
 my $caught41 = (grep { m{strategies\.c: list\[4\]} } @inj_hand) && (grep { m{registry\.c: entries\[MAX_ENTRIES\]} } @inj_hand) &&
                (grep { m{ddp\.c: .*CT_VAR_RANK} } @inj_rank) && keys(%strategy_src) > 5;
 
-print "1..38\n";
+print "1..40\n";
 print(($edges > 20 ? "ok" : "not ok") . " 1 - read $edges includes in " . scalar(@files) . " files\n");
 if (@bad) {
     print "not ok 2 - layering holds\n";
@@ -933,5 +933,39 @@ sub file_opens {
     my @inj = file_opens(%inj);
     print(((grep { m{^engine/health/fit/hang\.c:\d+: open outside .* in dump_tmp} } @inj) == 1 ? "ok" : "not ok") .
           " 38 - check 37 fails on the hang record's old writer written back\n");
+    print "# injected: $_\n" for @inj;
+}
+
+# --- one collectives layer under every strategy (issue 51 item 2) --------------------------------
+# ddp and ddp_sharded keep the buckets and their overlap and call engine/collectives' table: no
+# line of their code (comments and message strings aside) names a library (mpi, gloo, nccl, MPI_,
+# CT_HAVE_*, their headers), and ddp.c stays at most 600 lines.
+sub backend_branches {
+    my (%src) = @_;
+    my @bad;
+    each_line(sub {
+        my ($f, $n, $line) = @_;
+        (my $code = $line) =~ s/"(?:[^"\\]|\\.)*"/""/g;
+        $code =~ s{//.*}{};
+        push @bad, "$f:$n: names a collectives library: $line"
+            if $code =~ /\b(mpi|gloo|nccl)\w*\b|\bMPI_|\bCT_HAVE_|\bct_(gloo|nccl)_/i || $line =~ /^\s*#\s*include\s*[<"](mpi|gloo|nccl)/;
+    }, %src);
+    for my $f (grep { m{/ddp\.c$} } sort keys %src) {
+        my $lines = () = $src{$f} =~ /\n/g;
+        push @bad, "$f: $lines lines (at most 600: the buckets and their overlap only)" if $lines > 600;
+    }
+    return @bad;
+}
+{
+    my %src = slurp(grep { m{^engine/strategies/ddp\w*\.[ch]$} } @files);
+    my @bad = backend_branches(%src);
+    print((@bad || !exists $src{'engine/strategies/ddp.c'} ? "not ok" : "ok") . " 39 - ddp and ddp_sharded name no " .
+          "collectives library (" . scalar(keys %src) . " files; ddp.c " . (() = ($src{'engine/strategies/ddp.c'} // '') =~ /\n/g) .
+          " lines): they call engine/collectives' table\n");
+    print "# $_\n" for @bad;
+    my %inj = %src;
+    $inj{'engine/strategies/ddp.c'} = "#include <mpi.h>\n" . ("\n" x 600) . "    if (d->gloo)\n        return 0;\n";
+    my @inj = backend_branches(%inj);
+    print((@inj == 3 ? "ok" : "not ok") . " 40 - check 39 fails on an MPI include, a gloo branch and a ddp.c of 600 lines more\n");
     print "# injected: $_\n" for @inj;
 }

@@ -23,7 +23,7 @@
 
 /* --collective-timeout's default, in seconds, and the bound of a library's own waits (gloo's
  * context, its store, NCCL's bootstrap) where the timeout is 0 ("wait forever"): written here only. */
-#define CT_COLL_TIMEOUT_S 300.0
+#define CT_COLL_TIMEOUT_S 300
 /* The bound a library's own waits get for a collective timeout of timeout_s (<= 0: none). */
 double ct_coll_library_bound(double timeout_s);
 
