@@ -104,8 +104,8 @@ endif
 # Each built-in model's own folder (engine/models/NAME/), found, not listed.
 MODEL_DIRS := $(patsubst %/,%,$(sort $(wildcard engine/models/*/)))
 CORE_DIRS := engine/util engine/registry engine/connector engine/bind engine/health envs
-LIB_DIRS  := engine/nn engine/data engine/models $(MODEL_DIRS) engine/accelerators engine/collectives engine/strategies \
-             engine/launchers engine/checkpoint_io engine/checkpoint engine/health/fit engine/loggers engine/loops engine/trainer pmix engine/store engine/slurm
+LIB_DIRS  := engine/events engine/supervise engine/nn engine/data engine/models $(MODEL_DIRS) engine/accelerators engine/collectives engine/strategies \
+             engine/launchers engine/checkpoint_io engine/checkpoint engine/health/fit engine/loggers engine/run engine/callbacks engine/loops engine/trainer pmix engine/store engine/slurm
 
 CORE_SRC  := $(sort $(foreach d,$(CORE_DIRS),$(wildcard $(d)/*.c)))
 LIB_SRC   := $(sort $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
@@ -471,8 +471,8 @@ SNIPPET_LINK := $(SLURM_CONFDIR)/plugstack.conf.d/ctrain.conf
 # headers, the Trainer's entry points the example calls (engine, connector, trainer) and what those
 # include. The rest of include/ctrain/ is libctrain's own and is not installed (t/90 checks this
 # list is exactly that closure).
-PUBLIC_HEADERS := accelerator config connector datamodule dtype engine environment error model nn registry rng \
-                  trainer
+PUBLIC_HEADERS := accelerator callback config connector datamodule dtype engine environment error model nn registry \
+                  rng trainer
 
 .PHONY: install-cli install-lib install-dev install-spank
 install: install-cli install-lib install-dev install-spank

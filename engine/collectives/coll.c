@@ -10,6 +10,7 @@
 #include "ctrain/envs.h"
 #include "ctrain/util.h"
 #include "engine/collectives/coll_impl.h"
+#include "engine/events/event.h"
 
 double ct_coll_library_bound(double timeout_s) { return timeout_s > 0 ? timeout_s : CT_COLL_TIMEOUT_S; }
 
@@ -270,6 +271,7 @@ static void trace_missing(ct_coll *c, const int *ranks, int count)
         ct_str_copy(c->trace->missing_host[i], sizeof(c->trace->missing_host[i]),
                     c->hosts ? c->hosts + (size_t)ranks[i] * CT_COLL_HOST : "");
     }
+    ct_sv_event_missing(c->trace->seq, c->trace->what, c->trace->missing, c->trace->missing_host, c->trace->n_missing);
 }
 
 /* The verdict in words: the phrases supervise and users read (engine/launchers/launcher.h). */

@@ -159,6 +159,19 @@ static int check_preflight(const ct_trainer_config *cfg, ct_error *err)
     return ct_preflight_parse_checks(cfg->preflight_checks, &checks, err);
 }
 
+int ct_trainer_add_callback(ct_trainer_config *cfg, const ct_callback_ops *ops, void *self, ct_error *err)
+{
+    if (!ops || cfg->n_callbacks >= CT_TRAINER_MAX_CALLBACKS) {
+        ct_error_set(err, CT_EINVAL, "callback-add", "callback %s: %s", ops && ops->name ? ops->name : "(no ops)",
+                     ops ? "too many callbacks" : "no hooks given");
+        return ct_error_hint(err, "a fit takes at most %d callbacks of the program's own", CT_TRAINER_MAX_CALLBACKS);
+    }
+    cfg->callbacks[cfg->n_callbacks].ops = ops;
+    cfg->callbacks[cfg->n_callbacks].self = self;
+    cfg->n_callbacks++;
+    return 0;
+}
+
 int ct_trainer_config_check(const ct_trainer_config *cfg, ct_error *err)
 {
     enum ct_optim_kind kind;
