@@ -218,6 +218,27 @@ int ct_coll_sendrecv(ct_coll *c, const void *sendbuf, size_t send_bytes, int to,
     return c->ops->sendrecv(c, sendbuf, send_bytes, to, recvbuf, recv_bytes, from, err);
 }
 
+int ct_coll_check_bf16(const ct_coll *c, ct_error *err)
+{
+    if (c->ops->bf16)
+        return 0;
+    ct_error_set(err, CT_ENOTAVAIL, "ddp-dtype", "%s: backend %s exchanges fp32 or fp64 gradients only", c->strategy,
+                 c->ops->name);
+    return ct_error_hint(err, "use --precision 32-true, bf16-mixed or 64-true, or backend=mpi under a PMIx "
+                         "server for bf16-true");
+}
+
+/* MPI counts elements in an int: the bound every library keeps, so the shards are the same on all. */
+int ct_coll_check_count(size_t n, const char *id, const char *what, ct_error *err)
+{
+    char text[160];
+
+    if (n <= (size_t)2147483647)
+        return 0;
+    snprintf(text, sizeof(text), what, n);
+    return ct_error_set(err, CT_EINVAL, id, "%s exceed MPI's int counts", text);
+}
+
 long ct_coll_last(const ct_coll *c) { return c->ops->last(c); }
 
 int ct_coll_progress(ct_coll *c, ct_error *err) { return c->ops->progress ? c->ops->progress(c, err) : 0; }

@@ -84,6 +84,11 @@ const char *ct_coll_name(const ct_coll *c);
 int ct_coll_sums(const ct_coll *c);
 /* Whether the library moves bf16 (sums in fp32, rounded). */
 int ct_coll_has_bf16(const ct_coll *c);
+/* 0 when it does; else an error naming the library, with a hint. */
+int ct_coll_check_bf16(const ct_coll *c, ct_error *err);
+/* n elements within every library's counts (an int's); else an error with id and what (a format
+ * with one %zu, n) "... exceed MPI's int counts". */
+int ct_coll_check_count(size_t n, const char *id, const char *what, ct_error *err);
 /* Where waits record this rank's place (NULL: nowhere) and the timeout they keep (<= 0: none). */
 void ct_coll_watch(ct_coll *c, ct_collective_trace *trace, double timeout_s);
 

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* ddp: one process per device, gradients summed across ranks (each rank's backward took its share of
- * the global mean; a library that averages, NCCL, gets its own count) over the collectives of
- * engine/collectives: the backend option (Lightning's process_group_backend: auto, mpi, gloo, nccl)
- * names the library, ct_coll_choose resolves auto in the rank, and ddp calls the one table.
+ * the global mean; a library that averages gets its own count) over the collectives of
+ * engine/collectives: the backend option (Lightning's process_group_backend) names the library,
+ * ct_coll_choose resolves auto in the rank, and ddp calls the one table.
  *
  * Gradients are cut into buckets of whole tensors from the end of the array (backward produces them
  * in that order); a bucket's non-blocking allreduce starts the moment backward has produced all of
@@ -14,8 +14,8 @@
  * Collective timeout: every wait is bounded by --collective-timeout
  * (ct_strategy_set_collective_timeout); when it passes, the collectives layer finds the ranks that
  * never arrived and every waiting rank fails with the same message. A broken group is not left
- * cleanly (teardown skips it) and freeing the strategy ends the job where the library can (MPI_Abort:
- * srun, mpirun and ctrain's launchers end every rank); elsewhere the other ranks' timeout ends them.
+ * cleanly (teardown skips it) and freeing the strategy ends the job where the library can (an abort
+ * every launcher turns into ending every rank); elsewhere the other ranks' timeout ends them.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,9 +69,9 @@ static int ct_ddp_init(ct_strategy *s, ct_error *err)
     return 0;
 }
 
-/* The library the backend names joins the ranks (mpi: MPI's numbering, checked against the cluster
- * environment's; gloo: the environment's layout, the only one there is); then the device, and the
- * model's library where the model lives in device memory. */
+/* The library the backend names joins the ranks (its numbering, checked against the cluster
+ * environment's, or the environment's layout where the library has none); then the device, and
+ * the model's library where the model lives in device memory. */
 static int ct_ddp_setup_environment(ct_strategy *s, ct_error *err)
 {
     struct ddp *d = s->impl;
@@ -137,12 +137,8 @@ static int ct_ddp_setup_model(ct_strategy *s, void *params, void *grads, size_t 
     struct ddp *d = s->impl;
     int rc;
 
-    if (d->coll && s->param_dtype == CT_DTYPE_BF16 && !ct_coll_has_bf16(d->coll)) {
-        ct_error_set(err, CT_ENOTAVAIL, "ddp-dtype", "%s: backend %s exchanges fp32 or fp64 gradients only",
-                     s->ops->name, ct_coll_name(d->coll));
-        return ct_error_hint(err, "use --precision 32-true, bf16-mixed or 64-true, or backend=mpi under a PMIx "
-                             "server for bf16-true");
-    }
+    if (d->coll && s->param_dtype == CT_DTYPE_BF16 && (rc = ct_coll_check_bf16(d->coll, err)))
+        return rc;
     if (s->param_dtype != CT_DTYPE_F32 && s->param_dtype != CT_DTYPE_F64 &&
         !(s->param_dtype == CT_DTYPE_BF16 && !(d->model_coll && !ct_coll_has_bf16(d->model_coll)))) {
         ct_error_set(err, CT_ENOTAVAIL, "ddp-dtype", "%s exchanges fp32, fp64 or (on cpu) bf16 gradients only",
@@ -161,7 +157,7 @@ static int ct_ddp_setup_model(ct_strategy *s, void *params, void *grads, size_t 
     /* Where the library sums the ranks' gradients, every rank's backward takes the mean over the
      * global batch: the sum is then the average, with no pass of its own (one over every gradient
      * was 6% of a 2-rank step in `perf record`). For a power-of-two world the result is the same
-     * bits as averaging after the sum. A library that averages (NCCL) counts one. */
+     * bits as averaging after the sum. A library that averages counts one. */
     s->grad_ranks = ct_coll_sums(d->model_coll) ? s->world_size : 1;
     /* Every rank starts from rank 0's initial weights (on cuda they are in device memory). */
     if ((rc = ct_ddp_wait(s, d->model_coll, ct_coll_broadcast_start(d->model_coll, params, n, d->type, 0, err),
@@ -186,7 +182,7 @@ static int start_bucket(ct_strategy *s, int i, int in_backward, ct_error *err)
         if ((rc = d->start_reduce(s, i, err)))
             return rc;
     } else if ((t = ct_coll_allreduce_start(d->model_coll, grad_at(d, b->start), b->len, d->type, err)) < 0) {
-        /* A threaded library (gloo) sums it while backward goes on (overlap=0: in grad_sync); a
+        /* A threaded library sums it while backward goes on (overlap=0: in grad_sync); a
          * failure there is seen in grad_sync's wait. */
         return (int)t;
     }
@@ -283,7 +279,7 @@ static int ct_ddp_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_err
     d->pending_lo = offset;
     if (d->pending_hi - d->pending_lo >= d->bucket_floats && (rc = close_bucket(s, d->overlap, err)))
         return rc;
-    /* A library that progresses inside its calls (MPI) gets a poke between layers. */
+    /* A library that progresses inside its calls gets a poke between layers. */
     return ct_coll_progress(d->model_coll, err);
 }
 
@@ -374,8 +370,8 @@ static int ct_ddp_sendrecv(ct_strategy *s, const void *sendbuf, size_t send_byte
     return ct_coll_sendrecv(d->coll, sendbuf, send_bytes, to, recvbuf, recv_bytes, from, err);
 }
 
-/* Leave the group cleanly; a broken one cannot (MPI_Finalize waits for every rank): destroy ends
- * the job instead. */
+/* Leave the group cleanly; a broken one cannot (leaving waits for every rank): destroy ends the
+ * job instead. */
 static void ct_ddp_teardown(ct_strategy *s)
 {
     struct ddp *d = s->impl;
@@ -387,7 +383,7 @@ static void ct_ddp_teardown(ct_strategy *s)
     ct_coll_close(d->coll);
 }
 
-/* Freeing ends the job: the group broke and its library can end every rank (MPI_Abort). */
+/* Freeing ends the job: the group broke and its library can end every rank (an abort). */
 static int ct_ddp_ends_job(const ct_strategy *s)
 {
     const struct ddp *d = s->impl;

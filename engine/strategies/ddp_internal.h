@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* What ddp.c shares with the strategies built on it (ddp_sharded.c): its state, the bucketed
  * gradient exchange and the ops a variant reuses. The collectives themselves are engine/collectives'
- * (one table over mpi, gloo and nccl); ddp keeps the buckets and their overlap with backward. */
+ * (one table over every library); ddp keeps the buckets and their overlap with backward. */
 #ifndef CTRAIN_DDP_INTERNAL_H
 #define CTRAIN_DDP_INTERNAL_H
 

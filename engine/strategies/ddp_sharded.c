@@ -10,9 +10,9 @@
  *  - stage 2: each bucket is reduce-scattered: every rank sends each peer the part of the bucket
  *    inside the peer's shard and receives the peers' parts of its own (point to point, started as
  *    the bucket closes), then sums them in rank order into a shard-sized array — the reduced
- *    gradients are partitioned too, and each rank moves half the bytes an allreduce moves. (Open
- *    MPI's MPI_Ireduce_scatter reduces the whole bucket to rank 0 and scatters it: rank 0 adds
- *    everything and each rank sends the whole bucket; measured 1.2x slower steps here.)
+ *    gradients are partitioned too, and each rank moves half the bytes an allreduce moves. (A
+ *    library's own non-blocking reduce-scatter reduced the whole bucket to rank 0 and scattered it:
+ *    rank 0 added everything and each rank sent the whole bucket; measured 1.2x slower steps here.)
  * The strategy owns the update: each rank updates its shard of the parameters with its shard of
  * the state, then an all-gather gives every rank the whole parameters for the next forward. The
  * all-gather runs in pieces of bucket_mb from the first parameter on, started after the update and
@@ -28,8 +28,8 @@
  * on). The shards, and so what each rank owns and what a checkpoint holds, are the same on every
  * library.
  *
- * cpu only (the registry entry says so): on cuda the connector refuses it; the NCCL variant is not
- * written.
+ * cpu only (the registry entry says so): on cuda the connector refuses it; the device-memory
+ * variant is not written.
  */
 #include <cblas.h>
 #include <stdio.h>
@@ -238,10 +238,8 @@ static int sharded_setup_model(ct_strategy *s, void *params, void *grads, size_t
                      "(--precision 32-true or bf16-mixed)");
         return ct_error_hint(err, "use --strategy ddp for this precision");
     }
-    if (n > (size_t)2147483647) {
-        ct_error_set(err, CT_EINVAL, "ddp-sharded-too-large", "ddp_sharded: %zu parameters exceed MPI's int counts", n);
+    if ((rc = ct_coll_check_count(n, "ddp-sharded-too-large", "ddp_sharded: %zu parameters", err)))
         return ct_error_hint(err, "use --strategy ddp");
-    }
     if ((rc = ct_strategy_ddp.setup_model(s, params, grads, n, err)))
         return rc;
     z->params = params;
