@@ -104,7 +104,7 @@ endif
 # Each built-in model's own folder (engine/models/NAME/), found, not listed.
 MODEL_DIRS := $(patsubst %/,%,$(sort $(wildcard engine/models/*/)))
 CORE_DIRS := engine/util engine/registry engine/connector engine/bind engine/health envs
-LIB_DIRS  := engine/events engine/supervise engine/nn engine/data engine/models $(MODEL_DIRS) engine/accelerators engine/strategies \
+LIB_DIRS  := engine/events engine/supervise engine/nn engine/data engine/models $(MODEL_DIRS) engine/accelerators engine/collectives engine/strategies \
              engine/launchers engine/checkpoint_io engine/checkpoint engine/health/fit engine/loggers engine/run engine/callbacks engine/loops engine/trainer pmix engine/store engine/slurm
 
 CORE_SRC  := $(sort $(foreach d,$(CORE_DIRS),$(wildcard $(d)/*.c)))

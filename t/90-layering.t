@@ -25,6 +25,9 @@ my %level = (
     # The binding planner reads gres.conf's node names with envs' hostlist; slurmctld's requests
     # (a requeue without a bad node, for the trainer and the plugin) use it too.
     connector => 5, bind => 5, slurm => 5,
+    # engine/collectives: one table of collectives (mpi, gloo, nccl components) under every
+    # strategy, above what they use (the PMIx client, the TCPStore, the environments' layout).
+    collectives => 5,
     strategies => 6,
     # engine/run: ct_run, its options and counters (run.h), and its callback table (callbacks.h,
     # the public side include/ctrain/callback.h): what the Trainer hands the loops, typed below the
@@ -75,7 +78,7 @@ my %public = (
     'accelerator.h' => 'accelerators', 'precision.h' => 'registry',
     'environment.h' => 'envs', 'envs.h' => 'envs', 'hostlist.h' => 'envs', 'gres_conf.h' => 'bind',
     'checkpoint_io.h' => 'checkpoint_io', 'launcher.h' => 'launchers',
-    'strategy.h' => 'strategies', 'connector.h' => 'connector',
+    'strategy.h' => 'strategies', 'connector.h' => 'connector', 'collective_trace.h' => 'collectives',
     'loops.h' => 'loops', 'trainer.h' => 'trainer', 'engine.h' => 'trainer',
     # A user program's callbacks: the run's table, seen from outside.
     'callback.h' => 'run',
@@ -125,9 +128,9 @@ for my $file (@files) {
 
 # The device seam: the checkpoint code, the loops (and their loggers), the Trainer and the
 # strategies reach a device only through the Accelerator (ct_strategy_model_to_device). No CUDA
-# include, no CT_HAVE_CUDA, no accelerator name compared. The NCCL glue is the cuda-only part of
-# ddp and is exempt (ddp.c reaches it through the accelerator's device_memory flag).
-my %device_exempt = map { $_ => 1 } qw(engine/strategies/ddp_nccl.c engine/strategies/ddp_nccl.h);
+# include, no CT_HAVE_CUDA, no accelerator name compared. The NCCL glue lives below them, in
+# engine/collectives (ddp reaches it through the accelerator's device_memory flag).
+my %device_exempt;
 # The model seam: the checkpoint code, the loops (and their loggers) and the Trainer name no model
 # and no dataset.
 my (@dev, @model);
@@ -304,7 +307,7 @@ my @inj_rank = rank_getenv(%inj_ranks);
 my $caught41 = (grep { m{strategies\.c: list\[4\]} } @inj_hand) && (grep { m{registry\.c: entries\[MAX_ENTRIES\]} } @inj_hand) &&
                (grep { m{ddp\.c: .*CT_VAR_RANK} } @inj_rank) && keys(%strategy_src) > 5;
 
-print "1..43\n";
+print "1..45\n";
 print(($edges > 20 ? "ok" : "not ok") . " 1 - read $edges includes in " . scalar(@files) . " files\n");
 if (@bad) {
     print "not ok 2 - layering holds\n";
@@ -1040,4 +1043,38 @@ sub rank_phrases {
     print((!@bad && keys(%src) > 5 && (grep { m{^engine/supervise/decide\.c:\d+: } } @inj) ? "ok" : "not ok") .
           " 43 - ctrain supervise names no phrase of the ranks' output (" . scalar(keys %src) . " files; fails on the old scan written back)\n");
     print "# $_\n" for @bad;
+}
+
+# --- one collectives layer under every strategy (issue 51 item 2) --------------------------------
+# ddp and ddp_sharded keep the buckets and their overlap and call engine/collectives' table: no
+# line of their code (comments and message strings aside) names a library (mpi, gloo, nccl, MPI_,
+# CT_HAVE_*, their headers), and ddp.c stays at most 600 lines.
+sub backend_branches {
+    my (%src) = @_;
+    my @bad;
+    each_line(sub {
+        my ($f, $n, $line) = @_;
+        (my $code = $line) =~ s/"(?:[^"\\]|\\.)*"/""/g;
+        $code =~ s{//.*}{};
+        push @bad, "$f:$n: names a collectives library: $line"
+            if $code =~ /\b(mpi|gloo|nccl)\w*\b|\bMPI_|\bCT_HAVE_|\bct_(gloo|nccl)_/i || $line =~ /^\s*#\s*include\s*[<"](mpi|gloo|nccl)/;
+    }, %src);
+    for my $f (grep { m{/ddp\.c$} } sort keys %src) {
+        my $lines = () = $src{$f} =~ /\n/g;
+        push @bad, "$f: $lines lines (at most 600: the buckets and their overlap only)" if $lines > 600;
+    }
+    return @bad;
+}
+{
+    my %src = slurp(grep { m{^engine/strategies/ddp\w*\.[ch]$} } @files);
+    my @bad = backend_branches(%src);
+    print((@bad || !exists $src{'engine/strategies/ddp.c'} ? "not ok" : "ok") . " 44 - ddp and ddp_sharded name no " .
+          "collectives library (" . scalar(keys %src) . " files; ddp.c " . (() = ($src{'engine/strategies/ddp.c'} // '') =~ /\n/g) .
+          " lines): they call engine/collectives' table\n");
+    print "# $_\n" for @bad;
+    my %inj = %src;
+    $inj{'engine/strategies/ddp.c'} = "#include <mpi.h>\n" . ("\n" x 600) . "    if (d->gloo)\n        return 0;\n";
+    my @inj = backend_branches(%inj);
+    print((@inj == 3 ? "ok" : "not ok") . " 45 - check 44 fails on an MPI include, a gloo branch and a ddp.c of 600 lines more\n");
+    print "# injected: $_\n" for @inj;
 }

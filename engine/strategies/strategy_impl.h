@@ -106,12 +106,5 @@ void ct_async_ckpt_free(ct_strategy *s);
  * ct_config_double/int give each value, or the schema's default. */
 int ct_strategy_options(const ct_strategy *s, ct_config *out, ct_error *err);
 
-/* ddp without a PMIx server (store_open.c): rank 0 hosts the TCP store where the store settings say
- * (unless torchrun's agent hosts it), and every rank connects to MASTER_ADDR:MASTER_PORT with the
- * run's key prefix; *srv (rank 0's) and *store, freed by the caller. */
-struct ct_tcpstore_server;
-struct ct_tcpstore;
-int ct_strategy_store_open(ct_strategy *s, double timeout_s, struct ct_tcpstore_server **srv, struct ct_tcpstore **store,
-                           ct_error *err);
 
 #endif

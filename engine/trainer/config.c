@@ -8,6 +8,7 @@
 
 #include "ctrain/nn.h"
 #include "ctrain/trainer.h"
+#include "engine/collectives/collectives.h"
 #include "engine/loops/loops.h"
 #include "engine/health/fit/preflight.h"
 #include "engine/trainer/trainer_internal.h"
@@ -33,7 +34,7 @@ void ct_trainer_config_default(ct_trainer_config *cfg)
     cfg->val_fraction = 1.0 / 12.0;
     snprintf(cfg->requeue_signal, sizeof(cfg->requeue_signal), "USR1");
     cfg->auto_requeue = 1;
-    cfg->collective_timeout = 300;
+    cfg->collective_timeout = CT_COLL_TIMEOUT_S;
     cfg->accumulate_grad_batches = 1;
     cfg->limit_val_batches = 1.0;
     cfg->save_top_k = 1;

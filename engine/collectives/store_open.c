@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The TCP store of ddp without a PMIx server (gloo, and nccl's id): where rank 0's store listens
- * and under which prefix the run's keys are (issue 48 item 2). See strategy_impl.h. */
+/* The TCP store of the collectives without a PMIx server (gloo, and nccl's id beside it): where
+ * rank 0's store listens and under which prefix the run's keys are (issue 48 item 2). See
+ * coll_impl.h. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ctrain/tcpstore.h"
-#include "engine/strategies/strategy_impl.h"
+#include "engine/collectives/coll_impl.h"
 #include "engine/util/fsutil.h"
 
 /* The store's keys: under torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=True) where
@@ -31,9 +32,9 @@ static void store_prefix(char *buf, size_t size, const char *job_id, const char 
 }
 
 /* --store-secret-file: this user's own file, unreadable by others, 16 to 4096 bytes. */
-static int read_secret(const ct_strategy *s, int agent, char **secret, size_t *len, ct_error *err)
+static int read_secret(const struct ct_coll_store_setup *s, int agent, char **secret, size_t *len, ct_error *err)
 {
-    const char *path = s->store_secret_file;
+    const char *path = s->secret_file;
     int rc;
 
     *secret = NULL;
@@ -43,7 +44,7 @@ static int read_secret(const ct_strategy *s, int agent, char **secret, size_t *l
     if (agent) {
         /* The store is PyTorch's (torchrun's agent), which knows no secret. */
         ct_error_set(err, CT_EINVAL, "store-secret", "rank %d: --store-secret-file (or CTRAIN_STORE_SECRET_FILE) "
-                     "under torchrun's agent store: PyTorch's store cannot check it", s->global_rank);
+                     "under torchrun's agent store: PyTorch's store cannot check it", s->rank);
         return ct_error_hint(err, "leave --store-secret-file out under torchrun, or start the ranks with srun or by hand");
     }
     if ((rc = ct_fs_read_private(path, "--store-secret-file", CT_TCPSTORE_SECRET_MAX, secret, len, err)))
@@ -59,16 +60,16 @@ static int read_secret(const ct_strategy *s, int agent, char **secret, size_t *l
 }
 
 /* Rank 0: the store on the addresses the plan gives, its notice said once. */
-static int host_store(ct_strategy *s, int port, const char *secret, size_t slen, ct_tcpstore_bind *plan,
+static int host_store(const struct ct_coll_store_setup *s, int port, const char *secret, size_t slen, ct_tcpstore_bind *plan,
                       struct ct_tcpstore_server **srv, ct_error *err)
 {
     ct_tcpstore_bind bind;
     int rc;
 
-    if ((rc = ct_tcpstore_bind_plan(s->env_info.main_address, s->store_bind, s->num_nodes, s->global_rank, &bind,
+    if ((rc = ct_tcpstore_bind_plan(s->env->main_address, s->bind, s->num_nodes, s->rank, &bind,
                                     err)))
         return rc;
-    if ((rc = ct_tcpstore_server_start_on(&bind, secret, slen, port, s->global_rank, srv, err)))
+    if ((rc = ct_tcpstore_server_start_on(&bind, secret, slen, port, s->rank, srv, err)))
         return rc;
     if (bind.notice[0])
         fprintf(stderr, "ctrain: rank 0: %s\n", bind.notice);
@@ -89,7 +90,7 @@ static int loopback_text(const char *a)
  * Such ranks share rank 0's host: rank 0 publishes the first of this host's other addresses its
  * store listens on, and they connect again by it, so gloo's pairs use it. GLOO_SOCKET_IFNAME, when
  * set, chooses the pairs' interface itself. */
-static int reach_by_host_address(ct_strategy *s, const ct_tcpstore_bind *plan, double timeout_s, const char *secret,
+static int reach_by_host_address(const struct ct_coll_store_setup *s, const ct_tcpstore_bind *plan, double timeout_s, const char *secret,
                                  size_t slen, const char *prefix, struct ct_tcpstore **store, ct_error *err)
 {
     char local[CT_TCPSTORE_ADDR_LEN], addr[CT_TCPSTORE_ADDR_LEN] = "";
@@ -101,7 +102,7 @@ static int reach_by_host_address(ct_strategy *s, const ct_tcpstore_bind *plan, d
     if (s->num_nodes == 1 || getenv("GLOO_SOCKET_IFNAME") ||
         ct_tcpstore_local_address(*store, local, sizeof(local)) || !loopback_text(local))
         return 0;
-    if (s->global_rank == 0) {
+    if (s->rank == 0) {
         for (int i = 0; plan && i < plan->n && !addr[0]; i++)
             if (!loopback_text(plan->addr[i]))
                 snprintf(addr, sizeof(addr), "%s", plan->addr[i]);
@@ -115,7 +116,7 @@ static int reach_by_host_address(ct_strategy *s, const ct_tcpstore_bind *plan, d
     }
     if (!addr[0])
         return 0;   /* the store listens on loopback only: nothing better to give */
-    if ((rc = ct_tcpstore_connect_auth(addr, s->env_info.main_port, prefix, s->global_rank, timeout_s, secret, slen,
+    if ((rc = ct_tcpstore_connect_auth(addr, s->env->main_port, prefix, s->rank, timeout_s, secret, slen,
                                        &again, err)))
         return rc;
     ct_tcpstore_close(*store);
@@ -123,7 +124,7 @@ static int reach_by_host_address(ct_strategy *s, const ct_tcpstore_bind *plan, d
     return 0;
 }
 
-int ct_strategy_store_open(ct_strategy *s, double timeout_s, struct ct_tcpstore_server **srv, struct ct_tcpstore **store,
+int ct_coll_store_open(const struct ct_coll_store_setup *s, double timeout_s, struct ct_tcpstore_server **srv, struct ct_tcpstore **store,
                            ct_error *err)
 {
     char prefix[256], *secret = NULL;
@@ -131,12 +132,12 @@ int ct_strategy_store_open(ct_strategy *s, double timeout_s, struct ct_tcpstore_
     size_t slen = 0;
     int agent, rc;
 
-    store_prefix(prefix, sizeof(prefix), s->env_info.job_id, s->store_run_id, &agent);
+    store_prefix(prefix, sizeof(prefix), s->env->job_id, s->run_id, &agent);
     if ((rc = read_secret(s, agent, &secret, &slen, err)))
         return rc;
-    if (!agent && s->global_rank == 0 && (rc = host_store(s, s->env_info.main_port, secret, slen, &plan, srv, err)))
+    if (!agent && s->rank == 0 && (rc = host_store(s, s->env->main_port, secret, slen, &plan, srv, err)))
         goto out;
-    rc = ct_tcpstore_connect_auth(s->env_info.main_address, s->env_info.main_port, prefix, s->global_rank, timeout_s,
+    rc = ct_tcpstore_connect_auth(s->env->main_address, s->env->main_port, prefix, s->rank, timeout_s,
                                   secret, slen, store, err);
     if (!rc && !agent)
         rc = reach_by_host_address(s, &plan, timeout_s, secret, slen, prefix, store, err);
