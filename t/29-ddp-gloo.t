@@ -226,13 +226,14 @@ lone_end bindall
 check '[ $r2 -eq 0 ]' "CTRAIN_STORE_BIND=all: every interface, 127.0.0.2 too ($r2)" "$T/bindall.0"
 # Debian's own-name case: MASTER_ADDR names this host but resolves to loopback here (localhost
 # plays it), and the run spans 2 nodes: the other nodes reach this host by its other addresses, so
-# the store listens on those too and says so; 127.0.0.2 is still not served.
+# the store listens on those too and says so; 127.0.0.2 is still not served. (Debian 13's
+# localhost is ::1 first, then 127.0.0.1: the notice lists both.)
 lone bindname 127.0.0.1 MASTER_ADDR=localhost WORLD_SIZE=2 LOCAL_WORLD_SIZE=1 -- --devices 1 --num-nodes 2
 probe 127.0.0.2; r2=$?
 r3=0
 [ -n "$other" ] && { probe "$other"; r3=$?; }
 lone_end bindname
-check '[ $r2 -ne 0 ] && [ $r3 -eq 0 ] && grep -q "^ctrain: rank 0: MASTER_ADDR .localhost. is 127.0.0.1.* (loopback) on this host, which the other nodes cannot reach: the TCP store listens on 127.0.0.1.*${other}.*choose with --store-bind" "$T/bindname.0"' \
+check '[ $r2 -ne 0 ] && [ $r3 -eq 0 ] && grep -q "^ctrain: rank 0: MASTER_ADDR .localhost. is [^(]*127.0.0.1[^(]* (loopback) on this host, which the other nodes cannot reach: the TCP store listens on [^;]*127.0.0.1.*${other}.*choose with --store-bind" "$T/bindname.0"' \
     "MASTER_ADDR resolving to loopback on a 2-node run: the store listens on this host's other addresses too (${other:-none}), with a notice; not 127.0.0.2 ($r2 $r3)" \
     "$T/bindname.0"
 
