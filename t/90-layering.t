@@ -26,6 +26,10 @@ my %level = (
     # (a requeue without a bad node, for the trainer and the plugin) use it too.
     connector => 5, bind => 5, slurm => 5,
     strategies => 6,
+    # The CUDA module's table (engine/cuda, in libctrain-cuda.so.0): it gathers the cuda accelerator,
+    # the models' cuda implementations and ddp's NCCL, so it sits above the strategies; nothing
+    # includes it (libctrain finds it with dlsym: engine/accelerators/cuda_module.h).
+    cuda => 6.5,
     # ct_run and its options (engine/loops/run.h, see %file_module): what the Trainer hands the
     # loops, typed below both the loops and the loggers, so that the loggers can read a run.
     run => 7,
