@@ -29,9 +29,7 @@
 #ifndef CTRAIN_VERSION
 #error "CTRAIN_VERSION is set by the Makefile (from the file VERSION)"
 #endif
-#ifndef CT_CUDA_MODULE_LIBDIR
-#error "CT_CUDA_MODULE_LIBDIR is set by the Makefile (LIBDIR)"
-#endif
+#include "engine/accelerators/cuda_module_libdir.h" /* generated: CT_CUDA_MODULE_LIBDIR */
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static const struct ct_cuda_module *module;
