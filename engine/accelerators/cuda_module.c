@@ -15,6 +15,7 @@
 #define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
 #include <limits.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,24 +49,18 @@ static int load_fail(const char *path, const char *what, const char *detail, con
     return ct_error_hint(&load_err, "%s", hint);
 }
 
-/* The directory of the object this code was linked into: libctrain.so's, or the executable's. */
+/* The directory of the object this code was linked into: libctrain.so's, or the executable's (the
+ * main program's link map has an empty name: /proc/self/exe is its path). */
 static int own_dir(char *dir, size_t size)
 {
     Dl_info info;
-    char exe[PATH_MAX], obj[PATH_MAX];
-    ssize_t n;
+    struct link_map *lm = NULL;
+    char obj[PATH_MAX];
     char *slash;
 
-    if (!dladdr((void *)ct_cuda_module_get, &info) || !info.dli_fname)
+    if (!dladdr1((void *)ct_cuda_module_get, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm || !lm->l_name)
         return -1;
-    n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    exe[n > 0 ? n : 0] = '\0';
-    /* The main program's link-map name is "" (or argv[0]): /proc/self/exe is its path. */
-    if (!strchr(info.dli_fname, '/') || (n > 0 && realpath(info.dli_fname, obj) && !strcmp(obj, exe)))
-        snprintf(obj, sizeof(obj), "%s", exe);
-    else if (!realpath(info.dli_fname, obj))
-        return -1;
-    if (!(slash = strrchr(obj, '/')))
+    if (!realpath(lm->l_name[0] ? lm->l_name : "/proc/self/exe", obj) || !(slash = strrchr(obj, '/')))
         return -1;
     *slash = '\0';
     snprintf(dir, size, "%s", obj[0] ? obj : "/");
