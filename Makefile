@@ -104,20 +104,21 @@ endif
 # Each built-in model's own folder (engine/models/NAME/), found, not listed.
 MODEL_DIRS := $(patsubst %/,%,$(sort $(wildcard engine/models/*/)))
 CORE_DIRS := engine/util engine/registry engine/connector engine/bind engine/health envs
-LIB_DIRS  := engine/nn engine/data engine/models $(MODEL_DIRS) engine/accelerators engine/strategies \
-             engine/launchers engine/checkpoint_io engine/checkpoint engine/health/fit engine/loggers engine/loops engine/trainer pmix engine/store engine/slurm \
+LIB_DIRS  := engine/events engine/supervise engine/nn engine/data engine/models $(MODEL_DIRS) engine/accelerators engine/collectives engine/strategies \
+             engine/launchers engine/checkpoint_io engine/checkpoint engine/health/fit engine/loggers engine/run engine/callbacks engine/loops engine/trainer pmix engine/store engine/slurm \
              engine/cuda
 
 CORE_SRC  := $(sort $(foreach d,$(CORE_DIRS),$(wildcard $(d)/*.c)))
 # The CUDA module, libctrain-cuda.so.0 (engine/accelerators/cuda_module.h): libctrain and ctrain link
 # no CUDA library; everything that calls CUDA, cuBLAS or NCCL is loaded (dlopen) when first used. Its
-# sources are found by name, not listed: every .cu in a library folder (CU_SRC below) and every C file
-# there whose name says cuda or nccl (a file moved to another library folder is still caught), except
-# the loader (engine/accelerators/cuda_module*.c, libctrain's) and the plain-C host sides (*_host.c:
-# the unit tests check them without a GPU). engine/cuda holds its table. Built only with CUDA=1;
-# never in libctrain.
-CUDA_MOD_C := $(filter-out engine/accelerators/cuda_module% %_host.c,\
-                $(sort $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*cuda*.c $(d)/*nccl*.c))))
+# sources are found, not listed: every .cu in a library folder (CU_SRC below), and every C file there
+# whose name says cuda or nccl and that is compiled for CUDA only (#ifdef CT_HAVE_CUDA: a file moved to
+# another library folder is still caught), except the loader (engine/accelerators/cuda_module*.c,
+# libctrain's). Plain C about CUDA or NCCL stays in libctrain: the GPT's host side (gpt_cuda_host.c,
+# which the unit tests check without a GPU), the collectives' nccl component (engine/collectives/
+# nccl.c, over the loader's ct_nccl_*). engine/cuda holds the table. Built only with CUDA=1.
+CUDA_MOD_C := $(filter-out engine/accelerators/cuda_module%,$(shell grep -l '^\#ifdef CT_HAVE_CUDA' \
+                $(sort $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*cuda*.c $(d)/*nccl*.c))) /dev/null))
 LIB_SRC   := $(filter-out $(CUDA_MOD_C),$(sort $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))))
 CLI_SRC   := $(sort $(wildcard engine/cli/*.c))
 # engine/slurm/exclude.c (a requeue without a bad node) is the plugin's as well as libctrain's: its
@@ -153,6 +154,17 @@ ifeq ($(GLOO),1)
   CC_SRC      := $(sort $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cc)))
   LIB_CFLAGS  += -DCT_HAVE_GLOO=1
   LIB_LIBS    += -lgloo -lstdc++
+endif
+
+# libcrypto (OpenSSL's HMAC-SHA256, for the TCP store's optional shared secret: engine/store/
+# tcpstore_auth.c) is linked when libssl-dev is present; `make CRYPTO=0` leaves it out, and a
+# --store-secret-file is then refused naming the package. libctrain only, never libctrain-core.
+ifeq ($(origin CRYPTO),undefined)
+  CRYPTO := $(if $(wildcard $(SYSROOT)/usr/include/openssl/hmac.h),1,0)
+endif
+ifeq ($(CRYPTO),1)
+  LIB_CFLAGS  += -DCT_HAVE_CRYPTO=1 $(shell $(PKG_CONFIG) --cflags libcrypto 2>/dev/null)
+  LIB_LIBS    += $(or $(shell $(PKG_CONFIG) --libs libcrypto 2>/dev/null),-lcrypto)
 endif
 
 # Protocol buffers (TensorBoard's event records): protoc-c compiles each .proto under engine/ into
@@ -528,8 +540,8 @@ SNIPPET_LINK := $(SLURM_CONFDIR)/plugstack.conf.d/ctrain.conf
 # headers, the Trainer's entry points the example calls (engine, connector, trainer) and what those
 # include. The rest of include/ctrain/ is libctrain's own and is not installed (t/90 checks this
 # list is exactly that closure).
-PUBLIC_HEADERS := accelerator config connector datamodule dtype engine environment error model nn registry rng \
-                  trainer
+PUBLIC_HEADERS := accelerator callback config connector datamodule dtype engine environment error model nn registry \
+                  rng trainer
 
 .PHONY: install-cli install-lib install-dev install-spank
 install: install-cli install-lib install-dev install-spank

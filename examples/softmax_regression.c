@@ -10,6 +10,10 @@
  *   make examples
  *   build/examples/softmax_regression --strategy ddp --devices 2 --max-epochs 1
  *
+ * It also adds a callback of its own (the public callback header): after each validation rank 0
+ * prints the step, val_loss and the batches this rank trained since the last one, and at the end of
+ * fit the step it ended at.
+ *
  * Flags: --max-epochs N, --batch-size N, --lr X, --default-root-dir DIR, --data DIR, --seed N; every
  * other flag goes to the connector (--strategy, --devices, --precision, --model-config bias=0, ...).
  * Built against the installed headers and libctrain only (<ctrain/...>, -lctrain).
@@ -19,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <ctrain/callback.h>
 #include <ctrain/connector.h>
 #include <ctrain/engine.h>
 #include <ctrain/model.h>
@@ -215,6 +220,56 @@ static const ct_registry_entry sr_entry = {
     .datamodule = "fashion-mnist",
 };
 
+/* --- a callback: what a fit tells the program ------------------------------------------------------ */
+
+struct batch_counter {
+    long batches;              /* optimizer steps since the last validation, on this rank */
+};
+
+static int count_batch(void *self, ct_run *run, const ct_batch_end *b, ct_error *err)
+{
+    struct batch_counter *c = self;
+
+    (void)run;
+    (void)b;
+    (void)err;
+    c->batches++;
+    return 0;
+}
+
+static int report_validation(void *self, ct_run *run, const ct_validation_end *v, ct_error *err)
+{
+    struct batch_counter *c = self;
+    ct_fit_counters k;
+
+    (void)err;
+    ct_run_counters(run, &k);
+    if (k.is_zero)
+        printf("softmax_regression: callback: epoch %lld step %lld val_loss %.6f after %ld batches\n",
+               (long long)v->trained_epoch + 1, (long long)k.global_step, v->val->loss, c->batches);
+    c->batches = 0;
+    return 0;
+}
+
+static int report_end(void *self, ct_run *run, ct_error *err)
+{
+    ct_fit_counters k;
+
+    (void)self;
+    (void)err;
+    ct_run_counters(run, &k);
+    if (k.is_zero)
+        printf("softmax_regression: callback: fit ended at step %lld\n", (long long)k.global_step);
+    return 0;
+}
+
+static const ct_callback_ops batch_counter_ops = {
+    .name = "batch_counter",
+    .on_train_batch_end = count_batch,
+    .on_validation_end = report_validation,
+    .on_fit_end = report_end,
+};
+
 /* --- the program --------------------------------------------------------------------------------- */
 
 static int parse(int argc, char **argv, ct_trainer_config *cfg, ct_connector_flags *cf, ct_error *err)
@@ -254,6 +309,7 @@ int main(int argc, char **argv)
 {
     ct_connector_flags cf = { 0 };
     ct_connector *conn = NULL;
+    struct batch_counter counter = { 0 };
     ct_trainer_config cfg;
     ct_trainer_result res;
     ct_error err;
@@ -266,7 +322,8 @@ int main(int argc, char **argv)
     cfg.lr = 5e-3;
     snprintf(cfg.default_root_dir, sizeof(cfg.default_root_dir), "runs/softmax_regression");
     /* Register before the connector resolves --model: every rank runs main() and registers too. */
-    if ((rc = ct_model_register(&sr_entry, &sr_class, &err)) || (rc = parse(argc, argv, &cfg, &cf, &err)))
+    if ((rc = ct_model_register(&sr_entry, &sr_class, &err)) || (rc = parse(argc, argv, &cfg, &cf, &err)) ||
+        (rc = ct_trainer_add_callback(&cfg, &batch_counter_ops, &counter, &err)))
         goto out;
     if (!cf.model)
         cf.model = "softmax_regression";

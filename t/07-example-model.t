@@ -6,7 +6,10 @@
 # subset of Fashion-MNIST: it learns, DDP follows single_device with the doubled batch, its
 # checkpoint carries its own tensor names, and its --model-config is checked like a built-in's. With
 # bias=0 its bias is an unused parameter (no gradient, not announced): ddp refuses that naming
-# ddp_find_unused_parameters_true, which trains it and follows single_device.
+# ddp_find_unused_parameters_true, which trains it and follows single_device. Its own callback
+# (<ctrain/callback.h>, added with ct_trainer_add_callback) runs in the fit: a line per validation
+# whose step and val_loss are metrics.csv's and whose batch count is the steps between them, and one
+# at the end of fit.
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B="$ROOT/${CTRAIN_BUILD:-build}"
 EX="$B/examples/softmax_regression"
@@ -18,9 +21,9 @@ nok() { n=$((n + 1)); echo "not ok $n - $1"; [ -n "$2" ] && sed 's/^/# /' "$2"; 
 check() { if eval "$1"; then ok "$2"; else nok "$2" "$3"; fi; }
 json() { sed -n "s/.*\"$1\":[[:space:]]*\([0-9.e+-]*\).*/\1/p" "$2" | head -1; }
 
-echo "1..10"
+echo "1..11"
 if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
-    for i in $(seq 1 10); do echo "ok $i # SKIP dataset-fashion-mnist not installed (scripts/install-deps)"; done
+    for i in $(seq 1 11); do echo "ok $i # SKIP dataset-fashion-mnist not installed (scripts/install-deps)"; done
     exit 0
 fi
 if [ ! -x "$EX" ]; then
@@ -37,6 +40,20 @@ check '[ $? -eq 0 ]' "softmax_regression --strategy ddp --devices 2 exits 0" "$T
 check '[ "$(json world_size "$T/ddp/summary.json")" = 2 ] && grep -q "\"model_name\":[[:space:]]*\"softmax_regression\"" "$T/ddp/summary.json"' \
     "summary.json: world size 2, model softmax_regression" "$T/ddp/summary.json"
 acc=$(json test_acc "$T/ddp/summary.json")
+# 11 (on the ddp run of 1-4): the program's callback ran at every validation and at the end.
+cb_ok() {
+    awk -F, 'NR == FNR { if ($1 ~ /^[0-9]+$/ && $4 != "") val[$1] = $4; if ($1 ~ /^[0-9]+$/) last = $1; next }
+        /^softmax_regression: callback: epoch / {
+            n++; step = $0; sub(/.* step /, "", step); sub(/ .*/, "", step)
+            loss = $0; sub(/.* val_loss /, "", loss); sub(/ .*/, "", loss)
+            b = $0; sub(/.* after /, "", b); sub(/ .*/, "", b)
+            d = loss - val[step]; if (d < 0) d = -d
+            if (!(step in val) || d > 1e-6 || b != step - prev) bad = 1
+            prev = step
+        }
+        /^softmax_regression: callback: fit ended at step / { ended = $0; sub(/.* step /, "", ended) }
+        END { exit !(n == 2 && !bad && ended == last && last > 0) }' "$T/ddp/metrics.csv" "$T/ddp.out"
+}
 check 'awk -v a="$acc" "BEGIN { exit !(a >= 0.70) }"' "it learns: test_acc $acc >= 0.70 (chance is 0.10)" "$T/ddp.out"
 check 'head -c 2000 "$T/ddp/best.safetensors" | grep -q "linear.weight" && head -c 2000 "$T/ddp/best.safetensors" | grep -q "softmax_regression 784-10"' \
     "its checkpoint holds its own tensors (linear.weight) and names the model" "$T/ddp.out"
@@ -76,3 +93,6 @@ check '[ $rc -ne 0 ] && grep -q "gave no gradient to parameters \[7840, 7850)" "
 a=$(json val_loss "$T/found/summary.json"); b=$(json val_loss "$T/one0/summary.json")
 check 'awk -v a="$a" -v b="$b" "BEGIN { d = a - b; if (d < 0) d = -d; exit !(b > 0 && d / b < 1e-3) }"' \
     "ddp_find_unused_parameters_true trains it: val_loss $a equals single_device's $b (relative 1e-3)" "$T/found.out"
+
+# 11: the program's own callback, on the ddp run of 1-4.
+check 'cb_ok' "its callback ran: a line per validation (step, val_loss as metrics.csv's, the batches between) and one at the end of fit" "$T/ddp.out"

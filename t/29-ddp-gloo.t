@@ -8,7 +8,10 @@
 # in use, a rank 0 that never comes, a backend that is not one, nccl on cpu; none hangs, and
 # nothing is left running. A rank killed ends the other at once; one stopped (SIGSTOP) is named,
 # with its host, after the collective timeout (rank 1 by rank 0; rank 0, whose store goes silent
-# with it, by rank 1).
+# with it, by rank 1). The store (issue 48): runs of other job ids or --run-ids do not mix, ranks
+# of one run with other flags refuse, rank 0's store answers only at MASTER_ADDR's addresses (all
+# with --store-bind all; this host's others too for a loopback name on 2 nodes, with a notice), and
+# with --store-secret-file only clients that prove the secret.
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B="$ROOT/${CTRAIN_BUILD:-build}"
 CTRAIN="$B/ctrain"
@@ -22,7 +25,7 @@ ok() { n=$((n + 1)); echo "ok $n - $1"; }
 nok() { n=$((n + 1)); echo "not ok $n - $1"; [ -n "$2" ] && sed 's/^/# /' "$2"; }
 check() { if eval "$1"; then ok "$2"; else nok "$2" "$3"; fi; }
 
-PLAN=21
+PLAN=29
 echo "1..$PLAN"
 skip_rest() { while [ $n -lt $PLAN ]; do n=$((n + 1)); echo "ok $n # SKIP $1"; done; exit 0; }
 if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
@@ -72,16 +75,26 @@ check '[ $? -eq 0 ]' "gloo's weights equal mpi's within 1e-6 ($(tail -n 1 "$T/cm
 
 # overlap=0: gloo's blocking path, no worker thread; each bucket summed by the same allreduce in the
 # same order, so the same bits as the default's (where the worker sums them during backward).
-two_ranks sync ddp:backend=gloo,overlap=0 NODE_RANK=0
+two_ranks sync ddp:backend=gloo,overlap=0 NODE_RANK=0 CTRAIN_RUN_ID=t29sync
 "$B/t/st_compare" "$T/gloo/last.safetensors" "$T/sync/last.safetensors" >"$T/cmp0.out" 2>&1
 check '[ $? -eq 0 ] && [ "$(cat "$T/sync.0.rc") $(cat "$T/sync.1.rc")" = "0 0" ]' \
     "ddp:backend=gloo,overlap=0 (blocking) ends with the threaded path's weights, bit for bit" "$T/cmp0.out"
 
-# The issue's case: torchrun's variables, --strategy ddp (auto: no PMIx server, cpu: gloo).
-two_ranks te ddp TORCHELASTIC_RUN_ID=t29 TORCHELASTIC_RESTART_COUNT=0 TORCHELASTIC_MAX_RESTARTS=0 GROUP_RANK=0 \
+# The store's secret (issue 48 item 3): 32 random bytes, mode 0640 (refused below) until chmod 600.
+(umask 027 && head -c 32 /dev/urandom >"$T/secret.key")
+crypto=1
+if "$B/t/tcpstore_peer" probe 127.0.0.1 1 0.1 "$T/secret.key" | grep -q "built without libcrypto"; then
+    ci_needs "libssl-dev not installed at build time"
+    crypto=0
+fi
+cp "$T/secret.key" "$T/te.key" && chmod 600 "$T/te.key"
+# The issue's case: torchrun's variables, --strategy ddp (auto: no PMIx server, cpu: gloo); with the
+# store's secret (CTRAIN_STORE_SECRET_FILE) where this ctrain has libcrypto.
+[ "$crypto" = 1 ] && te_key="$T/te.key" || te_key=
+two_ranks te ddp CTRAIN_STORE_SECRET_FILE="$te_key" TORCHELASTIC_RUN_ID=t29 TORCHELASTIC_RESTART_COUNT=0 TORCHELASTIC_MAX_RESTARTS=0 GROUP_RANK=0 \
     LOCAL_WORLD_SIZE=2 ROLE_RANK=0 ROLE_WORLD_SIZE=2
 check '[ "$(cat "$T/te.0.rc") $(cat "$T/te.1.rc")" = "0 0" ]' \
-    "torchrun's variables, --strategy ddp: auto takes gloo, both exit 0" "$T/te.out"
+    "torchrun's variables, --strategy ddp: auto takes gloo, both exit 0 (${te_key:+the store's secret from CTRAIN_STORE_SECRET_FILE})" "$T/te.out"
 "$B/t/st_compare" --tol 1e-6 "$T/mpi/last.safetensors" "$T/te/last.safetensors" >"$T/cmp2.out" 2>&1
 check '[ $? -eq 0 ]' "and the weights equal mpi's within 1e-6" "$T/cmp2.out"
 
@@ -137,6 +150,138 @@ check '[ "$(cat "$T/flags.0.rc") $(cat "$T/flags.1.rc")" = "2 2" ] && grep -q "r
 differ shapes --model-config hidden=32
 check '[ "$(cat "$T/shapes.0.rc") $(cat "$T/shapes.1.rc")" = "2 2" ] && grep -q "rank 1 runs another run than rank 0: .*hidden=32\|rank 1 runs another run than rank 0: the model" "$T/shapes.1"' \
     "rank 1 with another model config (other shapes): both refuse, no gloo exception (exit 2 2)" "$T/shapes.out"
+
+# --run-id (issue 48 item 2): two hand-started runs at one MASTER_ADDR:MASTER_PORT that no job names
+# (the manual environment): rank 0 of run a, rank 1 of run b. Their keys are under their run ids, so
+# rank 1 waits for keys of its own run and both end at the timeout (before: --run-id unknown; without
+# it both trained together). The two ranks of one run (CTRAIN_RUN_ID=t29sync, above) train.
+port=$(free_port)
+ranks=
+for r in 0 1; do
+    (env MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" WORLD_SIZE=2 NODE_RANK=0 LOCAL_RANK=$r RANK=$r \
+        timeout 120 "$CTRAIN" fit $FIT --strategy ddp:backend=gloo --collective-timeout 3 \
+        --run-id "t29run$(echo ab | cut -c$((r + 1)))" --default-root-dir "$T/runid" >"$T/runid.$r" 2>&1
+     echo $? >"$T/runid.$r.rc") &
+    PIDS="$PIDS $!"
+    ranks="$ranks $!"
+done
+# shellcheck disable=SC2086
+wait $ranks
+cat "$T/runid.0" "$T/runid.1" >"$T/runid.out"
+check '[ "$(cat "$T/runid.0.rc")" = 1 ] && [ "$(cat "$T/runid.1.rc")" = 1 ] && grep -q "rank 0: waited 3 s for .1. in the TCP store" "$T/runid.0" && [ ! -f "$T/runid/summary.json" ]' \
+    "--run-id a and b at one MASTER_ADDR:PORT: rank 1 does not join rank 0's run: rank 0 waits for rank 1 until the timeout, both exit 1" "$T/runid.out"
+MASTER_ADDR=127.0.0.1 MASTER_PORT=1 WORLD_SIZE=2 NODE_RANK=0 LOCAL_RANK=1 RANK=1 \
+    timeout 60 "$CTRAIN" fit $FIT --strategy ddp:backend=gloo --collective-timeout 3 --run-id a/b --default-root-dir "$T/badrun" >"$T/badrun.out" 2>&1
+rc=$?
+CTRAIN_RUN_ID="x y" MASTER_ADDR=127.0.0.1 MASTER_PORT=1 WORLD_SIZE=2 NODE_RANK=0 LOCAL_RANK=1 RANK=1 \
+    timeout 60 "$CTRAIN" fit $FIT --strategy ddp:backend=gloo --collective-timeout 3 --default-root-dir "$T/badrun" >>"$T/badrun.out" 2>&1
+rc2=$?
+check '[ $rc -eq 2 ] && [ $rc2 -eq 2 ] && grep -q "^ctrain: error.*--run-id (or CTRAIN_RUN_ID) .a/b. is not a run id" "$T/badrun.out" && grep -q "run-id (or CTRAIN_RUN_ID) .x y. is not a run id" "$T/badrun.out" && grep -q "^ctrain: hint:.*letters, digits" "$T/badrun.out"' \
+    "--run-id a/b and CTRAIN_RUN_ID='x y': refused naming them, with a hint (exit $rc $rc2)" "$T/badrun.out"
+
+# Where rank 0's store listens (issue 48 item 2): MASTER_ADDR's addresses, not every interface (a
+# client on another network read the rendezvous keys and planted a peer address). lone NAME
+# ADDR VAR=VALUE... [-- FLAGS]: rank 0 alone (rank 1 never comes) in the background, hosting its store
+# while it waits, until its store answers at ADDR (tcpstore_peer probe: connect and PING);
+# lone_end NAME kills it. probe ADDR: 0 when the store answers there within 1 s.
+lone() {
+    name=$1 reach=$2
+    shift 2
+    port=$(free_port)
+    vars= flags=
+    while [ $# -gt 0 ]; do
+        [ "$1" = -- ] && { shift; flags="$*"; break; }
+        vars="$vars $1"
+        shift
+    done
+    # shellcheck disable=SC2086
+    (env $vars MASTER_PORT="$port" NODE_RANK=0 LOCAL_RANK=0 RANK=0 timeout 60 "$CTRAIN" fit --data "$T/data" \
+        --progress off --strategy ddp:backend=gloo --collective-timeout 30 $flags --default-root-dir "$T/$name" \
+        >"$T/$name.0" 2>&1) &
+    PIDS="$PIDS $!"
+    i=0
+    until probe "$reach" "$LONE_SECRET" || [ $i -ge 80 ]; do i=$((i + 1)); done
+}
+probe() { "$B/t/tcpstore_peer" probe "$1" "$port" 0.5 ${2:+"$2"} >>"$T/$name.probe" 2>&1; }
+lone_end() {
+    for p in $(pgrep -f "default-root-dir $T/$1\$" 2>/dev/null); do
+        [ "$(cat "/proc/$p/comm" 2>/dev/null)" = ctrain ] && kill -KILL "$p"
+    done
+    cat "$T/$1.probe" >>"$T/$1.0"
+}
+# An address of this host other than loopback, when it has one.
+other=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -v '^$' | grep -v ':' | head -n 1)
+lone bindlo 127.0.0.1 MASTER_ADDR=127.0.0.1 WORLD_SIZE=2 -- --devices 2
+probe 127.0.0.1; r1=$?
+probe 127.0.0.2; r2=$?
+r3=1
+[ -n "$other" ] && { probe "$other"; r3=$?; }
+lone_end bindlo
+check '[ $r1 -eq 0 ] && [ $r2 -ne 0 ] && [ $r3 -ne 0 ]' \
+    "MASTER_ADDR=127.0.0.1: rank 0's store answers at 127.0.0.1, not at 127.0.0.2 nor ${other:-(no other address)} ($r1 $r2 $r3)" \
+    "$T/bindlo.0"
+lone bindall 127.0.0.1 MASTER_ADDR=127.0.0.1 WORLD_SIZE=2 CTRAIN_STORE_BIND=all -- --devices 2
+probe 127.0.0.2; r2=$?
+lone_end bindall
+check '[ $r2 -eq 0 ]' "CTRAIN_STORE_BIND=all: every interface, 127.0.0.2 too ($r2)" "$T/bindall.0"
+# Debian's own-name case: MASTER_ADDR names this host but resolves to loopback here (localhost
+# plays it), and the run spans 2 nodes: the other nodes reach this host by its other addresses, so
+# the store listens on those too and says so; 127.0.0.2 is still not served.
+lone bindname 127.0.0.1 MASTER_ADDR=localhost WORLD_SIZE=2 LOCAL_WORLD_SIZE=1 -- --devices 1 --num-nodes 2
+probe 127.0.0.2; r2=$?
+r3=0
+[ -n "$other" ] && { probe "$other"; r3=$?; }
+lone_end bindname
+check '[ $r2 -ne 0 ] && [ $r3 -eq 0 ] && grep -q "^ctrain: rank 0: MASTER_ADDR .localhost. is 127.0.0.1.* (loopback) on this host, which the other nodes cannot reach: the TCP store listens on 127.0.0.1.*${other}.*choose with --store-bind" "$T/bindname.0"' \
+    "MASTER_ADDR resolving to loopback on a 2-node run: the store listens on this host's other addresses too (${other:-none}), with a notice; not 127.0.0.2 ($r2 $r3)" \
+    "$T/bindname.0"
+
+# The store's secret (issue 48 item 3): --store-secret-file (or CTRAIN_STORE_SECRET_FILE), a file
+# only its user can read. Refused when group or others can read it, or it is short; a rank with
+# another secret is told the store does not hold its own; a client without it (the store tool's
+# probe, as PyTorch's client) is dropped and rank 0 says so, naming its address. The two ranks of
+# the torchrun-variables run above (test 5) authenticated with CTRAIN_STORE_SECRET_FILE.
+if [ "$crypto" = 1 ]; then
+    head -c 8 /dev/urandom >"$T/short.key" && chmod 600 "$T/short.key"
+    for f in "$T/secret.key" "$T/short.key"; do
+        MASTER_ADDR=127.0.0.1 MASTER_PORT=1 WORLD_SIZE=2 NODE_RANK=0 LOCAL_RANK=1 RANK=1 \
+            timeout 60 "$CTRAIN" fit $FIT --strategy ddp:backend=gloo --collective-timeout 3 --store-secret-file "$f" \
+            --default-root-dir "$T/badkey" >>"$T/badkey.out" 2>&1
+        echo $? >>"$T/badkey.rc"
+    done
+    check '[ "$(cat "$T/badkey.rc" | tr "\n" " ")" = "2 2 " ] && grep -q "^ctrain: error: --store-secret-file $T/secret.key can be read or written by group or others (mode 0640)" "$T/badkey.out" && grep -q "^ctrain: hint: chmod 600 $T/secret.key" "$T/badkey.out" && grep -q "short.key holds 8 bytes, fewer than 16" "$T/badkey.out"' \
+        "--store-secret-file readable by group (0640), or of 8 bytes: refused with a hint, nothing started (exit 2 2)" \
+        "$T/badkey.out"
+    chmod 600 "$T/secret.key"
+    head -c 32 /dev/urandom >"$T/other.key" && chmod 600 "$T/other.key"
+    port=$(free_port)
+    ranks=
+    for r in 0 1; do
+        key="$T/secret.key"
+        [ "$r" -eq 1 ] && key="$T/other.key"
+        (env MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" WORLD_SIZE=2 NODE_RANK=0 LOCAL_RANK=$r RANK=$r \
+            timeout 120 "$CTRAIN" fit $FIT --strategy ddp:backend=gloo --collective-timeout 3 --store-secret-file "$key" \
+            --default-root-dir "$T/keys" >"$T/keys.$r" 2>&1
+         echo $? >"$T/keys.$r.rc") &
+        PIDS="$PIDS $!"
+        ranks="$ranks $!"
+    done
+    # shellcheck disable=SC2086
+    wait $ranks
+    cat "$T/keys.0" "$T/keys.1" >"$T/keys.out"
+    check '[ "$(cat "$T/keys.1.rc")" = 2 ] && [ "$(cat "$T/keys.0.rc")" = 1 ] && grep -q "rank 1: the TCP store at 127.0.0.1:$port does not hold this rank.s secret" "$T/keys.1" && grep -q "^ctrain: hint: give every rank, rank 0 too, the same --store-secret-file" "$T/keys.1" && [ ! -f "$T/keys/summary.json" ]' \
+        "rank 1 with another secret: refused at the store, with a hint; rank 0 waits out its timeout (exit 1 2)" "$T/keys.out"
+    LONE_SECRET="$T/secret.key" lone authlog 127.0.0.1 MASTER_ADDR=127.0.0.1 WORLD_SIZE=2 -- --devices 2 \
+        --store-secret-file "$T/secret.key"
+    probe 127.0.0.1 "$T/secret.key"; r1=$?
+    probe 127.0.0.1; r2=$?
+    sleep 0.5
+    lone_end authlog
+    check '[ $r1 -eq 0 ] && [ $r2 -ne 0 ] && grep -q "^ctrain: rank 0: TCP store: dropped a client from 127.0.0.1:[0-9]*: it sent a query before authenticating" "$T/authlog.0"' \
+        "a client without the secret: dropped, rank 0 naming its address and why; one with it is served ($r1 $r2)" "$T/authlog.0"
+else
+    for i in 1 2 3; do n=$((n + 1)); echo "ok $n # SKIP this ctrain was built without libcrypto (libssl-dev)"; done
+fi
 
 # hold_store NAME: a TCPStore (the store tool) on a free port, $held, until release_store; it lives
 # while its stdin, a fifo this shell keeps open on fd 9, does.

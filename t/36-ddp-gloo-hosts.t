@@ -8,12 +8,13 @@
 # address, and srun returns with nothing left running. Then a Kubeflow PyTorchJob's two pods, played
 # by hand on the two hosts (the operator's variables: KUBERNETES_PORT, MASTER_ADDR, MASTER_PORT,
 # WORLD_SIZE, RANK; --cluster-env kubeflow, which Lightning 2.x does not detect either): the same
-# weights again; ddp_sharded the same way across the two hosts (gloo's reduce-scatter and
+# weights again, with n1 resolving its own name to 127.0.1.1 as a Debian host does (rank 0's store
+# listens on that and n1's address, and says so); ddp_sharded the same way across the two hosts (gloo's reduce-scatter and
 # all-gather against MPI's: the same checkpoint); and torchrun itself, one agent per host (PyTorch >= 2: the Debian 13 suite; Debian
 # 12's torchrun fails under its Python 3.11), its workers on the agents' store.
 . "$(dirname "$0")/lib/spank.sh"
 spank_needs_fit_data st_compare
-spank_plan 14
+spank_plan 15
 spank_cluster 2 ""
 spank_fit_data 3000 500
 # One compute thread in every run, set for both teams: OpenBLAS's and OpenMP's (oneDNN's GEMMs). The
@@ -83,11 +84,21 @@ left=0
 for p in $(pgrep -x ctrain); do grep -q "$CLUSTER_DIR/kill" "/proc/$p/cmdline" 2>/dev/null && left=$((left + 1)); done
 is "$left" 0 "nothing of the run is left running"
 
-# 10-11: Kubeflow's pods: one process on each host, rank 0's store on n1's MASTER_PORT.
+# 10-12: Kubeflow's pods: one process on each host, rank 0's store on n1's MASTER_PORT. n1 resolves
+# its own name as a Debian host does, 127.0.1.1 (/etc/hosts, in a mount namespace of its own), while
+# n2 resolves it to n1's address: rank 0's store listens on 127.0.1.1 and n1's interface address
+# (issue 48 item 2), and says so; n2 reaches it there.
+n1addr=$(awk '$2 == "n1" { print $1 }' "$CLUSTER_DIR/hosts")
+sed 's/^[^#[:space:]]*[[:space:]]*n1$/127.0.1.1	n1/' "$CLUSTER_DIR/hosts" >"$CLUSTER_DIR/hosts-debian"
 for r in 0 1; do
-    "$ROOT/scripts/slurm-cluster" exec "$CLUSTER_DIR" "n$((r + 1))" env -i PATH=/usr/bin:/bin \
+    if [ "$r" -eq 0 ]; then
+        set -- unshare -m sh -c 'mount --bind "$0" /etc/hosts && exec "$@"' "$CLUSTER_DIR/hosts-debian"
+    else
+        set --
+    fi
+    "$ROOT/scripts/slurm-cluster" exec "$CLUSTER_DIR" "n$((r + 1))" "$@" env -i PATH=/usr/bin:/bin \
         KUBERNETES_PORT=tcp://10.96.0.1:443 KUBERNETES_SERVICE_HOST=10.96.0.1 MASTER_ADDR=n1 MASTER_PORT=29500 \
-        WORLD_SIZE=2 RANK=$r OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 timeout 120 "$CTRAIN" $FIT --max-epochs 1 --strategy ddp \
+        WORLD_SIZE=2 RANK=$r OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 timeout -k 10 120 "$CTRAIN" $FIT --max-epochs 1 --strategy ddp \
         --cluster-env kubeflow --default-root-dir "$CLUSTER_DIR/kf" >"$CLUSTER_DIR/kf.$r" 2>&1 &
     eval "kf$r=\$!"
 done
@@ -96,6 +107,9 @@ wait "$kf1"; rc1=$?
 like "$rc0 $rc1 $(cat "$CLUSTER_DIR/kf/summary.json" 2>/dev/null | tr -d '\n\t ')" '^0 0 .*"steps":22,"world_size":2' \
      "Kubeflow's variables on n1 and n2, --cluster-env kubeflow: both exit 0, 22 steps, world size 2"
 [ "$rc0$rc1" = 00 ] || tail -n 3 "$CLUSTER_DIR/kf.0" "$CLUSTER_DIR/kf.1" | sed 's/^/#   /'
+like "$(grep "^ctrain: rank 0: MASTER_ADDR" "$CLUSTER_DIR/kf.0")" \
+     "^ctrain: rank 0: MASTER_ADDR 'n1' is 127.0.1.1 \\(loopback\\) on this host, which the other nodes cannot reach: the TCP store listens on 127.0.1.1, $n1addr(,| \\()" \
+     "... n1's own name 127.0.1.1 there (Debian's /etc/hosts): its store listens on 127.0.1.1 and $n1addr, and rank 0 says so"
 "$B/t/st_compare" --tol 1e-6 "$CLUSTER_DIR/mpi/last.safetensors" "$CLUSTER_DIR/kf/last.safetensors" \
     >"$CLUSTER_DIR/cmp-kf.out" 2>&1
 ok $? "... and their weights equal the mpi run's within 1e-6 ($(tail -n 1 "$CLUSTER_DIR/cmp-kf.out"))"

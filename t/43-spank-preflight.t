@@ -80,7 +80,7 @@ spank_fit_data 1100 200
 cat >"$CLUSTER_DIR/sup.sh" <<EOF
 #!/bin/sh
 #SBATCH --ntasks-per-node=1 --no-kill --requeue --gres=gpu:2 --ctrain-preflight=exclude
-"$CTRAIN" supervise --spare-nodes 1 -- "$CTRAIN" fit --accelerator cpu --strategy ddp --data "$DATA" --hidden 32 \
+"$CTRAIN" supervise --spare-nodes 1 --restart-backoff 0 -- "$CTRAIN" fit --accelerator cpu --strategy ddp --data "$DATA" --hidden 32 \
     --max-steps 6 --progress off --default-root-dir "$CLUSTER_DIR/sup"
 echo "supervise exit \$?"
 EOF

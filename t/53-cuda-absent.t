@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Where there is no CUDA device (or no CUDA in the build): --accelerator cuda is refused with the
 # reason before anything runs, auto picks cpu and says why; libctrain-core stays CUDA-free and only
-# the module libctrain-cuda.so.0 links the CUDA libraries (t/56); t/tools/nccl_check skips all its
+# the module libctrain-cuda.so.0 links the CUDA libraries (t/57); t/tools/nccl_check skips all its
 # tests with the reason.
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B="$ROOT/${CTRAIN_BUILD:-build}"

@@ -104,7 +104,7 @@ cat >"$tmp/sup.sh" <<EOF
 #!/bin/sh
 #SBATCH --ntasks-per-node=1 --no-kill --requeue --open-mode=append
 echo "start \${SLURM_RESTART_COUNT:-0} on \$SLURM_JOB_NODELIST"
-"$CTRAIN" supervise --spare-nodes 1 -- "$CTRAIN" $FIT --max-steps $STEPS --default-root-dir "$tmp/b"
+"$CTRAIN" supervise --spare-nodes 1 --restart-backoff 0 -- "$CTRAIN" $FIT --max-steps $STEPS --default-root-dir "$tmp/b"
 echo "supervise exit \$?"
 EOF
 j=$(sbatch --parsable -N4 -o "$tmp/b.out" "$tmp/sup.sh" 2>"$tmp/sbatch.err")

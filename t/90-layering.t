@@ -1,7 +1,7 @@
 #!/usr/bin/perl
 # SPDX-License-Identifier: BSD-3-Clause
-# One-way layering: Trainer -> loops -> the fit's health checks -> {loggers, checkpoint} -> the
-# run's type (run.h) -> strategy -> connector's plan -> {accelerator, precision, cluster
+# One-way layering: Trainer -> {loops, callbacks} -> the fit's health checks -> {loggers,
+# checkpoint} -> the run and its callback table (engine/run) -> strategy -> connector's plan -> {accelerator, precision, cluster
 # environment, checkpoint IO, launcher} -> models -> {nn, data}. The connector only plans
 # (libctrain-core); the strategy is created from its plan. Reads every #include "..." in
 # engine/, envs/, pmix/ and include/ctrain/ and fails on an include that goes up, or sideways
@@ -25,34 +25,51 @@ my %level = (
     # The binding planner reads gres.conf's node names with envs' hostlist; slurmctld's requests
     # (a requeue without a bad node, for the trainer and the plugin) use it too.
     connector => 5, bind => 5, slurm => 5,
+    # engine/collectives: one table of collectives (mpi, gloo, nccl components) under every
+    # strategy, above what they use (the PMIx client, the TCPStore, the environments' layout).
+    collectives => 5,
     strategies => 6,
     # The CUDA module's table (engine/cuda, in libctrain-cuda.so.0): it gathers the cuda accelerator,
-    # the models' cuda implementations and ddp's NCCL, so it sits above the strategies; nothing
-    # includes it (libctrain finds it with dlsym: engine/accelerators/cuda_module.h).
+    # the models' cuda implementations and NCCL (engine/collectives/nccl_lib.h), so it sits above
+    # them; nothing includes it (libctrain finds it with dlsym: engine/accelerators/cuda_module.h).
     cuda => 6.5,
-    # ct_run and its options (engine/loops/run.h, see %file_module): what the Trainer hands the
-    # loops, typed below both the loops and the loggers, so that the loggers can read a run.
+    # engine/run: ct_run, its options and counters (run.h), and its callback table (callbacks.h,
+    # the public side include/ctrain/callback.h): what the Trainer hands the loops, typed below the
+    # loops, the loggers, the checkpoint code and the fit's health checks, which all read a run.
     run => 7,
-    # metrics.csv, progress and TensorBoard (engine/loggers): the loops call them after a step or a
-    # validation, so they sit below the loops; they read the run (run.h) and write files, and may
-    # include nothing of the loops' functions (loops.h), the Trainer or the CLI.
+    # metrics.csv, progress and TensorBoard (engine/loggers): called after a step or a validation by
+    # their callback (engine/callbacks); they read the run (run.h) and write files, and may include
+    # nothing of the loops' functions (loops.h), the Trainer or the CLI.
     loggers => 8,
     # engine/checkpoint: the run's checkpoint (ctrain's format, the model of a checkpoint, Hugging
-    # Face's layout). The loops call it; it reads the run and saves and loads through the strategy,
-    # which writes through checkpoint IO. checkpoint_io (safetensors) stays a level of its own: it is
+    # Face's layout). ModelCheckpoint (engine/callbacks) and the Trainer call it; it reads the run
+    # and saves and loads through the strategy, which writes through checkpoint IO. checkpoint_io (safetensors) stays a level of its own: it is
     # a part the strategy is handed (Lightning's CheckpointIO, planned and registered by name), below
     # the strategy; engine/checkpoint is above the strategy and calls it, so one folder would hold
     # both ends of checkpoint -> strategy -> checkpoint IO.
     checkpoint => 8,   # beside the loggers: neither includes the other
     # The fit's health checks (engine/health/fit: hang forensics, stragglers, preflight, which rank
-    # is on which node) run inside a fit on the strategy's collectives: the loops call them (where
-    # the step is, a straggler window) and they log through the loggers, so they sit between the
-    # two. A module of their own, apart from engine/health's node checks (nodecheck.c, level 2,
+    # is on which node) run inside a fit on the strategy's collectives: their callbacks hear where
+    # the step is and gather a straggler window, and they log through the loggers, so they sit
+    # between the two. A module of their own, apart from engine/health's node checks (nodecheck.c, level 2,
     # libctrain-core for the SPANK plugin): the Makefile puts the folder into libctrain.
     'health/fit' => 9,
-    loops => 10,
+    # The loops reach everything that watches a fit through the run's callback table alone
+    # (engine/run/callbacks.h): the callbacks themselves (engine/callbacks: the loggers, the
+    # checkpoints, early stopping, the hang and straggler watchers) sit beside them, above what they
+    # call, and neither includes the other; the Trainer attaches them.
+    loops => 10, callbacks => 10,
     trainer => 11,
-    cli => 12,
+    # ctrain supervise as a library (engine/supervise, issue 51 item 3): it runs the fit's steps
+    # through srun and libslurm, requeues through the Trainer's requeue.c and reads the hang records
+    # as ctrain diagnose does (engine/health/fit/diagnose.h), so it sits above all of them and
+    # below the CLI, whose cmd_supervise.c only reads the flags.
+    supervise => 12,
+    # The supervisor's event records (engine/events): written by the ranks where they find a node
+    # at fault (the strategies' roll call, the fit's health checks), read by the supervisor; they
+    # need engine/util only, and sit at the bottom with the leaves.
+    events => 2,
+    cli => 13,
 );
 
 # Public headers belong to the module that implements them.
@@ -65,15 +82,15 @@ my %public = (
     'accelerator.h' => 'accelerators', 'precision.h' => 'registry',
     'environment.h' => 'envs', 'envs.h' => 'envs', 'hostlist.h' => 'envs', 'gres_conf.h' => 'bind',
     'checkpoint_io.h' => 'checkpoint_io', 'launcher.h' => 'launchers',
-    'strategy.h' => 'strategies', 'connector.h' => 'connector',
+    'strategy.h' => 'strategies', 'connector.h' => 'connector', 'collective_trace.h' => 'collectives',
     'loops.h' => 'loops', 'trainer.h' => 'trainer', 'engine.h' => 'trainer',
+    # A user program's callbacks: the run's table, seen from outside.
+    'callback.h' => 'run',
 );
 
 # Files whose module is not their folder's: the pmix cluster environment is an environment
 # that happens to live beside the PMIx client it uses.
-# The run's type (engine/loops/run.h) is a header of its own under the loops (issue 41 item 1): the
-# loggers include it, the loops' functions (loops.h) they may not.
-my %file_module = ('pmix/environment.c' => 'envs', 'pmix/environment.h' => 'envs', 'engine/loops/run.h' => 'run');
+my %file_module = ('pmix/environment.c' => 'envs', 'pmix/environment.h' => 'envs');
 
 sub module_of {
     my ($path) = @_;
@@ -115,9 +132,9 @@ for my $file (@files) {
 
 # The device seam: the checkpoint code, the loops (and their loggers), the Trainer and the
 # strategies reach a device only through the Accelerator (ct_strategy_model_to_device). No CUDA
-# include, no CT_HAVE_CUDA, no accelerator name compared. The NCCL glue is the cuda-only part of
-# ddp and is exempt (ddp.c reaches it through the accelerator's device_memory flag).
-my %device_exempt = map { $_ => 1 } qw(engine/strategies/ddp_nccl.c engine/strategies/ddp_nccl.h);
+# include, no CT_HAVE_CUDA, no accelerator name compared. The NCCL glue lives below them, in
+# engine/collectives (ddp reaches it through the accelerator's device_memory flag).
+my %device_exempt;
 # The model seam: the checkpoint code, the loops (and their loggers) and the Trainer name no model
 # and no dataset.
 my (@dev, @model);
@@ -294,7 +311,7 @@ my @inj_rank = rank_getenv(%inj_ranks);
 my $caught41 = (grep { m{strategies\.c: list\[4\]} } @inj_hand) && (grep { m{registry\.c: entries\[MAX_ENTRIES\]} } @inj_hand) &&
                (grep { m{ddp\.c: .*CT_VAR_RANK} } @inj_rank) && keys(%strategy_src) > 5;
 
-print "1..38\n";
+print "1..45\n";
 print(($edges > 20 ? "ok" : "not ok") . " 1 - read $edges includes in " . scalar(@files) . " files\n");
 if (@bad) {
     print "not ok 2 - layering holds\n";
@@ -575,19 +592,19 @@ sub call_circles {
 # 20. Nothing lives in engine/loops/ but the loops themselves, so that a non-loop concern (a
 #     logger, signal handling, checkpoint IO) cannot settle there again: a file or folder not in
 #     this list fails. What stays, and why:
-#       fit_loop.c    the fit loop: epochs, validation at their end, saving on a stop
+#       fit_loop.c    the fit loop: epochs, validation at their end, the callbacks at a stop
 #       epoch_loop.c  the epoch loop: optimizer steps, the step boundary where a stop is agreed
-#       validate.c    validation in fit and its callbacks (monitor, top-k, early stopping)
+#       validate.c    validation in fit: the monitored metric, whether it improved
 #       eval_loop.c   the evaluation loop (validate, test, validation in fit)
 #       step.c        the training step (forward, micro-steps, gradient readiness, clipping) and
 #                     the stop agreement that rides on its gradient exchange
-#       run.h         ct_run and its options, what the Trainer hands the loops (a level below them)
 #       loops.h       the loops' functions
 #     Gone elsewhere: metrics.csv and TensorBoard (engine/loggers/), catching the stop signals
 #     (engine/trainer/stop.c, beside the signal connector), checkpoint files (ctrain's format, the
-#     HF import/export, the model's tensors: engine/checkpoint/).
+#     HF import/export, the model's tensors: engine/checkpoint/), ct_run and its callback table
+#     (engine/run/), top-k checkpoints and early stopping (engine/callbacks/).
 # 21. Check 20 fails on injected non-loop files (a logger and a folder of its own).
-my @loop_files = qw(fit_loop.c epoch_loop.c validate.c eval_loop.c step.c run.h loops.h);
+my @loop_files = qw(fit_loop.c epoch_loop.c validate.c eval_loop.c step.c loops.h);
 sub non_loop_entries {
     my ($allowed, @entries) = @_;
     return map { "engine/loops/$_: not a loop file (t/90's list: @loop_files)" } grep { !$allowed->{$_} } @entries;
@@ -895,7 +912,7 @@ sub precision_formats {
 #     a literal path under /proc, /sys or /dev, and the functions below, each with its reason.
 # 38. Check 37 fails on the hang record's old writer (open of a fixed temp name) written back.
 my %opens_allowed = (
-    'engine/launchers/supervisor.c is_stopped' => '/proc/PID/stat of a rank',
+    'engine/launchers/proc_supervisor.c is_stopped' => '/proc/PID/stat of a rank',
     'engine/health/nodecheck.c process_name'   => 'PROC/PID/comm (the /proc root a test may replace)',
     'engine/health/nodecheck.c hca_active'     => 'SYSFS/class/infiniband/*/ports/*/state',
     'engine/health/nodecheck.c mem_available_mb' => 'PROC/meminfo',
@@ -934,5 +951,134 @@ sub file_opens {
     my @inj = file_opens(%inj);
     print(((grep { m{^engine/health/fit/hang\.c:\d+: open outside .* in dump_tmp} } @inj) == 1 ? "ok" : "not ok") .
           " 38 - check 37 fails on the hang record's old writer written back\n");
+    print "# injected: $_\n" for @inj;
+}
+
+# --- issue 51 item 1: the loops reach what watches a fit through the callback table alone -----
+# 39. engine/loops/ includes no header of the loggers, the checkpoint code, the fit's health checks
+#     or the callbacks themselves (engine/loggers, engine/checkpoint, engine/health/fit,
+#     engine/callbacks) and calls no function those headers declare: the run's table
+#     (engine/run/callbacks.h) is the one way out. No getenv in the loops either (a test's hook is
+#     a callback, read once when the Trainer attaches it). And no engine/ file is placed in a
+#     module by hand (%file_module): the layering holds without exceptions.
+# 40. Check 39 fails on the old calls written back (step.c's hang phase, its test hook, the
+#     header).
+my $watcher_dirs = qr{^engine/(loggers|checkpoint|health/fit|callbacks)/};
+my %watcher_fns;
+{
+    my %hdr = slurp(grep { m{$watcher_dirs} && /\.h$/ } @files);
+    for my $h (values %hdr) {
+        my $text = strip_comments($h);
+        $watcher_fns{$1} = 1 while $text =~ /^[a-z][\w\s\*]*?\b(ct_\w+)\s*\(/mg;
+    }
+}
+sub loops_reach_watchers {
+    my ($fns, %src) = @_;
+    my @bad;
+    each_line(sub {
+        my ($f, $n, $line) = @_;
+        return if $line =~ m{^\s*//};
+        push @bad, "$f:$n: includes a watcher's header: $line" if $line =~ /^\s*#\s*include\s+"(engine\/[^"]+)"/ && $1 =~ $watcher_dirs;
+        while ($line =~ /\b(ct_\w+)\s*\(/g) {
+            push @bad, "$f:$n: calls $1 (not through the callback table): $line" if $fns->{$1};
+        }
+        push @bad, "$f:$n: reads the environment in a loop: $line" if $line =~ /\bgetenv\s*\(/;
+    }, %src);
+    return @bad;
+}
+{
+    my %loops_src = slurp(grep { m{^engine/loops/} } @files);
+    my @bad = loops_reach_watchers(\%watcher_fns, %loops_src);
+    push @bad, "t/90's %file_module places $_ by hand" for grep { m{^engine/} } sort keys %file_module;
+    print((@bad || keys(%watcher_fns) < 10 ? "not ok" : "ok") . " 39 - the loops reach the loggers, checkpoints and watchers " .
+          "through the callback table only (" . scalar(keys %loops_src) . " files, " . scalar(keys %watcher_fns) .
+          " functions of theirs)\n");
+    print "# $_\n" for @bad;
+    my %inj = %loops_src;
+    $inj{'engine/loops/step.c'} .= "\n#include \"engine/health/fit/hang.h\"\nstatic void data(ct_run *run)\n{\n" .
+        "    ct_hang_enter(CT_PHASE_DATA);\n    if (getenv(\"CTRAIN_TEST_DATA_STALL\"))\n        sleep(60);\n}\n";
+    my @inj = loops_reach_watchers(\%watcher_fns, %inj);
+    print(((grep { m{^engine/loops/step\.c:\d+: includes a watcher's header} } @inj) &&
+           (grep { m{^engine/loops/step\.c:\d+: calls ct_hang_enter} } @inj) &&
+           (grep { m{^engine/loops/step\.c:\d+: reads the environment} } @inj) ? "ok" : "not ok") .
+          " 40 - check 39 fails on the hang phase, the test hook and the header written back into step.c\n");
+    print "# injected: $_\n" for @inj;
+}
+
+# 41. No circle among the files of the fit's health checks and of ctrain supervise (engine/health/fit,
+#     engine/supervise): an edge A -> B when A calls a function B defines (as check 18). hang.c
+#     prints diagnose.c's diagnosis after a timeout; the phases both use are phase.c's, below both
+#     (hang.c <-> diagnose.c was the tree's one circle, issue 51).
+# 42. Check 41 fails on the circle written back (diagnose.c calling into hang.c).
+# 43. ctrain supervise decides from records, not from the ranks' words: no file of engine/supervise
+#     or engine/cli/cmd_supervise.c names a phrase the ranks print for people ("did not arrive", the
+#     straggler's stop line), outside comments and the help text; fails on the old scan written back.
+{
+    my %src = slurp(grep { m{^engine/(health/fit|supervise)/[^/]+\.c$} } @files);
+    my @circles = call_circles(%src);
+    print((@circles ? "not ok" : "ok") . " 41 - no circle among engine/health/fit's and engine/supervise's files (" .
+          scalar(keys %src) . " files)\n");
+    print "# calls in a circle: $_\n" for @circles;
+    my %inj = %src;
+    $inj{'engine/health/fit/diagnose.c'} .= "\nstatic void injected(void) { ct_hang_dump(\"signal\"); }\n";
+    my @inj = call_circles(%inj);
+    print(((grep { /diagnose\.c/ && /hang\.c/ } @inj) && exists $src{'engine/health/fit/hang.c'} ? "ok" : "not ok") .
+          " 42 - check 41 fails on the circle written back (diagnose.c calling hang.c)\n");
+    print "# injected: $_\n" for @inj;
+}
+sub rank_phrases {
+    my (%src) = @_;
+    my @bad;
+    each_line(sub {
+        my ($f, $n, $line) = @_;
+        return if $f =~ /cmd_supervise\.c$/ && $line =~ /^\s*"/;    # the help text says what records say
+        push @bad, "$f:$n: reads a rank's printed words: $line"
+            if $line =~ /\b(strstr|strncmp|strcmp|sscanf|memcmp|strcasestr)\s*\(.*("[^"]*(did not arrive|is behind|straggler: node)|CT_LINE_STRAGGLER_STOPS)/;
+    }, %src);
+    return @bad;
+}
+{
+    my %src = slurp(grep { m{^engine/supervise/} || $_ eq 'engine/cli/cmd_supervise.c' } @files);
+    my @bad = rank_phrases(%src);
+    my %inj = %src;
+    $inj{'engine/supervise/decide.c'} .= "\nstatic void scan_arrive(struct ct_sv *s, const char *line)\n{\n" .
+        "    const char *p = strstr(line, \"did not arrive (on \");\n}\n";
+    my @inj = rank_phrases(%inj);
+    print((!@bad && keys(%src) > 5 && (grep { m{^engine/supervise/decide\.c:\d+: } } @inj) ? "ok" : "not ok") .
+          " 43 - ctrain supervise names no phrase of the ranks' output (" . scalar(keys %src) . " files; fails on the old scan written back)\n");
+    print "# $_\n" for @bad;
+}
+
+# --- one collectives layer under every strategy (issue 51 item 2) --------------------------------
+# ddp and ddp_sharded keep the buckets and their overlap and call engine/collectives' table: no
+# line of their code (comments and message strings aside) names a library (mpi, gloo, nccl, MPI_,
+# CT_HAVE_*, their headers), and ddp.c stays at most 600 lines.
+sub backend_branches {
+    my (%src) = @_;
+    my @bad;
+    each_line(sub {
+        my ($f, $n, $line) = @_;
+        (my $code = $line) =~ s/"(?:[^"\\]|\\.)*"/""/g;
+        $code =~ s{//.*}{};
+        push @bad, "$f:$n: names a collectives library: $line"
+            if $code =~ /\b(mpi|gloo|nccl)\w*\b|\bMPI_|\bCT_HAVE_|\bct_(gloo|nccl)_/i || $line =~ /^\s*#\s*include\s*[<"](mpi|gloo|nccl)/;
+    }, %src);
+    for my $f (grep { m{/ddp\.c$} } sort keys %src) {
+        my $lines = () = $src{$f} =~ /\n/g;
+        push @bad, "$f: $lines lines (at most 600: the buckets and their overlap only)" if $lines > 600;
+    }
+    return @bad;
+}
+{
+    my %src = slurp(grep { m{^engine/strategies/ddp\w*\.[ch]$} } @files);
+    my @bad = backend_branches(%src);
+    print((@bad || !exists $src{'engine/strategies/ddp.c'} ? "not ok" : "ok") . " 44 - ddp and ddp_sharded name no " .
+          "collectives library (" . scalar(keys %src) . " files; ddp.c " . (() = ($src{'engine/strategies/ddp.c'} // '') =~ /\n/g) .
+          " lines): they call engine/collectives' table\n");
+    print "# $_\n" for @bad;
+    my %inj = %src;
+    $inj{'engine/strategies/ddp.c'} = "#include <mpi.h>\n" . ("\n" x 600) . "    if (d->gloo)\n        return 0;\n";
+    my @inj = backend_branches(%inj);
+    print((@inj == 3 ? "ok" : "not ok") . " 45 - check 44 fails on an MPI include, a gloo branch and a ddp.c of 600 lines more\n");
     print "# injected: $_\n" for @inj;
 }

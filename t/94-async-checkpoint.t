@@ -60,11 +60,11 @@ ok $? "--async-checkpoint: last and best byte-identical to the synchronous run's
 
 # 2-3: a slow write: training goes on meanwhile; SIGKILL mid-write leaves the previous file.
 # (a write every 100 steps: the next save, which waits for the pending one, is 10 metrics rows on)
-CTRAIN_T94=$T CTRAIN_TEST_CKPT_WRITE_DELAY=3 "$B/ctrain" fit $FIT --max-epochs 3 --async-checkpoint \
+CTRAIN_T94=$T CTRAIN_TEST_CKPT_WRITE_DELAY=6 "$B/ctrain" fit $FIT --max-epochs 3 --async-checkpoint \
     --checkpoint-every-n-steps 100 --default-root-dir "$T/kill" >"$T/kill.out" 2>&1 &
 P=$!
 wait_pending "$T/kill"                          # the first write
-for i in $(seq 100); do [ -f "$T/kill/last.safetensors" ] && break; sleep 0.1; done
+for i in $(seq 200); do [ -f "$T/kill/last.safetensors" ] && break; sleep 0.1; done
 wait_pending "$T/kill"                          # the second, over a complete first
 before=$(md5sum <"$T/kill/last.safetensors")
 r0=$(rows "$T/kill")
@@ -79,7 +79,15 @@ P=
 after=$(md5sum <"$T/kill/last.safetensors")
 [ "$still" -eq 0 ] && [ "$r1" -gt "$r0" ]
 ok $? "training goes on while the write is pending (metrics rows $r0 -> $r1 in 1.5 s)" "$T/kill.out"
-[ "$before" = "$after" ] && "$B/t/st_compare" "$T/kill/last.safetensors" "$T/kill/last.safetensors" >"$T/kill-cmp.out" 2>&1
+# The killed write's temporary is left behind: proof that the kill came mid-write (each write is
+# held 6 s, so a loaded machine's slow shell cannot let it finish before the kill).
+if ! pending "$T/kill"; then
+    echo "the write had finished before the kill: no last.safetensors.tmp.* left" >"$T/kill-cmp.out"; false
+elif [ "$before" != "$after" ]; then
+    echo "last.safetensors changed (md5 ${before%% *} -> ${after%% *}) though the kill cut a write" >"$T/kill-cmp.out"; false
+else
+    "$B/t/st_compare" "$T/kill/last.safetensors" "$T/kill/last.safetensors" >"$T/kill-cmp.out" 2>&1
+fi
 ok $? "SIGKILL during a write leaves the previous complete last.safetensors" "$T/kill-cmp.out"
 
 # 4-5: a stop signal with a write pending: exit 75, then the resume ends at the reference weights.

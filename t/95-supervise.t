@@ -41,7 +41,7 @@ cat >"$D/job.sh" <<EOF
 #!/bin/sh
 #SBATCH --ntasks-per-node=1 --no-kill --requeue --open-mode=append
 echo "start: SLURM_RESTART_COUNT=\${SLURM_RESTART_COUNT:-0}"
-"$CTRAIN" supervise --spare-nodes \$1 -- "$CTRAIN" fit $(echo $FIT) --default-root-dir "\$2"
+"$CTRAIN" supervise --spare-nodes \$1 --restart-backoff 0 -- "$CTRAIN" fit $(echo $FIT) --default-root-dir "\$2"
 echo "supervise exit \$?"
 EOF
 chmod +x "$D/job.sh"

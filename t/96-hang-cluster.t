@@ -153,7 +153,7 @@ ok $? "... and scancel ends its tasks"
 cat >"$tmp/job.sh" <<EOF
 #!/bin/sh
 #SBATCH --ntasks-per-node=1 --no-kill --requeue --open-mode=append
-"$CTRAIN" supervise --spare-nodes 1 -- "$CTRAIN" fit --data $tmp/data --progress off --batch-size 64 \
+"$CTRAIN" supervise --spare-nodes 1 --restart-backoff 0 -- "$CTRAIN" fit --data $tmp/data --progress off --batch-size 64 \
     --log-every-n-steps 5 --strategy ddp --deterministic --lr-schedule constant --max-epochs 5 \
     --checkpoint-every-n-steps 10 --collective-timeout 5 --default-root-dir "$tmp/sup"
 echo "supervise exit \$?"

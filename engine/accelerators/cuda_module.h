@@ -47,6 +47,8 @@ struct ct_cuda_module {
                        ct_error *err);
     int (*nccl_broadcast)(struct ct_nccl *n, float *buf, size_t count, int root, ct_error *err);
     int (*nccl_allreduce_start)(struct ct_nccl *n, float *buf, size_t count, ct_error *err);
+    int (*nccl_allgather_start)(struct ct_nccl *n, float *buf, size_t count, int rank, ct_error *err);
+    int (*nccl_reduce_scatter_start)(struct ct_nccl *n, const float *send, float *recv, size_t count, ct_error *err);
     int (*nccl_wait)(struct ct_nccl *n, ct_error *err);
     void (*nccl_free)(struct ct_nccl *n);
 };
@@ -63,16 +65,18 @@ int ct_cuda_module_loaded(void);
 /* The cuda accelerator as libctrain registers it: every op loads the module first (is_present
  * does not: it only looks for the driver). */
 extern const struct ct_accelerator_ops ct_cuda_module_accelerator;
-/* The models' cuda implementations, registered by engine/models/builtin.c. */
+/* The models' cuda implementations, registered by ct_accelerators_register. */
 int ct_cuda_module_mlp_create(ct_model *host, const ct_model_placement *where, ct_model **out, ct_error *err);
 int ct_cuda_module_gpt_create(ct_model *host, const ct_model_placement *where, ct_model **out, ct_error *err);
-/* NCCL for ddp: the same functions as engine/strategies/ddp_nccl.h declares (the module's table
+/* NCCL for ddp (engine/collectives/nccl.c): the same functions as engine/collectives/nccl_lib.h declares (the module's table
  * file includes both, so the compiler holds them equal); libctrain's are the loader's
  * (cuda_module_nccl.c), which forward to the module's, or fail with CT_ENOTAVAIL without CUDA. */
 typedef struct ct_nccl ct_nccl;
 int ct_nccl_create(int rank, int world, double timeout_s, ct_tcpstore *store, ct_nccl **out, ct_error *err);
 int ct_nccl_broadcast(ct_nccl *n, float *buf, size_t count, int root, ct_error *err);
 int ct_nccl_allreduce_start(ct_nccl *n, float *buf, size_t count, ct_error *err);
+int ct_nccl_allgather_start(ct_nccl *n, float *buf, size_t count, int rank, ct_error *err);
+int ct_nccl_reduce_scatter_start(ct_nccl *n, const float *send, float *recv, size_t count, ct_error *err);
 int ct_nccl_wait(ct_nccl *n, ct_error *err);
 void ct_nccl_free(ct_nccl *n);
 

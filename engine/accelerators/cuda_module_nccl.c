@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* NCCL for ddp as libctrain has it (engine/strategies/ddp_nccl.h's functions): forwarded to the CUDA
+/* NCCL for ddp as libctrain has it (engine/collectives/nccl_lib.h's functions): forwarded to the CUDA
  * module's (libctrain-cuda.so.0, loaded on the first call: cuda_module.h), or CT_ENOTAVAIL in a build
  * without CUDA. A file of its own: a program that links the module's objects (the CUDA test tools)
  * has their ct_nccl_* and never takes these from libctrain.a. */
@@ -27,6 +27,20 @@ int ct_nccl_allreduce_start(ct_nccl *n, float *buf, size_t count, ct_error *err)
     NCCL_MODULE(err);
 
     return m ? m->nccl_allreduce_start(n, buf, count, err) : CT_ENOTAVAIL;
+}
+
+int ct_nccl_allgather_start(ct_nccl *n, float *buf, size_t count, int rank, ct_error *err)
+{
+    NCCL_MODULE(err);
+
+    return m ? m->nccl_allgather_start(n, buf, count, rank, err) : CT_ENOTAVAIL;
+}
+
+int ct_nccl_reduce_scatter_start(ct_nccl *n, const float *send, float *recv, size_t count, ct_error *err)
+{
+    NCCL_MODULE(err);
+
+    return m ? m->nccl_reduce_scatter_start(n, send, recv, count, err) : CT_ENOTAVAIL;
 }
 
 int ct_nccl_wait(ct_nccl *n, ct_error *err)

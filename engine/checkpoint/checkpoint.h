@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — a run's state as a checkpoint (engine/checkpoint/checkpoint.c): weights, optimizer
  * state, counters, the PRNG and the flags, written and read through the strategy (rank 0 writes,
- * every rank loads). The loops call these; this file reads the run (engine/loops/run.h) and calls
+ * every rank loads). The loops call these; this file reads the run (engine/run/run.h) and calls
  * the strategy, never the loops. */
 #ifndef CTRAIN_CHECKPOINT_CHECKPOINT_H
 #define CTRAIN_CHECKPOINT_CHECKPOINT_H
@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 #include "ctrain/error.h"
-#include "engine/loops/run.h"
+#include "engine/run/run.h"
 
 /* Save the run's weights, optimizer state and counters through the strategy (rank 0 writes). */
 int ct_run_save_checkpoint(ct_run *run, const char *path, ct_error *err);

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "engine/cli/commands.h"
-#include "engine/health/fit/hang.h"
+#include "engine/health/fit/diagnose.h"
 
 static void diagnose_usage(FILE *out)
 {

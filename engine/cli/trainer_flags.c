@@ -66,6 +66,15 @@ static const struct flag flags[] = {
       "(the same atomic write; the next save, the end of fit and a stop wait for it)" },
     { "--collective-timeout", F_DOUBLE, 0, 0, "SECONDS",
       "a collective not done in SECONDS ends every rank, naming the rank(s) missing (default 300; 0: wait forever)" },
+    { "--run-id", F_STRING, 0, 0, "NAME",
+      "ddp without PMIx: the TCP store's keys are this run's (beside the SLURM or torchrun job's id), so runs "
+      "given one MASTER_ADDR:MASTER_PORT do not mix; the same on every rank (default $CTRAIN_RUN_ID)" },
+    { "--store-bind", F_STRING, 0, 0, "all|ADDR,...",
+      "ddp without PMIx: where rank 0's TCP store listens (default $CTRAIN_STORE_BIND, else MASTER_ADDR's "
+      "addresses on its host; all: every interface)" },
+    { "--store-secret-file", F_STRING, 0, 0, "FILE",
+      "ddp without PMIx: every TCP store client proves it holds this file's bytes (16 to 4096, the file "
+      "readable only by you, the same on every rank); others are dropped (default $CTRAIN_STORE_SECRET_FILE)" },
     { "--progress", F_SPECIAL, 0, 0, "MODE",
       "auto (default: bar on a TTY, plain lines otherwise), bar, plain or off" },
     { "--data", F_STRING, 0, 0, "DIR", "the data module's directory (fashion-mnist: default "
@@ -384,6 +393,7 @@ static int apply(const struct flag *f, const char *value, ct_trainer_config *cfg
         cfg->progress = (enum ct_trainer_progress)i;
     } else {
         char *dst = !strcmp(f->name, "--default-root-dir") ? cfg->default_root_dir
+                    : !strcmp(f->name, "--store-secret-file") ? cfg->store_secret_file
                     : !strcmp(f->name, "--ckpt-path")      ? cfg->ckpt_path
                     : !strcmp(f->name, "--init-from")      ? cfg->init_from
                                                            : cfg->data_dir;
@@ -391,6 +401,16 @@ static int apply(const struct flag *f, const char *value, ct_trainer_config *cfg
         if (!strcmp(f->name, "--requeue-signal")) {
             if (ct_str_copy(cfg->requeue_signal, sizeof(cfg->requeue_signal), value))
                 return bad_value(f, value, "a signal name like USR1", err);
+            return 0;
+        }
+        if (!strcmp(f->name, "--run-id")) {
+            if (!*value || ct_str_copy(cfg->run_id, sizeof(cfg->run_id), value))
+                return bad_value(f, value, "a name of at most 64 letters, digits, '.', '_' and '-'", err);
+            return 0;
+        }
+        if (!strcmp(f->name, "--store-bind")) {
+            if (!*value || ct_str_copy(cfg->store_bind, sizeof(cfg->store_bind), value))
+                return bad_value(f, value, "all, or this host's addresses, comma-separated", err);
             return 0;
         }
         if (!strcmp(f->name, "--dump-signal")) {
@@ -406,10 +426,25 @@ static int apply(const struct flag *f, const char *value, ct_trainer_config *cfg
     return 0;
 }
 
+/* The store's settings from the environment too: a launcher or batch script sets them once for
+ * every rank, as it sets MASTER_ADDR; a flag given wins. The Trainer checks them (config.c). */
+static void env_defaults(ct_trainer_config *cfg)
+{
+    const char *v;
+
+    if ((v = getenv("CTRAIN_RUN_ID")))
+        snprintf(cfg->run_id, sizeof(cfg->run_id), "%s", v);
+    if ((v = getenv("CTRAIN_STORE_BIND")))
+        snprintf(cfg->store_bind, sizeof(cfg->store_bind), "%s", v);
+    if ((v = getenv("CTRAIN_STORE_SECRET_FILE")))
+        snprintf(cfg->store_secret_file, sizeof(cfg->store_secret_file), "%s", v);
+}
+
 int ct_trainer_flags_parse(int argc, char **argv, ct_trainer_config *cfg, ct_connector_flags *cf,
                            ct_cli_model_flags *mf, int *help, ct_error *err)
 {
     ct_trainer_config_default(cfg);
+    env_defaults(cfg);
     memset(cf, 0, sizeof(*cf));
     memset(mf, 0, sizeof(*mf));
     *help = 0;

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "ctrain/launcher.h"
-#include "engine/launchers/supervisor.h"
+#include "engine/launchers/proc_supervisor.h"
 
 struct fork_job {
     ct_launch_body body;
@@ -34,7 +34,7 @@ static void fork_rank_main(const struct ct_rank_ctx *ctx)
         rc = ct_pmix_server_apply_env(ctx->server, ctx->rank, &e);
     if (rc == 0)
         rc = job->body(job->arg, result, job->result_size, &e);
-    ct_supervisor_report(ctx->report_fd, rc, &e, ctx->rank == 0 && rc == 0 ? result : NULL,
+    ct_proc_supervisor_report(ctx->report_fd, rc, &e, ctx->rank == 0 && rc == 0 ? result : NULL,
                          job->result_size);
     fflush(NULL);
     /* _exit: the caller's atexit handlers belong to the caller, not to its workers. */
@@ -47,7 +47,7 @@ static int fork_launch(const ct_launch_spec *spec, ct_launch_body body, void *ar
     struct fork_job job = { .body = body, .arg = arg, .result_size = result ? result_size : 0 };
 
     /* The caller goes on with rank 0's result, as if it had run it. */
-    return ct_supervisor_run(spec, fork_rank_main, &job, result, job.result_size, err);
+    return ct_proc_supervisor_run(spec, fork_rank_main, &job, result, job.result_size, err);
 }
 
 const struct ct_launcher_ops ct_launcher_fork = {

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "ctrain/launcher.h"
-#include "engine/launchers/supervisor.h"
+#include "engine/launchers/proc_supervisor.h"
 
 extern char **environ;
 
@@ -107,7 +107,7 @@ static void subprocess_rank_main(const struct ct_rank_ctx *ctx)
         execve(self->exe, argv, envp);
     ct_error_set(&e, CT_ENOTAVAIL, "launch-exec", "rank %d: cannot execute %s (%s): %s",
                  ctx->rank, self->exe, argv[0], envp ? strerror(errno) : "out of memory");
-    ct_supervisor_report(ctx->report_fd, e.code, &e, NULL, 0);
+    ct_proc_supervisor_report(ctx->report_fd, e.code, &e, NULL, 0);
     _exit(127);
 }
 
@@ -126,7 +126,7 @@ static int subprocess_launch(const ct_launch_spec *spec, ct_launch_body body, vo
     if (!self.argv)
         return err ? err->code : CT_ENOTAVAIL;
     find_exe(self.exe, sizeof(self.exe));
-    rc = ct_supervisor_run(spec, subprocess_rank_main, &self, NULL, 0, err);
+    rc = ct_proc_supervisor_run(spec, subprocess_rank_main, &self, NULL, 0, err);
     free(self.argv);
     free(blob);
     return rc;

@@ -4,11 +4,13 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <errno.h>
 #include <unistd.h>
 
 #include "ctrain/util.h"
+#include "engine/loggers/logger_state.h"
 #include "engine/loggers/loggers.h"
 #include "engine/util/fsutil.h"
 
@@ -43,13 +45,42 @@ static int trim_rows(int fd, const char *path, int64_t last_step, ct_error *err)
     return 0;
 }
 
+int ct_loggers_create(ct_run *run, int use_bar, int use_plain, ct_error *err)
+{
+    struct ct_loggers *lg = calloc(1, sizeof(*lg));
+
+    if (!lg)
+        return ct_error_set(err, CT_ENOMEM, "oom", "out of memory for the loggers");
+    lg->use_bar = use_bar;
+    lg->use_plain = use_plain;
+    run->loggers = lg;
+    return 0;
+}
+
+void ct_loggers_free(ct_run *run)
+{
+    if (!run->loggers)
+        return;
+    ct_logger_close(run);
+    ct_tb_close(run);
+    free(run->loggers);
+    run->loggers = NULL;
+}
+
+void ct_logger_set_stragglers(ct_run *run, const char *nodes)
+{
+    if (run->loggers)
+        snprintf(run->loggers->stragglers, sizeof(run->loggers->stragglers), "%s", nodes);
+}
+
 int ct_logger_open(ct_run *run, int append, ct_error *err)
 {
+    struct ct_loggers *lg = run->loggers;
     char path[1100];
     long size;
     int fd;
 
-    if (!run->is_zero)
+    if (!run->is_zero || !lg)
         return 0;
     snprintf(path, sizeof(path), "%s/metrics.csv", run->opt.root_dir);
     /* Not through a planted symlink, not into another user's file (engine/util/fsutil.h). */
@@ -60,30 +91,33 @@ int ct_logger_open(ct_run *run, int append, ct_error *err)
         close(fd);
         return err->code;
     }
-    run->metrics = fdopen(fd, append ? "a" : "w");
-    if (!run->metrics) {
+    lg->metrics = fdopen(fd, append ? "a" : "w");
+    if (!lg->metrics) {
         close(fd);
         return ct_error_set(err, CT_EIO, "metrics-open", "%s: cannot open for writing: %s", path, strerror(errno));
     }
-    fseek(run->metrics, 0, SEEK_END);
-    size = ftell(run->metrics);
+    fseek(lg->metrics, 0, SEEK_END);
+    size = ftell(lg->metrics);
     if (size <= 0) {
-        fprintf(run->metrics, "step,epoch,train_loss,val_loss,val_acc,lr,samples_per_sec,grad_norm");
+        fprintf(lg->metrics, "step,epoch,train_loss,val_loss,val_acc,lr,samples_per_sec,grad_norm");
         for (int i = 0; i < run->model->info.n_metrics; i++)
-            fprintf(run->metrics, ",val_%s", run->model->info.metric_names[i]);
+            fprintf(lg->metrics, ",val_%s", run->model->info.metric_names[i]);
         if (run->opt.on_straggler != CT_STRAGGLER_OFF)
-            fputs(",stragglers", run->metrics); /* the nodes slow in the last window, ';' between */
-        fputc('\n', run->metrics);
+            fputs(",stragglers", lg->metrics); /* the nodes slow in the last window, ';' between */
+        fputc('\n', lg->metrics);
     }
-    fflush(run->metrics);
+    fflush(lg->metrics);
     return 0;
 }
 
 void ct_logger_close(ct_run *run)
 {
-    if (run->metrics)
-        fclose(run->metrics);
-    run->metrics = NULL;
+    struct ct_loggers *lg = run->loggers;
+
+    if (lg && lg->metrics)
+        fclose(lg->metrics);
+    if (lg)
+        lg->metrics = NULL;
 }
 
 static void field(FILE *f, double v, const char *fmt)
@@ -123,7 +157,7 @@ static void tb_row(ct_run *run, double train_loss, const ct_eval_result *val, do
 void ct_logger_row(ct_run *run, double train_loss, const ct_eval_result *val, double lr, double samples_per_sec,
                    double grad_norm)
 {
-    FILE *f = run->metrics;
+    FILE *f = run->loggers ? run->loggers->metrics : NULL;
 
     if (!f)
         return;
@@ -140,7 +174,7 @@ void ct_logger_row(ct_run *run, double train_loss, const ct_eval_result *val, do
     for (int i = 0; i < run->model->info.n_metrics; i++)
         field(f, val ? val->metrics[i] : NAN, "%.6f");
     if (run->opt.on_straggler != CT_STRAGGLER_OFF)
-        fprintf(f, ",%s", run->straggling_now);
+        fprintf(f, ",%s", run->loggers->stragglers);
     fputc('\n', f);
     fflush(f);
 }
@@ -163,10 +197,12 @@ void ct_progress_step(ct_run *run, size_t steps_per_epoch, long total_steps, dou
     long left = total_steps - (long)st->global_step;
     char eta[32];
 
-    if (!run->is_zero || (!run->use_bar && !run->use_plain))
+    struct ct_loggers *lg = run->loggers;
+
+    if (!run->is_zero || !lg || (!lg->use_bar && !lg->use_plain))
         return;
     format_eta(per_step * (double)(left > 0 ? left : 0), eta, sizeof(eta));
-    if (run->use_bar) {
+    if (lg->use_bar) {
         int width = 24, filled = (int)((double)width * (double)st->step_in_epoch / (double)steps_per_epoch);
         char bar[32];
 
@@ -181,7 +217,7 @@ void ct_progress_step(ct_run *run, size_t steps_per_epoch, long total_steps, dou
                (long long)st->epoch + 1, run->opt.max_epochs, bar, (long long)st->step_in_epoch, steps_per_epoch,
                loss, samples_per_sec, eta);
         fflush(stdout);
-        run->bar_active = 1;
+        lg->bar_active = 1;
     } else if (st->global_step % run->opt.log_every_n_steps == 0) {
         printf("ctrain: epoch %lld/%d step %lld/%zu (global %lld) loss %.4f %.0f samples/s ETA %s\n",
                (long long)st->epoch + 1, run->opt.max_epochs, (long long)st->step_in_epoch, steps_per_epoch,
@@ -192,13 +228,14 @@ void ct_progress_step(ct_run *run, size_t steps_per_epoch, long total_steps, dou
 
 void ct_progress_line(ct_run *run, const char *fmt, ...)
 {
+    struct ct_loggers *lg = run->loggers;
     va_list ap;
 
-    if (!run->is_zero || (!run->use_bar && !run->use_plain))
+    if (!run->is_zero || !lg || (!lg->use_bar && !lg->use_plain))
         return;
-    if (run->bar_active) {
+    if (lg->bar_active) {
         putchar('\n');
-        run->bar_active = 0;
+        lg->bar_active = 0;
     }
     va_start(ap, fmt);
     vprintf(fmt, ap);
@@ -209,13 +246,14 @@ void ct_progress_line(ct_run *run, const char *fmt, ...)
 
 void ct_progress_say(ct_run *run, const char *fmt, ...)
 {
+    struct ct_loggers *lg = run->loggers;
     va_list ap;
 
     if (!run->is_zero)
         return;
-    if (run->bar_active) {
+    if (lg && lg->bar_active) {
         putchar('\n');
-        run->bar_active = 0;
+        lg->bar_active = 0;
     }
     fflush(stdout);
     fputs("ctrain: ", stderr);

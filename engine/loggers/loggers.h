@@ -3,7 +3,7 @@
  * (tensorboard.c). Global zero only writes.
  *
  * Internal to libctrain. Below the loops, which call them after each step and validation: they read
- * the run (engine/loops/run.h: its counters, options and model) and write files, and call nothing
+ * the run (engine/run/run.h: its counters, options and model) and write files, and call nothing
  * of the loops, the strategy's collectives or the Trainer (t/90 places them so).
  */
 #ifndef CTRAIN_LOGGERS_H
@@ -11,7 +11,17 @@
 
 #include <stdint.h>
 
-#include "engine/loops/run.h"
+#include "engine/run/run.h"
+
+/* --- the loggers' state (logger.c): run->loggers, an opaque handle ------------------------------ */
+/* Create it (fit only): --progress as a live bar (use_bar) or plain lines (use_plain), neither: off.
+ * Without one (validate, test) every function below writes nothing. */
+int ct_loggers_create(ct_run *run, int use_bar, int use_plain, ct_error *err);
+/* Close metrics.csv and the TensorBoard file and free the handle. */
+void ct_loggers_free(ct_run *run);
+/* The nodes slow in the straggler check's last window ("" none; ';' between): metrics.csv's
+ * stragglers column from the next row on (the straggler check, engine/health/fit, sets it). */
+void ct_logger_set_stragglers(ct_run *run, const char *nodes);
 
 /* --- metrics.csv (logger.c) ------------------------------------------------------------------- */
 /* Open root_dir/metrics.csv (append: a resumed run, its rows after the checkpoint's step cut). */

@@ -26,6 +26,7 @@
 #include <cjson/cJSON.h>
 
 #include "ctrain/util.h"
+#include "engine/loggers/logger_state.h"
 #include "engine/loggers/loggers.h"
 #include "engine/loggers/proto/tensorboard.pb-c.h"
 #include "engine/util/fsutil.h"
@@ -383,7 +384,7 @@ int ct_tb_open(ct_run *run, int64_t resume_step, ct_error *err)
     char host[128] = "localhost";
     int rc, resumed = 0;
 
-    if (!run->is_zero || !run->opt.tensorboard)
+    if (!run->is_zero || !run->opt.tensorboard || !run->loggers)
         return 0;
     if (!(w = calloc(1, sizeof(*w))))
         return ct_error_set(err, CT_ENOMEM, "", "out of memory for the TensorBoard writer");
@@ -407,7 +408,7 @@ int ct_tb_open(ct_run *run, int64_t resume_step, ct_error *err)
             return rc;
         }
     }
-    run->tb = w;
+    run->loggers->tb = w;
     if (!resumed) {
         Ctrain__Tb__Event ev;
 
@@ -424,26 +425,31 @@ int ct_tb_open(ct_run *run, int64_t resume_step, ct_error *err)
 void ct_tb_scalar(ct_run *run, const char *tag, double value)
 {
     Ctrain__Tb__Summary__Value v = CTRAIN__TB__SUMMARY__VALUE__INIT;
+    struct ct_tb_writer *w = run->loggers ? run->loggers->tb : NULL;
 
-    if (!run->tb || isnan(value))
+    if (!w || isnan(value))
         return;
     v.tag = (char *)tag;
     v.value_case = CTRAIN__TB__SUMMARY__VALUE__VALUE_SIMPLE_VALUE;
     v.simple_value = (float)value;
-    write_summary_value(run->tb, run->st.global_step, &v);
+    write_summary_value(w, run->st.global_step, &v);
 }
 
 void ct_tb_flush(ct_run *run)
 {
-    if (run->tb && !run->tb->failed)
-        fflush(run->tb->f);
+    struct ct_tb_writer *w = run->loggers ? run->loggers->tb : NULL;
+
+    if (w && !w->failed)
+        fflush(w->f);
 }
 
 void ct_tb_close(ct_run *run)
 {
-    if (!run->tb)
+    struct ct_tb_writer *w = run->loggers ? run->loggers->tb : NULL;
+
+    if (!w)
         return;
-    fclose(run->tb->f);
-    free(run->tb);
-    run->tb = NULL;
+    fclose(w->f);
+    free(w);
+    run->loggers->tb = NULL;
 }

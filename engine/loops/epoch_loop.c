@@ -106,6 +106,15 @@ static int reduce_loss(ct_run *run, double loss_sum, double n, double *mean, ct_
     return rc;
 }
 
+/* A step --checkpoint-every-n-steps saves at (inside an epoch; the checkpoint callback decides the
+ * same): a drain point of its own. */
+static int checkpoint_due(const ct_run *run, size_t batches)
+{
+    int every = run->opt.checkpoint_every_n_steps;
+
+    return every > 0 && run->st.global_step % every == 0 && (size_t)run->st.step_in_epoch < batches;
+}
+
 static int epoch_steps(ct_run *run, ct_error *err)
 {
     ct_progress_state *st = &run->st;
@@ -120,8 +129,9 @@ static int epoch_steps(ct_run *run, ct_error *err)
     total = ct_fit_total_steps(&run->opt, ct_epoch_opt_steps(&run->opt, batches));
     while ((size_t)st->step_in_epoch < batches) {
         int n = ct_window_size(&run->opt, (size_t)st->step_in_epoch, batches), validated = 0;
-        double loss, samples, t0, sps, shown;
+        double loss, samples, t0;
         int64_t loss_of;
+        ct_batch_end b;
 
         if (run->opt.max_steps >= 0 && st->global_step >= run->opt.max_steps)
             break;
@@ -145,45 +155,42 @@ static int epoch_steps(ct_run *run, ct_error *err)
         }
         st->step_in_epoch += n;
         st->global_step++;
-        ct_hang_step(st->global_step);
-        if ((rc = ct_straggler_step(run, ct_time_now() - t0, err)))
-            return rc;
-        if (run->straggler_stop)
-            return 0; /* every rank after this step: the fit loop saves last.safetensors */
-        sps = run->train_samples / run->train_seconds;
-        shown = loss_n > 0 ? loss_sum / loss_n : st->last_train_loss;
-        if (st->global_step % run->opt.log_every_n_steps == 0) {
-            double now = ct_time_now(), mean;
-
-            if ((rc = loss_drain(run, &loss_sum, &loss_n, err)) ||
-                (rc = reduce_loss(run, loss_sum, loss_n, &mean, err)))
-                return rc;
-            sps = interval_samples / (now - interval_start);
-            st->last_train_loss = shown = mean;
-            ct_logger_row(run, mean, NULL, ct_optim_get_config(run->optim)->lr, sps, run->last_grad_norm);
-            loss_sum = loss_n = interval_samples = 0;
-            interval_start = now;
-        }
-        ct_progress_step(run, batches, total, shown, sps);
+        b.step_seconds = ct_time_now() - t0;
+        b.loss = loss_n > 0 ? loss_sum / loss_n : st->last_train_loss;
+        b.samples_per_sec = run->train_samples / run->train_seconds;
+        b.logging = st->global_step % run->opt.log_every_n_steps == 0;
+        b.lr = ct_optim_get_config(run->optim)->lr;
+        b.grad_norm = run->last_grad_norm;
+        b.steps_per_epoch = batches;
+        b.total_steps = total;
         /* --val-check-interval: validation (and the monitored checkpoints, early stopping) every N
          * optimizer steps of the fit, epoch boundaries or not. */
-        if (run->opt.val_check_interval > 0 && st->global_step % run->opt.val_check_interval == 0) {
+        b.validating = run->opt.val_check_interval > 0 && st->global_step % run->opt.val_check_interval == 0;
+        if (b.logging) {
+            double now = ct_time_now();
+
+            if ((rc = loss_drain(run, &loss_sum, &loss_n, err)) ||
+                (rc = reduce_loss(run, loss_sum, loss_n, &b.loss, err)))
+                return rc;
+            b.samples_per_sec = interval_samples / (now - interval_start);
+            st->last_train_loss = b.loss;
+            loss_sum = loss_n = interval_samples = 0;
+            interval_start = now;
+        } else if (!b.validating && checkpoint_due(run, batches) && (rc = loss_drain(run, &loss_sum, &loss_n, err))) {
+            return rc;
+        }
+        /* The watchers (a straggler stop ends the round: every rank after this step, and the fit
+         * loop saves last.safetensors), the loggers, the checkpoints. */
+        if ((rc = ct_callbacks_train_batch_end(run, &b, err)))
+            return rc;
+        if (run->straggler_stop)
+            return 0;
+        if (b.validating) {
             if ((rc = loss_drain(run, &loss_sum, &loss_n, err)) || (rc = ct_fit_validate(run, batches, err)))
                 return rc;
             if (st->early_stopped || run->stop.agreed)
                 return 0;
             validated = 1;
-        }
-        if (!validated && run->opt.checkpoint_every_n_steps > 0 &&
-            st->global_step % run->opt.checkpoint_every_n_steps == 0 && (size_t)st->step_in_epoch < batches) {
-            char path[1100];
-
-            snprintf(path, sizeof(path), "%s/last.safetensors", run->opt.root_dir);
-            if ((rc = loss_drain(run, &loss_sum, &loss_n, err)))
-                return rc;
-            ct_hang_enter(CT_PHASE_CHECKPOINT);
-            if ((rc = ct_run_save_checkpoint(run, path, err)))
-                return rc;
         }
         /* A validation at the epoch's last step rolled the counters to the next epoch. */
         if (validated && st->step_in_epoch == 0)

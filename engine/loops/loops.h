@@ -1,27 +1,26 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — the loops: fit loop -> epoch loop -> validation -> training step; the evaluation loop (ct_run in run.h).
  *
- * Internal to libctrain. The Trainer (engine/trainer) builds a ct_run and hands it to the loops;
- * the loops call the Strategy directly (gradients, collectives, checkpoints) and never include the
- * Trainer. Every rank runs the same loops; only the global-zero rank writes files and prints,
- * through the loggers below them (engine/loggers/loggers.h: metrics.csv, progress, TensorBoard).
- * The fit's health checks they call (hang forensics, stragglers) are below them too, in
- * engine/health/fit/.
+ * Internal to libctrain. The Trainer (engine/trainer) builds a ct_run, attaches its callbacks and
+ * hands it to the loops; the loops call the Strategy directly (gradients, collectives) and never
+ * include the Trainer. Everything that watches a fit — the loggers (metrics.csv, progress,
+ * TensorBoard), the checkpoints (last, best, top-k), early stopping, the hang and straggler
+ * watchers, a user's own — is a callback the loops reach through the run's table alone
+ * (engine/run/callbacks.h; the callbacks themselves are engine/callbacks/, beside the loops).
  */
 #ifndef CTRAIN_LOOPS_H
 #define CTRAIN_LOOPS_H
 
-#include "engine/health/fit/hang.h"
-#include "engine/health/fit/straggler.h"
-#include "engine/loggers/loggers.h"
-#include "engine/checkpoint/checkpoint.h"   /* the loops save and load through it */
-#include "engine/loops/run.h"
+#include "engine/run/callbacks.h"
+#include "engine/run/run.h"
 
 /* --- the fit loop (engine/loops/fit_loop.c) --------------------------------------------------- */
 /* Train from run->st until max_epochs, max_steps or early stopping (run->st.early_stopped),
- * validating and checkpointing at each epoch end (or every val_check_interval optimizer steps).
- * When the ranks agree to stop on a signal (run->stop_enabled), save last.safetensors where training
- * stands and return 0 with run->stop.agreed set. */
+ * validating at each epoch end (or every val_check_interval optimizer steps). When the ranks agree
+ * to stop on a signal (run->stop_enabled) or a watcher stops the fit, the callbacks' on_signal saves
+ * last.safetensors where training stands and it returns 0 with run->stop.agreed (or
+ * run->straggler_stop) set. on_fit_start before the first step; on_fit_end, or on_exception with the
+ * error, at the end. */
 int ct_fit_loop_run(ct_run *run, ct_error *err);
 
 /* --- the training epoch loop (engine/loops/epoch_loop.c) ------------------------------------ */
@@ -39,9 +38,10 @@ int ct_window_size(const ct_loop_options *o, size_t batch, size_t batches);
 /* Optimizer steps of an epoch of `batches` batches. */
 size_t ct_epoch_opt_steps(const ct_loop_options *o, size_t batches);
 
-/* --- validation and its callbacks, below the epoch loop (engine/loops/validate.c) ------------- */
-/* After an optimizer step or a stretch of training: validate, checkpoint (top-k by the monitored
- * metric), decide early stopping (run->st.early_stopped). */
+/* --- validation, below the epoch loop (engine/loops/validate.c) -------------------------------- */
+/* After an optimizer step or a stretch of training: validate, measure the monitored metric and
+ * whether it improved, then the callbacks' on_validation_end (early stopping sets
+ * run->st.early_stopped; the checkpoints save last, best and the top-k). */
 int ct_fit_validate(ct_run *run, size_t batches_per_epoch, ct_error *err);
 
 /* --- the training step, below validation and the evaluation loop (engine/loops/step.c) -------- */

@@ -78,26 +78,6 @@ int ct_run_forward(ct_run *run, ct_model_sums *sums, ct_error *err)
     return rc;
 }
 
-/* For tests only (t/93): CTRAIN_TEST_DATA_STALL=R:S makes rank R sleep in the data phase of
- * optimizer step S (from 0) for 60 s, as a rank blocked reading its data would (a FIFO is refused as
- * an input, so a test cannot block a read for real). Read once; nothing else reads it. */
-static void test_data_stall(ct_run *run)
-{
-    static int parsed, rank = -1;
-    static long step = -1;
-    const char *v;
-
-    if (!parsed) {
-        parsed = 1;
-        if ((v = getenv("CTRAIN_TEST_DATA_STALL")) && sscanf(v, "%d:%ld", &rank, &step) != 2)
-            rank = -1;
-    }
-    if (rank == run->rank && step == run->st.global_step) {
-        step = -1;
-        sleep(60);
-    }
-}
-
 /* Post this rank's stop flags (run->signals, the Trainer's catcher's record) to ride on the
  * training step's gradient exchange: the next ct_run_stop_agreed decides from those sums without a
  * collective of its own. */
@@ -152,11 +132,10 @@ static int micro_step(ct_run *run, size_t batch, int k, double window_samples, c
     double terms;
     int rc;
 
-    ct_hang_enter(CT_PHASE_DATA);
-    test_data_stall(run);
+    ct_callbacks_phase(run, CT_FIT_PHASE_DATA);
     if ((rc = ct_datamodule_gather(run->data, CT_SPLIT_TRAIN, idx, count, &run->batch, err)))
         return rc;
-    ct_hang_enter(CT_PHASE_FORWARD);
+    ct_callbacks_phase(run, CT_FIT_PHASE_FORWARD);
     run->loss_of = run->st.global_step;
     if ((rc = loss_deferred(run) ? forward_deferred(run, sums, err) : ct_run_forward(run, sums, err)))
         return rc;
@@ -173,7 +152,7 @@ static int micro_step(ct_run *run, size_t batch, int k, double window_samples, c
      * window's terms on this rank times the ranks the strategy sums over without averaging
      * (ct_strategy_grad_ranks). One batch: its own count, exactly as without accumulation. */
     terms = run->window == 1 ? sums->count : sums->count / count * window_samples;
-    ct_hang_enter(CT_PHASE_BACKWARD);
+    ct_callbacks_phase(run, CT_FIT_PHASE_BACKWARD);
     if ((rc = ct_model_backward(run->model, terms * ct_strategy_grad_ranks(run->strategy), grad_ready, run, err))) {
         if (run->step_err.code) /* the strategy refused a bucket, not the model */
             *err = run->step_err;
@@ -225,10 +204,10 @@ int ct_training_step(ct_run *run, size_t first, int n, double *loss, int64_t *lo
     }
     /* grad_sync leaves every rank the mean gradient over the global batch. The strategy owns the
      * update (a sharded one updates its part of the parameters and gathers the rest). */
-    ct_hang_enter(CT_PHASE_ALLREDUCE);
+    ct_callbacks_phase(run, CT_FIT_PHASE_ALLREDUCE);
     if ((rc = ct_strategy_grad_sync(run->strategy, err)))
         return rc;
-    ct_hang_enter(CT_PHASE_OPTIMIZER);
+    ct_callbacks_phase(run, CT_FIT_PHASE_OPTIMIZER);
     if ((rc = clip_gradients(run, (run->st.global_step + 1) % run->opt.log_every_n_steps == 0, err)) ||
         (rc = ct_strategy_optimizer_step(run->strategy, run->model, run->optim, &skipped, err)))
         return rc;

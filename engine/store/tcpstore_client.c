@@ -20,6 +20,7 @@
 
 #include "ctrain/tcpstore.h"
 #include "ctrain/util.h"
+#include "engine/store/auth.h"
 #include "engine/store/wire.h"
 
 struct ct_tcpstore {
@@ -447,8 +448,58 @@ void ct_tcpstore_set_timeout(ct_tcpstore *c, double timeout_s)
 
 const char *ct_tcpstore_address(const ct_tcpstore *c) { return c ? c->addr : ""; }
 
+/* The error of an authentication that failed: rc's message kept as the cause. */
+static int auth_fail(ct_tcpstore *c, const char *why, ct_error *err)
+{
+    char cause[256];
+    int rc;
+
+    snprintf(cause, sizeof(cause), "%s", err->code ? err->msg : "");
+    rc = ct_error_set(err, CT_ECONFLICT, "store-auth", "rank %d: the TCP store at %s %s%s%s%s", c->rank, c->addr, why,
+                      cause[0] ? " (" : "", cause, cause[0] ? ")" : "");
+    ct_error_hint(err, "give every rank, rank 0 too, the same --store-secret-file (a store without one closes the "
+                  "connection at the first step)");
+    return rc;
+}
+
+/* Prove the secret and check the store's proof (engine/store/auth.h). */
+static int authenticate(ct_tcpstore *c, const void *secret, size_t len, ct_error *err)
+{
+    uint8_t nc[CT_TCPSTORE_NONCE], reply[CT_TCPSTORE_NONCE + CT_TCPSTORE_MAC], mac[CT_TCPSTORE_MAC], verdict = 1;
+
+    if (ct_store_auth_random(nc, sizeof(nc)))
+        return ct_error_set(err, CT_EIO, "store-auth", "rank %d: no random bytes for the store's authentication",
+                            c->rank);
+    wbuf_u8(&c->q, CT_TCPSTORE_AUTH_HELLO);
+    wbuf_put(&c->q, nc, sizeof(nc));
+    ct_error_clear(err);
+    if (send_query(c, err) || recv_value(c, reply, sizeof(reply), err))
+        return auth_fail(c, "did not answer this rank's authentication: it holds no secret, or is not ctrain's", err);
+    if (ct_store_auth_mac(secret, len, "server", nc, reply, mac) ||
+        !ct_store_auth_equal(mac, reply + CT_TCPSTORE_NONCE)) {
+        ct_error_clear(err);
+        return auth_fail(c, "does not hold this rank's secret (its proof does not match)", err);
+    }
+    if (ct_store_auth_mac(secret, len, "client", reply, nc, mac))
+        return ct_error_set(err, CT_EINTERNAL, "store-auth", "rank %d: HMAC failed", c->rank);
+    wbuf_u8(&c->q, CT_TCPSTORE_AUTH_PROOF);
+    wbuf_put(&c->q, mac, sizeof(mac));
+    if (send_query(c, err) || recv_value(c, &verdict, 1, err) || verdict != 0) {
+        if (!err->code)
+            ct_error_set(err, CT_ECONFLICT, "store-auth", "refused");
+        return auth_fail(c, "refused this rank's proof of its secret", err);
+    }
+    return 0;
+}
+
 int ct_tcpstore_connect(const char *host, int port, const char *prefix, int rank, double timeout_s,
                         ct_tcpstore **out, ct_error *err)
+{
+    return ct_tcpstore_connect_auth(host, port, prefix, rank, timeout_s, NULL, 0, out, err);
+}
+
+int ct_tcpstore_connect_auth(const char *host, int port, const char *prefix, int rank, double timeout_s,
+                             const void *secret, size_t secret_len, ct_tcpstore **out, ct_error *err)
 {
     ct_tcpstore *c;
     int rc;
@@ -467,6 +518,12 @@ int ct_tcpstore_connect(const char *host, int port, const char *prefix, int rank
     if (!(c = calloc(1, sizeof(*c))))
         return ct_error_set(err, CT_ENOMEM, NULL, "rank %d: out of memory", rank);
     c->fd = -1;
+    if (secret && !ct_store_auth_available()) {
+        rc = ct_error_set(err, CT_ENOTAVAIL, "store-secret", "rank %d: a TCP store secret was given, but this ctrain "
+                          "was built without libcrypto", rank);
+        ct_error_hint(err, "install libssl-dev (scripts/install-deps) and rebuild, or run without --store-secret-file");
+        goto fail;
+    }
     c->rank = rank;
     c->timeout_s = timeout_s > 0 ? timeout_s : 300;
     snprintf(c->addr, sizeof(c->addr), strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
@@ -482,7 +539,8 @@ int ct_tcpstore_connect(const char *host, int port, const char *prefix, int rank
      * proves a TCP store, not some other service, answers there. */
     wbuf_u8(&c->q, CT_TCPSTORE_VALIDATE);
     wbuf_u32(&c->q, CT_TCPSTORE_MAGIC);
-    if ((rc = send_query(c, err)) || (rc = ct_tcpstore_ping(c, err)))
+    if ((rc = send_query(c, err)) || (secret && (rc = authenticate(c, secret, secret_len, err))) ||
+        (rc = ct_tcpstore_ping(c, err)))
         goto fail;
     *out = c;
     return 0;

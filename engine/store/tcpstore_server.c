@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -28,6 +29,7 @@
 
 #include "ctrain/tcpstore.h"
 #include "ctrain/util.h"
+#include "engine/store/auth.h"
 #include "engine/store/wire.h"
 
 struct entry {
@@ -47,6 +49,9 @@ struct frame {
 struct conn {
     int fd;
     int validated;       /* its first query was VALIDATE with the magic number */
+    int auth;            /* with a secret: 0 nothing yet, 1 AUTH_HELLO answered, 2 authenticated */
+    uint8_t nonce_c[CT_TCPSTORE_NONCE], nonce_s[CT_TCPSTORE_NONCE];
+    char peer[80];       /* "10.0.0.2:40112", for the log */
     int dead;
     double born;         /* ct_time_now() at accept: the handshake's deadline runs from here */
     struct frame fr;
@@ -60,8 +65,10 @@ struct conn {
 };
 
 struct ct_tcpstore_server {
-    int listen_fd;
+    int listen_fd[CT_TCPSTORE_MAX_LISTEN];
+    int n_listen;
     int port;
+    char listening[CT_TCPSTORE_MAX_LISTEN * (CT_TCPSTORE_ADDR_LEN + 2)];   /* "127.0.0.1, ::1" */
     int ctl[2];          /* writing a byte to ctl[1] stops the thread */
     pthread_t thread;
     int started;
@@ -71,6 +78,11 @@ struct ct_tcpstore_server {
     size_t n_buckets, n_keys;
     size_t in_total;     /* input buffers' bytes over all connections */
     double listen_rest;  /* ct_time_now() until which the listening socket is not polled (EMFILE) */
+    int rank;            /* the hosting rank, for the log */
+    uint8_t *secret;     /* NULL: no authentication, PyTorch's protocol exactly */
+    size_t secret_len;
+    long drops_logged, drops_quiet;   /* clients dropped for want of authentication: lines, and since the last */
+    double last_log;
 };
 
 #define HANDSHAKE_S 5.0                          /* VALIDATE is a client's first bytes: one round trip */
@@ -78,6 +90,34 @@ struct ct_tcpstore_server {
 #define MAX_CONNS 65536
 #define IN_TOTAL_MAX (CT_TCPSTORE_MAX_VALUE + ((size_t)64 << 20))   /* one largest value, and room */
 #define LISTEN_REST_S 0.1
+#define DROP_LOG_FIRST 10                         /* then one line a minute at most: a scan cannot flood the log */
+#define DROP_LOG_EVERY_S 60.0
+
+/* Past the handshake: validated, and authenticated when the store has a secret. */
+static int conn_ready(const struct ct_tcpstore_server *s, const struct conn *c)
+{
+    return c->validated && (!s->secret || c->auth == 2);
+}
+
+/* A client dropped for want of authentication: said on rank 0's stderr, with its address. */
+static void auth_drop(struct ct_tcpstore_server *s, struct conn *c, const char *why)
+{
+    double now = ct_time_now();
+
+    c->dead = 1;
+    if (s->drops_logged >= DROP_LOG_FIRST && now - s->last_log < DROP_LOG_EVERY_S) {
+        s->drops_quiet++;
+        return;
+    }
+    if (s->drops_quiet)
+        fprintf(stderr, "ctrain: rank %d: TCP store: dropped a client from %s: %s (and %ld more since the last such "
+                "line)\n", s->rank, c->peer, why, s->drops_quiet);
+    else
+        fprintf(stderr, "ctrain: rank %d: TCP store: dropped a client from %s: %s\n", s->rank, c->peer, why);
+    s->drops_logged++;
+    s->drops_quiet = 0;
+    s->last_log = now;
+}
 
 /* ---------------------------------------------------------------- the table */
 
@@ -213,6 +253,8 @@ static void wake_waiters(struct ct_tcpstore_server *s, const uint8_t *k, size_t 
 }
 
 /* ---------------------------------------------------------------- queries */
+
+static void conn_flush(struct conn *c);
 
 /* Reading a query's keys (CHECK, WAIT, MULTI_GET): a uint64 count, then the strings. */
 static int read_keys(struct rbuf *r, const uint8_t ***keys, size_t **lens, uint64_t *n)
@@ -410,6 +452,42 @@ static int q_one_key(struct ct_tcpstore_server *s, struct conn *c, struct rbuf *
     }
 }
 
+/* The store has a secret and c has not proven it yet: AUTH_HELLO, then AUTH_PROOF (auth.h); any
+ * other query drops it, with the reason logged. */
+static int q_auth(struct ct_tcpstore_server *s, struct conn *c, struct rbuf *r, uint8_t type)
+{
+    uint8_t mac[CT_TCPSTORE_MAC], proof[CT_TCPSTORE_MAC];
+
+    if (type == CT_TCPSTORE_AUTH_HELLO && c->auth == 0) {
+        if (rbuf_take(r, c->nonce_c, CT_TCPSTORE_NONCE) || ct_store_auth_random(c->nonce_s, CT_TCPSTORE_NONCE) ||
+            ct_store_auth_mac(s->secret, s->secret_len, "server", c->nonce_c, c->nonce_s, mac))
+            return -1;
+        wbuf_put(&c->out, c->nonce_s, CT_TCPSTORE_NONCE);
+        wbuf_put(&c->out, mac, CT_TCPSTORE_MAC);
+        c->auth = 1;
+        return 0;
+    }
+    if (type == CT_TCPSTORE_AUTH_PROOF && c->auth == 1) {
+        if (rbuf_take(r, proof, CT_TCPSTORE_MAC) ||
+            ct_store_auth_mac(s->secret, s->secret_len, "client", c->nonce_s, c->nonce_c, mac))
+            return -1;
+        if (!ct_store_auth_equal(proof, mac)) {
+            wbuf_u8(&c->out, 1);
+            conn_flush(c);   /* the refusal first: the client can say why */
+            auth_drop(s, c, "its proof does not match this store's secret (another --store-secret-file?)");
+            return -1;
+        }
+        c->auth = 2;
+        wbuf_u8(&c->out, 0);
+        return 0;
+    }
+    auth_drop(s, c, type == CT_TCPSTORE_AUTH_HELLO || type == CT_TCPSTORE_AUTH_PROOF
+                        ? "its authentication came out of order"
+                        : "it sent a query before authenticating (a client without the store's secret: "
+                          "--store-secret-file)");
+    return -1;
+}
+
 /* One query from r: 0 done (r->off past it), -1 with r->short_ (wait for more bytes) or not
  * (drop the connection: malformed, unknown, or what PyTorch's server throws on). */
 static int query(struct ct_tcpstore_server *s, struct conn *c, struct rbuf *r)
@@ -426,6 +504,8 @@ static int query(struct ct_tcpstore_server *s, struct conn *c, struct rbuf *r)
         c->validated = 1;
         return 0;
     }
+    if (s->secret && c->auth != 2)
+        return q_auth(s, c, r, type);
     switch (type) {
     case CT_TCPSTORE_VALIDATE:
         return rbuf_take(r, &u32, 4) || u32 != CT_TCPSTORE_MAGIC ? -1 : 0;
@@ -490,7 +570,7 @@ static void conn_flush(struct conn *c)
 /* The framing of the query at p (len bytes so far), from where f stands: 1 and *qlen when it is
  * whole, 0 when more bytes must come, -1 when it is malformed (unknown type, a count or a length
  * past the bound). Each byte is looked at once, however the query is split over reads. */
-static int frame_scan(struct frame *f, const uint8_t *p, size_t len, size_t *qlen)
+static int frame_scan(struct frame *f, const uint8_t *p, size_t len, int auth, size_t *qlen)
 {
     if (!f->started) {
         size_t head = 1;
@@ -507,6 +587,11 @@ static int frame_scan(struct frame *f, const uint8_t *p, size_t len, size_t *qle
         case CT_TCPSTORE_ADD:                                f->vecs = 1, f->tail = 8; break;
         case CT_TCPSTORE_CHECK: case CT_TCPSTORE_WAIT: case CT_TCPSTORE_MULTI_GET: head = 9, per = 1; break;
         case CT_TCPSTORE_MULTI_SET:                          head = 9, per = 2; break;
+        case CT_TCPSTORE_AUTH_HELLO: case CT_TCPSTORE_AUTH_PROOF:
+            if (!auth)
+                return -1;   /* a store without a secret knows PyTorch's queries only */
+            head = 1 + CT_TCPSTORE_NONCE;
+            break;
         default:
             return -1;
         }
@@ -557,7 +642,7 @@ static void conn_run(struct ct_tcpstore_server *s, struct conn *c)
             c->dead = 1;
             break;
         }
-        if ((whole = frame_scan(&c->fr, c->in + used, c->in_len - used, &qlen)) <= 0) {
+        if ((whole = frame_scan(&c->fr, c->in + used, c->in_len - used, s->secret != NULL, &qlen)) <= 0) {
             if (whole < 0)
                 c->dead = 1;
             break;
@@ -612,13 +697,23 @@ static void conn_read(struct ct_tcpstore_server *s, struct conn *c)
         c->dead = 1;   /* its waits go with it */
 }
 
+/* "10.0.0.2:40112", "[fd00::2]:40112" */
+static void peer_text(const struct sockaddr_storage *ss, socklen_t len, char *buf, size_t size)
+{
+    char host[64] = "?", port[16] = "?";
+
+    (void)getnameinfo((const struct sockaddr *)ss, len, host, sizeof(host), port, sizeof(port),
+                      NI_NUMERICHOST | NI_NUMERICSERV);
+    snprintf(buf, size, strchr(host, ':') ? "[%s]:%s" : "%s:%s", host, port);
+}
+
 /* Drop the connection that has waited longest without validating; 0 when there is none. */
 static int drop_oldest_pending(struct ct_tcpstore_server *s)
 {
     struct conn *old = NULL;
 
     for (int i = 0; i < s->n_conns; i++)
-        if (!s->conns[i]->validated && !s->conns[i]->dead && (!old || s->conns[i]->born < old->born))
+        if (!conn_ready(s, s->conns[i]) && !s->conns[i]->dead && (!old || s->conns[i]->born < old->born))
             old = s->conns[i];
     if (!old)
         return 0;
@@ -633,14 +728,16 @@ static int pending(const struct ct_tcpstore_server *s)
     int n = 0;
 
     for (int i = 0; i < s->n_conns; i++)
-        n += !s->conns[i]->validated && !s->conns[i]->dead;
+        n += !conn_ready(s, s->conns[i]) && !s->conns[i]->dead;
     return n;
 }
 
-static void srv_accept(struct ct_tcpstore_server *s)
+static void srv_accept(struct ct_tcpstore_server *s, int listen_fd)
 {
     for (;;) {
-        int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct sockaddr_storage peer;
+        socklen_t plen = sizeof(peer);
+        int fd = accept4(listen_fd, (struct sockaddr *)&peer, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             /* Out of descriptors or memory: the connection stays queued and the socket readable,
              * so polling it again at once would spin. Make room and rest. */
@@ -675,6 +772,7 @@ static void srv_accept(struct ct_tcpstore_server *s)
         }
         c->fd = fd;
         c->born = ct_time_now();
+        peer_text(&peer, plen, c->peer, sizeof(c->peer));
         s->conns[s->n_conns++] = c;
     }
 }
@@ -688,10 +786,13 @@ static int srv_deadlines(struct ct_tcpstore_server *s)
     for (int i = 0; i < s->n_conns; i++) {
         struct conn *c = s->conns[i];
 
-        if (c->validated || c->dead)
+        if (conn_ready(s, c) || c->dead)
             continue;
-        if (now >= c->born + HANDSHAKE_S)
+        if (now >= c->born + HANDSHAKE_S) {
+            if (s->secret)
+                auth_drop(s, c, "it did not authenticate within the handshake's 5 s");
             c->dead = 1;
+        }
         else if (next < 0 || c->born + HANDSHAKE_S < next)
             next = c->born + HANDSHAKE_S;
     }
@@ -721,7 +822,7 @@ static void *srv_main(void *arg)
     int cap = 0;
 
     for (;;) {
-        int n = s->n_conns + 2, timeout;
+        int base = 1 + s->n_listen, n = s->n_conns + base, timeout;
         if (n > cap) {
             struct pollfd *p = realloc(fds, (size_t)n * sizeof(*p));
             if (!p) {
@@ -733,13 +834,15 @@ static void *srv_main(void *arg)
         }
         timeout = srv_deadlines(s);
         srv_reap(s);
-        n = s->n_conns + 2;
+        n = s->n_conns + base;
         fds[0] = (struct pollfd){ .fd = s->ctl[0], .events = POLLIN };
-        /* A negative descriptor is not polled: the listening socket rests after EMFILE. */
-        fds[1] = (struct pollfd){ .fd = s->listen_rest > ct_time_now() ? -1 : s->listen_fd, .events = POLLIN };
+        /* A negative descriptor is not polled: the listening sockets rest after EMFILE. */
+        for (int l = 0; l < s->n_listen; l++)
+            fds[1 + l] = (struct pollfd){ .fd = s->listen_rest > ct_time_now() ? -1 : s->listen_fd[l],
+                                          .events = POLLIN };
         for (int i = 0; i < s->n_conns; i++)
-            fds[i + 2] = (struct pollfd){ .fd = s->conns[i]->fd,
-                                          .events = POLLIN | (s->conns[i]->out.len ? POLLOUT : 0) };
+            fds[i + base] = (struct pollfd){ .fd = s->conns[i]->fd,
+                                             .events = POLLIN | (s->conns[i]->out.len ? POLLOUT : 0) };
         if (poll(fds, (nfds_t)n, timeout) < 0) {
             if (errno == EINTR)
                 continue;
@@ -748,57 +851,23 @@ static void *srv_main(void *arg)
         if (fds[0].revents)
             break;
         /* Connections first (their indices are this poll's), then new ones. */
-        for (int i = 0; i < n - 2; i++) {
+        for (int i = 0; i < n - base; i++) {
             struct conn *c = s->conns[i];
-            if (fds[i + 2].revents & (POLLIN | POLLHUP | POLLERR))
+            if (fds[i + base].revents & (POLLIN | POLLHUP | POLLERR))
                 conn_read(s, c);
         }
         for (int i = 0; i < s->n_conns; i++)
             conn_flush(s->conns[i]);
         srv_reap(s);
-        if (fds[1].fd >= 0 && (fds[1].revents & POLLIN))
-            srv_accept(s);
+        for (int l = 0; l < s->n_listen; l++)
+            if (fds[1 + l].fd >= 0 && (fds[1 + l].revents & POLLIN))
+                srv_accept(s, s->listen_fd[l]);
     }
     free(fds);
     return NULL;
 }
 
 /* ---------------------------------------------------------------- start and stop */
-
-/* Every interface, IPv6 and IPv4 where the host has IPv6 (as PyTorch's master), else IPv4. */
-static int srv_listen(int port, int *fd_out, int *err_no)
-{
-    int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), one = 1, zero = 0;
-    struct sockaddr_storage ss = { 0 };
-    socklen_t len;
-
-    if (fd >= 0) {
-        struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
-        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
-        a6->sin6_family = AF_INET6;
-        a6->sin6_addr = in6addr_any;
-        a6->sin6_port = htons((uint16_t)port);
-        len = sizeof(*a6);
-    } else {
-        struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
-        if ((fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0)
-            goto fail;
-        a4->sin_family = AF_INET;
-        a4->sin_addr.s_addr = htonl(INADDR_ANY);
-        a4->sin_port = htons((uint16_t)port);
-        len = sizeof(*a4);
-    }
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(fd, (struct sockaddr *)&ss, len) || listen(fd, 1024))
-        goto fail;
-    *fd_out = fd;
-    return 0;
-fail:
-    *err_no = errno;
-    if (fd >= 0)
-        close(fd);
-    return -1;
-}
 
 static int bound_port(int fd)
 {
@@ -811,9 +880,124 @@ static int bound_port(int fd)
                                           : ((struct sockaddr_in *)&ss)->sin_port);
 }
 
-int ct_tcpstore_server_start(int port, int rank, ct_tcpstore_server **out, ct_error *err)
+/* A listening socket on ss (its port set): 0, or -1 with *err_no. */
+static int listen_one(const struct sockaddr_storage *ss, socklen_t len, int *fd_out, int *err_no)
+{
+    int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), one = 1;
+
+    if (fd < 0)
+        goto fail;
+    if (ss->ss_family == AF_INET6) {
+        /* Every interface: IPv4 too through mapped addresses (as PyTorch's master); one address:
+         * that address only. */
+        int v6only = IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)ss)->sin6_addr) ? 0 : 1;
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof(v6only));
+    }
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, (const struct sockaddr *)ss, len) || listen(fd, 1024))
+        goto fail;
+    *fd_out = fd;
+    return 0;
+fail:
+    *err_no = errno;
+    if (fd >= 0)
+        close(fd);
+    return -1;
+}
+
+static void set_port(struct sockaddr_storage *ss, int port)
+{
+    if (ss->ss_family == AF_INET6)
+        ((struct sockaddr_in6 *)ss)->sin6_port = htons((uint16_t)port);
+    else
+        ((struct sockaddr_in *)ss)->sin_port = htons((uint16_t)port);
+}
+
+/* Every interface, IPv6 and IPv4 where the host has IPv6 (as PyTorch's master), else IPv4. */
+static int listen_all(struct ct_tcpstore_server *s, int port, int *err_no)
+{
+    struct sockaddr_storage ss = { 0 };
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+
+    a6->sin6_family = AF_INET6;
+    a6->sin6_addr = in6addr_any;
+    set_port(&ss, port);
+    if (!listen_one(&ss, sizeof(*a6), &s->listen_fd[0], err_no))
+        return s->n_listen = 1, 0;
+    if (*err_no != EAFNOSUPPORT)
+        return -1;
+    memset(&ss, 0, sizeof(ss));
+    a4->sin_family = AF_INET;
+    a4->sin_addr.s_addr = htonl(INADDR_ANY);
+    set_port(&ss, port);
+    if (listen_one(&ss, sizeof(*a4), &s->listen_fd[0], err_no))
+        return -1;
+    s->n_listen = 1;
+    return 0;
+}
+
+/* The plan's addresses, all on one port (the first's, when port is 0); *bad the one that failed. */
+static int listen_on(struct ct_tcpstore_server *s, const ct_tcpstore_bind *b, int port, int *err_no, const char **bad)
+{
+    for (int i = 0; i < b->n; i++) {
+        struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                                  .ai_flags = AI_NUMERICHOST | AI_PASSIVE }, *ai = NULL;
+        struct sockaddr_storage ss = { 0 };
+        socklen_t len;
+        int fd;
+
+        if (getaddrinfo(b->addr[i], NULL, &hints, &ai) || !ai || ai->ai_addrlen > sizeof(ss)) {
+            if (ai)
+                freeaddrinfo(ai);
+            *err_no = EINVAL;
+            *bad = b->addr[i];
+            return -1;
+        }
+        memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
+        len = ai->ai_addrlen;
+        freeaddrinfo(ai);
+        set_port(&ss, port);
+        if (listen_one(&ss, len, &fd, err_no)) {
+            if (b->optional && *err_no == EADDRNOTAVAIL)
+                continue;   /* an interface's address not usable now (IPv6 still tentative) */
+            *bad = b->addr[i];
+            return -1;
+        }
+        s->listen_fd[s->n_listen++] = fd;
+        if (!port)
+            port = bound_port(fd);
+        size_t used = strlen(s->listening);
+        snprintf(s->listening + used, sizeof(s->listening) - used, "%s%s", used ? ", " : "", b->addr[i]);
+    }
+    if (!s->n_listen) {
+        *err_no = EADDRNOTAVAIL;
+        *bad = b->n ? b->addr[0] : "(none)";
+        return -1;
+    }
+    return 0;
+}
+
+static int start_failed(int rank, int port, int e, const char *bad, ct_error *err)
+{
+    if (e == EADDRNOTAVAIL || (bad && e == EINVAL)) {
+        ct_error_set(err, CT_EINVAL, "store-listen", "rank %d: cannot host the TCP store at %s: %s", rank, bad,
+                     e == EINVAL ? "not a numeric address" : "not an address of this host");
+        return ct_error_hint(err, "set MASTER_ADDR to this host's name or address (rank 0's), or choose the addresses "
+                             "with --store-bind ADDR[,ADDR] (or all)");
+    }
+    ct_error_set(err, e == EADDRINUSE ? CT_ECONFLICT : CT_ECOMM, "store-listen",
+                 "rank %d: cannot host the TCP store on port %d%s%s: %s", rank, port, bad ? " at " : "",
+                 bad ? bad : "", strerror(e));
+    return ct_error_hint(err, e == EADDRINUSE ? "another process listens there: set MASTER_PORT to a free port"
+                                              : "check MASTER_PORT and that this host may listen on it");
+}
+
+int ct_tcpstore_server_start_on(const ct_tcpstore_bind *bind, const void *secret, size_t secret_len, int port,
+                                int rank, ct_tcpstore_server **out, ct_error *err)
 {
     struct ct_tcpstore_server *s;
+    const char *bad = NULL;
     int e = 0, rc;
 
     *out = NULL;
@@ -827,15 +1011,33 @@ int ct_tcpstore_server_start(int port, int rank, ct_tcpstore_server **out, ct_er
         return ct_error_set(err, CT_ENOMEM, NULL, "rank %d: out of memory for the TCP store", rank);
     }
     s->n_buckets = 64;
-    s->listen_fd = s->ctl[0] = s->ctl[1] = -1;
-    if (srv_listen(port, &s->listen_fd, &e)) {
-        rc = ct_error_set(err, e == EADDRINUSE ? CT_ECONFLICT : CT_ECOMM, "store-listen",
-                     "rank %d: cannot host the TCP store on port %d: %s", rank, port, strerror(e));
-        ct_error_hint(err, e == EADDRINUSE ? "another process listens there: set MASTER_PORT to a free port"
-                                           : "check MASTER_PORT and that this host may listen on it");
+    s->ctl[0] = s->ctl[1] = -1;
+    s->rank = rank;
+    if (secret && !ct_store_auth_available()) {
+        rc = ct_error_set(err, CT_ENOTAVAIL, "store-secret", "rank %d: a TCP store secret was given, but this ctrain "
+                          "was built without libcrypto", rank);
+        ct_error_hint(err, "install libssl-dev (scripts/install-deps) and rebuild, or run without --store-secret-file");
         goto fail;
     }
-    s->port = bound_port(s->listen_fd);
+    if (secret) {
+        if (!(s->secret = malloc(secret_len ? secret_len : 1))) {
+            rc = ct_error_set(err, CT_ENOMEM, NULL, "rank %d: out of memory for the TCP store", rank);
+            goto fail;
+        }
+        memcpy(s->secret, secret, secret_len);
+        s->secret_len = secret_len;
+    }
+    if (!bind || bind->all) {
+        snprintf(s->listening, sizeof(s->listening), "every interface");
+        if (listen_all(s, port, &e)) {
+            rc = start_failed(rank, port, e, NULL, err);
+            goto fail;
+        }
+    } else if (listen_on(s, bind, port, &e, &bad)) {
+        rc = start_failed(rank, port, e, bad, err);
+        goto fail;
+    }
+    s->port = bound_port(s->listen_fd[0]);
     if (pipe2(s->ctl, O_CLOEXEC)) {
         rc = ct_error_set(err, CT_ECOMM, NULL, "rank %d: TCP store: pipe: %s", rank, strerror(errno));
         goto fail;
@@ -850,6 +1052,16 @@ int ct_tcpstore_server_start(int port, int rank, ct_tcpstore_server **out, ct_er
 fail:
     ct_tcpstore_server_stop(s);
     return rc;
+}
+
+int ct_tcpstore_server_start(int port, int rank, ct_tcpstore_server **out, ct_error *err)
+{
+    return ct_tcpstore_server_start_on(NULL, NULL, 0, port, rank, out, err);
+}
+
+const char *ct_tcpstore_server_listening(const ct_tcpstore_server *srv)
+{
+    return srv ? srv->listening : "";
 }
 
 int ct_tcpstore_server_port(const ct_tcpstore_server *srv)
@@ -880,8 +1092,11 @@ void ct_tcpstore_server_stop(ct_tcpstore_server *s)
         }
     }
     free(s->table);
-    if (s->listen_fd >= 0)
-        close(s->listen_fd);
+    if (s->secret)
+        explicit_bzero(s->secret, s->secret_len);
+    free(s->secret);
+    for (int l = 0; l < s->n_listen; l++)
+        close(s->listen_fd[l]);
     if (s->ctl[0] >= 0)
         close(s->ctl[0]);
     if (s->ctl[1] >= 0)

@@ -13,6 +13,7 @@
 
 #include "ctrain/connector.h"
 #include "ctrain/registry.h"
+#include "engine/collectives/collectives.h"
 #include "engine/strategies/strategy_impl.h"
 
 static int part_ops(enum ct_registry_kind kind, const char *name, const void **ops, ct_error *err)
@@ -59,7 +60,7 @@ int ct_strategy_create_from_plan(const ct_plan *plan, ct_strategy **out, ct_erro
     s->n_devices = plan->n_devices;
     s->env_info = plan->env;
     s->world_size = plan->world_size;
-    s->collective_timeout_s = 300.0;
+    s->collective_timeout_s = CT_COLL_TIMEOUT_S;
     s->global_rank = plan->env.creates_processes_externally ? plan->env.global_rank : 0;
     s->local_rank = plan->env.creates_processes_externally ? plan->env.local_rank : 0;
     s->node_rank = plan->env.creates_processes_externally ? plan->env.node_rank : 0;

@@ -10,9 +10,9 @@
  *  - stage 2: each bucket is reduce-scattered: every rank sends each peer the part of the bucket
  *    inside the peer's shard and receives the peers' parts of its own (point to point, started as
  *    the bucket closes), then sums them in rank order into a shard-sized array — the reduced
- *    gradients are partitioned too, and each rank moves half the bytes an allreduce moves. (Open
- *    MPI's MPI_Ireduce_scatter reduces the whole bucket to rank 0 and scatters it: rank 0 adds
- *    everything and each rank sends the whole bucket; measured 1.2x slower steps here.)
+ *    gradients are partitioned too, and each rank moves half the bytes an allreduce moves. (A
+ *    library's own non-blocking reduce-scatter reduced the whole bucket to rank 0 and scattered it:
+ *    rank 0 added everything and each rank sent the whole bucket; measured 1.2x slower steps here.)
  * The strategy owns the update: each rank updates its shard of the parameters with its shard of
  * the state, then an all-gather gives every rank the whole parameters for the next forward. The
  * all-gather runs in pieces of bucket_mb from the first parameter on, started after the update and
@@ -22,14 +22,14 @@
  * Checkpoints hold the whole state: the shards are gathered to rank 0, which writes one file that
  * ddp and single_device load as well (and back: each rank keeps its shard of a whole file).
  *
- * On every cpu backend (option backend=, as ddp's): over MPI the exchanges are the point-to-point
- * parts and MPI_Iallgatherv above; over gloo (ranks without a PMIx server) they are gloo's own
- * allreduce (for each bucket's reduce-scatter: ddp_gloo.cc says why) and allgatherv, run in order on the gloo context's worker thread
- * (ddp.c), so the buckets still reduce during backward and the pieces arrive during forward. The
- * shards, and so what each rank owns and what a checkpoint holds, are the same on both.
+ * On every cpu backend (option backend=, as ddp's) the exchanges are the collectives layer's
+ * (engine/collectives): the point-to-point parts as one exchange per bucket and an all-gather per
+ * piece, started in order (a threaded library runs them on its worker while backward and forward go
+ * on). The shards, and so what each rank owns and what a checkpoint holds, are the same on every
+ * library.
  *
- * cpu only (the registry entry says so): on cuda the connector refuses it; the NCCL variant is not
- * written.
+ * cpu only (the registry entry says so): on cuda the connector refuses it; the device-memory
+ * variant is not written.
  */
 #include <cblas.h>
 #include <stdio.h>
@@ -37,27 +37,24 @@
 #include <string.h>
 
 #include "ctrain/util.h"
-#include "engine/strategies/ddp_gloo.h"
 #include "engine/strategies/ddp_internal.h"
 
 struct sharded {
     int stage;       /* 1: optimizer state partitioned; 2: reduced gradients too */
     float *params;
-    int *counts;     /* counts[r]: floats of rank r's shard */
-    int *displs;     /* displs[r]: its first float */
+    size_t *counts;  /* counts[r]: floats of rank r's shard */
+    size_t *displs;  /* displs[r]: its first float */
     float *grad_shard; /* stage 2: this rank's reduced gradients, counts[rank] floats */
     /* stage 2: what the peers send of this rank's shard, (world - 1) rows of counts[rank] floats,
      * peer q's in row q (q < rank) or q - 1 (q > rank). */
     float *received;
     /* The parameter all-gather in pieces: piece i is [piece_lo[i], piece_lo[i + 1]) of params,
-     * piece_counts[i][r] / piece_displs[i][r] rank r's part of it (relative to the piece). */
+     * piece_counts[i][r] rank r's part of it (after the parts of the ranks before it). */
     int n_pieces;
     size_t *piece_lo;
-    int **piece_counts, **piece_displs;
-    MPI_Request *piece_reqs;
-    long *piece_tickets; /* backend=gloo: each piece's collective (ct_gloo_allgatherv_start) */
-    struct ct_gloo_msg *sends, *recvs; /* backend=gloo, stage 2: scratch, one bucket's messages */
-    size_t *gather_counts; /* backend=gloo: scratch, each rank's part of one piece or array */
+    size_t **piece_counts;
+    long *piece_tickets; /* each piece's all-gather */
+    struct ct_coll_msg *sends, *recvs; /* stage 2: scratch, one bucket's messages */
     int next_piece;    /* the first piece not yet waited for; n_pieces: none in flight */
     int forward_began; /* forward announced its first tensor since the pieces started */
 };
@@ -85,73 +82,38 @@ static int sharded_init(ct_strategy *s, ct_error *err)
 static size_t my_lo(const ct_strategy *s, const struct sharded *z) { return (size_t)z->displs[s->global_rank]; }
 static size_t my_count(const ct_strategy *s, const struct sharded *z) { return (size_t)z->counts[s->global_rank]; }
 
-/* Stage 2: reduce-scatter bucket i [a, b): send each peer the part inside its shard, receive each
- * peer's part of this rank's shard. Both sides post the buckets in the same order, so one tag
- * matches them (MPI keeps the order of messages between two ranks). */
-static int start_reduce_scatter_gloo(ct_strategy *s, int i);
-
-static int start_reduce_scatter(ct_strategy *s, int i, ct_error *err)
-{
-    struct ddp *d = s->impl;
-    struct sharded *z = d->sharded;
-    size_t a = d->buckets[i].start, b = a + d->buckets[i].len, lo = my_lo(s, z), mine = my_count(s, z);
-    MPI_Request *req = &d->reqs[i * d->reqs_per_bucket];
-    int me = s->global_rank, rc = MPI_SUCCESS;
-
-    if (d->gloo)
-        return start_reduce_scatter_gloo(s, i);
-    for (int q = 0; q < s->world_size && rc == MPI_SUCCESS; q++) {
-        size_t qlo = (size_t)z->displs[q], qhi = qlo + (size_t)z->counts[q];
-        size_t x = a > qlo ? a : qlo, y = b < qhi ? b : qhi;
-
-        if (q == me || y <= x)
-            continue;
-        rc = MPI_Isend(d->grads + x, (int)(y - x), MPI_FLOAT, q, TAG_REDUCE_SCATTER, d->comm, req++);
-    }
-    a = a > lo ? a : lo;
-    b = b < lo + mine ? b : lo + mine;
-    for (int q = 0; q < s->world_size && rc == MPI_SUCCESS && b > a; q++) {
-        float *row = z->received + (size_t)(q < me ? q : q - 1) * mine;
-
-        if (q == me)
-            continue;
-        rc = MPI_Irecv(row + (a - lo), (int)(b - a), MPI_FLOAT, q, TAG_REDUCE_SCATTER, d->comm, req++);
-    }
-    if (rc != MPI_SUCCESS)
-        return d->broken = 1, ct_ddp_mpi_error(rc, "MPI_Isend/MPI_Irecv of a gradient part", err);
-    return 0;
-}
-
 /* The part of [a, b) inside rank q's shard: [*x, *y), empty when *y <= *x. */
 static void shard_part(const struct sharded *z, int q, size_t a, size_t b, size_t *x, size_t *y)
 {
-    size_t qlo = (size_t)z->displs[q], qhi = qlo + (size_t)z->counts[q];
+    size_t qlo = z->displs[q], qhi = qlo + z->counts[q];
 
     *x = a > qlo ? a : qlo;
     *y = b < qhi ? b : qhi;
 }
 
-/* Stage 2 over gloo: the same messages as over MPI (start_reduce_scatter), as one exchange on the
- * gloo context's worker; finish_reduce_scatter sums them in rank order, as over MPI. */
-static int start_reduce_scatter_gloo(ct_strategy *s, int i)
+/* Stage 2: reduce-scatter bucket i [a, b): send each peer the part inside its shard, receive each
+ * peer's part of this rank's shard, as one exchange; finish_reduce_scatter sums them in rank order.
+ * Every rank starts the buckets in the same order, so the exchanges match. */
+static int start_reduce_scatter(ct_strategy *s, int i, ct_error *err)
 {
     struct ddp *d = s->impl;
     struct sharded *z = d->sharded;
     size_t a = d->buckets[i].start, b = a + d->buckets[i].len, lo = my_lo(s, z), mine = my_count(s, z), x, y;
     int me = s->global_rank, ns = 0, nr = 0;
+    long t;
 
     for (int q = 0; q < s->world_size; q++) {
         shard_part(z, q, a, b, &x, &y);
         if (q != me && y > x)
-            z->sends[ns++] = (struct ct_gloo_msg){ d->grads + x, (y - x) * sizeof(float), q };
+            z->sends[ns++] = (struct ct_coll_msg){ d->grads + x, (y - x) * sizeof(float), q };
     }
     shard_part(z, me, a, b, &x, &y);
     for (int q = 0; q < s->world_size && y > x; q++)
         if (q != me)
-            z->recvs[nr++] = (struct ct_gloo_msg){ z->received + (size_t)(q < me ? q : q - 1) * mine + (x - lo),
+            z->recvs[nr++] = (struct ct_coll_msg){ z->received + (size_t)(q < me ? q : q - 1) * mine + (x - lo),
                                                    (y - x) * sizeof(float), q };
-    (void)ct_gloo_exchange_start(d->gloo, z->sends, ns, z->recvs, nr);
-    return 0;
+    t = ct_coll_exchange_start(d->coll, z->sends, ns, z->recvs, nr, err);
+    return t < 0 ? (int)t : 0;
 }
 
 /* Stage 2, every part arrived: this rank's shard is the sum over the ranks, in rank order (the
@@ -180,30 +142,20 @@ static int make_pieces(ct_strategy *s, struct sharded *z, size_t n, size_t piece
 
     z->n_pieces = (int)((n + piece - 1) / piece);
     z->piece_lo = calloc((size_t)z->n_pieces + 1, sizeof(size_t));
-    z->piece_counts = calloc((size_t)z->n_pieces, sizeof(int *));
-    z->piece_displs = calloc((size_t)z->n_pieces, sizeof(int *));
-    z->piece_reqs = calloc((size_t)z->n_pieces, sizeof(MPI_Request));
+    z->piece_counts = calloc((size_t)z->n_pieces, sizeof(size_t *));
     z->piece_tickets = calloc((size_t)z->n_pieces, sizeof(long));
-    z->gather_counts = calloc((size_t)world, sizeof(size_t));
-    if (!z->piece_lo || !z->piece_counts || !z->piece_displs || !z->piece_reqs || !z->piece_tickets ||
-        !z->gather_counts)
+    if (!z->piece_lo || !z->piece_counts || !z->piece_tickets)
         return ct_error_set(err, CT_ENOMEM, NULL, "ddp_sharded: out of memory for %d all-gather pieces", z->n_pieces);
     for (int i = 0; i < z->n_pieces; i++) {
-        size_t a = (size_t)i * piece, b = a + piece < n ? a + piece : n;
+        size_t a = (size_t)i * piece, b = a + piece < n ? a + piece : n, x, y;
 
         z->piece_lo[i] = a;
         z->piece_lo[i + 1] = b;
-        z->piece_reqs[i] = MPI_REQUEST_NULL;
-        z->piece_counts[i] = calloc((size_t)world, sizeof(int));
-        z->piece_displs[i] = calloc((size_t)world, sizeof(int));
-        if (!z->piece_counts[i] || !z->piece_displs[i])
+        if (!(z->piece_counts[i] = calloc((size_t)world, sizeof(size_t))))
             return ct_error_set(err, CT_ENOMEM, NULL, "ddp_sharded: out of memory for all-gather piece %d", i);
         for (int r = 0; r < world; r++) {
-            size_t rlo = (size_t)z->displs[r], rhi = rlo + (size_t)z->counts[r];
-            size_t x = a > rlo ? a : rlo, y = b < rhi ? b : rhi;
-
-            z->piece_counts[i][r] = y > x ? (int)(y - x) : 0;
-            z->piece_displs[i][r] = y > x ? (int)(x - a) : 0;
+            shard_part(z, r, a, b, &x, &y);
+            z->piece_counts[i][r] = y > x ? y - x : 0;
         }
     }
     z->next_piece = z->n_pieces; /* nothing in flight */
@@ -219,9 +171,7 @@ static int wait_pieces(ct_strategy *s, struct sharded *z, int until, int in_forw
     for (; z->next_piece < until; z->next_piece++) {
         const char *what = "the all-gather of the parameters";
 
-        rc = d->gloo ? ct_ddp_gloo_wait(s, z->piece_tickets[z->next_piece], what, err)
-                     : ct_ddp_wait(s, &z->piece_reqs[z->next_piece], 1, what, err);
-        if (rc)
+        if ((rc = ct_ddp_wait(s, d->coll, z->piece_tickets[z->next_piece], what, err)))
             return rc;
         s->param_gathers_overlapped += in_forward && z->forward_began;
     }
@@ -247,34 +197,23 @@ static int sharded_params_sync(ct_strategy *s, ct_error *err)
     struct ddp *d = s->impl;
     struct sharded *z = d ? d->sharded : NULL;
 
-    if (!z || d->broken)
+    if (!z || ct_coll_broken(d->coll))
         return 0;
     return wait_pieces(s, z, z->n_pieces, 0, err);
 }
 
-/* Every piece's all-gather, in order, none waited for. */
+/* Every piece's all-gather, in order, none waited for: forward waits for each as it reaches it. */
 static int start_pieces(ct_strategy *s, struct sharded *z, ct_error *err)
 {
     struct ddp *d = s->impl;
 
     for (int i = 0; i < z->n_pieces; i++) {
-        int rc;
-
-        if (d->gloo) {
-            /* On the gloo context's worker, in order: forward waits for each as it reaches it. */
-            for (int r = 0; r < s->world_size; r++)
-                z->gather_counts[r] = (size_t)z->piece_counts[i][r];
-            z->piece_tickets[i] = ct_gloo_allgatherv_start(d->gloo, z->params + z->piece_lo[i], z->gather_counts);
-            s->param_gathers++;
-            continue;
-        }
-        rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, z->params + z->piece_lo[i], z->piece_counts[i],
-                                 z->piece_displs[i], MPI_FLOAT, d->comm, &z->piece_reqs[i]);
-
-        if (rc != MPI_SUCCESS) {
-            /* The pieces started so far are in flight on a broken world: nothing waits for them. */
+        z->piece_tickets[i] = ct_coll_allgather_start(d->coll, z->params + z->piece_lo[i], z->piece_counts[i],
+                                                      CT_COLL_F32, err);
+        if (z->piece_tickets[i] < 0) {
+            /* The pieces started so far are in flight on a broken group: nothing waits for them. */
             z->next_piece = z->n_pieces;
-            return d->broken = 1, ct_ddp_mpi_error(rc, "MPI_Iallgatherv of the parameters", err);
+            return (int)z->piece_tickets[i];
         }
         s->param_gathers++;
     }
@@ -299,22 +238,20 @@ static int sharded_setup_model(ct_strategy *s, void *params, void *grads, size_t
                      "(--precision 32-true or bf16-mixed)");
         return ct_error_hint(err, "use --strategy ddp for this precision");
     }
-    if (n > (size_t)2147483647) {
-        ct_error_set(err, CT_EINVAL, "ddp-sharded-too-large", "ddp_sharded: %zu parameters exceed MPI's int counts", n);
+    if ((rc = ct_coll_check_count(n, "ddp-sharded-too-large", "ddp_sharded: %zu parameters", err)))
         return ct_error_hint(err, "use --strategy ddp");
-    }
     if ((rc = ct_strategy_ddp.setup_model(s, params, grads, n, err)))
         return rc;
     z->params = params;
-    z->counts = calloc((size_t)world, sizeof(int));
-    z->displs = calloc((size_t)world, sizeof(int));
+    z->counts = calloc((size_t)world, sizeof(size_t));
+    z->displs = calloc((size_t)world, sizeof(size_t));
     if (!z->counts || !z->displs)
         return ct_error_set(err, CT_ENOMEM, NULL, "ddp_sharded: out of memory");
     for (int r = 0; r < world; r++) {
         size_t lo = n * (size_t)r / (size_t)world, hi = n * (size_t)(r + 1) / (size_t)world;
 
-        z->displs[r] = (int)lo;
-        z->counts[r] = (int)(hi - lo);
+        z->displs[r] = lo;
+        z->counts[r] = hi - lo;
     }
     if ((rc = make_pieces(s, z, n, d->bucket_floats, err)))
         return rc;
@@ -323,17 +260,14 @@ static int sharded_setup_model(ct_strategy *s, void *params, void *grads, size_t
         return rc;
     if (z->stage == 2) {
         z->grad_shard = calloc(my_count(s, z) ? my_count(s, z) : 1, sizeof(float));
-        /* each peer's part of this rank's shard arrives here (over MPI and gloo alike) */
+        /* each peer's part of this rank's shard arrives here */
         z->received = calloc((size_t)(world - 1) * my_count(s, z) + 1, sizeof(float));
-        if (d->gloo) {
-            z->sends = calloc((size_t)world, sizeof(*z->sends));
-            z->recvs = calloc((size_t)world, sizeof(*z->recvs));
-        }
-        if (!z->grad_shard || !z->received || (d->gloo && (!z->sends || !z->recvs)))
+        z->sends = calloc((size_t)world, sizeof(*z->sends));
+        z->recvs = calloc((size_t)world, sizeof(*z->recvs));
+        if (!z->grad_shard || !z->received || !z->sends || !z->recvs)
             return ct_error_set(err, CT_ENOMEM, NULL, "ddp_sharded: out of memory for the gradient shard");
         d->start_reduce = start_reduce_scatter;
         d->finish_reduce = finish_reduce_scatter;
-        d->reqs_per_bucket = 2 * (world - 1); /* a send to each peer, a receive from each */
     }
     return 0;
 }
@@ -380,27 +314,13 @@ static int sharded_gather_shards(ct_strategy *s, const void *mine, void *whole, 
 {
     struct ddp *d = s->impl;
     struct sharded *z = d->sharded;
-    MPI_Request req = MPI_REQUEST_NULL;
-    int rc;
 
     if (ct_ddp_single(d)) {
         memcpy(whole, mine, my_count(s, z) * sizeof(float));
         return 0;
     }
-    if (d->gloo) {
-        /* gloo has no gatherv: every rank gathers the whole array (each has one to fill: strategy.c),
-         * its own shard in place. A checkpoint's cost, not a step's. */
-        for (int r = 0; r < s->world_size; r++)
-            z->gather_counts[r] = (size_t)z->counts[r];
-        memcpy((float *)whole + my_lo(s, z), mine, my_count(s, z) * sizeof(float));
-        return ct_ddp_gloo_wait(s, ct_gloo_allgatherv_start(d->gloo, whole, z->gather_counts),
-                                "the gather of the optimizer state", err);
-    }
-    rc = MPI_Igatherv(mine, z->counts[s->global_rank], MPI_FLOAT, whole, z->counts, z->displs, MPI_FLOAT, 0,
-                      d->comm, &req);
-    if (rc != MPI_SUCCESS)
-        return d->broken = 1, ct_ddp_mpi_error(rc, "MPI_Igatherv of the optimizer state", err);
-    return ct_ddp_wait(s, &req, 1, "the gather of the optimizer state", err);
+    return ct_ddp_wait(s, d->coll, ct_coll_gather_start(d->coll, mine, whole, z->counts, CT_COLL_F32, 0, err),
+                       "the gather of the optimizer state", err);
 }
 
 static void sharded_destroy(ct_strategy *s)
@@ -413,20 +333,13 @@ static void sharded_destroy(ct_strategy *s)
         free(z->displs);
         free(z->grad_shard);
         free(z->received);
-        for (int k = 0; k < z->n_pieces; k++) {
-            if (z->piece_counts)
-                free(z->piece_counts[k]);
-            if (z->piece_displs)
-                free(z->piece_displs[k]);
-        }
+        for (int k = 0; k < z->n_pieces && z->piece_counts; k++)
+            free(z->piece_counts[k]);
         free(z->piece_counts);
-        free(z->piece_displs);
         free(z->piece_lo);
-        free(z->piece_reqs);
         free(z->piece_tickets);
         free(z->sends);
         free(z->recvs);
-        free(z->gather_counts);
         free(z);
         d->sharded = NULL;
     }

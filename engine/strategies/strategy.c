@@ -49,6 +49,13 @@ void ct_strategy_set_collective_timeout(ct_strategy *s, double seconds)
     s->collective_timeout_s = seconds;
 }
 
+void ct_strategy_set_store(ct_strategy *s, const char *run_id, const char *bind, const char *secret_file)
+{
+    snprintf(s->store_secret_file, sizeof(s->store_secret_file), "%s", secret_file ? secret_file : "");
+    snprintf(s->store_run_id, sizeof(s->store_run_id), "%s", run_id ? run_id : "");
+    snprintf(s->store_bind, sizeof(s->store_bind), "%s", bind ? bind : "");
+}
+
 int ct_strategy_model_to_device(ct_strategy *s, ct_model *host, ct_optim *optim, int max_batch, ct_model **out,
                                 ct_error *err)
 {

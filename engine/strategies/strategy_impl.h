@@ -84,6 +84,9 @@ struct ct_strategy {
     int forward_signal2;   /* and this one too (the hang-dump signal); 0: none */
     ct_collective_trace *trace; /* where this rank stands in the collectives (ct_strategy_set_trace) */
     double collective_timeout_s; /* see ct_strategy_set_collective_timeout; <= 0: none */
+    char store_run_id[80];  /* ct_strategy_set_store: --run-id, "" none */
+    char store_bind[256];   /* --store-bind: "" MASTER_ADDR's addresses, "all", ADDR[,ADDR] */
+    char store_secret_file[1024]; /* --store-secret-file, "" none */
     ct_optim *optim;       /* the engine's optimizer, as model_to_device received it */
     void *grads;           /* the gradient array setup_model received, n_grads elements */
     size_t n_grads;
@@ -102,5 +105,6 @@ void ct_async_ckpt_free(ct_strategy *s);
 /* The strategy's options ("key=value,..." from the plan) read against its descriptor's schema:
  * ct_config_double/int give each value, or the schema's default. */
 int ct_strategy_options(const ct_strategy *s, ct_config *out, ct_error *err);
+
 
 #endif

@@ -8,8 +8,10 @@
 
 #include "ctrain/nn.h"
 #include "ctrain/trainer.h"
+#include "engine/collectives/collectives.h"
 #include "engine/loops/loops.h"
 #include "engine/health/fit/preflight.h"
+#include "engine/trainer/trainer_internal.h"
 
 void ct_trainer_config_default(ct_trainer_config *cfg)
 {
@@ -32,7 +34,7 @@ void ct_trainer_config_default(ct_trainer_config *cfg)
     cfg->val_fraction = 1.0 / 12.0;
     snprintf(cfg->requeue_signal, sizeof(cfg->requeue_signal), "USR1");
     cfg->auto_requeue = 1;
-    cfg->collective_timeout = 300;
+    cfg->collective_timeout = CT_COLL_TIMEOUT_S;
     cfg->accumulate_grad_batches = 1;
     cfg->limit_val_batches = 1.0;
     cfg->save_top_k = 1;
@@ -46,6 +48,35 @@ void ct_trainer_config_default(ct_trainer_config *cfg)
     cfg->straggler_every = 8;
     cfg->straggler_factor = 2;
     cfg->straggler_windows = 3;
+}
+
+void ct_trainer_configure_strategy(ct_strategy *s, const ct_trainer_config *cfg)
+{
+    ct_strategy_set_collective_timeout(s, cfg->collective_timeout);
+    ct_strategy_set_store(s, cfg->run_id, cfg->store_bind, cfg->store_secret_file);
+}
+
+/* --run-id becomes part of the store's keys, the same on every rank: a short name, no '/'. */
+static int check_store(const ct_trainer_config *cfg, ct_error *err)
+{
+    size_t n = strlen(cfg->run_id);
+
+    if (n >= sizeof(cfg->run_id) - 1 || strspn(cfg->run_id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                              "0123456789._-") != n || !strcmp(cfg->run_id, ".") ||
+        !strcmp(cfg->run_id, "..")) {
+        ct_error_set(err, CT_EINVAL, "trainer-run-id", "--run-id (or CTRAIN_RUN_ID) '%.64s%s' is not a run id",
+                     cfg->run_id, n > 64 ? "..." : "");
+        return ct_error_hint(err, "give every rank the same name of at most 64 letters, digits, '.', '_' and '-'");
+    }
+    if (strlen(cfg->store_secret_file) >= sizeof(cfg->store_secret_file) - 1)
+        return ct_error_set(err, CT_EINVAL, "trainer-store-secret-file", "--store-secret-file (or "
+                            "CTRAIN_STORE_SECRET_FILE) is longer than %zu characters", sizeof(cfg->store_secret_file) - 2);
+    if (strlen(cfg->store_bind) >= sizeof(cfg->store_bind) - 1) {
+        ct_error_set(err, CT_EINVAL, "trainer-store-bind", "--store-bind (or CTRAIN_STORE_BIND) is longer than %zu "
+                     "characters", sizeof(cfg->store_bind) - 2);
+        return ct_error_hint(err, "give all, or a few of this host's addresses, comma-separated");
+    }
+    return 0;
 }
 
 /* Lightning's trainer controls on their own and against each other (README, "Training controls");
@@ -158,6 +189,19 @@ static int check_preflight(const ct_trainer_config *cfg, ct_error *err)
     return ct_preflight_parse_checks(cfg->preflight_checks, &checks, err);
 }
 
+int ct_trainer_add_callback(ct_trainer_config *cfg, const ct_callback_ops *ops, void *self, ct_error *err)
+{
+    if (!ops || cfg->n_callbacks >= CT_TRAINER_MAX_CALLBACKS) {
+        ct_error_set(err, CT_EINVAL, "callback-add", "callback %s: %s", ops && ops->name ? ops->name : "(no ops)",
+                     ops ? "too many callbacks" : "no hooks given");
+        return ct_error_hint(err, "a fit takes at most %d callbacks of the program's own", CT_TRAINER_MAX_CALLBACKS);
+    }
+    cfg->callbacks[cfg->n_callbacks].ops = ops;
+    cfg->callbacks[cfg->n_callbacks].self = self;
+    cfg->n_callbacks++;
+    return 0;
+}
+
 int ct_trainer_config_check(const ct_trainer_config *cfg, ct_error *err)
 {
     enum ct_optim_kind kind;
@@ -197,7 +241,7 @@ int ct_trainer_config_check(const ct_trainer_config *cfg, ct_error *err)
                             cfg->collective_timeout);
     if (!cfg->default_root_dir[0])
         return ct_error_set(err, CT_EINVAL, "trainer-root-dir", "--default-root-dir must not be empty");
-    if ((rc = check_preflight(cfg, err)))
+    if ((rc = check_preflight(cfg, err)) || (rc = check_store(cfg, err)))
         return rc;
     if (cfg->weights_only && (!cfg->ckpt_path[0] || !strcmp(cfg->ckpt_path, "auto"))) {
         ct_error_set(err, CT_EINVAL, "trainer-weights-only", "--weights-only needs the checkpoint to load (--ckpt-path "

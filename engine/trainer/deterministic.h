@@ -5,6 +5,7 @@
 #define CTRAIN_TRAINER_DETERMINISTIC_H
 
 #include "ctrain/error.h"
+#include "engine/checkpoint/checkpoint.h"
 #include "engine/loops/loops.h"
 
 /* The engine sums in a fixed order for a fixed world size, batch size and thread count: OpenBLAS's

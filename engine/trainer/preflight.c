@@ -55,7 +55,7 @@ static int preflight_body(ct_strategy *s, void *arg, void *result, size_t result
     const ct_trainer_config *cfg = arg;
     int named = 0, rc;
 
-    ct_strategy_set_collective_timeout(s, cfg->collective_timeout);
+    ct_trainer_configure_strategy(s, cfg);
     if ((rc = ct_strategy_setup_environment(s, err)))
         return rc;
     /* The GEMM runs on the threads fit's ranks would have (the node's cores shared among its ranks). */

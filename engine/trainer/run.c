@@ -14,18 +14,13 @@
 
 #define EVAL_BATCH 1000
 
-static void progress_mode(ct_run *run, enum ct_trainer_progress progress)
+/* --progress: a live bar when stdout is a terminal (auto), else plain lines; off: neither. */
+static int create_loggers(ct_run *run, enum ct_trainer_progress progress, ct_error *err)
 {
-    switch (progress) {
-    case CT_TRAINER_PROGRESS_BAR:   run->use_bar = 1; break;
-    case CT_TRAINER_PROGRESS_PLAIN: run->use_plain = 1; break;
-    case CT_TRAINER_PROGRESS_OFF:   break;
-    default:
-        if (isatty(STDOUT_FILENO))
-            run->use_bar = 1;
-        else
-            run->use_plain = 1;
-    }
+    int bar = progress == CT_TRAINER_PROGRESS_BAR ||
+              (progress != CT_TRAINER_PROGRESS_PLAIN && progress != CT_TRAINER_PROGRESS_OFF && isatty(STDOUT_FILENO));
+
+    return ct_loggers_create(run, bar, !bar && progress != CT_TRAINER_PROGRESS_OFF, err);
 }
 
 void ct_run_options(ct_run *run, const ct_trainer_job *job)
@@ -67,7 +62,6 @@ void ct_run_options(ct_run *run, const ct_trainer_job *job)
     snprintf(o->job_id, sizeof(o->job_id), "%s", job->plan->env.slurm_job_id);
     o->supervised = job->plan->env.ctrain_supervised;
     ct_summary_flags_json(job, o->flags_json, sizeof(o->flags_json));
-    progress_mode(run, cfg->progress);
     run->st.best_val_acc = -1;
     run->st.best_val_loss = NAN;
     run->st.best_score = NAN;
@@ -230,7 +224,9 @@ int ct_run_prepare_fit(ct_run *run, const ct_trainer_config *cfg, ct_error *err)
     const ct_data_info *data = ct_datamodule_info(run->data);
     int rc;
 
-    if ((rc = resolve_monitor(run, cfg, err)) || (rc = check_host_gradients(run, cfg, err)))
+    if ((rc = resolve_monitor(run, cfg, err)) || (rc = check_host_gradients(run, cfg, err)) ||
+        (rc = create_loggers(run, cfg->progress, err)) ||
+        (rc = ct_fit_callbacks_attach(run, cfg->callbacks, cfg->n_callbacks, err)))
         return rc;
     if (cfg->accumulate_grad_batches > 1 &&
         !(run->accum = calloc(run->model->num_params, ct_dtype_size(run->model->param_dtype))))
@@ -247,8 +243,8 @@ void ct_run_free(ct_run *run)
 {
     ct_model *host = run->model ? ct_model_host(run->model) : NULL;
 
-    ct_logger_close(run);
-    ct_tb_close(run);
+    ct_callbacks_free(run);
+    ct_loggers_free(run);
     ct_straggler_free(run);
     free(run->accum);
     ct_sampler_free(&run->train_sampler);

@@ -3,6 +3,7 @@
  * fit does after the ranks stopped on a signal: requeue the SLURM job (requeue.c) or say how to
  * continue. stop.c beside it catches the signals; the loops agree on the stop at a step boundary
  * (ct_run_stop_agreed, engine/loops/step.c). */
+#include <math.h>
 #include <stdio.h>
 #include <signal.h>
 #include <string.h>
@@ -62,12 +63,15 @@ static int straggler_finish(ct_run *run, const ct_trainer_config *cfg, ct_error 
     size_t used = 0;
     int status = 0, rc;
     ct_error rq;
+    const struct ct_straggler_named *first = ct_straggler_at(run, 0);
+    int named = ct_straggler_count(run);
 
-    for (int i = 0; i < run->n_stragglers && used < sizeof(nodes); i++)
-        used += (size_t)snprintf(nodes + used, sizeof(nodes) - used, "%s%s", i ? "," : "", run->stragglers[i].node);
+    for (int i = 0; i < named && used < sizeof(nodes); i++)
+        used += (size_t)snprintf(nodes + used, sizeof(nodes) - used, "%s%s", i ? "," : "",
+                                 ct_straggler_at(run, i)->node);
     snprintf(where, sizeof(where), "stopped at epoch %lld, step %lld: node%s %s %s; checkpoint %s/last.safetensors "
-             "written", (long long)run->st.epoch + 1, (long long)run->st.global_step, run->n_stragglers > 1 ? "s" : "",
-             nodes, run->n_stragglers > 1 ? "are stragglers" : "is a straggler", cfg->default_root_dir);
+             "written", (long long)run->st.epoch + 1, (long long)run->st.global_step, named > 1 ? "s" : "",
+             nodes, named > 1 ? "are stragglers" : "is a straggler", cfg->default_root_dir);
     ct_error_set(err, CT_EINTR, "fit-straggler", "%s", where);
     if (run->opt.on_straggler != CT_STRAGGLER_EXCLUDE)
         return ct_error_hint(err, "resubmit without that node (--exclude=%s) and --ckpt-path last", nodes);
@@ -84,9 +88,9 @@ static int straggler_finish(ct_run *run, const ct_trainer_config *cfg, ct_error 
         usleep(300 * 1000);
     ct_error_clear(&rq);
     snprintf(comment, sizeof(comment), "ctrain straggler excluded %s: busy %.1f ms a step, %.1fx the median node's "
-             "%.1f ms, at step %lld", nodes, run->stragglers[0].busy_ms,
-             run->stragglers[0].busy_ms / run->stragglers[0].median_ms, run->stragglers[0].median_ms,
-             (long long)run->stragglers[0].step);
+             "%.1f ms, at step %lld", nodes, first ? first->busy_ms : NAN,
+             first ? first->busy_ms / first->median_ms : NAN, first ? first->median_ms : NAN,
+             first ? (long long)first->step : -1LL);
     if (run->is_zero)
         status = ct_slurm_requeue_without(job, nodes, comment, &rq);
     if ((rc = ct_strategy_broadcast(run->strategy, &status, sizeof(status), 0, err)))

@@ -4,7 +4,7 @@
  *
  * Only a flag is recorded (sig_atomic_t): a step half done must not be checkpointed. The flag lives
  * here, with the code that catches the signals; the loops are handed a read-only view of it in the
- * run (run->signals, ct_stop_flags in engine/loops/run.h), so they read it without calling up into
+ * run (run->signals, ct_stop_flags in engine/run/run.h), so they read it without calling up into
  * the Trainer. At each step boundary the epoch loop asks ct_run_stop_agreed (engine/loops/step.c),
  * a collective: every rank contributes whether it got a signal, so all ranks stop after the same
  * step even when the signal reached them at different moments.

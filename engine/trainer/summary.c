@@ -166,17 +166,18 @@ int ct_summary_write(const ct_trainer_job *job, const ct_trainer_result *res, co
     if (run->opt.on_straggler != CT_STRAGGLER_OFF) {
         cJSON *a;
 
-        cJSON_AddNumberToObject(o, "straggler_check_seconds", run->straggler_seconds);
+        cJSON_AddNumberToObject(o, "straggler_check_seconds", ct_straggler_seconds(run));
         a = cJSON_AddArrayToObject(o, "stragglers");
 
-        for (int i = 0; i < run->n_stragglers; i++) {
+        for (int i = 0; i < ct_straggler_count(run); i++) {
+            const struct ct_straggler_named *n = ct_straggler_at(run, i);
             cJSON *e = cJSON_CreateObject();
 
-            cJSON_AddStringToObject(e, "node", run->stragglers[i].node);
-            cJSON_AddNumberToObject(e, "rank", run->stragglers[i].rank);
-            cJSON_AddNumberToObject(e, "step", (double)run->stragglers[i].step);
-            cJSON_AddNumberToObject(e, "busy_ms_per_step", run->stragglers[i].busy_ms);
-            cJSON_AddNumberToObject(e, "median_ms_per_step", run->stragglers[i].median_ms);
+            cJSON_AddStringToObject(e, "node", n->node);
+            cJSON_AddNumberToObject(e, "rank", n->rank);
+            cJSON_AddNumberToObject(e, "step", (double)n->step);
+            cJSON_AddNumberToObject(e, "busy_ms_per_step", n->busy_ms);
+            cJSON_AddNumberToObject(e, "median_ms_per_step", n->median_ms);
             cJSON_AddItemToArray(a, e);
         }
     }

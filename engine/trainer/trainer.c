@@ -68,7 +68,7 @@ static int rank_body(ct_strategy *s, void *arg, void *result, size_t result_size
     memset(&run, 0, sizeof(run));
     ct_result_init(&res);
     run.start_time = ct_time_now();
-    ct_strategy_set_collective_timeout(s, job->cfg->collective_timeout);
+    ct_trainer_configure_strategy(s, job->cfg);
     /* fit: catch the stop signals before the slow start (rendezvous, data, model): a requeue signal
      * that comes then is kept, and the ranks stop at the first step boundary with a checkpoint,
      * instead of the signal's default action ending the job without a requeue. */

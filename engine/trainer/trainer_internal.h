@@ -8,6 +8,11 @@
 
 #include "ctrain/connector.h"
 #include "ctrain/trainer.h"
+#include "engine/callbacks/callbacks.h"
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/health/fit/hang.h"
+#include "engine/health/fit/straggler.h"
+#include "engine/loggers/loggers.h"
 #include "engine/loops/loops.h"
 
 enum ct_trainer_mode { CT_TRAINER_FIT, CT_TRAINER_VALIDATE, CT_TRAINER_TEST };
@@ -30,7 +35,8 @@ int ct_run_build(ct_run *run, const ct_trainer_job *job, ct_error *err);
 /* Lightning's model_to_device: the strategy has the accelerator make the model's implementation
  * (run->model from now on; ct_model_host(run->model) stays the host copy), then the batch buffers. */
 int ct_run_place(ct_run *run, const ct_trainer_config *cfg, ct_error *err);
-/* fit: the monitored metric, the host-gradient controls, the train sampler. */
+/* fit: the monitored metric, the host-gradient controls, the callbacks (the fit's own and cfg's), the
+ * train sampler. */
 int ct_run_prepare_fit(ct_run *run, const ct_trainer_config *cfg, ct_error *err);
 /* Before rank 0's weights are broadcast (ct_run_place): every rank's flags, data identity and
  * parameter count are rank 0's, or every rank fails (CT_ECONFLICT), each that differs naming what
@@ -105,5 +111,9 @@ void ct_result_model(ct_trainer_result *res, const ct_model *host);
 void ct_result_fit(ct_trainer_result *res, const ct_run *run, const ct_eval_result *test, const char *best);
 void ct_result_eval(ct_trainer_result *res, enum ct_trainer_mode mode, const ct_eval_result *r, long samples,
                     const char *path);
+
+/* The config's settings the strategy takes before setup_environment (config.c): the collective
+ * timeout and the TCP store's (--run-id, --store-bind, --store-secret-file). */
+void ct_trainer_configure_strategy(ct_strategy *s, const ct_trainer_config *cfg);
 
 #endif

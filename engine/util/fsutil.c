@@ -173,7 +173,28 @@ int ct_fs_open_input(const char *path, const char *what, ct_error *err)
     return fd;
 }
 
-int ct_fs_read_input(const char *path, const char *what, size_t max, char **out, size_t *len, ct_error *err)
+/* A secret is this user's and no one else's: checked on the descriptor read, not on the path. */
+static int check_private(int fd, const char *path, const char *what, ct_error *err)
+{
+    struct stat st;
+
+    if (fstat(fd, &st))
+        return ct_error_set(err, CT_EIO, "fs-input", "%s %s: %s", what, path, strerror(errno));
+    if (st.st_uid != geteuid()) {
+        ct_error_set(err, CT_ECONFLICT, "fs-private", "%s %s belongs to another user (uid %lu)", what, path,
+                     (unsigned long)st.st_uid);
+        return ct_error_hint(err, "use a file of your own, readable only by you (chmod 600)");
+    }
+    if (st.st_mode & 077) {
+        ct_error_set(err, CT_ECONFLICT, "fs-private", "%s %s can be read or written by group or others (mode %04o)",
+                     what, path, (unsigned)(st.st_mode & 07777));
+        return ct_error_hint(err, "chmod 600 %s, and make a new secret if others may have read it", path);
+    }
+    return 0;
+}
+
+static int read_whole(const char *path, const char *what, size_t max, int private, char **out, size_t *len,
+                      ct_error *err)
 {
     ct_error local;
     int fd, rc;
@@ -187,6 +208,8 @@ int ct_fs_read_input(const char *path, const char *what, size_t max, char **out,
     *out = NULL;
     if ((fd = ct_fs_open_input(path, what, err)) < 0)
         return err->code;
+    if (private && (rc = check_private(fd, path, what, err)))
+        goto fail;
     if (fstat(fd, &st) || (uint64_t)st.st_size > max) {
         rc = ct_error_set(err, CT_EFORMAT, "fs-input-size", "%s %s is %lld bytes, more than the %zu bytes ctrain "
                           "reads from one", what, path, (long long)st.st_size, max);
@@ -215,6 +238,16 @@ fail:
     free(buf);
     close(fd);
     return rc;
+}
+
+int ct_fs_read_input(const char *path, const char *what, size_t max, char **out, size_t *len, ct_error *err)
+{
+    return read_whole(path, what, max, 0, out, len, err);
+}
+
+int ct_fs_read_private(const char *path, const char *what, size_t max, char **out, size_t *len, ct_error *err)
+{
+    return read_whole(path, what, max, 1, out, len, err);
 }
 
 int ct_fs_open_output(const char *path, int append, ct_error *err)

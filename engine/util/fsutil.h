@@ -47,6 +47,10 @@ int ct_fs_open_input(const char *path, const char *what, ct_error *err);
  * opens, and at most max bytes of it: a larger file is refused naming its size and the cap
  * (CT_EFORMAT). *out (malloc'd, NUL-terminated after its *len bytes; len may be NULL) on 0. */
 int ct_fs_read_input(const char *path, const char *what, size_t max, char **out, size_t *len, ct_error *err);
+/* The same for a secret (--store-secret-file): also owned by this user and neither readable nor
+ * writable by group or others (CT_ECONFLICT naming the mode, with a chmod hint), checked on the
+ * descriptor it reads. */
+int ct_fs_read_private(const char *path, const char *what, size_t max, char **out, size_t *len, ct_error *err);
 
 /* Make dir (one level; its parent exists), or take the one there, for files ctrain writes in it
  * (DIR/hang): it must be a directory itself (not a symlink to one), owned by this user and not

@@ -53,10 +53,13 @@ extern const struct ct_launcher_ops ct_launcher_external;
 extern const struct ct_launcher_ops ct_launcher_subprocess;
 extern const struct ct_launcher_ops ct_launcher_fork;
 
-/* The ends of the lines a check writes when it ends a step over a bad node, which `ctrain supervise`
- * reads to leave that node out of its next step: one definition for the writers and the reader.
- *   the plugin's preflight:  "ctrain: preflight: node HOST: WHY" CT_LINE_PREFLIGHT_STOPS
- *   fit's straggler check:   "ctrain: warning: straggler: node HOST (rank R) ..." CT_LINE_STRAGGLER_STOPS "stop)" */
+/* The ends of the lines a check writes when it ends a step over a bad node: one definition for the
+ * writers and the reader.
+ *   the plugin's preflight:  "ctrain: preflight: node HOST: WHY" CT_LINE_PREFLIGHT_STOPS (read by
+ *                            `ctrain supervise`: the plugin has no run directory to write a record in)
+ *   fit's straggler check:   "ctrain: warning: straggler: node HOST (rank R) ..." CT_LINE_STRAGGLER_STOPS "stop)"
+ *                            (for people: `ctrain supervise` reads the event record the check writes,
+ *                            engine/events/event.h) */
 #define CT_LINE_PREFLIGHT_STOPS "; the step ends before its programs start"
 #define CT_LINE_STRAGGLER_STOPS "; stopping (--on-straggler "
 

@@ -25,6 +25,7 @@
 
 #include "ctrain/accelerator.h"
 #include "ctrain/checkpoint_io.h"
+#include "ctrain/collective_trace.h"
 #include "ctrain/error.h"
 #include "ctrain/model.h"
 #include "ctrain/nn.h"
@@ -72,23 +73,6 @@ void ct_strategy_set_forward_signal(ct_strategy *s, int sig);
 /* One more signal the supervisor forwards (the hang-dump signal); 0: none. Before launch. */
 void ct_strategy_set_forward_signal2(ct_strategy *s, int sig);
 
-/* Where this rank stands in the collectives, written by the strategy into a record its caller owns
- * (the loops' hang record, engine/health/fit/hang.c) with plain stores: no lock, no system call, so it
- * costs nothing on the step; the record is copied (a snapshot) when a hang is dumped. */
-#define CT_TRACE_MAX_MISSING 16
-typedef struct ct_collective_trace {
-    long seq;                 /* the collective waited for last, or now (counted from 1, the same on every rank) */
-    int waiting;              /* 1 while this rank waits in collective seq */
-    double wait_since;        /* ct_time_now() when the wait for collective seq began */
-    int bucket;               /* the gradient bucket started last this step (from 0); -1: none yet */
-    const char *what;         /* what collective seq is (a string literal), NULL before the first */
-    int timed_out;            /* collective seq passed --collective-timeout */
-    int n_missing;            /* then: ranks that did not arrive (-1: not known) */
-    int missing[CT_TRACE_MAX_MISSING];
-    /* ... and the node each of them runs on ("": not known): a rank that cannot write its own
-     * record (stopped, dead) is still named with its node. */
-    char missing_host[CT_TRACE_MAX_MISSING][64];
-} ct_collective_trace;
 /* Hand the strategy the trace it keeps up to date (NULL: none). */
 void ct_strategy_set_trace(ct_strategy *s, ct_collective_trace *trace);
 
@@ -182,6 +166,12 @@ void ct_optim_state_list_free(ct_optim_state_list *l);
  * then ends the job when it is freed (MPI_Abort under ddp), so a stopped or hung rank cannot keep
  * the others waiting. Default 300; <= 0 waits forever. Before setup_environment. */
 void ct_strategy_set_collective_timeout(ct_strategy *s, double seconds);
+/* The TCP store ddp meets in without a PMIx server (README "ddp without a PMIx server"): run_id
+ * (--run-id) scopes its keys beside the job's id; bind (--store-bind) says where rank 0's store
+ * listens: "" MASTER_ADDR's addresses, "all", or ADDR[,ADDR...]; secret_file (--store-secret-file)
+ * holds the secret every client must prove (rank 0's store drops the others). NULL or "": the
+ * default. Before setup_environment. */
+void ct_strategy_set_store(ct_strategy *s, const char *run_id, const char *bind, const char *secret_file);
 int ct_strategy_broadcast(ct_strategy *s, void *buf, size_t bytes, int root, ct_error *err);
 /* In-place sum over ranks. */
 int ct_strategy_reduce_sum(ct_strategy *s, double *values, int n, ct_error *err);

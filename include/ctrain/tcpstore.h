@@ -54,6 +54,40 @@ typedef struct ct_tcpstore_server ct_tcpstore_server;
 /* Listen on every interface at port (0: one the kernel picks) and serve from a thread of this
  * process until ct_tcpstore_server_stop. rank names the caller in errors (a port in use). */
 int ct_tcpstore_server_start(int port, int rank, ct_tcpstore_server **out, ct_error *err);
+
+/* Where a store listens (issue 48 item 2): the addresses, not every interface. */
+#define CT_TCPSTORE_MAX_LISTEN 32
+#define CT_TCPSTORE_ADDR_LEN 64     /* a numeric address, an IPv6 one with its "%scope" */
+typedef struct ct_tcpstore_bind {
+    int all;                        /* every interface (in6addr_any), as ct_tcpstore_server_start */
+    int n;
+    char addr[CT_TCPSTORE_MAX_LISTEN][CT_TCPSTORE_ADDR_LEN];   /* numeric: "10.0.0.1", "fd00::2" */
+    int optional;                   /* addresses of the interfaces: one that will not bind (IPv6 still
+                                       tentative) is left out, as long as one binds */
+    char notice[640];               /* a line for rank 0's user ("" none): what was bound and why */
+} ct_tcpstore_bind;
+
+/* Where rank 0's store should listen for MASTER_ADDR master_addr, given how (bind: NULL or "" for
+ * MASTER_ADDR's own addresses, "all", or "ADDR[,ADDR...]", names or addresses) over num_nodes nodes
+ * (0: unknown). MASTER_ADDR's addresses that are this host's; when they are all loopback — a
+ * Debian host resolves its own name to 127.0.1.1 through /etc/hosts while the other nodes reach it
+ * by another — and the run spans more than one node (or may), this host's other interface
+ * addresses too (those of the interfaces GLOO_SOCKET_IFNAME names when set), with a notice; when
+ * none is this host's (an address translated in front of it), the addresses this host routes to
+ * them from, with a notice. CT_EINVAL naming the input when it does not resolve. */
+int ct_tcpstore_bind_plan(const char *master_addr, const char *bind, int num_nodes, int rank, ct_tcpstore_bind *out,
+                          ct_error *err);
+/* ct_tcpstore_server_start on the plan's addresses (NULL: every interface), and with a shared
+ * secret (NULL: none, PyTorch's protocol exactly) every client must prove it holds it before any
+ * query (issue 48 item 3: HMAC-SHA256 challenge and response, engine/store/auth.h); one that does
+ * not is dropped and said on stderr. CT_ENOTAVAIL when a secret is given to a ctrain built without
+ * libcrypto. The secret is copied. */
+#define CT_TCPSTORE_SECRET_MIN 16
+#define CT_TCPSTORE_SECRET_MAX 4096
+int ct_tcpstore_server_start_on(const ct_tcpstore_bind *bind, const void *secret, size_t secret_len, int port,
+                                int rank, ct_tcpstore_server **out, ct_error *err);
+/* The addresses it listens on, "127.0.0.1, ::1" ("every interface"), for messages. */
+const char *ct_tcpstore_server_listening(const ct_tcpstore_server *srv);
 int ct_tcpstore_server_port(const ct_tcpstore_server *srv);
 /* Close every connection, end the thread, free. NULL is fine. */
 void ct_tcpstore_server_stop(ct_tcpstore_server *srv);
@@ -69,6 +103,10 @@ typedef struct ct_tcpstore ct_tcpstore;
  * store). rank names the caller in errors. */
 int ct_tcpstore_connect(const char *host, int port, const char *prefix, int rank, double timeout_s,
                         ct_tcpstore **out, ct_error *err);
+/* The same, proving the store's secret after VALIDATE (NULL: none) and checking that the store
+ * holds it too: an error naming the store when either proof fails. */
+int ct_tcpstore_connect_auth(const char *host, int port, const char *prefix, int rank, double timeout_s,
+                             const void *secret, size_t secret_len, ct_tcpstore **out, ct_error *err);
 void ct_tcpstore_close(ct_tcpstore *c);
 /* Bound every later wait by timeout_s instead (> 0): a short one to ask the store once a rank is
  * known to be stopped — the store itself may be in that rank's process. */

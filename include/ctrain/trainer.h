@@ -39,10 +39,12 @@
 
 #include <stdint.h>
 
+#include "ctrain/callback.h"
 #include "ctrain/connector.h"
 #include "ctrain/error.h"
 
 #define CT_TRAINER_PATH_MAX 1024
+#define CT_TRAINER_MAX_CALLBACKS 8
 
 enum ct_trainer_progress {
     CT_TRAINER_PROGRESS_AUTO = 0, /* a live bar when stdout is a TTY, plain lines otherwise */
@@ -114,6 +116,19 @@ typedef struct ct_trainer_config {
     int straggler_every;            /* --straggler-every N optimizer steps, default 8 */
     double straggler_factor;        /* --straggler-factor X, default 2: busy > 2 x the median node's */
     int straggler_windows;          /* --straggler-windows K, default 3 windows in a row */
+    /* The TCP store of ddp without a PMIx server (README "ddp without a PMIx server"). */
+    char run_id[66];                /* --run-id, default $CTRAIN_RUN_ID or "": its keys' prefix beside the job's
+                                       id; letters, digits, '.', '_', '-' */
+    char store_bind[256];           /* --store-bind, default $CTRAIN_STORE_BIND or "": where rank 0's store
+                                       listens ("" MASTER_ADDR's addresses, "all", or ADDR[,ADDR...]) */
+    char store_secret_file[CT_TRAINER_PATH_MAX]; /* --store-secret-file, default $CTRAIN_STORE_SECRET_FILE or
+                                       "": a file only this user can read, whose bytes every store client
+                                       must prove it holds */
+    /* The program's own callbacks (include/ctrain/callback.h; ct_trainer_add_callback), called in
+     * this order after the loggers' hooks and before the checkpoints'. Every rank runs the program
+     * and sets them alike; each rank's callback state is its own. fit only. */
+    ct_callback callbacks[CT_TRAINER_MAX_CALLBACKS];
+    int n_callbacks;
 } ct_trainer_config;
 
 /* What a run reports (rank 0's; plain data so it can cross a pipe). NaN where not measured. */
@@ -140,6 +155,10 @@ typedef struct ct_trainer_result {
 } ct_trainer_result;
 
 void ct_trainer_config_default(ct_trainer_config *cfg);
+
+/* Add a callback of the program's own to a fit (Lightning's Trainer(callbacks=[...])): its hooks are
+ * called with self on every rank. CT_EINVAL when ops is NULL or CT_TRAINER_MAX_CALLBACKS are added. */
+int ct_trainer_add_callback(ct_trainer_config *cfg, const ct_callback_ops *ops, void *self, ct_error *err);
 
 /* Check the config on its own (ranges, names). fit/validate/test check the config they are given
  * (this, and --requeue-signal), once, before launching anything: a caller need not. */

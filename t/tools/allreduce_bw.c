@@ -10,7 +10,7 @@
  *                                            --mpi=none with ctrain's plugin, or by hand)
  *
  * mpi: MPI_Iallreduce with Open MPI's settings ddp sets (engine/strategies/ddp.c); gloo: ddp's own
- * gloo context (engine/strategies/ddp_gloo.h: the TCPStore on rank 0, gloo's allreduce on the
+ * gloo context (engine/collectives/gloo_lib.h: the TCPStore on rank 0, gloo's allreduce on the
  * context's worker thread). */
 #include <mpi.h>
 #include <stdio.h>
@@ -20,7 +20,7 @@
 #include "ctrain/tcpstore.h"
 #include "ctrain/util.h"
 #ifdef CT_HAVE_GLOO
-#include "engine/strategies/ddp_gloo.h"
+#include "engine/collectives/gloo_lib.h"
 #endif
 
 #define WARMUP 5

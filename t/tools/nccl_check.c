@@ -34,7 +34,7 @@
 #include <nccl.h>
 
 #include "engine/nn/cuda_device.h"
-#include "engine/strategies/ddp_nccl.h"
+#include "engine/collectives/nccl_lib.h"
 #endif
 
 #define N_RANK_TESTS 5

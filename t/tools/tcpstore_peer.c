@@ -4,6 +4,9 @@
  *   tcpstore_peer serve           host a store on a free port; print "port N"; stop at stdin's end
  *   tcpstore_peer client HOST PORT   the client half of the exchange tcpstore_torch.py drives:
  *                                 reads what torch set, runs every query, waits for torch's "go"
+ *   tcpstore_peer probe HOST PORT [SECONDS [SECRET-FILE]]   connect (proving the secret when
+ *                                 given) and PING within SECONDS (default 1): prints "reached
+ *                                 HOST:PORT" (exit 0) or the error (exit 1)
  *
  * Prints "ok"/"not ok" lines (the caller counts them); exit 0 when all held. */
 #define _GNU_SOURCE
@@ -138,12 +141,42 @@ static int serve(void)
     return 0;
 }
 
+/* Whether a store answers at host:port (t/29: the addresses rank 0's store listens on). */
+static int probe(const char *host, int port, double seconds, const char *secret_file)
+{
+    ct_tcpstore *c = NULL;
+    ct_error err;
+    char secret[4096];
+    size_t len = 0;
+
+    if (secret_file) {
+        FILE *f = fopen(secret_file, "rb");
+        if (!f) {
+            perror(secret_file);
+            return 2;
+        }
+        len = fread(secret, 1, sizeof(secret), f);
+        fclose(f);
+    }
+    ct_error_clear(&err);
+    if (ct_tcpstore_connect_auth(host, port, NULL, 0, seconds, secret_file ? secret : NULL, len, &c, &err)) {
+        printf("unreached %s:%d: %s\n", host, port, err.msg);
+        return 1;
+    }
+    printf("reached %s\n", ct_tcpstore_address(c));
+    ct_tcpstore_close(c);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 2 && !strcmp(argv[1], "serve"))
         return serve();
     if (argc == 4 && !strcmp(argv[1], "client"))
         return client(argv[2], atoi(argv[3]));
-    fprintf(stderr, "ctrain: usage: tcpstore_peer serve | tcpstore_peer client HOST PORT\n");
+    if (argc >= 4 && argc <= 6 && !strcmp(argv[1], "probe"))
+        return probe(argv[2], atoi(argv[3]), argc >= 5 ? atof(argv[4]) : 1, argc == 6 ? argv[5] : NULL);
+    fprintf(stderr, "ctrain: usage: tcpstore_peer serve | tcpstore_peer client HOST PORT | tcpstore_peer probe HOST "
+            "PORT [SECONDS [SECRET-FILE]]\n");
     return 2;
 }

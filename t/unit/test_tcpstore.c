@@ -5,10 +5,12 @@
  * listening, a name that does not resolve. What one client can cost is bounded (issue 48 item 3): a
  * connection silent past the handshake's deadline is dropped, beyond 256 pending the oldest goes,
  * out of descriptors the store neither spins nor stops serving, and a half-sent MULTI_SET is not
- * parsed again from its start on every read. */
+ * parsed again from its start on every read. Where the store listens (issue 48 item 2): MASTER_ADDR's
+ * addresses, a loopback name on several nodes, --store-bind; another address of this host is refused. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -30,6 +32,7 @@
 #include "ctrain/error.h"
 #include "ctrain/tcpstore.h"
 #include "ctrain/util.h"
+#include "engine/store/auth.h"
 
 struct fx {
     ct_tcpstore_server *srv;
@@ -500,6 +503,248 @@ static void test_prefix(void **state)
     ct_tcpstore_close(p);
 }
 
+/* An address of this host other than loopback (and IPv6 link-local), "" when it has none. */
+static void other_address(char *buf, size_t size)
+{
+    ct_tcpstore_bind all;
+    ct_error err;
+
+    buf[0] = '\0';
+    ct_error_clear(&err);
+    /* The 2-node loopback plan lists them after the loopback ones. */
+    if (ct_tcpstore_bind_plan("localhost", NULL, 2, 0, &all, &err) == 0)
+        for (int i = 0; i < all.n && !buf[0]; i++)
+            if (strncmp(all.addr[i], "127.", 4) && strcmp(all.addr[i], "::1"))
+                snprintf(buf, size, "%s", all.addr[i]);
+}
+
+/* Where the store listens (issue 48 item 2): MASTER_ADDR's addresses; a loopback name on a run of
+ * several nodes adds this host's interface addresses, with a notice; "all" and a list as asked. */
+static void test_bind_plan(void **state)
+{
+    ct_tcpstore_bind b;
+    ct_error err;
+    char other[CT_TCPSTORE_ADDR_LEN];
+    int has_v4 = 0;
+
+    (void)state;
+    ct_error_clear(&err);
+    assert_int_equal(ct_tcpstore_bind_plan("127.0.0.1", NULL, 2, 0, &b, &err), 0);
+    assert_int_equal(b.n, 1);
+    assert_string_equal(b.addr[0], "127.0.0.1");
+    assert_false(b.all);
+    assert_string_equal(b.notice, "");
+    /* One node: the loopback name is what every rank uses. */
+    assert_int_equal(ct_tcpstore_bind_plan("localhost", NULL, 1, 0, &b, &err), 0);
+    for (int i = 0; i < b.n; i++) {
+        assert_true(!strncmp(b.addr[i], "127.", 4) || !strcmp(b.addr[i], "::1"));
+        has_v4 |= !strcmp(b.addr[i], "127.0.0.1");
+    }
+    assert_true(has_v4);
+    assert_string_equal(b.notice, "");
+    /* Several nodes (or not known: 0): the other addresses too, said in a notice. */
+    assert_int_equal(ct_tcpstore_bind_plan("localhost", NULL, 0, 0, &b, &err), 0);
+    assert_non_null(strstr(b.notice, "MASTER_ADDR 'localhost' is 127.0.0.1"));
+    assert_non_null(strstr(b.notice, "--store-bind"));
+    assert_true(b.optional);
+    other_address(other, sizeof(other));
+    if (other[0]) {
+        int found = 0;
+        for (int i = 0; i < b.n; i++)
+            found |= !strcmp(b.addr[i], other);
+        assert_true(found);
+        assert_non_null(strstr(b.notice, other));
+        /* The host's own address as MASTER_ADDR: that one only. */
+        assert_int_equal(ct_tcpstore_bind_plan(other, NULL, 2, 0, &b, &err), 0);
+        assert_int_equal(b.n, 1);
+        assert_string_equal(b.addr[0], other);
+        assert_string_equal(b.notice, "");
+    }
+    /* GLOO_SOCKET_IFNAME narrows the interfaces: one that does not exist leaves loopback. */
+    setenv("GLOO_SOCKET_IFNAME", "no-such-if0", 1);
+    assert_int_equal(ct_tcpstore_bind_plan("localhost", NULL, 2, 0, &b, &err), 0);
+    unsetenv("GLOO_SOCKET_IFNAME");
+    for (int i = 0; i < b.n; i++)
+        assert_true(!strncmp(b.addr[i], "127.", 4) || !strcmp(b.addr[i], "::1"));
+    assert_non_null(strstr(b.notice, "GLOO_SOCKET_IFNAME"));
+
+    assert_int_equal(ct_tcpstore_bind_plan("127.0.0.1", "all", 2, 0, &b, &err), 0);
+    assert_true(b.all);
+    assert_int_equal(ct_tcpstore_bind_plan("127.0.0.1", "127.0.0.2,127.0.0.3,127.0.0.2", 2, 0, &b, &err), 0);
+    assert_int_equal(b.n, 2);
+    assert_string_equal(b.addr[1], "127.0.0.3");
+    ct_error_clear(&err);
+    assert_int_equal(ct_tcpstore_bind_plan("127.0.0.1", "127.0.0.2,no-such-host.invalid", 2, 4, &b, &err), CT_EINVAL);
+    assert_non_null(strstr(err.msg, "rank 4: --store-bind '127.0.0.2,no-such-host.invalid': 'no-such-host.invalid'"));
+    ct_error_clear(&err);
+    assert_int_equal(ct_tcpstore_bind_plan("no-such-host.invalid", NULL, 2, 0, &b, &err), CT_EINVAL);
+    assert_non_null(strstr(err.msg, "MASTER_ADDR 'no-such-host.invalid' does not resolve"));
+}
+
+/* A store on 127.0.0.1 refuses a client that comes by another address of this host (127.0.0.2,
+ * and the host's other address when it has one); one asked to bind an address this host does
+ * not have fails naming it. Before: every interface answered. */
+static void test_bind_refuses(void **state)
+{
+    ct_tcpstore_server *srv = NULL, *none = NULL;
+    ct_tcpstore_bind b;
+    ct_tcpstore *c = NULL;
+    ct_error err;
+    char other[CT_TCPSTORE_ADDR_LEN];
+    int port;
+
+    (void)state;
+    ct_error_clear(&err);
+    assert_int_equal(ct_tcpstore_bind_plan("127.0.0.1", NULL, 2, 0, &b, &err), 0);
+    assert_int_equal(ct_tcpstore_server_start_on(&b, NULL, 0, 0, 0, &srv, &err), 0);
+    port = ct_tcpstore_server_port(srv);
+    assert_string_equal(ct_tcpstore_server_listening(srv), "127.0.0.1");
+    assert_int_equal(ct_tcpstore_connect("127.0.0.1", port, NULL, 0, 2, &c, &err), 0);
+    ct_tcpstore_close(c);
+    c = NULL;
+    assert_int_equal(ct_tcpstore_connect("127.0.0.2", port, NULL, 1, 0.3, &c, &err), CT_ETIMEOUT);
+    assert_non_null(strstr(err.msg, "Connection refused"));
+    other_address(other, sizeof(other));
+    if (other[0]) {
+        ct_error_clear(&err);
+        assert_int_equal(ct_tcpstore_connect(other, port, NULL, 1, 0.3, &c, &err), CT_ETIMEOUT);
+    }
+    ct_tcpstore_server_stop(srv);
+
+    /* Several addresses, one port. */
+    assert_int_equal(ct_tcpstore_bind_plan("127.0.0.1", "127.0.0.2,127.0.0.3", 1, 0, &b, &err), 0);
+    assert_int_equal(ct_tcpstore_server_start_on(&b, NULL, 0, 0, 0, &srv, &err), 0);
+    port = ct_tcpstore_server_port(srv);
+    assert_int_equal(ct_tcpstore_connect("127.0.0.3", port, NULL, 0, 2, &c, &err), 0);
+    ct_tcpstore_close(c);
+    assert_string_equal(ct_tcpstore_server_listening(srv), "127.0.0.2, 127.0.0.3");
+    ct_tcpstore_server_stop(srv);
+
+    /* TEST-NET-3: no address of this host. */
+    snprintf(b.addr[0], sizeof(b.addr[0]), "203.0.113.9");
+    b.n = 1;
+    ct_error_clear(&err);
+    assert_int_equal(ct_tcpstore_server_start_on(&b, NULL, 0, 0, 3, &none, &err), CT_EINVAL);
+    assert_null(none);
+    assert_non_null(strstr(err.msg, "rank 3: cannot host the TCP store at 203.0.113.9: not an address of this host"));
+    assert_non_null(strstr(err.hint, "--store-bind"));
+}
+
+/* stderr into path until stderr_back (the store thread's log lines). */
+static int stderr_to(const char *path)
+{
+    int saved, fd;
+
+    fflush(stderr);
+    saved = dup(2);
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    assert_true(saved >= 0 && fd >= 0);
+    dup2(fd, 2);
+    close(fd);
+    return saved;
+}
+
+static void stderr_back(int saved)
+{
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+}
+
+/* Within 3 s, path holds text. */
+static int log_has(const char *path, const char *text)
+{
+    for (int i = 0; i < 300; i++) {
+        char buf[4096] = "";
+        FILE *f = fopen(path, "r");
+        size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+        if (f)
+            fclose(f);
+        buf[n] = '\0';
+        if (strstr(buf, text))
+            return 1;
+        usleep(10000);
+    }
+    return 0;
+}
+
+/* The optional shared secret (issue 48 item 3): a client that holds it joins and works; one without
+ * it, one with another, and a raw one with a forged proof are refused, the store saying why on
+ * stderr with the client's address; a client with a secret at a store without one is told so. */
+static void test_auth(void **state)
+{
+    static const char key[] = "0123456789abcdef-the-job's-secret", other[] = "0123456789abcdef-another-secret";
+    ct_tcpstore_server *srv = NULL, *plain = NULL;
+    ct_tcpstore_bind b = { .n = 1, .addr = { "127.0.0.1" } };
+    ct_tcpstore *c = NULL;
+    ct_error err;
+    char log[64] = "/tmp/ctrain-test-tcpstore-XXXXXX";
+    int port, saved, fd;
+
+    (void)state;
+    if (!ct_store_auth_available())
+        skip();
+    fd = mkstemp(log);
+    assert_true(fd >= 0);
+    close(fd);
+    ct_error_clear(&err);
+    assert_int_equal(ct_tcpstore_server_start_on(&b, key, strlen(key), 0, 0, &srv, &err), 0);
+    port = ct_tcpstore_server_port(srv);
+    assert_int_equal(ct_tcpstore_connect_auth("127.0.0.1", port, "p", 1, 5, key, strlen(key), &c, &err), 0);
+    assert_int_equal(ct_tcpstore_set(c, "k", "v", 1, &err), 0);
+    expect_stored(c, "k", "v");
+    ct_tcpstore_close(c);
+    c = NULL;
+
+    saved = stderr_to(log);
+    /* No secret: its PING before any proof is dropped, and said. */
+    assert_int_equal(ct_tcpstore_connect("127.0.0.1", port, NULL, 2, 2, &c, &err), CT_ECOMM);
+    assert_true(log_has(log, "ctrain: rank 0: TCP store: dropped a client from 127.0.0.1:"));
+    assert_true(log_has(log, "it sent a query before authenticating"));
+    /* Another secret: the client finds the store's proof wrong and stops there. */
+    ct_error_clear(&err);
+    assert_int_equal(ct_tcpstore_connect_auth("127.0.0.1", port, NULL, 3, 2, other, strlen(other), &c, &err),
+                     CT_ECONFLICT);
+    assert_non_null(strstr(err.msg, "rank 3: the TCP store at 127.0.0.1:"));
+    assert_non_null(strstr(err.msg, "does not hold this rank's secret"));
+    assert_non_null(strstr(err.hint, "--store-secret-file"));
+    /* A forged proof: answered 1, dropped, said. */
+    fd = raw_connect(port);
+    uint8_t q[1 + 4 + 1 + CT_TCPSTORE_NONCE] = { CT_TCPSTORE_VALIDATE }, reply[64], proof[1 + CT_TCPSTORE_MAC] = {
+        CT_TCPSTORE_AUTH_PROOF }, verdict = 0;
+    uint32_t magic = CT_TCPSTORE_MAGIC;
+    memcpy(q + 1, &magic, 4);
+    q[5] = CT_TCPSTORE_AUTH_HELLO;
+    assert_int_equal(write(fd, q, sizeof(q)), (ssize_t)sizeof(q));
+    size_t got = 0;
+    while (got < sizeof(reply)) {
+        ssize_t r = read(fd, reply + got, sizeof(reply) - got);
+        assert_true(r > 0);
+        got += (size_t)r;
+    }
+    assert_int_equal(write(fd, proof, sizeof(proof)), (ssize_t)sizeof(proof));
+    assert_int_equal(read(fd, &verdict, 1), 1);
+    assert_int_equal(verdict, 1);
+    expect_dropped(fd);
+    assert_true(log_has(log, "its proof does not match this store's secret"));
+    stderr_back(saved);
+    unlink(log);
+    /* The store still serves the clients that hold the secret. */
+    assert_int_equal(ct_tcpstore_connect_auth("127.0.0.1", port, "p", 1, 5, key, strlen(key), &c, &err), 0);
+    expect_stored(c, "k", "v");
+    ct_tcpstore_close(c);
+    c = NULL;
+    ct_tcpstore_server_stop(srv);
+
+    /* A secret, a store without one (PyTorch's protocol: the unknown query closes the connection). */
+    assert_int_equal(ct_tcpstore_server_start_on(&b, NULL, 0, 0, 0, &plain, &err), 0);
+    ct_error_clear(&err);
+    assert_int_equal(ct_tcpstore_connect_auth("127.0.0.1", ct_tcpstore_server_port(plain), NULL, 1, 2, key,
+                                              strlen(key), &c, &err), CT_ECONFLICT);
+    assert_non_null(strstr(err.msg, "did not answer this rank's authentication"));
+    ct_tcpstore_server_stop(plain);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -515,6 +760,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pending_cap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_emfile, setup, teardown),
         cmocka_unit_test_setup_teardown(test_multi_set_incremental, setup, teardown),
+        cmocka_unit_test(test_bind_plan),
+        cmocka_unit_test(test_bind_refuses),
+        cmocka_unit_test(test_auth),
     };
     cmocka_set_message_output(CM_OUTPUT_TAP);
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -31,9 +31,10 @@
 #include "ctrain/util.h"
 #include "engine/util/fsutil.h"
 #include "engine/health/fit/hang_live.h"
-#include "engine/health/fit/hang.h"
+#include "engine/health/fit/diagnose.h"
+#include "engine/health/fit/phase.h"
 
-#define MAX_RANKS 4096
+#define MAX_RANKS CT_DIAG_MAX_RANKS
 /* A rank is behind only when the furthest one has waited for it this long in a collective: the
  * records of a healthy run are taken moments apart (a dump signal reaches the ranks one after the
  * other), so one rank may be a phase ahead of another without anything being wrong. Longer than
@@ -46,23 +47,6 @@
  * between nodes is far smaller; a restart far longer). */
 #define SKEW_S 5.0
 
-struct rank_rec {
-    int present;
-    char host[256];
-    long pid;
-    int64_t step;
-    int phase;
-    int bucket;
-    long seq;
-    int waiting, timed_out;
-    double waited;
-    char what[96];
-    int n_missing;
-    int missing[CT_TRACE_MAX_MISSING];
-    char missing_host[CT_TRACE_MAX_MISSING][64];   /* "": not known (or a record from before they were kept) */
-    double entered_wall, now_wall;
-    int from_live;                                 /* read from rank-R.live: it wrote no rank-R.json */
-};
 
 /* The live files of a directory: the latest run's, by rank. */
 struct lives {
@@ -87,7 +71,7 @@ static void escape_field(char *s, size_t size)
 }
 
 /* Every string field of r escaped. */
-static void escape_rec(struct rank_rec *r)
+static void escape_rec(struct ct_diag_rank *r)
 {
     escape_field(r->host, sizeof(r->host));
     escape_field(r->what, sizeof(r->what));
@@ -123,7 +107,7 @@ static const char *str(const cJSON *o, const char *key, int *ok)
 }
 
 /* One parsed record into *r; its world into *world. 0, or -1 when a field is missing. */
-static int parse_record(const cJSON *o, struct rank_rec *r, int *rank, int *world)
+static int parse_record(const cJSON *o, struct ct_diag_rank *r, int *rank, int *world)
 {
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "collective"), *m, *h;
     int ok = 1;
@@ -227,7 +211,7 @@ static void lives_load(const char *hang, struct lives *L)
 }
 
 /* A rank's record from its live file: where it was when last it stored, read now. */
-static void from_live(const struct ct_hang_live *m, double now, struct rank_rec *r)
+static void from_live(const struct ct_hang_live *m, double now, struct ct_diag_rank *r)
 {
     const ct_collective_trace *c = &m->rec.coll;
 
@@ -254,7 +238,7 @@ static void from_live(const struct ct_hang_live *m, double now, struct rank_rec 
 }
 
 /* Whether rank's rank-R.json (r, of a run of w ranks) is an earlier run's than the live files'. */
-static int stale(const struct lives *L, int rank, int w, const struct rank_rec *r)
+static int stale(const struct lives *L, int rank, int w, const struct ct_diag_rank *r)
 {
     if (!L->world)
         return 0;
@@ -264,11 +248,11 @@ static int stale(const struct lives *L, int rank, int w, const struct rank_rec *
 }
 
 /* hang/rank-R.json (name; R is want) into recs[R]. */
-static int load_one(const char *hang, const char *name, int want, const struct lives *L, struct rank_rec *recs,
+static int load_one(const char *hang, const char *name, int want, const struct lives *L, struct ct_diag_rank *recs,
                     int *world, int *n_stale, ct_error *err)
 {
     char path[1400], *text;
-    struct rank_rec r;
+    struct ct_diag_rank r;
     cJSON *o;
     int rank, w, rc;
 
@@ -320,7 +304,7 @@ static int is_dir(const char *path)
 
 /* Every DIR/hang/rank-R.json of the latest run into recs[0 .. *world), and the live record of each
  * of its ranks that wrote none. */
-static int load_all(const char *dir, struct rank_rec *recs, int *world, ct_error *err)
+static int load_all(const char *dir, struct ct_diag_rank *recs, int *world, ct_error *err)
 {
     char hang[1200];
     struct lives L = { calloc(MAX_RANKS, sizeof(*L.m)), calloc(MAX_RANKS, 1), 0, 0 };
@@ -375,7 +359,7 @@ out:
 }
 
 /* Position order: step, then collective (waiting in n < done with n), then phase. */
-static int cmp_pos(const struct rank_rec *a, const struct rank_rec *b)
+static int cmp_pos(const struct ct_diag_rank *a, const struct ct_diag_rank *b)
 {
     long sa = a->seq * 2 + !a->waiting, sb = b->seq * 2 + !b->waiting;
 
@@ -396,7 +380,7 @@ static void when(double wall, char *buf, size_t size)
 }
 
 /* "step 12, allreduce (waiting in collective #57: the gradient allreduce) since ... (3.2 s)" */
-static void position(const struct rank_rec *r, char *buf, size_t size)
+static void position(const struct ct_diag_rank *r, char *buf, size_t size)
 {
     char at[32], detail[200] = "";
 
@@ -414,10 +398,10 @@ static void position(const struct rank_rec *r, char *buf, size_t size)
 }
 
 /* The records that name rank r as missing: "ranks 0 and 1 waiting in collective #n (what) at step s". */
-static void missing_from_others(const struct rank_rec *recs, int world, int r, FILE *out)
+static void missing_from_others(const struct ct_diag_rank *recs, int world, int r, FILE *out)
 {
     for (int o = 0; o < world; o++) {
-        const struct rank_rec *x = &recs[o];
+        const struct ct_diag_rank *x = &recs[o];
 
         if (!x->present || !x->timed_out)
             continue;
@@ -432,7 +416,7 @@ static void missing_from_others(const struct rank_rec *recs, int world, int r, F
 }
 
 /* The node of rank r as the others' records name it when they found it missing; NULL: none does. */
-static const char *missing_node(const struct rank_rec *recs, int world, int r)
+static const char *missing_node(const struct ct_diag_rank *recs, int world, int r)
 {
     for (int o = 0; o < world; o++)
         for (int i = 0; recs[o].present && i < recs[o].n_missing; i++)
@@ -442,7 +426,7 @@ static const char *missing_node(const struct rank_rec *recs, int world, int r)
 }
 
 /* Whether some record found rank r missing after a collective timeout. */
-static int found_missing(const struct rank_rec *recs, int world, int r)
+static int found_missing(const struct ct_diag_rank *recs, int world, int r)
 {
     for (int o = 0; o < world; o++)
         for (int i = 0; recs[o].present && recs[o].timed_out && i < recs[o].n_missing; i++)
@@ -451,79 +435,123 @@ static int found_missing(const struct rank_rec *recs, int world, int r)
     return 0;
 }
 
-static void report(const struct rank_rec *recs, int world, int lead, FILE *out, int *behind)
+/* Which ranks are behind the furthest (d->lead): each one's behind flag, and their count. */
+static void mark_behind(ct_diagnosis *d)
 {
-    char pos[512];
+    const struct ct_diag_rank *recs = d->ranks, *lead = &recs[d->lead];
     double newest = 0;
-    int lead_stuck = recs[lead].waiting && recs[lead].waited >= BEHIND_AFTER_S;
+    int lead_stuck = lead->waiting && lead->waited >= BEHIND_AFTER_S;
 
-    for (int r = 0; r < world; r++)
+    for (int r = 0; r < d->world; r++)
         if (recs[r].present && recs[r].now_wall > newest)
             newest = recs[r].now_wall;
-    *behind = 0;
-    for (int r = 0; r < world; r++) {
-        const struct rank_rec *x = &recs[r];
+    d->n_behind = 0;
+    for (int r = 0; r < d->world; r++) {
+        struct ct_diag_rank *x = &d->ranks[r];
 
-        if (!x->present) {
-            const char *node = missing_node(recs, world, r);
-
-            /* "(host N)" as for a rank with a record: ctrain supervise reads the node from it. */
-            if (node)
-                fprintf(out, "ctrain: rank %d (host %s) is behind: no record: the process is stopped, dead or could "
-                             "not write\n", r, node);
-            else
-                fprintf(out, "ctrain: rank %d is behind: no record: the process is stopped, dead or could not "
-                             "write\n", r);
-            missing_from_others(recs, world, r, out);
-            ++*behind;
-            continue;
-        }
         /* A rank the others' timeout found missing is behind wherever its live record has it (it
          * may have entered the same collective and then stopped: it never answered). */
-        if (!(x->from_live && found_missing(recs, world, r)) &&
-            (cmp_pos(x, &recs[lead]) >= 0 || !(lead_stuck || newest - x->now_wall > BEHIND_AFTER_S)))
-            continue;
-        position(x, pos, sizeof(pos));
-        fprintf(out, "ctrain: rank %d (host %s, pid %ld) is behind: %s\n", r, x->host, x->pid, pos);
-        if (x->from_live)
-            fprintf(out, "ctrain:   it wrote no record (stopped, dead or could not write): this is its live record "
-                         "(rank-%d.live), its last stores\n", r);
-        else if (newest - x->now_wall > 1.0)
-            fprintf(out, "ctrain:   its record is %.0f s older than the newest: it wrote nothing since (stopped, "
-                         "dead or hung in a way that also holds its dump thread)\n", newest - x->now_wall);
-        missing_from_others(recs, world, r, out);
-        ++*behind;
+        x->behind = !x->present || (x->from_live && found_missing(recs, d->world, r)) ||
+                    (cmp_pos(x, lead) < 0 && (lead_stuck || newest - x->now_wall > BEHIND_AFTER_S));
+        x->stale_s = x->present && !x->from_live ? newest - x->now_wall : 0;
+        d->n_behind += x->behind;
     }
+}
+
+static void print_rank(const ct_diagnosis *d, int r, FILE *out)
+{
+    const struct ct_diag_rank *recs = d->ranks, *x = &recs[r];
+    char pos[512];
+
+    if (!x->present) {
+        const char *node = missing_node(recs, d->world, r);
+
+        if (node)
+            fprintf(out, "ctrain: rank %d (host %s) is behind: no record: the process is stopped, dead or could "
+                         "not write\n", r, node);
+        else
+            fprintf(out, "ctrain: rank %d is behind: no record: the process is stopped, dead or could not "
+                         "write\n", r);
+        missing_from_others(recs, d->world, r, out);
+        return;
+    }
+    position(x, pos, sizeof(pos));
+    fprintf(out, "ctrain: rank %d (host %s, pid %ld) is behind: %s\n", r, x->host, x->pid, pos);
+    if (x->from_live)
+        fprintf(out, "ctrain:   it wrote no record (stopped, dead or could not write): this is its live record "
+                     "(rank-%d.live), its last stores\n", r);
+    else if (x->stale_s > 1.0)
+        fprintf(out, "ctrain:   its record is %.0f s older than the newest: it wrote nothing since (stopped, "
+                     "dead or hung in a way that also holds its dump thread)\n", x->stale_s);
+    missing_from_others(recs, d->world, r, out);
+}
+
+void ct_diagnosis_print(const ct_diagnosis *d, FILE *out)
+{
+    const struct ct_diag_rank *lead = &d->ranks[d->lead];
+    char pos[512];
+
+    for (int r = 0; r < d->world; r++)
+        if (d->ranks[r].behind)
+            print_rank(d, r, out);
+    position(lead, pos, sizeof(pos));
+    if (d->n_behind)
+        fprintf(out, "ctrain: %d of %d ranks behind; the furthest, rank %d (host %s): %s\n", d->n_behind, d->world,
+                d->lead, lead->host, pos);
+    else
+        fprintf(out, "ctrain: all %d ranks are at the same point (none waits for another): %s\n", d->world, pos);
+}
+
+const char *ct_diagnosis_node(const ct_diagnosis *d, int rank)
+{
+    if (rank < 0 || rank >= d->world)
+        return NULL;
+    if (d->ranks[rank].present && d->ranks[rank].host[0])
+        return d->ranks[rank].host;
+    return missing_node(d->ranks, d->world, rank);
+}
+
+void ct_diagnosis_free(ct_diagnosis *d)
+{
+    free(d->ranks);
+    d->ranks = NULL;
+    d->world = 0;
+}
+
+int ct_diagnose(const char *dir, ct_diagnosis *d, ct_error *err)
+{
+    struct stat sb;
+    int rc;
+
+    memset(d, 0, sizeof(*d));
+    if (!(d->ranks = calloc(MAX_RANKS, sizeof(*d->ranks))))
+        return ct_error_set(err, CT_ENOMEM, NULL, "diagnose: out of memory");
+    if (stat(dir, &sb) || !S_ISDIR(sb.st_mode)) {
+        ct_diagnosis_free(d);
+        ct_error_set(err, CT_EINVAL, "diagnose-dir", "diagnose: %s is not a directory", dir);
+        return ct_error_hint(err, "give the fit's --default-root-dir (its hang/ folder holds the records)");
+    }
+    if ((rc = load_all(dir, d->ranks, &d->world, err))) {
+        ct_diagnosis_free(d);
+        return rc;
+    }
+    d->lead = -1;
+    for (int r = 0; r < d->world; r++)
+        if (d->ranks[r].present && (d->lead < 0 || cmp_pos(&d->ranks[r], &d->ranks[d->lead]) > 0))
+            d->lead = r;
+    mark_behind(d);
+    return 0;
 }
 
 int ct_hang_diagnose(const char *dir, FILE *out, ct_error *err)
 {
-    struct rank_rec *recs = calloc(MAX_RANKS, sizeof(*recs));
-    char pos[512];
-    int world = 0, lead = -1, behind = 0, rc;
-    struct stat sb;
+    ct_diagnosis d;
+    int rc = ct_diagnose(dir, &d, err);
 
-    if (!recs)
-        return ct_error_set(err, CT_ENOMEM, NULL, "diagnose: out of memory");
-    if (stat(dir, &sb) || !S_ISDIR(sb.st_mode)) {
-        free(recs);
-        ct_error_set(err, CT_EINVAL, "diagnose-dir", "diagnose: %s is not a directory", dir);
-        return ct_error_hint(err, "give the fit's --default-root-dir (its hang/ folder holds the records)");
-    }
-    if ((rc = load_all(dir, recs, &world, err))) {
-        free(recs);
+    if (rc)
         return rc;
-    }
-    for (int r = 0; r < world; r++)
-        if (recs[r].present && (lead < 0 || cmp_pos(&recs[r], &recs[lead]) > 0))
-            lead = r;
-    report(recs, world, lead, out, &behind);
-    position(&recs[lead], pos, sizeof(pos));
-    if (behind)
-        fprintf(out, "ctrain: %d of %d ranks behind; the furthest, rank %d (host %s): %s\n", behind, world, lead,
-                recs[lead].host, pos);
-    else
-        fprintf(out, "ctrain: all %d ranks are at the same point (none waits for another): %s\n", world, pos);
-    free(recs);
-    return behind ? 1 : 0;
+    ct_diagnosis_print(&d, out);
+    rc = d.n_behind ? 1 : 0;
+    ct_diagnosis_free(&d);
+    return rc;
 }

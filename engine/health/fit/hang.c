@@ -37,11 +37,9 @@
 #include "ctrain/util.h"
 #include "engine/util/fsutil.h"
 #include "engine/health/fit/hang_live.h"
+#include "engine/health/fit/diagnose.h"
 #include "engine/health/fit/hang.h"
-
-static const char *const phase_names[CT_PHASE_N] = {
-    "start", "data", "forward", "backward", "allreduce", "optimizer", "checkpoint", "validation", "done",
-};
+#include "engine/events/event.h"
 
 /* The record: in the live file's mapping when there is one, else here. */
 static struct ct_hang_live local_live;
@@ -53,19 +51,6 @@ static struct {
     char dir[1100];                  /* DIR/hang */
     char live_path[1200];            /* DIR/hang/rank-R.live; "" when the record is this process's only */
 } where;
-
-const char *ct_hang_phase_name(int phase)
-{
-    return phase >= 0 && phase < CT_PHASE_N ? phase_names[phase] : "unknown";
-}
-
-int ct_hang_phase_parse(const char *name)
-{
-    for (int i = 0; i < CT_PHASE_N; i++)
-        if (!strcmp(name, phase_names[i]))
-            return i;
-    return -1;
-}
 
 /* A fresh temp file beside DIR/hang/rank-R.live (tmp receives its name), its blocks allocated, mapped;
  * NULL when it cannot be. Made exclusively (engine/util/fsutil.h), never opened by the name: a link
@@ -161,8 +146,10 @@ ct_collective_trace *ct_hang_map(void)
     snprintf(path, sizeof(path), "%s/rank-%d.live", where.dir, where.rank);
     /* DIR/hang only: DIR itself is rank 0's to make and check (a node that does not share it keeps
      * the record in the process). */
-    if (hang_dir() || !(m = live_map(path, tmp, sizeof(tmp))))
+    if (hang_dir())
         return &live->rec.coll;
+    if (!(m = live_map(path, tmp, sizeof(tmp))))
+        goto events;
     live_begin(m, local_live.host);
     m->rec.step = local_live.rec.step;
     m->rec.phase = local_live.rec.phase;
@@ -172,10 +159,13 @@ ct_collective_trace *ct_hang_map(void)
     if (rename(tmp, path)) {
         munmap(m, sizeof(*m));
         unlink(tmp);
-        return &live->rec.coll;
+        goto events;
     }
     ct_str_copy(where.live_path, sizeof(where.live_path), path);
     __atomic_store_n(&live, m, __ATOMIC_RELEASE);
+events:
+    /* The supervisor's event records go beside the hang records, stamped with this rank's step. */
+    ct_sv_events_init(where.dir, where.rank, where.world, live->host, &live->rec.step);
     return &live->rec.coll;
 }
 
@@ -278,17 +268,42 @@ quiet:
     return rc;
 }
 
+/* The ranks the diagnosis has behind, with their nodes, as the supervisor's event record. */
+static void behind_event(const ct_diagnosis *d)
+{
+    ct_sv_event ev = { .kind = CT_SV_EVENT_BEHIND, .seq = d->ranks[d->lead].seq };
+
+    ct_str_copy(ev.what, sizeof(ev.what), d->ranks[d->lead].what);
+    for (int r = 0; r < d->world && ev.n_nodes < CT_SV_EVENT_NODES; r++) {
+        const char *node = ct_diagnosis_node(d, r);
+
+        if (!d->ranks[r].behind)
+            continue;
+        ev.node_rank[ev.n_nodes] = r;
+        ct_str_copy(ev.node[ev.n_nodes++], sizeof(ev.node[0]), node ? node : "");
+    }
+    ct_str_copy(ev.why, sizeof(ev.why), "its rank is behind in the hang records (ctrain diagnose)");
+    if (ev.n_nodes)
+        ct_sv_event_write(&ev);
+}
+
 static void print_diagnosis(void)
 {
     char root[1100];
+    ct_diagnosis d;
     ct_error err;
 
     ct_str_copy(root, sizeof(root), where.dir);
     root[strlen(root) - strlen("/hang")] = '\0';
     ct_error_clear(&err);
     fprintf(stderr, "ctrain: the ranks' hang records (ctrain diagnose %s):\n", root);
-    if (ct_hang_diagnose(root, stderr, &err) < 0)
+    if (ct_diagnose(root, &d, &err)) {
         ct_error_print(stderr, &err);
+        return;
+    }
+    ct_diagnosis_print(&d, stderr);
+    behind_event(&d);
+    ct_diagnosis_free(&d);
 }
 
 /* After a collective timeout every rank dumps; rank 0 then waits a moment for the others' records

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* ctrain — hang forensics (hang.c: this rank's record, its live file and dumps; diagnose.c: ctrain
- * diagnose reading them back).
+/* ctrain — hang forensics (hang.c: this rank's record, its live file and dumps; diagnose.c and
+ * diagnose.h: ctrain diagnose reading them back; phase.c: the phases' names, which both use).
  *
  * Internal to libctrain: one of the fit's health checks (engine/health/fit/), which run inside a
  * fit on the strategy's collectives. Below the loops, which note where the step is (ct_hang_enter);
@@ -15,18 +15,14 @@
 #include "ctrain/error.h"
 #include "ctrain/strategy.h"
 
-/* Where a rank is, in the order a step runs them (a later phase is further on). */
-enum ct_phase {
-    CT_PHASE_START = 0, CT_PHASE_DATA, CT_PHASE_FORWARD, CT_PHASE_BACKWARD, CT_PHASE_ALLREDUCE,
-    CT_PHASE_OPTIMIZER, CT_PHASE_CHECKPOINT, CT_PHASE_VALIDATION, CT_PHASE_DONE, CT_PHASE_N
-};
-const char *ct_hang_phase_name(int phase);
-int ct_hang_phase_parse(const char *name);   /* -1: not a phase */
+#include "engine/health/fit/phase.h"
+
 /* Start this rank's record (dumps go to root_dir/hang); returns the collective trace to hand the
  * strategy (ct_strategy_set_trace). */
 ct_collective_trace *ct_hang_init(int rank, int world, const char *root_dir);
 /* Once the run's directory is made and checked: move the record into DIR/hang/rank-R.live's shared
- * mapping (see hang.c); returns the collective trace to hand the strategy again. */
+ * mapping (see hang.c), and point the supervisor's event records at DIR/hang; returns the
+ * collective trace to hand the strategy again. */
 ct_collective_trace *ct_hang_map(void);
 /* The fit ended (ok: without an error): the phase is done; a fit that ended well removes its
  * live file (DIR/hang/rank-R.live), one that did not keeps it for ctrain diagnose. */
@@ -37,12 +33,10 @@ void ct_hang_step(int64_t step);
 /* Write root_dir/hang/rank-R.json from a snapshot of the record (temp file, fsync, rename); reason:
  * "signal", "collective-timeout". 0, or -1 (said on stderr). Not from a signal handler. */
 int ct_hang_dump(const char *reason);
-/* After a collective timeout: dump; rank 0 waits a moment for the others' records and prints the
- * diagnosis, the others linger as long so that their abort does not end rank 0 first. */
+/* After a collective timeout: dump; rank 0 waits a moment for the others' records, prints the
+ * diagnosis and writes the ranks it has behind as ctrain supervise's event record
+ * (engine/events/event.h); the others linger as long so that their abort does not end rank 0
+ * first. */
 void ct_hang_after_timeout(int is_zero);
-/* Read dir/hang/rank-*.json (and, for a rank of the latest run that wrote none, its rank-R.live) and
- * print which ranks are behind, where and since when: 0 when every rank is at the same point, 1
- * when some are behind, or an error code (dir missing, a record unreadable, naming it). */
-int ct_hang_diagnose(const char *dir, FILE *out, ct_error *err);
 
 #endif

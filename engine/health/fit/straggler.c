@@ -25,6 +25,7 @@
 #include "engine/health/fit/straggler.h"
 #include "engine/loggers/loggers.h"
 #include "engine/health/fit/rank_nodes.h"
+#include "engine/events/event.h"
 
 #define HOST_LEN CT_RANK_HOST_LEN
 
@@ -42,6 +43,10 @@ struct ct_straggler {
     int steps;                /* steps in the window so far */
     double step_s;            /* their wall time */
     double wait_at_start;     /* exposed comm seconds when the window began */
+    struct ct_straggler_named stragglers[CT_MAX_STRAGGLERS]; /* named so far */
+    int n_stragglers;
+    char now[256];            /* the nodes slow in the last window (metrics.csv's column) */
+    double seconds;           /* spent in the windows' gathers and judgement */
 };
 
 static int gather_hosts(ct_run *run, struct ct_straggler *g, ct_error *err)
@@ -108,6 +113,18 @@ static double median_of(const double *v, int n)
     return n % 2 ? w[n / 2] : (w[n / 2 - 1] + w[n / 2]) / 2;
 }
 
+/* The fit stops over node (rank's): the supervisor's event record, from which ctrain supervise
+ * excludes the node (the warning above is for people). */
+static void stop_event(const char *node, int rank)
+{
+    ct_sv_event ev = { .kind = CT_SV_EVENT_STRAGGLER, .n_nodes = 1 };
+
+    ev.node_rank[0] = rank;
+    ct_str_copy(ev.node[0], sizeof(ev.node[0]), node);
+    ct_str_copy(ev.why, sizeof(ev.why), "the fit's straggler detection named it slow (--on-straggler)");
+    ct_sv_event_write(&ev);
+}
+
 /* A node over the threshold for enough windows: named once, and remembered for summary.json. */
 static void name_node(ct_run *run, struct ct_straggler *g, int node, int rank, double med)
 {
@@ -122,8 +139,8 @@ static void name_node(ct_run *run, struct ct_straggler *g, int node, int rank, d
                     o->on_straggler == CT_STRAGGLER_STOP      ? CT_LINE_STRAGGLER_STOPS "stop)"
                     : o->on_straggler == CT_STRAGGLER_EXCLUDE ? CT_LINE_STRAGGLER_STOPS "exclude)"
                                                               : "");
-    if (run->n_stragglers < CT_MAX_STRAGGLERS) {
-        struct ct_straggler_named *s = &run->stragglers[run->n_stragglers++];
+    if (g->n_stragglers < CT_MAX_STRAGGLERS) {
+        struct ct_straggler_named *s = &g->stragglers[g->n_stragglers++];
 
         snprintf(s->node, sizeof(s->node), "%s", g->host[rank]);
         s->rank = rank;
@@ -131,8 +148,10 @@ static void name_node(ct_run *run, struct ct_straggler *g, int node, int rank, d
         s->busy_ms = g->mean[node];
         s->median_ms = med;
     }
-    if (o->on_straggler == CT_STRAGGLER_STOP || o->on_straggler == CT_STRAGGLER_EXCLUDE)
+    if (o->on_straggler == CT_STRAGGLER_STOP || o->on_straggler == CT_STRAGGLER_EXCLUDE) {
         run->straggler_stop = 1;
+        stop_event(g->host[rank], rank);
+    }
 }
 
 /* Every node's busy time per step in the window just gathered (its slowest rank's), and over the
@@ -170,21 +189,23 @@ static void judge(ct_run *run, struct ct_straggler *g)
         for (int j = 0; j < k; j++)
             g->mean[i] += g->hist[(size_t)i * (size_t)k + (size_t)j] / k;
     }
-    run->straggling_now[0] = '\0';
+    g->now[0] = '\0';
     if (g->filled < k || g->n_nodes < 3)
-        return;
+        goto out;
     med = median_of(g->mean, g->n_nodes);
     for (int i = 0; i < g->n_nodes; i++) {
         if (!(g->mean[i] > run->opt.straggler_factor * med))
             continue;
-        if (used + strlen(g->host[g->leader[i]]) + 2 < sizeof(run->straggling_now))
-            used += (size_t)snprintf(run->straggling_now + used, sizeof(run->straggling_now) - used, "%s%s",
+        if (used + strlen(g->host[g->leader[i]]) + 2 < sizeof(g->now))
+            used += (size_t)snprintf(g->now + used, sizeof(g->now) - used, "%s%s",
                                      used ? ";" : "", g->host[g->leader[i]]);
         if (!g->named[i]) {
             name_node(run, g, i, slowest[i], med);
             newly = 1;
         }
     }
+out:
+    ct_logger_set_stragglers(run, g->now);
     /* A row of metrics.csv at the step a node is named, whatever --log-every-n-steps. */
     if (newly)
         ct_logger_row(run, NAN, NULL, ct_optim_get_config(run->optim)->lr, NAN, NAN);
@@ -216,6 +237,21 @@ int ct_straggler_step(ct_run *run, double step_seconds, ct_error *err)
     g->wait_at_start = ct_strategy_exposed_comm_seconds(run->strategy);
     /* Its cost, for summary.json: the gather (a wait for a slower rank included, which the next
      * gradient exchange would otherwise have taken) and the judgement. */
-    run->straggler_seconds += ct_time_now() - t0;
+    g->seconds += ct_time_now() - t0;
     return 0;
+}
+
+int ct_straggler_count(const ct_run *run)
+{
+    return run->strag ? run->strag->n_stragglers : 0;
+}
+
+const struct ct_straggler_named *ct_straggler_at(const ct_run *run, int i)
+{
+    return run->strag && i >= 0 && i < run->strag->n_stragglers ? &run->strag->stragglers[i] : NULL;
+}
+
+double ct_straggler_seconds(const ct_run *run)
+{
+    return run->strag ? run->strag->seconds : 0;
 }

@@ -1,16 +1,20 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain — ct_run, what the Trainer hands the loops, and its options (ct_loop_options) and state.
  *
- * Internal to libctrain; the loops' functions are declared in engine/loops/loops.h.
+ * Internal to libctrain, in a folder of its own below the loops, the loggers, the checkpoint code
+ * and the fit's health checks: each of those reads a run, and the loops reach the others only
+ * through the run's callback table (engine/run/callbacks.h; the public side is
+ * include/ctrain/callback.h). The loops' functions are declared in engine/loops/loops.h.
  */
-#ifndef CTRAIN_LOOPS_RUN_H
-#define CTRAIN_LOOPS_RUN_H
+#ifndef CTRAIN_RUN_RUN_H
+#define CTRAIN_RUN_RUN_H
 
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #include "engine/data/sampler.h"
+#include "ctrain/callback.h"
 #include "ctrain/datamodule.h"
 #include "ctrain/dtype.h"
 #include "ctrain/error.h"
@@ -121,13 +125,7 @@ typedef struct ct_progress_state {
     ct_top_k_entry top_k[CT_TOP_K_MAX];
 } ct_progress_state;
 
-/* What an evaluation gives: mean loss per term, accuracy (NaN for a model without one) and the
- * model's own metrics (ct_model_info.metric_names), all over the whole split and every rank. */
-typedef struct ct_eval_result {
-    double loss, acc;
-    double metrics[CT_MODEL_MAX_METRICS];
-    double count;              /* loss terms evaluated (samples or tokens) */
-} ct_eval_result;
+/* ct_eval_result: what an evaluation gives (include/ctrain/callback.h). */
 
 /* The training loss of a model that keeps it on the device (ct_model_defers_loss): each step's is read
  * during the next step, once that step's forward is enqueued, or waited for at a drain point
@@ -163,9 +161,9 @@ typedef struct ct_run {
     int64_t ckpt_saves;
     double ckpt_blocking_s;
     double ckpt_end_wait_s;     /* of which the wait for the last asynchronous write, at the end */
-    FILE *metrics;             /* metrics.csv, global zero only */
-    int bar_active;            /* a progress bar line is on screen */
-    int use_bar, use_plain;    /* --progress: a live bar, or plain lines (neither: off) */
+    /* The loggers' state (metrics.csv, TensorBoard's file, the progress display), behind their
+     * handle (engine/loggers/loggers.h; NULL outside fit: they write nothing). */
+    struct ct_loggers *loggers;
     ct_error step_err;         /* filled by the grad-ready callback */
     int stop_enabled;          /* fit: look for stop signals at step boundaries */
     const ct_stop_flags *signals; /* the catcher's record (fit; NULL: none caught) */
@@ -184,22 +182,14 @@ typedef struct ct_run {
     int micro, window;
     int grads_on_host;         /* the model computes in host memory (accumulation, clipping, norms) */
     double last_grad_norm;     /* of the last optimizer step (before clipping); NaN: not measured */
-    struct ct_tb_writer *tb;   /* TensorBoard event file, global zero only (engine/loggers/tensorboard.c) */
-    /* Straggler detection (engine/health/fit/straggler.c): its state (NULL: off), the nodes named so far
-     * (for summary.json), those slow in the last window (metrics.csv's stragglers column), and
-     * whether --on-straggler stop ended the fit. */
+    /* Straggler detection (engine/health/fit/straggler.c): its state behind its handle (NULL: off;
+     * the nodes it named, for summary.json, through straggler.h), and whether --on-straggler stop
+     * or exclude ended the fit (every rank alike, after the same step). */
     struct ct_straggler *strag;
-#define CT_MAX_STRAGGLERS 8
-    struct ct_straggler_named {
-        char node[64];
-        int rank;              /* the node's slowest rank */
-        int64_t step;          /* the optimizer step it was named at */
-        double busy_ms, median_ms; /* its busy time per step, the median node's, in that window */
-    } stragglers[CT_MAX_STRAGGLERS];
-    int n_stragglers;
-    char straggling_now[256];
     int straggler_stop;
-    double straggler_seconds;   /* spent in the windows' gathers and judgement (summary.json) */
+    /* The callbacks the loops call (engine/run/callbacks.h), in the order they are called. */
+    ct_callback callbacks[CT_RUN_MAX_CALLBACKS];
+    int n_callbacks;
 } ct_run;
 
 #endif

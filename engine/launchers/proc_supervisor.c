@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "ctrain/util.h"
-#include "engine/launchers/supervisor.h"
+#include "engine/launchers/proc_supervisor.h"
 
 #define LINE_MAX_BYTES 4096
 #define DEFAULT_GRACE_S 5.0
@@ -99,7 +99,7 @@ struct sv {
     int *who;          /* for pfd[i]: rank * 3 + (0 stdout, 1 stderr, 2 report) */
 };
 
-int ct_supervisor_report(int fd, int rc, const ct_error *err, const void *result, size_t size)
+int ct_proc_supervisor_report(int fd, int rc, const ct_error *err, const void *result, size_t size)
 {
     struct report_hdr h;
 
@@ -730,7 +730,7 @@ static void sv_free(struct sv *sv)
             close(sv->relay[i]);
 }
 
-int ct_supervisor_run(const ct_launch_spec *spec, ct_rank_main_fn rank_main, void *arg,
+int ct_proc_supervisor_run(const ct_launch_spec *spec, ct_rank_main_fn rank_main, void *arg,
                       void *result, size_t result_size, ct_error *err)
 {
     struct sv sv;

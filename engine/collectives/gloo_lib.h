@@ -47,8 +47,12 @@ struct ct_gloo_msg {
  * part in about one run of three (t/39-ddp-sharded-gloo test 6; check-asan names the memcpy). */
 long ct_gloo_exchange_start(struct ct_gloo *g, const struct ct_gloo_msg *sends, int nsends,
                             const struct ct_gloo_msg *recvs, int nrecvs);
-/* In place: rank r's counts[r] floats, after those of the ranks before it, to every rank. */
-long ct_gloo_allgatherv_start(struct ct_gloo *g, float *buf, const size_t *counts);
+/* In place: rank r's counts[r] elements of esize bytes, after those of the ranks before it, to
+ * every rank. */
+long ct_gloo_allgatherv_start(struct ct_gloo *g, void *buf, const size_t *counts, size_t esize);
+/* send[size * count] summed over the ranks (esize 4: float, 8: double); this rank's block into
+ * recv[count]: pairs of messages, the sum in rank order (as ct_gloo_exchange_start's note says). */
+long ct_gloo_reduce_scatter_start(struct ct_gloo *g, const void *send, void *recv, size_t count, size_t esize);
 long ct_gloo_broadcast_start(struct ct_gloo *g, void *buf, size_t bytes, int root);
 /* Wait until every collective up to ticket has run (they complete in order). On failure: the
  * first error of the context (a collective after a failed one does not run) and, in *failed, the

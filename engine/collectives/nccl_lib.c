@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* NCCL collectives for ddp on cuda; see ddp_nccl.h. Status: compiled, not yet run on a GPU. */
+/* NCCL collectives for ddp on cuda; see nccl_lib.h. Status: compiled, not yet run on a GPU. */
 #ifdef CT_HAVE_CUDA
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +11,7 @@
 #include "ctrain/pmix.h"
 #include "ctrain/util.h"
 #include "engine/nn/cuda_device.h"
-#include "engine/strategies/ddp_nccl.h"
+#include "engine/collectives/nccl_lib.h"
 
 #define NCCL_ID_KEY "ctrain.nccl_unique_id"
 
@@ -210,6 +210,39 @@ int ct_nccl_allreduce_start(ct_nccl *n, float *buf, size_t count, ct_error *err)
     return settle(n, ncclAllReduce(buf, buf, count, ncclFloat, ncclAvg, n->comm, n->stream), "allreduce", err);
 }
 
+/* Order work on the collectives' stream after the compute stream's work so far. */
+static int after_compute(ct_nccl *n, const char *what, ct_error *err)
+{
+    cudaError_t e;
+
+    if ((e = cudaEventRecord(n->ready, n->compute)) != cudaSuccess ||
+        (e = cudaStreamWaitEvent(n->stream, n->ready, 0)) != cudaSuccess)
+        return cuda_fail(n, e, what, err);
+    return 0;
+}
+
+int ct_nccl_allgather_start(ct_nccl *n, float *buf, size_t count, int rank, ct_error *err)
+{
+    int rc;
+
+    if ((rc = after_compute(n, "ordering an all-gather after the compute stream", err)))
+        return rc;
+    /* In place: this rank's count floats at buf + rank * count (NCCL's in-place all-gather). */
+    return settle(n, ncclAllGather(buf + (size_t)rank * count, buf, count, ncclFloat, n->comm, n->stream),
+                  "all-gather", err);
+}
+
+int ct_nccl_reduce_scatter_start(ct_nccl *n, const float *send, float *recv, size_t count, ct_error *err)
+{
+    int rc;
+
+    if ((rc = after_compute(n, "ordering a reduce-scatter after the compute stream", err)))
+        return rc;
+    /* ncclAvg, as the allreduce: the mean over the ranks of this rank's block. */
+    return settle(n, ncclReduceScatter(send, recv, count, ncclFloat, ncclAvg, n->comm, n->stream), "reduce-scatter",
+                  err);
+}
+
 int ct_nccl_wait(ct_nccl *n, ct_error *err)
 {
     cudaError_t e;
@@ -256,7 +289,7 @@ void ct_nccl_free(ct_nccl *n)
     free(n);
 }
 #else /* no CUDA in this build: the cuda accelerator is not registered, so ddp never asks */
-#include "engine/strategies/ddp_nccl.h"
+#include "engine/collectives/nccl_lib.h"
 
 int ct_nccl_create(int rank, int world, double timeout_s, ct_tcpstore *store, ct_nccl **out, ct_error *err)
 {
@@ -277,6 +310,16 @@ int ct_nccl_allreduce_start(ct_nccl *n, float *buf, size_t count, ct_error *err)
 }
 
 int ct_nccl_wait(ct_nccl *n, ct_error *err)
+{
+    return ct_nccl_create(0, 1, 0, NULL, &n, err);
+}
+
+int ct_nccl_allgather_start(ct_nccl *n, float *buf, size_t count, int rank, ct_error *err)
+{
+    return ct_nccl_create(0, 1, 0, NULL, &n, err);
+}
+
+int ct_nccl_reduce_scatter_start(ct_nccl *n, const float *send, float *recv, size_t count, ct_error *err)
 {
     return ct_nccl_create(0, 1, 0, NULL, &n, err);
 }

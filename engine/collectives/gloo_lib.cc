@@ -33,7 +33,7 @@ extern "C" {
 #include "ctrain/error.h"
 #include "ctrain/tcpstore.h"
 }
-#include "engine/strategies/ddp_gloo.h"
+#include "engine/collectives/gloo_lib.h"
 
 namespace {
 
@@ -320,17 +320,75 @@ extern "C" long ct_gloo_exchange_start(struct ct_gloo *g, const struct ct_gloo_m
   });
 }
 
-extern "C" long ct_gloo_allgatherv_start(struct ct_gloo *g, float *buf, const size_t *counts) {
+extern "C" long ct_gloo_allgatherv_start(struct ct_gloo *g, void *buf, const size_t *counts, size_t esize) {
   auto ctx = g->context;
   std::vector<size_t> elements(counts, counts + ctx->size);
   uint32_t tag = g->tag++;
 
-  return submit(g, "an all-gather", [ctx, buf, elements, tag] {
+  return submit(g, "an all-gather", [ctx, buf, elements, esize, tag] {
     gloo::AllgathervOptions opts(ctx);
     // No input: this rank's part is in place in the output, as gloo's allgatherv allows.
-    opts.setOutput(buf, elements);
+    if (esize == 8) {
+      opts.setOutput(static_cast<double *>(buf), elements);
+    } else if (esize == 4) {
+      opts.setOutput(static_cast<float *>(buf), elements);
+    } else {
+      std::vector<size_t> bytes(elements);
+      for (auto &b : bytes)
+        b *= esize;
+      opts.setOutput(static_cast<uint8_t *>(buf), bytes);
+    }
     opts.setTag(tag);
     gloo::allgatherv(opts);
+  });
+}
+
+// The reduce-scatter as pairs of messages (not gloo's ReduceScatterHalvingDoubling: see
+// gloo_lib.h): each peer's block of send goes to it, the peers' blocks of this rank's arrive in a
+// scratch row each, then recv is their sum in rank order (the same order whatever arrived first).
+static const uint8_t kReduceScatterSlotPrefix = 0x7d;
+
+template <typename T>
+void sum_rows(void *recv, const void *own, const std::vector<char> &rows, int rank, int size, size_t count) {
+  T *out = static_cast<T *>(recv);
+  for (int q = 0; q < size; q++) {
+    const T *part = q == rank ? static_cast<const T *>(own)
+                              : reinterpret_cast<const T *>(rows.data()) + static_cast<size_t>(q < rank ? q : q - 1) * count;
+    for (size_t i = 0; i < count; i++)
+      out[i] = q == 0 ? part[i] : out[i] + part[i];
+  }
+}
+
+extern "C" long ct_gloo_reduce_scatter_start(struct ct_gloo *g, const void *send, void *recv, size_t count,
+                                             size_t esize) {
+  auto ctx = g->context;
+  uint32_t tag = g->tag++;
+
+  return submit(g, "a reduce-scatter", [ctx, send, recv, count, esize, tag] {
+    const uint64_t slot = gloo::Slot::build(kReduceScatterSlotPrefix, tag);
+    const int rank = ctx->rank, size = ctx->size;
+    const size_t block = count * esize;
+    std::vector<char> rows(static_cast<size_t>(size > 1 ? size - 1 : 1) * block + 1);
+    std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> rbufs, sbufs;
+    char *base = static_cast<char *>(const_cast<void *>(send));
+
+    for (int q = 0; q < size && block > 0; q++) {
+      if (q == rank)
+        continue;
+      rbufs.push_back(ctx->createUnboundBuffer(rows.data() + static_cast<size_t>(q < rank ? q : q - 1) * block, block));
+      rbufs.back()->recv(q, slot);
+      sbufs.push_back(ctx->createUnboundBuffer(base + static_cast<size_t>(q) * block, block));
+      sbufs.back()->send(q, slot);
+    }
+    for (auto &r : rbufs)
+      r->waitRecv(ctx->getTimeout());
+    for (auto &w : sbufs)
+      w->waitSend(ctx->getTimeout());
+    const void *own = base + static_cast<size_t>(rank) * block;
+    if (esize == 8)
+      sum_rows<double>(recv, own, rows, rank, size, count);
+    else
+      sum_rows<float>(recv, own, rows, rank, size, count);
   });
 }
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* NCCL for the ddp strategy on cuda (internal to libctrain). Without CUDA in the build every call
+/* NCCL on cuda (internal to libctrain; the nccl component, nccl.c, is its user). Without CUDA in the build every call
  * fails with CT_ENOTAVAIL (ddp never makes one: no accelerator there keeps device memory).
  *
  * One communicator over the job's ranks, bootstrapped through PMIx: rank 0 makes the
@@ -32,6 +32,11 @@ int ct_nccl_create(int rank, int world, double timeout_s, ct_tcpstore *store, ct
 int ct_nccl_broadcast(ct_nccl *n, float *buf, size_t count, int root, ct_error *err);
 /* Start averaging buf[count] (device memory) over the ranks, after the compute stream's work. */
 int ct_nccl_allreduce_start(ct_nccl *n, float *buf, size_t count, ct_error *err);
+/* Start an in-place all-gather of buf[world * count] (device memory): this rank's count floats at
+ * buf + rank * count, after the compute stream's work. */
+int ct_nccl_allgather_start(ct_nccl *n, float *buf, size_t count, int rank, ct_error *err);
+/* Start averaging send[world * count] over the ranks, this rank's block into recv[count]. */
+int ct_nccl_reduce_scatter_start(ct_nccl *n, const float *send, float *recv, size_t count, ct_error *err);
 /* Wait for every started allreduce; the compute stream is ordered after them. */
 int ct_nccl_wait(ct_nccl *n, ct_error *err);
 /* Destroy (or abort, after a failure) the communicator. NULL is fine. */

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* ddp_gloo.h in a ctrain built without gloo (make GLOO=0, or no libgloo-dev): there is never a
- * context (ddp's gloo_setup refuses backend gloo with a hint first), so nothing reaches these; they
- * exist so that ddp.c and ddp_sharded.c link, and each fails as a missing library would. */
+/* gloo_lib.h in a ctrain built without gloo (make GLOO=0, or no libgloo-dev): there is never a
+ * context (gloo.c's open refuses backend gloo with a hint first), so nothing reaches these; they
+ * exist so that gloo.c links, and each fails as a missing library would. */
 #ifndef CT_HAVE_GLOO
-#include "engine/strategies/ddp_gloo.h"
+#include "engine/collectives/gloo_lib.h"
 
 static int absent(ct_error *err)
 {
@@ -43,11 +43,22 @@ long ct_gloo_exchange_start(struct ct_gloo *g, const struct ct_gloo_msg *sends, 
     return 0;
 }
 
-long ct_gloo_allgatherv_start(struct ct_gloo *g, float *buf, const size_t *counts)
+long ct_gloo_allgatherv_start(struct ct_gloo *g, void *buf, const size_t *counts, size_t esize)
 {
     (void)g;
     (void)buf;
     (void)counts;
+    (void)esize;
+    return 0;
+}
+
+long ct_gloo_reduce_scatter_start(struct ct_gloo *g, const void *send, void *recv, size_t count, size_t esize)
+{
+    (void)g;
+    (void)send;
+    (void)recv;
+    (void)count;
+    (void)esize;
     return 0;
 }
 

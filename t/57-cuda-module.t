@@ -11,7 +11,7 @@ case ${CTRAIN_BUILD:-build} in
     *) B="$ROOT/${CTRAIN_BUILD:-build}" ;;
 esac
 CTRAIN="$B/ctrain"
-T=$(mktemp -d /tmp/ctrain-t56-XXXXXX)
+T=$(mktemp -d /tmp/ctrain-t57-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 n=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
