@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # ctrain — top-level build.
 #
-#   make            libctrain-core.a, libctrain.{a,so}, the ctrain CLI, the SPANK plugin
+#   make            libctrain-core.a, libctrain.{a,so}, the ctrain CLI, the SPANK plugin; with CUDA
+#                   (nvcc found, CUDA=1) also libctrain-cuda.so.0, the module libctrain loads when a
+#                   run uses CUDA (engine/accelerators/cuda_module.h), installed beside libctrain.so.0
 #   make demo       install missing Debian packages, build, train 5 epochs on Fashion-MNIST
 #   make examples   the user programs in examples/ (their own models), against the public API
 #   make test       build, then run every TAP test under t/ with prove
