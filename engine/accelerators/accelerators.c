@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The accelerators this build has, registered for ct_engine_init: cpu always, cuda in CUDA builds
- * (engine/accelerators/cuda.c, in libctrain-cuda.so.0, behind its loader). As the strategies (engine/strategies/strategies.c), an
- * implementation's ops carry no name: each is paired here with its descriptor
- * (engine/registry/accelerator_NAME.c) by symbol and registered under the descriptor's name, so the
- * name is written once and an implementation without a descriptor does not link. */
+ * (engine/accelerators/cuda.c, in libctrain-cuda.so.0, behind its loader cuda_module.c). As the
+ * strategies (engine/strategies/strategies.c), an implementation's ops carry no name: each is paired
+ * here with its descriptor (engine/registry/accelerator_NAME.c) by symbol and registered under the
+ * descriptor's name, so the name is written once and an implementation without a descriptor does
+ * not link. */
 #include "ctrain/registry.h"
 #include "engine/accelerators/accelerators.h"
 #include "engine/accelerators/cuda_module.h"

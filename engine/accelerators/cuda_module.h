@@ -48,7 +48,8 @@ struct ct_cuda_module {
     int (*nccl_broadcast)(struct ct_nccl *n, float *buf, size_t count, int root, ct_error *err);
     int (*nccl_allreduce_start)(struct ct_nccl *n, float *buf, size_t count, ct_error *err);
     int (*nccl_allgather_start)(struct ct_nccl *n, float *buf, size_t count, int rank, ct_error *err);
-    int (*nccl_reduce_scatter_start)(struct ct_nccl *n, const float *send, float *recv, size_t count, ct_error *err);
+    int (*nccl_reduce_scatter_start)(struct ct_nccl *n, const float *send, float *recv, size_t count,
+                                     ct_error *err);
     int (*nccl_wait)(struct ct_nccl *n, ct_error *err);
     void (*nccl_free)(struct ct_nccl *n);
 };
