@@ -215,7 +215,7 @@ int ct_tcpstore_bind_plan(const char *master, const char *bind, int num_nodes, i
                           ct_error *err)
 {
     struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *ai = NULL, *num = NULL;
-    int g, n_local = 0, n_loop = 0, literal;
+    int g = 0, n_local = 0, n_loop = 0, literal;
 
     memset(b, 0, sizeof(*b));
     if (bind && !strcmp(bind, "all")) {
