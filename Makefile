@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # ctrain — top-level build.
 #
-#   make            libctrain-core.a, libctrain.{a,so}, the ctrain CLI, the SPANK plugin
+#   make            libctrain-core.a, libctrain.{a,so}, the ctrain CLI, the SPANK plugin; with CUDA
+#                   (nvcc found, CUDA=1) also libctrain-cuda.so.0, the module libctrain loads when a
+#                   run uses CUDA (engine/accelerators/cuda_module.h), installed beside libctrain.so.0
 #   make demo       install missing Debian packages, build, train 5 epochs on Fashion-MNIST
 #   make examples   the user programs in examples/ (their own models), against the public API
 #   make test       build, then run every TAP test under t/ with prove
@@ -105,10 +107,21 @@ endif
 MODEL_DIRS := $(patsubst %/,%,$(sort $(wildcard engine/models/*/)))
 CORE_DIRS := engine/util engine/registry engine/connector engine/bind engine/health envs
 LIB_DIRS  := engine/events engine/supervise engine/nn engine/data engine/models $(MODEL_DIRS) engine/accelerators engine/collectives engine/strategies \
-             engine/launchers engine/checkpoint_io engine/checkpoint engine/health/fit engine/loggers engine/run engine/callbacks engine/loops engine/trainer pmix engine/store engine/slurm
+             engine/launchers engine/checkpoint_io engine/checkpoint engine/health/fit engine/loggers engine/run engine/callbacks engine/loops engine/trainer pmix engine/store engine/slurm \
+             engine/cuda
 
 CORE_SRC  := $(sort $(foreach d,$(CORE_DIRS),$(wildcard $(d)/*.c)))
-LIB_SRC   := $(sort $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
+# The CUDA module, libctrain-cuda.so.0 (engine/accelerators/cuda_module.h): libctrain and ctrain link
+# no CUDA library; everything that calls CUDA, cuBLAS or NCCL is loaded (dlopen) when first used. Its
+# sources are found, not listed: every .cu in a library folder (CU_SRC below), and every C file there
+# whose name says cuda or nccl and that is compiled for CUDA only (#ifdef CT_HAVE_CUDA: a file moved to
+# another library folder is still caught), except the loader (engine/accelerators/cuda_module*.c,
+# libctrain's). Plain C about CUDA or NCCL stays in libctrain: the GPT's host side (gpt_cuda_host.c,
+# which the unit tests check without a GPU), the collectives' nccl component (engine/collectives/
+# nccl.c, over the loader's ct_nccl_*). engine/cuda holds the table. Built only with CUDA=1.
+CUDA_MOD_C := $(filter-out engine/accelerators/cuda_module%,$(shell grep -l '^\#ifdef CT_HAVE_CUDA' \
+                $(sort $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*cuda*.c $(d)/*nccl*.c))) /dev/null))
+LIB_SRC   := $(filter-out $(CUDA_MOD_C),$(sort $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))))
 CLI_SRC   := $(sort $(wildcard engine/cli/*.c))
 # engine/slurm/exclude.c (a requeue without a bad node) is the plugin's as well as libctrain's: its
 # libslurm calls resolve in the srun or slurmstepd that loads the plugin.
@@ -117,10 +130,12 @@ TEST_SRC  := $(sort $(wildcard t/unit/test_*.c))
 TOOL_SRC  := $(sort $(wildcard t/tools/*.c))
 
 CU_SRC :=
+CUDA_LIBS :=
 ifeq ($(CUDA),1)
   CU_SRC      := $(sort $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cu)))
   LIB_CFLAGS  += -DCT_HAVE_CUDA=1 -isystem $(CUDA_HOME)/include
-  LIB_LIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lnccl -lcudart -lstdc++
+  # The module's own: libctrain and ctrain link none of them.
+  CUDA_LIBS   := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lnccl -lcudart -lstdc++
   # Explicit targets (no -arch=native: a build machine has no GPU): A100 and H100 machine code,
   # plus compute_90 PTX that the driver JIT-compiles for newer GPUs.
   CUDA_ARCH   ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
@@ -161,8 +176,8 @@ PROTO_H   := $(PROTO_SRC:%.proto=$(BUILD)/gen/%.pb-c.h)
 PROTO_OBJ := $(PROTO_SRC:%.proto=$(BUILD)/obj/%.pb-c.o)
 
 CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
-LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o) $(CC_SRC:%.cc=$(BUILD)/obj/%.cc.o) \
-             $(PROTO_OBJ)
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(CC_SRC:%.cc=$(BUILD)/obj/%.cc.o) $(PROTO_OBJ)
+CUDA_MOD_OBJ := $(if $(filter 1,$(CUDA)),$(CUDA_MOD_C:%.c=$(BUILD)/obj/%.o) $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o))
 CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 SPANK_OBJ := $(SPANK_SRC:%.c=$(BUILD)/obj/%.o)
 # ctrain-bind.so, the plugin's binding planner (spank/bind.h): built with the plugin.
@@ -177,13 +192,21 @@ LIB_SO   := $(BUILD)/libctrain.so
 CLI      := $(BUILD)/ctrain
 SPANK_SO := $(BUILD)/ctrain.so
 SPANK_BIND_SO := $(BUILD)/ctrain-bind.so
+CUDA_MOD_SO   := $(if $(CUDA_MOD_OBJ),$(BUILD)/libctrain-cuda.so.0)
+# The libctrain symbols the module uses, which a program linked with libctrain.a (ctrain, the tests)
+# exports for it (--dynamic-list): read from the module's undefined symbols, so nothing else is.
+# A linker script of EXTERN()s beside it makes the link take those members of libctrain.a that only
+# the module uses (the GPT's host side), which a static link would otherwise leave out.
+CUDA_DYNLIST  := $(if $(CUDA_MOD_SO),$(BUILD)/libctrain-cuda.dynlist)
+CUDA_EXTERN   := $(if $(CUDA_MOD_SO),$(BUILD)/libctrain-cuda.extern)
+CUDA_EXPORTS  := $(if $(CUDA_DYNLIST),-Wl$(comma)--dynamic-list=$(CUDA_DYNLIST))
 
 Q := $(if $(filter 1,$(V)),,@)
 
 .PHONY: all lib cli spank tests examples demo test test-cpus test-debian13 test-arm64 gpu-kit install uninstall deb dist rpm check-version clean check-layering check-asan fuzz fuzz-build ptxas-report
 all: lib cli spank tests examples
 
-lib: $(CORE_A) $(LIB_A) $(LIB_SO)
+lib: $(CORE_A) $(LIB_A) $(LIB_SO) $(CUDA_MOD_SO)
 cli: $(if $(CLI_SRC),$(CLI))
 spank: $(if $(SPANK_SRC),$(SPANK_SO) $(SPANK_BIND_SO))
 tests: $(TEST_BIN) $(TOOL_BIN) $(BUILD)/t/forge_env.so
@@ -191,7 +214,7 @@ tests: $(TEST_BIN) $(TOOL_BIN) $(BUILD)/t/forge_env.so
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@$(if $(filter 1,$(V)),,echo "  CC      $<")
-	$(Q)$(CC) $(ALL_CFLAGS) $(if $(filter $(CORE_SRC) $(SPANK_SRC) $(SPANK_BIND_SRC),$<),$(CORE_CFLAGS),$(LIB_CFLAGS)) $(if $(filter engine/nn/% engine/models/%,$<),$(NN_CFLAGS)) $(if $(filter $(CLI_SRC) $(SPANK_SRC) $(SPANK_BIND_SRC),$<),$(VERSION_DEF)) -c $< -o $@
+	$(Q)$(CC) $(ALL_CFLAGS) $(if $(filter $(CORE_SRC) $(SPANK_SRC) $(SPANK_BIND_SRC),$<),$(CORE_CFLAGS),$(LIB_CFLAGS)) $(if $(filter engine/nn/% engine/models/%,$<),$(NN_CFLAGS)) $(if $(filter $(CLI_SRC) $(SPANK_SRC) $(SPANK_BIND_SRC) $(CUDA_VERSIONED_SRC),$<),$(VERSION_DEF)) -c $< -o $@
 
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: %.proto
 	@mkdir -p $(BUILD)/gen
@@ -235,12 +258,22 @@ $(COMPONENTS_H): FORCE
 	    '#define CT_ENVS_REGISTERED(X) $(foreach e,$(ENV_REGISTERED_NAMES),X($(e)))' >$@.tmp
 	$(Q)if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv -f $@.tmp $@; fi
 # Existence first; the objects' .d files then name it where they include it.
-$(CORE_OBJ) $(LIB_OBJ) $(CLI_OBJ) $(SPANK_OBJ) $(SPANK_BIND_OBJ) $(TEST_BIN) $(TOOL_BIN): | $(COMPONENTS_H)
+$(CORE_OBJ) $(LIB_OBJ) $(CUDA_MOD_OBJ) $(CLI_OBJ) $(SPANK_OBJ) $(SPANK_BIND_OBJ) $(TEST_BIN) $(TOOL_BIN): | $(COMPONENTS_H)
 .PHONY: FORCE
 FORCE:
 
-# `ctrain --version` and the plugin's load message name the version.
-$(CLI_OBJ) $(SPANK_OBJ) $(SPANK_BIND_OBJ): VERSION
+# `ctrain --version` and the plugin's load message name the version; the CUDA module's table and
+# its loader too (a module from another build is refused).
+CUDA_VERSIONED_SRC := engine/accelerators/cuda_module.c engine/cuda/cuda_table.c
+$(CLI_OBJ) $(SPANK_OBJ) $(SPANK_BIND_OBJ) $(CUDA_VERSIONED_SRC:%.c=$(BUILD)/obj/%.o): VERSION
+# The loader's last place to look for the module is LIBDIR (an installed ctrain in BINDIR): written
+# into a header rewritten only when LIBDIR changes, so `make install LIBDIR=...` rebuilds the loader.
+CUDA_LIBDIR_H := $(BUILD)/gen/engine/accelerators/cuda_module_libdir.h
+$(CUDA_LIBDIR_H): FORCE
+	@mkdir -p $(dir $@)
+	$(Q)printf '/* Generated by the Makefile: LIBDIR, where make install puts libctrain-cuda.so.0. */\n#define CT_CUDA_MODULE_LIBDIR "%s"\n' '$(LIBDIR)' >$@.tmp
+	$(Q)if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv -f $@.tmp $@; fi
+$(BUILD)/obj/engine/accelerators/cuda_module.o: $(CUDA_LIBDIR_H)
 
 $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
@@ -266,9 +299,25 @@ $(LIB_SO): $(CORE_OBJ) $(LIB_OBJ)
 	@echo "  LD      $@"
 	$(Q)$(CC) -shared -Wl,-soname,libctrain.so.0 $(ALL_LDFLAGS) -o $@ $^ $(LIB_LIBS) $(CORE_LIBS)
 
-$(CLI): $(CLI_OBJ) $(LIB_A)
+$(CLI): $(CLI_OBJ) $(LIB_A) $(CUDA_EXTERN)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(CLI_OBJ) $(LIB_A) $(LIB_LIBS) $(CORE_LIBS)
+	$(Q)$(CC) $(ALL_LDFLAGS) $(CUDA_EXPORTS) -o $@ $(CLI_OBJ) $(CUDA_EXTERN) $(LIB_A) $(LIB_LIBS) $(CORE_LIBS)
+
+# libctrain-cuda.so.0 links the CUDA libraries (and what its objects use of libctrain's own
+# dependencies, --as-needed), not libctrain: its ct_* symbols resolve in the process that loads it
+# (libctrain.so, or the program linked with libctrain.a), so libctrain's state exists once. It exports
+# only its table (engine/accelerators/cuda_module.map).
+$(CUDA_MOD_SO): $(CUDA_MOD_OBJ) engine/accelerators/cuda_module.map
+	@echo "  LD      $@"
+	$(Q)$(CC) -shared -Wl,-soname,libctrain-cuda.so.0 $(ALL_LDFLAGS) -Wl,--version-script=engine/accelerators/cuda_module.map \
+	    -o $@ $(CUDA_MOD_OBJ) $(CUDA_LIBS) $(LIB_LIBS) $(CORE_LIBS)
+
+$(CUDA_DYNLIST): $(CUDA_MOD_SO)
+	$(Q){ echo '{'; nm -D --undefined-only $< | awk '$$2 ~ /^ct_/ && $$2 !~ /@/ { print "  " $$2 ";" }'; echo '};'; } >$@.tmp
+	$(Q)mv -f $@.tmp $@
+$(CUDA_EXTERN): $(CUDA_DYNLIST)
+	$(Q)sed -n 's/^  \(ct_[A-Za-z0-9_]*\);$$/EXTERN(\1)/p' $< >$@.tmp
+	$(Q)mv -f $@.tmp $@
 
 # The plugin links only libctrain-core and cJSON, and exports only the spank symbols. It is loaded
 # into srun, sbatch, salloc and every slurmstepd of a cluster that lists it, ctrain's steps or not:
@@ -284,20 +333,31 @@ $(SPANK_BIND_SO): $(SPANK_BIND_OBJ) $(CORE_A) spank/bind-helper/ctrain-bind.map
 	@echo "  LD      $@"
 	$(Q)$(CC) -shared $(ALL_LDFLAGS) -Wl,--version-script=spank/bind-helper/ctrain-bind.map -o $@ $(SPANK_BIND_OBJ) $(CORE_A) $(CORE_LIBS)
 
-$(BUILD)/t/%: t/unit/%.c $(LIB_A)
+$(BUILD)/t/%: t/unit/%.c $(LIB_A) $(CUDA_EXTERN)
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"
-	$(Q)$(CC) $(ALL_CFLAGS) $(LIB_CFLAGS) -fopenmp $(ALL_LDFLAGS) -o $@ $< $(LIB_A) $(TEST_LIBS) $(LIB_LIBS) $(CORE_LIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) $(LIB_CFLAGS) -fopenmp $(ALL_LDFLAGS) $(CUDA_EXPORTS) -o $@ $< $(CUDA_EXTERN) $(LIB_A) $(TEST_LIBS) $(LIB_LIBS) $(CORE_LIBS)
 
-$(BUILD)/t/%: t/tools/%.c $(LIB_A)
+$(BUILD)/t/%: t/tools/%.c $(LIB_A) $(CUDA_EXTERN)
 	@mkdir -p $(dir $@)
 	@echo "  TOOL    $@"
-	$(Q)$(CC) $(ALL_CFLAGS) $(LIB_CFLAGS) $(ALL_LDFLAGS) $(TOOL_LDFLAGS) -o $@ $< $(LIB_A) $(LIB_LIBS) $(CORE_LIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) $(LIB_CFLAGS) $(ALL_LDFLAGS) $(CUDA_EXPORTS) $(TOOL_LDFLAGS) -o $@ $< $(TOOL_OBJ) $(CUDA_EXTERN) $(LIB_A) $(TOOL_LIBS) $(LIB_LIBS) $(CORE_LIBS)
+
+# The tools that call CUDA, cuBLAS or NCCL themselves (named cuda or nccl: cuda_check, nccl_check,
+# gpt_cuda_check) link the module's objects, and export its table, which the loader then takes
+# instead of loading a second copy.
+CUDA_TOOL_BIN := $(if $(CUDA_MOD_OBJ),$(foreach t,$(TOOL_BIN),$(if $(findstring cuda,$(notdir $(t)))$(findstring nccl,$(notdir $(t))),$(t))))
+$(CUDA_TOOL_BIN): TOOL_OBJ := $(CUDA_MOD_OBJ)
+$(CUDA_TOOL_BIN): TOOL_LIBS := $(CUDA_LIBS)
+$(CUDA_TOOL_BIN): TOOL_LDFLAGS := -Wl,--export-dynamic-symbol=ct_cuda_module_v1
+$(CUDA_TOOL_BIN): $(CUDA_MOD_OBJ)
 
 # t/28 runs the store's peer in the Debian 13 root, which has none of Debian 12's libraries: it
 # needs only the C library (and the sanitizers' runtimes in build-asan, which --no-as-needed would
 # otherwise fill with every library libctrain links).
 $(BUILD)/t/tcpstore_peer: TOOL_LDFLAGS := -Wl,--as-needed
+$(BUILD)/t/tcpstore_peer: CUDA_EXTERN :=
+$(BUILD)/t/tcpstore_peer: CUDA_EXPORTS :=
 
 # t/48's stand-in for a modified srun: a SPANK plugin that rewrites the job's environment.
 # It is loaded into srun and slurmstepd, which are not ASan programs: never built with EXTRA_*FLAGS
@@ -495,6 +555,7 @@ install-cli: cli
 install-lib: lib
 	install -d $(DESTDIR)$(LIBDIR)
 	install -m 644 $(LIB_SO) $(DESTDIR)$(LIBDIR)/libctrain.so.0
+	$(if $(CUDA_MOD_SO),install -m 644 $(CUDA_MOD_SO) $(DESTDIR)$(LIBDIR)/libctrain-cuda.so.0)
 
 install-dev: lib
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR)/ctrain $(DESTDIR)$(PKGCONFIGDIR)
@@ -520,7 +581,8 @@ endif
 # The enabling link goes only when it is ours (an admin's own ctrain.conf stays).
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/ctrain $(DESTDIR)$(LIBDIR)/libctrain.a $(DESTDIR)$(LIBDIR)/libctrain-core.a \
-	      $(DESTDIR)$(LIBDIR)/libctrain.so $(DESTDIR)$(LIBDIR)/libctrain.so.0 $(DESTDIR)$(PKGCONFIGDIR)/ctrain.pc \
+	      $(DESTDIR)$(LIBDIR)/libctrain.so $(DESTDIR)$(LIBDIR)/libctrain.so.0 $(DESTDIR)$(LIBDIR)/libctrain-cuda.so.0 \
+	      $(DESTDIR)$(PKGCONFIGDIR)/ctrain.pc \
 	      $(DESTDIR)$(SLURM_PLUGINDIR)/ctrain.so $(DESTDIR)$(SLURM_PLUGINDIR)/ctrain-bind.so $(DESTDIR)$(SNIPPET) $(DESTDIR)$(MANDIR)/man8/ctrain-spank.8
 	if [ "$$(readlink $(DESTDIR)$(SNIPPET_LINK))" = "$(SNIPPET)" ]; then rm -f $(DESTDIR)$(SNIPPET_LINK); fi
 	rm -rf $(DESTDIR)$(INCLUDEDIR)/ctrain

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Where there is no CUDA device (or no CUDA in the build): --accelerator cuda is refused with the
 # reason before anything runs, auto picks cpu and says why; libctrain-core stays CUDA-free and only
-# libctrain/ctrain link the CUDA libraries; t/tools/nccl_check skips all its tests with the reason.
+# the module libctrain-cuda.so.0 links the CUDA libraries (t/57); t/tools/nccl_check skips all its
+# tests with the reason.
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B="$ROOT/${CTRAIN_BUILD:-build}"
 CTRAIN="$B/ctrain"
@@ -17,9 +18,10 @@ echo "1..8"
 # 1-2: the build's separation holds with or without a GPU.
 check '! nm -A "$B/libctrain-core.a" 2>/dev/null | grep -Eiq " [UTDB] _*(cuda|cublas|nccl)"' \
     "libctrain-core.a neither defines nor needs a CUDA, cuBLAS or NCCL symbol"
-if nm "$B/libctrain.a" 2>/dev/null | grep -q " T ct_mlp_cuda_create"; then
-    check 'ldd "$CTRAIN" | grep -q libcudart && ldd "$CTRAIN" | grep -q libcublas' \
-        "a CUDA build links ctrain with the CUDA runtime and cuBLAS"
+if [ -e "$B/libctrain-cuda.so.0" ]; then
+    check '! ldd "$CTRAIN" | grep -Eq "libcudart|libcublas|libnccl" &&
+           ldd "$B/libctrain-cuda.so.0" | grep -q libcudart && ldd "$B/libctrain-cuda.so.0" | grep -q libcublas' \
+        "a CUDA build: ctrain links no CUDA library, its module libctrain-cuda.so.0 the runtime and cuBLAS"
 else
     check '! ldd "$CTRAIN" | grep -Eq "libcudart|libcublas|libnccl"' "a build without CUDA links no CUDA library"
 fi

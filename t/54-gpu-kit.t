@@ -22,7 +22,7 @@ check() { if eval "$1"; then ok "$2"; else nok "$2" "${3:-}"; fi; }
 N=14
 skip_all() { echo "1..0 # SKIP $1"; exit 0; }
 
-nm "$B/libctrain.a" 2>/dev/null | grep -q ' T ct_mlp_cuda_create' || skip_all "$B is not a CUDA build (the kit is one)"
+[ -f "$B/libctrain-cuda.so.0" ] || skip_all "$B is not a CUDA build (the kit is one)"
 [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || skip_all "dataset-fashion-mnist not installed"
 command -v ompi_info >/dev/null || skip_all "no ompi_info (openmpi-bin)"
 UNSHARE="unshare -m"
@@ -38,11 +38,11 @@ check '[ $rc -eq 0 ] && [ -s "$T/kit.tar.xz" ]' \
     "gpu-kit packs the suite's build in $(($(date +%s) - t0)) s: $(sed -n 's/.*: \([0-9]* KiB.*\)/\1/p' "$T/kit.out")" "$T/kit.out"
 mkdir "$T/x" && xz -dc "$T/kit.tar.xz" | tar -C "$T/x" -xf -
 K="$T/x/ctrain-gpukit"
-check '[ -x "$K/build/ctrain" ] && [ -x "$K/build/t/cuda_check" ] && [ -x "$K/build/t/nccl_check" ] &&
+check '[ -x "$K/build/ctrain" ] && [ -f "$K/build/libctrain-cuda.so.0" ] && [ -x "$K/build/t/cuda_check" ] && [ -x "$K/build/t/nccl_check" ] &&
        [ -f "$K/data/fashion-mnist/t10k-labels-idx1-ubyte.gz" ] && [ -f "$K/data/gpt/train.bin" ] && [ -f "$K/env.sh" ] &&
        [ -f "$K/lib/libmpi.so.40" ] && [ -f "$K/lib/libdnnl.so.2" ] && ls "$K/openmpi/lib" | grep -q "^mca_" &&
        ! ls "$K/lib" | grep -Eq "^(libc|libm|ld-linux|libcuda|libcudart|libcublas|libnccl)[.-]"' \
-    "the kit holds ctrain, the CUDA tools, the data, Open MPI's components and the Debian libraries, not glibc's or CUDA's" \
+    "the kit holds ctrain, its CUDA module, the CUDA tools, the data, Open MPI's components and the Debian libraries, not glibc's or CUDA's" \
     "$K/MANIFEST"
 
 # What to hide: every system file of a library the kit carries, and Open MPI's and PMIx's folders.
@@ -53,7 +53,7 @@ done | sort -u >"$T/hide.files"
 pmix=$(dirname "$(dirname "$(readlink -f "$(ldd "$B/ctrain" | awk '$1 == "libpmix.so.2" { print $3 }')")")")
 { for p in pkglibdir pkgdatadir sysconfdir; do ompi_info --path $p | sed 's/.*: *//'; done; echo "$pmix"; } >"$T/hide.dirs"
 # The CUDA toolkit's library folder (hidden last: ctrain needs it until then).
-dirname "$(readlink -f "$(ldd "$B/ctrain" | awk '$1 == "libcudart.so.13" { print $3 }')")" >"$T/cuda.dir"
+dirname "$(readlink -f "$(ldd "$B/libctrain-cuda.so.0" | awk '$1 == "libcudart.so.13" { print $3 }')")" >"$T/cuda.dir"
 
 cat >"$T/inner.sh" <<'EOF'
 # In the namespace: hide, then run from the kit. $1: the test's folder, $2: the kit, $3: the checkout.

@@ -29,6 +29,10 @@ my %level = (
     # strategy, above what they use (the PMIx client, the TCPStore, the environments' layout).
     collectives => 5,
     strategies => 6,
+    # The CUDA module's table (engine/cuda, in libctrain-cuda.so.0): it gathers the cuda accelerator,
+    # the models' cuda implementations and NCCL (engine/collectives/nccl_lib.h), so it sits above
+    # them; nothing includes it (libctrain finds it with dlsym: engine/accelerators/cuda_module.h).
+    cuda => 6.5,
     # engine/run: ct_run, its options and counters (run.h), and its callback table (callbacks.h,
     # the public side include/ctrain/callback.h): what the Trainer hands the loops, typed below the
     # loops, the loggers, the checkpoint code and the fit's health checks, which all read a run.

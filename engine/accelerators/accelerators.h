@@ -8,10 +8,12 @@
 
 extern const struct ct_accelerator_ops ct_accelerator_cpu;
 #ifdef CT_HAVE_CUDA
+/* The CUDA module's (engine/accelerators/cuda.c); libctrain registers the loader's ops instead. */
 extern const struct ct_accelerator_ops ct_accelerator_cuda;
 #endif
 
-/* Register the accelerators this build has (cpu; cuda in CUDA builds) with the registry. */
+/* Register the accelerators this build has (cpu; cuda in CUDA builds, and the models' cuda
+ * implementations: both through the CUDA module's loader, cuda_module.h) with the registry. */
 void ct_accelerators_register(void);
 
 #endif

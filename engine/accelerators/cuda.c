@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The cuda accelerator: NVIDIA GPUs through the CUDA runtime, one process per GPU.
  *
- * Compiled only when the CUDA toolkit is present (CT_HAVE_CUDA). Nothing here runs at start-up:
+ * In the CUDA module libctrain-cuda.so.0 (CT_HAVE_CUDA builds; cuda_module.h), which libctrain loads
+ * on the first question about cuda. Nothing here runs at start-up:
  * ct_engine_init() only registers the ops. Availability and the device count are asked in a child
  * process (see probe()), so the process that runs the connector stays CUDA-free until set_device.
  * On a machine without the driver (no libcuda.so.1) the answer is the reason the connector prints.

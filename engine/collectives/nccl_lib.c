@@ -288,41 +288,4 @@ void ct_nccl_free(ct_nccl *n)
         cudaStreamDestroy(n->stream);
     free(n);
 }
-#else /* no CUDA in this build: the cuda accelerator is not registered, so ddp never asks */
-#include "engine/collectives/nccl_lib.h"
-
-int ct_nccl_create(int rank, int world, double timeout_s, ct_tcpstore *store, ct_nccl **out, ct_error *err)
-{
-    (void)store;
-    *out = NULL;
-    ct_error_set(err, CT_ENOTAVAIL, "accelerator-not-available", "this build of ctrain has no NCCL (no CUDA support)");
-    return ct_error_hint(err, "rebuild with the CUDA toolkit installed (make CUDA=1), or use --accelerator cpu");
-}
-
-int ct_nccl_broadcast(ct_nccl *n, float *buf, size_t count, int root, ct_error *err)
-{
-    return ct_nccl_create(0, 1, 0, NULL, &n, err);
-}
-
-int ct_nccl_allreduce_start(ct_nccl *n, float *buf, size_t count, ct_error *err)
-{
-    return ct_nccl_create(0, 1, 0, NULL, &n, err);
-}
-
-int ct_nccl_wait(ct_nccl *n, ct_error *err)
-{
-    return ct_nccl_create(0, 1, 0, NULL, &n, err);
-}
-
-int ct_nccl_allgather_start(ct_nccl *n, float *buf, size_t count, int rank, ct_error *err)
-{
-    return ct_nccl_create(0, 1, 0, NULL, &n, err);
-}
-
-int ct_nccl_reduce_scatter_start(ct_nccl *n, const float *send, float *recv, size_t count, ct_error *err)
-{
-    return ct_nccl_create(0, 1, 0, NULL, &n, err);
-}
-
-void ct_nccl_free(ct_nccl *n) { }
 #endif

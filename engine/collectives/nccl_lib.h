@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* NCCL on cuda (internal to libctrain; the nccl component, nccl.c, is its user). Without CUDA in the build every call
- * fails with CT_ENOTAVAIL (ddp never makes one: no accelerator there keeps device memory).
+/* NCCL on cuda (nccl_lib.c is in the CUDA module libctrain-cuda.so.0; the nccl component, nccl.c, is
+ * its user in libctrain, through the loader's functions of these names: engine/accelerators/
+ * cuda_module_nccl.c). Without CUDA in the build every call fails with CT_ENOTAVAIL (ddp never makes
+ * one: no accelerator there keeps device memory).
  *
  * One communicator over the job's ranks, bootstrapped through PMIx: rank 0 makes the
  * ncclUniqueId and puts it in the PMIx key-value store, a fence publishes it, every rank gets it

@@ -63,7 +63,7 @@ static const ct_registry_entry *probed_accelerator(void)
 }
 
 /* 1, 0, or -1 when unknown (the SPANK plugin on a login node). */
-static int cuda_available(const ct_connector_context *ctx, char *why, size_t size)
+static int cuda_available(const ct_connector_context *ctx, int explicit, char *why, size_t size)
 {
     const ct_registry_entry *cuda = probed_accelerator();
     const struct ct_accelerator_ops *ops = cuda ? cuda->ops : NULL;
@@ -77,6 +77,10 @@ static int cuda_available(const ct_connector_context *ctx, char *why, size_t siz
         snprintf(why, size, "this build of ctrain has no CUDA support (built without the CUDA toolkit)");
         return 0;
     }
+    /* Auto-detection looks for the driver first: a CPU node answers without loading CUDA's
+     * libraries (libctrain-cuda.so.0); --accelerator cuda asks the accelerator itself. */
+    if (!explicit && ops->is_present && !ops->is_present(why, size))
+        return 0;
     return ops->is_available(why, size);
 }
 
@@ -93,9 +97,16 @@ static int cuda_device_count(const ct_connector_context *ctx)
 static int choose_accelerator(const ct_final_flags *ff, const ct_connector_context *ctx, ct_plan *plan,
                               ct_error *err)
 {
-    char why[160];
-    int avail = cuda_available(ctx, why, sizeof(why));
+    char why[600];
+    int avail;
 
+    /* An accelerator named that is not probed (cpu) needs no question about CUDA. */
+    if (ff->accelerator && !ff->accelerator->probe_devices) {
+        snprintf(plan->accelerator, sizeof(plan->accelerator), "%s", ff->accelerator->name);
+        keep_source(plan, ff, CT_PLAN_ACCELERATOR);
+        return 0;
+    }
+    avail = cuda_available(ctx, ff->accelerator != NULL, why, sizeof(why));
     if (ff->accelerator) {
         snprintf(plan->accelerator, sizeof(plan->accelerator), "%s", ff->accelerator->name);
         keep_source(plan, ff, CT_PLAN_ACCELERATOR);

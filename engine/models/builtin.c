@@ -17,8 +17,6 @@ void ct_models_register_builtin(void)
 {
     CT_MODELS(REGISTER_MODEL)
     CT_DATAMODULES(REGISTER_DATAMODULE)
-#ifdef CT_HAVE_CUDA
-    ct_model_register_impl(ct_model_mlp_desc[0].name, ct_accelerator_cuda_desc[0].name, ct_mlp_cuda_model_create);
-    ct_model_register_impl(ct_model_gpt_desc[0].name, ct_accelerator_cuda_desc[0].name, ct_gpt_cuda_model_create);
-#endif
+    /* Their cuda implementations are the CUDA module's, registered beside the cuda accelerator
+     * (engine/accelerators/accelerators.c) through its loader. */
 }

@@ -18,6 +18,7 @@ struct ct_gpt;
 struct ct_gpt *ct_gpt_model_gpt(const ct_model *m);
 
 #ifdef CT_HAVE_CUDA
+/* In the CUDA module (engine/accelerators/cuda_module.h), reached through its table. */
 /* The MLP on the current CUDA device (engine/models/mlp_cuda_model.c). */
 int ct_mlp_cuda_model_create(ct_model *host, const ct_model_placement *where, ct_model **out, ct_error *err);
 /* The GPT on the current CUDA device (engine/models/gpt_cuda_model.c; not yet run on a GPU: the
@@ -36,8 +37,8 @@ void ct_model_set_views(ct_model *m, enum ct_dtype dtype, void *params, void *gr
 int ct_model_check_gemm_dtype(const char *model, const char *id, enum ct_dtype param, enum ct_dtype gemm,
                               ct_error *err);
 
-/* Register the built-in models and data modules with the registry, and the models' device
- * implementations that this build has (the MLP and the GPT on cuda in CUDA builds). */
+/* Register the built-in models and data modules with the registry (their cuda implementations,
+ * in the CUDA module libctrain-cuda.so.0, are registered by ct_accelerators_register). */
 void ct_models_register_builtin(void);
 
 #endif

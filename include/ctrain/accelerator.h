@@ -45,6 +45,10 @@ struct ct_accelerator_ops {
      * shared among its ranks unless the user chose; is_zero: this rank prints the notes. Returns
      * the threads each rank computes on (recorded in checkpoints). NULL: the host is left as is, 0. */
     int (*host_threads_setup)(int world, int nodes, int is_zero);
+    /* Optional, for a probed accelerator (cuda): whether its driver is here at all, without loading
+     * the device's libraries (cuda: libcuda.so.1, not libctrain-cuda.so.0 and cuBLAS). Auto-
+     * detection asks it first and stops at 0, with the reason in why; NULL: is_available only. */
+    int (*is_present)(char *why, size_t why_size);
 };
 
 #endif
