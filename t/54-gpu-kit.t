@@ -23,6 +23,10 @@ N=14
 skip_all() { echo "1..0 # SKIP $1"; exit 0; }
 
 [ -f "$B/libctrain-cuda.so.0" ] || skip_all "$B is not a CUDA build (the kit is one)"
+# make check-asan's build: a kit of it would never be carried to a GPU machine (and with the CUDA
+# module and the sanitizers' runtimes it is over the 64 MiB a kit may be); make test packs its own.
+ldd "$B/ctrain" 2>/dev/null | grep -q 'libasan' &&
+    skip_all "$B is a sanitizer build: the kit is made and checked from make test's build"
 [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || skip_all "dataset-fashion-mnist not installed"
 command -v ompi_info >/dev/null || skip_all "no ompi_info (openmpi-bin)"
 UNSHARE="unshare -m"

@@ -260,6 +260,8 @@ static int prefix(const struct mpi *m, long ticket)
 
 static void drop(struct mpi *m, int k)
 {
+    if (k <= 0)
+        return; /* nothing started: the arrays may not exist (memmove from NULL is undefined) */
     for (int i = 0; i < k; i++)
         free(m->scratch[i]);
     memmove(m->reqs, m->reqs + k, (size_t)(m->n - k) * sizeof(*m->reqs));
