@@ -519,13 +519,30 @@ static void drain(struct sv *sv)
 
 /* ---------------------------------------------------------------- outcome */
 
+/* The PMIx server is stopped only after the ranks: one that ended before is why a rank could not
+ * start (MPI_Init's PMIx connection), and the rank's own words do not say so. */
+static void server_note(const struct sv *sv, char *buf, size_t size)
+{
+    char sig[32];
+
+    buf[0] = '\0';
+    if (!sv->server_dead)
+        return;
+    if (WIFSIGNALED(sv->server_status))
+        snprintf(buf, size, "; the PMIx server process (pid %ld) had been killed by signal %s",
+                 (long)sv->server_pid, sig_name(WTERMSIG(sv->server_status), sig, sizeof(sig)));
+    else
+        snprintf(buf, size, "; the PMIx server process (pid %ld) had exited with status %d",
+                 (long)sv->server_pid, WEXITSTATUS(sv->server_status));
+}
+
 static int describe_failure(const struct sv *sv, ct_error *err)
 {
     const struct rank *rk = &sv->ranks[sv->failed];
     const struct report_hdr *h = rank_report(rk);
     int st = rk->status;
     int code = sv->stopped_by ? CT_EINTR : CT_ECOMM;
-    char how[128], sig[32], after[96] = "";
+    char how[128], sig[32], after[96] = "", server[128];
 
     if (sv->stopped_by)
         snprintf(after, sizeof(after), sv->from_terminal ? " after %s from the terminal" :
@@ -554,9 +571,14 @@ static int describe_failure(const struct sv *sv, ct_error *err)
         snprintf(how, sizeof(how), "was killed by signal %s", sig_name(WTERMSIG(st), sig, sizeof(sig)));
     else
         snprintf(how, sizeof(how), "exited with status %d", WEXITSTATUS(st));
-    ct_error_set(err, code, "rank-failed", "rank %d %s (pid %ld)%s; the other %d rank%s %s stopped",
+    server_note(sv, server, sizeof(server));
+    ct_error_set(err, code, "rank-failed", "rank %d %s (pid %ld)%s; the other %d rank%s %s stopped%s",
                  sv->failed, how, (long)rk->pid, after, sv->n - 1, sv->n == 2 ? "" : "s",
-                 sv->n == 2 ? "was" : "were");
+                 sv->n == 2 ? "was" : "were", server);
+    if (server[0])
+        return ct_error_hint(err, "the ranks reach each other through that server: without it "
+                                  "MPI_Init fails ('Unreachable'); rank %d's output above says more",
+                             sv->failed);
     return ct_error_hint(err, "rank %d's output above says why; rank 0 writes as is, the others "
                               "with a '[rank N]' prefix", sv->failed);
 }
