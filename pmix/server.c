@@ -342,6 +342,10 @@ static void server_main(int nprocs, const char *tmpdir, const char *nspace, int 
         _exit(1);
     signal(SIGINT, SIG_IGN);
     signal(SIGUSR1, SIG_IGN);
+    /* libpmix writes to its clients' sockets without MSG_NOSIGNAL (Linux has no SO_NOSIGPIPE): a
+     * rank that dies while the server answers it would take the server, and with it every other
+     * rank, down with SIGPIPE. The write's EPIPE is libpmix's lost connection instead. */
+    signal(SIGPIPE, SIG_IGN);
     signal(SIGTERM, SIG_DFL);
     signal(SIGCHLD, SIG_DFL);
     sigemptyset(&none);

@@ -9,7 +9,7 @@
 # a child forked after one ran, so the workers compute on one thread, with a note, and do not hang.
 . "$(dirname "$0")/lib/launch.sh"
 . "$(dirname "$0")/lib/ddp.sh"
-N=16
+N=17
 
 make_data || skip_all $N "dataset-fashion-mnist not installed"
 echo "1..$N"
@@ -99,18 +99,19 @@ fault subprocess sub_rank '^ctrain: error: rank 1 was killed by signal SIGKILL' 
 fault ddp_fork fork_rank_of_p 'rank 1 was killed by signal SIGKILL' \
     "$B/fit_fork" "$tmp/data" "$tmp/f.ddp_fork" 2 200
 
-# 14-16: ddp_fork's PMIx server process (the caller's oldest child: it is forked before the ranks)
+# 14-17: ddp_fork's PMIx server process (the caller's oldest child: it is forked before the ranks)
 # killed as soon as the ranks appear (they are then in MPI_Init, which cannot finish without it),
 # and at a random moment of the next second and a half (before, during or after MPI_Init): each
 # time a non-zero exit whose message names the server and the signal, not only a rank's exit
-# status, and no rank or server left behind.
+# status; SIGPIPE to it changes nothing; no rank or server left behind.
 oldest_child() {
     for p in $(pgrep -P "$1"); do
         st=$({ sed 's/^.*) //' "/proc/$p/stat" | cut -d' ' -f20; } 2>/dev/null)
         [ -n "$st" ] && echo "$st $p"
     done | sort -n | head -1 | cut -d' ' -f2
 }
-# kill_server LABEL DELAY: run fit_fork, SIGKILL its server DELAY seconds after the ranks appear
+# kill_server LABEL DELAY [SIGNAL]: run fit_fork, signal (SIGKILL) its server DELAY seconds after
+# the ranks appear; rc, S (the server's pid) and kids are left for the caller
 kill_server() {
     "$B/fit_fork" "$tmp/data" "$tmp/$1" 2 3 >"$tmp/$1.out" 2>&1 &
     P=$!
@@ -123,21 +124,31 @@ kill_server() {
     done
     kids="$kids $(pgrep -P $P)"
     sleep "$2"
-    [ -n "$S" ] && kill -9 "$S" 2>/dev/null
+    [ -n "$S" ] && kill -"${3:-KILL}" "$S" 2>/dev/null
     tries=0
     while kill -0 $P 2>/dev/null && [ $tries -lt 300 ]; do sleep 0.1; tries=$((tries + 1)); done
     kill -9 $P 2>/dev/null
     wait $P
     rc=$?
+}
+# killed LABEL WHEN: after kill_server LABEL: a failure that names the server and SIGKILL
+killed() {
     [ -n "$S" ] && [ $rc -ne 0 ] && grep -q "PMIx server process (pid $S)" "$tmp/$1.out" &&
         grep -q "SIGKILL\|wait status 0x9" "$tmp/$1.out"
-    ok $? "ddp_fork: the PMIx server killed $3: exit $rc, the message names the server (pid $S) and SIGKILL" ||
+    ok $? "ddp_fork: the PMIx server killed $2: exit $rc, the message names the server (pid $S) and SIGKILL" ||
         diag "$tmp/$1.out"
 }
 kids=""
-kill_server s0 0 "as the ranks start"
+kill_server s0 0
+killed s0 "as the ranks start"
 delay=$(( $(od -An -N2 -tu2 /dev/urandom) % 1500 ))
-kill_server s1 "$(printf '%d.%03d' $((delay / 1000)) $((delay % 1000)))" "${delay} ms after the ranks start"
+kill_server s1 "$(printf '%d.%03d' $((delay / 1000)) $((delay % 1000)))"
+killed s1 "${delay} ms after the ranks start"
+# 16: SIGPIPE (what libpmix's write to a rank that died raises) leaves the server serving
+kill_server s2 0 PIPE
+[ -n "$S" ] && [ $rc -eq 0 ] && grep -q "^fit_fork: result filled 1 world_size 2 steps " "$tmp/s2.out"
+ok $? "ddp_fork: SIGPIPE to the PMIx server (pid $S) as the ranks start: the run finishes (exit $rc)" ||
+    diag "$tmp/s2.out"
 sleep 0.5
 left=""
 for k in $kids; do kill -0 "$k" 2>/dev/null && left="$left $k"; done
