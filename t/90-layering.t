@@ -311,7 +311,7 @@ my @inj_rank = rank_getenv(%inj_ranks);
 my $caught41 = (grep { m{strategies\.c: list\[4\]} } @inj_hand) && (grep { m{registry\.c: entries\[MAX_ENTRIES\]} } @inj_hand) &&
                (grep { m{ddp\.c: .*CT_VAR_RANK} } @inj_rank) && keys(%strategy_src) > 5;
 
-print "1..45\n";
+print "1..47\n";
 print(($edges > 20 ? "ok" : "not ok") . " 1 - read $edges includes in " . scalar(@files) . " files\n");
 if (@bad) {
     print "not ok 2 - layering holds\n";
@@ -1080,5 +1080,39 @@ sub backend_branches {
     $inj{'engine/strategies/ddp.c'} = "#include <mpi.h>\n" . ("\n" x 600) . "    if (d->gloo)\n        return 0;\n";
     my @inj = backend_branches(%inj);
     print((@inj == 3 ? "ok" : "not ok") . " 45 - check 44 fails on an MPI include, a gloo branch and a ddp.c of 600 lines more\n");
+    print "# injected: $_\n" for @inj;
+}
+
+# --- each function declared once (issue 51, smaller items) ---------------------------------------
+# A function of ctrain's (ct_*) has one prototype among the headers of engine/, envs/, pmix/ and
+# include/ctrain: two copies drift apart unseen (ct_nccl_* were declared both in nccl_lib.h and in
+# the CUDA module's header). A file-static or a macro is not a prototype; a function pointer member
+# (`(*name)(`) is not one either.
+sub twice_declared {
+    my (%src) = @_;
+    my (%where, @bad);
+    for my $f (sort grep { /\.h$/ } keys %src) {
+        my $text = strip_comments($src{$f});
+        $text =~ s/^\s*#[^\n]*(?:\\\n[^\n]*)*//mg;
+        while ($text =~ /^[A-Za-z_][\w \t*]*?\b(ct_\w+)\s*\(/mg) {
+            push @{$where{$1}}, $f;
+        }
+    }
+    for my $name (sort keys %where) {
+        my @at = @{$where{$name}};
+        push @bad, "$name: declared in " . join(', ', @at) if @at > 1;
+    }
+    return @bad;
+}
+{
+    my %src = slurp(grep { /\.h$/ } @files);
+    my @bad = twice_declared(%src);
+    print((@bad ? "not ok" : "ok") . " 46 - every ct_* function is declared in one header (" . scalar(keys %src) . " headers)\n");
+    print "# $_\n" for @bad;
+    my %inj = %src;
+    $inj{'engine/accelerators/cuda_module.h'} .= "\nint ct_nccl_wait(ct_nccl *n, ct_error *err);\n";
+    my @inj = twice_declared(%inj);
+    print((@inj == 1 && $inj[0] =~ /^ct_nccl_wait: /? "ok" : "not ok") .
+          " 47 - check 46 fails on ct_nccl_wait declared again in cuda_module.h\n");
     print "# injected: $_\n" for @inj;
 }
