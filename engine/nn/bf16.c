@@ -46,10 +46,9 @@ void ct_bf16_round_array(const float *in, float *out, size_t n)
 {
 #pragma omp parallel if (n >= 65536)
     {
-        size_t lo, hi;
+        size_t lo, k = ct_thread_share(n, 16, &lo);
 
-        ct_thread_share(n, 16, &lo, &hi);
-        if (lo < hi)
-            round_range(in + lo, out + lo, hi - lo);
+        if (k)
+            round_range(in + lo, out + lo, k);
     }
 }

@@ -83,11 +83,10 @@ void ct_bf16_pack(const float *in, uint16_t *out, size_t n)
     /* on the OpenMP team, each thread a range cut at multiples of 32 (64 bytes of output) */
 #pragma omp parallel if (n >= 65536)
     {
-        size_t lo, hi;
+        size_t lo, k = ct_thread_share(n, 32, &lo);
 
-        ct_thread_share(n, 32, &lo, &hi);
-        if (lo < hi)
-            bf16_pack_range(in + lo, out + lo, hi - lo);
+        if (k)
+            bf16_pack_range(in + lo, out + lo, k);
     }
 }
 
@@ -105,11 +104,10 @@ static void bf16_widen_range(const uint16_t *restrict in, float *restrict out, s
 /* This thread's share of in[n] widened into out, cut at multiples of 32. */
 static void widen_share(const uint16_t *in, float *out, size_t n)
 {
-    size_t lo, hi;
+    size_t lo, k = ct_thread_share(n, 32, &lo);
 
-    ct_thread_share(n, 32, &lo, &hi);
-    if (lo < hi)
-        bf16_widen_range(in + lo, out + lo, hi - lo);
+    if (k)
+        bf16_widen_range(in + lo, out + lo, k);
 }
 
 /* a[na] and b[nb] widened from A and B, in one region of the team when large and not already

@@ -196,11 +196,10 @@ void ct_optim_step(ct_optim *o, void *params, const void *grads)
     o->steps++;
 #pragma omp parallel if (o->n >= 65536)
     {
-        size_t lo, hi;
+        size_t lo, k = ct_thread_share(o->n, 16, &lo);
 
-        ct_thread_share(o->n, 16, &lo, &hi);
-        if (lo < hi)
-            update_range(o, params, grads, lo, hi);
+        if (k)
+            update_range(o, params, grads, lo, lo + k);
     }
 }
 
