@@ -465,6 +465,26 @@ __device__ static inline const G *head_row(const G *qkv, int b, int t, int h, in
     return qkv + ((size_t)b * T + t) * 3 * C + (size_t)part * C + (size_t)h * HS;
 }
 
+// acc += sum over the warp's nk rows j0 + jj of part (q 0, k 1, v 2) of head h, each weighted by
+// lane jj's w (broadcast from it): this lane's channels lane, lane+32, ... of the weighted sum, in
+// row order. The forward's o += p v and the backward's dq += ds k.
+template <typename G>
+__device__ static inline void add_weighted_rows(float (&acc)[FLASH_REGS], float w, int nk, const G *qkv, int b,
+                                                int j0, int h, int part, int T, int C, int HS)
+{
+    int lane = threadIdx.x % WARP;
+
+    for (int jj = 0; jj < nk; jj++) {
+        float wj = __shfl_sync(FULL_MASK, w, jj);
+        const G *row = head_row(qkv, b, j0 + jj, h, part, T, C, HS);
+
+#pragma unroll
+        for (int r = 0; r < FLASH_REGS; r++)
+            if (lane + r * WARP < HS)
+                acc[r] += wj * ld(row, lane + r * WARP);
+    }
+}
+
 template <typename G>
 __device__ static inline float dot_row(const float *s, const G *r, int HS)
 {
@@ -500,15 +520,7 @@ __global__ static void k_flash_forward(const G *qkv, G *y, float *lse, int T, in
 #pragma unroll
         for (int r = 0; r < FLASH_REGS; r++)
             o[r] *= corr;
-        for (int jj = 0; jj < nk; jj++) {
-            float pj = __shfl_sync(FULL_MASK, p, jj);
-            const G *v = head_row(qkv, b, j0 + jj, h, 2, T, C, HS);
-
-#pragma unroll
-            for (int r = 0; r < FLASH_REGS; r++)
-                if (lane + r * WARP < HS)
-                    o[r] += pj * ld(v, lane + r * WARP);
-        }
+        add_weighted_rows(o, p, nk, qkv, b, j0, h, 2, T, C, HS);
         m = mn;
     }
 #pragma unroll
@@ -568,15 +580,7 @@ __global__ static void k_flash_backward_dq(const G *qkv, const float *dy, const 
 
             ds = p * (dot_row(dys[warp], head_row(qkv, b, j, h, 2, T, C, HS), HS) - dt);
         }
-        for (int jj = 0; jj < nk; jj++) {
-            float dsj = __shfl_sync(FULL_MASK, ds, jj);
-            const G *k = head_row(qkv, b, j0 + jj, h, 1, T, C, HS);
-
-#pragma unroll
-            for (int r = 0; r < FLASH_REGS; r++)
-                if (lane + r * WARP < HS)
-                    dq[r] += dsj * ld(k, lane + r * WARP);
-        }
+        add_weighted_rows(dq, ds, nk, qkv, b, j0, h, 1, T, C, HS);
     }
 #pragma unroll
     for (int r = 0; r < FLASH_REGS; r++)
