@@ -159,8 +159,8 @@ for my $file (grep { m{^engine/(checkpoint|loops|loggers|trainer|strategies)/} }
 # before it in this order: log.c (logging) is the leaf, ctrain.c (the dispatcher on
 # spank_context()) the top. State is file-static: no spank/ header declares a variable. A file
 # missing from the order fails, so a new file is placed in it on purpose.
-my @spank_order = qw(log args preflight options check rendezvous gres bind summary srun step remote_gpus remote_net remote_bind
-                     remote_preflight remote ctrain);
+my @spank_order = qw(log args nodecheck options check rendezvous gres bind summary srun step remote_gpus remote_net remote_bind
+                     remote_nodecheck remote ctrain);
 
 # slurp(FILES): file => its whole text, for the checks that read sources as a whole.
 sub slurp {
