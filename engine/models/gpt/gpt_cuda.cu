@@ -22,6 +22,7 @@
 
 #include "engine/models/gpt/gpt_cuda.h"
 #include "engine/nn/cuda_device.h"
+#include "engine/nn/cuda_optim.cuh"
 
 typedef __nv_bfloat16 bf16;
 
@@ -739,30 +740,25 @@ __device__ static inline void put_copy(const struct param_copy &c, size_t i, flo
         c.pg[i] = __float2bfloat16_rn(p);
 }
 
-// torch.optim.AdamW, as engine/nn/optim.c; the bf16 copy of each updated parameter in the same pass.
+// torch.optim.AdamW (engine/nn/cuda_optim.cuh); the bf16 copy of each updated parameter in the same pass.
 __global__ static void k_adamw(float *p, const float *g, float *m, float *v, size_t n, float b1, float b2, float eps,
                                float decay, float step_size, float inv_sqrt_bc2, struct param_copy c)
 {
     GRID_STRIDE(i, n) {
-        float pi;
+        float pi = ct_cuda_adamw_update(p[i], g[i], m[i], v[i], b1, b2, eps, decay, step_size, inv_sqrt_bc2);
 
-        m[i] = b1 * m[i] + (1.0f - b1) * g[i];
-        v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
-        pi = p[i] * decay - step_size * m[i] / (sqrtf(v[i]) * inv_sqrt_bc2 + eps);
         p[i] = pi;
         put_copy(c, i, pi);
     }
 }
 
-// torch.optim.SGD (dampening 0, not Nesterov); the bf16 copy as AdamW's.
+// torch.optim.SGD (engine/nn/cuda_optim.cuh); the bf16 copy as AdamW's.
 __global__ static void k_sgd(float *p, const float *g, float *buf, size_t n, float lr, float wd, float mu,
                              struct param_copy c)
 {
     GRID_STRIDE(i, n) {
-        float gi = g[i] + wd * p[i], pi;
+        float pi = ct_cuda_sgd_update(p[i], g[i], buf[i], lr, wd, mu);
 
-        buf[i] = mu * buf[i] + gi;
-        pi = p[i] - lr * (mu != 0.0f ? buf[i] : gi);
         p[i] = pi;
         put_copy(c, i, pi);
     }
