@@ -311,7 +311,7 @@ my @inj_rank = rank_getenv(%inj_ranks);
 my $caught41 = (grep { m{strategies\.c: list\[4\]} } @inj_hand) && (grep { m{registry\.c: entries\[MAX_ENTRIES\]} } @inj_hand) &&
                (grep { m{ddp\.c: .*CT_VAR_RANK} } @inj_rank) && keys(%strategy_src) > 5;
 
-print "1..47\n";
+print "1..49\n";
 print(($edges > 20 ? "ok" : "not ok") . " 1 - read $edges includes in " . scalar(@files) . " files\n");
 if (@bad) {
     print "not ok 2 - layering holds\n";
@@ -1114,5 +1114,32 @@ sub twice_declared {
     my @inj = twice_declared(%inj);
     print((@inj == 1 && $inj[0] =~ /^ct_nccl_wait: /? "ok" : "not ok") .
           " 47 - check 46 fails on ct_nccl_wait declared again in cuda_module.h\n");
+    print "# injected: $_\n" for @inj;
+}
+
+# --- no CLI file over 300 lines (issue 51) --------------------------------------------------------
+# A command's file parses its flags and calls the library; what grows past 300 lines is a library's
+# (ctrain generate's token draw went to engine/nn/sample.c). trainer_flags.c is excepted until the
+# Trainer's flags come from the ct_config schema (issue 51's "typed once", another change).
+sub long_cli_files {
+    my (%src) = @_;
+    my @bad;
+    for my $f (sort keys %src) {
+        next if $f eq 'engine/cli/trainer_flags.c';
+        my $lines = () = $src{$f} =~ /\n/g;
+        push @bad, "$f: $lines lines (at most 300)" if $lines > 300;
+    }
+    return @bad;
+}
+{
+    my %src = slurp(grep { m{^engine/cli/[^/]+\.c$} } @files);
+    my @bad = long_cli_files(%src);
+    print((@bad || keys(%src) < 5 ? "not ok" : "ok") . " 48 - no CLI file over 300 lines (" . scalar(keys %src) .
+          " files, trainer_flags.c excepted)\n");
+    print "# $_\n" for @bad;
+    my %inj = %src;
+    $inj{'engine/cli/cmd_generate.c'} .= "\n" x 30;
+    my @inj = long_cli_files(%inj);
+    print((@inj == 1 ? "ok" : "not ok") . " 49 - check 48 fails on cmd_generate.c at 30 lines more\n");
     print "# injected: $_\n" for @inj;
 }
