@@ -311,7 +311,7 @@ my @inj_rank = rank_getenv(%inj_ranks);
 my $caught41 = (grep { m{strategies\.c: list\[4\]} } @inj_hand) && (grep { m{registry\.c: entries\[MAX_ENTRIES\]} } @inj_hand) &&
                (grep { m{ddp\.c: .*CT_VAR_RANK} } @inj_rank) && keys(%strategy_src) > 5;
 
-print "1..49\n";
+print "1..51\n";
 print(($edges > 20 ? "ok" : "not ok") . " 1 - read $edges includes in " . scalar(@files) . " files\n");
 if (@bad) {
     print "not ok 2 - layering holds\n";
@@ -1141,5 +1141,38 @@ sub long_cli_files {
     $inj{'engine/cli/cmd_generate.c'} .= "\n" x 30;
     my @inj = long_cli_files(%inj);
     print((@inj == 1 ? "ok" : "not ok") . " 49 - check 48 fails on cmd_generate.c at 30 lines more\n");
+    print "# injected: $_\n" for @inj;
+}
+
+# --- a model on a CUDA device: the seam's side written once (issue 51, smaller items) --------------
+# engine/models/cuda_model.c holds the model ops of every model on a CUDA device; a model's
+# *_cuda_model.c gives only its device table (struct ct_cuda_model_dev) and never a ct_model_ops of
+# its own (gpt_cuda_model.c and mlp_cuda_model.c were near copies of one another), and the
+# optimizers' element updates on a device are engine/nn/cuda_optim.cuh's (no .cu writes AdamW's
+# moment update itself).
+sub device_copies {
+    my (%src) = @_;
+    my @bad;
+    for my $f (sort keys %src) {
+        my $code = strip_comments($src{$f});
+        push @bad, "$f: a struct ct_model_ops of its own (cuda_model.c's serves)"
+            if $f =~ m{_cuda_model\.c$} && $code =~ /\bstruct\s+ct_model_ops\b/;
+        push @bad, "$f: AdamW's moment update written out (engine/nn/cuda_optim.cuh's ct_cuda_adamw_update)"
+            if $f =~ /\.cu$/ && $code =~ /\(1\.0f\s*-\s*b1\)/;
+    }
+    return @bad;
+}
+{
+    my %src = slurp(grep { m{^engine/models/\w+_cuda_model\.c$} || m{^engine/models/.*\.cu$} } @files);
+    my @bad = device_copies(%src);
+    print((@bad || keys(%src) < 4 ? "not ok" : "ok") . " 50 - the models on a CUDA device share cuda_model.c and " .
+          "cuda_optim.cuh (" . scalar(keys %src) . " files)\n");
+    print "# $_\n" for @bad;
+    my %inj = %src;
+    $inj{'engine/models/mlp_cuda_model.c'} .= "\nstatic const struct ct_model_ops cuda_ops = { 0 };\n";
+    $inj{'engine/models/mlp/mlp_cuda.cu'} .= "\n        m[i] = b1 * m[i] + (1.0f - b1) * gi;\n";
+    my @inj = device_copies(%inj);
+    print((@inj == 2 ? "ok" : "not ok") . " 51 - check 50 fails on a ct_model_ops in mlp_cuda_model.c and AdamW written " .
+          "out in mlp_cuda.cu\n");
     print "# injected: $_\n" for @inj;
 }
