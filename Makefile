@@ -118,7 +118,7 @@ CORE_SRC  := $(sort $(foreach d,$(CORE_DIRS),$(wildcard $(d)/*.c)))
 # another library folder is still caught), except the loader (engine/accelerators/cuda_module*.c,
 # libctrain's). Plain C about CUDA or NCCL stays in libctrain: the GPT's host side (gpt_cuda_host.c,
 # which the unit tests check without a GPU), the collectives' nccl component (engine/collectives/
-# nccl.c, over the loader's ct_nccl_*). engine/cuda holds the table. Built only with CUDA=1.
+# nccl.c, over the loader's ct_nccl_* in nccl_loader.c). engine/cuda holds the table. Built only with CUDA=1.
 CUDA_MOD_C := $(filter-out engine/accelerators/cuda_module%,$(shell grep -l '^\#ifdef CT_HAVE_CUDA' \
                 $(sort $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*cuda*.c $(d)/*nccl*.c))) /dev/null))
 LIB_SRC   := $(filter-out $(CUDA_MOD_C),$(sort $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))))

@@ -80,6 +80,15 @@ void ct_env_source(ct_env_info *info, enum ct_env_field f, const char *fmt, ...)
     va_end(ap);
 }
 
+void ct_env_source_ranks(ct_env_info *info, const char *world_size, const char *global_rank, const char *local_rank,
+                         const char *local_world_size)
+{
+    ct_env_source(info, CT_ENV_WORLD_SIZE, "%s", world_size);
+    ct_env_source(info, CT_ENV_GLOBAL_RANK, "%s", global_rank);
+    ct_env_source(info, CT_ENV_LOCAL_RANK, "%s", local_rank);
+    ct_env_source(info, CT_ENV_LOCAL_WORLD_SIZE, "%s", local_world_size);
+}
+
 int ct_env_master_addr(ct_getenv_fn get, void *ctx, ct_env_info *info)
 {
     const char *v = get(CT_VAR_MASTER_ADDR, ctx);

@@ -26,6 +26,10 @@ void ct_env_info_init(ct_env_info *info, const char *name, int external);
 /* Record which variable(s) decided a field. */
 void ct_env_source(ct_env_info *info, enum ct_env_field f, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The sources of the four process fields, world_size, global_rank, local_rank and local_world_size,
+ * as most environments read them: each from one variable (or one rule). */
+void ct_env_source_ranks(ct_env_info *info, const char *world_size, const char *global_rank, const char *local_rank,
+                         const char *local_world_size);
 
 /* MASTER_ADDR / MASTER_PORT when set (they override every derived value). Return 1 when used,
  * 0 when absent, or CT_EINVAL for a malformed port. */

@@ -27,12 +27,9 @@ static int kf_read(ct_getenv_fn get, void *ctx, ct_env_info *info, ct_error *err
     /* One process per pod, one pod per node. */
     info->num_nodes = info->world_size;
     info->node_rank = info->global_rank;
-    ct_env_source(info, CT_ENV_WORLD_SIZE, CT_VAR_WORLD_SIZE);
-    ct_env_source(info, CT_ENV_GLOBAL_RANK, CT_VAR_RANK);
+    ct_env_source_ranks(info, CT_VAR_WORLD_SIZE, CT_VAR_RANK, "one process per pod", "one process per pod");
     ct_env_source(info, CT_ENV_NUM_NODES, "WORLD_SIZE (one process per pod)");
     ct_env_source(info, CT_ENV_NODE_RANK, "RANK (one process per pod)");
-    ct_env_source(info, CT_ENV_LOCAL_RANK, "one process per pod");
-    ct_env_source(info, CT_ENV_LOCAL_WORLD_SIZE, "one process per pod");
     ct_env_master_addr(get, ctx, info);
     if ((rc = ct_env_master_port(get, ctx, info, err)) < 0)
         return rc;

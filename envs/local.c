@@ -27,15 +27,10 @@ static int local_read(ct_getenv_fn get, void *ctx, ct_env_info *info, ct_error *
             return rc;
         info->local_world_size = info->world_size;
         info->local_rank = info->global_rank;
-        ct_env_source(info, CT_ENV_WORLD_SIZE, CT_LAUNCHER_ENV_NPROC);
-        ct_env_source(info, CT_ENV_GLOBAL_RANK, CT_LAUNCHER_ENV_RANK);
-        ct_env_source(info, CT_ENV_LOCAL_RANK, CT_LAUNCHER_ENV_RANK);
-        ct_env_source(info, CT_ENV_LOCAL_WORLD_SIZE, CT_LAUNCHER_ENV_NPROC);
+        ct_env_source_ranks(info, CT_LAUNCHER_ENV_NPROC, CT_LAUNCHER_ENV_RANK, CT_LAUNCHER_ENV_RANK,
+                            CT_LAUNCHER_ENV_NPROC);
     } else {
-        ct_env_source(info, CT_ENV_WORLD_SIZE, "one process");
-        ct_env_source(info, CT_ENV_GLOBAL_RANK, "one process");
-        ct_env_source(info, CT_ENV_LOCAL_RANK, "one process");
-        ct_env_source(info, CT_ENV_LOCAL_WORLD_SIZE, "one process");
+        ct_env_source_ranks(info, "one process", "one process", "one process", "one process");
     }
     ct_env_source(info, CT_ENV_NODE_RANK, "one node");
     ct_env_source(info, CT_ENV_NUM_NODES, "one node");

@@ -91,10 +91,7 @@ static int read_sizes(ct_getenv_fn get, void *ctx, const struct mpi_vars *v, ct_
         (rc = ct_envvar_int(get, ctx, local_rank, 0, 10000000, &info->local_rank, err)) ||
         (rc = ct_envvar_int(get, ctx, local_size, 1, 10000000, &info->local_world_size, err)))
         return ct_error_prefix(err, "mpi (%s): ", v->flavour);
-    ct_env_source(info, CT_ENV_WORLD_SIZE, "%s", v->size);
-    ct_env_source(info, CT_ENV_GLOBAL_RANK, "%s", v->rank);
-    ct_env_source(info, CT_ENV_LOCAL_RANK, "%s", local_rank);
-    ct_env_source(info, CT_ENV_LOCAL_WORLD_SIZE, "%s", local_size);
+    ct_env_source_ranks(info, v->size, v->rank, local_rank, local_size);
     return 0;
 }
 

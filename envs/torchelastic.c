@@ -56,10 +56,7 @@ static int te_read(ct_getenv_fn get, void *ctx, ct_env_info *info, ct_error *err
         (rc = ct_envvar_int(get, ctx, CT_VAR_LOCAL_RANK, 0, 10000000, &info->local_rank, err)) ||
         (rc = ct_envvar_int(get, ctx, CT_VAR_LOCAL_WORLD_SIZE, 1, 10000000, &info->local_world_size, err)))
         return rc;
-    ct_env_source(info, CT_ENV_WORLD_SIZE, CT_VAR_WORLD_SIZE);
-    ct_env_source(info, CT_ENV_GLOBAL_RANK, CT_VAR_RANK);
-    ct_env_source(info, CT_ENV_LOCAL_RANK, CT_VAR_LOCAL_RANK);
-    ct_env_source(info, CT_ENV_LOCAL_WORLD_SIZE, CT_VAR_LOCAL_WORLD_SIZE);
+    ct_env_source_ranks(info, CT_VAR_WORLD_SIZE, CT_VAR_RANK, CT_VAR_LOCAL_RANK, CT_VAR_LOCAL_WORLD_SIZE);
     if ((rc = te_nodes(get, ctx, info, err)))
         return rc;
     info->equal_tasks_per_node = info->num_nodes > 0 && info->world_size == info->local_world_size * info->num_nodes;

@@ -134,10 +134,8 @@ static int pmix_read(ct_getenv_fn get, void *ctx, ct_env_info *info, ct_error *e
     info->node_rank = ct_pmix_client_node_rank(c);
     info->num_nodes = ct_pmix_client_num_nodes(c);
     info->equal_tasks_per_node = ct_pmix_client_equal_per_node(c);
-    ct_env_source(info, CT_ENV_WORLD_SIZE, "PMIx: PMIX_JOB_SIZE");
-    ct_env_source(info, CT_ENV_GLOBAL_RANK, "PMIx: PMIX_RANK");
-    ct_env_source(info, CT_ENV_LOCAL_RANK, "PMIx: PMIX_LOCAL_RANK");
-    ct_env_source(info, CT_ENV_LOCAL_WORLD_SIZE, "PMIx: PMIX_LOCAL_SIZE");
+    ct_env_source_ranks(info, "PMIx: PMIX_JOB_SIZE", "PMIx: PMIX_RANK", "PMIx: PMIX_LOCAL_RANK",
+                        "PMIx: PMIX_LOCAL_SIZE");
     ct_env_source(info, CT_ENV_NODE_RANK, "PMIx: PMIX_NODEID (else the node map)");
     ct_env_source(info, CT_ENV_NUM_NODES, "PMIx: PMIX_NUM_NODES (else the node map)");
     if (addr && *addr) {

@@ -39,6 +39,15 @@ struct ct_spank_bind_ops {
                     int ndevs, char *out, size_t size, char *why, size_t wsize, ct_error *err);
 };
 
+/* The members every table sets to the planner's own functions, written once: what differs between
+ * ctrain-bind.so's table and the plugin's summary one (spank/summary.c) is where the topology comes
+ * from (hwloc, or the summary file) and how it is let go. */
+#define CT_SPANK_BIND_PLANNER_OPS                                                                        \
+    .version = CTRAIN_VERSION, .size = sizeof(struct ct_spank_bind_ops), .topology_allows = ct_topology_allows,   \
+    .topology_gpu_count = ct_topology_gpu_count, .topology_free = ct_topology_free,                      \
+    .plan_create = ct_bind_plan_create, .plan_task = ct_bind_plan_task, .plan_ib_hca = ct_bind_plan_ib_hca, \
+    .plan_free = ct_bind_plan_free, .task_gpus_in = ct_bind_task_gpus_in, .gres_map = ct_gres_map
+
 /* ctrain-bind.so from the directory ctrain.so was loaded from (never a path from the environment:
  * the plugin runs as root in slurmstepd), loaded on the first call; NULL with err set when it
  * cannot be loaded or is of another build. Not thread-safe: one thread of slurmstepd at a time. */

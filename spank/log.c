@@ -14,29 +14,31 @@ void ct_spank_log_verbose(int on)
     verbose = on;
 }
 
-void ct_spank_error(const char *fmt, ...)
+/* Every line the plugin logs: formatted, prefixed "ctrain: ", handed to one of slurm's loggers. */
+static void log_line(void (*out)(const char *fmt, ...), const char *fmt, va_list ap)
 {
     char msg[2048];
+
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    out("ctrain: %s", msg);
+}
+
+void ct_spank_error(const char *fmt, ...)
+{
     va_list ap;
 
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    log_line(slurm_error, fmt, ap);
     va_end(ap);
-    slurm_error("ctrain: %s", msg);
 }
 
 void ct_spank_info(const char *fmt, ...)
 {
-    char msg[2048];
     va_list ap;
 
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    log_line(verbose ? slurm_info : slurm_verbose, fmt, ap);
     va_end(ap);
-    if (verbose)
-        slurm_info("ctrain: %s", msg);
-    else
-        slurm_verbose("ctrain: %s", msg);
 }
 
 void ct_spank_report(const ct_error *err)

@@ -9,7 +9,7 @@
 #include "ctrain/error.h"
 #include "ctrain/util.h"
 #include "spank/options.h"
-#include "spank/preflight.h"
+#include "spank/nodecheck.h"
 
 /* --ctrain-* options as the user gave them (NULL/UNSET = not given). */
 static struct {
@@ -17,7 +17,7 @@ static struct {
     char *accelerator;
     char *precision;
     enum ct_spank_bind bind;
-    struct ct_spank_preflight preflight;
+    struct ct_spank_nodecheck preflight;
 } opts;
 static ct_error refused; /* the first option refused (code 0: none) */
 
@@ -87,7 +87,7 @@ static int store_value(int val, const char *optarg, ct_error *err)
         }
         return 0;
     case CT_SPANK_OPT_PREFLIGHT:
-        return ct_spank_preflight_parse(optarg, &opts.preflight, err);
+        return ct_spank_nodecheck_parse(optarg, &opts.preflight, err);
     }
     return ct_error_set(err, CT_EINTERNAL, "spank-option", "SPANK passed an option number (%d) ctrain never "
                         "registered", val);
@@ -134,7 +134,7 @@ void ct_spank_options_free(void)
 int ct_spank_active(void)
 {
     return opts.strategy || opts.accelerator || opts.precision || opts.bind != CT_SPANK_BIND_UNSET ||
-           opts.preflight.mode != CT_SPANK_PREFLIGHT_OFF || ct_spank_args_get()->default_strategy[0];
+           opts.preflight.mode != CT_SPANK_NODECHECK_OFF || ct_spank_args_get()->default_strategy[0];
 }
 
 const char *ct_spank_strategy(void)
@@ -165,7 +165,7 @@ enum ct_spank_bind ct_spank_bind_mode(void)
     return a->bind != CT_SPANK_BIND_UNSET ? a->bind : CT_SPANK_BIND_CLOSEST;
 }
 
-const struct ct_spank_preflight *ct_spank_preflight_opts(void)
+const struct ct_spank_nodecheck *ct_spank_nodecheck_opts(void)
 {
     return &opts.preflight;
 }

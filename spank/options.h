@@ -10,7 +10,7 @@
 #include "ctrain/error.h"
 #include "spank/args.h"
 
-struct ct_spank_preflight;   /* spank/preflight.h */
+struct ct_spank_nodecheck;   /* spank/nodecheck.h */
 
 /* The option values SPANK passes to the callback (the options table's val). */
 enum ct_spank_opt { CT_SPANK_OPT_STRATEGY = 1, CT_SPANK_OPT_ACCELERATOR, CT_SPANK_OPT_PRECISION, CT_SPANK_OPT_BIND,
@@ -35,7 +35,7 @@ const char *ct_spank_accelerator(void);
 const char *ct_spank_precision(void);
 /* The binding in effect: the option, else the site default, else closest. */
 enum ct_spank_bind ct_spank_bind_mode(void);
-/* --ctrain-preflight as given (mode CT_SPANK_PREFLIGHT_OFF when not). */
-const struct ct_spank_preflight *ct_spank_preflight_opts(void);
+/* --ctrain-preflight as given (mode CT_SPANK_NODECHECK_OFF when not). */
+const struct ct_spank_nodecheck *ct_spank_nodecheck_opts(void);
 
 #endif

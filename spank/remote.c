@@ -8,7 +8,7 @@
  * failure. This file holds the step's state (one step per slurmstepd), its layout and the hooks;
  * the step's concerns are files of their own (spank/step.h): the binding (remote_bind.c), the
  * network variables (remote_net.c), the GPU variables (remote_gpus.c) and the node checks
- * (remote_preflight.c). */
+ * (remote_nodecheck.c). */
 #define _GNU_SOURCE
 #include <stdarg.h>
 #include <stdio.h>
@@ -24,11 +24,11 @@
 #include "engine/util/slurm_compat.h"
 #include "spank/check.h"
 #include "spank/log.h"
-#include "spank/preflight.h"
+#include "spank/nodecheck.h"
 #include "spank/remote_bind.h"
 #include "spank/remote_gpus.h"
 #include "spank/remote_net.h"
-#include "spank/remote_preflight.h"
+#include "spank/remote_nodecheck.h"
 #include "spank/step.h"
 
 
@@ -158,9 +158,9 @@ int ct_spank_remote_step_init(spank_t sp)
         ct_spank_discovery_start(s, env);
     if (ct_spank_rendezvous(ct_spank_job_getenv, env, s->job_id, s->step_id, s->nnodes, s->het,
                             ct_spank_args_get()->port_base, &s->rdv, &s->err) == 0 &&
-        (s->bind != CT_SPANK_BIND_NONE || ct_spank_preflight_opts()->mode != CT_SPANK_PREFLIGHT_OFF))
+        (s->bind != CT_SPANK_BIND_NONE || ct_spank_nodecheck_opts()->mode != CT_SPANK_NODECHECK_OFF))
         ct_spank_step_addresses(s, env);
-    ct_spank_preflight_gather_gpus(s, env);
+    ct_spank_nodecheck_gather_gpus(s, env);
     return 0;
 }
 
@@ -182,7 +182,7 @@ int ct_spank_remote_user_init(spank_t sp)
         env = NULL;
     if (s->bind != CT_SPANK_BIND_NONE && ct_spank_binding_plan(sp, s, env, &s->err) != 0)
         return 0;
-    ct_spank_preflight_gather(s, env);
+    ct_spank_nodecheck_gather(s, env);
     ct_spank_info("step %u.%u node %u: %u of %u tasks, rank 0 on %s at %s:%d%s, binding %s", s->job_id, s->step_id,
                   s->node_id, s->local_tasks, s->total_tasks, s->rdv.node, s->rdv.address, s->rdv.port,
                   s->rdv.port_reserved ? " (srun --resv-ports)" : "",
@@ -286,7 +286,7 @@ int ct_spank_remote_task_init(spank_t sp)
         ct_spank_task_say("reading the task's rank from SLURM failed");
         return -1;
     }
-    if (ct_spank_preflight_report(s, local) != 0)
+    if (ct_spank_nodecheck_report(s, local) != 0)
         return -1;
     ct_error_clear(&err);
     /* The flags as the task's program will read them, in the task's own environment (its SLURM_*

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain SPANK plugin — the state of a step in slurmstepd, shared by the files of the remote side
  * (remote.c: the hooks and the layout; remote_bind.c, remote_net.c, remote_gpus.c,
- * remote_preflight.c, each with its header), and what all of them use (step.c). Internal to the
+ * remote_nodecheck.c, each with its header), and what all of them use (step.c). Internal to the
  * plugin. */
 #ifndef CTRAIN_SPANK_STEP_H
 #define CTRAIN_SPANK_STEP_H

@@ -108,18 +108,8 @@ int ct_spank_summary_read(unsigned flags, char *path, size_t size, ct_topology *
 
 /* A step's topology from the summary is freed at once in slurm_spank_exit: no hwloc to unload. */
 static const struct ct_spank_bind_ops summary_ops = {
-    .version = CTRAIN_VERSION,
-    .size = sizeof(struct ct_spank_bind_ops),
-    .topology_allows = ct_topology_allows,
-    .topology_gpu_count = ct_topology_gpu_count,
-    .topology_free = ct_topology_free,
+    CT_SPANK_BIND_PLANNER_OPS,
     .topology_retire = ct_topology_free,
-    .plan_create = ct_bind_plan_create,
-    .plan_task = ct_bind_plan_task,
-    .plan_ib_hca = ct_bind_plan_ib_hca,
-    .plan_free = ct_bind_plan_free,
-    .task_gpus_in = ct_bind_task_gpus_in,
-    .gres_map = ct_gres_map,
 };
 
 const struct ct_spank_bind_ops *ct_spank_summary_ops(void)

@@ -159,8 +159,8 @@ for my $file (grep { m{^engine/(checkpoint|loops|loggers|trainer|strategies)/} }
 # before it in this order: log.c (logging) is the leaf, ctrain.c (the dispatcher on
 # spank_context()) the top. State is file-static: no spank/ header declares a variable. A file
 # missing from the order fails, so a new file is placed in it on purpose.
-my @spank_order = qw(log args preflight options check rendezvous gres bind summary srun step remote_gpus remote_net remote_bind
-                     remote_preflight remote ctrain);
+my @spank_order = qw(log args nodecheck options check rendezvous gres bind summary srun step remote_gpus remote_net remote_bind
+                     remote_nodecheck remote ctrain);
 
 # slurp(FILES): file => its whole text, for the checks that read sources as a whole.
 sub slurp {
@@ -311,7 +311,7 @@ my @inj_rank = rank_getenv(%inj_ranks);
 my $caught41 = (grep { m{strategies\.c: list\[4\]} } @inj_hand) && (grep { m{registry\.c: entries\[MAX_ENTRIES\]} } @inj_hand) &&
                (grep { m{ddp\.c: .*CT_VAR_RANK} } @inj_rank) && keys(%strategy_src) > 5;
 
-print "1..45\n";
+print "1..51\n";
 print(($edges > 20 ? "ok" : "not ok") . " 1 - read $edges includes in " . scalar(@files) . " files\n");
 if (@bad) {
     print "not ok 2 - layering holds\n";
@@ -1080,5 +1080,99 @@ sub backend_branches {
     $inj{'engine/strategies/ddp.c'} = "#include <mpi.h>\n" . ("\n" x 600) . "    if (d->gloo)\n        return 0;\n";
     my @inj = backend_branches(%inj);
     print((@inj == 3 ? "ok" : "not ok") . " 45 - check 44 fails on an MPI include, a gloo branch and a ddp.c of 600 lines more\n");
+    print "# injected: $_\n" for @inj;
+}
+
+# --- each function declared once (issue 51, smaller items) ---------------------------------------
+# A function of ctrain's (ct_*) has one prototype among the headers of engine/, envs/, pmix/ and
+# include/ctrain: two copies drift apart unseen (ct_nccl_* were declared both in nccl_lib.h and in
+# the CUDA module's header). A file-static or a macro is not a prototype; a function pointer member
+# (`(*name)(`) is not one either.
+sub twice_declared {
+    my (%src) = @_;
+    my (%where, @bad);
+    for my $f (sort grep { /\.h$/ } keys %src) {
+        my $text = strip_comments($src{$f});
+        $text =~ s/^\s*#[^\n]*(?:\\\n[^\n]*)*//mg;
+        while ($text =~ /^[A-Za-z_][\w \t*]*?\b(ct_\w+)\s*\(/mg) {
+            push @{$where{$1}}, $f;
+        }
+    }
+    for my $name (sort keys %where) {
+        my @at = @{$where{$name}};
+        push @bad, "$name: declared in " . join(', ', @at) if @at > 1;
+    }
+    return @bad;
+}
+{
+    my %src = slurp(grep { /\.h$/ } @files);
+    my @bad = twice_declared(%src);
+    print((@bad ? "not ok" : "ok") . " 46 - every ct_* function is declared in one header (" . scalar(keys %src) . " headers)\n");
+    print "# $_\n" for @bad;
+    my %inj = %src;
+    $inj{'engine/accelerators/cuda_module.h'} .= "\nint ct_nccl_wait(ct_nccl *n, ct_error *err);\n";
+    my @inj = twice_declared(%inj);
+    print((@inj == 1 && $inj[0] =~ /^ct_nccl_wait: /? "ok" : "not ok") .
+          " 47 - check 46 fails on ct_nccl_wait declared again in cuda_module.h\n");
+    print "# injected: $_\n" for @inj;
+}
+
+# --- no CLI file over 300 lines (issue 51) --------------------------------------------------------
+# A command's file parses its flags and calls the library; what grows past 300 lines is a library's
+# (ctrain generate's token draw went to engine/nn/sample.c). trainer_flags.c is excepted until the
+# Trainer's flags come from the ct_config schema (issue 51's "typed once", another change).
+sub long_cli_files {
+    my (%src) = @_;
+    my @bad;
+    for my $f (sort keys %src) {
+        next if $f eq 'engine/cli/trainer_flags.c';
+        my $lines = () = $src{$f} =~ /\n/g;
+        push @bad, "$f: $lines lines (at most 300)" if $lines > 300;
+    }
+    return @bad;
+}
+{
+    my %src = slurp(grep { m{^engine/cli/[^/]+\.c$} } @files);
+    my @bad = long_cli_files(%src);
+    print((@bad || keys(%src) < 5 ? "not ok" : "ok") . " 48 - no CLI file over 300 lines (" . scalar(keys %src) .
+          " files, trainer_flags.c excepted)\n");
+    print "# $_\n" for @bad;
+    my %inj = %src;
+    $inj{'engine/cli/cmd_generate.c'} .= "\n" x 30;
+    my @inj = long_cli_files(%inj);
+    print((@inj == 1 ? "ok" : "not ok") . " 49 - check 48 fails on cmd_generate.c at 30 lines more\n");
+    print "# injected: $_\n" for @inj;
+}
+
+# --- a model on a CUDA device: the seam's side written once (issue 51, smaller items) --------------
+# engine/models/cuda_model.c holds the model ops of every model on a CUDA device; a model's
+# *_cuda_model.c gives only its device table (struct ct_cuda_model_dev) and never a ct_model_ops of
+# its own (gpt_cuda_model.c and mlp_cuda_model.c were near copies of one another), and the
+# optimizers' element updates on a device are engine/nn/cuda_optim.cuh's (no .cu writes AdamW's
+# moment update itself).
+sub device_copies {
+    my (%src) = @_;
+    my @bad;
+    for my $f (sort keys %src) {
+        my $code = strip_comments($src{$f});
+        push @bad, "$f: a struct ct_model_ops of its own (cuda_model.c's serves)"
+            if $f =~ m{_cuda_model\.c$} && $code =~ /\bstruct\s+ct_model_ops\b/;
+        push @bad, "$f: AdamW's moment update written out (engine/nn/cuda_optim.cuh's ct_cuda_adamw_update)"
+            if $f =~ /\.cu$/ && $code =~ /\(1\.0f\s*-\s*b1\)/;
+    }
+    return @bad;
+}
+{
+    my %src = slurp(grep { m{^engine/models/\w+_cuda_model\.c$} || m{^engine/models/.*\.cu$} } @files);
+    my @bad = device_copies(%src);
+    print((@bad || keys(%src) < 4 ? "not ok" : "ok") . " 50 - the models on a CUDA device share cuda_model.c and " .
+          "cuda_optim.cuh (" . scalar(keys %src) . " files)\n");
+    print "# $_\n" for @bad;
+    my %inj = %src;
+    $inj{'engine/models/mlp_cuda_model.c'} .= "\nstatic const struct ct_model_ops cuda_ops = { 0 };\n";
+    $inj{'engine/models/mlp/mlp_cuda.cu'} .= "\n        m[i] = b1 * m[i] + (1.0f - b1) * gi;\n";
+    my @inj = device_copies(%inj);
+    print((@inj == 2 ? "ok" : "not ok") . " 51 - check 50 fails on a ct_model_ops in mlp_cuda_model.c and AdamW written " .
+          "out in mlp_cuda.cu\n");
     print "# injected: $_\n" for @inj;
 }

@@ -12,8 +12,8 @@
  * there is never a second copy of libctrain's state.
  *
  * Its table is engine/cuda/cuda_table.c (a folder above the strategies: it gathers the accelerator,
- * the models' implementations and ddp's NCCL). The loader (engine/accelerators/cuda_module.c and
- * cuda_module_nccl.c, in libctrain) dlopens it once, on the first call
+ * the models' implementations and ddp's NCCL). The loader (engine/accelerators/cuda_module.c, in
+ * libctrain; engine/collectives/nccl_loader.c for NCCL) dlopens it once, on the first call
  * that needs CUDA: asking whether cuda is available (after a cheap look for the driver when
  * auto-detecting), making a model on cuda, joining NCCL. Registering the cuda accelerator and the
  * models' cuda implementations loads nothing.
@@ -69,16 +69,8 @@ extern const struct ct_accelerator_ops ct_cuda_module_accelerator;
 /* The models' cuda implementations, registered by ct_accelerators_register. */
 int ct_cuda_module_mlp_create(ct_model *host, const ct_model_placement *where, ct_model **out, ct_error *err);
 int ct_cuda_module_gpt_create(ct_model *host, const ct_model_placement *where, ct_model **out, ct_error *err);
-/* NCCL for ddp (engine/collectives/nccl.c): the same functions as engine/collectives/nccl_lib.h declares (the module's table
- * file includes both, so the compiler holds them equal); libctrain's are the loader's
- * (cuda_module_nccl.c), which forward to the module's, or fail with CT_ENOTAVAIL without CUDA. */
-typedef struct ct_nccl ct_nccl;
-int ct_nccl_create(int rank, int world, double timeout_s, ct_tcpstore *store, ct_nccl **out, ct_error *err);
-int ct_nccl_broadcast(ct_nccl *n, float *buf, size_t count, int root, ct_error *err);
-int ct_nccl_allreduce_start(ct_nccl *n, float *buf, size_t count, ct_error *err);
-int ct_nccl_allgather_start(ct_nccl *n, float *buf, size_t count, int rank, ct_error *err);
-int ct_nccl_reduce_scatter_start(ct_nccl *n, const float *send, float *recv, size_t count, ct_error *err);
-int ct_nccl_wait(ct_nccl *n, ct_error *err);
-void ct_nccl_free(ct_nccl *n);
+/* NCCL's functions are declared once, in engine/collectives/nccl_lib.h: the module's table
+ * (engine/cuda/cuda_table.c) takes nccl_lib.c's, libctrain's forward to them
+ * (engine/collectives/nccl_loader.c). */
 
 #endif

@@ -151,6 +151,16 @@ static cJSON *error_json(const ct_error *err)
     return v;
 }
 
+/* The numeric fields, world_size to local_world_size (what the JSON and the text print alike). */
+static int field_int(const ct_env_info *info, enum ct_env_field f)
+{
+    const int v[] = { [CT_ENV_WORLD_SIZE] = info->world_size, [CT_ENV_GLOBAL_RANK] = info->global_rank,
+                      [CT_ENV_LOCAL_RANK] = info->local_rank, [CT_ENV_NODE_RANK] = info->node_rank,
+                      [CT_ENV_NUM_NODES] = info->num_nodes,   [CT_ENV_LOCAL_WORLD_SIZE] = info->local_world_size };
+
+    return v[f];
+}
+
 static void add_int_or_null(cJSON *o, const char *key, int v, int known)
 {
     if (known)
@@ -177,12 +187,8 @@ static int print_json(const ct_env_info *info, int read_ok, const ct_error *err,
         cJSON_AddStringToObject(root, "cluster_env", info->name);
         add_str_or_null(root, "enriched_by", info->enriched_by);
         cJSON_AddBoolToObject(root, "creates_processes_externally", info->creates_processes_externally);
-        cJSON_AddNumberToObject(root, "world_size", info->world_size);
-        cJSON_AddNumberToObject(root, "global_rank", info->global_rank);
-        cJSON_AddNumberToObject(root, "local_rank", info->local_rank);
-        cJSON_AddNumberToObject(root, "node_rank", info->node_rank);
-        cJSON_AddNumberToObject(root, "num_nodes", info->num_nodes);
-        cJSON_AddNumberToObject(root, "local_world_size", info->local_world_size);
+        for (int f = CT_ENV_WORLD_SIZE; f <= CT_ENV_LOCAL_WORLD_SIZE; f++)
+            cJSON_AddNumberToObject(root, field_key[f], field_int(info, f));
         cJSON_AddBoolToObject(root, "equal_tasks_per_node", info->equal_tasks_per_node);
         add_str_or_null(root, "main_address", info->main_address);
         add_int_or_null(root, "main_port", info->main_port, info->main_port > 0);
@@ -212,13 +218,9 @@ static void print_text(const ct_env_info *info, const char *forced, const ct_err
     const struct ct_env_ops *env = ct_env_lookup(info->name);
     char value[CT_ENV_NFIELDS][300];
 
-    snprintf(value[CT_ENV_WORLD_SIZE], sizeof(value[0]), "%d", info->world_size);
-    snprintf(value[CT_ENV_GLOBAL_RANK], sizeof(value[0]), "%d", info->global_rank);
-    snprintf(value[CT_ENV_LOCAL_RANK], sizeof(value[0]), "%d", info->local_rank);
-    snprintf(value[CT_ENV_NODE_RANK], sizeof(value[0]), "%d", info->node_rank);
-    snprintf(value[CT_ENV_NUM_NODES], sizeof(value[0]), "%d", info->num_nodes);
-    snprintf(value[CT_ENV_LOCAL_WORLD_SIZE], sizeof(value[0]), "%d%s", info->local_world_size,
-             info->equal_tasks_per_node ? "" : " (nodes differ)");
+    for (int f = CT_ENV_WORLD_SIZE; f <= CT_ENV_LOCAL_WORLD_SIZE; f++)
+        snprintf(value[f], sizeof(value[0]), "%d%s", field_int(info, f),
+                 f == CT_ENV_LOCAL_WORLD_SIZE && !info->equal_tasks_per_node ? " (nodes differ)" : "");
     snprintf(value[CT_ENV_MAIN_ADDRESS], sizeof(value[0]), "%s", info->main_address[0] ? info->main_address : "-");
     snprintf(value[CT_ENV_MAIN_PORT], sizeof(value[0]), info->main_port ? "%d" : "-", info->main_port);
     snprintf(value[CT_ENV_JOB_ID], sizeof(value[0]), "%s", info->job_id[0] ? info->job_id : "-");

@@ -3,14 +3,10 @@
  * seam's next_token_logits), a prompt, then one sampled token at a time (temperature, top-k, a seeded
  * PRNG: the same seed gives the same text). Byte tokens (vocab 256) are text; another vocabulary
  * takes and prints token ids. */
-#include <errno.h>
 #include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "ctrain/engine.h"
 #include "ctrain/model.h"
@@ -18,6 +14,7 @@
 #include "ctrain/util.h"
 #include "engine/checkpoint/ckpt_model.h"
 #include "engine/cli/commands.h"
+#include "engine/nn/sample.h"
 #include "engine/util/fsutil.h"
 
 #define GEN_MAX_NEW    1000000
@@ -118,44 +115,35 @@ static int parse_flags(int argc, char **argv, struct gen_opts *o, int *help, ct_
     return 0;
 }
 
-/* The prompt's bytes (--prompt or --prompt-file) as tokens; *n the count. */
+/* The prompt's bytes (--prompt or --prompt-file) as tokens; *n the count. The file is read as every
+ * input is (ct_fs_read_input): a regular file only, opened without blocking (a FIFO is refused, not
+ * waited on), at most GEN_MAX_PROMPT bytes. */
 static int prompt_bytes(const struct gen_opts *o, int32_t **tokens, size_t *n, ct_error *err)
 {
-    unsigned char *text = (unsigned char *)(o->prompt ? strdup(o->prompt) : NULL);
-    size_t len = o->prompt ? strlen(o->prompt) : 0;
+    char *text = NULL;
+    size_t len = 0;
+    int rc;
 
-    if (o->prompt_file) {
-        /* Opened without blocking and only as a regular file: a FIFO is refused, not waited on. */
-        int fd = ct_fs_open_input(o->prompt_file, "--prompt-file", err);
-        FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
-
-        if (!f) {
-            if (fd >= 0)
-                close(fd);
-            else if (err->code == CT_ENOENT || err->code == CT_EFORMAT)
-                err->code = CT_EINVAL;
-            return fd >= 0 ? ct_error_set(err, CT_ENOMEM, "", "out of memory") :
-                   ct_error_hint(err, "give a readable text file");
-        }
-        if (!(text = malloc(GEN_MAX_PROMPT + 1))) {
-            fclose(f);
-            return ct_error_set(err, CT_ENOMEM, "", "out of memory");
-        }
-        len = fread(text, 1, GEN_MAX_PROMPT + 1, f);
-        fclose(f);
-        if (len == 0 || len > GEN_MAX_PROMPT) {
-            free(text);
-            ct_error_set(err, CT_EINVAL, "generate-prompt", "--prompt-file %s is %s", o->prompt_file,
-                         len ? "larger than 16 MiB" : "empty");
-            return ct_error_hint(err, "give a file with the text to continue");
-        }
+    if (o->prompt_file && (rc = ct_fs_read_input(o->prompt_file, "--prompt-file", GEN_MAX_PROMPT, &text, &len, err))) {
+        if (rc == CT_ENOMEM)
+            return rc;
+        if (rc == CT_ENOENT || rc == CT_EFORMAT)
+            err->code = CT_EINVAL;
+        return ct_error_hint(err, "give a readable text file of at most 16 MiB");
     }
+    if (o->prompt_file && len == 0) {
+        free(text);
+        ct_error_set(err, CT_EINVAL, "generate-prompt", "--prompt-file %s is empty", o->prompt_file);
+        return ct_error_hint(err, "give a file with the text to continue");
+    }
+    if (!o->prompt_file && (text = strdup(o->prompt)))
+        len = strlen(text);
     if (!text || !(*tokens = malloc(len * sizeof(int32_t)))) {
         free(text);
         return ct_error_set(err, CT_ENOMEM, "", "out of memory");
     }
     for (size_t i = 0; i < len; i++)
-        (*tokens)[i] = text[i];
+        (*tokens)[i] = (unsigned char)text[i];
     *n = len;
     free(text);
     return 0;
@@ -192,45 +180,6 @@ static int prompt_ids(const char *list, int vocab, int32_t **tokens, size_t *n, 
     return 0;
 }
 
-struct scored {
-    float logit;
-    int id;
-};
-
-static int by_logit_desc(const void *a, const void *b)
-{
-    const struct scored *x = a, *y = b;
-
-    if (x->logit != y->logit)
-        return x->logit < y->logit ? 1 : -1;
-    return x->id - y->id; /* ties in id order: the same choice every time */
-}
-
-/* One token from logits[V]: the most likely (temperature 0), else a draw from softmax(logits / T)
- * over the top_k most likely (all when 0). s is scratch for V entries. */
-static int32_t sample(const float *logits, int V, double temperature, long top_k, struct scored *s, ct_rng *r)
-{
-    int k = top_k > 0 && top_k < V ? (int)top_k : V;
-    double total = 0, u, acc = 0;
-
-    for (int i = 0; i < V; i++) {
-        s[i].logit = logits[i];
-        s[i].id = i;
-    }
-    qsort(s, (size_t)V, sizeof(*s), by_logit_desc);
-    if (temperature == 0)
-        return s[0].id;
-    for (int i = 0; i < k; i++)
-        total += exp(((double)s[i].logit - s[0].logit) / temperature);
-    u = ct_rng_uniform(r) * total;
-    for (int i = 0; i < k; i++) {
-        acc += exp(((double)s[i].logit - s[0].logit) / temperature);
-        if (u < acc)
-            return s[i].id;
-    }
-    return s[k - 1].id;
-}
-
 static void emit(int32_t token, int bytes, int first)
 {
     if (bytes)
@@ -245,7 +194,7 @@ static int generate(ct_model *m, const struct gen_opts *o, int32_t *prompt, size
     size_t total = n_prompt + (size_t)o->max_new_tokens;
     int32_t *seq = malloc(total * sizeof(int32_t));
     float *logits = malloc((size_t)V * sizeof(float));
-    struct scored *scratch = malloc((size_t)V * sizeof(*scratch));
+    struct ct_sample_entry *scratch = malloc((size_t)V * sizeof(*scratch));
     ct_rng r;
     int rc = 0;
 
@@ -263,7 +212,7 @@ static int generate(ct_model *m, const struct gen_opts *o, int32_t *prompt, size
 
         if ((rc = ct_model_next_token_logits(m, seq + n - len, (int)len, logits, err)))
             goto out;
-        seq[n] = sample(logits, V, o->temperature, o->top_k, scratch, &r);
+        seq[n] = ct_sample_token(logits, V, o->temperature, o->top_k, scratch, &r);
         emit(seq[n], bytes, 0);
         fflush(stdout);
     }

@@ -38,6 +38,8 @@ static void preflight_usage(FILE *out)
             "Rank 0 prints a table and writes DIR/preflight.json (--default-root-dir DIR, default runs).\n"
             "fit's other flags are accepted (and those about training ignored), so one set of flags\n"
             "serves both steps of a job; ctrain fit --preflight runs the same checks before training.\n"
+            "Not the SLURM plugin's node checks (srun --ctrain-preflight: each node's own GPUs, network\n"
+            "and memory before a step's tasks start, man ctrain-spank).\n"
             "\n"
             "Exit status: 0 every node passed, 3 a node failed or is an outlier, 2 bad flags, 1 the checks\n"
             "could not run (a rank missing past --collective-timeout is named).\n");

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* NCCL on cuda (nccl_lib.c is in the CUDA module libctrain-cuda.so.0; the nccl component, nccl.c, is
- * its user in libctrain, through the loader's functions of these names: engine/accelerators/
- * cuda_module_nccl.c). Without CUDA in the build every call fails with CT_ENOTAVAIL (ddp never makes
+ * its user in libctrain, through the loader's functions of these names: nccl_loader.c).
+ * Declared here only (t/90). Without CUDA in the build every call fails with CT_ENOTAVAIL (ddp never makes
  * one: no accelerator there keeps device memory).
  *
  * One communicator over the job's ranks, bootstrapped through PMIx: rank 0 makes the

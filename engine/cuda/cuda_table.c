@@ -2,8 +2,8 @@
 /* The one symbol libctrain-cuda.so.0 exports (engine/accelerators/cuda_module.h): its table, which
  * the loader in libctrain (engine/accelerators/cuda_module.c) finds with dlsym. Built into the module
  * only. Its folder sits above what it gathers (t/90): the cuda accelerator, the models' cuda
- * implementations and NCCL (engine/collectives/nccl_lib.c). Including both cuda_module.h and
- * nccl_lib.h here holds their ct_nccl_* declarations equal. */
+ * implementations and NCCL (engine/collectives/nccl_lib.c). Its nccl_* members take
+ * nccl_lib.h's ct_nccl_* (declared there only), so the compiler holds the table's types to them. */
 #ifdef CT_HAVE_CUDA
 #include "engine/accelerators/accelerators.h"
 #include "engine/accelerators/cuda_module.h"

@@ -41,8 +41,7 @@ void ct_sampler_free(ct_sampler *s)
 {
     free(s->order);
     free(s->perm);
-    s->order = NULL;
-    s->perm = NULL;
+    s->order = s->perm = NULL;
 }
 
 void ct_sampler_set_epoch(ct_sampler *s, int64_t epoch)

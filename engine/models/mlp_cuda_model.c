@@ -1,108 +1,68 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The "mlp" model on a CUDA device: engine/models/mlp/mlp_cuda.cu behind the model seam, made by the cuda
- * accelerator (ct_model_register_impl("mlp", "cuda", ...)). The host model keeps the fp32 master
- * copy for checkpoints; batches are gathered straight into the device model's pinned buffers, and
- * forward, backward and the optimizer update run on the device.
+/* The "mlp" model on a CUDA device: engine/models/mlp/mlp_cuda.cu behind the model seam
+ * (cuda_model.c), made by the cuda accelerator (ct_model_register_impl("mlp", "cuda", ...)). Its
+ * loss is read at every forward; 16-mixed's dynamic loss scale lives on the device (stats).
  * Status: compiled with nvcc, not yet run on a GPU (see README ## GPUs). */
 #include "engine/models/models.h"
 
 #ifdef CT_HAVE_CUDA
-#include <stdlib.h>
-
+#include "engine/models/cuda_model.h"
 #include "engine/models/mlp/mlp_cuda.h"
 
-struct mlp_cuda_model {
-    ct_model m;
-    ct_mlp_cuda *dev;
-};
+static void dev_free(void *d) { ct_mlp_cuda_free(d); }
 
-static ct_mlp_cuda *dev_of(const ct_model *m) { return ((const struct mlp_cuda_model *)m->impl)->dev; }
-
-static void cuda_destroy(ct_model *m)
+static int dev_forward(void *d, const ct_model *m, const ct_batch *b, int defer, ct_model_sums *out, ct_error *err)
 {
-    struct mlp_cuda_model *cm = m->impl;
-
-    ct_mlp_cuda_free(cm->dev);
-    free(cm);
-}
-
-/* Device memory is never sharded (ddp_sharded is cpu only): need is never given here. */
-static int cuda_forward(ct_model *m, const ct_batch *b, ct_param_need_fn need, void *ctx, ct_model_sums *out,
-                        ct_error *err)
-{
-    int correct = 0, rc = ct_mlp_cuda_forward(dev_of(m), b->count, &out->loss, &correct, err);
+    int correct = 0, rc = ct_mlp_cuda_forward(d, b->count, &out->loss, &correct, err);
 
     out->count = b->count;
     out->correct = correct;
     return rc;
 }
 
-static int cuda_backward(ct_model *m, double grad_scale, ct_grad_ready_fn ready, void *ctx, ct_error *err)
+static int dev_backward(void *d, double grad_scale, ct_grad_ready_fn ready, void *ctx, ct_error *err)
 {
-    return ct_mlp_cuda_backward(dev_of(m), (int)grad_scale, ready, ctx, err);
+    return ct_mlp_cuda_backward(d, (int)grad_scale, ready, ctx, err);
 }
 
-static int cuda_optim_step(ct_model *m, ct_optim *o, int *skipped, ct_error *err)
+static void *dev_x(void *d) { return ct_mlp_cuda_batch_x(d); }
+
+static int dev_to_host(void *d, ct_model *host, ct_optim *o, ct_error *err)
 {
-    return ct_mlp_cuda_optim_step(dev_of(m), o, skipped, err);
+    return ct_mlp_cuda_to_host(d, ct_mlp_model_mlp(host), o, err);
 }
 
-/* The batch buffers are the device model's pinned host memory: one copy to the device per step. */
-static int cuda_batch_buffers(ct_model *m, ct_batch *b, ct_error *err)
+static void *dev_y(void *d) { return ct_mlp_cuda_batch_y(d); }
+
+static int dev_from_host(void *d, ct_model *host, const ct_optim *o, ct_error *err)
 {
-    b->x.data = ct_mlp_cuda_batch_x(dev_of(m));
-    b->y.data = ct_mlp_cuda_batch_y(dev_of(m));
-    return 0;
+    return ct_mlp_cuda_from_host(d, ct_mlp_model_mlp(host), o, err);
 }
 
-static int cuda_to_host(ct_model *m, ct_optim *o, ct_error *err)
+static void dev_stats(void *d, int64_t *skipped_steps, double *loss_scale)
 {
-    return ct_mlp_cuda_to_host(dev_of(m), ct_mlp_model_mlp(m->host), o, err);
+    *skipped_steps = ct_mlp_cuda_skipped_steps(d);
+    *loss_scale = ct_mlp_cuda_loss_scale(d);
 }
 
-static int cuda_from_host(ct_model *m, const ct_optim *o, ct_error *err)
+/* It may skip a step (16-mixed's overflow). */
+static int dev_optim_step(void *d, ct_optim *o, int *skipped, ct_error *err)
 {
-    return ct_mlp_cuda_from_host(dev_of(m), ct_mlp_model_mlp(m->host), o, err);
+    return ct_mlp_cuda_optim_step(d, o, skipped, err);
 }
 
-static void cuda_stats(const ct_model *m, int64_t *skipped_steps, double *loss_scale)
-{
-    *skipped_steps = ct_mlp_cuda_skipped_steps(dev_of(m));
-    *loss_scale = ct_mlp_cuda_loss_scale(dev_of(m));
-}
-
-static const struct ct_model_ops cuda_ops = {
-    .destroy = cuda_destroy,
-    .forward = cuda_forward,
-    .backward = cuda_backward,
-    .optim_step = cuda_optim_step,
-    .batch_buffers = cuda_batch_buffers,
-    .to_host = cuda_to_host,
-    .from_host = cuda_from_host,
-    .stats = cuda_stats,
+static const struct ct_cuda_model_dev mlp_dev = {
+    dev_free, dev_forward, NULL, dev_backward, dev_optim_step, dev_x, dev_y, dev_to_host, dev_from_host, dev_stats,
 };
 
 int ct_mlp_cuda_model_create(ct_model *host, const ct_model_placement *where, ct_model **out, ct_error *err)
 {
-    struct mlp_cuda_model *cm = calloc(1, sizeof(*cm));
+    ct_mlp_cuda *d;
     int rc;
 
     *out = NULL;
-    if (!cm)
-        return ct_error_set(err, CT_ENOMEM, "", "out of memory");
-    if ((rc = ct_mlp_cuda_create(ct_mlp_model_mlp(host), where->optim, where->max_batch, where->gemm_dtype, &cm->dev, err))) {
-        free(cm);
+    if ((rc = ct_mlp_cuda_create(ct_mlp_model_mlp(host), where->optim, where->max_batch, where->gemm_dtype, &d, err)))
         return rc;
-    }
-    cm->m = *host;  /* name, describe, info, specs, tensors (host views) */
-    cm->m.info.announces_params = 0; /* its kernels read device memory, announced as one range */
-    cm->m.ops = &cuda_ops;
-    cm->m.impl = cm;
-    cm->m.host = host;
-    cm->m.max_batch = where->max_batch;
-    cm->m.params = ct_mlp_cuda_params(cm->dev);
-    cm->m.grads = ct_mlp_cuda_grads(cm->dev);
-    *out = &cm->m;
-    return 0;
+    return ct_cuda_model_wrap(host, where, &mlp_dev, d, ct_mlp_cuda_params(d), ct_mlp_cuda_grads(d), out, err);
 }
 #endif

@@ -314,8 +314,7 @@ int ct_model_hf_config_json(const ct_model *m, char *buf, size_t size)
     return m->ops->hf_config_json ? m->ops->hf_config_json(m, buf, size) : CT_EINVAL;
 }
 
-int ct_model_check_gemm_dtype(const char *model, const char *id, enum ct_dtype param, enum ct_dtype gemm,
-                              ct_error *err)
+static int check_gemm_dtype(const char *model, const char *id, enum ct_dtype param, enum ct_dtype gemm, ct_error *err)
 {
     char code[48];
 
@@ -326,5 +325,25 @@ int ct_model_check_gemm_dtype(const char *model, const char *id, enum ct_dtype p
                             param == CT_DTYPE_F64 ? "fp64" : "bf16");
     if (param == CT_DTYPE_F32 && gemm != CT_DTYPE_F32 && gemm != CT_DTYPE_BF16)
         return ct_error_set(err, CT_ENOTAVAIL, code, "the cpu %s computes GEMMs in fp32 or bf16 only", model);
+    return 0;
+}
+
+int ct_model_gemm_dtype_setup(const char *model, const char *id, enum ct_dtype param, enum ct_dtype dtype,
+                               const struct ct_model_gemm_ops *ops, void *m, enum ct_dtype *gemm, ct_error *err)
+{
+    int rc = check_gemm_dtype(model, id, param, dtype, err);
+
+    if (rc)
+        return rc;
+    if (param == CT_DTYPE_F64) {
+        *gemm = dtype;
+        return 0;
+    }
+    if (param == CT_DTYPE_BF16 && ops->alloc_bf16_true && (rc = ops->alloc_bf16_true(m, err)))
+        return rc;
+    if (param != CT_DTYPE_BF16 && dtype != CT_DTYPE_F32 && (rc = ops->alloc_mixed(m, err)))
+        return rc;
+    *gemm = dtype;
+    ops->prepare(m);
     return 0;
 }

@@ -30,12 +30,20 @@ int ct_gpt_cuda_model_create(ct_model *host, const ct_model_placement *where, ct
  * set by create and again by set_param_dtype, which reallocates them. */
 void ct_model_set_views(ct_model *m, enum ct_dtype dtype, void *params, void *grads, const ct_tensor *tensors);
 
-/* The one rule for a cpu model's GEMM type given its parameters' type: fp64 and bf16 parameters
- * compute in their own type only (64-true, bf16-true), fp32 parameters in fp32 or bf16 (32-true,
- * bf16-mixed). 0 when gemm is allowed; else CT_ENOTAVAIL with id "<id>-gemm-dtype" and a message
- * naming the model ("an fp64 MLP computes its GEMMs in fp64 only"). */
-int ct_model_check_gemm_dtype(const char *model, const char *id, enum ct_dtype param, enum ct_dtype gemm,
-                              ct_error *err);
+/* A cpu model's GEMM type set (its ct_model_set_gemm_dtype), the one way both built-in models do it. The rule first: fp64 and bf16
+ * parameters compute in their own type only (64-true, bf16-true), fp32 parameters in fp32 or bf16
+ * (32-true, bf16-mixed); else CT_ENOTAVAIL with id "<id>-gemm-dtype" and a message naming the model
+ * ("an fp64 MLP computes its GEMMs in fp64 only"). Then what the model needs for it: 64-true
+ * nothing (dgemm on the fp64 arrays); bf16-true its scratch (ops->alloc_bf16_true, may be NULL),
+ * bf16-mixed its bf16 copies (ops->alloc_mixed); *gemm = dtype once they are there, then
+ * ops->prepare(model) makes the products' primitives (32-true, bf16-mixed and bf16-true). */
+struct ct_model_gemm_ops {
+    int (*alloc_bf16_true)(void *model, ct_error *err);
+    int (*alloc_mixed)(void *model, ct_error *err);
+    void (*prepare)(void *model);
+};
+int ct_model_gemm_dtype_setup(const char *model, const char *id, enum ct_dtype param, enum ct_dtype dtype,
+                               const struct ct_model_gemm_ops *ops, void *m, enum ct_dtype *gemm, ct_error *err);
 
 /* Register the built-in models and data modules with the registry (their cuda implementations,
  * in the CUDA module libctrain-cuda.so.0, are registered by ct_accelerators_register). */

@@ -6,6 +6,7 @@
 
 #include "ctrain/nn.h"
 #include "engine/nn/simd.h"
+#include "engine/nn/thread_share.h"
 
 /* x's bits rounded to bf16's (the low 16 bits cleared). Inline so the array loop vectorises. */
 static inline float bf16_round(float x)
@@ -45,11 +46,9 @@ void ct_bf16_round_array(const float *in, float *out, size_t n)
 {
 #pragma omp parallel if (n >= 65536)
     {
-        size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num(), blocks = (n + 15) / 16;
-        size_t lo = blocks * t / nt * 16, hi = blocks * (t + 1) / nt * 16;
+        size_t lo, k = ct_thread_share(n, 16, &lo);
 
-        hi = hi < n ? hi : n;
-        if (lo < hi)
-            round_range(in + lo, out + lo, hi - lo);
+        if (k)
+            round_range(in + lo, out + lo, k);
     }
 }

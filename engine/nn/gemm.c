@@ -20,6 +20,7 @@
 #include "engine/nn/bf16_inline.h"
 #include "engine/nn/gemm.h"
 #include "engine/nn/simd.h"
+#include "engine/nn/thread_share.h"
 
 struct gemm_key {
     int trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate;
@@ -82,12 +83,10 @@ void ct_bf16_pack(const float *in, uint16_t *out, size_t n)
     /* on the OpenMP team, each thread a range cut at multiples of 32 (64 bytes of output) */
 #pragma omp parallel if (n >= 65536)
     {
-        size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num(), blocks = (n + 31) / 32;
-        size_t lo = blocks * t / nt * 32, hi = blocks * (t + 1) / nt * 32;
+        size_t lo, k = ct_thread_share(n, 32, &lo);
 
-        hi = hi < n ? hi : n;
-        if (lo < hi)
-            bf16_pack_range(in + lo, out + lo, hi - lo);
+        if (k)
+            bf16_pack_range(in + lo, out + lo, k);
     }
 }
 
@@ -102,14 +101,13 @@ static void bf16_widen_range(const uint16_t *restrict in, float *restrict out, s
     }
 }
 
-/* Thread t of nt's share of n elements, cut at multiples of 32. */
-static void widen_share(const uint16_t *in, float *out, size_t n, size_t t, size_t nt)
+/* This thread's share of in[n] widened into out, cut at multiples of 32. */
+static void widen_share(const uint16_t *in, float *out, size_t n)
 {
-    size_t blocks = (n + 31) / 32, lo = blocks * t / nt * 32, hi = blocks * (t + 1) / nt * 32;
+    size_t lo, k = ct_thread_share(n, 32, &lo);
 
-    hi = hi < n ? hi : n;
-    if (lo < hi)
-        bf16_widen_range(in + lo, out + lo, hi - lo);
+    if (k)
+        bf16_widen_range(in + lo, out + lo, k);
 }
 
 /* a[na] and b[nb] widened from A and B, in one region of the team when large and not already
@@ -118,10 +116,8 @@ static void bf16_widen2(const uint16_t *A, float *a, size_t na, const uint16_t *
 {
 #pragma omp parallel if (na + nb >= 65536 && !omp_in_parallel())
     {
-        size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
-
-        widen_share(A, a, na, t, nt);
-        widen_share(B, b, nb, t, nt);
+        widen_share(A, a, na);
+        widen_share(B, b, nb);
     }
 }
 

@@ -8,6 +8,7 @@
 #include "ctrain/nn.h"
 #include "engine/nn/bf16_inline.h"
 #include "engine/nn/simd.h"
+#include "engine/nn/thread_share.h"
 
 struct ct_optim {
     ct_optim_config cfg;
@@ -195,12 +196,10 @@ void ct_optim_step(ct_optim *o, void *params, const void *grads)
     o->steps++;
 #pragma omp parallel if (o->n >= 65536)
     {
-        size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num(), blocks = (o->n + 15) / 16;
-        size_t lo = blocks * t / nt * 16, hi = blocks * (t + 1) / nt * 16;
+        size_t lo, k = ct_thread_share(o->n, 16, &lo);
 
-        hi = hi < o->n ? hi : o->n;
-        if (lo < hi)
-            update_range(o, params, grads, lo, hi);
+        if (k)
+            update_range(o, params, grads, lo, lo + k);
     }
 }
 

@@ -24,19 +24,9 @@ static void topology_retire(ct_topology *topo)
 }
 
 const struct ct_spank_bind_ops ct_spank_bind_table = {
-    .version = CTRAIN_VERSION,
-    .size = sizeof(struct ct_spank_bind_ops),
+    CT_SPANK_BIND_PLANNER_OPS,
     .topology_prepare = ct_topology_prepare,
     .topology_discover = ct_topology_discover,
     .topology_load = ct_topology_load,
-    .topology_allows = ct_topology_allows,
-    .topology_gpu_count = ct_topology_gpu_count,
-    .topology_free = ct_topology_free,
     .topology_retire = topology_retire,
-    .plan_create = ct_bind_plan_create,
-    .plan_task = ct_bind_plan_task,
-    .plan_ib_hca = ct_bind_plan_ib_hca,
-    .plan_free = ct_bind_plan_free,
-    .task_gpus_in = ct_bind_task_gpus_in,
-    .gres_map = ct_gres_map,
 };

@@ -338,8 +338,9 @@ static void prepare_bf16_out(int trans_a, int trans_b, int M, int N, int K, int 
 
 /* The oneDNN primitives of a full batch's step, made at set-up (a last, smaller batch makes its own
  * on first use): every Linear's forward and two backward products, and the LM head's three. */
-static void prepare_gemms(const ct_gpt *m)
+static void prepare_gemms(void *model)
 {
+    const ct_gpt *m = model;
     int BT = m->max_batch * m->cfg.seq_len, C = m->cfg.n_embd, V = m->cfg.vocab;
     int io[4][2] = { { C, 3 * C }, { C, C }, { C, 4 * C }, { 4 * C, C } };
     enum ct_dtype dt = m->gemm_dtype;
@@ -359,34 +360,25 @@ static void prepare_gemms(const ct_gpt *m)
     prep(1, 0, V, C, BT, V, C, dt, 0, C);
 }
 
-int ct_gpt_set_gemm_dtype(ct_gpt *m, enum ct_dtype dtype, ct_error *err)
+/* bf16-true: bf16 products of the bf16 arrays into bf16 (no copies to make); attention's scores and
+ * their gradient are fp32 scratch (q[0]; without it attention runs per head). */
+static int alloc_bf16_true(void *model, ct_error *err)
 {
-    int rc = ct_model_check_gemm_dtype("gpt", "gpt", m->param_dtype, dtype, err);
+    ct_gpt *m = model;
 
-    if (rc)
-        return rc;
-    /* 64-true: fp64 products of the fp64 arrays on dgemm, nothing to prepare. */
-    if (m->param_dtype == CT_DTYPE_F64) {
-        m->gemm_dtype = dtype;
-        return 0;
-    }
-    /* bf16-true: bf16 products of the bf16 arrays into bf16 (no copies to make); attention's
-     * scores and their gradient are fp32 scratch (q[0]; without it attention runs per head). */
-    if (m->param_dtype == CT_DTYPE_BF16) {
-        m->q_n = widest_act(&m->cfg, (size_t)m->max_batch);
-        if (!m->q[0])
-            m->q[0] = malloc(sizeof(float) * m->q_n);
-        if (!m->q[0])
-            return ct_error_set(err, CT_ENOMEM, "", "out of memory for the attention scratch of the gpt model");
-        m->gemm_dtype = dtype;
-        prepare_gemms(m);
-        return 0;
-    }
-    if (dtype == CT_DTYPE_F32) {
-        m->gemm_dtype = dtype;
-        prepare_gemms(m);
-        return 0;
-    }
+    m->q_n = widest_act(&m->cfg, (size_t)m->max_batch);
+    if (!m->q[0])
+        m->q[0] = malloc(sizeof(float) * m->q_n);
+    if (!m->q[0])
+        return ct_error_set(err, CT_ENOMEM, "", "out of memory for the attention scratch of the gpt model");
+    return 0;
+}
+
+/* bf16-mixed: the parameters' and the kept activations' bf16 copies, and the products' scratch. */
+static int alloc_mixed(void *model, ct_error *err)
+{
+    ct_gpt *m = model;
+
     m->q_n = widest_act(&m->cfg, (size_t)m->max_batch);
     if (!m->params_b)
         m->params_b = malloc(sizeof(uint16_t) * m->n_params);
@@ -400,9 +392,14 @@ int ct_gpt_set_gemm_dtype(ct_gpt *m, enum ct_dtype dtype, ct_error *err)
             m->qb[i] = malloc(sizeof(uint16_t) * m->q_n);
     if (!m->params_b || !m->keep_b || !m->q[0] || !m->q[1] || !m->q[2] || !m->qb[0] || !m->qb[1] || !m->qb[2] || !m->qb[3])
         return ct_error_set(err, CT_ENOMEM, "", "out of memory for the bf16 copies of the gpt model");
-    m->gemm_dtype = dtype;
-    prepare_gemms(m);
     return 0;
+}
+
+int ct_gpt_set_gemm_dtype(ct_gpt *m, enum ct_dtype dtype, ct_error *err)
+{
+    static const struct ct_model_gemm_ops ops = { alloc_bf16_true, alloc_mixed, prepare_gemms };
+
+    return ct_model_gemm_dtype_setup("gpt", "gpt", m->param_dtype, dtype, &ops, m, &m->gemm_dtype, err);
 }
 
 /* --- init ------------------------------------------------------------------------------------- */

@@ -22,6 +22,7 @@
 
 #include "engine/models/gpt/gpt_cuda.h"
 #include "engine/nn/cuda_device.h"
+#include "engine/nn/cuda_optim.cuh"
 
 typedef __nv_bfloat16 bf16;
 
@@ -465,6 +466,26 @@ __device__ static inline const G *head_row(const G *qkv, int b, int t, int h, in
     return qkv + ((size_t)b * T + t) * 3 * C + (size_t)part * C + (size_t)h * HS;
 }
 
+// acc += sum over the warp's nk rows j0 + jj of part (q 0, k 1, v 2) of head h, each weighted by
+// lane jj's w (broadcast from it): this lane's channels lane, lane+32, ... of the weighted sum, in
+// row order. The forward's o += p v and the backward's dq += ds k.
+template <typename G>
+__device__ static inline void add_weighted_rows(float (&acc)[FLASH_REGS], float w, int nk, const G *qkv, int b,
+                                                int j0, int h, int part, int T, int C, int HS)
+{
+    int lane = threadIdx.x % WARP;
+
+    for (int jj = 0; jj < nk; jj++) {
+        float wj = __shfl_sync(FULL_MASK, w, jj);
+        const G *row = head_row(qkv, b, j0 + jj, h, part, T, C, HS);
+
+#pragma unroll
+        for (int r = 0; r < FLASH_REGS; r++)
+            if (lane + r * WARP < HS)
+                acc[r] += wj * ld(row, lane + r * WARP);
+    }
+}
+
 template <typename G>
 __device__ static inline float dot_row(const float *s, const G *r, int HS)
 {
@@ -500,15 +521,7 @@ __global__ static void k_flash_forward(const G *qkv, G *y, float *lse, int T, in
 #pragma unroll
         for (int r = 0; r < FLASH_REGS; r++)
             o[r] *= corr;
-        for (int jj = 0; jj < nk; jj++) {
-            float pj = __shfl_sync(FULL_MASK, p, jj);
-            const G *v = head_row(qkv, b, j0 + jj, h, 2, T, C, HS);
-
-#pragma unroll
-            for (int r = 0; r < FLASH_REGS; r++)
-                if (lane + r * WARP < HS)
-                    o[r] += pj * ld(v, lane + r * WARP);
-        }
+        add_weighted_rows(o, p, nk, qkv, b, j0, h, 2, T, C, HS);
         m = mn;
     }
 #pragma unroll
@@ -568,15 +581,7 @@ __global__ static void k_flash_backward_dq(const G *qkv, const float *dy, const 
 
             ds = p * (dot_row(dys[warp], head_row(qkv, b, j, h, 2, T, C, HS), HS) - dt);
         }
-        for (int jj = 0; jj < nk; jj++) {
-            float dsj = __shfl_sync(FULL_MASK, ds, jj);
-            const G *k = head_row(qkv, b, j0 + jj, h, 1, T, C, HS);
-
-#pragma unroll
-            for (int r = 0; r < FLASH_REGS; r++)
-                if (lane + r * WARP < HS)
-                    dq[r] += dsj * ld(k, lane + r * WARP);
-        }
+        add_weighted_rows(dq, ds, nk, qkv, b, j0, h, 1, T, C, HS);
     }
 #pragma unroll
     for (int r = 0; r < FLASH_REGS; r++)
@@ -735,30 +740,25 @@ __device__ static inline void put_copy(const struct param_copy &c, size_t i, flo
         c.pg[i] = __float2bfloat16_rn(p);
 }
 
-// torch.optim.AdamW, as engine/nn/optim.c; the bf16 copy of each updated parameter in the same pass.
+// torch.optim.AdamW (engine/nn/cuda_optim.cuh); the bf16 copy of each updated parameter in the same pass.
 __global__ static void k_adamw(float *p, const float *g, float *m, float *v, size_t n, float b1, float b2, float eps,
                                float decay, float step_size, float inv_sqrt_bc2, struct param_copy c)
 {
     GRID_STRIDE(i, n) {
-        float pi;
+        float pi = ct_cuda_adamw_update(p[i], g[i], m[i], v[i], b1, b2, eps, decay, step_size, inv_sqrt_bc2);
 
-        m[i] = b1 * m[i] + (1.0f - b1) * g[i];
-        v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
-        pi = p[i] * decay - step_size * m[i] / (sqrtf(v[i]) * inv_sqrt_bc2 + eps);
         p[i] = pi;
         put_copy(c, i, pi);
     }
 }
 
-// torch.optim.SGD (dampening 0, not Nesterov); the bf16 copy as AdamW's.
+// torch.optim.SGD (engine/nn/cuda_optim.cuh); the bf16 copy as AdamW's.
 __global__ static void k_sgd(float *p, const float *g, float *buf, size_t n, float lr, float wd, float mu,
                              struct param_copy c)
 {
     GRID_STRIDE(i, n) {
-        float gi = g[i] + wd * p[i], pi;
+        float pi = ct_cuda_sgd_update(p[i], g[i], buf[i], lr, wd, mu);
 
-        buf[i] = mu * buf[i] + gi;
-        pi = p[i] - lr * (mu != 0.0f ? buf[i] : gi);
         p[i] = pi;
         put_copy(c, i, pi);
     }

@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The GPT's element-wise passes in fp32 (gpt_passes_tmpl.h). */
+/* The GPT's element-wise passes in fp32 (gpt_passes_tmpl.h through gpt_passes_real.h). */
 #include <math.h>
 #include <stddef.h>
+
+#include "engine/models/gpt/gpt_internal.h"
+#include "engine/models/gpt/gpt_passes.h"
+#include "engine/nn/gemm.h"
 
 /* glibc's libmvec (linked through libm) has a vector expf for SSE, AVX2 and AVX-512;
  * declaring it simd, as glibc's own math.h does under -ffast-math, lets the vectorised loops
@@ -16,15 +20,7 @@ __attribute__((simd("notinbranch"))) float expf(float);
 #define SFX(name) name
 #define EXP expf
 #define SQRT sqrtf
-#define elem real
-#define LD(x) (x)
-#define ST(v) (v)
-
-/* Sums over rows accumulate straight into the gradient (elem is real). */
-static real *row_sums_begin(elem *out, size_t n) { return out; }
-static void row_sums_end(elem *out, real *sums, size_t i0, size_t i1) {}
-
-#include "engine/models/gpt/gpt_passes_tmpl.h"
+#include "engine/models/gpt/gpt_passes_real.h"
 
 /* Attention's probabilities from one head's fp32 scores s[T,T] (the batched products' output), in
  * one pass over each row where there were three (scale, softmax, the copy to bf16): row t's columns
@@ -62,6 +58,32 @@ void gpt_causal_softmax_scaled(float *restrict s, uint16_t *restrict outb, int T
                 o[j] = ct_bf16_store(row[j]);
         }
     }
+}
+
+int gpt_attention_batched(int B, int T, int C, int NH, const uint16_t *qkv, float *s, uint16_t *p,
+                          enum ct_dtype y_type, void *y)
+{
+    int HS = C / NH, C3 = 3 * C;
+    long tt = (long)T * T, htt = (long)NH * T * T;
+    float scale = 1.0f / sqrtf((float)HS);
+    size_t y_size = y_type == CT_DTYPE_BF16 ? sizeof(uint16_t) : sizeof(float);
+    /* (sequence b, head h): its q, k and v rows C3 apart in qkv, its scores T x T in s and p, its
+     * output rows C apart in y */
+    struct ct_gemm_batch scores = { B, NH, (long)T * C3, HS, (long)T * C3, HS, htt, tt };
+    struct ct_gemm_batch out = { B, NH, htt, tt, (long)T * C3, HS, (long)T * C, HS };
+
+    for (int r0 = 0; r0 < T; r0 += GPT_ATT_BLOCK)
+        if (ct_gemm_batched(&scores, 0, 1, gpt_att_rows(r0, T), r0 + gpt_att_rows(r0, T), HS, qkv + (size_t)r0 * C3, C3,
+                            qkv + C, C3, CT_DTYPE_BF16, s + (size_t)r0 * T, T))
+            return -1;
+#pragma omp parallel for schedule(static)
+    for (int bh = 0; bh < B * NH; bh++)
+        gpt_causal_softmax_scaled(s + (size_t)bh * tt, p + (size_t)bh * tt, T, scale);
+    for (int r0 = 0; r0 < T; r0 += GPT_ATT_BLOCK)
+        if (ct_gemm_batched_to(&out, 0, 0, gpt_att_rows(r0, T), HS, r0 + gpt_att_rows(r0, T), p + (size_t)r0 * T, T,
+                               qkv + 2 * C, C3, CT_DTYPE_BF16, 1.0f, y_type, (char *)y + (size_t)r0 * C * y_size, C))
+            return -1;
+    return 0;
 }
 
 /* bf16-true's softmax backward for one head: d[T,T] the fp32 gradient of the probabilities (a

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ctrain/dtype.h"
+
 /* Every pass for storage type elem computed in real, its public names made by SFX: fp32 under the
  * names below, fp64 (64-true) with the suffix _f64 (gpt_passes_f64.c), bf16 storage computed in
  * fp32 (bf16-true) with the suffix _bf16 (gpt_passes_bf16.c). */
@@ -59,6 +61,14 @@ GPT_PASSES_DECLARE(float, float, GPT_SFX_F32)
  * after; with outb, the probabilities also rounded to bf16 there (scaling, gpt_causal_softmax and
  * ct_bf16_pack in one pass). */
 void gpt_causal_softmax_scaled(float *s, uint16_t *outb, int T, float scale);
+/* Causal attention's forward over every (sequence b, head h) of B sequences on oneDNN's batched
+ * products, as bf16-true and bf16-mixed both run it: the scores q k^T from the bf16 qkv[B*T, 3C] in
+ * blocks of GPT_ATT_BLOCK query rows, each against the keys up to its last row, into fp32 s[B*NH,T,T];
+ * each head's scaled softmax there (gpt_causal_softmax_scaled), rounded into the bf16 probabilities
+ * p[B*NH,T,T]; y[B*T, C] = p v, stored as y_type (fp32 or bf16, rounded once). 0, or -1 when oneDNN
+ * made no primitive for a product. */
+int gpt_attention_batched(int B, int T, int C, int NH, const uint16_t *qkv, float *s, uint16_t *p,
+                          enum ct_dtype y_type, void *y);
 /* bf16-true's softmax backward for one head: d[T,T] the fp32 gradient of the probabilities, rounded
  * to bf16 first (d is scratch after), p the bf16 probabilities; ds[T,T] the scores' gradient in
  * bf16, zeros above the diagonal. */

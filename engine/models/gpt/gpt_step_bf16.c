@@ -119,29 +119,15 @@ static float *head_scratch(size_t n)
 static int attention_forward_onednn(ct_gpt *m, int l, int B)
 {
     struct ACTS *a = &VW(m)->blocks[l];
-    int T = m->cfg.seq_len, C = m->cfg.n_embd, NH = m->cfg.n_head, HS = C / NH, C3 = 3 * C;
-    long tt = (long)T * T, htt = (long)NH * T * T;
-    float scale = 1.0f / sqrtf((float)HS), *s = m->q[0];
-    struct ct_gemm_batch scores = { B, NH, (long)T * C3, HS, (long)T * C3, HS, htt, tt };
-    struct ct_gemm_batch out = { B, NH, htt, tt, (long)T * C3, HS, (long)T * C, HS };
 
     /* where oneDNN has no bf16 matmul, per head: each head's tensors widened once into the thread's
      * fp32 scratch, where batched products would widen their views at every call */
-    if (!s || !ct_gemm_bf16_native())
+    if (!m->q[0] || !ct_gemm_bf16_native())
         return -1;
-    for (int r0 = 0; r0 < T; r0 += GPT_ATT_BLOCK)
-        if (ct_gemm_batched(&scores, 0, 1, gpt_att_rows(r0, T), r0 + gpt_att_rows(r0, T), HS, a->qkv + (size_t)r0 * C3,
-                            C3, a->qkv + C, C3, CT_DTYPE_BF16, s + (size_t)r0 * T, T))
-            return -1;
-#pragma omp parallel for schedule(static)
-    for (int bh = 0; bh < B * NH; bh++)
-        gpt_causal_softmax_scaled(s + (size_t)bh * tt, a->att + (size_t)bh * tt, T, scale);
-    /* atty straight to bf16 (the fp32 sum rounded once, as storing it from fp32 scratch did) */
-    for (int r0 = 0; r0 < T; r0 += GPT_ATT_BLOCK)
-        if (ct_gemm_batched_to(&out, 0, 0, gpt_att_rows(r0, T), HS, r0 + gpt_att_rows(r0, T), a->att + (size_t)r0 * T,
-                               T, a->qkv + 2 * C, C3, CT_DTYPE_BF16, 1.0f, CT_DTYPE_BF16, a->atty + (size_t)r0 * C, C))
-            return -1;
-    return 0;
+    /* the scores in fp32 scratch; atty straight to bf16 (the fp32 sum rounded once, as storing it
+     * from fp32 scratch did) */
+    return gpt_attention_batched(B, m->cfg.seq_len, m->cfg.n_embd, m->cfg.n_head, a->qkv, m->q[0], a->att,
+                                 CT_DTYPE_BF16, a->atty);
 }
 
 static int attention_backward_onednn(ct_gpt *m, int l, int B)

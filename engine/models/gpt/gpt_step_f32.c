@@ -143,35 +143,17 @@ static void logits_row(const ct_gpt *m, const float *wte, const float *x, float 
 static int attention_forward_mixed(ct_gpt *m, int l, int B)
 {
     struct ACTS *a = &VW(m)->blocks[l];
-    int T = m->cfg.seq_len, C = m->cfg.n_embd, NH = m->cfg.n_head, HS = C / NH, C3 = 3 * C;
-    long tt = (long)T * T, htt = (long)NH * T * T;
-    float scale = 1.0f / sqrtf((float)HS);
+    int T = m->cfg.seq_len, C = m->cfg.n_embd;
     const uint16_t *qkv;
-    uint16_t *att;
-    /* (sequence b, head h): its q, k and v rows C3 apart in qkv, its scores T x T in att */
-    struct ct_gemm_batch scores = { B, NH, (long)T * C3, HS, (long)T * C3, HS, htt, tt };
-    struct ct_gemm_batch out = { B, NH, htt, tt, (long)T * C3, HS, (long)T * C, HS };
 
     /* 32-true, and bf16-mixed where oneDNN has no bf16 matmul: per head (on fp32 copies rounded
      * once per tensor, where batched products would widen their views at every call) */
     if (!mixed(m) || !ct_gemm_bf16_native())
         return -1;
-    qkv = gemm_keep(m, a->qkv, (size_t)B * T * C3, l, KEEP_QKV);
-    att = kept_slot(m, l, KEEP_ATT);
-    for (int r0 = 0; r0 < T; r0 += GPT_ATT_BLOCK)
-        if (ct_gemm_batched(&scores, 0, 1, gpt_att_rows(r0, T), r0 + gpt_att_rows(r0, T), HS, qkv + (size_t)r0 * C3, C3,
-                            qkv + C, C3, CT_DTYPE_BF16, a->att + (size_t)r0 * T, T))
-            return -1;
-    /* the fp32 probabilities (backward's softmax reads them) and their bf16 copy, kept for backward's
-     * products, in one pass */
-#pragma omp parallel for schedule(static)
-    for (int bh = 0; bh < B * NH; bh++)
-        gpt_causal_softmax_scaled(a->att + (size_t)bh * tt, att + (size_t)bh * tt, T, scale);
-    for (int r0 = 0; r0 < T; r0 += GPT_ATT_BLOCK)
-        if (ct_gemm_batched(&out, 0, 0, gpt_att_rows(r0, T), HS, r0 + gpt_att_rows(r0, T), att + (size_t)r0 * T, T,
-                            qkv + 2 * C, C3, CT_DTYPE_BF16, a->atty + (size_t)r0 * C, C))
-            return -1;
-    return 0;
+    qkv = gemm_keep(m, a->qkv, (size_t)B * T * 3 * C, l, KEEP_QKV);
+    /* the fp32 probabilities (backward's softmax reads them) in a->att, their bf16 copy kept for
+     * backward's products */
+    return gpt_attention_batched(B, T, C, m->cfg.n_head, qkv, a->att, kept_slot(m, l, KEEP_ATT), CT_DTYPE_F32, a->atty);
 }
 
 static int attention_backward_mixed(ct_gpt *m, int l, int B)

@@ -162,11 +162,22 @@ void ct_mlp_free(ct_mlp *m)
 /* The oneDNN primitives of a full batch's step, made at set-up: each layer's forward and two
  * backward products (a last, smaller batch, and the first layer's row blocks under ddp, make
  * theirs on first use). */
-static void prepare_gemms(const ct_mlp *m)
+/* bf16-true: bf16 products of the bf16 arrays into bf16 (ct_gemm_bf16); else ct_gemm's in
+ * gemm_dtype. */
+static void prepare_gemms(void *model)
 {
+    const ct_mlp *m = model;
+
     for (int l = 0; l < m->n_layers; l++) {
         int B = m->max_batch, in = m->dims[l], out = m->dims[l + 1];
 
+        if (m->param_dtype == CT_DTYPE_BF16) {
+            ct_gemm_prepare_bf16(0, 1, B, out, in, in, in, 1, out);
+            ct_gemm_prepare_bf16(1, 0, out, in, B, out, in, 0, in);
+            if (l)
+                ct_gemm_prepare_bf16(0, 0, B, in, out, out, in, 0, in);
+            continue;
+        }
         ct_gemm_prepare(0, 1, B, out, in, in, in, m->gemm_dtype, 0, out);
         ct_gemm_prepare(1, 0, out, in, B, out, in, m->gemm_dtype, 0, in);
         if (l)
@@ -174,35 +185,12 @@ static void prepare_gemms(const ct_mlp *m)
     }
 }
 
-int ct_mlp_set_gemm_dtype(ct_mlp *m, enum ct_dtype dtype, ct_error *err)
+/* bf16-mixed: each layer's input and weight copies, and one for the widest output gradient. */
+static int alloc_mixed(void *model, ct_error *err)
 {
-    int widest = 0, rc = ct_model_check_gemm_dtype("MLP", "mlp", m->param_dtype, dtype, err);
+    ct_mlp *m = model;
+    int widest = 0;
 
-    if (rc)
-        return rc;
-    /* 64-true: the GEMMs are fp64 products of the fp64 arrays (dgemm: nothing to prepare). */
-    if (m->param_dtype == CT_DTYPE_F64) {
-        m->gemm_dtype = dtype;
-        return 0;
-    }
-    /* bf16-true: bf16 products of the bf16 arrays into bf16 (ct_gemm_bf16). */
-    if (m->param_dtype == CT_DTYPE_BF16) {
-        m->gemm_dtype = dtype;
-        for (int l = 0; l < m->n_layers; l++) {
-            int B = m->max_batch, in = m->dims[l], out = m->dims[l + 1];
-
-            ct_gemm_prepare_bf16(0, 1, B, out, in, in, in, 1, out);
-            ct_gemm_prepare_bf16(1, 0, out, in, B, out, in, 0, in);
-            if (l)
-                ct_gemm_prepare_bf16(0, 0, B, in, out, out, in, 0, in);
-        }
-        return 0;
-    }
-    if (dtype == CT_DTYPE_F32) {
-        m->gemm_dtype = dtype;
-        prepare_gemms(m);
-        return 0;
-    }
     for (int l = 0; l < m->n_layers; l++) {
         if (!m->xq[l])
             m->xq[l] = malloc(sizeof(uint16_t) * (size_t)m->max_batch * m->dims[l]);
@@ -215,9 +203,14 @@ int ct_mlp_set_gemm_dtype(ct_mlp *m, enum ct_dtype dtype, ct_error *err)
     }
     if (!m->dyq && !(m->dyq = malloc(sizeof(uint16_t) * (size_t)m->max_batch * widest)))
         return ct_error_set(err, CT_ENOMEM, "", "out of memory for the bf16 gradient copy");
-    m->gemm_dtype = dtype;
-    prepare_gemms(m);
     return 0;
+}
+
+int ct_mlp_set_gemm_dtype(ct_mlp *m, enum ct_dtype dtype, ct_error *err)
+{
+    static const struct ct_model_gemm_ops ops = { NULL, alloc_mixed, prepare_gemms };
+
+    return ct_model_gemm_dtype_setup("MLP", "mlp", m->param_dtype, dtype, &ops, m, &m->gemm_dtype, err);
 }
 
 void ct_mlp_init(ct_mlp *m, ct_rng *r)

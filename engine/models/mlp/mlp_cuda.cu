@@ -17,6 +17,7 @@
 #include <cuda_runtime.h>
 
 #include "engine/nn/cuda_device.h"
+#include "engine/nn/cuda_optim.cuh"
 #include "engine/models/mlp/mlp_cuda.h"
 
 // GradScaler's defaults: start at 2^16, halve on overflow, double after 2000 clean steps.
@@ -176,28 +177,21 @@ __global__ static void k_nonfinite(const float *g, size_t n, struct stats *st)
         }
 }
 
-// torch.optim.AdamW, as engine/nn/optim.c; g multiplied by inv_scale first (16-mixed).
+// torch.optim.AdamW (engine/nn/cuda_optim.cuh); g multiplied by inv_scale first (16-mixed).
 __global__ static void k_adamw(float *p, const float *g, float *m, float *v, size_t n, float b1, float b2, float eps,
                                float decay, float step_size, float inv_sqrt_bc2, float inv_scale)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float gi = g[i] * inv_scale;
-
-        m[i] = b1 * m[i] + (1.0f - b1) * gi;
-        v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
-        p[i] = p[i] * decay - step_size * m[i] / (sqrtf(v[i]) * inv_sqrt_bc2 + eps);
+        p[i] = ct_cuda_adamw_update(p[i], g[i] * inv_scale, m[i], v[i], b1, b2, eps, decay, step_size, inv_sqrt_bc2);
     }
 }
 
-// torch.optim.SGD (dampening 0, not Nesterov), as engine/nn/optim.c.
+// torch.optim.SGD (engine/nn/cuda_optim.cuh); g multiplied by inv_scale first.
 __global__ static void k_sgd(float *p, const float *g, float *buf, size_t n, float lr, float wd, float mu,
                              float inv_scale)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float gi = g[i] * inv_scale + wd * p[i];
-
-        buf[i] = mu * buf[i] + gi;
-        p[i] -= lr * (mu != 0.0f ? buf[i] : gi);
+        p[i] = ct_cuda_sgd_update(p[i], g[i] * inv_scale, buf[i], lr, wd, mu);
     }
 }
 

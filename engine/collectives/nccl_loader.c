@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* NCCL for ddp as libctrain has it (engine/collectives/nccl_lib.h's functions): forwarded to the CUDA
- * module's (libctrain-cuda.so.0, loaded on the first call: cuda_module.h), or CT_ENOTAVAIL in a build
- * without CUDA. A file of its own: a program that links the module's objects (the CUDA test tools)
- * has their ct_nccl_* and never takes these from libctrain.a. */
+/* NCCL for the collectives' nccl component as libctrain has it (nccl_lib.h's functions, declared
+ * there only): forwarded to the CUDA module's (libctrain-cuda.so.0, loaded on the first call:
+ * engine/accelerators/cuda_module.h), or CT_ENOTAVAIL in a build without CUDA. A file of its own: a
+ * program that links the module's objects (the CUDA test tools) has their ct_nccl_* (nccl_lib.c)
+ * and never takes these from libctrain.a. */
 #include "engine/accelerators/cuda_module.h"
+#include "engine/collectives/nccl_lib.h"
 
 #define NCCL_MODULE(err) const struct ct_cuda_module *m = ct_cuda_module_get(err)
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrain SPANK plugin — slurmstepd, --ctrain-preflight's step side: the node's checks gathered
  * (its GPUs as root in init_post_opt, the rest as the user in user_init), its line, and what a bad
- * node does (spank/preflight.c holds the option, the checks' summary and the requeue). */
+ * node does (spank/nodecheck.c holds the option, the checks' summary and the requeue). */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdio.h>
@@ -14,10 +14,10 @@
 #include "ctrain/util.h"
 #include "engine/util/slurm_compat.h"
 #include "spank/log.h"
-#include "spank/preflight.h"
+#include "spank/nodecheck.h"
 #include "spank/remote_gpus.h"
 #include "spank/remote_net.h"
-#include "spank/remote_preflight.h"
+#include "spank/remote_nodecheck.h"
 #include "spank/step.h"
 
 /* The job's memory per node in MiB, as SLURM told the job (--mem, or --mem-per-cpu times the
@@ -39,12 +39,12 @@ static uint64_t job_mem_mb(char **env)
 /* --ctrain-preflight's GPU checks, as root in init_post_opt (a GPU held by another user's process
  * shows only to root). Where SLURM has not set SLURM_STEP_GPUS by then, user_init runs them, as the
  * user. */
-void ct_spank_preflight_gather_gpus(struct step *s, char **env)
+void ct_spank_nodecheck_gather_gpus(struct step *s, char **env)
 {
-    struct ct_spank_preflight_node in = { 0 };
+    struct ct_spank_nodecheck_node in = { 0 };
     ct_error err;
 
-    if (ct_spank_preflight_opts()->mode == CT_SPANK_PREFLIGHT_OFF || s->err.code)
+    if (ct_spank_nodecheck_opts()->mode == CT_SPANK_NODECHECK_OFF || s->err.code)
         return;
     in.step_gpus = ct_spank_slurm_gpus(env);
     if (!in.step_gpus || !in.step_gpus[0])
@@ -54,22 +54,22 @@ void ct_spank_preflight_gather_gpus(struct step *s, char **env)
     if (ct_spank_gres_read(in.node, &s->gres, &err) == 0)
         in.files = &s->gres.files;
     in.gpus_mapped = 1;   /* the mapping is user_init's; a GPU it cannot map fails the step there */
-    ct_spank_preflight_gpus(&in, &s->pf);
+    ct_spank_nodecheck_gpus(&in, &s->pf);
     s->pf_gpus = 1;
 }
 
 /* --ctrain-preflight: the node's checks, in user_init as the job's user, before any task starts
  * (the network interface is the one the plan gives the node's first task); task_init reports the
  * result and acts on it. */
-void ct_spank_preflight_gather(struct step *s, char **env)
+void ct_spank_nodecheck_gather(struct step *s, char **env)
 {
-    const struct ct_spank_preflight *opt = ct_spank_preflight_opts();
+    const struct ct_spank_nodecheck *opt = ct_spank_nodecheck_opts();
     const ct_bind_task *t = s->plan ? s->ops->plan_task(s->plan, 0) : NULL;
-    struct ct_spank_preflight_node in = { 0 };
+    struct ct_spank_nodecheck_node in = { 0 };
     ct_net_vars v;
     ct_error err;
 
-    if (opt->mode == CT_SPANK_PREFLIGHT_OFF)
+    if (opt->mode == CT_SPANK_NODECHECK_OFF)
         return;
     ct_error_clear(&err);
     ct_spank_step_node_name(s, env, s->pf_node, sizeof(s->pf_node));
@@ -84,7 +84,7 @@ void ct_spank_preflight_gather(struct step *s, char **env)
     ct_spank_network_choose(s, t, &v);
     in.ifname = v.ifname;
     in.job_mem_mb = job_mem_mb(env);
-    s->pf_bad = ct_spank_preflight_node(opt, &in, s->pf_gpus ? &s->pf : NULL, s->pf_line, sizeof(s->pf_line));
+    s->pf_bad = ct_spank_nodecheck_node(opt, &in, s->pf_gpus ? &s->pf : NULL, s->pf_line, sizeof(s->pf_line));
     /* info, not error, level: slurmstepd passes its errors to srun, and the node's first task
      * writes the user's one line per node */
     ct_spank_info("preflight: %s", s->pf_line);
@@ -102,10 +102,10 @@ static void preflight_act(const struct step *s)
     ct_error err;
 
     ct_error_clear(&err);
-    if (ct_spank_preflight_opts()->mode == CT_SPANK_PREFLIGHT_EXCLUDE && s->pf_supervised)
+    if (ct_spank_nodecheck_opts()->mode == CT_SPANK_NODECHECK_EXCLUDE && s->pf_supervised)
         fprintf(stderr, "ctrain: preflight: a step of ctrain supervise: no requeue, the supervisor starts its next step "
                         "without node %s\n", s->pf_node);
-    else if (ct_spank_preflight_opts()->mode == CT_SPANK_PREFLIGHT_EXCLUDE) {
+    else if (ct_spank_nodecheck_opts()->mode == CT_SPANK_NODECHECK_EXCLUDE) {
         sigset_t term;
 
         /* The requeue ends the job's steps, this task first: SIGTERM, SIGKILL KillWait seconds
@@ -116,7 +116,7 @@ static void preflight_act(const struct step *s)
         sigaddset(&term, SIGINT);
         sigaddset(&term, SIGHUP);
         sigprocmask(SIG_BLOCK, &term, NULL);
-        if (ct_spank_preflight_exclude(s->job_id, s->pf_node, why, &err) == 0) {
+        if (ct_spank_nodecheck_exclude(s->job_id, s->pf_node, why, &err) == 0) {
             fprintf(stderr, "ctrain: preflight: job %u requeued without node %s\n", s->job_id, s->pf_node);
             ct_spank_info("preflight: job %u requeued without node %s", s->job_id, s->pf_node);
             return;
@@ -132,14 +132,14 @@ static void preflight_act(const struct step *s)
 
 /* The preflight's line on the node's first task's stderr: every result with report, a bad node's
  * with fail and exclude, which then end every task of the node (the others quietly). */
-int ct_spank_preflight_report(const struct step *s, int local)
+int ct_spank_nodecheck_report(const struct step *s, int local)
 {
-    enum ct_spank_preflight_mode mode = ct_spank_preflight_opts()->mode;
-    int stop = s->pf_bad && mode != CT_SPANK_PREFLIGHT_REPORT;
+    enum ct_spank_nodecheck_mode mode = ct_spank_nodecheck_opts()->mode;
+    int stop = s->pf_bad && mode != CT_SPANK_NODECHECK_REPORT;
 
     if (!s->pf_line[0])
         return 0;
-    if (local == 0 && (s->pf_bad || mode == CT_SPANK_PREFLIGHT_REPORT))
+    if (local == 0 && (s->pf_bad || mode == CT_SPANK_NODECHECK_REPORT))
         fprintf(stderr, "ctrain: preflight: %s%s\n", s->pf_line, stop ? CT_LINE_PREFLIGHT_STOPS : "");
     if (local == 0 && stop)
         preflight_act(s);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* ctrain SPANK plugin — --ctrain-preflight; see preflight.h. The checks themselves are
+/* ctrain SPANK plugin — --ctrain-preflight; see nodecheck.h. The checks themselves are
  * libctrain-core's (engine/health/nodecheck.c, unit-tested on made-up /proc and /sys trees); this
  * file gathers the step's side of them and does SLURM's side of `exclude`. */
 #define _GNU_SOURCE
@@ -17,7 +17,7 @@
 #include "ctrain/util.h"
 #include "engine/slurm/exclude.h"
 #include "engine/util/slurm_compat.h"
-#include "spank/preflight.h"
+#include "spank/nodecheck.h"
 
 /* --- the option ---------------------------------------------------------------------------------- */
 
@@ -28,7 +28,7 @@ static int bad_option(ct_error *err, const char *value, const char *what)
                               "directory to check is writable) and ,mem=MIB (the memory each node must have free)");
 }
 
-int ct_spank_preflight_parse(const char *value, struct ct_spank_preflight *out, ct_error *err)
+int ct_spank_nodecheck_parse(const char *value, struct ct_spank_nodecheck *out, ct_error *err)
 {
     static const char *const modes[] = { "off", "report", "fail", "exclude", NULL };
     char buf[1200], *save = NULL, *w;
@@ -47,7 +47,7 @@ int ct_spank_preflight_parse(const char *value, struct ct_spank_preflight *out, 
                 m++;
             if (!modes[m])
                 return bad_option(err, value, "not a preflight mode");
-            out->mode = (enum ct_spank_preflight_mode)m;
+            out->mode = (enum ct_spank_nodecheck_mode)m;
         } else if (!strncmp(w, "dir=", 4)) {
             if (w[4] != '/')
                 return bad_option(err, value, "dir= takes an absolute path");
@@ -68,7 +68,7 @@ int ct_spank_preflight_parse(const char *value, struct ct_spank_preflight *out, 
 /* --- the node's checks --------------------------------------------------------------------------- */
 
 /* SLURM_STEP_GPUS ("0,1" or "0-3") into gpus[], each with its gres.conf device file. */
-static int step_gpus(const struct ct_spank_preflight_node *in, ct_nodecheck_gpu *gpus, int max)
+static int step_gpus(const struct ct_spank_nodecheck_node *in, ct_nodecheck_gpu *gpus, int max)
 {
     const char *p = in->step_gpus;
     int n = 0;
@@ -113,7 +113,7 @@ static int node_ifaces(ct_nodecheck_iface *out, char names[][IF_NAMESIZE + 1], i
 }
 
 /* The checks' input from what the plugin gathered. */
-static void input(const struct ct_spank_preflight_node *in, ct_nodecheck_input *ci)
+static void input(const struct ct_spank_nodecheck_node *in, ct_nodecheck_input *ci)
 {
     static ct_nodecheck_gpu gpus[CT_NODECHECK_MAX_GPUS];
     static ct_nodecheck_iface ifaces[128];
@@ -132,7 +132,7 @@ static void input(const struct ct_spank_preflight_node *in, ct_nodecheck_input *
     ci->sys_root = "/sys";
 }
 
-void ct_spank_preflight_gpus(const struct ct_spank_preflight_node *in, ct_nodecheck_result *r)
+void ct_spank_nodecheck_gpus(const struct ct_spank_nodecheck_node *in, ct_nodecheck_result *r)
 {
     ct_nodecheck_input ci;
 
@@ -141,7 +141,7 @@ void ct_spank_preflight_gpus(const struct ct_spank_preflight_node *in, ct_nodech
     ct_nodecheck_run(&ci, r);
 }
 
-int ct_spank_preflight_node(const struct ct_spank_preflight *opt, const struct ct_spank_preflight_node *in,
+int ct_spank_nodecheck_node(const struct ct_spank_nodecheck *opt, const struct ct_spank_nodecheck_node *in,
                             ct_nodecheck_result *r, char *line, size_t size)
 {
     ct_nodecheck_result own;
@@ -169,7 +169,7 @@ int ct_spank_preflight_node(const struct ct_spank_preflight *opt, const struct c
 
 /* --- exclude: SLURM's requeue, without the node -------------------------------------------------- */
 
-int ct_spank_preflight_exclude(uint32_t job_id, const char *node, const char *why, ct_error *err)
+int ct_spank_nodecheck_exclude(uint32_t job_id, const char *node, const char *why, ct_error *err)
 {
     char comment[512];
     int rc, requeued;
