@@ -15,9 +15,14 @@
 int ct_run_save_checkpoint(ct_run *run, const char *path, ct_error *err);
 /* Wait for the pending asynchronous write (ct_strategy_checkpoint_wait), timed with the saves. */
 int ct_run_checkpoint_wait(ct_run *run, ct_error *err);
-/* A checkpoint's metadata value for key ("" when absent) without loading tensors; every rank reads. */
-int ct_run_checkpoint_meta(ct_run *run, const char *path, const char *key, char *out, size_t size, ct_error *err);
-/* Load a checkpoint into the run. weights_only: skip optimizer state and counters (validate/test). */
-int ct_run_load_checkpoint(ct_run *run, const char *path, int weights_only, ct_error *err);
+/* How a restore checks the file before it loads it (meta.c's rules). */
+typedef struct ct_ckpt_restore {
+    int weights_only;   /* the weights only (validate, test, fit --weights-only): no optimizer state, no counters */
+    int deterministic;  /* --deterministic: the world size, batch size and threads must be the file's */
+    int same_job;       /* --ckpt-path auto: this SLURM job must have written it */
+} ct_ckpt_restore;
+/* Load a checkpoint into the run: its metadata read once and checked against the run, then its
+ * tensors (every rank reads the file; all agree on the verdict). */
+int ct_run_restore_checkpoint(ct_run *run, const char *path, const ct_ckpt_restore *how, ct_error *err);
 
 #endif

@@ -130,7 +130,7 @@ int ct_summary_write(const ct_trainer_job *job, const ct_trainer_result *res, co
     cJSON_AddNumberToObject(o, "batch_size", cfg->batch_size);
     cJSON_AddNumberToObject(o, "lr", cfg->lr);
     cJSON_AddNumberToObject(o, "seed", (double)cfg->seed);
-    /* What a --deterministic run is reproducible under (engine/trainer/deterministic.h). */
+    /* What a --deterministic run is reproducible under (a resume checks them: engine/checkpoint/meta.c). */
     cJSON_AddBoolToObject(o, "deterministic", job->plan->deterministic);
     cJSON_AddNumberToObject(o, "blas_threads", run->opt.blas_threads);
     cJSON_AddNumberToObject(o, "gemm_threads", run->opt.gemm_threads);
