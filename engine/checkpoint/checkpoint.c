@@ -118,13 +118,6 @@ static void restore_callbacks(ct_run *run, const ct_ckpt_record *theirs, const c
     }
 }
 
-static int is_last(const char *path)
-{
-    const char *base = strrchr(path, '/');
-
-    return !strcmp(base ? base + 1 : path, "last.safetensors");
-}
-
 /* The run as a checkpoint's metadata: what a save writes, and what a restore compares the file's
  * against (meta.c's table says which fields must match). */
 static void describe_run(ct_run *run, ct_ckpt_record *r)
@@ -174,7 +167,7 @@ static void describe_run(ct_run *run, ct_ckpt_record *r)
     snprintf(r->model_config, sizeof(r->model_config), "%s", o->model_config);
 }
 
-static int save_checkpoint(ct_run *run, const char *path, ct_error *err)
+static int save_checkpoint(ct_run *run, const char *path, int may_defer, ct_error *err)
 {
     ct_ckpt *c = calloc(1, sizeof(*c));
     ct_ckpt_record *r = malloc(sizeof(*r));
@@ -193,13 +186,7 @@ static int save_checkpoint(ct_run *run, const char *path, ct_error *err)
         goto out_optim;
     describe_run(run, r);
     ct_ckpt_record_write(r, c);
-    /* --async-checkpoint writes last.safetensors in the background (the saves at step boundaries
-     * and on a stop); best and the top-k files stay synchronous: the top-k eviction unlinks a file
-     * right after a save, which must not race a pending rename. */
-    if (run->opt.async_checkpoint && is_last(path))
-        rc = ct_strategy_save_checkpoint_async(run->strategy, path, c, err);
-    else
-        rc = ct_strategy_save_checkpoint(run->strategy, path, c, err);
+    rc = ct_strategy_save_checkpoint(run->strategy, path, c, may_defer, err);
 out_optim:
     ct_optim_state_list_free(&optim);
 out:
@@ -208,16 +195,40 @@ out:
     return rc;
 }
 
+/* The run's timing handle, made at its first use (without memory the saves go untimed). */
+static ct_ckpt_timing *timing(ct_run *run)
+{
+    if (!run->ckpt_timing)
+        run->ckpt_timing = calloc(1, sizeof(*run->ckpt_timing));
+    return run->ckpt_timing;
+}
+
+ct_ckpt_timing ct_run_checkpoint_timing(const ct_run *run)
+{
+    ct_ckpt_timing none = { 0, 0, 0 };
+
+    return run->ckpt_timing ? *run->ckpt_timing : none;
+}
+
+void ct_run_checkpoint_free(ct_run *run)
+{
+    free(run->ckpt_timing);
+    run->ckpt_timing = NULL;
+}
+
 /* Every save timed, for summary.json: how long it held the training loop up (synchronous: the
  * whole write and fsync; --async-checkpoint: the copy into host memory, and any wait for the
  * previous write still running). */
-int ct_run_save_checkpoint(ct_run *run, const char *path, ct_error *err)
+int ct_run_save_checkpoint(ct_run *run, const char *path, int may_defer, ct_error *err)
 {
     double t0 = ct_time_now();
-    int rc = save_checkpoint(run, path, err);
+    int rc = save_checkpoint(run, path, may_defer, err);
+    ct_ckpt_timing *t = timing(run);
 
-    run->ckpt_blocking_s += ct_time_now() - t0;
-    run->ckpt_saves++;
+    if (t) {
+        t->blocking_s += ct_time_now() - t0;
+        t->saves++;
+    }
     return rc;
 }
 
@@ -226,9 +237,12 @@ int ct_run_checkpoint_wait(ct_run *run, ct_error *err)
 {
     double t0 = ct_time_now();
     int rc = ct_strategy_checkpoint_wait(run->strategy, err);
+    ct_ckpt_timing *t = timing(run);
 
-    run->ckpt_blocking_s += ct_time_now() - t0;
-    run->ckpt_end_wait_s += ct_time_now() - t0;
+    if (t) {
+        t->blocking_s += ct_time_now() - t0;
+        t->end_wait_s += ct_time_now() - t0;
+    }
     return rc;
 }
 
