@@ -312,11 +312,10 @@ int ct_run_restore_checkpoint(ct_run *run, const char *path, const ct_ckpt_resto
     ct_optim_state_list optim = { 0 };
     unsigned rules = CT_CKPT_RULE_LOAD | (how->weights_only ? 0 : CT_CKPT_RULE_RESUME) |
                      (how->deterministic ? CT_CKPT_RULE_DETERMINISTIC : 0) | (how->same_job ? CT_CKPT_RULE_JOB : 0);
-    ct_ckpt *meta = NULL;
     uint64_t header;
     int rc;
 
-    if (!c || !theirs || !mine || !(meta = malloc(sizeof(*meta)))) {
+    if (!c || !theirs || !mine) {
         rc = ct_error_set(err, CT_ENOMEM, "", "out of memory loading %s", path);
         goto out;
     }
@@ -324,8 +323,7 @@ int ct_run_restore_checkpoint(ct_run *run, const char *path, const ct_ckpt_resto
      * another model gets a message about the model rather than about one tensor. */
     rc = ct_strategy_load_checkpoint(run->strategy, path, c, err);
     if (!rc) {
-        memcpy(meta, c, sizeof(*meta));   /* theirs->text points into it */
-        ct_ckpt_record_read(meta, theirs);
+        ct_ckpt_record_read(c, theirs);   /* theirs->text points into c, until c is reused below */
         describe_run(run, mine);
         rc = ct_ckpt_record_check(theirs, mine, run->opt.model_schema, rules, path, err);
     }
@@ -336,6 +334,7 @@ int ct_run_restore_checkpoint(ct_run *run, const char *path, const ct_ckpt_resto
     if (!how->weights_only && (rc = ct_strategy_optimizer_state_get(run->strategy, run->optim, 0, &optim, err)))
         goto out;
     memset(c, 0, sizeof(*c));
+    memset(theirs->text, 0, sizeof(theirs->text));
     rc = describe_tensors(run, c, how->weights_only ? NULL : &optim, err);
     if (!rc)
         rc = ct_strategy_load_checkpoint(run->strategy, path, c, err);
@@ -357,7 +356,6 @@ int ct_run_restore_checkpoint(ct_run *run, const char *path, const ct_ckpt_resto
     }
     rc = ct_model_from_host(run->model, run->optim, err);
 out:
-    free(meta);
     free(mine);
     free(theirs);
     free(c);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The checkpoint connector (Lightning's CheckpointConnector): which checkpoint fit resumes
  * (--ckpt-path, "auto" under SLURM so a requeued job continues) and validate/test evaluate, and the
- * output directory they live in. The loops write and read the files (engine/checkpoint/checkpoint.c). */
+ * output directory they live in. ModelCheckpoint writes the files; a restore reads one through a single
+ * call into engine/checkpoint/checkpoint.c (it checks the metadata against the run). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
