@@ -311,7 +311,7 @@ my @inj_rank = rank_getenv(%inj_ranks);
 my $caught41 = (grep { m{strategies\.c: list\[4\]} } @inj_hand) && (grep { m{registry\.c: entries\[MAX_ENTRIES\]} } @inj_hand) &&
                (grep { m{ddp\.c: .*CT_VAR_RANK} } @inj_rank) && keys(%strategy_src) > 5;
 
-print "1..51\n";
+print "1..57\n";
 print(($edges > 20 ? "ok" : "not ok") . " 1 - read $edges includes in " . scalar(@files) . " files\n");
 if (@bad) {
     print "not ok 2 - layering holds\n";
@@ -1175,4 +1175,171 @@ sub device_copies {
     print((@inj == 2 ? "ok" : "not ok") . " 51 - check 50 fails on a ct_model_ops in mlp_cuda_model.c and AdamW written " .
           "out in mlp_cuda.cu\n");
     print "# injected: $_\n" for @inj;
+}
+
+# --- checkpoints typed once, restored one way down, written in the background by a wrapper (issue 51 item 5)
+# 52. A checkpoint's metadata is written and read by one field table (engine/checkpoint/meta.c: key,
+#     type, default, what must match): no header of engine/checkpoint or checkpoint_io.h declares a
+#     function that reads or writes one entry by its key (const char *key), and no file of engine/,
+#     envs/ or pmix/ but meta.c and engine/checkpoint_io/ (which serialises the entries whole, naming
+#     none) touches a checkpoint's entries (meta[], n_meta). Every key the table names is written
+#     once there.
+# 53. Check 52 fails on the old accessors written back (format.h's ct_ckpt_meta_get, checkpoint.c's
+#     ct_ckpt_meta_add, the Trainer's ct_run_checkpoint_meta).
+# 54. No save decides by a file's name whether it goes to the background: engine/checkpoint,
+#     engine/callbacks, engine/strategies and engine/checkpoint_io compare no path with a checkpoint's
+#     file name ("last.safetensors", "best.safetensors"), the strategy has one save (no
+#     ..._save_checkpoint_async) and no thread of its own for checkpoints: the background writer is a
+#     wrapper of the checkpoint IO (engine/checkpoint_io/async.c, Lightning's AsyncCheckpointIO).
+# 55. Check 54 fails on the old choice written back (checkpoint.c's is_last, the strategy's _async save).
+# 56. A restore runs checkpoint -> strategy -> checkpoint IO once, one way down: from
+#     ct_ckpt_connector_restore through engine/trainer's functions, one call into engine/checkpoint's
+#     API (it reads the metadata once and checks it whole); and nothing below engine/checkpoint
+#     (the strategies, the collectives, checkpoint IO) calls a function engine/checkpoint defines.
+# 57. Check 56 fails on the old restore written back (the auto job's metadata read, the loads, the
+#     --deterministic check's reads) and on a strategy calling back up.
+sub ckpt_meta_access {
+    my (%src) = @_;
+    my @bad;
+    each_line(sub {
+        my ($f, $n, $line) = @_;
+        return if $f eq 'engine/checkpoint/meta.c';
+        push @bad, "$f:$n: declares a metadata accessor by key: $line"
+            if $f =~ m{^(engine/checkpoint/[^/]+|include/ctrain/checkpoint_io)\.h$} &&
+               $line =~ /^[a-z][\w\s\*]*\b(ct_\w+)\s*\(.*\bconst\s+char\s*\*\s*key\b/;
+        push @bad, "$f:$n: touches a checkpoint's metadata entries outside meta.c: $line"
+            if $f !~ m{^engine/checkpoint_io/} && $f !~ m{^include/} &&
+               ($line =~ /(?:->|\.)meta\s*\[|(?:->|\.)n_meta\b/ || $line =~ /\bct_ckpt_meta_(?:get|add)\s*\(/);
+        push @bad, "$f:$n: reads a checkpoint's metadata by key: $line"
+            if $line =~ /\bct_\w*checkpoint_meta\s*\(/ && $line !~ /^[a-z]/;
+    }, %src);
+    return @bad;
+}
+{
+    my %src = slurp(grep { m{^(engine|envs|pmix)/} || m{^include/ctrain/checkpoint_io\.h$} } @files);
+    my @bad = ckpt_meta_access(%src);
+    my $table = $src{'engine/checkpoint/meta.c'} // '';
+    my @keys = $table =~ /^\s*\[CT_CKPT_F_\w+\]\s*=\s*\{\s*"(\w+)"/mg;
+    my %seen;
+    push @bad, "engine/checkpoint/meta.c: the table names $_ twice" for grep { $seen{$_}++ == 1 } @keys;
+    push @bad, "engine/checkpoint/meta.c: no field table (rows [CT_CKPT_F_...] = { \"key\", ... })" if @keys < 20;
+    print((@bad ? "not ok" : "ok") . " 52 - checkpoint metadata is written and read by meta.c's table alone (" .
+          scalar(@keys) . " keys, " . scalar(keys %src) . " files)\n");
+    print "# $_\n" for @bad;
+    my %inj = %src;
+    $inj{'engine/checkpoint/format.h'} .= "\nconst char *ct_ckpt_meta_get(const ct_ckpt *c, const char *key);\n";
+    $inj{'engine/checkpoint/checkpoint.c'} .= "\nstatic void add(ct_ckpt *c) { ct_ckpt_meta_add(c, \"epoch\", \"%d\", 1); }\n";
+    $inj{'engine/trainer/checkpoint_connector.c'} .= "\nstatic int w(ct_run *run, char *b) {\n" .
+        "    return ct_run_checkpoint_meta(run, \"p\", \"slurm_job_id\", b, 64, NULL);\n}\n";
+    my @inj = ckpt_meta_access(%inj);
+    print(((grep { m{^engine/checkpoint/format\.h:\d+: declares} } @inj) &&
+           (grep { m{^engine/checkpoint/checkpoint\.c:\d+: touches} } @inj) &&
+           (grep { m{^engine/trainer/checkpoint_connector\.c:\d+: reads} } @inj) ? "ok" : "not ok") .
+          " 53 - check 52 fails on the old accessors written back\n");
+    print "# injected: $_\n" for @inj;
+}
+sub async_by_name {
+    my (%src) = @_;
+    my @bad;
+    each_line(sub {
+        my ($f, $n, $line) = @_;
+        return if $line =~ m{^\s*//};
+        push @bad, "$f:$n: compares a path with a checkpoint's file name: $line"
+            if $line =~ /\b(?:strcmp|strncmp|strcasecmp|strstr|memcmp|fnmatch)\s*\(.*"(?:[^"]*\/)?(?:last|best)(?:\.safetensors)?"/;
+        push @bad, "$f:$n: a second save for the background: $line" if $line =~ /\bct_strategy_save_checkpoint_async\b/;
+        push @bad, "$f:$n: a checkpoint thread outside checkpoint IO: $line"
+            if $f =~ m{^engine/strategies/} && $line =~ /\bpthread_create\s*\(/;
+    }, %src);
+    return @bad;
+}
+{
+    my %src = slurp(grep { m{^engine/(checkpoint|callbacks|strategies|checkpoint_io)/} || $_ eq 'include/ctrain/strategy.h' } @files);
+    my @bad = async_by_name(%src);
+    push @bad, "engine/checkpoint_io/async.c: no asynchronous wrapper of the checkpoint IO"
+        unless ($src{'engine/checkpoint_io/async.c'} // '') =~ /->inner->save\s*\(/;
+    print((@bad ? "not ok" : "ok") . " 54 - no save decides by a file's name whether it goes to the background: " .
+          "the checkpoint IO's wrapper writes it (" . scalar(keys %src) . " files)\n");
+    print "# $_\n" for @bad;
+    my %inj = %src;
+    $inj{'engine/checkpoint/checkpoint.c'} .= "\nstatic int is_last(const char *path)\n{\n    const char *base = strrchr(path, '/');\n\n" .
+        "    return !strcmp(base ? base + 1 : path, \"last.safetensors\");\n}\n";
+    $inj{'include/ctrain/strategy.h'} .= "\nint ct_strategy_save_checkpoint_async(ct_strategy *s, const char *path, const ct_ckpt *ckpt, ct_error *err);\n";
+    $inj{'engine/strategies/async_ckpt.c'} = "static int start(struct w *a)\n{\n    return pthread_create(&a->t, NULL, main, a);\n}\n";
+    my @inj = async_by_name(%inj);
+    print((@inj == 3 ? "ok" : "not ok") . " 55 - check 54 fails on is_last, the _async save and a strategy's writer thread written back\n");
+    print "# injected: $_\n" for @inj;
+}
+# The functions each file defines (not static ones only: every definition at column 0), and each
+# function's body (comments stripped).
+sub fn_bodies {
+    my (%src) = @_;
+    my (%body, %file);
+    for my $f (sort keys %src) {
+        my $text = strip_comments($src{$f});
+        while ($text =~ /^(?:static\s+)?[a-z][\w\s\*]*?\b(\w+)\s*\(([^;{]*?)\)\s*\n\{\n(.*?)^\}/msg) {
+            $body{$1} = $3;
+            $file{$1} = $f;
+        }
+    }
+    return (\%body, \%file);
+}
+sub restore_entries {
+    my ($api, %src) = @_;
+    my ($body, $file) = fn_bodies(%src);
+    my (%seen, @sites);
+    my @todo = ('ct_ckpt_connector_restore');
+    while (defined(my $fn = shift @todo)) {
+        next if $seen{$fn}++ || !exists $body->{$fn};
+        while ($body->{$fn} =~ /\b(\w+)\s*\(/g) {
+            my $callee = $1;
+            if ($api->{$callee}) {
+                push @sites, "$file->{$fn}: $fn calls $callee";
+            } elsif (exists $body->{$callee}) {
+                push @todo, $callee;
+            }
+        }
+    }
+    return @sites;
+}
+sub calls_up {
+    my ($defined, %src) = @_;
+    my @bad;
+    each_line(sub {
+        my ($f, $n, $line) = @_;
+        while ($line =~ /\b(ct_\w+)\s*\(/g) {
+            push @bad, "$f:$n: calls $1 (engine/checkpoint, a level above): $line" if $defined->{$1} && $line !~ /^[a-z]/;
+        }
+    }, %src);
+    return @bad;
+}
+{
+    my %ckpt = slurp(grep { m{^engine/checkpoint/} } @files);
+    my (%api, %defined);
+    for my $f (grep { /\.h$/ } keys %ckpt) {
+        my $text = strip_comments($ckpt{$f});
+        $api{$1} = 1 while $text =~ /^[a-z][\w\s\*]*?\b(ct_\w+)\s*\(/mg;
+    }
+    my ($cbody) = fn_bodies(%ckpt);
+    $defined{$_} = 1 for grep { /^ct_/ } keys %$cbody;
+    my %trainer = slurp(grep { m{^engine/trainer/[^/]+\.c$} } @files);
+    my @sites = restore_entries(\%api, %trainer);
+    my %below = slurp(grep { m{^engine/(strategies|collectives|checkpoint_io|models|nn|accelerators|launchers|envs|registry|util)/} } @files);
+    my @up = calls_up(\%defined, %below);
+    my @bad = (@up, @sites == 1 ? () : map({ "a restore enters engine/checkpoint again: $_" } @sites));
+    push @bad, "no call from ct_ckpt_connector_restore into engine/checkpoint found" unless @sites;
+    print((@bad ? "not ok" : "ok") . " 56 - a restore runs checkpoint -> strategy -> checkpoint IO once, one way down (" .
+          join('; ', @sites) . ")\n");
+    print "# $_\n" for @bad;
+    my %inj = %trainer;
+    $inj{'engine/trainer/checkpoint_connector.c'} =~ s/(int ct_ckpt_connector_restore\([^)]*\)\n\{\n)/$1    ct_run_restore_checkpoint(run, "a", NULL, err);\n/;
+    $inj{'engine/trainer/deterministic.c'} = "int ct_deterministic_check_resume(ct_run *run, const char *path, ct_error *err)\n{\n" .
+        "    return ct_run_restore_checkpoint(run, path, NULL, err);\n}\n";
+    $inj{'engine/trainer/checkpoint_connector.c'} =~ s/(int ct_ckpt_connector_restore\([^)]*\)\n\{\n)/$1    ct_deterministic_check_resume(run, "a", err);\n/;
+    my @inj = restore_entries(\%api, %inj);
+    my %inj_below = %below;
+    $inj_below{"engine/strategies/strategy.c"} .= "\nstatic void up(ct_run *r)\n{\n    ct_run_checkpoint_free(r);\n}\n";
+    my @inj_up = calls_up(\%defined, %inj_below);
+    print((@inj >= 3 && (grep { m{deterministic\.c} } @inj) && (grep { m{^engine/strategies/strategy\.c:\d+: calls ct_run_checkpoint_free} } @inj_up)
+           ? "ok" : "not ok") . " 57 - check 56 fails on the old restore's extra entries and on a strategy calling back up\n");
+    print "# injected: $_\n" for @inj, @inj_up;
 }

@@ -48,14 +48,17 @@ static int top_k_update(ct_run *run, double score, char *evicted, size_t size)
     return 1;
 }
 
-/* root_dir/last.safetensors where training stands; the hang record says so first. */
+/* root_dir/last.safetensors where training stands; the hang record says so first. It may be
+ * written in the background (with --async-checkpoint the strategy's checkpoint IO is the
+ * asynchronous wrapper); best and the top-k files are written at once: the top-k eviction unlinks a
+ * file right after a save, which must not race a pending rename, and the end of fit tests best. */
 static int save_last(ct_run *run, ct_error *err)
 {
     char path[1100];
 
     snprintf(path, sizeof(path), "%s/last.safetensors", run->opt.root_dir);
     ct_callbacks_phase(run, CT_FIT_PHASE_CHECKPOINT);
-    return ct_run_save_checkpoint(run, path, err);
+    return ct_run_save_checkpoint(run, path, 1, err);
 }
 
 /* The callbacks before this one (the loggers) have logged the validation; the top-k entry is
@@ -70,13 +73,13 @@ static int on_validation_end(void *self, ct_run *run, const ct_validation_end *v
         return rc;
     if (v->improved && run->opt.save_top_k != 0) {
         snprintf(path, sizeof(path), "%s/best.safetensors", run->opt.root_dir);
-        if ((rc = ct_run_save_checkpoint(run, path, err)))
+        if ((rc = ct_run_save_checkpoint(run, path, 0, err)))
             return rc;
     }
     if (in_top_k) {
         snprintf(path, sizeof(path), "%s/epoch=%lld-step=%lld.safetensors", run->opt.root_dir,
                  (long long)v->trained_epoch, (long long)run->st.global_step);
-        if ((rc = ct_run_save_checkpoint(run, path, err)))
+        if ((rc = ct_run_save_checkpoint(run, path, 0, err)))
             return rc;
         snprintf(path, sizeof(path), "%s/%s", run->opt.root_dir, evicted);
         if (evicted[0] && run->is_zero)

@@ -10,6 +10,7 @@
 #include "ctrain/util.h"
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/format.h"
+#include "engine/checkpoint/meta.h"
 
 /* What the parameters are stored in, as the metadata records it ("F32", "F64": the checkpoint's
  * dtype names); a checkpoint written before ctrain recorded it holds F32. */
@@ -52,25 +53,6 @@ static int describe_tensors(ct_run *run, ct_ckpt *c, const ct_optim_state_list *
     return 0;
 }
 
-/* The state of Lightning's ModelCheckpoint and EarlyStopping callbacks: the monitored metric, its
- * best value, the validations since it improved, whether fit stopped early, the top-k files. */
-static void add_callbacks(ct_run *run, ct_ckpt *c)
-{
-    const ct_progress_state *st = &run->st;
-    char topk[1024];
-    size_t used = 0;
-
-    ct_ckpt_meta_add(c, "monitor", "%s %s", run->opt.monitor_name, run->opt.monitor_max ? "max" : "min");
-    ct_ckpt_meta_add(c, "best_score", "%.17g", st->best_score);
-    ct_ckpt_meta_add(c, "wait_count", "%" PRId64, st->wait_count);
-    ct_ckpt_meta_add(c, "early_stopped", "%d", st->early_stopped);
-    topk[0] = '\0';
-    for (int i = 0; i < st->n_top_k && used < sizeof(topk); i++)
-        used += (size_t)snprintf(topk + used, sizeof(topk) - used, "%s%.17g %s", i ? ";" : "", st->top_k[i].score,
-                                 st->top_k[i].name);
-    ct_ckpt_meta_add(c, "top_k", "%s", topk);
-}
-
 /* A decimal count as fit_loop prints one: digits only, no sign, no leading zero. */
 static const char *skip_count(const char *p)
 {
@@ -105,25 +87,20 @@ static int top_k_listed(const ct_progress_state *st, int n, const char *name)
 
 /* Back from the metadata; a checkpoint that monitored another metric (or none: older files)
  * leaves them fresh, as Lightning does when the monitor changed. */
-static void restore_callbacks(ct_run *run, const ct_ckpt *c)
+static void restore_callbacks(ct_run *run, const ct_ckpt_record *theirs, const ct_ckpt_record *mine)
 {
     ct_progress_state *st = &run->st;
-    const char *mon = ct_ckpt_meta_get(c, "monitor"), *best = ct_ckpt_meta_get(c, "best_score");
-    const char *wait = ct_ckpt_meta_get(c, "wait_count"), *stopped = ct_ckpt_meta_get(c, "early_stopped");
-    const char *topk = ct_ckpt_meta_get(c, "top_k");
-    char mine[64], buf[1024], *save = NULL;
-    long n;
+    char buf[sizeof(theirs->top_k)], *save = NULL;
 
-    snprintf(mine, sizeof(mine), "%s %s", run->opt.monitor_name, run->opt.monitor_max ? "max" : "min");
-    if (!mon || strcmp(mon, mine))
+    if (!(theirs->has & CT_CKPT_BIT(CT_CKPT_F_MONITOR)) || strcmp(theirs->monitor, mine->monitor))
         return;
-    if (best && ct_parse_double(best, &st->best_score))
-        st->best_score = NAN;
-    if (wait && !ct_parse_long(wait, 0, INT64_MAX, &n))
-        st->wait_count = n;
-    st->early_stopped = stopped && !strcmp(stopped, "1");
+    if (theirs->has & CT_CKPT_BIT(CT_CKPT_F_BEST_SCORE))
+        st->best_score = theirs->best_score;
+    if ((theirs->has & ~theirs->bad) & CT_CKPT_BIT(CT_CKPT_F_WAIT_COUNT))
+        st->wait_count = theirs->wait_count;
+    st->early_stopped = theirs->early_stopped;
     st->n_top_k = 0;
-    snprintf(buf, sizeof(buf), "%s", topk ? topk : "");
+    snprintf(buf, sizeof(buf), "%s", theirs->top_k);
     for (char *tok = strtok_r(buf, ";", &save); tok && st->n_top_k < CT_TOP_K_MAX; tok = strtok_r(NULL, ";", &save)) {
         ct_top_k_entry *e = &st->top_k[st->n_top_k];
         char *sp = strchr(tok, ' ');
@@ -141,83 +118,117 @@ static void restore_callbacks(ct_run *run, const ct_ckpt *c)
     }
 }
 
-static int is_last(const char *path)
+/* The run as a checkpoint's metadata: what a save writes, and what a restore compares the file's
+ * against (meta.c's table says which fields must match). */
+static void describe_run(ct_run *run, ct_ckpt_record *r)
 {
-    const char *base = strrchr(path, '/');
+    const ct_model *host = ct_model_host(run->model);
+    const ct_progress_state *st = &run->st;
+    const ct_loop_options *o = &run->opt;
+    size_t used = 0;
 
-    return !strcmp(base ? base + 1 : path, "last.safetensors");
+    memset(r, 0, sizeof(*r));
+    r->has = CT_CKPT_ALL_FIELDS;
+    if (run->model->info.has_accuracy)
+        r->has &= ~CT_CKPT_BIT(CT_CKPT_F_BEST_VAL_LOSS);
+    snprintf(r->format, sizeof(r->format), "%s", CT_CKPT_FORMAT);
+    snprintf(r->model, sizeof(r->model), "%s %s", host->name, host->describe);
+    snprintf(r->optimizer, sizeof(r->optimizer), "%s", ct_optim_kind_name(ct_optim_get_config(run->optim)->kind));
+    snprintf(r->precision, sizeof(r->precision), "%s", precision_name(run));
+    snprintf(r->param_dtype, sizeof(r->param_dtype), "%s", storage_name(host->param_dtype));
+    r->optimizer_steps = ct_optim_steps(run->optim);
+    r->epoch = st->epoch;
+    r->step_in_epoch = st->step_in_epoch;
+    r->global_step = st->global_step;
+    r->best_val_acc = st->best_val_acc;
+    r->best_val_loss = st->best_val_loss;
+    r->val_acc = st->last_val_acc;
+    r->val_loss = st->last_val_loss;
+    r->world_size = run->world;
+    r->batch_size = o->batch_size;
+    r->blas_threads = o->blas_threads;
+    r->gemm_threads = o->gemm_threads;
+    r->seed = o->seed;
+    memcpy(r->rng, run->rng.s, sizeof(r->rng));
+    snprintf(r->flags, sizeof(r->flags), "%s", o->flags_json);
+    snprintf(r->slurm_job_id, sizeof(r->slurm_job_id), "%s", o->job_id);
+    /* the state of Lightning's ModelCheckpoint and EarlyStopping callbacks: the monitored metric,
+     * its best value, the validations since it improved, whether fit stopped early, the top-k files */
+    snprintf(r->monitor, sizeof(r->monitor), "%s %s", o->monitor_name, o->monitor_max ? "max" : "min");
+    r->best_score = st->best_score;
+    r->wait_count = st->wait_count;
+    r->early_stopped = st->early_stopped;
+    for (int i = 0; i < st->n_top_k && used < sizeof(r->top_k); i++)
+        used += (size_t)snprintf(r->top_k + used, sizeof(r->top_k) - used, "%s%.17g %s", i ? ";" : "",
+                                 st->top_k[i].score, st->top_k[i].name);
+    snprintf(r->datamodule, sizeof(r->datamodule), "%s", o->datamodule);
+    snprintf(r->data, sizeof(r->data), "%s", o->data_identity);
+    r->val_fraction = o->val_fraction;
+    snprintf(r->model_config, sizeof(r->model_config), "%s", o->model_config);
 }
 
-static int save_checkpoint(ct_run *run, const char *path, ct_error *err)
+static int save_checkpoint(ct_run *run, const char *path, int may_defer, ct_error *err)
 {
     ct_ckpt *c = calloc(1, sizeof(*c));
-    const ct_optim_config *oc = ct_optim_get_config(run->optim);
-    const ct_model *host = ct_model_host(run->model);
+    ct_ckpt_record *r = malloc(sizeof(*r));
     ct_optim_state_list optim;
     int rc;
 
-    if (!c)
+    if (!c || !r) {
+        free(c);
+        free(r);
         return ct_error_set(err, CT_ENOMEM, "", "out of memory saving %s", path);
+    }
     if ((rc = ct_model_to_host(run->model, run->optim, err)) ||
-        (rc = ct_strategy_optimizer_state_get(run->strategy, run->optim, 1, &optim, err))) {
-        free(c);
-        return rc;
-    }
-    if ((rc = describe_tensors(run, c, &optim, err))) {
-        ct_optim_state_list_free(&optim);
-        free(c);
-        return rc;
-    }
-    ct_ckpt_meta_add(c, "format", CT_CKPT_FORMAT);
-    ct_ckpt_meta_add(c, "model", "%s %s", host->name, host->describe);
-    ct_ckpt_meta_add(c, "optimizer", "%s", ct_optim_kind_name(oc->kind));
-    ct_ckpt_meta_add(c, "precision", "%s", precision_name(run));
-    ct_ckpt_meta_add(c, "param_dtype", "%s", storage_name(host->param_dtype));
-    ct_ckpt_meta_add(c, "optimizer_steps", "%" PRId64, ct_optim_steps(run->optim));
-    ct_ckpt_meta_add(c, "epoch", "%" PRId64, run->st.epoch);
-    ct_ckpt_meta_add(c, "step_in_epoch", "%" PRId64, run->st.step_in_epoch);
-    ct_ckpt_meta_add(c, "global_step", "%" PRId64, run->st.global_step);
-    ct_ckpt_meta_add(c, "best_val_acc", "%.17g", run->st.best_val_acc);
-    if (!run->model->info.has_accuracy)
-        ct_ckpt_meta_add(c, "best_val_loss", "%.17g", run->st.best_val_loss);
-    ct_ckpt_meta_add(c, "val_acc", "%.17g", run->st.last_val_acc);
-    ct_ckpt_meta_add(c, "val_loss", "%.17g", run->st.last_val_loss);
-    ct_ckpt_meta_add(c, "world_size", "%d", run->world);
-    ct_ckpt_meta_add(c, "batch_size", "%d", run->opt.batch_size);
-    ct_ckpt_meta_add(c, "blas_threads", "%d", run->opt.blas_threads);
-    ct_ckpt_meta_add(c, "gemm_threads", "%d", run->opt.gemm_threads);
-    ct_ckpt_meta_add(c, "seed", "%" PRIu64, run->opt.seed);
-    ct_ckpt_meta_add(c, "rng", "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64, run->rng.s[0], run->rng.s[1],
-             run->rng.s[2], run->rng.s[3]);
-    ct_ckpt_meta_add(c, "flags", "%s", run->opt.flags_json);
-    ct_ckpt_meta_add(c, "slurm_job_id", "%s", run->opt.job_id);
-    add_callbacks(run, c);
-    ct_ckpt_meta_add(c, "datamodule", "%s", run->opt.datamodule);
-    ct_ckpt_meta_add(c, "data", "%s", run->opt.data_identity);
-    ct_ckpt_meta_add(c, "val_fraction", "%.17g", run->opt.val_fraction);
-    ct_ckpt_meta_add(c, "model_config", "%s", run->opt.model_config);
-    /* --async-checkpoint writes last.safetensors in the background (the saves at step boundaries
-     * and on a stop); best and the top-k files stay synchronous: the top-k eviction unlinks a file
-     * right after a save, which must not race a pending rename. */
-    if (run->opt.async_checkpoint && is_last(path))
-        rc = ct_strategy_save_checkpoint_async(run->strategy, path, c, err);
-    else
-        rc = ct_strategy_save_checkpoint(run->strategy, path, c, err);
+        (rc = ct_strategy_optimizer_state_get(run->strategy, run->optim, 1, &optim, err)))
+        goto out;
+    if ((rc = describe_tensors(run, c, &optim, err)))
+        goto out_optim;
+    describe_run(run, r);
+    ct_ckpt_record_write(r, c);
+    rc = ct_strategy_save_checkpoint(run->strategy, path, c, may_defer, err);
+out_optim:
     ct_optim_state_list_free(&optim);
+out:
+    free(r);
     free(c);
     return rc;
+}
+
+/* The run's timing handle, made at its first use (without memory the saves go untimed). */
+static ct_ckpt_timing *timing(ct_run *run)
+{
+    if (!run->ckpt_timing)
+        run->ckpt_timing = calloc(1, sizeof(*run->ckpt_timing));
+    return run->ckpt_timing;
+}
+
+ct_ckpt_timing ct_run_checkpoint_timing(const ct_run *run)
+{
+    ct_ckpt_timing none = { 0, 0, 0 };
+
+    return run->ckpt_timing ? *run->ckpt_timing : none;
+}
+
+void ct_run_checkpoint_free(ct_run *run)
+{
+    free(run->ckpt_timing);
+    run->ckpt_timing = NULL;
 }
 
 /* Every save timed, for summary.json: how long it held the training loop up (synchronous: the
  * whole write and fsync; --async-checkpoint: the copy into host memory, and any wait for the
  * previous write still running). */
-int ct_run_save_checkpoint(ct_run *run, const char *path, ct_error *err)
+int ct_run_save_checkpoint(ct_run *run, const char *path, int may_defer, ct_error *err)
 {
     double t0 = ct_time_now();
-    int rc = save_checkpoint(run, path, err);
+    int rc = save_checkpoint(run, path, may_defer, err);
+    ct_ckpt_timing *t = timing(run);
 
-    run->ckpt_blocking_s += ct_time_now() - t0;
-    run->ckpt_saves++;
+    if (t) {
+        t->blocking_s += ct_time_now() - t0;
+        t->saves++;
+    }
     return rc;
 }
 
@@ -226,201 +237,28 @@ int ct_run_checkpoint_wait(ct_run *run, ct_error *err)
 {
     double t0 = ct_time_now();
     int rc = ct_strategy_checkpoint_wait(run->strategy, err);
+    ct_ckpt_timing *t = timing(run);
 
-    run->ckpt_blocking_s += ct_time_now() - t0;
-    run->ckpt_end_wait_s += ct_time_now() - t0;
+    if (t) {
+        t->blocking_s += ct_time_now() - t0;
+        t->end_wait_s += ct_time_now() - t0;
+    }
     return rc;
 }
 
-/* A count in the metadata: no run reaches 10^12 epochs, steps, ranks or samples a batch, and the
- * bound leaves room for the arithmetic on them (an epoch of INT64_MAX wrapped to negative). */
-#define CKPT_COUNT_MAX 1000000000000L
-
-static int need_int(const char *path, const ct_ckpt *c, const char *key, int64_t *out, ct_error *err)
-{
-    const char *v = ct_ckpt_meta_get(c, key);
-    long n;
-
-    if (!v || ct_parse_long(v, 0, CKPT_COUNT_MAX, &n)) {
-        ct_error_set(err, CT_EFORMAT, "ckpt-meta", "%s: metadata %s is %s%s%s", path, key, v ? "'" : "missing",
-                     v ? v : "", v ? "', not a count from 0 to 10^12" : "");
-        return ct_error_hint(err, "the file was altered or damaged: use another checkpoint");
-    }
-    *out = n;
-    return 0;
-}
-
-/* The parameters' storage type is the precision's (64-true: F64): a checkpoint stored in another
- * cannot be loaded into this run's arrays, nor resumed (its optimizer state is of that type too).
- * Precisions that store alike (32-true, bf16-mixed) resume each other, as before. A checkpoint
- * written before ctrain recorded it holds F32. */
-static int check_storage(ct_run *run, const char *path, const ct_ckpt *c, int weights_only, ct_error *err)
-{
-    const char *theirs = ct_ckpt_meta_get(c, "param_dtype"), *prec = ct_ckpt_meta_get(c, "precision");
-    const char *mine = storage_name(ct_model_host(run->model)->param_dtype);
-
-    theirs = theirs ? theirs : storage_name(CT_DTYPE_F32);
-    if (!strcmp(theirs, mine))
-        return 0;
-    ct_error_set(err, weights_only ? CT_EFORMAT : CT_ECONFLICT, "ckpt-resume-mismatch",
-                 "%s: the checkpoint stores its parameters in %s (--precision %s), this run stores them in %s "
-                 "(--precision %s)", path, theirs, prec ? prec : "32-true", mine, precision_name(run));
-    return ct_error_hint(err, "%s with --precision %s", weights_only ? "load it" : "resume",
-                         prec ? prec : "32-true");
-}
-
-/* The flags that build the checkpoint's model, from its metadata: the model's own hint when its
- * class has one (the flags that set its shape), else --model and --model-config. */
-static int model_hint(const ct_ckpt *c, ct_error *err)
-{
-    const char *model = ct_ckpt_meta_get(c, "model"), *config = ct_ckpt_meta_get(c, "model_config");
-    size_t name = model ? strcspn(model, " ") : 0;
-    char known[32];
-    const char *hint;
-
-    if (!name)
-        return ct_error_hint(err, "use the --model and --model-config of the run that wrote it");
-    snprintf(known, sizeof(known), "%.*s", (int)name, model);
-    if ((hint = ct_model_shape_hint(ct_registry_find(CT_REG_MODEL, known))))
-        return ct_error_hint(err, "%s", hint);
-    return ct_error_hint(err, "use the flags of the run that wrote it: --model %.*s%s%s", (int)name, model,
-                         config && config[0] ? " --model-config " : "", config && config[0] ? config : "");
-}
-
-/* The metadata checks that give a clear message before any tensor is compared. */
-static int check_header(ct_run *run, const char *path, const ct_ckpt *c, int weights_only, ct_error *err)
-{
-    const char *model = ct_ckpt_meta_get(c, "model"), *opt = ct_ckpt_meta_get(c, "optimizer");
-    const char *mine = ct_optim_kind_name(ct_optim_get_config(run->optim)->kind);
-    const ct_model *host = ct_model_host(run->model);
-    char want[320];
-
-    int rc;
-
-    snprintf(want, sizeof(want), "%s %s", host->name, host->describe);
-    if ((rc = ct_ckpt_format_check(c, "", path, err)))
-        return rc;
-    if (!model || strcmp(model, want)) {
-        /* Resuming another model is a conflict of this run's flags with the checkpoint's (exit 2). */
-        ct_error_set(err, weights_only ? CT_EFORMAT : CT_ECONFLICT, "ckpt-model", "%s: checkpoint is for model %s, "
-                     "this run builds %s", path, model ? model : "(missing)", want);
-        return model_hint(c, err);
-    }
-    if (!weights_only && (!opt || strcmp(opt, mine))) {
-        ct_error_set(err, CT_EFORMAT, "ckpt-optimizer", "%s: checkpoint has %s optimizer state, this run uses %s",
-                     path, opt ? opt : "no", mine);
-        return ct_error_hint(err, "resume with --optimizer %s", opt ? opt : "of the run that wrote it");
-    }
-    return check_storage(run, path, c, weights_only, err);
-}
-
-/* One setting the checkpoint recorded against this run's; a checkpoint written before ctrain
- * recorded it (no key) is not compared, nor data that could not be identified (streamed: ""). */
-static int same_setting(const char *path, const ct_ckpt *c, const char *key, const char *mine, const char *flag,
-                        ct_error *err)
-{
-    const char *theirs = ct_ckpt_meta_get(c, key);
-
-    if (!theirs || !strcmp(theirs, mine) || (!strcmp(key, "data") && (!theirs[0] || !mine[0])))
-        return 0;
-    ct_error_set(err, CT_ECONFLICT, "ckpt-resume-mismatch", "%s: the checkpoint's run has %s %s%s%s, this run "
-                 "has %s%s%s: resuming would mix two runs", path, flag, theirs[0] ? "" : "'", theirs,
-                 theirs[0] ? "" : "'", mine[0] ? "" : "'", mine, mine[0] ? "" : "'");
-    return ct_error_hint(err, "resume with the checkpoint's %s, or add --weights-only to load its weights and start "
-                              "a new run (in another --default-root-dir to keep this one)", flag);
-}
-
-/* The checkpoint's --model-config as this run prints its own (the same keys and values in the
- * same order, "hidden=64," as "hidden=64"), so a checkpoint whose text was recorded as given
- * resumes under the same values; text the schema refuses stays as it is, and differs. */
-static const char *config_as_mine(const ct_loop_options *o, const char *theirs, char *buf, size_t size)
-{
-    ct_config parsed;
-    ct_error ignored;
-
-    if (!theirs || !o->model_schema ||
-        ct_config_parse(o->model_schema, "--model-config", "checkpoint", theirs, &parsed, &ignored) != 0)
-        return theirs;
-    return ct_config_print(&parsed, buf, size);
-}
-
-/* What decides the data order, the split and what is trained must be the checkpoint's: another
- * seed reshuffles the rest of the epoch (samples repeated and skipped), another split or data
- * moves samples between training and validation and compares best_val_acc across two sets. */
-static int check_same_run(ct_run *run, const char *path, const ct_ckpt *c, ct_error *err)
-{
-    const ct_loop_options *o = &run->opt;
-    char seed[32], vf[32], cfg[CT_CONFIG_TEXT_MAX];
-    const char *theirs_vf = ct_ckpt_meta_get(c, "val_fraction");
-    const char *theirs_cfg = config_as_mine(o, ct_ckpt_meta_get(c, "model_config"), cfg, sizeof(cfg));
-    double d;
-    int rc;
-
-    snprintf(seed, sizeof(seed), "%" PRIu64, o->seed);
-    snprintf(vf, sizeof(vf), "%.17g", o->val_fraction);
-    /* val_fraction compares as a number ("0.1" and "0.10000000000000001" are one value). */
-    if (theirs_vf && ct_parse_double(theirs_vf, &d) == 0 && d == o->val_fraction)
-        theirs_vf = NULL;
-    if ((rc = same_setting(path, c, "seed", seed, "--seed", err)) ||
-        (rc = same_setting(path, c, "datamodule", o->datamodule, "--datamodule", err)) ||
-        (rc = same_setting(path, c, "data", o->data_identity, "--data (its files)", err)) ||
-        (theirs_vf && (rc = same_setting(path, c, "val_fraction", vf, "--val-fraction", err))) ||
-        (theirs_cfg && strcmp(theirs_cfg, o->model_config) &&
-         (rc = same_setting(path, c, "model_config", o->model_config, "--model-config", err))))
-        return rc;
-    return 0;
-}
-
-static int restore_counters(ct_run *run, const char *path, const ct_ckpt *c, ct_error *err)
+/* The counters, the PRNG and the callbacks' state back from the metadata (checked whole). */
+static void restore_counters(ct_run *run, const ct_ckpt_record *theirs, const ct_ckpt_record *mine)
 {
     ct_progress_state *st = &run->st;
-    int64_t opt_steps, world, batch;
-    const char *rng = ct_ckpt_meta_get(c, "rng"), *best = ct_ckpt_meta_get(c, "best_val_acc");
-    const char *best_loss = ct_ckpt_meta_get(c, "best_val_loss");
-    int rc;
 
-    if ((rc = need_int(path, c, "epoch", &st->epoch, err)) ||
-        (rc = need_int(path, c, "step_in_epoch", &st->step_in_epoch, err)) ||
-        (rc = need_int(path, c, "global_step", &st->global_step, err)) ||
-        (rc = need_int(path, c, "optimizer_steps", &opt_steps, err)) ||
-        (rc = need_int(path, c, "world_size", &world, err)) || (rc = need_int(path, c, "batch_size", &batch, err)))
-        return rc;
-    /* Inside an epoch the sample order depends on the shards and the batch: another world size or
-     * batch size cannot continue that epoch exactly. At an epoch boundary both may change. */
-    if (st->step_in_epoch > 0 && (world != run->world || batch != run->opt.batch_size)) {
-        ct_error_set(err, CT_ECONFLICT, "ckpt-resume-layout",
-                     "%s: stopped inside epoch %" PRId64 " with %" PRId64 " ranks x batch %" PRId64
-                     "; this run has %d x %d", path, st->epoch + 1, world, batch, run->world, run->opt.batch_size);
-        return ct_error_hint(err, "resume with the same world size and --batch-size");
-    }
-    if (!rng || strlen(rng) != 64 ||
-        sscanf(rng, "%16" SCNx64 "%16" SCNx64 "%16" SCNx64 "%16" SCNx64, &run->rng.s[0], &run->rng.s[1],
-               &run->rng.s[2], &run->rng.s[3]) != 4)
-        return ct_error_set(err, CT_EFORMAT, "ckpt-meta", "%s: metadata rng is missing or malformed", path);
-    if (!best || ct_parse_double(best, &st->best_val_acc))
-        st->best_val_acc = -1;
-    if (!best_loss || ct_parse_double(best_loss, &st->best_val_loss))
-        st->best_val_loss = NAN;
-    ct_optim_set_steps(run->optim, opt_steps);
-    restore_callbacks(run, c);
-    return 0;
-}
-
-int ct_run_checkpoint_meta(ct_run *run, const char *path, const char *key, char *out, size_t size, ct_error *err)
-{
-    ct_ckpt *c = calloc(1, sizeof(*c));
-    const char *v;
-    int rc;
-
-    if (!c)
-        return ct_error_set(err, CT_ENOMEM, "", "out of memory reading %s", path);
-    /* No tensors described: the header and metadata only. */
-    if (!(rc = ct_strategy_load_checkpoint(run->strategy, path, c, err))) {
-        v = ct_ckpt_meta_get(c, key);
-        snprintf(out, size, "%s", v ? v : "");
-    }
-    free(c);
-    return rc;
+    st->epoch = theirs->epoch;
+    st->step_in_epoch = theirs->step_in_epoch;
+    st->global_step = theirs->global_step;
+    memcpy(run->rng.s, theirs->rng, sizeof(theirs->rng));
+    st->best_val_acc = theirs->best_val_acc;
+    st->best_val_loss = theirs->best_val_loss;
+    ct_optim_set_steps(run->optim, theirs->optimizer_steps);
+    restore_callbacks(run, theirs, mine);
 }
 
 /* Every rank loads the checkpoint itself; all must have read the same bytes, and all must learn
@@ -463,29 +301,41 @@ static int agree_on_file(ct_run *run, const char *path, int rc, uint64_t digest,
     return 0;
 }
 
-int ct_run_load_checkpoint(ct_run *run, const char *path, int weights_only, ct_error *err)
+/* The restore, one way down: the header and metadata read once (strategy -> checkpoint IO) and
+ * checked whole against the run's own record (meta.c's table: whose file, which model, what a
+ * resume must match), every rank agreeing; then the tensors read into the model and the optimizer's
+ * arrays, checked, and the counters set from the metadata already read. */
+int ct_run_restore_checkpoint(ct_run *run, const char *path, const ct_ckpt_restore *how, ct_error *err)
 {
     ct_ckpt *c = calloc(1, sizeof(*c));
+    ct_ckpt_record *theirs = malloc(sizeof(*theirs)), *mine = malloc(sizeof(*mine));
     ct_optim_state_list optim = { 0 };
+    unsigned rules = CT_CKPT_RULE_LOAD | (how->weights_only ? 0 : CT_CKPT_RULE_RESUME) |
+                     (how->deterministic ? CT_CKPT_RULE_DETERMINISTIC : 0) | (how->same_job ? CT_CKPT_RULE_JOB : 0);
     uint64_t header;
     int rc;
 
-    if (!c)
-        return ct_error_set(err, CT_ENOMEM, "", "out of memory loading %s", path);
+    if (!c || !theirs || !mine) {
+        rc = ct_error_set(err, CT_ENOMEM, "", "out of memory loading %s", path);
+        goto out;
+    }
     /* First pass, no tensors: the header is validated and the metadata read, so a checkpoint of
      * another model gets a message about the model rather than about one tensor. */
     rc = ct_strategy_load_checkpoint(run->strategy, path, c, err);
-    if (!rc)
-        rc = check_header(run, path, c, weights_only, err);
-    if (!rc && !weights_only)
-        rc = check_same_run(run, path, c, err);
+    if (!rc) {
+        ct_ckpt_record_read(c, theirs);   /* theirs->text points into c, until c is reused below */
+        describe_run(run, mine);
+        rc = ct_ckpt_record_check(theirs, mine, run->opt.model_schema, rules, path, err);
+    }
     header = c->header_digest;
     if ((rc = agree_on_file(run, path, rc, header, err)))
         goto out;
     /* The optimizer's whole arrays to read into: the strategy takes them back once read. */
-    if (!weights_only && (rc = ct_strategy_optimizer_state_get(run->strategy, run->optim, 0, &optim, err)))
+    if (!how->weights_only && (rc = ct_strategy_optimizer_state_get(run->strategy, run->optim, 0, &optim, err)))
         goto out;
-    rc = describe_tensors(run, c, weights_only ? NULL : &optim, err);
+    memset(c, 0, sizeof(*c));
+    memset(theirs->text, 0, sizeof(theirs->text));
+    rc = describe_tensors(run, c, how->weights_only ? NULL : &optim, err);
     if (!rc)
         rc = ct_strategy_load_checkpoint(run->strategy, path, c, err);
     /* The checks above were made on the first read: the second must be of the same file. */
@@ -500,13 +350,14 @@ int ct_run_load_checkpoint(ct_run *run, const char *path, int weights_only, ct_e
         ct_optim_state_list_free(&optim);
         goto out;
     }
-    if (!weights_only)
+    if (!how->weights_only) {
         ct_strategy_optimizer_state_put(run->strategy, run->optim, &optim);
-    if (!weights_only)
-        rc = restore_counters(run, path, c, err);
-    if (!rc)
-        rc = ct_model_from_host(run->model, run->optim, err);
+        restore_counters(run, theirs, mine);
+    }
+    rc = ct_model_from_host(run->model, run->optim, err);
 out:
+    free(mine);
+    free(theirs);
     free(c);
     return rc;
 }

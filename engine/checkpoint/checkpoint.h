@@ -7,17 +7,39 @@
 #define CTRAIN_CHECKPOINT_CHECKPOINT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "ctrain/error.h"
 #include "engine/run/run.h"
 
-/* Save the run's weights, optimizer state and counters through the strategy (rank 0 writes). */
-int ct_run_save_checkpoint(ct_run *run, const char *path, ct_error *err);
+/* Rank 0's checkpoint saves (every file: last, best, top-k) and how long they held the training
+ * loop up (synchronous: the whole write and fsync; --async-checkpoint: the copy into host memory and
+ * any wait for the previous write), the wait for the last asynchronous write at the end of fit
+ * included, and that wait alone (summary.json). */
+typedef struct ct_ckpt_timing {
+    int64_t saves;
+    double blocking_s;
+    double end_wait_s;
+} ct_ckpt_timing;
+/* The run's so far (zeros before any save). */
+ct_ckpt_timing ct_run_checkpoint_timing(const ct_run *run);
+/* Its handle freed (ct_run_free). */
+void ct_run_checkpoint_free(ct_run *run);
+
+/* Save the run's weights, optimizer state and counters through the strategy (rank 0 writes).
+ * may_defer: the file may be written in the background, by the strategy's checkpoint IO when it is
+ * the asynchronous wrapper (--async-checkpoint). */
+int ct_run_save_checkpoint(ct_run *run, const char *path, int may_defer, ct_error *err);
 /* Wait for the pending asynchronous write (ct_strategy_checkpoint_wait), timed with the saves. */
 int ct_run_checkpoint_wait(ct_run *run, ct_error *err);
-/* A checkpoint's metadata value for key ("" when absent) without loading tensors; every rank reads. */
-int ct_run_checkpoint_meta(ct_run *run, const char *path, const char *key, char *out, size_t size, ct_error *err);
-/* Load a checkpoint into the run. weights_only: skip optimizer state and counters (validate/test). */
-int ct_run_load_checkpoint(ct_run *run, const char *path, int weights_only, ct_error *err);
+/* How a restore checks the file before it loads it (meta.c's rules). */
+typedef struct ct_ckpt_restore {
+    int weights_only;   /* the weights only (validate, test, fit --weights-only): no optimizer state, no counters */
+    int deterministic;  /* --deterministic: the world size, batch size and threads must be the file's */
+    int same_job;       /* --ckpt-path auto: this SLURM job must have written it */
+} ct_ckpt_restore;
+/* Load a checkpoint into the run: its metadata read once and checked against the run, then its
+ * tensors (every rank reads the file; all agree on the verdict). */
+int ct_run_restore_checkpoint(ct_run *run, const char *path, const ct_ckpt_restore *how, ct_error *err);
 
 #endif

@@ -13,18 +13,19 @@
 #include "ctrain/model.h"
 #include "engine/checkpoint/ckpt_model.h"
 #include "engine/checkpoint/format.h"
+#include "engine/checkpoint/meta.h"
 
 /* The model's name and --model-config as the run gave them (metadata "flags"). */
-static int model_of(const char *path, const ct_ckpt *c, char *name, size_t nsize, char *config, size_t csize,
+static int model_of(const char *path, const ct_ckpt_record *r, char *name, size_t nsize, char *config, size_t csize,
                     ct_error *err)
 {
-    const char *flags = ct_ckpt_meta_get(c, "flags");
+    const char *flags = r->text[CT_CKPT_F_FLAGS];
     cJSON *j = flags ? cJSON_Parse(flags) : NULL;
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "model");
     const cJSON *mc = cJSON_GetObjectItemCaseSensitive(j, "model_config");
     int rc = 0;
 
-    if ((rc = ct_ckpt_format_check(c, "--ckpt-path ", path, err))) {
+    if ((rc = ct_ckpt_record_format_check(r, "--ckpt-path ", path, err))) {
         /* not ctrain's: said */
     } else if (!cJSON_IsString(m) || !cJSON_IsString(mc)) {
         rc = ct_error_set(err, CT_EFORMAT, "ckpt-meta", "--ckpt-path %s: its metadata does not name the model", path);
@@ -40,6 +41,7 @@ int ct_ckpt_model_load(const char *path, const char *command, ct_model **out, ct
 {
     const struct ct_checkpoint_io_ops *io = &ct_checkpoint_io_safetensors;
     ct_ckpt *c = calloc(1, sizeof(*c));
+    ct_ckpt_record *r = malloc(sizeof(*r));
     ct_data_info data;
     ct_model *m = NULL;
     char name[64], config[512], want[320];
@@ -49,8 +51,10 @@ int ct_ckpt_model_load(const char *path, const char *command, ct_model **out, ct
     int rc;
 
     *out = NULL;
-    if (!c)
-        return ct_error_set(err, CT_ENOMEM, "", "out of memory reading %s", path);
+    if (!c || !r) {
+        rc = ct_error_set(err, CT_ENOMEM, "", "out of memory reading %s", path);
+        goto out;
+    }
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
         ct_error_set(err, CT_EINVAL, "ckpt-path", "--ckpt-path %s is a directory", path);
         rc = ct_error_hint(err, "give a checkpoint file in it, e.g. %s/best.safetensors", path);
@@ -66,7 +70,8 @@ int ct_ckpt_model_load(const char *path, const char *command, ct_model **out, ct
             ct_error_hint(err, "give --ckpt-path the best.safetensors or last.safetensors of a ctrain fit run");
         goto out;
     }
-    if ((rc = model_of(path, c, name, sizeof(name), config, sizeof(config), err)))
+    ct_ckpt_record_read(c, r);
+    if ((rc = model_of(path, r, name, sizeof(name), config, sizeof(config), err)))
         goto out;
     /* A model used on its own sees token windows of its own length: a language model's input. */
     memset(&data, 0, sizeof(data));
@@ -85,21 +90,21 @@ int ct_ckpt_model_load(const char *path, const char *command, ct_model **out, ct
     }
     /* A 64-true run's checkpoint holds F64 tensors, a bf16-true run's BF16: the model is rebuilt in
      * that type. */
-    stored = ct_ckpt_dtype_parse(ct_ckpt_meta_get(c, "param_dtype"));
+    stored = ct_ckpt_dtype_parse(r->text[CT_CKPT_F_PARAM_DTYPE]);
     if ((stored == CT_DTYPE_F64 || stored == CT_DTYPE_BF16) && (rc = ct_model_set_param_dtype(m, stored, err)))
         goto out;
-    model = ct_ckpt_meta_get(c, "model");
+    model = r->text[CT_CKPT_F_MODEL];
     snprintf(want, sizeof(want), "%s %s", m->name, m->describe);
     if (!model || strcmp(model, want)) {
         rc = ct_error_set(err, CT_EFORMAT, "ckpt-model", "--ckpt-path %s: metadata model %s, its flags build %s", path,
                           model ? model : "(missing)", want);
         goto out;
     }
-    memset(c, 0, sizeof(*c));
     if (m->n_tensors > CT_CKPT_MAX_TENSORS) {
         rc = ct_error_set(err, CT_EFORMAT, "ckpt-too-many-tensors", "model %s has %d tensors", m->name, m->n_tensors);
         goto out;
     }
+    memset(c, 0, sizeof(*c));   /* r->text pointed into it: read no more */
     ct_ckpt_model_tensors_add(c, m);
     if ((rc = io->load(path, c, err)) || (rc = ct_ckpt_check_finite(path, c, err)))
         goto out;
@@ -107,6 +112,7 @@ int ct_ckpt_model_load(const char *path, const char *command, ct_model **out, ct
     m = NULL;
 out:
     ct_model_free(m);
+    free(r);
     free(c);
     return rc;
 }

@@ -1,31 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* ctrain's checkpoint format: the metadata, the model's tensors and the readers' checks; see
+/* ctrain's checkpoint format: the model's tensors and the readers' checks; see
  * engine/checkpoint/format.h. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "engine/checkpoint/format.h"
-
-const char *ct_ckpt_meta_get(const ct_ckpt *c, const char *key)
-{
-    for (int i = 0; i < c->n_meta; i++)
-        if (!strcmp(c->meta[i].key, key))
-            return c->meta[i].value;
-    return NULL;
-}
-
-void ct_ckpt_meta_add(ct_ckpt *c, const char *key, const char *fmt, ...)
-{
-    ct_ckpt_meta *m = &c->meta[c->n_meta++];
-    va_list ap;
-
-    snprintf(m->key, sizeof(m->key), "%s", key);
-    va_start(ap, fmt);
-    vsnprintf(m->value, sizeof(m->value), fmt, ap);
-    va_end(ap);
-}
 
 void ct_ckpt_tensor_add(ct_ckpt *c, const char *name, void *data, enum ct_dtype dtype, int ndim, const int64_t *shape,
                         size_t numel)
@@ -48,17 +28,6 @@ void ct_ckpt_model_tensors_add(ct_ckpt *c, const ct_model *m)
 
         ct_ckpt_tensor_add(c, t->name, t->data, m->param_dtype, t->ndim, t->shape, t->numel);
     }
-}
-
-int ct_ckpt_format_check(const ct_ckpt *c, const char *flag, const char *path, ct_error *err)
-{
-    const char *fmt = ct_ckpt_meta_get(c, "format");
-
-    if (fmt && !strcmp(fmt, CT_CKPT_FORMAT))
-        return 0;
-    ct_error_set(err, CT_EFORMAT, "ckpt-format", "%s%s: not a ctrain checkpoint (metadata format is %s)", flag, path,
-                 fmt ? fmt : "missing");
-    return ct_error_hint(err, "pass a last.safetensors or best.safetensors written by ctrain fit");
 }
 
 /* The index of t's first element that is not finite, or -1. BF16 and F16 by their exponent bits

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* ctrain — ctrain's checkpoint format, in one place: its name in the metadata, the metadata's
- * reading and writing, the model's tensors as a checkpoint names and stores them, and the checks
- * every reader makes (the format's name, finite values). checkpoint.c (a run's state) and
+/* ctrain — ctrain's checkpoint format, in one place: the model's tensors as a checkpoint names and
+ * stores them, and the check every reader makes of their values (finite); the metadata is meta.h's
+ * table. checkpoint.c (a run's state) and
  * ckpt_model.c (the model of a checkpoint outside a run) use these; the dtype names are checkpoint
  * IO's (ct_ckpt_dtype_name). */
 #ifndef CTRAIN_CHECKPOINT_FORMAT_H
@@ -14,14 +14,6 @@
 #include "ctrain/error.h"
 #include "ctrain/model.h"
 
-/* Metadata "format" of every checkpoint ctrain fit writes. */
-#define CT_CKPT_FORMAT "ctrain-checkpoint-1"
-
-/* The value of metadata key, or NULL. */
-const char *ct_ckpt_meta_get(const ct_ckpt *c, const char *key);
-/* Append key = the formatted value (cut to the value's size). The caller keeps within
- * CT_CKPT_MAX_META entries. */
-void ct_ckpt_meta_add(ct_ckpt *c, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Append a tensor of numel elements of dtype at data (not copied). The caller keeps within
  * CT_CKPT_MAX_TENSORS. */
 void ct_ckpt_tensor_add(ct_ckpt *c, const char *name, void *data, enum ct_dtype dtype, int ndim, const int64_t *shape,
@@ -29,9 +21,6 @@ void ct_ckpt_tensor_add(ct_ckpt *c, const char *name, void *data, enum ct_dtype 
 /* Append every tensor of the host model m by its name, in the type it stores its parameters in
  * (64-true: F64, bf16-true: BF16), so the file holds what trained. */
 void ct_ckpt_model_tensors_add(ct_ckpt *c, const ct_model *m);
-/* c's metadata names ctrain's format; otherwise CT_EFORMAT "<flag><path>: not a ctrain checkpoint"
- * with a hint (flag: "" or "--ckpt-path "). */
-int ct_ckpt_format_check(const ct_ckpt *c, const char *flag, const char *path, ct_error *err);
 /* Every floating-point tensor of c (its data loaded) is finite: a checkpoint of NaN or Inf
  * weights (or optimizer state) would generate noise or train "loss nan" with exit 0. CT_EFORMAT
  * naming path, the tensor and the element otherwise. */

@@ -11,6 +11,7 @@
 #include "ctrain/util.h"
 #include "engine/checkpoint/format.h"
 #include "engine/checkpoint/hf_io.h"
+#include "engine/checkpoint/meta.h"
 #include "engine/nn/bf16_inline.h"
 #include "engine/util/fsutil.h"
 
@@ -404,8 +405,7 @@ int ct_hf_save(const ct_model *host, const char *dir, ct_error *err)
                 dst[k] = value_at(host, t, k);
         }
     }
-    /* transformers refuses a safetensors file whose metadata format is not one of its frameworks */
-    ct_ckpt_meta_add(c, "format", "pt");
+    ct_ckpt_meta_hf(c);
     if ((rc = make_dir(dir, err)))
         goto out;
     snprintf(path, sizeof(path), "%s/model.safetensors", dir);

@@ -43,7 +43,6 @@ typedef struct ct_loop_options {
     enum ct_lr_schedule lr_schedule;
     int log_every_n_steps;
     int checkpoint_every_n_steps; /* 0: checkpoint at epoch ends (and when fit stops) only */
-    int async_checkpoint;      /* last.safetensors written by a background thread (--async-checkpoint) */
     uint64_t seed;
     char root_dir[1024];
     char flags_json[1024];     /* the run's flags, stored in checkpoint metadata */
@@ -156,11 +155,9 @@ typedef struct ct_run {
     double train_samples;      /* samples trained by all ranks (this run) */
     int64_t steps_this_run;
     double start_time;
-    /* Checkpoint saves (every file) and how long they held the training loop up, the wait for the
-     * last asynchronous write at the end of fit included (summary.json). */
-    int64_t ckpt_saves;
-    double ckpt_blocking_s;
-    double ckpt_end_wait_s;     /* of which the wait for the last asynchronous write, at the end */
+    /* The checkpoint saves' timings, behind their handle (engine/checkpoint/checkpoint.h; NULL
+     * until the first save). */
+    struct ct_ckpt_timing *ckpt_timing;
     /* The loggers' state (metrics.csv, TensorBoard's file, the progress display), behind their
      * handle (engine/loggers/loggers.h; NULL outside fit: they write nothing). */
     struct ct_loggers *loggers;

@@ -10,6 +10,7 @@
 #include "ctrain/registry.h"
 #include "ctrain/util.h"
 
+#include "engine/checkpoint_io/async.h"
 #include "engine/strategies/strategy_impl.h"
 
 const char *ct_strategy_name(const ct_strategy *s) { return s->name; }
@@ -21,7 +22,10 @@ int ct_strategy_num_nodes(const ct_strategy *s) { return s->num_nodes; }
 int ct_strategy_is_global_zero(const ct_strategy *s) { return s->global_rank == 0; }
 double ct_strategy_exposed_comm_seconds(const ct_strategy *s) { return s->exposed_comm_s; }
 
-double ct_strategy_checkpoint_write_seconds(const ct_strategy *s) { return s->ckpt_write_s; }
+double ct_strategy_checkpoint_write_seconds(const ct_strategy *s)
+{
+    return s->ckpt_write_s + ct_async_checkpoint_io_write_seconds(s->async_io);
+}
 
 void ct_strategy_grad_allreduces(const ct_strategy *s, long *total, long *during_backward)
 {
@@ -287,9 +291,21 @@ static int save_verdict(ct_strategy *s, const char *path, int status, const ct_e
     return ct_error_hint(err, "see rank 0's message");
 }
 
-/* async: rank 0 copies the state and a thread writes it (async_ckpt.c); either way the write
- * pending from before is waited for first, and its failure is this save's. */
-static int save(ct_strategy *s, const char *path, const ct_ckpt *ckpt, int async, ct_error *err)
+int ct_strategy_use_async_checkpoint_io(ct_strategy *s, ct_error *err)
+{
+    return s->async_io ? 0 : ct_async_checkpoint_io_new(s->checkpoint_io, &s->async_io, err);
+}
+
+void ct_async_ckpt_free(ct_strategy *s)
+{
+    ct_async_checkpoint_io_free(s->async_io);
+    s->async_io = NULL;
+}
+
+/* Rank 0 writes: through the asynchronous wrapper when it is installed and the caller lets this
+ * file be written later, else at once; either way the write pending from before is waited for
+ * first, and its failure is this save's. */
+int ct_strategy_save_checkpoint(ct_strategy *s, const char *path, const ct_ckpt *ckpt, int may_defer, ct_error *err)
 {
     ct_error local;
     int status = 0, rc;
@@ -297,27 +313,17 @@ static int save(ct_strategy *s, const char *path, const ct_ckpt *ckpt, int async
     ct_error_clear(&local);
     if ((rc = params_settle(s, err)))
         return rc;
-    if (s->global_rank == 0 && !(status = ct_async_ckpt_join(s, &local))) {
+    if (s->global_rank == 0 && !(status = ct_async_checkpoint_io_wait(s->async_io, &local))) {
         double t0 = ct_time_now();
 
-        if (async) {
-            status = ct_async_ckpt_start(s, path, ckpt, &local);
+        if (may_defer && s->async_io) {
+            status = ct_async_checkpoint_io_save(s->async_io, path, ckpt, &local);
         } else {
             status = s->checkpoint_io->save(path, ckpt, &local);
             s->ckpt_write_s += ct_time_now() - t0;
         }
     }
     return save_verdict(s, path, status, &local, err);
-}
-
-int ct_strategy_save_checkpoint(ct_strategy *s, const char *path, const ct_ckpt *ckpt, ct_error *err)
-{
-    return save(s, path, ckpt, 0, err);
-}
-
-int ct_strategy_save_checkpoint_async(ct_strategy *s, const char *path, const ct_ckpt *ckpt, ct_error *err)
-{
-    return save(s, path, ckpt, 1, err);
 }
 
 int ct_strategy_checkpoint_wait(ct_strategy *s, ct_error *err)
@@ -327,7 +333,7 @@ int ct_strategy_checkpoint_wait(ct_strategy *s, ct_error *err)
 
     ct_error_clear(&local);
     if (s->global_rank == 0)
-        status = ct_async_ckpt_join(s, &local);
+        status = ct_async_checkpoint_io_wait(s->async_io, &local);
     return save_verdict(s, "(the asynchronous write)", status, &local, err);
 }
 
@@ -336,7 +342,7 @@ void ct_strategy_checkpoint_wait_local(ct_strategy *s)
     ct_error local;
 
     ct_error_clear(&local);
-    if (ct_async_ckpt_join(s, &local))
+    if (ct_async_checkpoint_io_wait(s->async_io, &local))
         ct_error_print(stderr, &local);
 }
 

@@ -92,14 +92,13 @@ struct ct_strategy {
     size_t n_grads;
     enum ct_dtype param_dtype; /* their element type (the precision's storage type) */
     void *impl;            /* the implementation's state */
-    struct ct_async_ckpt *async_ckpt; /* rank 0's pending asynchronous checkpoint write (async_ckpt.c) */
-    double ckpt_write_s;   /* rank 0: checkpoint writes, synchronous and joined asynchronous ones */
+    /* The checkpoint IO wrapped for writes in the background (engine/checkpoint_io/async.h), when
+     * the Trainer installed it (--async-checkpoint); NULL: every save is written at once. */
+    struct ct_async_checkpoint_io *async_io;
+    double ckpt_write_s;   /* rank 0: synchronous checkpoint writes (the wrapper counts its own) */
 };
 
-/* Asynchronous checkpoint writes (async_ckpt.c), rank 0 only: join the pending one (its status,
- * err filled on failure; 0 when none), copy and start one, free the writer (joining first). */
-int ct_async_ckpt_join(ct_strategy *s, ct_error *err);
-int ct_async_ckpt_start(ct_strategy *s, const char *path, const ct_ckpt *c, ct_error *err);
+/* The asynchronous checkpoint IO's wrapper freed (its pending write waited for first). */
 void ct_async_ckpt_free(ct_strategy *s);
 
 /* The strategy's options ("key=value,..." from the plan) read against its descriptor's schema:

@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The checkpoint connector (Lightning's CheckpointConnector): which checkpoint fit resumes
  * (--ckpt-path, "auto" under SLURM so a requeued job continues) and validate/test evaluate, and the
- * output directory they live in. The loops write and read the files (engine/checkpoint/checkpoint.c). */
+ * output directory they live in. ModelCheckpoint writes the files; a restore reads one through a single
+ * call into engine/checkpoint/checkpoint.c (it checks the metadata against the run). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/trainer/deterministic.h"
 #include "engine/trainer/trainer_internal.h"
 #include "engine/util/fsutil.h"
 
@@ -37,13 +37,13 @@ static int root_dir_ok(const ct_trainer_config *cfg, ct_error *err)
     return ct_fs_check_dir(cfg->default_root_dir, "--default-root-dir", err);
 }
 
-/* --ckpt-path auto: last.safetensors when it exists and this SLURM job wrote it (the job was
- * requeued), nothing when it does not exist. One written by another job (or outside SLURM) is
- * neither resumed nor overwritten silently: the user says which. Fills resume ("" = from scratch). */
+/* --ckpt-path auto: last.safetensors when it exists, nothing when it does not; the restore checks
+ * that this SLURM job wrote it (the job was requeued): one written by another job (or outside
+ * SLURM) is neither resumed nor overwritten silently (meta.c's rule). Fills resume ("" = from
+ * scratch). */
 static int choose_auto(ct_run *run, const ct_trainer_config *cfg, char *resume, size_t size, ct_error *err)
 {
-    char path[CT_TRAINER_PATH_MAX + 32], writer[64];
-    const char *job = run->opt.job_id;
+    char path[CT_TRAINER_PATH_MAX + 32];
     int exists, rc;
 
     snprintf(path, sizeof(path), "%s/last.safetensors", cfg->default_root_dir);
@@ -55,26 +55,20 @@ static int choose_auto(ct_run *run, const ct_trainer_config *cfg, char *resume, 
     rc = run->is_zero ? ct_fs_check_owned(path, "--ckpt-path auto:", err) : 0;
     if ((rc = ct_rank_zero_status(run, rc, err)))
         return rc;
-    if ((rc = ct_run_checkpoint_meta(run, path, "slurm_job_id", writer, sizeof(writer), err)))
-        return rc;
-    if (job[0] && strcmp(writer, job)) {
-        ct_error_set(err, CT_ECONFLICT, "ckpt-auto-other-job",
-                     "--ckpt-path auto: %s was written by %s%s, not by this job %s", path,
-                     writer[0] ? "SLURM job " : "a run outside SLURM", writer, job);
-        return ct_error_hint(err, "pass --ckpt-path last to resume it, or another --default-root-dir to start fresh");
-    }
     snprintf(resume, size, "%s", path);
     return 0;
 }
 
 /* Which checkpoint fit resumes from ("" = none). Under SLURM the default is auto, so a requeued
  * job picks up where it was stopped. */
-static int choose_resume(ct_run *run, const ct_trainer_config *cfg, char *resume, size_t size, ct_error *err)
+static int choose_resume(ct_run *run, const ct_trainer_config *cfg, char *resume, size_t size, int *automatic,
+                         ct_error *err)
 {
     const char *mode = cfg->ckpt_path[0] ? cfg->ckpt_path : run->opt.job_id[0] ? "auto" : "";
 
     resume[0] = '\0';
-    if (!strcmp(mode, "auto"))
+    *automatic = !strcmp(mode, "auto");
+    if (*automatic)
         return choose_auto(run, cfg, resume, size, err);
     if (mode[0])
         resolve_ckpt(cfg, mode, resume, size);
@@ -88,35 +82,37 @@ int ct_ckpt_connector_make_root(const ct_trainer_config *cfg, ct_error *err)
     return rc ? rc : root_dir_ok(cfg, err);
 }
 
+/* One call into the checkpoint code: it reads the file's metadata once, checks it against the run
+ * (the job under auto, the model, what a resume must match, --deterministic's settings) and loads. */
 int ct_ckpt_connector_restore(ct_run *run, const ct_trainer_job *job, int *resumed, ct_error *err)
 {
     const ct_trainer_config *cfg = job->cfg;
     char resume[CT_TRAINER_PATH_MAX + 32];
+    ct_ckpt_restore how = { cfg->weights_only, job->plan->deterministic && !cfg->weights_only, 0 };
     int rc;
 
     *resumed = 0;
     /* The run's directory must be this user's before anything in it is trusted or written. */
     rc = run->is_zero && access(cfg->default_root_dir, F_OK) == 0 ? root_dir_ok(cfg, err) : 0;
-    if ((rc = ct_rank_zero_status(run, rc, err)) || (rc = choose_resume(run, cfg, resume, sizeof(resume), err)))
+    if ((rc = ct_rank_zero_status(run, rc, err)) ||
+        (rc = choose_resume(run, cfg, resume, sizeof(resume), &how.same_job, err)))
         return rc;
-    if (resume[0] && cfg->weights_only) {
-        /* Fine-tuning: the weights only; counters, optimizer and logs start anew. */
-        if ((rc = ct_run_load_checkpoint(run, resume, 1, err)))
-            return rc;
-        ct_progress_line(run, "ctrain: loaded the weights of %s; a new run starts (--weights-only)", resume);
-    } else if (resume[0]) {
-        if ((rc = ct_run_load_checkpoint(run, resume, 0, err))) {
-            if (rc == CT_ENOENT)
-                ct_error_hint(err, "--ckpt-path %s: no such checkpoint; start without --ckpt-path, or pass "
-                                   "the --default-root-dir of the run to resume", cfg->ckpt_path[0] ? cfg->ckpt_path : "auto");
-            return rc;
-        }
-        if (job->plan->deterministic && (rc = ct_deterministic_check_resume(run, resume, err)))
-            return rc;
-        ct_progress_line(run, "ctrain: resumed from %s at epoch %lld, step %lld", resume,
-                         (long long)run->st.epoch + 1, (long long)run->st.global_step);
-        *resumed = 1;
+    if (!resume[0])
+        return 0;
+    if ((rc = ct_run_restore_checkpoint(run, resume, &how, err))) {
+        if (rc == CT_ENOENT && !cfg->weights_only)
+            ct_error_hint(err, "--ckpt-path %s: no such checkpoint; start without --ckpt-path, or pass "
+                               "the --default-root-dir of the run to resume", cfg->ckpt_path[0] ? cfg->ckpt_path : "auto");
+        return rc;
     }
+    if (cfg->weights_only) {
+        /* Fine-tuning: the weights only; counters, optimizer and logs start anew. */
+        ct_progress_line(run, "ctrain: loaded the weights of %s; a new run starts (--weights-only)", resume);
+        return 0;
+    }
+    ct_progress_line(run, "ctrain: resumed from %s at epoch %lld, step %lld", resume,
+                     (long long)run->st.epoch + 1, (long long)run->st.global_step);
+    *resumed = 1;
     return 0;
 }
 
@@ -136,12 +132,13 @@ int ct_ckpt_connector_open_outputs(ct_run *run, const ct_trainer_config *cfg, in
 /* Test the best checkpoint (the current weights when fit trained nothing and none exists). */
 int ct_ckpt_connector_load_best(ct_run *run, const ct_trainer_config *cfg, char *best, size_t size, ct_error *err)
 {
+    const ct_ckpt_restore weights = { 1, 0, 0 };
     int exists = 0, rc;
 
     snprintf(best, size, "%s/best.safetensors", cfg->default_root_dir);
     if ((rc = ct_rank_zero_file_exists(run, best, &exists, err)))
         return rc;
-    if (exists && (rc = ct_run_load_checkpoint(run, best, 1, err)))
+    if (exists && (rc = ct_run_restore_checkpoint(run, best, &weights, err)))
         return rc;
     if (!exists)
         best[0] = '\0';
@@ -150,10 +147,11 @@ int ct_ckpt_connector_load_best(ct_run *run, const ct_trainer_config *cfg, char 
 
 int ct_ckpt_connector_load_eval(ct_run *run, const ct_trainer_config *cfg, char *path, size_t size, ct_error *err)
 {
+    const ct_ckpt_restore weights = { 1, 0, 0 };
     int rc;
 
     resolve_ckpt(cfg, cfg->ckpt_path[0] ? cfg->ckpt_path : "best", path, size);
-    if ((rc = ct_run_load_checkpoint(run, path, 1, err))) {
+    if ((rc = ct_run_restore_checkpoint(run, path, &weights, err))) {
         if (rc == CT_ENOENT)
             ct_error_hint(err, "run 'ctrain fit --default-root-dir %s' first, or pass --ckpt-path FILE",
                           cfg->default_root_dir);

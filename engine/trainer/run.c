@@ -42,7 +42,6 @@ void ct_run_options(ct_run *run, const ct_trainer_job *job)
     o->straggler_every = cfg->straggler_every;
     o->straggler_factor = cfg->straggler_factor;
     o->straggler_windows = cfg->straggler_windows;
-    o->async_checkpoint = cfg->async_checkpoint;
     o->seed = cfg->seed;
     o->accumulate = cfg->accumulate_grad_batches;
     o->clip = cfg->gradient_clip_val == 0 ? CT_CLIP_NONE
@@ -226,7 +225,8 @@ int ct_run_prepare_fit(ct_run *run, const ct_trainer_config *cfg, ct_error *err)
 
     if ((rc = resolve_monitor(run, cfg, err)) || (rc = check_host_gradients(run, cfg, err)) ||
         (rc = create_loggers(run, cfg->progress, err)) ||
-        (rc = ct_fit_callbacks_attach(run, cfg->callbacks, cfg->n_callbacks, err)))
+        (rc = ct_fit_callbacks_attach(run, cfg->callbacks, cfg->n_callbacks, err)) ||
+        (cfg->async_checkpoint && (rc = ct_strategy_use_async_checkpoint_io(run->strategy, err))))
         return rc;
     if (cfg->accumulate_grad_batches > 1 &&
         !(run->accum = calloc(run->model->num_params, ct_dtype_size(run->model->param_dtype))))
@@ -246,6 +246,7 @@ void ct_run_free(ct_run *run)
     ct_callbacks_free(run);
     ct_loggers_free(run);
     ct_straggler_free(run);
+    ct_run_checkpoint_free(run);
     free(run->accum);
     ct_sampler_free(&run->train_sampler);
     ct_model_free_batch(run->model, &run->batch);

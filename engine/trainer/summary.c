@@ -98,6 +98,7 @@ int ct_summary_write(const ct_trainer_job *job, const ct_trainer_result *res, co
     ct_strategy *s = run->strategy;
     char path[CT_TRAINER_PATH_MAX + 32], key[48];
     const ct_model *host = ct_model_host(run->model);
+    const ct_ckpt_timing ckpt = ct_run_checkpoint_timing(run);
     cJSON *o = cJSON_CreateObject();
     char *text, *line;
     long allreduces, in_backward, gathers, overlapped;
@@ -130,7 +131,7 @@ int ct_summary_write(const ct_trainer_job *job, const ct_trainer_result *res, co
     cJSON_AddNumberToObject(o, "batch_size", cfg->batch_size);
     cJSON_AddNumberToObject(o, "lr", cfg->lr);
     cJSON_AddNumberToObject(o, "seed", (double)cfg->seed);
-    /* What a --deterministic run is reproducible under (engine/trainer/deterministic.h). */
+    /* What a --deterministic run is reproducible under (a resume checks them: engine/checkpoint/meta.c). */
     cJSON_AddBoolToObject(o, "deterministic", job->plan->deterministic);
     cJSON_AddNumberToObject(o, "blas_threads", run->opt.blas_threads);
     cJSON_AddNumberToObject(o, "gemm_threads", run->opt.gemm_threads);
@@ -159,9 +160,9 @@ int ct_summary_write(const ct_trainer_job *job, const ct_trainer_result *res, co
     cJSON_AddNumberToObject(o, "wall_seconds", ct_time_now() - run->start_time);
     /* Rank 0's checkpoint saves: how long they held training up, and how long their files took to
      * write (in the background with --async-checkpoint; scripts/bench/async-checkpoint compares). */
-    cJSON_AddNumberToObject(o, "checkpoint_saves", (double)run->ckpt_saves);
-    cJSON_AddNumberToObject(o, "checkpoint_blocking_seconds", run->ckpt_blocking_s);
-    cJSON_AddNumberToObject(o, "checkpoint_end_wait_seconds", run->ckpt_end_wait_s);
+    cJSON_AddNumberToObject(o, "checkpoint_saves", (double)ckpt.saves);
+    cJSON_AddNumberToObject(o, "checkpoint_blocking_seconds", ckpt.blocking_s);
+    cJSON_AddNumberToObject(o, "checkpoint_end_wait_seconds", ckpt.end_wait_s);
     cJSON_AddNumberToObject(o, "checkpoint_write_seconds", ct_strategy_checkpoint_write_seconds(s));
     if (run->opt.on_straggler != CT_STRAGGLER_OFF) {
         cJSON *a;

@@ -185,12 +185,15 @@ int ct_strategy_sendrecv(ct_strategy *s, const void *sendbuf, size_t send_bytes,
                          size_t recv_bytes, int from, ct_error *err);
 
 /* --- checkpoints: rank 0 writes, every rank waits; every rank loads ---------------------------- */
-int ct_strategy_save_checkpoint(ct_strategy *s, const char *path, const ct_ckpt *ckpt, ct_error *err);
-/* The same, but rank 0 copies the tensors and metadata into memory of its own and a background
- * thread writes the file (every signal blocked in it): training goes on meanwhile. Every save, load
- * and ct_strategy_checkpoint_wait waits for the write pending before; a failed write is returned
- * by the next of them on every rank. */
-int ct_strategy_save_checkpoint_async(ct_strategy *s, const char *path, const ct_ckpt *ckpt, ct_error *err);
+/* Rank 0 writes through the strategy's checkpoint IO; every rank learns whether it worked.
+ * may_defer: the file may be written in the background, when the Trainer installed the asynchronous
+ * wrapper (ct_strategy_use_async_checkpoint_io): rank 0 copies the tensors and metadata and a thread
+ * writes them while training goes on. Every save, load and ct_strategy_checkpoint_wait waits for
+ * the write pending before; a failed write is returned by the next of them on every rank. */
+int ct_strategy_save_checkpoint(ct_strategy *s, const char *path, const ct_ckpt *ckpt, int may_defer, ct_error *err);
+/* Wrap the strategy's checkpoint IO for writes in the background (Lightning's AsyncCheckpointIO,
+ * engine/checkpoint_io/async.h): --async-checkpoint. */
+int ct_strategy_use_async_checkpoint_io(ct_strategy *s, ct_error *err);
 /* Wait for the pending asynchronous write (a collective: every rank learns whether it failed). */
 int ct_strategy_checkpoint_wait(ct_strategy *s, ct_error *err);
 /* Rank 0: seconds spent writing checkpoint files since setup (the checkpoint IO's save: write,

@@ -20,6 +20,7 @@
 #include "ctrain/checkpoint_io.h"
 #include "ctrain/dtype.h"
 #include "engine/checkpoint/format.h"
+#include "engine/checkpoint/meta.h"
 
 static char dir[] = "/tmp/ctrain-test-ckpt-XXXXXX";
 static char path[256];
@@ -463,23 +464,97 @@ static void test_dtype_names(void **state)
 static void test_format_meta(void **state)
 {
     ct_ckpt *c = calloc(1, sizeof(*c));
+    ct_ckpt_record *r = calloc(1, sizeof(*r));
     ct_error err;
 
     assert_non_null(c);
-    assert_null(ct_ckpt_meta_get(c, "format"));
-    assert_int_equal(ct_ckpt_format_check(c, "", "/x/a.safetensors", &err), CT_EFORMAT);
+    assert_non_null(r);
+    ct_ckpt_record_read(c, r);
+    assert_null(r->text[CT_CKPT_F_FORMAT]);
+    assert_int_equal(ct_ckpt_record_format_check(r, "", "/x/a.safetensors", &err), CT_EFORMAT);
     assert_string_equal(err.id, "ckpt-format");
     assert_string_equal(err.msg, "/x/a.safetensors: not a ctrain checkpoint (metadata format is missing)");
-    ct_ckpt_meta_add(c, "format", "%s", "pt");
-    ct_ckpt_meta_add(c, "epoch", "%d", 3);
-    assert_string_equal(ct_ckpt_meta_get(c, "epoch"), "3");
-    assert_int_equal(ct_ckpt_format_check(c, "--ckpt-path ", "m.safetensors", &err), CT_EFORMAT);
+    ct_ckpt_meta_hf(c);
+    ct_ckpt_record_read(c, r);
+    assert_int_equal(ct_ckpt_record_format_check(r, "--ckpt-path ", "m.safetensors", &err), CT_EFORMAT);
     assert_string_equal(err.msg, "--ckpt-path m.safetensors: not a ctrain checkpoint (metadata format is pt)");
     assert_non_null(strstr(err.hint, "written by ctrain fit"));
     snprintf(c->meta[0].value, sizeof(c->meta[0].value), "%s", CT_CKPT_FORMAT);
-    assert_int_equal(ct_ckpt_format_check(c, "", "a", &err), 0);
+    ct_ckpt_record_read(c, r);
+    assert_int_equal(ct_ckpt_record_format_check(r, "", "a", &err), 0);
     assert_string_equal(CT_CKPT_FORMAT, "ctrain-checkpoint-1");   /* on disk: never changed by a refactor */
+    free(r);
     free(c);
+}
+
+/* The metadata of a checkpoint written before the field table (ctrain fit's keys, values and
+ * order, as checkpoint.c wrote them one by one) reads into a record that writes it back entry for
+ * entry: the table keeps the files as they were. */
+static void test_meta_table_round_trip(void **state)
+{
+    static const char *const old[][2] = {
+        { "format", "ctrain-checkpoint-1" }, { "model", "mlp 784-32-10" }, { "optimizer", "adamw" },
+        { "precision", "32-true" }, { "param_dtype", "F32" }, { "optimizer_steps", "188" }, { "epoch", "1" },
+        { "step_in_epoch", "0" }, { "global_step", "188" }, { "best_val_acc", "0.80500000000000005" },
+        { "val_acc", "0.80500000000000005" }, { "val_loss", "0.54123456789012347" }, { "world_size", "2" },
+        { "batch_size", "32" }, { "blas_threads", "1" }, { "gemm_threads", "1" }, { "seed", "42" },
+        { "rng", "0123456789abcdeffedcba98765432100011223344556677aabbccddeeff0011" },
+        { "flags", "{\"model\":\"mlp\",\"model_config\":\"hidden=32\"}" }, { "slurm_job_id", "" },
+        { "monitor", "val_acc max" }, { "best_score", "0.80500000000000005" }, { "wait_count", "0" },
+        { "early_stopped", "0" }, { "top_k", "0.80500000000000005 epoch=0-step=188.safetensors" },
+        { "datamodule", "fashion-mnist" }, { "data", "4 files 2f1e" }, { "val_fraction", "0.083333333333333329" },
+        { "model_config", "hidden=32" },
+    };
+    int n = (int)(sizeof(old) / sizeof(old[0]));
+    ct_ckpt *in = calloc(1, sizeof(*in)), *out = calloc(1, sizeof(*out));
+    ct_ckpt_record *r = calloc(1, sizeof(*r));
+    ct_ckpt_record *mine = calloc(1, sizeof(*mine));
+    ct_error err;
+
+    assert_non_null(in);
+    assert_non_null(out);
+    assert_non_null(r);
+    assert_non_null(mine);
+    for (int i = 0; i < n; i++) {
+        snprintf(in->meta[i].key, sizeof(in->meta[i].key), "%s", old[i][0]);
+        snprintf(in->meta[i].value, sizeof(in->meta[i].value), "%s", old[i][1]);
+    }
+    in->n_meta = n;
+    ct_ckpt_record_read(in, r);
+    assert_int_equal(r->bad, 0);
+    assert_int_equal(r->epoch, 1);
+    assert_int_equal(r->global_step, 188);
+    assert_int_equal(r->rng[3], 0xaabbccddeeff0011ULL);
+    ct_ckpt_record_write(r, out);
+    assert_int_equal(out->n_meta, n);
+    for (int i = 0; i < n; i++) {
+        assert_string_equal(out->meta[i].key, old[i][0]);
+        assert_string_equal(out->meta[i].value, old[i][1]);
+    }
+    /* The record written is the run's own: it matches itself under every rule. */
+    memcpy(mine, r, sizeof(*mine));
+    memset(mine->text, 0, sizeof(mine->text));
+    snprintf(mine->slurm_job_id, sizeof(mine->slurm_job_id), "7");
+    assert_int_equal(ct_ckpt_record_check(r, mine, NULL, CT_CKPT_RULE_LOAD | CT_CKPT_RULE_RESUME |
+                                          CT_CKPT_RULE_DETERMINISTIC, "a", &err), 0);
+    /* Another seed, another job, a tampered count: each named. */
+    mine->seed = 7;
+    assert_int_equal(ct_ckpt_record_check(r, mine, NULL, CT_CKPT_RULE_LOAD | CT_CKPT_RULE_RESUME, "a", &err),
+                     CT_ECONFLICT);
+    assert_non_null(strstr(err.msg, "the checkpoint's run has --seed 42, this run has 7"));
+    assert_int_equal(ct_ckpt_record_check(r, mine, NULL, CT_CKPT_RULE_LOAD | CT_CKPT_RULE_JOB, "a", &err),
+                     CT_ECONFLICT);
+    assert_string_equal(err.id, "ckpt-auto-other-job");
+    snprintf(in->meta[6].value, sizeof(in->meta[6].value), "-1");
+    ct_ckpt_record_read(in, r);
+    mine->seed = 42;
+    assert_int_equal(ct_ckpt_record_check(r, mine, NULL, CT_CKPT_RULE_LOAD | CT_CKPT_RULE_RESUME, "a", &err),
+                     CT_EFORMAT);
+    assert_string_equal(err.msg, "a: metadata epoch is '-1', not a count from 0 to 10^12");
+    free(mine);
+    free(r);
+    free(out);
+    free(in);
 }
 
 int main(void)
@@ -499,6 +574,7 @@ int main(void)
         cmocka_unit_test(test_stale_temps_literal),
         cmocka_unit_test(test_dtype_names),
         cmocka_unit_test(test_format_meta),
+        cmocka_unit_test(test_meta_table_round_trip),
     };
 
     cmocka_set_message_output(CM_OUTPUT_TAP);

@@ -1,14 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Asynchronous checkpoints (--async-checkpoint): rank 0 copies the checkpoint's tensors and
- * metadata into host memory of its own at the step boundary, and a thread of its own writes the
- * file through the checkpoint IO (the same atomic write: temp file, fsync, rename), so the ranks
- * train on while it is written. One write at a time: the next save, a load, the end of fit, a stop
- * and an error path wait for the one pending; its failure is told to every rank at the next
- * collective wait (ct_strategy_checkpoint_wait) or save. A crash mid-write leaves the previous file
- * (the rename never happened).
+/* Asynchronous checkpoint writes (--async-checkpoint), Lightning's AsyncCheckpointIO: a wrapper of
+ * the strategy's checkpoint IO whose save copies the checkpoint and writes it on a thread; see
+ * engine/checkpoint_io/async.h.
  *
  * The writer blocks every signal (its mask is set before pthread_create): the stop and dump
- * signals are read by the loops' signal thread, and no handler may run on a thread of ours.
+ * signals are read by the Trainer's signal thread, and no handler may run on a thread of ours.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -16,9 +12,10 @@
 #include <string.h>
 
 #include "ctrain/util.h"
-#include "engine/strategies/strategy_impl.h"
+#include "engine/checkpoint_io/async.h"
 
-struct ct_async_ckpt {
+struct ct_async_checkpoint_io {
+    const struct ct_checkpoint_io_ops *inner;
     pthread_t thread;
     int running;               /* a write is pending (the thread is to be joined) */
     char path[1100];
@@ -28,32 +25,38 @@ struct ct_async_ckpt {
                                 * checkpoint's size costs a page fault per page of the copy) */
     int status;                /* the last write's: 0, or an error code in err */
     double write_s;            /* how long the last write took (the thread's; read after the join) */
+    double written_s;          /* the writes joined so far */
     ct_error err;
 };
 
+int ct_async_checkpoint_io_new(const struct ct_checkpoint_io_ops *inner, ct_async_checkpoint_io **out, ct_error *err)
+{
+    if (!(*out = calloc(1, sizeof(**out))))
+        return ct_error_set(err, CT_ENOMEM, "checkpoint-async", "out of memory for the asynchronous writer");
+    (*out)->inner = inner;
+    return 0;
+}
+
 static void *writer_main(void *arg)
 {
-    ct_strategy *s = arg;
-    struct ct_async_ckpt *a = s->async_ckpt;
+    ct_async_checkpoint_io *a = arg;
     double t0 = ct_time_now();
 
     ct_error_clear(&a->err);
-    a->status = s->checkpoint_io->save(a->path, a->ckpt, &a->err);
+    a->status = a->inner->save(a->path, a->ckpt, &a->err);
     a->write_s = ct_time_now() - t0;
     return NULL;
 }
 
-/* Rank 0: wait for the pending write; its status (0 when none was pending), err filled on failure. */
-int ct_async_ckpt_join(ct_strategy *s, ct_error *err)
+int ct_async_checkpoint_io_wait(ct_async_checkpoint_io *a, ct_error *err)
 {
-    struct ct_async_ckpt *a = s->async_ckpt;
     int status;
 
     if (!a || !a->running)
         return 0;
     pthread_join(a->thread, NULL);
     a->running = 0;
-    s->ckpt_write_s += a->write_s;
+    a->written_s += a->write_s;
     status = a->status;
     if (status && err)
         *err = a->err;
@@ -61,8 +64,13 @@ int ct_async_ckpt_join(ct_strategy *s, ct_error *err)
     return status;
 }
 
+double ct_async_checkpoint_io_write_seconds(const ct_async_checkpoint_io *a)
+{
+    return a ? a->written_s : 0;
+}
+
 /* The tensors' bytes and the metadata copied, so training may change the originals at once. */
-static int copy_ckpt(struct ct_async_ckpt *a, const ct_ckpt *c, ct_error *err)
+static int copy_ckpt(ct_async_checkpoint_io *a, const ct_ckpt *c, ct_error *err)
 {
     size_t total = 0, off = 0;
 
@@ -94,22 +102,20 @@ static int copy_ckpt(struct ct_async_ckpt *a, const ct_ckpt *c, ct_error *err)
     return 0;
 }
 
-/* Rank 0: copy and start the write (the previous one already joined). */
-int ct_async_ckpt_start(ct_strategy *s, const char *path, const ct_ckpt *c, ct_error *err)
+int ct_async_checkpoint_io_save(ct_async_checkpoint_io *a, const char *path, const ct_ckpt *c, ct_error *err)
 {
-    struct ct_async_ckpt *a = s->async_ckpt;
     sigset_t all, old;
     int rc;
 
-    if (!a && !(a = s->async_ckpt = calloc(1, sizeof(*a))))
-        return ct_error_set(err, CT_ENOMEM, "checkpoint-async", "out of memory for the asynchronous writer");
+    if ((rc = ct_async_checkpoint_io_wait(a, err)))
+        return rc;
     if (ct_str_copy(a->path, sizeof(a->path), path))
         return ct_error_set(err, CT_EINVAL, "checkpoint-async", "checkpoint path too long: %s", path);
     if ((rc = copy_ckpt(a, c, err)))
         return rc;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    rc = pthread_create(&a->thread, NULL, writer_main, s);
+    rc = pthread_create(&a->thread, NULL, writer_main, a);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc)
         return ct_error_set(err, CT_EINTERNAL, "checkpoint-async", "cannot start the checkpoint writer: %s",
@@ -118,13 +124,12 @@ int ct_async_ckpt_start(ct_strategy *s, const char *path, const ct_ckpt *c, ct_e
     return 0;
 }
 
-void ct_async_ckpt_free(ct_strategy *s)
+void ct_async_checkpoint_io_free(ct_async_checkpoint_io *a)
 {
-    ct_async_ckpt_join(s, NULL);
-    if (s->async_ckpt) {
-        free(s->async_ckpt->data);
-        free(s->async_ckpt->ckpt);
-    }
-    free(s->async_ckpt);
-    s->async_ckpt = NULL;
+    if (!a)
+        return;
+    ct_async_checkpoint_io_wait(a, NULL);
+    free(a->data);
+    free(a->ckpt);
+    free(a);
 }
