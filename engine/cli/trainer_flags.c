@@ -3,7 +3,6 @@
  * Trainer's one table (engine/trainer/flags.h): a Trainer flag fills its ct_trainer_config field,
  * --hidden is the CLI's alias of a model config key, the accelerator/strategy/precision flags go
  * to the connector untouched. */
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,12 +23,6 @@ static const char *const connector_help[][3] = {
     { "--datamodule", "NAME", "the data to train on (default: the model's, fashion-mnist for mlp)" },
     { NULL, NULL, NULL }
 };
-
-static int bad_value(const ct_trainer_flag *f, const char *value, const char *what, ct_error *err)
-{
-    ct_error_set(err, CT_EINVAL, "flag-value", "%s '%s' is not %s", f->key.key, value, what);
-    return ct_error_hint(err, "%s %s: %s", f->key.key, f->metavar, f->key.help);
-}
 
 void ct_trainer_flags_usage(const char *cmd, FILE *out)
 {
@@ -105,14 +98,14 @@ static int parse_hidden(const ct_trainer_flag *f, const char *value, ct_cli_mode
         return 0;
     }
     if (snprintf(buf, sizeof(buf), "%s", value) >= (int)sizeof(buf) || !*value || value[strlen(value) - 1] == ',')
-        return bad_value(f, value, "a list of widths like 512,256", err);
+        return ct_trainer_flag_bad(f, value, "a list of widths like 512,256", err);
     for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         long w;
 
         if (n++ == 15)
-            return bad_value(f, value, "a list of at most 15 widths", err);
+            return ct_trainer_flag_bad(f, value, "a list of at most 15 widths", err);
         if (ct_parse_long(tok, 1, 65536, &w))
-            return bad_value(f, value, "a list of widths in [1, 65536] like 512,256", err);
+            return ct_trainer_flag_bad(f, value, "a list of widths in [1, 65536] like 512,256", err);
         used += (size_t)snprintf(mf->hidden + used, sizeof(mf->hidden) - used, "%s%ld", used ? "-" : "", w);
     }
     return 0;

@@ -19,32 +19,30 @@ void ct_trainer_config_default(ct_trainer_config *cfg)
 
     ct_preflight_defaults(&pf);
     memset(cfg, 0, sizeof(*cfg));
+    /* The names' defaults are the flags' table's (flags.c); the numbers' are written here. */
+    for (const ct_trainer_flag *f = ct_trainer_flags; f->key.key; f++)
+        if ((f->field == CT_TF_TEXT || f->field == CT_TF_CHOICE) && f->key.dflt)
+            snprintf((char *)cfg + f->offset, f->size, "%s", f->key.dflt);
     cfg->max_epochs = 5;
     cfg->max_steps = -1;
     cfg->batch_size = 128;
     cfg->lr = 1e-3;
-    snprintf(cfg->optimizer, sizeof(cfg->optimizer), "adamw");
-    snprintf(cfg->lr_schedule, sizeof(cfg->lr_schedule), "cosine");
     cfg->weight_decay = -1;
     cfg->momentum = 0.9;
     cfg->seed = 42;
-    snprintf(cfg->default_root_dir, sizeof(cfg->default_root_dir), "runs");
     cfg->log_every_n_steps = 50;
     cfg->progress = CT_TRAINER_PROGRESS_AUTO;
     cfg->val_fraction = 1.0 / 12.0;
-    snprintf(cfg->requeue_signal, sizeof(cfg->requeue_signal), "USR1");
     cfg->auto_requeue = 1;
     cfg->collective_timeout = CT_PLAN_COLLECTIVE_TIMEOUT_S;
     cfg->accumulate_grad_batches = 1;
     cfg->limit_val_batches = 1.0;
     cfg->save_top_k = 1;
     cfg->tensorboard = 1;
-    snprintf(cfg->preflight_checks, sizeof(cfg->preflight_checks), "all");
     cfg->preflight_compute_factor = pf.compute_factor;   /* the checks' own defaults, written once */
     cfg->preflight_latency_factor = pf.latency_factor;
     cfg->preflight_latency_floor_ms = pf.latency_floor_ms;
     cfg->preflight_bandwidth_factor = pf.bandwidth_factor;
-    snprintf(cfg->on_straggler, sizeof(cfg->on_straggler), "off");
     cfg->straggler_every = 8;
     cfg->straggler_factor = 2;
     cfg->straggler_windows = 3;

@@ -99,7 +99,8 @@ const ct_trainer_flag ct_trainer_flags[] = {
     { TXT("--progress", "auto", "auto (default: bar on a TTY, plain lines otherwise), bar, plain or off"), "MODE",
       CT_TF_ENUM, AT(progress), progress_names, NULL, NULL, NULL },
     { TXT1("--data", "", "the data module's directory (default: the data module's own, which ctrain plan --list "
-          "shows; tokens: train.bin and val.bin from ctrain tokenize)"), "DIR", CT_TF_TEXT, AT(data_dir), NULL, "a path", NULL, NULL },
+          "shows; tokens: train.bin and val.bin from ctrain tokenize)"), "DIR", CT_TF_TEXT, AT(data_dir), NULL,
+      "a path", NULL, NULL },
     { NUM("--val-fraction", CT_CONFIG_DOUBLE, 0, BELOW_1, "share of the training set held out for validation (default "
           "1/12)"), "X", CT_TF_DOUBLE, AT(val_fraction), NULL, "a fraction in [0, 1)", "trainer-val-fraction",
       "val_fraction" },
@@ -186,7 +187,7 @@ const char *ct_trainer_flag_left(const ct_trainer_flag *f, char *buf, size_t siz
     return buf;
 }
 
-static int bad_value(const ct_trainer_flag *f, const char *value, const char *what, ct_error *err)
+int ct_trainer_flag_bad(const ct_trainer_flag *f, const char *value, const char *what, ct_error *err)
 {
     ct_error_set(err, CT_EINVAL, "flag-value", "%s '%s' is not %s", f->key.key, value, what);
     return ct_error_hint(err, "%s %s: %s", f->key.key, f->metavar, f->key.help);
@@ -214,7 +215,7 @@ static int set_limit(const ct_trainer_flag *f, const char *value, ct_trainer_con
         return 0;
     }
     if (ct_parse_double(value, &d) || !(d >= f->key.min && d <= f->key.max))
-        return bad_value(f, value, f->what, err);
+        return ct_trainer_flag_bad(f, value, f->what, err);
     cfg->limit_val_batches = d;
     cfg->limit_val_is_count = 0;
     return 0;
@@ -228,7 +229,7 @@ static int set_number(const ct_trainer_flag *f, const char *value, char *at, ct_
 
     if (f->key.type == CT_CONFIG_DOUBLE) {
         if (ct_parse_double(value, &d) || !isfinite(d) || d < f->key.min || d > f->key.max)
-            return bad_value(f, value, f->what ? f->what : "a non-negative number", err);
+            return ct_trainer_flag_bad(f, value, f->what ? f->what : "a non-negative number", err);
         memcpy(at, &d, sizeof(d));
         return 0;
     }
@@ -237,7 +238,7 @@ static int set_number(const ct_trainer_flag *f, const char *value, char *at, ct_
 
     snprintf(range, sizeof(range), "an integer in [%ld, %ld]", lo, hi);
     if (ct_parse_long(value, lo, hi, &l))
-        return bad_value(f, value, range, err);
+        return ct_trainer_flag_bad(f, value, range, err);
     if (f->field == CT_TF_INT)
         *(int *)(void *)at = (int)l;
     else if (f->field == CT_TF_U64)
@@ -280,8 +281,8 @@ int ct_trainer_flag_set(const ct_trainer_flag *f, const char *value, ct_trainer_
         /* It must fit (and be given, where .min says so); what it says is checked by its reader
          * (the signal connector, the store, the preflight checks) or by ct_trainer_config_check. */
         if (strlen(value) < (size_t)f->key.min || ct_str_copy(at, f->size, value))
-            return bad_value(f, value, f->size == CT_TRAINER_PATH_MAX && *value ? "a path shorter than 1024 bytes"
-                                                                              : f->what, err);
+            return ct_trainer_flag_bad(f, value, f->size == CT_TRAINER_PATH_MAX && *value
+                                                     ? "a path shorter than 1024 bytes" : f->what, err);
         return 0;
     default:
         return ct_error_set(err, CT_EINTERNAL, "flag-value", "%s is the CLI's own flag", f->key.key);

@@ -57,6 +57,8 @@ const ct_trainer_flag *ct_trainer_flag_find(const char *name);
 /* Set the row's field in cfg from text, as the CLI gives it. CT_EINVAL (flag-value) naming the
  * flag, the value and what it must be. Not for CT_TF_HIDDEN / CT_TF_DETERMINISTIC (the CLI's). */
 int ct_trainer_flag_set(const ct_trainer_flag *f, const char *value, ct_trainer_config *cfg, ct_error *err);
+/* CT_EINVAL (flag-value): "FLAG 'VALUE' is not WHAT", the hint the flag's help. */
+int ct_trainer_flag_bad(const ct_trainer_flag *f, const char *value, const char *what, ct_error *err);
 /* Check every row with an id against its range or choices (ct_trainer_config_check calls it). */
 int ct_trainer_flags_check(const ct_trainer_config *cfg, ct_error *err);
 /* "--flag METAVAR" into buf. */
