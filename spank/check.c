@@ -69,8 +69,8 @@ int ct_spank_check_flags(ct_getenv_fn get, void *ctx, int log_plan, ct_error *er
     for (int i = 0; log_plan && i < plan->n_notices; i++)
         ct_spank_info("%s", plan->notices[i]);
     if (log_plan)
-        ct_spank_info("strategy %s, accelerator %s, precision %s", plan->strategy, plan->accelerator,
-                      plan->precision);
+        ct_spank_info("strategy %s, accelerator %s, precision %s", ct_plan_part_name(plan->strategy),
+                      ct_plan_part_name(plan->accelerator), ct_plan_part_name(plan->precision));
     ct_connector_free(c);
     return 0;
 }

@@ -311,7 +311,7 @@ my @inj_rank = rank_getenv(%inj_ranks);
 my $caught41 = (grep { m{strategies\.c: list\[4\]} } @inj_hand) && (grep { m{registry\.c: entries\[MAX_ENTRIES\]} } @inj_hand) &&
                (grep { m{ddp\.c: .*CT_VAR_RANK} } @inj_rank) && keys(%strategy_src) > 5;
 
-print "1..57\n";
+print "1..67\n";
 print(($edges > 20 ? "ok" : "not ok") . " 1 - read $edges includes in " . scalar(@files) . " files\n");
 if (@bad) {
     print "not ok 2 - layering holds\n";
@@ -1342,4 +1342,154 @@ sub calls_up {
     print((@inj >= 3 && (grep { m{deterministic\.c} } @inj) && (grep { m{^engine/strategies/strategy\.c:\d+: calls ct_run_checkpoint_free} } @inj_up)
            ? "ok" : "not ok") . " 57 - check 56 fails on the old restore's extra entries and on a strategy calling back up\n");
     print "# injected: $_\n" for @inj, @inj_up;
+}
+
+# --- typed once (issue 51 item 4) -----------------------------------------------------------------
+# An exit status comes from the error's outcome (enum ct_outcome, ct_error_exit), never from its id:
+# no file of the CLI compares an error id's text.
+sub id_compares {
+    my (%src) = @_;
+    my @bad;
+    each_line(sub {
+        my ($f, $n, $line) = @_;
+        push @bad, "$f:$n: compares an error id: $line"
+            if $line =~ /\b(strcmp|strncmp|strstr|memcmp)\s*\(\s*[\w.>-]*\b(err|error|e)\s*(\.|->)\s*id\b/;
+    }, %src);
+    return @bad;
+}
+{
+    my %src = slurp(grep { m{^engine/cli/} } @files);
+    my @bad = id_compares(%src);
+    print((@bad || !exists $src{'engine/cli/cmd_fit.c'} ? "not ok" : "ok") . " 58 - no CLI file chooses an exit " .
+          "status from an error id's text (" . scalar(keys %src) . " files): ct_error_exit reads the outcome\n");
+    print "# $_\n" for @bad;
+    my %inj = %src;
+    $inj{'engine/cli/cmd_fit.c'} .= "\n    if (rc && !strcmp(err.id, \"fit-loss-nonfinite\"))\n        return 3;\n";
+    my @inj = id_compares(%inj);
+    print((@inj == 1 ? "ok" : "not ok") . " 59 - check 58 fails on cmd_fit's old id compare written back\n");
+    print "# injected: $_\n" for @inj;
+}
+
+# The plan holds its parts as descriptors (issue 51 item 4), as it holds the model and the data
+# module: ct_plan has no name field for the accelerator, strategy, precision, launcher or checkpoint
+# IO, and outside the catalogue (engine/connector, engine/registry) nothing looks one of them up by
+# name (a variant's base aside: the registry's own link).
+sub plan_names {
+    my (%src) = @_;
+    my @bad;
+    if (($src{'include/ctrain/connector.h'} // '') =~ /typedef struct ct_plan \{(.*?)\} ct_plan;/s) {
+        my $body = $1;
+        push @bad, "include/ctrain/connector.h: ct_plan holds the $1 as a name"
+            while $body =~ /\bchar\s+(accelerator|strategy|precision|launcher|checkpoint_io)\s*\[/g;
+    } else {
+        push @bad, "include/ctrain/connector.h: no struct ct_plan";
+    }
+    each_line(sub {
+        my ($f, $n, $line) = @_;
+        return if $f =~ m{^engine/(connector|registry)/} || $f =~ m{^include/};
+        push @bad, "$f:$n: looks a plan part up by name: $line"
+            if ($line =~ /\bct_registry_find\s*\(\s*(CT_REG_(STRATEGY|ACCELERATOR|PRECISION|LAUNCHER|CHECKPOINT_IO)|kind)\s*,(?!\s*[\w.]*(->|\.)base\b)/) ||
+               $line =~ /\bct_registry_accel_bit\s*\(/;
+    }, %src);
+    return @bad;
+}
+{
+    my %src = slurp(grep { m{^engine/} || $_ eq 'include/ctrain/connector.h' } @files);
+    my @bad = plan_names(%src);
+    print((@bad ? "not ok" : "ok") . " 60 - the plan holds descriptors, not names: nothing outside the catalogue " .
+          "looks a strategy, accelerator, precision, launcher or checkpoint IO up by name\n");
+    print "# $_\n" for @bad;
+    my %inj = %src;
+    $inj{'include/ctrain/connector.h'} =~ s/(typedef struct ct_plan \{)/$1\n    char accelerator[32];/;
+    $inj{'engine/strategies/create.c'} .= "\n    const ct_registry_entry *e = ct_registry_find(kind, name);\n";
+    $inj{'engine/strategies/strategy.c'} .= "\n    const ct_registry_entry *e = ct_registry_find(CT_REG_STRATEGY, s->name);\n";
+    my @inj = plan_names(%inj);
+    print((@inj == 3 ? "ok" : "not ok") . " 61 - check 60 fails on a name in the plan and the old look-ups written back\n");
+    print "# injected: $_\n" for @inj;
+}
+
+# A strategy's options are typed once, into the plan (issue 51 item 4): one ct_config_parse on a
+# strategy's option schema in the tree (the connector's ct_connector_strategy_defaults); the
+# strategy reads the plan's strategy_config.
+sub option_parses {
+    my (%src) = @_;
+    my @found;
+    each_line(sub {
+        my ($f, $n, $line) = @_;
+        push @found, "$f:$n: $line" if $line =~ /\bct_config_parse\s*\([^;]*option_schema/;
+    }, %src);
+    return @found;
+}
+{
+    my %src = slurp(grep { m{^engine/} } @files);
+    my @found = option_parses(%src);
+    print((@found == 1 && $found[0] =~ m{^engine/connector/} ? "ok" : "not ok") . " 62 - strategy options are " .
+          "parsed once, in the connector (" . scalar(@found) . " parse)\n");
+    print "# $_\n" for @found;
+    my %inj = %src;
+    $inj{'engine/strategies/strategy.c'} .= "\n    return ct_config_parse(e ? e->option_schema : NULL, \"--strategy\", s->name, s->options, out, err);\n";
+    my @inj = option_parses(%inj);
+    print((@inj == 2 ? "ok" : "not ok") . " 63 - check 62 fails on strategy.c's parse by name written back\n");
+}
+
+# The collective timeout is the plan's, set once at the strategy's creation (issue 51 item 4): no
+# setter after creation, and only create.c assigns a strategy's collective_timeout_s.
+sub timeout_sets {
+    my (%src) = @_;
+    my @bad;
+    each_line(sub {
+        my ($f, $n, $line) = @_;
+        push @bad, "$f:$n: sets the collective timeout after creation: $line"
+            if $line =~ /\bct_strategy_set_collective_timeout\b/ ||
+               ($line =~ /(?<!plan)->\s*collective_timeout_s\s*=[^=]/ && $f ne 'engine/strategies/create.c');
+    }, %src);
+    return @bad;
+}
+{
+    my %src = slurp(grep { m{^engine/} || m{^include/ctrain/} } @files);
+    my @bad = timeout_sets(%src);
+    print((@bad ? "not ok" : "ok") . " 64 - the collective timeout is set once, from the plan, when the strategy is created\n");
+    print "# $_\n" for @bad;
+    my %inj = %src;
+    $inj{'engine/trainer/trainer.c'} .= "\n    ct_strategy_set_collective_timeout(s, job->cfg->collective_timeout);\n";
+    $inj{'engine/strategies/strategy.c'} .= "\n    s->collective_timeout_s = seconds;\n";
+    my @inj = timeout_sets(%inj);
+    print((@inj == 2 ? "ok" : "not ok") . " 65 - check 64 fails on the setter and its calls written back\n");
+    print "# injected: $_\n" for @inj;
+}
+
+# The Trainer's flags come from one table (issue 51 item 4: engine/trainer/flags.c, each row a
+# ct_config_key and its field): the CLI and the Trainer compare no flag name to a literal (--help
+# aside) and no choice's value to a literal name (they ask the table's choices), the optimizer's
+# name is read once, and engine/cli/trainer_flags.c stays at most 300 lines.
+sub flag_strings {
+    my (%src) = @_;
+    my @bad;
+    my $parses = 0;
+    each_line(sub {
+        my ($f, $n, $line) = @_;
+        push @bad, "$f:$n: compares a flag name: $line" if $line =~ /\bstrn?cmp\s*\([^;]*"--(?!help")[a-z]/;
+        push @bad, "$f:$n: compares a choice by name: $line"
+            if $line =~ /\bstrn?cmp\s*\(\s*cfg\s*->\s*(optimizer|lr_schedule|on_straggler|gradient_clip_algorithm|mode)\b/;
+        $parses++ if $line =~ /\bct_optim_parse_kind\s*\(/;
+    }, %src);
+    push @bad, "engine/trainer: ct_optim_parse_kind called $parses times (once: the optimizer's maker)" if $parses != 1;
+    my $lines = () = ($src{'engine/cli/trainer_flags.c'} // '') =~ /\n/g;
+    push @bad, "engine/cli/trainer_flags.c: $lines lines (at most 300)" if $lines > 300;
+    return @bad;
+}
+{
+    my %src = slurp(grep { m{^engine/trainer/} || $_ eq 'engine/cli/trainer_flags.c' } @files);
+    my @bad = flag_strings(%src);
+    print((@bad || !exists $src{'engine/trainer/flags.c'} ? "not ok" : "ok") . " 66 - the Trainer's flags are parsed, " .
+          "checked and recorded from one table (trainer_flags.c " . (() = ($src{'engine/cli/trainer_flags.c'} // '') =~ /\n/g) .
+          " lines)\n");
+    print "# $_\n" for @bad;
+    my %inj = %src;
+    $inj{'engine/cli/trainer_flags.c'} .= ("\n" x 300) . "    if (!strcmp(f->name, \"--max-epochs\")) cfg->max_epochs = (int)l;\n";
+    $inj{'engine/trainer/config.c'} .= "\n    if (strcmp(cfg->lr_schedule, \"cosine\") && strcmp(cfg->lr_schedule, \"constant\")) {\n" .
+        "    if (ct_optim_parse_kind(cfg->optimizer, &kind)) {\n";
+    my @inj = flag_strings(%inj);
+    print((@inj == 4 ? "ok" : "not ok") . " 67 - check 66 fails on the old flag chain, choice compares and second optimizer parse written back\n");
+    print "# injected: $_\n" for @inj;
 }

@@ -14,13 +14,13 @@
 
 enum which { FIT, VALIDATE, TEST };
 
-/* fit stopped by a signal after saving last.safetensors (requeued, or to continue by hand). */
-#define CT_EXIT_STOPPED CT_LAUNCHER_EXIT_STOPPED
-/* The training loss became non-finite (Lightning's EarlyStopping check_finite): not bad flags (2)
- * nor a failure to retry as is (1); last.safetensors is still the last good checkpoint. */
-#define CT_EXIT_NONFINITE CT_LAUNCHER_EXIT_NONFINITE
-/* --on-straggler stop|exclude named a node and saved last.safetensors. */
-#define CT_EXIT_STRAGGLER CT_LAUNCHER_EXIT_STRAGGLER
+/* The exit status comes from the error's outcome (ct_error_exit), never from its id: stopped by a
+ * signal after saving last.safetensors (requeued, or to continue by hand) 75; the training loss
+ * became non-finite (Lightning's EarlyStopping check_finite: not bad flags, 2, nor a failure to
+ * retry as is, 1; last.safetensors is still the last good checkpoint) 3; --on-straggler
+ * stop|exclude named a node and saved 76; fit --preflight named a node 3, as ctrain preflight. */
+_Static_assert(CT_LAUNCHER_EXIT_STOPPED == 75 && CT_LAUNCHER_EXIT_STRAGGLER == 76 && CT_LAUNCHER_EXIT_NONFINITE == 3,
+               "ct_error_exit's statuses are the launchers'");
 
 /* " val_bpb 1.2345" for each of the model's own metrics, into buf. */
 static const char *metrics(const char *prefix, const char names[][24], const double *v, int n, char *buf, size_t size)
@@ -116,32 +116,18 @@ static int run(enum which w, int argc, char **argv)
     rc = w == FIT ? ct_trainer_fit(&cfg, conn, &res, &err)
        : w == VALIDATE ? ct_trainer_validate(&cfg, conn, &res, &err)
                        : ct_trainer_test(&cfg, conn, &res, &err);
-    if (rc == CT_EINTR && !strcmp(err.id, "fit-straggler")) {
-        /* --on-straggler stop|exclude: the checkpoint is safe; a status of its own, to resubmit (or, with
-         * exclude, requeued) without the node. */
-        ct_error_print(stderr, &err);
-        ct_connector_free(conn);
-        return CT_EXIT_STRAGGLER;
-    }
-    if (rc == CT_EINTR && (!strcmp(err.id, "fit-requeued") || !strcmp(err.id, "fit-stopped") ||
-                           !strcmp(err.id, "launch-stopped"))) {
+    if (rc && err.outcome == CT_OUTCOME_STOPPED) {
         /* Not a failure: the checkpoint is safe and the run continues (requeued or by hand). */
         fprintf(stderr, "ctrain: %s\n", err.msg);
         if (err.hint[0])
             fprintf(stderr, "ctrain: %s\n", err.hint);
-        ct_connector_free(conn);
-        return CT_EXIT_STOPPED;
-    }
-    if (rc)
+    } else if (rc) {
         ct_error_print(stderr, &err);
-    else
+    } else {
         report(w, &res);
+    }
     ct_connector_free(conn);
-    if (rc && !strcmp(err.id, "fit-loss-nonfinite"))
-        return CT_EXIT_NONFINITE;
-    if (rc && !strcmp(err.id, "preflight-named"))
-        return 3; /* as ctrain preflight's: a node failed a check or is an outlier */
-    return rc ? ct_error_exit_status(rc) : 0;
+    return ct_error_exit(rc, &err);
 }
 
 int ct_cmd_fit(int argc, char **argv) { return run(FIT, argc, argv); }

@@ -21,8 +21,9 @@
 #include "ctrain/environment.h"
 #include "ctrain/error.h"
 
-/* --collective-timeout's default, in seconds, and the bound of a library's own waits (gloo's
- * context, its store, NCCL's bootstrap) where the timeout is 0 ("wait forever"): written here only. */
+/* The bound of a library's own waits (gloo's context, its store, NCCL's bootstrap) where the
+ * collective timeout is 0 ("wait forever"), in seconds. (--collective-timeout's default is the
+ * plan's, CT_PLAN_COLLECTIVE_TIMEOUT_S in include/ctrain/connector.h.) */
 #define CT_COLL_TIMEOUT_S 300
 /* The bound a library's own waits get for a collective timeout of timeout_s (<= 0: none). */
 double ct_coll_library_bound(double timeout_s);

@@ -102,13 +102,13 @@ static int choose_accelerator(const ct_final_flags *ff, const ct_connector_conte
 
     /* An accelerator named that is not probed (cpu) needs no question about CUDA. */
     if (ff->accelerator && !ff->accelerator->probe_devices) {
-        snprintf(plan->accelerator, sizeof(plan->accelerator), "%s", ff->accelerator->name);
+        plan->accelerator = ff->accelerator;
         keep_source(plan, ff, CT_PLAN_ACCELERATOR);
         return 0;
     }
     avail = cuda_available(ctx, ff->accelerator != NULL, why, sizeof(why));
     if (ff->accelerator) {
-        snprintf(plan->accelerator, sizeof(plan->accelerator), "%s", ff->accelerator->name);
+        plan->accelerator = ff->accelerator;
         keep_source(plan, ff, CT_PLAN_ACCELERATOR);
         if (ff->accelerator->probe_devices && avail == 0) {
             ct_error_set(err, CT_ENOTAVAIL, "accelerator-not-available",
@@ -120,12 +120,11 @@ static int choose_accelerator(const ct_final_flags *ff, const ct_connector_conte
     }
     if (avail < 0) {
         /* Resolved where the tasks run; the plugin cannot see the compute node's GPUs. */
-        snprintf(plan->accelerator, sizeof(plan->accelerator), "auto");
+        plan->accelerator = NULL;
         set_source(plan, CT_PLAN_ACCELERATOR, CT_SOURCE_AUTO, "resolved on the compute node");
         return 0;
     }
-    snprintf(plan->accelerator, sizeof(plan->accelerator), "%s",
-             avail ? probed_accelerator()->name : ct_registry_default(CT_REG_ACCELERATOR)->name);
+    plan->accelerator = avail ? probed_accelerator() : ct_registry_default(CT_REG_ACCELERATOR);
     if (!avail) {
         /* Say why: "no CUDA driver (...)" is the answer to "why did auto not pick my GPU?". */
         char detail[sizeof(plan->source_detail[0])];
@@ -147,7 +146,8 @@ static int cpu_count(const ct_connector_context *ctx)
 static int devices_beyond(const char *id, const ct_plan *plan, int asked, int have, ct_error *err)
 {
     ct_error_set(err, CT_ENOTAVAIL, id, "--devices asks for %s%d but this node has %d %s device%s", 
-                 !strcmp(id, "devices-out-of-range") ? "device id " : "", asked, have, plan->accelerator,
+                 !strcmp(id, "devices-out-of-range") ? "device id " : "", asked, have,
+                 ct_plan_part_name(plan->accelerator),
                  have == 1 ? "" : "s");
     return ct_error_hint(err, "use --devices %d or fewer%s", have,
                          !strcmp(id, "devices-out-of-range") ? " (ids count from 0 within CUDA_VISIBLE_DEVICES)"
@@ -158,7 +158,7 @@ static int devices_beyond(const char *id, const ct_plan *plan, int asked, int ha
 static int choose_devices(const ct_final_flags *ff, const ct_connector_context *ctx, ct_plan *plan,
                           ct_error *err)
 {
-    const ct_registry_entry *accel = ct_registry_find(CT_REG_ACCELERATOR, plan->accelerator);
+    const ct_registry_entry *accel = plan->accelerator;
     int is_cuda = accel && accel->probe_devices;
     int have = is_cuda ? cuda_device_count(ctx) : cpu_count(ctx);
     int external = plan->env.creates_processes_externally;
@@ -260,15 +260,18 @@ static int choose_strategy(const ct_final_flags *ff, ct_plan *plan, ct_error *er
     if (!st) {
         if (!(st = auto_strategy(plan->world_size)))
             return ct_error_set(err, CT_EINTERNAL, "implementation-missing", "no strategy is registered for auto");
-        snprintf(plan->strategy, sizeof(plan->strategy), "%s", st->name);
+        plan->strategy = st;
         ct_registry_strategy_options(st, NULL, plan->strategy_options, sizeof(plan->strategy_options));
+        if (ct_connector_strategy_defaults(st, &plan->strategy_config, err))
+            return err->code;
         set_source(plan, CT_PLAN_STRATEGY, CT_SOURCE_AUTO,
                    plan->world_size > 1 ? (plan->num_nodes > 1 ? "num_nodes > 1" : "world size > 1")
                                         : "one device");
         return 0;
     }
-    snprintf(plan->strategy, sizeof(plan->strategy), "%s", st->name);
+    plan->strategy = st;
     snprintf(plan->strategy_options, sizeof(plan->strategy_options), "%s", ff->strategy_options);
+    plan->strategy_config = ff->strategy_config;
     keep_source(plan, ff, CT_PLAN_STRATEGY);
     if (st->one_process && plan->world_size > 1) {
         ct_error_set(err, CT_ECONFLICT, "strategy-single-device-many",
@@ -297,21 +300,21 @@ static int check_model(const ct_final_flags *ff, const ct_plan *plan, unsigned b
 
     if (!(m->accelerators & bit) && m->pending) {
         ct_error_set(err, CT_ENOTAVAIL, "model-not-on-accelerator", "model %s does not run on accelerator %s (%s) yet: %s",
-                     m->name, plan->accelerator, plan->source_detail[CT_PLAN_ACCELERATOR], m->pending);
+                     m->name, ct_plan_part_name(plan->accelerator), plan->source_detail[CT_PLAN_ACCELERATOR], m->pending);
         return ct_error_hint(err, "%s runs on: %s; use --accelerator %s", m->name,
                              ct_registry_accel_list(m->accelerators, list, sizeof(list)), "cpu");
     }
     if (!(m->accelerators & bit)) {
         ct_error_set(err, CT_ENOTAVAIL, "model-not-on-accelerator",
-                     "model %s is not implemented on accelerator %s (%s)", m->name, plan->accelerator,
+                     "model %s is not implemented on accelerator %s (%s)", m->name, ct_plan_part_name(plan->accelerator),
                      plan->source_detail[CT_PLAN_ACCELERATOR]);
         return ct_error_hint(err, "%s runs on: %s; use --accelerator %s", m->name,
                              ct_registry_accel_list(m->accelerators, list, sizeof(list)),
                              m->accelerators & CT_ACCEL_CPU ? "cpu" : "cuda");
     }
-    if (!ct_registry_model_has_precision(m, plan->precision)) {
+    if (!ct_registry_model_has_precision(m, plan->precision->name)) {
         ct_error_set(err, CT_ENOTAVAIL, "model-precision-unsupported", "model %s does not compute in --precision %s",
-                     m->name, plan->precision);
+                     m->name, plan->precision->name);
         return ct_error_hint(err, "%s computes in: %s", m->name, m->precisions ? m->precisions : "32-true");
     }
     return 0;
@@ -320,12 +323,12 @@ static int check_model(const ct_final_flags *ff, const ct_plan *plan, unsigned b
 /* With the accelerator known, the strategy, precision and model must all run on it. */
 static int check_support(const ct_final_flags *ff, ct_plan *plan, ct_error *err)
 {
-    unsigned bit = ct_registry_accel_bit(plan->accelerator);
-    const ct_registry_entry *st = ct_registry_find(CT_REG_STRATEGY, plan->strategy);
+    unsigned bit = plan->accelerator ? plan->accelerator->accelerators : 0;
+    const ct_registry_entry *st = plan->strategy;
     const ct_registry_entry *pr = ff->precision ? ff->precision : ct_registry_default(CT_REG_PRECISION);
     char list[128];
 
-    snprintf(plan->precision, sizeof(plan->precision), "%s", pr->name);
+    plan->precision = pr;
     if (ff->precision)
         keep_source(plan, ff, CT_PLAN_PRECISION);
     else
@@ -334,7 +337,7 @@ static int check_support(const ct_final_flags *ff, ct_plan *plan, ct_error *err)
         return 0; /* accelerator resolved on the compute node */
     if (!(st->accelerators & bit)) {
         ct_error_set(err, CT_ECONFLICT, "strategy-unsupported-accelerator",
-                     "strategy %s does not run on accelerator %s (%s)", st->name, plan->accelerator,
+                     "strategy %s does not run on accelerator %s (%s)", st->name, ct_plan_part_name(plan->accelerator),
                      plan->source_detail[CT_PLAN_ACCELERATOR]);
         return ct_error_hint(err, "%s runs on: %s; choose it with --accelerator, or another strategy", st->name,
                              ct_registry_accel_list(st->accelerators, list, sizeof(list)));
@@ -346,10 +349,10 @@ static int check_support(const ct_final_flags *ff, ct_plan *plan, ct_error *err)
     }
     if (!(pr->accelerators & bit)) {
         ct_error_set(err, CT_ECONFLICT, "precision-unsupported-accelerator",
-                     "precision %s is not supported on accelerator %s (%s)", pr->name, plan->accelerator,
+                     "precision %s is not supported on accelerator %s (%s)", pr->name, ct_plan_part_name(plan->accelerator),
                      plan->source_detail[CT_PLAN_ACCELERATOR]);
         return ct_error_hint(err, "%s runs on: %s; on %s use --precision 32-true", pr->name,
-                             ct_registry_accel_list(pr->accelerators, list, sizeof(list)), plan->accelerator);
+                             ct_registry_accel_list(pr->accelerators, list, sizeof(list)), ct_plan_part_name(plan->accelerator));
     }
     return check_model(ff, plan, bit, err);
 }
@@ -364,7 +367,7 @@ static void note_cpu_bf16(const ct_final_flags *ff, const ct_connector_context *
     const struct ct_precision_ops *ops = pr->ops;
     int has;
 
-    if (!(ct_registry_accel_bit(plan->accelerator) & CT_ACCEL_CPU) || !ops || ops->gemm_dtype != CT_DTYPE_BF16 ||
+    if (!(plan->accelerator && (plan->accelerator->accelerators & CT_ACCEL_CPU)) || !ops || ops->gemm_dtype != CT_DTYPE_BF16 ||
         plan->n_notices >= (int)(sizeof(plan->notices) / sizeof(plan->notices[0])))
         return;
     has = ctx->cpu_bf16 == CT_CPU_BF16_ASK ? ct_cpu_bf16_instructions()
@@ -379,30 +382,31 @@ static void note_cpu_bf16(const ct_final_flags *ff, const ct_connector_context *
 /* *own: ctrain's own launcher (fork, subprocess) starts the ranks, and hosts a PMIx server. */
 static int choose_launcher(ct_plan *plan, int *own, ct_error *err)
 {
-    const ct_registry_entry *st = ct_registry_find(CT_REG_STRATEGY, plan->strategy);
+    const ct_registry_entry *st = plan->strategy;
     int external = plan->env.creates_processes_externally;
-    const char *name = ct_launcher_external_desc[0].name, *why = "one process";
+    const ct_registry_entry *launcher = ct_launcher_external_desc;
+    const char *why = "one process";
 
     if (st->launch == CT_LAUNCH_FORK) {
         if (external && plan->env.world_size > 1) {
             ct_error_set(err, CT_ECONFLICT, "strategy-fork-external",
-                         "--strategy %s forks workers, but %s already started %d processes", plan->strategy,
+                         "--strategy %s forks workers, but %s already started %d processes", st->name,
                          plan->cluster_env, plan->env.world_size);
             return ct_error_hint(err, "use --strategy ddp under %s, or run one task and let %s fork",
-                                 plan->cluster_env, plan->strategy);
+                                 plan->cluster_env, st->name);
         }
-        name = ct_launcher_fork_desc[0].name;
+        launcher = ct_launcher_fork_desc;
         why = "strategy forks its workers";
     } else if (st->launch == CT_LAUNCH_PROCESSES) {
         if (external) {
             why = "processes started by the cluster environment";
         } else if (plan->n_devices > 1) {
-            name = ct_launcher_subprocess_desc[0].name;
+            launcher = ct_launcher_subprocess_desc;
             why = "more than one device on this node";
         }
     }
     *own = st->launch == CT_LAUNCH_FORK || (st->launch == CT_LAUNCH_PROCESSES && !external && plan->n_devices > 1);
-    snprintf(plan->launcher, sizeof(plan->launcher), "%s", name);
+    plan->launcher = launcher;
     set_source(plan, CT_PLAN_LAUNCHER, CT_SOURCE_AUTO, why);
     return 0;
 }
@@ -414,7 +418,7 @@ static void choose_backend(const ct_connector_context *ctx, ct_plan *plan, int o
 {
     char asked[16];
     int pmix = own || ct_connector_getenv(ctx, "PMIX_RANK") || plan->env.enriched_by[0];
-    int cuda = (ct_registry_accel_bit(plan->accelerator) & CT_ACCEL_CUDA) != 0;
+    int cuda = plan->accelerator && (plan->accelerator->accelerators & CT_ACCEL_CUDA);
 
     if (!ct_options_get(plan->strategy_options, "backend", asked, sizeof(asked)))
         return;
@@ -432,7 +436,7 @@ static void choose_backend(const ct_connector_context *ctx, ct_plan *plan, int o
     snprintf(plan->backend_why, sizeof(plan->backend_why), "auto: %s, accelerator %s",
              own ? "ctrain's launcher hosts a PMIx server" : pmix ? "a PMIx server started the ranks"
                                                           : "no PMIx server (ranks meet at MASTER_ADDR:MASTER_PORT)",
-             plan->accelerator);
+             ct_plan_part_name(plan->accelerator));
 }
 
 int ct_connector_choose(const ct_final_flags *ff, const ct_connector_context *ctx, ct_plan *plan,
@@ -441,11 +445,12 @@ int ct_connector_choose(const ct_final_flags *ff, const ct_connector_context *ct
     int rc, own = 0;
 
     memset(plan, 0, sizeof(*plan));
+    plan->collective_timeout_s = CT_PLAN_COLLECTIVE_TIMEOUT_S;
     plan->deterministic = ff->deterministic;
     plan->model = ff->model;
     plan->model_config = ff->model_config;
     plan->datamodule = ff->datamodule;
-    snprintf(plan->checkpoint_io, sizeof(plan->checkpoint_io), "%s", ct_checkpoint_io_safetensors_desc[0].name);
+    plan->checkpoint_io = ct_checkpoint_io_safetensors_desc;
     for (int i = 0; i < ff->n_notices; i++)
         snprintf(plan->notices[plan->n_notices++], sizeof(plan->notices[0]), "%s", ff->notices[i]);
     if ((rc = choose_environment(ff, ctx, plan, err)))

@@ -100,18 +100,18 @@ char *ct_plan_to_json(const ct_plan *p)
     cJSON *root = cJSON_CreateObject(), *devices, *sources, *notices;
     char *text, config[CT_CONFIG_TEXT_MAX];
 
-    cJSON_AddStringToObject(root, "accelerator", p->accelerator);
-    cJSON_AddStringToObject(root, "strategy", p->strategy);
+    cJSON_AddStringToObject(root, "accelerator", ct_plan_part_name(p->accelerator));
+    cJSON_AddStringToObject(root, "strategy", ct_plan_part_name(p->strategy));
     cJSON_AddStringToObject(root, "strategy_options", p->strategy_options);
     if (p->backend[0]) {
         cJSON *b = cJSON_AddObjectToObject(root, "process_group_backend");
         cJSON_AddStringToObject(b, "name", p->backend);
         cJSON_AddStringToObject(b, "why", p->backend_why);
     }
-    cJSON_AddStringToObject(root, "launcher", p->launcher);
-    cJSON_AddStringToObject(root, "precision", p->precision);
+    cJSON_AddStringToObject(root, "launcher", ct_plan_part_name(p->launcher));
+    cJSON_AddStringToObject(root, "precision", ct_plan_part_name(p->precision));
     cJSON_AddStringToObject(root, "cluster_env", p->cluster_env);
-    cJSON_AddStringToObject(root, "checkpoint_io", p->checkpoint_io);
+    cJSON_AddStringToObject(root, "checkpoint_io", ct_plan_part_name(p->checkpoint_io));
     devices = cJSON_AddArrayToObject(root, "devices");
     for (int i = 0; i < p->n_devices; i++)
         cJSON_AddItemToArray(devices, cJSON_CreateNumber(p->devices[i]));

@@ -18,6 +18,7 @@ typedef struct ct_final_flags {
     const ct_registry_entry *accelerator;  /* NULL: auto */
     const ct_registry_entry *strategy;     /* NULL: auto */
     char strategy_options[128];            /* the entry's defaults, then "NAME:k=v" overrides */
+    ct_config strategy_config;             /* the same, typed: parsed once (the plan's strategy_config) */
     const ct_registry_entry *precision;    /* NULL: default 32-true */
     const char *cluster_env;               /* NULL or "auto": detect */
     enum ct_devices_kind devices_kind;
@@ -49,5 +50,9 @@ int ct_connector_choose(const ct_final_flags *ff, const ct_connector_context *ct
  * registered accelerators), and reading a variable through it. */
 void ct_connector_context_fill(const ct_connector_context *in, ct_connector_context *out);
 const char *ct_connector_getenv(const ct_connector_context *ctx, const char *name);
+
+/* A strategy's options as its registry entry sets them (every key of its schema: the entry's own
+ * defaults, else the schema's), typed into out: where a plan's strategy_config starts. */
+int ct_connector_strategy_defaults(const ct_registry_entry *st, ct_config *out, ct_error *err);
 
 #endif

@@ -142,13 +142,23 @@ static int resolve_name(struct name_input *in, int allow_auto, const ct_registry
 
 /* --- strategy options: "ddp:bucket_mb=2,overlap=0" ------------------------------------------- */
 
-static int check_option(const ct_registry_entry *st, const char *input, const char *item, ct_error *err)
+int ct_connector_strategy_defaults(const ct_registry_entry *st, ct_config *out, ct_error *err)
+{
+    char text[128];
+
+    ct_registry_strategy_options(st, NULL, text, sizeof(text));
+    return ct_config_parse(st->option_schema, "--strategy", st->name, text, out, err);
+}
+
+/* One "key=value" of the user's, checked against the schema and set in out (typed once: the plan's
+ * strategy_config, which the strategy reads). */
+static int check_option(const ct_registry_entry *st, const char *input, const char *item, ct_config *out,
+                        ct_error *err)
 {
     char key[64], defaults[128];
     const char *eq = strchr(item, '=');
     const ct_config_key *spec;
     const char *options = ct_registry_strategy_options(st, NULL, defaults, sizeof(defaults));
-    ct_config cfg;
     ct_error ignored;
 
     if (!eq || eq == item || (size_t)(eq - item) >= sizeof(key)) {
@@ -164,8 +174,8 @@ static int check_option(const ct_registry_entry *st, const char *input, const ch
                      st->name, key);
         return ct_error_hint(err, "options of %s: %s", st->name, options ? options : "none");
     }
-    /* The schema checks the value, as the strategy will read it (ct_config_parse). */
-    if (ct_config_parse(st->option_schema, input, st->name, item, &cfg, &ignored)) {
+    /* The schema checks the value, as the strategy will read it. */
+    if (ct_config_set(out, input, st->name, key, eq + 1, &ignored)) {
         ct_error_set(err, CT_EINVAL, "strategy-option-value", "%s: option %s=%s is out of range", input, key,
                      eq + 1);
         return ct_error_hint(err, "%s takes %s from %g to %g", key,
@@ -252,13 +262,15 @@ static int check_strategy(struct name_input in, ct_final_flags *ff, ct_error *er
     }
     if (!ff->strategy)
         return 0;
+    if ((rc = ct_connector_strategy_defaults(ff->strategy, &ff->strategy_config, err)))
+        return rc;
     if (options) {
         snprintf(copy, sizeof(copy), "%s", options);
         for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
-            if ((rc = check_option(ff->strategy, input_name(&in), tok, err)))
+            if ((rc = check_option(ff->strategy, input_name(&in), tok, &ff->strategy_config, err)))
                 return rc;
         if (!*options)
-            return check_option(ff->strategy, input_name(&in), "", err);
+            return check_option(ff->strategy, input_name(&in), "", &ff->strategy_config, err);
     }
     ct_registry_strategy_options(ff->strategy, options, ff->strategy_options, sizeof(ff->strategy_options));
     return 0;

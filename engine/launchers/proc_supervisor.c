@@ -551,16 +551,19 @@ static int describe_failure(const struct sv *sv, ct_error *err)
         /* The rank stopped on request and said why (a signal, a checkpoint written): pass it on as
          * it is, id included, so the caller can tell a stopped run from a failed one. */
         ct_error_set(err, h->rc, h->err.id, "%s", h->err.msg);
+        ct_error_outcome(err, h->err.outcome);
         return h->err.hint[0] ? ct_error_hint(err, "%s", h->err.hint) : err->code;
     }
     if (h && h->rc != 0) {
         ct_error_set(err, h->rc, h->err.id, "rank %d of %d failed%s: %s", sv->failed, sv->n, after,
                      h->err.msg[0] ? h->err.msg : ct_error_code_name(h->rc));
+        ct_error_outcome(err, h->err.outcome);
         return h->err.hint[0] ? ct_error_hint(err, "%s", h->err.hint) : err->code;
     }
     if (sv->spec->fit_statuses && st != STATUS_LOST && WIFEXITED(st) && WEXITSTATUS(st) == CT_LAUNCHER_EXIT_NONFINITE) {
         ct_error_set(err, CT_EFORMAT, "fit-loss-nonfinite", "rank %d's training loss is not finite: the run stopped "
                      "without saving after the last good checkpoint", sv->failed);
+        ct_error_outcome(err, CT_OUTCOME_NONFINITE);
         return ct_error_hint(err, "rank %d's output above says where; lower --lr or add --gradient-clip-val",
                              sv->failed);
     }
@@ -598,10 +601,12 @@ static int outcome(struct sv *sv, void *result, size_t result_size, ct_error *er
     if (sv->n_stopped > 0) {
         if (h && h->rc == CT_EINTR && h->err.msg[0]) {
             ct_error_set(err, h->rc, h->err.id, "%s", h->err.msg);
+            ct_error_outcome(err, h->err.outcome);
             return h->err.hint[0] ? ct_error_hint(err, "%s", h->err.hint) : err->code;
         }
         ct_error_set(err, CT_EINTR, "launch-stopped", "%d of %d rank%s stopped on request after saving their state "
                      "(exit status %d)", sv->n_stopped, sv->n, sv->n == 1 ? "" : "s", CT_LAUNCHER_EXIT_STOPPED);
+        ct_error_outcome(err, CT_OUTCOME_STOPPED);
         return ct_error_hint(err, "rank 0's message above says where and how to continue");
     }
     if (h && result && result_size) {

@@ -33,6 +33,7 @@ static int loss_nonfinite(ct_run *run, double loss, double bad, int64_t of, ct_e
                  "%d ranks) at epoch %lld, step %lld: the run stops, saving nothing after the last good checkpoint",
                  isnan(loss) ? "nan" : isinf(loss) ? (loss > 0 ? "inf" : "-inf") : "finite", bad, run->world,
                  (long long)run->st.epoch + 1, (long long)of + 1);
+    ct_error_outcome(err, CT_OUTCOME_NONFINITE);
     return ct_error_hint(err, "lower --lr, add --gradient-clip-val 1.0 or check the data; --ckpt-path last resumes "
                               "from %s/last.safetensors when it exists", run->opt.root_dir);
 }

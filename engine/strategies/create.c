@@ -13,12 +13,12 @@
 
 #include "ctrain/connector.h"
 #include "ctrain/registry.h"
-#include "engine/collectives/collectives.h"
 #include "engine/strategies/strategy_impl.h"
 
-static int part_ops(enum ct_registry_kind kind, const char *name, const void **ops, ct_error *err)
+/* The plan's part is its descriptor: its ops are the implementation (no lookup by name). */
+static int part_ops(enum ct_registry_kind kind, const ct_registry_entry *part, const void **ops, ct_error *err)
 {
-    const ct_registry_entry *e = ct_registry_find(kind, name);
+    const ct_registry_entry *e = part;
 
     /* A registered variant (ddp_no_overlap) runs its base's implementation with its own options. */
     if (e && !e->ops && e->base)
@@ -27,7 +27,7 @@ static int part_ops(enum ct_registry_kind kind, const char *name, const void **o
     if (*ops)
         return 0;
     ct_error_set(err, CT_ENOTAVAIL, "implementation-missing", "%s '%s' has no implementation in this process",
-                 ct_registry_kind_name(kind), name);
+                 ct_registry_kind_name(kind), ct_plan_part_name(part));
     return ct_error_hint(err, "link libctrain and call ct_engine_init() before creating the strategy");
 }
 
@@ -46,21 +46,21 @@ int ct_strategy_create_from_plan(const ct_plan *plan, ct_strategy **out, ct_erro
         return rc;
     s = calloc(1, sizeof(*s));
     if (!s)
-        return ct_error_set(err, CT_ENOMEM, NULL, "out of memory creating strategy %s", plan->strategy);
+        return ct_error_set(err, CT_ENOMEM, NULL, "out of memory creating strategy %s", plan->strategy->name);
     s->ops = ops[CT_REG_STRATEGY];
     s->accelerator = ops[CT_REG_ACCELERATOR];
     s->precision = ops[CT_REG_PRECISION];
     s->checkpoint_io = ops[CT_REG_CHECKPOINT_IO];
     s->launcher = ops[CT_REG_LAUNCHER];
-    snprintf(s->name, sizeof(s->name), "%s", plan->strategy);
-    snprintf(s->options, sizeof(s->options), "%s", plan->strategy_options);
-    snprintf(s->accelerator_name, sizeof(s->accelerator_name), "%s", plan->accelerator);
+    snprintf(s->name, sizeof(s->name), "%s", plan->strategy->name);
+    s->options = plan->strategy_config;
+    snprintf(s->accelerator_name, sizeof(s->accelerator_name), "%s", plan->accelerator->name);
     snprintf(s->env_name, sizeof(s->env_name), "%s", plan->cluster_env);
     memcpy(s->devices, plan->devices, sizeof(s->devices));
     s->n_devices = plan->n_devices;
     s->env_info = plan->env;
     s->world_size = plan->world_size;
-    s->collective_timeout_s = CT_COLL_TIMEOUT_S;
+    s->collective_timeout_s = plan->collective_timeout_s;
     s->global_rank = plan->env.creates_processes_externally ? plan->env.global_rank : 0;
     s->local_rank = plan->env.creates_processes_externally ? plan->env.local_rank : 0;
     s->node_rank = plan->env.creates_processes_externally ? plan->env.node_rank : 0;

@@ -12,7 +12,7 @@
  * host-side values (metrics, the stop agreement, broadcasts).
  *
  * Collective timeout: every wait is bounded by --collective-timeout
- * (ct_strategy_set_collective_timeout); when it passes, the collectives layer finds the ranks that
+ * (the plan's collective_timeout_s); when it passes, the collectives layer finds the ranks that
  * never arrived and every waiting rank fails with the same message. A broken group is not left
  * cleanly (teardown skips it) and freeing the strategy ends the job where the library can (an abort
  * every launcher turns into ending every rank); elsewhere the other ranks' timeout ends them.

@@ -59,7 +59,7 @@ struct ct_strategy {
     const struct ct_launcher_ops *launcher;
     /* What the connector's plan resolved for this strategy. */
     char name[64];
-    char options[128];     /* "key=value,..." */
+    ct_config options;     /* the plan's strategy_config: typed once by the connector */
     char accelerator_name[32];
     char env_name[32];
     int devices[CT_MAX_DEVICES]; /* device ids on this node */
@@ -83,7 +83,7 @@ struct ct_strategy {
     int forward_signal;    /* the launcher forwards it besides SIGINT/SIGTERM; 0: SIGUSR1 */
     int forward_signal2;   /* and this one too (the hang-dump signal); 0: none */
     ct_collective_trace *trace; /* where this rank stands in the collectives (ct_strategy_set_trace) */
-    double collective_timeout_s; /* see ct_strategy_set_collective_timeout; <= 0: none */
+    double collective_timeout_s; /* the plan's, set at creation only; <= 0: none */
     char store_run_id[80];  /* ct_strategy_set_store: --run-id, "" none */
     char store_bind[256];   /* --store-bind: "" MASTER_ADDR's addresses, "all", ADDR[,ADDR] */
     char store_secret_file[1024]; /* --store-secret-file, "" none */
@@ -101,8 +101,8 @@ struct ct_strategy {
 /* The asynchronous checkpoint IO's wrapper freed (its pending write waited for first). */
 void ct_async_ckpt_free(ct_strategy *s);
 
-/* The strategy's options ("key=value,..." from the plan) read against its descriptor's schema:
- * ct_config_double/int give each value, or the schema's default. */
+/* The strategy's options, as the connector typed them into the plan (strategy_config): a copy in
+ * out, whose ct_config_double/int give each value. Parses nothing. */
 int ct_strategy_options(const ct_strategy *s, ct_config *out, ct_error *err);
 
 

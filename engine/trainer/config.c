@@ -8,9 +8,9 @@
 
 #include "ctrain/nn.h"
 #include "ctrain/trainer.h"
-#include "engine/collectives/collectives.h"
 #include "engine/loops/loops.h"
 #include "engine/health/fit/preflight.h"
+#include "engine/trainer/flags.h"
 #include "engine/trainer/trainer_internal.h"
 
 void ct_trainer_config_default(ct_trainer_config *cfg)
@@ -19,41 +19,46 @@ void ct_trainer_config_default(ct_trainer_config *cfg)
 
     ct_preflight_defaults(&pf);
     memset(cfg, 0, sizeof(*cfg));
+    /* The names' defaults are the flags' table's (flags.c); the numbers' are written here. */
+    for (const ct_trainer_flag *f = ct_trainer_flags; f->key.key; f++)
+        if ((f->field == CT_TF_TEXT || f->field == CT_TF_CHOICE) && f->key.dflt)
+            snprintf((char *)cfg + f->offset, f->size, "%s", f->key.dflt);
     cfg->max_epochs = 5;
     cfg->max_steps = -1;
     cfg->batch_size = 128;
     cfg->lr = 1e-3;
-    snprintf(cfg->optimizer, sizeof(cfg->optimizer), "adamw");
-    snprintf(cfg->lr_schedule, sizeof(cfg->lr_schedule), "cosine");
     cfg->weight_decay = -1;
     cfg->momentum = 0.9;
     cfg->seed = 42;
-    snprintf(cfg->default_root_dir, sizeof(cfg->default_root_dir), "runs");
     cfg->log_every_n_steps = 50;
     cfg->progress = CT_TRAINER_PROGRESS_AUTO;
     cfg->val_fraction = 1.0 / 12.0;
-    snprintf(cfg->requeue_signal, sizeof(cfg->requeue_signal), "USR1");
     cfg->auto_requeue = 1;
-    cfg->collective_timeout = CT_COLL_TIMEOUT_S;
+    cfg->collective_timeout = CT_PLAN_COLLECTIVE_TIMEOUT_S;
     cfg->accumulate_grad_batches = 1;
     cfg->limit_val_batches = 1.0;
     cfg->save_top_k = 1;
     cfg->tensorboard = 1;
-    snprintf(cfg->preflight_checks, sizeof(cfg->preflight_checks), "all");
     cfg->preflight_compute_factor = pf.compute_factor;   /* the checks' own defaults, written once */
     cfg->preflight_latency_factor = pf.latency_factor;
     cfg->preflight_latency_floor_ms = pf.latency_floor_ms;
     cfg->preflight_bandwidth_factor = pf.bandwidth_factor;
-    snprintf(cfg->on_straggler, sizeof(cfg->on_straggler), "off");
     cfg->straggler_every = 8;
     cfg->straggler_factor = 2;
     cfg->straggler_windows = 3;
 }
 
-void ct_trainer_configure_strategy(ct_strategy *s, const ct_trainer_config *cfg)
+int ct_trainer_strategy_create(const ct_trainer_config *cfg, const ct_plan *plan, ct_strategy **out, ct_error *err)
 {
-    ct_strategy_set_collective_timeout(s, cfg->collective_timeout);
-    ct_strategy_set_store(s, cfg->run_id, cfg->store_bind, cfg->store_secret_file);
+    ct_plan mine = *plan;
+    int rc;
+
+    /* The timeout is the plan's, set once here before creation (nothing sets it afterwards). */
+    mine.collective_timeout_s = cfg->collective_timeout;
+    if ((rc = ct_strategy_create_from_plan(&mine, out, err)))
+        return rc;
+    ct_strategy_set_store(*out, cfg->run_id, cfg->store_bind, cfg->store_secret_file);
+    return 0;
 }
 
 /* --run-id becomes part of the store's keys, the same on every rank: a short name, no '/'. */
@@ -79,25 +84,11 @@ static int check_store(const ct_trainer_config *cfg, ct_error *err)
     return 0;
 }
 
-/* Lightning's trainer controls on their own and against each other (README, "Training controls");
- * the monitored metric is checked against the model's metrics once it is built (resolve_monitor). */
+/* Lightning's trainer controls against each other (README, "Training controls"; each on its own:
+ * the table's ranges); the monitored metric is checked against the model's metrics once it is
+ * built (resolve_monitor). */
 static int check_controls(const ct_trainer_config *cfg, ct_error *err)
 {
-    if (cfg->accumulate_grad_batches < 1)
-        return ct_error_set(err, CT_EINVAL, "trainer-accumulate", "--accumulate-grad-batches %d must be at least 1",
-                            cfg->accumulate_grad_batches);
-    if (!(cfg->gradient_clip_val >= 0) || !isfinite(cfg->gradient_clip_val)) {
-        ct_error_set(err, CT_EINVAL, "trainer-gradient-clip", "--gradient-clip-val %g must be a positive number",
-                     cfg->gradient_clip_val);
-        return ct_error_hint(err, "e.g. --gradient-clip-val 1.0 (0, the default, clips nothing)");
-    }
-    if (cfg->gradient_clip_algorithm[0] && strcmp(cfg->gradient_clip_algorithm, "norm") &&
-        strcmp(cfg->gradient_clip_algorithm, "value")) {
-        ct_error_set(err, CT_EINVAL, "trainer-gradient-clip", "--gradient-clip-algorithm '%s' is not an algorithm",
-                     cfg->gradient_clip_algorithm);
-        return ct_error_hint(err, "use norm (the default: scale the whole gradient to that L2 norm) or value "
-                                  "(clamp each value)");
-    }
     if (cfg->gradient_clip_algorithm[0] && cfg->gradient_clip_val == 0) {
         ct_error_set(err, CT_EINVAL, "trainer-gradient-clip-algorithm-alone",
                      "--gradient-clip-algorithm %s without --gradient-clip-val clips nothing", cfg->gradient_clip_algorithm);
@@ -112,8 +103,6 @@ static int check_controls(const ct_trainer_config *cfg, ct_error *err)
         return ct_error_hint(err, "write a count as an integer (--limit-val-batches 50) and a fraction with a point "
                                   "(--limit-val-batches 0.25)");
     }
-    if (cfg->warmup_steps < 0)
-        return ct_error_set(err, CT_EINVAL, "trainer-warmup-steps", "--warmup-steps %ld must be >= 0", cfg->warmup_steps);
     if (cfg->max_steps >= 0 && cfg->warmup_steps > cfg->max_steps) {
         ct_error_set(err, CT_EINVAL, "trainer-warmup-steps", "--warmup-steps %ld is longer than --max-steps %ld",
                      cfg->warmup_steps, cfg->max_steps);
@@ -124,23 +113,11 @@ static int check_controls(const ct_trainer_config *cfg, ct_error *err)
                      cfg->lr);
         return ct_error_hint(err, "the cosine decays from --lr to --min-lr (llm.c and nanoGPT: lr / 10)");
     }
-    if (cfg->min_lr_set && !strcmp(cfg->lr_schedule, "constant")) {
+    if (cfg->min_lr_set && ct_trainer_choice(ct_trainer_schedule_names, cfg->lr_schedule) == CT_LR_CONSTANT) {
         ct_error_set(err, CT_EINVAL, "trainer-min-lr-constant", "--min-lr with --lr-schedule constant: a constant "
                      "schedule has no end value");
         return ct_error_hint(err, "use --lr-schedule cosine (the default) or drop --min-lr");
     }
-    if (cfg->mode[0] && strcmp(cfg->mode, "min") && strcmp(cfg->mode, "max")) {
-        ct_error_set(err, CT_EINVAL, "trainer-mode", "--mode '%s' is not min or max", cfg->mode);
-        return ct_error_hint(err, "min: lower is better (losses); max: higher is better (accuracy)");
-    }
-    if (cfg->save_top_k < -1 || cfg->save_top_k > CT_TOP_K_MAX) {
-        ct_error_set(err, CT_EINVAL, "trainer-save-top-k", "--save-top-k %d is outside [-1, %d]", cfg->save_top_k,
-                     CT_TOP_K_MAX);
-        return ct_error_hint(err, "-1 keeps every validation's checkpoint, 0 none, K the K best");
-    }
-    if (cfg->early_stopping_patience < 0)
-        return ct_error_set(err, CT_EINVAL, "trainer-early-stopping-patience",
-                            "--early-stopping-patience %d must be >= 0 (0: off)", cfg->early_stopping_patience);
     if (cfg->early_stopping_patience > 0 && strcmp(cfg->monitor, "train_loss") &&
         (cfg->val_fraction == 0 || cfg->limit_val_batches == 0)) {
         ct_error_set(err, CT_EINVAL, "trainer-early-stopping-no-val", "--early-stopping-patience %d watches %s, but "
@@ -172,15 +149,7 @@ static int check_preflight(const ct_trainer_config *cfg, ct_error *err)
     if (!(cfg->preflight_latency_floor_ms >= 0) || !isfinite(cfg->preflight_latency_floor_ms))
         return ct_error_set(err, CT_EINVAL, "trainer-preflight", "--preflight-latency-floor %g is not a number of "
                             "milliseconds", cfg->preflight_latency_floor_ms);
-    if (strcmp(cfg->on_straggler, "off") && strcmp(cfg->on_straggler, "warn") && strcmp(cfg->on_straggler, "stop") &&
-        strcmp(cfg->on_straggler, "exclude")) {
-        ct_error_set(err, CT_EINVAL, "trainer-straggler", "--on-straggler '%s' is not off, warn, stop or exclude",
-                     cfg->on_straggler);
-        return ct_error_hint(err, "warn names a slow node in the log; stop also saves last.safetensors and ends the fit; "
-                                  "exclude also requeues the SLURM job without that node");
-    }
-    if (!(cfg->straggler_factor > 1) || !isfinite(cfg->straggler_factor) || cfg->straggler_every < 1 ||
-        cfg->straggler_windows < 1) {
+    if (!(cfg->straggler_factor > 1) || !isfinite(cfg->straggler_factor)) {
         ct_error_set(err, CT_EINVAL, "trainer-straggler", "--straggler-factor %g, --straggler-every %d, "
                      "--straggler-windows %d: a factor above 1 and counts of at least 1", cfg->straggler_factor,
                      cfg->straggler_every, cfg->straggler_windows);
@@ -204,41 +173,11 @@ int ct_trainer_add_callback(ct_trainer_config *cfg, const ct_callback_ops *ops, 
 
 int ct_trainer_config_check(const ct_trainer_config *cfg, ct_error *err)
 {
-    enum ct_optim_kind kind;
     int rc;
 
-    if (cfg->max_epochs < 1)
-        return ct_error_set(err, CT_EINVAL, "trainer-max-epochs", "--max-epochs %d must be at least 1",
-                            cfg->max_epochs);
-    if (cfg->max_steps < -1)
-        return ct_error_set(err, CT_EINVAL, "trainer-max-steps", "--max-steps %ld must be -1 (no limit) or >= 0",
-                            cfg->max_steps);
-    if (cfg->batch_size < 1 || cfg->batch_size > 65536)
-        return ct_error_set(err, CT_EINVAL, "trainer-batch-size", "--batch-size %d is outside [1, 65536]",
-                            cfg->batch_size);
-    if (!(cfg->lr > 0) || !isfinite(cfg->lr))
-        return ct_error_set(err, CT_EINVAL, "trainer-lr", "--lr %g must be a positive number", cfg->lr);
-    if (ct_optim_parse_kind(cfg->optimizer, &kind)) {
-        ct_error_set(err, CT_EINVAL, "trainer-optimizer", "--optimizer '%s' is not an optimizer", cfg->optimizer);
-        return ct_error_hint(err, "use --optimizer adamw or --optimizer sgd");
-    }
-    if (strcmp(cfg->lr_schedule, "cosine") && strcmp(cfg->lr_schedule, "constant")) {
-        ct_error_set(err, CT_EINVAL, "trainer-lr-schedule", "--lr-schedule '%s' is not a schedule", cfg->lr_schedule);
-        return ct_error_hint(err, "use --lr-schedule cosine or --lr-schedule constant");
-    }
-    if (cfg->log_every_n_steps < 1)
-        return ct_error_set(err, CT_EINVAL, "trainer-log-every", "--log-every-n-steps %d must be at least 1",
-                            cfg->log_every_n_steps);
-    if (cfg->checkpoint_every_n_steps < 0)
-        return ct_error_set(err, CT_EINVAL, "trainer-ckpt-every", "--checkpoint-every-n-steps %d must be >= 0",
-                            cfg->checkpoint_every_n_steps);
-    if (!(cfg->val_fraction >= 0 && cfg->val_fraction < 1))
-        return ct_error_set(err, CT_EINVAL, "trainer-val-fraction", "--val-fraction %g is outside [0, 1)",
-                            cfg->val_fraction);
-    if (!(cfg->collective_timeout >= 0) || !isfinite(cfg->collective_timeout))
-        return ct_error_set(err, CT_EINVAL, "trainer-collective-timeout",
-                            "--collective-timeout %g must be a number of seconds (0: wait forever)",
-                            cfg->collective_timeout);
+    /* Each flag on its own: its range or its choices, from the flags' table (flags.c). */
+    if ((rc = ct_trainer_flags_check(cfg, err)))
+        return rc;
     if (!cfg->default_root_dir[0])
         return ct_error_set(err, CT_EINVAL, "trainer-root-dir", "--default-root-dir must not be empty");
     if ((rc = check_preflight(cfg, err)) || (rc = check_store(cfg, err)))

@@ -46,6 +46,7 @@ int ct_trainer_fit_preflight(ct_strategy *s, const ct_trainer_job *job, ct_error
         return rc;
     ct_error_set(err, CT_ECOMM, "preflight-named", "fit: preflight named %d node%s (the table above, %s/preflight.json): "
                  "not training", named, named == 1 ? "" : "s", job->cfg->default_root_dir);
+    ct_error_outcome(err, CT_OUTCOME_NODE_NAMED);
     return ct_error_hint(err, "leave them out (srun --exclude=NODE, or the job's --exclude) and start again; the "
                          "thresholds are the --preflight-* flags");
 }
@@ -55,7 +56,6 @@ static int preflight_body(ct_strategy *s, void *arg, void *result, size_t result
     const ct_trainer_config *cfg = arg;
     int named = 0, rc;
 
-    ct_trainer_configure_strategy(s, cfg);
     if ((rc = ct_strategy_setup_environment(s, err)))
         return rc;
     /* The GEMM runs on the threads fit's ranks would have (the node's cores shared among its ranks). */
@@ -75,7 +75,7 @@ int ct_trainer_preflight(const ct_trainer_config *cfg, ct_connector *conn, int *
     *named = 0;
     if ((rc = ct_trainer_config_check(cfg, err)))
         return ct_error_prefix(err, "preflight: "), rc;
-    if ((rc = ct_strategy_create_from_plan(ct_connector_plan(conn), &s, err)))
+    if ((rc = ct_trainer_strategy_create(cfg, ct_connector_plan(conn), &s, err)))
         return rc;
     rc = ct_strategy_launch(s, preflight_body, (void *)cfg, named, sizeof(*named), err);
     ct_strategy_free_reported(s, rc ? err : NULL);

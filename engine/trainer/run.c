@@ -10,6 +10,7 @@
 #include "ctrain/nn.h"
 #include "engine/checkpoint/hf_io.h"
 #include "engine/nn/gemm.h"
+#include "engine/trainer/flags.h"
 #include "engine/trainer/trainer_internal.h"
 
 #define EVAL_BATCH 1000
@@ -32,20 +33,20 @@ void ct_run_options(ct_run *run, const ct_trainer_job *job)
     o->max_steps = cfg->max_steps;
     o->batch_size = cfg->batch_size;
     o->lr = cfg->lr;
-    o->lr_schedule = strcmp(cfg->lr_schedule, "constant") ? CT_LR_COSINE : CT_LR_CONSTANT;
+    /* The names were checked against the flags' table (ct_trainer_config_check); its choices are
+     * in the enums' order. */
+    o->lr_schedule = ct_trainer_choice(ct_trainer_schedule_names, cfg->lr_schedule) == CT_LR_CONSTANT ? CT_LR_CONSTANT
+                                                                                                    : CT_LR_COSINE;
     o->log_every_n_steps = cfg->log_every_n_steps;
     o->checkpoint_every_n_steps = cfg->checkpoint_every_n_steps;
-    o->on_straggler = !strcmp(cfg->on_straggler, "warn")      ? CT_STRAGGLER_WARN
-                      : !strcmp(cfg->on_straggler, "stop")    ? CT_STRAGGLER_STOP
-                      : !strcmp(cfg->on_straggler, "exclude") ? CT_STRAGGLER_EXCLUDE
-                                                              : CT_STRAGGLER_OFF;
+    o->on_straggler = (enum ct_on_straggler)ct_trainer_choice(ct_trainer_straggler_names, cfg->on_straggler);
     o->straggler_every = cfg->straggler_every;
     o->straggler_factor = cfg->straggler_factor;
     o->straggler_windows = cfg->straggler_windows;
     o->seed = cfg->seed;
     o->accumulate = cfg->accumulate_grad_batches;
     o->clip = cfg->gradient_clip_val == 0 ? CT_CLIP_NONE
-              : strcmp(cfg->gradient_clip_algorithm, "value") ? CT_CLIP_NORM : CT_CLIP_VALUE;
+              : CT_CLIP_NORM + (ct_trainer_choice(ct_trainer_clip_names, cfg->gradient_clip_algorithm) == 1);
     o->clip_val = cfg->gradient_clip_val;
     o->val_check_interval = cfg->val_check_interval;
     o->limit_val = cfg->limit_val_batches;
@@ -200,7 +201,7 @@ static int resolve_monitor(ct_run *run, const ct_trainer_config *cfg, ct_error *
                      run->model->name);
         return ct_error_hint(err, "monitor one of %s", known);
     }
-    o->monitor_max = cfg->mode[0] ? !strcmp(cfg->mode, "max") : o->monitor == CT_MON_VAL_ACC;
+    o->monitor_max = cfg->mode[0] ? ct_trainer_choice(ct_trainer_mode_names, cfg->mode) == 1 : o->monitor == CT_MON_VAL_ACC;
     return 0;
 }
 

@@ -73,6 +73,7 @@ static int straggler_finish(ct_run *run, const ct_trainer_config *cfg, ct_error 
              "written", (long long)run->st.epoch + 1, (long long)run->st.global_step, named > 1 ? "s" : "",
              nodes, named > 1 ? "are stragglers" : "is a straggler", cfg->default_root_dir);
     ct_error_set(err, CT_EINTR, "fit-straggler", "%s", where);
+    ct_error_outcome(err, CT_OUTCOME_STRAGGLER);
     if (run->opt.on_straggler != CT_STRAGGLER_EXCLUDE)
         return ct_error_hint(err, "resubmit without that node (--exclude=%s) and --ckpt-path last", nodes);
     if (run->opt.supervised)
@@ -98,13 +99,16 @@ static int straggler_finish(ct_run *run, const ct_trainer_config *cfg, ct_error 
     if (status && run->is_zero) {
         ct_error_set(err, CT_EINTR, "fit-straggler", "%s; but SLURM job %s was not requeued without %s: %s", where, job,
                      nodes, rq.msg);
+        ct_error_outcome(err, CT_OUTCOME_STRAGGLER);
         return ct_error_hint(err, "%s; or resubmit with --exclude=%s and --ckpt-path last", rq.hint, nodes);
     }
     if (status) {
         ct_error_set(err, CT_EINTR, "fit-straggler", "%s; rank 0 could not requeue job %s without %s", where, job, nodes);
+        ct_error_outcome(err, CT_OUTCOME_STRAGGLER);
         return ct_error_hint(err, "see rank 0's message");
     }
     ct_error_set(err, CT_EINTR, "fit-straggler", "%s; SLURM job %s requeued without %s", where, job, nodes);
+    ct_error_outcome(err, CT_OUTCOME_STRAGGLER);
     return ct_error_hint(err, "the job starts again on other nodes and resumes from that checkpoint (--ckpt-path auto)");
 }
 
@@ -148,10 +152,12 @@ int ct_signal_connector_finish(ct_run *run, const ct_trainer_config *cfg, ct_err
     }
     if (want) {
         ct_error_set(err, CT_EINTR, "fit-requeued", "%s; SLURM job %s requeued", where, job);
+        ct_error_outcome(err, CT_OUTCOME_STOPPED);
         return ct_error_hint(err, "the job starts again under the same id and resumes from that checkpoint "
                                   "(--ckpt-path auto)");
     }
     ct_error_set(err, CT_EINTR, "fit-stopped", "%s", where);
+    ct_error_outcome(err, CT_OUTCOME_STOPPED);
     if (!job[0])
         return ct_error_hint(err, "not in a SLURM job, so nothing was requeued; run the same command with "
                                   "--ckpt-path last to continue");

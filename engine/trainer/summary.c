@@ -10,37 +10,49 @@
 
 #include "ctrain/nn.h"
 #include "ctrain/util.h"
+#include "engine/trainer/flags.h"
 #include "engine/trainer/trainer_internal.h"
 #include "engine/util/fsutil.h"
 
 /* The flags record ("flags" in a checkpoint's metadata; ctrain generate and export rebuild the model
  * from its model and model_config). Its "hidden" list, in every checkpoint since the first, is the
  * model config's key of that name when the model takes one (the MLP's layers), else empty. */
+/* One flag of the table (flags.h) into the record, under its key, as its field's type. */
+static void add_flag(cJSON *o, const ct_trainer_flag *f, const ct_trainer_job *job)
+{
+    const char *at = (const char *)job->cfg + f->offset;
+    int hidden[CT_CONFIG_MAX_LIST], n;
+    cJSON *h;
+
+    switch (f->field) {
+    case CT_TF_HIDDEN:
+        h = cJSON_AddArrayToObject(o, f->json);
+        n = ct_config_int_list(&job->plan->model_config, "hidden", hidden, CT_CONFIG_MAX_LIST);
+        for (int i = 0; i < n; i++)
+            cJSON_AddItemToArray(h, cJSON_CreateNumber(hidden[i]));
+        return;
+    case CT_TF_DETERMINISTIC: cJSON_AddBoolToObject(o, f->json, job->plan->deterministic); return;
+    case CT_TF_INT:  cJSON_AddNumberToObject(o, f->json, *(const int *)(const void *)at); return;
+    case CT_TF_LONG: cJSON_AddNumberToObject(o, f->json, (double)*(const long *)(const void *)at); return;
+    case CT_TF_U64:  cJSON_AddNumberToObject(o, f->json, (double)*(const uint64_t *)(const void *)at); return;
+    case CT_TF_TEXT:
+    case CT_TF_CHOICE: cJSON_AddStringToObject(o, f->json, at); return;
+    default:         cJSON_AddNumberToObject(o, f->json, *(const double *)(const void *)at); return;
+    }
+}
+
 void ct_summary_flags_json(const ct_trainer_job *job, char *buf, size_t size)
 {
-    const ct_trainer_config *cfg = job->cfg;
     const ct_plan *plan = job->plan;
-    cJSON *o = cJSON_CreateObject(), *h = cJSON_AddArrayToObject(o, "hidden");
-    int hidden[CT_CONFIG_MAX_LIST], n = ct_config_int_list(&plan->model_config, "hidden", hidden, CT_CONFIG_MAX_LIST);
+    cJSON *o = cJSON_CreateObject();
     char *s, config[CT_CONFIG_TEXT_MAX];
 
-    cJSON_AddNumberToObject(o, "max_epochs", cfg->max_epochs);
-    cJSON_AddNumberToObject(o, "max_steps", (double)cfg->max_steps);
-    cJSON_AddNumberToObject(o, "batch_size", cfg->batch_size);
-    cJSON_AddNumberToObject(o, "lr", cfg->lr);
-    cJSON_AddStringToObject(o, "lr_schedule", cfg->lr_schedule);
-    cJSON_AddStringToObject(o, "optimizer", cfg->optimizer);
-    cJSON_AddNumberToObject(o, "weight_decay", cfg->weight_decay);
-    cJSON_AddNumberToObject(o, "momentum", cfg->momentum);
-    for (int i = 0; i < n; i++)
-        cJSON_AddItemToArray(h, cJSON_CreateNumber(hidden[i]));
-    cJSON_AddNumberToObject(o, "seed", (double)cfg->seed);
-    cJSON_AddBoolToObject(o, "deterministic", plan->deterministic);
-    cJSON_AddNumberToObject(o, "val_fraction", cfg->val_fraction);
-    cJSON_AddNumberToObject(o, "accumulate_grad_batches", cfg->accumulate_grad_batches);
-    cJSON_AddNumberToObject(o, "gradient_clip_val", cfg->gradient_clip_val);
-    cJSON_AddNumberToObject(o, "warmup_steps", (double)cfg->warmup_steps);
-    cJSON_AddNumberToObject(o, "min_lr", cfg->min_lr);
+    /* The Trainer's flags the record keeps, from the flags' table, in its order, but "hidden" first
+     * (where every record since the first has it); then the plan's. */
+    for (int hidden_pass = 1; hidden_pass >= 0; hidden_pass--)
+        for (const ct_trainer_flag *f = ct_trainer_flags; f->key.key; f++)
+            if (f->json && (f->field == CT_TF_HIDDEN) == hidden_pass)
+                add_flag(o, f, job);
     cJSON_AddStringToObject(o, "model", plan->model->name);
     cJSON_AddStringToObject(o, "model_config", ct_config_print(&plan->model_config, config, sizeof(config)));
     cJSON_AddStringToObject(o, "datamodule", plan->datamodule->name);

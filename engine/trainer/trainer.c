@@ -68,7 +68,6 @@ static int rank_body(ct_strategy *s, void *arg, void *result, size_t result_size
     memset(&run, 0, sizeof(run));
     ct_result_init(&res);
     run.start_time = ct_time_now();
-    ct_trainer_configure_strategy(s, job->cfg);
     /* fit: catch the stop signals before the slow start (rendezvous, data, model): a requeue signal
      * that comes then is kept, and the ranks stop at the first step boundary with a checkpoint,
      * instead of the signal's default action ending the job without a requeue. */
@@ -125,7 +124,7 @@ static int launch(const ct_trainer_config *cfg, enum ct_trainer_mode mode, ct_co
     if ((rc = ct_trainer_config_check(cfg, err)) || (rc = ct_signal_connector_parse(cfg, &job.requeue_signal, err)) ||
         (rc = ct_signal_connector_parse_dump(cfg, job.requeue_signal, &job.dump_signal, err)))
         return ct_error_prefix(err, "%s: ", verb[mode]), rc;
-    if ((rc = ct_strategy_create_from_plan(job.plan, &s, err)))
+    if ((rc = ct_trainer_strategy_create(cfg, job.plan, &s, err)))
         return rc;
     /* Under ctrain's own launcher the supervisor must pass the requeue signal on to the ranks. */
     ct_strategy_set_forward_signal(s, job.requeue_signal);

@@ -112,8 +112,9 @@ void ct_result_fit(ct_trainer_result *res, const ct_run *run, const ct_eval_resu
 void ct_result_eval(ct_trainer_result *res, enum ct_trainer_mode mode, const ct_eval_result *r, long samples,
                     const char *path);
 
-/* The config's settings the strategy takes before setup_environment (config.c): the collective
- * timeout and the TCP store's (--run-id, --store-bind, --store-secret-file). */
-void ct_trainer_configure_strategy(ct_strategy *s, const ct_trainer_config *cfg);
+/* The strategy of a run (config.c), created from a copy of the plan whose collective timeout is
+ * the config's (--collective-timeout: set once, before creation), then handed the TCP store's
+ * settings (--run-id, --store-bind, --store-secret-file). fit/validate/test and preflight alike. */
+int ct_trainer_strategy_create(const ct_trainer_config *cfg, const ct_plan *plan, ct_strategy **out, ct_error *err);
 
 #endif

@@ -12,6 +12,7 @@ void ct_error_clear(ct_error *err)
     if (!err)
         return;
     err->code = 0;
+    err->outcome = CT_OUTCOME_CODE;
     err->id[0] = '\0';
     err->msg[0] = '\0';
     err->hint[0] = '\0';
@@ -24,6 +25,7 @@ int ct_error_set(ct_error *err, int code, const char *id, const char *fmt, ...)
     if (!err)
         return code;
     err->code = code;
+    err->outcome = CT_OUTCOME_CODE;
     snprintf(err->id, sizeof(err->id), "%s", id ? id : "");
     va_start(ap, fmt);
     vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
@@ -84,6 +86,25 @@ int ct_error_exit_status(int code)
     if (code == CT_EINVAL || code == CT_ECONFLICT || code == CT_ENOTAVAIL)
         return 2;
     return code == CT_OK ? 0 : 1;
+}
+
+int ct_error_outcome(ct_error *err, enum ct_outcome outcome)
+{
+    if (!err)
+        return 0;
+    err->outcome = outcome;
+    return err->code;
+}
+
+int ct_error_exit(int rc, const ct_error *err)
+{
+    /* The statuses are ctrain fit's (README "Exit status"; include/ctrain/launcher.h). */
+    static const int status[] = { [CT_OUTCOME_STOPPED] = 75, [CT_OUTCOME_STRAGGLER] = 76,
+                                  [CT_OUTCOME_NONFINITE] = 3, [CT_OUTCOME_NODE_NAMED] = 3 };
+
+    if (rc && err && err->outcome > CT_OUTCOME_CODE && err->outcome <= CT_OUTCOME_NODE_NAMED)
+        return status[err->outcome];
+    return ct_error_exit_status(rc);
 }
 
 void ct_error_print(FILE *stream, const ct_error *err)

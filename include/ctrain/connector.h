@@ -58,14 +58,20 @@ enum ct_plan_field {
     CT_PLAN_NFIELDS
 };
 
+/* The plan holds its parts as descriptors (their registry entries; ops: the implementation once
+ * libctrain attached it), as it holds the model and the data module: the strategy is created from
+ * them with no lookup by name (ct_plan_part_name gives the name to print). */
 typedef struct ct_plan {
-    char accelerator[32];
-    char strategy[64];        /* canonical registry name */
+    const ct_registry_entry *accelerator; /* NULL: auto, resolved on the compute node (the SPANK
+                                             plugin plans where it cannot see the node's GPUs) */
+    const ct_registry_entry *strategy;
     char strategy_options[128]; /* "key=value,..." of a registered variant */
-    char launcher[32];
-    char precision[32];       /* canonical name, e.g. "32-true" */
+    ct_config strategy_config; /* those options parsed once against the strategy's schema: the typed
+                                  value the strategy reads (ct_strategy_options), nobody parses again */
+    const ct_registry_entry *launcher;
+    const ct_registry_entry *precision; /* canonical, e.g. 32-true's */
     char cluster_env[32];
-    char checkpoint_io[32];
+    const ct_registry_entry *checkpoint_io;
     int devices[CT_MAX_DEVICES]; /* device ids on this node */
     int n_devices;
     int num_nodes;
@@ -84,7 +90,20 @@ typedef struct ct_plan {
      * (Lightning's process_group_backend); "" for the others. The rank decides again at setup. */
     char backend[16];
     char backend_why[96];
+    /* The collective timeout the strategy is created with (seconds; <= 0: wait forever): the
+     * connector plans CT_PLAN_COLLECTIVE_TIMEOUT_S, the Trainer its --collective-timeout. Set once,
+     * before creation: nothing sets it on a strategy afterwards. */
+    double collective_timeout_s;
 } ct_plan;
+
+/* A plan part's name: the descriptor's, "auto" for none (an accelerator left to the compute node). */
+static inline const char *ct_plan_part_name(const ct_registry_entry *part)
+{
+    return part ? part->name : "auto";
+}
+
+/* --collective-timeout's default, in seconds: written here only. */
+#define CT_PLAN_COLLECTIVE_TIMEOUT_S 300
 
 /* Whether CUDA is there, for the auto rules. */
 enum ct_cuda_probe {

@@ -26,8 +26,21 @@ enum ct_errcode {
     CT_EINTERNAL = -11  /* a bug in ctrain */
 };
 
+/* How a run ended, beside its code: what a caller chooses its exit status from (ct_error_exit),
+ * never from the id's text. ct_error_set resets it to CT_OUTCOME_CODE; the few places that end a
+ * run in one of these ways say so with ct_error_outcome. It crosses processes with the error
+ * (a rank's report to its supervisor carries the whole ct_error). */
+enum ct_outcome {
+    CT_OUTCOME_CODE = 0,        /* the code says it all: 0, 1 or 2 (ct_error_exit_status) */
+    CT_OUTCOME_STOPPED,         /* stopped on request after saving its state (requeued or to resume): 75 */
+    CT_OUTCOME_STRAGGLER,       /* --on-straggler stop|exclude named a node and saved: 76 */
+    CT_OUTCOME_NONFINITE,       /* the training loss became non-finite: 3 */
+    CT_OUTCOME_NODE_NAMED       /* a preflight check named a node: 3 */
+};
+
 typedef struct ct_error {
     int  code;       /* CT_E*, 0 when no error */
+    int  outcome;    /* enum ct_outcome */
     char id[48];     /* stable catalogue id, e.g. "devices-duplicate"; "" when none */
     char msg[1024];  /* what is wrong, naming the input; no "ctrain:" prefix, no newline */
     char hint[512];  /* what to do instead; may be "" */
@@ -51,6 +64,13 @@ const char *ct_error_code_name(int code);
 
 /* Process exit status for a code: 2 for bad input (EINVAL, ECONFLICT, ENOTAVAIL), 1 otherwise. */
 int ct_error_exit_status(int code);
+
+/* Mark how the run ended (enum ct_outcome) on an error already set. Returns err->code. */
+int ct_error_outcome(ct_error *err, enum ct_outcome outcome);
+
+/* The exit status of a command that ended with rc and err: the outcome's (75, 76, 3) when err
+ * has one, else ct_error_exit_status(rc). */
+int ct_error_exit(int rc, const ct_error *err);
 
 /* "ctrain: error: MSG\nctrain: hint: HINT\n" on stream. */
 void ct_error_print(FILE *stream, const ct_error *err);

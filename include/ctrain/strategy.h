@@ -161,11 +161,11 @@ void ct_strategy_optimizer_state_put(ct_strategy *s, ct_optim *optim, ct_optim_s
 void ct_optim_state_list_free(ct_optim_state_list *l);
 
 /* --- collectives (every rank calls them in the same order) ------------------------------------ */
-/* A collective (gradient sync included) that does not complete within seconds fails on every rank
- * that waits, with CT_ETIMEOUT and a message naming the rank(s) that did not arrive; the strategy
- * then ends the job when it is freed (MPI_Abort under ddp), so a stopped or hung rank cannot keep
- * the others waiting. Default 300; <= 0 waits forever. Before setup_environment. */
-void ct_strategy_set_collective_timeout(ct_strategy *s, double seconds);
+/* A collective (gradient sync included) that does not complete within the plan's
+ * collective_timeout_s (set once, before ct_strategy_create_from_plan; default 300, <= 0 waits
+ * forever) fails on every rank that waits, with CT_ETIMEOUT and a message naming the rank(s) that
+ * did not arrive; the strategy then ends the job when it is freed (MPI_Abort under ddp), so a
+ * stopped or hung rank cannot keep the others waiting. */
 /* The TCP store ddp meets in without a PMIx server (README "ddp without a PMIx server"): run_id
  * (--run-id) scopes its keys beside the job's id; bind (--store-bind) says where rank 0's store
  * listens: "" MASTER_ADDR's addresses, "all", or ADDR[,ADDR...]; secret_file (--store-secret-file)

@@ -323,11 +323,12 @@ static void test_auto_table(void **state)
             fail();
         }
         p = ct_connector_plan(conn);
-        if (strcmp(p->accelerator, c->accelerator) || strcmp(p->strategy, c->strategy) ||
-            strcmp(p->launcher, c->launcher) || strcmp(p->precision, c->precision) ||
+        if (strcmp(ct_plan_part_name(p->accelerator), c->accelerator) || strcmp(p->strategy->name, c->strategy) ||
+            strcmp(p->launcher->name, c->launcher) || strcmp(p->precision->name, c->precision) ||
             p->n_devices != c->n_devices || p->num_nodes != c->num_nodes || p->world_size != c->world_size) {
-            print_error("row '%s': got %s/%s/%s/%s devices=%d nodes=%d world=%d\n", c->row, p->accelerator,
-                        p->strategy, p->launcher, p->precision, p->n_devices, p->num_nodes, p->world_size);
+            print_error("row '%s': got %s/%s/%s/%s devices=%d nodes=%d world=%d\n", c->row,
+                        ct_plan_part_name(p->accelerator), p->strategy->name, p->launcher->name, p->precision->name,
+                        p->n_devices, p->num_nodes, p->world_size);
             ct_connector_free(conn);
             fail();
         }
