@@ -209,7 +209,7 @@ all: lib cli spank tests examples
 lib: $(CORE_A) $(LIB_A) $(LIB_SO) $(CUDA_MOD_SO)
 cli: $(if $(CLI_SRC),$(CLI))
 spank: $(if $(SPANK_SRC),$(SPANK_SO) $(SPANK_BIND_SO))
-tests: $(TEST_BIN) $(TOOL_BIN) $(BUILD)/t/forge_env.so
+tests: $(TEST_BIN) $(TOOL_BIN) $(BUILD)/t/forge_env.so $(BUILD)/t/stop_at_connect.so
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -366,6 +366,13 @@ $(BUILD)/t/forge_env.so: t/spank/forge_env.c
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(filter-out $(EXTRA_CFLAGS),$(ALL_CFLAGS)) -fPIC -shared $(LDFLAGS) $(HARDEN_LDFLAGS) -o $@ $<
+
+# t/29's rank that stops at its first connection to a gloo peer (LD_PRELOAD): no EXTRA_*FLAGS, a
+# sanitizer's runtime must not be preloaded a second time (check-asan's ranks allow the order).
+$(BUILD)/t/stop_at_connect.so: t/preload/stop_at_connect.c
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(filter-out $(EXTRA_CFLAGS),$(ALL_CFLAGS)) -fPIC -shared $(LDFLAGS) $(HARDEN_LDFLAGS) -o $@ $< -ldl
 
 # scripts/slurm-cluster's packet holder (link delay without tc netem): libnetfilter-queue only.
 $(BUILD)/t/nfq_delay: t/tools/nfq_delay.c

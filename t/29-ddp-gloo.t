@@ -11,7 +11,8 @@
 # with it, by rank 1). The store (issue 48): runs of other job ids or --run-ids do not mix, ranks
 # of one run with other flags refuse, rank 0's store answers only at MASTER_ADDR's addresses (all
 # with --store-bind all; this host's others too for a loopback name on 2 nodes, with a notice), and
-# with --store-secret-file only clients that prove the secret.
+# with --store-secret-file only clients that prove the secret. A rank killed while the ranks join
+# (gloo's connectFullMesh) ends the others within the collective timeout, not five times it.
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B="$ROOT/${CTRAIN_BUILD:-build}"
 CTRAIN="$B/ctrain"
@@ -25,7 +26,7 @@ ok() { n=$((n + 1)); echo "ok $n - $1"; }
 nok() { n=$((n + 1)); echo "not ok $n - $1"; [ -n "$2" ] && sed 's/^/# /' "$2"; }
 check() { if eval "$1"; then ok "$2"; else nok "$2" "$3"; fi; }
 
-PLAN=29
+PLAN=31
 echo "1..$PLAN"
 skip_rest() { while [ $n -lt $PLAN ]; do n=$((n + 1)); echo "ok $n # SKIP $1"; done; exit 0; }
 if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
@@ -428,6 +429,49 @@ check '[ -n "$victim" ] && [ "$(cat "$T/stopped0.1.rc")" = 1 ] && [ "$took" -lt 
        grep -q "rank 0 (on 127.0.0.1) did not arrive, and its store at 127.0.0.1:[0-9]* does not answer" "$T/stopped0.1"' \
     "rank 0 stopped under gloo: rank 1 fails naming rank 0, its host and its silent store (${took} s)" "$T/stopped0.1"
 wait
+
+# A rank that dies or hangs while the ranks join (gloo's connectFullMesh) ends the other within the
+# collective timeout: gloo's pairs wait five times their timeout for a first connection, which held
+# the waiting rank for 5 x --collective-timeout (25 min at the default) when its peer stopped after
+# publishing its address. Both ranks run with stop_at_connect.so: whichever of the two makes the
+# pair's connection stops (SIGSTOP) just before it, after the store has both addresses; the other
+# waits for it and must end, exit 1 with ctrain's message, within 3 x the 4 s timeout (before: 20 s
+# and more). Twice (which rank connects depends on the ports the kernel gives).
+join_stop() {
+    port=$(free_port)
+    for r in 0 1; do
+        env LD_PRELOAD="$B/t/stop_at_connect.so" ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
+            MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" WORLD_SIZE=2 NODE_RANK=0 LOCAL_RANK=$r RANK=$r \
+            "$CTRAIN" fit $FIT --collective-timeout 4 --strategy ddp:backend=gloo \
+            --default-root-dir "$T/$1" >"$T/$1.$r" 2>&1 &
+        eval "jp$r=\$!"
+        PIDS="$PIDS $!"
+    done
+    t0=$(date +%s%N) took= waiter= w=0
+    while [ -z "$waiter" ] && [ $w -lt 1200 ]; do
+        for r in 0 1; do
+            eval "p=\$jp$r"
+            kill -0 "$p" 2>/dev/null || { waiter=$r; break; }
+        done
+        [ -n "$waiter" ] || { sleep 0.05; w=$((w + 1)); }
+    done
+    took=$(( ($(date +%s%N) - t0) / 1000000 ))
+    for r in 0 1; do
+        eval "p=\$jp$r"
+        kill -KILL "$p" 2>/dev/null
+        kill -CONT "$p" 2>/dev/null
+        wait "$p"
+        rc=$?
+        [ "$r" = "$waiter" ] && wrc=$rc
+    done
+    [ -n "$waiter" ] && [ "$wrc" = 1 ] && [ $took -lt 12000 ] && grep -q "^ctrain: error:" "$T/$1.$waiter"
+}
+for i in 1 2; do
+    join_stop "join$i"
+    check '[ $? -eq 0 ]' \
+        "a rank stopped as it connects to its gloo peer: rank ${waiter:-?} ends in ${took} ms (under 12 s: 3 x --collective-timeout 4), exit 1, ctrain's message" \
+        "$T/join$i.${waiter:-0}"
+done
 
 # The plan says which backend and why (process_group_backend).
 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 WORLD_SIZE=2 NODE_RANK=0 LOCAL_RANK=1 \

@@ -39,9 +39,11 @@ namespace {
 
 // gloo's rendezvous::Store over ctrain's TCPStore client. gloo's interface has no error codes:
 // a failure throws, with ctrain's message, and ct_gloo_create turns it back into a ct_error.
+// Every wait takes the collective timeout whatever gloo passes: gloo passes its context's, which
+// ct_gloo_create shortens while the pairs connect (see kConnectWaitFactor).
 class StoreAdapter : public gloo::rendezvous::Store {
  public:
-  explicit StoreAdapter(ct_tcpstore *store) : store_(store) {}
+  StoreAdapter(ct_tcpstore *store, double timeout_s) : store_(store), timeout_s_(timeout_s) {}
 
   void set(const std::string &key, const std::vector<char> &data) override {
     ct_error err;
@@ -64,13 +66,13 @@ class StoreAdapter : public gloo::rendezvous::Store {
 
   void wait(const std::vector<std::string> &keys) override { wait(keys, std::chrono::milliseconds(0)); }
 
-  void wait(const std::vector<std::string> &keys, const std::chrono::milliseconds &timeout) override {
+  void wait(const std::vector<std::string> &keys, const std::chrono::milliseconds &) override {
     std::vector<const char *> names;
     ct_error err;
     for (const auto &k : keys)
       names.push_back(k.c_str());
     ct_error_clear(&err);
-    if (ct_tcpstore_wait(store_, names.data(), static_cast<int>(names.size()), timeout.count() / 1000.0, &err))
+    if (ct_tcpstore_wait(store_, names.data(), static_cast<int>(names.size()), timeout_s_, &err))
       fail(err);
   }
 
@@ -82,7 +84,15 @@ class StoreAdapter : public gloo::rendezvous::Store {
     throw std::runtime_error(err.msg);
   }
   ct_tcpstore *store_;
+  double timeout_s_;
 };
+
+// gloo's tcp pairs wait five times their timeout for their first connection (Pair::waitUntil in
+// gloo/transport/tcp/pair.h, Debian 12's and 13's gloo alike), so a rank that died after it
+// published its address held the others in connectFullMesh for 5 x --collective-timeout (25 min
+// at the default). The pairs are made with the timeout divided by this; the collectives take the
+// context's, set back once they are connected.
+constexpr int kConnectWaitFactor = 5;
 
 // The reduction, ours rather than gloo::sum<T>: Debian 13's gloo counts its loop in an int.
 template <typename T>
@@ -233,7 +243,8 @@ static void ignore_sigpipe() {
 
 extern "C" int ct_gloo_create(ct_tcpstore *store, int rank, int size, double timeout_s, int threaded,
                               struct ct_gloo **out, ct_error *err) {
-  StoreAdapter adapter(store);
+  StoreAdapter adapter(store, timeout_s);
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
   *out = nullptr;
   ignore_sigpipe();
   try {
@@ -250,8 +261,11 @@ extern "C" int ct_gloo_create(ct_tcpstore *store, int rank, int size, double tim
       attr.hostname = local;
     auto dev = gloo::transport::tcp::CreateDevice(attr);
     auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
-    ctx->setTimeout(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+    // 0 is gloo's "no timeout" too; a positive one stays positive.
+    ctx->setTimeout(timeout.count() > 0 ? std::max(timeout / kConnectWaitFactor, std::chrono::milliseconds(1))
+                                        : timeout);
     ctx->connectFullMesh(adapter, dev);
+    ctx->setTimeout(timeout);
     auto *g = new ct_gloo;
     g->context = ctx;
     g->rank = rank;
