@@ -447,15 +447,17 @@ join_stop() {
         eval "jp$r=\$!"
         PIDS="$PIDS $!"
     done
-    t0=$(date +%s%N) took= waiter= w=0
-    while [ -z "$waiter" ] && [ $w -lt 1200 ]; do
+    # from the moment one of them stops (state T) until the other has ended
+    t0= took= waiter= w=0
+    while [ -z "$waiter" ] && [ $w -lt 2400 ]; do
         for r in 0 1; do
             eval "p=\$jp$r"
+            [ -z "$t0" ] && [ "$(sed 's/^.*) \(.\).*/\1/' "/proc/$p/stat" 2>/dev/null)" = T ] && t0=$(date +%s%N)
             kill -0 "$p" 2>/dev/null || { waiter=$r; break; }
         done
         [ -n "$waiter" ] || { sleep 0.05; w=$((w + 1)); }
     done
-    took=$(( ($(date +%s%N) - t0) / 1000000 ))
+    took=$(( ($(date +%s%N) - ${t0:-0}) / 1000000 ))
     for r in 0 1; do
         eval "p=\$jp$r"
         kill -KILL "$p" 2>/dev/null
@@ -464,12 +466,12 @@ join_stop() {
         rc=$?
         [ "$r" = "$waiter" ] && wrc=$rc
     done
-    [ -n "$waiter" ] && [ "$wrc" = 1 ] && [ $took -lt 12000 ] && grep -q "^ctrain: error:" "$T/$1.$waiter"
+    [ -n "$t0" ] && [ -n "$waiter" ] && [ "$wrc" = 1 ] && [ $took -lt 12000 ] && grep -q "^ctrain: error:" "$T/$1.$waiter"
 }
 for i in 1 2; do
     join_stop "join$i"
     check '[ $? -eq 0 ]' \
-        "a rank stopped as it connects to its gloo peer: rank ${waiter:-?} ends in ${took} ms (under 12 s: 3 x --collective-timeout 4), exit 1, ctrain's message" \
+        "a rank stopped as it connects to its gloo peer: rank ${waiter:-?} ends ${took} ms after (under 12 s: 3 x --collective-timeout 4), exit 1, ctrain's message" \
         "$T/join$i.${waiter:-0}"
 done
 

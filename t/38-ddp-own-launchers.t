@@ -110,10 +110,11 @@ oldest_child() {
         [ -n "$st" ] && echo "$st $p"
     done | sort -n | head -1 | cut -d' ' -f2
 }
-# kill_server LABEL DELAY [SIGNAL]: run fit_fork, signal (SIGKILL) its server DELAY seconds after
-# the ranks appear; rc, S (the server's pid) and kids are left for the caller
+# kill_server LABEL DELAY [SIGNAL [EPOCHS]]: run fit_fork for EPOCHS (50: far longer than the test
+# needs, the ranks are stopped when their server goes), signal (SIGKILL) its server DELAY seconds
+# after the ranks appear; rc, S (the server's pid) and kids are left for the caller
 kill_server() {
-    "$B/fit_fork" "$tmp/data" "$tmp/$1" 2 3 >"$tmp/$1.out" 2>&1 &
+    "$B/fit_fork" "$tmp/data" "$tmp/$1" 2 "${4:-50}" >"$tmp/$1.out" 2>&1 &
     P=$!
     pids="$pids $P"
     S="" tries=0
@@ -126,7 +127,7 @@ kill_server() {
     sleep "$2"
     [ -n "$S" ] && kill -"${3:-KILL}" "$S" 2>/dev/null
     tries=0
-    while kill -0 $P 2>/dev/null && [ $tries -lt 300 ]; do sleep 0.1; tries=$((tries + 1)); done
+    while kill -0 $P 2>/dev/null && [ $tries -lt 1200 ]; do sleep 0.1; tries=$((tries + 1)); done
     kill -9 $P 2>/dev/null
     wait $P
     rc=$?
@@ -145,7 +146,7 @@ delay=$(( $(od -An -N2 -tu2 /dev/urandom) % 1500 ))
 kill_server s1 "$(printf '%d.%03d' $((delay / 1000)) $((delay % 1000)))"
 killed s1 "${delay} ms after the ranks start"
 # 16: SIGPIPE (what libpmix's write to a rank that died raises) leaves the server serving
-kill_server s2 0 PIPE
+kill_server s2 0 PIPE 1
 [ -n "$S" ] && [ $rc -eq 0 ] && grep -q "^fit_fork: result filled 1 world_size 2 steps " "$tmp/s2.out"
 ok $? "ddp_fork: SIGPIPE to the PMIx server (pid $S) as the ranks start: the run finishes (exit $rc)" ||
     diag "$tmp/s2.out"
