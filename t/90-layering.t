@@ -1286,15 +1286,15 @@ sub restore_entries {
     my ($api, %src) = @_;
     my ($body, $file) = fn_bodies(%src);
     my (%seen, @sites);
-    my @todo = ('ct_ckpt_connector_restore');
-    while (defined(my $fn = shift @todo)) {
+    my @pending = ('ct_ckpt_connector_restore');
+    while (defined(my $fn = shift @pending)) {
         next if $seen{$fn}++ || !exists $body->{$fn};
         while ($body->{$fn} =~ /\b(\w+)\s*\(/g) {
             my $callee = $1;
             if ($api->{$callee}) {
                 push @sites, "$file->{$fn}: $fn calls $callee";
             } elsif (exists $body->{$callee}) {
-                push @todo, $callee;
+                push @pending, $callee;
             }
         }
     }
