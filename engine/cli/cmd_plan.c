@@ -15,7 +15,7 @@
 static const char *const plan_flags[] = {
     "--accelerator", "--strategy", "--devices", "--num-nodes", "--precision", "--cluster-env",
     "--model", "--model-config", "--datamodule",
-    "--deterministic", "--list", "--errors", "--help", NULL
+    "--deterministic", "--activation-checkpointing", "--list", "--errors", "--help", NULL
 };
 
 static void plan_usage(FILE *out)
@@ -37,6 +37,8 @@ static void plan_usage(FILE *out)
         "  --model-config K=V,...  the model's settings, checked against its keys (--list shows them)\n"
         "  --datamodule NAME    the data (default: $CTRAIN_DATAMODULE, else the model's)\n"
         "  --deterministic      reproducible results (recorded in the plan)\n"
+        "  --activation-checkpointing  recompute each block in backward (refused for a model\n"
+        "                       that cannot: the registry says which)\n"
         "  --list               print the registries: accelerators, strategies, precisions, cluster\n"
         "                       environments, checkpoint IO, launchers, models (with their\n"
         "                       --model-config keys), data modules\n"
@@ -151,6 +153,10 @@ int ct_cmd_plan(int argc, char **argv)
         }
         if (!strcmp(argv[i], "--deterministic")) {
             flags.deterministic = 1;
+            continue;
+        }
+        if (!strcmp(argv[i], "--activation-checkpointing")) {
+            flags.activation_checkpointing = 1;
             continue;
         }
         snprintf(name, sizeof(name), "%.*s", eq ? (int)(eq - argv[i]) : (int)strlen(argv[i]), argv[i]);
