@@ -340,9 +340,9 @@ static int check_activation_checkpointing(const ct_final_flags *ff, const ct_pla
     ct_error_set(err, CT_ENOTAVAIL, "model-activation-checkpointing-unsupported",
                  "--activation-checkpointing: model %s does not recompute its activations on accelerator %s", m->name,
                  ct_plan_part_name(plan->accelerator));
+    ct_registry_accel_list(can, list, sizeof(list));
     return ct_error_hint(err, "%s recomputes them on: %s; use --accelerator %s, or drop --activation-checkpointing",
-                         m->name, ct_registry_accel_list(can, list, sizeof(list)),
-                         ct_registry_accel_list(can, list, sizeof(list)));
+                         m->name, list, list);
 }
 
 /* With the accelerator known, the strategy, precision and model must all run on it. */

@@ -358,6 +358,7 @@ int ct_gpt_set_param_dtype(ct_gpt *m, enum ct_dtype dtype, ct_error *err)
                             dtype == CT_DTYPE_F64 ? "fp64" : dtype == CT_DTYPE_BF16 ? "bf16" : "fp32");
     return 0;
 }
+
 int ct_gpt_set_activation_checkpointing(ct_gpt *m, int on, ct_error *err)
 {
     on = on != 0;
