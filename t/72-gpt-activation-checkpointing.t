@@ -29,7 +29,7 @@ same_run() {
 }
 
 ONE="env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1"
-echo "1..10"
+echo "1..11"
 head -c 60000 /usr/share/common-licenses/GPL-3 >"$T/corpus.txt"
 "$CTRAIN" tokenize --input "$T/corpus.txt" --output-dir "$T/tok" >"$T/tok.out" 2>&1
 check '[ $? -eq 0 ] && [ -s "$T/tok/train.bin" ]' "ctrain tokenize writes the shards" "$T/tok.out"
@@ -85,3 +85,8 @@ rc=$?
 cat "$T/res1.out" "$T/res2.out" >"$T/res.out"
 check '[ $rc -eq 0 ] && grep "^[34],1,[0-9]" "$T/res/metrics.csv" | cut -d, -f1-3,8 >"$T/r1" && grep "^[34],1,[0-9]" "$T/off-32-true/metrics.csv" | cut -d, -f1-3,8 >"$T/r2" && [ "$(wc -l <"$T/r1")" = 2 ] && cmp -s "$T/r1" "$T/r2"' \
     "a checkpoint saved with --activation-checkpointing resumes without it, continuing the same losses" "$T/res.out"
+
+# 11: ctrain plan --list says which models recompute, where.
+"$CTRAIN" plan --list >"$T/list.out" 2>&1
+check 'grep -q "^  gpt .*{activation checkpointing cpu}" "$T/list.out" && ! grep -q "^  mlp .*activation checkpointing" "$T/list.out"' \
+    "plan --list: gpt recomputes its activations on cpu, mlp nowhere" "$T/list.out"

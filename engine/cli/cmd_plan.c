@@ -79,18 +79,23 @@ static const char *config_type(enum ct_config_type t)
     return "?";
 }
 
-/* Each model: where it runs, what it computes in, its default data and its --model-config keys. */
+/* Each model: where it runs, what it computes in, its default data, where it recomputes its
+ * activations (--activation-checkpointing) and its --model-config keys. */
 static void list_models(void)
 {
-    char accel[64];
+    char accel[64], ckpt[96];
 
     printf("models:\n");
     for (int i = 0; i < ct_registry_count(CT_REG_MODEL); i++) {
         const ct_registry_entry *e = ct_registry_at(CT_REG_MODEL, i);
 
-        printf("  %-18s [%s] {precision %s} {data %s}  %s\n", e->name,
+        ckpt[0] = '\0';
+        if (e->activation_checkpointing)
+            snprintf(ckpt, sizeof(ckpt), " {activation checkpointing %s}",
+                     ct_registry_accel_list(e->activation_checkpointing, accel, sizeof(accel)));
+        printf("  %-18s [%s] {precision %s} {data %s}%s  %s\n", e->name,
                ct_registry_accel_list(e->accelerators, accel, sizeof(accel)),
-               e->precisions ? e->precisions : "32-true", e->datamodule ? e->datamodule : "none", e->description);
+               e->precisions ? e->precisions : "32-true", e->datamodule ? e->datamodule : "none", ckpt, e->description);
         for (const ct_config_key *k = e->config; k && k->key; k++) {
             char key[48];
 
