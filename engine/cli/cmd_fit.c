@@ -61,6 +61,9 @@ static void report(enum which w, const ct_trainer_result *r)
                    r->test_acc, r->test_loss);
         printf("ctrain: checkpoints %s, %s; summary %s\n", r->last_checkpoint,
                r->best_checkpoint[0] ? r->best_checkpoint : "(no best)", r->summary_path);
+        if (r->activation_bytes_peak > 0)
+            printf("ctrain: peak activation memory %.1f MiB per rank (rank 0's, measured)\n",
+                   r->activation_bytes_peak / (1024.0 * 1024.0));
     } else if (w == VALIDATE) {
         printf("ctrain: %sval_loss %.4f%s (%ld samples, %s)\n", acc_text("val", r->val_acc, a0, sizeof(a0)), r->val_loss,
                metrics("val", r->metric_names, r->val_metrics, r->n_metrics, a, sizeof(a)), r->eval_samples,

@@ -15,7 +15,7 @@
 static const char *const plan_flags[] = {
     "--accelerator", "--strategy", "--devices", "--num-nodes", "--precision", "--cluster-env",
     "--model", "--model-config", "--datamodule",
-    "--deterministic", "--list", "--errors", "--help", NULL
+    "--deterministic", "--activation-checkpointing", "--list", "--errors", "--help", NULL
 };
 
 static void plan_usage(FILE *out)
@@ -37,6 +37,8 @@ static void plan_usage(FILE *out)
         "  --model-config K=V,...  the model's settings, checked against its keys (--list shows them)\n"
         "  --datamodule NAME    the data (default: $CTRAIN_DATAMODULE, else the model's)\n"
         "  --deterministic      reproducible results (recorded in the plan)\n"
+        "  --activation-checkpointing  recompute each block in backward (refused for a model\n"
+        "                       that cannot: the registry says which)\n"
         "  --list               print the registries: accelerators, strategies, precisions, cluster\n"
         "                       environments, checkpoint IO, launchers, models (with their\n"
         "                       --model-config keys), data modules\n"
@@ -77,18 +79,23 @@ static const char *config_type(enum ct_config_type t)
     return "?";
 }
 
-/* Each model: where it runs, what it computes in, its default data and its --model-config keys. */
+/* Each model: where it runs, what it computes in, its default data, where it recomputes its
+ * activations (--activation-checkpointing) and its --model-config keys. */
 static void list_models(void)
 {
-    char accel[64];
+    char accel[64], ckpt[96];
 
     printf("models:\n");
     for (int i = 0; i < ct_registry_count(CT_REG_MODEL); i++) {
         const ct_registry_entry *e = ct_registry_at(CT_REG_MODEL, i);
 
-        printf("  %-18s [%s] {precision %s} {data %s}  %s\n", e->name,
+        ckpt[0] = '\0';
+        if (e->activation_checkpointing)
+            snprintf(ckpt, sizeof(ckpt), " {activation checkpointing %s}",
+                     ct_registry_accel_list(e->activation_checkpointing, accel, sizeof(accel)));
+        printf("  %-18s [%s] {precision %s} {data %s}%s  %s\n", e->name,
                ct_registry_accel_list(e->accelerators, accel, sizeof(accel)),
-               e->precisions ? e->precisions : "32-true", e->datamodule ? e->datamodule : "none", e->description);
+               e->precisions ? e->precisions : "32-true", e->datamodule ? e->datamodule : "none", ckpt, e->description);
         for (const ct_config_key *k = e->config; k && k->key; k++) {
             char key[48];
 
@@ -151,6 +158,10 @@ int ct_cmd_plan(int argc, char **argv)
         }
         if (!strcmp(argv[i], "--deterministic")) {
             flags.deterministic = 1;
+            continue;
+        }
+        if (!strcmp(argv[i], "--activation-checkpointing")) {
+            flags.activation_checkpointing = 1;
             continue;
         }
         snprintf(name, sizeof(name), "%.*s", eq ? (int)(eq - argv[i]) : (int)strlen(argv[i]), argv[i]);

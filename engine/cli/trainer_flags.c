@@ -197,6 +197,8 @@ int ct_trainer_flags_parse(int argc, char **argv, ct_trainer_config *cfg, ct_con
             }
             if (f->field == CT_TF_DETERMINISTIC)
                 cf->deterministic = 1;
+            else if (f->field == CT_TF_ACTIVATION_CHECKPOINTING)
+                cf->activation_checkpointing = 1;
             else
                 ct_trainer_flag_set(f, "", cfg, err);
             continue;

@@ -62,6 +62,8 @@ static const ct_catalogue_entry catalogue[] = {
     { "model-config-value", "--model-config", "a value of the wrong type, out of range, or inconsistent with other keys or the data" },
     { "model-not-on-accelerator", "--model, --accelerator", "a model with no implementation on the accelerator (e.g. gpt on cuda)" },
     { "model-precision-unsupported", "--model, --precision", "a precision the model does not compute in" },
+    { "model-activation-checkpointing-unsupported", "--activation-checkpointing, --model, --accelerator",
+      "a model that cannot recompute its activations there (mlp; gpt on cuda)" },
     { "strategy-precision-unsupported", "--strategy, --precision", "e.g. ddp_sharded with 64-true (fp32 shards)" },
     { "datamodule-empty", "--datamodule, CTRAIN_DATAMODULE", "empty data module name" },
     { "datamodule-unknown", "--datamodule, CTRAIN_DATAMODULE", "unknown data module (did you mean ...)" },

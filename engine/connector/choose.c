@@ -320,6 +320,31 @@ static int check_model(const ct_final_flags *ff, const ct_plan *plan, unsigned b
     return 0;
 }
 
+/* --activation-checkpointing on a model that cannot recompute its activations (its entry's mask
+ * lacks the accelerator; with the accelerator unknown yet, lacks every one): refused here, before
+ * anything is launched. */
+static int check_activation_checkpointing(const ct_final_flags *ff, const ct_plan *plan, unsigned bit, ct_error *err)
+{
+    const ct_registry_entry *m = ff->model;
+    unsigned can = m->activation_checkpointing;
+    char list[128];
+
+    if (!ff->activation_checkpointing || (bit ? can & bit : can))
+        return 0;
+    if (!can) {
+        ct_error_set(err, CT_ENOTAVAIL, "model-activation-checkpointing-unsupported",
+                     "--activation-checkpointing: model %s cannot recompute its activations", m->name);
+        return ct_error_hint(err, "drop --activation-checkpointing for %s (--model gpt recomputes its blocks)",
+                             m->name);
+    }
+    ct_error_set(err, CT_ENOTAVAIL, "model-activation-checkpointing-unsupported",
+                 "--activation-checkpointing: model %s does not recompute its activations on accelerator %s", m->name,
+                 ct_plan_part_name(plan->accelerator));
+    ct_registry_accel_list(can, list, sizeof(list));
+    return ct_error_hint(err, "%s recomputes them on: %s; use --accelerator %s, or drop --activation-checkpointing",
+                         m->name, list, list);
+}
+
 /* With the accelerator known, the strategy, precision and model must all run on it. */
 static int check_support(const ct_final_flags *ff, ct_plan *plan, ct_error *err)
 {
@@ -327,6 +352,7 @@ static int check_support(const ct_final_flags *ff, ct_plan *plan, ct_error *err)
     const ct_registry_entry *st = plan->strategy;
     const ct_registry_entry *pr = ff->precision ? ff->precision : ct_registry_default(CT_REG_PRECISION);
     char list[128];
+    int rc;
 
     plan->precision = pr;
     if (ff->precision)
@@ -334,7 +360,7 @@ static int check_support(const ct_final_flags *ff, ct_plan *plan, ct_error *err)
     else
         set_source(plan, CT_PLAN_PRECISION, CT_SOURCE_DEFAULT, pr->name);
     if (!bit)
-        return 0; /* accelerator resolved on the compute node */
+        return check_activation_checkpointing(ff, plan, 0, err); /* accelerator resolved on the compute node */
     if (!(st->accelerators & bit)) {
         ct_error_set(err, CT_ECONFLICT, "strategy-unsupported-accelerator",
                      "strategy %s does not run on accelerator %s (%s)", st->name, ct_plan_part_name(plan->accelerator),
@@ -354,7 +380,9 @@ static int check_support(const ct_final_flags *ff, ct_plan *plan, ct_error *err)
         return ct_error_hint(err, "%s runs on: %s; on %s use --precision 32-true", pr->name,
                              ct_registry_accel_list(pr->accelerators, list, sizeof(list)), ct_plan_part_name(plan->accelerator));
     }
-    return check_model(ff, plan, bit, err);
+    if ((rc = check_model(ff, plan, bit, err)))
+        return rc;
+    return check_activation_checkpointing(ff, plan, bit, err);
 }
 
 /* A precision that multiplies bf16 (bf16-mixed, bf16-true: what its row declares, not its name) on
@@ -447,6 +475,7 @@ int ct_connector_choose(const ct_final_flags *ff, const ct_connector_context *ct
     memset(plan, 0, sizeof(*plan));
     plan->collective_timeout_s = CT_PLAN_COLLECTIVE_TIMEOUT_S;
     plan->deterministic = ff->deterministic;
+    plan->activation_checkpointing = ff->activation_checkpointing;
     plan->model = ff->model;
     plan->model_config = ff->model_config;
     plan->datamodule = ff->datamodule;

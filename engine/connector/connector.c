@@ -118,6 +118,7 @@ char *ct_plan_to_json(const ct_plan *p)
     cJSON_AddNumberToObject(root, "num_nodes", p->num_nodes);
     cJSON_AddNumberToObject(root, "world_size", p->world_size);
     cJSON_AddBoolToObject(root, "deterministic", p->deterministic);
+    cJSON_AddBoolToObject(root, "activation_checkpointing", p->activation_checkpointing);
     cJSON_AddStringToObject(root, "model", p->model ? p->model->name : "");
     cJSON_AddStringToObject(root, "model_config", ct_config_print(&p->model_config, config, sizeof(config)));
     cJSON_AddStringToObject(root, "datamodule", p->datamodule->name);

@@ -27,6 +27,7 @@ typedef struct ct_final_flags {
     int n_device_ids;
     int num_nodes;                         /* 0: not given */
     int deterministic;
+    int activation_checkpointing;
     enum ct_source source[CT_PLAN_NFIELDS];
     char source_detail[CT_PLAN_NFIELDS][64];
     char notices[4][256];

@@ -567,6 +567,7 @@ int ct_connector_validate(const ct_connector_flags *f, const ct_connector_contex
 
     memset(ff, 0, sizeof(*ff));
     ff->deterministic = f->deterministic;
+    ff->activation_checkpointing = f->activation_checkpointing;
     ff->cluster_env = f->cluster_env;
     if (f->cluster_env) {
         ff->source[CT_PLAN_CLUSTER_ENV] = CT_SOURCE_FLAG;

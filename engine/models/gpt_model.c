@@ -37,6 +37,13 @@ static int gpt_set_param_dtype(ct_model *m, enum ct_dtype dtype, ct_error *err)
     return rc;
 }
 
+static int gpt_set_activation_checkpointing(ct_model *m, int on, ct_error *err)
+{
+    return ct_gpt_set_activation_checkpointing(gpt_of(m), on, err);
+}
+
+static size_t gpt_activation_bytes(const ct_model *m) { return ct_gpt_activation_bytes(gpt_of(m)); }
+
 static int gpt_forward(ct_model *m, const ct_batch *b, ct_param_need_fn need, void *ctx, ct_model_sums *out,
                        ct_error *err)
 {
@@ -89,6 +96,8 @@ static const struct ct_model_ops gpt_ops = {
     .hf_tensor = gpt_hf_tensor,
     .hf_extra = gpt_hf_extra,
     .hf_config_json = gpt_hf_config_json,
+    .set_activation_checkpointing = gpt_set_activation_checkpointing,
+    .activation_bytes = gpt_activation_bytes,
 };
 
 ct_gpt *ct_gpt_model_gpt(const ct_model *m)

@@ -153,6 +153,23 @@ int ct_model_set_param_dtype(ct_model *m, enum ct_dtype dtype, ct_error *err)
                               "(include/ctrain/model.h)");
 }
 
+int ct_model_set_activation_checkpointing(ct_model *m, int on, ct_error *err)
+{
+    if (m->ops->set_activation_checkpointing)
+        return m->ops->set_activation_checkpointing(m, on, err);
+    if (!on)
+        return 0;
+    ct_error_set(err, CT_ENOTAVAIL, "model-activation-checkpointing-unsupported",
+                 "--activation-checkpointing: model %s cannot recompute its activations", m->name);
+    return ct_error_hint(err, "drop --activation-checkpointing, or give the model a set_activation_checkpointing "
+                              "(include/ctrain/model.h)");
+}
+
+size_t ct_model_activation_bytes(const ct_model *m)
+{
+    return m->ops->activation_bytes ? m->ops->activation_bytes(m) : 0;
+}
+
 /* What forward announced: the callers' need, its first failure, and how far the ranges reached. */
 struct need_track {
     ct_param_need_fn need;

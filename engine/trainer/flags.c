@@ -56,6 +56,10 @@ const ct_trainer_flag ct_trainer_flags[] = {
     { NUM("--deterministic", CT_CONFIG_INT, 0, 1, "reproducible bit for bit: refuse to resume a checkpoint written with "
           "other BLAS threads, world size or batch size; recorded in summary.json and the plan"), NULL,
       CT_TF_DETERMINISTIC, 0, 0, NULL, NULL, NULL, "deterministic" },
+    { NUM("--activation-checkpointing", CT_CONFIG_INT, 0, 1, "keep only each block's input in forward and recompute "
+          "the block in backward: less activation memory (summary.json's memory.activation_bytes_peak) for more "
+          "compute, the same results bit for bit; models that can say so (gpt on cpu), others are refused"), NULL,
+      CT_TF_ACTIVATION_CHECKPOINTING, 0, 0, NULL, NULL, NULL, NULL },
     { TXT1("--default-root-dir", "runs", "where metrics.csv, checkpoints and summary.json go (default runs); yours, and "
           "not writable by others unless sticky"), "DIR", CT_TF_TEXT, AT(default_root_dir), NULL, "a path", NULL, NULL },
     { TXT1("--ckpt-path", "", "fit: resume from it (default: auto in a SLURM job, i.e. last.safetensors when this job "

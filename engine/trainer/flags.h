@@ -26,7 +26,8 @@ enum ct_trainer_field {
     CT_TF_ON,           /* a switch: the int set to 1 */
     CT_TF_OFF,          /* a switch: the int set to 0 */
     CT_TF_HIDDEN,       /* the CLI's --hidden (the model config's hidden=): recorded from the plan */
-    CT_TF_DETERMINISTIC /* the connector's --deterministic: recorded from the plan */
+    CT_TF_DETERMINISTIC, /* the connector's --deterministic: recorded from the plan */
+    CT_TF_ACTIVATION_CHECKPOINTING /* the connector's --activation-checkpointing (the plan's; summary.json) */
 };
 
 typedef struct ct_trainer_flag {
@@ -55,7 +56,8 @@ int ct_trainer_choice(const char *const *names, const char *value);
 /* The row of flag name ("--lr"), or NULL. */
 const ct_trainer_flag *ct_trainer_flag_find(const char *name);
 /* Set the row's field in cfg from text, as the CLI gives it. CT_EINVAL (flag-value) naming the
- * flag, the value and what it must be. Not for CT_TF_HIDDEN / CT_TF_DETERMINISTIC (the CLI's). */
+ * flag, the value and what it must be. Not for CT_TF_HIDDEN / CT_TF_DETERMINISTIC /
+ * CT_TF_ACTIVATION_CHECKPOINTING (the CLI's). */
 int ct_trainer_flag_set(const ct_trainer_flag *f, const char *value, ct_trainer_config *cfg, ct_error *err);
 /* CT_EINVAL (flag-value): "FLAG 'VALUE' is not WHAT", the hint the flag's help. */
 int ct_trainer_flag_bad(const ct_trainer_flag *f, const char *value, const char *what, ct_error *err);

@@ -133,6 +133,10 @@ int ct_run_build(ct_run *run, const ct_trainer_job *job, ct_error *err)
     /* A "-true" precision stores the model in its type (64-true: fp64) before anything is drawn. */
     if (prec && (rc = ct_model_set_param_dtype(run->model, prec->param_dtype, err)))
         return rc;
+    /* --activation-checkpointing: the activations laid out for recomputation, before any step (the
+     * connector refused a model whose registry entry cannot). */
+    if (plan->activation_checkpointing && (rc = ct_model_set_activation_checkpointing(run->model, 1, err)))
+        return rc;
     /* Sizes are known once the data has the model's input (token windows of its length). */
     if (job->mode == CT_TRAINER_FIT && ct_datamodule_size(run->data, CT_SPLIT_TRAIN) < (size_t)run->world)
         return ct_error_set(err, CT_EINVAL, "trainer-val-fraction",

@@ -32,6 +32,7 @@ static void add_flag(cJSON *o, const ct_trainer_flag *f, const ct_trainer_job *j
             cJSON_AddItemToArray(h, cJSON_CreateNumber(hidden[i]));
         return;
     case CT_TF_DETERMINISTIC: cJSON_AddBoolToObject(o, f->json, job->plan->deterministic); return;
+    case CT_TF_ACTIVATION_CHECKPOINTING: cJSON_AddBoolToObject(o, f->json, job->plan->activation_checkpointing); return;
     case CT_TF_INT:  cJSON_AddNumberToObject(o, f->json, *(const int *)(const void *)at); return;
     case CT_TF_LONG: cJSON_AddNumberToObject(o, f->json, (double)*(const long *)(const void *)at); return;
     case CT_TF_U64:  cJSON_AddNumberToObject(o, f->json, (double)*(const uint64_t *)(const void *)at); return;
@@ -104,6 +105,18 @@ static void add_device_summary(cJSON *o, ct_strategy *s, const ct_run *run)
     }
 }
 
+/* The memory rank 0 measured: its peak activation bytes (null when the model measures none). One
+ * object, for every per-rank memory figure. */
+static void add_memory_summary(cJSON *o, const ct_trainer_result *res)
+{
+    cJSON *mem = cJSON_AddObjectToObject(o, "memory");
+
+    if (res->activation_bytes_peak > 0)
+        cJSON_AddNumberToObject(mem, "activation_bytes_peak", res->activation_bytes_peak);
+    else
+        cJSON_AddNullToObject(mem, "activation_bytes_peak");
+}
+
 int ct_summary_write(const ct_trainer_job *job, const ct_trainer_result *res, const ct_run *run, ct_error *err)
 {
     const ct_trainer_config *cfg = job->cfg;
@@ -145,6 +158,7 @@ int ct_summary_write(const ct_trainer_job *job, const ct_trainer_result *res, co
     cJSON_AddNumberToObject(o, "seed", (double)cfg->seed);
     /* What a --deterministic run is reproducible under (a resume checks them: engine/checkpoint/meta.c). */
     cJSON_AddBoolToObject(o, "deterministic", job->plan->deterministic);
+    cJSON_AddBoolToObject(o, "activation_checkpointing", job->plan->activation_checkpointing);
     cJSON_AddNumberToObject(o, "blas_threads", run->opt.blas_threads);
     cJSON_AddNumberToObject(o, "gemm_threads", run->opt.gemm_threads);
     cJSON_AddStringToObject(o, "strategy", ct_strategy_name(s) ? ct_strategy_name(s) : "");
@@ -152,6 +166,7 @@ int ct_summary_write(const ct_trainer_job *job, const ct_trainer_result *res, co
     if (ct_strategy_precision(s))
         cJSON_AddStringToObject(o, "precision", ct_strategy_precision(s)->name);
     add_device_summary(o, s, run);
+    add_memory_summary(o, res);
     cJSON_AddNumberToObject(o, "train_seconds", run->train_seconds);
     /* Lightning's controls: whether early stopping ended fit, and the monitored metric's best. */
     cJSON_AddBoolToObject(o, "early_stopped", run->st.early_stopped);
@@ -240,6 +255,7 @@ void ct_result_fit(ct_trainer_result *res, const ct_run *run, const ct_eval_resu
     res->steps = (long)run->st.global_step;
     res->train_samples_per_sec = run->train_seconds > 0 ? run->train_samples / run->train_seconds : NAN;
     res->train_loss = run->st.last_train_loss;
+    res->activation_bytes_peak = (double)ct_model_activation_bytes(run->model);
     res->val_loss = run->st.last_val_loss;
     res->val_acc = run->st.last_val_acc;
     res->best_val_acc = run->st.best_val_acc >= 0 ? run->st.best_val_acc : NAN;

@@ -36,6 +36,7 @@ typedef struct ct_connector_flags {
     const char *init_from;      /* --init-from FILE: the model's shape is the file's (a reader must be
                                    registered: ct_connector_set_model_file) */
     int deterministic;
+    int activation_checkpointing; /* --activation-checkpointing: the model must declare it can */
 } ct_connector_flags;
 
 /* Where a resolved value came from. */
@@ -77,6 +78,7 @@ typedef struct ct_plan {
     int num_nodes;
     int world_size;
     int deterministic;
+    int activation_checkpointing; /* --activation-checkpointing (the model recomputes block activations) */
     enum ct_source source[CT_PLAN_NFIELDS];
     char source_detail[CT_PLAN_NFIELDS][64]; /* e.g. "--strategy", "CTRAIN_STRATEGY", "devices > 1" */
     ct_env_info env;          /* the cluster environment as read */

@@ -157,6 +157,15 @@ struct ct_model_ops {
      * defer_loss(m, 0) (the default) makes forward wait and fill out->loss as without it. */
     void (*defer_loss)(ct_model *m, int on);
     int (*loss_read)(ct_model *m, int back, double *loss_sum, ct_error *err);
+    /* Optional (--activation-checkpointing; its registry entry's activation_checkpointing mask says
+     * where): on 1, forward keeps only what each unit (a GPT block) takes in and backward recomputes
+     * the unit's forward from it just before the unit's backward: the same results bit for bit, the
+     * unit's inner activations in buffers one unit's size, made here (after set_param_dtype, before
+     * init), not in a step. */
+    int (*set_activation_checkpointing)(ct_model *m, int on, ct_error *err);
+    /* Optional: the peak bytes of activations MEASURED so far on this rank (the resident pages of
+     * its activation buffers, not their sizes); 0 when not measured. */
+    size_t (*activation_bytes)(const ct_model *m);
 };
 
 /* A model. Implementations fill every field in create (device implementations: in their impl
@@ -259,6 +268,12 @@ ct_model *ct_model_host(ct_model *m);
 int ct_model_defers_loss(const ct_model *m);
 void ct_model_defer_loss(ct_model *m, int on);
 int ct_model_loss_read(ct_model *m, int back, double *loss_sum, ct_error *err);
+/* Activation checkpointing on (the plan's --activation-checkpointing): the model's op; a model
+ * without it is CT_ENOTAVAIL "model-activation-checkpointing-unsupported" with a hint (the connector
+ * refuses such a plan first, from the registry entry). */
+int ct_model_set_activation_checkpointing(ct_model *m, int on, ct_error *err);
+/* The model's measured peak activation bytes (activation_bytes), or 0 when it measures none. */
+size_t ct_model_activation_bytes(const ct_model *m);
 
 /* --- using a trained model (ctrain generate, export, fit --init-from) ---------------------------- */
 /* The logits after tokens[0..len). A model without next_token_logits: CT_EINVAL naming it, with

@@ -81,6 +81,9 @@ typedef struct ct_registry_entry {
     const char *pending;       /* why the accelerators its mask lacks still refuse it although an
                                   implementation is compiled there ("its CUDA implementation is
                                   compiled but has not passed its GPU checks yet"); NULL: none */
+    unsigned activation_checkpointing; /* CT_ACCEL_* where it recomputes its activations
+                                  (--activation-checkpointing; the ops' set_activation_checkpointing):
+                                  0, and on other accelerators, the connector refuses the flag */
     /* data modules only */
     const char *default_dir;   /* --data when not given */
     const void *ops;           /* implementation, set by ct_registry_set_ops(); NULL in core-only code.

@@ -152,6 +152,9 @@ typedef struct ct_trainer_result {
     char evaluated_checkpoint[CT_TRAINER_PATH_MAX]; /* validate/test: the checkpoint evaluated */
     char last_checkpoint[CT_TRAINER_PATH_MAX];
     char summary_path[CT_TRAINER_PATH_MAX];
+    /* fit: rank 0's peak activation bytes, measured (the resident pages of the model's activation
+     * buffers: ct_model_activation_bytes); 0 when the model measures none. */
+    double activation_bytes_peak;
 } ct_trainer_result;
 
 void ct_trainer_config_default(ct_trainer_config *cfg);

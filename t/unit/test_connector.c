@@ -178,6 +178,14 @@ static const struct error_case error_cases[] = {
     { "model-config-key", { "--model", "gpt", "--model-config", "hidden=64" }, {0}, 0, 0, "n_layer" },
     { "model-precision-unsupported", { "--model", "test_cpu_only", "--precision", "bf16-mixed" }, {0}, 0, 0,
       "32-true" },
+    /* --activation-checkpointing (a switch: its pair's value is ignored) on a model that cannot, and on
+     * gpt where it cannot (cuda) */
+    { "model-activation-checkpointing-unsupported", { "--activation-checkpointing", "", "--model", "mlp" }, {0}, 0, 0,
+      "drop --activation-checkpointing" },
+    { "model-activation-checkpointing-unsupported", { "--activation-checkpointing", "", "--model", "test_cpu_only" },
+      {0}, 0, 0, "model test_cpu_only" },
+    { "model-activation-checkpointing-unsupported", { "--activation-checkpointing", "", "--model", "test_ckpt_cpu",
+      "--accelerator", "cuda" }, {0}, CT_CUDA_PRESENT, 2, "--accelerator cpu" },
     { "datamodule-empty", { "--datamodule", "" }, {0}, 0, 0, "--datamodule" },
     { "datamodule-unknown", { "--datamodule", "fashion-mnst" }, {0}, 0, 0, "'fashion-mnist'" },
     { "datamodule-missing", { "--model", "test_no_data" }, {0}, 0, 0, "--datamodule" },
@@ -191,6 +199,10 @@ static int run_flags(const char *const *fv, const char *const *env, enum ct_cuda
     int rc;
 
     for (int i = 0; i < 8 && fv[i]; i += 2) {
+        if (!strcmp(fv[i], "--activation-checkpointing")) {
+            flags.activation_checkpointing = 1;
+            continue;
+        }
         rc = ct_connector_flags_set(&flags, fv[i], fv[i + 1], err);
         if (rc)
             return rc;
@@ -588,9 +600,14 @@ static void register_test_models(void)
                                    .config = width_schema, .precisions = "32-true", .datamodule = "fashion-mnist" };
     ct_registry_entry no_data = { .name = "test_no_data", .description = "test", .accelerators = CT_ACCEL_CPU,
                                   .precisions = "32-true" };
+    /* runs on both, recomputes its activations on cpu only */
+    ct_registry_entry ckpt_cpu = { .name = "test_ckpt_cpu", .description = "test",
+                                   .accelerators = CT_ACCEL_CPU | CT_ACCEL_CUDA, .precisions = "32-true",
+                                   .datamodule = "fashion-mnist", .activation_checkpointing = CT_ACCEL_CPU };
 
     assert_int_equal(ct_registry_add(CT_REG_MODEL, &cpu_only), 0);
     assert_int_equal(ct_registry_add(CT_REG_MODEL, &no_data), 0);
+    assert_int_equal(ct_registry_add(CT_REG_MODEL, &ckpt_cpu), 0);
     assert_int_equal(ct_registry_add(CT_REG_MODEL, &no_data), CT_EINVAL);     /* name taken */
     assert_int_equal(ct_registry_add(CT_REG_STRATEGY, &cpu_only), CT_EINVAL); /* not a kind users add */
 }
@@ -644,6 +661,30 @@ static void test_plan_model(void **state)
     assert_non_null(strstr(json, "\"model\":\t\"mlp\""));
     assert_non_null(strstr(json, "\"model_config\":\t\"hidden=64-32\""));
     free(json);
+    ct_connector_free(conn);
+}
+
+/* --activation-checkpointing on a model that declares it (gpt on cpu): planned, and in the plan's JSON. */
+static void test_plan_activation_checkpointing(void **state)
+{
+    static const char *const env[] = { NULL };
+    const char *fv[8] = { "--activation-checkpointing", "", "--model", "gpt" };
+    ct_connector *conn = NULL;
+    ct_error err;
+    char *json;
+
+    ct_error_clear(&err);
+    assert_int_equal(run_flags(fv, env, CT_CUDA_ABSENT, 0, &conn, &err), 0);
+    assert_int_equal(ct_connector_plan(conn)->activation_checkpointing, 1);
+    json = ct_plan_to_json(ct_connector_plan(conn));
+    assert_non_null(strstr(json, "\"activation_checkpointing\":\ttrue"));
+    free(json);
+    ct_connector_free(conn);
+    fv[0] = "--model";
+    fv[1] = "gpt";
+    fv[2] = NULL;
+    assert_int_equal(run_flags(fv, env, CT_CUDA_ABSENT, 0, &conn, &err), 0);
+    assert_int_equal(ct_connector_plan(conn)->activation_checkpointing, 0);
     ct_connector_free(conn);
 }
 
@@ -724,6 +765,7 @@ int main(void)
         cmocka_unit_test(test_register_models),
         cmocka_unit_test(test_plan_model),
         cmocka_unit_test(test_plan_model_config),
+        cmocka_unit_test(test_plan_activation_checkpointing),
         cmocka_unit_test(test_init_from_unregistered),
         cmocka_unit_test(test_config_set),
         cmocka_unit_test(test_implementation_missing),

@@ -18,6 +18,7 @@
 #include "engine/models/models.h"
 #include "engine/nn/bf16_inline.h"
 #include "engine/nn/gemm.h"
+#include "engine/util/pages.h"
 
 /* --- config ----------------------------------------------------------------------------------- */
 
@@ -171,13 +172,15 @@ static void describe_tensors(ct_gpt *m)
     m->n_params = off;
 }
 
-/* Elements of activations for B sequences (the layout gpt_carve cuts). */
-size_t gpt_acts_size(const ct_gpt_config *c, size_t B)
+/* Elements of activations for B sequences (the layout gpt_carve cuts). Activation checkpointing
+ * keeps every block's output (res3, BT*C) and one block's inner activations. */
+size_t gpt_acts_size(const ct_gpt_config *c, size_t B, int ckpt)
 {
     size_t T = (size_t)c->seq_len, C = (size_t)c->n_embd, BT = B * T;
     size_t block = BT * C * 5 + BT * 4 + BT * 3 * C + B * c->n_head * T * T + BT * 4 * C * 2;
+    size_t blocks = ckpt ? BT * C * c->n_layer + block - BT * C : block * c->n_layer;
 
-    return BT * C + block * c->n_layer + BT * C + BT * 2 + BT * c->vocab;
+    return BT * C + blocks + BT * C + BT * 2 + BT * c->vocab;
 }
 
 /* Elements of backward's buffers: dres, dbt_c, dqkv, dfch, datt. */
@@ -192,9 +195,29 @@ static void free_arrays(ct_gpt *m)
 {
     free(m->params);
     free(m->grads);
-    free(m->acts_mem);
+    ct_pages_free(m->acts_mem, m->acts_bytes);
     free(m->grad_mem);
     m->params = m->grads = m->acts_mem = m->grad_mem = NULL;
+}
+
+/* That type's view cut from the arrays. */
+static void carve(ct_gpt *m)
+{
+    if (m->param_dtype == CT_DTYPE_F64)
+        gpt_carve_f64(m);
+    else if (m->param_dtype == CT_DTYPE_BF16)
+        gpt_carve_bf16(m);
+    else
+        gpt_carve_f32(m);
+}
+
+/* The activations in a mapping of their own, so that their resident pages are what the steps
+ * touched (ct_gpt_activation_bytes). */
+static int alloc_acts(ct_gpt *m)
+{
+    m->acts_bytes = gpt_acts_size(&m->cfg, (size_t)m->max_batch, m->act_ckpt) * ct_dtype_size(m->param_dtype);
+    m->acts_mem = ct_pages_alloc(m->acts_bytes);
+    return m->acts_mem ? 0 : CT_ENOMEM;
 }
 
 /* Parameters, gradients, activations and backward's buffers in param_dtype, the tensors viewing
@@ -205,18 +228,12 @@ static int alloc_arrays(ct_gpt *m)
 
     m->params = calloc(m->n_params, es);
     m->grads = calloc(m->n_params, es);
-    m->acts_mem = calloc(gpt_acts_size(&m->cfg, B), es);
     m->grad_mem = calloc(gpt_grad_buf_size(&m->cfg, B), es);
-    if (!m->params || !m->grads || !m->acts_mem || !m->grad_mem)
+    if (!m->params || !m->grads || !m->grad_mem || alloc_acts(m))
         return CT_ENOMEM;
     for (int i = 0; i < m->n_tensors; i++)
         m->tensors[i].data = (char *)m->params + m->tensors[i].offset * es;
-    if (m->param_dtype == CT_DTYPE_F64)
-        gpt_carve_f64(m);
-    else if (m->param_dtype == CT_DTYPE_BF16)
-        gpt_carve_bf16(m);
-    else
-        gpt_carve_f32(m);
+    carve(m);
     return 0;
 }
 
@@ -243,6 +260,22 @@ size_t gpt_kept_offset(const ct_gpt_config *c, size_t B, int l, int which)
     for (int i = 0; i < which; i++)
         off += size[i];
     return off;
+}
+
+size_t gpt_kept_at(const ct_gpt *m, int l, int which)
+{
+    if (m->act_ckpt)
+        l = l < m->cfg.n_layer ? 0 : 1;
+    return gpt_kept_offset(&m->cfg, (size_t)m->max_batch, l, which);
+}
+
+/* keep_b's mapping: every block's copies and lnf's, or one block's and lnf's. */
+static int alloc_keep(ct_gpt *m)
+{
+    m->keep_bytes = sizeof(uint16_t) * gpt_kept_offset(&m->cfg, (size_t)m->max_batch,
+                                                       m->act_ckpt ? 1 : m->cfg.n_layer, KEEP_QKV);
+    m->keep_b = ct_pages_alloc(m->keep_bytes);
+    return m->keep_b ? 0 : CT_ENOMEM;
 }
 
 int ct_gpt_create(const ct_gpt_config *c, int max_batch, ct_gpt **out, ct_error *err)
@@ -297,7 +330,7 @@ void ct_gpt_free(ct_gpt *m)
     free(m->tensors);
     free(m->blocks_mem);
     free(m->params_b);
-    free(m->keep_b);
+    ct_pages_free(m->keep_b, m->keep_bytes);
     for (int i = 0; i < 4; i++)
         free(m->qb[i]);
     for (int i = 0; i < 3; i++)
@@ -325,6 +358,44 @@ int ct_gpt_set_param_dtype(ct_gpt *m, enum ct_dtype dtype, ct_error *err)
                             dtype == CT_DTYPE_F64 ? "fp64" : dtype == CT_DTYPE_BF16 ? "bf16" : "fp32");
     return 0;
 }
+
+int ct_gpt_set_activation_checkpointing(ct_gpt *m, int on, ct_error *err)
+{
+    on = on != 0;
+    if (on == m->act_ckpt)
+        return 0;
+    ct_pages_free(m->acts_mem, m->acts_bytes);
+    m->act_ckpt = on;
+    m->acts_mem = NULL;
+    if (alloc_acts(m))
+        goto nomem;
+    carve(m);
+    if (m->keep_b) {
+        ct_pages_free(m->keep_b, m->keep_bytes);
+        m->keep_b = NULL;
+        if (alloc_keep(m))
+            goto nomem;
+    }
+    m->act_peak = 0;
+    return 0;
+nomem:
+    return ct_error_set(err, CT_ENOMEM, "", "out of memory for the activations of the gpt model");
+}
+
+int ct_gpt_activation_checkpointing(const ct_gpt *m) { return m->act_ckpt; }
+
+/* The high-water mark, after a pass (the pages stay resident once written, so this is the most
+ * the passes so far touched at once, or more exactly ever: nothing is unmapped between them). */
+static void measure_acts(ct_gpt *m)
+{
+    size_t now = ct_pages_resident(m->acts_mem, m->acts_bytes) + ct_pages_resident(m->keep_b, m->keep_bytes);
+
+    if (now > m->act_peak)
+        m->act_peak = now;
+}
+
+size_t ct_gpt_activation_bytes(const ct_gpt *m) { return m->act_peak; }
+
 int ct_gpt_num_tensors(const ct_gpt *m) { return m->n_tensors; }
 const ct_tensor *ct_gpt_tensor(const ct_gpt *m, int i) { return &m->tensors[i]; }
 
@@ -383,7 +454,7 @@ static int alloc_mixed(void *model, ct_error *err)
     if (!m->params_b)
         m->params_b = malloc(sizeof(uint16_t) * m->n_params);
     if (!m->keep_b)
-        m->keep_b = malloc(sizeof(uint16_t) * gpt_kept_offset(&m->cfg, (size_t)m->max_batch, m->cfg.n_layer, KEEP_QKV));
+        alloc_keep(m);
     for (int i = 0; i < 3; i++)
         if (!m->q[i])
             m->q[i] = malloc(sizeof(float) * m->q_n);
@@ -451,20 +522,30 @@ double ct_gpt_bits_per_byte(double loss_nats)
 double ct_gpt_forward(ct_gpt *m, const int32_t *inputs, const int32_t *targets, int batch, ct_param_need_fn need,
                       void *ctx)
 {
+    double loss;
+
     if (m->param_dtype == CT_DTYPE_F64)
-        return gpt_forward_f64(m, inputs, targets, batch, need, ctx);
-    if (m->param_dtype == CT_DTYPE_BF16)
-        return gpt_forward_bf16(m, inputs, targets, batch, need, ctx);
-    return gpt_forward_f32(m, inputs, targets, batch, need, ctx);
+        loss = gpt_forward_f64(m, inputs, targets, batch, need, ctx);
+    else if (m->param_dtype == CT_DTYPE_BF16)
+        loss = gpt_forward_bf16(m, inputs, targets, batch, need, ctx);
+    else
+        loss = gpt_forward_f32(m, inputs, targets, batch, need, ctx);
+    measure_acts(m);
+    return loss;
 }
 
 int ct_gpt_backward(ct_gpt *m, double scale_tokens, ct_grad_ready_fn ready, void *ctx)
 {
+    int rc;
+
     if (m->param_dtype == CT_DTYPE_F64)
-        return gpt_backward_f64(m, scale_tokens, ready, ctx);
-    if (m->param_dtype == CT_DTYPE_BF16)
-        return gpt_backward_bf16(m, scale_tokens, ready, ctx);
-    return gpt_backward_f32(m, scale_tokens, ready, ctx);
+        rc = gpt_backward_f64(m, scale_tokens, ready, ctx);
+    else if (m->param_dtype == CT_DTYPE_BF16)
+        rc = gpt_backward_bf16(m, scale_tokens, ready, ctx);
+    else
+        rc = gpt_backward_f32(m, scale_tokens, ready, ctx);
+    measure_acts(m);
+    return rc;
 }
 
 int ct_gpt_next_token_logits(ct_gpt *m, const int32_t *tokens, int len, float *logits)

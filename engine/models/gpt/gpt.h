@@ -80,6 +80,17 @@ void *ct_gpt_grads(ct_gpt *m);
  * GEMMs on OpenBLAS's dgemm). Reallocates the arrays (values lost: before ct_gpt_init). */
 int ct_gpt_set_param_dtype(ct_gpt *m, enum ct_dtype dtype, ct_error *err);
 enum ct_dtype ct_gpt_param_dtype(const ct_gpt *m);
+/* Activation checkpointing (--activation-checkpointing): forward keeps each block's input (the
+ * residual stream) and one block's inner activations, reused by every block; backward recomputes
+ * each block's forward from its input just before its backward (need is not called again: the
+ * parameters backward reads are those). The same results bit for bit, in every storage type.
+ * Reallocates the activations (after ct_gpt_set_param_dtype, before a step). */
+int ct_gpt_set_activation_checkpointing(ct_gpt *m, int on, ct_error *err);
+int ct_gpt_activation_checkpointing(const ct_gpt *m);
+/* The peak activation bytes MEASURED: the most bytes of the activation buffers (and bf16-mixed's
+ * kept copies of them) resident after any forward or backward so far (mincore of their own mapping:
+ * pages count once a pass wrote them). Backward's scratch (gradient buffers) is not counted. */
+size_t ct_gpt_activation_bytes(const ct_gpt *m);
 int ct_gpt_num_tensors(const ct_gpt *m);
 /* Parameter tensor i (forward order) viewing the params array. */
 const ct_tensor *ct_gpt_tensor(const ct_gpt *m, int i);

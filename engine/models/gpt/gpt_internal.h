@@ -73,7 +73,8 @@ struct ct_gpt {
     ct_tensor *tensors;
 
     void *params, *grads;             /* n_params elements each */
-    void *acts_mem;                   /* every activation, one allocation */
+    void *acts_mem;                   /* every activation, one mapping of acts_bytes (engine/util/pages.h) */
+    size_t acts_bytes;
     void *grad_mem;                   /* backward's buffers, one allocation */
     void *blocks_mem;                 /* [L] block activation pointers */
     union {
@@ -102,16 +103,27 @@ struct ct_gpt {
     const int32_t *inputs;
     const int32_t *targets;
     int batch;
+
+    /* --activation-checkpointing: acts_mem holds the embedding, every block's output res3 (the
+     * residual stream: the next block's input) and ONE block's inner activations, which every
+     * block's view shares; keep_b one block's copies and lnf's. Backward recomputes block l's
+     * forward from its input just before block l's backward (the last block's are still there). */
+    int act_ckpt;
+    size_t keep_bytes;                /* keep_b's mapping */
+    size_t act_peak;                  /* the most bytes of acts_mem and keep_b resident after a pass */
 };
 
-/* Elements of activations for B sequences (the layout gpt_carve cuts). */
-size_t gpt_acts_size(const ct_gpt_config *c, size_t B);
+/* Elements of activations for B sequences (the layout gpt_carve cuts; ckpt: activation checkpointing's). */
+size_t gpt_acts_size(const ct_gpt_config *c, size_t B, int ckpt);
 size_t gpt_grad_buf_size(const ct_gpt_config *c, size_t B);
 /* bf16-mixed's kept bf16 activations (keep_b): per block ln1, qkv, the attention probabilities,
  * atty, ln2 and fch_gelu; then lnf as block n_layer's KEEP_LN1. Strides are batch B's (max_batch).
  * gpt_kept_offset(c, B, c->n_layer, KEEP_QKV) is past the last of them, lnf (the allocation). */
 enum { KEEP_LN1, KEEP_QKV, KEEP_ATT, KEEP_ATTY, KEEP_LN2, KEEP_FCH, KEEP_N };
 size_t gpt_kept_offset(const ct_gpt_config *c, size_t B, int l, int which);
+/* Where block l's kept copy `which` is in m->keep_b (l = n_layer: lnf's): under activation
+ * checkpointing every block shares block 0's slots and lnf takes block 1's. */
+size_t gpt_kept_at(const ct_gpt *m, int l, int which);
 
 /* Attention's causal products run per block of GPT_ATT_BLOCK query rows over the keys up to the
  * block's end (and, for the key-side gradients, per block of keys over the queries from the block's

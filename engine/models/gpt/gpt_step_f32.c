@@ -63,7 +63,7 @@ static const void *gemm_in(ct_gpt *m, const float *x, size_t n, int slot)
  * again there (packing it twice cost a pass over it each time): gpt_internal.h's KEEP_* slots. */
 static uint16_t *kept_slot(const ct_gpt *m, int l, int which)
 {
-    return m->keep_b + gpt_kept_offset(&m->cfg, (size_t)m->max_batch, l, which);
+    return m->keep_b + gpt_kept_at(m, l, which);
 }
 
 /* Where a pass whose output only a GEMM reads (a LayerNorm, GELU) writes it packed to bf16 instead

@@ -6,33 +6,54 @@
  * SFX(gpt_backward) and SFX(gpt_next_token_logits). See engine/models/gpt/gpt.c for the shapes. */
 #include <math.h>
 
-/* Cut the model's arrays into this type's view (at create, and again when the type changes). */
+/* Block a's inner activations (all but its output res3) from *pp on, advancing it. */
+static void carve_block(struct ACTS *a, elem **pp, size_t B, size_t T, size_t C, size_t NH)
+{
+    size_t BT = B * T;
+    elem *p = *pp;
+
+    a->ln1 = p, p += BT * C;
+    a->ln1_mean = p, p += BT;
+    a->ln1_rstd = p, p += BT;
+    a->qkv = p, p += BT * 3 * C;
+    a->att = p, p += B * NH * T * T;
+    a->atty = p, p += BT * C;
+    a->res2 = p, p += BT * C;
+    a->ln2 = p, p += BT * C;
+    a->ln2_mean = p, p += BT;
+    a->ln2_rstd = p, p += BT;
+    a->fch = p, p += BT * 4 * C;
+    a->fch_gelu = p, p += BT * 4 * C;
+    *pp = p;
+}
+
+/* Cut the model's arrays into this type's view (at create, and again when the type or activation
+ * checkpointing changes). Checkpointing: every block's output, then one block's inner activations
+ * that every block's view points at. */
 void SFX(gpt_carve)(ct_gpt *m)
 {
     const ct_gpt_config *c = &m->cfg;
-    size_t B = (size_t)m->max_batch, T = (size_t)c->seq_len, C = (size_t)c->n_embd, BT = B * T;
+    size_t B = (size_t)m->max_batch, T = (size_t)c->seq_len, C = (size_t)c->n_embd, BT = B * T, NH = c->n_head;
     elem *p = m->acts_mem;
 
     VW(m)->params = m->params;
     VW(m)->grads = m->grads;
     VW(m)->blocks = m->blocks_mem;
     VW(m)->encoded = p, p += BT * C;
-    for (int l = 0; l < c->n_layer; l++) {
-        struct ACTS *a = &VW(m)->blocks[l];
+    if (m->act_ckpt) {
+        elem *res3 = p;
 
-        a->ln1 = p, p += BT * C;
-        a->ln1_mean = p, p += BT;
-        a->ln1_rstd = p, p += BT;
-        a->qkv = p, p += BT * 3 * C;
-        a->att = p, p += B * c->n_head * T * T;
-        a->atty = p, p += BT * C;
-        a->res2 = p, p += BT * C;
-        a->ln2 = p, p += BT * C;
-        a->ln2_mean = p, p += BT;
-        a->ln2_rstd = p, p += BT;
-        a->fch = p, p += BT * 4 * C;
-        a->fch_gelu = p, p += BT * 4 * C;
-        a->res3 = p, p += BT * C;
+        p += BT * C * c->n_layer;
+        carve_block(&VW(m)->blocks[0], &p, B, T, C, NH);
+        for (int l = 0; l < c->n_layer; l++) {
+            VW(m)->blocks[l] = VW(m)->blocks[0];
+            VW(m)->blocks[l].res3 = res3 + BT * C * l;
+        }
+    } else {
+        for (int l = 0; l < c->n_layer; l++) {
+            carve_block(&VW(m)->blocks[l], &p, B, T, C, NH);
+            VW(m)->blocks[l].res3 = p, p += BT * C;
+        }
     }
     VW(m)->lnf = p, p += BT * C;
     VW(m)->lnf_mean = p, p += BT;
@@ -211,9 +232,18 @@ int SFX(gpt_backward)(ct_gpt *m, double scale_tokens, ct_grad_ready_fn ready, vo
                        VW(m)->lnf_mean, VW(m)->lnf_rstd, BT, C);
     if ((rv = announce_run(m, lf + 1, lf, ready, ctx)))
         return rv;
-    for (int l = L - 1; l >= 0; l--)
-        if ((rv = block_backward(m, l, l ? VW(m)->blocks[l - 1].res3 : VW(m)->encoded, ready, ctx)))
+    for (int l = L - 1; l >= 0; l--) {
+        const elem *in = l ? VW(m)->blocks[l - 1].res3 : VW(m)->encoded;
+
+        /* Activation checkpointing: block l's inner activations again, from its input, into the
+         * buffers every block shares (the last block's are still there from forward). The same
+         * computation on the same values: the same bits as forward's, res3 rewritten as it was.
+         * Its parameters are those this backward reads (need is forward's only). */
+        if (m->act_ckpt && l < L - 1)
+            block_forward(m, l, in, B, NULL, NULL);
+        if ((rv = block_backward(m, l, in, ready, ctx)))
             return rv;
+    }
     encoder_backward(m, VW(m)->dres, B);
     return announce_run(m, 1, 0, ready, ctx);
 }
