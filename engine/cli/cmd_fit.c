@@ -59,6 +59,12 @@ static void report(enum which w, const ct_trainer_result *r)
         else
             printf("ctrain: val_acc %.4f (best %.4f), test_acc %.4f, test_loss %.4f\n", r->val_acc, r->best_val_acc,
                    r->test_acc, r->test_loss);
+        if (r->n_mem > 0) {
+            printf("ctrain: memory peak (rank 0, resident):");
+            for (int i = 0; i < r->n_mem; i++)
+                printf("%s %s %.1f MiB", i ? "," : "", r->mem_names[i], r->mem_bytes[i] / 1048576.0);
+            printf("\n");
+        }
         printf("ctrain: checkpoints %s, %s; summary %s\n", r->last_checkpoint,
                r->best_checkpoint[0] ? r->best_checkpoint : "(no best)", r->summary_path);
     } else if (w == VALIDATE) {

@@ -169,6 +169,13 @@ int ct_summary_write(const ct_trainer_job *job, const ct_trainer_result *res, co
     cJSON_AddNumberToObject(o, "param_gathers_overlapped", (double)overlapped);
     /* Rank 0's optimizer state: a sharded strategy holds 1/world of it. */
     cJSON_AddNumberToObject(o, "optimizer_state_bytes_per_rank", (double)ct_optim_state_bytes(run->optim));
+    /* Rank 0's measured peaks of resident parameters, gradients and optimizer state. */
+    if (res->n_mem > 0) {
+        cJSON *mem = cJSON_AddObjectToObject(o, "memory");
+
+        for (int i = 0; i < res->n_mem; i++)
+            cJSON_AddNumberToObject(mem, res->mem_names[i], res->mem_bytes[i]);
+    }
     cJSON_AddNumberToObject(o, "wall_seconds", ct_time_now() - run->start_time);
     /* Rank 0's checkpoint saves: how long they held training up, and how long their files took to
      * write (in the background with --async-checkpoint; scripts/bench/async-checkpoint compares). */
@@ -225,6 +232,30 @@ void ct_result_init(ct_trainer_result *res)
         res->val_metrics[i] = res->test_metrics[i] = NAN;
 }
 
+/* The measured memory peaks of this rank, one row each: summary.json's "memory" object and fit's
+ * last line (the strategy samples them: ct_strategy_memory_sample). */
+static const struct memory_row {
+    const char *key;
+    int kind;
+} memory_rows[] = {
+    { "param_bytes_peak", CT_MEM_PARAM },
+    { "grad_bytes_peak", CT_MEM_GRAD },
+    { "optim_bytes_peak", CT_MEM_OPTIM },
+};
+
+static void memory_fill(ct_trainer_result *res, const ct_run *run)
+{
+    size_t peaks[CT_MEM_KINDS];
+    int n = (int)(sizeof(memory_rows) / sizeof(memory_rows[0]));
+
+    ct_strategy_memory_peaks(run->strategy, peaks);
+    res->n_mem = 0;
+    for (int i = 0; i < n && i < (int)(sizeof(res->mem_bytes) / sizeof(res->mem_bytes[0])); i++, res->n_mem++) {
+        snprintf(res->mem_names[i], sizeof(res->mem_names[i]), "%s", memory_rows[i].key);
+        res->mem_bytes[i] = (double)peaks[memory_rows[i].kind];
+    }
+}
+
 /* What fit measured, then tested on best (the evaluated file; "" when none was kept). */
 void ct_result_fit(ct_trainer_result *res, const ct_run *run, const ct_eval_result *test, const char *best)
 {
@@ -246,6 +277,7 @@ void ct_result_fit(ct_trainer_result *res, const ct_run *run, const ct_eval_resu
     snprintf(res->best_checkpoint, sizeof(res->best_checkpoint), "%s", best);
     snprintf(res->last_checkpoint, sizeof(res->last_checkpoint), "%s/last.safetensors", root);
     snprintf(res->summary_path, sizeof(res->summary_path), "%s/summary.json", root);
+    memory_fill(res, run);
 }
 
 /* What validate/test measured on the checkpoint at path over split's samples. */

@@ -458,13 +458,13 @@ double ct_gpt_forward(ct_gpt *m, const int32_t *inputs, const int32_t *targets, 
     return gpt_forward_f32(m, inputs, targets, batch, need, ctx);
 }
 
-int ct_gpt_backward(ct_gpt *m, double scale_tokens, ct_grad_ready_fn ready, void *ctx)
+int ct_gpt_backward(ct_gpt *m, double scale_tokens, ct_param_need_fn need, ct_grad_ready_fn ready, void *ctx)
 {
     if (m->param_dtype == CT_DTYPE_F64)
-        return gpt_backward_f64(m, scale_tokens, ready, ctx);
+        return gpt_backward_f64(m, scale_tokens, need, ready, ctx);
     if (m->param_dtype == CT_DTYPE_BF16)
-        return gpt_backward_bf16(m, scale_tokens, ready, ctx);
-    return gpt_backward_f32(m, scale_tokens, ready, ctx);
+        return gpt_backward_bf16(m, scale_tokens, need, ready, ctx);
+    return gpt_backward_f32(m, scale_tokens, need, ready, ctx);
 }
 
 int ct_gpt_next_token_logits(ct_gpt *m, const int32_t *tokens, int len, float *logits)

@@ -196,7 +196,7 @@ static int block_backward(ct_gpt *m, int l, const elem *x, ct_grad_ready_fn read
     return announce_run(m, t0 + BLK_LN1_B, t0 + BLK_LN1_W, ready, ctx);
 }
 
-int SFX(gpt_backward)(ct_gpt *m, double scale_tokens, ct_grad_ready_fn ready, void *ctx)
+int SFX(gpt_backward)(ct_gpt *m, double scale_tokens, ct_param_need_fn need, ct_grad_ready_fn ready, void *ctx)
 {
     const ct_gpt_config *c = &m->cfg;
     int B = m->batch, C = c->n_embd, BT = B * c->seq_len, L = c->n_layer, lf = 2 + L * BLK_TENSORS, rv;
@@ -204,6 +204,14 @@ int SFX(gpt_backward)(ct_gpt *m, double scale_tokens, ct_grad_ready_fn ready, vo
 
     if (B == 0)
         return CT_EINTERNAL; /* no forward (or a refused one) to take the gradient of */
+    /* The LM head reads the token embedding (tied): the embeddings' range first, as in forward;
+     * bf16-mixed's GEMMs read the packed copy of every parameter: all of them. */
+    if (m->gemm_dtype == CT_DTYPE_BF16)
+        rv = need_tensors(m, 0, m->n_tensors - 1, need, ctx);
+    else if (!(rv = need_tensors(m, 0, 1, need, ctx)))
+        rv = need_tensors(m, lf, lf + 1, need, ctx);
+    if (rv)
+        return rv;
     crossentropy_backward(m, scale_tokens, BT);
     /* the residual stream's gradient starts at the final LayerNorm's input */
     memset(VW(m)->dres, 0, sizeof(elem) * (size_t)BT * C);
@@ -211,9 +219,13 @@ int SFX(gpt_backward)(ct_gpt *m, double scale_tokens, ct_grad_ready_fn ready, vo
                        VW(m)->lnf_mean, VW(m)->lnf_rstd, BT, C);
     if ((rv = announce_run(m, lf + 1, lf, ready, ctx)))
         return rv;
-    for (int l = L - 1; l >= 0; l--)
+    for (int l = L - 1; l >= 0; l--) {
+        if (m->gemm_dtype != CT_DTYPE_BF16 &&
+            (rv = need_tensors(m, block_tensor(l, 0), block_tensor(l, BLK_TENSORS - 1), need, ctx)))
+            return rv;
         if ((rv = block_backward(m, l, l ? VW(m)->blocks[l - 1].res3 : VW(m)->encoded, ready, ctx)))
             return rv;
+    }
     encoder_backward(m, VW(m)->dres, B);
     return announce_run(m, 1, 0, ready, ctx);
 }
