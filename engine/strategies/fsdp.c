@@ -582,6 +582,8 @@ static int fsdp_setup_model(ct_strategy *s, void *params, void *grads, size_t n,
     z->params = params;
     z->grads = grads;
     z->n = z->grad_lo = n;
+    ct_mem_small_pages(params, n * sizeof(float));
+    ct_mem_small_pages(grads, n * sizeof(float));
     return ct_strategy_ddp.setup_model(s, params, grads, n, err);
 }
 

@@ -45,11 +45,24 @@ size_t ct_mem_resident(const void *p, size_t bytes)
     return total;
 }
 
-void ct_mem_release(void *p, size_t bytes)
+/* madvise advice on the pages wholly inside [p, p + bytes). */
+static void advise_inside(void *p, size_t bytes, int advice)
 {
     size_t ps = page_size();
     uintptr_t lo = ((uintptr_t)p + ps - 1) & ~(uintptr_t)(ps - 1), hi = ((uintptr_t)p + bytes) & ~(uintptr_t)(ps - 1);
 
     if (p && hi > lo)
-        (void)madvise((void *)lo, (size_t)(hi - lo), MADV_DONTNEED);
+        (void)madvise((void *)lo, (size_t)(hi - lo), advice);
+}
+
+void ct_mem_release(void *p, size_t bytes) { advise_inside(p, bytes, MADV_DONTNEED); }
+
+void ct_mem_small_pages(void *p, size_t bytes)
+{
+#ifdef MADV_NOHUGEPAGE
+    advise_inside(p, bytes, MADV_NOHUGEPAGE);
+#else
+    (void)p;
+    (void)bytes;
+#endif
 }

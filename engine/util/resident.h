@@ -12,5 +12,8 @@ size_t ct_mem_resident(const void *p, size_t bytes);
 /* The pages wholly inside [p, p + bytes) back to the system (MADV_DONTNEED: anonymous memory reads
  * as zeros until written again; the partial pages at either end keep their contents). */
 void ct_mem_release(void *p, size_t bytes);
+/* No transparent huge pages for the pages inside [p, p + bytes) (MADV_NOHUGEPAGE): an array whose
+ * parts are released and faulted in again keeps 4 KiB pages (a huge page would bring 2 MiB back). */
+void ct_mem_small_pages(void *p, size_t bytes);
 
 #endif
