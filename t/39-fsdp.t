@@ -87,13 +87,15 @@ ok $? "... and under fsdp at 2 ranks x 4 (the same global batch): $got" || diag 
     >"$tmp/bad1.out" 2>&1
 rc=$?
 [ $rc -ne 0 ] && grep -q "^ctrain: .*sharding_strategy=hybrid_shard" "$tmp/bad1.out" &&
-    grep -q "^ctrain: hint: " "$tmp/bad1.out" && [ ! -e "$tmp/bad1" ]
+    grep -q "^ctrain: hint: .*full_shard|shard_grad_op|no_shard" "$tmp/bad1.out" && [ ! -e "$tmp/bad1" ]
 ok $? "an unknown sharding_strategy is refused with a hint, nothing run" || diag "$tmp/bad1.out"
 "$CTRAIN" fit $G --strategy fsdp --devices 1 --default-root-dir "$tmp/bad2" >"$tmp/bad2.out" 2>&1 &&
     echo "exit 0" >>"$tmp/bad2.out"
 "$CTRAIN" fit $G --strategy fsdp --accelerator cuda --devices 2 --default-root-dir "$tmp/bad3" >"$tmp/bad3.out" 2>&1 &&
     echo "exit 0" >>"$tmp/bad3.out"
-grep -q "^ctrain: .*fsdp" "$tmp/bad2.out" && grep -q "^ctrain: hint: " "$tmp/bad2.out" &&
-    grep -q "^ctrain: .*fsdp" "$tmp/bad3.out" && grep -q "^ctrain: hint: " "$tmp/bad3.out" &&
+grep -q "^ctrain: .*fsdp shards the parameters over ranks" "$tmp/bad2.out" &&
+    grep -q "^ctrain: hint: " "$tmp/bad2.out" &&
+    grep -q "^ctrain: .*fsdp does not run on --accelerator cuda" "$tmp/bad3.out" &&
+    grep -q "^ctrain: hint: .*fsdp runs on: cpu" "$tmp/bad3.out" &&
     ! grep -q "exit 0" "$tmp/bad2.out" "$tmp/bad3.out" && [ ! -e "$tmp/bad2" ] && [ ! -e "$tmp/bad3" ]
 ok $? "fsdp on one process and fsdp on cuda are refused with a hint, nothing run" || diag "$tmp/bad2.out" "$tmp/bad3.out"
