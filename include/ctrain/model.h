@@ -253,6 +253,8 @@ int ct_model_set_param_dtype(ct_model *m, enum ct_dtype dtype, ct_error *err);
  * parameters is CT_EINTERNAL. */
 int ct_model_forward(ct_model *m, const ct_batch *b, ct_param_need_fn need, void *ctx, ct_model_sums *out,
                      ct_error *err);
+/* Backward; need (may be NULL, the same ctx as ready) as forward's: the whole array first when the
+ * model does not announce; ready hears of each finished gradient range. */
 int ct_model_backward(ct_model *m, double grad_scale, ct_param_need_fn need, ct_grad_ready_fn ready, void *ctx,
                       ct_error *err);
 /* The update: the model's optim_step, else ct_optim_step on params/grads. */
