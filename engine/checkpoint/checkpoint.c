@@ -179,7 +179,8 @@ static int save_checkpoint(ct_run *run, const char *path, int may_defer, ct_erro
         free(r);
         return ct_error_set(err, CT_ENOMEM, "", "out of memory saving %s", path);
     }
-    if ((rc = ct_model_to_host(run->model, run->optim, err)) || (rc = ct_strategy_params_whole(run->strategy, 1, err)) ||
+    if ((rc = ct_model_to_host(run->model, run->optim, err)) ||
+        (rc = ct_strategy_params_whole(run->strategy, 1, err)) ||
         (rc = ct_strategy_optimizer_state_get(run->strategy, run->optim, 1, &optim, err)))
         goto out;
     if ((rc = describe_tensors(run, c, &optim, err)))
