@@ -7,7 +7,7 @@
 # at most 0.3x ddp's on a GPT of 32 blocks (the shards are 1/4; the units in flight, about five, are
 # the rest: few units weigh more, which is why this one has many); a full checkpoint of fsdp resumes
 # under ddp and at 2 ranks with the same global batch and continues within 1e-5 of the unbroken
-# run; bad options are refused by the plan with a hint, nothing launched.
+# run, and ddp's under fsdp; bad options are refused by the plan with a hint, nothing launched.
 #
 # Why 1e-5 holds: every rank computes the same forward and backward as under ddp; the unit's
 # gradients are summed over the same 4 ranks (in rank order, where ddp's library sums in its own),
@@ -15,7 +15,7 @@
 T="$(dirname "$0")"
 . "$T/lib/launch.sh"
 . "$T/lib/ddp.sh"
-N=10
+N=11
 
 [ -x "$CTRAIN" ] || skip_all $N "ctrain not built"
 echo "1..$N"
@@ -81,8 +81,11 @@ ok $? "fsdp's checkpoint after epoch 1 resumed under ddp follows the unbroken ru
     diag "$tmp/half.out" "$tmp/half/metrics.csv"
 fit half2 fsdp 2 4 --max-epochs 2 --ckpt-path last && got=$(follows ddp half2 22 42)
 ok $? "... and under fsdp at 2 ranks x 4 (the same global batch): $got" || diag "$tmp/half2.out" "$tmp/half2/metrics.csv"
+fit back ddp 4 2 --max-epochs 1 && fit back fsdp 4 2 --max-epochs 2 --ckpt-path last && got=$(follows ddp back 22 42)
+ok $? "and back: ddp's checkpoint after epoch 1 resumed under fsdp follows the unbroken run: $got" ||
+    diag "$tmp/back.out" "$tmp/back/metrics.csv"
 
-# 9-10: refused by the plan, nothing launched.
+# 10-11: refused by the plan, nothing launched.
 "$CTRAIN" fit $G --strategy fsdp:sharding_strategy=hybrid_shard --devices 4 --default-root-dir "$tmp/bad1" \
     >"$tmp/bad1.out" 2>&1
 rc=$?
