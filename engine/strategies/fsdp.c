@@ -354,6 +354,9 @@ static int gather_units(ct_strategy *s, struct fsdp *z, int first, int last, int
     if (ticket && (rc = wait_to(s, z, ticket, "the all-gather of a unit's parameters", err)))
         return rc;
     s->param_gathers_overlapped += overlapped;
+    /* What arrived made room: the next units start now, while these compute. */
+    if ((rc = prefetch(s, z, step > 0 ? last + 1 : first - 1, step, err)))
+        return rc;
     ct_strategy_memory_sample(s);
     return 0;
 }
