@@ -115,7 +115,8 @@ static int sr_forward(ct_model *m, const ct_batch *b, ct_param_need_fn need, voi
  * announced first, as backward finishes it, then the weight: DDP overlaps their allreduce. With
  * bias=0 the bias is an unused parameter: backward gives it no gradient and does not announce it,
  * which ddp refuses unless it runs as ddp_find_unused_parameters_true (Lightning's name). */
-static int sr_backward(ct_model *m, double grad_scale, ct_grad_ready_fn ready, void *ctx, ct_error *err)
+static int sr_backward(ct_model *m, double grad_scale, ct_param_need_fn need, ct_grad_ready_fn ready, void *ctx,
+                       ct_error *err)
 {
     struct softmax_regression *s = self(m);
     size_t wn = (size_t)s->classes * s->in;

@@ -180,6 +180,7 @@ static int save_checkpoint(ct_run *run, const char *path, int may_defer, ct_erro
         return ct_error_set(err, CT_ENOMEM, "", "out of memory saving %s", path);
     }
     if ((rc = ct_model_to_host(run->model, run->optim, err)) ||
+        (rc = ct_strategy_params_whole(run->strategy, 1, err)) ||
         (rc = ct_strategy_optimizer_state_get(run->strategy, run->optim, 1, &optim, err)))
         goto out;
     if ((rc = describe_tensors(run, c, &optim, err)))
@@ -187,6 +188,8 @@ static int save_checkpoint(ct_run *run, const char *path, int may_defer, ct_erro
     describe_run(run, r);
     ct_ckpt_record_write(r, c);
     rc = ct_strategy_save_checkpoint(run->strategy, path, c, may_defer, err);
+    if (!rc) /* the file (or the asynchronous writer's copy) has the parameters: fsdp frees them */
+        rc = ct_strategy_params_whole(run->strategy, 0, err);
 out_optim:
     ct_optim_state_list_free(&optim);
 out:
@@ -354,7 +357,9 @@ int ct_run_restore_checkpoint(ct_run *run, const char *path, const ct_ckpt_resto
         ct_strategy_optimizer_state_put(run->strategy, run->optim, &optim);
         restore_counters(run, theirs, mine);
     }
-    rc = ct_model_from_host(run->model, run->optim, err);
+    /* fsdp takes its shards of the parameters from the whole array just read */
+    if (!(rc = ct_strategy_params_written(run->strategy, err)))
+        rc = ct_model_from_host(run->model, run->optim, err);
 out:
     free(mine);
     free(theirs);

@@ -59,11 +59,14 @@ static void report(enum which w, const ct_trainer_result *r)
         else
             printf("ctrain: val_acc %.4f (best %.4f), test_acc %.4f, test_loss %.4f\n", r->val_acc, r->best_val_acc,
                    r->test_acc, r->test_loss);
+        if (r->n_mem > 0) {
+            printf("ctrain: memory peak (rank 0, resident):");
+            for (int i = 0; i < r->n_mem; i++)
+                printf("%s %s %.1f MiB", i ? "," : "", r->mem_names[i], r->mem_bytes[i] / 1048576.0);
+            printf("\n");
+        }
         printf("ctrain: checkpoints %s, %s; summary %s\n", r->last_checkpoint,
                r->best_checkpoint[0] ? r->best_checkpoint : "(no best)", r->summary_path);
-        if (r->activation_bytes_peak > 0)
-            printf("ctrain: peak activation memory %.1f MiB per rank (rank 0's, measured)\n",
-                   r->activation_bytes_peak / (1024.0 * 1024.0));
     } else if (w == VALIDATE) {
         printf("ctrain: %sval_loss %.4f%s (%ld samples, %s)\n", acc_text("val", r->val_acc, a0, sizeof(a0)), r->val_loss,
                metrics("val", r->metric_names, r->val_metrics, r->n_metrics, a, sizeof(a)), r->eval_samples,

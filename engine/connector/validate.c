@@ -178,6 +178,9 @@ static int check_option(const ct_registry_entry *st, const char *input, const ch
     if (ct_config_set(out, input, st->name, key, eq + 1, &ignored)) {
         ct_error_set(err, CT_EINVAL, "strategy-option-value", "%s: option %s=%s is out of range", input, key,
                      eq + 1);
+        if (spec->choices)
+            return ct_error_hint(err, "%s takes one of %s (default %s)", key, spec->choices,
+                                 spec->dflt ? spec->dflt : "none");
         return ct_error_hint(err, "%s takes %s from %g to %g", key,
                              spec->type == CT_CONFIG_DOUBLE ? "a number" : "an integer", spec->min, spec->max);
     }

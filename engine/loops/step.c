@@ -67,6 +67,14 @@ static int params_needed(void *ctx, size_t offset, size_t count)
     return ct_strategy_params_needed(run->strategy, offset, count, &run->step_err);
 }
 
+/* Backward's: fsdp gathers the unit again (released after its forward). */
+static int params_needed_backward(void *ctx, size_t offset, size_t count)
+{
+    ct_run *run = ctx;
+
+    return ct_strategy_params_needed_backward(run->strategy, offset, count, &run->step_err);
+}
+
 int ct_run_forward(ct_run *run, ct_model_sums *sums, ct_error *err)
 {
     int rc;
@@ -153,11 +161,14 @@ static int micro_step(ct_run *run, size_t batch, int k, double window_samples, c
      * (ct_strategy_grad_ranks). One batch: its own count, exactly as without accumulation. */
     terms = run->window == 1 ? sums->count : sums->count / count * window_samples;
     ct_callbacks_phase(run, CT_FIT_PHASE_BACKWARD);
-    if ((rc = ct_model_backward(run->model, terms * ct_strategy_grad_ranks(run->strategy), grad_ready, run, err))) {
-        if (run->step_err.code) /* the strategy refused a bucket, not the model */
+    ct_strategy_memory_sample(run->strategy); /* forward's peak of parameters (ddp: all of them) */
+    if ((rc = ct_model_backward(run->model, terms * ct_strategy_grad_ranks(run->strategy), params_needed_backward,
+                                grad_ready, run, err))) {
+        if (run->step_err.code) /* the strategy refused a bucket or a gather, not the model */
             *err = run->step_err;
         return rc;
     }
+    ct_strategy_memory_sample(run->strategy); /* backward's peak of gradients (ddp: all of them) */
     return 0;
 }
 
@@ -211,6 +222,7 @@ int ct_training_step(ct_run *run, size_t first, int n, double *loss, int64_t *lo
     if ((rc = clip_gradients(run, (run->st.global_step + 1) % run->opt.log_every_n_steps == 0, err)) ||
         (rc = ct_strategy_optimizer_step(run->strategy, run->model, run->optim, &skipped, err)))
         return rc;
+    ct_strategy_memory_sample(run->strategy); /* the optimizer's state exists after its first step */
     *loss = loss_deferred(run) ? run->deferred_loss : loss_sum / terms;
     *loss_of = run->loss_of;
     *samples = window_samples;

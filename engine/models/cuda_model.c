@@ -40,8 +40,11 @@ static int cuda_loss_read(ct_model *m, int back, double *loss_sum, ct_error *err
     return cm_of(m)->dev_ops->loss_read(cm_of(m)->dev, back, loss_sum, err);
 }
 
-static int cuda_backward(ct_model *m, double grad_scale, ct_grad_ready_fn ready, void *ctx, ct_error *err)
+/* The device model's parameters are whole device arrays: need has nothing to wait for. */
+static int cuda_backward(ct_model *m, double grad_scale, ct_param_need_fn need, ct_grad_ready_fn ready, void *ctx,
+                         ct_error *err)
 {
+    (void)need;
     return cm_of(m)->dev_ops->backward(cm_of(m)->dev, grad_scale, ready, ctx, err);
 }
 

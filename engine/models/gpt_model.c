@@ -54,9 +54,10 @@ static int gpt_forward(ct_model *m, const ct_batch *b, ct_param_need_fn need, vo
     return 0;
 }
 
-static int gpt_backward(ct_model *m, double grad_scale, ct_grad_ready_fn ready, void *ctx, ct_error *err)
+static int gpt_backward(ct_model *m, double grad_scale, ct_param_need_fn need, ct_grad_ready_fn ready, void *ctx,
+                        ct_error *err)
 {
-    return ct_gpt_backward(gpt_of(m), grad_scale, ready, ctx);
+    return ct_gpt_backward(gpt_of(m), grad_scale, need, ready, ctx);
 }
 
 static int gpt_next_token_logits(ct_model *m, const int32_t *tokens, int len, float *logits, ct_error *err)

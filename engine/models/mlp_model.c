@@ -46,9 +46,10 @@ static int mlp_forward(ct_model *m, const ct_batch *b, ct_param_need_fn need, vo
 }
 
 /* ct_mlp_backward returns the callback's status; its message is in the callback's own error. */
-static int mlp_backward(ct_model *m, double grad_scale, ct_grad_ready_fn ready, void *ctx, ct_error *err)
+static int mlp_backward(ct_model *m, double grad_scale, ct_param_need_fn need, ct_grad_ready_fn ready, void *ctx,
+                        ct_error *err)
 {
-    return ct_mlp_backward(mlp_of(m), (int)grad_scale, ready, ctx);
+    return ct_mlp_backward(mlp_of(m), (int)grad_scale, need, ready, ctx);
 }
 
 static const struct ct_model_ops mlp_ops = {

@@ -216,9 +216,18 @@ int ct_model_forward(ct_model *m, const ct_batch *b, ct_param_need_fn need, void
     return 0;
 }
 
-int ct_model_backward(ct_model *m, double grad_scale, ct_grad_ready_fn ready, void *ctx, ct_error *err)
+int ct_model_backward(ct_model *m, double grad_scale, ct_param_need_fn need, ct_grad_ready_fn ready, void *ctx,
+                      ct_error *err)
 {
-    return m->ops->backward(m, grad_scale, ready, ctx, err);
+    int rc;
+
+    if (need && !m->info.announces_params) {
+        /* A model that does not announce reads any parameter at any time: all of them first. */
+        if ((rc = need(ctx, 0, m->num_params)))
+            return rc;
+        need = NULL;
+    }
+    return m->ops->backward(m, grad_scale, need, ready, ctx, err);
 }
 
 int ct_model_optim_step(ct_model *m, ct_optim *o, int *skipped, ct_error *err)

@@ -224,6 +224,31 @@ int ct_optim_shard(ct_optim *o, size_t lo, size_t count, ct_error *err)
     return 0;
 }
 
+int ct_optim_shard_ranges(ct_optim *o, const size_t *lo, const size_t *count, int n, ct_error *err)
+{
+    size_t es = ct_dtype_size(o->cfg.dtype), total = 0;
+
+    for (int r = 0; r < n; r++) {
+        if (lo[r] > o->n || count[r] > o->n - lo[r])
+            return ct_error_set(err, CT_EINVAL, "", "optimizer shard range [%zu, %zu) outside its %zu elements",
+                                lo[r], lo[r] + count[r], o->n);
+        total += count[r];
+    }
+    for (int i = 0; i < o->n_states; i++) {
+        char *part = malloc((total ? total : 1) * es), *at = part;
+
+        if (!part)
+            return ct_error_set(err, CT_ENOMEM, "", "out of memory for the optimizer state shard");
+        for (int r = 0; r < n; r++, at += count[r - 1] * es)
+            memcpy(at, (char *)o->state[i] + lo[r] * es, count[r] * es);
+        free(o->state[i]);
+        o->state[i] = part;
+    }
+    o->shard_lo += n ? lo[0] : 0;
+    o->n = total;
+    return 0;
+}
+
 void ct_optim_shard_range(const ct_optim *o, size_t *lo, size_t *count, size_t *total)
 {
     *lo = o->shard_lo;

@@ -61,6 +61,17 @@ static int parse_list(const ct_config_key *k, const char *value, int *out, int m
     return n > 0 ? n : -1;
 }
 
+/* 1 when value is one of choices ("a|b|c"). */
+static int choice_of(const char *choices, const char *value)
+{
+    size_t len = strlen(value);
+
+    for (const char *c = choices; *c; c += strcspn(c, "|") + (c[strcspn(c, "|")] == '|'))
+        if (strcspn(c, "|") == len && !strncmp(c, value, len))
+            return 1;
+    return 0;
+}
+
 static int check_value(const ct_config_key *k, const char *what, const char *owner, const char *value,
                        ct_error *err)
 {
@@ -88,8 +99,13 @@ static int check_value(const ct_config_key *k, const char *what, const char *own
                      k->key, value, owner, k->max_len, k->min, k->max);
         return ct_error_hint(err, "e.g. %s=%s", k->key, k->dflt ? k->dflt : "none");
     case CT_CONFIG_STRING:
-        if (value[0])
+        if (value[0] && (!k->choices || choice_of(k->choices, value)))
             return 0;
+        if (value[0]) {
+            ct_error_set(err, CT_EINVAL, "model-config-value", "%s %s=%s: %s takes one of %s", what, k->key, value,
+                         owner, k->choices);
+            return ct_error_hint(err, "%s: %s (default %s)", k->key, k->help, k->dflt ? k->dflt : "none");
+        }
         ct_error_set(err, CT_EINVAL, "model-config-value", "%s %s=: %s needs a value", what, k->key, owner);
         return ct_error_hint(err, "%s: %s", k->key, k->help);
     }

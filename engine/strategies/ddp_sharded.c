@@ -38,6 +38,7 @@
 
 #include "ctrain/util.h"
 #include "engine/strategies/ddp_internal.h"
+#include "engine/util/pages.h"
 
 struct sharded {
     int stage;       /* 1: optimizer state partitioned; 2: reduced gradients too */
@@ -309,6 +310,18 @@ static int sharded_optimizer_step(ct_strategy *s, ct_model *model, ct_optim *opt
     return start_pieces(s, z, err);
 }
 
+/* Its own arrays of reduced gradients (stage 2), for the measured memory. */
+static int sharded_resident(ct_strategy *s, size_t bytes[3])
+{
+    struct ddp *d = s->impl;
+    struct sharded *z = d->sharded;
+    size_t mine = z->counts ? my_count(s, z) : 0;
+
+    bytes[1] += ct_pages_resident(z->grad_shard, mine * sizeof(float)) +
+                ct_pages_resident(z->received, (size_t)(s->world_size - 1) * mine * sizeof(float));
+    return 0;
+}
+
 /* One state array's shards to rank 0 (a checkpoint). */
 static int sharded_gather_shards(ct_strategy *s, const void *mine, void *whole, ct_error *err)
 {
@@ -363,6 +376,7 @@ const struct ct_strategy_ops *ct_strategy_ddp_sharded_ops(void)
         ops.params_sync = sharded_params_sync;
         ops.optimizer_step = sharded_optimizer_step;
         ops.gather_shards = sharded_gather_shards;
+        ops.resident = sharded_resident;
         ops.destroy = sharded_destroy;
     }
     return &ops;

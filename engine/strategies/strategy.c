@@ -11,6 +11,7 @@
 #include "ctrain/util.h"
 
 #include "engine/checkpoint_io/async.h"
+#include "engine/util/pages.h"
 #include "engine/strategies/strategy_impl.h"
 
 const char *ct_strategy_name(const ct_strategy *s) { return s->name; }
@@ -136,10 +137,55 @@ int ct_strategy_setup_environment(ct_strategy *s, ct_error *err)
 
 int ct_strategy_setup_model(ct_strategy *s, void *params, void *grads, size_t n, enum ct_dtype dtype, ct_error *err)
 {
+    s->params = params;
     s->grads = grads;
     s->n_grads = n;
     s->param_dtype = dtype;
     return s->ops->setup_model(s, params, grads, n, err);
+}
+
+int ct_strategy_params_needed_backward(ct_strategy *s, size_t offset, size_t count, ct_error *err)
+{
+    return s->ops->params_needed_backward ? s->ops->params_needed_backward(s, offset, count, err) : 0;
+}
+
+int ct_strategy_params_whole(ct_strategy *s, int whole, ct_error *err)
+{
+    return s->ops->params_whole ? s->ops->params_whole(s, whole, err) : 0;
+}
+
+int ct_strategy_params_written(ct_strategy *s, ct_error *err)
+{
+    return s->ops->params_written ? s->ops->params_written(s, err) : 0;
+}
+
+/* The model's arrays and the optimizer's state on host memory, and the strategy's own; device
+ * memory (cuda) is not measured this way (mincore sees host pages only). */
+void ct_strategy_memory_sample(ct_strategy *s)
+{
+    size_t now[CT_MEM_KINDS] = { 0 }, es = ct_dtype_size(s->param_dtype), lo, count, total;
+
+    if (s->accelerator->device_memory || !s->params)
+        return;
+    now[CT_MEM_PARAM] = ct_pages_resident(s->params, s->n_grads * es);
+    now[CT_MEM_GRAD] = ct_pages_resident(s->grads, s->n_grads * es);
+    if (s->optim) {
+        ct_optim_shard_range(s->optim, &lo, &count, &total);
+        for (int i = 0; i < ct_optim_num_states(s->optim); i++)
+            now[CT_MEM_OPTIM] += ct_pages_resident(ct_optim_state(s->optim, i),
+                                                 count * ct_dtype_size(ct_optim_dtype(s->optim)));
+    }
+    if (s->ops->resident && s->ops->resident(s, now))
+        return;
+    for (int k = 0; k < CT_MEM_KINDS; k++)
+        if (now[k] > s->mem_peak[k])
+            s->mem_peak[k] = now[k];
+}
+
+void ct_strategy_memory_peaks(const ct_strategy *s, size_t peaks[CT_MEM_KINDS])
+{
+    for (int k = 0; k < CT_MEM_KINDS; k++)
+        peaks[k] = s->mem_peak[k];
 }
 
 int ct_strategy_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_error *err)
@@ -225,7 +271,9 @@ void ct_strategy_optimizer_state_put(ct_strategy *s, ct_optim *optim, ct_optim_s
 
     ct_optim_shard_range(optim, &lo, &count, &total);
     for (int i = 0; i < in->n && i < ct_optim_num_states(optim); i++)
-        if (in->owned[i])
+        if (in->owned[i] && s->ops->shard_of && count != total)
+            s->ops->shard_of(s, in->owned[i], ct_optim_state(optim, i));
+        else if (in->owned[i])
             memcpy(ct_optim_state(optim, i), (char *)in->owned[i] + lo * esize, count * esize);
     ct_optim_state_list_free(in);
 }

@@ -33,6 +33,23 @@ struct ct_strategy_ops {
      * writes the parameters, so only forward ever overlaps the update. */
     int (*params_needed)(ct_strategy *s, size_t offset, size_t count, ct_error *err);
     int (*params_sync)(ct_strategy *s, ct_error *err);
+    /* Optional (fsdp): backward is about to read parameters [offset, offset + count). */
+    int (*params_needed_backward)(ct_strategy *s, size_t offset, size_t count, ct_error *err);
+    /* Optional (fsdp, whose parameter array holds only the units it gathered): every parameter into
+     * the model's array, whole (whole 1: before a checkpoint reads it; 0: after, released again);
+     * params_written: the model's array
+     * was written whole (a checkpoint loaded into it): the strategy takes its shards from it. Both
+     * collectives-free for params_written, a collective for params_whole. */
+    int (*params_whole)(ct_strategy *s, int whole, ct_error *err);
+    int (*params_written)(ct_strategy *s, ct_error *err);
+    /* Optional (with gather_shards, where this rank's part of a state array is not one range of
+     * it): this rank's part of whole into mine. NULL: mine is [lo, lo + count) of whole. */
+    void (*shard_of)(ct_strategy *s, const void *whole, void *mine);
+    /* Optional: resident bytes of the strategy's own arrays of parameters, gradients and optimizer
+     * state ([0], [1], [2]: fsdp's shards), added to the model's arrays' and the optimizer's when
+     * memory is sampled; non-zero: no sample now (fsdp's set-up, while the first forward reads the
+     * units off the model over the whole array rank 0 broadcast). */
+    int (*resident)(ct_strategy *s, size_t bytes[3]);
     /* Optional: values to sum beside the next gradient exchange (NULL: they stay as they are). */
     int (*post_with_grads)(ct_strategy *s, double *values, int n);
     int (*broadcast)(ct_strategy *s, void *buf, size_t bytes, int root, ct_error *err);
@@ -88,7 +105,11 @@ struct ct_strategy {
     char store_bind[256];   /* --store-bind: "" MASTER_ADDR's addresses, "all", ADDR[,ADDR] */
     char store_secret_file[1024]; /* --store-secret-file, "" none */
     ct_optim *optim;       /* the engine's optimizer, as model_to_device received it */
+    void *params;          /* the parameter array setup_model received, n_grads elements */
     void *grads;           /* the gradient array setup_model received, n_grads elements */
+    /* The peaks of resident bytes ct_strategy_memory_sample measured: parameters, gradients and
+     * optimizer state (CT_MEM_PARAM, CT_MEM_GRAD, CT_MEM_OPTIM). */
+    size_t mem_peak[CT_MEM_KINDS];
     size_t n_grads;
     enum ct_dtype param_dtype; /* their element type (the precision's storage type) */
     void *impl;            /* the implementation's state */

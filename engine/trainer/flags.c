@@ -24,10 +24,10 @@ static const char *const optimizer_names[] = { "adamw", "sgd", NULL };
 const char *const ct_trainer_mode_names[] = { "min", "max", NULL };
 
 #define AT(f) offsetof(ct_trainer_config, f), sizeof(((ct_trainer_config *)0)->f)
-#define NUM(name, type, lo, hi, help) { name, type, lo, hi, 0, NULL, help }
+#define NUM(name, type, lo, hi, help) { name, type, lo, hi, 0, NULL, help, NULL }
 /* Text: .min is the fewest characters (1: never empty); the field's size bounds the most. */
-#define TXT(name, dflt, help) { name, CT_CONFIG_STRING, 0, 0, 0, dflt, help }
-#define TXT1(name, dflt, help) { name, CT_CONFIG_STRING, 1, 0, 0, dflt, help }
+#define TXT(name, dflt, help) { name, CT_CONFIG_STRING, 0, 0, 0, dflt, help, NULL }
+#define TXT1(name, dflt, help) { name, CT_CONFIG_STRING, 1, 0, 0, dflt, help, NULL }
 /* The largest double below 1: --val-fraction's range is [0, 1). */
 #define BELOW_1 0.99999999999999989
 
@@ -166,7 +166,7 @@ const ct_trainer_flag ct_trainer_flags[] = {
     { NUM("--preflight-bandwidth-factor", CT_CONFIG_DOUBLE, 0, HUGE_VAL, "preflight: name a node whose bandwidth is "
           "below the median node's / X (default 4)"), "X", CT_TF_DOUBLE, AT(preflight_bandwidth_factor), NULL, NULL,
       NULL, NULL },
-    { { NULL, 0, 0, 0, 0, NULL, NULL }, NULL, 0, 0, 0, NULL, NULL, NULL, NULL }
+    { { NULL, 0, 0, 0, 0, NULL, NULL, NULL }, NULL, 0, 0, 0, NULL, NULL, NULL, NULL }
 };
 
 int ct_trainer_choice(const char *const *names, const char *value)

@@ -105,15 +105,18 @@ static void add_device_summary(cJSON *o, ct_strategy *s, const ct_run *run)
     }
 }
 
-/* The memory rank 0 measured: its peak activation bytes (null when the model measures none). One
- * object, for every per-rank memory figure. */
+/* The memory rank 0 measured (memory_fill's rows), one object for every per-rank memory figure;
+ * activation_bytes_peak is null when the model measures none. */
 static void add_memory_summary(cJSON *o, const ct_trainer_result *res)
 {
     cJSON *mem = cJSON_AddObjectToObject(o, "memory");
+    int activations = 0;
 
-    if (res->activation_bytes_peak > 0)
-        cJSON_AddNumberToObject(mem, "activation_bytes_peak", res->activation_bytes_peak);
-    else
+    for (int i = 0; i < res->n_mem; i++) {
+        cJSON_AddNumberToObject(mem, res->mem_names[i], res->mem_bytes[i]);
+        activations |= !strcmp(res->mem_names[i], "activation_bytes_peak");
+    }
+    if (!activations)
         cJSON_AddNullToObject(mem, "activation_bytes_peak");
 }
 
@@ -240,6 +243,36 @@ void ct_result_init(ct_trainer_result *res)
         res->val_metrics[i] = res->test_metrics[i] = NAN;
 }
 
+/* The measured memory peaks of this rank, one row each: summary.json's "memory" object and fit's
+ * memory line (the strategy samples parameters, gradients and optimizer state:
+ * ct_strategy_memory_sample; the model its activations: ct_model_activation_bytes). */
+static const struct memory_row {
+    const char *key;
+    int kind;
+} memory_rows[] = {
+    { "param_bytes_peak", CT_MEM_PARAM },
+    { "grad_bytes_peak", CT_MEM_GRAD },
+    { "optim_bytes_peak", CT_MEM_OPTIM },
+};
+
+static void memory_fill(ct_trainer_result *res, const ct_run *run)
+{
+    size_t peaks[CT_MEM_KINDS], activations;
+    int n = (int)(sizeof(memory_rows) / sizeof(memory_rows[0]));
+
+    ct_strategy_memory_peaks(run->strategy, peaks);
+    res->n_mem = 0;
+    for (int i = 0; i < n && i < (int)(sizeof(res->mem_bytes) / sizeof(res->mem_bytes[0])); i++, res->n_mem++) {
+        snprintf(res->mem_names[i], sizeof(res->mem_names[i]), "%s", memory_rows[i].key);
+        res->mem_bytes[i] = (double)peaks[memory_rows[i].kind];
+    }
+    activations = ct_model_activation_bytes(run->model);
+    if (activations > 0 && res->n_mem < (int)(sizeof(res->mem_bytes) / sizeof(res->mem_bytes[0]))) {
+        snprintf(res->mem_names[res->n_mem], sizeof(res->mem_names[0]), "activation_bytes_peak");
+        res->mem_bytes[res->n_mem++] = (double)activations;
+    }
+}
+
 /* What fit measured, then tested on best (the evaluated file; "" when none was kept). */
 void ct_result_fit(ct_trainer_result *res, const ct_run *run, const ct_eval_result *test, const char *best)
 {
@@ -255,13 +288,13 @@ void ct_result_fit(ct_trainer_result *res, const ct_run *run, const ct_eval_resu
     res->steps = (long)run->st.global_step;
     res->train_samples_per_sec = run->train_seconds > 0 ? run->train_samples / run->train_seconds : NAN;
     res->train_loss = run->st.last_train_loss;
-    res->activation_bytes_peak = (double)ct_model_activation_bytes(run->model);
     res->val_loss = run->st.last_val_loss;
     res->val_acc = run->st.last_val_acc;
     res->best_val_acc = run->st.best_val_acc >= 0 ? run->st.best_val_acc : NAN;
     snprintf(res->best_checkpoint, sizeof(res->best_checkpoint), "%s", best);
     snprintf(res->last_checkpoint, sizeof(res->last_checkpoint), "%s/last.safetensors", root);
     snprintf(res->summary_path, sizeof(res->summary_path), "%s/summary.json", root);
+    memory_fill(res, run);
 }
 
 /* What validate/test measured on the checkpoint at path over split's samples. */

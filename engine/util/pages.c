@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Mappings whose resident bytes are measured (pages.h). */
+/* Memory pages: mappings of their own, resident bytes measured (mincore), pages given back
+ * (madvise); pages.h. */
 #include <stdint.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -31,21 +33,50 @@ void ct_pages_free(void *p, size_t bytes)
         munmap(p, round_up(bytes ? bytes : 1));
 }
 
+/* In chunks of 4096 pages, so the vector stays on the stack. */
 size_t ct_pages_resident(const void *p, size_t bytes)
 {
-    /* the kernel's answer a chunk of pages at a time, on the stack: called inside a training step */
-    unsigned char vec[1024];
-    size_t ps = page_size(), pages = round_up(bytes) / ps, resident = 0;
+    size_t ps = page_size(), total = 0;
+    uintptr_t lo = (uintptr_t)p, hi = lo + bytes, page = lo & ~(uintptr_t)(ps - 1);
+    unsigned char vec[4096];
 
-    if (!p)
+    if (!p || !bytes)
         return 0;
-    for (size_t i = 0; i < pages; i += sizeof(vec)) {
-        size_t n = pages - i < sizeof(vec) ? pages - i : sizeof(vec);
+    while (page < hi) {
+        size_t pages = (size_t)((hi - page + ps - 1) / ps);
 
-        if (mincore((char *)p + i * ps, n * ps, vec) != 0)
+        if (pages > sizeof(vec))
+            pages = sizeof(vec);
+        if (mincore((void *)page, pages * ps, vec))
             return 0;
-        for (size_t j = 0; j < n; j++)
-            resident += vec[j] & 1;
+        for (size_t i = 0; i < pages; i++, page += ps) {
+            uintptr_t a = page > lo ? page : lo, b = page + ps < hi ? page + ps : hi;
+
+            if (vec[i] & 1)
+                total += (size_t)(b - a);
+        }
     }
-    return resident * ps;
+    return total;
+}
+
+/* madvise advice on the pages wholly inside [p, p + bytes). */
+static void advise_inside(void *p, size_t bytes, int advice)
+{
+    size_t ps = page_size();
+    uintptr_t lo = ((uintptr_t)p + ps - 1) & ~(uintptr_t)(ps - 1), hi = ((uintptr_t)p + bytes) & ~(uintptr_t)(ps - 1);
+
+    if (p && hi > lo)
+        (void)madvise((void *)lo, (size_t)(hi - lo), advice);
+}
+
+void ct_pages_release(void *p, size_t bytes) { advise_inside(p, bytes, MADV_DONTNEED); }
+
+void ct_pages_small_pages(void *p, size_t bytes)
+{
+#ifdef MADV_NOHUGEPAGE
+    advise_inside(p, bytes, MADV_NOHUGEPAGE);
+#else
+    (void)p;
+    (void)bytes;
+#endif
 }

@@ -29,6 +29,7 @@ typedef struct ct_config_key {
     int max_len;            /* CT_CONFIG_INT_LIST: most elements */
     const char *dflt;       /* the default as text, e.g. "512-256"; used when the key is not given */
     const char *help;       /* one line for `ctrain plan --list` */
+    const char *choices;    /* CT_CONFIG_STRING: the values it takes, "a|b|c" (NULL: any text) */
 } ct_config_key;
 
 #define CT_CONFIG_MAX_KEYS 16

@@ -24,7 +24,15 @@
  *    announces the whole array before forward;
  *  - backward() computes the gradient of the MEAN loss over grad_scale terms, overwriting the
  *    gradient array (no zeroing needed), and calls ready(ctx, offset, count) as each range of the
- *    gradient array is final, last tensor first, so DDP's bucketed allreduce overlaps backward;
+ *    gradient array is final, last tensor first, so DDP's bucketed allreduce overlaps backward.
+ *    A model with info.announces_params calls need(ctx, offset, count) in backward too, before it
+ *    reads a range of the parameters again, with the ranges forward announced (each range once per
+ *    pass), the last one first — except the first range, which it may announce before the others
+ *    when a later layer reads it (a tied weight: GPT's LM head is its token embedding). fsdp
+ *    gathers each forward range (its unit) before its forward and its backward and frees it
+ *    after; the first range stays gathered from forward's start to backward's end, so parameters
+ *    read by two layers (tied) belong in it. Without the flag the engine announces the whole array
+ *    before backward (fsdp then gathers everything and frees nothing);
  *  - nothing allocates inside a training step: buffers for the largest batch are made by create.
  *
  * Device implementations (ct_model_register_impl): a model on an accelerator other than the host
@@ -69,7 +77,7 @@ typedef struct ct_model_info {
     int n_metrics;
     const char *metric_names[CT_MODEL_MAX_METRICS];
     void (*metrics)(const ct_model *m, const ct_model_sums *sums, double *values);
-    /* 1: forward calls need() before reading each range of the parameters (see the contract). */
+    /* 1: forward and backward call need() before reading each range of the parameters (see the contract). */
     int announces_params;
     /* A language model offering next_token_logits: its vocabulary (tokens 0..vocab-1) and the
      * longest prompt it reads (its context); 0 otherwise. */
@@ -122,7 +130,9 @@ struct ct_model_ops {
     /* need may be NULL; a non-zero return from it is returned at once (its error is the caller's). */
     int (*forward)(ct_model *m, const ct_batch *b, ct_param_need_fn need, void *ctx, ct_model_sums *out,
                    ct_error *err);
-    int (*backward)(ct_model *m, double grad_scale, ct_grad_ready_fn ready, void *ctx, ct_error *err);
+    /* need as forward's (may be NULL; the same ctx as ready): see the contract. */
+    int (*backward)(ct_model *m, double grad_scale, ct_param_need_fn need, ct_grad_ready_fn ready, void *ctx,
+                    ct_error *err);
     /* Optional (device implementations): apply the update of o to the model's own arrays; *skipped
      * = 1 when a loss-scaled step overflowed and nothing changed. NULL: the engine runs
      * ct_optim_step(o, params, grads) on the host arrays. */
@@ -252,7 +262,10 @@ int ct_model_set_param_dtype(ct_model *m, enum ct_dtype dtype, ct_error *err);
  * parameters is CT_EINTERNAL. */
 int ct_model_forward(ct_model *m, const ct_batch *b, ct_param_need_fn need, void *ctx, ct_model_sums *out,
                      ct_error *err);
-int ct_model_backward(ct_model *m, double grad_scale, ct_grad_ready_fn ready, void *ctx, ct_error *err);
+/* Backward; need (may be NULL, the same ctx as ready) as forward's: the whole array first when the
+ * model does not announce; ready hears of each finished gradient range. */
+int ct_model_backward(ct_model *m, double grad_scale, ct_param_need_fn need, ct_grad_ready_fn ready, void *ctx,
+                      ct_error *err);
 /* The update: the model's optim_step, else ct_optim_step on params/grads. */
 int ct_model_optim_step(ct_model *m, ct_optim *o, int *skipped, ct_error *err);
 /* Batch buffers for max_batch samples of the model's x and y specs (the model's, or malloc'd:

@@ -120,6 +120,10 @@ enum ct_dtype ct_optim_dtype(const ct_optim *o);
 /* Keep the state of elements [lo, lo+count) only (a sharded strategy's partition, ZeRO stage 1):
  * the rest is freed and later steps update count elements. */
 int ct_optim_shard(ct_optim *o, size_t lo, size_t count, ct_error *err);
+/* Keep the state of the ranges [lo[i], lo[i]+count[i]), i < n, only, concatenated in that order
+ * (fsdp's part of each unit): later steps update the sum of the counts, passed as arrays laid out
+ * the same way. ct_optim_shard_range then gives lo[0] and that sum. */
+int ct_optim_shard_ranges(ct_optim *o, const size_t *lo, const size_t *count, int n, ct_error *err);
 /* The elements the state covers: [lo, lo+count) of total (0, total, total when not sharded). */
 void ct_optim_shard_range(const ct_optim *o, size_t *lo, size_t *count, size_t *total);
 /* Bytes of state this optimizer holds (every state array, its shard only when sharded). */

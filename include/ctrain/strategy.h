@@ -126,6 +126,26 @@ void ct_strategy_grad_allreduces(const ct_strategy *s, long *total, long *during
  * waited for after it had begun computing (the overlap; 0 for strategies that gather nothing). */
 void ct_strategy_param_gathers(const ct_strategy *s, long *total, long *overlapped);
 
+/* Backward is about to read parameters [offset, offset + count) (the model's need in backward):
+ * fsdp gathers that unit again. Other strategies: nothing to do. */
+int ct_strategy_params_needed_backward(ct_strategy *s, size_t offset, size_t count, ct_error *err);
+/* whole 1: every parameter whole in the model's array (a collective: fsdp gathers its released
+ * units), before something reads the array whole (a checkpoint's save); whole 0: that reader is
+ * done (fsdp releases them again). params_written: after something wrote the array whole (a
+ * checkpoint's load), the strategy takes its shards from it. Identities for other strategies. */
+int ct_strategy_params_whole(ct_strategy *s, int whole, ct_error *err);
+int ct_strategy_params_written(ct_strategy *s, ct_error *err);
+
+/* --- memory: measured, not computed ---------------------------------------------------------- */
+enum { CT_MEM_PARAM = 0, CT_MEM_GRAD, CT_MEM_OPTIM, CT_MEM_KINDS };
+/* Measure now (mincore) the resident bytes of this rank's parameters, gradients and optimizer state
+ * (the model's arrays, the optimizer's state arrays and the strategy's own shards) and keep each
+ * one's peak. The training step samples after forward, after backward and after the update; fsdp
+ * also as each unit is gathered. No collective. */
+void ct_strategy_memory_sample(ct_strategy *s);
+/* The peaks sampled so far, in bytes, indexed by CT_MEM_*: this rank's. */
+void ct_strategy_memory_peaks(const ct_strategy *s, size_t peaks[CT_MEM_KINDS]);
+
 /* --- the optimizer step and its state -------------------------------------------------------- */
 /* The update after grad_sync, owned by the strategy: ddp and single_device run the model's whole
  * step (ct_model_optim_step); ddp_sharded updates this rank's shard of the parameters with its

@@ -152,9 +152,12 @@ typedef struct ct_trainer_result {
     char evaluated_checkpoint[CT_TRAINER_PATH_MAX]; /* validate/test: the checkpoint evaluated */
     char last_checkpoint[CT_TRAINER_PATH_MAX];
     char summary_path[CT_TRAINER_PATH_MAX];
-    /* fit: rank 0's peak activation bytes, measured (the resident pages of the model's activation
-     * buffers: ct_model_activation_bytes); 0 when the model measures none. */
-    double activation_bytes_peak;
+    /* fit: rank 0's measured peaks of resident memory (mincore, not computed), as summary.json's
+     * "memory" object: mem_names[i] ("param_bytes_peak", ..., "activation_bytes_peak" when the
+     * model measures its activation buffers) and its bytes. */
+    int n_mem;
+    char mem_names[6][32];
+    double mem_bytes[6];
 } ct_trainer_result;
 
 void ct_trainer_config_default(ct_trainer_config *cfg);

@@ -142,7 +142,7 @@ static void run_checks(void)
     gd = malloc(n * sizeof(float));
     p_cpu = malloc(n * sizeof(float));
     lc = ct_mlp_forward(m, x, y, B, NULL, NULL, NULL);
-    ct_mlp_backward(m, B, NULL, NULL);
+    ct_mlp_backward(m, B, NULL, NULL, NULL);
     memcpy(g32, ct_mlp_grads(m), n * sizeof(float));
 
     /* 32-true: the same numbers up to summation order. */
@@ -173,7 +173,7 @@ static void run_checks(void)
     /* bf16-mixed: the cpu emulation rounds the same inputs the same way (RNE). */
     ct_mlp_set_gemm_dtype(m, CT_DTYPE_BF16, &err);
     ct_mlp_forward(m, x, y, B, NULL, NULL, NULL);
-    ct_mlp_backward(m, B, NULL, NULL);
+    ct_mlp_backward(m, B, NULL, NULL, NULL);
     e = 1;
     if (device_grads(m, o, CT_DTYPE_BF16, x, y, gd, &ld, &d) == 0)
         e = rel_l2(gd, ct_mlp_grads(m), n, 1.0);
@@ -188,7 +188,7 @@ static void run_checks(void)
     make_model(dims_linear, 2, &m, &o, x, y);
     n = ct_mlp_num_params(m);
     ct_mlp_forward(m, x, y, B, NULL, NULL, NULL);
-    ct_mlp_backward(m, B, NULL, NULL);
+    ct_mlp_backward(m, B, NULL, NULL, NULL);
     memcpy(g32, ct_mlp_grads(m), n * sizeof(float));
     e = 1;
     if (device_grads(m, o, CT_DTYPE_F16, x, y, gd, &ld, &d) == 0)

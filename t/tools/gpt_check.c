@@ -155,7 +155,7 @@ int main(int argc, char **argv)
         double loss = ct_gpt_forward(m, in, tg, (int)batch, NULL, NULL) / tokens;
         struct announced a = { ct_gpt_num_params(m), 0, 0 };
 
-        if (ct_gpt_backward(m, tokens, on_ready, &a))
+        if (ct_gpt_backward(m, tokens, NULL, on_ready, &a))
             return fprintf(stderr, "gpt_check: backward failed\n"), 1;
         if (s == 0) {
             printf("loss %.17g\nannounced %d tensors%s\n", loss, a.count,

@@ -227,7 +227,7 @@ static void check_run(const struct run *rn)
     ok = ct_gpt_cuda_forward(dev, rn->batch, &loss_dev, &err) == 0;
     tap(ok && fabs(loss_dev - loss_cpu) <= tol * fabs(loss_cpu), "%s: loss %.6f against the cpu's %.6f%s%s", label,
         loss_dev / BT, loss_cpu / BT, ok ? "" : ": ", ok ? "" : err.msg);
-    ct_gpt_backward(cpu, (double)BT, record, &rc_cpu);
+    ct_gpt_backward(cpu, (double)BT, NULL, record, &rc_cpu);
     ok = ct_gpt_cuda_backward(dev, (double)BT, record, &rc_dev, &err) == 0 && dev_to_host(g, ct_gpt_cuda_grads(dev), n) == 0;
     tap(ok, "%s: backward%s%s", label, ok ? "" : ": ", ok ? "" : err.msg);
     for (int i = 0; ok && i < ct_gpt_num_tensors(cpu); i++) {

@@ -88,7 +88,7 @@ int main(int argc, char **argv)
             c0 = (double)clock() / CLOCKS_PER_SEC;
         }
         loss = ct_gpt_forward(m, x, x + 1, (int)batch, NULL, NULL) / ((double)batch * T);
-        ct_gpt_backward(m, (double)batch * T, NULL, NULL);
+        ct_gpt_backward(m, (double)batch * T, NULL, NULL, NULL);
         ct_optim_step(opt, ct_gpt_params(m), ct_gpt_grads(m));
     }
     printf("{\"tokens_per_sec\": %.1f, \"tokens_per_cpu_sec\": %.1f, \"steps\": %ld, \"precision\": \"%s\", "

@@ -135,7 +135,7 @@ int main(int argc, char **argv)
     for (long s = 0; s < steps; s++) {
         double loss = ct_mlp_forward(m, x, y, (int)batch, NULL, NULL, NULL) / (double)batch;
 
-        ct_mlp_backward(m, (int)batch, NULL, NULL);
+        ct_mlp_backward(m, (int)batch, NULL, NULL, NULL);
         if (s == 0) {
             printf("loss %.17g\n", loss);
             snprintf(path, sizeof(path), "%s/grads.safetensors", argv[1]);

@@ -54,7 +54,7 @@ static const struct error_case error_cases[] = {
     { "accelerator-not-available", { "--accelerator", "gpu" }, {0}, CT_CUDA_ASK, 0, "CUDA" },
     { "strategy-empty", { "--strategy", "" }, {0}, 0, 0, "--strategy" },
     { "strategy-unknown", { "--strategy", "dpp" }, {0}, 0, 0, "ddp" },
-    { "strategy-unknown", { 0 }, { "CTRAIN_STRATEGY=fsdp" }, 0, 0, "CTRAIN_STRATEGY" },
+    { "strategy-unknown", { 0 }, { "CTRAIN_STRATEGY=deepspeed" }, 0, 0, "CTRAIN_STRATEGY" },
     { "strategy-is-accelerator", { "--strategy", "cuda" }, {0}, 0, 0, "--accelerator cuda" },
     { "strategy-is-precision", { "--strategy", "16-mixed" }, {0}, 0, 0, "--precision" },
     { "strategy-option-malformed", { "--strategy", "ddp:bucket_mb" }, {0}, 0, 0, "key=value" },

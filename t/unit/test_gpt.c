@@ -65,7 +65,7 @@ static void test_gpt_gradcheck(void **state)
     float *ana = malloc(sizeof(float) * ct_gpt_num_params(m));
 
     mean_loss(m, in, tg);
-    assert_int_equal(ct_gpt_backward(m, 2.0 * tiny.seq_len, NULL, NULL), 0);
+    assert_int_equal(ct_gpt_backward(m, 2.0 * tiny.seq_len, NULL, NULL, NULL), 0);
     g = ct_gpt_grads(m);
     memcpy(ana, g, sizeof(float) * ct_gpt_num_params(m));
     /* every tensor, a spread of its elements: central differences, compared norm-wise per tensor */
@@ -107,11 +107,11 @@ static void test_gpt_bf16_mixed(void **state)
     ct_error err;
 
     l32 = mean_loss(m, in, tg);
-    ct_gpt_backward(m, 2.0 * tiny.seq_len, NULL, NULL);
+    ct_gpt_backward(m, 2.0 * tiny.seq_len, NULL, NULL, NULL);
     memcpy(g32, ct_gpt_grads(m), sizeof(float) * n);
     assert_int_equal(ct_gpt_set_gemm_dtype(m, CT_DTYPE_BF16, &err), 0);
     l16 = mean_loss(m, in, tg);
-    ct_gpt_backward(m, 2.0 * tiny.seq_len, NULL, NULL);
+    ct_gpt_backward(m, 2.0 * tiny.seq_len, NULL, NULL, NULL);
     for (size_t i = 0; i < n; i++) {
         const float *g16 = ct_gpt_grads(m);
 
@@ -150,16 +150,16 @@ static void test_gpt_announce(void **state)
     struct ready_log l = { ct_gpt_num_params(m), 0, 0 };
 
     mean_loss(m, in, tg);
-    assert_int_equal(ct_gpt_backward(m, 10, ready, &l), 0);
+    assert_int_equal(ct_gpt_backward(m, 10, NULL, ready, &l), 0);
     assert_int_equal(l.calls, ct_gpt_num_tensors(m));
     assert_int_equal(l.calls, 2 + 12 * tiny.n_layer + 2);
     assert_int_equal(l.next_end, 0);
     l = (struct ready_log){ ct_gpt_num_params(m), 0, 3 };
-    assert_int_equal(ct_gpt_backward(m, 10, ready, &l), 42);
+    assert_int_equal(ct_gpt_backward(m, 10, NULL, ready, &l), 42);
     assert_int_equal(l.calls, 3);
     /* a batch past max_batch (2) computes nothing, and there is then nothing to differentiate */
     assert_true(isnan(ct_gpt_forward(m, in, tg, 3, NULL, NULL)));
-    assert_int_equal(ct_gpt_backward(m, 10, NULL, NULL), CT_EINTERNAL);
+    assert_int_equal(ct_gpt_backward(m, 10, NULL, NULL, NULL), CT_EINTERNAL);
     ct_gpt_free(m);
 }
 

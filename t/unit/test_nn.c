@@ -103,7 +103,7 @@ static void test_mlp_gradients(void **state)
     n = ct_mlp_num_params(m);
     assert_int_equal(n, 6 * 8 + 8 + 8 * 5 + 5 + 5 * 4 + 4);
     ct_mlp_forward(m, x, y, B, NULL, NULL, NULL);
-    assert_int_equal(ct_mlp_backward(m, B, record_ready, &ord), 0);
+    assert_int_equal(ct_mlp_backward(m, B, NULL, record_ready, &ord), 0);
 
     /* Announced last tensor first, covering the array exactly; the first layer's weights (8 rows)
      * in 8 row blocks from the last row to the first, so their exchange can start row by row. */
@@ -370,13 +370,13 @@ static void test_mlp_bf16_mixed(void **state)
     n = ct_mlp_num_params(m);
     g32 = malloc(n * sizeof(float));
     l32 = ct_mlp_forward(m, x, y, B, NULL, NULL, NULL);
-    assert_int_equal(ct_mlp_backward(m, B, NULL, NULL), 0);
+    assert_int_equal(ct_mlp_backward(m, B, NULL, NULL, NULL), 0);
     memcpy(g32, ct_mlp_grads(m), n * sizeof(float));
 
     assert_int_equal(ct_mlp_set_gemm_dtype(m, CT_DTYPE_F16, &err), CT_ENOTAVAIL);
     assert_int_equal(ct_mlp_set_gemm_dtype(m, CT_DTYPE_BF16, &err), 0);
     l16 = ct_mlp_forward(m, x, y, B, NULL, NULL, NULL);
-    assert_int_equal(ct_mlp_backward(m, B, NULL, NULL), 0);
+    assert_int_equal(ct_mlp_backward(m, B, NULL, NULL, NULL), 0);
     for (size_t i = 0; i < n; i++) {
         double d = (double)((float *)ct_mlp_grads(m))[i] - g32[i];
 

@@ -534,16 +534,16 @@ double ct_gpt_forward(ct_gpt *m, const int32_t *inputs, const int32_t *targets, 
     return loss;
 }
 
-int ct_gpt_backward(ct_gpt *m, double scale_tokens, ct_grad_ready_fn ready, void *ctx)
+int ct_gpt_backward(ct_gpt *m, double scale_tokens, ct_param_need_fn need, ct_grad_ready_fn ready, void *ctx)
 {
     int rc;
 
     if (m->param_dtype == CT_DTYPE_F64)
-        rc = gpt_backward_f64(m, scale_tokens, ready, ctx);
+        rc = gpt_backward_f64(m, scale_tokens, need, ready, ctx);
     else if (m->param_dtype == CT_DTYPE_BF16)
-        rc = gpt_backward_bf16(m, scale_tokens, ready, ctx);
+        rc = gpt_backward_bf16(m, scale_tokens, need, ready, ctx);
     else
-        rc = gpt_backward_f32(m, scale_tokens, ready, ctx);
+        rc = gpt_backward_f32(m, scale_tokens, need, ready, ctx);
     measure_acts(m);
     return rc;
 }

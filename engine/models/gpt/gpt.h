@@ -107,8 +107,10 @@ double ct_gpt_forward(ct_gpt *m, const int32_t *inputs, const int32_t *targets, 
  * tokens the mean runs over (batch*seq_len on one rank; the global count under DDP when the
  * strategy sums). Gradients are overwritten, no zeroing needed. ready (may be NULL) is called as
  * each tensor's gradient is final, last tensor first; non-zero stops backward and is returned.
- * CT_EINTERNAL without a forward before it. */
-int ct_gpt_backward(ct_gpt *m, double scale_tokens, ct_grad_ready_fn ready, void *ctx);
+ * need (may be NULL) hears of the parameters before backward reads them: the embeddings (the LM
+ * head's tied weights) first, then the final layernorm and the blocks, last first (under bf16-mixed
+ * all of them at once); its failure is returned. CT_EINTERNAL without a forward before it. */
+int ct_gpt_backward(ct_gpt *m, double scale_tokens, ct_param_need_fn need, ct_grad_ready_fn ready, void *ctx);
 
 /* The logits[vocab] of the token after tokens[0..len), 1 <= len <= seq_len (every token < vocab):
  * a forward of one sequence of len tokens (a causal model's last position sees only those), then

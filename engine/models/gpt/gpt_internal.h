@@ -151,7 +151,8 @@ struct gpt_attention_path {
     void SFX(gpt_carve)(ct_gpt *m);                                                                                    \
     double SFX(gpt_forward)(ct_gpt *m, const int32_t *inputs, const int32_t *targets, int batch,                       \
                             ct_param_need_fn need, void *ctx);                                                         \
-    int SFX(gpt_backward)(ct_gpt *m, double scale_tokens, ct_grad_ready_fn ready, void *ctx);                          \
+    int SFX(gpt_backward)(ct_gpt *m, double scale_tokens, ct_param_need_fn need, ct_grad_ready_fn ready,             \
+                          void *ctx);                                                                                  \
     int SFX(gpt_next_token_logits)(ct_gpt *m, const int32_t *tokens, int len, float *logits);
 #define GPT_STEP_SFX_F32(name) name##_f32
 #define GPT_STEP_SFX_F64(name) name##_f64

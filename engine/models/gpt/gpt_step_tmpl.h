@@ -217,7 +217,7 @@ static int block_backward(ct_gpt *m, int l, const elem *x, ct_grad_ready_fn read
     return announce_run(m, t0 + BLK_LN1_B, t0 + BLK_LN1_W, ready, ctx);
 }
 
-int SFX(gpt_backward)(ct_gpt *m, double scale_tokens, ct_grad_ready_fn ready, void *ctx)
+int SFX(gpt_backward)(ct_gpt *m, double scale_tokens, ct_param_need_fn need, ct_grad_ready_fn ready, void *ctx)
 {
     const ct_gpt_config *c = &m->cfg;
     int B = m->batch, C = c->n_embd, BT = B * c->seq_len, L = c->n_layer, lf = 2 + L * BLK_TENSORS, rv;
@@ -225,6 +225,14 @@ int SFX(gpt_backward)(ct_gpt *m, double scale_tokens, ct_grad_ready_fn ready, vo
 
     if (B == 0)
         return CT_EINTERNAL; /* no forward (or a refused one) to take the gradient of */
+    /* The LM head reads the token embedding (tied): the embeddings' range first, as in forward;
+     * bf16-mixed's GEMMs read the packed copy of every parameter: all of them. */
+    if (m->gemm_dtype == CT_DTYPE_BF16)
+        rv = need_tensors(m, 0, m->n_tensors - 1, need, ctx);
+    else if (!(rv = need_tensors(m, 0, 1, need, ctx)))
+        rv = need_tensors(m, lf, lf + 1, need, ctx);
+    if (rv)
+        return rv;
     crossentropy_backward(m, scale_tokens, BT);
     /* the residual stream's gradient starts at the final LayerNorm's input */
     memset(VW(m)->dres, 0, sizeof(elem) * (size_t)BT * C);
@@ -235,10 +243,15 @@ int SFX(gpt_backward)(ct_gpt *m, double scale_tokens, ct_grad_ready_fn ready, vo
     for (int l = L - 1; l >= 0; l--) {
         const elem *in = l ? VW(m)->blocks[l - 1].res3 : VW(m)->encoded;
 
+        /* fsdp: the block's parameters gathered again before anything here reads them (the
+         * recompute below included). */
+        if (m->gemm_dtype != CT_DTYPE_BF16 &&
+            (rv = need_tensors(m, block_tensor(l, 0), block_tensor(l, BLK_TENSORS - 1), need, ctx)))
+            return rv;
         /* Activation checkpointing: block l's inner activations again, from its input, into the
          * buffers every block shares (the last block's are still there from forward). The same
          * computation on the same values: the same bits as forward's, res3 rewritten as it was.
-         * Its parameters are those this backward reads (need is forward's only). */
+         * It reads the parameters just announced; it announces nothing itself. */
         if (m->act_ckpt && l < L - 1)
             block_forward(m, l, in, B, NULL, NULL);
         if ((rv = block_backward(m, l, in, ready, ctx)))

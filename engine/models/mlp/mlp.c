@@ -359,8 +359,14 @@ double ct_mlp_forward(ct_mlp *m, const float *x, const uint8_t *labels, int batc
  * only the last block's bucket waits for its end. */
 #define FIRST_LAYER_BLOCKS 8
 
+/* Layer l's weights and bias (adjacent: one range) before backward reads them. */
+static int need_layer(const ct_mlp *m, int l, ct_param_need_fn need, void *ctx)
+{
+    return need ? need(ctx, m->tensors[2 * l].offset, m->tensors[2 * l].numel + m->tensors[2 * l + 1].numel) : 0;
+}
+
 /* 64-true's backward: each layer's gradients in fp64, then announced (bias first). */
-static int backward_f64(ct_mlp *m, int grad_scale_batch, ct_grad_ready_fn ready, void *ctx)
+static int backward_f64(ct_mlp *m, int grad_scale_batch, ct_param_need_fn need, ct_grad_ready_fn ready, void *ctx)
 {
     int last = m->n_layers - 1, rc;
     double *dy = m->acts[last];
@@ -371,6 +377,8 @@ static int backward_f64(ct_mlp *m, int grad_scale_batch, ct_grad_ready_fn ready,
         double *dx = l ? m->dacts[l - 1] : NULL;
         const ct_tensor *w = &m->tensors[2 * l], *b = &m->tensors[2 * l + 1];
 
+        if ((rc = need_layer(m, l, need, ctx)))
+            return rc;
         ct_linear_backward_f64(x, w->data, dy, grad_of(m, 2 * l), grad_of(m, 2 * l + 1), dx, m->batch, m->dims[l],
                                m->dims[l + 1]);
         if (ready && ((rc = ready(ctx, b->offset, b->numel)) || (rc = ready(ctx, w->offset, w->numel))))
@@ -385,7 +393,8 @@ static int backward_f64(ct_mlp *m, int grad_scale_batch, ct_grad_ready_fn ready,
 
 /* bf16-true's backward: dlogits, every layer's gradients and the ReLU's in bf16, each GEMM's fp32
  * sum rounded once, the bias gradient summed in fp32; then announced (bias first). */
-static int backward_bf16(ct_mlp *m, int grad_scale_batch, ct_grad_ready_fn ready, void *ctx)
+static int backward_bf16(ct_mlp *m, int grad_scale_batch, ct_param_need_fn need, ct_grad_ready_fn ready,
+                         void *ctx)
 {
     int last = m->n_layers - 1, classes = m->dims[m->n_layers], rc;
     uint16_t *dy = m->acts[last];
@@ -403,6 +412,8 @@ static int backward_bf16(ct_mlp *m, int grad_scale_batch, ct_grad_ready_fn ready
         const ct_tensor *w = &m->tensors[2 * l], *b = &m->tensors[2 * l + 1];
         int in = m->dims[l], out = m->dims[l + 1];
 
+        if ((rc = need_layer(m, l, need, ctx)))
+            return rc;
         for (int j = 0; j < out; j++) {
             float s = 0.0f;
 
@@ -426,15 +437,15 @@ static int backward_bf16(ct_mlp *m, int grad_scale_batch, ct_grad_ready_fn ready
     return 0;
 }
 
-int ct_mlp_backward(ct_mlp *m, int grad_scale_batch, ct_grad_ready_fn ready, void *ctx)
+int ct_mlp_backward(ct_mlp *m, int grad_scale_batch, ct_param_need_fn need, ct_grad_ready_fn ready, void *ctx)
 {
     int last = m->n_layers - 1;
     float *dy = m->acts[last]; /* softmax probabilities become dlogits in place */
 
     if (m->param_dtype == CT_DTYPE_F64)
-        return backward_f64(m, grad_scale_batch, ready, ctx);
+        return backward_f64(m, grad_scale_batch, need, ready, ctx);
     if (m->param_dtype == CT_DTYPE_BF16)
-        return backward_bf16(m, grad_scale_batch, ready, ctx);
+        return backward_bf16(m, grad_scale_batch, need, ready, ctx);
     ct_softmax_xent_backward(dy, m->labels, m->batch, m->dims[m->n_layers], grad_scale_batch);
     for (int l = last; l >= 0; l--) {
         const void *x = l ? m->acts[l - 1] : m->input;
@@ -443,6 +454,8 @@ int ct_mlp_backward(ct_mlp *m, int grad_scale_batch, ct_grad_ready_fn ready, voi
         const void *wd = w->data, *dyg = dy;
         int rc;
 
+        if ((rc = need_layer(m, l, need, ctx)))
+            return rc;
         if (m->gemm_dtype == CT_DTYPE_BF16) {
             /* The bf16 input and weight forward used; the output gradient packed like them (the
              * bias gradient sums the fp32 one). */

@@ -50,8 +50,10 @@ void ct_mlp_describe(const ct_mlp *m, char *buf, size_t size);
  * of each layer's weights and bias before they are read; NAN when it failed. */
 double ct_mlp_forward(ct_mlp *m, const float *x, const uint8_t *labels, int batch, int *correct,
                       ct_param_need_fn need, void *ctx);
-/* Backward of the mean loss of the last forward; grads are overwritten (no zeroing needed).
+/* Backward of the mean loss of the last forward; grads are overwritten (no zeroing needed). need
+ * (may be NULL) hears of each layer's weights and bias before backward reads them, last layer
+ * first; its failure is returned.
  * grad_scale_batch: the divisor of the mean (the batch size the loss is averaged over). */
-int ct_mlp_backward(ct_mlp *m, int grad_scale_batch, ct_grad_ready_fn ready, void *ctx);
+int ct_mlp_backward(ct_mlp *m, int grad_scale_batch, ct_param_need_fn need, ct_grad_ready_fn ready, void *ctx);
 
 #endif

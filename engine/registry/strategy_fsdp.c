@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* fsdp's descriptor: Lightning's FSDPStrategy (its implementation: engine/strategies/fsdp.c, built
+ * on ddp's process group). Options by Lightning's names; what is not built is left out rather than
+ * refused at run time: hybrid_shard, sharded checkpoints (state_dict_type=sharded), nccl. No bucket_mb:
+ * gradients are exchanged a unit at a time, as the unit's backward ends. */
+#include "engine/registry/components.h"
+
+static const ct_config_key fsdp_options[] = {
+    { .key = "sharding_strategy", .type = CT_CONFIG_STRING, .dflt = "full_shard",
+      .choices = "full_shard|shard_grad_op|no_shard",
+      .help = "full_shard: parameters, gradients and optimizer state sharded (ZeRO 3); shard_grad_op: "
+              "parameters kept gathered from forward through backward (ZeRO 2); no_shard: ddp" },
+    { .key = "limit_all_gathers", .type = CT_CONFIG_INT, .min = 1, .max = 64, .dflt = "1",
+      .help = "units whose all-gather may be in flight at once (the prefetch's bound)" },
+    /* Lightning's cpu_offload keeps parameters in host memory: on cpu they are there already. */
+    { .key = "cpu_offload", .type = CT_CONFIG_INT, .min = 0, .max = 1, .dflt = "0",
+      .help = "accepted for Lightning's flag; on cpu the parameters are in host memory already (no effect)" },
+    { .key = "state_dict_type", .type = CT_CONFIG_STRING, .dflt = "full", .choices = "full",
+      .help = "full: rank 0 writes one file with the whole state (sharded directories are not written yet)" },
+    CT_DDP_OPTION_BACKEND,
+    { .key = NULL },
+};
+
+ct_registry_entry ct_strategy_fsdp_desc[] = {
+    { .name = "fsdp", .description = "fully sharded data parallel (ZeRO 3): each rank holds 1/world of the "
+      "parameters, gradients and optimizer state; each unit all-gathered for its forward and backward, then freed",
+      .accelerators = CT_ACCEL_CPU, .option_schema = fsdp_options, .launch = CT_LAUNCH_PROCESSES,
+      .precisions = "32-true" /* its shards and exchanges are fp32 arrays */,
+      /* Sharding over one rank partitions nothing. */
+      .min_world = 2, .min_world_why = "shards the parameters over ranks", .list_order = 1 },
+    { .name = NULL },
+};

@@ -1,0 +1,764 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* fsdp: fully sharded data parallel (Lightning's FSDPStrategy, PyTorch FSDP: ZeRO stage 3) on cpu,
+ * over ddp's process group and collectives (ddp.c, ddp_internal.h; the library of backend=).
+ *
+ * Units. A unit is a contiguous range of the parameter array: each range the model announces in
+ * forward (need: GPT's embeddings, each block, the final layer norm; the MLP's layers). They are
+ * read off the first forward, while every rank still holds the whole array rank 0 broadcast, so no
+ * model is named here; a model that does not announce is one unit (all gathered, nothing freed).
+ * Each unit is cut into world parts, rank r holding part r of every unit (its shard, fp32,
+ * persistent): the shards of the parameters (pshard), of the reduced gradients (gshard) and the
+ * optimizer's state (ct_optim_shard_ranges) are the concatenation of this rank's parts, unit after
+ * unit, so each rank holds 1/world of every one of them.
+ *
+ * A step (full_shard). Before a unit's forward its parts are all-gathered into the model's own
+ * parameter array (its pages faulted in); as forward moves to the next unit the earlier one is
+ * released (madvise(MADV_DONTNEED) on the pages inside it: the memory goes back to the system). The
+ * next units' all-gathers start early (prefetch), at most limit_all_gathers in flight. Backward
+ * announces each unit again (need, last unit first) and it is gathered again; once the unit's
+ * gradients are all announced (ready) its parameters are released and its gradients
+ * reduce-scattered into gshard — sent to each part's owner and summed in rank order, while backward
+ * computes the unit before it; when that exchange is over the unit's whole-gradient pages are
+ * released as well. The first unit (the root, as PyTorch's root FSDP unit) stays gathered from
+ * forward's start to backward's end: a tied weight (GPT's LM head is its token embedding) lives
+ * there. The update runs on the shards; every unit is then released and the first ones' all-gathers
+ * start for the next forward.
+ * shard_grad_op (ZeRO 2): the parameters stay gathered from forward through backward (no
+ * re-gather), released after their backward. no_shard: ddp through the same path (each unit's
+ * gradients allreduced as its backward ends, nothing released, the optimizer whole).
+ *
+ * Anything that reads the array whole (a checkpoint's save) gathers every unit first
+ * (params_whole); a load into it gives each rank its parts again (params_written). Checkpoints hold
+ * the whole state (state_dict_type=full): the optimizer's shards are gathered to rank 0 and put in
+ * the parameters' order, one file that ddp and single_device load, and back.
+ *
+ * Memory is measured (ct_strategy_memory_sample): the model's arrays with mincore, as each unit is
+ * gathered, plus the shards (resident).
+ *
+ * cpu, 32-true only (the descriptor says so): the shards and exchanges are fp32 arrays.
+ * Gradient accumulation (accumulate_grad_batches > 1) is correct but keeps the units gathered
+ * through the window (the strategy hears backward's readiness on the last micro-batch only).
+ */
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdint.h>
+#include <sys/mman.h>
+
+#include "ctrain/util.h"
+#include "engine/strategies/ddp_internal.h"
+#include "engine/util/pages.h"
+
+/* The page size release_unit aligns to: 4 KiB, the smallest (a larger page only releases less). */
+#define CT_FSDP_PAGE 4096
+
+enum { FULL_SHARD = 0, SHARD_GRAD_OP, NO_SHARD };
+enum { U_RELEASED = 0, U_GATHERING, U_GATHERED };
+
+struct unit {
+    size_t lo, hi;    /* [lo, hi) of the parameter array */
+    size_t *counts;   /* counts[r]: rank r's part, the parts in rank order */
+    size_t part_lo;   /* this rank's part: [part_lo, part_lo + counts[rank]) */
+    size_t local;     /* its first element in this rank's shards */
+    int state;        /* U_* */
+    long gather;      /* U_GATHERING: its all-gather's ticket */
+    long reduce;      /* its gradients' exchange in flight (0: none) */
+    int reduced;      /* this step: the exchange started */
+    int grad_live;    /* backward announced it and its gradients' exchange is not finished */
+};
+
+struct fsdp {
+    int mode;         /* FULL_SHARD, SHARD_GRAD_OP, NO_SHARD */
+    int limit;        /* all-gathers in flight, at most */
+    struct unit *units;
+    int n_units, cap_units;
+    int discovering;  /* 1 until the first forward's announcements are units */
+    size_t seen;      /* discovering: how far forward announced */
+    float *params, *grads;
+    size_t n;
+    float *pshard, *gshard;
+    size_t local_n;   /* this rank's parts of every unit */
+    float *recv;      /* the peers' parts of this rank's gradients, (world - 1) rows a unit, mmap'd */
+    size_t recv_bytes;
+    struct ct_coll_msg *sends, *recvs;
+    size_t grad_lo;   /* backward: the lowest gradient offset announced this step */
+    long done;        /* every collective up to this ticket is over */
+};
+
+static struct fsdp *fsdp_of(ct_strategy *s) { return ((struct ddp *)s->impl)->sharded; }
+static int me(const ct_strategy *s) { return s->global_rank; }
+
+static int fsdp_init(ct_strategy *s, ct_error *err)
+{
+    struct fsdp *z = calloc(1, sizeof(*z));
+    const char *mode;
+    ct_config opts;
+    int rc;
+
+    if (!z)
+        return ct_error_set(err, CT_ENOMEM, NULL, "fsdp: out of memory");
+    if ((rc = ct_strategy_ddp.init(s, err)) || (rc = ct_strategy_options(s, &opts, err))) {
+        free(z);
+        return rc;
+    }
+    ((struct ddp *)s->impl)->sharded = z;
+    /* The values and defaults are the descriptor's (engine/registry/strategy_fsdp.c). */
+    mode = ct_config_text(&opts, "sharding_strategy");
+    z->mode = !strcmp(mode, "shard_grad_op") ? SHARD_GRAD_OP : !strcmp(mode, "no_shard") ? NO_SHARD : FULL_SHARD;
+    z->limit = ct_config_int(&opts, "limit_all_gathers");
+    if (z->limit < 1)
+        z->limit = 1;
+    z->discovering = 1;
+    return 0;
+}
+
+/* --- units ------------------------------------------------------------------------------------ */
+
+static int unit_add(struct fsdp *z, size_t lo, size_t hi, ct_error *err)
+{
+    if (z->n_units == z->cap_units) {
+        int cap = z->cap_units ? 2 * z->cap_units : 16;
+        struct unit *u = realloc(z->units, (size_t)cap * sizeof(*u));
+
+        if (!u)
+            return ct_error_set(err, CT_ENOMEM, NULL, "fsdp: out of memory for %d units", cap);
+        z->units = u;
+        z->cap_units = cap;
+    }
+    memset(&z->units[z->n_units], 0, sizeof(z->units[0]));
+    z->units[z->n_units].lo = lo;
+    z->units[z->n_units].hi = hi;
+    z->n_units++;
+    return 0;
+}
+
+/* The unit holding parameter i (units tile the array in order). */
+static int unit_of(const struct fsdp *z, size_t i)
+{
+    int a = 0, b = z->n_units - 1;
+
+    while (a < b) {
+        int m = (a + b + 1) / 2;
+
+        if (z->units[m].lo <= i)
+            a = m;
+        else
+            b = m - 1;
+    }
+    return a;
+}
+
+/* One rank, or no_shard: every rank holds whole units (no parts). */
+static int sharded(const ct_strategy *s, const struct fsdp *z)
+{
+    return z->mode != NO_SHARD && s->world_size > 1 && !ct_ddp_single(s->impl);
+}
+
+/* Every unit's parts, this rank's shards and the optimizer state of its parts, once the units are
+ * known. The whole array is here (rank 0's, broadcast at setup_model, or a checkpoint's). */
+static int shard_units(ct_strategy *s, struct fsdp *z, ct_error *err)
+{
+    int world = s->world_size;
+    size_t *lo = NULL, *count = NULL;
+    int rc = 0;
+
+    if (sharded(s, z) && (rc = ct_coll_check_count(z->n, "fsdp-too-large", "fsdp: %zu parameters", err)))
+        return ct_error_hint(err, "use --strategy ddp");
+    z->local_n = 0;
+    for (int v = 0; v < z->n_units; v++) {
+        struct unit *u = &z->units[v];
+        size_t len = u->hi - u->lo;
+
+        if (!(u->counts = calloc((size_t)world, sizeof(size_t))))
+            return ct_error_set(err, CT_ENOMEM, NULL, "fsdp: out of memory for unit %d", v);
+        u->part_lo = u->lo + len * (size_t)me(s) / (size_t)world;
+        for (int r = 0; r < world; r++)
+            u->counts[r] = u->lo + len * (size_t)(r + 1) / (size_t)world - (u->lo + len * (size_t)r / (size_t)world);
+        u->local = z->local_n;
+        z->local_n += u->counts[me(s)];
+        u->state = U_GATHERED;
+    }
+    if (!sharded(s, z))
+        return 0;
+    z->pshard = malloc((z->local_n ? z->local_n : 1) * sizeof(float));
+    z->gshard = calloc(z->local_n ? z->local_n : 1, sizeof(float));
+    z->sends = calloc((size_t)world, sizeof(*z->sends));
+    z->recvs = calloc((size_t)world, sizeof(*z->recvs));
+    lo = calloc((size_t)z->n_units, sizeof(size_t));
+    count = calloc((size_t)z->n_units, sizeof(size_t));
+    /* Reserved, not committed: a unit's rows hold pages only while its exchange is in flight. */
+    z->recv_bytes = ((size_t)(world - 1) * z->local_n + 1) * sizeof(float);
+    z->recv = mmap(NULL, z->recv_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (z->recv == MAP_FAILED)
+        z->recv = NULL;
+    if (!z->pshard || !z->gshard || !z->sends || !z->recvs || !lo || !count || !z->recv) {
+        rc = ct_error_set(err, CT_ENOMEM, NULL, "fsdp: out of memory for the shards of %zu parameters", z->local_n);
+        goto out;
+    }
+    for (int v = 0; v < z->n_units; v++) {
+        const struct unit *u = &z->units[v];
+
+        memcpy(z->pshard + u->local, z->params + u->part_lo, u->counts[me(s)] * sizeof(float));
+        lo[v] = u->part_lo;
+        count[v] = u->counts[me(s)];
+    }
+    /* From here this rank keeps the optimizer state of its parts only. */
+    rc = ct_optim_shard_ranges(s->optim, lo, count, z->n_units, err);
+out:
+    free(lo);
+    free(count);
+    return rc;
+}
+
+/* Whether unit w's pages of array (0: parameters, 1: gradients) may go: its parameters released, or
+ * its gradients not live (reduced, or not yet written by this backward: it overwrites them). */
+static int unit_free(const struct fsdp *z, int w, int array)
+{
+    return array ? !z->units[w].grad_live : z->units[w].state == U_RELEASED;
+}
+
+/* Unit v's pages of base (params or grads) back to the system, with the pages it shares with its
+ * neighbours when every unit on them may go too (units are not page-aligned: a small model's
+ * boundary pages would otherwise stay). */
+static void release_unit(struct fsdp *z, float *base, int v, int array)
+{
+    uintptr_t p0 = (uintptr_t)base, lo = p0 + z->units[v].lo * sizeof(float), hi = p0 + z->units[v].hi * sizeof(float);
+    uintptr_t a = lo & ~(uintptr_t)(CT_FSDP_PAGE - 1), b = (hi + CT_FSDP_PAGE - 1) & ~(uintptr_t)(CT_FSDP_PAGE - 1);
+    int ok;
+
+    /* [a, lo) and [hi, b): the boundary pages' parts in other units (or outside the array: kept). */
+    if (a < lo) {
+        ok = a >= p0;
+        for (int w = v - 1; ok && w >= 0 && p0 + z->units[w].hi * sizeof(float) > a; w--)
+            ok = unit_free(z, w, array);
+        a = ok ? a : lo;
+    }
+    if (b > hi) {
+        ok = b <= p0 + z->n * sizeof(float);
+        for (int w = v + 1; ok && w < z->n_units && p0 + z->units[w].lo * sizeof(float) < b; w++)
+            ok = unit_free(z, w, array);
+        b = ok ? b : hi;
+    }
+    ct_pages_release((void *)a, (size_t)(b - a));
+}
+
+/* The unit's parameter pages back to the system: its parts are in the shards. */
+static void release_params(struct fsdp *z, struct unit *u)
+{
+    u->state = U_RELEASED;
+    release_unit(z, z->params, (int)(u - z->units), 0);
+}
+
+/* The first forward's announcements become the units: each range a unit, a gap or the rest of the
+ * array after the last one joins the unit after it (or is the last). */
+static int discover(struct fsdp *z, size_t offset, size_t count, ct_error *err)
+{
+    size_t end = offset + count;
+
+    if (end <= z->seen)
+        return 0;
+    z->seen = end;
+    return unit_add(z, z->n_units ? z->units[z->n_units - 1].hi : 0, end, err);
+}
+
+static int discovered(ct_strategy *s, struct fsdp *z, ct_error *err)
+{
+    int rc;
+
+    if (!z->discovering)
+        return 0;
+    z->discovering = 0;
+    if (z->seen < z->n && (rc = unit_add(z, z->seen, z->n, err)))
+        return rc;
+    if ((rc = shard_units(s, z, err)) || !sharded(s, z))
+        return rc;
+    /* The set-up is over (rank 0's whole array, read once by the first forward): from here on the
+     * units are held as in every later step — the gradients written by backward (it overwrites
+     * them), the root and the last unit (backward starts there) gathered, the rest released. */
+    ct_pages_release(z->grads, z->n * sizeof(float));
+    for (int v = 1; v < z->n_units - 1; v++)
+        release_params(z, &z->units[v]);
+    return 0;
+}
+
+/* --- gathering and releasing ------------------------------------------------------------------- */
+
+/* Wait for every collective up to ticket: the units whose all-gather it covers are gathered. */
+static int wait_to(ct_strategy *s, struct fsdp *z, long ticket, const char *what, ct_error *err)
+{
+    int rc;
+
+    if (ticket <= z->done)
+        return 0;
+    if ((rc = ct_ddp_wait(s, ((struct ddp *)s->impl)->coll, ticket, what, err)))
+        return rc;
+    z->done = ticket;
+    for (int v = 0; v < z->n_units; v++)
+        if (z->units[v].state == U_GATHERING && z->units[v].gather <= ticket)
+            z->units[v].state = U_GATHERED;
+    return 0;
+}
+
+static int start_gather(ct_strategy *s, struct fsdp *z, int v, ct_error *err)
+{
+    struct unit *u = &z->units[v];
+    long t;
+
+    memcpy(z->params + u->part_lo, z->pshard + u->local, u->counts[me(s)] * sizeof(float));
+    t = ct_coll_allgather_start(((struct ddp *)s->impl)->coll, z->params + u->lo, u->counts, CT_COLL_F32, err);
+    if (t < 0)
+        return (int)t;
+    u->gather = t;
+    u->state = U_GATHERING;
+    s->param_gathers++;
+    return 0;
+}
+
+static int in_flight(const struct fsdp *z)
+{
+    int k = 0;
+
+    for (int v = 0; v < z->n_units; v++)
+        k += z->units[v].state == U_GATHERING;
+    return k;
+}
+
+/* Prefetch from unit v on, in direction step (+1 forward, -1 backward): released units' all-gathers
+ * started while fewer than limit are in flight. */
+static int prefetch(ct_strategy *s, struct fsdp *z, int v, int step, ct_error *err)
+{
+    int rc;
+
+    for (; v >= 0 && v < z->n_units && in_flight(z) < z->limit; v += step)
+        if (z->units[v].state == U_RELEASED && (rc = start_gather(s, z, v, err)))
+            return rc;
+    return 0;
+}
+
+/* Units first..last gathered, the next ones (in direction step) prefetched; then the wait. */
+static int gather_units(ct_strategy *s, struct fsdp *z, int first, int last, int step, ct_error *err)
+{
+    long ticket = 0;
+    int rc, overlapped = 0;
+
+    for (int v = first; v <= last; v++)
+        if (z->units[v].state == U_RELEASED && (rc = start_gather(s, z, v, err)))
+            return rc;
+    if ((rc = prefetch(s, z, step > 0 ? last + 1 : first - 1, step, err)))
+        return rc;
+    for (int v = first; v <= last; v++)
+        if (z->units[v].state == U_GATHERING && z->units[v].gather > ticket)
+            ticket = z->units[v].gather;
+    overlapped = ticket > 0 && ticket < ct_coll_last(((struct ddp *)s->impl)->coll);
+    if (ticket && (rc = wait_to(s, z, ticket, "the all-gather of a unit's parameters", err)))
+        return rc;
+    s->param_gathers_overlapped += overlapped;
+    /* What arrived made room: the next units start now, while these compute. */
+    if ((rc = prefetch(s, z, step > 0 ? last + 1 : first - 1, step, err)))
+        return rc;
+    ct_strategy_memory_sample(s);
+    return 0;
+}
+
+static int fsdp_params_needed(ct_strategy *s, size_t offset, size_t count, ct_error *err)
+{
+    struct fsdp *z = fsdp_of(s);
+    int first, last, rc;
+
+    if (!z->params || !count)
+        return 0;
+    if (z->discovering && offset >= z->seen)
+        return discover(z, offset, count, err);
+    if ((rc = discovered(s, z, err)))
+        return rc;
+    if (!sharded(s, z))
+        return 0;
+    first = unit_of(z, offset);
+    last = unit_of(z, offset + count - 1);
+    /* full_shard: the units forward has left (but the root) go back to the system. */
+    for (int v = 1; v < first && z->mode == FULL_SHARD; v++)
+        if (z->units[v].state == U_GATHERED)
+            release_params(z, &z->units[v]);
+    return gather_units(s, z, first, last, +1, err);
+}
+
+static int fsdp_params_needed_backward(ct_strategy *s, size_t offset, size_t count, ct_error *err)
+{
+    struct fsdp *z = fsdp_of(s);
+    int first, last, rc;
+
+    if (!z->params || !count)
+        return 0;
+    if ((rc = discovered(s, z, err)) || !sharded(s, z))
+        return rc;
+    first = unit_of(z, offset);
+    last = unit_of(z, offset + count - 1);
+    for (int v = first; v <= last; v++)
+        z->units[v].grad_live = 1; /* backward writes its gradients from here */
+    return gather_units(s, z, first, last, -1, err);
+}
+
+/* --- the gradients ----------------------------------------------------------------------------- */
+
+/* Unit v's gradients, final on every rank: each part to its owner (no_shard: allreduced in place). */
+static int start_reduce(ct_strategy *s, struct fsdp *z, int v, ct_error *err)
+{
+    struct ddp *d = s->impl;
+    struct unit *u = &z->units[v];
+    size_t mine = u->counts[me(s)], at = u->lo;
+    int ns = 0, nr = 0;
+    long t;
+
+    if (!sharded(s, z)) {
+        t = ct_coll_allreduce_start(d->coll, z->grads + u->lo, u->hi - u->lo, CT_COLL_F32, err);
+    } else {
+        for (int q = 0; q < s->world_size; at += u->counts[q], q++) {
+            if (q == me(s))
+                continue;
+            if (u->counts[q])
+                z->sends[ns++] = (struct ct_coll_msg){ z->grads + at, u->counts[q] * sizeof(float), q };
+            if (mine)
+                z->recvs[nr++] = (struct ct_coll_msg){ z->recv + (size_t)(s->world_size - 1) * u->local +
+                                                       (size_t)(q < me(s) ? q : q - 1) * mine,
+                                                       mine * sizeof(float), q };
+        }
+        t = ct_coll_exchange_start(d->coll, z->sends, ns, z->recvs, nr, err);
+    }
+    if (t < 0)
+        return (int)t;
+    u->reduce = t;
+    u->reduced = 1;
+    s->grad_allreduces++;
+    s->grad_allreduces_in_backward += v > 0;
+    return 0;
+}
+
+/* Unit v's exchange is over: its part summed in rank order into gshard, its whole gradients' pages
+ * and its rows of recv released. */
+static int finish_reduce(ct_strategy *s, struct fsdp *z, int v, ct_error *err)
+{
+    struct unit *u = &z->units[v];
+    size_t mine = u->counts[me(s)];
+    float *rows = z->recv + (size_t)(s->world_size - 1) * u->local, *out = z->gshard + u->local;
+    int rc;
+
+    if (!u->reduce)
+        return 0;
+    if ((rc = wait_to(s, z, u->reduce, sharded(s, z) ? "the reduce-scatter of a unit's gradients"
+                                                     : "the allreduce of a unit's gradients", err)))
+        return rc;
+    u->reduce = 0;
+    if (!sharded(s, z))
+        return 0;
+    for (int q = 0; q < s->world_size && mine; q++) {
+        const float *part = q == me(s) ? z->grads + u->part_lo : rows + (size_t)(q < me(s) ? q : q - 1) * mine;
+
+        if (q == 0)
+            memcpy(out, part, mine * sizeof(float));
+        else
+            cblas_saxpy((int)mine, 1.0f, part, 1, out, 1);
+    }
+    ct_strategy_memory_sample(s);
+    u->grad_live = 0;
+    release_unit(z, z->grads, v, 1);
+    ct_pages_release(rows, (size_t)(s->world_size - 1) * mine * sizeof(float));
+    return 0;
+}
+
+/* Backward announces gradients last first: a unit whose first element is reached is complete. */
+static int fsdp_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_error *err)
+{
+    struct fsdp *z = fsdp_of(s);
+    struct ddp *d = s->impl;
+    int rc;
+
+    if (ct_ddp_single(d) || s->world_size == 1)
+        return 0;
+    if ((rc = discovered(s, z, err)))
+        return rc;
+    if (offset + count != z->grad_lo) {
+        ct_error_set(err, CT_EINTERNAL, "fsdp-grad-order", "fsdp: gradient [%zu, %zu) announced after [%zu, %zu) "
+                     "was; backward must announce every tensor, from the last to the first", offset, offset + count,
+                     z->grad_lo, z->n);
+        return ct_error_hint(err, "announce each gradient range once, from the last tensor to the first");
+    }
+    z->grad_lo = offset;
+    if (d->posted && !d->posted_started) {
+        long t = ct_coll_allreduce_start(d->coll, d->posted, (size_t)d->n_posted, CT_COLL_F64, err);
+
+        if (t < 0)
+            return (int)t;
+        d->posted_started = 1;
+    }
+    for (int v = z->n_units - 1; v >= 0 && z->units[v].lo >= offset; v--) {
+        if (z->units[v].reduced)
+            continue;
+        /* Backward is done with the unit: its parameters go (the root's too, at backward's end). */
+        if (sharded(s, z) && z->units[v].state == U_GATHERED)
+            release_params(z, &z->units[v]);
+        /* The exchange of the unit after it has overlapped this unit's backward: finished (and its
+         * pages released) before this one's starts, so one unit's exchange is in flight at a time. */
+        if (v + 1 < z->n_units && (rc = finish_reduce(s, z, v + 1, err)))
+            return rc;
+        if ((rc = start_reduce(s, z, v, err)))
+            return rc;
+    }
+    return ct_coll_progress(d->coll, err);
+}
+
+static int fsdp_grad_sync(ct_strategy *s, ct_error *err)
+{
+    struct fsdp *z = fsdp_of(s);
+    struct ddp *d = s->impl;
+    double t0;
+    int rc = 0;
+
+    if (ct_ddp_single(d) || s->world_size == 1)
+        return 0;
+    if ((rc = discovered(s, z, err)))
+        return rc;
+    t0 = ct_time_now();
+    if (z->grad_lo != 0) {
+        ct_error_set(err, CT_EINVAL, "fsdp-grad-missing", "fsdp: the model's backward gave no gradient to "
+                     "parameters [0, %zu) of %zu (the parameter array's offsets)", z->grad_lo, z->n);
+        return ct_error_hint(err, "fsdp needs a gradient for every parameter: announce each tensor in backward, "
+                             "from the last to the first (zeros for a parameter forward did not use)");
+    }
+    for (int v = z->n_units - 1; v >= 0 && !rc; v--)
+        rc = finish_reduce(s, z, v, err);
+    if (!rc && d->posted && !d->posted_started) {
+        long t = ct_coll_allreduce_start(d->coll, d->posted, (size_t)d->n_posted, CT_COLL_F64, err);
+
+        rc = t < 0 ? (int)t : 0;
+    }
+    if (!rc && d->posted)
+        rc = wait_to(s, z, ct_coll_last(d->coll), "the allreduce of the posted values", err);
+    s->exposed_comm_s += ct_time_now() - t0;
+    d->posted = NULL;
+    d->posted_started = 0;
+    for (int v = 0; v < z->n_units; v++)
+        z->units[v].reduced = 0;
+    z->grad_lo = z->n;
+    return rc;
+}
+
+static void fsdp_grad_view(ct_strategy *s, void **grads, size_t *count, int *partial)
+{
+    struct fsdp *z = fsdp_of(s);
+
+    if (!z->discovering && sharded(s, z)) {
+        *grads = z->gshard;
+        *count = z->local_n;
+        *partial = 1;
+    }
+}
+
+/* --- the update, the whole array, the optimizer's shards ---------------------------------------- */
+
+/* Wait for what is in flight (every all-gather): the dispatchers' rule before another collective. */
+static int fsdp_params_sync(ct_strategy *s, ct_error *err)
+{
+    struct ddp *d = s->impl;
+    struct fsdp *z = d ? d->sharded : NULL;
+
+    if (!z || !d->coll || ct_coll_broken(d->coll) || z->discovering)
+        return 0;
+    for (int v = 0; v < z->n_units; v++)
+        if (z->units[v].state == U_GATHERING)
+            return wait_to(s, z, ct_coll_last(d->coll), "the all-gather of a unit's parameters", err);
+    return 0;
+}
+
+static int fsdp_setup_model(ct_strategy *s, void *params, void *grads, size_t n, ct_error *err)
+{
+    struct fsdp *z = fsdp_of(s);
+
+    if (!s->optim) {
+        ct_error_set(err, CT_EINTERNAL, "fsdp-no-optimizer", "fsdp: setup_model before model_to_device");
+        return ct_error_hint(err, "this is a bug in ctrain; please report it");
+    }
+    if (s->param_dtype != CT_DTYPE_F32) {
+        ct_error_set(err, CT_ENOTAVAIL, "fsdp-dtype", "fsdp: parameters stored in fp32 only (--precision 32-true)");
+        return ct_error_hint(err, "use --strategy ddp for this precision");
+    }
+    z->params = params;
+    z->grads = grads;
+    z->n = z->grad_lo = n;
+    ct_pages_small_pages(params, n * sizeof(float));
+    ct_pages_small_pages(grads, n * sizeof(float));
+    return ct_strategy_ddp.setup_model(s, params, grads, n, err);
+}
+
+static int fsdp_optimizer_step(ct_strategy *s, ct_model *model, ct_optim *optim, int *skipped, ct_error *err)
+{
+    struct fsdp *z = fsdp_of(s);
+    int rc;
+
+    *skipped = 0;
+    if (model->ops->optim_step || model->params != (void *)z->params) {
+        ct_error_set(err, CT_ENOTAVAIL, "fsdp-device-model", "fsdp: model %s updates its own device arrays",
+                     model->name);
+        return ct_error_hint(err, "use --strategy ddp on this accelerator");
+    }
+    if ((rc = discovered(s, z, err)) || (rc = fsdp_params_sync(s, err)))
+        return rc;
+    if (!sharded(s, z)) {
+        ct_optim_step(optim, z->params, z->grads);
+        return 0;
+    }
+    ct_optim_step(optim, z->pshard, z->gshard);
+    /* Every gathered copy is stale now; the first units start arriving for the next forward. */
+    for (int v = 0; v < z->n_units; v++)
+        if (z->units[v].state == U_GATHERED)
+            release_params(z, &z->units[v]);
+    return prefetch(s, z, 0, +1, err);
+}
+
+/* Every unit released (its parameters are in the shards), none in flight. */
+static int release_all(ct_strategy *s, struct fsdp *z, ct_error *err)
+{
+    int rc = fsdp_params_sync(s, err);
+
+    for (int v = 0; v < z->n_units && !rc; v++)
+        if (z->units[v].state == U_GATHERED)
+            release_params(z, &z->units[v]);
+    return rc;
+}
+
+static int fsdp_params_whole(ct_strategy *s, int whole, ct_error *err)
+{
+    struct fsdp *z = fsdp_of(s);
+    int rc;
+
+    if (!z->params || (rc = discovered(s, z, err)) || !sharded(s, z))
+        return 0;
+    if (!whole)
+        return release_all(s, z, err);
+    for (int v = 0; v < z->n_units; v++)
+        if (z->units[v].state == U_RELEASED && (rc = start_gather(s, z, v, err)))
+            return rc;
+    return fsdp_params_sync(s, err);
+}
+
+static int fsdp_params_written(ct_strategy *s, ct_error *err)
+{
+    struct fsdp *z = fsdp_of(s);
+    int rc;
+
+    if (!z->params || z->discovering || !sharded(s, z))
+        return 0; /* the units are cut from the whole array at the first forward */
+    if ((rc = fsdp_params_sync(s, err)))
+        return rc;
+    for (int v = 0; v < z->n_units; v++) {
+        struct unit *u = &z->units[v];
+
+        memcpy(z->pshard + u->local, z->params + u->part_lo, u->counts[me(s)] * sizeof(float));
+        u->state = U_GATHERED;
+    }
+    return release_all(s, z, err);
+}
+
+static void fsdp_shard_of(ct_strategy *s, const void *whole, void *mine)
+{
+    struct fsdp *z = fsdp_of(s);
+
+    for (int v = 0; v < z->n_units; v++)
+        memcpy((float *)mine + z->units[v].local, (const float *)whole + z->units[v].part_lo,
+               z->units[v].counts[me(s)] * sizeof(float));
+}
+
+/* One state array's parts to rank 0, then into the parameters' order. */
+static int fsdp_gather_shards(ct_strategy *s, const void *mine, void *whole, ct_error *err)
+{
+    struct fsdp *z = fsdp_of(s);
+    struct ddp *d = s->impl;
+    size_t *counts = calloc((size_t)s->world_size, sizeof(size_t));
+    /* every rank's: a library may gather to all of them (gloo's allgatherv) */
+    float *all = malloc((z->n ? z->n : 1) * sizeof(float));
+    size_t at = 0;
+    int rc;
+
+    if (!counts || !all) {
+        free(counts);
+        free(all);
+        return ct_error_set(err, CT_ENOMEM, NULL, "fsdp: out of memory gathering the optimizer state");
+    }
+    for (int v = 0; v < z->n_units; v++)
+        for (int q = 0; q < s->world_size; q++)
+            counts[q] += z->units[v].counts[q];
+    rc = ct_ddp_wait(s, d->coll, ct_coll_gather_start(d->coll, mine, all, counts, CT_COLL_F32, 0, err),
+                     "the gather of the optimizer state", err);
+    for (int q = 0; q < s->world_size && !rc && s->global_rank == 0; q++)
+        for (int v = 0; v < z->n_units; v++) {
+            const struct unit *u = &z->units[v];
+            size_t before = 0;
+
+            for (int r = 0; r < q; r++)
+                before += u->counts[r];
+            memcpy((float *)whole + u->lo + before, all + at, u->counts[q] * sizeof(float));
+            at += u->counts[q];
+        }
+    if (!rc)
+        z->done = ct_coll_last(d->coll);
+    free(counts);
+    free(all);
+    return rc;
+}
+
+static int fsdp_resident(ct_strategy *s, size_t bytes[3])
+{
+    struct fsdp *z = fsdp_of(s);
+
+    if (z->discovering)
+        return 1;
+    bytes[0] += ct_pages_resident(z->pshard, z->local_n * sizeof(float));
+    bytes[1] += ct_pages_resident(z->gshard, z->local_n * sizeof(float)) + ct_pages_resident(z->recv, z->recv_bytes);
+    return 0;
+}
+
+static void fsdp_destroy(ct_strategy *s)
+{
+    struct ddp *d = s->impl;
+    struct fsdp *z = d ? d->sharded : NULL;
+
+    if (z) {
+        for (int v = 0; v < z->n_units; v++)
+            free(z->units[v].counts);
+        free(z->units);
+        free(z->pshard);
+        free(z->gshard);
+        if (z->recv)
+            munmap(z->recv, z->recv_bytes);
+        free(z->sends);
+        free(z->recvs);
+        free(z);
+        d->sharded = NULL;
+    }
+    ct_strategy_ddp.destroy(s);
+}
+
+const struct ct_strategy_ops *ct_strategy_fsdp_ops(void)
+{
+    static struct ct_strategy_ops ops;
+
+    if (!ops.init) {
+        ops = ct_strategy_ddp;
+        ops.init = fsdp_init;
+        ops.setup_model = fsdp_setup_model;
+        ops.grad_ready = fsdp_grad_ready;
+        ops.grad_sync = fsdp_grad_sync;
+        ops.grad_view = fsdp_grad_view;
+        ops.params_needed = fsdp_params_needed;
+        ops.params_needed_backward = fsdp_params_needed_backward;
+        ops.params_sync = fsdp_params_sync;
+        ops.params_whole = fsdp_params_whole;
+        ops.params_written = fsdp_params_written;
+        ops.shard_of = fsdp_shard_of;
+        ops.resident = fsdp_resident;
+        ops.optimizer_step = fsdp_optimizer_step;
+        ops.gather_shards = fsdp_gather_shards;
+        ops.destroy = fsdp_destroy;
+    }
+    return &ops;
+}
