@@ -15,7 +15,7 @@
 T="$(dirname "$0")"
 . "$T/lib/launch.sh"
 . "$T/lib/ddp.sh"
-N=11
+N=12
 
 [ -x "$CTRAIN" ] || skip_all $N "ctrain not built"
 echo "1..$N"
@@ -86,7 +86,16 @@ fit back ddp 4 2 --max-epochs 1 && fit back fsdp 4 2 --max-epochs 2 --ckpt-path 
 ok $? "and back: ddp's checkpoint after epoch 1 resumed under fsdp follows the unbroken run: $got" ||
     diag "$tmp/back.out" "$tmp/back/metrics.csv"
 
-# 10-11: refused by the plan, nothing launched.
+# 10: with --activation-checkpointing (a block recomputed in backward, from the parameters fsdp
+# gathered again for it) the same training losses and gradient norms, bit for bit, as without (the
+# first 10 steps of test 1's run: the schedule is constant).
+steps10() { awk -F, '$1 ~ /^[0-9]+$/ && $1 <= 10 && $3 != "" { print $1, $3, $8 }' "$tmp/$1/metrics.csv"; }
+fit ac fsdp 4 2 --max-steps 10 --activation-checkpointing && steps10 fs >"$tmp/fs.10" && steps10 ac >"$tmp/ac.10" &&
+    [ "$(wc -l <"$tmp/ac.10")" -eq 10 ] && cmp -s "$tmp/fs.10" "$tmp/ac.10"
+ok $? "fsdp with --activation-checkpointing: the same losses and gradient norms, bit for bit" ||
+    diag "$tmp/ac.out" "$tmp/fs.10" "$tmp/ac.10"
+
+# 11-12: refused by the plan, nothing launched.
 "$CTRAIN" fit $G --strategy fsdp:sharding_strategy=hybrid_shard --devices 4 --default-root-dir "$tmp/bad1" \
     >"$tmp/bad1.out" 2>&1
 rc=$?
