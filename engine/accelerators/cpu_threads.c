@@ -39,7 +39,7 @@ static void set_threads(int world, int nodes, int is_zero)
         return;
     }
     threads = cpus / (per_node > 0 ? per_node : 1);
-    openblas_set_num_threads(threads > 0 ? (int)threads : 1);
+    ct_gemm_set_blas_threads(threads > 0 ? (int)threads : 1);
     ct_gemm_set_threads(threads > 0 ? (int)threads : 1);
 }
 
