@@ -29,7 +29,8 @@ struct gemm_key {
     enum ct_dtype c;    /* C's type: fp32, or bf16 (bf16-true: rounded once, after the fp32 sum) */
     struct ct_gemm_batch batch;   /* all zero: one product */
     float alpha;        /* C = alpha x the product (1: none; an eltwise post-op otherwise) */
-    int solo;           /* called inside an OpenMP parallel region: made for, and run on, that one thread */
+    int solo;           /* called inside an OpenMP parallel region: made for, and run on, that one thread
+                         * (gemm_widened_team's row blocks: 1 + the thread's number, a primitive each) */
     int bias;           /* C = product + a bias row (oneDNN's bias input): 0 none, else its ct_dtype + 1 */
     int onednn_only;    /* oneDNN's primitive even where OpenBLAS is the faster library (blas_faster) */
 };
@@ -612,6 +613,71 @@ static void gemm_widened(struct gemm_prim *p, const void *A, const void *B, cons
         rows_pack(c, C, k->M, k->N, k->ldc);
 }
 
+/* A widened product on the whole team (a Linear's forward, bf16-true's and bf16-mixed's products
+ * outside backward's pair), in one parallel region instead of three (widen A and B, the fp32
+ * product on the team, round C): each thread widens its share of A and B, and after one barrier
+ * runs the product for its own block of C's rows on a primitive made for one thread (or one
+ * OpenBLAS thread), widening (accumulate) and rounding that block itself while it is in its cache.
+ * On a shared 2-core node every join waits for a descheduled thread, and the widened products
+ * added two to each product's one (scripts/bench/README.md, issue 47). The sums are fp32 sums of
+ * exact products as before, in the one-thread kernel's order. */
+static void gemm_widened_team(struct gemm_prim *p, const uint16_t *A, const uint16_t *B, const void *bias, void *C)
+{
+    const struct gemm_key *k = &p->key;
+    size_t na = span_a(k), nb = span_b(k);
+    float *a = scratch(SCR_A, na), *b = scratch(SCR_B, nb);
+
+#pragma omp parallel
+    {
+        struct gemm_key s = p->wide->key;
+        size_t lo, rows;
+        struct gemm_prim *sp;
+        const float *bs = bias;   /* an fp32 bias as it is; a bf16 one widened into the thread's scratch */
+        float *c;
+        int ldc;
+
+        widen_share(A, a, na);
+        widen_share(B, b, nb);
+        rows = ct_thread_share((size_t)k->M, 16, &lo);
+        if (k->bias == CT_DTYPE_BF16 + 1) {
+            float *w = scratch(SCR_BIAS, (size_t)k->N);
+
+            bf16_widen_range(bias, w, (size_t)k->N);
+            bs = w;
+        }
+        if (rows && k->c == CT_DTYPE_BF16) {
+            c = scratch(SCR_C, rows * k->N);
+            ldc = k->N;
+            if (k->accumulate)
+                for (size_t i = 0; i < rows; i++)
+                    bf16_widen_range((const uint16_t *)C + (lo + i) * k->ldc, c + i * k->N, (size_t)k->N);
+        } else {
+            c = (float *)C + lo * k->ldc;
+            ldc = k->ldc;
+        }
+#pragma omp barrier
+        if (rows) {
+            const float *ai = k->trans_a ? a + lo : a + lo * k->lda;
+
+            s.M = (int)rows;
+            s.ldc = ldc;
+            s.solo = 1 + omp_get_thread_num();
+            sp = prim_get(&s);
+            if (!sp) {
+                fprintf(stderr, "ctrain: out of memory for a bf16 GEMM's primitive\n");
+                abort();
+            }
+            if (sp->prim)
+                gemm_exec(sp, ai, b, bs, c);
+            else
+                gemm_blas(&s, ai, b, bs, c, ldc);
+            if (k->c == CT_DTYPE_BF16)
+                for (size_t i = 0; i < rows; i++)
+                    bf16_pack_range(c + i * k->N, (uint16_t *)C + (lo + i) * k->ldc, (size_t)k->N);
+        }
+    }
+}
+
 /* key's product on its oneDNN primitive, or (widen) widened to fp32 where it is a bf16 problem
  * oneDNN has no primitive for: 0, or -1 when neither ran (the caller computes it). */
 static int gemm_run(const struct gemm_key *key, const void *A, const void *B, const void *bias, void *C, int widen)
@@ -630,7 +696,10 @@ static int gemm_run(const struct gemm_key *key, const void *A, const void *B, co
     }
     if (!widen || !p->widened || key->batch.n0 > 0)
         return -1;
-    gemm_widened(p, A, B, bias, C);
+    if (p->wide && !key->solo && !omp_in_parallel() && omp_get_max_threads() > 1 && key->M >= 64)
+        gemm_widened_team(p, A, B, bias, C);
+    else
+        gemm_widened(p, A, B, bias, C);
     return 0;
 }
 
