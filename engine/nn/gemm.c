@@ -216,8 +216,8 @@ static dnnl_status_t pd_make(dnnl_primitive_desc_t *pd, const gemm_md *src, cons
 
 /* Whether OpenBLAS's sgemm computes this fp32 problem faster than oneDNN on this CPU: on an x86-64
  * CPU without AVX-512 (AVX2 and FMA: Haswell to Zen 3), a weight gradient's product C = A^T B, whose
- * reduction runs over the batch's rows (K = B x T), where oneDNN's AVX2 gemm:jit ran at 0.4-0.95x
- * of OpenBLAS's Zen/Haswell kernels on the GPT's shapes on one thread (build/t/gemm_shapes
+ * reduction runs over the batch's rows (K = B x T), where oneDNN's AVX2 gemm:jit ran at 0.42-1.02x
+ * of OpenBLAS's Zen/Haswell kernels on the GPT's shapes on one thread (1.02x: a tie, 256 x 256) (build/t/gemm_shapes
  * --per-shape, scripts/bench/README.md, issue 47); its other products (forward's A B^T, backward's
  * A B) ran as fast or faster on oneDNN, and stay there. Decided from the CPU (cpuid: never an
  * environment variable) and the shape alone, once per shape, so every run and every rank takes the
