@@ -46,5 +46,6 @@ static void set_threads(int world, int nodes, int is_zero)
 int ct_cpu_threads_setup(int world, int nodes, int is_zero)
 {
     set_threads(world, nodes, is_zero);
+    ct_gemm_blas_team();   /* the team's count, not the 1 a product inside a team left (gemm.h) */
     return openblas_get_num_threads();
 }
