@@ -39,12 +39,13 @@ static void set_threads(int world, int nodes, int is_zero)
         return;
     }
     threads = cpus / (per_node > 0 ? per_node : 1);
-    openblas_set_num_threads(threads > 0 ? (int)threads : 1);
+    ct_gemm_set_blas_threads(threads > 0 ? (int)threads : 1);
     ct_gemm_set_threads(threads > 0 ? (int)threads : 1);
 }
 
 int ct_cpu_threads_setup(int world, int nodes, int is_zero)
 {
     set_threads(world, nodes, is_zero);
+    ct_gemm_blas_team();   /* the team's count, not the 1 a product inside a team left (gemm.h) */
     return openblas_get_num_threads();
 }

@@ -21,6 +21,7 @@
 #include "engine/nn/gemm.h"
 #include "engine/nn/simd.h"
 #include "engine/nn/thread_share.h"
+#include "engine/util/cpu.h"
 
 struct gemm_key {
     int trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate;
@@ -28,8 +29,10 @@ struct gemm_key {
     enum ct_dtype c;    /* C's type: fp32, or bf16 (bf16-true: rounded once, after the fp32 sum) */
     struct ct_gemm_batch batch;   /* all zero: one product */
     float alpha;        /* C = alpha x the product (1: none; an eltwise post-op otherwise) */
-    int solo;           /* called inside an OpenMP parallel region: made for, and run on, that one thread */
+    int solo;           /* called inside an OpenMP parallel region: made for, and run on, that one thread
+                         * (gemm_widened_team's row blocks: 1 + the thread's number, a primitive each) */
     int bias;           /* C = product + a bias row (oneDNN's bias input): 0 none, else its ct_dtype + 1 */
+    int onednn_only;    /* oneDNN's primitive even where OpenBLAS is the faster library (blas_faster) */
 };
 
 struct gemm_prim {
@@ -145,7 +148,7 @@ static int gemm_key_eq(const struct gemm_key *a, const struct gemm_key *b)
     return a->trans_a == b->trans_a && a->trans_b == b->trans_b && a->M == b->M && a->N == b->N && a->K == b->K &&
            a->lda == b->lda && a->ldb == b->ldb && a->ldc == b->ldc && a->accumulate == b->accumulate &&
            a->ab == b->ab && a->c == b->c && !memcmp(&a->batch, &b->batch, sizeof(a->batch)) && a->alpha == b->alpha &&
-           a->solo == b->solo && a->bias == b->bias;
+           a->solo == b->solo && a->bias == b->bias && a->onednn_only == b->onednn_only;
 }
 
 /* A 2-D row-major matrix [rows, cols] with leading dimension ld, read transposed when trans. */
@@ -209,6 +212,62 @@ static dnnl_status_t pd_make(dnnl_primitive_desc_t *pd, const gemm_md *src, cons
 #endif
 }
 
+/* --- which library ---------------------------------------------------------------------------- */
+
+/* Whether OpenBLAS's sgemm computes this fp32 problem faster than oneDNN on this CPU: on an x86-64
+ * CPU without AVX-512 (AVX2 and FMA: Haswell to Zen 3), a weight gradient's product C = A^T B, whose
+ * reduction runs over the batch's rows (K = B x T), where oneDNN's AVX2 gemm:jit ran at 0.42-1.02x
+ * of OpenBLAS's Zen/Haswell kernels on the GPT's shapes on one thread (1.02x: a tie, 256 x 256) (build/t/gemm_shapes
+ * --per-shape, scripts/bench/README.md, issue 47); its other products (forward's A B^T, backward's
+ * A B) ran as fast or faster on oneDNN, and stay there. Decided from the CPU (cpuid: never an
+ * environment variable) and the shape alone, once per shape, so every run and every rank takes the
+ * same path (tests compare the loss's bits between runs). On AVX-512 CPUs nothing changes: oneDNN's
+ * AVX-512 kernels are the faster ones there. Batches (attention) stay where they were: a batch
+ * oneDNN has a primitive for runs on it, the others on OpenBLAS already (gemm_batched_blas). */
+static int blas_faster(const struct gemm_key *k)
+{
+    static int no_avx512 = -1;   /* read once, under gemm_lock (prim_find) */
+
+    if (no_avx512 < 0)
+        no_avx512 = ct_cpu_avx512() == 0;
+    return no_avx512 && !k->onednn_only && k->ab == CT_DTYPE_F32 && k->c == CT_DTYPE_F32 && k->batch.n0 == 0 &&
+           k->alpha == 1.0f && !k->bias && k->trans_a && !k->trans_b;
+}
+
+/* OpenBLAS's thread count for the products gemm.c runs on it. Debian's OpenBLAS (its pthread build)
+ * keeps one count for the process, read as each product starts. A product on one thread of an
+ * OpenMP team (solo: each of backward's pair of threads runs its own) must run on that thread
+ * alone: two threaded OpenBLAS products at once are serialised by OpenBLAS's level-3 lock, its own
+ * thread spinning beside them on the team's cores (the step ran at 0.65x of its one-thread-BLAS
+ * rate that way). A product on the whole team runs on the team's count: blas_team, what the
+ * process set (ct_gemm_set_blas_threads) or OpenBLAS's own default, read before gemm.c first
+ * changes it. Setting the count is a store once OpenBLAS's threads exist; the sums of each element
+ * are the same on any count (OpenBLAS splits a product's rows and columns among its threads, never
+ * its reduction). */
+static int blas_team;
+
+static void blas_threads(int solo)
+{
+    int want = solo || blas_team < 1 ? 1 : blas_team;
+
+    if (openblas_get_num_threads() != want)
+        openblas_set_num_threads(want);
+}
+
+void ct_gemm_set_blas_threads(int threads)
+{
+    pthread_mutex_lock(&gemm_lock);
+    blas_team = threads > 0 ? threads : 1;
+    pthread_mutex_unlock(&gemm_lock);
+    openblas_set_num_threads(threads > 0 ? threads : 1);
+}
+
+void ct_gemm_blas_team(void)
+{
+    if (blas_team > 0 && !omp_in_parallel())
+        blas_threads(0);
+}
+
 /* Fill p's primitive for p->key; p->prim stays NULL when oneDNN cannot (OpenBLAS then computes). */
 static void prim_make_team(struct gemm_prim *p)
 {
@@ -224,6 +283,8 @@ static void prim_make_team(struct gemm_prim *p)
     const char *impl = NULL;
 
     snprintf(p->impl, sizeof(p->impl), "openblas");
+    if (blas_faster(k))
+        return;
 #if DNNL_VERSION_MAJOR >= 3
     /* oneDNN 3.7 (Debian 13) multiplies wrong when a dimension is 1 with non-dense strides: a single
      * output column (N = 1) in every transposition, a transposed single row (a weight gradient's
@@ -357,6 +418,8 @@ static struct gemm_prim *prim_find(const struct gemm_key *key)
     for (p = gemm_cache; p; p = p->next)
         if (gemm_key_eq(&p->key, key))
             return p;
+    if (!blas_team)
+        blas_team = openblas_get_num_threads();
     if (!(p = calloc(1, sizeof(*p))))
         return NULL;
     p->key = *key;
@@ -512,6 +575,7 @@ static void gemm_blas(const struct gemm_key *k, const float *A, const float *B, 
     if (bias)
         for (int i = 0; i < k->M; i++)
             memcpy(C + (size_t)i * ldc, bias, sizeof(float) * (size_t)k->N);
+    blas_threads(k->solo || omp_in_parallel());
     cblas_sgemm(CblasRowMajor, k->trans_a ? CblasTrans : CblasNoTrans, k->trans_b ? CblasTrans : CblasNoTrans, k->M,
                 k->N, k->K, 1.0f, A, k->lda, B, k->ldb, k->accumulate || bias ? 1.0f : 0.0f, C, ldc);
 }
@@ -549,6 +613,71 @@ static void gemm_widened(struct gemm_prim *p, const void *A, const void *B, cons
         rows_pack(c, C, k->M, k->N, k->ldc);
 }
 
+/* A widened product on the whole team (a Linear's forward, bf16-true's and bf16-mixed's products
+ * outside backward's pair), in one parallel region instead of three (widen A and B, the fp32
+ * product on the team, round C): each thread widens its share of A and B, and after one barrier
+ * runs the product for its own block of C's rows on a primitive made for one thread (or one
+ * OpenBLAS thread), widening (accumulate) and rounding that block itself while it is in its cache.
+ * On a shared 2-core node every join waits for a descheduled thread, and the widened products
+ * added two to each product's one (scripts/bench/README.md, issue 47). The sums are fp32 sums of
+ * exact products as before, in the one-thread kernel's order. */
+static void gemm_widened_team(struct gemm_prim *p, const uint16_t *A, const uint16_t *B, const void *bias, void *C)
+{
+    const struct gemm_key *k = &p->key;
+    size_t na = span_a(k), nb = span_b(k);
+    float *a = scratch(SCR_A, na), *b = scratch(SCR_B, nb);
+
+#pragma omp parallel
+    {
+        struct gemm_key s = p->wide->key;
+        size_t lo, rows;
+        struct gemm_prim *sp;
+        const float *bs = bias;   /* an fp32 bias as it is; a bf16 one widened into the thread's scratch */
+        float *c;
+        int ldc;
+
+        widen_share(A, a, na);
+        widen_share(B, b, nb);
+        rows = ct_thread_share((size_t)k->M, 16, &lo);
+        if (k->bias == CT_DTYPE_BF16 + 1) {
+            float *w = scratch(SCR_BIAS, (size_t)k->N);
+
+            bf16_widen_range(bias, w, (size_t)k->N);
+            bs = w;
+        }
+        if (rows && k->c == CT_DTYPE_BF16) {
+            c = scratch(SCR_C, rows * k->N);
+            ldc = k->N;
+            if (k->accumulate)
+                for (size_t i = 0; i < rows; i++)
+                    bf16_widen_range((const uint16_t *)C + (lo + i) * k->ldc, c + i * k->N, (size_t)k->N);
+        } else {
+            c = (float *)C + lo * k->ldc;
+            ldc = k->ldc;
+        }
+#pragma omp barrier
+        if (rows) {
+            const float *ai = k->trans_a ? a + lo : a + lo * k->lda;
+
+            s.M = (int)rows;
+            s.ldc = ldc;
+            s.solo = 1 + omp_get_thread_num();
+            sp = prim_get(&s);
+            if (!sp) {
+                fprintf(stderr, "ctrain: out of memory for a bf16 GEMM's primitive\n");
+                abort();
+            }
+            if (sp->prim)
+                gemm_exec(sp, ai, b, bs, c);
+            else
+                gemm_blas(&s, ai, b, bs, c, ldc);
+            if (k->c == CT_DTYPE_BF16)
+                for (size_t i = 0; i < rows; i++)
+                    bf16_pack_range(c + i * k->N, (uint16_t *)C + (lo + i) * k->ldc, (size_t)k->N);
+        }
+    }
+}
+
 /* key's product on its oneDNN primitive, or (widen) widened to fp32 where it is a bf16 problem
  * oneDNN has no primitive for: 0, or -1 when neither ran (the caller computes it). */
 static int gemm_run(const struct gemm_key *key, const void *A, const void *B, const void *bias, void *C, int widen)
@@ -567,7 +696,10 @@ static int gemm_run(const struct gemm_key *key, const void *A, const void *B, co
     }
     if (!widen || !p->widened || key->batch.n0 > 0)
         return -1;
-    gemm_widened(p, A, B, bias, C);
+    if (p->wide && !key->solo && !omp_in_parallel() && omp_get_max_threads() > 1 && key->M >= 64)
+        gemm_widened_team(p, A, B, bias, C);
+    else
+        gemm_widened(p, A, B, bias, C);
     return 0;
 }
 
@@ -575,7 +707,7 @@ int ct_gemm_onednn(int trans_a, int trans_b, int M, int N, int K, const void *A,
                    enum ct_dtype ab, int accumulate, float *C, int ldc)
 {
     struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, ab, CT_DTYPE_F32, { 0 }, 1.0f,
-                            omp_in_parallel(), 0 };
+                            omp_in_parallel(), 0, 1 };
 
     return gemm_run(&key, A, B, NULL, C, 0);
 }
@@ -583,7 +715,7 @@ int ct_gemm_onednn(int trans_a, int trans_b, int M, int N, int K, const void *A,
 int ct_gemm_bf16_native(void)
 {
     static int native = -1; /* asked once (threads that ask at once get the same answer) */
-    struct gemm_key key = { 0, 1, 64, 64, 64, 64, 64, 64, 0, CT_DTYPE_BF16, CT_DTYPE_F32, { 0 }, 1.0f, 0, 0 };
+    struct gemm_key key = { 0, 1, 64, 64, 64, 64, 64, 64, 0, CT_DTYPE_BF16, CT_DTYPE_F32, { 0 }, 1.0f, 0, 0, 0 };
     struct gemm_prim *p;
 
     if (native < 0) {
@@ -615,6 +747,7 @@ static void gemm_batched_blas(const struct gemm_key *k, const void *A, const voi
         bf16_widen2(A, wa, na, B, wb, nb);
         a = wa, b = wb;
     }
+    blas_threads(1);   /* each product on one thread of the team */
 #pragma omp parallel for collapse(2) schedule(static) if (!omp_in_parallel())
     for (int i = 0; i < g->n0; i++)
         for (int j = 0; j < g->n1; j++) {
@@ -633,7 +766,8 @@ int ct_gemm_batched_to(const struct ct_gemm_batch *batch, int trans_a, int trans
                        int lda, const void *B, int ldb, enum ct_dtype ab, float alpha, enum ct_dtype c, void *C,
                        int ldc)
 {
-    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, 0, ab, c, *batch, alpha, omp_in_parallel(), 0 };
+    struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, 0, ab, c, *batch, alpha, omp_in_parallel(), 0,
+                            0 };
 
     if (M <= 0 || N <= 0 || batch->n0 <= 0 || batch->n1 <= 0 || (c != CT_DTYPE_F32 && c != CT_DTYPE_BF16))
         return -1;
@@ -648,7 +782,7 @@ const char *ct_gemm_impl(int trans_a, int trans_b, int M, int N, int K, int lda,
                          int accumulate, int ldc)
 {
     struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, ab, CT_DTYPE_F32, { 0 }, 1.0f,
-                            omp_in_parallel(), 0 };
+                            omp_in_parallel(), 0, 0 };
     struct gemm_prim *p = prim_get(&key);
 
     return p ? p->impl : "openblas";
@@ -658,7 +792,7 @@ void ct_gemm_prepare(int trans_a, int trans_b, int M, int N, int K, int lda, int
                      int accumulate, int ldc)
 {
     struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, ab, CT_DTYPE_F32, { 0 }, 1.0f,
-                            omp_in_parallel(), 0 };
+                            omp_in_parallel(), 0, 0 };
 
     prim_get(&key);
 }
@@ -666,7 +800,7 @@ void ct_gemm_prepare(int trans_a, int trans_b, int M, int N, int K, int lda, int
 void ct_gemm_prepare_bf16(int trans_a, int trans_b, int M, int N, int K, int lda, int ldb, int accumulate, int ldc)
 {
     struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, CT_DTYPE_BF16, CT_DTYPE_BF16, { 0 },
-                            1.0f, omp_in_parallel(), 0 };
+                            1.0f, omp_in_parallel(), 0, 0 };
 
     prim_get(&key);
 }
@@ -675,7 +809,7 @@ void ct_gemm(int trans_a, int trans_b, int M, int N, int K, const void *A, int l
              enum ct_dtype ab, int accumulate, float *C, int ldc)
 {
     struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, ab, CT_DTYPE_F32, { 0 }, 1.0f,
-                            omp_in_parallel(), 0 };
+                            omp_in_parallel(), 0, 0 };
 
     if (M <= 0 || N <= 0)
         return;
@@ -690,7 +824,7 @@ void ct_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t 
                   int accumulate, uint16_t *C, int ldc)
 {
     struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, accumulate, CT_DTYPE_BF16, CT_DTYPE_BF16, { 0 },
-                            1.0f, omp_in_parallel(), 0 };
+                            1.0f, omp_in_parallel(), 0, 0 };
 
     if (M <= 0 || N <= 0)
         return;
@@ -706,7 +840,7 @@ void ct_gemm_bias(int trans_a, int trans_b, int M, int N, int K, const void *A, 
                   enum ct_dtype ab, const float *bias, float *C, int ldc)
 {
     struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, 0, ab, CT_DTYPE_F32, { 0 }, 1.0f,
-                            omp_in_parallel(), CT_DTYPE_F32 + 1 };
+                            omp_in_parallel(), CT_DTYPE_F32 + 1, 0 };
 
     if (M <= 0 || N <= 0)
         return;
@@ -720,7 +854,7 @@ void ct_gemm_bf16_bias(int trans_a, int trans_b, int M, int N, int K, const uint
                        int ldb, const uint16_t *bias, uint16_t *C, int ldc)
 {
     struct gemm_key key = { trans_a, trans_b, M, N, K, lda, ldb, ldc, 0, CT_DTYPE_BF16, CT_DTYPE_BF16, { 0 }, 1.0f,
-                            omp_in_parallel(), CT_DTYPE_BF16 + 1 };
+                            omp_in_parallel(), CT_DTYPE_BF16 + 1, 0 };
 
     if (M <= 0 || N <= 0)
         return;

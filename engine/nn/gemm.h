@@ -71,6 +71,14 @@ int ct_gemm_batched_to(const struct ct_gemm_batch *batch, int trans_a, int trans
  * batched products, which would widen each of their views per call. */
 int ct_gemm_bf16_native(void);
 
+/* OpenBLAS's thread count for a product on the whole team (ct_cpu_threads_setup's; OpenBLAS's own
+ * default, or OPENBLAS_NUM_THREADS, until it is set). gemm.c runs a product made inside a parallel
+ * region (one thread of the team) on one OpenBLAS thread and one on the team on this count:
+ * Debian's OpenBLAS has one count for the process, so gemm.c sets it before each of its OpenBLAS
+ * products, and ct_gemm_blas_team puts the team's back before another caller's (fp64's dgemm). */
+void ct_gemm_set_blas_threads(int threads);
+void ct_gemm_blas_team(void);
+
 /* The threads oneDNN and the step's parallel loops use (OpenMP: Debian's oneDNN runs on it). */
 void ct_gemm_set_threads(int threads);
 int ct_gemm_get_threads(void);
@@ -79,9 +87,10 @@ int ct_gemm_get_threads(void);
  * it one thread. */
 int ct_gemm_forked_after_teams(void);
 
-/* ct_gemm through oneDNN's primitive for the problem only: 0, or -1 when oneDNN made none (ct_gemm
- * then widens bf16 inputs to fp32, or runs an fp32 product on OpenBLAS). For the microbenchmark
- * (build/t/gemm_shapes). */
+/* ct_gemm through oneDNN's primitive for the problem only, also where ct_gemm takes OpenBLAS as the
+ * faster library on this CPU (an AVX2 CPU's weight-gradient products): 0, or -1 when oneDNN made
+ * none (ct_gemm then widens bf16 inputs to fp32, or runs an fp32 product on OpenBLAS). For the
+ * microbenchmark (build/t/gemm_shapes). */
 int ct_gemm_onednn(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda, const void *B, int ldb,
                    enum ct_dtype ab, int accumulate, float *C, int ldc);
 /* The implementation oneDNN picked for that shape ("brg:avx512_core_bf16", ...), "openblas", or

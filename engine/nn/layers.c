@@ -185,6 +185,7 @@ void ct_softmax_xent_backward(float *probs, const uint8_t *labels, int batch, in
 void ct_linear_forward_f64(const double *x, const double *w, const double *b, double *y, int batch, int in, int out,
                            int relu)
 {
+    ct_gemm_blas_team();   /* on OpenBLAS's threads, as the process set them (gemm.h) */
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, out, in, 1.0, x, in, w, in, 0.0, y, out);
     if (relu)
         bias_relu_f64(y, b, batch, out);
@@ -196,6 +197,7 @@ void ct_linear_backward_f64(const double *x, const double *w, const double *dy, 
                             int batch, int in, int out)
 {
     column_sums_f64(dy, db, batch, out);
+    ct_gemm_blas_team();
     cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, batch, 1.0, dy, out, x, in, 0.0, dw, in);
     if (dx)
         cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, in, out, 1.0, dy, out, w, in, 0.0, dx, in);

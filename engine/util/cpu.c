@@ -19,6 +19,18 @@ static uint64_t xcr0(void)
     return ((uint64_t)hi << 32) | lo;
 }
 
+int ct_cpu_avx512(void)
+{
+    /* XCR0: SSE and AVX (bits 1-2), AVX-512's opmask and upper registers (5-7) */
+    const uint64_t avx512_state = 0xe6;
+    unsigned a, b, c, d;
+
+    if (__get_cpuid_max(0, NULL) < 7)
+        return 0;
+    __cpuid_count(7, 0, a, b, c, d);
+    return ((b >> 16) & 1) && (xcr0() & avx512_state) == avx512_state;   /* CPUID.(7,0):EBX[16] AVX512F */
+}
+
 int ct_cpu_bf16_instructions(void)
 {
     /* XCR0: SSE and AVX (bits 1-2), AVX-512's opmask and upper registers (5-7), AMX's tiles (17-18). */
@@ -49,9 +61,19 @@ int ct_cpu_bf16_instructions(void)
     return (getauxval(AT_HWCAP2) & HWCAP2_BF16) != 0;
 }
 
+int ct_cpu_avx512(void)
+{
+    return -1;
+}
+
 #else
 
 int ct_cpu_bf16_instructions(void)
+{
+    return -1;
+}
+
+int ct_cpu_avx512(void)
 {
     return -1;
 }

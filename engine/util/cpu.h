@@ -11,6 +11,12 @@
  * architecture). Without it the engine keeps bf16 storage and computes the products in fp32. */
 int ct_cpu_bf16_instructions(void);
 
+/* Whether the CPU has AVX-512 (AVX512F) and the kernel saves its state (XCR0): 1 yes, 0 no (an
+ * x86-64 CPU without it: AVX2 and older, e.g. AMD before Zen 4), -1 another architecture. Read
+ * with cpuid, as oneDNN and OpenBLAS read it for their kernels (a CPU model such as
+ * `qemu-x86_64 -cpu Haswell` hides it from all three alike). */
+int ct_cpu_avx512(void);
+
 /* Those instructions' names on this architecture, for messages. */
 #if defined(__x86_64__) || defined(__i386__)
 #define CT_CPU_BF16_ISA "AVX512-BF16 or AMX-BF16"

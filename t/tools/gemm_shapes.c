@@ -2,12 +2,15 @@
 /* gemm_shapes [--config k=v,..] [--batch B] [--reps N]
  *
  * The GPT training step's own GEMMs (every Linear's forward and two backward products, the tied LM
- * head's three), timed on their own: oneDNN fp32, oneDNN bf16 (engine/nn/gemm.c, the primitives the
- * step uses) and OpenBLAS sgemm. Each shape runs as often as one step runs it; the set repeats
- * --reps times after one warm-up. Prints one JSON line: GFLOP/s per backend over the whole set,
- * the implementation oneDNN picked per shape, and the set's FLOP per token; --per-shape adds a line
- * per shape with the three rates. For
- * scripts/bench/gemm-shapes (the share of oneDNN's own rate the training step reaches).
+ * head's three), timed on their own: oneDNN fp32 (ct_gemm_onednn: oneDNN's primitive even where
+ * ctrain takes OpenBLAS), ctrain's fp32 products as the step runs them (ct_gemm: oneDNN, or
+ * OpenBLAS for the shapes it is faster at on this CPU, engine/nn/gemm.c's blas_faster), bf16
+ * inputs (ct_gemm: oneDNN's bf16 primitives, or widened to fp32) and OpenBLAS sgemm. Each shape runs
+ * as often as one step runs it; the set repeats --reps times after one warm-up. Prints one JSON
+ * line: GFLOP/s per backend over the whole set, best_f32_gflops (each shape on whichever of oneDNN
+ * and OpenBLAS ran it faster here: the machine's fp32 GEMM ceiling for the step), the
+ * implementation per shape, and the set's FLOP per token; --per-shape adds a line per shape with
+ * the rates. For scripts/bench/gpt-throughput (the share of the GEMM ceiling the step reaches).
  * Threads: OMP_NUM_THREADS (oneDNN) and OPENBLAS_NUM_THREADS, as the step.
  */
 #include <cblas.h>
@@ -57,10 +60,11 @@ static double run(const struct shape *s, int n, int reps, int backend, void *a, 
             for (int k = 0; k < s[i].count; k++) {
                 const struct shape *p = &s[i];
 
-                if (backend == 2)
+                if (backend == 2 || (backend == 3 && ct_gemm_onednn(p->ta, p->tb, p->M, p->N, p->K, a, p->lda, b,
+                                                                     p->ldb, CT_DTYPE_F32, p->acc, c, p->ldc) != 0))
                     cblas_sgemm(CblasRowMajor, p->ta ? CblasTrans : CblasNoTrans, p->tb ? CblasTrans : CblasNoTrans,
                                 p->M, p->N, p->K, 1.0f, a, p->lda, b, p->ldb, p->acc ? 1.0f : 0.0f, c, p->ldc);
-                else
+                else if (backend != 3)
                     ct_gemm(p->ta, p->tb, p->M, p->N, p->K, a, p->lda, b, p->ldb,
                             backend ? CT_DTYPE_BF16 : CT_DTYPE_F32, p->acc, c, p->ldc);
             }
@@ -89,7 +93,7 @@ int main(int argc, char **argv)
     int per_shape = 0;
     struct shape s[16];
     int n;
-    double flops = 0, t[3];
+    double flops = 0, t[4], best = 0;
     size_t big = 0;
     float *a, *b, *c;
 
@@ -121,12 +125,20 @@ int main(int argc, char **argv)
     c = calloc(big, sizeof(float));
     fill(a, b, big, 0);
     t[2] = run(s, n, (int)reps, 2, a, b, c);
+    t[3] = run(s, n, (int)reps, 3, a, b, c);
     t[0] = run(s, n, (int)reps, 0, a, b, c);
+    /* the ceiling: each shape on the faster of the two libraries */
+    for (int i = 0; i < n; i++) {
+        double tb = run(&s[i], 1, (int)reps, 2, a, b, c), td = run(&s[i], 1, (int)reps, 3, a, b, c);
+
+        best += tb < td ? tb : td;
+    }
     fill(a, b, big, 1);
     t[1] = run(s, n, (int)reps, 1, a, b, c);
-    printf("{\"flop_per_token\": %.0f, \"onednn_f32_gflops\": %.1f, \"onednn_bf16_gflops\": %.1f, "
-           "\"openblas_gflops\": %.1f, \"threads\": %d, \"impl\": [", flops / ((double)batch * cfg.seq_len),
-           flops / t[0] / 1e9, flops / t[1] / 1e9, flops / t[2] / 1e9, ct_gemm_get_threads());
+    printf("{\"flop_per_token\": %.0f, \"onednn_f32_gflops\": %.1f, \"ctrain_f32_gflops\": %.1f, "
+           "\"best_f32_gflops\": %.1f, \"onednn_bf16_gflops\": %.1f, \"openblas_gflops\": %.1f, \"threads\": %d, "
+           "\"impl\": [", flops / ((double)batch * cfg.seq_len), flops / t[3] / 1e9, flops / t[0] / 1e9,
+           flops / best / 1e9, flops / t[1] / 1e9, flops / t[2] / 1e9, ct_gemm_get_threads());
     for (int i = 0; i < n; i++)
         printf("%s\"%dx%dx%d%s%s %s / %s\"", i ? ", " : "", s[i].M, s[i].N, s[i].K, s[i].ta ? " At" : "",
                s[i].tb ? " Bt" : "",
@@ -141,7 +153,7 @@ int main(int argc, char **argv)
 
             fill(a, b, big, 0);
             ts[0] = run(&s[i], 1, (int)reps, 2, a, b, c);
-            ts[1] = run(&s[i], 1, (int)reps, 0, a, b, c);
+            ts[1] = run(&s[i], 1, (int)reps, 3, a, b, c);
             fill(a, b, big, 1);
             ts[2] = run(&s[i], 1, (int)reps, 1, a, b, c);
             printf("%5dx%5dx%5d%s%s  x%d  OpenBLAS %6.1f  oneDNN fp32 %6.1f  oneDNN bf16 %6.1f GFLOP/s\n", s[i].M,

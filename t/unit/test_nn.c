@@ -13,11 +13,14 @@
 
 #include <cmocka.h>
 
+#include <cblas.h>
+
 #include "ctrain/model.h"
 #include "ctrain/nn.h"
 #include "engine/models/mlp/mlp.h"
 #include "engine/nn/bf16_inline.h"
 #include "engine/nn/gemm.h"
+#include "engine/util/cpu.h"
 
 static void test_rng(void **state)
 {
@@ -746,6 +749,47 @@ static void test_gemm_in_parallel(void **state)
     free(bh);
 }
 
+/* Which library computes an fp32 product, read from the CPU (cpuid, as oneDNN and OpenBLAS read it;
+ * qemu-x86_64 -cpu Haswell hides AVX-512 from all three): on an x86-64 CPU without AVX-512 the
+ * weight gradient's C = A^T B runs on OpenBLAS (faster there, issue 47), its bf16 form widened onto
+ * it; forward's A B^T and backward's A B stay on oneDNN; on any other CPU nothing moves to OpenBLAS.
+ * The same answer every time it is asked (every run and rank takes the same path). Such a product
+ * made on one thread of a team runs on one OpenBLAS thread, and the team's count comes back for
+ * the next product on the whole team. */
+static void test_gemm_library(void **state)
+{
+    int blas = ct_cpu_avx512() == 0, threads = omp_get_max_threads(), inside = 0;
+    size_t n = 512 * 96;
+    float *a = calloc(n, 4), *b = calloc(n, 4), *c = calloc(n, 4);
+
+    (void)state;
+    for (int i = 0; i < 2; i++) {
+        const char *at = ct_gemm_impl(1, 0, 96, 80, 512, 96, 80, CT_DTYPE_F32, 0, 80);
+
+        assert_int_equal(!strcmp(at, "openblas"), blas);
+        assert_string_not_equal(ct_gemm_impl(0, 1, 512, 80, 96, 96, 96, CT_DTYPE_F32, 0, 80), "openblas");
+        assert_string_not_equal(ct_gemm_impl(0, 0, 512, 80, 96, 96, 80, CT_DTYPE_F32, 0, 80), "openblas");
+        if (!ct_gemm_bf16_native())
+            assert_int_equal(!strcmp(ct_gemm_impl(1, 0, 96, 80, 512, 96, 80, CT_DTYPE_BF16, 0, 80),
+                                     "widened:openblas"), blas);
+    }
+    ct_gemm_set_blas_threads(2);
+    omp_set_num_threads(2);
+#pragma omp parallel num_threads(2)
+    {
+        ct_gemm(1, 0, 96, 80, 512, a, 96, b, 80, CT_DTYPE_F32, 0, c, 80);
+#pragma omp barrier
+        if (omp_get_thread_num() == 0)
+            inside = openblas_get_num_threads();
+    }
+    if (blas)
+        assert_int_equal(inside, 1);
+    ct_gemm_blas_team();
+    assert_int_equal(openblas_get_num_threads(), 2);
+    omp_set_num_threads(threads);
+    free(a), free(b), free(c);
+}
+
 static void test_gemm_batched(void **state)
 {
     int shapes[][3] = { { 32, 128, 64 }, { 7, 5, 3 }, { 32, 64, 96 } };
@@ -813,6 +857,7 @@ int main(void)
         cmocka_unit_test(test_adamw_bf16),
         cmocka_unit_test(test_gemm_bf16),
         cmocka_unit_test(test_gemm_batched),
+        cmocka_unit_test(test_gemm_library),
         cmocka_unit_test(test_gemm_in_parallel),
         cmocka_unit_test(test_gemm_bias),
         cmocka_unit_test(test_mlp_param_dtype),

@@ -8,6 +8,7 @@
 
 #include "engine/models/gpt/gpt_internal.h"
 #include "engine/models/gpt/gpt_passes.h"
+#include "engine/nn/gemm.h"
 
 #define elem double
 #define real double
@@ -27,6 +28,7 @@ static void gemm(int trans_a, int trans_b, int M, int N, int K, const void *A, i
                  enum ct_dtype ab, int accumulate, double *C, int ldc)
 {
     (void)ab; /* always CT_DTYPE_F64 here */
+    ct_gemm_blas_team();   /* on OpenBLAS's threads, as the process set them (engine/nn/gemm.h) */
     cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K, 1.0,
                 A, lda, B, ldb, accumulate ? 1.0 : 0.0, C, ldc);
 }
