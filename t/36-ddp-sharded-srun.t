@@ -53,7 +53,7 @@ G="$G --model-config n_layer=4,n_head=4,n_embd=64,seq_len=32 --lr-schedule const
 sent() {
     for n in n1 n2; do
         (cd "$root_dir" && scripts/slurm-cluster exec "$cluster" $n cat /proc/net/dev) | awk '$1 == "eth0:" { print $10 }'
-    done | awk '{ s += $1 } END { print s + 0 }'
+    done | awk '{ s += $1 } END { printf "%.0f\n", s }'
 }
 # gpt NAME STRATEGY: srun -N2 -n4 into $tmp/NAME; the bytes sent across the link into $tmp/NAME.sent
 gpt() {
