@@ -184,7 +184,7 @@ static int sharded(const ct_strategy *s, const struct fsdp *z)
 static int group_ranks(ct_strategy *s, struct fsdp *z, const int *node, ct_error *err)
 {
     int world = s->world_size, n_groups = 0, *size = calloc((size_t)world, sizeof(int));
-    int *id = calloc((size_t)world, sizeof(int)); /* the group of each node index seen, + 1 */
+    int *id = calloc((size_t)world, sizeof(int)); /* id[g]: group g's node index */
     int rc = 0;
 
     z->node_of = calloc((size_t)world, sizeof(int));
@@ -194,12 +194,14 @@ static int group_ranks(ct_strategy *s, struct fsdp *z, const int *node, ct_error
         goto out;
     }
     for (int q = 0; q < world; q++) {
-        int k = node[q] >= 0 && node[q] < world ? node[q] : 0;
+        int g = 0;
 
-        if (!id[k])
-            id[k] = ++n_groups;
-        z->node_of[q] = id[k] - 1;
-        z->place_of[q] = size[z->node_of[q]]++;
+        while (g < n_groups && id[g] != node[q])
+            g++;
+        if (g == n_groups)
+            id[n_groups++] = node[q];
+        z->node_of[q] = g;
+        z->place_of[q] = size[g]++;
     }
     for (int g = 1; g < n_groups && !rc; g++)
         if (size[g] != size[0]) {
