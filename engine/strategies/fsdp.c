@@ -29,8 +29,9 @@
  * node's parts, so its all-gather is an exchange among the node's ranks and never crosses a node;
  * the gradients are reduce-scattered within the node (summed in rank order), then each node's sum
  * of a part is exchanged with the ranks of the same place on the other nodes and summed in node
- * order — the same bits on every copy; what crosses the link is 1/(ranks a node) of ddp's allreduce
- * per rank. The optimizer state is the node's parts. One node: full_shard.
+ * order — the same bits on every copy; what crosses the link is 1/(ranks a node) of a flat
+ * allreduce's per rank. That exchange starts once the node's sum is made and is finished one unit
+ * later, while backward computes. The optimizer state is the node's parts. One node: full_shard.
  * shard_grad_op (ZeRO 2): the parameters stay gathered from forward through backward (no
  * re-gather), released after their backward. no_shard: ddp through the same path (each unit's
  * gradients allreduced as its backward ends, nothing released, the optimizer whole).
@@ -72,6 +73,7 @@ struct unit {
     int state;        /* U_* */
     long gather;      /* U_GATHERING: its all-gather's ticket */
     long reduce;      /* its gradients' exchange in flight (0: none) */
+    long cross;       /* hybrid_shard: its node's sum's exchange across the nodes in flight (0: none) */
     int reduced;      /* this step: the exchange started */
     int grad_live;    /* backward announced it and its gradients' exchange is not finished */
 };
@@ -569,14 +571,15 @@ static int start_reduce(ct_strategy *s, struct fsdp *z, int v, ct_error *err)
     return 0;
 }
 
-/* The sum over every node of this rank's part of unit v: each node's sum (in xrows, this node's in
- * its row already) exchanged with the ranks of the same place on the other nodes, then added in node
- * order into out, so every node's copy of the part has the same bits. */
-static int reduce_across(ct_strategy *s, struct fsdp *z, int v, float *xrows, float *out, ct_error *err)
+/* hybrid_shard: the node's sum of this rank's part of unit v (its row of xrows) to the ranks of the
+ * same place on the other nodes, theirs into their rows; finish_cross adds them. */
+static int start_cross(ct_strategy *s, struct fsdp *z, int v, ct_error *err)
 {
     struct unit *u = &z->units[v];
     size_t mine = u->counts[me(s)];
-    int ns = 0, nr = 0, rc;
+    float *xrows = z->xrecv + (size_t)z->rep_n * u->local;
+    int ns = 0, nr = 0;
+    long t;
 
     for (int n = 0; n < z->rep_n && mine; n++) {
         if (n == z->rep_me)
@@ -584,30 +587,47 @@ static int reduce_across(ct_strategy *s, struct fsdp *z, int v, float *xrows, fl
         z->sends[ns++] = (struct ct_coll_msg){ xrows + (size_t)z->rep_me * mine, mine * sizeof(float), z->reps[n] };
         z->recvs[nr++] = (struct ct_coll_msg){ xrows + (size_t)n * mine, mine * sizeof(float), z->reps[n] };
     }
-    rc = ct_ddp_wait(s, ((struct ddp *)s->impl)->coll,
-                     ct_coll_exchange_start(((struct ddp *)s->impl)->coll, z->sends, ns, z->recvs, nr, err),
-                     "the exchange of a unit's gradients across the nodes", err);
-    if (rc)
+    t = ct_coll_exchange_start(((struct ddp *)s->impl)->coll, z->sends, ns, z->recvs, nr, err);
+    if (t < 0)
+        return (int)t;
+    u->cross = t;
+    return 0;
+}
+
+/* Unit v's exchange across the nodes is over: every node's sum added in node order into gshard, so
+ * every node's copy of the part has the same bits; its rows of xrecv released. */
+static int finish_cross(ct_strategy *s, struct fsdp *z, int v, ct_error *err)
+{
+    struct unit *u = &z->units[v];
+    size_t mine = u->counts[me(s)];
+    float *xrows = z->xrecv ? z->xrecv + (size_t)z->rep_n * u->local : NULL, *out = z->gshard + u->local;
+    int rc;
+
+    if (!u->cross)
+        return 0;
+    if ((rc = wait_to(s, z, u->cross, "the exchange of a unit's gradients across the nodes", err)))
         return rc;
-    z->done = ct_coll_last(((struct ddp *)s->impl)->coll);
+    u->cross = 0;
     for (int n = 0; n < z->rep_n && mine; n++) {
         if (n == 0)
             memcpy(out, xrows, mine * sizeof(float));
         else
             cblas_saxpy((int)mine, 1.0f, xrows + (size_t)n * mine, 1, out, 1);
     }
+    ct_strategy_memory_sample(s);
+    ct_pages_release(xrows, (size_t)z->rep_n * mine * sizeof(float));
     return 0;
 }
 
 /* Unit v's exchange is over: its part summed in rank order into gshard (hybrid_shard: the node's
- * sum, then summed across the nodes), its whole gradients' pages and its rows of recv released. */
+ * sum into its row of xrecv, and the exchange across the nodes started), its whole gradients' pages
+ * and its rows of recv released. */
 static int finish_reduce(ct_strategy *s, struct fsdp *z, int v, ct_error *err)
 {
     struct unit *u = &z->units[v];
     size_t mine = u->counts[me(s)];
     float *rows = z->recv + (size_t)(z->group_n - 1) * u->local, *out = z->gshard + u->local;
-    float *xrows = z->xrecv ? z->xrecv + (size_t)z->rep_n * u->local : NULL;
-    float *sum = xrows ? xrows + (size_t)z->rep_me * mine : out;
+    float *sum = z->xrecv ? z->xrecv + (size_t)z->rep_n * u->local + (size_t)z->rep_me * mine : out;
     int rc;
 
     if (!u->reduce)
@@ -626,16 +646,14 @@ static int finish_reduce(ct_strategy *s, struct fsdp *z, int v, ct_error *err)
         else
             cblas_saxpy((int)mine, 1.0f, part, 1, sum, 1);
     }
-    /* The node's sum crosses the link once, to the same place on each other node. It waits here
-     * (not overlapped with backward's next unit, as the exchange within the node is). */
-    if (xrows && (rc = reduce_across(s, z, v, xrows, out, err)))
+    /* The node's sum crosses the link once, to the same place on each other node, while backward
+     * computes the unit before (finish_cross). */
+    if (z->xrecv && (rc = start_cross(s, z, v, err)))
         return rc;
     ct_strategy_memory_sample(s);
     u->grad_live = 0;
     release_unit(z, z->grads, v, 1);
     ct_pages_release(rows, (size_t)(z->group_n - 1) * mine * sizeof(float));
-    if (xrows)
-        ct_pages_release(xrows, (size_t)z->rep_n * mine * sizeof(float));
     return 0;
 }
 
@@ -672,7 +690,8 @@ static int fsdp_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_error
             release_params(z, &z->units[v]);
         /* The exchange of the unit after it has overlapped this unit's backward: finished (and its
          * pages released) before this one's starts, so one unit's exchange is in flight at a time. */
-        if (v + 1 < z->n_units && (rc = finish_reduce(s, z, v + 1, err)))
+        if ((v + 2 < z->n_units && (rc = finish_cross(s, z, v + 2, err))) ||
+            (v + 1 < z->n_units && (rc = finish_reduce(s, z, v + 1, err))))
             return rc;
         if ((rc = start_reduce(s, z, v, err)))
             return rc;
@@ -700,6 +719,8 @@ static int fsdp_grad_sync(ct_strategy *s, ct_error *err)
     }
     for (int v = z->n_units - 1; v >= 0 && !rc; v--)
         rc = finish_reduce(s, z, v, err);
+    for (int v = z->n_units - 1; v >= 0 && !rc; v--)
+        rc = finish_cross(s, z, v, err);
     if (!rc && d->posted && !d->posted_started) {
         long t = ct_coll_allreduce_start(d->coll, d->posted, (size_t)d->n_posted, CT_COLL_F64, err);
 
