@@ -3,10 +3,13 @@
 # ctrain fit --strategy ddp_sharded under srun --mpi=pmix on the SLURM test cluster: 2 tasks on
 # one node equal the same run under ctrain's own launcher (weights and whole optimizer state), 4
 # tasks over two emulated nodes (uneven shards) train, and a one-task step is refused with a hint.
-# Needs root, SLURM and munge (else SKIP).
+# fsdp's hybrid_shard on the same cluster, 2 nodes x 2 tasks: a small GPT follows ddp's losses and
+# gradient norms within 1e-5 for 10 steps and sends fewer bytes across the host link (each node's
+# eth0, its transmitted bytes, in the node's network namespace) than full_shard; 2 + 1 tasks are
+# refused with a hint. Needs root, SLURM and munge (else SKIP).
 . "$(dirname "$0")/lib/launch.sh"
 . "$(dirname "$0")/lib/ddp.sh"
-N=4
+N=7
 
 make_data || skip_all $N "dataset-fashion-mnist not installed"
 start_srun_cluster $N 2
@@ -40,3 +43,46 @@ timeout 60 srun -N1 -n1 --mpi=pmix "$CTRAIN" fit $FIT_FLAGS --data "$tmp/data" -
 rc=$?
 [ $rc -ne 0 ] && grep -q 'ddp_sharded' "$tmp/d.out" && grep -q 'hint:' "$tmp/d.out" && [ ! -f "$tmp/d/last.safetensors" ]
 ok $? "srun -n1 --strategy ddp_sharded: refused with a hint, nothing trained (exit $rc)" || diag "$tmp/d.out"
+
+# 5-7: fsdp over the two nodes, a GPT of 4 blocks, 10 steps: ddp, full_shard, hybrid_shard.
+head -c 6000 /usr/share/common-licenses/GPL-3 >"$tmp/corpus.txt"
+"$CTRAIN" tokenize --input "$tmp/corpus.txt" --output-dir "$tmp/tok" >"$tmp/tok.out" 2>&1 || diag "$tmp/tok.out"
+G="--model gpt --datamodule tokens --data $tmp/tok --progress off --log-every-n-steps 1 --limit-val-batches 1"
+G="$G --model-config n_layer=4,n_head=4,n_embd=64,seq_len=32 --lr-schedule constant --batch-size 2 --max-steps 10"
+# sent: the bytes both nodes' eth0 have transmitted (each crossing of the link counted once)
+sent() {
+    for n in n1 n2; do
+        (cd "$root_dir" && scripts/slurm-cluster exec "$cluster" $n cat /proc/net/dev) | awk '$1 == "eth0:" { print $10 }'
+    done | awk '{ s += $1 } END { printf "%.0f\n", s }'
+}
+# gpt NAME STRATEGY: srun -N2 -n4 into $tmp/NAME; the bytes sent across the link into $tmp/NAME.sent
+gpt() {
+    b0=$(sent)
+    timeout 120 srun -N2 -n4 --mpi=pmix "$CTRAIN" fit $G --strategy "$2" --num-nodes 2 --devices 2 \
+        --default-root-dir "$tmp/$1" >"$tmp/$1.out" 2>&1
+    rc=$?
+    echo $(($(sent) - b0)) >"$tmp/$1.sent"
+    return $rc
+}
+# losses_norms NAME: step, train_loss and grad_norm of the 10 steps
+losses_norms() { awk -F, '$1 ~ /^[0-9]+$/ && $3 != "" { print $1, $3, $8 }' "$tmp/$1/metrics.csv"; }
+gpt gd ddp && gpt gf fsdp && gpt gh fsdp:sharding_strategy=hybrid_shard &&
+    losses_norms gd >"$tmp/gd.l" && losses_norms gh >"$tmp/gh.l" && [ "$(wc -l <"$tmp/gh.l")" -eq 10 ] &&
+    got=$(paste -d' ' "$tmp/gd.l" "$tmp/gh.l" | awk '
+        function rel(a, b) { d = (a - b) / a; return d < 0 ? -d : d }
+        { if (rel($2, $5) > max) max = rel($2, $5); if (rel($3, $6) > max) max = rel($3, $6) }
+        END { printf "largest relative difference %.2e", max; exit !(NR == 10 && max <= 1e-5) }')
+ok $? "srun -N2 -n4 fsdp hybrid_shard follows ddp's losses and gradient norms within 1e-5 for 10 steps: $got" ||
+    diag "$tmp/gd.out" "$tmp/gf.out" "$tmp/gh.out" "$tmp/gd.l" "$tmp/gh.l"
+f=$(cat "$tmp/gf.sent") h=$(cat "$tmp/gh.sent")
+[ "$(json steps "$tmp/gf/summary.json")" = 10 ] && [ "$(json steps "$tmp/gh/summary.json")" = 10 ] &&
+    [ "$h" -gt 0 ] && [ "$h" -lt "$f" ]
+ok $? "hybrid_shard sent $h bytes across the host link, fewer than full_shard's $f (ddp: $(cat "$tmp/gd.sent"))" ||
+    diag "$tmp/gh.out"
+timeout 60 srun -N2 -n3 --mpi=pmix "$CTRAIN" fit $G --strategy fsdp:sharding_strategy=hybrid_shard --num-nodes 2 \
+    --default-root-dir "$tmp/gu" >"$tmp/gu.out" 2>&1
+rc=$?
+[ $rc -ne 0 ] && grep -q '^ctrain: .*hybrid_shard needs the same number of ranks on every node' "$tmp/gu.out" &&
+    grep -q '^ctrain: hint: .*--ntasks-per-node' "$tmp/gu.out" && [ ! -f "$tmp/gu/last.safetensors" ]
+ok $? "srun -N2 -n3 (2 + 1 tasks) with hybrid_shard: refused with a hint, nothing trained (exit $rc)" ||
+    diag "$tmp/gu.out"

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # fsdp (ZeRO 3) on cpu, 4 ranks under ctrain's launcher: full_shard over mpi (the launcher's PMIx
 # server) and over gloo (MASTER_ADDR/MASTER_PORT, backend=gloo) follows ddp's training losses within
-# 1e-5 for 2 epochs (42 steps) of a small GPT (fp32), shard_grad_op and no_shard for 10 steps; the measured peaks of
+# 1e-5 for 2 epochs (42 steps) of a small GPT (fp32), shard_grad_op and no_shard for 10 steps,
+# hybrid_shard on this one node gives full_shard's losses bit for bit; the measured peaks of
 # resident parameters + gradients + optimizer state per rank (summary.json's memory, rank 0's) are
 # at most 0.3x ddp's on a GPT of 40 blocks (the shards are 1/4; the units in flight, about five, are
 # the rest: few units weigh more, which is why this one has many); a full checkpoint of fsdp resumes
@@ -15,7 +16,7 @@
 T="$(dirname "$0")"
 . "$T/lib/launch.sh"
 . "$T/lib/ddp.sh"
-N=12
+N=13
 
 [ -x "$CTRAIN" ] || skip_all $N "ctrain not built"
 echo "1..$N"
@@ -95,12 +96,19 @@ fit ac fsdp 4 2 --max-steps 10 --activation-checkpointing && steps10 fs >"$tmp/f
 ok $? "fsdp with --activation-checkpointing: the same losses and gradient norms, bit for bit" ||
     diag "$tmp/ac.out" "$tmp/fs.10" "$tmp/ac.10"
 
-# 11-12: refused by the plan, nothing launched.
-"$CTRAIN" fit $G --strategy fsdp:sharding_strategy=hybrid_shard --devices 4 --default-root-dir "$tmp/bad1" \
+# 11: hybrid_shard on one host (one node): full_shard's losses and gradient norms, bit for bit (the
+# node's ranks are the world). Its 2-node runs: t/36-ddp-sharded-srun.t.
+fit hs fsdp:sharding_strategy=hybrid_shard 4 2 --max-steps 10 && steps10 hs >"$tmp/hs.10" &&
+    [ "$(wc -l <"$tmp/hs.10")" -eq 10 ] && cmp -s "$tmp/fs.10" "$tmp/hs.10"
+ok $? "fsdp hybrid_shard on one node: full_shard's losses and gradient norms, bit for bit" ||
+    diag "$tmp/hs.out" "$tmp/fs.10" "$tmp/hs.10"
+
+# 12-13: refused by the plan, nothing launched.
+"$CTRAIN" fit $G --strategy fsdp:sharding_strategy=zero3 --devices 4 --default-root-dir "$tmp/bad1" \
     >"$tmp/bad1.out" 2>&1
 rc=$?
-[ $rc -ne 0 ] && grep -q "^ctrain: .*sharding_strategy=hybrid_shard" "$tmp/bad1.out" &&
-    grep -q "^ctrain: hint: .*full_shard|shard_grad_op|no_shard" "$tmp/bad1.out" && [ ! -e "$tmp/bad1" ]
+[ $rc -ne 0 ] && grep -q "^ctrain: .*sharding_strategy=zero3" "$tmp/bad1.out" &&
+    grep -q "^ctrain: hint: .*full_shard|shard_grad_op|no_shard|hybrid_shard" "$tmp/bad1.out" && [ ! -e "$tmp/bad1" ]
 ok $? "an unknown sharding_strategy is refused with a hint, nothing run" || diag "$tmp/bad1.out"
 "$CTRAIN" fit $G --strategy fsdp --devices 1 --default-root-dir "$tmp/bad2" >"$tmp/bad2.out" 2>&1 &&
     echo "exit 0" >>"$tmp/bad2.out"

@@ -1,15 +1,17 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* fsdp's descriptor: Lightning's FSDPStrategy (its implementation: engine/strategies/fsdp.c, built
  * on ddp's process group). Options by Lightning's names; what is not built is left out rather than
- * refused at run time: hybrid_shard, sharded checkpoints (state_dict_type=sharded), nccl. No bucket_mb:
+ * refused at run time: sharded checkpoints (state_dict_type=sharded), nccl. No bucket_mb:
  * gradients are exchanged a unit at a time, as the unit's backward ends. */
 #include "engine/registry/components.h"
 
 static const ct_config_key fsdp_options[] = {
     { .key = "sharding_strategy", .type = CT_CONFIG_STRING, .dflt = "full_shard",
-      .choices = "full_shard|shard_grad_op|no_shard",
+      .choices = "full_shard|shard_grad_op|no_shard|hybrid_shard",
       .help = "full_shard: parameters, gradients and optimizer state sharded (ZeRO 3); shard_grad_op: "
-              "parameters kept gathered from forward through backward (ZeRO 2); no_shard: ddp" },
+              "parameters kept gathered from forward through backward (ZeRO 2); no_shard: ddp; hybrid_shard: "
+              "full_shard within each node, replicated across nodes (the nodes of SLURM's layout, the same number "
+              "of ranks on each)" },
     { .key = "limit_all_gathers", .type = CT_CONFIG_INT, .min = 1, .max = 64, .dflt = "1",
       .help = "units whose all-gather may be in flight at once (the prefetch's bound)" },
     /* Lightning's cpu_offload keeps parameters in host memory: on cpu they are there already. */

@@ -23,6 +23,15 @@
  * forward's start to backward's end: a tied weight (GPT's LM head is its token embedding) lives
  * there. The update runs on the shards; every unit is then released and the first ones' all-gathers
  * start for the next forward.
+ * hybrid_shard (PyTorch's HYBRID_SHARD): full_shard within each node, replicated across nodes. The
+ * nodes are the step's layout (each rank's node index from the cluster environment, all-gathered
+ * at setup_model; every node the same number of ranks, else refused); a unit is cut into the
+ * node's parts, so its all-gather is an exchange among the node's ranks and never crosses a node;
+ * the gradients are reduce-scattered within the node (summed in rank order), then each node's sum
+ * of a part is exchanged with the ranks of the same place on the other nodes and summed in node
+ * order — the same bits on every copy; what crosses the link is 1/(ranks a node) of a flat
+ * allreduce's per rank. That exchange starts once the node's sum is made and is finished one unit
+ * later, while backward computes. The optimizer state is the node's parts. One node: full_shard.
  * shard_grad_op (ZeRO 2): the parameters stay gathered from forward through backward (no
  * re-gather), released after their backward. no_shard: ddp through the same path (each unit's
  * gradients allreduced as its backward ends, nothing released, the optimizer whole).
@@ -53,23 +62,32 @@
 /* The page size release_unit aligns to: 4 KiB, the smallest (a larger page only releases less). */
 #define CT_FSDP_PAGE 4096
 
-enum { FULL_SHARD = 0, SHARD_GRAD_OP, NO_SHARD };
+enum { FULL_SHARD = 0, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD };
 enum { U_RELEASED = 0, U_GATHERING, U_GATHERED };
 
 struct unit {
     size_t lo, hi;    /* [lo, hi) of the parameter array */
-    size_t *counts;   /* counts[r]: rank r's part, the parts in rank order */
-    size_t part_lo;   /* this rank's part: [part_lo, part_lo + counts[rank]) */
+    size_t *counts;   /* counts[k]: the part of the group's k-th rank, the parts in group order */
+    size_t part_lo;   /* this rank's part: [part_lo, part_lo + counts[me]) */
     size_t local;     /* its first element in this rank's shards */
     int state;        /* U_* */
     long gather;      /* U_GATHERING: its all-gather's ticket */
     long reduce;      /* its gradients' exchange in flight (0: none) */
+    long cross;       /* hybrid_shard: its node's sum's exchange across the nodes in flight (0: none) */
     int reduced;      /* this step: the exchange started */
     int grad_live;    /* backward announced it and its gradients' exchange is not finished */
 };
 
 struct fsdp {
-    int mode;         /* FULL_SHARD, SHARD_GRAD_OP, NO_SHARD */
+    int mode;         /* FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD */
+    /* The shard group: the ranks a unit is cut over, this rank's place in it (me), and the replicas:
+     * the ranks holding this rank's parts, one a group (the world and this rank alone, but under
+     * hybrid_shard on several nodes: the node's ranks, and the same place on every node). */
+    int group_n, me, *group;
+    int rep_n, rep_me, *reps;
+    int *node_of, *place_of; /* [world]: each rank's group (node) and place in it */
+    float *xrecv;     /* hybrid_shard: every node's sum of this rank's parts, rep_n rows a unit, mmap'd */
+    size_t xrecv_bytes;
     int limit;        /* all-gathers in flight, at most */
     struct unit *units;
     int n_units, cap_units;
@@ -87,7 +105,10 @@ struct fsdp {
 };
 
 static struct fsdp *fsdp_of(ct_strategy *s) { return ((struct ddp *)s->impl)->sharded; }
-static int me(const ct_strategy *s) { return s->global_rank; }
+/* This rank's place in its shard group (its global rank but under hybrid_shard on several nodes). */
+static int me(const ct_strategy *s) { return ((const struct fsdp *)((const struct ddp *)s->impl)->sharded)->me; }
+/* Whether forward releases the units it has left (full_shard and hybrid_shard). */
+static int frees_forward(const struct fsdp *z) { return z->mode == FULL_SHARD || z->mode == HYBRID_SHARD; }
 
 static int fsdp_init(ct_strategy *s, ct_error *err)
 {
@@ -105,7 +126,11 @@ static int fsdp_init(ct_strategy *s, ct_error *err)
     ((struct ddp *)s->impl)->sharded = z;
     /* The values and defaults are the descriptor's (engine/registry/strategy_fsdp.c). */
     mode = ct_config_text(&opts, "sharding_strategy");
-    z->mode = !strcmp(mode, "shard_grad_op") ? SHARD_GRAD_OP : !strcmp(mode, "no_shard") ? NO_SHARD : FULL_SHARD;
+    z->mode = !strcmp(mode, "shard_grad_op") ? SHARD_GRAD_OP
+              : !strcmp(mode, "no_shard")    ? NO_SHARD
+              : !strcmp(mode, "hybrid_shard") ? HYBRID_SHARD
+                                              : FULL_SHARD;
+    z->me = s->global_rank;
     z->limit = ct_config_int(&opts, "limit_all_gathers");
     if (z->limit < 1)
         z->limit = 1;
@@ -155,11 +180,97 @@ static int sharded(const ct_strategy *s, const struct fsdp *z)
     return z->mode != NO_SHARD && s->world_size > 1 && !ct_ddp_single(s->impl);
 }
 
+/* The shard groups from the ranks' nodes (node[q]: rank q's node index, SLURM's SLURM_NODEID as the
+ * cluster environment gave it; all 0 but under hybrid_shard): a group is a node's ranks in rank
+ * order, numbered by their first rank; every group the same size, or an error. */
+static int group_ranks(ct_strategy *s, struct fsdp *z, const int *node, ct_error *err)
+{
+    int world = s->world_size, n_groups = 0, *size = calloc((size_t)world, sizeof(int));
+    int *id = calloc((size_t)world, sizeof(int)); /* id[g]: group g's node index */
+    int rc = 0;
+
+    z->node_of = calloc((size_t)world, sizeof(int));
+    z->place_of = calloc((size_t)world, sizeof(int));
+    if (!size || !id || !z->node_of || !z->place_of) {
+        rc = ct_error_set(err, CT_ENOMEM, NULL, "fsdp: out of memory for the shard groups of %d ranks", world);
+        goto out;
+    }
+    for (int q = 0; q < world; q++) {
+        int g = 0;
+
+        while (g < n_groups && id[g] != node[q])
+            g++;
+        if (g == n_groups)
+            id[n_groups++] = node[q];
+        z->node_of[q] = g;
+        z->place_of[q] = size[g]++;
+    }
+    for (int g = 1; g < n_groups && !rc; g++)
+        if (size[g] != size[0]) {
+            ct_error_set(err, CT_EINVAL, "fsdp-hybrid-uneven", "fsdp: sharding_strategy=hybrid_shard needs the same "
+                         "number of ranks on every node; the step has %d on its first node and %d on its node %d",
+                         size[0], size[g], g + 1);
+            rc = ct_error_hint(err, "give every node the same number of tasks (srun --ntasks-per-node), or use "
+                               "sharding_strategy=full_shard");
+        }
+    if (rc)
+        goto out;
+    z->group_n = size[0];
+    z->rep_n = n_groups;
+    z->me = z->place_of[s->global_rank];
+    z->rep_me = z->node_of[s->global_rank];
+    z->group = calloc((size_t)z->group_n, sizeof(int));
+    z->reps = calloc((size_t)z->rep_n, sizeof(int));
+    if (!z->group || !z->reps) {
+        rc = ct_error_set(err, CT_ENOMEM, NULL, "fsdp: out of memory for the shard groups of %d ranks", world);
+        goto out;
+    }
+    for (int q = 0; q < world; q++) {
+        if (z->node_of[q] == z->rep_me)
+            z->group[z->place_of[q]] = q;
+        if (z->place_of[q] == z->me)
+            z->reps[z->node_of[q]] = q;
+    }
+out:
+    free(size);
+    free(id);
+    return rc;
+}
+
+/* The shard groups: the world, but under hybrid_shard each node's ranks, the nodes told by an
+ * all-gather of each rank's node index (the layout SLURM gave the step: every rank learns every
+ * other's). One node: the world, as full_shard. */
+static int shard_groups(ct_strategy *s, struct fsdp *z, ct_error *err)
+{
+    struct ddp *d = s->impl;
+    int world = s->world_size, rc = 0, *node = calloc((size_t)world, sizeof(int));
+    size_t *counts = calloc((size_t)world, sizeof(size_t));
+
+    if (!node || !counts) {
+        rc = ct_error_set(err, CT_ENOMEM, NULL, "fsdp: out of memory for the shard groups of %d ranks", world);
+        goto out;
+    }
+    if (z->mode == HYBRID_SHARD && world > 1 && !ct_ddp_single(d)) {
+        for (int q = 0; q < world; q++)
+            counts[q] = sizeof(int);
+        node[s->global_rank] = ct_coll_node_rank(d->coll);
+        rc = ct_ddp_wait(s, d->coll, ct_coll_allgather_start(d->coll, node, counts, CT_COLL_BYTE, err),
+                         "the all-gather of the ranks' nodes", err);
+        z->done = ct_coll_last(d->coll);
+    }
+    if (!rc)
+        rc = group_ranks(s, z, node, err);
+out:
+    free(node);
+    free(counts);
+    return rc;
+}
+
 /* Every unit's parts, this rank's shards and the optimizer state of its parts, once the units are
  * known. The whole array is here (rank 0's, broadcast at setup_model, or a checkpoint's). */
 static int shard_units(ct_strategy *s, struct fsdp *z, ct_error *err)
 {
-    int world = s->world_size;
+    int world = z->group_n;
     size_t *lo = NULL, *count = NULL;
     int rc = 0;
 
@@ -183,8 +294,8 @@ static int shard_units(ct_strategy *s, struct fsdp *z, ct_error *err)
         return 0;
     z->pshard = malloc((z->local_n ? z->local_n : 1) * sizeof(float));
     z->gshard = calloc(z->local_n ? z->local_n : 1, sizeof(float));
-    z->sends = calloc((size_t)world, sizeof(*z->sends));
-    z->recvs = calloc((size_t)world, sizeof(*z->recvs));
+    z->sends = calloc((size_t)s->world_size, sizeof(*z->sends));
+    z->recvs = calloc((size_t)s->world_size, sizeof(*z->recvs));
     lo = calloc((size_t)z->n_units, sizeof(size_t));
     count = calloc((size_t)z->n_units, sizeof(size_t));
     /* Reserved, not committed: a unit's rows hold pages only while its exchange is in flight. */
@@ -192,7 +303,15 @@ static int shard_units(ct_strategy *s, struct fsdp *z, ct_error *err)
     z->recv = mmap(NULL, z->recv_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (z->recv == MAP_FAILED)
         z->recv = NULL;
-    if (!z->pshard || !z->gshard || !z->sends || !z->recvs || !lo || !count || !z->recv) {
+    /* hybrid_shard over nodes: every node's sum of this rank's parts, a unit's rows while its
+     * exchange across the nodes is in flight. */
+    z->xrecv_bytes = ((size_t)z->rep_n * z->local_n + 1) * sizeof(float);
+    z->xrecv = z->rep_n > 1 ? mmap(NULL, z->xrecv_bytes, PROT_READ | PROT_WRITE,
+                                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0) : NULL;
+    if (z->xrecv == MAP_FAILED)
+        z->xrecv = NULL;
+    if (!z->pshard || !z->gshard || !z->sends || !z->recvs || !lo || !count || !z->recv ||
+        (z->rep_n > 1 && !z->xrecv)) {
         rc = ct_error_set(err, CT_ENOMEM, NULL, "fsdp: out of memory for the shards of %zu parameters", z->local_n);
         goto out;
     }
@@ -306,7 +425,24 @@ static int start_gather(ct_strategy *s, struct fsdp *z, int v, ct_error *err)
     long t;
 
     memcpy(z->params + u->part_lo, z->pshard + u->local, u->counts[me(s)] * sizeof(float));
-    t = ct_coll_allgather_start(((struct ddp *)s->impl)->coll, z->params + u->lo, u->counts, CT_COLL_F32, err);
+    if (z->rep_n == 1) {
+        t = ct_coll_allgather_start(((struct ddp *)s->impl)->coll, z->params + u->lo, u->counts, CT_COLL_F32, err);
+    } else {
+        /* hybrid_shard: the node's ranks only; this rank's part to each, theirs in place. */
+        size_t at = u->lo;
+        int ns = 0, nr = 0;
+
+        for (int k = 0; k < z->group_n; at += u->counts[k], k++) {
+            if (k == me(s))
+                continue;
+            if (u->counts[me(s)])
+                z->sends[ns++] = (struct ct_coll_msg){ z->params + u->part_lo, u->counts[me(s)] * sizeof(float),
+                                                       z->group[k] };
+            if (u->counts[k])
+                z->recvs[nr++] = (struct ct_coll_msg){ z->params + at, u->counts[k] * sizeof(float), z->group[k] };
+        }
+        t = ct_coll_exchange_start(((struct ddp *)s->impl)->coll, z->sends, ns, z->recvs, nr, err);
+    }
     if (t < 0)
         return (int)t;
     u->gather = t;
@@ -377,7 +513,7 @@ static int fsdp_params_needed(ct_strategy *s, size_t offset, size_t count, ct_er
     first = unit_of(z, offset);
     last = unit_of(z, offset + count - 1);
     /* full_shard: the units forward has left (but the root) go back to the system. */
-    for (int v = 1; v < first && z->mode == FULL_SHARD; v++)
+    for (int v = 1; v < first && frees_forward(z); v++)
         if (z->units[v].state == U_GATHERED)
             release_params(z, &z->units[v]);
     return gather_units(s, z, first, last, +1, err);
@@ -413,15 +549,16 @@ static int start_reduce(ct_strategy *s, struct fsdp *z, int v, ct_error *err)
     if (!sharded(s, z)) {
         t = ct_coll_allreduce_start(d->coll, z->grads + u->lo, u->hi - u->lo, CT_COLL_F32, err);
     } else {
-        for (int q = 0; q < s->world_size; at += u->counts[q], q++) {
+        /* Within the shard group (hybrid_shard: the node); across the nodes after (finish_reduce). */
+        for (int q = 0; q < z->group_n; at += u->counts[q], q++) {
             if (q == me(s))
                 continue;
             if (u->counts[q])
-                z->sends[ns++] = (struct ct_coll_msg){ z->grads + at, u->counts[q] * sizeof(float), q };
+                z->sends[ns++] = (struct ct_coll_msg){ z->grads + at, u->counts[q] * sizeof(float), z->group[q] };
             if (mine)
-                z->recvs[nr++] = (struct ct_coll_msg){ z->recv + (size_t)(s->world_size - 1) * u->local +
+                z->recvs[nr++] = (struct ct_coll_msg){ z->recv + (size_t)(z->group_n - 1) * u->local +
                                                        (size_t)(q < me(s) ? q : q - 1) * mine,
-                                                       mine * sizeof(float), q };
+                                                       mine * sizeof(float), z->group[q] };
         }
         t = ct_coll_exchange_start(d->coll, z->sends, ns, z->recvs, nr, err);
     }
@@ -434,13 +571,63 @@ static int start_reduce(ct_strategy *s, struct fsdp *z, int v, ct_error *err)
     return 0;
 }
 
-/* Unit v's exchange is over: its part summed in rank order into gshard, its whole gradients' pages
+/* hybrid_shard: the node's sum of this rank's part of unit v (its row of xrows) to the ranks of the
+ * same place on the other nodes, theirs into their rows; finish_cross adds them. */
+static int start_cross(ct_strategy *s, struct fsdp *z, int v, ct_error *err)
+{
+    struct unit *u = &z->units[v];
+    size_t mine = u->counts[me(s)];
+    float *xrows = z->xrecv + (size_t)z->rep_n * u->local;
+    int ns = 0, nr = 0;
+    long t;
+
+    for (int n = 0; n < z->rep_n && mine; n++) {
+        if (n == z->rep_me)
+            continue;
+        z->sends[ns++] = (struct ct_coll_msg){ xrows + (size_t)z->rep_me * mine, mine * sizeof(float), z->reps[n] };
+        z->recvs[nr++] = (struct ct_coll_msg){ xrows + (size_t)n * mine, mine * sizeof(float), z->reps[n] };
+    }
+    t = ct_coll_exchange_start(((struct ddp *)s->impl)->coll, z->sends, ns, z->recvs, nr, err);
+    if (t < 0)
+        return (int)t;
+    u->cross = t;
+    return 0;
+}
+
+/* Unit v's exchange across the nodes is over: every node's sum added in node order into gshard, so
+ * every node's copy of the part has the same bits; its rows of xrecv released. */
+static int finish_cross(ct_strategy *s, struct fsdp *z, int v, ct_error *err)
+{
+    struct unit *u = &z->units[v];
+    size_t mine = u->counts[me(s)];
+    float *xrows = z->xrecv ? z->xrecv + (size_t)z->rep_n * u->local : NULL, *out = z->gshard + u->local;
+    int rc;
+
+    if (!u->cross)
+        return 0;
+    if ((rc = wait_to(s, z, u->cross, "the exchange of a unit's gradients across the nodes", err)))
+        return rc;
+    u->cross = 0;
+    for (int n = 0; n < z->rep_n && mine; n++) {
+        if (n == 0)
+            memcpy(out, xrows, mine * sizeof(float));
+        else
+            cblas_saxpy((int)mine, 1.0f, xrows + (size_t)n * mine, 1, out, 1);
+    }
+    ct_strategy_memory_sample(s);
+    ct_pages_release(xrows, (size_t)z->rep_n * mine * sizeof(float));
+    return 0;
+}
+
+/* Unit v's exchange is over: its part summed in rank order into gshard (hybrid_shard: the node's
+ * sum into its row of xrecv, and the exchange across the nodes started), its whole gradients' pages
  * and its rows of recv released. */
 static int finish_reduce(ct_strategy *s, struct fsdp *z, int v, ct_error *err)
 {
     struct unit *u = &z->units[v];
     size_t mine = u->counts[me(s)];
-    float *rows = z->recv + (size_t)(s->world_size - 1) * u->local, *out = z->gshard + u->local;
+    float *rows = z->recv + (size_t)(z->group_n - 1) * u->local, *out = z->gshard + u->local;
+    float *sum = z->xrecv ? z->xrecv + (size_t)z->rep_n * u->local + (size_t)z->rep_me * mine : out;
     int rc;
 
     if (!u->reduce)
@@ -451,18 +638,22 @@ static int finish_reduce(ct_strategy *s, struct fsdp *z, int v, ct_error *err)
     u->reduce = 0;
     if (!sharded(s, z))
         return 0;
-    for (int q = 0; q < s->world_size && mine; q++) {
+    for (int q = 0; q < z->group_n && mine; q++) {
         const float *part = q == me(s) ? z->grads + u->part_lo : rows + (size_t)(q < me(s) ? q : q - 1) * mine;
 
         if (q == 0)
-            memcpy(out, part, mine * sizeof(float));
+            memcpy(sum, part, mine * sizeof(float));
         else
-            cblas_saxpy((int)mine, 1.0f, part, 1, out, 1);
+            cblas_saxpy((int)mine, 1.0f, part, 1, sum, 1);
     }
+    /* The node's sum crosses the link once, to the same place on each other node, while backward
+     * computes the unit before (finish_cross). */
+    if (z->xrecv && (rc = start_cross(s, z, v, err)))
+        return rc;
     ct_strategy_memory_sample(s);
     u->grad_live = 0;
     release_unit(z, z->grads, v, 1);
-    ct_pages_release(rows, (size_t)(s->world_size - 1) * mine * sizeof(float));
+    ct_pages_release(rows, (size_t)(z->group_n - 1) * mine * sizeof(float));
     return 0;
 }
 
@@ -499,7 +690,8 @@ static int fsdp_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_error
             release_params(z, &z->units[v]);
         /* The exchange of the unit after it has overlapped this unit's backward: finished (and its
          * pages released) before this one's starts, so one unit's exchange is in flight at a time. */
-        if (v + 1 < z->n_units && (rc = finish_reduce(s, z, v + 1, err)))
+        if ((v + 2 < z->n_units && (rc = finish_cross(s, z, v + 2, err))) ||
+            (v + 1 < z->n_units && (rc = finish_reduce(s, z, v + 1, err))))
             return rc;
         if ((rc = start_reduce(s, z, v, err)))
             return rc;
@@ -527,6 +719,8 @@ static int fsdp_grad_sync(ct_strategy *s, ct_error *err)
     }
     for (int v = z->n_units - 1; v >= 0 && !rc; v--)
         rc = finish_reduce(s, z, v, err);
+    for (int v = z->n_units - 1; v >= 0 && !rc; v--)
+        rc = finish_cross(s, z, v, err);
     if (!rc && d->posted && !d->posted_started) {
         long t = ct_coll_allreduce_start(d->coll, d->posted, (size_t)d->n_posted, CT_COLL_F64, err);
 
@@ -550,7 +744,7 @@ static void fsdp_grad_view(ct_strategy *s, void **grads, size_t *count, int *par
     if (!z->discovering && sharded(s, z)) {
         *grads = z->gshard;
         *count = z->local_n;
-        *partial = 1;
+        *partial = z->rep_me ? 2 : 1; /* the first node's ranks count the norm's parts */
     }
 }
 
@@ -573,6 +767,7 @@ static int fsdp_params_sync(ct_strategy *s, ct_error *err)
 static int fsdp_setup_model(ct_strategy *s, void *params, void *grads, size_t n, ct_error *err)
 {
     struct fsdp *z = fsdp_of(s);
+    int rc;
 
     if (!s->optim) {
         ct_error_set(err, CT_EINTERNAL, "fsdp-no-optimizer", "fsdp: setup_model before model_to_device");
@@ -587,7 +782,9 @@ static int fsdp_setup_model(ct_strategy *s, void *params, void *grads, size_t n,
     z->n = z->grad_lo = n;
     ct_pages_small_pages(params, n * sizeof(float));
     ct_pages_small_pages(grads, n * sizeof(float));
-    return ct_strategy_ddp.setup_model(s, params, grads, n, err);
+    if ((rc = ct_strategy_ddp.setup_model(s, params, grads, n, err)))
+        return rc;
+    return shard_groups(s, z, err);
 }
 
 static int fsdp_optimizer_step(ct_strategy *s, ct_model *model, ct_optim *optim, int *skipped, ct_error *err)
@@ -668,6 +865,13 @@ static void fsdp_shard_of(ct_strategy *s, const void *whole, void *mine)
                z->units[v].counts[me(s)] * sizeof(float));
 }
 
+/* Rank q's part of unit u in a gather to rank 0: its part when q is in rank 0's shard group (the
+ * first node's under hybrid_shard, whose ranks hold every part), else none. */
+static size_t owner_count(const struct fsdp *z, const struct unit *u, int q)
+{
+    return z->node_of[q] ? 0 : u->counts[z->place_of[q]];
+}
+
 /* One state array's parts to rank 0, then into the parameters' order. */
 static int fsdp_gather_shards(ct_strategy *s, const void *mine, void *whole, ct_error *err)
 {
@@ -686,7 +890,7 @@ static int fsdp_gather_shards(ct_strategy *s, const void *mine, void *whole, ct_
     }
     for (int v = 0; v < z->n_units; v++)
         for (int q = 0; q < s->world_size; q++)
-            counts[q] += z->units[v].counts[q];
+            counts[q] += owner_count(z, &z->units[v], q);
     rc = ct_ddp_wait(s, d->coll, ct_coll_gather_start(d->coll, mine, all, counts, CT_COLL_F32, 0, err),
                      "the gather of the optimizer state", err);
     for (int q = 0; q < s->world_size && !rc && s->global_rank == 0; q++)
@@ -695,9 +899,9 @@ static int fsdp_gather_shards(ct_strategy *s, const void *mine, void *whole, ct_
             size_t before = 0;
 
             for (int r = 0; r < q; r++)
-                before += u->counts[r];
-            memcpy((float *)whole + u->lo + before, all + at, u->counts[q] * sizeof(float));
-            at += u->counts[q];
+                before += owner_count(z, u, r);
+            memcpy((float *)whole + u->lo + before, all + at, owner_count(z, u, q) * sizeof(float));
+            at += owner_count(z, u, q);
         }
     if (!rc)
         z->done = ct_coll_last(d->coll);
@@ -713,7 +917,8 @@ static int fsdp_resident(ct_strategy *s, size_t bytes[3])
     if (z->discovering)
         return 1;
     bytes[0] += ct_pages_resident(z->pshard, z->local_n * sizeof(float));
-    bytes[1] += ct_pages_resident(z->gshard, z->local_n * sizeof(float)) + ct_pages_resident(z->recv, z->recv_bytes);
+    bytes[1] += ct_pages_resident(z->gshard, z->local_n * sizeof(float)) + ct_pages_resident(z->recv, z->recv_bytes) +
+                ct_pages_resident(z->xrecv, z->xrecv ? z->xrecv_bytes : 0);
     return 0;
 }
 
@@ -730,6 +935,12 @@ static void fsdp_destroy(ct_strategy *s)
         free(z->gshard);
         if (z->recv)
             munmap(z->recv, z->recv_bytes);
+        if (z->xrecv)
+            munmap(z->xrecv, z->xrecv_bytes);
+        free(z->group);
+        free(z->reps);
+        free(z->node_of);
+        free(z->place_of);
         free(z->sends);
         free(z->recvs);
         free(z);

@@ -77,7 +77,10 @@ int ct_strategy_grad_norm(ct_strategy *s, double *norm, ct_error *err)
     sq = s->param_dtype == CT_DTYPE_F64    ? sum_sq_f64(g, n)
          : s->param_dtype == CT_DTYPE_BF16 ? sum_sq_bf16(g, n)
                                            : sum_sq_f32(g, n);
-    /* A sharded gradient: the norm over the whole model is the root of the ranks' sums. */
+    /* A sharded gradient: the norm over the whole model is the root of the ranks' sums; a replica of
+     * a shard another rank counts (partial 2: hybrid_shard's other nodes) adds nothing. */
+    if (partial == 2)
+        sq = 0;
     if (partial && s->world_size > 1 && (rc = ct_strategy_reduce_sum(s, &sq, 1, err)))
         return rc;
     *norm = sqrt(sq);

@@ -24,8 +24,9 @@ struct ct_strategy_ops {
     int (*grad_sync)(ct_strategy *s, ct_error *err);
     /* Optional: the reduced gradients this rank's update reads after grad_sync, when they are not
      * the whole gradient array (ddp_sharded stage 2: this rank's shard; *partial = 1: the ranks'
-     * views tile the gradient, so a norm sums over the ranks). NULL: the whole array, the same on
-     * every rank. */
+     * views tile the gradient, so a norm sums over the ranks; *partial = 2: a copy of a shard another
+     * rank's view holds and counts, fsdp's hybrid_shard on the nodes after the first). NULL: the
+     * whole array, the same on every rank. */
     void (*grad_view)(ct_strategy *s, void **grads, size_t *count, int *partial);
     /* Optional (an update still in flight after optimizer_step): wait for the parameters
      * [offset, offset + count) forward is about to read; params_sync waits for all of them. The
