@@ -71,6 +71,7 @@ struct unit {
 struct fsdp {
     int mode;         /* FULL_SHARD, SHARD_GRAD_OP, NO_SHARD */
     int limit;        /* all-gathers in flight, at most */
+    int sharded_ckpt; /* state_dict_type=sharded: each rank saves its own shards (shard_layout) */
     struct unit *units;
     int n_units, cap_units;
     int discovering;  /* 1 until the first forward's announcements are units */
@@ -107,6 +108,7 @@ static int fsdp_init(ct_strategy *s, ct_error *err)
     mode = ct_config_text(&opts, "sharding_strategy");
     z->mode = !strcmp(mode, "shard_grad_op") ? SHARD_GRAD_OP : !strcmp(mode, "no_shard") ? NO_SHARD : FULL_SHARD;
     z->limit = ct_config_int(&opts, "limit_all_gathers");
+    z->sharded_ckpt = !strcmp(ct_config_text(&opts, "state_dict_type"), "sharded");
     if (z->limit < 1)
         z->limit = 1;
     z->discovering = 1;
@@ -668,6 +670,34 @@ static void fsdp_shard_of(ct_strategy *s, const void *whole, void *mine)
                z->units[v].counts[me(s)] * sizeof(float));
 }
 
+/* rank's part of every unit, unit after unit: the order of pshard and of the optimizer's shards
+ * (engine/checkpoint/sharded.c writes them as they are). */
+static int fsdp_shard_layout(ct_strategy *s, int rank, size_t *ranges, int max, const void **mine)
+{
+    struct fsdp *z = fsdp_of(s);
+    int n = 0;
+
+    if (!z->sharded_ckpt || !z->params || z->discovering || !sharded(s, z) || rank < 0 || rank >= s->world_size)
+        return 0; /* before the first forward no unit is known: the whole file */
+    for (int v = 0; v < z->n_units; v++) {
+        const struct unit *u = &z->units[v];
+        size_t before = 0;
+
+        if (!u->counts[rank])
+            continue;
+        for (int r = 0; r < rank; r++)
+            before += u->counts[r];
+        if (ranges && n < max) {
+            ranges[2 * n] = u->lo + before;
+            ranges[2 * n + 1] = u->counts[rank];
+        }
+        n++;
+    }
+    if (mine)
+        *mine = z->pshard;
+    return n;
+}
+
 /* One state array's parts to rank 0, then into the parameters' order. */
 static int fsdp_gather_shards(ct_strategy *s, const void *mine, void *whole, ct_error *err)
 {
@@ -758,6 +788,7 @@ const struct ct_strategy_ops *ct_strategy_fsdp_ops(void)
         ops.resident = fsdp_resident;
         ops.optimizer_step = fsdp_optimizer_step;
         ops.gather_shards = fsdp_gather_shards;
+        ops.shard_layout = fsdp_shard_layout;
         ops.destroy = fsdp_destroy;
     }
     return &ops;

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/checkpoint/sharded.h"
 #include "engine/trainer/trainer_internal.h"
 #include "engine/util/fsutil.h"
 
@@ -51,11 +52,14 @@ static int choose_auto(ct_run *run, const ct_trainer_config *cfg, char *resume, 
         return rc;
     if (!exists)
         return 0;
-    /* Its job id is easy to copy: a file another user owns (or a link to one) is not resumed. */
+    /* Its job id is easy to copy: a file another user owns (or a link to one) is not resumed; a
+     * sharded checkpoint's metadata is its index's. */
+    if (ct_ckpt_sharded_is(path))
+        snprintf(path + strlen(path), sizeof(path) - strlen(path), "/%s", CT_CKPT_SHARDED_INDEX);
     rc = run->is_zero ? ct_fs_check_owned(path, "--ckpt-path auto:", err) : 0;
     if ((rc = ct_rank_zero_status(run, rc, err)))
         return rc;
-    snprintf(resume, size, "%s", path);
+    snprintf(resume, size, "%s/last.safetensors", cfg->default_root_dir);
     return 0;
 }
 
