@@ -6,11 +6,13 @@
 # within 1e-5 of the unbroken ddp run; a flipped byte in a rank's file and a missing rank file are
 # refused with a hint, the checkpoint untouched; a save SIGKILLed at a random moment (each file's
 # write held CTRAIN_TEST_CKPT_WRITE_DELAY seconds, a few tries) leaves last.safetensors loadable (its
-# temporary directory, PATH.tmp.XXXXXX, is removed by the next save).
+# temporary directory, PATH.tmp.XXXXXX, is removed by the next save); ctrain export of the directory
+# writes the same Hugging Face files as of the whole file of the same run; another model's
+# sharded checkpoint and a directory without an index are refused with a hint.
 T="$(dirname "$0")"
 . "$T/lib/launch.sh"
 . "$T/lib/ddp.sh"
-N=8
+N=11
 
 [ -x "$CTRAIN" ] || skip_all $N "ctrain not built"
 echo "1..$N"
@@ -100,3 +102,25 @@ for try in 1 2 3; do
     [ $i -lt 600 ] && [ $rc -eq 0 ] && grep -q "val_loss" "$K.v.out"
     ok $? "try $try: a save killed midway leaves last.safetensors loadable" || { diag "$K.out" "$K.v.out"; ls -la "$K" | sed 's/^/# /'; }
 done
+
+# 9: ctrain export of the sharded directory: the same files as of the whole file fsdp's
+# state_dict_type=full wrote in the same run (bit for bit: the same training).
+fit full fsdp 4 2 --max-epochs 1 &&
+    "$CTRAIN" export --ckpt-path "$tmp/full/last.safetensors" --format hf --output-dir "$tmp/hf.full" >"$tmp/ex1.out" 2>&1 &&
+    "$CTRAIN" export --ckpt-path "$tmp/half/last.safetensors" --format hf --output-dir "$tmp/hf.sharded" >"$tmp/ex2.out" 2>&1 &&
+    [ -f "$tmp/hf.sharded/model.safetensors" ] && diff -r "$tmp/hf.full" "$tmp/hf.sharded" >"$tmp/ex.diff" 2>&1
+ok $? "ctrain export of the sharded directory writes what export of the whole file writes" ||
+    diag "$tmp/full.out" "$tmp/ex1.out" "$tmp/ex2.out" "$tmp/ex.diff"
+
+# 10-11: identity: another model's sharded checkpoint; a directory without an index (a run's).
+"$CTRAIN" fit $M --model-config n_layer=2,n_head=4,n_embd=64,seq_len=32 --strategy "$S" --devices 4 --batch-size 2 \
+    --max-epochs 2 --ckpt-path "$tmp/half/last.safetensors" --default-root-dir "$tmp/other" >"$tmp/other.out" 2>&1
+rc=$?
+[ $rc -ne 0 ] && grep -q "^ctrain: .*model" "$tmp/other.out" && grep -q "^ctrain: hint: " "$tmp/other.out" &&
+    [ ! -e "$tmp/other/last.safetensors" ]
+ok $? "another model's sharded checkpoint is refused with a hint, nothing saved" || diag "$tmp/other.out"
+"$CTRAIN" validate $M --ckpt-path "$tmp/half" --default-root-dir "$tmp/noidx" >"$tmp/noidx.out" 2>&1
+rc=$?
+[ $rc -ne 0 ] && grep -q "^ctrain: .*is a directory without index.safetensors" "$tmp/noidx.out" &&
+    grep -q "^ctrain: hint: " "$tmp/noidx.out"
+ok $? "a directory without an index is refused with a hint" || diag "$tmp/noidx.out"

@@ -185,8 +185,7 @@ static int save_checkpoint(ct_run *run, const char *path, int may_defer, ct_erro
     /* state_dict_type=sharded: each rank writes its own shards, nothing gathered */
     if (ct_strategy_shard_layout(run->strategy, run->rank, NULL, 0, NULL) > 0) {
         describe_run(run, r);
-        ct_ckpt_record_write(r, c);
-        rc = ct_ckpt_sharded_save(run, path, c, err);
+        rc = ct_ckpt_sharded_save(run, path, r, err);
         goto out;
     }
     if ((rc = ct_strategy_params_whole(run->strategy, 1, err)) ||

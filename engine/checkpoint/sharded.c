@@ -35,6 +35,7 @@
 #include "ctrain/strategy.h"
 #include "ctrain/util.h"
 #include "engine/checkpoint/format.h"
+#include "engine/checkpoint/meta.h"
 #include "engine/checkpoint/sharded.h"
 #include "engine/util/fsutil.h"
 
@@ -159,7 +160,7 @@ out:
 }
 
 /* Rank 0: the index, last, from every rank's layout and the digests the sum brought. */
-static int write_index(ct_run *run, const char *dir, const ct_ckpt *meta, const double *sums, ct_error *err)
+static int write_index(ct_run *run, const char *dir, const ct_ckpt_record *meta, const double *sums, ct_error *err)
 {
     const struct ct_checkpoint_io_ops *io = ct_strategy_checkpoint_io(run->strategy);
     ct_ckpt *c = calloc(1, sizeof(*c));
@@ -188,8 +189,7 @@ static int write_index(ct_run *run, const char *dir, const ct_ckpt *meta, const 
         digests[2 * r] = sums[1 + 2 * r];
         digests[2 * r + 1] = sums[2 + 2 * r];
     }
-    for (int i = 0; i < meta->n_meta; i++)
-        c->meta[c->n_meta++] = meta->meta[i];
+    ct_ckpt_record_write(meta, c);
     shape[0] = (int64_t)rows;
     shape[1] = 3;
     ct_ckpt_tensor_add(c, "shard_ranges", table, CT_DTYPE_F64, 2, shape, 3 * rows);
@@ -223,7 +223,7 @@ static int put_in_place(const char *tmp, const char *path, ct_error *err)
     return 0;
 }
 
-int ct_ckpt_sharded_save(ct_run *run, const char *path, const ct_ckpt *meta, ct_error *err)
+int ct_ckpt_sharded_save(ct_run *run, const char *path, const ct_ckpt_record *meta, ct_error *err)
 {
     struct { int32_t rc; char dir[1200]; } tmp;
     double *sums = calloc(1 + 2 * (size_t)run->world, sizeof(double));

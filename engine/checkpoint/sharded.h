@@ -9,6 +9,7 @@
 
 #include "ctrain/checkpoint_io.h"
 #include "ctrain/error.h"
+#include "engine/checkpoint/meta.h"
 #include "engine/run/run.h"
 
 /* The index's name inside the directory; each rank's file is rank-NNNNN.safetensors. */
@@ -21,7 +22,7 @@ int ct_ckpt_sharded_is(const char *path);
  * checksums; rank 0 writes the index (the ranges, the checksums, meta: the run's metadata) last
  * and renames the directory into place, exchanging it with an older one. A collective; every rank
  * returns the same verdict. */
-int ct_ckpt_sharded_save(ct_run *run, const char *path, const ct_ckpt *meta, ct_error *err);
+int ct_ckpt_sharded_save(ct_run *run, const char *path, const ct_ckpt_record *meta, ct_error *err);
 /* The index's metadata into c (no tensors), its header digest in c->header_digest. */
 int ct_ckpt_sharded_meta(const struct ct_checkpoint_io_ops *io, const char *path, ct_ckpt *c, ct_error *err);
 /* The tensors c names (params: the model's parameter array, n fp32 elements, which c's model
