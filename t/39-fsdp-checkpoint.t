@@ -105,7 +105,7 @@ done
 
 # 9: ctrain export of the sharded directory: the same files as of the whole file fsdp's
 # state_dict_type=full wrote in the same run (bit for bit: the same training).
-fit full fsdp 4 2 --max-epochs 1 &&
+fit full fsdp:state_dict_type=full 4 2 --max-epochs 1 && [ -f "$tmp/full/last.safetensors" ] &&
     "$CTRAIN" export --ckpt-path "$tmp/full/last.safetensors" --format hf --output-dir "$tmp/hf.full" >"$tmp/ex1.out" 2>&1 &&
     "$CTRAIN" export --ckpt-path "$tmp/half/last.safetensors" --format hf --output-dir "$tmp/hf.sharded" >"$tmp/ex2.out" 2>&1 &&
     [ -f "$tmp/hf.sharded/model.safetensors" ] && diff -r "$tmp/hf.full" "$tmp/hf.sharded" >"$tmp/ex.diff" 2>&1

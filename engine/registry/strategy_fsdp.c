@@ -15,9 +15,11 @@ static const ct_config_key fsdp_options[] = {
     /* Lightning's cpu_offload keeps parameters in host memory: on cpu they are there already. */
     { .key = "cpu_offload", .type = CT_CONFIG_INT, .min = 0, .max = 1, .dflt = "0",
       .help = "accepted for Lightning's flag; on cpu the parameters are in host memory already (no effect)" },
-    { .key = "state_dict_type", .type = CT_CONFIG_STRING, .dflt = "full", .choices = "full|sharded",
-      .help = "full: rank 0 writes one file with the whole state; sharded: the checkpoint is a directory, "
-              "each rank's shards in a file of its own and one index (any strategy and world size loads it)" },
+    /* Lightning's default for FSDP: sharded */
+    { .key = "state_dict_type", .type = CT_CONFIG_STRING, .dflt = "sharded", .choices = "sharded|full",
+      .help = "sharded: the checkpoint is a directory under the file's name, each rank's shards in a file of "
+              "its own and one index, written as a whole (any strategy and world size loads it); full: the "
+              "shards gathered, rank 0 writes one file" },
     CT_DDP_OPTION_BACKEND,
     { .key = NULL },
 };

@@ -27,10 +27,12 @@
  * re-gather), released after their backward. no_shard: ddp through the same path (each unit's
  * gradients allreduced as its backward ends, nothing released, the optimizer whole).
  *
- * Anything that reads the array whole (a checkpoint's save) gathers every unit first
- * (params_whole); a load into it gives each rank its parts again (params_written). Checkpoints hold
- * the whole state (state_dict_type=full): the optimizer's shards are gathered to rank 0 and put in
- * the parameters' order, one file that ddp and single_device load, and back.
+ * Checkpoints. state_dict_type=sharded (the default, Lightning's): each rank writes its shards as
+ * they are (shard_layout says which ranges of the array they hold; engine/checkpoint/sharded.c),
+ * nothing gathered. state_dict_type=full: anything that reads the array whole gathers every unit
+ * first (params_whole), the optimizer's shards are gathered to rank 0 and put in the parameters'
+ * order, one file that ddp and single_device load. Either way a load writes the array whole and
+ * each rank takes its parts again (params_written, shard_of).
  *
  * Memory is measured (ct_strategy_memory_sample): the model's arrays with mincore, as each unit is
  * gathered, plus the shards (resident).
