@@ -168,6 +168,17 @@ static void describe_run(ct_run *run, ct_ckpt_record *r)
     snprintf(r->model_config, sizeof(r->model_config), "%s", o->model_config);
 }
 
+/* The strategy saves shards (fsdp's state_dict_type=sharded, once its units are known): decided
+ * from every rank's layout, which every rank knows, so all take the same path (a rank may hold no
+ * part of a model smaller than the world). */
+static int saves_sharded(ct_run *run)
+{
+    for (int r = 0; r < run->world; r++)
+        if (ct_strategy_shard_layout(run->strategy, r, NULL, 0, NULL) > 0)
+            return 1;
+    return 0;
+}
+
 static int save_checkpoint(ct_run *run, const char *path, int may_defer, ct_error *err)
 {
     ct_ckpt *c = calloc(1, sizeof(*c));
@@ -183,7 +194,7 @@ static int save_checkpoint(ct_run *run, const char *path, int may_defer, ct_erro
     if ((rc = ct_model_to_host(run->model, run->optim, err)))
         goto out;
     /* state_dict_type=sharded: each rank writes its own shards, nothing gathered */
-    if (ct_strategy_shard_layout(run->strategy, run->rank, NULL, 0, NULL) > 0) {
+    if (saves_sharded(run)) {
         describe_run(run, r);
         rc = ct_ckpt_sharded_save(run, path, r, err);
         goto out;
