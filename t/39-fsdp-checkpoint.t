@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # fsdp's sharded checkpoints (state_dict_type=sharded), 4 ranks under ctrain's launcher: the
 # checkpoint is a directory (last.safetensors/: one index and a file per rank, no whole file); it
-# resumes at 2 ranks (fsdp, 2 x 4: the same global batch) and under ddp (4 x 2), each continuing
-# within 1e-5 of the unbroken ddp run; a flipped byte in a rank's file and a missing rank file are
+# resumes at 2 ranks (fsdp, 2 x 4: the same global batch), under ddp and ddp_sharded (4 x 2) and
+# single_device (1 x 8), each continuing within 1e-5 of the unbroken ddp run; a flipped byte in a rank's file and a missing rank file are
 # refused with a hint, the checkpoint untouched; a save SIGKILLed at a random moment (each file's
 # write held CTRAIN_TEST_CKPT_WRITE_DELAY seconds, a few tries) leaves last.safetensors loadable (its
 # temporary directory, PATH.tmp.XXXXXX, is removed by the next save); ctrain export of the directory
@@ -12,7 +12,7 @@
 T="$(dirname "$0")"
 . "$T/lib/launch.sh"
 . "$T/lib/ddp.sh"
-N=11
+N=13
 
 [ -x "$CTRAIN" ] || skip_all $N "ctrain not built"
 echo "1..$N"
@@ -51,7 +51,7 @@ L="$tmp/half/last.safetensors"
     [ "$(ls "$L" | wc -l)" -eq 5 ] && [ -d "$tmp/half/best.safetensors" ] && [ -z "$(ls -a "$tmp/half" | grep '\.tmp\.')" ]
 ok $? "a 4-rank sharded save: last.safetensors/ holds index.safetensors and rank-0000[0-3].safetensors" ||
     { diag "$tmp/half.out"; ls -laR "$tmp/half" | sed 's/^/# /'; }
-for d in r2 rddp flip miss; do cp -r "$tmp/half" "$tmp/$d"; done
+for d in r2 rddp rzs rsd flip miss; do cp -r "$tmp/half" "$tmp/$d"; done
 
 # 2-3: resumed at 2 ranks (fsdp 2 x 4) and under ddp (4 x 2), the same global batch.
 fit r2 "$S" 2 4 --max-epochs 2 --ckpt-path last && got=$(follows ddp r2 22 42)
@@ -61,7 +61,13 @@ fit rddp ddp 4 2 --max-epochs 2 --ckpt-path last && got=$(follows ddp rddp 22 42
 ok $? "resumed under ddp, follows the unbroken run within 1e-5 (and its save replaced the directory by a file): $got" ||
     diag "$tmp/rddp.out" "$tmp/rddp/metrics.csv"
 
-# 4-5: a flipped byte in rank 2's shards, a missing rank 1 file: refused with a hint, the
+# 4-5: under ddp_sharded (4 x 2) and single_device (1 x 8), the same global batch.
+fit rzs ddp_sharded 4 2 --max-epochs 2 --ckpt-path last && got=$(follows ddp rzs 22 42)
+ok $? "resumed under ddp_sharded, follows the unbroken run within 1e-5: $got" || diag "$tmp/rzs.out" "$tmp/rzs/metrics.csv"
+fit rsd single_device 1 8 --max-epochs 2 --ckpt-path last && got=$(follows ddp rsd 22 42)
+ok $? "resumed under single_device, follows the unbroken run within 1e-5: $got" || diag "$tmp/rsd.out" "$tmp/rsd/metrics.csv"
+
+# 6-7: a flipped byte in rank 2's shards, a missing rank 1 file: refused with a hint, the
 # checkpoint untouched, nothing trained.
 f="$tmp/flip/last.safetensors/rank-00002.safetensors"
 size=$(stat -c %s "$f")
@@ -82,7 +88,7 @@ rc=$?
     grep -q "^ctrain: hint: .*incomplete" "$tmp/miss.out"
 ok $? "a missing rank file is refused with a hint" || diag "$tmp/miss.out"
 
-# 6-8: SIGKILL at a random moment of a save (each file's write held 0.4 s once its header is out:
+# 8-10: SIGKILL at a random moment of a save (each file's write held 0.4 s once its header is out:
 # the ranks' files, then the index): last.safetensors still loads (the older checkpoint, or the
 # new one when the kill came after its rename).
 for try in 1 2 3; do
@@ -103,7 +109,7 @@ for try in 1 2 3; do
     ok $? "try $try: a save killed midway leaves last.safetensors loadable" || { diag "$K.out" "$K.v.out"; ls -la "$K" | sed 's/^/# /'; }
 done
 
-# 9: ctrain export of the sharded directory: the same files as of the whole file fsdp's
+# 11: ctrain export of the sharded directory: the same files as of the whole file fsdp's
 # state_dict_type=full wrote in the same run (bit for bit: the same training).
 fit full fsdp:state_dict_type=full 4 2 --max-epochs 1 && [ -f "$tmp/full/last.safetensors" ] &&
     "$CTRAIN" export --ckpt-path "$tmp/full/last.safetensors" --format hf --output-dir "$tmp/hf.full" >"$tmp/ex1.out" 2>&1 &&
@@ -112,7 +118,7 @@ fit full fsdp:state_dict_type=full 4 2 --max-epochs 1 && [ -f "$tmp/full/last.sa
 ok $? "ctrain export of the sharded directory writes what export of the whole file writes" ||
     diag "$tmp/full.out" "$tmp/ex1.out" "$tmp/ex2.out" "$tmp/ex.diff"
 
-# 10-11: identity: another model's sharded checkpoint; a directory without an index (a run's).
+# 12-13: identity: another model's sharded checkpoint; a directory without an index (a run's).
 "$CTRAIN" fit $M --model-config n_layer=2,n_head=4,n_embd=64,seq_len=32 --strategy "$S" --devices 4 --batch-size 2 \
     --max-epochs 2 --ckpt-path "$tmp/half/last.safetensors" --default-root-dir "$tmp/other" >"$tmp/other.out" 2>&1
 rc=$?
