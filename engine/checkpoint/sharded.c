@@ -134,7 +134,7 @@ static int write_rank(ct_run *run, const char *dir, uint64_t *digest, ct_error *
     if (count != n || ct_optim_dtype(run->optim) != CT_DTYPE_F32) {
         rc = ct_error_set(err, CT_EINVAL, "ckpt-sharded", "sharded checkpoint: the optimizer's shard (%zu) is not "
                           "the parameters' (%zu)", count, n);
-        ct_error_hint(err, "use --strategy-config state_dict_type=full");
+        ct_error_hint(err, "use --strategy fsdp:state_dict_type=full");
         goto out;
     }
     {
