@@ -75,9 +75,10 @@ d=$(mem "$tmp/md/summary.json") f=$(mem "$tmp/mf/summary.json")
 ok $? "measured parameter + gradient + optimizer peak per rank: fsdp $f bytes <= 0.3 x ddp's $d" ||
     diag "$tmp/md.out" "$tmp/mf.out" "$tmp/md/summary.json" "$tmp/mf/summary.json"
 
-# 7-8: fsdp's full checkpoint at the end of epoch 1, resumed under ddp (4 x 2) and at 2 ranks (fsdp
+# 7-8: fsdp's full checkpoint (state_dict_type=full; the default, sharded: t/39-fsdp-checkpoint.t) at the
+# end of epoch 1, resumed under ddp (4 x 2) and at 2 ranks (fsdp
 # 2 x 4: the same global batch), each continuing within 1e-5 of the unbroken ddp run.
-fit half fsdp 4 2 --max-epochs 1 && cp -r "$tmp/half" "$tmp/half2" &&
+fit half fsdp:state_dict_type=full 4 2 --max-epochs 1 && cp -r "$tmp/half" "$tmp/half2" &&
     fit half ddp 4 2 --max-epochs 2 --ckpt-path last && got=$(follows ddp half 22 42)
 ok $? "fsdp's checkpoint after epoch 1 resumed under ddp follows the unbroken run: $got" ||
     diag "$tmp/half.out" "$tmp/half/metrics.csv"

@@ -11,6 +11,7 @@
 
 #include "engine/callbacks/callbacks.h"
 #include "engine/checkpoint/checkpoint.h"
+#include "engine/util/fsutil.h"
 
 static int better(const ct_run *run, double a, double b)
 {
@@ -83,7 +84,7 @@ static int on_validation_end(void *self, ct_run *run, const ct_validation_end *v
             return rc;
         snprintf(path, sizeof(path), "%s/%s", run->opt.root_dir, evicted);
         if (evicted[0] && run->is_zero)
-            unlink(path);
+            ct_fs_remove(path);   /* a file, or a sharded checkpoint's directory */
     }
     return 0;
 }

@@ -11,6 +11,7 @@
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/format.h"
 #include "engine/checkpoint/meta.h"
+#include "engine/checkpoint/sharded.h"
 
 /* What the parameters are stored in, as the metadata records it ("F32", "F64": the checkpoint's
  * dtype names); a checkpoint written before ctrain recorded it holds F32. */
@@ -167,6 +168,17 @@ static void describe_run(ct_run *run, ct_ckpt_record *r)
     snprintf(r->model_config, sizeof(r->model_config), "%s", o->model_config);
 }
 
+/* The strategy saves shards (fsdp's state_dict_type=sharded, once its units are known): decided
+ * from every rank's layout, which every rank knows, so all take the same path (a rank may hold no
+ * part of a model smaller than the world). */
+static int saves_sharded(ct_run *run)
+{
+    for (int r = 0; r < run->world; r++)
+        if (ct_strategy_shard_layout(run->strategy, r, NULL, 0, NULL) > 0)
+            return 1;
+    return 0;
+}
+
 static int save_checkpoint(ct_run *run, const char *path, int may_defer, ct_error *err)
 {
     ct_ckpt *c = calloc(1, sizeof(*c));
@@ -179,8 +191,15 @@ static int save_checkpoint(ct_run *run, const char *path, int may_defer, ct_erro
         free(r);
         return ct_error_set(err, CT_ENOMEM, "", "out of memory saving %s", path);
     }
-    if ((rc = ct_model_to_host(run->model, run->optim, err)) ||
-        (rc = ct_strategy_params_whole(run->strategy, 1, err)) ||
+    if ((rc = ct_model_to_host(run->model, run->optim, err)))
+        goto out;
+    /* state_dict_type=sharded: each rank writes its own shards, nothing gathered */
+    if (saves_sharded(run)) {
+        describe_run(run, r);
+        rc = ct_ckpt_sharded_save(run, path, r, err);
+        goto out;
+    }
+    if ((rc = ct_strategy_params_whole(run->strategy, 1, err)) ||
         (rc = ct_strategy_optimizer_state_get(run->strategy, run->optim, 1, &optim, err)))
         goto out;
     if ((rc = describe_tensors(run, c, &optim, err)))
@@ -315,6 +334,9 @@ int ct_run_restore_checkpoint(ct_run *run, const char *path, const ct_ckpt_resto
     ct_optim_state_list optim = { 0 };
     unsigned rules = CT_CKPT_RULE_LOAD | (how->weights_only ? 0 : CT_CKPT_RULE_RESUME) |
                      (how->deterministic ? CT_CKPT_RULE_DETERMINISTIC : 0) | (how->same_job ? CT_CKPT_RULE_JOB : 0);
+    const struct ct_checkpoint_io_ops *io = ct_strategy_checkpoint_io(run->strategy);
+    const ct_model *host = ct_model_host(run->model);
+    int sharded = ct_ckpt_sharded_is(path);
     uint64_t header;
     int rc;
 
@@ -324,7 +346,7 @@ int ct_run_restore_checkpoint(ct_run *run, const char *path, const ct_ckpt_resto
     }
     /* First pass, no tensors: the header is validated and the metadata read, so a checkpoint of
      * another model gets a message about the model rather than about one tensor. */
-    rc = ct_strategy_load_checkpoint(run->strategy, path, c, err);
+    rc = sharded ? ct_ckpt_sharded_meta(io, path, c, err) : ct_strategy_load_checkpoint(run->strategy, path, c, err);
     if (!rc) {
         ct_ckpt_record_read(c, theirs);   /* theirs->text points into c, until c is reused below */
         describe_run(run, mine);
@@ -339,8 +361,15 @@ int ct_run_restore_checkpoint(ct_run *run, const char *path, const ct_ckpt_resto
     memset(c, 0, sizeof(*c));
     memset(theirs->text, 0, sizeof(theirs->text));
     rc = describe_tensors(run, c, how->weights_only ? NULL : &optim, err);
-    if (!rc)
+    if (!rc && sharded && host->param_dtype != CT_DTYPE_F32) {
+        rc = ct_error_set(err, CT_EINVAL, "ckpt-sharded", "%s: a sharded checkpoint holds F32 parameters, this run's "
+                          "are %s", path, storage_name(host->param_dtype));
+        ct_error_hint(err, "resume with --precision 32-true");
+    } else if (!rc && sharded) { /* every rank file read, checked and scattered into the whole arrays */
+        rc = ct_ckpt_sharded_load(io, path, c, host->params, host->num_params, err);
+    } else if (!rc) {
         rc = ct_strategy_load_checkpoint(run->strategy, path, c, err);
+    }
     /* The checks above were made on the first read: the second must be of the same file. */
     if (!rc && c->header_digest != header)
         rc = ct_error_set(err, CT_EIO, "ckpt-changed", "%s changed while it was read (replaced by another "

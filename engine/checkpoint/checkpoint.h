@@ -28,7 +28,9 @@ void ct_run_checkpoint_free(ct_run *run);
 
 /* Save the run's weights, optimizer state and counters through the strategy (rank 0 writes).
  * may_defer: the file may be written in the background, by the strategy's checkpoint IO when it is
- * the asynchronous wrapper (--async-checkpoint). */
+ * the asynchronous wrapper (--async-checkpoint). A strategy that saves shards (fsdp's
+ * state_dict_type=sharded) makes path a directory instead, every rank writing its own file, at once
+ * (engine/checkpoint/sharded.c). */
 int ct_run_save_checkpoint(ct_run *run, const char *path, int may_defer, ct_error *err);
 /* Wait for the pending asynchronous write (ct_strategy_checkpoint_wait), timed with the saves. */
 int ct_run_checkpoint_wait(ct_run *run, ct_error *err);
@@ -39,7 +41,8 @@ typedef struct ct_ckpt_restore {
     int same_job;       /* --ckpt-path auto: this SLURM job must have written it */
 } ct_ckpt_restore;
 /* Load a checkpoint into the run: its metadata read once and checked against the run, then its
- * tensors (every rank reads the file; all agree on the verdict). */
+ * tensors (every rank reads the file, or every file of a sharded checkpoint's directory; all agree
+ * on the verdict). */
 int ct_run_restore_checkpoint(ct_run *run, const char *path, const ct_ckpt_restore *how, ct_error *err);
 
 #endif

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -14,6 +15,7 @@
 #include "engine/checkpoint/ckpt_model.h"
 #include "engine/checkpoint/format.h"
 #include "engine/checkpoint/meta.h"
+#include "engine/checkpoint/sharded.h"
 
 /* The model's name and --model-config as the run gave them (metadata "flags"). */
 static int model_of(const char *path, const ct_ckpt_record *r, char *name, size_t nsize, char *config, size_t csize,
@@ -46,7 +48,7 @@ int ct_ckpt_model_load(const char *path, const char *command, ct_model **out, ct
     ct_model *m = NULL;
     char name[64], config[512], want[320];
     const char *model;
-    int stored;
+    int stored, sharded = 0;
     struct stat st;
     int rc;
 
@@ -55,13 +57,21 @@ int ct_ckpt_model_load(const char *path, const char *command, ct_model **out, ct
         rc = ct_error_set(err, CT_ENOMEM, "", "out of memory reading %s", path);
         goto out;
     }
+    /* a directory: a sharded checkpoint (its index says which model), or a run's directory */
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        ct_error_set(err, CT_EINVAL, "ckpt-path", "--ckpt-path %s is a directory", path);
-        rc = ct_error_hint(err, "give a checkpoint file in it, e.g. %s/best.safetensors", path);
-        goto out;
+        char index[1300];
+
+        snprintf(index, sizeof(index), "%s/%s", path, CT_CKPT_SHARDED_INDEX);
+        if (access(index, F_OK)) {
+            ct_error_set(err, CT_EINVAL, "ckpt-path", "--ckpt-path %s is a directory without %s", path,
+                         CT_CKPT_SHARDED_INDEX);
+            rc = ct_error_hint(err, "give a checkpoint in it, e.g. %s/best.safetensors", path);
+            goto out;
+        }
+        sharded = 1;
     }
     /* the header and metadata only: which model to build */
-    if ((rc = io->load(path, c, err))) {
+    if ((rc = sharded ? ct_ckpt_sharded_meta(io, path, c, err) : io->load(path, c, err))) {
         ct_error_prefix(err, "--ckpt-path: ");
         if (rc == CT_ENOENT) { /* a flag naming a file that is not there: bad input */
             err->code = rc = CT_EINVAL;
@@ -106,7 +116,14 @@ int ct_ckpt_model_load(const char *path, const char *command, ct_model **out, ct
     }
     memset(c, 0, sizeof(*c));   /* r->text pointed into it: read no more */
     ct_ckpt_model_tensors_add(c, m);
-    if ((rc = io->load(path, c, err)) || (rc = ct_ckpt_check_finite(path, c, err)))
+    if (sharded && m->param_dtype != CT_DTYPE_F32) {
+        rc = ct_error_set(err, CT_EFORMAT, "ckpt-sharded", "--ckpt-path %s: a sharded checkpoint of %s parameters",
+                          path, ct_ckpt_dtype_name(m->param_dtype) ? ct_ckpt_dtype_name(m->param_dtype) : "non-F32");
+        goto out;
+    }
+    /* sharded: every rank file read, checked against the index and put in the model's array */
+    rc = sharded ? ct_ckpt_sharded_load(io, path, c, m->params, m->num_params, err) : io->load(path, c, err);
+    if (rc || (rc = ct_ckpt_check_finite(path, c, err)))
         goto out;
     *out = m;
     m = NULL;

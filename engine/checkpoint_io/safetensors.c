@@ -169,7 +169,7 @@ static int st_save(const char *path, const ct_ckpt *ckpt, ct_error *err)
         goto io_fail;
     }
     fd = -1;
-    if (rename(tmp, path))
+    if (ct_fs_replace(tmp, path))   /* a sharded checkpoint's directory may be there */
         goto io_fail;
     free(header);
     if (ct_fsync_parent_dir(path))

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* fsdp's descriptor: Lightning's FSDPStrategy (its implementation: engine/strategies/fsdp.c, built
  * on ddp's process group). Options by Lightning's names; what is not built is left out rather than
- * refused at run time: sharded checkpoints (state_dict_type=sharded), nccl. No bucket_mb:
+ * refused at run time: nccl. No bucket_mb:
  * gradients are exchanged a unit at a time, as the unit's backward ends. */
 #include "engine/registry/components.h"
 
@@ -17,8 +17,11 @@ static const ct_config_key fsdp_options[] = {
     /* Lightning's cpu_offload keeps parameters in host memory: on cpu they are there already. */
     { .key = "cpu_offload", .type = CT_CONFIG_INT, .min = 0, .max = 1, .dflt = "0",
       .help = "accepted for Lightning's flag; on cpu the parameters are in host memory already (no effect)" },
-    { .key = "state_dict_type", .type = CT_CONFIG_STRING, .dflt = "full", .choices = "full",
-      .help = "full: rank 0 writes one file with the whole state (sharded directories are not written yet)" },
+    /* Lightning's default for FSDP: sharded */
+    { .key = "state_dict_type", .type = CT_CONFIG_STRING, .dflt = "sharded", .choices = "sharded|full",
+      .help = "sharded: the checkpoint is a directory under the file's name, each rank's shards in a file of "
+              "its own and one index, written as a whole (any strategy and world size loads it); full: the "
+              "shards gathered, rank 0 writes one file" },
     CT_DDP_OPTION_BACKEND,
     { .key = NULL },
 };

@@ -36,10 +36,12 @@
  * re-gather), released after their backward. no_shard: ddp through the same path (each unit's
  * gradients allreduced as its backward ends, nothing released, the optimizer whole).
  *
- * Anything that reads the array whole (a checkpoint's save) gathers every unit first
- * (params_whole); a load into it gives each rank its parts again (params_written). Checkpoints hold
- * the whole state (state_dict_type=full): the optimizer's shards are gathered to rank 0 and put in
- * the parameters' order, one file that ddp and single_device load, and back.
+ * Checkpoints. state_dict_type=sharded (the default, Lightning's): each rank writes its shards as
+ * they are (shard_layout says which ranges of the array they hold; engine/checkpoint/sharded.c),
+ * nothing gathered. state_dict_type=full: anything that reads the array whole gathers every unit
+ * first (params_whole), the optimizer's shards are gathered to rank 0 and put in the parameters'
+ * order, one file that ddp and single_device load. Either way a load writes the array whole and
+ * each rank takes its parts again (params_written, shard_of).
  *
  * Memory is measured (ct_strategy_memory_sample): the model's arrays with mincore, as each unit is
  * gathered, plus the shards (resident).
@@ -89,6 +91,7 @@ struct fsdp {
     float *xrecv;     /* hybrid_shard: every node's sum of this rank's parts, rep_n rows a unit, mmap'd */
     size_t xrecv_bytes;
     int limit;        /* all-gathers in flight, at most */
+    int sharded_ckpt; /* state_dict_type=sharded: each rank saves its own shards (shard_layout) */
     struct unit *units;
     int n_units, cap_units;
     int discovering;  /* 1 until the first forward's announcements are units */
@@ -132,6 +135,7 @@ static int fsdp_init(ct_strategy *s, ct_error *err)
                                               : FULL_SHARD;
     z->me = s->global_rank;
     z->limit = ct_config_int(&opts, "limit_all_gathers");
+    z->sharded_ckpt = !strcmp(ct_config_text(&opts, "state_dict_type"), "sharded");
     if (z->limit < 1)
         z->limit = 1;
     z->discovering = 1;
@@ -872,6 +876,37 @@ static size_t owner_count(const struct fsdp *z, const struct unit *u, int q)
     return z->node_of[q] ? 0 : u->counts[z->place_of[q]];
 }
 
+/* rank's part of every unit, unit after unit: the order of pshard and of the optimizer's shards
+ * (engine/checkpoint/sharded.c writes them as they are). hybrid_shard on several nodes writes the
+ * whole file (0 for every rank): each node holds every part, and a rank file per replica would
+ * cover the array more than once. */
+static int fsdp_shard_layout(ct_strategy *s, int rank, size_t *ranges, int max, const void **mine)
+{
+    struct fsdp *z = fsdp_of(s);
+    int n = 0;
+
+    if (!z->sharded_ckpt || !z->params || z->discovering || !sharded(s, z) || rank < 0 || rank >= s->world_size ||
+        z->rep_n > 1)
+        return 0; /* before the first forward no unit is known: the whole file */
+    for (int v = 0; v < z->n_units; v++) {
+        const struct unit *u = &z->units[v];
+        size_t before = 0;
+
+        if (!u->counts[rank])
+            continue;
+        for (int r = 0; r < rank; r++)
+            before += u->counts[r];
+        if (ranges && n < max) {
+            ranges[2 * n] = u->lo + before;
+            ranges[2 * n + 1] = u->counts[rank];
+        }
+        n++;
+    }
+    if (mine)
+        *mine = z->pshard;
+    return n;
+}
+
 /* One state array's parts to rank 0, then into the parameters' order. */
 static int fsdp_gather_shards(ct_strategy *s, const void *mine, void *whole, ct_error *err)
 {
@@ -969,6 +1004,7 @@ const struct ct_strategy_ops *ct_strategy_fsdp_ops(void)
         ops.resident = fsdp_resident;
         ops.optimizer_step = fsdp_optimizer_step;
         ops.gather_shards = fsdp_gather_shards;
+        ops.shard_layout = fsdp_shard_layout;
         ops.destroy = fsdp_destroy;
     }
     return &ops;

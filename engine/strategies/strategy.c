@@ -159,6 +159,16 @@ int ct_strategy_params_written(ct_strategy *s, ct_error *err)
     return s->ops->params_written ? s->ops->params_written(s, err) : 0;
 }
 
+int ct_strategy_shard_layout(ct_strategy *s, int rank, size_t *ranges, int max, const void **mine)
+{
+    return s->ops->shard_layout ? s->ops->shard_layout(s, rank, ranges, max, mine) : 0;
+}
+
+const struct ct_checkpoint_io_ops *ct_strategy_checkpoint_io(const ct_strategy *s)
+{
+    return s->checkpoint_io;
+}
+
 /* The model's arrays and the optimizer's state on host memory, and the strategy's own; device
  * memory (cuda) is not measured this way (mincore sees host pages only). */
 void ct_strategy_memory_sample(ct_strategy *s)

@@ -63,6 +63,11 @@ struct ct_strategy_ops {
     /* Optional (strategies that shard the optimizer): the shards of mine (this rank's part of one
      * state array) into whole[] on rank 0. A collective. */
     int (*gather_shards)(ct_strategy *s, const void *mine, void *whole, ct_error *err);
+    /* Optional (fsdp with state_dict_type=sharded): rank's shard of the parameters as ranges of the
+     * parameter array, in the order its shards (parameters and optimizer state alike) concatenate
+     * them: up to max (offset, count) pairs into ranges (may be NULL), the number of ranges
+     * returned; 0: checkpoints are whole files. mine (rank == this rank): its parameters' shard. */
+    int (*shard_layout)(ct_strategy *s, int rank, size_t *ranges, int max, const void **mine);
     void (*teardown)(ct_strategy *s);
     /* Optional: 1 when destroy will end the job (ct_strategy_free_reported); NULL: it never does. */
     int (*ends_job)(const ct_strategy *s);

@@ -44,6 +44,7 @@ static int root_dir_ok(const ct_trainer_config *cfg, ct_error *err)
 static int choose_auto(ct_run *run, const ct_trainer_config *cfg, char *resume, size_t size, ct_error *err)
 {
     char path[CT_TRAINER_PATH_MAX + 32];
+    struct stat st;
     int exists, rc;
 
     snprintf(path, sizeof(path), "%s/last.safetensors", cfg->default_root_dir);
@@ -51,11 +52,14 @@ static int choose_auto(ct_run *run, const ct_trainer_config *cfg, char *resume, 
         return rc;
     if (!exists)
         return 0;
-    /* Its job id is easy to copy: a file another user owns (or a link to one) is not resumed. */
+    /* Its job id is easy to copy: a file another user owns (or a link to one) is not resumed; a
+     * sharded checkpoint's metadata is its index's (CT_CKPT_SHARDED_INDEX, engine/checkpoint/sharded.h). */
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        snprintf(path + strlen(path), sizeof(path) - strlen(path), "/index.safetensors");
     rc = run->is_zero ? ct_fs_check_owned(path, "--ckpt-path auto:", err) : 0;
     if ((rc = ct_rank_zero_status(run, rc, err)))
         return rc;
-    snprintf(resume, size, "%s", path);
+    snprintf(resume, size, "%s/last.safetensors", cfg->default_root_dir);
     return 0;
 }
 

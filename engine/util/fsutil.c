@@ -274,7 +274,9 @@ int ct_fs_open_output(const char *path, int append, ct_error *err)
     return fd;
 }
 
-int ct_fs_create_temp(const char *path, char *tmp, size_t size)
+/* The exclusive temp beside path: a file (dir 0: open for reading and writing, the descriptor
+ * returned) or a directory (dir 1: 0 returned). */
+static int create_temp(const char *path, char *tmp, size_t size, int dir)
 {
     static const char chars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
     size_t base = strlen(path) + strlen(CT_FS_TEMP_SUFFIX);
@@ -283,10 +285,10 @@ int ct_fs_create_temp(const char *path, char *tmp, size_t size)
         errno = ENAMETOOLONG;
         return -1;
     }
-    /* O_CREAT|O_EXCL with a random name, so an existing name (a planted symlink included) is
-     * never opened; mode 0666 goes through the kernel's umask, so the file gets the mode of any
-     * file the user creates without ctrain reading the umask (umask(0) to read it would change it
-     * for every thread of the process meanwhile). */
+    /* O_CREAT|O_EXCL (mkdir) with a random name, so an existing name (a planted symlink included)
+     * is never opened; mode 0666 (0777) goes through the kernel's umask, so the file gets the mode
+     * of any file the user creates without ctrain reading the umask (umask(0) to read it would
+     * change it for every thread of the process meanwhile). */
     for (int tries = 0; tries < 100; tries++) {
         unsigned char r[CT_FS_TEMP_RANDOM];
         int fd;
@@ -297,12 +299,25 @@ int ct_fs_create_temp(const char *path, char *tmp, size_t size)
         for (int i = 0; i < CT_FS_TEMP_RANDOM; i++)
             tmp[base + (size_t)i] = chars[r[i] % (sizeof(chars) - 1)];
         tmp[base + CT_FS_TEMP_RANDOM] = '\0';
-        fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);   /* read too: a mapping needs it */
+        if (dir)
+            fd = mkdir(tmp, 0777);
+        else
+            fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);   /* read too: a mapping needs it */
         if (fd >= 0 || errno != EEXIST)
             return fd;
     }
     errno = EEXIST;
     return -1;
+}
+
+int ct_fs_create_temp(const char *path, char *tmp, size_t size)
+{
+    return create_temp(path, tmp, size, 0);
+}
+
+int ct_fs_create_temp_dir(const char *path, char *tmp, size_t size)
+{
+    return create_temp(path, tmp, size, 1);
 }
 
 int ct_fs_write_atomic(const char *path, const void *data, size_t len, ct_error *err)
@@ -314,7 +329,7 @@ int ct_fs_write_atomic(const char *path, const void *data, size_t len, ct_error 
         return ct_error_set(err, CT_EIO, "fs-write", "%s: cannot create a temporary file beside it: %s", path,
                             strerror(errno));
     ok = ct_write_all(fd, data, len) == 0 && fsync(fd) == 0;
-    ok = close(fd) == 0 && ok && rename(tmp, path) == 0;
+    ok = close(fd) == 0 && ok && ct_fs_replace(tmp, path) == 0;
     if (!ok) {
         int e = errno;
 
@@ -325,6 +340,48 @@ int ct_fs_write_atomic(const char *path, const void *data, size_t len, ct_error 
     if (ct_fsync_parent_dir(path))
         return ct_error_set(err, CT_EIO, "fs-write", "%s: written, but syncing its directory failed: %s", path,
                             strerror(errno));
+    return 0;
+}
+
+/* dirfd's entry name: a file (or link) unlinked, a directory's files unlinked then the directory
+ * removed (a sharded checkpoint holds files only: nothing deeper is followed). */
+static void remove_at(int dirfd, const char *name)
+{
+    int fd;
+    DIR *d;
+    struct dirent *e;
+
+    if (unlinkat(dirfd, name, 0) == 0 || (errno != EISDIR && errno != EPERM))
+        return;
+    if ((fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+        return;
+    if (!(d = fdopendir(fd))) {
+        close(fd);
+        return;
+    }
+    while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            unlinkat(fd, e->d_name, 0);
+    closedir(d);
+    unlinkat(dirfd, name, AT_REMOVEDIR);
+}
+
+void ct_fs_remove(const char *path)
+{
+    remove_at(AT_FDCWD, path);
+}
+
+int ct_fs_replace(const char *tmp, const char *path)
+{
+    if (rename(tmp, path) == 0)
+        return 0;
+    if (errno != EISDIR && errno != ENOTDIR && errno != ENOTEMPTY && errno != EEXIST)
+        return -1;
+    /* A directory on either side (a sharded checkpoint where a file was, or the other way round):
+     * exchanged, which is atomic, then the older one (under the temporary name now) removed. */
+    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE))
+        return -1;
+    ct_fs_remove(tmp);
     return 0;
 }
 
@@ -351,7 +408,7 @@ void ct_fs_remove_stale_temps(const char *path)
         goto out;
     while ((e = readdir(d)) != NULL)
         if (is_temp_of(e->d_name, base))
-            unlinkat(dirfd(d), e->d_name, 0);   /* the name itself: a link is removed, not followed */
+            remove_at(dirfd(d), e->d_name);   /* the name itself: a link is removed, not followed */
 out:
     if (d)
         closedir(d);

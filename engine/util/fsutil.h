@@ -61,12 +61,22 @@ int ct_fs_make_dir(const char *dir, const char *what, ct_error *err);
 /* Create the exclusive temp file beside path: tmp (size bytes) receives its name. A descriptor open
  * for reading and writing (mode 0666 & ~umask, close-on-exec), or -1 with errno set. */
 int ct_fs_create_temp(const char *path, char *tmp, size_t size);
+/* The same, a directory (mode 0777 & ~umask; a sharded checkpoint's save): 0, or -1 with errno. */
+int ct_fs_create_temp_dir(const char *path, char *tmp, size_t size);
 
 /* Write len bytes to path atomically: exclusive temp beside it, fsync, rename over path. */
 int ct_fs_write_atomic(const char *path, const void *data, size_t len, ct_error *err);
 
-/* Remove the temp files a killed writer left beside path (PATH.tmp.XXXXXX), matching the names
- * literally: '[', '*' or '?' in path are ordinary characters. */
+/* Remove the temp files (and temp directories: a sharded checkpoint's save) a killed writer left
+ * beside path (PATH.tmp.XXXXXX), matching the names literally: '[', '*' or '?' in path are ordinary
+ * characters. */
 void ct_fs_remove_stale_temps(const char *path);
+
+/* Rename tmp over path atomically: path absent, a file, or a directory of files (a sharded
+ * checkpoint), either side a directory: exchanged (renameat2 RENAME_EXCHANGE), then the older one
+ * removed. 0, or -1 with errno set. */
+int ct_fs_replace(const char *tmp, const char *path);
+/* Remove path: a file or link, or a directory of files (a sharded checkpoint; nothing deeper). */
+void ct_fs_remove(const char *path);
 
 #endif

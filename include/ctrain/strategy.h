@@ -135,6 +135,14 @@ int ct_strategy_params_needed_backward(ct_strategy *s, size_t offset, size_t cou
  * checkpoint's load), the strategy takes its shards from it. Identities for other strategies. */
 int ct_strategy_params_whole(ct_strategy *s, int whole, ct_error *err);
 int ct_strategy_params_written(ct_strategy *s, ct_error *err);
+/* Sharded checkpoints (fsdp, state_dict_type=sharded): rank's shard as (offset, count) ranges of the
+ * parameter array, up to max pairs into ranges (NULL: only counted), in the order its shards of the
+ * parameters and of the optimizer state concatenate them; the number of ranges, 0 when this
+ * strategy writes whole checkpoint files. mine (may be NULL; this rank only): its parameters'
+ * shard. No collective. */
+int ct_strategy_shard_layout(ct_strategy *s, int rank, size_t *ranges, int max, const void **mine);
+/* The checkpoint IO the strategy writes and reads through (safetensors). */
+const struct ct_checkpoint_io_ops *ct_strategy_checkpoint_io(const ct_strategy *s);
 
 /* --- memory: measured, not computed ---------------------------------------------------------- */
 enum { CT_MEM_PARAM = 0, CT_MEM_GRAD, CT_MEM_OPTIM, CT_MEM_KINDS };

@@ -2,7 +2,8 @@
 /* Output files (engine/util/fsutil.c): the exclusive temp gets the user's umask without ctrain
  * changing it (umask(0) to read it would change it for every thread meanwhile); an atomic write
  * syncs the directory after the rename (else a crash may bring the old file back); a file with a
- * second name (a hard link planted in a shared sticky directory) is neither truncated nor appended to.
+ * second name (a hard link planted in a shared sticky directory) is neither truncated nor appended to;
+ * a directory replaces a file and a file a directory, atomically (sharded checkpoints).
  * umask and fsync are interposed here to count what the library calls. */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -117,6 +118,61 @@ static void test_output_refuses_hard_link(void **state)
     close(fd);
 }
 
+static void put(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+}
+
+/* A sharded checkpoint (issue 52 item 3): its temporary directory gets the user's umask without
+ * ctrain changing it; ct_fs_replace puts a directory where a file was and a file where a directory
+ * was, the older one removed; ct_fs_remove_stale_temps removes a killed save's temporary directory
+ * and nothing else. */
+static void test_replace_dir_and_file(void **state)
+{
+    char path[512], tmp[600], f[700], keep[512];
+    struct stat st;
+    mode_t old = (mode_t)syscall(SYS_umask, 027);
+
+    (void)state;
+    snprintf(path, sizeof(path), "%s/last.safetensors", dir);
+    snprintf(keep, sizeof(keep), "%s/last.safetensors.tmp.kept", dir); /* not six characters: not a temp */
+    put(path, "file\n");
+    put(keep, "keep\n");
+    umask_calls = 0;
+    assert_int_equal(ct_fs_create_temp_dir(path, tmp, sizeof(tmp)), 0);
+    assert_int_equal(umask_calls, 0);
+    assert_int_equal(stat(tmp, &st), 0);
+    assert_true(S_ISDIR(st.st_mode));
+    assert_int_equal(st.st_mode & 0777, 0750);
+    snprintf(f, sizeof(f), "%s/rank-00000.safetensors", tmp);
+    put(f, "shard\n");
+    assert_int_equal(ct_fs_replace(tmp, path), 0);      /* a directory over a file */
+    assert_int_equal(stat(path, &st), 0);
+    assert_true(S_ISDIR(st.st_mode));
+    assert_int_equal(access(tmp, F_OK), -1);            /* the older file removed */
+    snprintf(f, sizeof(f), "%s/rank-00000.safetensors", path);
+    assert_int_equal(access(f, F_OK), 0);
+    assert_true(ct_fs_create_temp(path, tmp, sizeof(tmp)) >= 0);
+    assert_int_equal(ct_fs_replace(tmp, path), 0);      /* a file over a directory */
+    assert_int_equal(stat(path, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    assert_int_equal(access(tmp, F_OK), -1);
+    assert_int_equal(ct_fs_create_temp_dir(path, tmp, sizeof(tmp)), 0);   /* a killed save's */
+    snprintf(f, sizeof(f), "%s/rank-00001.safetensors", tmp);
+    put(f, "shard\n");
+    ct_fs_remove_stale_temps(path);
+    assert_int_equal(access(tmp, F_OK), -1);
+    assert_int_equal(access(keep, F_OK), 0);
+    assert_int_equal(access(path, F_OK), 0);
+    unlink(keep);
+    unlink(path);
+    syscall(SYS_umask, old);
+}
+
 /* ct_str_escape (issue 48 item 5): C0, DEL, C1 and bytes that are not UTF-8 escaped; text, UTF-8
  * included, kept; a cut never leaves half an escape or half a character. */
 static void test_escape(void **state)
@@ -142,6 +198,7 @@ int main(void)
         cmocka_unit_test(test_atomic_syncs_dir),
         cmocka_unit_test(test_output_refuses_hard_link),
         cmocka_unit_test(test_escape),
+        cmocka_unit_test(test_replace_dir_and_file),
     };
 
     cmocka_set_message_output(CM_OUTPUT_TAP);
