@@ -6,10 +6,11 @@
 # fsdp's hybrid_shard on the same cluster, 2 nodes x 2 tasks: a small GPT follows ddp's losses and
 # gradient norms within 1e-5 for 10 steps and sends fewer bytes across the host link (each node's
 # eth0, its transmitted bytes, in the node's network namespace) than full_shard; 2 + 1 tasks are
-# refused with a hint. Needs root, SLURM and munge (else SKIP).
+# refused with a hint; hybrid_shard's checkpoint over two nodes (a whole file: each node holds every
+# part) loads and holds ddp's weights. Needs root, SLURM and munge (else SKIP).
 . "$(dirname "$0")/lib/launch.sh"
 . "$(dirname "$0")/lib/ddp.sh"
-N=7
+N=8
 
 make_data || skip_all $N "dataset-fashion-mnist not installed"
 start_srun_cluster $N 2
@@ -86,3 +87,12 @@ rc=$?
     grep -q '^ctrain: hint: .*--ntasks-per-node' "$tmp/gu.out" && [ ! -f "$tmp/gu/last.safetensors" ]
 ok $? "srun -N2 -n3 (2 + 1 tasks) with hybrid_shard: refused with a hint, nothing trained (exit $rc)" ||
     diag "$tmp/gu.out"
+
+# 8: hybrid_shard on two nodes saves the whole file (every node holds every part, so rank files would
+# cover the array twice); it loads (validate, one process) and evaluates as ddp's does.
+val() { "$CTRAIN" validate $G --ckpt-path "$tmp/$1/last.safetensors" --default-root-dir "$tmp/v$1" 2>&1 |
+    sed -n 's/^ctrain: val_loss \([0-9.]*\).*/\1/p'; }
+vd=$(val gd) vh=$(val gh)
+[ -f "$tmp/gh/last.safetensors" ] && [ -n "$vh" ] && [ "$vh" = "$vd" ]
+ok $? "hybrid_shard's checkpoint on two nodes is one file that validates as ddp's (val_loss $vh, ddp's $vd)" ||
+    diag "$tmp/gh.out"
