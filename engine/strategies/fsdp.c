@@ -55,14 +55,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
-#include <sys/mman.h>
 
 #include "ctrain/util.h"
 #include "engine/strategies/ddp_internal.h"
 #include "engine/util/pages.h"
-
-/* The page size release_unit aligns to: 4 KiB, the smallest (a larger page only releases less). */
-#define CT_FSDP_PAGE 4096
 
 enum { FULL_SHARD = 0, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD };
 enum { U_RELEASED = 0, U_GATHERING, U_GATHERED };
@@ -88,7 +84,7 @@ struct fsdp {
     int group_n, me, *group;
     int rep_n, rep_me, *reps;
     int *node_of, *place_of; /* [world]: each rank's group (node) and place in it */
-    float *xrecv;     /* hybrid_shard: every node's sum of this rank's parts, rep_n rows a unit, mmap'd */
+    float *xrecv;     /* hybrid_shard: every node's sum of this rank's parts, rep_n rows a unit (ct_pages_alloc) */
     size_t xrecv_bytes;
     int limit;        /* all-gathers in flight, at most */
     int sharded_ckpt; /* state_dict_type=sharded: each rank saves its own shards (shard_layout) */
@@ -100,7 +96,7 @@ struct fsdp {
     size_t n;
     float *pshard, *gshard;
     size_t local_n;   /* this rank's parts of every unit */
-    float *recv;      /* the peers' parts of this rank's gradients, (world - 1) rows a unit, mmap'd */
+    float *recv;      /* the peers' parts of this rank's gradients, (world - 1) rows a unit (ct_pages_alloc) */
     size_t recv_bytes;
     struct ct_coll_msg *sends, *recvs;
     size_t grad_lo;   /* backward: the lowest gradient offset announced this step */
@@ -304,16 +300,11 @@ static int shard_units(ct_strategy *s, struct fsdp *z, ct_error *err)
     count = calloc((size_t)z->n_units, sizeof(size_t));
     /* Reserved, not committed: a unit's rows hold pages only while its exchange is in flight. */
     z->recv_bytes = ((size_t)(world - 1) * z->local_n + 1) * sizeof(float);
-    z->recv = mmap(NULL, z->recv_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (z->recv == MAP_FAILED)
-        z->recv = NULL;
+    z->recv = ct_pages_alloc(z->recv_bytes);
     /* hybrid_shard over nodes: every node's sum of this rank's parts, a unit's rows while its
      * exchange across the nodes is in flight. */
     z->xrecv_bytes = ((size_t)z->rep_n * z->local_n + 1) * sizeof(float);
-    z->xrecv = z->rep_n > 1 ? mmap(NULL, z->xrecv_bytes, PROT_READ | PROT_WRITE,
-                                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0) : NULL;
-    if (z->xrecv == MAP_FAILED)
-        z->xrecv = NULL;
+    z->xrecv = z->rep_n > 1 ? ct_pages_alloc(z->xrecv_bytes) : NULL;
     if (!z->pshard || !z->gshard || !z->sends || !z->recvs || !lo || !count || !z->recv ||
         (z->rep_n > 1 && !z->xrecv)) {
         rc = ct_error_set(err, CT_ENOMEM, NULL, "fsdp: out of memory for the shards of %zu parameters", z->local_n);
@@ -346,8 +337,9 @@ static int unit_free(const struct fsdp *z, int w, int array)
  * boundary pages would otherwise stay). */
 static void release_unit(struct fsdp *z, float *base, int v, int array)
 {
-    uintptr_t p0 = (uintptr_t)base, lo = p0 + z->units[v].lo * sizeof(float), hi = p0 + z->units[v].hi * sizeof(float);
-    uintptr_t a = lo & ~(uintptr_t)(CT_FSDP_PAGE - 1), b = (hi + CT_FSDP_PAGE - 1) & ~(uintptr_t)(CT_FSDP_PAGE - 1);
+    uintptr_t ps = ct_pages_size(), p0 = (uintptr_t)base, lo = p0 + z->units[v].lo * sizeof(float),
+              hi = p0 + z->units[v].hi * sizeof(float);
+    uintptr_t a = lo & ~(ps - 1), b = (hi + ps - 1) & ~(ps - 1);
     int ok;
 
     /* [a, lo) and [hi, b): the boundary pages' parts in other units (or outside the array: kept). */
@@ -968,10 +960,8 @@ static void fsdp_destroy(ct_strategy *s)
         free(z->units);
         free(z->pshard);
         free(z->gshard);
-        if (z->recv)
-            munmap(z->recv, z->recv_bytes);
-        if (z->xrecv)
-            munmap(z->xrecv, z->xrecv_bytes);
+        ct_pages_free(z->recv, z->recv_bytes);
+        ct_pages_free(z->xrecv, z->xrecv_bytes);
         free(z->group);
         free(z->reps);
         free(z->node_of);

@@ -8,12 +8,14 @@
 
 #include "engine/util/pages.h"
 
-static size_t page_size(void)
+size_t ct_pages_size(void)
 {
     long ps = sysconf(_SC_PAGESIZE);
 
     return ps > 0 ? (size_t)ps : 4096;
 }
+
+static size_t page_size(void) { return ct_pages_size(); }
 
 static size_t round_up(size_t bytes) { return (bytes + page_size() - 1) / page_size() * page_size(); }
 
@@ -23,7 +25,8 @@ void *ct_pages_alloc(size_t bytes)
 
     if (bytes == 0)
         bytes = 1;
-    p = mmap(NULL, round_up(bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    /* Reserved, not committed: a page holds memory once written (MAP_NORESERVE: no swap set aside). */
+    p = mmap(NULL, round_up(bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     return p == MAP_FAILED ? NULL : p;
 }
 

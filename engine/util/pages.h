@@ -9,6 +9,8 @@
 
 #include <stddef.h>
 
+/* The system's page size (4 KiB on x86-64; 4 or 64 KiB on aarch64): what a release aligns to. */
+size_t ct_pages_size(void);
 /* A zeroed mapping of bytes (rounded up to pages: nothing resident until written), or NULL. */
 void *ct_pages_alloc(size_t bytes);
 void ct_pages_free(void *p, size_t bytes);
