@@ -16,6 +16,7 @@
 T="$(dirname "$0")"
 . "$T/lib/launch.sh"
 . "$T/lib/ddp.sh"
+. "$T/lib/fsdp.sh"
 N=13
 
 [ -x "$CTRAIN" ] || skip_all $N "ctrain not built"
@@ -29,24 +30,6 @@ M="--model gpt --datamodule tokens --data $tmp/tok --progress off --log-every-n-
 G="$M --model-config n_layer=4,n_head=4,n_embd=64,seq_len=32 --lr-schedule constant"
 free_port() { "$B/tcpstore_peer" serve </dev/null | sed -n 's/^port //p'; }
 
-# fit NAME STRATEGY DEVICES BATCH [FLAGS...]: a run in $tmp/NAME, its output in $tmp/NAME.out
-fit() {
-    name=$1 strategy=$2 devices=$3 batch=$4
-    shift 4
-    timeout 120 "$CTRAIN" fit $G --strategy "$strategy" --devices "$devices" --batch-size "$batch" \
-        --default-root-dir "$tmp/$name" "$@" >"$tmp/$name.out" 2>&1
-}
-# follows A B FIRST LAST: B's train_loss within 1e-5 (relative) of A's at steps FIRST..LAST, each
-# step present in both; prints the largest difference
-follows() {
-    awk -F, -v first="$3" -v last="$4" '
-        FNR == 1 { for (i = 1; i <= NF; i++) if ($i == "train_loss") col = i; next }
-        $col == "" || $1 < first || $1 > last { next }
-        FILENAME == ARGV[1] { a[$1] = $col; next }
-        ($1 in a) { d = (a[$1] - $col) / a[$1]; d = d < 0 ? -d : d; if (d > max) max = d; n++ }
-        END { printf "%d steps, largest relative difference %.2e", n, max; exit !(n == last - first + 1 && max <= 1e-5) }
-    ' "$tmp/$1/metrics.csv" "$tmp/$2/metrics.csv"
-}
 
 # 1-3: full_shard over mpi and over gloo against ddp, 4 ranks x 2 sequences, 2 epochs.
 fit ddp ddp 4 2 --max-epochs 2 && fit fs fsdp 4 2 --max-epochs 2
