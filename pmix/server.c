@@ -351,6 +351,11 @@ static void server_main(int nprocs, const char *tmpdir, const char *nspace, int 
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
 
+    /* Our clients are our own children under our uid: the kernel's peer credentials (psec
+     * native) prove that. libpmix would otherwise pick munge whenever munged answers at
+     * server_init, and a munged restarted while the ranks connect (its credential encoded,
+     * not yet decoded) turns their MPI_Init into 'Unreachable'. A site's own choice stays. */
+    setenv("PMIX_MCA_psec", "native", 0);
     *stage = STAGE_INIT;
     rc = init_server(tmpdir);
     if (rc != PMIX_SUCCESS) {
