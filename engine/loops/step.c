@@ -222,7 +222,6 @@ int ct_training_step(ct_run *run, size_t first, int n, double *loss, int64_t *lo
     if ((rc = clip_gradients(run, (run->st.global_step + 1) % run->opt.log_every_n_steps == 0, err)) ||
         (rc = ct_strategy_optimizer_step(run->strategy, run->model, run->optim, &skipped, err)))
         return rc;
-    ct_strategy_memory_sample(run->strategy); /* the optimizer's state exists after its first step */
     *loss = loss_deferred(run) ? run->deferred_loss : loss_sum / terms;
     *loss_of = run->loss_of;
     *samples = window_samples;

@@ -515,6 +515,8 @@ static int fsdp_params_needed(ct_strategy *s, size_t offset, size_t count, ct_er
     return gather_units(s, z, first, last, +1, err);
 }
 
+static int finish_reduce(ct_strategy *s, struct fsdp *z, int v, ct_error *err);
+
 static int fsdp_params_needed_backward(ct_strategy *s, size_t offset, size_t count, ct_error *err)
 {
     struct fsdp *z = fsdp_of(s);
@@ -528,7 +530,15 @@ static int fsdp_params_needed_backward(ct_strategy *s, size_t offset, size_t cou
     last = unit_of(z, offset + count - 1);
     for (int v = first; v <= last; v++)
         z->units[v].grad_live = 1; /* backward writes its gradients from here */
-    return gather_units(s, z, first, last, -1, err);
+    if ((rc = gather_units(s, z, first, last, -1, err)))
+        return rc;
+    /* The exchange of the units after these (started as their backward ended) is finished before
+     * these units' gradients are written: a unit's whole gradients and the peers' parts of it are
+     * then never resident beside the next unit's. */
+    for (int v = last + 1; v < z->n_units; v++)
+        if (z->units[v].reduce && (rc = finish_reduce(s, z, v, err)))
+            return rc;
+    return 0;
 }
 
 /* --- the gradients ----------------------------------------------------------------------------- */

@@ -116,6 +116,7 @@ struct ct_strategy {
     /* The peaks of resident bytes ct_strategy_memory_sample measured: parameters, gradients and
      * optimizer state (CT_MEM_PARAM, CT_MEM_GRAD, CT_MEM_OPTIM). */
     size_t mem_peak[CT_MEM_KINDS];
+    int64_t mem_steps;     /* optimizer steps taken: which steps ct_strategy_memory_sample measures */
     size_t n_grads;
     enum ct_dtype param_dtype; /* their element type (the precision's storage type) */
     void *impl;            /* the implementation's state */

@@ -177,20 +177,34 @@ static int need(void *ctx, size_t offset, size_t count)
     return ++l->calls == l->stop_at ? 42 : 0;
 }
 
-/* Forward announces the embeddings, each block and the final layernorm, first to last, tiling the
- * array before reading them (bf16-mixed: all at once), and computes the same loss; a non-zero answer
- * stops it. */
+static int count_need(void *ctx, size_t offset, size_t count)
+{
+    (void)offset;
+    (void)count;
+    ++*(int *)ctx;
+    return 0;
+}
+
+/* Forward announces the embeddings, each block's three parts (attention with ln_1; ln_2 and the
+ * MLP's c_fc; its c_proj: fsdp's units, a third of a block each) and the final layernorm, first to
+ * last, tiling the array before reading them (bf16-mixed: all at once), and computes the same loss;
+ * a non-zero answer stops it. Backward announces the embeddings and the final layernorm, then each
+ * block's parts again, last first. */
 static void test_gpt_forward_announces(void **state)
 {
     int32_t in[2 * TINY_T], tg[2 * TINY_T];
     ct_gpt *m = tiny_model(in, tg);
     struct need_log l = { 0, 0, 0 };
+    int backward_needs;
     double plain = ct_gpt_forward(m, in, tg, 2, NULL, NULL);
     ct_error err;
 
     assert_true(ct_gpt_forward(m, in, tg, 2, need, &l) == plain);
-    assert_int_equal(l.calls, 1 + tiny.n_layer + 1);
+    assert_int_equal(l.calls, 1 + 3 * tiny.n_layer + 1);
     assert_int_equal(l.next, ct_gpt_num_params(m));
+    backward_needs = 0;
+    assert_int_equal(ct_gpt_backward(m, 10, count_need, NULL, &backward_needs), 0);
+    assert_int_equal(backward_needs, 2 + 3 * tiny.n_layer);
     l = (struct need_log){ 0, 0, 2 };
     assert_true(isnan(ct_gpt_forward(m, in, tg, 2, need, &l)));
     assert_int_equal(l.calls, 2);

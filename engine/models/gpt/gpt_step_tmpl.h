@@ -77,6 +77,17 @@ static int need_tensors(const ct_gpt *m, int first, int last, ct_param_need_fn n
     return need ? need(ctx, lo, m->tensors[last].offset + m->tensors[last].numel - lo) : 0;
 }
 
+/* A block's parameters in three parts of about 4 C^2 each, in array order, each announced (need)
+ * right before the layers that read it: fsdp gathers, and frees, a part at a time, so at most a
+ * part and the next one are whole on a rank (not two blocks). */
+enum { PART_ATTN, PART_FC, PART_FPROJ, PARTS };
+static const int part_first[PARTS + 1] = { BLK_LN1_W, BLK_LN2_W, BLK_FPROJ_W, BLK_TENSORS };
+
+static int need_part(const ct_gpt *m, int l, int part, ct_param_need_fn need, void *ctx)
+{
+    return need_tensors(m, block_tensor(l, part_first[part]), block_tensor(l, part_first[part + 1] - 1), need, ctx);
+}
+
 /* Block l on its input x (the previous block's output, or the embedding): res3 = res2 + MLP(ln2),
  * res2 = x + attention(ln1). -1 when need() refused the block's parameters. */
 static int block_forward(ct_gpt *m, int l, const elem *x, int B, ct_param_need_fn need, void *ctx)
@@ -86,21 +97,26 @@ static int block_forward(ct_gpt *m, int l, const elem *x, int B, ct_param_need_f
     const elem *w[BLK_TENSORS];
     const void *in;
 
-    if (m->gemm_dtype != CT_DTYPE_BF16 &&
-        need_tensors(m, block_tensor(l, 0), block_tensor(l, BLK_TENSORS - 1), need, ctx))
-        return -1;
+    if (m->gemm_dtype == CT_DTYPE_BF16)
+        need = NULL; /* bf16's GEMMs read the copy forward packed of every parameter */
     for (int i = 0; i < BLK_TENSORS; i++)
         w[i] = tensor_data(m, block_tensor(l, i));
+    if (need_part(m, l, PART_ATTN, need, ctx))
+        return -1;
     in = layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w[BLK_LN1_W], w[BLK_LN1_B], BT, C,
                            kept_out(m, l, KEEP_LN1));
     linear_forward(m, a->qkv, NULL, in, w[BLK_ATTN_W], w[BLK_ATTN_B], BT, C, 3 * C);
     attention_forward(m, l, B);
     in = gemm_keep(m, a->atty, (size_t)BT * C, l, KEEP_ATTY);
     linear_forward(m, a->res2, x, in, w[BLK_APROJ_W], w[BLK_APROJ_B], BT, C, C);
+    if (need_part(m, l, PART_FC, need, ctx))
+        return -1;
     in = layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w[BLK_LN2_W], w[BLK_LN2_B], BT, C,
                            kept_out(m, l, KEEP_LN2));
     linear_forward(m, a->fch, NULL, in, w[BLK_FC_W], w[BLK_FC_B], BT, C, 4 * C);
     in = gelu_forward(a->fch_gelu, a->fch, (size_t)BT * 4 * C, kept_out(m, l, KEEP_FCH));
+    if (need_part(m, l, PART_FPROJ, need, ctx))
+        return -1;
     linear_forward(m, a->res3, a->res2, in, w[BLK_FPROJ_W], w[BLK_FPROJ_B], BT, 4 * C, C);
     return 0;
 }
@@ -179,7 +195,8 @@ static int announce_run(const ct_gpt *m, int hi, int lo, ct_grad_ready_fn ready,
 
 /* Block l's backward (x its input): VW(m)->dres holds the gradient of its output res3 on entry and
  * of its input on return, each tensor's gradient announced as soon as it is finished. */
-static int block_backward(ct_gpt *m, int l, const elem *x, ct_grad_ready_fn ready, void *ctx)
+static int block_backward(ct_gpt *m, int l, const elem *x, ct_param_need_fn need, ct_grad_ready_fn ready,
+                          void *ctx)
 {
     const struct ACTS *a = &VW(m)->blocks[l];
     int B = m->batch, C = m->cfg.n_embd, BT = B * m->cfg.seq_len;
@@ -192,11 +209,15 @@ static int block_backward(ct_gpt *m, int l, const elem *x, ct_grad_ready_fn read
         g[i] = tensor_grad(m, t0 + i);
     }
     /* MLP: res3 = res2 + gelu(ln2 Wfc^T + bfc) Wproj^T + bproj */
+    if ((rv = need_part(m, l, PART_FPROJ, need, ctx)))
+        return rv;
     linear_backward(m, VW(m)->dfch, g[BLK_FPROJ_W], g[BLK_FPROJ_B], dres, a->fch_gelu, w[BLK_FPROJ_W], BT, 4 * C, C,
                     l, KEEP_FCH);
     if ((rv = announce_run(m, t0 + BLK_FPROJ_B, t0 + BLK_FPROJ_W, ready, ctx)))
         return rv;
     gelu_backward(VW(m)->dfch, a->fch, (size_t)BT * 4 * C);
+    if ((rv = need_part(m, l, PART_FC, need, ctx)))
+        return rv;
     linear_backward(m, dbt_c, g[BLK_FC_W], g[BLK_FC_B], VW(m)->dfch, a->ln2, w[BLK_FC_W], BT, C, 4 * C, l, KEEP_LN2);
     if ((rv = announce_run(m, t0 + BLK_FC_B, t0 + BLK_FC_W, ready, ctx)))
         return rv;
@@ -205,6 +226,8 @@ static int block_backward(ct_gpt *m, int l, const elem *x, ct_grad_ready_fn read
     if ((rv = announce_run(m, t0 + BLK_LN2_B, t0 + BLK_LN2_W, ready, ctx)))
         return rv;
     /* attention: res2 = x + attention(ln1 Wattn^T + battn) Wproj^T + bproj */
+    if ((rv = need_part(m, l, PART_ATTN, need, ctx)))
+        return rv;
     linear_backward(m, dbt_c, g[BLK_APROJ_W], g[BLK_APROJ_B], dres, a->atty, w[BLK_APROJ_W], BT, C, C, l, KEEP_ATTY);
     if ((rv = announce_run(m, t0 + BLK_APROJ_B, t0 + BLK_APROJ_W, ready, ctx)))
         return rv;
@@ -222,6 +245,9 @@ int SFX(gpt_backward)(ct_gpt *m, double scale_tokens, ct_param_need_fn need, ct_
     const ct_gpt_config *c = &m->cfg;
     int B = m->batch, C = c->n_embd, BT = B * c->seq_len, L = c->n_layer, lf = 2 + L * BLK_TENSORS, rv;
     const elem *x = L ? VW(m)->blocks[L - 1].res3 : VW(m)->encoded;
+
+    /* bf16's GEMMs read the packed copy: everything is announced at once below */
+    ct_param_need_fn bk_need = m->gemm_dtype == CT_DTYPE_BF16 ? NULL : need;
 
     if (B == 0)
         return CT_EINTERNAL; /* no forward (or a refused one) to take the gradient of */
@@ -243,18 +269,18 @@ int SFX(gpt_backward)(ct_gpt *m, double scale_tokens, ct_param_need_fn need, ct_
     for (int l = L - 1; l >= 0; l--) {
         const elem *in = l ? VW(m)->blocks[l - 1].res3 : VW(m)->encoded;
 
-        /* fsdp: the block's parameters gathered again before anything here reads them (the
-         * recompute below included). */
-        if (m->gemm_dtype != CT_DTYPE_BF16 &&
-            (rv = need_tensors(m, block_tensor(l, 0), block_tensor(l, BLK_TENSORS - 1), need, ctx)))
-            return rv;
         /* Activation checkpointing: block l's inner activations again, from its input, into the
          * buffers every block shares (the last block's are still there from forward). The same
          * computation on the same values: the same bits as forward's, res3 rewritten as it was.
-         * It reads the parameters just announced; it announces nothing itself. */
-        if (m->act_ckpt && l < L - 1)
+         * It reads every part of the block: fsdp gathers the whole block again first (its parts'
+         * needs in block_backward then find them there); it announces nothing itself. */
+        if (m->act_ckpt && l < L - 1) {
+            if (bk_need && (rv = need_tensors(m, block_tensor(l, 0), block_tensor(l, BLK_TENSORS - 1), bk_need, ctx)))
+                return rv;
             block_forward(m, l, in, B, NULL, NULL);
-        if ((rv = block_backward(m, l, in, ready, ctx)))
+        }
+        /* fsdp: each part gathered again before backward reads it */
+        if ((rv = block_backward(m, l, in, bk_need, ready, ctx)))
             return rv;
     }
     encoder_backward(m, VW(m)->dres, B);
