@@ -21,6 +21,7 @@ static const ct_catalogue_entry catalogue[] = {
     { "strategy-option-value", "--strategy NAME:opts", "an option value out of range" },
     { "strategy-option-without-strategy", "--strategy auto:opts", "options without a strategy name" },
     { "strategy-unsupported-accelerator", "--strategy, --accelerator", "a strategy that needs GPUs on cpu" },
+    { "strategy-backend-accelerator", "--strategy NAME:backend=, --accelerator", "backend=nccl on cpu, backend=gloo on cuda" },
     { "strategy-single-device-many", "--strategy single_device, --devices", "single_device with several devices or tasks" },
     { "strategy-single-device-multinode", "--strategy single_device, --num-nodes", "single_device over several nodes" },
     { "strategy-sharded-one-device", "--strategy ddp_sharded, --devices", "ddp_sharded with a single process (nothing to partition)" },

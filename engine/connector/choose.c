@@ -439,32 +439,50 @@ static int choose_launcher(ct_plan *plan, int *own, ct_error *err)
     return 0;
 }
 
+/* A backend named for the other kind of tensor: nccl moves device memory, gloo host memory (what
+ * the ranks' collectives layer would refuse after launch, refused before). An accelerator the
+ * compute node resolves is checked there. */
+static int check_backend(const ct_plan *plan, const char *asked, ct_error *err)
+{
+    unsigned bit = plan->accelerator ? plan->accelerator->accelerators : 0;
+    int nccl = !strcmp(asked, "nccl"), gloo = !strcmp(asked, "gloo");
+
+    if (!bit || !((nccl && !(bit & CT_ACCEL_CUDA)) || (gloo && (bit & CT_ACCEL_CUDA))))
+        return 0;
+    ct_error_set(err, CT_ECONFLICT, "strategy-backend-accelerator", "--strategy %s:backend=%s runs on %s tensors, "
+                 "and the accelerator is %s (%s)", plan->strategy->name, asked, nccl ? "cuda" : "cpu",
+                 ct_plan_part_name(plan->accelerator), plan->source_detail[CT_PLAN_ACCELERATOR]);
+    return ct_error_hint(err, nccl ? "on cpu use backend=gloo or mpi (auto chooses), or --accelerator cuda"
+                                   : "on cuda use backend=nccl or mpi (auto chooses), or --accelerator cpu");
+}
+
 /* backend=auto as ddp resolves it in the rank: mpi where a PMIx server starts or started the ranks
  * (ctrain's own launchers host one; srun --mpi=pmix and mpirun give PMIX_RANK), else gloo on cpu and
  * nccl on cuda. */
-static void choose_backend(const ct_connector_context *ctx, ct_plan *plan, int own)
+static int choose_backend(const ct_connector_context *ctx, ct_plan *plan, int own, ct_error *err)
 {
     char asked[16];
     int pmix = own || ct_connector_getenv(ctx, "PMIX_RANK") || plan->env.enriched_by[0];
     int cuda = plan->accelerator && (plan->accelerator->accelerators & CT_ACCEL_CUDA);
 
     if (!ct_options_get(plan->strategy_options, "backend", asked, sizeof(asked)))
-        return;
+        return 0;
     if (plan->world_size == 1 && !pmix) {
         snprintf(plan->backend, sizeof(plan->backend), "none");
         snprintf(plan->backend_why, sizeof(plan->backend_why), "one rank: no collectives");
-        return;
+        return 0;
     }
     if (strcmp(asked, "auto")) {
         snprintf(plan->backend, sizeof(plan->backend), "%s", asked);
         snprintf(plan->backend_why, sizeof(plan->backend_why), "backend=%s", asked);
-        return;
+        return check_backend(plan, asked, err);
     }
     snprintf(plan->backend, sizeof(plan->backend), "%s", pmix ? "mpi" : cuda ? "nccl" : "gloo");
     snprintf(plan->backend_why, sizeof(plan->backend_why), "auto: %s, accelerator %s",
              own ? "ctrain's launcher hosts a PMIx server" : pmix ? "a PMIx server started the ranks"
                                                           : "no PMIx server (ranks meet at MASTER_ADDR:MASTER_PORT)",
              ct_plan_part_name(plan->accelerator));
+    return 0;
 }
 
 int ct_connector_choose(const ct_final_flags *ff, const ct_connector_context *ctx, ct_plan *plan,
@@ -499,6 +517,5 @@ int ct_connector_choose(const ct_final_flags *ff, const ct_connector_context *ct
     note_cpu_bf16(ff, ctx, plan);
     if ((rc = choose_launcher(plan, &own, err)))
         return rc;
-    choose_backend(ctx, plan, own);
-    return 0;
+    return choose_backend(ctx, plan, own, err);
 }
