@@ -7,10 +7,11 @@
 # gradient norms within 1e-5 for 10 steps and sends fewer bytes across the host link (each node's
 # eth0, its transmitted bytes, in the node's network namespace) than full_shard; 2 + 1 tasks are
 # refused with a hint; hybrid_shard's checkpoint over two nodes (a whole file: each node holds every
-# part) loads and holds ddp's weights. Needs root, SLURM and munge (else SKIP).
+# part) loads and holds ddp's weights; sharding_strategy=auto chooses hybrid_shard on 2 nodes x 2
+# (hybrid_shard's bits) and full_shard on 2 + 1 tasks. Needs root, SLURM and munge (else SKIP).
 . "$(dirname "$0")/lib/launch.sh"
 . "$(dirname "$0")/lib/ddp.sh"
-N=8
+N=10
 
 make_data || skip_all $N "dataset-fashion-mnist not installed"
 start_srun_cluster $N 2
@@ -96,3 +97,19 @@ vd=$(val gd) vh=$(val gh)
 [ -f "$tmp/gh/last.safetensors" ] && [ -n "$vh" ] && [ "$vh" = "$vd" ]
 ok $? "hybrid_shard's checkpoint on two nodes is one file that validates as ddp's (val_loss $vh, ddp's $vd)" ||
     diag "$tmp/gh.out"
+
+# 9-10: sharding_strategy=auto: on 2 nodes x 2 tasks (the small GPT fits a node) hybrid_shard, with
+# hybrid_shard's losses and gradient norms bit for bit and its bytes on the link; on 2 + 1 tasks
+# full_shard (hybrid_shard's nodes must be even), which trains.
+choice() { sed -n 's/.*"strategy_choice":[[:space:]]*"\(.*\)".*/\1/p' "$tmp/$1/summary.json"; }
+gpt ga fsdp:sharding_strategy=auto && losses_norms ga >"$tmp/ga.l" && cmp -s "$tmp/gh.l" "$tmp/ga.l" &&
+    choice ga | grep -q '^sharding_strategy=auto: hybrid_shard (2 nodes of 2 ranks; ' &&
+    [ "$(cat "$tmp/ga.sent")" -lt "$f" ]
+ok $? "srun -N2 -n4 sharding_strategy=auto: $(choice ga); hybrid_shard's bits, $(cat "$tmp/ga.sent") bytes on the link" ||
+    diag "$tmp/ga.out" "$tmp/gh.l" "$tmp/ga.l"
+timeout 60 srun -N2 -n3 --mpi=pmix "$CTRAIN" fit $G --strategy fsdp:sharding_strategy=auto --num-nodes 2 \
+    --default-root-dir "$tmp/gv" >"$tmp/gv.out" 2>&1
+rc=$?
+[ $rc -eq 0 ] && [ "$(json steps "$tmp/gv/summary.json")" = 10 ] &&
+    choice gv | grep -q '^sharding_strategy=auto: full_shard (2 nodes with unequal numbers of ranks'
+ok $? "srun -N2 -n3 sharding_strategy=auto: $(choice gv 2>/dev/null), 10 steps (exit $rc)" || diag "$tmp/gv.out"

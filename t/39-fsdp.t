@@ -3,7 +3,7 @@
 # fsdp (ZeRO 3) on cpu, 4 ranks under ctrain's launcher: full_shard over mpi (the launcher's PMIx
 # server) and over gloo (MASTER_ADDR/MASTER_PORT, backend=gloo) follows ddp's training losses within
 # 1e-5 for 2 epochs (42 steps) of a small GPT (fp32), shard_grad_op and no_shard for 10 steps,
-# hybrid_shard on this one node gives full_shard's losses bit for bit; on the issue's GPT (n_layer=8,
+# hybrid_shard and sharding_strategy=auto on this one node give full_shard's losses bit for bit; on the issue's GPT (n_layer=8,
 # n_embd=512, where AdamW's state dominates) fsdp follows ddp for 30 steps and the measured peaks of
 # resident parameters + gradients + optimizer state per rank (summary.json's memory, rank 0's) are
 # at most 0.3x ddp's; a full checkpoint of fsdp resumes
@@ -17,7 +17,7 @@ T="$(dirname "$0")"
 . "$T/lib/launch.sh"
 . "$T/lib/ddp.sh"
 . "$T/lib/fsdp.sh"
-N=14
+N=15
 
 [ -x "$CTRAIN" ] || skip_all $N "ctrain not built"
 echo "1..$N"
@@ -97,7 +97,15 @@ fit hs fsdp:sharding_strategy=hybrid_shard 4 2 --max-steps 10 && steps10 hs >"$t
 ok $? "fsdp hybrid_shard on one node: full_shard's losses and gradient norms, bit for bit" ||
     diag "$tmp/hs.out" "$tmp/fs.10" "$tmp/hs.10"
 
-# 13-14: refused by the plan, nothing launched.
+# 13: sharding_strategy=auto on one node is full_shard (summary.json says so): its bits. On two nodes:
+# t/36-ddp-sharded-srun.t.
+fit au fsdp:sharding_strategy=auto 4 2 --max-steps 10 && steps10 au >"$tmp/au.10" &&
+    [ "$(wc -l <"$tmp/au.10")" -eq 10 ] && cmp -s "$tmp/fs.10" "$tmp/au.10" &&
+    grep -q '"strategy_choice":[[:space:]]*"sharding_strategy=auto: full_shard (one node)"' "$tmp/au/summary.json"
+ok $? "fsdp sharding_strategy=auto on one node: full_shard, its losses and gradient norms bit for bit" ||
+    diag "$tmp/au.out" "$tmp/au.10"
+
+# 14-15: refused by the plan, nothing launched.
 "$CTRAIN" fit $G --strategy fsdp:sharding_strategy=zero3 --devices 4 --default-root-dir "$tmp/bad1" \
     >"$tmp/bad1.out" 2>&1
 rc=$?

@@ -7,11 +7,13 @@
 
 static const ct_config_key fsdp_options[] = {
     { .key = "sharding_strategy", .type = CT_CONFIG_STRING, .dflt = "full_shard",
-      .choices = "full_shard|shard_grad_op|no_shard|hybrid_shard",
+      .choices = "full_shard|shard_grad_op|no_shard|hybrid_shard|auto",
       .help = "full_shard: parameters, gradients and optimizer state sharded (ZeRO 3); shard_grad_op: "
               "parameters kept gathered from forward through backward (ZeRO 2); no_shard: ddp; hybrid_shard: "
               "full_shard within each node, replicated across nodes (the nodes of SLURM's layout, the same number "
-              "of ranks on each)" },
+              "of ranks on each); auto: hybrid_shard when the step spans nodes of equal rank counts and a node's "
+              "ranks hold the whole model's parameters, gradients and optimizer state within half its memory, "
+              "else full_shard (summary.json's strategy_choice says which and why)" },
     { .key = "limit_all_gathers", .type = CT_CONFIG_INT, .min = 1, .max = 64, .dflt = "1",
       .help = "units whose all-gather may be in flight at once (the prefetch's bound)" },
     /* Lightning's cpu_offload keeps parameters in host memory: on cpu they are there already. */

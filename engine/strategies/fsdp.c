@@ -51,6 +51,7 @@
  * through the window (the strategy hears backward's readiness on the last micro-batch only).
  */
 #include <cblas.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,9 +59,10 @@
 
 #include "ctrain/util.h"
 #include "engine/strategies/ddp_internal.h"
+#include "engine/util/fsutil.h"
 #include "engine/util/pages.h"
 
-enum { FULL_SHARD = 0, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD };
+enum { FULL_SHARD = 0, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD, AUTO_SHARD };
 enum { U_RELEASED = 0, U_GATHERING, U_GATHERED };
 
 struct unit {
@@ -128,6 +130,7 @@ static int fsdp_init(ct_strategy *s, ct_error *err)
     z->mode = !strcmp(mode, "shard_grad_op") ? SHARD_GRAD_OP
               : !strcmp(mode, "no_shard")    ? NO_SHARD
               : !strcmp(mode, "hybrid_shard") ? HYBRID_SHARD
+              : !strcmp(mode, "auto")         ? AUTO_SHARD
                                               : FULL_SHARD;
     z->me = s->global_rank;
     z->limit = ct_config_int(&opts, "limit_all_gathers");
@@ -237,31 +240,139 @@ out:
     return rc;
 }
 
+/* The limit in the cgroup file at /sys/fs/cgroup<dir><file>, or 0 ("max", unreadable, absent). */
+static uint64_t cgroup_limit(const char *dir, size_t len, const char *file)
+{
+    char path[600], *text = NULL;
+    uint64_t v = 0;
+    ct_error ignored;
+
+    snprintf(path, sizeof(path), "/sys/fs/cgroup%.*s%s", (int)len, dir, file);
+    if (ct_fs_read_input(path, "a cgroup's memory limit", 64, &text, NULL, &ignored) == 0 &&
+        sscanf(text, "%" SCNu64, &v) != 1)
+        v = 0;
+    free(text);
+    return v;
+}
+
+/* The memory this rank may use: the host's (the accelerator's total), or less where its cgroup
+ * (SLURM's task/cgroup, a container) limits it: v2's memory.max, v1's memory.limit_in_bytes. */
+static uint64_t memory_limit(const ct_strategy *s)
+{
+    ct_memstats st = { 0 };
+    uint64_t limit = 0, v;
+    char *text = NULL;
+    ct_error ignored;
+
+    if (s->accelerator->memory_stats && s->accelerator->memory_stats(s->device, &st) == 0)
+        limit = st.total_bytes;
+    if (ct_fs_read_input("/proc/self/cgroup", "the cgroup list", 64 << 10, &text, NULL, &ignored) == 0) {
+        for (char *line = text, *end; *line; line = *end ? end + 1 : end) {
+            size_t len = strcspn(line, "\n");
+
+            end = line + len;
+            if (!strncmp(line, "0::/", 4))
+                v = cgroup_limit(line + 3, len - 3, "/memory.max");
+            else if (strstr(line, ":memory:/") && strstr(line, ":memory:/") < end)
+                v = cgroup_limit(strstr(line, ":memory:/") + 8, (size_t)(end - strstr(line, ":memory:/") - 8),
+                                 "/memory.limit_in_bytes");
+            else
+                v = 0;
+            if (v && (!limit || v < limit))
+                limit = v;
+        }
+    }
+    free(text);
+    return limit;
+}
+
+/* sharding_strategy=auto, from every rank's node and memory: hybrid_shard when the step spans
+ * nodes with as many ranks each and a node's ranks hold the whole model (parameters, gradients and
+ * the optimizer's state: each node holds every part) within half the smallest memory any rank may
+ * use (room for the activations and the units in flight), else full_shard. Every rank decides on the
+ * same numbers; the choice and why in s->choice (summary.json). */
+static int auto_mode(ct_strategy *s, const int64_t *info, int world)
+{
+    int nodes = 0, per[2] = { 0, 0 }, even = 1;
+    uint64_t mem = UINT64_MAX, state;
+    int64_t first = info[0];
+
+    for (int q = 0; q < world; q++) {
+        int seen = 0;
+
+        for (int r = 0; r < q && !seen; r++)
+            seen = info[2 * r] == info[2 * q];
+        nodes += !seen;
+        if ((uint64_t)info[2 * q + 1] < mem && info[2 * q + 1] > 0)
+            mem = (uint64_t)info[2 * q + 1];
+    }
+    for (int q = 0; q < world; q++)
+        per[info[2 * q] == first ? 0 : 1] += 1;
+    for (int q = 0; q < world && nodes > 1; q++) {
+        int here = 0;
+
+        for (int r = 0; r < world; r++)
+            here += info[2 * r] == info[2 * q];
+        even &= here == per[0];
+    }
+    state = (uint64_t)((struct fsdp *)((struct ddp *)s->impl)->sharded)->n *
+            (2 * ct_dtype_size(s->param_dtype) +
+             (uint64_t)ct_optim_num_states(s->optim) * ct_dtype_size(ct_optim_dtype(s->optim)));
+    if (nodes < 2) {
+        snprintf(s->choice, sizeof(s->choice), "sharding_strategy=auto: full_shard (one node)");
+        return FULL_SHARD;
+    }
+    if (!even) {
+        snprintf(s->choice, sizeof(s->choice), "sharding_strategy=auto: full_shard (%d nodes with unequal numbers "
+                 "of ranks; hybrid_shard needs the same on each)", nodes);
+        return FULL_SHARD;
+    }
+    if (mem == UINT64_MAX || state > mem / 2) {
+        snprintf(s->choice, sizeof(s->choice), "sharding_strategy=auto: full_shard (a node's ranks would hold the "
+                 "model's %.1f MiB of parameters, gradients and optimizer state, more than half of %.1f MiB)",
+                 state / 1048576.0, mem == UINT64_MAX ? 0.0 : mem / 1048576.0);
+        return FULL_SHARD;
+    }
+    snprintf(s->choice, sizeof(s->choice), "sharding_strategy=auto: hybrid_shard (%d nodes of %d ranks; a node's "
+             "ranks hold the model's %.1f MiB of parameters, gradients and optimizer state, within half of %.1f MiB)",
+             nodes, per[0], state / 1048576.0, mem / 1048576.0);
+    return HYBRID_SHARD;
+}
+
 /* The shard groups: the world, but under hybrid_shard each node's ranks, the nodes told by an
  * all-gather of each rank's node index (the layout SLURM gave the step: every rank learns every
- * other's). One node: the world, as full_shard. */
+ * other's) and, for auto, the memory it may use. One node: the world, as full_shard. */
 static int shard_groups(ct_strategy *s, struct fsdp *z, ct_error *err)
 {
     struct ddp *d = s->impl;
     int world = s->world_size, rc = 0, *node = calloc((size_t)world, sizeof(int));
+    int64_t *info = calloc((size_t)world * 2, sizeof(int64_t)); /* each rank's node index and memory */
     size_t *counts = calloc((size_t)world, sizeof(size_t));
 
-    if (!node || !counts) {
+    if (!node || !counts || !info) {
         rc = ct_error_set(err, CT_ENOMEM, NULL, "fsdp: out of memory for the shard groups of %d ranks", world);
         goto out;
     }
-    if (z->mode == HYBRID_SHARD && world > 1 && !ct_ddp_single(d)) {
+    if ((z->mode == HYBRID_SHARD || z->mode == AUTO_SHARD) && world > 1 && !ct_ddp_single(d)) {
         for (int q = 0; q < world; q++)
-            counts[q] = sizeof(int);
-        node[s->global_rank] = ct_coll_node_rank(d->coll);
-        rc = ct_ddp_wait(s, d->coll, ct_coll_allgather_start(d->coll, node, counts, CT_COLL_BYTE, err),
+            counts[q] = 2 * sizeof(int64_t);
+        info[2 * s->global_rank] = ct_coll_node_rank(d->coll);
+        info[2 * s->global_rank + 1] = z->mode == AUTO_SHARD ? (int64_t)memory_limit(s) : 0;
+        rc = ct_ddp_wait(s, d->coll, ct_coll_allgather_start(d->coll, info, counts, CT_COLL_BYTE, err),
                          "the all-gather of the ranks' nodes", err);
         z->done = ct_coll_last(d->coll);
+        if (!rc && z->mode == AUTO_SHARD)
+            z->mode = auto_mode(s, info, world);
+        for (int q = 0; q < world && z->mode == HYBRID_SHARD; q++)
+            node[q] = (int)info[2 * q];
     }
+    if (z->mode == AUTO_SHARD) /* one rank: nothing to shard over */
+        z->mode = FULL_SHARD;
     if (!rc)
         rc = group_ranks(s, z, node, err);
 out:
     free(node);
+    free(info);
     free(counts);
     return rc;
 }

@@ -22,6 +22,7 @@ int ct_strategy_global_rank(const ct_strategy *s) { return s->global_rank; }
 int ct_strategy_num_nodes(const ct_strategy *s) { return s->num_nodes; }
 int ct_strategy_is_global_zero(const ct_strategy *s) { return s->global_rank == 0; }
 double ct_strategy_exposed_comm_seconds(const ct_strategy *s) { return s->exposed_comm_s; }
+const char *ct_strategy_choice(const ct_strategy *s) { return s->choice; }
 
 double ct_strategy_checkpoint_write_seconds(const ct_strategy *s)
 {

@@ -99,6 +99,7 @@ struct ct_strategy {
      * for every other strategy): backward divides the loss gradient by count x grad_ranks. */
     int grad_ranks;
     double exposed_comm_s; /* time spent waiting in grad_sync */
+    char choice[256];      /* ct_strategy_choice: what it chose at setup, and why ("" none) */
     long grad_allreduces;  /* gradient buckets allreduced since setup */
     long grad_allreduces_in_backward; /* of those, started from grad_ready (during backward) */
     long param_gathers;    /* pieces of a parameter all-gather started (ddp_sharded) */

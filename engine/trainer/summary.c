@@ -165,6 +165,8 @@ int ct_summary_write(const ct_trainer_job *job, const ct_trainer_result *res, co
     cJSON_AddNumberToObject(o, "blas_threads", run->opt.blas_threads);
     cJSON_AddNumberToObject(o, "gemm_threads", run->opt.gemm_threads);
     cJSON_AddStringToObject(o, "strategy", ct_strategy_name(s) ? ct_strategy_name(s) : "");
+    if (ct_strategy_choice(s)[0])
+        cJSON_AddStringToObject(o, "strategy_choice", ct_strategy_choice(s));
     cJSON_AddStringToObject(o, "accelerator", ct_strategy_accelerator_name(s) ? ct_strategy_accelerator_name(s) : "");
     if (ct_strategy_precision(s))
         cJSON_AddStringToObject(o, "precision", ct_strategy_precision(s)->name);

@@ -119,6 +119,9 @@ void ct_strategy_grad_scale(ct_strategy *s, double factor);
 void ct_strategy_grad_clamp(ct_strategy *s, double limit);
 /* Seconds spent waiting inside grad_sync since setup (exposed communication time). */
 double ct_strategy_exposed_comm_seconds(const ct_strategy *s);
+/* What the strategy chose once it saw the ranks and the model, with why (fsdp's
+ * sharding_strategy=auto: "hybrid_shard: 2 nodes of 2 ranks, ..."); "" when it chose nothing. */
+const char *ct_strategy_choice(const ct_strategy *s);
 /* Gradient allreduces started since setup, and how many of them started while backward was still
  * running (the overlap: 0 with ddp_no_overlap, or when buckets were cut across tensors). */
 void ct_strategy_grad_allreduces(const ct_strategy *s, long *total, long *during_backward);
