@@ -360,8 +360,9 @@ check '[ $rc -eq 2 ] && grep -q "backend .tcp. is not one of auto, mpi, gloo, nc
 MASTER_ADDR=127.0.0.1 MASTER_PORT=1 WORLD_SIZE=2 NODE_RANK=0 LOCAL_RANK=0 RANK=0 \
     timeout 60 "$CTRAIN" fit $FIT --strategy ddp:backend=nccl --default-root-dir "$T/nccl" >"$T/nccl.out" 2>&1
 rc=$?
-check '[ $rc -eq 2 ] && grep -q "backend nccl needs the cuda accelerator" "$T/nccl.out"' \
-    "ddp:backend=nccl on cpu: an error with a hint, exit 2" "$T/nccl.out"
+check '[ $rc -eq 2 ] && grep -q "^ctrain: error: --strategy ddp:backend=nccl runs on cuda tensors, and the accelerator is cpu" "$T/nccl.out" &&
+    grep -q "^ctrain: hint: on cpu use backend=gloo or mpi" "$T/nccl.out" && [ ! -e "$T/nccl" ]' \
+    "ddp:backend=nccl on cpu: refused by the plan with a hint, exit 2, nothing run" "$T/nccl.out"
 
 # A rank that dies, or stops answering, under gloo: rank 0 fails (at once, or after
 # --collective-timeout) instead of waiting. start_pair NAME: two ranks of a long run in the
