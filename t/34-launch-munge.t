@@ -15,7 +15,7 @@ if [ -z "$CT_MUNGE_NS" ]; then
 fi
 . "$(dirname "$0")/lib/launch.sh"
 
-launches=${CT_MUNGE_LAUNCHES:-10}
+launches=${CT_MUNGE_LAUNCHES:-6}
 munged_pid=""
 cleanup_munge() {
     [ -n "$loop" ] && kill -KILL "$loop" 2>/dev/null
