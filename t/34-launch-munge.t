@@ -5,7 +5,9 @@
 # cluster stopping it, an admin restarting it) then failed their MPI_Init with 'Unreachable'.
 # The server's clients are its own children, so it uses the kernel's peer credentials instead.
 # A private munged runs in a private mount namespace (a tmpfs over /run), so the machine's own
-# munged, and the test clusters that use it, never see this test.
+# munged, and the test clusters that use it, never see this test; it runs from a copy of the binary,
+# so that `service munge start` (start-stop-daemon --exec /usr/sbin/munged) beside it does not take
+# it for the machine's munged and start none (seen: a test cluster starting while this ran failed).
 if [ -z "$CT_MUNGE_NS" ]; then
     if [ "$(id -u)" -ne 0 ] || ! command -v unshare >/dev/null 2>&1 || ! command -v munged >/dev/null 2>&1; then
         echo "1..0 # SKIP needs root, unshare and munged (scripts/install-deps)"
@@ -17,10 +19,11 @@ fi
 
 launches=${CT_MUNGE_LAUNCHES:-6}
 munged_pid=""
+# every private munged, by its binary's path (the restart loop may be starting one as it is stopped)
+kill_munged() { pkill -KILL -f "^$tmp/ctrain-munged " 2>/dev/null; }
 cleanup_munge() {
     [ -n "$loop" ] && kill -KILL "$loop" 2>/dev/null
-    [ -s "$tmp/munged.cur" ] && kill -KILL "$(cat "$tmp/munged.cur")" 2>/dev/null
-    [ -n "$munged_pid" ] && kill -KILL "$munged_pid" 2>/dev/null
+    kill_munged
     cleanup
 }
 trap cleanup_munge EXIT
@@ -28,16 +31,17 @@ trap cleanup_munge EXIT
 # start_munged: a foreground munged on /run/munge's socket with this test's key; its pid in
 # $tmp/munged.cur once it answers
 start_munged() {
-    munged -F --force --key-file="$tmp/munge.key" --log-file="$tmp/munged.log" \
+    "$tmp/ctrain-munged" -F --force --key-file="$tmp/munge.key" --log-file="$tmp/munged.log" \
         --seed-file="$tmp/munged.seed" --pid-file=/run/munge/munged.pid </dev/null >/dev/null 2>&1 &
     echo $! >"$tmp/munged.cur"
 }
 rnd() { od -An -N2 -tu2 /dev/urandom | tr -d ' '; }
 munge_answers() { munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1; }
 
-mount -t tmpfs -o mode=0755 ctrain-munge /run && mkdir -m 0755 /run/munge &&
+cp "$(command -v munged)" "$tmp/ctrain-munged" && mount -t tmpfs -o mode=0755 ctrain-munge /run &&
+    mkdir -m 0755 /run/munge &&
     head -c 1024 /dev/urandom >"$tmp/munge.key" && chmod 0600 "$tmp/munge.key" || {
-    echo "1..0 # SKIP cannot mount a private /run here"
+    echo "1..0 # SKIP cannot copy munged or mount a private /run here"
     exit 0
 }
 start_munged
@@ -87,6 +91,7 @@ for l in subprocess fork; do
 done
 kill -KILL "$loop" 2>/dev/null
 loop=""
+kill_munged
 
 no_server_dirs
 ok $? "no PMIx server directory left in TMPDIR"

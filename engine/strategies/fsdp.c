@@ -293,27 +293,22 @@ static uint64_t memory_limit(const ct_strategy *s)
  * same numbers; the choice and why in s->choice (summary.json). */
 static int auto_mode(ct_strategy *s, const int64_t *info, int world)
 {
-    int nodes = 0, per[2] = { 0, 0 }, even = 1;
+    int nodes = 0, per_node = 0, even = 1;
     uint64_t mem = UINT64_MAX, state;
-    int64_t first = info[0];
 
+    /* the nodes, whether each has as many ranks as the first, the smallest memory */
     for (int q = 0; q < world; q++) {
-        int seen = 0;
+        int seen = 0, here = 0;
 
-        for (int r = 0; r < q && !seen; r++)
-            seen = info[2 * r] == info[2 * q];
-        nodes += !seen;
-        if ((uint64_t)info[2 * q + 1] < mem && info[2 * q + 1] > 0)
-            mem = (uint64_t)info[2 * q + 1];
-    }
-    for (int q = 0; q < world; q++)
-        per[info[2 * q] == first ? 0 : 1] += 1;
-    for (int q = 0; q < world && nodes > 1; q++) {
-        int here = 0;
-
-        for (int r = 0; r < world; r++)
+        for (int r = 0; r < world; r++) {
+            seen |= r < q && info[2 * r] == info[2 * q];
             here += info[2 * r] == info[2 * q];
-        even &= here == per[0];
+        }
+        nodes += !seen;
+        per_node = q ? per_node : here;
+        even &= here == per_node;
+        if (info[2 * q + 1] > 0 && (uint64_t)info[2 * q + 1] < mem)
+            mem = (uint64_t)info[2 * q + 1];
     }
     state = (uint64_t)((struct fsdp *)((struct ddp *)s->impl)->sharded)->n *
             (2 * ct_dtype_size(s->param_dtype) +
@@ -335,7 +330,7 @@ static int auto_mode(ct_strategy *s, const int64_t *info, int world)
     }
     snprintf(s->choice, sizeof(s->choice), "sharding_strategy=auto: hybrid_shard (%d nodes of %d ranks; a node's "
              "ranks hold the model's %.1f MiB of parameters, gradients and optimizer state, within half of %.1f MiB)",
-             nodes, per[0], state / 1048576.0, mem / 1048576.0);
+             nodes, per_node, state / 1048576.0, mem / 1048576.0);
     return HYBRID_SHARD;
 }
 
