@@ -21,13 +21,7 @@ N=15
 
 [ -x "$CTRAIN" ] || skip_all $N "ctrain not built"
 echo "1..$N"
-# A short corpus: 3852 training tokens, an epoch of 15 whole steps of 4 x 2 sequences of 32 (and a
-# small test split, quick to evaluate). Its size matters to test 9: an epoch ending in a partial batch,
-# which 2 ranks split otherwise than 4, makes the resumed run differ (7e-2 with 4600 bytes and 21 steps).
-head -c 4280 /usr/share/common-licenses/GPL-3 >"$tmp/corpus.txt"
-"$CTRAIN" tokenize --input "$tmp/corpus.txt" --output-dir "$tmp/tok" >"$tmp/tok.out" 2>&1 || diag "$tmp/tok.out"
-M="--model gpt --datamodule tokens --data $tmp/tok --progress off --log-every-n-steps 1 --limit-val-batches 1"
-G="$M --model-config n_layer=4,n_head=4,n_embd=64,seq_len=32 --lr-schedule constant"
+fsdp_data
 free_port() { "$B/tcpstore_peer" serve </dev/null | sed -n 's/^port //p'; }
 
 
