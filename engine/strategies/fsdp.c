@@ -59,7 +59,6 @@
 
 #include "ctrain/util.h"
 #include "engine/strategies/ddp_internal.h"
-#include "engine/util/fsutil.h"
 #include "engine/util/pages.h"
 
 enum { FULL_SHARD = 0, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD, AUTO_SHARD };
@@ -240,50 +239,12 @@ out:
     return rc;
 }
 
-/* The limit in the cgroup file at /sys/fs/cgroup<dir><file>, or 0 ("max", unreadable, absent). */
-static uint64_t cgroup_limit(const char *dir, size_t len, const char *file)
-{
-    char path[600], *text = NULL;
-    uint64_t v = 0;
-    ct_error ignored;
-
-    snprintf(path, sizeof(path), "/sys/fs/cgroup%.*s%s", (int)len, dir, file);
-    if (ct_fs_read_input(path, "a cgroup's memory limit", 64, &text, NULL, &ignored) == 0 &&
-        sscanf(text, "%" SCNu64, &v) != 1)
-        v = 0;
-    free(text);
-    return v;
-}
-
-/* The memory this rank may use: the host's (the accelerator's total), or less where its cgroup
- * (SLURM's task/cgroup, a container) limits it: v2's memory.max, v1's memory.limit_in_bytes. */
+/* The memory this rank may use: its accelerator's capacity (cpu: the host's, or its cgroup's limit). */
 static uint64_t memory_limit(const ct_strategy *s)
 {
     ct_memstats st = { 0 };
-    uint64_t limit = 0, v;
-    char *text = NULL;
-    ct_error ignored;
 
-    if (s->accelerator->memory_stats && s->accelerator->memory_stats(s->device, &st) == 0)
-        limit = st.total_bytes;
-    if (ct_fs_read_input("/proc/self/cgroup", "the cgroup list", 64 << 10, &text, NULL, &ignored) == 0) {
-        for (char *line = text, *end; *line; line = *end ? end + 1 : end) {
-            size_t len = strcspn(line, "\n");
-
-            end = line + len;
-            if (!strncmp(line, "0::/", 4))
-                v = cgroup_limit(line + 3, len - 3, "/memory.max");
-            else if (strstr(line, ":memory:/") && strstr(line, ":memory:/") < end)
-                v = cgroup_limit(strstr(line, ":memory:/") + 8, (size_t)(end - strstr(line, ":memory:/") - 8),
-                                 "/memory.limit_in_bytes");
-            else
-                v = 0;
-            if (v && (!limit || v < limit))
-                limit = v;
-        }
-    }
-    free(text);
-    return limit;
+    return s->accelerator->memory_stats && s->accelerator->memory_stats(s->device, &st) == 0 ? st.total_bytes : 0;
 }
 
 /* sharding_strategy=auto, from every rank's node and memory: hybrid_shard when the step spans

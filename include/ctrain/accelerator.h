@@ -20,7 +20,7 @@
 
 typedef struct ct_memstats {
     size_t used_bytes;   /* device memory in use by this process (cpu: resident set size) */
-    size_t total_bytes;  /* device capacity (cpu: physical memory) */
+    size_t total_bytes;  /* device capacity (cpu: physical memory, or this process's cgroup limit where lower) */
     size_t peak_bytes;   /* high-water mark (cpu: peak RSS) */
 } ct_memstats;
 
