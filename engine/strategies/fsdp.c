@@ -271,7 +271,7 @@ static int auto_mode(ct_strategy *s, const int64_t *info, int world)
         if (info[2 * q + 1] > 0 && (uint64_t)info[2 * q + 1] < mem)
             mem = (uint64_t)info[2 * q + 1];
     }
-    state = (uint64_t)((struct fsdp *)((struct ddp *)s->impl)->sharded)->n *
+    state = (uint64_t)fsdp_of(s)->n *
             (2 * ct_dtype_size(s->param_dtype) +
              (uint64_t)ct_optim_num_states(s->optim) * ct_dtype_size(ct_optim_dtype(s->optim)));
     if (nodes < 2) {
