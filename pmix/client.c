@@ -6,7 +6,10 @@
  * them PMIX_NODEID, PMIX_NUM_NODES or PMIX_HOSTNAME for every rank: each of those has a fallback
  * computed from the node list (PMIx_Resolve_nodes) and the local peers (PMIx_Resolve_peers).
  */
+#define _GNU_SOURCE   /* pipe2, close_range */
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -515,10 +518,18 @@ int ct_pmix_get(ct_pmix_client *c, int rank, const char *key, void *buf, size_t 
     return ret;
 }
 
-/* Under Open MPI 5 a process must not be connected to PMIx when it calls MPI_Init, and one that
- * connected, finalized and connects again (MPI_Init) races with the server: with 3 or more ranks
- * MPI_Init then fails or hangs now and then. So a child process connects, reads the layout, sends
- * it back and finalizes; this process connects only at its first exchange (check_usable). */
+/* Under Open MPI 5 a process must not be connected to PMIx when it calls MPI_Init. So a child
+ * process connects as this rank, reads the layout and sends it back; this process connects only at
+ * its first exchange (check_usable).
+ *
+ * The child stays connected, idle, until this process has exited, and only then finalizes. PMIx
+ * servers up to 5.0.9 (openpmix issue 4113) count any connection of a rank that closes, even a
+ * finalized one, as that rank leaving every collective open over its namespace: a reader that
+ * finalized early, while another rank of the node was already in MPI_Init's fences, let those
+ * fences complete without this rank (the btl then found no address for it: "unable to reach each
+ * other"), or made this rank's next fence join a finished one of another kind
+ * (PMIX_ERR_INVALID_ARG), or hang. By the time this process has exited, every collective it took
+ * part in is over. */
 static int read_all(int fd, void *buf, size_t len)
 {
     char *p = buf;
@@ -535,44 +546,88 @@ static int read_all(int fd, void *buf, size_t len)
     return 0;
 }
 
+/* The reader child: nothing of the parent's but its pipes (it outlives the parent by a moment, and
+ * must hold neither its output nor its sockets open), and deaf to the signals that stop a job step:
+ * it ends when the parent has, by a clean finalize. */
+static void reader_child(int answer_fd, int hold_fd)
+{
+    ct_pmix_client *c = NULL;
+    ct_error child_err;
+    int rc, null_fd, lo, hi, sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE };
+    char byte;
+
+    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+        signal(sigs[i], SIG_IGN);
+    if ((null_fd = open("/dev/null", O_RDWR)) >= 0) {
+        dup2(null_fd, 0);
+        dup2(null_fd, 1);
+        dup2(null_fd, 2);
+    }
+    lo = answer_fd < hold_fd ? answer_fd : hold_fd;
+    hi = answer_fd < hold_fd ? hold_fd : answer_fd;
+    close_range(3, (unsigned)lo - 1, 0);   /* an empty range is refused, harmlessly */
+    close_range((unsigned)lo + 1, (unsigned)hi - 1, 0);
+    close_range((unsigned)hi + 1, ~0U, 0);
+    ct_error_clear(&child_err);
+    rc = ct_pmix_client_init(&c, &child_err);
+    if (ct_write_all(answer_fd, &rc, sizeof(rc)) == 0)
+        ct_write_all(answer_fd, rc == 0 ? (const void *)c : (const void *)&child_err,
+                     rc == 0 ? sizeof(*c) : sizeof(child_err));
+    close(answer_fd);
+    if (rc == 0) {
+        for (;;) {   /* until end of file: the parent (and all it forked) has gone */
+            ssize_t r = read(hold_fd, &byte, 1);
+
+            if (r == 0 || (r < 0 && errno != EINTR))
+                break;
+        }
+        PMIx_Finalize(NULL, 0);
+    }
+    _exit(0);
+}
+
 static int client_init_detached(ct_pmix_client **out, ct_error *err)
 {
     ct_pmix_client *c = NULL, got;
     ct_error child_err;
-    int fd[2], status = 0, rc;
+    int fd[2], hold[2], status = 0, rc;
     pid_t pid;
 
     *out = NULL;
     if (!ct_pmix_client_present(process_getenv, NULL))
         return ct_pmix_client_init(out, err);   /* says why, connects nothing */
-    if (pipe(fd) != 0)
+    if (pipe2(fd, O_CLOEXEC) != 0)
         return ct_error_set(err, CT_EIO, "pmix-init", "pipe for the PMIx layout reader: %s", strerror(errno));
+    if (pipe2(hold, O_CLOEXEC) != 0) {
+        close(fd[0]);
+        close(fd[1]);
+        return ct_error_set(err, CT_EIO, "pmix-init", "pipe for the PMIx layout reader: %s", strerror(errno));
+    }
     pid = fork();
     if (pid < 0) {
         close(fd[0]);
         close(fd[1]);
+        close(hold[0]);
+        close(hold[1]);
         return ct_error_set(err, CT_EIO, "pmix-init", "fork of the PMIx layout reader: %s", strerror(errno));
     }
-    if (pid == 0) {
-        close(fd[0]);
-        ct_error_clear(&child_err);
-        rc = ct_pmix_client_init(&c, &child_err);
-        if (ct_write_all(fd[1], &rc, sizeof(rc)) == 0)
-            ct_write_all(fd[1], rc == 0 ? (const void *)c : (const void *)&child_err,
-                         rc == 0 ? sizeof(*c) : sizeof(child_err));
-        if (rc == 0)
-            PMIx_Finalize(NULL, 0);
-        _exit(0);
-    }
+    if (pid == 0)
+        reader_child(fd[1], hold[0]);
     close(fd[1]);
+    close(hold[0]);
     rc = read_all(fd[0], &status, sizeof(status));
     if (rc == 0 && status == 0)
         rc = read_all(fd[0], &got, sizeof(got));
     else if (rc == 0)
         rc = read_all(fd[0], &child_err, sizeof(child_err));
     close(fd[0]);
-    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-        ;
+    if (rc != 0 || status != 0) {
+        close(hold[1]);   /* the child finalizes (if connected) and ends */
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+    }
+    /* On success hold[1] stays open, close-on-exec, for the life of this process; the child,
+     * reparented when this process ends, is then reaped by init or the step's subreaper. */
     if (rc != 0)
         return ct_error_set(err, CT_ECOMM, "pmix-init", "the PMIx layout reader (pid %ld) ended without "
                             "an answer", (long)pid);

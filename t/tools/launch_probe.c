@@ -18,7 +18,9 @@
  *   args ...        rank 0 prints "probe: args N bytes B": the count and total length of ARGS as it
  *                   got them (the subprocess launcher re-executes the command line)
  *   env             the "pmix" cluster environment's detect/read/validate, then MPI (the shared
- *                   client stays connected under MPI_Init)
+ *                   client stays connected under MPI_Init); with PROBE_LATE=R:S the rank whose
+ *                   PMIX_RANK is R first sleeps S seconds, so its layout is read while the others
+ *                   are in MPI_Init's fences
  *   detect          ct_pmix_env_register, then the registry's detection (pmix alone, or
  *                   enriching slurm / mpi), then MPI
  * With PROBE_CHILD=DIR set each rank first starts a child of its own (sleep 300) and writes its
@@ -240,12 +242,28 @@ static const char *process_getenv(const char *name, void *ctx)
     return getenv(name);
 }
 
+static void late_rank_sleep(void)
+{
+    const char *late = getenv("PROBE_LATE"), *rank = getenv("PMIX_RANK"), *colon;
+
+    if (late && rank && (colon = strchr(late, ':')) && atoi(late) == atoi(rank)) {
+        struct timespec ts = { .tv_sec = 0, .tv_nsec = 0 };
+        double s = atof(colon + 1);
+
+        ts.tv_sec = (time_t)s;
+        ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
+        while (nanosleep(&ts, &ts) != 0)
+            ;
+    }
+}
+
 static int body_env(ct_error *err)
 {
     ct_env_info info;
     int rc;
 
     memset(&info, 0, sizeof(info));
+    late_rank_sleep();
     if (!ct_env_pmix_ops.detect(process_getenv, NULL))
         return ct_error_set(err, CT_ENOTAVAIL, "probe-env", "pmix environment not detected");
     if ((rc = ct_env_pmix_ops.read(process_getenv, NULL, &info, err)) ||
