@@ -53,6 +53,15 @@ if [ "$SLURM_STEP_ID" = 0 ] || [ "$1" = fail ]; then
         printf '{"event":"missing","rank":1,"world":2,"pid":%d,"host":"n2","step":7,"collective":{"seq":7,"what":"gradient allreduce"},"at_fault":[{"rank":0,"node":"n1"}],"why":"rank 0 did not answer (test record)","wall":%s}\n' \
             $$ "$(date +%s)" >"$2/hang/event-missing-rank-1.json.tmp" && mv "$2/hang/event-missing-rank-1.json.tmp" "$2/hang/event-missing-rank-2.json"
     fi
+    # The first rank to exit ends the step (srun's --kill-on-bad-exit): the others wait until rank 0
+    # has printed or written its part (a loaded machine once started rank 0's shell late enough that
+    # it was killed before it printed).
+    if [ "$SLURM_PROCID" = 0 ]; then
+        : >"$2/said.$SLURM_STEP_ID"
+    else
+        i=0
+        while [ ! -e "$2/said.$SLURM_STEP_ID" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
+    fi
     exit 1
 fi
 exit 0

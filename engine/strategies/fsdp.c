@@ -59,6 +59,7 @@
 
 #include "ctrain/util.h"
 #include "engine/strategies/ddp_internal.h"
+#include "engine/strategies/fsdp_auto.h"
 #include "engine/util/pages.h"
 
 enum { FULL_SHARD = 0, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD, AUTO_SHARD };
@@ -247,52 +248,15 @@ static uint64_t memory_limit(const ct_strategy *s)
     return s->accelerator->memory_stats && s->accelerator->memory_stats(s->device, &st) == 0 ? st.total_bytes : 0;
 }
 
-/* sharding_strategy=auto, from every rank's node and memory: hybrid_shard when the step spans
- * nodes with as many ranks each and a node's ranks hold the whole model (parameters, gradients and
- * the optimizer's state: each node holds every part) within half the smallest memory any rank may
- * use (room for the activations and the units in flight), else full_shard. Every rank decides on the
- * same numbers; the choice and why in s->choice (summary.json). */
+/* sharding_strategy=auto (fsdp_auto.c), on the numbers every rank gathered: a node's ranks
+ * together hold every part of the parameters, gradients and optimizer state. */
 static int auto_mode(ct_strategy *s, const int64_t *info, int world)
 {
-    int nodes = 0, per_node = 0, even = 1;
-    uint64_t mem = UINT64_MAX, state;
+    uint64_t state = (uint64_t)fsdp_of(s)->n *
+                     (2 * ct_dtype_size(s->param_dtype) +
+                      (uint64_t)ct_optim_num_states(s->optim) * ct_dtype_size(ct_optim_dtype(s->optim)));
 
-    /* the nodes, whether each has as many ranks as the first, the smallest memory */
-    for (int q = 0; q < world; q++) {
-        int seen = 0, here = 0;
-
-        for (int r = 0; r < world; r++) {
-            seen |= r < q && info[2 * r] == info[2 * q];
-            here += info[2 * r] == info[2 * q];
-        }
-        nodes += !seen;
-        per_node = q ? per_node : here;
-        even &= here == per_node;
-        if (info[2 * q + 1] > 0 && (uint64_t)info[2 * q + 1] < mem)
-            mem = (uint64_t)info[2 * q + 1];
-    }
-    state = (uint64_t)fsdp_of(s)->n *
-            (2 * ct_dtype_size(s->param_dtype) +
-             (uint64_t)ct_optim_num_states(s->optim) * ct_dtype_size(ct_optim_dtype(s->optim)));
-    if (nodes < 2) {
-        snprintf(s->choice, sizeof(s->choice), "sharding_strategy=auto: full_shard (one node)");
-        return FULL_SHARD;
-    }
-    if (!even) {
-        snprintf(s->choice, sizeof(s->choice), "sharding_strategy=auto: full_shard (%d nodes with unequal numbers "
-                 "of ranks; hybrid_shard needs the same on each)", nodes);
-        return FULL_SHARD;
-    }
-    if (mem == UINT64_MAX || state > mem / 2) {
-        snprintf(s->choice, sizeof(s->choice), "sharding_strategy=auto: full_shard (a node's ranks would hold the "
-                 "model's %.1f MiB of parameters, gradients and optimizer state, more than half of %.1f MiB)",
-                 state / 1048576.0, mem == UINT64_MAX ? 0.0 : mem / 1048576.0);
-        return FULL_SHARD;
-    }
-    snprintf(s->choice, sizeof(s->choice), "sharding_strategy=auto: hybrid_shard (%d nodes of %d ranks; a node's "
-             "ranks hold the model's %.1f MiB of parameters, gradients and optimizer state, within half of %.1f MiB)",
-             nodes, per_node, state / 1048576.0, mem / 1048576.0);
-    return HYBRID_SHARD;
+    return ct_fsdp_auto_hybrid(info, world, state, s->choice, sizeof(s->choice)) ? HYBRID_SHARD : FULL_SHARD;
 }
 
 /* The shard groups: the world, but under hybrid_shard each node's ranks, the nodes told by an

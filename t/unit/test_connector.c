@@ -17,6 +17,7 @@
 #include "ctrain/model.h"
 #include "ctrain/strategy.h"
 #include "engine/checkpoint/hf_io.h"
+#include "engine/strategies/fsdp_auto.h"
 
 /* A fixture environment: "NAME=value" strings. */
 static const char *fixture_getenv(const char *name, void *ctx)
@@ -764,6 +765,36 @@ static void test_descriptors(void **state)
     assert_string_equal(buf, "");
 }
 
+/* fsdp's sharding_strategy=auto on made-up layouts: { node, memory } per rank. */
+static void test_fsdp_auto(void **state)
+{
+    const int64_t MiB = 1 << 20;
+    const int64_t one_node[] = { 0, 1024 * MiB, 0, 1024 * MiB, 0, 1024 * MiB, 0, 1024 * MiB };
+    const int64_t two_nodes[] = { 0, 1024 * MiB, 0, 1024 * MiB, 1, 1024 * MiB, 1, 512 * MiB };
+    const int64_t uneven[] = { 0, 1024 * MiB, 0, 1024 * MiB, 0, 1024 * MiB, 1, 1024 * MiB };
+    const int64_t unknown[] = { 0, 0, 0, 0, 1, 0, 1, 0 };
+    const int64_t node_ids[] = { 7, 1024 * MiB, 3, 1024 * MiB, 7, 1024 * MiB, 3, 1024 * MiB };
+    char why[256];
+
+    (void)state;
+    assert_int_equal(ct_fsdp_auto_hybrid(one_node, 4, 10 * MiB, why, sizeof(why)), 0);
+    assert_non_null(strstr(why, "full_shard (one node)"));
+    /* two nodes of two: fits within half the smallest memory (512 MiB) */
+    assert_int_equal(ct_fsdp_auto_hybrid(two_nodes, 4, 256 * MiB, why, sizeof(why)), 1);
+    assert_non_null(strstr(why, "hybrid_shard (2 nodes of 2 ranks"));
+    /* one byte more than half of the smallest: full_shard, saying both sizes */
+    assert_int_equal(ct_fsdp_auto_hybrid(two_nodes, 4, 256 * MiB + 1, why, sizeof(why)), 0);
+    assert_non_null(strstr(why, "full_shard (a node's ranks would hold the model's 256.0 MiB"));
+    assert_non_null(strstr(why, "more than half of 512.0 MiB"));
+    assert_int_equal(ct_fsdp_auto_hybrid(uneven, 4, MiB, why, sizeof(why)), 0);
+    assert_non_null(strstr(why, "2 nodes with unequal numbers of ranks"));
+    assert_int_equal(ct_fsdp_auto_hybrid(unknown, 4, MiB, why, sizeof(why)), 0);
+    assert_non_null(strstr(why, "no rank knows the memory"));
+    /* node indices as SLURM numbers them, interleaved ranks: still two nodes of two */
+    assert_int_equal(ct_fsdp_auto_hybrid(node_ids, 4, MiB, why, sizeof(why)), 1);
+    assert_int_equal(ct_fsdp_auto_hybrid(one_node, 1, MiB, why, sizeof(why)), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -782,6 +813,7 @@ int main(void)
         cmocka_unit_test(test_backend_table),
         cmocka_unit_test(test_sources_and_json),
         cmocka_unit_test(test_cpu_bf16_notice),
+        cmocka_unit_test(test_fsdp_auto),
     };
 
     cmocka_set_message_output(CM_OUTPUT_TAP);
