@@ -102,6 +102,7 @@ struct fsdp {
     size_t recv_bytes;
     struct ct_coll_msg *sends, *recvs;
     size_t grad_lo;   /* backward: the lowest gradient offset announced this step */
+    ct_pages_pool pool; /* released units' parameter pages, for the next all-gathers (no faults) */
     long done;        /* every collective up to this ticket is over */
 };
 
@@ -389,10 +390,27 @@ static void release_unit(struct fsdp *z, float *base, int v, int array)
     ct_pages_release((void *)a, (size_t)(b - a));
 }
 
-/* The unit's parameter pages back to the system: its parts are in the shards. */
+/* The pages wholly inside unit v of the parameters (its own: no other unit's values on them). */
+static size_t inner_pages(const struct fsdp *z, int v, char **at)
+{
+    uintptr_t ps = ct_pages_size(), p0 = (uintptr_t)z->params;
+    uintptr_t a = (p0 + z->units[v].lo * sizeof(float) + ps - 1) & ~(ps - 1);
+    uintptr_t b = (p0 + z->units[v].hi * sizeof(float)) & ~(ps - 1);
+
+    *at = (char *)a;
+    return b > a ? (size_t)(b - a) : 0;
+}
+
+/* The unit's parameter pages leave: its own into the pool while a slot is free (the next unit's
+ * all-gather takes them), the rest back to the system. Its parts are in the shards. */
 static void release_params(struct fsdp *z, struct unit *u)
 {
+    char *at;
+    size_t bytes = inner_pages(z, (int)(u - z->units), &at);
+
     u->state = U_RELEASED;
+    if (bytes)
+        ct_pages_pool_put(&z->pool, at, bytes);
     release_unit(z, z->params, (int)(u - z->units), 0);
 }
 
@@ -406,6 +424,22 @@ static int discover(struct fsdp *z, size_t offset, size_t count, ct_error *err)
         return 0;
     z->seen = end;
     return unit_add(z, z->n_units ? z->units[z->n_units - 1].hi : 0, end, err);
+}
+
+/* A slot for each all-gather that may be in flight and one for the unit being left, each as large
+ * as the largest unit's own pages. Without one (no address space) units fault their pages in. */
+static void init_pool(struct fsdp *z)
+{
+    size_t most = 0;
+    char *at;
+
+    for (int v = 0; v < z->n_units; v++) {
+        size_t bytes = inner_pages(z, v, &at);
+
+        most = bytes > most ? bytes : most;
+    }
+    if (most)
+        (void)ct_pages_pool_init(&z->pool, z->limit + 1, most);
 }
 
 static int discovered(ct_strategy *s, struct fsdp *z, ct_error *err)
@@ -423,6 +457,7 @@ static int discovered(ct_strategy *s, struct fsdp *z, ct_error *err)
      * units are held as in every later step — the gradients written by backward (it overwrites
      * them), the root and the last unit (backward starts there) gathered, the rest released. */
     ct_pages_release(z->grads, z->n * sizeof(float));
+    init_pool(z);
     for (int v = 1; v < z->n_units - 1; v++)
         release_params(z, &z->units[v]);
     return 0;
@@ -450,7 +485,12 @@ static int start_gather(ct_strategy *s, struct fsdp *z, int v, ct_error *err)
 {
     struct unit *u = &z->units[v];
     long t;
+    char *own;
+    size_t bytes = inner_pages(z, v, &own);
 
+    /* Pages a release left in the pool, where one holds enough (what is there is overwritten). */
+    if (u->state == U_RELEASED && bytes)
+        ct_pages_pool_take(&z->pool, own, bytes);
     memcpy(z->params + u->part_lo, z->pshard + u->local, u->counts[me(s)] * sizeof(float));
     if (z->rep_n == 1) {
         t = ct_coll_allgather_start(((struct ddp *)s->impl)->coll, z->params + u->lo, u->counts, CT_COLL_F32, err);
@@ -520,6 +560,9 @@ static int gather_units(ct_strategy *s, struct fsdp *z, int first, int last, int
     /* What arrived made room: the next units start now, while these compute. */
     if ((rc = prefetch(s, z, step > 0 ? last + 1 : first - 1, step, err)))
         return rc;
+    /* The pages the prefetch did not take go back: the pool moves pages from a release to the
+     * next all-gather, it keeps none beside the units in use. */
+    ct_pages_pool_trim(&z->pool);
     ct_strategy_memory_sample(s);
     return 0;
 }
@@ -984,7 +1027,7 @@ static int fsdp_resident(ct_strategy *s, size_t bytes[3])
 
     if (z->discovering)
         return 1;
-    bytes[0] += ct_pages_resident(z->pshard, z->local_n * sizeof(float));
+    bytes[0] += ct_pages_resident(z->pshard, z->local_n * sizeof(float)) + ct_pages_pool_resident(&z->pool);
     bytes[1] += ct_pages_resident(z->gshard, z->local_n * sizeof(float)) + ct_pages_resident(z->recv, z->recv_bytes) +
                 ct_pages_resident(z->xrecv, z->xrecv ? z->xrecv_bytes : 0);
     return 0;
@@ -1003,6 +1046,7 @@ static void fsdp_destroy(ct_strategy *s)
         free(z->gshard);
         ct_pages_free(z->recv, z->recv_bytes);
         ct_pages_free(z->xrecv, z->xrecv_bytes);
+        ct_pages_pool_free(&z->pool);
         free(z->group);
         free(z->reps);
         free(z->node_of);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Memory pages: mappings of their own, resident bytes measured (mincore), pages given back
  * (madvise); pages.h. */
+#define _GNU_SOURCE   /* mremap */
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -82,4 +83,97 @@ void ct_pages_small_pages(void *p, size_t bytes)
     (void)p;
     (void)bytes;
 #endif
+}
+
+#ifndef MREMAP_DONTUNMAP
+#define MREMAP_DONTUNMAP 4   /* Linux 5.7 */
+#endif
+
+int ct_pages_pool_init(ct_pages_pool *p, int slots, size_t slot_bytes)
+{
+    p->base = NULL;
+    p->slots = 0;
+    p->slot_bytes = round_up(slot_bytes ? slot_bytes : 1);
+    p->held = slots > 0 ? calloc((size_t)slots, sizeof(size_t)) : NULL;
+    if (!p->held)
+        return -1;
+    /* The same kind of mapping as the ranges it trades with (private anonymous, read-write, small
+     * pages): a moved range keeps its mapping's flags. */
+    p->base = ct_pages_alloc(p->slot_bytes * (size_t)slots);
+    if (!p->base) {
+        free(p->held);
+        p->held = NULL;
+        return -1;
+    }
+    ct_pages_small_pages(p->base, p->slot_bytes * (size_t)slots);
+    p->slots = slots;
+    return 0;
+}
+
+void ct_pages_pool_free(ct_pages_pool *p)
+{
+    if (p->base)
+        ct_pages_free(p->base, p->slot_bytes * (size_t)p->slots);
+    free(p->held);
+    p->base = NULL;
+    p->held = NULL;
+    p->slots = 0;
+}
+
+static int aligned(const void *at, size_t bytes)
+{
+    return bytes && !((uintptr_t)at % page_size()) && !(bytes % page_size());
+}
+
+int ct_pages_pool_put(ct_pages_pool *p, void *at, size_t bytes)
+{
+    if (!p->base || !aligned(at, bytes) || bytes > p->slot_bytes)
+        return 0;
+    for (int i = 0; i < p->slots; i++) {
+        char *slot = p->base + (size_t)i * p->slot_bytes;
+
+        if (p->held[i])
+            continue;
+        /* Whatever the slot's mapping held goes; the range stays mapped, empty. */
+        if (mremap(at, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, slot) == MAP_FAILED)
+            return 0;
+        p->held[i] = bytes;
+        return 1;
+    }
+    return 0;
+}
+
+int ct_pages_pool_take(ct_pages_pool *p, void *at, size_t bytes)
+{
+    int best = -1;
+    char *slot;
+
+    if (!p->base || !aligned(at, bytes))
+        return 0;
+    for (int i = 0; i < p->slots; i++)
+        if (p->held[i] >= bytes && (best < 0 || p->held[i] < p->held[best]))
+            best = i;
+    if (best < 0)
+        return 0;
+    slot = p->base + (size_t)best * p->slot_bytes;
+    if (mremap(slot, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, at) == MAP_FAILED)
+        return 0;
+    if (p->held[best] > bytes)
+        (void)madvise(slot + bytes, p->held[best] - bytes, MADV_DONTNEED);
+    p->held[best] = 0;
+    return 1;
+}
+
+void ct_pages_pool_trim(ct_pages_pool *p)
+{
+    for (int i = 0; i < p->slots; i++)
+        if (p->held[i]) {
+            (void)madvise(p->base + (size_t)i * p->slot_bytes, p->held[i], MADV_DONTNEED);
+            p->held[i] = 0;
+        }
+}
+
+size_t ct_pages_pool_resident(const ct_pages_pool *p)
+{
+    return p->base ? ct_pages_resident(p->base, p->slot_bytes * (size_t)p->slots) : 0;
 }

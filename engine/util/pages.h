@@ -26,4 +26,32 @@ void ct_pages_release(void *p, size_t bytes);
  * parts are released and faulted in again keeps 4 KiB pages (a huge page would bring 2 MiB back). */
 void ct_pages_small_pages(void *p, size_t bytes);
 
+/* A few slots of pages kept for reuse: pages leave a range for a slot, and a slot's go back into
+ * another range, by moving the page tables (mremap with MREMAP_DONTUNMAP: both ranges stay mapped,
+ * the one left empty reads as zeros), not by giving them to the system and faulting (and zeroing)
+ * fresh ones. fsdp's released units: the next unit's all-gather takes the pages the last release
+ * put here (page faults were most of a small batch's step). */
+typedef struct ct_pages_pool {
+    char *base;       /* slots * slot_bytes of address space, NULL where none */
+    size_t slot_bytes;
+    int slots;
+    size_t *held;     /* held[i]: bytes at the start of slot i that hold moved pages (0: empty) */
+} ct_pages_pool;
+
+/* Address space for slots of slot_bytes each (rounded up to pages); nothing resident. 0, or -1
+ * (the pool then holds nothing and every put and take below returns 0). */
+int ct_pages_pool_init(ct_pages_pool *p, int slots, size_t slot_bytes);
+void ct_pages_pool_free(ct_pages_pool *p);
+/* The pages of [at, at + bytes) (page-aligned, within one mapping) into an empty slot: 1 when moved
+ * (the range is then empty), 0 when no slot is free or the kernel refused (nothing changed). */
+int ct_pages_pool_put(ct_pages_pool *p, void *at, size_t bytes);
+/* [at, at + bytes) (page-aligned, within one mapping, its contents discarded) filled from the
+ * smallest slot holding at least bytes, the rest of that slot's pages given back: 1, or 0 when no
+ * slot holds enough or the kernel refused (nothing changed). */
+int ct_pages_pool_take(ct_pages_pool *p, void *at, size_t bytes);
+/* Every slot's pages back to the system: what was not taken by now is not waited for. */
+void ct_pages_pool_trim(ct_pages_pool *p);
+/* Bytes on resident pages in the slots (measured, as ct_pages_resident). */
+size_t ct_pages_pool_resident(const ct_pages_pool *p);
+
 #endif
