@@ -12,8 +12,10 @@
  * unit, so each rank holds 1/world of every one of them.
  *
  * A step (full_shard). Before a unit's forward its parts are all-gathered into the model's own
- * parameter array (its pages faulted in); as forward moves to the next unit the earlier one is
- * released (madvise(MADV_DONTNEED) on the pages inside it: the memory goes back to the system). The
+ * parameter array; as forward moves to the next unit the earlier one is released: the pages wholly
+ * its own move into a pool slot (ct_pages_pool: page tables moved, nothing zeroed) for the next
+ * unit's all-gather to take, the rest go back to the system (madvise(MADV_DONTNEED)), and what the
+ * prefetch did not take goes back too before memory is sampled. The
  * next units' all-gathers start early (prefetch), at most limit_all_gathers in flight. Backward
  * announces each unit again (need, last unit first) and it is gathered again; once the unit's
  * gradients are all announced (ready) its parameters are released and its gradients
