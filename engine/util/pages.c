@@ -89,6 +89,29 @@ void ct_pages_small_pages(void *p, size_t bytes)
 #define MREMAP_DONTUNMAP 4   /* Linux 5.7 */
 #endif
 
+/* Whether a page moves with MREMAP_DONTUNMAP as Linux (5.7 on) moves it: the source still a
+ * mapping, empty, the destination holding the page, and back. qemu-user passes the call to the
+ * host but then takes the source for unmapped (its later calls on it fail): no pool there. */
+static int dontunmap_works(char *slot)
+{
+    size_t ps = page_size();
+    char *src = ct_pages_alloc(ps);
+    unsigned char in_src = 1, in_slot = 0;
+    int ok;
+
+    if (!src)
+        return 0;
+    src[0] = 1;
+    ok = mremap(src, ps, ps, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, slot) != MAP_FAILED &&
+         mincore(src, ps, &in_src) == 0 && mincore(slot, ps, &in_slot) == 0 && !(in_src & 1) && (in_slot & 1) &&
+         slot[0] == 1 &&
+         mremap(slot, ps, ps, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, src) != MAP_FAILED &&
+         mincore(slot, ps, &in_slot) == 0 && !(in_slot & 1) && src[0] == 1;
+    ct_pages_free(src, ps);
+    (void)madvise(slot, ps, MADV_DONTNEED);
+    return ok;
+}
+
 int ct_pages_pool_init(ct_pages_pool *p, int slots, size_t slot_bytes)
 {
     p->base = NULL;
@@ -107,6 +130,10 @@ int ct_pages_pool_init(ct_pages_pool *p, int slots, size_t slot_bytes)
     }
     ct_pages_small_pages(p->base, p->slot_bytes * (size_t)slots);
     p->slots = slots;
+    if (!dontunmap_works(p->base)) {
+        ct_pages_pool_free(p);
+        return -1;
+    }
     return 0;
 }
 

@@ -39,7 +39,9 @@ typedef struct ct_pages_pool {
 } ct_pages_pool;
 
 /* Address space for slots of slot_bytes each (rounded up to pages); nothing resident. 0, or -1
- * (the pool then holds nothing and every put and take below returns 0). */
+ * where there is no address space or the kernel does not move pages as Linux 5.7 and later do
+ * (checked on one page: qemu-user does not) — the pool then holds nothing and every put and take
+ * below returns 0. */
 int ct_pages_pool_init(ct_pages_pool *p, int slots, size_t slot_bytes);
 void ct_pages_pool_free(ct_pages_pool *p);
 /* The pages of [at, at + bytes) (page-aligned, within one mapping) into an empty slot: 1 when moved
