@@ -7,6 +7,7 @@
  * computed from the node list (PMIx_Resolve_nodes) and the local peers (PMIx_Resolve_peers).
  */
 #define _GNU_SOURCE   /* pipe2, close_range */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -546,28 +547,59 @@ static int read_all(int fd, void *buf, size_t len)
     return 0;
 }
 
+/* Every descriptor from 3 up closed but keep_a and keep_b (both 3 or more, different). */
+static void close_all_but(int keep_a, int keep_b)
+{
+    unsigned lo = (unsigned)(keep_a < keep_b ? keep_a : keep_b), hi = (unsigned)(keep_a < keep_b ? keep_b : keep_a);
+    DIR *d;
+    struct dirent *e;
+
+    if (close_range(hi + 1, ~0U, 0) == 0) {
+        if (lo > 3)
+            close_range(3, lo - 1, 0);
+        if (hi > lo + 1)
+            close_range(lo + 1, hi - 1, 0);
+        return;
+    }
+    /* Kernels before 5.9 have no close_range: the open ones, as /proc lists them. */
+    if (!(d = opendir("/proc/self/fd")))
+        return;
+    while ((e = readdir(d))) {
+        int fd = atoi(e->d_name);
+
+        if (fd >= 3 && fd != keep_a && fd != keep_b && fd != dirfd(d))
+            close(fd);
+    }
+    closedir(d);
+}
+
 /* The reader child: nothing of the parent's but its pipes (it outlives the parent by a moment, and
  * must hold neither its output nor its sockets open), and deaf to the signals that stop a job step:
  * it ends when the parent has, by a clean finalize. */
-static void reader_child(int answer_fd, int hold_fd)
+static void reader_child(int answer_fd, int hold_fd, int parent_ends[2])
 {
     ct_pmix_client *c = NULL;
     ct_error child_err;
-    int rc, null_fd, lo, hi, sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE };
+    int rc, null_fd, sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE };
     char byte;
 
     for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
         signal(sigs[i], SIG_IGN);
+    /* The parent's ends first: with the hold pipe's write end open here, it never reads end of file. */
+    close(parent_ends[0]);
+    close(parent_ends[1]);
+    /* Its two ends above stdio (a parent started with stdin closed gets a pipe there), then stdio
+     * on /dev/null and every other descriptor closed. */
+    answer_fd = answer_fd < 3 ? fcntl(answer_fd, F_DUPFD, 3) : answer_fd;
+    hold_fd = hold_fd < 3 ? fcntl(hold_fd, F_DUPFD, 3) : hold_fd;
+    if (answer_fd < 0 || hold_fd < 0)
+        _exit(1);   /* the parent reads end of file: "ended without an answer" */
     if ((null_fd = open("/dev/null", O_RDWR)) >= 0) {
         dup2(null_fd, 0);
         dup2(null_fd, 1);
         dup2(null_fd, 2);
     }
-    lo = answer_fd < hold_fd ? answer_fd : hold_fd;
-    hi = answer_fd < hold_fd ? hold_fd : answer_fd;
-    close_range(3, (unsigned)lo - 1, 0);   /* an empty range is refused, harmlessly */
-    close_range((unsigned)lo + 1, (unsigned)hi - 1, 0);
-    close_range((unsigned)hi + 1, ~0U, 0);
+    close_all_but(answer_fd, hold_fd);
     ct_error_clear(&child_err);
     rc = ct_pmix_client_init(&c, &child_err);
     if (ct_write_all(answer_fd, &rc, sizeof(rc)) == 0)
@@ -612,7 +644,7 @@ static int client_init_detached(ct_pmix_client **out, ct_error *err)
         return ct_error_set(err, CT_EIO, "pmix-init", "fork of the PMIx layout reader: %s", strerror(errno));
     }
     if (pid == 0)
-        reader_child(fd[1], hold[0]);
+        reader_child(fd[1], hold[0], (int[2]){ fd[0], hold[1] });
     close(fd[1]);
     close(hold[0]);
     rc = read_all(fd[0], &status, sizeof(status));
