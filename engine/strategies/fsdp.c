@@ -392,27 +392,12 @@ static void release_unit(struct fsdp *z, float *base, int v, int array)
     ct_pages_release((void *)a, (size_t)(b - a));
 }
 
-/* The pages wholly inside unit v of the parameters (its own: no other unit's values on them). */
-static size_t inner_pages(const struct fsdp *z, int v, char **at)
-{
-    uintptr_t ps = ct_pages_size(), p0 = (uintptr_t)z->params;
-    uintptr_t a = (p0 + z->units[v].lo * sizeof(float) + ps - 1) & ~(ps - 1);
-    uintptr_t b = (p0 + z->units[v].hi * sizeof(float)) & ~(ps - 1);
-
-    *at = (char *)a;
-    return b > a ? (size_t)(b - a) : 0;
-}
-
-/* The unit's parameter pages leave: its own into the pool while a slot is free (the next unit's
- * all-gather takes them), the rest back to the system. Its parts are in the shards. */
+/* The unit's parameter pages leave: those wholly its own into the pool while a slot is free (the
+ * next unit's all-gather takes them), the rest back to the system. Its parts are in the shards. */
 static void release_params(struct fsdp *z, struct unit *u)
 {
-    char *at;
-    size_t bytes = inner_pages(z, (int)(u - z->units), &at);
-
     u->state = U_RELEASED;
-    if (bytes)
-        ct_pages_pool_put(&z->pool, at, bytes);
+    ct_pages_pool_put(&z->pool, z->params + u->lo, (u->hi - u->lo) * sizeof(float));
     release_unit(z, z->params, (int)(u - z->units), 0);
 }
 
@@ -429,19 +414,14 @@ static int discover(struct fsdp *z, size_t offset, size_t count, ct_error *err)
 }
 
 /* A slot for each all-gather that may be in flight and one for the unit being left, each as large
- * as the largest unit's own pages. Without one (no address space) units fault their pages in. */
+ * as the largest unit. Without a pool (no address space) units fault their pages in. */
 static void init_pool(struct fsdp *z)
 {
     size_t most = 0;
-    char *at;
 
-    for (int v = 0; v < z->n_units; v++) {
-        size_t bytes = inner_pages(z, v, &at);
-
-        most = bytes > most ? bytes : most;
-    }
-    if (most)
-        (void)ct_pages_pool_init(&z->pool, z->limit + 1, most);
+    for (int v = 0; v < z->n_units; v++)
+        most = z->units[v].hi - z->units[v].lo > most ? z->units[v].hi - z->units[v].lo : most;
+    (void)ct_pages_pool_init(&z->pool, z->limit + 1, most * sizeof(float));
 }
 
 static int discovered(ct_strategy *s, struct fsdp *z, ct_error *err)
@@ -487,12 +467,10 @@ static int start_gather(ct_strategy *s, struct fsdp *z, int v, ct_error *err)
 {
     struct unit *u = &z->units[v];
     long t;
-    char *own;
-    size_t bytes = inner_pages(z, v, &own);
 
     /* Pages a release left in the pool, where one holds enough (what is there is overwritten). */
-    if (u->state == U_RELEASED && bytes)
-        ct_pages_pool_take(&z->pool, own, bytes);
+    if (u->state == U_RELEASED)
+        ct_pages_pool_take(&z->pool, z->params + u->lo, (u->hi - u->lo) * sizeof(float));
     memcpy(z->params + u->part_lo, z->pshard + u->local, u->counts[me(s)] * sizeof(float));
     if (z->rep_n == 1) {
         t = ct_coll_allgather_start(((struct ddp *)s->impl)->coll, z->params + u->lo, u->counts, CT_COLL_F32, err);

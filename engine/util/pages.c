@@ -63,14 +63,24 @@ size_t ct_pages_resident(const void *p, size_t bytes)
     return total;
 }
 
-/* madvise advice on the pages wholly inside [p, p + bytes). */
-static void advise_inside(void *p, size_t bytes, int advice)
+/* The pages wholly inside [p, p + bytes): their first into *at, their bytes returned (0: none). */
+static size_t inside(void *p, size_t bytes, char **at)
 {
     size_t ps = page_size();
     uintptr_t lo = ((uintptr_t)p + ps - 1) & ~(uintptr_t)(ps - 1), hi = ((uintptr_t)p + bytes) & ~(uintptr_t)(ps - 1);
 
-    if (p && hi > lo)
-        (void)madvise((void *)lo, (size_t)(hi - lo), advice);
+    *at = (char *)lo;
+    return p && hi > lo ? (size_t)(hi - lo) : 0;
+}
+
+/* madvise advice on the pages wholly inside [p, p + bytes). */
+static void advise_inside(void *p, size_t bytes, int advice)
+{
+    char *at;
+    size_t len = inside(p, bytes, &at);
+
+    if (len)
+        (void)madvise(at, len, advice);
 }
 
 void ct_pages_release(void *p, size_t bytes) { advise_inside(p, bytes, MADV_DONTNEED); }
@@ -147,14 +157,12 @@ void ct_pages_pool_free(ct_pages_pool *p)
     p->slots = 0;
 }
 
-static int aligned(const void *at, size_t bytes)
+int ct_pages_pool_put(ct_pages_pool *p, void *range, size_t range_bytes)
 {
-    return bytes && !((uintptr_t)at % page_size()) && !(bytes % page_size());
-}
+    char *at;
+    size_t bytes = inside(range, range_bytes, &at);
 
-int ct_pages_pool_put(ct_pages_pool *p, void *at, size_t bytes)
-{
-    if (!p->base || !aligned(at, bytes) || bytes > p->slot_bytes)
+    if (!p->base || !bytes || bytes > p->slot_bytes)
         return 0;
     for (int i = 0; i < p->slots; i++) {
         char *slot = p->base + (size_t)i * p->slot_bytes;
@@ -170,12 +178,13 @@ int ct_pages_pool_put(ct_pages_pool *p, void *at, size_t bytes)
     return 0;
 }
 
-int ct_pages_pool_take(ct_pages_pool *p, void *at, size_t bytes)
+int ct_pages_pool_take(ct_pages_pool *p, void *range, size_t range_bytes)
 {
     int best = -1;
-    char *slot;
+    char *slot, *at;
+    size_t bytes = inside(range, range_bytes, &at);
 
-    if (!p->base || !aligned(at, bytes))
+    if (!p->base || !bytes)
         return 0;
     for (int i = 0; i < p->slots; i++)
         if (p->held[i] >= bytes && (best < 0 || p->held[i] < p->held[best]))

@@ -44,13 +44,14 @@ typedef struct ct_pages_pool {
  * below returns 0. */
 int ct_pages_pool_init(ct_pages_pool *p, int slots, size_t slot_bytes);
 void ct_pages_pool_free(ct_pages_pool *p);
-/* The pages of [at, at + bytes) (page-aligned, within one mapping) into an empty slot: 1 when moved
- * (the range is then empty), 0 when no slot is free or the kernel refused (nothing changed). */
-int ct_pages_pool_put(ct_pages_pool *p, void *at, size_t bytes);
-/* [at, at + bytes) (page-aligned, within one mapping, its contents discarded) filled from the
- * smallest slot holding at least bytes, the rest of that slot's pages given back: 1, or 0 when no
- * slot holds enough or the kernel refused (nothing changed). */
-int ct_pages_pool_take(ct_pages_pool *p, void *at, size_t bytes);
+/* The pages wholly inside [range, range + bytes) (within one mapping) into an empty slot: 1 when
+ * moved (they are then empty), 0 when there are none, no slot is free or large enough, or the
+ * kernel refused (nothing changed). */
+int ct_pages_pool_put(ct_pages_pool *p, void *range, size_t bytes);
+/* The pages wholly inside [range, range + bytes) (within one mapping, their contents discarded)
+ * filled from the smallest slot holding at least as many, the rest of that slot's pages given back:
+ * 1, or 0 when there are none, no slot holds enough or the kernel refused (nothing changed). */
+int ct_pages_pool_take(ct_pages_pool *p, void *range, size_t bytes);
 /* Every slot's pages back to the system: what was not taken by now is not waited for. */
 void ct_pages_pool_trim(ct_pages_pool *p);
 /* Bytes on resident pages in the slots (measured, as ct_pages_resident). */
