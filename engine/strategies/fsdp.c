@@ -592,6 +592,10 @@ static int fsdp_params_needed_backward(ct_strategy *s, size_t offset, size_t cou
     for (int v = last + 1; v < z->n_units; v++)
         if (z->units[v].reduce && (rc = finish_reduce(s, z, v, err)))
             return rc;
+    /* Backward overwrites a gradient (the model contract): the pages that unit's release just left
+     * in the pool serve as these units' gradients, instead of faulting in zeroed ones. */
+    for (int v = first; v <= last; v++)
+        ct_pages_pool_take(&z->pool, z->grads + z->units[v].lo, (z->units[v].hi - z->units[v].lo) * sizeof(float));
     return 0;
 }
 
@@ -609,6 +613,10 @@ static int start_reduce(ct_strategy *s, struct fsdp *z, int v, ct_error *err)
     if (!sharded(s, z)) {
         t = ct_coll_allreduce_start(d->coll, z->grads + u->lo, u->hi - u->lo, CT_COLL_F32, err);
     } else {
+        /* the peers' parts arrive on pages the last unit's exchange left in the pool */
+        if (mine)
+            ct_pages_pool_take(&z->pool, z->recv + (size_t)(z->group_n - 1) * u->local,
+                               (size_t)(z->group_n - 1) * mine * sizeof(float));
         /* Within the shard group (hybrid_shard: the node); across the nodes after (finish_reduce). */
         for (int q = 0; q < z->group_n; at += u->counts[q], q++) {
             if (q == me(s))
@@ -712,7 +720,9 @@ static int finish_reduce(ct_strategy *s, struct fsdp *z, int v, ct_error *err)
         return rc;
     ct_strategy_memory_sample(s);
     u->grad_live = 0;
+    ct_pages_pool_put(&z->pool, z->grads + u->lo, (u->hi - u->lo) * sizeof(float));
     release_unit(z, z->grads, v, 1);
+    ct_pages_pool_put(&z->pool, rows, (size_t)(z->group_n - 1) * mine * sizeof(float));
     ct_pages_release(rows, (size_t)(z->group_n - 1) * mine * sizeof(float));
     return 0;
 }

@@ -186,12 +186,17 @@ int ct_pages_pool_take(ct_pages_pool *p, void *range, size_t range_bytes)
 
     if (!p->base || !bytes)
         return 0;
+    /* the smallest slot holding enough, else the fullest: neighbouring units differ by a few pages
+     * (fsdp's gradient of a block's MLP input layer takes the output layer's, a little smaller) */
     for (int i = 0; i < p->slots; i++)
-        if (p->held[i] >= bytes && (best < 0 || p->held[i] < p->held[best]))
+        if (p->held[i] && (best < 0 || (p->held[i] >= bytes ? p->held[best] < bytes || p->held[i] < p->held[best]
+                                                            : p->held[best] < p->held[i])))
             best = i;
     if (best < 0)
         return 0;
     slot = p->base + (size_t)best * p->slot_bytes;
+    if (p->held[best] < bytes)
+        bytes = p->held[best];
     if (mremap(slot, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, at) == MAP_FAILED)
         return 0;
     if (p->held[best] > bytes)

@@ -49,8 +49,9 @@ void ct_pages_pool_free(ct_pages_pool *p);
  * kernel refused (nothing changed). */
 int ct_pages_pool_put(ct_pages_pool *p, void *range, size_t bytes);
 /* The pages wholly inside [range, range + bytes) (within one mapping, their contents discarded)
- * filled from the smallest slot holding at least as many, the rest of that slot's pages given back:
- * 1, or 0 when there are none, no slot holds enough or the kernel refused (nothing changed). */
+ * filled from the smallest slot holding at least as many, the rest of that slot's pages given back;
+ * where no slot holds enough, the fullest slot's pages fill the first of them (the others as they
+ * were). 1, or 0 when there are none, every slot is empty or the kernel refused (nothing changed). */
 int ct_pages_pool_take(ct_pages_pool *p, void *range, size_t bytes);
 /* Every slot's pages back to the system: what was not taken by now is not waited for. */
 void ct_pages_pool_trim(ct_pages_pool *p);

@@ -87,13 +87,19 @@ static void test_pool_slots(void **state)
     /* two pages: the slot holding two, not the one holding four */
     assert_int_equal(ct_pages_pool_take(&pool, a + 12 * ps, 2 * ps), 1);
     assert_true(all(a + 12 * ps, 2 * ps, 2));
-    /* more than any slot holds: refused */
-    assert_int_equal(ct_pages_pool_take(&pool, a + 8 * ps, 8 * ps), 0);
+    /* more than any slot holds: the fullest slot's four pages fill the first four */
+    fill(a + 8 * ps, 8 * ps, 4);
+    assert_int_equal(ct_pages_pool_take(&pool, a + 8 * ps, 8 * ps), 1);
+    assert_true(all(a + 8 * ps, 4 * ps, 1));
+    assert_true(all(a + 12 * ps, 4 * ps, 4));
+    assert_int_equal(ct_pages_pool_resident(&pool), 0);
     /* three of four pages: the rest of that slot goes back to the system */
-    assert_int_equal(ct_pages_pool_take(&pool, a + 8 * ps, 3 * ps), 1);
-    assert_true(all(a + 8 * ps, 3 * ps, 1));
+    assert_int_equal(ct_pages_pool_put(&pool, a + 8 * ps, 4 * ps), 1);
+    assert_int_equal(ct_pages_pool_take(&pool, a, 3 * ps), 1);
+    assert_true(all(a, 3 * ps, 1));
     assert_int_equal(ct_pages_pool_resident(&pool), 0);
     /* trim: whatever is held goes back */
+    fill(a + 8 * ps, 3 * ps, 5);
     assert_int_equal(ct_pages_pool_put(&pool, a + 8 * ps, 3 * ps), 1);
     assert_int_equal(ct_pages_pool_resident(&pool), 3 * ps);
     ct_pages_pool_trim(&pool);
