@@ -16,7 +16,8 @@
  * DDP strategy can start its bucket's allreduce while backward computes the earlier layers.
  * Inside an accumulation window (Lightning's no_sync) the strategy hears nothing until the last
  * micro-batch: the earlier ones' gradients are summed into run->accum, and the last one adds that
- * sum to each range just before announcing it, so the exchange still overlaps its backward. */
+ * sum to each range just before announcing it, so the exchange still overlaps its backward. A
+ * strategy that accumulates itself (fsdp: ct_strategy_accumulates) hears every micro-batch. */
 /* a += g (add_to_g 0) or g += a (add_to_g 1) over count elements of type T. */
 #define ACCUM(T, a, g, count, add_to_g)                                                                               \
     do {                                                                                                               \
@@ -38,7 +39,7 @@ static int grad_ready(void *ctx, size_t offset, size_t count)
 {
     ct_run *run = ctx;
 
-    if (run->window > 1) {
+    if (run->window > 1 && run->accum) {
         enum ct_dtype dt = run->model->param_dtype;
         size_t es = ct_dtype_size(dt);
         char *g = (char *)run->model->grads + offset * es, *a = (char *)run->accum + offset * es;
@@ -162,6 +163,8 @@ static int micro_step(ct_run *run, size_t batch, int k, double window_samples, c
     terms = run->window == 1 ? sums->count : sums->count / count * window_samples;
     ct_callbacks_phase(run, CT_FIT_PHASE_BACKWARD);
     ct_strategy_memory_sample(run->strategy); /* forward's peak of parameters (ddp: all of them) */
+    if (k > 0 && !run->accum && (rc = ct_strategy_grad_window(run->strategy, k, err)))
+        return rc;
     if ((rc = ct_model_backward(run->model, terms * ct_strategy_grad_ranks(run->strategy), params_needed_backward,
                                 grad_ready, run, err))) {
         if (run->step_err.code) /* the strategy refused a bucket or a gather, not the model */

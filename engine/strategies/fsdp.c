@@ -49,8 +49,9 @@
  * gathered, plus the shards (resident).
  *
  * cpu, 32-true only (the descriptor says so): the shards and exchanges are fp32 arrays.
- * Gradient accumulation (accumulate_grad_batches > 1) is correct but keeps the units gathered
- * through the window (the strategy hears backward's readiness on the last micro-batch only).
+ * Gradient accumulation (accumulate_grad_batches > 1): every micro-batch's gradients are exchanged
+ * unit by unit as its backward goes and added to this rank's shards (accumulates, grad_window), as
+ * PyTorch's FSDP does outside no_sync; the units are released as in a step of one micro-batch.
  */
 #include <cblas.h>
 #include <inttypes.h>
@@ -104,6 +105,7 @@ struct fsdp {
     size_t recv_bytes;
     struct ct_coll_msg *sends, *recvs;
     size_t grad_lo;   /* backward: the lowest gradient offset announced this step */
+    int micro;        /* the micro-batch of an accumulation window backward is in (0: the first) */
     ct_pages_pool pool; /* released units' parameter pages, for the next all-gathers (no faults) */
     long done;        /* every collective up to this ticket is over */
 };
@@ -662,8 +664,9 @@ static int start_cross(ct_strategy *s, struct fsdp *z, int v, ct_error *err)
     return 0;
 }
 
-/* Unit v's exchange across the nodes is over: every node's sum added in node order into gshard, so
- * every node's copy of the part has the same bits; its rows of xrecv released. */
+/* Unit v's exchange across the nodes is over: every node's sum added in node order into gshard (onto
+ * the window's earlier micro-batches' sum after the first), so every node's copy of the part has the
+ * same bits; its rows of xrecv released. */
 static int finish_cross(ct_strategy *s, struct fsdp *z, int v, ct_error *err)
 {
     struct unit *u = &z->units[v];
@@ -677,7 +680,7 @@ static int finish_cross(ct_strategy *s, struct fsdp *z, int v, ct_error *err)
         return rc;
     u->cross = 0;
     for (int n = 0; n < z->rep_n && mine; n++) {
-        if (n == 0)
+        if (n == 0 && z->micro == 0)
             memcpy(out, xrows, mine * sizeof(float));
         else
             cblas_saxpy((int)mine, 1.0f, xrows + (size_t)n * mine, 1, out, 1);
@@ -687,9 +690,10 @@ static int finish_cross(ct_strategy *s, struct fsdp *z, int v, ct_error *err)
     return 0;
 }
 
-/* Unit v's exchange is over: its part summed in rank order into gshard (hybrid_shard: the node's
- * sum into its row of xrecv, and the exchange across the nodes started), its whole gradients' pages
- * and its rows of recv released. */
+/* Unit v's exchange is over: its part summed in rank order into gshard, onto the earlier
+ * micro-batches' sum after a window's first (hybrid_shard: the node's sum into its row of xrecv,
+ * and the exchange across the nodes started), its whole gradients' pages and its rows of recv
+ * released. */
 static int finish_reduce(ct_strategy *s, struct fsdp *z, int v, ct_error *err)
 {
     struct unit *u = &z->units[v];
@@ -709,7 +713,7 @@ static int finish_reduce(ct_strategy *s, struct fsdp *z, int v, ct_error *err)
     for (int q = 0; q < z->group_n && mine; q++) {
         const float *part = q == me(s) ? z->grads + u->part_lo : rows + (size_t)(q < me(s) ? q : q - 1) * mine;
 
-        if (q == 0)
+        if (q == 0 && (z->micro == 0 || sum != out))
             memcpy(sum, part, mine * sizeof(float));
         else
             cblas_saxpy((int)mine, 1.0f, part, 1, sum, 1);
@@ -769,6 +773,48 @@ static int fsdp_grad_ready(ct_strategy *s, size_t offset, size_t count, ct_error
     return ct_coll_progress(d->coll, err);
 }
 
+/* A backward's every unit announced (else an error): their exchanges finished into gshard, ready
+ * for the next backward. */
+static int backward_done(ct_strategy *s, struct fsdp *z, ct_error *err)
+{
+    int rc = 0;
+
+    if (z->grad_lo != 0) {
+        ct_error_set(err, CT_EINVAL, "fsdp-grad-missing", "fsdp: the model's backward gave no gradient to "
+                     "parameters [0, %zu) of %zu (the parameter array's offsets)", z->grad_lo, z->n);
+        return ct_error_hint(err, "fsdp needs a gradient for every parameter: announce each tensor in backward, "
+                             "from the last to the first (zeros for a parameter forward did not use)");
+    }
+    for (int v = z->n_units - 1; v >= 0 && !rc; v--)
+        rc = finish_reduce(s, z, v, err);
+    for (int v = z->n_units - 1; v >= 0 && !rc; v--)
+        rc = finish_cross(s, z, v, err);
+    for (int v = 0; v < z->n_units; v++)
+        z->units[v].reduced = 0;
+    z->grad_lo = z->n;
+    return rc;
+}
+
+/* Sharded: each micro-batch's gradients are exchanged as its backward goes and added to the shards
+ * (a whole copy to sum them in would be as large as ddp's gradients). no_shard: the step sums them. */
+static int fsdp_accumulates(const ct_strategy *s) { return sharded(s, fsdp_of((ct_strategy *)s)); }
+
+/* Before micro-batch k's backward: the last one's exchanges (overlapping this forward) finished. */
+static int fsdp_grad_window(ct_strategy *s, int micro, ct_error *err)
+{
+    struct fsdp *z = fsdp_of(s);
+    double t0 = ct_time_now();
+    int rc;
+
+    if (ct_ddp_single(s->impl) || s->world_size == 1)
+        return 0;
+    if (!(rc = discovered(s, z, err)))
+        rc = backward_done(s, z, err);
+    s->exposed_comm_s += ct_time_now() - t0;
+    z->micro = micro;
+    return rc;
+}
+
 static int fsdp_grad_sync(ct_strategy *s, ct_error *err)
 {
     struct fsdp *z = fsdp_of(s);
@@ -781,16 +827,8 @@ static int fsdp_grad_sync(ct_strategy *s, ct_error *err)
     if ((rc = discovered(s, z, err)))
         return rc;
     t0 = ct_time_now();
-    if (z->grad_lo != 0) {
-        ct_error_set(err, CT_EINVAL, "fsdp-grad-missing", "fsdp: the model's backward gave no gradient to "
-                     "parameters [0, %zu) of %zu (the parameter array's offsets)", z->grad_lo, z->n);
-        return ct_error_hint(err, "fsdp needs a gradient for every parameter: announce each tensor in backward, "
-                             "from the last to the first (zeros for a parameter forward did not use)");
-    }
-    for (int v = z->n_units - 1; v >= 0 && !rc; v--)
-        rc = finish_reduce(s, z, v, err);
-    for (int v = z->n_units - 1; v >= 0 && !rc; v--)
-        rc = finish_cross(s, z, v, err);
+    rc = backward_done(s, z, err);
+    z->micro = 0;
     if (!rc && d->posted && !d->posted_started) {
         long t = ct_coll_allreduce_start(d->coll, d->posted, (size_t)d->n_posted, CT_COLL_F64, err);
 
@@ -801,9 +839,6 @@ static int fsdp_grad_sync(ct_strategy *s, ct_error *err)
     s->exposed_comm_s += ct_time_now() - t0;
     d->posted = NULL;
     d->posted_started = 0;
-    for (int v = 0; v < z->n_units; v++)
-        z->units[v].reduced = 0;
-    z->grad_lo = z->n;
     return rc;
 }
 
@@ -1059,6 +1094,8 @@ const struct ct_strategy_ops *ct_strategy_fsdp_ops(void)
         ops.setup_model = fsdp_setup_model;
         ops.grad_ready = fsdp_grad_ready;
         ops.grad_sync = fsdp_grad_sync;
+        ops.accumulates = fsdp_accumulates;
+        ops.grad_window = fsdp_grad_window;
         ops.grad_view = fsdp_grad_view;
         ops.params_needed = fsdp_params_needed;
         ops.params_needed_backward = fsdp_params_needed_backward;

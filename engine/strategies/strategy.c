@@ -229,6 +229,13 @@ int ct_strategy_grad_sync(ct_strategy *s, ct_error *err)
     return s->ops->grad_sync ? s->ops->grad_sync(s, err) : 0;
 }
 
+int ct_strategy_accumulates(const ct_strategy *s) { return s->ops->accumulates ? s->ops->accumulates(s) : 0; }
+
+int ct_strategy_grad_window(ct_strategy *s, int micro, ct_error *err)
+{
+    return s->ops->grad_window ? s->ops->grad_window(s, micro, err) : 0;
+}
+
 int ct_strategy_post_with_grads(ct_strategy *s, double *values, int n)
 {
     return s->ops->post_with_grads ? s->ops->post_with_grads(s, values, n) : 0;

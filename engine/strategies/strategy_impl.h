@@ -22,6 +22,11 @@ struct ct_strategy_ops {
     int (*setup_model)(ct_strategy *s, void *params, void *grads, size_t n, ct_error *err);
     int (*grad_ready)(ct_strategy *s, size_t offset, size_t count, ct_error *err);
     int (*grad_sync)(ct_strategy *s, ct_error *err);
+    /* Optional (fsdp): 1 when the strategy sums an accumulation window's gradients itself and
+     * hears every micro-batch's readiness; grad_window is called before each micro-batch's backward
+     * but the first (micro 1 .. n-1). NULL: the training step sums them. */
+    int (*accumulates)(const ct_strategy *s);
+    int (*grad_window)(ct_strategy *s, int micro, ct_error *err);
     /* Optional: the reduced gradients this rank's update reads after grad_sync, when they are not
      * the whole gradient array (ddp_sharded stage 2: this rank's shard; *partial = 1: the ranks'
      * views tile the gradient, so a norm sums over the ranks; *partial = 2: a copy of a shard another

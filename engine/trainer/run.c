@@ -233,7 +233,8 @@ int ct_run_prepare_fit(ct_run *run, const ct_trainer_config *cfg, ct_error *err)
         (rc = ct_fit_callbacks_attach(run, cfg->callbacks, cfg->n_callbacks, err)) ||
         (cfg->async_checkpoint && (rc = ct_strategy_use_async_checkpoint_io(run->strategy, err))))
         return rc;
-    if (cfg->accumulate_grad_batches > 1 &&
+    /* the window's gradients summed here, unless the strategy sums them itself */
+    if (cfg->accumulate_grad_batches > 1 && !ct_strategy_accumulates(run->strategy) &&
         !(run->accum = calloc(run->model->num_params, ct_dtype_size(run->model->param_dtype))))
         return ct_error_set(err, CT_ENOMEM, "", "out of memory for the accumulated gradients (%zu elements)",
                             run->model->num_params);

@@ -102,6 +102,13 @@ int ct_strategy_params_needed(ct_strategy *s, size_t offset, size_t count, ct_er
 /* Wait for every gradient's exchange to complete: afterwards each holds the mean over the global
  * batch (see the contract above). Call before the optimizer step. */
 int ct_strategy_grad_sync(ct_strategy *s, ct_error *err);
+/* Gradient accumulation over a window of micro-batches. 1: the strategy sums the window's gradients
+ * itself (fsdp: each micro-batch's are reduce-scattered unit by unit and added to this rank's
+ * shard, so no rank ever holds a whole gradient), it hears every micro-batch's grad_ready, and
+ * ct_strategy_grad_window(s, k) comes before backward of micro-batch k = 1 .. n-1. 0: the training
+ * step sums them and announces the last micro-batch's only (Lightning's no_sync). */
+int ct_strategy_accumulates(const ct_strategy *s);
+int ct_strategy_grad_window(ct_strategy *s, int micro, ct_error *err);
 /* How many ranks' gradients grad_sync adds without averaging them (1 when it averages, or for one
  * rank): the training step divides each rank's loss gradient by its count times this, so what
  * grad_sync leaves is the mean over the global batch. Known after setup_model. */
