@@ -102,10 +102,7 @@ static void preflight_act(const struct step *s)
     ct_error err;
 
     ct_error_clear(&err);
-    if (ct_spank_nodecheck_opts()->mode == CT_SPANK_NODECHECK_EXCLUDE && s->pf_supervised)
-        fprintf(stderr, "ctrain: preflight: a step of ctrain supervise: no requeue, the supervisor starts its next step "
-                        "without node %s\n", s->pf_node);
-    else if (ct_spank_nodecheck_opts()->mode == CT_SPANK_NODECHECK_EXCLUDE) {
+    if (ct_spank_nodecheck_opts()->mode == CT_SPANK_NODECHECK_EXCLUDE && !s->pf_supervised) {
         sigset_t term;
 
         /* The requeue ends the job's steps, this task first: SIGTERM, SIGKILL KillWait seconds
@@ -139,8 +136,17 @@ int ct_spank_nodecheck_report(const struct step *s, int local)
 
     if (!s->pf_line[0])
         return 0;
-    if (local == 0 && (s->pf_bad || mode == CT_SPANK_NODECHECK_REPORT))
-        fprintf(stderr, "ctrain: preflight: %s%s\n", s->pf_line, stop ? CT_LINE_PREFLIGHT_STOPS : "");
+    /* One write: the supervisor of a supervised step ends the step on the first line, and a second
+     * write (why exclude acts as fail there) could be lost with it. */
+    if (local == 0 && (s->pf_bad || mode == CT_SPANK_NODECHECK_REPORT)) {
+        char out[sizeof(s->pf_line) + 512];
+        int n = snprintf(out, sizeof(out), "ctrain: preflight: %s%s\n", s->pf_line, stop ? CT_LINE_PREFLIGHT_STOPS : "");
+
+        if (stop && mode == CT_SPANK_NODECHECK_EXCLUDE && s->pf_supervised && n > 0 && (size_t)n < sizeof(out))
+            snprintf(out + n, sizeof(out) - (size_t)n, "ctrain: preflight: a step of ctrain supervise: no requeue, the "
+                     "supervisor starts its next step without node %s\n", s->pf_node);
+        fputs(out, stderr);
+    }
     if (local == 0 && stop)
         preflight_act(s);
     return stop ? -1 : 0;

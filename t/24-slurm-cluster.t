@@ -54,14 +54,16 @@ rm -f "$dir.start"
 scripts/slurm-cluster status "$dir" >"$dir/status.out" 2>&1
 ok $? "status: slurmctld and both slurmd run" "$dir/status.out"
 
-timeout 60 srun -N2 -n4 --mpi=pmix sh -c 'echo "$(hostname) $SLURM_PROCID"' >"$dir/host.out" 2>&1
+# srun's own notes ("job N queued and waiting for resources", while the last job's nodes complete) go
+# to stderr, apart from what the tasks print.
+timeout 60 srun -N2 -n4 --mpi=pmix sh -c 'echo "$(hostname) $SLURM_PROCID"' >"$dir/host.out" 2>"$dir/host.err"
 [ "$(sort "$dir/host.out" | tr '\n' ' ')" = "n1 0 n1 1 n2 2 n2 3 " ]
 ok $? "srun -N2 -n4 --mpi=pmix: ranks 0,1 on host n1 and 2,3 on host n2" "$dir/host.out"
 
 # Each node's own address on eth0, the one slurm.conf gives it, and the others by name.
 net=$(sed -n 's/^network: \([0-9.]*\)\.0\/24.*/\1/p' "$dir/status.out")
 timeout 60 srun -N2 -n2 sh -c 'echo "$(hostname) $(ip -4 -o addr show dev eth0 | awk "{print \$4}") $(getent hosts n1 n2 | tr -s " \t" " " | tr "\n" " ")"' \
-    >"$dir/addr.out" 2>&1
+    >"$dir/addr.out" 2>"$dir/addr.err"
 [ -n "$net" ] && [ "$(sort "$dir/addr.out")" = "$(printf 'n1 %s.1/24 %s.1 n1 %s.2 n2 \nn2 %s.2/24 %s.1 n1 %s.2 n2 ' "$net" "$net" "$net" "$net" "$net" "$net")" ] &&
     [ "$(scontrol show node n2 | grep -o 'NodeAddr=[^ ]*')" = "NodeAddr=$net.2" ]
 ok $? "nodes: eth0 $net.1 and $net.2 (NodeAddr), each resolves both names" "$dir/addr.out"

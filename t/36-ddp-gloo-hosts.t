@@ -51,9 +51,12 @@ ok "$RC" "the same fit under srun --mpi=pmix (the mpi backend)"
     >"$CLUSTER_DIR/cmp.out" 2>&1
 ok $? "gloo's weights equal mpi's within 1e-6 ($(tail -n 1 "$CLUSTER_DIR/cmp.out"))"
 
-# 6-9: SIGKILL of rank 1 (on n2) while it trains under gloo.
-timeout 120 srun --ctrain-strategy=ddp --mpi=none -N2 -n2 "$CTRAIN" $FIT --max-epochs 1000 --log-every-n-steps 5 \
-    --collective-timeout 20 --default-root-dir "$CLUSTER_DIR/kill" >"$CLUSTER_DIR/kill.out" 2>&1 &
+# 6-9: SIGKILL of rank 1 (on n2) while it trains under gloo. Each task's stderr goes to a file its
+# node's slurmstepd writes (-e ...-%t): a task's last lines, forwarded to srun instead, can be lost
+# when srun tears down the step of a killed task before they arrive (rank 0's message was, once).
+timeout 120 srun --ctrain-strategy=ddp --mpi=none -N2 -n2 -e "$CLUSTER_DIR/kill-%t.err" "$CTRAIN" $FIT \
+    --max-epochs 1000 --log-every-n-steps 5 --collective-timeout 20 --default-root-dir "$CLUSTER_DIR/kill" \
+    >"$CLUSTER_DIR/kill.out" 2>&1 &
 P=$!
 rank_pid() {    # rank_pid R: the pid of the training task SLURM_PROCID=R of this run
     for p in $(pgrep -x ctrain); do
@@ -76,9 +79,9 @@ ok "$([ -n "$r1" ]; echo $?)" "found rank 1 training (pid ${r1:-none}) and kille
 wait "$P"
 rc=$? took=$(($(date +%s) - t0))
 ok "$([ "$rc" -ne 0 ] && [ "$took" -lt 20 ]; echo $?)" "srun returns non-zero in ${took} s (< the collective timeout, 20 s; exit $rc)"
-like "$(cat "$CLUSTER_DIR/kill.out")" 'ddp \(gloo\): rank 0: .*failed.*198\.1[89]\.[0-9]+\.2' \
+like "$(cat "$CLUSTER_DIR/kill-0.err")" 'ddp \(gloo\): rank 0: .*failed.*198\.1[89]\.[0-9]+\.2' \
      "rank 0 fails at once, naming gloo and the peer's address (n2's)"
-grep 'ctrain: error\|srun: error' "$CLUSTER_DIR/kill.out" | head -n 4 | sed 's/^/#   /'
+grep -h 'ctrain: error\|srun: error' "$CLUSTER_DIR/kill.out" "$CLUSTER_DIR"/kill-*.err | head -n 6 | sed 's/^/#   /'
 sleep 1
 left=0
 for p in $(pgrep -x ctrain); do grep -q "$CLUSTER_DIR/kill" "/proc/$p/cmdline" 2>/dev/null && left=$((left + 1)); done
