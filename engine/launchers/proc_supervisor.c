@@ -266,6 +266,20 @@ static void begin_ending(struct sv *sv)
     sv->kill_at = ct_time_now() + sv->grace;
 }
 
+/* The PMIx server, if it has ended (it is stopped only after the ranks): its status kept. */
+static void reap_server(struct sv *sv)
+{
+    int st;
+
+    if (sv->server_pid > 0 && !sv->server_dead && waitpid(sv->server_pid, &st, WNOHANG) == sv->server_pid) {
+        sv->server_dead = 1;
+        sv->server_status = st;
+        ct_pmix_server_reaped(sv->server, st);
+        if (sv->running)
+            begin_ending(sv);   /* the ranks cannot go on without their server */
+    }
+}
+
 static void reap(struct sv *sv)
 {
     int st;
@@ -273,6 +287,7 @@ static void reap(struct sv *sv)
     for (int r = 0; r < sv->n; r++) {
         struct rank *rk = &sv->ranks[r];
         pid_t got;
+
         if (!rk->running)
             continue;
         got = waitpid(rk->pid, &st, WNOHANG);
@@ -298,13 +313,7 @@ static void reap(struct sv *sv)
             begin_ending(sv);
         }
     }
-    if (sv->server_pid > 0 && !sv->server_dead && waitpid(sv->server_pid, &st, WNOHANG) == sv->server_pid) {
-        sv->server_dead = 1;
-        sv->server_status = st;
-        ct_pmix_server_reaped(sv->server, st);
-        if (sv->running)
-            begin_ending(sv);   /* the ranks cannot go on without their server */
-    }
+    reap_server(sv);
 }
 
 static void handle_signal(struct sv *sv, const struct signalfd_siginfo *si)
@@ -554,10 +563,16 @@ static int describe_failure(const struct sv *sv, ct_error *err)
         ct_error_outcome(err, h->err.outcome);
         return h->err.hint[0] ? ct_error_hint(err, "%s", h->err.hint) : err->code;
     }
+    server_note(sv, server, sizeof(server));
     if (h && h->rc != 0) {
-        ct_error_set(err, h->rc, h->err.id, "rank %d of %d failed%s: %s", sv->failed, sv->n, after,
-                     h->err.msg[0] ? h->err.msg : ct_error_code_name(h->rc));
+        /* its own words, and the server's end where that came first (a rank past MPI_Init fails in
+         * its next PMIx call: PMIX_ERR_UNREACH) */
+        ct_error_set(err, h->rc, h->err.id, "rank %d of %d failed%s: %s%s", sv->failed, sv->n, after,
+                     h->err.msg[0] ? h->err.msg : ct_error_code_name(h->rc), server);
         ct_error_outcome(err, h->err.outcome);
+        if (server[0])
+            return ct_error_hint(err, "the ranks reach each other through that server: without it they cannot "
+                                      "start or meet; rank %d's output above says more", sv->failed);
         return h->err.hint[0] ? ct_error_hint(err, "%s", h->err.hint) : err->code;
     }
     if (sv->spec->fit_statuses && st != STATUS_LOST && WIFEXITED(st) && WEXITSTATUS(st) == CT_LAUNCHER_EXIT_NONFINITE) {
@@ -574,7 +589,6 @@ static int describe_failure(const struct sv *sv, ct_error *err)
         snprintf(how, sizeof(how), "was killed by signal %s", sig_name(WTERMSIG(st), sig, sizeof(sig)));
     else
         snprintf(how, sizeof(how), "exited with status %d", WEXITSTATUS(st));
-    server_note(sv, server, sizeof(server));
     ct_error_set(err, code, "rank-failed", "rank %d %s (pid %ld)%s; the other %d rank%s %s stopped%s",
                  sv->failed, how, (long)rk->pid, after, sv->n - 1, sv->n == 2 ? "" : "s",
                  sv->n == 2 ? "was" : "were", server);
@@ -591,6 +605,7 @@ static int outcome(struct sv *sv, void *result, size_t result_size, ct_error *er
     const struct report_hdr *h;
     size_t n;
 
+    reap_server(sv); /* a server killed just before the ranks failed: not yet reaped by the watch */
     if (sv->failed >= 0)
         return describe_failure(sv, err);
     if (sv->server_dead && sv->kill_at > 0)
