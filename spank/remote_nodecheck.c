@@ -136,8 +136,8 @@ int ct_spank_nodecheck_report(const struct step *s, int local)
 
     if (!s->pf_line[0])
         return 0;
-    /* One write: the supervisor of a supervised step ends the step on the first line, and a second
-     * write (why exclude acts as fail there) could be lost with it. */
+    /* One write: preflight_act ends the step right after, and a second line written just before
+     * that (why exclude acts as fail under ctrain supervise) was once lost with the step. */
     if (local == 0 && (s->pf_bad || mode == CT_SPANK_NODECHECK_REPORT)) {
         char out[sizeof(s->pf_line) + 512];
         int n = snprintf(out, sizeof(out), "ctrain: preflight: %s%s\n", s->pf_line, stop ? CT_LINE_PREFLIGHT_STOPS : "");

@@ -545,6 +545,14 @@ static void server_note(const struct sv *sv, char *buf, size_t size)
                  (long)sv->server_pid, WEXITSTATUS(sv->server_status));
 }
 
+/* The hint of a failure that came after the server's end (server_note). */
+static int server_hint(const struct sv *sv, ct_error *err)
+{
+    return ct_error_hint(err, "the ranks reach each other through that server: without it MPI_Init fails "
+                              "('Unreachable') and PMIx calls after it (PMIX_ERR_UNREACH); rank %d's output above "
+                              "says more", sv->failed);
+}
+
 static int describe_failure(const struct sv *sv, ct_error *err)
 {
     const struct rank *rk = &sv->ranks[sv->failed];
@@ -571,8 +579,7 @@ static int describe_failure(const struct sv *sv, ct_error *err)
                      h->err.msg[0] ? h->err.msg : ct_error_code_name(h->rc), server);
         ct_error_outcome(err, h->err.outcome);
         if (server[0])
-            return ct_error_hint(err, "the ranks reach each other through that server: without it they cannot "
-                                      "start or meet; rank %d's output above says more", sv->failed);
+            return server_hint(sv, err);
         return h->err.hint[0] ? ct_error_hint(err, "%s", h->err.hint) : err->code;
     }
     if (sv->spec->fit_statuses && st != STATUS_LOST && WIFEXITED(st) && WEXITSTATUS(st) == CT_LAUNCHER_EXIT_NONFINITE) {
@@ -593,9 +600,7 @@ static int describe_failure(const struct sv *sv, ct_error *err)
                  sv->failed, how, (long)rk->pid, after, sv->n - 1, sv->n == 2 ? "" : "s",
                  sv->n == 2 ? "was" : "were", server);
     if (server[0])
-        return ct_error_hint(err, "the ranks reach each other through that server: without it "
-                                  "MPI_Init fails ('Unreachable'); rank %d's output above says more",
-                             sv->failed);
+        return server_hint(sv, err);
     return ct_error_hint(err, "rank %d's output above says why; rank 0 writes as is, the others "
                               "with a '[rank N]' prefix", sv->failed);
 }

@@ -178,6 +178,16 @@ int ct_pages_pool_put(ct_pages_pool *p, void *range, size_t range_bytes)
     return 0;
 }
 
+/* Slot holding a pages before one holding b, for want: one that holds enough before one that does not,
+ * then the smaller of two that do (the rest goes back), the fuller of two that do not (neighbouring
+ * units differ by a few pages: fsdp's gradient of a block's MLP input layer takes the output layer's). */
+static int better(size_t a, size_t b, size_t want)
+{
+    if ((a >= want) != (b >= want))
+        return a >= want;
+    return a >= want ? a < b : a > b;
+}
+
 int ct_pages_pool_take(ct_pages_pool *p, void *range, size_t range_bytes)
 {
     int best = -1;
@@ -186,11 +196,8 @@ int ct_pages_pool_take(ct_pages_pool *p, void *range, size_t range_bytes)
 
     if (!p->base || !bytes)
         return 0;
-    /* the smallest slot holding enough, else the fullest: neighbouring units differ by a few pages
-     * (fsdp's gradient of a block's MLP input layer takes the output layer's, a little smaller) */
     for (int i = 0; i < p->slots; i++)
-        if (p->held[i] && (best < 0 || (p->held[i] >= bytes ? p->held[best] < bytes || p->held[i] < p->held[best]
-                                                            : p->held[best] < p->held[i])))
+        if (p->held[i] && (best < 0 || better(p->held[i], p->held[best], bytes)))
             best = i;
     if (best < 0)
         return 0;
