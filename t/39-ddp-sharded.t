@@ -105,11 +105,12 @@ ok $? "gpt: ddp_sharded in all-gather pieces: val_loss $b equals ddp's $a; forwa
 
 # 12-13: under mpirun (the external launcher) it equals the run under ctrain's launcher, bit for bit.
 if command -v mpirun >/dev/null; then
-    timeout 120 mpirun -np 2 --allow-run-as-root --oversubscribe "$CTRAIN" fit $F --max-epochs 1 --strategy ddp_sharded \
+    limited 120 mpirun -np 2 --allow-run-as-root --oversubscribe "$CTRAIN" fit $F --max-epochs 1 --strategy ddp_sharded \
         --devices 2 --batch-size 64 --default-root-dir "$tmp/m" >"$tmp/m.out" 2>&1
     rc=$?
     [ $rc -eq 0 ] && [ "$(json world_size "$tmp/m/summary.json")" = 2 ] && [ "$(json steps "$tmp/m/summary.json")" = 43 ]
-    ok $? "mpirun -np 2 ctrain fit --strategy ddp_sharded: exit 0, world_size 2, 43 steps" || diag "$tmp/m.out"
+    ok $? "mpirun -np 2 ctrain fit --strategy ddp_sharded: exit 0, world_size 2, 43 steps" ||
+        diag "$tmp/m.out" "$tmp/overran.txt"
     timeout 120 "$CTRAIN" fit $F --max-epochs 1 --strategy ddp_sharded --devices 2 --batch-size 64 \
         --default-root-dir "$tmp/l" >"$tmp/l.out" 2>&1 &&
         "$B/st_compare" "$tmp/m/last.safetensors" "$tmp/l/last.safetensors" >"$tmp/cmp.out" 2>&1

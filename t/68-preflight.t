@@ -107,11 +107,11 @@ ok "$([ "$rcs" = 000 ] && [ "$(jget "$tmp/hand/preflight.json" num_nodes)" = 3 ]
     grep -q 'allreduce of 4194304 bytes over 3 ranks' "$tmp/hand.0"; echo $?)" \
     "one process per host by hand (RANK, WORLD_SIZE, MASTER_ADDR: gloo): 3 nodes, exits $rcs" || diag "$tmp/hand.0" "$tmp/hand.1"
 if command -v mpirun >/dev/null 2>&1; then
-    env -u SLURM_CONF timeout 120 mpirun -np 2 --allow-run-as-root --oversubscribe "$CTRAIN" preflight --strategy ddp \
+    limited 120 env -u SLURM_CONF mpirun -np 2 --allow-run-as-root --oversubscribe "$CTRAIN" preflight --strategy ddp \
         --devices 2 --default-root-dir "$tmp/mpirun" >"$tmp/mpirun.out" 2>&1
     rc=$?
     ok "$([ $rc -eq 0 ] && [ "$(jget "$tmp/mpirun/preflight.json" world_size)" = 2 ]; echo $?)" \
-        "mpirun -np 2 ctrain preflight (one machine): world size 2, exit $rc" || diag "$tmp/mpirun.out"
+        "mpirun -np 2 ctrain preflight (one machine): world size 2, exit $rc" || diag "$tmp/mpirun.out" "$tmp/overran.txt"
 else
     n=$((n + 1))
     echo "ok $n # SKIP mpirun (openmpi-bin) not installed"
