@@ -9,7 +9,8 @@
 # at most 0.3x ddp's; a full checkpoint of fsdp resumes
 # under ddp and at 2 ranks with the same global batch and continues within 1e-5 of the unbroken
 # run, and ddp's under fsdp; bad options are refused by the plan with a hint, nothing launched;
-# with gradient accumulation fsdp follows ddp's accumulation and its peak stays at most 0.3x ddp's.
+# with gradient accumulation fsdp follows ddp's accumulation and its peak stays at most 0.3x ddp's;
+# units joined by min_num_params (PyTorch's size_based_auto_wrap_policy) give the same bits.
 #
 # Why 1e-5 holds: every rank computes the same forward and backward as under ddp; the unit's
 # gradients are summed over the same 4 ranks (in rank order, where ddp's library sums in its own),
@@ -18,7 +19,7 @@ T="$(dirname "$0")"
 . "$T/lib/launch.sh"
 . "$T/lib/ddp.sh"
 . "$T/lib/fsdp.sh"
-N=17
+N=19
 
 [ -x "$CTRAIN" ] || skip_all $N "ctrain not built"
 echo "1..$N"
@@ -132,3 +133,20 @@ a=$(mem "$tmp/ma/summary.json")
 [ $rc -eq 0 ] && [ "$d" -gt 0 ] && [ "$((a * 10))" -le "$((d * 3))" ]
 ok $? "with --accumulate-grad-batches 2 the measured peak per rank: fsdp $a bytes <= 0.3 x ddp's $d (exit $rc)" ||
     diag "$tmp/ma.out" "$tmp/ma/summary.json"
+
+# 18-19: min_num_params joins the model's announced ranges into larger units (a unit then holds
+# several ranges, announced one by one in forward and in backward): the same losses and gradient
+# norms bit for bit (the sums are per element, in rank order, whatever the unit), fewer all-gathers
+# and a higher parameter peak. 30000 joins them in pairs (this small GPT's ranges hold about 16k
+# parameters: a block's attention, MLP input and output); above the model's size, one unit.
+gathers() { json param_gathers "$tmp/$1/summary.json"; }
+fit j2 fsdp:min_num_params=30000 4 2 --max-steps 10 && steps10 j2 >"$tmp/j2.10" &&
+    [ "$(wc -l <"$tmp/j2.10")" -eq 10 ] && cmp -s "$tmp/fs.10" "$tmp/j2.10" && [ "$(gathers j2)" -lt "$(gathers hs)" ]
+ok $? "fsdp:min_num_params=30000: full_shard's losses and gradient norms bit for bit, $(gathers j2) all-gathers against $(gathers hs)" ||
+    diag "$tmp/j2.out" "$tmp/fs.10" "$tmp/j2.10"
+fit j1 fsdp:min_num_params=100000000 4 2 --max-steps 10 && steps10 j1 >"$tmp/j1.10" &&
+    [ "$(wc -l <"$tmp/j1.10")" -eq 10 ] && cmp -s "$tmp/fs.10" "$tmp/j1.10" && [ "$(gathers j1)" -lt "$(gathers j2)" ] &&
+    [ "$(json param_bytes_peak "$tmp/j1/summary.json")" -gt "$(json param_bytes_peak "$tmp/j2/summary.json")" ] &&
+    [ "$(json param_bytes_peak "$tmp/j2/summary.json")" -gt "$(json param_bytes_peak "$tmp/hs/summary.json")" ]
+ok $? "fsdp:min_num_params above the model's size: one unit, the same bits, $(gathers j1) all-gathers, parameter peaks one unit > pairs > ranges" ||
+    diag "$tmp/j1.out" "$tmp/j1.10" "$tmp/j1/summary.json" "$tmp/j2/summary.json" "$tmp/hs/summary.json"

@@ -24,6 +24,13 @@ static const ct_config_key fsdp_options[] = {
       .help = "sharded: the checkpoint is a directory under the file's name, each rank's shards in a file of "
               "its own and one index, written as a whole (any strategy and world size loads it); full: the "
               "shards gathered, rank 0 writes one file" },
+    /* Lightning's auto_wrap_policy: the model's announced ranges are the units ({Block}); PyTorch's
+     * size_based_auto_wrap_policy joins them up to a size. */
+    { .key = "min_num_params", .type = CT_CONFIG_INT, .min = 0, .max = 1e15, .dflt = "0",
+      .help = "0: each range the model announces in forward is a unit (a GPT block's attention and two MLP "
+              "layers, its embeddings; an MLP's layers); N: consecutive ones joined until a unit holds N "
+              "parameters (PyTorch's size_based_auto_wrap_policy; a short rest joins the last unit; N above the "
+              "model's size: one unit, gathered through the step)" },
     CT_DDP_OPTION_BACKEND,
     { .key = NULL },
 };

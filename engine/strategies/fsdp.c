@@ -3,8 +3,8 @@
  * over ddp's process group and collectives (ddp.c, ddp_internal.h; the library of backend=).
  *
  * Units. A unit is a contiguous range of the parameter array: each range the model announces in
- * forward (need: GPT's embeddings, each block, the final layer norm; the MLP's layers). They are
- * read off the first forward, while every rank still holds the whole array rank 0 broadcast, so no
+ * forward (need: GPT's embeddings, each block, the final layer norm; the MLP's layers), or under
+ * min_num_params consecutive ones joined up to that size (join_units). They are read off the first forward, while every rank still holds the whole array rank 0 broadcast, so no
  * model is named here; a model that does not announce is one unit (all gathered, nothing freed).
  * Each unit is cut into world parts, rank r holding part r of every unit (its shard, fp32,
  * persistent): the shards of the parameters (pshard), of the reduced gradients (gshard) and the
@@ -79,6 +79,7 @@ struct unit {
     long cross;       /* hybrid_shard: its node's sum's exchange across the nodes in flight (0: none) */
     int reduced;      /* this step: the exchange started */
     int grad_live;    /* backward announced it and its gradients' exchange is not finished */
+    int grad_fresh;   /* grad_live since this announcement: its gradient pages not yet taken */
 };
 
 struct fsdp {
@@ -93,6 +94,7 @@ struct fsdp {
     size_t xrecv_bytes;
     int limit;        /* all-gathers in flight, at most */
     int sharded_ckpt; /* state_dict_type=sharded: each rank saves its own shards (shard_layout) */
+    size_t min_params; /* min_num_params: announced ranges joined into units of at least this (0: none) */
     struct unit *units;
     int n_units, cap_units;
     int discovering;  /* 1 until the first forward's announcements are units */
@@ -140,6 +142,7 @@ static int fsdp_init(ct_strategy *s, ct_error *err)
     z->me = s->global_rank;
     z->limit = ct_config_int(&opts, "limit_all_gathers");
     z->sharded_ckpt = !strcmp(ct_config_text(&opts, "state_dict_type"), "sharded");
+    z->min_params = (size_t)ct_config_int(&opts, "min_num_params");
     if (z->limit < 1)
         z->limit = 1;
     z->discovering = 1;
@@ -415,6 +418,27 @@ static int discover(struct fsdp *z, size_t offset, size_t count, ct_error *err)
     return unit_add(z, z->n_units ? z->units[z->n_units - 1].hi : 0, end, err);
 }
 
+/* min_num_params (PyTorch's size_based_auto_wrap_policy): consecutive units joined until each holds
+ * at least min parameters; a shorter rest joins the last one. The first unit stays the root. */
+static void join_units(struct fsdp *z, size_t min)
+{
+    int k = 0;
+
+    if (!min)
+        return;
+    for (int v = 0; v < z->n_units; v++) {
+        if (k > 0 && z->units[k - 1].hi - z->units[k - 1].lo < min)
+            z->units[k - 1].hi = z->units[v].hi;
+        else
+            z->units[k++] = z->units[v];
+    }
+    if (k > 1 && z->units[k - 1].hi - z->units[k - 1].lo < min) {
+        z->units[k - 2].hi = z->units[k - 1].hi;
+        k--;
+    }
+    z->n_units = k;
+}
+
 /* A slot for each all-gather that may be in flight and one for the unit being left, each as large
  * as the largest unit. Without a pool (no address space) units fault their pages in. */
 static void init_pool(struct fsdp *z)
@@ -435,6 +459,7 @@ static int discovered(ct_strategy *s, struct fsdp *z, ct_error *err)
     z->discovering = 0;
     if (z->seen < z->n && (rc = unit_add(z, z->seen, z->n, err)))
         return rc;
+    join_units(z, z->min_params);
     if ((rc = shard_units(s, z, err)) || !sharded(s, z))
         return rc;
     /* The set-up is over (rank 0's whole array, read once by the first forward): from here on the
@@ -584,8 +609,10 @@ static int fsdp_params_needed_backward(ct_strategy *s, size_t offset, size_t cou
         return rc;
     first = unit_of(z, offset);
     last = unit_of(z, offset + count - 1);
-    for (int v = first; v <= last; v++)
+    for (int v = first; v <= last; v++) {
+        z->units[v].grad_fresh = !z->units[v].grad_live;
         z->units[v].grad_live = 1; /* backward writes its gradients from here */
+    }
     if ((rc = gather_units(s, z, first, last, -1, err)))
         return rc;
     /* The exchange of the units after these (started as their backward ended) is finished before
@@ -595,9 +622,14 @@ static int fsdp_params_needed_backward(ct_strategy *s, size_t offset, size_t cou
         if (z->units[v].reduce && (rc = finish_reduce(s, z, v, err)))
             return rc;
     /* Backward overwrites a gradient (the model contract): the pages that unit's release just left
-     * in the pool serve as these units' gradients, instead of faulting in zeroed ones. */
+     * in the pool serve as these units' gradients, instead of faulting in zeroed ones — once, at the
+     * unit's first announcement (a unit of several announced ranges holds gradients by its second). */
     for (int v = first; v <= last; v++)
-        ct_pages_pool_take(&z->pool, z->grads + z->units[v].lo, (z->units[v].hi - z->units[v].lo) * sizeof(float));
+        if (z->units[v].grad_fresh) {
+            z->units[v].grad_fresh = 0;
+            ct_pages_pool_take(&z->pool, z->grads + z->units[v].lo,
+                               (z->units[v].hi - z->units[v].lo) * sizeof(float));
+        }
     return 0;
 }
 
