@@ -4,8 +4,9 @@
  *
  * Units. A unit is a contiguous range of the parameter array: each range the model announces in
  * forward (need: GPT's embeddings, each block, the final layer norm; the MLP's layers), or under
- * min_num_params consecutive ones joined up to that size (join_units). They are read off the first forward, while every rank still holds the whole array rank 0 broadcast, so no
- * model is named here; a model that does not announce is one unit (all gathered, nothing freed).
+ * min_num_params consecutive ones joined up to that size (join_units). They are read off the first
+ * forward, while every rank still holds the whole array rank 0 broadcast, so no model is named
+ * here; a model that does not announce is one unit (all gathered, nothing freed).
  * Each unit is cut into world parts, rank r holding part r of every unit (its shard, fp32,
  * persistent): the shards of the parameters (pshard), of the reduced gradients (gshard) and the
  * optimizer's state (ct_optim_shard_ranges) are the concatenation of this rank's parts, unit after

@@ -40,9 +40,9 @@ limited() {
     shift
     "$@" &
     l_pid=$!
-    l_i=0
+    l_end=$(($(date +%s) + l_secs))
     while kill -0 "$l_pid" 2>/dev/null && [ "$(sed 's/^.*) \([A-Za-z]\) .*$/\1/' "/proc/$l_pid/stat" 2>/dev/null)" != Z ]; do
-        if [ $l_i -ge $((l_secs * 5)) ]; then
+        if [ "$(date +%s)" -ge "$l_end" ]; then
             l_all="$l_pid $(descendants "$l_pid")"
             { echo "overran ${l_secs} s: $*"; snapshot $l_all; } >>"$tmp/overran.txt" 2>&1
             kill -TERM "$l_pid" 2>/dev/null
@@ -52,7 +52,6 @@ limited() {
             return 124
         fi
         sleep 0.2
-        l_i=$((l_i + 1))
     done
     wait "$l_pid"
 }
