@@ -8,10 +8,11 @@
 # eth0, its transmitted bytes, in the node's network namespace) than full_shard; 2 + 1 tasks are
 # refused with a hint; hybrid_shard's checkpoint over two nodes (a whole file: each node holds every
 # part) loads and holds ddp's weights; sharding_strategy=auto chooses hybrid_shard on 2 nodes x 2
-# (hybrid_shard's bits) and full_shard on 2 + 1 tasks. Needs root, SLURM and munge (else SKIP).
+# (hybrid_shard's bits) and full_shard on 2 + 1 tasks; hybrid_shard with gradient accumulation
+# follows ddp's. Needs root, SLURM and munge (else SKIP).
 . "$(dirname "$0")/lib/launch.sh"
 . "$(dirname "$0")/lib/ddp.sh"
-N=10
+N=11
 
 make_data || skip_all $N "dataset-fashion-mnist not installed"
 start_srun_cluster $N 2
@@ -59,21 +60,27 @@ sent() {
 }
 # gpt NAME STRATEGY: srun -N2 -n4 into $tmp/NAME; the bytes sent across the link into $tmp/NAME.sent
 gpt() {
+    g_name=$1 g_strategy=$2
+    shift 2
     b0=$(sent)
-    timeout 120 srun -N2 -n4 --mpi=pmix "$CTRAIN" fit $G --strategy "$2" --num-nodes 2 --devices 2 \
-        --default-root-dir "$tmp/$1" >"$tmp/$1.out" 2>&1
+    timeout 120 srun -N2 -n4 --mpi=pmix "$CTRAIN" fit $G --strategy "$g_strategy" --num-nodes 2 --devices 2 \
+        --default-root-dir "$tmp/$g_name" "$@" >"$tmp/$g_name.out" 2>&1
     rc=$?
-    echo $(($(sent) - b0)) >"$tmp/$1.sent"
+    echo $(($(sent) - b0)) >"$tmp/$g_name.sent"
     return $rc
 }
 # losses_norms NAME: step, train_loss and grad_norm of the 10 steps
 losses_norms() { awk -F, '$1 ~ /^[0-9]+$/ && $3 != "" { print $1, $3, $8 }' "$tmp/$1/metrics.csv"; }
-gpt gd ddp && gpt gf fsdp && gpt gh fsdp:sharding_strategy=hybrid_shard &&
-    losses_norms gd >"$tmp/gd.l" && losses_norms gh >"$tmp/gh.l" && [ "$(wc -l <"$tmp/gh.l")" -eq 10 ] &&
-    got=$(paste -d' ' "$tmp/gd.l" "$tmp/gh.l" | awk '
+# within A B: B's losses and gradient norms (files $tmp/A.l, $tmp/B.l) within 1e-5 of A's, 10 steps
+within() {
+    paste -d' ' "$tmp/$1.l" "$tmp/$2.l" | awk '
         function rel(a, b) { d = (a - b) / a; return d < 0 ? -d : d }
         { if (rel($2, $5) > max) max = rel($2, $5); if (rel($3, $6) > max) max = rel($3, $6) }
-        END { printf "largest relative difference %.2e", max; exit !(NR == 10 && max <= 1e-5) }')
+        END { printf "largest relative difference %.2e", max; exit !(NR == 10 && max <= 1e-5) }'
+}
+gpt gd ddp && gpt gf fsdp && gpt gh fsdp:sharding_strategy=hybrid_shard &&
+    losses_norms gd >"$tmp/gd.l" && losses_norms gh >"$tmp/gh.l" && [ "$(wc -l <"$tmp/gh.l")" -eq 10 ] &&
+    got=$(within gd gh)
 ok $? "srun -N2 -n4 fsdp hybrid_shard follows ddp's losses and gradient norms within 1e-5 for 10 steps: $got" ||
     diag "$tmp/gd.out" "$tmp/gf.out" "$tmp/gh.out" "$tmp/gd.l" "$tmp/gh.l"
 f=$(cat "$tmp/gf.sent") h=$(cat "$tmp/gh.sent")
@@ -113,3 +120,11 @@ rc=$?
 [ $rc -eq 0 ] && [ "$(json steps "$tmp/gv/summary.json")" = 10 ] &&
     choice gv | grep -q '^sharding_strategy=auto: full_shard (2 nodes with unequal numbers of ranks'
 ok $? "srun -N2 -n3 sharding_strategy=auto: $(choice gv 2>/dev/null), 10 steps (exit $rc)" || diag "$tmp/gv.out"
+
+# 11: hybrid_shard with gradient accumulation (2 micro-batches): each micro-batch's gradients are
+# reduce-scattered within the node, exchanged across the nodes and added to the rank's parts; it
+# follows ddp's accumulation of the same within 1e-5 for 10 steps.
+gpt gda ddp --accumulate-grad-batches 2 && gpt gha fsdp:sharding_strategy=hybrid_shard --accumulate-grad-batches 2 &&
+    losses_norms gda >"$tmp/gda.l" && losses_norms gha >"$tmp/gha.l" && got=$(within gda gha)
+ok $? "srun -N2 -n4 hybrid_shard with --accumulate-grad-batches 2 follows ddp's accumulation within 1e-5: $got" ||
+    diag "$tmp/gda.out" "$tmp/gha.out" "$tmp/gda.l" "$tmp/gha.l"
