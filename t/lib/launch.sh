@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Shared by t/3x-*.t (sourced): TAP helpers, a private temp dir, cleanup of what a test started.
-# Every process a test starts is recorded in $pids and killed by pid on exit, even on failure.
+# Every process a test starts is recorded in $pids and killed by pid, with its descendants, on exit,
+# even on failure.
 
 T=$(cd "$(dirname "$0")" && pwd)
 B="$T/../${CTRAIN_BUILD:-build}/t"
@@ -11,8 +12,10 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/ctrain-test.XXXXXX")
 mkdir -p "$tmp/tmp"
 export TMPDIR="$tmp/tmp"
 
-cleanup() {
-    for p in $pids; do kill -KILL "$p" 2>/dev/null; done
+cleanup() {  # each recorded process with its descendants (an mpirun's ranks), found before any dies
+    c_all=""
+    for p in $pids; do c_all="$c_all $(descendants "$p") $p"; done
+    for p in $c_all; do kill -KILL "$p" 2>/dev/null; done
     rm -rf "$tmp"
 }
 trap cleanup EXIT

@@ -34,12 +34,13 @@ snapshot() {
 # limited SECONDS CMD...: CMD, and if it is still running after SECONDS, what its processes were
 # doing goes to $tmp/overran.txt, then SIGTERM, and SIGKILL to everything left 10 s later (timeout(1)
 # sends only the TERM: an mpirun that cannot act on it would hang the test). Returns CMD's status;
-# 124 once it overran.
+# 124 once it overran. CMD joins $pids (t/lib/launch.sh's cleanup kills them when the test ends early).
 limited() {
     l_secs=$1
     shift
     "$@" &
     l_pid=$!
+    pids="${pids:-} $l_pid"
     l_end=$(($(date +%s) + l_secs))
     while kill -0 "$l_pid" 2>/dev/null && [ "$(sed 's/^.*) \([A-Za-z]\) .*$/\1/' "/proc/$l_pid/stat" 2>/dev/null)" != Z ]; do
         if [ "$(date +%s)" -ge "$l_end" ]; then
