@@ -87,9 +87,13 @@ else
     "$SC" slow "$cluster" n2 clear >>"$tmp/slow.out" 2>&1
 fi
 
-# 9-11: gloo, without a PMIx server: srun --mpi=none, and by hand (torchrun's variables).
+# 9-11: gloo, without a PMIx server: srun --mpi=none, and by hand (torchrun's variables); and under
+# mpirun. They test the paths, not the verdicts: a GEMM rate must fall below the median / 20 to be
+# named (check-asan, 4 files on 2 cores, once measured a rank at 17.5 GFLOP/s against a median of
+# 58.6: below the default's median / 3).
+LOOSE="--preflight-compute-factor 20"
 timeout 120 srun -N3 -n3 --mpi=none env MASTER_ADDR=n1 MASTER_PORT=29531 "$CTRAIN" preflight --strategy ddp:backend=gloo \
-    --devices 1 --num-nodes 3 --default-root-dir "$tmp/gloo" >"$tmp/gloo.out" 2>&1
+    --devices 1 --num-nodes 3 $LOOSE --default-root-dir "$tmp/gloo" >"$tmp/gloo.out" 2>&1
 rc=$?
 ok "$([ $rc -eq 0 ] && [ "$(jget "$tmp/gloo/preflight.json" num_nodes)" = 3 ]; echo $?)" \
     "srun --mpi=none ctrain preflight --strategy ddp:backend=gloo: 3 nodes, exit $rc" || diag "$tmp/gloo.out"
@@ -97,7 +101,7 @@ hp=""
 for r in 0 1 2; do
     "$SC" exec "$cluster" "n$((r + 1))" env -i PATH=/usr/bin:/bin OMP_NUM_THREADS=1 MASTER_ADDR=n1 MASTER_PORT=29532 \
         WORLD_SIZE=3 RANK=$r LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 GROUP_RANK=$r timeout 120 "$CTRAIN" preflight \
-        --strategy ddp --num-nodes 3 --default-root-dir "$tmp/hand" >"$tmp/hand.$r" 2>&1 &
+        --strategy ddp --num-nodes 3 $LOOSE --default-root-dir "$tmp/hand" >"$tmp/hand.$r" 2>&1 &
     hp="$hp $!"
 done
 pids="$pids$hp"
@@ -108,7 +112,7 @@ ok "$([ "$rcs" = 000 ] && [ "$(jget "$tmp/hand/preflight.json" num_nodes)" = 3 ]
     "one process per host by hand (RANK, WORLD_SIZE, MASTER_ADDR: gloo): 3 nodes, exits $rcs" || diag "$tmp/hand.0" "$tmp/hand.1"
 if command -v mpirun >/dev/null 2>&1; then
     limited 120 env -u SLURM_CONF mpirun -np 2 --allow-run-as-root --oversubscribe "$CTRAIN" preflight --strategy ddp \
-        --devices 2 --default-root-dir "$tmp/mpirun" >"$tmp/mpirun.out" 2>&1
+        --devices 2 $LOOSE --default-root-dir "$tmp/mpirun" >"$tmp/mpirun.out" 2>&1
     rc=$?
     ok "$([ $rc -eq 0 ] && [ "$(jget "$tmp/mpirun/preflight.json" world_size)" = 2 ]; echo $?)" \
         "mpirun -np 2 ctrain preflight (one machine): world size 2, exit $rc" || diag "$tmp/mpirun.out" "$tmp/overran.txt"
