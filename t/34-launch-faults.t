@@ -13,15 +13,6 @@ start() {
     pids="$pids $P"
 }
 
-# children: pids of the probe's children (ranks and the PMIx server process), from /proc
-# (field 4 of /proc/PID/stat, after the command name in parentheses, is the parent's pid)
-children() {
-    for s in /proc/[0-9]*/stat; do
-        pp=$(sed 's/^.*) [A-Za-z] \([0-9]*\) .*$/\1/' "$s" 2>/dev/null)
-        [ "$pp" = "$P" ] && { p=${s#/proc/}; echo "${p%/stat}"; }
-    done | tr '\n' ' '
-}
-
 # kill_one LAUNCHER SIGNAL_TO_RANK RANK
 kill_one() {
     d="$tmp/pids.$1"
@@ -32,7 +23,7 @@ kill_one() {
         diag "$tmp/out" "$tmp/err"
         return
     fi
-    kids=$(children)
+    kids=$(children "$P")  # the ranks and the PMIx server process (t/lib/procs.sh)
     pids="$pids $kids"
     dirs=$(cat "$d/ompi-dirs" 2>/dev/null)
     shm_used=$(ls "${dirs%% *}" 2>/dev/null | grep -c -e vader -e sm_segment)   # Open MPI 4.1, 5
@@ -69,7 +60,7 @@ d="$tmp/pids.term"
 mkdir -p "$d"
 PROBE_IGNORE_TERM=1 start fork hang 3 "$d"
 wait_files "$d" 3 30
-kids=$(children)
+kids=$(children "$P")
 pids="$pids $kids"
 t0=$(now)
 kill -KILL "$(cat "$d/rank.0.pid")"
@@ -86,7 +77,7 @@ d="$tmp/pids.fwd"
 mkdir -p "$d"
 start subprocess hang 3 "$d"
 wait_files "$d" 3 30
-kids=$(children)
+kids=$(children "$P")
 pids="$pids $kids"
 kill -TERM $P
 wait $P

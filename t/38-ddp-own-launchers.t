@@ -14,14 +14,6 @@ N=17
 make_data || skip_all $N "dataset-fashion-mnist not installed"
 echo "1..$N"
 
-# children PID: the pids whose parent is PID
-children() {
-    for s in /proc/[0-9]*/stat; do
-        pp=$({ sed 's/^.*) [A-Za-z] \([0-9]*\) .*$/\1/' "$s"; } 2>/dev/null)
-        [ "$pp" = "$1" ] && { p=${s#/proc/}; echo "${p%/stat}"; }
-    done
-}
-
 # fork_rank PARENT R: among the caller's forked children (the ranks and the PMIx server process),
 # rank 0 is the one that holds metrics.csv open and rank 1 the other one running Open MPI (its
 # BTL components are mapped once MPI_Init ran: Open MPI 4.1's mca_btl_*.so, Open MPI 5's shared-memory

@@ -10,6 +10,9 @@ all_gone() {    # a zombie is gone: dead, waiting for a parent (init here) that 
     return 0
 }
 
+# children PID: the pids whose parent is PID, on one line
+children() { echo $(ps -o pid= --ppid "$1"); }
+
 # descendants PID: PID's children, their children, ... (one per line)
 descendants() {
     ps -e -o pid=,ppid= | awk -v root="$1" '
@@ -42,7 +45,7 @@ limited() {
     l_pid=$!
     pids="${pids:-} $l_pid"
     l_end=$(($(date +%s) + l_secs))
-    while kill -0 "$l_pid" 2>/dev/null && [ "$(sed 's/^.*) \([A-Za-z]\) .*$/\1/' "/proc/$l_pid/stat" 2>/dev/null)" != Z ]; do
+    while ! all_gone "$l_pid"; do
         if [ "$(date +%s)" -ge "$l_end" ]; then
             l_all="$l_pid $(descendants "$l_pid")"
             { echo "overran ${l_secs} s: $*"; snapshot $l_all; } >>"$tmp/overran.txt" 2>&1
